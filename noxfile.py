@@ -1,0 +1,157 @@
+"""The one task runner of the monorepo.
+
+`python -m nox` (no arguments) runs the full test suite: the sessions in
+`nox.options.sessions`. Other sessions (`demo`, `bench`, ...) run by name.
+
+The three distributions are always installed together from their folders, so that pip never
+takes `zrecord`, `loaderx` or `loaderx-converter` from a package index instead.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+ZRECORD = ROOT / "packages" / "zrecord"
+LOADERX = ROOT / "packages" / "loaderx"
+CONVERTER = ROOT / "packages" / "loaderx-converter"
+ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = False
+nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "converter", "pins", "roundtrip",
+                        "pythons"]
+nox.options.error_on_missing_interpreters = True
+
+
+def _interpreter(version: str) -> str:
+    """Prefer pyenv's exact interpreters (their shims need PYENV_VERSION), else PATH."""
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin",
+                                          f"python{version}")))
+    return found[-1] if found else version
+
+
+PYTHONS = [_interpreter(v) for v in ("3.10", "3.11", "3.12", "3.13")]
+DEFAULT_PYTHON = _interpreter("3.11")
+
+
+def _install_all(session: nox.Session, *extras: str) -> None:
+    spec = f"[{','.join(extras)}]" if extras else ""
+    session.install(f"{ZRECORD}{spec}", f"{LOADERX}{spec}", f"{CONVERTER}{spec}")
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def zrecord(session: nox.Session) -> None:
+    """zrecord's tests, alone: nothing from loaderx is installed."""
+    session.install(f"{ZRECORD}[test]")
+    session.run("python", "-c", "import importlib.util as u; "
+                "assert u.find_spec('loaderx') is None, 'loaderx must not be installed'")
+    session.run("pytest", "-q", str(ZRECORD / "tests"), *session.posargs)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def loaderx(session: nox.Session) -> None:
+    """loaderx's tests (with the seed's examples), zrecord installed beside it."""
+    _install_all(session, "test")
+    session.run("pytest", "-q", str(LOADERX / "tests"), *session.posargs)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def converter(session: nox.Session) -> None:
+    """loaderx-converter's tests."""
+    _install_all(session, "test")
+    session.run("pytest", "-q", str(CONVERTER / "tests"), *session.posargs)
+
+
+@nox.session(python=PYTHONS)
+def pythons(session: nox.Session) -> None:
+    """zrecord's tests on every supported CPython (the 8 GiB memory tests run in `zrecord`)."""
+    session.install(f"{ZRECORD}[test]")
+    session.run("pytest", "-q", "-m", "not heavy", str(ZRECORD / "tests"), *session.posargs)
+
+
+@nox.session(python=False)
+def zig(session: nox.Session) -> None:
+    """The Zig core's own tests (Debug build, safety checks on)."""
+    session.run(sys.executable, "-m", "pip", "install", "-q", f"ziglang=={ZIG_VERSION}",
+                external=True)
+    env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
+           "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
+    session.run(sys.executable, "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "root.zig"),
+                "-lc", env=env, external=True)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def pins(session: nox.Session) -> None:
+    """Cross-check: the versions each distribution pins are satisfied by the sibling packages."""
+    session.install("packaging")
+    session.run("python", str(ROOT / "tools" / "check_pins.py"))
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def roundtrip(session: nox.Session) -> None:
+    """Build each sdist, then a wheel from that sdist in a clean folder, install and import."""
+    session.install("build")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        for pkg in (ZRECORD, LOADERX, CONVERTER):
+            session.run("python", "-m", "build", "--sdist", "--outdir", str(tmp_path / "sdist"),
+                        str(pkg))
+        for sdist in sorted((tmp_path / "sdist").glob("*.tar.gz")):
+            clean = tmp_path / "clean" / sdist.name
+            clean.mkdir(parents=True)
+            shutil.unpack_archive(str(sdist), str(clean))
+            (src,) = list(clean.iterdir())
+            session.run("python", "-m", "build", "--wheel", "--outdir", str(tmp_path / "wheels"),
+                        str(src))
+        wheels = sorted(str(p) for p in (tmp_path / "wheels").glob("*.whl"))
+        session.log("wheels: " + ", ".join(os.path.basename(w) for w in wheels))
+        session.install(*wheels)
+    session.run("python", "-c", ROUNDTRIP_CHECK)
+
+
+ROUNDTRIP_CHECK = """
+import os, tempfile, numpy as np
+import zrecord, loaderx.zrecord
+from zrecord import Dense
+assert '_native.abi3' in zrecord._native.__file__ and 'site-packages' in zrecord._native.__file__
+with tempfile.TemporaryDirectory() as d:
+    p = os.path.join(d, 's')
+    with Dense.create(p, np.float32, (3,), codec='raw') as w:
+        w.append(np.arange(12, dtype=np.float32).reshape(4, 3))
+    with loaderx.zrecord.Dense.open(p) as r:
+        assert r[3].tolist() == [9.0, 10.0, 11.0]
+print('sdist -> wheel round trip ok')
+"""
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff on everything; mypy on the pure-Python code (stubs cover the compiled modules)."""
+    session.install("ruff==0.17.6", "mypy==2.4.1", "numpy", "nox", "pytest")
+    session.run("ruff", "check", "noxfile.py", "packages", "benchmarks", "tools")
+    session.run("mypy", "--ignore-missing-imports", "--strict",
+                str(ZRECORD / "src" / "zrecord"), env={"MYPYPATH": str(ZRECORD / "src")})
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def demo(session: nox.Session) -> None:
+    """The main job: convert real data shipped by a package, train from it, print throughput."""
+    _install_all(session)
+    session.install("scikit-learn")
+    session.run("python", str(ROOT / "benchmarks" / "demo.py"), *session.posargs)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks on the real data of ../shared/data (prepare it first; see benchmarks/)."""
+    _install_all(session)
+    session.run("python", str(ROOT / "benchmarks" / "bench_dense.py"), *session.posargs)

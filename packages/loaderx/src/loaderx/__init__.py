@@ -1,0 +1,8 @@
+"""loaderx: a stateless sampler and a prefetching DataLoader over zrecord stores.
+
+The storage layer is the separate distribution ``zrecord``; ``loaderx.zrecord`` and
+``loaderx.utils`` re-export it so that code written against the combined package keeps its
+import paths. ``loaderx.converter`` re-exports the optional ``loaderx-converter``.
+"""
+
+__version__ = "3.0.0a0"

@@ -1,0 +1,33 @@
+"""The import path ``loaderx.zrecord``: the public API of the ``zrecord`` distribution."""
+
+from zrecord import (
+    ChecksumError,
+    ClosedError,
+    CorruptStoreError,
+    Dense,
+    DenseWriter,
+    FormatError,
+    Ragged,
+    RaggedWriter,
+    StoreExistsError,
+    StoreIndexError,
+    StoreNotFoundError,
+    ZrecordError,
+    open_store,
+)
+
+__all__ = [
+    "ChecksumError",
+    "ClosedError",
+    "CorruptStoreError",
+    "Dense",
+    "DenseWriter",
+    "FormatError",
+    "Ragged",
+    "RaggedWriter",
+    "StoreExistsError",
+    "StoreIndexError",
+    "StoreNotFoundError",
+    "ZrecordError",
+    "open_store",
+]

@@ -1,0 +1,38 @@
+"""zrecord: a typed, ordered, immutable on-disk record container.
+
+A store is an ordered sequence of NumPy records written once by an append-only writer and
+published atomically by ``close()``. :class:`Dense` stores one fixed-shape array per record,
+:class:`Ragged` one variable-shape array (fixed dtype and rank) per record. The logical ID of a
+record is its append position. The on-disk format is specified in ``spec/format-v1.md``.
+"""
+
+from zrecord._store import Dense, DenseWriter, Ragged, RaggedWriter, open_store
+from zrecord.errors import (
+    ChecksumError,
+    ClosedError,
+    CorruptStoreError,
+    FormatError,
+    StoreExistsError,
+    StoreIndexError,
+    StoreNotFoundError,
+    ZrecordError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ChecksumError",
+    "ClosedError",
+    "CorruptStoreError",
+    "Dense",
+    "DenseWriter",
+    "FormatError",
+    "Ragged",
+    "RaggedWriter",
+    "StoreExistsError",
+    "StoreIndexError",
+    "StoreNotFoundError",
+    "ZrecordError",
+    "__version__",
+    "open_store",
+]

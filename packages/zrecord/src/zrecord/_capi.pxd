@@ -1,0 +1,60 @@
+# Declarations of the native core's C ABI (zig/include/zrecord.h). Declarations only.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+cdef extern from "zrecord.h" nogil:
+    ctypedef struct zr_status:
+        int32_t code
+        int32_t os_errno
+        int64_t record
+        int32_t shard
+        char message[512]
+
+    ctypedef struct zr_schema:
+        uint8_t kind
+        uint8_t dtype
+        uint8_t ndim
+        uint8_t codec
+        uint8_t data_shards
+        uint64_t item_shape[32]
+
+    ctypedef struct zr_info:
+        zr_schema schema
+        uint16_t format_major
+        uint16_t format_minor
+        uint32_t dict_size
+        uint64_t record_count
+        uint64_t logical_bytes
+        uint64_t stored_bytes
+        uint64_t record_size
+        uint64_t itemsize
+
+    ctypedef struct zr_writer:
+        pass
+    ctypedef struct zr_reader:
+        pass
+
+    int zr_writer_open(const char *path, const zr_schema *schema, const uint8_t *dict,
+                       size_t dict_size, uint32_t flags, zr_writer **out, zr_status *st)
+    int zr_writer_append_dense(zr_writer *w, const void *data, uint64_t size, uint64_t count,
+                               zr_status *st)
+    int zr_writer_append_ragged(zr_writer *w, const uint64_t *ptrs, const uint64_t *shapes,
+                                uint64_t count, zr_status *st)
+    uint64_t zr_writer_count(const zr_writer *w)
+    int zr_writer_publish(zr_writer *w, zr_status *st)
+    void zr_writer_abort(zr_writer *w)
+    void zr_writer_free(zr_writer *w)
+
+    int zr_reader_open(const char *path, zr_reader **out, zr_status *st)
+    void zr_reader_info(const zr_reader *r, zr_info *out)
+    uint64_t zr_reader_dict(const zr_reader *r, uint8_t *out, uint64_t capacity)
+    int zr_reader_gather_dense(zr_reader *r, const uint64_t *idx, uint64_t count, void *out,
+                               uint64_t out_size, uint32_t threads, zr_status *st)
+    int zr_reader_shapes(zr_reader *r, const uint64_t *idx, uint64_t count, uint64_t *shapes,
+                         uint64_t *sizes, zr_status *st)
+    int zr_reader_gather_ragged(zr_reader *r, const uint64_t *idx, uint64_t count, void *out,
+                                const uint64_t *offsets, uint64_t out_size, uint32_t threads,
+                                zr_status *st)
+    int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st)
+    void zr_reader_close(zr_reader *r)
+    void zr_reader_free(zr_reader *r)
+    uint64_t zr_xxh64(const void *data, uint64_t size)

@@ -1,0 +1,147 @@
+"""Schema validation: dtype codes (spec/format-v1.md §3.3), codecs and shapes.
+
+Schemas are explicit and never inferred: every function here rejects what it cannot store
+exactly, with a message that says what was given and what is accepted.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from zrecord.errors import CodecError, LimitError, SchemaError
+
+KIND_DENSE = 1
+KIND_RAGGED = 2
+
+# spec §3.3: code -> dtype. Little-endian storage; one-byte types have no byte order.
+_DTYPES: dict[int, np.dtype[Any]] = {
+    1: np.dtype("bool"),
+    2: np.dtype("int8"),
+    3: np.dtype("uint8"),
+    4: np.dtype("<i2"),
+    5: np.dtype("<u2"),
+    6: np.dtype("<i4"),
+    7: np.dtype("<u4"),
+    8: np.dtype("<i8"),
+    9: np.dtype("<u8"),
+    10: np.dtype("<f2"),
+    11: np.dtype("<f4"),
+    12: np.dtype("<f8"),
+    13: np.dtype("<c8"),
+    14: np.dtype("<c16"),
+}
+_CODES: dict[np.dtype[Any], int] = {dt: code for code, dt in _DTYPES.items()}
+
+CODECS = {"raw": 0, "zstd": 1, "zstd_dict": 2}
+CODEC_NAMES = {code: name for name, code in CODECS.items()}
+
+NDIM_MAX = 32
+DATA_SHARDS_MAX = 255
+RECORD_SIZE_BYTES_MAX = 1 << 31
+DICT_SIZE_BYTES_MAX = 1 << 24
+
+_ACCEPTED = "bool, int8..int64, uint8..uint64, float16/32/64, complex64/128"
+
+
+def dtype_from_code(code: int) -> np.dtype[Any]:
+    return _DTYPES[code]
+
+
+def dtype_code(dtype: Any) -> tuple[np.dtype[Any], int]:
+    """Validate a schema dtype; return it normalised (little-endian) with its format code."""
+    if dtype is None:
+        raise SchemaError(f"dtype is required and is never inferred; got None (accepted: {_ACCEPTED})")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise SchemaError(f"dtype {dtype!r} is not a NumPy dtype (accepted: {_ACCEPTED})") from exc
+    if dt.fields is not None:
+        raise SchemaError(f"structured dtype {dt} is not supported (accepted: {_ACCEPTED})")
+    if dt.subdtype is not None:
+        raise SchemaError(f"subarray dtype {dt} is not supported; put the sub-shape into "
+                          f"item_shape instead (accepted: {_ACCEPTED})")
+    if dt.metadata:
+        raise SchemaError(f"dtype {dt} carries metadata {dict(dt.metadata)!r}, which is not "
+                          f"supported (accepted: {_ACCEPTED})")
+    if dt.itemsize == 0:
+        raise SchemaError(f"zero-itemsize dtype {dt.str!r} is not supported (accepted: {_ACCEPTED})")
+    if dt.byteorder == ">":
+        raise SchemaError(f"big-endian dtype {dt.str!r} is not supported; stores are little-endian: "
+                          f"use {dt.newbyteorder('<').str!r} (accepted: {_ACCEPTED})")
+    code = _CODES.get(dt.newbyteorder("<") if dt.itemsize > 1 else dt)
+    if code is None:
+        raise SchemaError(f"dtype {dt} (kind {dt.kind!r}) has no record format "
+                          f"(accepted: {_ACCEPTED})")
+    return _DTYPES[code], code
+
+
+def item_shape_tuple(item_shape: Any) -> tuple[int, ...]:
+    """Validate a Dense item shape: a sequence of non-negative ints, at most 32 axes."""
+    if item_shape is None:
+        raise SchemaError("item_shape is required and is never inferred; got None "
+                          "(use () for scalar records)")
+    if isinstance(item_shape, (int, np.integer)):
+        item_shape = (item_shape,)
+    try:
+        shape = tuple(operator.index(d) for d in item_shape)
+    except TypeError as exc:
+        raise SchemaError(f"item_shape must be a tuple of ints; got {item_shape!r}") from exc
+    if len(shape) > NDIM_MAX:
+        raise LimitError(f"item_shape has {len(shape)} axes; ndim_max is {NDIM_MAX}")
+    if any(d < 0 for d in shape):
+        raise SchemaError(f"item_shape must not have negative axes; got {shape}")
+    return shape
+
+
+def ndim_value(ndim: Any) -> int:
+    """Validate a Ragged rank: 1 .. 32."""
+    if ndim is None:
+        raise SchemaError("ndim is required and is never inferred; got None")
+    try:
+        n = operator.index(ndim)
+    except TypeError as exc:
+        raise SchemaError(f"ndim must be an int; got {ndim!r}") from exc
+    if n < 1:
+        raise SchemaError(f"Ragged ndim must be at least 1; got {n} (scalar records: use "
+                          "Dense with item_shape=())")
+    if n > NDIM_MAX:
+        raise LimitError(f"ndim {n} exceeds ndim_max {NDIM_MAX}")
+    return n
+
+
+def codec_code(codec: Any, dict_bytes: Any) -> tuple[int, bytes | None]:
+    """Validate codec and dictionary arguments; return the codec code and the dictionary."""
+    if codec not in CODECS:
+        raise CodecError(f"codec is required and must be one of 'raw', 'zstd', 'zstd_dict'; "
+                         f"got {codec!r}")
+    if codec == "zstd_dict":
+        if dict_bytes is None:
+            raise CodecError("codec 'zstd_dict' needs dict_bytes: train one with "
+                             "zrecord.train_dict(settled_data)")
+        if not isinstance(dict_bytes, (bytes, bytearray, memoryview)):
+            raise CodecError(f"dict_bytes must be bytes; got {type(dict_bytes).__name__}")
+        data = bytes(dict_bytes)
+        if not data:
+            raise CodecError("dict_bytes is empty")
+        if len(data) > DICT_SIZE_BYTES_MAX:
+            raise LimitError(f"dict_bytes has {len(data)} bytes; dict_size_bytes_max is "
+                             f"{DICT_SIZE_BYTES_MAX}")
+        return CODECS[codec], data
+    if dict_bytes is not None:
+        raise CodecError(f"dict_bytes is only used by codec 'zstd_dict'; got codec {codec!r} "
+                         "with a dictionary")
+    return CODECS[codec], None
+
+
+def data_shards_value(data_shards: Any) -> int:
+    try:
+        n = operator.index(data_shards)
+    except TypeError as exc:
+        raise SchemaError(f"data_shards must be an int in 1..{DATA_SHARDS_MAX}; "
+                          f"got {data_shards!r}") from exc
+    if not 1 <= n <= DATA_SHARDS_MAX:
+        raise LimitError(f"data_shards must be in 1..{DATA_SHARDS_MAX}; got {n}")
+    return n

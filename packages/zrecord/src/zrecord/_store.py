@@ -1,0 +1,635 @@
+"""Dense and Ragged stores: append-only writers and read-only readers.
+
+Invariants of this module:
+- A store becomes visible at its path only when a writer's ``close()`` publishes it (the
+  native core writes into a temporary sibling directory and renames it atomically). A writer
+  left unclosed, garbage-collected, or closed by an exception inside ``with`` publishes
+  nothing and removes its temporary directory.
+- Writers consume their source in bounded chunks (``_CHUNK_BYTES``): memory does not grow with
+  the size of the source. Read-only memory maps are released chunk by chunk behind the writer.
+- Readers are safe to use from many threads. ``close()`` waits for native calls in flight; any
+  later call raises :class:`~zrecord.errors.ClosedError`. Native handles are freed only when the
+  Python object is collected, so a late call can never touch freed memory.
+- Index semantics: a scalar index returns one record; any collection of indices (tuple, list,
+  integer array, slice) returns a batch in the requested order. Indices must lie in
+  ``0 .. len(store) - 1``; slices follow Python's rules (negative bounds and steps allowed).
+"""
+
+from __future__ import annotations
+
+import mmap
+import operator
+import os
+import shutil
+import threading
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from zrecord import _native
+from zrecord._dtypes import (
+    CODEC_NAMES,
+    KIND_DENSE,
+    KIND_RAGGED,
+    codec_code,
+    data_shards_value,
+    dtype_code,
+    dtype_from_code,
+    item_shape_tuple,
+    ndim_value,
+)
+from zrecord.errors import (
+    ClosedError,
+    KindMismatchError,
+    ModeError,
+    SchemaError,
+    StoreIndexError,
+    ZrecordError,
+)
+
+# Writers hand the native core at most this much input per call; it bounds the memory a
+# writer adds on top of its source (chunks of non-contiguous input are copied).
+_CHUNK_BYTES = 32 << 20
+# Ragged writers also bound the number of records per call (pointer and shape arrays).
+_CHUNK_RECORDS = 1 << 16
+# Iteration reads ahead in blocks of about this size, so it costs one native call per block.
+_ITER_BLOCK_BYTES = 4 << 20
+_ITER_BLOCK_RECORDS = 4096
+
+_NOT_IMPLEMENTED_CODECS = {1: "zstd", 2: "zstd_dict"}
+
+
+def _addr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]  # type: ignore[no-any-return]
+
+
+def _fspath(path: Any) -> str:
+    try:
+        return os.fspath(path)  # type: ignore[no-any-return]
+    except TypeError as exc:
+        raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}") from exc
+
+
+def _require_codec_built(codec: int) -> None:
+    if codec in _NOT_IMPLEMENTED_CODECS:
+        raise NotImplementedError(
+            f"codec {_NOT_IMPLEMENTED_CODECS[codec]!r} is not available in zrecord "
+            f"{_version()} yet: it arrives with issue [F2] (zstd, zstd_dict, train_dict); "
+            "use codec='raw' for now")
+
+
+def _version() -> str:
+    from zrecord import __version__
+
+    return __version__
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Remove temporary siblings of `path` left by writers that were killed.
+
+    A writer's temporary directory is named ``.<name>.zr-tmp-<pid>-<random>``; one whose pid no
+    longer exists can never be published and is removed. A live pid is left alone.
+    """
+    parent, name = os.path.split(os.path.abspath(path))
+    prefix = f".{name}.zr-tmp-"
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.startswith(prefix):
+            continue
+        pid_text = entry[len(prefix):].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _release_mapped_pages(chunk: np.ndarray) -> None:
+    """Drop the pages of a read-only shared memory map that a writer has consumed.
+
+    Appending an 8 GiB ``np.load(..., mmap_mode='r')`` array would otherwise leave all of it
+    resident in the writer's address space (RSS). For a shared mapping MADV_DONTNEED only
+    unmaps pages; the data stays in the file and the page cache. Private (copy-on-write)
+    mappings are left alone, since the advice would discard their modifications.
+    """
+    mm = getattr(chunk, "_mmap", None)
+    if not isinstance(mm, mmap.mmap) or getattr(chunk, "mode", None) not in ("r", "r+", "readonly", "readwrite"):
+        return
+    try:
+        base = _addr(np.frombuffer(mm, dtype=np.uint8))
+    except (TypeError, ValueError):
+        return
+    start = _addr(chunk) - base
+    end = start + chunk.nbytes
+    page = mmap.PAGESIZE
+    start -= start % page
+    end = min(len(mm), end)
+    if end > start:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+        except (OSError, ValueError):
+            pass
+
+
+# --------------------------------------------------------------------------------------------
+# writers
+# --------------------------------------------------------------------------------------------
+
+
+def _abort_handle(handle: int, state: dict[str, bool]) -> None:
+    if not state["done"]:
+        state["done"] = True
+        _native.writer_abort(handle)
+    _native.writer_free(handle)
+
+
+class _Writer:
+    """Shared machinery of DenseWriter and RaggedWriter (one native handle, one lock)."""
+
+    _kind: int
+    _kind_name: str
+
+    def __init__(self, path: Any, dtype: Any, shape_or_ndim: tuple[int, ...] | int, codec: Any,
+                 data_shards: Any, dict_bytes: Any, sync: bool) -> None:
+        self.path = _fspath(path)
+        self.dtype, dcode = dtype_code(dtype)
+        ccode, dict_data = codec_code(codec, dict_bytes)
+        shards = data_shards_value(data_shards)
+        _require_codec_built(ccode)
+        self.codec: str = codec
+        self.data_shards = shards
+        if isinstance(shape_or_ndim, tuple):
+            ndim, item_shape = len(shape_or_ndim), shape_or_ndim
+        else:
+            ndim, item_shape = shape_or_ndim, ()
+        self.ndim = ndim
+        parent = os.path.dirname(os.path.abspath(self.path))
+        if os.path.lexists(self.path):
+            # Checked here too so that no parent directory is created for a doomed call.
+            from zrecord.errors import StoreExistsError
+
+            raise StoreExistsError(f"{self.path!r} already exists; a store path must be new "
+                                   "(published stores are immutable)")
+        os.makedirs(parent, exist_ok=True)
+        _remove_stale_temporaries(self.path)
+        self._lock = threading.Lock()
+        self._handle = _native.writer_open(os.fsencode(self.path), self._kind, dcode, ndim, ccode,
+                                           shards, item_shape, dict_data, 0 if sync else 1)
+        self._state = {"done": False}
+        self._poisoned: str | None = None
+        self._finalizer = weakref.finalize(self, _abort_handle, self._handle, self._state)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._state["done"]
+
+    def _check_open(self) -> None:
+        if self._state["done"]:
+            raise ClosedError(f"the {self._kind_name} writer for {self.path!r} is closed; "
+                              "published stores are immutable (write a new store instead)")
+
+    def close(self) -> None:
+        """Publish the store atomically at its path. Idempotent."""
+        with self._lock:
+            if self._state["done"]:
+                return
+            self._state["done"] = True
+            if self._poisoned is not None:
+                _native.writer_abort(self._handle)
+                raise ZrecordError(f"{self.path!r} was not published and the writer published "
+                                   f"nothing: {self._poisoned}")
+            _native.writer_publish(self._handle)
+
+    def abort(self) -> None:
+        """Discard everything appended; nothing is published. Idempotent."""
+        with self._lock:
+            if self._state["done"]:
+                return
+            self._state["done"] = True
+            _native.writer_abort(self._handle)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __len__(self) -> int:
+        return int(_native.writer_count(self._handle))
+
+    # -- misuse ----------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> Any:
+        raise ModeError(f"a {self._kind_name} writer cannot be read; close() it to publish "
+                        f"{self.path!r}, then {self._kind_name}.open(path) to read")
+
+    def __iter__(self) -> Iterator[Any]:
+        raise ModeError(f"a {self._kind_name} writer cannot be iterated; close() it to publish "
+                        f"{self.path!r}, then {self._kind_name}.open(path) to read")
+
+    def _check_array(self, value: Any, what: str) -> np.ndarray:
+        if not isinstance(value, np.ndarray):
+            raise SchemaError(f"{what} must be a numpy.ndarray; got {type(value).__name__} "
+                              "(append does not coerce Python containers or bytes: convert with "
+                              "np.asarray(...) or np.frombuffer(...) first)")
+        if value.dtype != self.dtype:
+            raise SchemaError(f"{what} has dtype {value.dtype}; the store's dtype is {self.dtype} "
+                              "(append never casts: convert with .astype(...) first)")
+        return value
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{len(self)} records appended"
+        return f"<{type(self).__name__} {self.path!r} {self.dtype} codec={self.codec!r} ({state})>"
+
+
+class DenseWriter(_Writer):
+    """Append-only builder of a Dense store; returned by :meth:`Dense.create`."""
+
+    _kind = KIND_DENSE
+    _kind_name = "Dense"
+
+    def __init__(self, path: Any, dtype: Any, item_shape: Any, codec: Any, data_shards: Any,
+                 dict_bytes: Any, sync: bool) -> None:
+        shape = item_shape_tuple(item_shape)
+        super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync)
+        self.item_shape: tuple[int, ...] = shape
+        self._record_size = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def append(self, data: np.ndarray) -> None:
+        """Append every record of `data` (shape ``(n, *item_shape)``), in order.
+
+        Returns after the complete input has been written. `data` may be a memory map of any
+        size; it is consumed in bounded chunks.
+        """
+        with self._lock:
+            self._check_open()
+            arr = self._check_array(data, "Dense.append data")
+            if arr.shape[1:] != self.item_shape or arr.ndim != len(self.item_shape) + 1:
+                raise SchemaError(
+                    f"Dense.append data has shape {arr.shape}; required (n, *item_shape) = "
+                    f"(n, {', '.join(map(str, self.item_shape))}{',' if len(self.item_shape) == 1 else ''})"
+                    f" for {self.path!r}")
+            n = arr.shape[0]
+            step = max(1, _CHUNK_BYTES // max(1, self._record_size))
+            for start in range(0, n, step):
+                chunk = arr[start:start + step]
+                contiguous = chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk)
+                try:
+                    _native.writer_append_dense(self._handle, _addr(contiguous), contiguous.nbytes,
+                                                contiguous.shape[0])
+                finally:
+                    if contiguous is chunk:
+                        _release_mapped_pages(chunk)
+
+
+class RaggedWriter(_Writer):
+    """Append-only builder of a Ragged store; returned by :meth:`Ragged.create`."""
+
+    _kind = KIND_RAGGED
+    _kind_name = "Ragged"
+
+    def __init__(self, path: Any, dtype: Any, ndim: Any, codec: Any, data_shards: Any,
+                 dict_bytes: Any, sync: bool) -> None:
+        super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync)
+
+    def append(self, records: Iterable[np.ndarray]) -> None:
+        """Append every array of the finite iterable `records`, in order.
+
+        Records are consumed one by one (a generator is never materialised) and handed to the
+        native writer in bounded chunks.
+        """
+        with self._lock:
+            self._check_open()
+            if isinstance(records, np.ndarray) or not isinstance(records, Iterable) or isinstance(
+                    records, (bytes, bytearray, memoryview, str)):
+                raise SchemaError(
+                    f"Ragged.append takes an iterable of numpy arrays; got {type(records).__name__}"
+                    " (to store one array, pass [array])")
+            first = len(self)
+            chunk: list[np.ndarray] = []
+            chunk_bytes = 0
+            try:
+                for i, rec in enumerate(records):
+                    arr = self._check_array(rec, f"Ragged record {first + i}")
+                    if arr.ndim != self.ndim:
+                        raise SchemaError(f"Ragged record {first + i} has shape {arr.shape} "
+                                          f"(ndim {arr.ndim}); the store's ndim is {self.ndim}")
+                    if not arr.flags.c_contiguous:
+                        arr = np.ascontiguousarray(arr)
+                    chunk.append(arr)
+                    chunk_bytes += arr.nbytes
+                    if chunk_bytes >= _CHUNK_BYTES or len(chunk) >= _CHUNK_RECORDS:
+                        self._flush(chunk)
+                        chunk, chunk_bytes = [], 0
+                if chunk:
+                    self._flush(chunk)
+            except BaseException as exc:
+                if len(self) != first:
+                    # Part of this call's input is already written: publishing would store
+                    # half of what the caller asked for, so the writer can only be aborted.
+                    self._poisoned = (f"an earlier append failed after writing "
+                                      f"{len(self) - first} of its records ({exc!r})")
+                raise
+
+    def _flush(self, chunk: list[np.ndarray]) -> None:
+        ptrs = np.fromiter((_addr(a) for a in chunk), dtype=np.uint64, count=len(chunk))
+        shapes = np.array([a.shape for a in chunk], dtype=np.uint64).reshape(len(chunk), self.ndim)
+        _native.writer_append_ragged(self._handle, _addr(ptrs), _addr(shapes), len(chunk))
+        for a in chunk:
+            _release_mapped_pages(a)
+
+
+# --------------------------------------------------------------------------------------------
+# readers
+# --------------------------------------------------------------------------------------------
+
+
+def _close_handle(handle: int) -> None:
+    _native.reader_free(handle)
+
+
+class _Store:
+    """Shared machinery of Dense and Ragged readers."""
+
+    _kind: int
+    _kind_name: str
+
+    def __init__(self, path: Any) -> None:
+        self.path = _fspath(path)
+        handle = _native.reader_open(os.fsencode(self.path))
+        self._finalizer = weakref.finalize(self, _close_handle, handle)
+        info = _native.reader_info(handle)
+        if info["kind"] != self._kind:
+            other = "Ragged" if self._kind == KIND_DENSE else "Dense"
+            raise KindMismatchError(f"{self.path!r} is a {other} store; open it with {other}.open")
+        self._handle = handle
+        self._closed = False
+        self._info = info
+        self._len: int = info["record_count"]
+        self.dtype: np.dtype[Any] = dtype_from_code(info["dtype"])
+        self.ndim: int = info["ndim"]
+        self.codec: str = CODEC_NAMES[info["codec"]]
+        self.data_shards: int = info["data_shards"]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def nbytes(self) -> int:
+        """Logical (decoded) payload bytes of all records."""
+        return int(self._info["logical_bytes"])
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes the records occupy in the shard files."""
+        return int(self._info["stored_bytes"])
+
+    @property
+    def format_version(self) -> tuple[int, int]:
+        return tuple(self._info["format_version"])  # type: ignore[return-value]
+
+    def info(self) -> dict[str, Any]:
+        """Schema, counts and sizes of the store, as plain Python values."""
+        return {
+            "path": self.path,
+            "kind": self._kind_name,
+            "dtype": str(self.dtype),
+            "ndim": self.ndim,
+            "item_shape": list(self._info["item_shape"]) if self._info["item_shape"] is not None else None,
+            "codec": self.codec,
+            "data_shards": self.data_shards,
+            "records": self._len,
+            "logical_bytes": self.nbytes,
+            "stored_bytes": self.stored_bytes,
+            "format_version": list(self.format_version),
+            "dict_bytes": int(self._info["dict_size"]),
+        }
+
+    def close(self) -> None:
+        """Release the store. Waits for reads in flight; later reads raise ClosedError."""
+        if not self._closed:
+            self._closed = True
+            _native.reader_close(self._handle)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"the {self._kind_name} store {self.path!r} is closed")
+
+    def append(self, *args: Any, **kwargs: Any) -> None:
+        raise ModeError(f"an opened {self._kind_name} store is read-only: {self.path!r} was "
+                        f"published and is immutable; write a new store with "
+                        f"{self._kind_name}.create")
+
+    def verify(self, start: int = 0, stop: int | None = None) -> None:
+        """Check every stored byte of records ``[start, stop)`` against its checksum."""
+        self._check_open()
+        stop = self._len if stop is None else stop
+        if not 0 <= start <= stop <= self._len:
+            raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{self._len}")
+        _native.reader_verify(self._handle, start, stop - start)
+
+    def _indices(self, key: Any) -> np.ndarray | int:
+        """Normalise `key`: an int for a scalar read, else a uint64 index array."""
+        n = self._len
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            i = operator.index(key)
+            if not 0 <= i < n:
+                raise StoreIndexError(f"index {i} is out of range for {self.path!r} with {n} "
+                                      f"records (indices must be in 0..{n - 1})")
+            return i
+        if isinstance(key, slice):
+            return np.arange(*key.indices(n), dtype=np.uint64)
+        if isinstance(key, np.ndarray):
+            arr = key
+        elif isinstance(key, (tuple, list)):
+            if any(isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer))
+                   for k in key):
+                raise TypeError(
+                    f"a store is a sequence of records: a tuple or list selects records by "
+                    f"integer position, so every element must be an int; got {key!r}")
+            arr = np.array(key, dtype=np.int64) if key else np.empty(0, dtype=np.uint64)
+        else:
+            raise TypeError(f"store indices must be an int, a slice, or a tuple, list or "
+                            f"integer array of positions; got {type(key).__name__}")
+        if arr.ndim != 1:
+            raise TypeError(f"an index array must be one-dimensional; got shape {arr.shape}")
+        if arr.dtype.kind not in "iu":
+            if arr.size == 0:
+                return np.empty(0, dtype=np.uint64)
+            raise TypeError(f"an index array must have an integer dtype; got {arr.dtype}")
+        if arr.size:
+            lo, hi = int(arr.min()), int(arr.max())
+            if lo < 0 or hi >= n:
+                bad = int(np.flatnonzero((arr < 0) | (arr >= n))[0])
+                raise StoreIndexError(
+                    f"index {int(arr[bad])} at position {bad} is out of range for {self.path!r} "
+                    f"with {n} records (indices must be in 0..{n - 1})")
+        return np.ascontiguousarray(arr, dtype=np.uint64)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._check_open()
+        block = self._iter_block_records()
+        for start in range(0, self._len, block):
+            batch = self._gather(np.arange(start, min(start + block, self._len), dtype=np.uint64))
+            yield from batch
+
+    def __getitem__(self, key: Any) -> Any:
+        self._check_open()
+        idx = self._indices(key)
+        if isinstance(idx, int):
+            return self._gather(np.array([idx], dtype=np.uint64))[0]
+        return self._gather(idx)
+
+    def _iter_block_records(self) -> int:
+        raise NotImplementedError  # pragma: no cover - defined by subclasses
+
+    def _gather(self, idx: np.ndarray) -> Any:
+        raise NotImplementedError  # pragma: no cover - defined by subclasses
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{self._len} records"
+        return f"<{type(self).__name__} {self.path!r} {self.dtype} codec={self.codec!r} ({state})>"
+
+
+class Dense(_Store):
+    """A published Dense store: one fixed-shape array per record.
+
+    Create one with :meth:`Dense.create` (an append-only :class:`DenseWriter`), read one with
+    :meth:`Dense.open`. ``store[i]`` is record ``i`` (shape ``item_shape``); ``store[[i, j]]``,
+    ``store[i, j]``, ``store[a:b]`` and integer arrays return a stacked ``(n, *item_shape)``
+    array in the requested order.
+    """
+
+    _kind = KIND_DENSE
+    _kind_name = "Dense"
+
+    def __init__(self, path: Any) -> None:
+        super().__init__(path)
+        self.item_shape: tuple[int, ...] = tuple(int(d) for d in self._info["item_shape"])
+        self._record_size = int(self._info["record_size"])
+
+    @classmethod
+    def create(cls, path: Any, dtype: Any, item_shape: Any, *, codec: Any, data_shards: int = 4,
+               dict_bytes: bytes | None = None, sync: bool = True) -> DenseWriter:
+        """Start a new Dense store at `path` (which must not exist).
+
+        `dtype` and `item_shape` are the schema and are never inferred. `codec` is required:
+        ``"raw"``, ``"zstd"`` or ``"zstd_dict"`` (with `dict_bytes`). `data_shards` (1..255)
+        sets write parallelism. `sync=False` skips flushing to stable storage before
+        publishing (the store is still published atomically). Nothing appears at `path` until
+        the writer's ``close()``.
+        """
+        return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync)
+
+    @classmethod
+    def open(cls, path: Any) -> Dense:
+        """Open the published Dense store at `path` for reading."""
+        return cls(path)
+
+    def _iter_block_records(self) -> int:
+        return max(1, min(_ITER_BLOCK_RECORDS, _ITER_BLOCK_BYTES // max(1, self._record_size)))
+
+    def _gather(self, idx: np.ndarray) -> np.ndarray:
+        out = np.empty((idx.shape[0], *self.item_shape), dtype=self.dtype)
+        if idx.shape[0]:
+            _native.reader_gather_dense(self._handle, _addr(idx), idx.shape[0], _addr(out),
+                                        out.nbytes)
+        return out
+
+
+class Ragged(_Store):
+    """A published Ragged store: arrays of one dtype and rank whose shapes vary per record.
+
+    ``store[i]`` is record ``i`` with its exact shape; any collection of indices returns a list
+    of arrays in the requested order. Nothing is ever padded.
+    """
+
+    _kind = KIND_RAGGED
+    _kind_name = "Ragged"
+
+    @classmethod
+    def create(cls, path: Any, dtype: Any, ndim: Any, *, codec: Any, data_shards: int = 4,
+               dict_bytes: bytes | None = None, sync: bool = True) -> RaggedWriter:
+        """Start a new Ragged store at `path` (which must not exist).
+
+        `dtype` and `ndim` (1..32) are the schema; every axis of every record may vary, zero
+        included. Other arguments as in :meth:`Dense.create`.
+        """
+        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync)
+
+    @classmethod
+    def open(cls, path: Any) -> Ragged:
+        """Open the published Ragged store at `path` for reading."""
+        return cls(path)
+
+    def _iter_block_records(self) -> int:
+        mean = self.nbytes / self._len if self._len else 1
+        return max(1, min(_ITER_BLOCK_RECORDS, int(_ITER_BLOCK_BYTES // max(1.0, mean))))
+
+    def shapes(self, key: Any = slice(None)) -> np.ndarray:
+        """The shapes of the selected records, as an ``(n, ndim)`` int64 array (no data read)."""
+        self._check_open()
+        idx = self._indices(key)
+        if isinstance(idx, int):
+            idx = np.array([idx], dtype=np.uint64)
+        shapes = np.empty((idx.shape[0], self.ndim), dtype=np.uint64)
+        sizes = np.empty(idx.shape[0], dtype=np.uint64)
+        if idx.shape[0]:
+            _native.reader_shapes(self._handle, _addr(idx), idx.shape[0], _addr(shapes),
+                                  _addr(sizes))
+        return shapes.astype(np.int64)
+
+    def _gather(self, idx: np.ndarray) -> list[np.ndarray]:
+        n = idx.shape[0]
+        if n == 0:
+            return []
+        shapes = np.empty((n, self.ndim), dtype=np.uint64)
+        sizes = np.empty(n, dtype=np.uint64)
+        _native.reader_shapes(self._handle, _addr(idx), n, _addr(shapes), _addr(sizes))
+        itemsize = self.dtype.itemsize
+        counts = (sizes // itemsize).astype(np.int64)
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        flat = np.empty(int(ends[-1]), dtype=self.dtype)
+        offsets = (starts * itemsize).astype(np.uint64)
+        _native.reader_gather_ragged(self._handle, _addr(idx), n, _addr(flat), _addr(offsets),
+                                     flat.nbytes)
+        shape_list = shapes.tolist()
+        if self.ndim == 1:
+            return [flat[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+        return [flat[s:e].reshape(shp)
+                for s, e, shp in zip(starts.tolist(), ends.tolist(), shape_list)]
+
+
+def open_store(path: Any) -> Dense | Ragged:
+    """Open the published store at `path`, whichever kind it is."""
+    handle = _native.reader_open(os.fsencode(_fspath(path)))
+    try:
+        kind = _native.reader_info(handle)["kind"]
+    finally:
+        _native.reader_close(handle)
+        _native.reader_free(handle)
+    return Dense(path) if kind == KIND_DENSE else Ragged(path)

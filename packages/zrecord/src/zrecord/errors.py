@@ -1,0 +1,129 @@
+"""The exception hierarchy of zrecord.
+
+Every class derives from :class:`ZrecordError` and also from the builtin exception a Python
+user would expect for the situation (``IndexError``, ``FileExistsError``, ``ValueError``, ...),
+so ``except IndexError`` keeps working. Errors raised by the native core carry the record index
+and shard they concern (``record``/``shard``, ``None`` when not applicable) and a message that
+names the store, the file and what was given versus what was required.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+
+
+class ZrecordError(Exception):
+    """Base class of every error raised by zrecord."""
+
+    record: int | None = None
+    shard: int | None = None
+
+
+class StoreExistsError(ZrecordError, FileExistsError):
+    """The path given to ``create`` already exists; published stores are never overwritten."""
+
+
+class StoreNotFoundError(ZrecordError, FileNotFoundError):
+    """No store (and no directory) exists at the path given to ``open``."""
+
+
+class SchemaError(ZrecordError, TypeError, ValueError):
+    """A schema (dtype, item shape, rank) or an appended value does not fit the contract."""
+
+
+class CodecError(ZrecordError, ValueError):
+    """A codec name or dictionary argument is invalid."""
+
+
+class LimitError(ZrecordError, ValueError):
+    """A format limit (record size, rank, shard count, dictionary size, ...) is exceeded."""
+
+
+class ModeError(ZrecordError, TypeError):
+    """A writer was read, or a reader was appended to."""
+
+
+class ClosedError(ZrecordError, ValueError):
+    """The store or writer was closed (or, for a writer, published or aborted)."""
+
+
+class StoreIndexError(ZrecordError, IndexError):
+    """A record index is outside ``0 .. len(store) - 1``."""
+
+
+class FormatError(ZrecordError, ValueError):
+    """The files at the path are not a valid zrecord store (spec violation)."""
+
+
+class NotPublishedError(FormatError):
+    """The directory holds no published store (no ``header.zrh``): a writer never finished."""
+
+
+class BadMagicError(FormatError):
+    """``header.zrh`` does not start with the zrecord magic."""
+
+
+class UnsupportedVersionError(FormatError):
+    """The store's format major version is newer than this reader."""
+
+
+class UnsupportedError(FormatError):
+    """The store uses a kind, dtype or codec code this build does not know."""
+
+
+class CorruptStoreError(FormatError):
+    """A structural rule of the format is violated (sizes, offsets, reserved bytes)."""
+
+
+class ChecksumError(CorruptStoreError):
+    """Stored bytes do not match their checksum: the store is corrupt."""
+
+
+class DecodeError(CorruptStoreError):
+    """A compressed record does not decode to its recorded size."""
+
+
+class KindMismatchError(ZrecordError, TypeError):
+    """A Dense store was opened as Ragged, or the reverse."""
+
+
+# Native result codes (zig/include/zrecord.h) -> exception class. One table, one mapping.
+_BY_CODE: dict[int, type[ZrecordError]] = {
+    -1: SchemaError,
+    -3: StoreNotFoundError,
+    -4: StoreExistsError,
+    -6: StoreIndexError,
+    -7: ClosedError,
+    -10: BadMagicError,
+    -11: UnsupportedVersionError,
+    -12: CorruptStoreError,
+    -13: ChecksumError,
+    -14: NotPublishedError,
+    -15: UnsupportedError,
+    -16: LimitError,
+    -17: DecodeError,
+}
+
+
+class StoreOSError(ZrecordError, OSError):
+    """The operating system refused a file operation (disk full, permissions, ...)."""
+
+
+class StoreMemoryError(ZrecordError, MemoryError):
+    """The native core could not allocate memory."""
+
+
+def from_status(code: int, os_errno: int, record: int, shard: int, message: str) -> ZrecordError:
+    """Build the exception for a native failure (used by the binding only)."""
+    exc: ZrecordError
+    if code == -2:
+        err = os_errno or _errno.EIO
+        exc = StoreOSError(err, f"{message} ({os.strerror(err)})")
+    elif code == -5:
+        exc = StoreMemoryError(message)
+    else:
+        exc = _BY_CODE.get(code, ZrecordError)(message)
+    exc.record = record if record >= 0 else None
+    exc.shard = shard if shard >= 0 else None
+    return exc

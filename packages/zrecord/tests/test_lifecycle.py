@@ -1,0 +1,215 @@
+"""Publishing, modes and closing: nothing half-written, clear errors, never a crash."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import zrecord
+from zrecord import ClosedError, Dense, Ragged
+from zrecord.errors import KindMismatchError, ModeError, NotPublishedError
+
+
+def siblings(path: str) -> list[str]:
+    parent = os.path.dirname(path)
+    return sorted(os.listdir(parent))
+
+
+def test_nothing_visible_until_close(store_path):  # [ZR-PUB-001] [ZR-PUB-003]
+    w = Dense.create(store_path, np.uint8, (4,), codec="raw")
+    w.append(np.zeros((3, 4), np.uint8))
+    assert not os.path.exists(store_path)
+    with pytest.raises(FileNotFoundError):
+        Dense.open(store_path)
+    w.close()
+    assert os.path.isdir(store_path)
+    assert sorted(os.listdir(store_path)) == ["data-000.zrd", "data-001.zrd", "data-002.zrd",
+                                              "data-003.zrd", "header.zrh", "index.zri"]
+    assert siblings(store_path) == ["store"]  # the temporary directory is gone
+
+
+def test_exception_inside_with_publishes_nothing(store_path):
+    with pytest.raises(RuntimeError, match="boom"):
+        with Dense.create(store_path, np.uint8, (4,), codec="raw") as ds:
+            ds.append(np.zeros((3, 4), np.uint8))
+            raise RuntimeError("boom")
+    assert not os.path.exists(store_path)
+    assert siblings(store_path) == []
+    # and the path is free for a new store
+    with Dense.create(store_path, np.uint8, (4,), codec="raw") as ds:
+        ds.append(np.ones((1, 4), np.uint8))
+    assert len(Dense.open(store_path)) == 1
+
+
+def test_unclosed_writer_publishes_nothing_when_collected(store_path):
+    w = Ragged.create(store_path, np.int32, 1, codec="raw")
+    w.append([np.arange(3, dtype=np.int32)])
+    del w
+    gc.collect()
+    assert not os.path.exists(store_path)
+    assert siblings(store_path) == []
+
+
+def test_create_on_existing_path_raises_file_exists(store_path, tmp_path):
+    with Dense.create(store_path, np.uint8, (1,), codec="raw"):
+        pass
+    with pytest.raises(FileExistsError):
+        Dense.create(store_path, np.uint8, (1,), codec="raw")
+    (tmp_path / "plainfile").write_text("x")
+    with pytest.raises(FileExistsError):
+        Ragged.create(tmp_path / "plainfile", np.uint8, 1, codec="raw")
+
+
+def test_store_appearing_during_write_is_not_replaced(store_path):  # [ZR-PUB-003]
+    w = Dense.create(store_path, np.uint8, (1,), codec="raw")
+    w.append(np.zeros((2, 1), np.uint8))
+    with Dense.create(store_path, np.uint8, (1,), codec="raw") as other:
+        other.append(np.ones((5, 1), np.uint8))
+    with pytest.raises(FileExistsError):
+        w.close()
+    with Dense.open(store_path) as ds:
+        assert len(ds) == 5
+    assert siblings(store_path) == ["store"]
+
+
+def test_missing_path_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        Dense.open(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError):
+        Ragged.open(tmp_path / "nope")
+
+
+def test_directory_without_header_is_not_published(tmp_path):  # [ZR-PUB-004]
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "index.zri").write_bytes(b"")
+    with pytest.raises(NotPublishedError):
+        Dense.open(tmp_path / "half")
+
+
+def test_parent_directories_are_created(tmp_path):
+    path = tmp_path / "mnist" / "train" / "x"
+    with Dense.create(path, np.uint8, (2,), codec="raw") as ds:
+        ds.append(np.zeros((1, 2), np.uint8))
+    assert len(Dense.open(path)) == 1
+
+
+def test_reader_cannot_append_and_writer_cannot_be_read(store_path):
+    w = Dense.create(store_path, np.uint8, (2,), codec="raw")
+    with pytest.raises(ModeError, match="cannot be read"):
+        w[0]
+    with pytest.raises(ModeError, match="cannot be iterated"):
+        iter(w)
+    w.append(np.zeros((2, 2), np.uint8))
+    w.close()
+    with Dense.open(store_path) as ds:
+        with pytest.raises(ModeError, match="read-only"):
+            ds.append(np.zeros((1, 2), np.uint8))
+        with pytest.raises(TypeError):
+            ds.append(np.zeros((1, 2), np.uint8))
+
+
+def test_writer_after_close_is_closed(store_path):
+    w = Dense.create(store_path, np.uint8, (2,), codec="raw")
+    w.close()
+    w.close()  # idempotent
+    with pytest.raises(ClosedError, match="immutable"):
+        w.append(np.zeros((1, 2), np.uint8))
+
+
+def test_use_after_close_is_a_clear_error(store_path):
+    with Dense.create(store_path, np.uint8, (2,), codec="raw") as w:
+        w.append(np.zeros((4, 2), np.uint8))
+    ds = Dense.open(store_path)
+    ds.close()
+    ds.close()  # idempotent
+    for op in (lambda: ds[0], lambda: ds[0, 1], lambda: ds[:], lambda: list(ds),
+               lambda: ds.verify()):
+        with pytest.raises(ClosedError, match="closed"):
+            op()
+    assert len(ds) == 4  # metadata stays readable
+
+
+def test_kind_mismatch(tmp_path):
+    with Dense.create(tmp_path / "d", np.uint8, (2,), codec="raw"):
+        pass
+    with Ragged.create(tmp_path / "r", np.uint8, 1, codec="raw"):
+        pass
+    with pytest.raises(KindMismatchError, match="is a Dense store; open it with Dense.open"):
+        Ragged.open(tmp_path / "d")
+    with pytest.raises(KindMismatchError, match="is a Ragged store; open it with Ragged.open"):
+        Dense.open(tmp_path / "r")
+    assert isinstance(zrecord.open_store(tmp_path / "d"), Dense)
+    assert isinstance(zrecord.open_store(tmp_path / "r"), Ragged)
+
+
+def test_partial_ragged_append_failure_poisons_the_writer(store_path, monkeypatch):
+    import zrecord._store as store
+
+    monkeypatch.setattr(store, "_CHUNK_RECORDS", 2)
+
+    def records():
+        yield from (np.zeros(2, np.int32) for _ in range(5))
+        yield np.zeros(2, np.int64)  # wrong dtype after two chunks were written
+
+    w = Ragged.create(store_path, np.int32, 1, codec="raw")
+    with pytest.raises(TypeError):
+        w.append(records())
+    with pytest.raises(zrecord.ZrecordError, match="published nothing"):
+        w.close()
+    assert not os.path.exists(store_path)
+
+
+def test_close_while_other_threads_read_is_an_error_not_a_crash(store_path):
+    data = np.arange(256 * 1024, dtype=np.uint8).reshape(256, 1024)
+    with Dense.create(store_path, np.uint8, (1024,), codec="raw") as w:
+        w.append(data)
+    ds = Dense.open(store_path)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        rng = np.random.default_rng()
+        while not stop.is_set():
+            try:
+                idx = rng.integers(0, 256, 64)
+                batch = ds[idx]
+                assert np.array_equal(batch, data[idx])
+            except ClosedError:
+                return
+            except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    ds.close()
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert not errors
+
+
+def test_many_threads_read_one_store_concurrently(store_path):
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 2**31, size=(500, 300), dtype=np.int64)
+    with Dense.create(store_path, np.int64, (300,), codec="raw") as w:
+        w.append(data)
+    failures: list[str] = []
+    with Dense.open(store_path) as ds:
+        def work(seed: int) -> None:
+            r = np.random.default_rng(seed)
+            for _ in range(50):
+                idx = r.integers(0, 500, 100)
+                if not np.array_equal(ds[idx], data[idx]):
+                    failures.append(f"thread {seed}")
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failures == []

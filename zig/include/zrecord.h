@@ -1,0 +1,175 @@
+/*
+ * zrecord.h: the one C ABI of the zrecord native core.
+ *
+ * Invariants of this interface:
+ * - Handles are opaque. A writer publishes or aborts exactly once; a reader is closed and then
+ *   freed exactly once. zr_reader_free never fails and may be called on a closed reader only.
+ * - Every fallible call returns 0 on success or a negative ZR_E_* code, and fills the
+ *   caller-provided zr_status with the code, the OS errno (if any), the record and shard the
+ *   error concerns (or -1) and a NUL-terminated English message that names what was given and
+ *   what was required.
+ * - Output goes into caller-provided buffers whose sizes are passed and checked.
+ * - Every input is validated here: no input, and no file content, may abort the process.
+ * - All calls may be made without holding the Python GIL. A reader may be used from many
+ *   threads at once; zr_reader_close waits for calls in flight and makes later calls fail
+ *   with ZR_E_CLOSED. A writer must not be used from two threads at once.
+ */
+#ifndef ZRECORD_H
+#define ZRECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Result codes. Each maps to one Python exception class in zrecord.errors. */
+#define ZR_OK 0
+#define ZR_E_INVALID_ARGUMENT -1  /* ValueError: bad argument (schema, sizes, limits) */
+#define ZR_E_IO -2                /* OSError: the OS refused a file operation (errno set) */
+#define ZR_E_NOT_FOUND -3         /* FileNotFoundError: path or parent missing */
+#define ZR_E_EXISTS -4            /* FileExistsError: the store path already exists */
+#define ZR_E_NO_MEMORY -5         /* MemoryError */
+#define ZR_E_INDEX -6             /* IndexError: record index out of range */
+#define ZR_E_CLOSED -7            /* the reader was closed */
+#define ZR_E_BAD_MAGIC -10        /* not a zrecord header */
+#define ZR_E_VERSION -11          /* format major newer than this reader */
+#define ZR_E_CORRUPT -12          /* structure violates the spec (sizes, offsets, reserved) */
+#define ZR_E_CHECKSUM -13         /* a checksum does not match (header, index, dict, record) */
+#define ZR_E_NOT_PUBLISHED -14    /* directory without header.zrh */
+#define ZR_E_UNSUPPORTED -15      /* unknown codec/dtype/kind code, or codec not built in */
+#define ZR_E_LIMIT -16            /* a format limit is exceeded */
+#define ZR_E_DECODE -17           /* a compressed frame failed to decode to its logical size */
+
+/* Format constants (spec/format-v1.md). */
+#define ZR_FORMAT_MAJOR 1
+#define ZR_FORMAT_MINOR 0
+#define ZR_KIND_DENSE 1
+#define ZR_KIND_RAGGED 2
+#define ZR_CODEC_RAW 0
+#define ZR_CODEC_ZSTD 1
+#define ZR_CODEC_ZSTD_DICT 2
+#define ZR_NDIM_MAX 32
+#define ZR_DATA_SHARDS_MAX 255
+#define ZR_RECORD_SIZE_BYTES_MAX 2147483648ULL
+#define ZR_DIM_MAX 4294967295ULL
+#define ZR_DICT_SIZE_BYTES_MAX 16777216ULL
+#define ZR_RECORD_COUNT_MAX 281474976710656ULL
+
+/* Writer flags. */
+#define ZR_WRITE_NO_SYNC 1u /* skip fsync before publishing (benchmarks, scratch data) */
+
+typedef struct zr_status {
+    int32_t code;        /* ZR_OK or ZR_E_* */
+    int32_t os_errno;    /* errno of the failing OS call, or 0 */
+    int64_t record;      /* record index the error concerns, or -1 */
+    int32_t shard;       /* shard number the error concerns, or -1 */
+    int32_t reserved;
+    char message[512];   /* NUL-terminated */
+} zr_status;
+
+typedef struct zr_schema {
+    uint8_t kind;        /* ZR_KIND_* */
+    uint8_t dtype;       /* dtype code, spec §3.3 */
+    uint8_t ndim;        /* record rank */
+    uint8_t codec;       /* ZR_CODEC_* */
+    uint8_t data_shards; /* 1..255 */
+    uint8_t reserved[3];
+    uint64_t item_shape[ZR_NDIM_MAX]; /* Dense: first ndim entries; Ragged: ignored */
+} zr_schema;
+
+typedef struct zr_info {
+    zr_schema schema;
+    uint16_t format_major;
+    uint16_t format_minor;
+    uint32_t dict_size;
+    uint64_t record_count;
+    uint64_t logical_bytes;
+    uint64_t stored_bytes;
+    uint64_t record_size;   /* Dense: logical bytes per record; Ragged: 0 */
+    uint64_t itemsize;
+} zr_info;
+
+typedef struct zr_writer zr_writer;
+typedef struct zr_reader zr_reader;
+
+/* ---- writer ---------------------------------------------------------------------------- */
+
+/* Validates the schema, then creates a temporary sibling directory of `path` (spec §7) and its
+ * files. Fails with ZR_E_EXISTS if `path` exists and ZR_E_NOT_FOUND if its parent does not.
+ * `dict`/`dict_size` must be given for zstd_dict only. `flags`: ZR_WRITE_*. */
+int zr_writer_open(const char *path, const zr_schema *schema, const uint8_t *dict,
+                   size_t dict_size, uint32_t flags, zr_writer **out, zr_status *st);
+
+/* Appends `count` Dense records laid out contiguously at `data` (count * record_size bytes,
+ * `size` must equal that). Encodes on up to data_shards threads; returns after every byte is
+ * written to the OS. */
+int zr_writer_append_dense(zr_writer *w, const void *data, uint64_t size, uint64_t count,
+                           zr_status *st);
+
+/* Appends `count` Ragged records. Record i starts at address ptrs[i] and has shape
+ * shapes[i*ndim .. i*ndim+ndim-1]; its bytes are contiguous (C order). */
+int zr_writer_append_ragged(zr_writer *w, const uint64_t *ptrs, const uint64_t *shapes,
+                            uint64_t count, zr_status *st);
+
+/* Records appended so far. */
+uint64_t zr_writer_count(const zr_writer *w);
+
+/* Flushes, writes header.zrh, renames the temporary directory to the path (failing with
+ * ZR_E_EXISTS if something appeared there meanwhile). On failure the temporary directory is
+ * removed. Either way the writer's resources are released, except the handle itself. */
+int zr_writer_publish(zr_writer *w, zr_status *st);
+
+/* Removes the temporary directory and releases resources. Safe after a failed publish. */
+void zr_writer_abort(zr_writer *w);
+
+/* Frees the handle. Call once, after publish or abort. */
+void zr_writer_free(zr_writer *w);
+
+/* ---- reader ---------------------------------------------------------------------------- */
+
+/* Opens and validates a published store: header and index checksums, every structural rule of
+ * the spec that does not need record data. */
+int zr_reader_open(const char *path, zr_reader **out, zr_status *st);
+
+void zr_reader_info(const zr_reader *r, zr_info *out);
+
+/* Copies the dictionary (if any) into `out` of `capacity` bytes; returns its size. */
+uint64_t zr_reader_dict(const zr_reader *r, uint8_t *out, uint64_t capacity);
+
+/* Dense: decodes records idx[0..count) into `out` (count * record_size bytes == out_size), in
+ * the given order, verifying each record's checksum on its first read. `threads` = 0 picks a
+ * count from the batch size. */
+int zr_reader_gather_dense(zr_reader *r, const uint64_t *idx, uint64_t count, void *out,
+                           uint64_t out_size, uint32_t threads, zr_status *st);
+
+/* Ragged: writes each record's shape into shapes[i*ndim ..] and its logical size in bytes into
+ * sizes[i]. */
+int zr_reader_shapes(zr_reader *r, const uint64_t *idx, uint64_t count, uint64_t *shapes,
+                     uint64_t *sizes, zr_status *st);
+
+/* Ragged: decodes record idx[i] to out + offsets[i]; offsets[i] + size(idx[i]) must not exceed
+ * out_size. */
+int zr_reader_gather_ragged(zr_reader *r, const uint64_t *idx, uint64_t count, void *out,
+                            const uint64_t *offsets, uint64_t out_size, uint32_t threads,
+                            zr_status *st);
+
+/* Checks the stored bytes of records [start, start+count) against their checksums (always,
+ * even if verified before) and that compressed frames decode. */
+int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st);
+
+/* Waits for calls in flight, then unmaps and closes every file. Later calls fail with
+ * ZR_E_CLOSED. Idempotent. */
+void zr_reader_close(zr_reader *r);
+
+/* Frees the handle (closing it first if needed). */
+void zr_reader_free(zr_reader *r);
+
+/* The checksum function of the format (XXH64, seed 0), for tools and tests. */
+uint64_t zr_xxh64(const void *data, uint64_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZRECORD_H */

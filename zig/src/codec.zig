@@ -1,0 +1,653 @@
+//! The record codecs `zstd` and `zstd_dict` (spec/format-v1.md §6), over the platform's
+//! libzstd (`libzstd.so.1`, linked dynamically). Codec `raw` needs no code here.
+//!
+//! Invariants:
+//! - Every record is one independent, complete zstd frame ([ZR-COD-001]) with the content size
+//!   field set and no checksum, so that any conforming zstd decoder reads it and a reader can
+//!   check a frame's size before decoding a byte of it.
+//! - `Decompressor.decompress` accepts a `src` only if it is exactly one complete zstd frame
+//!   (not a skippable or legacy frame, nothing before or after it) whose declared content size
+//!   equals `dst.len`, and then writes exactly `dst.len` bytes or fails. It never trusts a
+//!   length from the frame over the caller's buffer, and no input makes it panic.
+//! - A `SharedDict` is read-only once built, so one can serve every thread of a store at once;
+//!   `Compressor` and `Decompressor` hold mutable libzstd state and belong to one thread each.
+//! - Every libzstd object created here is freed by the matching `deinit`, and an `init` that
+//!   fails leaves nothing allocated.
+//! - Only libzstd's stable API is used, declared by hand below from its 1.5 headers, because
+//!   Zig 0.17 has no @cImport and the build needs no zstd headers.
+
+const std = @import("std");
+const assert = std.debug.assert;
+
+pub const Error = error{
+    OutOfMemory,
+    CompressFailed,
+    DecodeFailed,
+    SizeMismatch,
+    DictionaryInvalid,
+    TrainFailed,
+};
+
+/// The level writers use unless told otherwise (spec §6).
+pub const default_level: i32 = 3;
+
+// libzstd's stable API (zstd.h and zdict.h of 1.5). Plain `extern` rather than `extern "zstd"`
+// so that the library is named once, on the link line, as the path of `libzstd.so.1`; every
+// common Linux base image has that file but not always the unversioned `libzstd.so`.
+const ZSTD_CCtx = opaque {};
+const ZSTD_DCtx = opaque {};
+const ZSTD_CDict = opaque {};
+const ZSTD_DDict = opaque {};
+
+extern fn ZSTD_compressBound(src_size: usize) usize;
+extern fn ZSTD_isError(code: usize) c_uint;
+extern fn ZSTD_getErrorName(code: usize) [*:0]const u8;
+extern fn ZSTD_minCLevel() c_int;
+extern fn ZSTD_maxCLevel() c_int;
+
+extern fn ZSTD_createCCtx() ?*ZSTD_CCtx;
+extern fn ZSTD_freeCCtx(cctx: ?*ZSTD_CCtx) usize;
+extern fn ZSTD_compressCCtx(
+    cctx: *ZSTD_CCtx,
+    dst: ?*anyopaque,
+    dst_capacity: usize,
+    src: ?*const anyopaque,
+    src_size: usize,
+    compression_level: c_int,
+) usize;
+
+extern fn ZSTD_createDCtx() ?*ZSTD_DCtx;
+extern fn ZSTD_freeDCtx(dctx: ?*ZSTD_DCtx) usize;
+extern fn ZSTD_decompressDCtx(
+    dctx: *ZSTD_DCtx,
+    dst: ?*anyopaque,
+    dst_capacity: usize,
+    src: ?*const anyopaque,
+    src_size: usize,
+) usize;
+
+extern fn ZSTD_createCDict(dict: ?*const anyopaque, dict_size: usize, compression_level: c_int) ?*ZSTD_CDict;
+extern fn ZSTD_freeCDict(cdict: ?*ZSTD_CDict) usize;
+extern fn ZSTD_compress_usingCDict(
+    cctx: *ZSTD_CCtx,
+    dst: ?*anyopaque,
+    dst_capacity: usize,
+    src: ?*const anyopaque,
+    src_size: usize,
+    cdict: *const ZSTD_CDict,
+) usize;
+
+extern fn ZSTD_createDDict(dict: ?*const anyopaque, dict_size: usize) ?*ZSTD_DDict;
+extern fn ZSTD_freeDDict(ddict: ?*ZSTD_DDict) usize;
+extern fn ZSTD_decompress_usingDDict(
+    dctx: *ZSTD_DCtx,
+    dst: ?*anyopaque,
+    dst_capacity: usize,
+    src: ?*const anyopaque,
+    src_size: usize,
+    ddict: *const ZSTD_DDict,
+) usize;
+
+extern fn ZSTD_getFrameContentSize(src: ?*const anyopaque, src_size: usize) c_ulonglong;
+extern fn ZSTD_findFrameCompressedSize(src: ?*const anyopaque, src_size: usize) usize;
+extern fn ZSTD_getDictID_fromDict(dict: ?*const anyopaque, dict_size: usize) c_uint;
+extern fn ZSTD_getDictID_fromFrame(src: ?*const anyopaque, src_size: usize) c_uint;
+
+extern fn ZDICT_trainFromBuffer(
+    dict_buffer: ?*anyopaque,
+    dict_buffer_capacity: usize,
+    samples_buffer: ?*const anyopaque,
+    samples_sizes: ?[*]const usize,
+    nb_samples: c_uint,
+) usize;
+extern fn ZDICT_isError(code: usize) c_uint;
+
+/// ZSTD_CONTENTSIZE_UNKNOWN and ZSTD_CONTENTSIZE_ERROR of zstd.h.
+const content_size_unknown: u64 = 0 -% @as(u64, 1);
+const content_size_error: u64 = 0 -% @as(u64, 2);
+
+/// The first four bytes, little-endian, of every zstd frame (RFC 8878 §3.1.1). Skippable and
+/// legacy frames have other magics; neither can hold a record, so both are refused.
+const frame_magic: u32 = 0xFD2FB528;
+/// The first four bytes, little-endian, of a dictionary in zstd's own format (RFC 8878 §5).
+const dictionary_magic: u32 = 0xEC30A437;
+
+/// libzstd returns an error as `0 - code`; these codes below 100 are pinned since 1.3.1
+/// (zstd_errors.h). Only allocation failure is told apart, so that it surfaces as
+/// OutOfMemory rather than as a codec failure.
+const zstd_error_memory_allocation: usize = 64;
+
+fn isError(code: usize) bool {
+    return ZSTD_isError(code) != 0;
+}
+
+fn isAllocationError(code: usize) bool {
+    return isError(code) and 0 -% code == zstd_error_memory_allocation;
+}
+
+/// The name libzstd gives a return code, for diagnostics. The string is static and lives as
+/// long as the process; a code that is not an error reads "No error detected".
+pub fn errorName(code: usize) []const u8 {
+    return std.mem.span(ZSTD_getErrorName(code));
+}
+
+fn levelValid(level: i32) bool {
+    return level >= ZSTD_minCLevel() and level <= ZSTD_maxCLevel();
+}
+
+/// A dictionary compiled once and shared, read-only, by every thread of one store: a CDict for
+/// writers or a DDict for readers. Only what is asked for is built, because each costs memory
+/// in proportion to the dictionary and a store is opened either to write or to read.
+///
+/// The dictionary bytes are copied, so the caller may free them after `init*` returns. Both
+/// zstd-format dictionaries (as `trainDictionary` makes) and raw-content dictionaries are
+/// accepted, as libzstd and other zstd decoders do by default; only the former carry an ID,
+/// which lets a reader tell a frame made with another dictionary before decoding it.
+pub const SharedDict = struct {
+    cdict: ?*ZSTD_CDict = null,
+    ddict: ?*ZSTD_DDict = null,
+    /// The dictionary's ID, or 0 for a raw-content dictionary.
+    id: u32 = 0,
+    /// The level the CDict was compiled for; meaningless without one.
+    level: i32 = default_level,
+
+    /// Builds the compression half. The level is fixed here, for every frame made with it.
+    pub fn initCompress(dict: []const u8, level: i32) Error!SharedDict {
+        try checkDictionary(dict);
+        if (!levelValid(level)) return error.CompressFailed;
+        const cdict = ZSTD_createCDict(dict.ptr, dict.len, level) orelse
+            return creationFailure(dict);
+        return .{ .cdict = cdict, .id = ZSTD_getDictID_fromDict(dict.ptr, dict.len), .level = level };
+    }
+
+    /// Builds the decompression half.
+    pub fn initDecompress(dict: []const u8) Error!SharedDict {
+        try checkDictionary(dict);
+        const ddict = ZSTD_createDDict(dict.ptr, dict.len) orelse
+            return creationFailure(dict);
+        return .{ .ddict = ddict, .id = ZSTD_getDictID_fromDict(dict.ptr, dict.len) };
+    }
+
+    /// Frees the compiled dictionary. Every Compressor and Decompressor made with it must be
+    /// done with it first, since they borrow it rather than copy it.
+    pub fn deinit(self: *SharedDict) void {
+        if (self.cdict) |cdict| _ = ZSTD_freeCDict(cdict);
+        if (self.ddict) |ddict| _ = ZSTD_freeDDict(ddict);
+        self.* = undefined;
+    }
+
+    /// An empty dictionary would silently mean "no dictionary" to libzstd, which is never what
+    /// a `zstd_dict` store means (ZR-HDR-013 requires a non-empty one).
+    fn checkDictionary(dict: []const u8) Error!void {
+        if (dict.len == 0) return error.DictionaryInvalid;
+    }
+
+    /// libzstd returns NULL both when it runs out of memory and when a zstd-format dictionary
+    /// has malformed entropy tables. A raw-content dictionary cannot be malformed, so for one
+    /// of those only memory is left to blame; for a zstd-format one the broken dictionary is
+    /// by far the likelier cause.
+    fn creationFailure(dict: []const u8) Error {
+        if (dict.len >= 4 and std.mem.readInt(u32, dict[0..4], .little) == dictionary_magic) {
+            return error.DictionaryInvalid;
+        }
+        return error.OutOfMemory;
+    }
+};
+
+/// One per thread: it is not thread-safe, and it is cheap to reuse for many records because
+/// libzstd keeps its working memory between frames.
+pub const Compressor = struct {
+    cctx: *ZSTD_CCtx,
+    level: i32,
+    cdict: ?*const ZSTD_CDict,
+    /// The libzstd return code of the last failed call, for `errorName` in diagnostics; 0 when
+    /// nothing has failed.
+    last_code: usize = 0,
+
+    /// With a dictionary, frames are compressed at the level the dictionary was compiled for,
+    /// and `level` is only checked, because libzstd fixes a CDict's level when it builds it.
+    pub fn init(level: i32, dict: ?*const SharedDict) Error!Compressor {
+        if (!levelValid(level)) return error.CompressFailed;
+        var cdict: ?*const ZSTD_CDict = null;
+        if (dict) |d| cdict = d.cdict orelse return error.DictionaryInvalid;
+        const cctx = ZSTD_createCCtx() orelse return error.OutOfMemory;
+        return .{ .cctx = cctx, .level = level, .cdict = cdict };
+    }
+
+    pub fn deinit(self: *Compressor) void {
+        _ = ZSTD_freeCCtx(self.cctx);
+        self.* = undefined;
+    }
+
+    /// The largest frame `compress` can make from `src_len` bytes. For a length so large that
+    /// no bound exists it returns maxInt(usize), which no allocation can satisfy, so the caller
+    /// fails on memory instead of overrunning a buffer sized from a wrapped-around bound.
+    pub fn bound(src_len: usize) usize {
+        const result = ZSTD_compressBound(src_len);
+        if (isError(result) or result < src_len) return std.math.maxInt(usize);
+        return result;
+    }
+
+    /// Compresses `src` into `dst` as one frame and returns the frame's size. A `dst` of
+    /// `bound(src.len)` bytes always suffices; a smaller one works when the frame fits and
+    /// fails with CompressFailed otherwise. An empty `src` still makes a valid (tiny) frame.
+    pub fn compress(self: *Compressor, dst: []u8, src: []const u8) Error!usize {
+        // One-shot compression writes the content size and no checksum by default, which is
+        // exactly the frame the format wants, so no parameters are set.
+        const result = if (self.cdict) |cdict|
+            ZSTD_compress_usingCDict(self.cctx, dst.ptr, dst.len, src.ptr, src.len, cdict)
+        else
+            ZSTD_compressCCtx(self.cctx, dst.ptr, dst.len, src.ptr, src.len, self.level);
+        if (isError(result)) {
+            self.last_code = result;
+            return if (isAllocationError(result)) error.OutOfMemory else error.CompressFailed;
+        }
+        assert(result <= dst.len);
+        return result;
+    }
+};
+
+/// One per thread: it is not thread-safe, and it is cheap to reuse for many records.
+pub const Decompressor = struct {
+    dctx: *ZSTD_DCtx,
+    ddict: ?*const ZSTD_DDict,
+    dict_id: u32,
+    /// The libzstd return code of the last failed libzstd call, for `errorName` in
+    /// diagnostics; 0 when nothing has failed or when this module itself refused the input.
+    last_code: usize = 0,
+
+    pub fn init(dict: ?*const SharedDict) Error!Decompressor {
+        var ddict: ?*const ZSTD_DDict = null;
+        var dict_id: u32 = 0;
+        if (dict) |d| {
+            ddict = d.ddict orelse return error.DictionaryInvalid;
+            dict_id = d.id;
+        }
+        const dctx = ZSTD_createDCtx() orelse return error.OutOfMemory;
+        return .{ .dctx = dctx, .ddict = ddict, .dict_id = dict_id };
+    }
+
+    pub fn deinit(self: *Decompressor) void {
+        _ = ZSTD_freeDCtx(self.dctx);
+        self.* = undefined;
+    }
+
+    /// Decodes the one frame `src` into exactly `dst.len` bytes ([ZR-IDX-005]).
+    ///
+    /// SizeMismatch: the frame declares no content size, or one other than `dst.len`.
+    /// DecodeFailed: `src` is not exactly one complete zstd frame, the frame names a dictionary
+    /// other than the one given (or one when none was given), or its contents are corrupt.
+    /// A frame made without a dictionary decodes whether or not one was given, as in libzstd.
+    /// On error the contents of `dst` are unspecified.
+    pub fn decompress(self: *Decompressor, dst: []u8, src: []const u8) Error!void {
+        self.last_code = 0;
+        if (src.len < 4 or std.mem.readInt(u32, src[0..4], .little) != frame_magic) {
+            return error.DecodeFailed;
+        }
+        // Trailing bytes are refused rather than ignored, because the index gives each record
+        // its exact stored size; extra bytes mean the index and the data disagree.
+        const frame_size = ZSTD_findFrameCompressedSize(src.ptr, src.len);
+        if (isError(frame_size)) {
+            self.last_code = frame_size;
+            return error.DecodeFailed;
+        }
+        if (frame_size != src.len) return error.DecodeFailed;
+
+        const content_size: u64 = ZSTD_getFrameContentSize(src.ptr, src.len);
+        if (content_size == content_size_error) return error.DecodeFailed;
+        if (content_size == content_size_unknown) return error.SizeMismatch;
+        if (content_size != dst.len) return error.SizeMismatch;
+
+        // libzstd makes the same check, but only outside fuzzing builds; checking here keeps
+        // "wrong dictionary" an error whatever build of the library is loaded.
+        const frame_dict_id = ZSTD_getDictID_fromFrame(src.ptr, src.len);
+        if (frame_dict_id != 0 and frame_dict_id != self.dict_id) return error.DecodeFailed;
+
+        const result = if (self.ddict) |ddict|
+            ZSTD_decompress_usingDDict(self.dctx, dst.ptr, dst.len, src.ptr, src.len, ddict)
+        else
+            ZSTD_decompressDCtx(self.dctx, dst.ptr, dst.len, src.ptr, src.len);
+        if (isError(result)) {
+            self.last_code = result;
+            return if (isAllocationError(result)) error.OutOfMemory else error.DecodeFailed;
+        }
+        if (result != dst.len) return error.DecodeFailed;
+    }
+};
+
+/// Trains a dictionary with ZDICT_trainFromBuffer from `samples`, the concatenation of samples
+/// whose lengths are `sample_sizes`, and returns how many bytes of `dst` it wrote. `dst.len` is
+/// the largest dictionary wanted (about 100 times smaller than the samples is typical).
+///
+/// TrainFailed: the sizes do not add up to `samples.len`, there are no samples or more than
+/// libzstd can count, or libzstd cannot make a dictionary from them (too few or too small
+/// samples, or `dst` too small).
+pub fn trainDictionary(dst: []u8, samples: []const u8, sample_sizes: []const usize) Error!usize {
+    if (sample_sizes.len == 0 or sample_sizes.len > std.math.maxInt(c_uint)) return error.TrainFailed;
+    var total: usize = 0;
+    for (sample_sizes) |size| {
+        total = std.math.add(usize, total, size) catch return error.TrainFailed;
+    }
+    if (total != samples.len) return error.TrainFailed;
+
+    const result = ZDICT_trainFromBuffer(
+        dst.ptr,
+        dst.len,
+        samples.ptr,
+        sample_sizes.ptr,
+        @intCast(sample_sizes.len),
+    );
+    if (ZDICT_isError(result) != 0) {
+        return if (isAllocationError(result)) error.OutOfMemory else error.TrainFailed;
+    }
+    assert(result <= dst.len);
+    return result;
+}
+
+// Tests.
+
+const testing = std.testing;
+
+fn roundTrip(c: *Compressor, d: *Decompressor, data: []const u8) !usize {
+    const gpa = testing.allocator;
+    const frame = try gpa.alloc(u8, Compressor.bound(data.len));
+    defer gpa.free(frame);
+    const frame_size = try c.compress(frame, data);
+    try testing.expectEqual(@as(u64, data.len), ZSTD_getFrameContentSize(frame.ptr, frame_size));
+
+    const out = try gpa.alloc(u8, data.len);
+    defer gpa.free(out);
+    try d.decompress(out, frame[0..frame_size]);
+    try testing.expectEqualSlices(u8, data, out);
+    return frame_size;
+}
+
+fn fillCompressible(random: std.Random, buf: []u8) void {
+    const words = [_][]const u8{ "alpha ", "beta ", "gamma ", "delta ", "epsilon ", "zeta " };
+    var i: usize = 0;
+    while (i < buf.len) {
+        const word = words[random.uintLessThan(usize, words.len)];
+        const n = @min(word.len, buf.len - i);
+        @memcpy(buf[i..][0..n], word[0..n]);
+        i += n;
+    }
+}
+
+/// Writes `count` similar small JSON-like records, as a store of user rows might hold, and
+/// returns their concatenation and sizes.
+fn makeSamples(random: std.Random, count: usize, sizes: []usize) ![]u8 {
+    const gpa = testing.allocator;
+    var list: std.ArrayList(u8) = .empty;
+    errdefer list.deinit(gpa);
+    const names = [_][]const u8{ "ada", "grace", "linus", "ken", "barbara", "edsger" };
+    const cities = [_][]const u8{ "London", "Paris", "Zurich", "Oslo", "Lisbon" };
+    var line: [256]u8 = undefined;
+    for (0..count) |i| {
+        const text = try std.fmt.bufPrint(&line,
+            \\{{"id":{d},"name":"{s}","city":"{s}","score":{d},"active":{s},"tags":["user","v2"]}}
+        , .{
+            random.int(u32),
+            names[random.uintLessThan(usize, names.len)],
+            cities[random.uintLessThan(usize, cities.len)],
+            random.uintLessThan(u32, 100000),
+            if (random.boolean()) "true" else "false",
+        });
+        try list.appendSlice(gpa, text);
+        sizes[i] = text.len;
+    }
+    return list.toOwnedSlice(gpa);
+}
+
+test "round trip of random and compressible data without a dictionary" {
+    var prng = std.Random.DefaultPrng.init(1);
+    const random = prng.random();
+    var c = try Compressor.init(default_level, null);
+    defer c.deinit();
+    var d = try Decompressor.init(null);
+    defer d.deinit();
+
+    const gpa = testing.allocator;
+    for ([_]usize{ 0, 1, 100, 1 << 20 }) |size| {
+        const data = try gpa.alloc(u8, size);
+        defer gpa.free(data);
+        random.bytes(data);
+        _ = try roundTrip(&c, &d, data);
+        fillCompressible(random, data);
+        const frame_size = try roundTrip(&c, &d, data);
+        if (size == 1 << 20) try testing.expect(frame_size < size / 4);
+    }
+}
+
+test "an empty record is a valid frame and decodes into an empty buffer" {
+    var c = try Compressor.init(default_level, null);
+    defer c.deinit();
+    var d = try Decompressor.init(null);
+    defer d.deinit();
+    var frame: [64]u8 = undefined;
+    const frame_size = try c.compress(&frame, &.{});
+    try testing.expect(frame_size > 0);
+    try d.decompress(&.{}, frame[0..frame_size]);
+    var one: [1]u8 = undefined;
+    try testing.expectError(error.SizeMismatch, d.decompress(&one, frame[0..frame_size]));
+}
+
+test "a trained dictionary round-trips and beats no dictionary on similar records" {
+    const gpa = testing.allocator;
+    var prng = std.Random.DefaultPrng.init(2);
+    const random = prng.random();
+    const count = 2000;
+    const sizes = try gpa.alloc(usize, count);
+    defer gpa.free(sizes);
+    const samples = try makeSamples(random, count, sizes);
+    defer gpa.free(samples);
+
+    var dict_buf: [16 * 1024]u8 = undefined;
+    const dict_len = try trainDictionary(&dict_buf, samples, sizes);
+    try testing.expect(dict_len > 0 and dict_len <= dict_buf.len);
+    const dict = dict_buf[0..dict_len];
+
+    var cdict = try SharedDict.initCompress(dict, default_level);
+    defer cdict.deinit();
+    var ddict = try SharedDict.initDecompress(dict);
+    defer ddict.deinit();
+    try testing.expect(cdict.id != 0 and cdict.id == ddict.id);
+
+    var plain_c = try Compressor.init(default_level, null);
+    defer plain_c.deinit();
+    var plain_d = try Decompressor.init(null);
+    defer plain_d.deinit();
+    var dict_c = try Compressor.init(default_level, &cdict);
+    defer dict_c.deinit();
+    var dict_d = try Decompressor.init(&ddict);
+    defer dict_d.deinit();
+
+    var plain_total: usize = 0;
+    var dict_total: usize = 0;
+    var offset: usize = 0;
+    for (sizes) |size| {
+        const record = samples[offset..][0..size];
+        offset += size;
+        plain_total += try roundTrip(&plain_c, &plain_d, record);
+        dict_total += try roundTrip(&dict_c, &dict_d, record);
+    }
+    try testing.expect(dict_total * 2 < plain_total);
+
+    // The dictionary codec handles the edge sizes too.
+    for ([_]usize{ 0, 1, 100, 1 << 20 }) |size| {
+        const data = try gpa.alloc(u8, size);
+        defer gpa.free(data);
+        random.bytes(data);
+        _ = try roundTrip(&dict_c, &dict_d, data);
+        fillCompressible(random, data);
+        _ = try roundTrip(&dict_c, &dict_d, data);
+    }
+
+    // A frame made with the dictionary refuses to decode without it or with another one.
+    var frame: [512]u8 = undefined;
+    const record = samples[0..sizes[0]];
+    const frame_size = try dict_c.compress(&frame, record);
+    const out = try gpa.alloc(u8, record.len);
+    defer gpa.free(out);
+    try testing.expectError(error.DecodeFailed, plain_d.decompress(out, frame[0..frame_size]));
+
+    var other_buf: [16 * 1024]u8 = undefined;
+    const other_samples = try makeSamples(random, count, sizes);
+    defer gpa.free(other_samples);
+    const other_len = try trainDictionary(&other_buf, other_samples, sizes);
+    var other = try SharedDict.initDecompress(other_buf[0..other_len]);
+    defer other.deinit();
+    try testing.expect(other.id != ddict.id);
+    var other_d = try Decompressor.init(&other);
+    defer other_d.deinit();
+    try testing.expectError(error.DecodeFailed, other_d.decompress(out, frame[0..frame_size]));
+
+    // A frame made without a dictionary still decodes with one, as libzstd allows.
+    const plain_size = try plain_c.compress(&frame, record);
+    try dict_d.decompress(out, frame[0..plain_size]);
+    try testing.expectEqualSlices(u8, record, out);
+
+    // Each half of a SharedDict serves only its own side.
+    try testing.expectError(error.DictionaryInvalid, Compressor.init(default_level, &ddict));
+    try testing.expectError(error.DictionaryInvalid, Decompressor.init(&cdict));
+}
+
+test "a frame decoded into the wrong size is a SizeMismatch" {
+    var c = try Compressor.init(default_level, null);
+    defer c.deinit();
+    var d = try Decompressor.init(null);
+    defer d.deinit();
+    const data = "the quick brown fox jumps over the lazy dog, " ++
+        "then the lazy dog wakes and chases the quick brown fox round the yard";
+    var frame: [1024]u8 = undefined;
+    const frame_size = try c.compress(&frame, data);
+    var small: [data.len - 1]u8 = undefined;
+    var large: [data.len + 1]u8 = undefined;
+    try testing.expectError(error.SizeMismatch, d.decompress(&small, frame[0..frame_size]));
+    try testing.expectError(error.SizeMismatch, d.decompress(&large, frame[0..frame_size]));
+    try testing.expectError(error.SizeMismatch, d.decompress(&.{}, frame[0..frame_size]));
+}
+
+test "truncated, garbage, concatenated and skippable input is refused without a panic" {
+    const gpa = testing.allocator;
+    var prng = std.Random.DefaultPrng.init(3);
+    const random = prng.random();
+    var c = try Compressor.init(default_level, null);
+    defer c.deinit();
+    var d = try Decompressor.init(null);
+    defer d.deinit();
+
+    const data = try gpa.alloc(u8, 5000);
+    defer gpa.free(data);
+    fillCompressible(random, data);
+    const out = try gpa.alloc(u8, data.len);
+    defer gpa.free(out);
+    const frame_buf = try gpa.alloc(u8, 2 * Compressor.bound(data.len));
+    defer gpa.free(frame_buf);
+    const frame_size = try c.compress(frame_buf, data);
+    const frame = frame_buf[0..frame_size];
+
+    // Every proper prefix of a frame, including the empty one.
+    for (0..frame_size) |n| {
+        try testing.expect(std.meta.isError(d.decompress(out, frame[0..n])));
+    }
+
+    // Two frames back to back are not one record.
+    @memcpy(frame_buf[frame_size..][0..frame_size], frame);
+    try testing.expectError(error.DecodeFailed, d.decompress(out, frame_buf[0 .. 2 * frame_size]));
+    // Nor is a frame followed by a stray byte.
+    try testing.expectError(error.DecodeFailed, d.decompress(out, frame_buf[0 .. frame_size + 1]));
+
+    // Pure garbage, with and without a valid magic in front.
+    var garbage: [300]u8 = undefined;
+    for (0..200) |i| {
+        random.bytes(&garbage);
+        if (i % 2 == 0) std.mem.writeInt(u32, garbage[0..4], frame_magic, .little);
+        try testing.expect(std.meta.isError(d.decompress(out, &garbage)));
+    }
+
+    // A skippable frame of nothing would otherwise read as an empty record.
+    var skippable: [8]u8 = undefined;
+    std.mem.writeInt(u32, skippable[0..4], 0x184D2A50, .little);
+    std.mem.writeInt(u32, skippable[4..8], 0, .little);
+    try testing.expectError(error.DecodeFailed, d.decompress(&.{}, &skippable));
+
+    // Random corruption of a valid frame: any outcome but a crash or an overrun is fine, since
+    // frames carry no checksum and a flipped literal can still decode.
+    const mutant = try gpa.alloc(u8, frame_size);
+    defer gpa.free(mutant);
+    for (0..2000) |_| {
+        @memcpy(mutant, frame);
+        for (0..1 + random.uintLessThan(usize, 4)) |_| {
+            mutant[random.uintLessThan(usize, frame_size)] = random.int(u8);
+        }
+        d.decompress(out, mutant) catch {};
+    }
+    // The decompressor is still usable after all of that.
+    try d.decompress(out, frame);
+    try testing.expectEqualSlices(u8, data, out);
+}
+
+test "a frame without a content size is refused" {
+    // A hand-made frame (RFC 8878): header descriptor 0x00 means no content size field and a
+    // window descriptor follows; then one last raw block of three bytes.
+    const frame = [_]u8{ 0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x00, 0x19, 0x00, 0x00, 'a', 'b', 'c' };
+    var d = try Decompressor.init(null);
+    defer d.deinit();
+    try testing.expectEqual(content_size_unknown, ZSTD_getFrameContentSize(&frame, frame.len));
+    var out: [3]u8 = undefined;
+    try testing.expectError(error.SizeMismatch, d.decompress(&out, &frame));
+}
+
+test "invalid dictionaries and levels are refused" {
+    try testing.expectError(error.DictionaryInvalid, SharedDict.initCompress(&.{}, default_level));
+    try testing.expectError(error.DictionaryInvalid, SharedDict.initDecompress(&.{}));
+
+    // The zstd dictionary magic followed by garbage entropy tables.
+    var bad: [512]u8 = undefined;
+    var prng = std.Random.DefaultPrng.init(4);
+    prng.random().bytes(&bad);
+    std.mem.writeInt(u32, bad[0..4], dictionary_magic, .little);
+    try testing.expectError(error.DictionaryInvalid, SharedDict.initCompress(&bad, default_level));
+    try testing.expectError(error.DictionaryInvalid, SharedDict.initDecompress(&bad));
+
+    try testing.expectError(error.CompressFailed, Compressor.init(ZSTD_maxCLevel() + 1, null));
+    try testing.expectError(error.CompressFailed, SharedDict.initCompress("raw content dictionary", 1000));
+}
+
+test "a raw-content dictionary works and carries no ID" {
+    const dict = "some content that records are likely to repeat, " ++
+        "more content that records are likely to repeat, and numbers 0123456789";
+    var cdict = try SharedDict.initCompress(dict, default_level);
+    defer cdict.deinit();
+    var ddict = try SharedDict.initDecompress(dict);
+    defer ddict.deinit();
+    try testing.expectEqual(@as(u32, 0), ddict.id);
+    var c = try Compressor.init(default_level, &cdict);
+    defer c.deinit();
+    var d = try Decompressor.init(&ddict);
+    defer d.deinit();
+    _ = try roundTrip(&c, &d, "some content that records are likely to repeat, and then some");
+}
+
+test "compressing into a buffer that is too small fails cleanly" {
+    var prng = std.Random.DefaultPrng.init(5);
+    var data: [1000]u8 = undefined;
+    prng.random().bytes(&data);
+    var c = try Compressor.init(default_level, null);
+    defer c.deinit();
+    var small: [100]u8 = undefined;
+    try testing.expectError(error.CompressFailed, c.compress(&small, &data));
+    try testing.expect(isError(c.last_code));
+    try testing.expect(errorName(c.last_code).len > 0);
+    try testing.expectEqual(std.math.maxInt(usize), Compressor.bound(std.math.maxInt(usize)));
+}
+
+test "training on too little data fails with TrainFailed" {
+    var dict: [4096]u8 = undefined;
+    const samples = "tiny sample data";
+    try testing.expectError(error.TrainFailed, trainDictionary(&dict, samples, &.{ 4, 4, 4, 4 }));
+    try testing.expectError(error.TrainFailed, trainDictionary(&dict, samples, &.{}));
+    // Sizes that do not add up to the samples given.
+    try testing.expectError(error.TrainFailed, trainDictionary(&dict, samples, &.{ 4, 4 }));
+    try testing.expectError(error.TrainFailed, trainDictionary(&dict, samples, &.{ std.math.maxInt(usize), 17 }));
+}

@@ -1,0 +1,699 @@
+//! The on-disk format v1 (spec/format-v1.md): limits, codes, header and index entry encoding,
+//! decoding and validation.
+//!
+//! Invariants:
+//! - This module does no I/O; it turns bytes into validated values and back.
+//! - `decodeHeader` reads no byte it has not bounds-checked against the buffer it was given,
+//!   and checks the rules in the order the spec lists them, so that a header breaking several
+//!   rules fails on the first one the spec names ([ZR-HDR-002] before anything else after the
+//!   magic, [ZR-HDR-003] before the variable part).
+//! - `encodeHeader(decodeHeader(x)) == x` for every valid header `x`.
+
+const std = @import("std");
+const diag_mod = @import("diag.zig");
+const Diag = diag_mod.Diag;
+
+pub const XxHash64 = std.hash.XxHash64;
+
+/// XXH64 with seed 0, the one checksum of the format ([ZR-SUM-001]).
+pub fn xxh64(bytes: []const u8) u64 {
+    return XxHash64.hash(0, bytes);
+}
+
+// Format constants and limits, spec §3 and §8.
+pub const magic = [8]u8{ 0x89, 'Z', 'R', 'E', 'C', '\r', '\n', 0x1a };
+pub const format_major: u16 = 1;
+pub const format_minor: u16 = 0;
+pub const header_fixed_bytes: usize = 128;
+pub const data_shards_min: u64 = 1;
+pub const data_shards_max: u64 = 255;
+pub const ndim_max: u64 = 32;
+pub const record_size_bytes_max: u64 = 1 << 31;
+pub const stored_size_bytes_max: u64 = (1 << 32) - 1;
+pub const dim_max: u64 = (1 << 32) - 1;
+pub const dict_size_bytes_max: u64 = 1 << 24;
+pub const record_count_max: u64 = 1 << 48;
+pub const index_entry_fixed_bytes: u32 = 24;
+
+/// The largest header any valid store can have: the fixed part, the largest variable part,
+/// padding and the checksum. Readers refuse to allocate more than this for a header.
+pub const header_size_bytes_max: u64 = header_fixed_bytes + 8 * ndim_max + 8 * data_shards_max +
+    dict_size_bytes_max + 8;
+
+pub const Kind = enum(u8) {
+    dense = 1,
+    ragged = 2,
+};
+
+pub const Codec = enum(u8) {
+    raw = 0,
+    zstd = 1,
+    zstd_dict = 2,
+
+    pub fn name(c: Codec) []const u8 {
+        return @tagName(c);
+    }
+};
+
+/// Itemsize of a dtype code of spec §3.3, or null for a reserved code.
+pub fn dtypeItemsize(code: u8) ?u8 {
+    return switch (code) {
+        1, 2, 3 => 1,
+        4, 5, 10 => 2,
+        6, 7, 11 => 4,
+        8, 9, 12, 13 => 8,
+        14 => 16,
+        else => null,
+    };
+}
+
+pub fn dtypeName(code: u8) []const u8 {
+    const names = [_][]const u8{
+        "reserved", "bool",   "int8",    "uint8",   "int16",   "uint16",    "int32",      "uint32",
+        "int64",    "uint64", "float16", "float32", "float64", "complex64", "complex128",
+    };
+    return if (code < names.len) names[code] else "reserved";
+}
+
+/// Index entry size from kind and rank ([ZR-HDR-012], spec §4).
+pub fn indexEntrySize(kind: Kind, ndim: u8) u32 {
+    return switch (kind) {
+        .dense => index_entry_fixed_bytes,
+        .ragged => std.mem.alignForward(u32, index_entry_fixed_bytes + 4 * @as(u32, ndim), 8),
+    };
+}
+
+/// Total header size for a schema and dictionary size, spec §3.2 (checksum included).
+pub fn headerSize(kind: Kind, ndim: u8, data_shards: u8, dict_size: u32) u64 {
+    const shape_bytes: u64 = if (kind == .dense) 8 * @as(u64, ndim) else 0;
+    const variable = shape_bytes + 8 * @as(u64, data_shards) + dict_size;
+    return std.mem.alignForward(u64, header_fixed_bytes + variable, 8) + 8;
+}
+
+/// Product of `dims` times `itemsize`, or null if it exceeds `record_size_bytes_max`. An axis of
+/// length zero makes the record empty whatever the other axes are, so it is checked first and
+/// huge axes beside it do not count as overflow.
+pub fn logicalSize(dims: []const u64, itemsize: u64) ?u64 {
+    for (dims) |d| if (d == 0) return 0;
+    var size: u64 = itemsize;
+    for (dims) |d| {
+        size = std.math.mul(u64, size, d) catch return null;
+        if (size > record_size_bytes_max) return null;
+    }
+    if (size > record_size_bytes_max) return null;
+    return size;
+}
+
+pub const Header = struct {
+    format_major: u16 = format_major,
+    format_minor: u16 = format_minor,
+    header_size: u32 = 0,
+    kind: Kind,
+    dtype: u8,
+    ndim: u8,
+    codec: Codec,
+    data_shards: u8,
+    record_count: u64 = 0,
+    logical_bytes: u64 = 0,
+    stored_bytes: u64 = 0,
+    index_entry_size: u32 = 0,
+    dict_size: u32 = 0,
+    index_size: u64 = 0,
+    index_checksum: u64 = 0,
+    dict_checksum: u64 = 0,
+    item_shape: [ndim_max]u64 = @splat(0),
+    shard_sizes: [data_shards_max]u64 = @splat(0),
+    /// Offset of the dictionary within the header bytes (decoding only).
+    dict_offset: u32 = 0,
+
+    pub fn itemsize(h: *const Header) u64 {
+        return dtypeItemsize(h.dtype).?;
+    }
+
+    /// Dense record size; only meaningful for a validated Dense header.
+    pub fn recordSize(h: *const Header) u64 {
+        return logicalSize(h.item_shape[0..h.ndim], h.itemsize()).?;
+    }
+};
+
+/// Encodes a header into `out`, whose length must be `headerSize(...)` for the header's
+/// schema and `dict.len`. The fields header_size, index_entry_size, dict_size and
+/// dict_checksum are derived here, not taken from `h`.
+pub fn encodeHeader(h: *const Header, dict: []const u8, out: []u8) void {
+    const dict_size: u32 = @intCast(dict.len);
+    const size = headerSize(h.kind, h.ndim, h.data_shards, dict_size);
+    std.debug.assert(out.len == size);
+    @memset(out, 0);
+    @memcpy(out[0..8], &magic);
+    put(u16, out, 8, h.format_major);
+    put(u16, out, 10, h.format_minor);
+    put(u32, out, 12, @intCast(size));
+    out[16] = @backingInt(h.kind);
+    out[17] = h.dtype;
+    out[18] = h.ndim;
+    out[19] = @backingInt(h.codec);
+    out[20] = h.data_shards;
+    put(u64, out, 24, h.record_count);
+    put(u64, out, 32, h.logical_bytes);
+    put(u64, out, 40, h.stored_bytes);
+    put(u32, out, 48, indexEntrySize(h.kind, h.ndim));
+    put(u32, out, 52, dict_size);
+    put(u64, out, 56, h.index_size);
+    put(u64, out, 64, h.index_checksum);
+    put(u64, out, 72, if (dict.len == 0) 0 else xxh64(dict));
+    var pos: usize = header_fixed_bytes;
+    if (h.kind == .dense) {
+        for (h.item_shape[0..h.ndim]) |d| {
+            put(u64, out, pos, d);
+            pos += 8;
+        }
+    }
+    for (h.shard_sizes[0..h.data_shards]) |s| {
+        put(u64, out, pos, s);
+        pos += 8;
+    }
+    @memcpy(out[pos..][0..dict.len], dict);
+    put(u64, out, out.len - 8, xxh64(out[0 .. out.len - 8]));
+}
+
+pub const HeaderError = error{
+    BadMagic,
+    VersionUnsupported,
+    Corrupt,
+    ChecksumMismatch,
+    Unsupported,
+    LimitExceeded,
+};
+
+/// Checks the magic and the major version ([ZR-HDR-001], [ZR-HDR-002]) on the first bytes of a
+/// header file, which is all a reader looks at before it trusts the file's size.
+pub fn checkMagicVersion(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!void {
+    // [ZR-HDR-001]
+    if (bytes.len < 8 or !std.mem.eql(u8, bytes[0..8], &magic)) {
+        return d.fail(error.BadMagic, "'{s}' is not a zrecord header: its first 8 bytes are not " ++
+            "the magic 89 5A 52 45 43 0D 0A 1A (ZR-HDR-001)", .{name});
+    }
+    if (bytes.len < 12) {
+        return d.fail(error.Corrupt, "'{s}' is truncated: {d} bytes, shorter than the 128-byte " ++
+            "fixed header (ZR-HDR-003)", .{ name, bytes.len });
+    }
+    // [ZR-HDR-002] The major version is interpreted before any other field.
+    const major = get(u16, bytes, 8);
+    const minor = get(u16, bytes, 10);
+    if (major != format_major) {
+        return d.fail(error.VersionUnsupported, "'{s}' has format version {d}.{d}, but this " ++
+            "reader supports format version {d}.{d} (major {d} only) (ZR-HDR-002)", .{
+            name, major, minor, format_major, format_minor, format_major,
+        });
+    }
+}
+
+/// Validates and decodes a complete header file. `name` names the file in messages.
+pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!Header {
+    try checkMagicVersion(bytes, name, d);
+    const major = get(u16, bytes, 8);
+    const minor = get(u16, bytes, 10);
+    // [ZR-HDR-003] header_size against the file, before the variable part is read.
+    if (bytes.len < header_fixed_bytes + 8) {
+        return d.fail(error.Corrupt, "'{s}' is truncated: {d} bytes, but a header needs at least " ++
+            "{d} (128-byte fixed part and 8-byte checksum) (ZR-HDR-003)", .{ name, bytes.len, header_fixed_bytes + 8 });
+    }
+    const header_size = get(u32, bytes, 12);
+    if (header_size != bytes.len) {
+        return d.fail(error.Corrupt, "'{s}' declares header_size {d} but the file has {d} bytes " ++
+            "(ZR-HDR-003)", .{ name, header_size, bytes.len });
+    }
+    if (header_size % 8 != 0) {
+        return d.fail(error.Corrupt, "'{s}' declares header_size {d}, which is not a multiple of " ++
+            "8 (ZR-HDR-003)", .{ name, header_size });
+    }
+    // [ZR-HDR-004]
+    const want_sum = get(u64, bytes, bytes.len - 8);
+    const got_sum = xxh64(bytes[0 .. bytes.len - 8]);
+    if (want_sum != got_sum) {
+        return d.fail(error.ChecksumMismatch, "'{s}' header checksum mismatch: the header says " ++
+            "0x{x:0>16} but its first {d} bytes hash to 0x{x:0>16} (ZR-HDR-004)", .{ name, want_sum, bytes.len - 8, got_sum });
+    }
+    // [ZR-HDR-005] reserved0 and reserved1.
+    for (bytes[21..24], 21..) |b, off| if (b != 0) return reservedError(d, name, "reserved0", off, b);
+    for (bytes[80..128], 80..) |b, off| if (b != 0) return reservedError(d, name, "reserved1", off, b);
+    // [ZR-HDR-006]
+    const kind_code = bytes[16];
+    const kind: Kind = switch (kind_code) {
+        1 => .dense,
+        2 => .ragged,
+        else => return d.fail(error.Unsupported, "'{s}' has unknown kind {d}; kind must be 1 " ++
+            "(Dense) or 2 (Ragged) (ZR-HDR-006)", .{ name, kind_code }),
+    };
+    const dtype = bytes[17];
+    if (dtypeItemsize(dtype) == null) {
+        return d.fail(error.Unsupported, "'{s}' has unknown dtype {d}; dtype must be a code " ++
+            "1..14 of spec section 3.3 (ZR-HDR-006)", .{ name, dtype });
+    }
+    const codec_code = bytes[19];
+    const codec: Codec = switch (codec_code) {
+        0 => .raw,
+        1 => .zstd,
+        2 => .zstd_dict,
+        // [ZR-COD-003]
+        else => return d.fail(error.Unsupported, "'{s}' has unknown codec {d}; codec must be 0 " ++
+            "(raw), 1 (zstd) or 2 (zstd_dict) (ZR-HDR-006, ZR-COD-003)", .{ name, codec_code }),
+    };
+    // [ZR-HDR-007]
+    const data_shards = bytes[20];
+    if (data_shards < data_shards_min) {
+        return d.fail(error.LimitExceeded, "'{s}' has data_shards 0; data_shards must be in " ++
+            "{d}..{d} (data_shards_min, ZR-HDR-007)", .{ name, data_shards_min, data_shards_max });
+    }
+    // [ZR-HDR-008]
+    const ndim = bytes[18];
+    if (ndim > ndim_max) {
+        return d.fail(error.LimitExceeded, "'{s}' has ndim {d}, above ndim_max {d} (ZR-HDR-008)", .{ name, ndim, ndim_max });
+    }
+    if (kind == .ragged and ndim == 0) {
+        return d.fail(error.Corrupt, "'{s}' is a Ragged store with ndim 0; a Ragged store needs " ++
+            "ndim >= 1 (ZR-HDR-008)", .{name});
+    }
+    const dict_size = get(u32, bytes, 52);
+    if (dict_size > dict_size_bytes_max) {
+        return d.fail(error.LimitExceeded, "'{s}' has dict_size {d}, above dict_size_bytes_max " ++
+            "{d} (ZR-HDR-013)", .{ name, dict_size, dict_size_bytes_max });
+    }
+    // [ZR-HDR-003] The size must match the variable part exactly.
+    const want_size = headerSize(kind, ndim, data_shards, dict_size);
+    if (want_size != header_size) {
+        return d.fail(error.Corrupt, "'{s}' declares header_size {d}, but its kind, ndim {d}, " ++
+            "data_shards {d} and dict_size {d} require {d} (ZR-HDR-003)", .{ name, header_size, ndim, data_shards, dict_size, want_size });
+    }
+
+    var h: Header = .{
+        .format_major = major,
+        .format_minor = minor,
+        .header_size = header_size,
+        .kind = kind,
+        .dtype = dtype,
+        .ndim = ndim,
+        .codec = codec,
+        .data_shards = data_shards,
+        .record_count = get(u64, bytes, 24),
+        .logical_bytes = get(u64, bytes, 32),
+        .stored_bytes = get(u64, bytes, 40),
+        .index_entry_size = get(u32, bytes, 48),
+        .dict_size = dict_size,
+        .index_size = get(u64, bytes, 56),
+        .index_checksum = get(u64, bytes, 64),
+        .dict_checksum = get(u64, bytes, 72),
+    };
+    var pos: usize = header_fixed_bytes;
+    if (kind == .dense) {
+        for (h.item_shape[0..ndim]) |*dim| {
+            dim.* = get(u64, bytes, pos);
+            pos += 8;
+        }
+    }
+    for (h.shard_sizes[0..data_shards]) |*s| {
+        s.* = get(u64, bytes, pos);
+        pos += 8;
+    }
+    h.dict_offset = @intCast(pos);
+    pos += dict_size;
+    // [ZR-HDR-005] padding.
+    for (bytes[pos .. bytes.len - 8], pos..) |b, off| if (b != 0) return reservedError(d, name, "padding", off, b);
+
+    // [ZR-HDR-009]
+    if (kind == .dense and logicalSize(h.item_shape[0..ndim], h.itemsize()) == null) {
+        return d.fail(error.LimitExceeded, "'{s}' has a Dense record size (item_shape times " ++
+            "itemsize {d}) above record_size_bytes_max {d} (ZR-HDR-009)", .{ name, h.itemsize(), record_size_bytes_max });
+    }
+    // [ZR-HDR-010] The sum is overflow-checked: a crafted header must not wrap around.
+    var shard_sum: u64 = 0;
+    for (h.shard_sizes[0..data_shards]) |s| {
+        shard_sum = std.math.add(u64, shard_sum, s) catch return d.fail(error.Corrupt, "'{s}' has " ++
+            "shard_sizes whose sum overflows 64 bits (ZR-HDR-010)", .{name});
+    }
+    if (shard_sum != h.stored_bytes) {
+        return d.fail(error.Corrupt, "'{s}' has stored_bytes {d} but its shard_sizes sum to {d} " ++
+            "(ZR-HDR-010)", .{ name, h.stored_bytes, shard_sum });
+    }
+    // [ZR-HDR-014] before the index size, whose product it bounds.
+    if (h.record_count > record_count_max) {
+        return d.fail(error.LimitExceeded, "'{s}' has record_count {d}, above record_count_max " ++
+            "{d} (ZR-HDR-014)", .{ name, h.record_count, record_count_max });
+    }
+    // [ZR-HDR-012]
+    const want_entry = indexEntrySize(kind, ndim);
+    if (h.index_entry_size != want_entry) {
+        return d.fail(error.Corrupt, "'{s}' has index_entry_size {d}, but kind {s} with ndim {d} " ++
+            "requires {d} (ZR-HDR-012)", .{ name, h.index_entry_size, @tagName(kind), ndim, want_entry });
+    }
+    // [ZR-HDR-011] record_count <= 2^48 and entry size <= 152 keep this product far below 2^64.
+    const want_index = h.record_count * want_entry;
+    if (h.index_size != want_index) {
+        return d.fail(error.Corrupt, "'{s}' has index_size {d}, but record_count {d} times " ++
+            "index_entry_size {d} is {d} (ZR-HDR-011)", .{ name, h.index_size, h.record_count, want_entry, want_index });
+    }
+    // [ZR-HDR-013]
+    if (codec == .zstd_dict and dict_size == 0) {
+        return d.fail(error.Corrupt, "'{s}' uses codec zstd_dict but has dict_size 0; zstd_dict " ++
+            "needs a dictionary (ZR-HDR-013, ZR-COD-002)", .{name});
+    }
+    if (codec != .zstd_dict and dict_size != 0) {
+        return d.fail(error.Corrupt, "'{s}' has dict_size {d} with codec {s}; only zstd_dict " ++
+            "carries a dictionary (ZR-HDR-013)", .{ name, dict_size, codec.name() });
+    }
+    const dict = bytes[h.dict_offset..][0..dict_size];
+    const want_dict_sum: u64 = if (dict_size == 0) 0 else xxh64(dict);
+    if (h.dict_checksum != want_dict_sum) {
+        return d.fail(error.ChecksumMismatch, "'{s}' dict_checksum mismatch: the header says " ++
+            "0x{x:0>16} but the dictionary hashes to 0x{x:0>16} (ZR-HDR-013)", .{ name, h.dict_checksum, want_dict_sum });
+    }
+    return h;
+}
+
+fn reservedError(d: *Diag, name: []const u8, field: []const u8, off: usize, b: u8) HeaderError {
+    return d.fail(error.Corrupt, "'{s}' has non-zero byte 0x{x:0>2} at offset {d} in {s}; " ++
+        "reserved bytes must be zero (ZR-HDR-005)", .{ name, b, off, field });
+}
+
+/// One decoded index entry (spec §4). `shape` is meaningful for Ragged entries only.
+pub const Entry = struct {
+    offset: u64,
+    stored_size: u32,
+    shard: u8,
+    checksum: u64,
+};
+
+pub fn decodeEntry(bytes: []const u8) Entry {
+    return .{
+        .offset = get(u64, bytes, 0),
+        .stored_size = get(u32, bytes, 8),
+        .shard = bytes[12],
+        .checksum = get(u64, bytes, 16),
+    };
+}
+
+/// Encodes one entry; `out.len` is the entry size and `shape` has ndim axes (Ragged) or none.
+pub fn encodeEntry(out: []u8, e: Entry, shape: []const u64) void {
+    put(u64, out, 0, e.offset);
+    put(u32, out, 8, e.stored_size);
+    out[12] = e.shard;
+    out[13] = 0;
+    out[14] = 0;
+    out[15] = 0;
+    put(u64, out, 16, e.checksum);
+    var pos: usize = 24;
+    for (shape) |dim| {
+        put(u32, out, pos, @intCast(dim));
+        pos += 4;
+    }
+    @memset(out[pos..], 0);
+}
+
+/// The shape axes of a Ragged entry.
+pub fn entryDim(bytes: []const u8, axis: usize) u64 {
+    return get(u32, bytes, 24 + 4 * axis);
+}
+
+pub const EntryError = error{ Corrupt, LimitExceeded };
+
+/// Validates entry `i` in isolation against the header and the shard sizes (spec §4) and
+/// returns its logical size. `path` names the store in messages.
+pub fn validateEntry(h: *const Header, bytes: []const u8, i: u64, path: []const u8, d: *Diag) EntryError!u64 {
+    const e = decodeEntry(bytes);
+    d.record = @intCast(i);
+    // [ZR-IDX-001]
+    if (e.shard >= h.data_shards) {
+        return d.fail(error.Corrupt, "store '{s}': index entry of record {d} names shard {d}, " ++
+            "but the store has {d} data shards (ZR-IDX-001)", .{ path, i, e.shard, h.data_shards });
+    }
+    d.shard = e.shard;
+    // [ZR-IDX-003]
+    if (bytes[13] != 0 or bytes[14] != 0 or bytes[15] != 0) {
+        return d.fail(error.Corrupt, "store '{s}': index entry of record {d} has non-zero " ++
+            "reserved bytes (ZR-IDX-003)", .{ path, i });
+    }
+    // [ZR-IDX-002] Compared as "offset > size - stored_size", which cannot overflow.
+    const shard_size = h.shard_sizes[e.shard];
+    if (e.stored_size > shard_size or e.offset > shard_size - e.stored_size) {
+        return d.fail(error.Corrupt, "store '{s}': record {d} lies at bytes {d}+{d} of " ++
+            "data-{d:0>3}.zrd, past its end at {d} bytes (ZR-IDX-002)", .{ path, i, e.offset, e.stored_size, e.shard, shard_size });
+    }
+    // [ZR-IDX-004]
+    var logical: u64 = undefined;
+    switch (h.kind) {
+        .dense => logical = h.recordSize(),
+        .ragged => {
+            var dims: [ndim_max]u64 = undefined;
+            for (dims[0..h.ndim], 0..) |*dim, axis| dim.* = entryDim(bytes, axis);
+            logical = logicalSize(dims[0..h.ndim], h.itemsize()) orelse {
+                return d.fail(error.LimitExceeded, "store '{s}': record {d} has a shape whose " ++
+                    "size exceeds record_size_bytes_max {d} (ZR-IDX-004)", .{ path, i, record_size_bytes_max });
+            };
+            const pad_start = 24 + 4 * @as(usize, h.ndim);
+            for (bytes[pad_start..]) |b| if (b != 0) {
+                return d.fail(error.Corrupt, "store '{s}': index entry of record {d} has " ++
+                    "non-zero padding (ZR-IDX-003)", .{ path, i });
+            };
+        },
+    }
+    if (h.codec == .raw and e.stored_size != logical) {
+        return d.fail(error.Corrupt, "store '{s}': record {d} has stored_size {d}, but codec raw " ++
+            "requires its logical size {d} (ZR-IDX-004)", .{ path, i, e.stored_size, logical });
+    }
+    d.record = -1;
+    d.shard = -1;
+    return logical;
+}
+
+fn get(comptime T: type, bytes: []const u8, off: usize) T {
+    return std.mem.readInt(T, bytes[off..][0..@sizeOf(T)], .little);
+}
+
+fn put(comptime T: type, bytes: []u8, off: usize, v: T) void {
+    std.mem.writeInt(T, bytes[off..][0..@sizeOf(T)], v, .little);
+}
+
+// ---- tests ------------------------------------------------------------------------------
+
+const testing = std.testing;
+
+fn sampleHeader() Header {
+    var h: Header = .{ .kind = .dense, .dtype = 11, .ndim = 2, .codec = .raw, .data_shards = 3 };
+    h.item_shape[0] = 4;
+    h.item_shape[1] = 5;
+    h.record_count = 10;
+    h.logical_bytes = 10 * 80;
+    h.shard_sizes[0] = 240;
+    h.shard_sizes[1] = 320;
+    h.shard_sizes[2] = 240;
+    h.stored_bytes = 800;
+    h.index_size = 10 * 24;
+    h.index_checksum = 0x1234;
+    return h;
+}
+
+fn encodeAlloc(h: *const Header, dict: []const u8) ![]u8 {
+    const buf = try testing.allocator.alloc(u8, @intCast(headerSize(h.kind, h.ndim, h.data_shards, @intCast(dict.len))));
+    encodeHeader(h, dict, buf);
+    return buf;
+}
+
+/// Re-seals a modified header so that only the rule under test fails.
+fn reseal(bytes: []u8) void {
+    put(u64, bytes, bytes.len - 8, xxh64(bytes[0 .. bytes.len - 8]));
+}
+
+fn expectDecodeError(bytes: []const u8, want: HeaderError) !void {
+    var d: Diag = .{};
+    try testing.expectError(want, decodeHeader(bytes, "header.zrh", &d));
+    try testing.expect(d.message_len > 0);
+}
+
+test "xxh64 known answers" {
+    try testing.expectEqual(@as(u64, 0xef46db3751d8e999), xxh64(""));
+    var ten: [10]u8 = undefined;
+    for (&ten, 0..) |*b, i| b.* = @intCast(i);
+    try testing.expectEqual(@as(u64, 0xf76d60ec32541987), xxh64(&ten));
+    var s = XxHash64.init(0);
+    s.update(ten[0..3]);
+    s.update(ten[3..]);
+    try testing.expectEqual(@as(u64, 0xf76d60ec32541987), s.final());
+}
+
+test "header round trip (dense and ragged with a dictionary)" {
+    const h = sampleHeader();
+    const buf = try encodeAlloc(&h, "");
+    defer testing.allocator.free(buf);
+    try testing.expectEqual(@as(usize, 128 + 16 + 24 + 8), buf.len);
+    var d: Diag = .{};
+    const got = try decodeHeader(buf, "header.zrh", &d);
+    try testing.expectEqual(h.record_count, got.record_count);
+    try testing.expectEqual(@as(u64, 80), got.recordSize());
+    try testing.expectEqualSlices(u64, h.shard_sizes[0..3], got.shard_sizes[0..3]);
+    try testing.expectEqualSlices(u64, h.item_shape[0..2], got.item_shape[0..2]);
+    const again = try encodeAlloc(&got, "");
+    defer testing.allocator.free(again);
+    try testing.expectEqualSlices(u8, buf, again);
+
+    var r: Header = .{ .kind = .ragged, .dtype = 3, .ndim = 3, .codec = .zstd_dict, .data_shards = 1 };
+    r.record_count = 2;
+    r.index_size = 2 * 40;
+    const rbuf = try encodeAlloc(&r, "dictionary!");
+    defer testing.allocator.free(rbuf);
+    try testing.expectEqual(@as(usize, 0), rbuf.len % 8);
+    const rgot = try decodeHeader(rbuf, "header.zrh", &d);
+    try testing.expectEqual(@as(u32, 40), rgot.index_entry_size);
+    try testing.expectEqualStrings("dictionary!", rbuf[rgot.dict_offset..][0..rgot.dict_size]);
+}
+
+test "header validation rejects each broken rule with its code" {
+    const h = sampleHeader();
+    const good = try encodeAlloc(&h, "");
+    defer testing.allocator.free(good);
+    const buf = try testing.allocator.alloc(u8, good.len);
+    defer testing.allocator.free(buf);
+
+    // [ZR-HDR-001] bad magic
+    @memcpy(buf, good);
+    buf[1] = 'X';
+    try expectDecodeError(buf, error.BadMagic);
+    try expectDecodeError(good[0..5], error.BadMagic);
+    // [ZR-HDR-002] newer major, even with a broken checksum and size
+    @memcpy(buf, good);
+    put(u16, buf, 8, 2);
+    buf[20] = 0;
+    var d: Diag = .{};
+    try testing.expectError(error.VersionUnsupported, decodeHeader(buf, "header.zrh", &d));
+    try testing.expect(std.mem.indexOf(u8, d.text(), "2.0") != null);
+    try testing.expect(std.mem.indexOf(u8, d.text(), "1.0") != null);
+    // A newer minor is accepted.
+    @memcpy(buf, good);
+    put(u16, buf, 10, 7);
+    reseal(buf);
+    _ = try decodeHeader(buf, "header.zrh", &d);
+    // [ZR-HDR-003] header_size that does not match the file, or is not a multiple of 8
+    @memcpy(buf, good);
+    put(u32, buf, 12, @intCast(good.len + 8));
+    reseal(buf);
+    try expectDecodeError(buf, error.Corrupt);
+    try expectDecodeError(good[0 .. good.len - 8], error.Corrupt);
+    try expectDecodeError(good[0..100], error.Corrupt);
+    // [ZR-HDR-004] checksum
+    @memcpy(buf, good);
+    buf[24] ^= 1;
+    try expectDecodeError(buf, error.ChecksumMismatch);
+    // [ZR-HDR-005] reserved0, reserved1, padding
+    for ([_]usize{ 21, 23, 80, 127 }) |off| {
+        @memcpy(buf, good);
+        buf[off] = 1;
+        reseal(buf);
+        try expectDecodeError(buf, error.Corrupt);
+    }
+    // [ZR-HDR-006] unknown kind, dtype, codec
+    for ([_][2]u8{ .{ 16, 0 }, .{ 16, 3 }, .{ 17, 0 }, .{ 17, 15 }, .{ 19, 3 } }) |fv| {
+        @memcpy(buf, good);
+        buf[fv[0]] = fv[1];
+        reseal(buf);
+        try expectDecodeError(buf, error.Unsupported);
+    }
+    // [ZR-HDR-007] zero shards
+    @memcpy(buf, good);
+    buf[20] = 0;
+    reseal(buf);
+    try expectDecodeError(buf, error.LimitExceeded);
+    // [ZR-HDR-008] ndim 33 (the header size no longer matters: the limit is checked first)
+    @memcpy(buf, good);
+    buf[18] = 33;
+    reseal(buf);
+    try expectDecodeError(buf, error.LimitExceeded);
+    // [ZR-HDR-003] ndim that does not match the variable part
+    @memcpy(buf, good);
+    buf[18] = 3;
+    reseal(buf);
+    try expectDecodeError(buf, error.Corrupt);
+    // [ZR-HDR-010] stored_bytes against shard_sizes
+    @memcpy(buf, good);
+    put(u64, buf, 40, 801);
+    reseal(buf);
+    try expectDecodeError(buf, error.Corrupt);
+    // [ZR-HDR-011] index size mismatch
+    @memcpy(buf, good);
+    put(u64, buf, 56, 10 * 24 + 1);
+    reseal(buf);
+    try expectDecodeError(buf, error.Corrupt);
+    // [ZR-HDR-012] entry size
+    @memcpy(buf, good);
+    put(u32, buf, 48, 32);
+    reseal(buf);
+    try expectDecodeError(buf, error.Corrupt);
+    // [ZR-HDR-014] record count
+    @memcpy(buf, good);
+    put(u64, buf, 24, record_count_max + 1);
+    reseal(buf);
+    try expectDecodeError(buf, error.LimitExceeded);
+    // [ZR-HDR-009] record size 2^31 + itemsize
+    var big = sampleHeader();
+    big.item_shape[0] = 1 << 29;
+    big.item_shape[1] = 5;
+    const bigbuf = try encodeAlloc(&big, "");
+    defer testing.allocator.free(bigbuf);
+    try expectDecodeError(bigbuf, error.LimitExceeded);
+    // [ZR-HDR-013] dictionary without zstd_dict, and dict checksum
+    var withdict = sampleHeader();
+    withdict.codec = .zstd;
+    const dbuf = try encodeAlloc(&withdict, "abc");
+    defer testing.allocator.free(dbuf);
+    try expectDecodeError(dbuf, error.Corrupt);
+    withdict.codec = .zstd_dict;
+    const dbuf2 = try encodeAlloc(&withdict, "abc");
+    defer testing.allocator.free(dbuf2);
+    _ = try decodeHeader(dbuf2, "header.zrh", &d);
+    put(u64, dbuf2, 72, 1);
+    reseal(dbuf2);
+    try expectDecodeError(dbuf2, error.ChecksumMismatch);
+}
+
+test "index entry validation" {
+    const h = sampleHeader();
+    var d: Diag = .{};
+    var e: [24]u8 = undefined;
+    encodeEntry(&e, .{ .offset = 160, .stored_size = 80, .shard = 0, .checksum = 1 }, &.{});
+    try testing.expectEqual(@as(u64, 80), try validateEntry(&h, &e, 0, "s", &d));
+    // [ZR-IDX-002] offset past the end
+    encodeEntry(&e, .{ .offset = 161, .stored_size = 80, .shard = 0, .checksum = 1 }, &.{});
+    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 3, "s", &d));
+    try testing.expectEqual(@as(i64, 3), d.record);
+    // [ZR-IDX-002] offset + size overflows 64 bits
+    encodeEntry(&e, .{ .offset = std.math.maxInt(u64) - 7, .stored_size = 80, .shard = 1, .checksum = 1 }, &.{});
+    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 0, "s", &d));
+    // [ZR-IDX-001] shard out of range
+    encodeEntry(&e, .{ .offset = 0, .stored_size = 80, .shard = 3, .checksum = 1 }, &.{});
+    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 0, "s", &d));
+    // [ZR-IDX-003] reserved
+    encodeEntry(&e, .{ .offset = 0, .stored_size = 80, .shard = 0, .checksum = 1 }, &.{});
+    e[14] = 1;
+    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 0, "s", &d));
+    // [ZR-IDX-004] raw stored size must be the logical size
+    encodeEntry(&e, .{ .offset = 0, .stored_size = 79, .shard = 0, .checksum = 1 }, &.{});
+    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 0, "s", &d));
+
+    // Ragged: shape limits and padding.
+    var r: Header = .{ .kind = .ragged, .dtype = 12, .ndim = 1, .codec = .raw, .data_shards = 1 };
+    r.shard_sizes[0] = 1 << 40;
+    var re: [32]u8 = undefined;
+    encodeEntry(&re, .{ .offset = 0, .stored_size = 24, .shard = 0, .checksum = 1 }, &.{3});
+    try testing.expectEqual(@as(u64, 24), try validateEntry(&r, &re, 0, "s", &d));
+    encodeEntry(&re, .{ .offset = 0, .stored_size = 0, .shard = 0, .checksum = 1 }, &.{(1 << 28) + 1});
+    try testing.expectError(error.LimitExceeded, validateEntry(&r, &re, 0, "s", &d));
+    encodeEntry(&re, .{ .offset = 0, .stored_size = 24, .shard = 0, .checksum = 1 }, &.{3});
+    re[30] = 1;
+    try testing.expectError(error.Corrupt, validateEntry(&r, &re, 0, "s", &d));
+}
+
+test "logical size limits" {
+    try testing.expectEqual(@as(?u64, 0), logicalSize(&.{ 0, std.math.maxInt(u64) }, 8));
+    try testing.expectEqual(@as(?u64, 1 << 31), logicalSize(&.{ 1 << 28, 1 }, 8));
+    try testing.expectEqual(@as(?u64, null), logicalSize(&.{ (1 << 28) + 1, 1 }, 8));
+    try testing.expectEqual(@as(?u64, null), logicalSize(&.{ 1 << 40, 1 << 40 }, 1));
+    try testing.expectEqual(@as(?u64, 16), logicalSize(&.{}, 16));
+}

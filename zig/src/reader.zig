@@ -1,0 +1,496 @@
+//! The store reader: validates a published store when it is opened, then serves random-access
+//! gathers from read-only shared mappings of the shard files.
+//!
+//! Invariants:
+//! - Opening checks every rule of the spec that needs no record data: the header (§3), each
+//!   shard's size, the index's size and checksum, and every index entry in isolation (§4).
+//!   After open, every entry's byte range lies inside its shard's mapping, so gathers index
+//!   the mappings without further bounds doubt.
+//! - Sizes read from disk are checked before anything is allocated from them: the header
+//!   against `format.header_size_bytes_max`, the index against the header and the file.
+//! - A record's checksum is verified before its bytes are returned for the first time by this
+//!   reader ([ZR-SUM-002]); a bit per record remembers it. Bits are set atomically and only
+//!   after a successful check, so concurrent gathers may verify a record twice, never zero
+//!   times.
+//! - Concurrency: every call increments `in_flight` and then checks `state`; close sets
+//!   `state` and then waits for `in_flight` to drain before unmapping. Both sides use
+//!   sequentially consistent operations, so either the call sees the closing state or close
+//!   sees the call. The handle itself (path, header, dictionary) lives until `free`, so a late
+//!   call on a closed reader fails with ZR_E_CLOSED instead of touching freed memory.
+//! - The mappings are of files that the spec makes immutable after publication
+//!   ([ZR-PUB-005]); a file truncated by someone else while mapped would raise SIGBUS, which no
+//!   user-space check can prevent short of copying through pread.
+
+const std = @import("std");
+const abi = @import("abi.zig");
+const diag_mod = @import("diag.zig");
+const format = @import("format.zig");
+const parallel = @import("parallel.zig");
+const sys = @import("sys.zig");
+
+const Diag = diag_mod.Diag;
+const Error = diag_mod.Error;
+const alloc = std.heap.c_allocator;
+const Map = []align(std.heap.page_size_min) const u8;
+
+/// Batches with less output than this run on the calling thread: spawning a worker costs
+/// 50 to 90 µs, about what copying 4 MiB costs.
+pub const gather_parallel_bytes_min: u64 = 4 << 20;
+/// With `threads` = 0, one worker per this much output, up to `gather_auto_workers_max`.
+pub const gather_bytes_per_worker: u64 = 2 << 20;
+pub const gather_auto_workers_max: usize = 8;
+
+const state_open: u8 = 0;
+const state_closing: u8 = 1;
+const state_closed: u8 = 2;
+
+pub const Reader = struct {
+    in_flight: std.atomic.Value(u64) = .init(0),
+    state: std.atomic.Value(u8) = .init(state_open),
+    path: [:0]const u8,
+    header: format.Header,
+    header_bytes: []u8,
+    record_size: u64,
+    itemsize: u64,
+    entry_size: usize,
+    maps: [format.data_shards_max]Map = @splat(&.{}),
+    index: []u8 = &.{},
+    verified: []u64 = &.{},
+
+    pub fn open(path_c: [*:0]const u8, d: *Diag) Error!*Reader {
+        const path = std.mem.sliceTo(path_c, 0);
+        if (path.len == 0) return d.fail(error.InvalidArgument, "the store path is empty", .{});
+        const dfd = sys.open(path_c, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch {
+            const e = sys.errno();
+            if (e == sys.ENOENT) return d.failOs(error.NotFound, e, "store '{s}' does not exist", .{path});
+            if (e == sys.ENOTDIR) return d.failOs(error.InvalidArgument, e, "'{s}' is not a " ++
+                "directory; a zrecord store is a directory (ZR-GEN-001)", .{path});
+            return d.failOs(error.Io, e, "cannot open store directory '{s}'", .{path});
+        };
+        defer sys.close(dfd);
+
+        const header_bytes = try readHeader(dfd, path, d);
+        var keep_header = false;
+        defer if (!keep_header) alloc.free(header_bytes);
+        var name_buf: [4096 + 16]u8 = undefined;
+        const hname = std.fmt.bufPrint(&name_buf, "{s}/header.zrh", .{path}) catch "header.zrh";
+        const h = try format.decodeHeader(header_bytes, hname, d);
+        if (h.codec != .raw) return d.fail(error.Unsupported, "store '{s}' uses codec {s}, but " ++
+            "zstd support is not built in yet; only codec raw can be read", .{ path, h.codec.name() });
+
+        const r = alloc.create(Reader) catch return noMemory(d, "the reader handle");
+        r.* = .{
+            .path = "",
+            .header = h,
+            .header_bytes = header_bytes,
+            .record_size = if (h.kind == .dense) h.recordSize() else 0,
+            .itemsize = h.itemsize(),
+            .entry_size = h.index_entry_size,
+        };
+        keep_header = true;
+        errdefer {
+            r.releaseFiles();
+            alloc.free(r.header_bytes);
+            if (r.path.len > 0) alloc.free(r.path);
+            alloc.destroy(r);
+        }
+        r.path = alloc.dupeSentinel(u8, path, 0) catch return noMemory(d, "the store path");
+        try r.mapShards(dfd, d);
+        try r.readIndex(dfd, d);
+        try r.validateIndex(d);
+        const words: usize = @intCast((h.record_count + 63) / 64);
+        r.verified = alloc.alloc(u64, words) catch return noMemory(d, "the verification bitmap");
+        @memset(r.verified, 0);
+        return r;
+    }
+
+    fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
+        const hfd = sys.openAt(dfd, "header.zrh", sys.O_RDONLY, 0) catch {
+            const e = sys.errno();
+            // [ZR-PUB-004]
+            if (e == sys.ENOENT) return d.failOs(error.NotPublished, e, "'{s}' has no header.zrh: " ++
+                "it is not a published zrecord store (an unfinished or aborted write leaves " ++
+                "such a directory) (ZR-PUB-004)", .{path});
+            return d.failOs(error.Io, e, "cannot open '{s}/header.zrh'", .{path});
+        };
+        defer sys.close(hfd);
+        const st = sys.fstat(hfd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
+            "'{s}/header.zrh'", .{path});
+        if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/header.zrh' is not a regular " ++
+            "file", .{path});
+        // The magic and version are judged before the size, so that a file of another kind or
+        // a newer major is reported as such ([ZR-HDR-002]).
+        var prefix: [12]u8 = undefined;
+        const prefix_len: usize = @intCast(@min(st.size, prefix.len));
+        var short = false;
+        sys.preadAll(hfd, prefix[0..prefix_len], 0, &short) catch return readError(d, path, "header.zrh", short);
+        var name_buf: [4096 + 16]u8 = undefined;
+        const hname = std.fmt.bufPrint(&name_buf, "{s}/header.zrh", .{path}) catch "header.zrh";
+        try format.checkMagicVersion(prefix[0..prefix_len], hname, d);
+        if (st.size > format.header_size_bytes_max) {
+            return d.fail(error.Corrupt, "'{s}' has {d} bytes, more than the largest valid " ++
+                "header ({d} bytes) (ZR-HDR-003)", .{ hname, st.size, format.header_size_bytes_max });
+        }
+        const bytes = alloc.alloc(u8, @intCast(st.size)) catch return noMemory(d, "the header");
+        errdefer alloc.free(bytes);
+        sys.preadAll(hfd, bytes, 0, &short) catch return readError(d, path, "header.zrh", short);
+        return bytes;
+    }
+
+    fn mapShards(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
+        var name_buf: [16]u8 = undefined;
+        for (0..r.header.data_shards) |k| {
+            const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
+            d.shard = @intCast(k);
+            const fd = sys.openAt(dfd, name, sys.O_RDONLY, 0) catch {
+                const e = sys.errno();
+                // [ZR-GEN-001]
+                if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing " ++
+                    "its shard file {s} (the header names {d} shards) (ZR-GEN-001)", .{ r.path, name, r.header.data_shards });
+                return d.failOs(error.Io, e, "cannot open '{s}/{s}'", .{ r.path, name });
+            };
+            defer sys.close(fd);
+            const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
+                "'{s}/{s}'", .{ r.path, name });
+            if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/{s}' is not a regular " ++
+                "file", .{ r.path, name });
+            // [ZR-HDR-010]
+            const want = r.header.shard_sizes[k];
+            if (st.size != want) return d.fail(error.Corrupt, "'{s}/{s}' has {d} bytes, but the " ++
+                "header's shard_sizes says {d} (ZR-HDR-010)", .{ r.path, name, st.size, want });
+            if (st.size == 0) continue;
+            const len = std.math.cast(usize, st.size) orelse return d.fail(error.LimitExceeded, "" ++
+                "'{s}/{s}' is too large to map on this platform", .{ r.path, name });
+            r.maps[k] = sys.mmapRead(fd, len) catch {
+                const e = sys.errno();
+                return d.failOs(if (e == 12) error.OutOfMemory else error.Io, e, "cannot map " ++
+                    "'{s}/{s}' ({d} bytes)", .{ r.path, name, st.size });
+            };
+            // Gathers touch records in random order; read-ahead would mostly fetch pages that
+            // the batch does not use.
+            sys.madvise(r.maps[k], sys.MADV_RANDOM);
+        }
+        d.shard = -1;
+    }
+
+    fn readIndex(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
+        const fd = sys.openAt(dfd, "index.zri", sys.O_RDONLY, 0) catch {
+            const e = sys.errno();
+            if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing its " ++
+                "index.zri (ZR-GEN-001)", .{r.path});
+            return d.failOs(error.Io, e, "cannot open '{s}/index.zri'", .{r.path});
+        };
+        defer sys.close(fd);
+        const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
+            "'{s}/index.zri'", .{r.path});
+        if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/index.zri' is not a regular " ++
+            "file", .{r.path});
+        // [ZR-HDR-011] The size is checked before the index is allocated.
+        if (st.size != r.header.index_size) return d.fail(error.Corrupt, "'{s}/index.zri' has " ++
+            "{d} bytes, but the header's index_size says {d} (ZR-HDR-011)", .{ r.path, st.size, r.header.index_size });
+        const len = std.math.cast(usize, st.size) orelse return d.fail(error.LimitExceeded, "" ++
+            "'{s}/index.zri' is too large for this platform", .{r.path});
+        r.index = alloc.alloc(u8, len) catch return noMemory(d, "the index");
+        var short = false;
+        sys.preadAll(fd, r.index, 0, &short) catch return readError(d, r.path, "index.zri", short);
+        const got = format.xxh64(r.index);
+        if (got != r.header.index_checksum) return d.fail(error.ChecksumMismatch, "'{s}/index.zri' " ++
+            "hashes to 0x{x:0>16}, but the header's index_checksum says 0x{x:0>16} (ZR-HDR-011)", .{ r.path, got, r.header.index_checksum });
+    }
+
+    fn validateIndex(r: *Reader, d: *Diag) Error!void {
+        var shard_sums: [format.data_shards_max]u64 = @splat(0);
+        var logical_sum: u64 = 0;
+        var i: u64 = 0;
+        while (i < r.header.record_count) : (i += 1) {
+            const bytes = r.entryBytes(i);
+            const logical = try format.validateEntry(&r.header, bytes, i, r.path, d);
+            // Saturating sums: a crafted index cannot wrap them around to the expected value.
+            shard_sums[bytes[12]] +|= format.decodeEntry(bytes).stored_size;
+            logical_sum +|= logical;
+        }
+        // [ZR-DAT-001]
+        for (0..r.header.data_shards) |k| {
+            if (shard_sums[k] != r.header.shard_sizes[k]) {
+                d.shard = @intCast(k);
+                return d.fail(error.Corrupt, "store '{s}': the records of data-{d:0>3}.zrd add up to " ++
+                    "{d} stored bytes, but the file has {d}; a shard holds only record bytes " ++
+                    "(ZR-DAT-001)", .{ r.path, k, shard_sums[k], r.header.shard_sizes[k] });
+            }
+        }
+        if (logical_sum != r.header.logical_bytes) return d.fail(error.Corrupt, "store '{s}': the " ++
+            "records add up to {d} logical bytes, but the header's logical_bytes says {d}", .{ r.path, logical_sum, r.header.logical_bytes });
+    }
+
+    fn entryBytes(r: *const Reader, rec: u64) []const u8 {
+        return r.index[@intCast(rec * r.entry_size)..][0..r.entry_size];
+    }
+
+    /// The stored bytes of a record; in bounds by the validation done at open.
+    fn storedBytes(r: *const Reader, e: format.Entry) []const u8 {
+        return r.maps[e.shard][@intCast(e.offset)..][0..e.stored_size];
+    }
+
+    fn isVerified(r: *const Reader, rec: u64) bool {
+        const word = @atomicLoad(u64, &r.verified[@intCast(rec / 64)], .monotonic);
+        return word & (@as(u64, 1) << @intCast(rec % 64)) != 0;
+    }
+
+    fn markVerified(r: *const Reader, rec: u64) void {
+        _ = @atomicRmw(u64, &r.verified[@intCast(rec / 64)], .Or, @as(u64, 1) << @intCast(rec % 64), .monotonic);
+    }
+
+    /// [ZR-SUM-001] Checks a record's stored bytes against the index.
+    fn checkRecord(r: *const Reader, rec: u64, e: format.Entry, stored: []const u8, d: *Diag) Error!void {
+        const got = format.xxh64(stored);
+        if (got == e.checksum) {
+            r.markVerified(rec);
+            return;
+        }
+        d.record = @intCast(rec);
+        d.shard = e.shard;
+        return d.fail(error.ChecksumMismatch, "store '{s}': record {d} is corrupt: its {d} stored " ++
+            "bytes at offset {d} of data-{d:0>3}.zrd hash to 0x{x:0>16}, but the index says " ++
+            "0x{x:0>16} (ZR-SUM-001)", .{ r.path, rec, e.stored_size, e.offset, e.shard, got, e.checksum });
+    }
+
+    /// Registers a call in flight, or fails if the reader is closing or closed.
+    fn enter(r: *Reader, d: *Diag) Error!void {
+        _ = r.in_flight.fetchAdd(1, .seq_cst);
+        if (r.state.load(.seq_cst) != state_open) {
+            _ = r.in_flight.fetchSub(1, .seq_cst);
+            return d.fail(error.Closed, "the reader of store '{s}' is closed", .{r.path});
+        }
+    }
+
+    fn leave(r: *Reader) void {
+        _ = r.in_flight.fetchSub(1, .seq_cst);
+    }
+
+    fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
+        var i: u64 = 0;
+        while (i < n) : (i += 1) {
+            const v = idx[@intCast(i)];
+            if (v >= r.header.record_count) return d.fail(error.IndexOutOfRange, "index {d} at " ++
+                "position {d} is out of range for store '{s}' of {d} records", .{ v, i, r.path, r.header.record_count });
+        }
+    }
+
+    pub fn gatherDense(r: *Reader, idx: ?[*]const u64, n: u64, out: ?[*]u8, out_size: u64, threads: u32, d: *Diag) Error!void {
+        try r.enter(d);
+        defer r.leave();
+        if (r.header.kind != .dense) return d.fail(error.InvalidArgument, "gather_dense on the " ++
+            "Ragged store '{s}'; use shapes and gather_ragged", .{r.path});
+        const want = std.math.mul(u64, n, r.record_size) catch return d.fail(error.InvalidArgument, "" ++
+            "{d} records of {d} bytes overflow 64 bits", .{ n, r.record_size });
+        if (out_size != want) return d.fail(error.InvalidArgument, "gather_dense got an output of " ++
+            "{d} bytes for {d} records, but {d} records of record_size {d} need exactly {d}", .{ out_size, n, n, r.record_size, want });
+        if (n == 0) return;
+        if (idx == null) return d.fail(error.InvalidArgument, "gather_dense got a null index array", .{});
+        if (want > 0 and out == null) return d.fail(error.InvalidArgument, "gather_dense got a " ++
+            "null output buffer for {d} bytes", .{want});
+        try r.checkIndices(idx.?, n, d);
+        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined };
+        try parallel.run(GatherCtx, &ctx, gatherDenseWork, n, workerCount(want, threads), d);
+    }
+
+    pub fn shapes(r: *Reader, idx: ?[*]const u64, n: u64, shapes_out: ?[*]u64, sizes_out: ?[*]u64, d: *Diag) Error!void {
+        try r.enter(d);
+        defer r.leave();
+        if (n == 0) return;
+        if (idx == null or sizes_out == null or (shapes_out == null and r.header.ndim > 0)) {
+            return d.fail(error.InvalidArgument, "shapes got a null index, shapes or sizes array " ++
+                "for {d} records", .{n});
+        }
+        const ndim: usize = r.header.ndim;
+        _ = std.math.mul(u64, n, ndim) catch return d.fail(error.InvalidArgument, "shapes: {d} " ++
+            "records of {d} axes overflow 64 bits", .{ n, ndim });
+        try r.checkIndices(idx.?, n, d);
+        var i: u64 = 0;
+        while (i < n) : (i += 1) {
+            const rec = idx.?[@intCast(i)];
+            const dst: []u64 = if (ndim > 0) shapes_out.?[@intCast(i * ndim)..][0..ndim] else &.{};
+            switch (r.header.kind) {
+                .dense => {
+                    @memcpy(dst, r.header.item_shape[0..ndim]);
+                    sizes_out.?[@intCast(i)] = r.record_size;
+                },
+                .ragged => {
+                    const bytes = r.entryBytes(rec);
+                    for (dst, 0..) |*v, axis| v.* = format.entryDim(bytes, axis);
+                    // Raw records store exactly their logical size (checked at open).
+                    sizes_out.?[@intCast(i)] = format.decodeEntry(bytes).stored_size;
+                },
+            }
+        }
+    }
+
+    pub fn gatherRagged(
+        r: *Reader,
+        idx: ?[*]const u64,
+        n: u64,
+        out: ?[*]u8,
+        offsets: ?[*]const u64,
+        out_size: u64,
+        threads: u32,
+        d: *Diag,
+    ) Error!void {
+        try r.enter(d);
+        defer r.leave();
+        if (n == 0) return;
+        if (idx == null or offsets == null) return d.fail(error.InvalidArgument, "gather_ragged " ++
+            "got a null index or offsets array for {d} records", .{n});
+        try r.checkIndices(idx.?, n, d);
+        var total: u64 = 0;
+        var i: u64 = 0;
+        while (i < n) : (i += 1) {
+            const rec = idx.?[@intCast(i)];
+            const size: u64 = format.decodeEntry(r.entryBytes(rec)).stored_size;
+            const off = offsets.?[@intCast(i)];
+            if (size > out_size or off > out_size - size) return d.fail(error.InvalidArgument, "" ++
+                "gather_ragged: record {d} (position {d}) has {d} bytes at output offset {d}, " ++
+                "past the end of the {d}-byte output", .{ rec, i, size, off, out_size });
+            total +|= size;
+        }
+        if (total > 0 and out == null) return d.fail(error.InvalidArgument, "gather_ragged got a " ++
+            "null output buffer for {d} bytes", .{total});
+        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined, .offsets = offsets.? };
+        try parallel.run(GatherCtx, &ctx, gatherRaggedWork, n, workerCount(total, threads), d);
+    }
+
+    pub fn verify(r: *Reader, start: u64, n: u64, d: *Diag) Error!void {
+        try r.enter(d);
+        defer r.leave();
+        if (start > r.header.record_count or n > r.header.record_count - start) {
+            return d.fail(error.IndexOutOfRange, "verify range [{d}, {d}+{d}) is out of range " ++
+                "for store '{s}' of {d} records", .{ start, start, n, r.path, r.header.record_count });
+        }
+        var total: u64 = 0;
+        var i: u64 = start;
+        while (i < start + n) : (i += 1) total += format.decodeEntry(r.entryBytes(i)).stored_size;
+        const ctx: GatherCtx = .{ .r = r, .idx = undefined, .out = undefined, .start = start };
+        try parallel.run(GatherCtx, &ctx, verifyWork, n, workerCount(total, 0), d);
+    }
+
+    pub fn fillInfo(r: *const Reader, info: *abi.Info) void {
+        const h = &r.header;
+        info.* = std.mem.zeroes(abi.Info);
+        info.schema.kind = @backingInt(h.kind);
+        info.schema.dtype = h.dtype;
+        info.schema.ndim = h.ndim;
+        info.schema.codec = @backingInt(h.codec);
+        info.schema.data_shards = h.data_shards;
+        if (h.kind == .dense) @memcpy(info.schema.item_shape[0..h.ndim], h.item_shape[0..h.ndim]);
+        info.format_major = h.format_major;
+        info.format_minor = h.format_minor;
+        info.dict_size = h.dict_size;
+        info.record_count = h.record_count;
+        info.logical_bytes = h.logical_bytes;
+        info.stored_bytes = h.stored_bytes;
+        info.record_size = r.record_size;
+        info.itemsize = r.itemsize;
+    }
+
+    pub fn dict(r: *const Reader) []const u8 {
+        return r.header_bytes[r.header.dict_offset..][0..r.header.dict_size];
+    }
+
+    /// Unmaps the shards and frees the index and bitmap (not the handle, path or header).
+    fn releaseFiles(r: *Reader) void {
+        for (&r.maps) |*m| {
+            if (m.len > 0) sys.munmap(m.*);
+            m.* = &.{};
+        }
+        if (r.index.len > 0) alloc.free(r.index);
+        r.index = &.{};
+        if (r.verified.len > 0) alloc.free(r.verified);
+        r.verified = &.{};
+    }
+
+    pub fn close(r: *Reader) void {
+        if (r.state.cmpxchgStrong(state_open, state_closing, .seq_cst, .seq_cst) == null) {
+            var spins: usize = 0;
+            while (r.in_flight.load(.seq_cst) != 0) : (spins += 1) {
+                if (spins < 64) std.atomic.spinLoopHint() else sys.yield();
+            }
+            r.releaseFiles();
+            r.state.store(state_closed, .release);
+        } else {
+            // Another thread is closing: close returns only once the files are released.
+            while (r.state.load(.acquire) != state_closed) sys.yield();
+        }
+    }
+
+    pub fn free(r: *Reader) void {
+        r.close();
+        alloc.free(r.header_bytes);
+        alloc.free(r.path);
+        alloc.destroy(r);
+    }
+};
+
+/// Workers for a batch: the calling thread alone below `gather_parallel_bytes_min`; otherwise
+/// `threads`, or with 0 one per `gather_bytes_per_worker` up to the CPUs and
+/// `gather_auto_workers_max`.
+fn workerCount(bytes: u64, threads: u32) usize {
+    if (bytes < gather_parallel_bytes_min) return 1;
+    if (threads != 0) return @min(threads, parallel.workers_max);
+    const by_size: u64 = (bytes + gather_bytes_per_worker - 1) / gather_bytes_per_worker;
+    return @intCast(@min(@min(by_size, sys.cpuCount()), gather_auto_workers_max));
+}
+
+const GatherCtx = struct {
+    r: *const Reader,
+    idx: [*]const u64,
+    out: [*]u8,
+    offsets: [*]const u64 = undefined,
+    start: u64 = 0,
+};
+
+/// Copies positions [begin, end) of a Dense batch. The checksum is verified on the stored
+/// bytes before they are copied, so a corrupt record is never returned and overlapping
+/// outputs cannot fake a mismatch.
+fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    const r = ctx.r;
+    const rs: usize = @intCast(r.record_size);
+    var j = begin;
+    while (j < end) : (j += 1) {
+        const rec = ctx.idx[@intCast(j)];
+        const e = format.decodeEntry(r.entryBytes(rec));
+        const src = r.storedBytes(e);
+        if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
+        if (rs > 0) @memcpy(ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs], src);
+    }
+}
+
+fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    const r = ctx.r;
+    var j = begin;
+    while (j < end) : (j += 1) {
+        const rec = ctx.idx[@intCast(j)];
+        const e = format.decodeEntry(r.entryBytes(rec));
+        const src = r.storedBytes(e);
+        if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
+        if (src.len > 0) @memcpy(ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..src.len], src);
+    }
+}
+
+fn verifyWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    const r = ctx.r;
+    var j = begin;
+    while (j < end) : (j += 1) {
+        const rec = ctx.start + j;
+        const e = format.decodeEntry(r.entryBytes(rec));
+        try r.checkRecord(rec, e, r.storedBytes(e), d);
+    }
+}
+
+fn readError(d: *Diag, path: []const u8, name: []const u8, short: bool) Error {
+    if (short) return d.fail(error.Corrupt, "'{s}/{s}' ended while it was read: the file " ++
+        "changed size", .{ path, name });
+    return d.failOs(error.Io, sys.errno(), "reading '{s}/{s}' failed", .{ path, name });
+}
+
+fn noMemory(d: *Diag, what: []const u8) Error {
+    return d.fail(error.OutOfMemory, "out of memory allocating {s}", .{what});
+}

@@ -1,0 +1,223 @@
+//! The C ABI of zrecord (zig/include/zrecord.h): one exported function per declaration.
+//!
+//! Invariants:
+//! - Every exported function checks its pointers and handles before use and never panics on
+//!   any input; failures become a ZR_E_* code plus a filled `zr_status`.
+//! - Every fallible call writes `zr_status` on success too (code 0, empty message), so a caller
+//!   never reads a stale message.
+//! - This file holds no logic of its own beyond argument plumbing: the format lives in
+//!   format.zig, the writer and reader in their files.
+
+const std = @import("std");
+const abi = @import("abi.zig");
+const diag_mod = @import("diag.zig");
+const format = @import("format.zig");
+const reader_mod = @import("reader.zig");
+const writer_mod = @import("writer.zig");
+
+const Diag = diag_mod.Diag;
+const Error = diag_mod.Error;
+const Writer = writer_mod.Writer;
+const Reader = reader_mod.Reader;
+const Status = abi.Status;
+
+/// Safety panics (which no input should reach) print one line through libc and abort. The
+/// default handler would pull in std.Io.Threaded, whose initialisation changes process-wide
+/// signal dispositions inside the host Python process.
+pub const panic = std.debug.FullPanic(panicHandler);
+
+extern "c" fn write(fd: c_int, buf: [*]const u8, len: usize) isize;
+extern "c" fn abort() noreturn;
+
+fn panicHandler(message: []const u8, first_trace_addr: ?usize) noreturn {
+    @branchHint(.cold);
+    _ = first_trace_addr;
+    const prefix = "zrecord native core: internal error: ";
+    _ = write(2, prefix, prefix.len);
+    _ = write(2, message.ptr, message.len);
+    _ = write(2, "\n", 1);
+    abort();
+}
+
+fn finish(st: ?*Status, result: Error!void, d: *const Diag) c_int {
+    const s = st orelse return if (result) |_| 0 else |err| diag_mod.code(err);
+    if (result) |_| {
+        s.code = 0;
+        s.os_errno = 0;
+        s.record = -1;
+        s.shard = -1;
+        s.reserved = 0;
+        s.message[0] = 0;
+        return 0;
+    } else |err| {
+        s.code = diag_mod.code(err);
+        s.os_errno = d.os_errno;
+        s.record = d.record;
+        s.shard = d.shard;
+        s.reserved = 0;
+        @memcpy(s.message[0 .. d.message_len + 1], d.message[0 .. d.message_len + 1]);
+        return s.code;
+    }
+}
+
+fn nullArgument(d: *Diag, comptime what: []const u8) Error {
+    return d.fail(error.InvalidArgument, what ++ " must not be NULL", .{});
+}
+
+// ---- writer ------------------------------------------------------------------------------
+
+pub export fn zr_writer_open(
+    path: ?[*:0]const u8,
+    schema: ?*const abi.Schema,
+    dict: ?[*]const u8,
+    dict_size: usize,
+    flags: u32,
+    out: ?*?*Writer,
+    st: ?*Status,
+) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const o = out orelse break :blk nullArgument(&d, "out");
+        o.* = null;
+        const p = path orelse break :blk nullArgument(&d, "path");
+        const s = schema orelse break :blk nullArgument(&d, "schema");
+        o.* = Writer.open(p, s, dict, dict_size, flags, &d) catch |err| break :blk err;
+    };
+    return finish(st, result, &d);
+}
+
+pub export fn zr_writer_append_dense(w: ?*Writer, data: ?*const anyopaque, size: u64, count: u64, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (w) |wr| wr.appendDense(@ptrCast(data), size, count, &d) else nullArgument(&d, "writer");
+    return finish(st, result, &d);
+}
+
+pub export fn zr_writer_append_ragged(w: ?*Writer, ptrs: ?[*]const u64, shapes: ?[*]const u64, count: u64, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (w) |wr| wr.appendRagged(ptrs, shapes, count, &d) else nullArgument(&d, "writer");
+    return finish(st, result, &d);
+}
+
+pub export fn zr_writer_count(w: ?*const Writer) u64 {
+    return if (w) |wr| wr.count() else 0;
+}
+
+pub export fn zr_writer_publish(w: ?*Writer, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (w) |wr| wr.publish(&d) else nullArgument(&d, "writer");
+    return finish(st, result, &d);
+}
+
+pub export fn zr_writer_abort(w: ?*Writer) void {
+    if (w) |wr| wr.abort();
+}
+
+pub export fn zr_writer_free(w: ?*Writer) void {
+    if (w) |wr| wr.free();
+}
+
+// ---- reader ------------------------------------------------------------------------------
+
+pub export fn zr_reader_open(path: ?[*:0]const u8, out: ?*?*Reader, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const o = out orelse break :blk nullArgument(&d, "out");
+        o.* = null;
+        const p = path orelse break :blk nullArgument(&d, "path");
+        o.* = Reader.open(p, &d) catch |err| break :blk err;
+    };
+    return finish(st, result, &d);
+}
+
+pub export fn zr_reader_info(r: ?*const Reader, out: ?*abi.Info) void {
+    const rd = r orelse return;
+    const o = out orelse return;
+    rd.fillInfo(o);
+}
+
+pub export fn zr_reader_dict(r: ?*const Reader, out: ?[*]u8, capacity: u64) u64 {
+    const rd = r orelse return 0;
+    const dict = rd.dict();
+    // The dictionary is copied only whole; a smaller buffer just learns the size.
+    if (out != null and capacity >= dict.len and dict.len > 0) @memcpy(out.?[0..dict.len], dict);
+    return dict.len;
+}
+
+pub export fn zr_reader_gather_dense(
+    r: ?*Reader,
+    idx: ?[*]const u64,
+    count: u64,
+    out: ?*anyopaque,
+    out_size: u64,
+    threads: u32,
+    st: ?*Status,
+) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (r) |rd|
+        rd.gatherDense(idx, count, @ptrCast(out), out_size, threads, &d)
+    else
+        nullArgument(&d, "reader");
+    return finish(st, result, &d);
+}
+
+pub export fn zr_reader_shapes(
+    r: ?*Reader,
+    idx: ?[*]const u64,
+    count: u64,
+    shapes: ?[*]u64,
+    sizes: ?[*]u64,
+    st: ?*Status,
+) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (r) |rd| rd.shapes(idx, count, shapes, sizes, &d) else nullArgument(&d, "reader");
+    return finish(st, result, &d);
+}
+
+pub export fn zr_reader_gather_ragged(
+    r: ?*Reader,
+    idx: ?[*]const u64,
+    count: u64,
+    out: ?*anyopaque,
+    offsets: ?[*]const u64,
+    out_size: u64,
+    threads: u32,
+    st: ?*Status,
+) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (r) |rd|
+        rd.gatherRagged(idx, count, @ptrCast(out), offsets, out_size, threads, &d)
+    else
+        nullArgument(&d, "reader");
+    return finish(st, result, &d);
+}
+
+pub export fn zr_reader_verify(r: ?*Reader, start: u64, count: u64, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (r) |rd| rd.verify(start, count, &d) else nullArgument(&d, "reader");
+    return finish(st, result, &d);
+}
+
+pub export fn zr_reader_close(r: ?*Reader) void {
+    if (r) |rd| rd.close();
+}
+
+pub export fn zr_reader_free(r: ?*Reader) void {
+    if (r) |rd| rd.free();
+}
+
+pub export fn zr_xxh64(data: ?*const anyopaque, size: u64) u64 {
+    if (size == 0) return format.xxh64("");
+    const p: [*]const u8 = @ptrCast(data orelse return format.xxh64(""));
+    return format.xxh64(p[0..@intCast(size)]);
+}
+
+test {
+    _ = @import("diag.zig");
+    _ = @import("sys.zig");
+    _ = @import("format.zig");
+    _ = @import("parallel.zig");
+    _ = @import("writer.zig");
+    _ = @import("reader.zig");
+    _ = @import("abi.zig");
+    _ = @import("tests.zig");
+}

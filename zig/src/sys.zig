@@ -1,0 +1,320 @@
+//! Thin wrappers over the C library and a few Linux system calls.
+//!
+//! Invariants:
+//! - The C library functions are declared here by hand (Zig 0.17 has no @cImport, and the std
+//!   file API changes between releases); the few raw system calls (renameat2, statx, getrandom)
+//!   come from std.os.linux, whose numbers are correct per architecture.
+//! - Every wrapper either succeeds or returns `error.Os` with the thread's errno describing the
+//!   failure; callers read it with `errno()` immediately, before any other C call.
+//! - EINTR is retried here, so callers never see it.
+//! - Nothing here allocates or panics.
+
+const std = @import("std");
+const builtin = @import("builtin");
+const linux = std.os.linux;
+
+pub const OsError = error{Os};
+
+pub const Fd = c_int;
+
+pub const IoVec = extern struct {
+    base: [*]const u8,
+    len: usize,
+};
+
+const c = struct {
+    extern "c" fn open(path: [*:0]const u8, flags: c_int, ...) c_int;
+    extern "c" fn openat(dirfd: c_int, path: [*:0]const u8, flags: c_int, ...) c_int;
+    extern "c" fn close(fd: c_int) c_int;
+    extern "c" fn pread(fd: c_int, buf: [*]u8, count: usize, offset: i64) isize;
+    extern "c" fn pwrite(fd: c_int, buf: [*]const u8, count: usize, offset: i64) isize;
+    extern "c" fn pwritev(fd: c_int, iov: [*]const IoVec, iovcnt: c_int, offset: i64) isize;
+    extern "c" fn lseek(fd: c_int, offset: i64, whence: c_int) i64;
+    extern "c" fn fsync(fd: c_int) c_int;
+    extern "c" fn mmap(addr: ?*anyopaque, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) usize;
+    extern "c" fn munmap(addr: *anyopaque, len: usize) c_int;
+    extern "c" fn madvise(addr: *anyopaque, len: usize, advice: c_int) c_int;
+    extern "c" fn mkdir(path: [*:0]const u8, mode: c_uint) c_int;
+    extern "c" fn rename(old: [*:0]const u8, new: [*:0]const u8) c_int;
+    extern "c" fn unlinkat(dirfd: c_int, path: [*:0]const u8, flags: c_int) c_int;
+    extern "c" fn rmdir(path: [*:0]const u8) c_int;
+    extern "c" fn getpid() c_int;
+    extern "c" fn faccessat(dirfd: c_int, path: [*:0]const u8, mode: c_int, flags: c_int) c_int;
+    extern "c" fn sched_yield() c_int;
+    extern "c" fn __errno_location() *c_int;
+};
+
+// Open flags differ between architectures for O_DIRECTORY and O_NOFOLLOW.
+pub const O_RDONLY: c_int = 0;
+pub const O_WRONLY: c_int = 1;
+pub const O_CREAT: c_int = 0o100;
+pub const O_EXCL: c_int = 0o200;
+pub const O_CLOEXEC: c_int = 0o2000000;
+pub const O_DIRECTORY: c_int = switch (builtin.cpu.arch) {
+    .x86_64 => 0o200000,
+    .aarch64 => 0o40000,
+    else => @compileError("zrecord: add O_DIRECTORY for this architecture"),
+};
+
+pub const AT_FDCWD: c_int = -100;
+const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
+const AT_EMPTY_PATH: u32 = 0x1000;
+const PROT_READ: c_int = 1;
+const MAP_SHARED: c_int = 1;
+pub const MADV_RANDOM: c_int = 1;
+const SEEK_END: c_int = 2;
+const S_IFMT: u32 = 0o170000;
+const S_IFREG: u32 = 0o100000;
+const S_IFDIR: u32 = 0o040000;
+
+pub const ENOENT: i32 = 2;
+pub const EINTR: i32 = 4;
+pub const EIO: i32 = 5;
+pub const EEXIST: i32 = 17;
+pub const ENOTDIR: i32 = 20;
+pub const EISDIR: i32 = 21;
+pub const EINVAL: i32 = 22;
+pub const ENOSYS: i32 = 38;
+pub const ENOTEMPTY: i32 = 39;
+
+/// Largest single read or write Linux performs (0x7ffff000); larger requests are looped.
+const io_chunk_bytes_max: usize = 0x7fff_f000;
+
+pub fn errno() i32 {
+    return c.__errno_location().*;
+}
+
+fn setErrno(value: i32) void {
+    c.__errno_location().* = value;
+}
+
+pub fn open(path: [*:0]const u8, flags: c_int, mode: c_uint) OsError!Fd {
+    return openAt(AT_FDCWD, path, flags, mode);
+}
+
+pub fn openAt(dir: Fd, path: [*:0]const u8, flags: c_int, mode: c_uint) OsError!Fd {
+    while (true) {
+        const fd = c.openat(dir, path, flags | O_CLOEXEC, mode);
+        if (fd >= 0) return fd;
+        if (errno() != EINTR) return error.Os;
+    }
+}
+
+/// Closes a descriptor, keeping the caller's errno: close is used on cleanup paths that must
+/// not disturb the errno of the failure being reported.
+pub fn close(fd: Fd) void {
+    const saved = errno();
+    _ = c.close(fd);
+    setErrno(saved);
+}
+
+/// Reads exactly buf.len bytes at `offset`; returns error.Os with errno EIO (and `short`
+/// set) if the file ends first.
+pub fn preadAll(fd: Fd, buf: []u8, offset: u64, short: *bool) OsError!void {
+    short.* = false;
+    var done: usize = 0;
+    while (done < buf.len) {
+        const want = @min(buf.len - done, io_chunk_bytes_max);
+        const n = c.pread(fd, buf[done..].ptr, want, @intCast(offset + done));
+        if (n < 0) {
+            if (errno() == EINTR) continue;
+            return error.Os;
+        }
+        if (n == 0) {
+            short.* = true;
+            setErrno(EIO);
+            return error.Os;
+        }
+        done += @intCast(n);
+    }
+}
+
+pub fn pwriteAll(fd: Fd, buf: []const u8, offset: u64) OsError!void {
+    var done: usize = 0;
+    while (done < buf.len) {
+        const want = @min(buf.len - done, io_chunk_bytes_max);
+        const n = c.pwrite(fd, buf[done..].ptr, want, @intCast(offset + done));
+        if (n < 0) {
+            if (errno() == EINTR) continue;
+            return error.Os;
+        }
+        // A zero-byte write of a non-empty buffer cannot make progress; report it as EIO.
+        if (n == 0) {
+            setErrno(EIO);
+            return error.Os;
+        }
+        done += @intCast(n);
+    }
+}
+
+/// Writes every byte described by `iov` at `offset`, handling short writes. `iov` is
+/// modified: entries are advanced past what was written.
+pub fn pwritevAll(fd: Fd, iov: []IoVec, offset: u64) OsError!void {
+    var first: usize = 0;
+    var pos = offset;
+    // Empty entries would make the kernel report 0 for a batch that has nothing to write.
+    while (first < iov.len and iov[first].len == 0) first += 1;
+    while (first < iov.len) {
+        const cnt: c_int = @intCast(@min(iov.len - first, 1024));
+        const n = c.pwritev(fd, iov[first..].ptr, cnt, @intCast(pos));
+        if (n < 0) {
+            if (errno() == EINTR) continue;
+            return error.Os;
+        }
+        if (n == 0) {
+            setErrno(EIO);
+            return error.Os;
+        }
+        var left: usize = @intCast(n);
+        pos += left;
+        while (left > 0) {
+            if (iov[first].len <= left) {
+                left -= iov[first].len;
+                first += 1;
+            } else {
+                iov[first].base += left;
+                iov[first].len -= left;
+                left = 0;
+            }
+        }
+        while (first < iov.len and iov[first].len == 0) first += 1;
+    }
+}
+
+pub fn fsync(fd: Fd) OsError!void {
+    while (c.fsync(fd) != 0) {
+        if (errno() != EINTR) return error.Os;
+    }
+}
+
+pub const FileKind = enum { regular, directory, other };
+
+pub const FileStat = struct {
+    size: u64,
+    kind: FileKind,
+};
+
+/// The size and type of an open file, through statx (lseek where statx is unavailable).
+pub fn fstat(fd: Fd) OsError!FileStat {
+    var stx: linux.Statx = undefined;
+    const rc = linux.statx(fd, "", AT_EMPTY_PATH, .{ .TYPE = true, .SIZE = true }, &stx);
+    const e = linux.errno(rc);
+    if (e == .SUCCESS) {
+        const mode: u32 = stx.mode;
+        const kind: FileKind = switch (mode & S_IFMT) {
+            S_IFREG => .regular,
+            S_IFDIR => .directory,
+            else => .other,
+        };
+        return .{ .size = stx.size, .kind = kind };
+    }
+    if (e != .NOSYS and e != .PERM) {
+        setErrno(@intCast(@backingInt(e)));
+        return error.Os;
+    }
+    const end = c.lseek(fd, 0, SEEK_END);
+    if (end < 0) return error.Os;
+    return .{ .size = @intCast(end), .kind = .regular };
+}
+
+/// Maps a whole file read-only and shared, so that concurrent readers share the page cache.
+pub fn mmapRead(fd: Fd, len: usize) OsError![]align(std.heap.page_size_min) const u8 {
+    const addr = c.mmap(null, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (addr == std.math.maxInt(usize)) return error.Os;
+    const p: [*]align(std.heap.page_size_min) const u8 = @ptrFromInt(addr);
+    return p[0..len];
+}
+
+pub fn munmap(mem: []align(std.heap.page_size_min) const u8) void {
+    _ = c.munmap(@ptrCast(@constCast(mem.ptr)), mem.len);
+}
+
+/// Advice is only a hint; failure is ignored.
+pub fn madvise(mem: []align(std.heap.page_size_min) const u8, advice: c_int) void {
+    _ = c.madvise(@ptrCast(@constCast(mem.ptr)), mem.len, advice);
+}
+
+pub fn mkdir(path: [*:0]const u8, mode: c_uint) OsError!void {
+    if (c.mkdir(path, mode) != 0) return error.Os;
+}
+
+pub fn rmdir(path: [*:0]const u8) OsError!void {
+    if (c.rmdir(path) != 0) return error.Os;
+}
+
+pub fn unlinkAt(dir: Fd, name: [*:0]const u8) OsError!void {
+    if (c.unlinkat(dir, name, 0) != 0) return error.Os;
+}
+
+/// Whether anything (a dangling symbolic link included) exists at `path`.
+pub fn exists(path: [*:0]const u8) OsError!bool {
+    if (c.faccessat(AT_FDCWD, path, 0, AT_SYMLINK_NOFOLLOW) == 0) return true;
+    if (errno() == ENOENT) return false;
+    return error.Os;
+}
+
+/// Renames `old` to `new`, failing with EEXIST instead of replacing anything at `new`.
+/// Where the kernel or file system lacks RENAME_NOREPLACE, it falls back to an existence
+/// check followed by rename(2); that fallback has a race window, which only matters on such
+/// systems.
+pub fn renameNoReplace(old: [*:0]const u8, new: [*:0]const u8) OsError!void {
+    const rc = linux.renameat2(AT_FDCWD, old, AT_FDCWD, new, .{ .NOREPLACE = true });
+    const e = linux.errno(rc);
+    switch (e) {
+        .SUCCESS => return,
+        .NOSYS, .INVAL => {},
+        else => {
+            setErrno(@intCast(@backingInt(e)));
+            return error.Os;
+        },
+    }
+    if (try exists(new)) {
+        setErrno(EEXIST);
+        return error.Os;
+    }
+    if (c.rename(old, new) != 0) return error.Os;
+}
+
+pub fn getpid() i32 {
+    return c.getpid();
+}
+
+var random_counter: u64 = 0;
+
+/// 64 random bits for temporary names: getrandom, or else time, address and a counter, which
+/// are unique enough together with the process id that precedes them in the name.
+pub fn randomU64() u64 {
+    var value: u64 = 0;
+    const rc = linux.getrandom(@ptrCast(&value), @sizeOf(u64), 0);
+    if (linux.errno(rc) == .SUCCESS and rc == @sizeOf(u64)) return value;
+    var ts: linux.timespec = undefined;
+    _ = linux.clock_gettime(.REALTIME, &ts);
+    const n = @atomicRmw(u64, &random_counter, .Add, 1, .monotonic);
+    const t: u64 = @bitCast(@as(i64, ts.sec) *% 1_000_000_000 +% @as(i64, ts.nsec));
+    return std.hash.XxHash64.hash(n, std.mem.asBytes(&t)) ^ @intFromPtr(&value);
+}
+
+pub fn yield() void {
+    _ = c.sched_yield();
+}
+
+var cpu_count_cached: usize = 0;
+
+/// Logical CPUs this process may run on (at least 1), cached after the first call.
+pub fn cpuCount() usize {
+    const cached = @atomicLoad(usize, &cpu_count_cached, .monotonic);
+    if (cached != 0) return cached;
+    const n = std.Thread.getCpuCount() catch 1;
+    const v = @max(n, 1);
+    @atomicStore(usize, &cpu_count_cached, v, .monotonic);
+    return v;
+}
+
+test "sys wrappers report errno" {
+    try std.testing.expectError(error.Os, open("/nonexistent-zrecord-path/x", O_RDONLY, 0));
+    try std.testing.expectEqual(ENOENT, errno());
+    try std.testing.expect(!(try exists("/nonexistent-zrecord-path")));
+    try std.testing.expect(try exists("/"));
+    try std.testing.expect(cpuCount() >= 1);
+    try std.testing.expect(randomU64() != randomU64());
+}

@@ -1,0 +1,645 @@
+//! The store writer: appends records to shard files inside a temporary sibling directory and
+//! publishes it by one atomic rename (spec §7).
+//!
+//! Invariants:
+//! - Nothing is created at the store's path before publication ([ZR-PUB-001]); all files live
+//!   in `<parent>/.<name>.zr-tmp-<pid>-<16 hex>` until the rename ([ZR-PUB-003]).
+//! - Each append splits its records into `data_shards` contiguous runs; run k goes to the end
+//!   of shard k, so shard files hold nothing but stored record bytes ([ZR-DAT-001]) and
+//!   records never overlap ([ZR-IDX-006]).
+//! - Every argument is validated before the first byte is written, so a rejected append
+//!   leaves the writer unchanged. A failure after writing started (I/O, memory) poisons the
+//!   writer: later appends and publish fail with the original error, and abort cleans up.
+//! - The memory one append uses is bounded by the slice limits below, whatever its size.
+//! - A writer is used from one thread at a time (zrecord.h); it spawns per-call workers only.
+
+const std = @import("std");
+const abi = @import("abi.zig");
+const diag_mod = @import("diag.zig");
+const format = @import("format.zig");
+const parallel = @import("parallel.zig");
+const sys = @import("sys.zig");
+
+const Diag = diag_mod.Diag;
+const Error = diag_mod.Error;
+const Fd = sys.Fd;
+const alloc = std.heap.c_allocator;
+
+/// An append is processed in slices of at most this much input, so that a huge call does not
+/// hold a huge index scratch buffer.
+pub const slice_input_bytes_max: u64 = 64 << 20;
+/// Index scratch of one slice (entries are 24 to 152 bytes).
+pub const slice_index_bytes_max: u64 = 16 << 20;
+pub const slice_records_max: u64 = 1 << 20;
+/// Slices smaller than this are written on the calling thread: spawning costs more than it
+/// saves.
+pub const parallel_write_bytes_min: u64 = 8 << 20;
+/// pwritev batch for Ragged runs (the Linux IOV_MAX).
+const iov_batch_max: usize = 1024;
+
+const State = enum { open, released };
+
+pub const Writer = struct {
+    state: State = .open,
+    flags: u32,
+    path: [:0]const u8,
+    parent: [:0]const u8,
+    tmp_path: [:0]const u8,
+    tmp_fd: Fd = -1,
+    /// The running header: counts, sizes and the schema; `shard_sizes` are the shard ends.
+    header: format.Header,
+    itemsize: u64,
+    record_size: u64,
+    entry_size: u32,
+    shard_fds: [format.data_shards_max]Fd = @splat(-1),
+    /// Shard files created so far (0..shards_created), for cleanup.
+    shards_created: u16 = 0,
+    index_fd: Fd = -1,
+    index_created: bool = false,
+    header_created: bool = false,
+    index_hash: format.XxHash64 = format.XxHash64.init(0),
+    dict: []u8 = &.{},
+    scratch: []u8 = &.{},
+    poisoned: ?Error = null,
+    poison_diag: Diag = .{},
+
+    fn shardName(buf: *[16]u8, k: usize) [:0]const u8 {
+        return std.fmt.bufPrintSentinel(buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
+    }
+
+    /// Validates the schema, creates the temporary directory and its files.
+    pub fn open(
+        path_c: [*:0]const u8,
+        schema: *const abi.Schema,
+        dict_ptr: ?[*]const u8,
+        dict_size: usize,
+        flags: u32,
+        d: *Diag,
+    ) Error!*Writer {
+        const path = std.mem.sliceTo(path_c, 0);
+        if (path.len == 0) return d.fail(error.InvalidArgument, "the store path is empty; a path " ++
+            "to a directory that does not exist yet is required", .{});
+        if (flags & ~abi.write_flags_known != 0) {
+            return d.fail(error.InvalidArgument, "unknown writer flags 0x{x}; only " ++
+                "ZR_WRITE_NO_SYNC (0x1) is defined", .{flags});
+        }
+        const h = try validateSchema(schema, dict_ptr, dict_size, d);
+
+        const parts = splitPath(path) orelse return d.fail(error.InvalidArgument, "store path '{s}' " ++
+            "has no final name component; a path like 'dir/name' is required", .{path});
+        if (sys.exists(path_c)) |present| {
+            if (present) return d.fail(error.Exists, "store path '{s}' already exists; zrecord " ++
+                "never replaces anything (ZR-PUB-003)", .{path});
+        } else |_| {
+            const e = sys.errno();
+            if (e == sys.ENOTDIR) return d.failOs(error.NotFound, e, "a parent of store path " ++
+                "'{s}' is not a directory", .{path});
+            return d.failOs(error.Io, e, "cannot check whether store path '{s}' exists", .{path});
+        }
+
+        const w = alloc.create(Writer) catch return noMemory(d, "the writer handle");
+        w.* = .{
+            .flags = flags,
+            .path = "",
+            .parent = "",
+            .tmp_path = "",
+            .header = h,
+            .itemsize = h.itemsize(),
+            .record_size = if (h.kind == .dense) h.recordSize() else 0,
+            .entry_size = format.indexEntrySize(h.kind, h.ndim),
+        };
+        errdefer w.destroy();
+        w.path = alloc.dupeSentinel(u8, path, 0) catch return noMemory(d, "the store path");
+        w.parent = alloc.dupeSentinel(u8, parts.parent, 0) catch return noMemory(d, "the store path");
+        if (dict_size > 0) {
+            w.dict = alloc.dupe(u8, dict_ptr.?[0..dict_size]) catch return noMemory(d, "the dictionary");
+        }
+        try w.createTemp(parts.name, d);
+        errdefer w.removeTemp();
+        try w.createFiles(d);
+        return w;
+    }
+
+    fn createTemp(w: *Writer, name: []const u8, d: *Diag) Error!void {
+        const pid = sys.getpid();
+        var attempt: usize = 0;
+        while (true) : (attempt += 1) {
+            const tmp = std.fmt.allocPrintSentinel(alloc, "{s}/.{s}.zr-tmp-{d}-{x:0>16}", .{
+                w.parent, name, pid, sys.randomU64(),
+            }, 0) catch return noMemory(d, "the temporary path");
+            sys.mkdir(tmp, 0o777) catch {
+                const e = sys.errno();
+                alloc.free(tmp);
+                // A random name collision is retried; any other failure is final.
+                if (e == sys.EEXIST and attempt < 8) continue;
+                if (e == sys.ENOENT or e == sys.ENOTDIR) {
+                    return d.failOs(error.NotFound, e, "the parent directory '{s}' of store " ++
+                        "path '{s}' does not exist", .{ w.parent, w.path });
+                }
+                return d.failOs(error.Io, e, "cannot create the temporary directory for " ++
+                    "store '{s}' in '{s}'", .{ w.path, w.parent });
+            };
+            w.tmp_path = tmp;
+            break;
+        }
+        w.tmp_fd = sys.open(w.tmp_path, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch {
+            const e = sys.errno();
+            sys.rmdir(w.tmp_path) catch {};
+            return d.failOs(error.Io, e, "cannot open the temporary directory '{s}'", .{w.tmp_path});
+        };
+    }
+
+    fn createFile(w: *Writer, name: [:0]const u8, d: *Diag) Error!Fd {
+        return sys.openAt(w.tmp_fd, name, sys.O_WRONLY | sys.O_CREAT | sys.O_EXCL, 0o666) catch {
+            return d.failOs(error.Io, sys.errno(), "cannot create '{s}/{s}'", .{ w.tmp_path, name });
+        };
+    }
+
+    fn createFiles(w: *Writer, d: *Diag) Error!void {
+        var buf: [16]u8 = undefined;
+        for (0..w.header.data_shards) |k| {
+            w.shard_fds[k] = try w.createFile(shardName(&buf, k), d);
+            w.shards_created += 1;
+        }
+        w.index_fd = try w.createFile("index.zri", d);
+        w.index_created = true;
+    }
+
+    /// Removes everything this writer created. Failures are ignored: this runs on error paths
+    /// whose original error matters more, and what remains is a hidden temporary directory.
+    fn removeTemp(w: *Writer) void {
+        if (w.tmp_path.len == 0) return;
+        var buf: [16]u8 = undefined;
+        if (w.tmp_fd >= 0) {
+            for (0..w.shards_created) |k| sys.unlinkAt(w.tmp_fd, shardName(&buf, k)) catch {};
+            if (w.index_created) sys.unlinkAt(w.tmp_fd, "index.zri") catch {};
+            if (w.header_created) sys.unlinkAt(w.tmp_fd, "header.zrh") catch {};
+        }
+        sys.rmdir(w.tmp_path) catch {};
+        w.shards_created = 0;
+        w.index_created = false;
+        w.header_created = false;
+    }
+
+    /// Closes every descriptor and frees every buffer but the handle and its paths.
+    fn release(w: *Writer) void {
+        for (w.shard_fds[0..w.header.data_shards]) |*fd| {
+            if (fd.* >= 0) sys.close(fd.*);
+            fd.* = -1;
+        }
+        if (w.index_fd >= 0) sys.close(w.index_fd);
+        w.index_fd = -1;
+        if (w.tmp_fd >= 0) sys.close(w.tmp_fd);
+        w.tmp_fd = -1;
+        if (w.dict.len > 0) alloc.free(w.dict);
+        w.dict = &.{};
+        if (w.scratch.len > 0) alloc.free(w.scratch);
+        w.scratch = &.{};
+        w.state = .released;
+    }
+
+    fn destroy(w: *Writer) void {
+        if (w.state == .open) w.release();
+        if (w.path.len > 0) alloc.free(w.path);
+        if (w.parent.len > 0) alloc.free(w.parent);
+        if (w.tmp_path.len > 0) alloc.free(w.tmp_path);
+        alloc.destroy(w);
+    }
+
+    pub fn abort(w: *Writer) void {
+        if (w.state != .open) return;
+        // The files are removed through the temporary directory's descriptor, so before release.
+        w.removeTemp();
+        w.release();
+    }
+
+    pub fn free(w: *Writer) void {
+        w.abort();
+        w.destroy();
+    }
+
+    pub fn count(w: *const Writer) u64 {
+        return w.header.record_count;
+    }
+
+    fn checkUsable(w: *Writer, d: *Diag) Error!void {
+        if (w.state != .open) return d.fail(error.InvalidArgument, "the writer for '{s}' was " ++
+            "already published or aborted; open a new writer", .{w.path});
+        if (w.poisoned) |err| {
+            d.os_errno = w.poison_diag.os_errno;
+            d.record = w.poison_diag.record;
+            d.shard = w.poison_diag.shard;
+            d.print("the writer for '{s}' is unusable after an earlier append failed; it can " ++
+                "only be aborted. The first failure was: {s}", .{ w.path, w.poison_diag.text() });
+            return err;
+        }
+    }
+
+    fn poison(w: *Writer, err: Error, d: *const Diag) void {
+        w.poisoned = err;
+        w.poison_diag.copyFrom(d);
+    }
+
+    fn checkCountLimit(w: *Writer, n: u64, d: *Diag) Error!void {
+        if (n > format.record_count_max - w.header.record_count) {
+            return d.fail(error.LimitExceeded, "appending {d} records to the {d} of '{s}' " ++
+                "exceeds record_count_max {d} (ZR-LIM-001)", .{ n, w.header.record_count, w.path, format.record_count_max });
+        }
+    }
+
+    /// Grows the index scratch to hold `n` entries; it is kept for later appends.
+    fn ensureScratch(w: *Writer, n: u64, d: *Diag) Error!void {
+        const need: usize = @intCast(n * w.entry_size);
+        if (w.scratch.len >= need) return;
+        if (w.scratch.len > 0) alloc.free(w.scratch);
+        w.scratch = &.{};
+        w.scratch = alloc.alloc(u8, need) catch return noMemory(d, "the index scratch buffer");
+    }
+
+    fn sliceRecordsMax(w: *const Writer) u64 {
+        return @min(slice_records_max, slice_index_bytes_max / w.entry_size);
+    }
+
+    pub fn appendDense(w: *Writer, data: ?[*]const u8, size: u64, n: u64, d: *Diag) Error!void {
+        try w.checkUsable(d);
+        if (w.header.kind != .dense) return d.fail(error.InvalidArgument, "append_dense on the " ++
+            "Ragged writer for '{s}'; use append_ragged", .{w.path});
+        const want = std.math.mul(u64, n, w.record_size) catch return d.fail(error.InvalidArgument, "" ++
+            "{d} records of {d} bytes overflow 64 bits", .{ n, w.record_size });
+        if (size != want) return d.fail(error.InvalidArgument, "append_dense got {d} bytes for {d} " ++
+            "records, but {d} records of record_size {d} need exactly {d} bytes", .{ size, n, n, w.record_size, want });
+        if (n == 0) return;
+        if (size > 0 and data == null) return d.fail(error.InvalidArgument, "append_dense got a " ++
+            "null data pointer for {d} bytes", .{size});
+        try w.checkCountLimit(n, d);
+
+        var per_slice = w.sliceRecordsMax();
+        if (w.record_size > 0) per_slice = @max(1, @min(per_slice, slice_input_bytes_max / w.record_size));
+        var done: u64 = 0;
+        while (done < n) {
+            const m = @min(per_slice, n - done);
+            const base: [*]const u8 = if (size == 0) @ptrFromInt(1) else data.? + @as(usize, @intCast(done * w.record_size));
+            var ctx: SliceCtx = .{ .w = w, .n = m, .dense_base = base, .total_bytes = m * w.record_size };
+            w.writeSlice(&ctx, d) catch |err| {
+                w.poison(err, d);
+                return err;
+            };
+            done += m;
+        }
+    }
+
+    pub fn appendRagged(w: *Writer, ptrs: ?[*]const u64, shapes: ?[*]const u64, n: u64, d: *Diag) Error!void {
+        try w.checkUsable(d);
+        if (w.header.kind != .ragged) return d.fail(error.InvalidArgument, "append_ragged on the " ++
+            "Dense writer for '{s}'; use append_dense", .{w.path});
+        if (n == 0) return;
+        if (ptrs == null or shapes == null) return d.fail(error.InvalidArgument, "append_ragged " ++
+            "got a null ptrs or shapes array for {d} records", .{n});
+        try w.checkCountLimit(n, d);
+        const ndim: usize = w.header.ndim;
+        // Every record is validated before anything is written ([ZR-LIM-001]).
+        var i: u64 = 0;
+        while (i < n) : (i += 1) {
+            const shape = shapes.?[@intCast(i * ndim)..][0..ndim];
+            for (shape, 0..) |dim, axis| if (dim > format.dim_max) {
+                d.record = @intCast(w.header.record_count + i);
+                return d.fail(error.LimitExceeded, "record {d} has length {d} on axis {d}, above " ++
+                    "dim_max {d} (ZR-LIM-001)", .{ w.header.record_count + i, dim, axis, format.dim_max });
+            };
+            const size = format.logicalSize(shape, w.itemsize) orelse {
+                d.record = @intCast(w.header.record_count + i);
+                return d.fail(error.LimitExceeded, "record {d} has more than " ++
+                    "record_size_bytes_max {d} bytes (ZR-LIM-001)", .{ w.header.record_count + i, format.record_size_bytes_max });
+            };
+            if (size > 0 and ptrs.?[@intCast(i)] == 0) {
+                d.record = @intCast(w.header.record_count + i);
+                return d.fail(error.InvalidArgument, "record {d} has {d} bytes but a null " ++
+                    "pointer", .{ w.header.record_count + i, size });
+            }
+        }
+        const per_slice = w.sliceRecordsMax();
+        var start: u64 = 0;
+        while (start < n) {
+            var end = start;
+            var bytes: u64 = 0;
+            while (end < n and end - start < per_slice) {
+                const size = w.raggedSize(shapes.?, end);
+                if (end > start and bytes + size > slice_input_bytes_max) break;
+                bytes += size;
+                end += 1;
+            }
+            var ctx: SliceCtx = .{
+                .w = w,
+                .n = end - start,
+                .ptrs = ptrs.? + @as(usize, @intCast(start)),
+                .shapes = shapes.? + @as(usize, @intCast(start * ndim)),
+                .total_bytes = bytes,
+            };
+            w.writeSlice(&ctx, d) catch |err| {
+                w.poison(err, d);
+                return err;
+            };
+            start = end;
+        }
+    }
+
+    fn raggedSize(w: *const Writer, shapes: [*]const u64, i: u64) u64 {
+        const ndim: usize = w.header.ndim;
+        return format.logicalSize(shapes[@intCast(i * ndim)..][0..ndim], w.itemsize).?;
+    }
+
+    /// Writes one slice: data runs to the shards (on worker threads if large), then the index
+    /// entries in record order.
+    fn writeSlice(w: *Writer, ctx: *SliceCtx, d: *Diag) Error!void {
+        try w.ensureScratch(ctx.n, d);
+        const shards: usize = w.header.data_shards;
+        ctx.start_offsets = w.header.shard_sizes;
+        const workers: usize = if (ctx.total_bytes >= parallel_write_bytes_min and shards > 1)
+            @min(shards, sys.cpuCount())
+        else
+            1;
+        try parallel.run(SliceCtx, ctx, writeLanes, shards, workers, d);
+
+        var logical: u64 = 0;
+        for (0..shards) |k| {
+            w.header.shard_sizes[k] += ctx.run_bytes[k];
+            logical += ctx.run_bytes[k];
+        }
+        const index_bytes = w.scratch[0..@intCast(ctx.n * w.entry_size)];
+        sys.pwriteAll(w.index_fd, index_bytes, w.header.index_size) catch {
+            return d.failOs(error.Io, sys.errno(), "writing {d} bytes at offset {d} of " ++
+                "'{s}/index.zri' failed", .{ index_bytes.len, w.header.index_size, w.tmp_path });
+        };
+        w.index_hash.update(index_bytes);
+        w.header.index_size += index_bytes.len;
+        w.header.record_count += ctx.n;
+        // Raw records store exactly their logical bytes.
+        w.header.logical_bytes += logical;
+        w.header.stored_bytes += logical;
+    }
+
+    /// Publishes the store. The writer's resources are released whatever the outcome.
+    pub fn publish(w: *Writer, d: *Diag) Error!void {
+        if (w.state != .open) return d.fail(error.InvalidArgument, "the writer for '{s}' was " ++
+            "already published or aborted", .{w.path});
+        w.publishInner(d) catch |err| {
+            w.abort();
+            return err;
+        };
+        w.release();
+        // [ZR-PUB-002] The rename is durable once the parent directory is flushed. The store is
+        // already published when this fails, so it is reported but nothing is removed.
+        if (w.flags & abi.write_no_sync == 0) {
+            const pfd = sys.open(w.parent, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch {
+                return d.failOs(error.Io, sys.errno(), "store '{s}' was published, but its parent " ++
+                    "directory '{s}' could not be opened to flush it", .{ w.path, w.parent });
+            };
+            defer sys.close(pfd);
+            sys.fsync(pfd) catch return d.failOs(error.Io, sys.errno(), "store '{s}' was " ++
+                "published, but flushing its parent directory '{s}' failed", .{ w.path, w.parent });
+        }
+    }
+
+    fn publishInner(w: *Writer, d: *Diag) Error!void {
+        try w.checkUsable(d);
+        const sync = w.flags & abi.write_no_sync == 0;
+        var buf: [16]u8 = undefined;
+        // [ZR-PUB-002] header.zrh is written only after every shard and the index are complete.
+        if (sync) {
+            for (w.shard_fds[0..w.header.data_shards], 0..) |fd, k| {
+                sys.fsync(fd) catch {
+                    d.shard = @intCast(k);
+                    return d.failOs(error.Io, sys.errno(), "flushing '{s}/{s}' failed", .{ w.tmp_path, shardName(&buf, k) });
+                };
+            }
+            sys.fsync(w.index_fd) catch return d.failOs(error.Io, sys.errno(), "flushing " ++
+                "'{s}/index.zri' failed", .{w.tmp_path});
+        }
+        var h = w.header;
+        var hasher = w.index_hash;
+        h.index_checksum = hasher.final();
+        const size: usize = @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, @intCast(w.dict.len)));
+        const bytes = alloc.alloc(u8, size) catch return noMemory(d, "the header");
+        defer alloc.free(bytes);
+        format.encodeHeader(&h, w.dict, bytes);
+
+        const hfd = try w.createFile("header.zrh", d);
+        w.header_created = true;
+        defer sys.close(hfd);
+        sys.pwriteAll(hfd, bytes, 0) catch return d.failOs(error.Io, sys.errno(), "writing " ++
+            "'{s}/header.zrh' failed", .{w.tmp_path});
+        if (sync) {
+            sys.fsync(hfd) catch return d.failOs(error.Io, sys.errno(), "flushing " ++
+                "'{s}/header.zrh' failed", .{w.tmp_path});
+            sys.fsync(w.tmp_fd) catch return d.failOs(error.Io, sys.errno(), "flushing the " ++
+                "temporary directory '{s}' failed", .{w.tmp_path});
+        }
+        // [ZR-PUB-003] One atomic rename that never replaces an existing path.
+        sys.renameNoReplace(w.tmp_path, w.path) catch {
+            const e = sys.errno();
+            if (e == sys.EEXIST or e == sys.ENOTEMPTY) return d.failOs(error.Exists, e, "store " ++
+                "path '{s}' appeared while the store was written; zrecord never replaces " ++
+                "anything (ZR-PUB-003)", .{w.path});
+            if (e == sys.ENOENT or e == sys.ENOTDIR) return d.failOs(error.NotFound, e, "cannot " ++
+                "publish '{s}': its parent directory '{s}' is gone", .{ w.path, w.parent });
+            return d.failOs(error.Io, e, "renaming '{s}' to '{s}' failed", .{ w.tmp_path, w.path });
+        };
+        // The directory now lives at the store path; nothing temporary is left to remove.
+        w.shards_created = 0;
+        w.index_created = false;
+        w.header_created = false;
+        alloc.free(w.tmp_path);
+        w.tmp_path = "";
+    }
+};
+
+/// One slice of one append, shared read-only by the lane workers except for the per-lane
+/// outputs (`run_bytes[k]` and the entries of lane k's records in the scratch), which no two
+/// lanes share.
+const SliceCtx = struct {
+    w: *Writer,
+    n: u64,
+    total_bytes: u64,
+    dense_base: [*]const u8 = undefined,
+    ptrs: [*]const u64 = undefined,
+    shapes: [*]const u64 = undefined,
+    start_offsets: [format.data_shards_max]u64 = undefined,
+    run_bytes: [format.data_shards_max]u64 = @splat(0),
+
+    fn runBounds(ctx: *const SliceCtx, k: u64) [2]u64 {
+        const s: u64 = ctx.w.header.data_shards;
+        return .{ ctx.n * k / s, ctx.n * (k + 1) / s };
+    }
+};
+
+/// Lane worker: for each shard k in [begin, end), hashes run k, encodes its index entries and
+/// writes its bytes at the shard's end.
+fn writeLanes(ctx: *const SliceCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    const w = ctx.w;
+    const es: usize = w.entry_size;
+    const ndim: usize = w.header.ndim;
+    var k = begin;
+    while (k < end) : (k += 1) {
+        const bounds = ctx.runBounds(k);
+        const kk: usize = @intCast(k);
+        var offset = ctx.start_offsets[kk];
+        var iov: [iov_batch_max]sys.IoVec = undefined;
+        var iov_len: usize = 0;
+        var batch_offset = offset;
+        var j = bounds[0];
+        while (j < bounds[1]) : (j += 1) {
+            const rec = recordBytes(ctx, j);
+            const shape: []const u64 = if (w.header.kind == .ragged) ctx.shapes[@intCast(j * ndim)..][0..ndim] else &.{};
+            // [ZR-SUM-001] The checksum covers the stored bytes; for raw they are the payload.
+            format.encodeEntry(w.scratch[@intCast(j * es)..][0..es], .{
+                .offset = offset,
+                .stored_size = @intCast(rec.len),
+                .shard = @intCast(k),
+                .checksum = format.xxh64(rec),
+            }, shape);
+            if (w.header.kind == .ragged and rec.len > 0) {
+                iov[iov_len] = .{ .base = rec.ptr, .len = rec.len };
+                iov_len += 1;
+                if (iov_len == iov.len) {
+                    try writeIov(w, kk, iov[0..iov_len], batch_offset, d);
+                    iov_len = 0;
+                    batch_offset = offset + rec.len;
+                }
+            }
+            offset += rec.len;
+        }
+        const run_len = offset - ctx.start_offsets[kk];
+        if (w.header.kind == .dense) {
+            if (run_len > 0) {
+                const start: usize = @intCast(bounds[0] * w.record_size);
+                const bytes = ctx.dense_base[start..][0..@intCast(run_len)];
+                sys.pwriteAll(w.shard_fds[kk], bytes, ctx.start_offsets[kk]) catch {
+                    return writeError(w, kk, run_len, ctx.start_offsets[kk], d);
+                };
+            }
+        } else if (iov_len > 0) {
+            try writeIov(w, kk, iov[0..iov_len], batch_offset, d);
+        }
+        // Each lane writes only its own slot of run_bytes.
+        const out: *u64 = @constCast(&ctx.run_bytes[kk]);
+        out.* = run_len;
+    }
+}
+
+fn recordBytes(ctx: *const SliceCtx, j: u64) []const u8 {
+    const w = ctx.w;
+    switch (w.header.kind) {
+        .dense => {
+            if (w.record_size == 0) return &.{};
+            return ctx.dense_base[@intCast(j * w.record_size)..][0..@intCast(w.record_size)];
+        },
+        .ragged => {
+            const size = w.raggedSize(ctx.shapes, j);
+            if (size == 0) return &.{};
+            const p: [*]const u8 = @ptrFromInt(@as(usize, @intCast(ctx.ptrs[@intCast(j)])));
+            return p[0..@intCast(size)];
+        },
+    }
+}
+
+fn writeIov(w: *Writer, k: usize, iov: []sys.IoVec, offset: u64, d: *Diag) Error!void {
+    var total: u64 = 0;
+    for (iov) |v| total += v.len;
+    sys.pwritevAll(w.shard_fds[k], iov, offset) catch return writeError(w, k, total, offset, d);
+}
+
+fn writeError(w: *Writer, k: usize, len: u64, offset: u64, d: *Diag) Error {
+    d.shard = @intCast(k);
+    return d.failOs(error.Io, sys.errno(), "writing {d} bytes at offset {d} of " ++
+        "'{s}/data-{d:0>3}.zrd' failed", .{ len, offset, w.tmp_path, k });
+}
+
+fn noMemory(d: *Diag, what: []const u8) Error {
+    return d.fail(error.OutOfMemory, "out of memory allocating {s}", .{what});
+}
+
+const PathParts = struct { parent: []const u8, name: []const u8 };
+
+/// Splits a path into its parent directory and final component, ignoring trailing slashes.
+fn splitPath(path: []const u8) ?PathParts {
+    var end = path.len;
+    while (end > 0 and path[end - 1] == '/') end -= 1;
+    if (end == 0) return null;
+    const trimmed = path[0..end];
+    const slash = std.mem.lastIndexOfScalar(u8, trimmed, '/');
+    const name = if (slash) |s| trimmed[s + 1 ..] else trimmed;
+    if (std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) return null;
+    const parent: []const u8 = if (slash) |s| (if (s == 0) "/" else trimmed[0..s]) else ".";
+    return .{ .parent = parent, .name = name };
+}
+
+/// Validates a schema at the ABI and returns the header it starts.
+fn validateSchema(
+    s: *const abi.Schema,
+    dict_ptr: ?[*]const u8,
+    dict_size: usize,
+    d: *Diag,
+) Error!format.Header {
+    if (s.reserved[0] != 0 or s.reserved[1] != 0 or s.reserved[2] != 0) {
+        return d.fail(error.InvalidArgument, "schema.reserved must be zero", .{});
+    }
+    const kind: format.Kind = switch (s.kind) {
+        1 => .dense,
+        2 => .ragged,
+        else => return d.fail(error.InvalidArgument, "schema kind {d} is unknown; kind must be " ++
+            "1 (Dense) or 2 (Ragged)", .{s.kind}),
+    };
+    if (format.dtypeItemsize(s.dtype) == null) return d.fail(error.InvalidArgument, "schema " ++
+        "dtype {d} is unknown; dtype must be a code 1..14 of spec section 3.3", .{s.dtype});
+    if (s.ndim > format.ndim_max) return d.fail(error.LimitExceeded, "schema ndim {d} exceeds " ++
+        "ndim_max {d} (ZR-LIM-001)", .{ s.ndim, format.ndim_max });
+    if (kind == .ragged and s.ndim == 0) return d.fail(error.InvalidArgument, "a Ragged schema " ++
+        "needs ndim >= 1, got 0 (ZR-HDR-008)", .{});
+    const codec: format.Codec = switch (s.codec) {
+        0 => .raw,
+        1 => .zstd,
+        2 => .zstd_dict,
+        else => return d.fail(error.InvalidArgument, "schema codec {d} is unknown; codec must " ++
+            "be 0 (raw), 1 (zstd) or 2 (zstd_dict)", .{s.codec}),
+    };
+    if (s.data_shards < format.data_shards_min) return d.fail(error.LimitExceeded, "schema " ++
+        "data_shards 0 is below data_shards_min {d}; data_shards must be in 1..{d} (ZR-LIM-001)", .{ format.data_shards_min, format.data_shards_max });
+    var h: format.Header = .{ .kind = kind, .dtype = s.dtype, .ndim = s.ndim, .codec = codec, .data_shards = s.data_shards };
+    if (kind == .dense) {
+        @memcpy(h.item_shape[0..s.ndim], s.item_shape[0..s.ndim]);
+        if (format.logicalSize(h.item_shape[0..s.ndim], h.itemsize()) == null) {
+            var sat: u64 = h.itemsize();
+            for (h.item_shape[0..s.ndim]) |dim| sat *|= dim;
+            return d.fail(error.LimitExceeded, "Dense record size {d}{s} bytes (item_shape " ++
+                "times itemsize {d}) exceeds record_size_bytes_max {d} (ZR-LIM-001)", .{
+                sat, if (sat == std.math.maxInt(u64)) " or more" else "", h.itemsize(), format.record_size_bytes_max,
+            });
+        }
+    }
+    if (codec == .zstd_dict) {
+        if (dict_size == 0 or dict_ptr == null) return d.fail(error.InvalidArgument, "codec " ++
+            "zstd_dict needs a dictionary; none was given (ZR-COD-002)", .{});
+        if (dict_size > format.dict_size_bytes_max) return d.fail(error.LimitExceeded, "the " ++
+            "dictionary has {d} bytes, above dict_size_bytes_max {d} (ZR-LIM-001)", .{ dict_size, format.dict_size_bytes_max });
+    } else if (dict_size != 0) {
+        return d.fail(error.InvalidArgument, "a dictionary of {d} bytes was given with codec " ++
+            "{s}; only zstd_dict takes one", .{ dict_size, codec.name() });
+    }
+    if (codec != .raw) return d.fail(error.Unsupported, "codec {s} is not supported by this " ++
+        "build: zstd support is not built in yet; use codec raw (0)", .{codec.name()});
+    return h;
+}
+
+test "splitPath" {
+    const t = std.testing;
+    const a = splitPath("a/b/c").?;
+    try t.expectEqualStrings("a/b", a.parent);
+    try t.expectEqualStrings("c", a.name);
+    const b = splitPath("c//").?;
+    try t.expectEqualStrings(".", b.parent);
+    try t.expectEqualStrings("c", b.name);
+    const c = splitPath("/c").?;
+    try t.expectEqualStrings("/", c.parent);
+    try t.expect(splitPath("/") == null);
+    try t.expect(splitPath("a/..") == null);
+}
