@@ -85,8 +85,11 @@ def zig(session: nox.Session) -> None:
                 external=True)
     env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
            "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
+    sys.path.insert(0, str(ZRECORD))
+    from build_support import find_libzstd
+
     session.run(sys.executable, "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "root.zig"),
-                "-lc", env=env, external=True)
+                "-lc", str(find_libzstd()), env=env, external=True)
 
 
 @nox.session(python=DEFAULT_PYTHON)

@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,8 +37,22 @@ from pathlib import Path
 
 import numpy as np
 
-import zrecord
-from zrecord import Dense
+try:  # our packages
+    import zrecord
+    from zrecord import Dense, train_dict
+
+    STORE_LABEL = "zrecord"
+    STORE_VERSION = zrecord.__version__
+    WRITE_KWARGS: dict[str, object] = {"sync": False}  # methodology: writes exclude sync
+except ImportError:  # the published loaderx 2.5.9, run as a black-box peer in its own venv
+    import importlib.metadata
+
+    from loaderx.utils import train_dict  # type: ignore[no-redef]
+    from loaderx.zrecord import Dense  # type: ignore[no-redef]
+
+    STORE_LABEL = "loaderx-" + importlib.metadata.version("loaderx")
+    STORE_VERSION = importlib.metadata.version("loaderx")
+    WRITE_KWARGS = {}
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = {"vision": "vision_dense.npy", "tokens": "token_blocks.npy"}
@@ -126,18 +141,23 @@ def run_workload(name: str, src: np.ndarray, args: argparse.Namespace, tmp: str)
     src.reshape(-1)[:: 4096 // src.itemsize].sum()  # warm the page cache
     for codec in args.codecs:
         path = os.path.join(tmp, f"{name}-{codec}")
+        extra: dict[str, object] = dict(WRITE_KWARGS)
+        if codec == "zstd_dict":  # training is outside the timed write (methodology)
+            extra["dict_bytes"] = train_dict(src)
         t = time.perf_counter()
-        with Dense.create(path, src.dtype, src.shape[1:], codec=codec, sync=False) as w:
+        with Dense.create(path, src.dtype, src.shape[1:], codec=codec, **extra) as w:
             w.append(src)
         write_s = time.perf_counter() - t
         with Dense.open(path) as store:
             verify(store, src, args.batch)
             times = timed_batches(lambda idx, s=store: s[idx], n, args.batch, args.seconds, 1)
-        row = summarize(f"zrecord-{codec}", times, args.batch, record)
+        row = summarize(f"{STORE_LABEL}-{codec}", times, args.batch, record)
         row["write_mib_s"] = src.nbytes / write_s / 2**20
         row["disk_mib"] = disk_bytes(path) / 2**20
         rows.append(row)
         shutil.rmtree(path)
+    if args.stores_only:
+        return rows
     times = timed_batches(lambda idx: src[idx], n, args.batch, args.seconds, 1)
     row = summarize("npy-mmap", times, args.batch, record)
     row["disk_mib"] = os.stat(os.path.join(args.data, WORKLOADS[name])).st_blocks * 512 / 2**20
@@ -148,6 +168,19 @@ def run_workload(name: str, src: np.ndarray, args: argparse.Namespace, tmp: str)
             rows.append(summarize(label, copy_ceiling(src, args.batch, threads, fresh, args.seconds),
                                   args.batch, record))
     return rows
+
+
+def peer_rows(args: argparse.Namespace, workload: str) -> list[dict]:
+    """Run this script under the peer's interpreter for the same workload and codecs."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [args.peer, __file__, "--data", args.data, "--workload", workload, "--batch",
+               str(args.batch), "--codecs", ",".join(args.codecs), "--seconds", str(args.seconds),
+               "--stores-only", "--json", out.name]
+        if args.tmp:
+            cmd += ["--tmp", args.tmp]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        result = json.loads(Path(out.name).read_text())
+    return result["workloads"][workload]["rows"]
 
 
 def table(name: str, rows: list[dict], base: str) -> str:
@@ -172,12 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--tmp", default=None, help="folder for the stores (default: a temp dir)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--peer", default=None,
+                    help="python of a separate venv holding the published loaderx (e.g. 2.5.9): "
+                         "its stores are measured in the same run, in a subprocess")
+    ap.add_argument("--stores-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.codecs = [c for c in args.codecs.split(",") if c]
     results: dict[str, object] = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
-        "python": sys.version.split()[0], "numpy": np.__version__, "zrecord": zrecord.__version__,
+        "python": sys.version.split()[0], "numpy": np.__version__, "store": STORE_LABEL,
         "batch": args.batch, "seconds": args.seconds, "workloads": {},
     }
     out = []
@@ -190,12 +227,15 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             src = np.load(path, mmap_mode="r")
             rows = run_workload(name, src, args, tmp)
+            if args.peer:
+                rows[len(args.codecs):len(args.codecs)] = peer_rows(args, name)
             results["workloads"][name] = {"shape": list(src.shape), "dtype": str(src.dtype),
                                           "rows": rows}  # type: ignore[index]
-            out.append(table(f"{name}: {src.shape} {src.dtype}, batch {args.batch}", rows,
-                             "npy-mmap"))
+            if not args.stores_only:
+                out.append(table(f"{name}: {src.shape} {src.dtype}, batch {args.batch}", rows,
+                                 "npy-mmap"))
     print(f"{results['date']}  {results['machine']}  python {results['python']}  "
-          f"numpy {results['numpy']}  zrecord {results['zrecord']}\n")
+          f"numpy {results['numpy']}  {results['store']}\n")
     print("\n\n".join(out))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

@@ -1,11 +1,38 @@
 //! Developer build of the zrecord native core.
 //!
 //! `zig build` installs a static library (zig-out/lib/libzrecord.a) exporting the zr_* C ABI
-//! of include/zrecord.h; `zig build test` runs every test block of src/ (the same tests as
-//! `zig test src/root.zig -lc`). The Python package does not use this file: its build hook
-//! compiles src/root.zig together with the Cython-generated C in one `zig build-lib` command.
+//! of include/zrecord.h; whoever links it also links the platform's libzstd.so.1. `zig build
+//! test` runs every test block of src/ (the same tests as `zig test src/root.zig -lc
+//! /usr/lib/x86_64-linux-gnu/libzstd.so.1`). The Python package does not use this file: its
+//! build hook compiles src/root.zig together with the Cython-generated C in one `zig
+//! build-lib` command that names libzstd.so.1 by path in the same way.
 
 const std = @import("std");
+
+/// Where common Linux distributions put libzstd.so.1. The versioned file is linked by path
+/// because base images ship it without the unversioned `libzstd.so` development symlink.
+const libzstd_dirs = [_][]const u8{
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/lib/x86_64-linux-gnu",
+};
+
+const dir_list: []const u8 = blk: {
+    var list: []const u8 = "";
+    for (libzstd_dirs, 0..) |dir, i| list = list ++ (if (i == 0) "" else ", ") ++ dir;
+    break :blk list;
+};
+
+fn findLibzstd(b: *std.Build) ?[]const u8 {
+    for (libzstd_dirs) |dir| {
+        const path = b.pathJoin(&.{ dir, "libzstd.so.1" });
+        std.Io.Dir.accessAbsolute(b.graph.io, path, .{}) catch continue;
+        return path;
+    }
+    return null;
+}
 
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
@@ -18,6 +45,7 @@ pub fn build(b: *std.Build) void {
         .link_libc = true,
     });
 
+    // A static library is not linked, so libzstd is left to whatever links it.
     const lib = b.addLibrary(.{
         .name = "zrecord",
         .linkage = .static,
@@ -26,8 +54,21 @@ pub fn build(b: *std.Build) void {
     lib.installHeader(b.path("include/zrecord.h"), "zrecord.h");
     b.installArtifact(lib);
 
-    const tests = b.addTest(.{ .root_module = module });
-    const run_tests = b.addRunArtifact(tests);
+    const test_module = b.createModule(.{
+        .root_source_file = b.path("src/root.zig"),
+        .target = target,
+        .optimize = optimize,
+        .link_libc = true,
+    });
     const test_step = b.step("test", "Run the native core's tests");
-    test_step.dependOn(&run_tests.step);
+    if (findLibzstd(b)) |libzstd| {
+        test_module.addObjectFile(.{ .cwd_relative = libzstd });
+        const tests = b.addTest(.{ .root_module = test_module });
+        test_step.dependOn(&b.addRunArtifact(tests).step);
+    } else {
+        const fail = b.addFail("zrecord needs the platform's zstd library: libzstd.so.1 was not " ++
+            "found in " ++ dir_list ++ ". Install the package libzstd1 (Debian, Ubuntu) or " ++
+            "libzstd (Fedora, RHEL, Arch, Alpine: zstd-libs).");
+        test_step.dependOn(&fail.step);
+    }
 }

@@ -166,6 +166,16 @@ void zr_reader_close(zr_reader *r);
 /* Frees the handle (closing it first if needed). */
 void zr_reader_free(zr_reader *r);
 
+/* ---- dictionaries ---------------------------------------------------------------------- */
+
+/* Trains a zstd dictionary (ZDICT_trainFromBuffer) of at most `capacity` bytes from `count`
+ * samples laid out back to back in `samples` (sizes[i] bytes each, summing to samples_size).
+ * Writes the dictionary to `out` and its size to `*out_size`. Too little or too uniform data
+ * fails with ZR_E_INVALID_ARGUMENT and a message saying how much was given. */
+int zr_train_dict(const void *samples, uint64_t samples_size, const uint64_t *sizes,
+                  uint64_t count, uint8_t *out, uint64_t capacity, uint64_t *out_size,
+                  zr_status *st);
+
 /* The checksum function of the format (XXH64, seed 0), for tools and tests. */
 uint64_t zr_xxh64(const void *data, uint64_t size);
 

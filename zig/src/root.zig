@@ -14,6 +14,7 @@ const diag_mod = @import("diag.zig");
 const format = @import("format.zig");
 const reader_mod = @import("reader.zig");
 const writer_mod = @import("writer.zig");
+const dictionary = @import("dictionary.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -205,6 +206,27 @@ pub export fn zr_reader_free(r: ?*Reader) void {
     if (r) |rd| rd.free();
 }
 
+// ---- dictionaries ------------------------------------------------------------------------
+
+pub export fn zr_train_dict(
+    samples: ?*const anyopaque,
+    samples_size: u64,
+    sizes: ?[*]const u64,
+    count: u64,
+    out: ?[*]u8,
+    capacity: u64,
+    out_size: ?*u64,
+    st: ?*Status,
+) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const o = out_size orelse break :blk nullArgument(&d, "out_size");
+        o.* = 0;
+        o.* = dictionary.train(@ptrCast(samples), samples_size, sizes, count, out, capacity, &d) catch |err| break :blk err;
+    };
+    return finish(st, result, &d);
+}
+
 pub export fn zr_xxh64(data: ?*const anyopaque, size: u64) u64 {
     if (size == 0) return format.xxh64("");
     const p: [*]const u8 = @ptrCast(data orelse return format.xxh64(""));
@@ -213,6 +235,9 @@ pub export fn zr_xxh64(data: ?*const anyopaque, size: u64) u64 {
 
 test {
     _ = @import("diag.zig");
+    _ = @import("codec.zig");
+    _ = @import("dictionary.zig");
+    _ = @import("tests_zstd.zig");
     _ = @import("sys.zig");
     _ = @import("format.zig");
     _ = @import("parallel.zig");

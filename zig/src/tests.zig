@@ -31,11 +31,11 @@ const ZR_E_LIMIT = -16;
 extern "c" fn mkdtemp(template: [*:0]u8) ?[*:0]u8;
 extern "c" fn system(cmd: [*:0]const u8) c_int;
 
-const TempDir = struct {
+pub const TempDir = struct {
     buf: [64]u8 = undefined,
     len: usize = 0,
 
-    fn init(t: *TempDir) !void {
+    pub fn init(t: *TempDir) !void {
         const tmpl = "/tmp/zrecord-test-XXXXXX";
         @memcpy(t.buf[0..tmpl.len], tmpl);
         t.buf[tmpl.len] = 0;
@@ -43,13 +43,13 @@ const TempDir = struct {
         if (mkdtemp(@ptrCast(&t.buf)) == null) return error.MkdtempFailed;
     }
 
-    fn sub(t: *const TempDir, buf: []u8, name: []const u8) [:0]u8 {
+    pub fn sub(t: *const TempDir, buf: []u8, name: []const u8) [:0]u8 {
         return std.fmt.bufPrintSentinel(buf, "{s}/{s}", .{ t.buf[0..t.len], name }, 0) catch unreachable;
     }
 
     /// Removes a published store (its files are known) and then the temp dir, which must be
     /// empty by then.
-    fn removeStore(t: *const TempDir, name: []const u8, shards: usize) void {
+    pub fn removeStore(t: *const TempDir, name: []const u8, shards: usize) void {
         var buf: [256]u8 = undefined;
         const p = t.sub(&buf, name);
         const dfd = sys.open(p, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch return;
@@ -61,13 +61,13 @@ const TempDir = struct {
         sys.rmdir(p) catch {};
     }
 
-    fn deinitExpectEmpty(t: *TempDir) !void {
+    pub fn deinitExpectEmpty(t: *TempDir) !void {
         const p: [*:0]const u8 = @ptrCast(&t.buf);
         sys.rmdir(p) catch return error.TempDirNotEmpty;
     }
 };
 
-fn schemaOf(kind: u8, dtype: u8, shape: []const u64, shards: u8) abi.Schema {
+pub fn schemaOf(kind: u8, dtype: u8, shape: []const u64, shards: u8) abi.Schema {
     var s = std.mem.zeroes(abi.Schema);
     s.kind = kind;
     s.dtype = dtype;
@@ -78,18 +78,18 @@ fn schemaOf(kind: u8, dtype: u8, shape: []const u64, shards: u8) abi.Schema {
     return s;
 }
 
-fn msg(st: *const Status) []const u8 {
+pub fn msg(st: *const Status) []const u8 {
     return std.mem.sliceTo(&st.message, 0);
 }
 
-fn expectContains(hay: []const u8, needle: []const u8) !void {
+pub fn expectContains(hay: []const u8, needle: []const u8) !void {
     if (std.mem.indexOf(u8, hay, needle) == null) {
         std.debug.print("message '{s}' lacks '{s}'\n", .{ hay, needle });
         return error.TestExpectedContains;
     }
 }
 
-fn pattern(i: usize) u8 {
+pub fn pattern(i: usize) u8 {
     return @truncate(i *% 131 +% 7);
 }
 
@@ -269,7 +269,7 @@ fn writeSmallDense(td: *const TempDir, name: []const u8, shards: u8, n: usize) !
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
 }
 
-fn patchFile(td: *const TempDir, rel: []const u8, offset: u64, bytes: []const u8) !void {
+pub fn patchFile(td: *const TempDir, rel: []const u8, offset: u64, bytes: []const u8) !void {
     var pbuf: [256]u8 = undefined;
     const p = td.sub(&pbuf, rel);
     const fd = try sys.open(p, sys.O_WRONLY, 0);
@@ -404,8 +404,9 @@ test "writer schema validation" {
     cases[4] = .{ .s = schemaOf(2, 1, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT };
     cases[5] = .{ .s = schemaOf(1, 14, &.{ 1 << 20, (1 << 7) + 1 }, 1), .code = ZR_E_LIMIT };
     cases[6] = .{ .s = schemaOf(1, 1, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT, .flags = 2 };
-    cases[7] = .{ .s = schemaOf(1, 1, &.{}, 1), .code = ZR_E_UNSUPPORTED };
-    cases[7].s.codec = 1;
+    // zstd_dict without a dictionary (ZR-COD-002).
+    cases[7] = .{ .s = schemaOf(1, 1, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT };
+    cases[7].s.codec = 2;
     cases[8] = .{ .s = schemaOf(1, 1, &.{}, 1), .code = ZR_E_LIMIT };
     cases[8].s.ndim = 33;
     cases[9] = .{ .s = schemaOf(1, 1, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT };
@@ -552,7 +553,7 @@ test "open and gather never panic on any single-byte corruption of header or ind
     try td.deinitExpectEmpty();
 }
 
-fn readWhole(td: *const TempDir, rel: []const u8, buf: []u8) ![]u8 {
+pub fn readWhole(td: *const TempDir, rel: []const u8, buf: []u8) ![]u8 {
     var pbuf: [256]u8 = undefined;
     const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
     defer sys.close(fd);

@@ -55,3 +55,37 @@ def test_creating_containers(tmp_path, monkeypatch):
 
     with Ragged.open(tmp_path / "tokens") as tok:
         assert [len(r) for r in tok] == [5, 0, 3]
+
+
+def test_codec_notes(tmp_path, monkeypatch):
+    """Train once on settled data, then install the dictionary in new stores."""
+    rng = np.random.default_rng(1)
+    vocab = rng.integers(0, 50_000, size=300, dtype=np.int32)
+    settled = [vocab[rng.integers(0, 300, size=int(rng.integers(20, 120)))] for _ in range(3000)]
+    settled_array = np.stack([np.resize(r, 64) for r in settled])        # (3000, 64) int32
+    token_generator = (r for r in settled[:500])
+    data = settled_array[:700]
+    ns = run_block("codec_notes.py", tmp_path, monkeypatch, settled_array=settled_array,
+                   token_generator=token_generator, data=data)
+    from loaderx.zrecord import Dense, Ragged
+
+    with Ragged.open(tmp_path / "tokens") as rs, Dense.open(tmp_path / "data") as ds:
+        assert rs.codec == ds.codec == "zstd_dict"
+        assert rs.dict_bytes == ds.dict_bytes == ns["d"]
+        assert [r.tolist() for r in rs] == [r.tolist() for r in settled[:500]]
+        np.testing.assert_array_equal(ds[:], data)
+
+
+def test_codec_rewrite(tmp_path, monkeypatch):
+    """Changing a store's codec means writing a new one; train_dict reads the open store."""
+    from loaderx.zrecord import Dense
+
+    rng = np.random.default_rng(2)
+    source = rng.integers(0, 16, size=(2000, 96), dtype=np.int16)
+    with Dense.create(tmp_path / "src", np.int16, (96,), codec="raw") as w:
+        w.append(source)
+    run_block("codec_rewrite.py", tmp_path, monkeypatch)
+    with Dense.open(tmp_path / "dst") as d:
+        assert d.codec == "zstd_dict" and d.dict_bytes
+        np.testing.assert_array_equal(d[:], source)
+        assert d.stored_bytes < source.nbytes

@@ -6,6 +6,7 @@ published atomically by ``close()``. :class:`Dense` stores one fixed-shape array
 record is its append position. The on-disk format is specified in ``spec/format-v1.md``.
 """
 
+from zrecord._dict import train_dict
 from zrecord._store import Dense, DenseWriter, Ragged, RaggedWriter, open_store
 from zrecord.errors import (
     ChecksumError,
@@ -35,4 +36,5 @@ __all__ = [
     "ZrecordError",
     "__version__",
     "open_store",
+    "train_dict",
 ]

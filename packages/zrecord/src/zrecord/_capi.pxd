@@ -57,4 +57,7 @@ cdef extern from "zrecord.h" nogil:
     int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st)
     void zr_reader_close(zr_reader *r)
     void zr_reader_free(zr_reader *r)
+    int zr_train_dict(const void *samples, uint64_t samples_size, const uint64_t *sizes,
+                      uint64_t count, uint8_t *out, uint64_t capacity, uint64_t *out_size,
+                      zr_status *st)
     uint64_t zr_xxh64(const void *data, uint64_t size)

@@ -2,19 +2,90 @@
 """Thin binding of the native core (zig/include/zrecord.h).
 
 Invariants:
-- Handles and buffers cross this layer as integer addresses (`uintptr_t`). The Python layer
-  owns every buffer (NumPy arrays) and keeps it alive for the duration of the call; this keeps
-  the binding inside the Limited API of CPython 3.10, which has no buffer protocol.
+- Handles cross this layer as integer addresses (`uintptr_t`). Arrays cross it as NumPy
+  objects whose data pointer is read from `__array_struct__` (a PyCapsule holding NumPy's
+  documented PyArrayInterface). That keeps the binding inside the Limited API of CPython 3.10,
+  which has no buffer protocol, and costs ~0.1 us per array. The caller keeps the arrays alive.
+- Every array is checked here (C-contiguous, aligned, writeable where written, size) before its
+  pointer reaches native code.
 - Every native call runs with the GIL released.
 - Every failure goes through `_fail`, the one place that turns a zr_status into an exception.
 """
 
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from zrecord._capi cimport *
 
 from zrecord import errors as _errors
+
+
+cdef extern from *:
+    """
+    /* NumPy's array interface struct (numpy.org/doc/stable/reference/arrays.interface.html). */
+    typedef struct {
+        int two; int nd; char typekind; int itemsize; int flags;
+        Py_ssize_t *shape; Py_ssize_t *strides; void *data; PyObject *descr;
+    } zr_array_interface;
+    """
+    ctypedef struct zr_array_interface:
+        int two
+        int nd
+        int itemsize
+        int flags
+        Py_ssize_t *shape
+        Py_ssize_t *strides
+        void *data
+
+cdef enum:
+    ARRAY_C_CONTIGUOUS = 0x0001
+    ARRAY_ALIGNED = 0x0100
+    ARRAY_WRITEABLE = 0x0400
+
+
+cdef int _array(object arr, bint writable, void **ptr, uint64_t *nbytes, int ndim,
+                uint64_t *shape) except -1:
+    """Data pointer and size of a C-contiguous, aligned NumPy array.
+
+    With `shape` given, also checks that the array has `ndim` axes and copies its shape there.
+    The capsule (and so the struct it points to) lives until this function returns.
+    """
+    cdef object capsule = arr.__array_struct__
+    cdef zr_array_interface *ai = <zr_array_interface *> PyCapsule_GetPointer(capsule, NULL)
+    cdef uint64_t n = ai.itemsize
+    cdef int i
+    if ai.two != 2:
+        raise TypeError("not a NumPy array interface")
+    if (ai.flags & (ARRAY_C_CONTIGUOUS | ARRAY_ALIGNED)) != (ARRAY_C_CONTIGUOUS | ARRAY_ALIGNED):
+        raise ValueError("array must be C-contiguous and aligned")
+    if writable and not (ai.flags & ARRAY_WRITEABLE):
+        raise ValueError("output array must be writeable")
+    if shape != NULL and ai.nd != ndim:
+        raise ValueError(f"array has {ai.nd} axes; expected {ndim}")
+    for i in range(ai.nd):
+        n *= <uint64_t> ai.shape[i]
+        if shape != NULL:
+            shape[i] = <uint64_t> ai.shape[i]
+    ptr[0] = ai.data
+    nbytes[0] = n
+    return 0
+
+
+cdef inline int _buffer(object arr, bint writable, void **ptr, uint64_t *nbytes) except -1:
+    return _array(arr, writable, ptr, nbytes, 0, NULL)
+
+
+cdef int _u64(object arr, bint writable, uint64_t **ptr, uint64_t count) except -1:
+    """Pointer to `count` uint64 values of a contiguous array (the caller checked the dtype)."""
+    cdef void *p
+    cdef uint64_t nbytes
+    _buffer(arr, writable, &p, &nbytes)
+    if nbytes != count * 8:
+        raise ValueError(f"expected {count} uint64 values, got {nbytes} bytes")
+    ptr[0] = <uint64_t *> p
+    return 0
 
 
 cdef int _fail(int rc, zr_status *st) except -1:
@@ -60,21 +131,41 @@ def writer_open(bytes path, int kind, int dtype, int ndim, int codec, int data_s
     return <uintptr_t> w
 
 
-def writer_append_dense(uintptr_t handle, uintptr_t data, uint64_t size, uint64_t count):
+def writer_append_dense(uintptr_t handle, object data, uint64_t count):
+    """Append `count` records from the C-contiguous array `data`."""
     cdef zr_status st
     cdef int rc
+    cdef void *p
+    cdef uint64_t size
+    _buffer(data, False, &p, &size)
     with nogil:
-        rc = zr_writer_append_dense(_w(handle), <const void *> data, size, count, &st)
+        rc = zr_writer_append_dense(_w(handle), p, size, count, &st)
     if rc != 0:
         _fail(rc, &st)
 
 
-def writer_append_ragged(uintptr_t handle, uintptr_t ptrs, uintptr_t shapes, uint64_t count):
+def writer_append_ragged(uintptr_t handle, list records, int ndim):
+    """Append the C-contiguous arrays of `records`, each of rank `ndim`, in order."""
     cdef zr_status st
-    cdef int rc
-    with nogil:
-        rc = zr_writer_append_ragged(_w(handle), <const uint64_t *> ptrs,
-                                     <const uint64_t *> shapes, count, &st)
+    cdef int rc = 0
+    cdef Py_ssize_t n = len(records), i
+    cdef void *p
+    cdef uint64_t nbytes
+    cdef uint64_t *ptrs = <uint64_t *> malloc(max(n, 1) * sizeof(uint64_t))
+    cdef uint64_t *shapes = <uint64_t *> malloc(max(n * ndim, 1) * sizeof(uint64_t))
+    if ptrs == NULL or shapes == NULL:
+        free(ptrs)
+        free(shapes)
+        raise MemoryError("zrecord: no memory for a Ragged append chunk")
+    try:
+        for i in range(n):
+            _array(records[i], False, &p, &nbytes, ndim, &shapes[i * ndim])
+            ptrs[i] = <uint64_t> <uintptr_t> p
+        with nogil:
+            rc = zr_writer_append_ragged(_w(handle), ptrs, shapes, n, &st)
+    finally:
+        free(ptrs)
+        free(shapes)
     if rc != 0:
         _fail(rc, &st)
 
@@ -138,41 +229,86 @@ def reader_info(uintptr_t handle):
     }
 
 
-def reader_dict(uintptr_t handle, uintptr_t out, uint64_t capacity):
-    return zr_reader_dict(_r(handle), <uint8_t *> out, capacity)
+def reader_dict(uintptr_t handle, object out):
+    """Copies the dictionary into the uint8 array `out` if it fits; returns its size."""
+    cdef void *p
+    cdef uint64_t nbytes
+    _buffer(out, True, &p, &nbytes)
+    return zr_reader_dict(_r(handle), <uint8_t *> p, nbytes)
 
 
-def reader_gather_dense(uintptr_t handle, uintptr_t idx, uint64_t count, uintptr_t out,
-                        uint64_t out_size, uint32_t threads=0):
+def reader_gather_dense(uintptr_t handle, object idx, uint64_t count, object out,
+                        uint32_t threads=0):
+    """Gather records idx[0..count) (a uint64 array) into the array `out`."""
     cdef zr_status st
     cdef int rc
+    cdef uint64_t *ip
+    cdef void *op
+    cdef uint64_t out_size
+    _u64(idx, False, &ip, count)
+    _buffer(out, True, &op, &out_size)
     with nogil:
-        rc = zr_reader_gather_dense(_r(handle), <const uint64_t *> idx, count, <void *> out,
-                                    out_size, threads, &st)
+        rc = zr_reader_gather_dense(_r(handle), ip, count, op, out_size, threads, &st)
     if rc != 0:
         _fail(rc, &st)
 
 
-def reader_shapes(uintptr_t handle, uintptr_t idx, uint64_t count, uintptr_t shapes,
-                  uintptr_t sizes):
+def reader_shapes(uintptr_t handle, object idx, uint64_t count, uint64_t ndim, object shapes,
+                  object sizes):
+    """Shapes (count x ndim uint64) and logical byte sizes (count uint64) of records idx."""
     cdef zr_status st
     cdef int rc
+    cdef uint64_t *ip
+    cdef uint64_t *sp
+    cdef uint64_t *zp
+    _u64(idx, False, &ip, count)
+    _u64(shapes, True, &sp, count * ndim)
+    _u64(sizes, True, &zp, count)
     with nogil:
-        rc = zr_reader_shapes(_r(handle), <const uint64_t *> idx, count, <uint64_t *> shapes,
-                              <uint64_t *> sizes, &st)
+        rc = zr_reader_shapes(_r(handle), ip, count, sp, zp, &st)
     if rc != 0:
         _fail(rc, &st)
 
 
-def reader_gather_ragged(uintptr_t handle, uintptr_t idx, uint64_t count, uintptr_t out,
-                         uintptr_t offsets, uint64_t out_size, uint32_t threads=0):
+def reader_gather_ragged(uintptr_t handle, object idx, uint64_t count, object out,
+                         object offsets, uint32_t threads=0):
+    """Gather record idx[i] to byte offset offsets[i] of the array `out`."""
     cdef zr_status st
     cdef int rc
+    cdef uint64_t *ip
+    cdef uint64_t *fp
+    cdef void *op
+    cdef uint64_t out_size
+    _u64(idx, False, &ip, count)
+    _u64(offsets, False, &fp, count)
+    _buffer(out, True, &op, &out_size)
     with nogil:
-        rc = zr_reader_gather_ragged(_r(handle), <const uint64_t *> idx, count, <void *> out,
-                                     <const uint64_t *> offsets, out_size, threads, &st)
+        rc = zr_reader_gather_ragged(_r(handle), ip, count, op, fp, out_size, threads, &st)
     if rc != 0:
         _fail(rc, &st)
+
+
+def train_dict(object samples, object sizes, uint64_t count, uint64_t capacity):
+    """Train a zstd dictionary of at most `capacity` bytes; returns it as bytes."""
+    cdef zr_status st
+    cdef int rc
+    cdef void *sp
+    cdef uint64_t samples_size
+    cdef uint64_t *zp
+    cdef uint64_t out_size = 0
+    cdef uint8_t *out = <uint8_t *> malloc(max(capacity, 1))
+    if out == NULL:
+        raise MemoryError("zrecord: no memory for the dictionary")
+    try:
+        _buffer(samples, False, &sp, &samples_size)
+        _u64(sizes, False, &zp, count)
+        with nogil:
+            rc = zr_train_dict(sp, samples_size, zp, count, out, capacity, &out_size, &st)
+        if rc != 0:
+            _fail(rc, &st)
+        return out[:out_size]
+    finally:
+        free(out)
 
 
 def reader_verify(uintptr_t handle, uint64_t start, uint64_t count):
@@ -194,9 +330,12 @@ def reader_free(uintptr_t handle):
         zr_reader_free(_r(handle))
 
 
-def xxh64(uintptr_t data, uint64_t size):
-    """XXH64 (seed 0) of `size` bytes at address `data`: the format's checksum."""
+def xxh64(object data):
+    """XXH64 (seed 0) of a C-contiguous array's bytes: the format's checksum."""
     cdef uint64_t h
+    cdef void *p
+    cdef uint64_t n
+    _buffer(data, False, &p, &n)
     with nogil:
-        h = zr_xxh64(<const void *> data, size)
+        h = zr_xxh64(p, n)
     return h

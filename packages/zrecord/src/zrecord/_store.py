@@ -58,9 +58,6 @@ _CHUNK_RECORDS = 1 << 16
 _ITER_BLOCK_BYTES = 4 << 20
 _ITER_BLOCK_RECORDS = 4096
 
-_NOT_IMPLEMENTED_CODECS = {1: "zstd", 2: "zstd_dict"}
-
-
 def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # type: ignore[no-any-return]
 
@@ -70,20 +67,6 @@ def _fspath(path: Any) -> str:
         return os.fspath(path)  # type: ignore[no-any-return]
     except TypeError as exc:
         raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}") from exc
-
-
-def _require_codec_built(codec: int) -> None:
-    if codec in _NOT_IMPLEMENTED_CODECS:
-        raise NotImplementedError(
-            f"codec {_NOT_IMPLEMENTED_CODECS[codec]!r} is not available in zrecord "
-            f"{_version()} yet: it arrives with issue [F2] (zstd, zstd_dict, train_dict); "
-            "use codec='raw' for now")
-
-
-def _version() -> str:
-    from zrecord import __version__
-
-    return __version__
 
 
 def _remove_stale_temporaries(path: str) -> None:
@@ -163,7 +146,6 @@ class _Writer:
         self.dtype, dcode = dtype_code(dtype)
         ccode, dict_data = codec_code(codec, dict_bytes)
         shards = data_shards_value(data_shards)
-        _require_codec_built(ccode)
         self.codec: str = codec
         self.data_shards = shards
         if isinstance(shape_or_ndim, tuple):
@@ -288,8 +270,7 @@ class DenseWriter(_Writer):
                 chunk = arr[start:start + step]
                 contiguous = chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk)
                 try:
-                    _native.writer_append_dense(self._handle, _addr(contiguous), contiguous.nbytes,
-                                                contiguous.shape[0])
+                    _native.writer_append_dense(self._handle, contiguous, contiguous.shape[0])
                 finally:
                     if contiguous is chunk:
                         _release_mapped_pages(chunk)
@@ -345,9 +326,7 @@ class RaggedWriter(_Writer):
                 raise
 
     def _flush(self, chunk: list[np.ndarray]) -> None:
-        ptrs = np.fromiter((_addr(a) for a in chunk), dtype=np.uint64, count=len(chunk))
-        shapes = np.array([a.shape for a in chunk], dtype=np.uint64).reshape(len(chunk), self.ndim)
-        _native.writer_append_ragged(self._handle, _addr(ptrs), _addr(shapes), len(chunk))
+        _native.writer_append_ragged(self._handle, chunk, self.ndim)
         for a in chunk:
             _release_mapped_pages(a)
 
@@ -399,8 +378,19 @@ class _Store:
         return int(self._info["stored_bytes"])
 
     @property
+    def dict_bytes(self) -> bytes | None:
+        """The zstd dictionary stored in the header (codec ``zstd_dict``), else None."""
+        size = int(self._info["dict_size"])
+        if size == 0:
+            return None
+        self._check_open()
+        out = np.empty(size, dtype=np.uint8)
+        _native.reader_dict(self._handle, out)
+        return out.tobytes()
+
+    @property
     def format_version(self) -> tuple[int, int]:
-        return tuple(self._info["format_version"])  # type: ignore[return-value]
+        return tuple(self._info["format_version"])
 
     def info(self) -> dict[str, Any]:
         """Schema, counts and sizes of the store, as plain Python values."""
@@ -452,18 +442,21 @@ class _Store:
         _native.reader_verify(self._handle, start, stop - start)
 
     def _indices(self, key: Any) -> np.ndarray | int:
-        """Normalise `key`: an int for a scalar read, else a uint64 index array."""
-        n = self._len
+        """Normalise `key`: an int for a scalar read, else a C-contiguous uint64 index array.
+
+        Negative positions in arrays become huge unsigned values that the native bounds check
+        rejects; `_index_error` then rebuilds the message with the signed value.
+        """
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
             i = operator.index(key)
-            if not 0 <= i < n:
-                raise StoreIndexError(f"index {i} is out of range for {self.path!r} with {n} "
-                                      f"records (indices must be in 0..{n - 1})")
+            if not 0 <= i < self._len:
+                raise StoreIndexError(f"index {i} is out of range for {self.path!r} with "
+                                      f"{self._len} records (indices must be in 0..{self._len - 1})")
             return i
-        if isinstance(key, slice):
-            return np.arange(*key.indices(n), dtype=np.uint64)
         if isinstance(key, np.ndarray):
             arr = key
+        elif isinstance(key, slice):
+            return np.arange(*key.indices(self._len), dtype=np.uint64)
         elif isinstance(key, (tuple, list)):
             if any(isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer))
                    for k in key):
@@ -480,14 +473,17 @@ class _Store:
             if arr.size == 0:
                 return np.empty(0, dtype=np.uint64)
             raise TypeError(f"an index array must have an integer dtype; got {arr.dtype}")
-        if arr.size:
-            lo, hi = int(arr.min()), int(arr.max())
-            if lo < 0 or hi >= n:
-                bad = int(np.flatnonzero((arr < 0) | (arr >= n))[0])
-                raise StoreIndexError(
-                    f"index {int(arr[bad])} at position {bad} is out of range for {self.path!r} "
-                    f"with {n} records (indices must be in 0..{n - 1})")
-        return np.ascontiguousarray(arr, dtype=np.uint64)
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        arr = arr.view(np.uint64) if arr.dtype.itemsize == 8 else arr.astype(np.uint64)
+        return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+    def _index_error(self, idx: np.ndarray) -> StoreIndexError:
+        signed = idx.view(np.int64)
+        bad = int(np.flatnonzero((signed < 0) | (signed >= self._len))[0])
+        return StoreIndexError(
+            f"index {int(signed[bad])} at position {bad} is out of range for {self.path!r} "
+            f"with {self._len} records (indices must be in 0..{self._len - 1})")
 
     def __iter__(self) -> Iterator[Any]:
         self._check_open()
@@ -501,7 +497,10 @@ class _Store:
         idx = self._indices(key)
         if isinstance(idx, int):
             return self._gather(np.array([idx], dtype=np.uint64))[0]
-        return self._gather(idx)
+        try:
+            return self._gather(idx)
+        except StoreIndexError:
+            raise self._index_error(idx) from None
 
     def _iter_block_records(self) -> int:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
@@ -555,8 +554,7 @@ class Dense(_Store):
     def _gather(self, idx: np.ndarray) -> np.ndarray:
         out = np.empty((idx.shape[0], *self.item_shape), dtype=self.dtype)
         if idx.shape[0]:
-            _native.reader_gather_dense(self._handle, _addr(idx), idx.shape[0], _addr(out),
-                                        out.nbytes)
+            _native.reader_gather_dense(self._handle, idx, idx.shape[0], out)
         return out
 
 
@@ -598,8 +596,10 @@ class Ragged(_Store):
         shapes = np.empty((idx.shape[0], self.ndim), dtype=np.uint64)
         sizes = np.empty(idx.shape[0], dtype=np.uint64)
         if idx.shape[0]:
-            _native.reader_shapes(self._handle, _addr(idx), idx.shape[0], _addr(shapes),
-                                  _addr(sizes))
+            try:
+                _native.reader_shapes(self._handle, idx, idx.shape[0], self.ndim, shapes, sizes)
+            except StoreIndexError:
+                raise self._index_error(idx) from None
         return shapes.astype(np.int64)
 
     def _gather(self, idx: np.ndarray) -> list[np.ndarray]:
@@ -608,15 +608,14 @@ class Ragged(_Store):
             return []
         shapes = np.empty((n, self.ndim), dtype=np.uint64)
         sizes = np.empty(n, dtype=np.uint64)
-        _native.reader_shapes(self._handle, _addr(idx), n, _addr(shapes), _addr(sizes))
+        _native.reader_shapes(self._handle, idx, n, self.ndim, shapes, sizes)
         itemsize = self.dtype.itemsize
         counts = (sizes // itemsize).astype(np.int64)
         ends = np.cumsum(counts)
         starts = ends - counts
         flat = np.empty(int(ends[-1]), dtype=self.dtype)
         offsets = (starts * itemsize).astype(np.uint64)
-        _native.reader_gather_ragged(self._handle, _addr(idx), n, _addr(flat), _addr(offsets),
-                                     flat.nbytes)
+        _native.reader_gather_ragged(self._handle, idx, n, flat, offsets)
         shape_list = shapes.tolist()
         if self.ndim == 1:
             return [flat[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
