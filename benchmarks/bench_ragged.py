@@ -1,0 +1,157 @@
+"""Ragged random-gather benchmark on real data, side by side in one run.
+
+Workloads (built by ../shared/data/prepare_data.py; see benchmarks/README.md):
+  vision  vision_ragged_payload.npy + vision_ragged_index.npz: native-resolution CHW uint8
+          images, every axis varying
+  tokens  tokens.npy + offsets.npy: variable-length int32 GPT-2 token records (16..512)
+
+Every backend must return an ordered list of arrays with exact dtype, shape and values:
+  zrecord-<codec>        our store through the public Python API
+  loaderx-2.5.9-<codec>  the published loaderx, in its own venv (--peer PYTHON)
+  npy-mmap               per-record slices of the flat memory map, copied into new arrays
+
+Usage: python benchmarks/bench_ragged.py [--data DIR] [--workload vision,tokens] [--batch 256]
+       [--codecs raw,zstd,zstd_dict] [--seconds 2] [--peer /path/to/venv/bin/python] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+
+import numpy as np
+from benchcommon import (
+    STORE_LABEL,
+    Ragged,
+    add_arguments,
+    create_kwargs,
+    disk_bytes,
+    finish,
+    header,
+    peer_rows,
+    summarize,
+    table,
+    timed_batches,
+)
+
+
+class Source:
+    """Records of a flat memory-mapped payload with offsets (in elements) and shapes."""
+
+    def __init__(self, payload: np.ndarray, offsets: np.ndarray, shapes: np.ndarray,
+                 files: list[str]) -> None:
+        self.payload, self.offsets, self.shapes, self.files = payload, offsets, shapes, files
+        self.dtype = payload.dtype
+        self.ndim = shapes.shape[1]
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.payload[self.offsets[i]:self.offsets[i + 1]].reshape(self.shapes[i])
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return (self[i] for i in range(len(self)))
+
+    def gather(self, idx: np.ndarray) -> list[np.ndarray]:
+        return [np.array(self[int(i)]) for i in idx]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.offsets[-1]) * self.dtype.itemsize
+
+
+def load(data: str, name: str) -> Source | None:
+    if name == "vision":
+        files = ["vision_ragged_payload.npy", "vision_ragged_index.npz"]
+    else:
+        files = ["tokens.npy", "offsets.npy"]
+    paths = [os.path.join(data, f) for f in files]
+    if not all(os.path.exists(p) for p in paths):
+        print(f"skipping {name}: {paths} missing (run ../shared/data/prepare_data.py)",
+              file=sys.stderr)
+        return None
+    payload = np.load(paths[0], mmap_mode="r")
+    if name == "vision":
+        index = np.load(paths[1])
+        offsets, shapes = index["offsets"], index["shapes"]  # uint8 payload: bytes = elements
+    else:
+        offsets = np.load(paths[1])
+        shapes = np.diff(offsets).reshape(-1, 1)
+    return Source(payload, offsets, shapes, paths)
+
+
+def verify(store: Ragged, src: Source, batch: int) -> None:
+    assert store.dtype == src.dtype and store.ndim == src.ndim and len(store) == len(src)
+    for start in range(0, len(src), 256):
+        got = store[start:min(start + 256, len(src))]
+        for k, rec in enumerate(got):
+            want = src[start + k]
+            if rec.dtype != want.dtype or rec.shape != want.shape or not np.array_equal(rec, want):
+                raise AssertionError(f"{STORE_LABEL}: record {start + k} differs")
+    rng = np.random.default_rng(99)
+    for _ in range(5):
+        idx = rng.integers(0, len(src), batch)
+        for rec, i in zip(store[idx], idx, strict=True):
+            if rec.shape != src[int(i)].shape or not np.array_equal(rec, src[int(i)]):
+                raise AssertionError(f"{STORE_LABEL}: random batch differs at record {i}")
+
+
+def run_stores(name: str, src: Source, args: argparse.Namespace, tmp: str) -> list[dict]:
+    rows = []
+    mean = src.nbytes / len(src)
+    for codec in args.codecs:
+        path = os.path.join(tmp, f"{name}-{codec}")
+        extra = create_kwargs(codec, iter(src))
+        t = time.perf_counter()
+        with Ragged.create(path, src.dtype, src.ndim, codec=codec, **extra) as w:
+            w.append(iter(src))
+        write_s = time.perf_counter() - t
+        with Ragged.open(path) as store:
+            verify(store, src, args.batch)
+            times = timed_batches(lambda idx, s=store: s[idx], len(src), args.batch,
+                                  args.seconds, 1)
+        row = summarize(f"{STORE_LABEL}-{codec}", times, args.batch, mean)
+        row["write_mib_s"] = src.nbytes / write_s / 2**20
+        row["disk_mib"] = disk_bytes(path) / 2**20
+        rows.append(row)
+        shutil.rmtree(path)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(ap, "vision,tokens")
+    args = ap.parse_args(argv)
+    args.codecs = [c for c in args.codecs.split(",") if c]
+    results = header(args)
+    tables = []
+    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+        for name in [w for w in args.workload.split(",") if w]:
+            src = load(args.data, name)
+            if src is None:
+                continue
+            src.payload[:: 4096 // src.dtype.itemsize].sum()  # warm the page cache
+            rows = run_stores(name, src, args, tmp)
+            if not args.stores_only:
+                if args.peer:
+                    rows += peer_rows(args, __file__, name)
+                times = timed_batches(src.gather, len(src), args.batch, args.seconds, 1)
+                row = summarize("npy-mmap", times, args.batch, src.nbytes / len(src))
+                row["disk_mib"] = sum(disk_bytes(f) for f in src.files) / 2**20
+                rows.append(row)
+                tables.append(table(f"Ragged {name}: {len(src)} records, {src.nbytes / 2**20:,.1f} "
+                                    f"MiB {src.dtype}, batch {args.batch}", rows, "npy-mmap"))
+            results["workloads"][name] = {"records": len(src), "logical_bytes": src.nbytes,
+                                          "dtype": str(src.dtype), "rows": rows}
+    finish(args, results, tables)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""What bench_dense.py and bench_ragged.py share: the store under test, timing, tables, peers.
+
+Methodology (the seed's "Benchmarks" section): every backend gets the same prepared real
+records and is verified for exact dtype, shape, order and values before timing; writes take the
+complete source in one append and exclude sync and dictionary training; gathers use fresh
+uniform IID batches until at least `seconds` of timed calls accumulate; throughput is logical
+(decoded payload) bytes per second; disk is allocated blocks.
+
+The store under test is ours (`zrecord`) when it is importable, else the published loaderx
+(2.5.9, say) through `loaderx.zrecord`: the same script then runs as a black-box peer in that
+package's own virtualenv (`--peer PYTHON`), in a subprocess, in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:  # our packages
+    import zrecord
+    from zrecord import Dense, Ragged, train_dict
+
+    STORE_LABEL = "zrecord"
+    WRITE_KWARGS: dict[str, object] = {"sync": False}  # methodology: writes exclude sync
+except ImportError:  # the published loaderx, run as a black-box peer in its own venv
+    import importlib.metadata
+
+    from loaderx.utils import train_dict  # type: ignore[no-redef]
+    from loaderx.zrecord import Dense, Ragged  # type: ignore[no-redef]
+
+    STORE_LABEL = "loaderx-" + importlib.metadata.version("loaderx")
+    WRITE_KWARGS = {}
+
+ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["Dense", "Ragged", "train_dict", "zrecord"]
+
+
+def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
+    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")),
+                    help="output folder of ../shared/data/prepare_data.py")
+    ap.add_argument("--workload", default=workloads)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--codecs", default="raw,zstd,zstd_dict")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--tmp", default=None, help="folder for the stores (default: a temp dir)")
+    ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--peer", default=None,
+                    help="python of a separate venv holding the published loaderx: its stores "
+                         "are measured in the same run, in a subprocess")
+    ap.add_argument("--stores-only", action="store_true", help=argparse.SUPPRESS)
+
+
+def create_kwargs(codec: str, sample: Any) -> dict[str, object]:
+    """Keyword arguments for create(); dictionaries are trained here, outside the timing."""
+    extra: dict[str, object] = dict(WRITE_KWARGS)
+    if codec == "zstd_dict":
+        extra["dict_bytes"] = train_dict(sample)
+    return extra
+
+
+def timed_batches(fn: Callable[[np.ndarray], object], n: int, batch: int, seconds: float,
+                  seed: int) -> list[float]:
+    """Per-call seconds of fn(fresh IID batch) until `seconds` accumulate (at least 20 calls)."""
+    rng = np.random.default_rng(seed)
+    times: list[float] = []
+    total = 0.0
+    while total < seconds or len(times) < 20:
+        idx = rng.integers(0, n, batch)
+        t = time.perf_counter()
+        fn(idx)
+        dt = time.perf_counter() - t
+        times.append(dt)
+        total += dt
+    return times
+
+
+def summarize(name: str, times: list[float], batch: int, mean_record_bytes: float) -> dict[str, Any]:
+    total = sum(times)
+    records = batch * len(times)
+    return {
+        "backend": name,
+        "batches": len(times),
+        "mib_s": records * mean_record_bytes / total / 2**20,
+        "krecords_s": records / total / 1e3,
+        "p95_ms": float(np.percentile(times, 95)) * 1e3,
+    }
+
+
+def disk_bytes(path: str) -> int:
+    """Allocated blocks of a file or of every file below a folder."""
+    if os.path.isfile(path):
+        return os.stat(path).st_blocks * 512
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            total += os.stat(os.path.join(dirpath, f)).st_blocks * 512
+    return total
+
+
+def peer_rows(args: argparse.Namespace, script: str, workload: str) -> list[dict[str, Any]]:
+    """Run `script` under the peer's interpreter for the same workload and codecs."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [args.peer, script, "--data", args.data, "--workload", workload, "--batch",
+               str(args.batch), "--codecs", ",".join(args.codecs), "--seconds", str(args.seconds),
+               "--stores-only", "--json", out.name]
+        if args.tmp:
+            cmd += ["--tmp", args.tmp]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        result = json.loads(Path(out.name).read_text())
+    return result["workloads"][workload]["rows"]  # type: ignore[no-any-return]
+
+
+def header(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+        "python": sys.version.split()[0], "numpy": np.__version__, "store": STORE_LABEL,
+        "store_version": getattr(zrecord, "__version__", None) if STORE_LABEL == "zrecord" else STORE_LABEL,
+        "batch": args.batch, "seconds": args.seconds, "workloads": {},
+    }
+
+
+def table(title: str, rows: list[dict[str, Any]], base: str) -> str:
+    """Markdown table; ratios against the row named `base`."""
+    ref = next(r for r in rows if r["backend"] == base)
+    lines = [f"### {title}", "",
+             f"| backend | gather MiB/s | gather vs {base} | krecords/s | p95 ms | write MiB/s | disk MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        write = f"{r['write_mib_s']:,.0f}" if "write_mib_s" in r else ""
+        disk = f"{r['disk_mib']:,.1f}" if "disk_mib" in r else ""
+        lines.append(f"| {r['backend']} | {r['mib_s']:,.0f} | {r['mib_s'] / ref['mib_s']:.2f}x | "
+                     f"{r['krecords_s']:,.1f} | {r['p95_ms']:.2f} | {write} | {disk} |")
+    return "\n".join(lines)
+
+
+def finish(args: argparse.Namespace, results: dict[str, Any], tables: list[str]) -> None:
+    if not args.stores_only:
+        print(f"{results['date']}  {results['machine']}  python {results['python']}  "
+              f"numpy {results['numpy']}  {results['store']} {results['store_version']}\n")
+        print("\n\n".join(tables))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
