@@ -155,6 +155,17 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks on the real data of ../shared/data (prepare it first; see benchmarks/)."""
+    """Store benchmarks on the real data of ../shared/data (see benchmarks/README.md).
+
+    Set LOADERX_BENCH_DATA to the prepared data folder (default ../data) and, to measure the
+    published loaderx side by side, LOADERX_PEER_PYTHON to the python of its own venv.
+    """
     _install_all(session)
-    session.run("python", str(ROOT / "benchmarks" / "bench_dense.py"), *session.posargs)
+    out = ROOT / "docs" / "benchmarks"
+    out.mkdir(parents=True, exist_ok=True)
+    peer = os.environ.get("LOADERX_PEER_PYTHON")
+    for script in ("bench_dense.py", "bench_ragged.py"):
+        args = ["--json", str(out / script.replace(".py", ".json"))]
+        if peer:
+            args += ["--peer", peer]
+        session.run("python", str(ROOT / "benchmarks" / script), *args, *session.posargs)
