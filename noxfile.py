@@ -23,6 +23,7 @@ ZRECORD = ROOT / "packages" / "zrecord"
 LOADERX = ROOT / "packages" / "loaderx"
 CONVERTER = ROOT / "packages" / "loaderx-converter"
 ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
+TORCH = "torch==2.13.0"
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
@@ -59,8 +60,13 @@ def zrecord(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def loaderx(session: nox.Session) -> None:
-    """loaderx's tests (with the seed's examples), zrecord installed beside it."""
+    """loaderx's tests (with the seed's examples), zrecord installed beside it.
+
+    torch is pinned to the CPU wheel this machine kind carries (an unpinned torch would pull a
+    multi-GB CUDA build); jax installs its CPU build.
+    """
     _install_all(session, "test")
+    session.install(TORCH, "jax")
     session.run("pytest", "-q", str(LOADERX / "tests"), *session.posargs)
 
 

@@ -1,0 +1,251 @@
+"""DataLoader: step order, exact resume, bounded prefetch, errors, threads, stats."""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from loaderx.dataloader import DataLoader, LoaderClosedError
+from loaderx.sampler import Sampler
+from loaderx.zrecord import ClosedError, Dense, Ragged
+
+Mode = Sampler.Mode
+N = 500
+
+
+@pytest.fixture
+def streams(tmp_path):
+    x = np.arange(N * 6, dtype=np.float32).reshape(N, 2, 3)
+    y = np.arange(N, dtype=np.int64)
+    with Dense.create(tmp_path / "x", np.float32, (2, 3), codec="zstd") as w:
+        w.append(x)
+    with Dense.create(tmp_path / "y", np.int64, (), codec="raw") as w:
+        w.append(y)
+    with Ragged.create(tmp_path / "t", np.int32, 1, codec="zstd") as w:
+        w.append(np.full(i % 5, i, np.int32) for i in range(N))
+    opened = {"x": Dense.open(tmp_path / "x"), "y": Dense.open(tmp_path / "y"),
+              "t": Ragged.open(tmp_path / "t")}
+    yield opened
+    for s in opened.values():
+        s.close()
+
+
+def loader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("loaderx")]
+
+
+def test_batches_are_index_aligned_dicts(streams):
+    s = Sampler(N, 16, Mode.CYCLIC, seed=1)
+    expect = Sampler(N, 16, Mode.CYCLIC, seed=1)
+    with DataLoader(streams, s) as loader:
+        for _ in range(5):
+            batch = next(loader)
+            idx = expect.next()
+            assert set(batch) == {"x", "y", "t"}
+            assert batch["x"].shape == (16, 2, 3)
+            np.testing.assert_array_equal(batch["y"], idx)
+            np.testing.assert_array_equal(batch["x"][:, 0, 0], idx * 6)
+            assert isinstance(batch["t"], list)
+            assert [len(r) for r in batch["t"]] == [int(i) % 5 for i in idx]
+
+
+def test_delivery_is_in_step_order_under_a_randomly_sleeping_transform(streams):
+    rng = np.random.default_rng(0)
+    delays = rng.uniform(0, 0.01, size=200)
+
+    def transform(batch):
+        step = int(batch["y"][0])  # SEQUENTIAL with batch 1: the record is the step (mod N)
+        time.sleep(delays[step % 200])
+        return step
+
+    with DataLoader({"y": streams["y"]}, Sampler(N, 1, Mode.SEQUENTIAL), transform,
+                    workers=8, prefetch=8) as loader:
+        got = [next(loader) for _ in range(120)]
+        assert loader.step == 119
+    assert got == list(range(120))
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_resume_at_random_steps_equals_the_uninterrupted_run(streams, mode):
+    def run(loader, n):
+        return [(b["y"].tolist(), [r.tolist() for r in b["t"]]) for b in
+                (next(loader) for _ in range(n))]
+
+    with DataLoader(streams, Sampler(N, 8, mode, seed=3)) as loader:
+        reference = run(loader, 60)
+    rng = np.random.default_rng(1)
+    for k in rng.integers(0, 60, 20):
+        k = int(k)
+        with DataLoader(streams, Sampler(N, 8, mode, seed=3), prefetch=3) as first:
+            head = run(first, k)
+            state = json.loads(json.dumps(first.state_dict()))  # survives a checkpoint file
+        assert state["step"] == k
+        with DataLoader(streams, Sampler(N, 8, mode, seed=3), state=state) as resumed:
+            tail = run(resumed, 60 - k)
+        assert head + tail == reference
+
+
+def test_resume_after_repeated_resumes_and_load_state_dict(streams):
+    with DataLoader(streams, Sampler(N, 4, Mode.IID, seed=5)) as loader:
+        ref = [next(loader)["y"].tolist() for _ in range(31)]
+    got = []
+    state = None
+    for chunk in (3, 7, 1, 9, 10):
+        with DataLoader(streams, Sampler(N, 4, Mode.IID, seed=5), state=state) as loader:
+            got += [next(loader)["y"].tolist() for _ in range(chunk)]
+            state = loader.state_dict()
+    assert got == ref[:30]
+    with DataLoader(streams, Sampler(N, 4, Mode.IID, seed=5)) as loader:
+        next(loader)
+        loader.load_state_dict(state)  # in flight: steps 1..4, discarded
+        assert next(loader)["y"].tolist() == ref[30]
+        loader.load_state_dict({**state, "step": 12})
+        assert next(loader)["y"].tolist() == ref[12]
+
+
+def test_state_mismatch_is_a_clear_error(streams):
+    with DataLoader(streams, Sampler(N, 4, Mode.IID, seed=5)) as loader:
+        state = loader.state_dict()
+    with pytest.raises(ValueError, match="seed saved 5 != current 6"):
+        DataLoader(streams, Sampler(N, 4, Mode.IID, seed=6), state=state)
+    with pytest.raises(ValueError, match="streams"):
+        DataLoader({"x": streams["x"]}, Sampler(N, 4, Mode.IID, seed=5), state=state)
+    with pytest.raises(ValueError, match="version"):
+        DataLoader(streams, Sampler(N, 4, Mode.IID, seed=5), state={**state, "version": 99})
+
+
+def test_prefetch_bounds_the_work_in_flight(streams):
+    started = []
+    release = threading.Event()
+
+    def transform(batch):
+        started.append(1)
+        release.wait(5)
+        return batch
+
+    loader = DataLoader({"y": streams["y"]}, Sampler(N, 2, Mode.SEQUENTIAL), transform,
+                        workers=8, prefetch=3)
+    consumer = threading.Thread(target=lambda: [next(loader) for _ in range(2)])
+    consumer.start()
+    time.sleep(0.3)
+    assert len(started) == 3        # prefetch steps submitted, no more
+    release.set()
+    consumer.join(5)
+    time.sleep(0.1)
+    assert len(started) <= 2 + 3    # delivered + in flight
+    loader.close()
+
+
+def test_transform_exception_reaches_the_consumer_with_its_traceback(streams):
+    def transform(batch):
+        if int(batch["y"][0]) == 6:
+            raise KeyError("bad record")
+        return batch
+
+    loader = DataLoader({"y": streams["y"]}, Sampler(N, 2, Mode.SEQUENTIAL), transform)
+    next(loader), next(loader), next(loader)
+    with pytest.raises(KeyError, match="bad record") as info:
+        next(loader)
+    frames = [f.name for f in info.traceback]
+    assert "transform" in frames
+    assert loader.closed
+    with pytest.raises(LoaderClosedError, match="after an error"):
+        next(loader)
+    assert not loader_threads()
+
+
+def test_close_joins_every_thread_promptly_and_is_idempotent(streams):
+    loader = DataLoader(streams, Sampler(N, 8, Mode.IID), workers=4)
+    next(loader)
+    assert loader_threads()
+    time.sleep(0.05)
+    t = time.perf_counter()
+    loader.close()
+    elapsed = time.perf_counter() - t
+    assert elapsed < 0.1, f"idle close took {elapsed:.3f} s"
+    assert not loader_threads()
+    loader.close()
+    with pytest.raises(LoaderClosedError):
+        next(loader)
+
+
+def test_dropping_the_loader_leaves_no_thread(streams):
+    loader = DataLoader(streams, Sampler(N, 8, Mode.IID), workers=4)
+    next(loader)
+    del loader
+    gc.collect()
+    deadline = time.time() + 2
+    while loader_threads() and time.time() < deadline:
+        time.sleep(0.01)
+    assert not loader_threads()
+
+
+def test_closing_a_stream_under_a_running_loader_is_a_clear_error(tmp_path):
+    x = np.zeros((2000, 256), np.uint8)
+    with Dense.create(tmp_path / "x", np.uint8, (256,), codec="raw") as w:
+        w.append(x)
+    store = Dense.open(tmp_path / "x")
+    loader = DataLoader({"x": store}, Sampler(2000, 64, Mode.IID), workers=4, prefetch=4)
+    next(loader)
+    store.close()
+    with pytest.raises(ClosedError, match="closed"):
+        for _ in range(10):
+            next(loader)
+    assert loader.closed and not loader_threads()
+
+
+def test_streams_must_have_equal_lengths(streams, tmp_path):
+    with Dense.create(tmp_path / "short", np.int8, (), codec="raw") as w:
+        w.append(np.zeros(10, np.int8))
+    with Dense.open(tmp_path / "short") as short:
+        with pytest.raises(ValueError, match=r"x=500, short=10"):
+            DataLoader({"x": streams["x"], "short": short}, Sampler(10, 2, Mode.IID))
+    with pytest.raises(TypeError):
+        DataLoader({}, Sampler(10, 2, Mode.IID))
+    with pytest.raises(TypeError, match="next"):
+        DataLoader(streams, [1, 2, 3])
+    with pytest.raises(ValueError, match="draws from 1000 records"):
+        DataLoader(streams, Sampler(1000, 2, Mode.IID))
+    with pytest.raises(ValueError, match="workers"):
+        DataLoader(streams, Sampler(N, 2, Mode.IID), workers=0)
+
+
+def test_duck_typed_streams_and_custom_sampler():
+    class Reverse:
+        """A custom sampler: ordinary NumPy code, no loaderx adapter."""
+
+        def __init__(self):
+            self.step = 0
+            self.buf = np.empty(3, np.int64)
+
+        def next(self):
+            self.buf[:] = np.arange(3) + 3 * self.step
+            self.step += 1
+            return self.buf[::-1].copy()
+
+    features = np.arange(40).reshape(20, 2)
+    labels = np.arange(20) * 10
+    with DataLoader({"f": features, "l": labels}, Reverse(), workers=2) as loader:
+        b0, b1 = next(loader), next(loader)
+    np.testing.assert_array_equal(b0["l"], [20, 10, 0])
+    np.testing.assert_array_equal(b1["f"], features[[5, 4, 3]])
+
+
+def test_stats_show_where_the_time_goes(streams):
+    def slow(batch):
+        time.sleep(0.005)
+        return batch
+
+    with DataLoader(streams, Sampler(N, 8, Mode.IID), slow, workers=2) as loader:
+        for _ in range(20):
+            next(loader)
+        stats = loader.stats()
+    assert stats["batches"] == 20
+    assert stats["transform_s"] >= 20 * 0.004
+    assert stats["gather_s"] > 0 and stats["consumer_wait_s"] >= 0
+    assert stats["batches_per_s"] > 0
