@@ -161,7 +161,7 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def bench(session: nox.Session) -> None:
-    """Store benchmarks on the real data of ../shared/data (see benchmarks/README.md).
+    """Store and loader benchmarks on the real data of ../shared/data (benchmarks/README.md).
 
     Set LOADERX_BENCH_DATA to the prepared data folder (default ../data) and, to measure the
     published loaderx side by side, LOADERX_PEER_PYTHON to the python of its own venv.
@@ -170,7 +170,8 @@ def bench(session: nox.Session) -> None:
     out = ROOT / "docs" / "benchmarks"
     out.mkdir(parents=True, exist_ok=True)
     peer = os.environ.get("LOADERX_PEER_PYTHON")
-    for script in ("bench_dense.py", "bench_ragged.py"):
+    session.install(TORCH)
+    for script in ("bench_dense.py", "bench_ragged.py", "bench.py"):
         args = ["--json", str(out / script.replace(".py", ".json"))]
         if peer:
             args += ["--peer", peer]
