@@ -176,3 +176,5 @@ def bench(session: nox.Session) -> None:
         if peer:
             args += ["--peer", peer]
         session.run("python", str(ROOT / "benchmarks" / script), *args, *session.posargs)
+    session.install("matplotlib")
+    session.run("python", str(ROOT / "benchmarks" / "report.py"), "--dir", str(out))

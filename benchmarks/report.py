@@ -1,0 +1,149 @@
+"""Turn the JSON results of bench_dense.py, bench_ragged.py and bench.py into tables and plots.
+
+Reads docs/benchmarks/{bench_dense,bench_ragged,bench}.json (whichever exist) and writes
+docs/benchmarks/results.md (every table, with the machine, date and versions) and
+docs/benchmarks/gather.png (logical gather throughput per workload and backend).
+
+Usage: python benchmarks/report.py [--dir docs/benchmarks]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def store_tables(result: dict[str, Any], kind: str) -> list[str]:
+    out = [f"## {kind} stores", "",
+           f"{result['date']}, {result['machine']}, Python {result['python']}, NumPy "
+           f"{result['numpy']}, {result['store']} {result.get('store_version') or ''}; batch "
+           f"{result['batch']}, at least {result['seconds']} s of timed gathers per backend.", ""]
+    for name, workload in result["workloads"].items():
+        rows = workload["rows"]
+        ref = next((r for r in rows if r["backend"] == "npy-mmap"), rows[0])
+        peers = {r["backend"].rsplit("-", 1)[1]: r for r in rows
+                 if r["backend"].startswith("loaderx-")}
+        out += [f"### {kind} {name}", "",
+                "| backend | gather MiB/s | vs npy-mmap | vs loaderx 2.5.9 | krecords/s | p95 ms | "
+                "write MiB/s | write vs 2.5.9 | disk MiB | disk vs 2.5.9 |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            codec = r["backend"].rsplit("-", 1)[1]
+            peer = peers.get(codec) if r["backend"].startswith("zrecord-") else None
+
+            def ratio(key: str, r: dict[str, Any] = r, peer: dict[str, Any] | None = peer) -> str:
+                return f"{r[key] / peer[key]:.2f}x" if peer and key in r and key in peer else ""
+
+            out.append(
+                f"| {r['backend']} | {r['mib_s']:,.0f} | {r['mib_s'] / ref['mib_s']:.2f}x | "
+                f"{ratio('mib_s')} | {r['krecords_s']:,.1f} | {r['p95_ms']:.2f} | "
+                f"{r.get('write_mib_s', 0):,.0f} | {ratio('write_mib_s')} | "
+                f"{r.get('disk_mib', 0):,.1f} | {ratio('disk_mib')} |")
+        out.append("")
+    return out
+
+
+def loader_tables(result: dict[str, Any]) -> list[str]:
+    rows = {r["loader"]: r for r in result["loaders"]}
+    out = ["## Loaders", "",
+           f"{result['date']}, {result['machine']}, Python {result['python']}; vision_dense, "
+           f"batch {result['batch']}, {result['workers']} workers, {result['batches']} timed "
+           "batches.", "",
+           "| loader | batches/s | vs torch-fork | vs loaderx 2.5.9 | peak PSS MiB | PSS vs 2.5.9 |",
+           "|---|---:|---:|---:|---:|---:|"]
+    fork = rows.get("torch-fork")
+
+    def times(a: float, b: float | None) -> str:
+        return f"{a / b:.2f}x" if b else ""
+
+    for name, r in rows.items():
+        ours = name.startswith("loaderx-") and not name.startswith("loaderx-2.5.9")
+        peer = rows.get("loaderx-2.5.9-" + name.rsplit("-", 1)[1]) if ours else None
+        cells = [name, f"{r['batches_per_s']:.1f}",
+                 times(r["batches_per_s"], fork["batches_per_s"] if fork else None),
+                 times(r["batches_per_s"], peer["batches_per_s"] if peer else None),
+                 f"{r['peak_pss_mib']:.0f}",
+                 times(r["peak_pss_mib"], peer["peak_pss_mib"] if peer else None)]
+        out.append("| " + " | ".join(cells) + " |")
+    samplers = result["sampler_ns"]
+    keys = list(samplers["ours"])
+    out += ["", "### Sampler, ns per next() (index space 1M, best of 5)", "",
+            "| sampler | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
+    for name, row in samplers.items():
+        out.append(f"| {name} | " + " | ".join(f"{row[k]:.0f}" for k in keys) + " |")
+    if "loaderx-2.5.9" in samplers:
+        peer = samplers["loaderx-2.5.9"]
+        out.append("| ours vs 2.5.9 (speed-up) | " +
+                   " | ".join(f"{peer[k] / samplers['ours'][k]:.2f}x" for k in keys) + " |")
+    ours = samplers["ours"]
+    out.append("")
+    out.append("CYCLIC vs IID (ours): " + ", ".join(
+        f"batch {b}: {ours[f'CYCLIC-{b}'] / ours[f'IID-{b}']:.2f}x" for b in (64, 256, 1024)))
+    out.append("")
+    return out
+
+
+def plot(results: dict[str, dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return False
+    panels = [(kind, name, w) for kind, r in results.items() if kind in ("Dense", "Ragged")
+              for name, w in r["workloads"].items()]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), squeeze=False)
+    for ax, (kind, name, w) in zip(axes[0], panels):
+        rows = [r for r in w["rows"] if not r["backend"].startswith("memcpy")]
+        names = [r["backend"] for r in rows]
+        colors = ["tab:blue" if n.startswith("zrecord") else "tab:orange"
+                  if n.startswith("loaderx") else "tab:gray" for n in names]
+        ax.barh(names, [r["mib_s"] for r in rows], color=colors)
+        ax.invert_yaxis()
+        ax.set_title(f"{kind} {name}")
+        ax.set_xlabel("logical gather MiB/s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", default=str(ROOT / "docs" / "benchmarks"))
+    args = ap.parse_args(argv)
+    folder = Path(args.dir)
+    results = {}
+    for kind, file in (("Dense", "bench_dense.json"), ("Ragged", "bench_ragged.json"),
+                       ("Loaders", "bench.json")):
+        if (folder / file).exists():
+            results[kind] = json.loads((folder / file).read_text())
+    if not results:
+        print(f"no results in {folder}", file=sys.stderr)
+        return 1
+    lines = ["# Benchmark results", "",
+             "Generated by `benchmarks/report.py` from the JSON files beside this page; rerun "
+             "with `python -m nox -s bench` (see benchmarks/README.md). Ratios compare rows of "
+             "one run; absolute numbers on this 2-core machine are noisy.", ""]
+    for kind in ("Dense", "Ragged"):
+        if kind in results:
+            lines += store_tables(results[kind], kind)
+    if "Loaders" in results:
+        lines += loader_tables(results["Loaders"])
+    if plot(results, folder / "gather.png"):
+        lines += ["![logical gather throughput](gather.png)", ""]
+    (folder / "results.md").write_text("\n".join(lines))
+    print(f"wrote {folder / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
