@@ -61,6 +61,15 @@ class Source:
     def gather(self, idx: np.ndarray) -> list[np.ndarray]:
         return [np.array(self[int(i)]) for i in idx]
 
+    def dict_sample(self, crop_bytes: int = 128 << 10) -> Iterator[np.ndarray]:
+        """Training sample for train_dict: records in a fixed random order, as flat bytes cut
+        to `crop_bytes` (zstd's trainer ignores longer samples). Whole records would not do:
+        a peer that buffers only a few MiB of samples gets three native-resolution images
+        and its trainer fails."""
+        order = np.random.default_rng(0).permutation(len(self))
+        return (np.ascontiguousarray(self[int(i)]).reshape(-1).view(np.uint8)[:crop_bytes]
+                for i in order)
+
     @property
     def nbytes(self) -> int:
         return int(self.offsets[-1]) * self.dtype.itemsize
@@ -107,7 +116,7 @@ def run_stores(name: str, src: Source, args: argparse.Namespace, tmp: str) -> li
     mean = src.nbytes / len(src)
     for codec in args.codecs:
         path = os.path.join(tmp, f"{name}-{codec}")
-        extra = create_kwargs(codec, iter(src))
+        extra = create_kwargs(codec, src.dict_sample())
         t = time.perf_counter()
         with Ragged.create(path, src.dtype, src.ndim, codec=codec, **extra) as w:
             w.append(iter(src))
