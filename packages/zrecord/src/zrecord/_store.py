@@ -388,7 +388,7 @@ class _PooledBlock:
     def __del__(self) -> None:
         try:
             self._pool._give(self._block)
-        except Exception:  # pragma: no cover - interpreter shutdown
+        except Exception:  # noqa: BLE001 - a finalizer must not raise (interpreter shutdown)
             pass
 
 
