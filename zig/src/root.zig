@@ -238,6 +238,7 @@ test {
     _ = @import("codec.zig");
     _ = @import("dictionary.zig");
     _ = @import("tests_zstd.zig");
+    _ = @import("tests_pread.zig");
     _ = @import("sys.zig");
     _ = @import("format.zig");
     _ = @import("parallel.zig");

@@ -34,6 +34,7 @@ const c = struct {
     extern "c" fn mmap(addr: ?*anyopaque, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) usize;
     extern "c" fn munmap(addr: *anyopaque, len: usize) c_int;
     extern "c" fn madvise(addr: *anyopaque, len: usize, advice: c_int) c_int;
+    extern "c" fn posix_fadvise(fd: c_int, offset: i64, len: i64, advice: c_int) c_int;
     extern "c" fn mkdir(path: [*:0]const u8, mode: c_uint) c_int;
     extern "c" fn rename(old: [*:0]const u8, new: [*:0]const u8) c_int;
     extern "c" fn unlinkat(dirfd: c_int, path: [*:0]const u8, flags: c_int) c_int;
@@ -62,6 +63,7 @@ const AT_EMPTY_PATH: u32 = 0x1000;
 const PROT_READ: c_int = 1;
 const MAP_SHARED: c_int = 1;
 pub const MADV_RANDOM: c_int = 1;
+pub const POSIX_FADV_RANDOM: c_int = 1;
 const SEEK_END: c_int = 2;
 const S_IFMT: u32 = 0o170000;
 const S_IFREG: u32 = 0o100000;
@@ -232,6 +234,11 @@ pub fn munmap(mem: []align(std.heap.page_size_min) const u8) void {
 /// Advice is only a hint; failure is ignored.
 pub fn madvise(mem: []align(std.heap.page_size_min) const u8, advice: c_int) void {
     _ = c.madvise(@ptrCast(@constCast(mem.ptr)), mem.len, advice);
+}
+
+/// Advice is only a hint; failure is ignored (posix_fadvise returns its error, errno is kept).
+pub fn fadvise(fd: Fd, advice: c_int) void {
+    _ = c.posix_fadvise(fd, 0, 0, advice);
 }
 
 pub fn mkdir(path: [*:0]const u8, mode: c_uint) OsError!void {

@@ -33,14 +33,14 @@ const codec_zstd: u8 = 1;
 const codec_zstd_dict: u8 = 2;
 const dtype_uint8: u8 = 3;
 
-fn schemaWith(kind: u8, dtype: u8, shape: []const u64, shards: u8, codec: u8) abi.Schema {
+pub fn schemaWith(kind: u8, dtype: u8, shape: []const u64, shards: u8, codec: u8) abi.Schema {
     var s = t.schemaOf(kind, dtype, shape, shards);
     s.codec = codec;
     return s;
 }
 
 /// Text-like bytes: they compress well, but not to nothing.
-fn fillWords(random: std.Random, buf: []u8) void {
+pub fn fillWords(random: std.Random, buf: []u8) void {
     const words = [_][]const u8{ "alpha ", "beta ", "gamma ", "delta ", "epsilon ", "zeta ", "eta " };
     var i: usize = 0;
     while (i < buf.len) {
@@ -76,7 +76,7 @@ fn makeRows(random: std.Random, sizes: []u64) ![]u8 {
 }
 
 /// Trains a dictionary on 2000 rows through the ABI; returns its length in `out`.
-fn trainRowsDict(out: []u8) !usize {
+pub fn trainRowsDict(out: []u8) !usize {
     var prng = std.Random.DefaultPrng.init(42);
     var sizes: [2000]u64 = undefined;
     const rows = try makeRows(prng.random(), &sizes);
@@ -88,7 +88,7 @@ fn trainRowsDict(out: []u8) !usize {
     return @intCast(len);
 }
 
-fn openOk(td: *const TempDir, name: []const u8) !*Reader {
+pub fn openOk(td: *const TempDir, name: []const u8) !*Reader {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     var r: ?*Reader = null;
@@ -140,7 +140,7 @@ fn resealRecord(td: *const TempDir, store: []const u8, rec: u64) !void {
     try t.patchFile(td, storeFile(&b1, store, "header.zrh"), 0, header);
 }
 
-fn entryOf(td: *const TempDir, store: []const u8, rec: u64, es: usize) !format.Entry {
+pub fn entryOf(td: *const TempDir, store: []const u8, rec: u64, es: usize) !format.Entry {
     var b1: [128]u8 = undefined;
     const index = try readAlloc(td, storeFile(&b1, store, "index.zri"));
     defer gpa.free(index);
@@ -149,7 +149,7 @@ fn entryOf(td: *const TempDir, store: []const u8, rec: u64, es: usize) !format.E
 
 /// Writes `n` Dense records of `rs` uint8 bytes (text-like, from `data`) in calls of the
 /// given sizes.
-fn writeDense(td: *const TempDir, name: []const u8, codec: u8, dict: []const u8, shards: u8, rs: u64, data: []const u8, calls: []const usize) !void {
+pub fn writeDense(td: *const TempDir, name: []const u8, codec: u8, dict: []const u8, shards: u8, rs: u64, data: []const u8, calls: []const usize) !void {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     const schema = schemaWith(1, dtype_uint8, &.{rs}, shards, codec);
@@ -170,7 +170,7 @@ fn writeDense(td: *const TempDir, name: []const u8, codec: u8, dict: []const u8,
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
 }
 
-fn expectDenseGather(r: *Reader, data: []const u8, rs: usize, idx: []const u64, threads: u32) !void {
+pub fn expectDenseGather(r: *Reader, data: []const u8, rs: usize, idx: []const u64, threads: u32) !void {
     const out = try gpa.alloc(u8, idx.len * rs);
     defer gpa.free(out);
     @memset(out, 0xAA);
@@ -246,7 +246,7 @@ test "zstd and zstd_dict Dense round trips over one and several shards" {
 }
 
 /// Writes the given Ragged uint8 records, checks shapes, gather (in `idx` order) and verify.
-fn raggedRoundTrip(td: *const TempDir, codec: u8, dict: []const u8, shards: u8, recs: []const []const u8, idx: []const u64, threads: u32) !u64 {
+pub fn raggedRoundTrip(td: *const TempDir, codec: u8, dict: []const u8, shards: u8, recs: []const []const u8, idx: []const u64, threads: u32) !u64 {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     const schema = schemaWith(2, dtype_uint8, &.{0}, shards, codec);
