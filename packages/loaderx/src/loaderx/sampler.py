@@ -21,6 +21,10 @@ are disjoint (SEQUENTIAL and CYCLIC: disjoint positions of the same sequence; II
 draws only records ``r, r + world_size, r + 2 * world_size, ...``, the first
 ``length // world_size`` of them). Every rank has the same number of steps: the sampler is
 endless and all ranks share the same step counter semantics, so no rank runs out early.
+
+``Mix(sources, weights, seed=0, *, batch_size=...)`` mixes several sources (stream dicts, each
+cycling with its own sampler) into one batch stream with exact per-record proportions; it is
+also a pure function of (seed, step). See ``loaderx._mix``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from loaderx._mix import Mix
 from loaderx._sampler import SamplerCore
 
 LENGTH_MAX = 1 << 63
@@ -166,4 +171,4 @@ class Sampler(SamplerCore):
                 f"world_size={self.world_size}) at step {self.step}")
 
 
-__all__ = ["Mode", "Sampler"]
+__all__ = ["Mix", "Mode", "Sampler"]

@@ -1,0 +1,410 @@
+"""Weighted mixing of several sources into one batch stream: ``loaderx.sampler.Mix``.
+
+Semantics (per-record mixing with a deterministic schedule):
+
+- Each source is a stream dict (Mix builds its sampler), a ``(streams, sampler)`` pair, or a
+  bare sampler (indices only). Each source has its own record stream: record ``j`` of source
+  ``k`` is position ``j`` of its sampler's endless sequence, ``sampler.batch(j // b)[j % b]``
+  with ``b`` its batch size. A source cycles through its own records at its own pace,
+  whatever its length: a small source with a large weight repeats more often.
+- The weights become integer quanta ``q`` with period ``D = sum(q)``: exact when the weights
+  are integers or short decimals (common denominator at most ``PERIOD_MAX``), else rounded to
+  ``1/PERIOD_MAX``, a positive weight never rounding to zero. Global record slots
+  ``0, 1, 2, ...`` are assigned to sources by a fixed table of ``D`` entries that spreads each
+  source evenly over the period (source ``k``'s ``i``-th slot sits at ``(i + 1/2) / q_k`` of
+  it), so every period holds exactly ``q_k`` records of source ``k`` and any prefix of the
+  stream stays within a few records of the exact proportions.
+- Step ``s`` of rank ``r`` is the slots ``[s*G + r*B, s*G + (r+1)*B)`` with ``G = B *
+  world_size``: a pure function of (seed, step), so ``seek`` is O(1) and a resumed run draws
+  exactly what the uninterrupted one would have. The slots of source ``k`` inside one step
+  have consecutive record numbers, so a step costs at most a couple of ``batch()`` calls per
+  source. Mix never moves its sources' samplers (it only calls ``batch(step)``).
+- Indices are positions in the concatenation of the sources (source ``k``'s record ``i`` is
+  ``offsets[k] + i``); ``Mix.streams`` gathers them back from each source, so
+  ``DataLoader(mix.streams, mix)`` delivers mixed batches unchanged in the loader.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from zrecord import Dense, Ragged
+
+# The longest schedule period (table entries). Weights whose exact period is longer are
+# rounded to multiples of 1/PERIOD_MAX.
+PERIOD_MAX = 1 << 16
+_SEED_STEP = 0x9E3779B97F4A7C15
+_SEED_MASK = (1 << 64) - 1
+
+
+def _quanta(weights: Sequence[Any], sources: int) -> list[int]:
+    """Integer quanta proportional to `weights` (reduced to the shortest period)."""
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence | np.ndarray):
+        raise TypeError(f"Mix weights must be a sequence of numbers; got {type(weights).__name__}")
+    if len(weights) != sources:
+        raise ValueError(f"Mix needs one weight per source: {sources} sources but "
+                         f"{len(weights)} weights")
+    exact: list[Fraction] = []
+    for k, w in enumerate(weights):
+        if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, float, np.integer,
+                                                                 np.floating, Fraction)):
+            raise TypeError(f"Mix weight {k} must be a real number; got {w!r}")
+        if isinstance(w, (float, np.floating)) and not math.isfinite(float(w)):
+            raise ValueError(f"Mix weight {k} must be finite; got {w!r}")
+        if w < 0:
+            raise ValueError(f"Mix weights must be >= 0; weight {k} is {w!r}")
+        # repr() of a float is its shortest decimal, so 0.7 is taken as 7/10, not as the
+        # binary fraction nearest to it.
+        exact.append(Fraction(repr(float(w))) if isinstance(w, (float, np.floating))
+                     else Fraction(w))
+    total = sum(exact, Fraction(0))
+    if total == 0:
+        raise ValueError(f"Mix weights must not all be zero; got {list(weights)!r}")
+    share = [w / total for w in exact]
+    period = math.lcm(*(s.denominator for s in share))
+    if period <= PERIOD_MAX:
+        quanta = [int(s * period) for s in share]
+    else:
+        # Largest remainder to PERIOD_MAX, then no positive weight may vanish.
+        raw = [s * PERIOD_MAX for s in share]
+        quanta = [math.floor(r) for r in raw]
+        order = sorted(range(sources), key=lambda k: (-(raw[k] - quanta[k]), k))
+        for k in order[:PERIOD_MAX - sum(quanta)]:
+            quanta[k] += 1
+        for k in range(sources):
+            if share[k] > 0 and quanta[k] == 0:
+                quanta[k] = 1
+                quanta[max(range(sources), key=lambda j: (quanta[j], -j))] -= 1
+    g = math.gcd(*quanta)
+    return [q // g for q in quanta]
+
+
+def _schedule(quanta: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(source of each slot of one period, that slot's rank among its source's slots)."""
+    keys = np.concatenate([(2 * np.arange(q, dtype=np.float64) + 1) / (2 * q) for q in quanta
+                           if q])
+    src = np.concatenate([np.full(q, k, dtype=np.int64) for k, q in enumerate(quanta) if q])
+    rank = np.concatenate([np.arange(q, dtype=np.int64) for q in quanta if q])
+    order = np.lexsort((src, keys))  # by position in the period, ties by source
+    return src[order], rank[order]
+
+
+def _schema(stream: Any) -> tuple[Any, ...] | None:
+    """What must agree between the same stream of two sources (None: not checkable)."""
+    if isinstance(stream, Dense):
+        return ("Dense", stream.dtype, tuple(stream.item_shape))
+    if isinstance(stream, Ragged):
+        return ("Ragged", stream.dtype, stream.ndim)
+    if isinstance(stream, np.ndarray):
+        return ("Dense", stream.dtype, stream.shape[1:])
+    return None
+
+
+class _Concat:
+    """One stream of every source, addressed by position in the sources' concatenation."""
+
+    def __init__(self, name: str, parts: list[Any], offsets: np.ndarray) -> None:
+        self.name = name
+        self.parts = parts
+        self.offsets = offsets
+        self.ends = offsets[1:]
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def __getitem__(self, idx: Any) -> Any:
+        idx = np.asarray(idx, dtype=np.uint64)
+        if idx.ndim != 1:
+            raise TypeError(f"mixed stream {self.name!r} takes a one-dimensional index array; "
+                            f"got shape {idx.shape}")
+        if idx.size and int(idx.max()) >= len(self):
+            raise IndexError(f"index {int(idx.max())} is out of range for mixed stream "
+                             f"{self.name!r} with {len(self)} records")
+        src = np.searchsorted(self.ends, idx, side="right")
+        present = np.unique(src)
+        if len(present) <= 1:
+            k = int(present[0]) if len(present) else 0
+            return self.parts[k][idx - self.offsets[k]]
+        out: Any = None
+        for k in present.tolist():
+            where = np.flatnonzero(src == k)
+            values = self.parts[k][idx[where] - self.offsets[k]]
+            if isinstance(values, np.ndarray):
+                if out is None:
+                    out = np.empty((len(idx), *values.shape[1:]), dtype=values.dtype)
+                elif not isinstance(out, np.ndarray):
+                    raise TypeError(f"stream {self.name!r} is an array in one source and a "
+                                    "list in another")
+                out[where] = values
+            else:
+                if out is None:
+                    out = [None] * len(idx)
+                elif not isinstance(out, list):
+                    raise TypeError(f"stream {self.name!r} is an array in one source and a "
+                                    "list in another")
+                for pos, value in zip(where.tolist(), values, strict=True):
+                    out[pos] = value
+        return out
+
+
+class _Sources:
+    """Mix(...)'s per-source samplers, record counts and optional stream dicts."""
+
+    def __init__(self, sources: Any, batch_size: int | None, mode: Any, seed: int) -> None:
+        from loaderx.sampler import Sampler
+
+        if isinstance(sources, Mapping) or not isinstance(sources, Sequence) or not sources:
+            raise TypeError("Mix sources must be a non-empty list of stream dicts, "
+                            "(streams, sampler) pairs or samplers; got "
+                            f"{type(sources).__name__}")
+        self.streams: list[dict[str, Any] | None] = []
+        given: list[Any] = []
+        for k, source in enumerate(sources):
+            if isinstance(source, Mapping):
+                streams, sampler = dict(source), None
+            elif isinstance(source, tuple) and len(source) == 2 and isinstance(source[0],
+                                                                                Mapping):
+                streams, sampler = dict(source[0]), source[1]
+            elif callable(getattr(source, "batch", None)):
+                streams, sampler = None, source
+            else:
+                raise TypeError(f"Mix source {k} must be a stream dict, a (streams, sampler) "
+                                f"pair or a sampler with batch(step); got "
+                                f"{type(source).__name__}")
+            if streams is not None:
+                if not streams:
+                    raise ValueError(f"Mix source {k} has no streams")
+                lengths = {name: len(s) for name, s in streams.items()}
+                if len(set(lengths.values())) != 1:
+                    raise ValueError(f"the streams of Mix source {k} must have the same length; "
+                                     "got " + ", ".join(f"{n}={v}" for n, v in lengths.items()))
+            if sampler is not None:
+                for attr in ("batch", "batch_size", "length"):
+                    if not hasattr(sampler, attr):
+                        raise TypeError(f"the sampler of Mix source {k} "
+                                        f"({type(sampler).__name__}) has no {attr!r}: Mix reads "
+                                        "any step of it with batch(step)")
+            self.streams.append(streams)
+            given.append(sampler)
+        if batch_size is None:
+            sizes = {s.batch_size for s in given if s is not None}
+            if None in given or len(sizes) != 1:
+                raise TypeError("Mix needs batch_size= unless every source is a sampler with "
+                                "the same batch_size")
+            batch_size = sizes.pop()
+        self.batch_size = operator.index(batch_size)
+        if self.batch_size < 1:
+            raise ValueError(f"Mix batch_size must be at least 1; got {batch_size}")
+        self.samplers: list[Any] = []
+        self.lengths: list[int] = []
+        for k, (streams, sampler) in enumerate(zip(self.streams, given, strict=True)):
+            if sampler is None:
+                assert streams is not None
+                n = len(next(iter(streams.values())))
+                if n < 1:
+                    raise ValueError(f"Mix source {k} is empty")
+                sampler = Sampler(n, min(self.batch_size, n), mode,
+                                  (seed + (k + 1) * _SEED_STEP) & _SEED_MASK)
+            length = int(sampler.length)
+            if streams is not None:
+                n = len(next(iter(streams.values())))
+                if length > n:
+                    raise ValueError(f"the sampler of Mix source {k} draws from {length} "
+                                     f"records but its streams have {n}")
+                length = n
+            self.samplers.append(sampler)
+            self.lengths.append(length)
+
+
+class Mix:
+    """Weighted, per-record mixing of several sources into one endless batch stream.
+
+    ``Mix(sources, weights, seed=0, *, batch_size=None, mode="cyclic", rank=0, world_size=1,
+    source_key=None)``. `sources` is a list whose items are stream dicts ``{name: store}``
+    (Mix samples each with its own ``Sampler(len, batch_size, mode)``, seeded from `seed`),
+    ``(streams, sampler)`` pairs, or bare samplers. `weights` (one per source, >= 0, not all
+    zero) are the proportions of records. ``next()`` returns this rank's indices of the next
+    step in the concatenation of the sources, a borrowed read-only view like
+    ``Sampler.next()``; ``DataLoader(mix.streams, mix)`` turns them into batches. Resumes
+    exactly with ``seek(step)`` or ``state_dict()``. See the module documentation.
+    """
+
+    def __init__(self, sources: Sequence[Any], weights: Sequence[Any], seed: int = 0, *,
+                 batch_size: int | None = None, mode: Any = "cyclic", rank: int = 0,
+                 world_size: int = 1, source_key: str | None = None) -> None:
+        seed = operator.index(seed)
+        resolved = _Sources(sources, batch_size, mode, seed)
+        self.quanta = _quanta(weights, len(resolved.samplers))
+        world_size = operator.index(world_size)
+        rank = operator.index(rank)
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"Mix rank must be in 0..world_size-1 and world_size at least 1; "
+                             f"got rank {rank}, world_size {world_size}")
+        self._src = resolved
+        self.batch_size = resolved.batch_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.weights = list(weights)
+        self.period = sum(self.quanta)
+        self.offsets = np.concatenate([[0], np.cumsum(resolved.lengths)]).astype(np.uint64)
+        self._table_src, self._table_rank = _schedule(self.quanta)
+        self._quanta = np.array(self.quanta, dtype=np.int64)
+        self._step = 0
+        self._buffer = np.empty(self.batch_size, dtype=np.uint64)
+        self._view = self._buffer[:]
+        self._view.flags.writeable = False
+        self._source_key = source_key
+        self._streams = self._build_streams(source_key)
+
+    def _build_streams(self, source_key: str | None) -> dict[str, Any] | None:
+        dicts = self._src.streams
+        if any(d is None for d in dicts):
+            return None
+        names = list(dicts[0])  # type: ignore[arg-type]
+        for k, d in enumerate(dicts):
+            if set(d) != set(names):  # type: ignore[arg-type]
+                raise ValueError(f"every Mix source must have the same stream names: source 0 "
+                                 f"has {sorted(names)}, source {k} has {sorted(d)}")  # type: ignore[arg-type]
+        out: dict[str, Any] = {}
+        for name in names:
+            parts = [d[name] for d in dicts]  # type: ignore[index]
+            schemas = [(k, _schema(p)) for k, p in enumerate(parts)]
+            known = [(k, s) for k, s in schemas if s is not None]
+            for k, s in known[1:]:
+                if s != known[0][1]:
+                    raise ValueError(f"stream {name!r} differs between Mix sources: source "
+                                     f"{known[0][0]} is {known[0][1]}, source {k} is {s}")
+            out[name] = _Concat(name, parts, self.offsets)
+        if source_key is not None:
+            if source_key in out:
+                raise ValueError(f"source_key {source_key!r} is already a stream name")
+            out[source_key] = _SourceIds(self.offsets)
+        return out
+
+    # -- the schedule ---------------------------------------------------------------------
+
+    @property
+    def length(self) -> int:
+        """Records in the concatenation of the sources (what Mix's indices address)."""
+        return int(self.offsets[-1])
+
+    @property
+    def streams(self) -> dict[str, Any]:
+        """``{name: mixed stream}`` for ``DataLoader(mix.streams, mix)``; with `source_key`,
+        also a stream giving each record's source number."""
+        if self._streams is None:
+            raise TypeError("Mix.streams needs every source to be a stream dict or a "
+                            "(streams, sampler) pair; this Mix was given bare samplers")
+        return self._streams
+
+    def _fill(self, step: int, out: np.ndarray) -> np.ndarray:
+        B = self.batch_size
+        first = step * B * self.world_size + self.rank * B
+        period, off0 = divmod(first, self.period)
+        off = np.arange(off0, off0 + B, dtype=np.int64)
+        cycles = period + off // self.period
+        off %= self.period
+        src = self._table_src[off]
+        record = cycles * self._quanta[src] + self._table_rank[off]
+        for k in np.unique(src).tolist():
+            where = np.flatnonzero(src == k)
+            j0 = int(record[where[0]])
+            n = len(where)  # this source's records in the step are j0 .. j0 + n - 1
+            sampler = self._src.samplers[k]
+            b = int(sampler.batch_size)
+            s0, s1 = j0 // b, (j0 + n - 1) // b
+            drawn = [np.asarray(sampler.batch(s)) for s in range(s0, s1 + 1)]
+            idx = drawn[0] if len(drawn) == 1 else np.concatenate(drawn)
+            lo = j0 - s0 * b
+            out[where] = idx[lo:lo + n].astype(np.uint64) + self.offsets[k]
+        return out
+
+    def source_of(self, indices: Any) -> np.ndarray:
+        """The source number of each index drawn by this Mix."""
+        return np.searchsorted(self.offsets[1:], np.asarray(indices, dtype=np.uint64),
+                               side="right").astype(np.int64)
+
+    # -- the sampler protocol -------------------------------------------------------------
+
+    def next(self) -> np.ndarray:
+        """This rank's indices of the next step: a read-only view of one reused buffer,
+        borrowed until the next draw."""
+        self._fill(self._step, self._buffer)
+        self._step += 1
+        return self._view
+
+    def __next__(self) -> np.ndarray:
+        return self.next()
+
+    def __iter__(self) -> Mix:
+        return self
+
+    def batch(self, step: int) -> np.ndarray:
+        """A new array with the indices of `step`; the Mix's own step is unchanged."""
+        return self._fill(operator.index(step), np.empty(self.batch_size, dtype=np.uint64))
+
+    @property
+    def step(self) -> int:
+        """The step the next draw returns."""
+        return self._step
+
+    def seek(self, step: int) -> None:
+        """Make `step` the next step drawn. O(1): nothing is replayed."""
+        step = operator.index(step)
+        if step < 0:
+            raise ValueError(f"Mix step must be >= 0; got {step}")
+        self._step = step
+
+    def _config(self) -> dict[str, Any]:
+        sources = []
+        for sampler, length in zip(self._src.samplers, self._src.lengths, strict=True):
+            config = dict(sampler.state_dict()) if hasattr(sampler, "state_dict") else {
+                "sampler": type(sampler).__name__}
+            config.pop("step", None)
+            sources.append({"records": length, "sampler": config})
+        return {"kind": "Mix", "quanta": list(self.quanta), "batch_size": self.batch_size,
+                "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
+                "sources": sources}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The configuration and the next step: small and JSON-serialisable."""
+        return {**self._config(), "step": self._step}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Seek to a saved step after checking that the configuration is the same."""
+        config = self._config()
+        different = [k for k in config if state.get(k) != config[k]]
+        if different:
+            raise ValueError("Mix state was saved with a different configuration: " +
+                             ", ".join(f"{k} saved {state.get(k)!r} != current {config[k]!r}"
+                                       for k in different))
+        self.seek(state["step"])
+
+    def __repr__(self) -> str:
+        return (f"Mix({len(self.quanta)} sources, quanta={self.quanta}, "
+                f"batch_size={self.batch_size}, seed={self.seed}, rank={self.rank}, "
+                f"world_size={self.world_size}) at step {self._step}")
+
+
+class _SourceIds:
+    """The `source_key` stream: each record's source number, computed from its index."""
+
+    def __init__(self, offsets: np.ndarray) -> None:
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        return np.searchsorted(self.offsets[1:], np.asarray(idx, dtype=np.uint64),
+                               side="right").astype(np.int64)
+
+
+__all__ = ["PERIOD_MAX", "Mix"]

@@ -1,0 +1,214 @@
+"""loaderx.sampler.Mix: weighted per-record mixing as a pure function of (seed, step)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from loaderx.dataloader import DataLoader
+from loaderx.sampler import Mix, Sampler
+from loaderx.zrecord import Dense, Ragged
+
+
+def arrays(*lengths: int) -> list[dict[str, np.ndarray]]:
+    """Source k holds values k * 1000 + i, so a value names its source and record."""
+    return [{"x": np.arange(n, dtype=np.int64) + 1000 * k} for k, n in enumerate(lengths)]
+
+
+def take(mix: Mix, steps: int) -> list[list[int]]:
+    return [mix.next().tolist() for _ in range(steps)]
+
+
+def test_same_arguments_give_the_same_stream_and_seeds_differ():
+    a = Mix(arrays(100, 30), [3, 1], seed=7, batch_size=16)
+    b = Mix(arrays(100, 30), [3, 1], seed=7, batch_size=16)
+    c = Mix(arrays(100, 30), [3, 1], seed=8, batch_size=16)
+    assert take(a, 20) == take(b, 20)
+    assert take(Mix(arrays(100, 30), [3, 1], seed=7, batch_size=16), 20) != take(c, 20)
+
+
+def test_next_is_a_borrowed_readonly_uint64_view():
+    m = Mix(arrays(50, 50), [1, 1], batch_size=8)
+    v = m.next()
+    assert v.dtype == np.uint64 and not v.flags.writeable and v.shape == (8,)
+    assert np.shares_memory(v, m.next()) and m.step == 2
+
+
+@pytest.mark.parametrize("step", [0, 1, 13, 999, 123_457])
+def test_seek_equals_replay_and_batch_is_pure(step):
+    mix = Mix(arrays(37, 11, 200), [0.5, 0.2, 0.3], seed=3, batch_size=12)
+    if step < 2000:
+        replay = Mix(arrays(37, 11, 200), [0.5, 0.2, 0.3], seed=3, batch_size=12)
+        for _ in range(step):
+            replay.next()
+        expected = replay.next().copy()
+    else:
+        expected = mix.batch(step)
+    mix.seek(step)
+    assert mix.next().tolist() == expected.tolist()
+    assert mix.batch(step).tolist() == expected.tolist() and mix.step == step + 1
+
+
+@pytest.mark.parametrize("weights", [[7, 3], [0.7, 0.3], [1, 2, 3, 4], [5, 1, 1, 1, 1, 1],
+                                     [0.123, 0.456, 0.789, 0.1]])
+def test_proportions_are_exact_per_period_and_close_in_every_prefix(weights):
+    k = len(weights)
+    mix = Mix(arrays(*[97] * k), weights, seed=1, batch_size=10)
+    steps = 2 * mix.period // 10 + 3
+    src = mix.source_of(np.concatenate([mix.batch(s) for s in range(steps)]))
+    share = np.array(mix.quanta) / mix.period
+    np.testing.assert_allclose(share, np.array(weights) / sum(weights), atol=1e-12)
+    counts = np.stack([np.cumsum(src == j) for j in range(k)], axis=1)
+    expected = np.arange(1, len(src) + 1)[:, None] * share[None, :]
+    assert np.abs(counts - expected).max() <= (k + 3) / 2     # documented bound
+    if k == 2:
+        assert np.abs(counts - expected).max() <= 1
+    np.testing.assert_array_equal(counts[mix.period - 1], mix.quanta)  # exact per period
+
+
+def test_empirical_weights_converge_with_rounded_weights():
+    weights = [np.float32(0.1), 0.25, 1 / 3]   # not short decimals: rounded to 1/65536
+    mix = Mix(arrays(10, 10, 10), weights, batch_size=64)
+    src = mix.source_of(np.concatenate([mix.batch(s) for s in range(2000)]))
+    freq = np.bincount(src, minlength=3) / len(src)
+    np.testing.assert_allclose(freq, np.array(weights, dtype=float) / float(sum(weights)),
+                               atol=2e-3)
+
+
+def test_each_source_cycles_through_its_own_records():
+    # Source 1 has 5 records: its sampler's batch is min(8, 5) = 5, a full permutation.
+    mix = Mix(arrays(64, 5), [1, 1], seed=2, batch_size=8)
+    values = np.concatenate([mix.streams["x"][mix.batch(s)] for s in range(40)])
+    small = values[values >= 1000] - 1000
+    assert len(small) >= 150
+    for c in range(len(small) // 5):
+        assert sorted(small[5 * c:5 * c + 5].tolist()) == [0, 1, 2, 3, 4]
+    big = values[values < 1000]
+    assert sorted(big[:64].tolist()) == list(range(64))        # CYCLIC, first cycle
+
+
+def test_ranks_draw_disjoint_equal_shares_of_each_step():
+    ranks = [Mix(arrays(400, 300), [2, 1], seed=4, batch_size=6, rank=r, world_size=3)
+             for r in range(3)]
+    single = Mix(arrays(400, 300), [2, 1], seed=4, batch_size=18)
+    for step in range(20):
+        parts = [m.batch(step) for m in ranks]
+        assert all(len(p) == 6 for p in parts)
+        together = np.concatenate(parts)
+        assert len(set(together.tolist())) == 18
+        assert together.tolist() == single.batch(step).tolist()
+
+
+def test_pairs_bare_samplers_and_source_key():
+    s0 = Sampler(20, 4, Sampler.Mode.SEQUENTIAL)
+    s1 = Sampler(6, 3, Sampler.Mode.SEQUENTIAL)
+    src = arrays(20, 6)
+    bare = Mix([s0, s1], [1, 1], batch_size=4)
+    assert bare.batch(3).tolist() == Mix([(src[0], s0), (src[1], s1)], [1, 1],
+                                         batch_size=4).batch(3).tolist()
+    with pytest.raises(TypeError, match="bare samplers"):
+        _ = bare.streams
+    m = Mix([(src[0], s0), (src[1], s1)], [1, 1], batch_size=4, source_key="source")
+    idx = np.concatenate([m.batch(s) for s in range(5)])
+    x = m.streams["x"][idx]
+    assert m.streams["source"][idx].tolist() == (x // 1000).tolist()
+    # SEQUENTIAL sources: each source's records come in order, at its own pace.
+    assert (x[x < 1000]).tolist() == list(range(10))
+    assert (x[x >= 1000] - 1000).tolist() == [0, 1, 2, 3, 4, 5, 0, 1, 2, 3]
+    assert s0.step == 0 and s1.step == 0                      # the samplers never move
+
+
+def test_bare_samplers_without_batch_size_must_agree():
+    with pytest.raises(TypeError, match="batch_size="):
+        Mix([Sampler(9, 2, "iid"), Sampler(9, 3, "iid")], [1, 1])
+    assert Mix([Sampler(9, 2, "iid"), Sampler(9, 2, "iid")], [1, 1]).batch_size == 2
+
+
+@pytest.fixture
+def store_sources(tmp_path):
+    sources, opened = [], []
+    for k, n in enumerate((90, 25, 40)):
+        with Dense.create(tmp_path / f"x{k}", np.float32, (2,), codec="zstd") as w:
+            w.append((np.arange(2 * n, dtype=np.float32) + 10_000 * k).reshape(n, 2))
+        with Ragged.create(tmp_path / f"t{k}", np.int32, 1, codec="raw") as w:
+            w.append(np.full(i % 4, 100 * k + i % 97, dtype=np.int32) for i in range(n))
+        s = {"x": Dense.open(tmp_path / f"x{k}"), "t": Ragged.open(tmp_path / f"t{k}")}
+        sources.append(s)
+        opened += list(s.values())
+    yield sources
+    for s in opened:
+        s.close()
+
+
+def test_dataloader_resume_equals_the_uninterrupted_run(store_sources):
+    def mix():
+        return Mix(store_sources, [0.6, 0.1, 0.3], seed=11, batch_size=16, mode="cyclic",
+                   source_key="source")
+
+    m = mix()
+    with DataLoader(m.streams, m, workers=2, prefetch=3) as loader:
+        full = [next(loader) for _ in range(30)]
+    m = mix()
+    with DataLoader(m.streams, m, workers=2, prefetch=3) as loader:
+        first = [next(loader) for _ in range(12)]
+        state = json.loads(json.dumps(loader.state_dict()))
+    m = mix()
+    with DataLoader(m.streams, m, workers=2, state=state) as loader:
+        rest = [next(loader) for _ in range(18)]
+    for a, b in zip(first + rest, full, strict=True):
+        np.testing.assert_array_equal(a["x"], b["x"])
+        np.testing.assert_array_equal(a["source"], b["source"])
+        assert [t.tolist() for t in a["t"]] == [t.tolist() for t in b["t"]]
+    # Values come from the right source and line up across streams.
+    b = full[5]
+    assert ((b["x"][:, 0] // 10_000).astype(int) == b["source"]).all()
+    for t, src in zip(b["t"], b["source"], strict=True):
+        assert (t // 100 == src).all()
+    with pytest.raises(ValueError, match="different configuration"):
+        other = Mix(store_sources, [0.5, 0.2, 0.3], seed=11, batch_size=16, source_key="source")
+        DataLoader(other.streams, other, state=state)
+
+
+@pytest.mark.parametrize("weights,error,match", [
+    ([1, -1], ValueError, "must be >= 0; weight 1 is -1"),
+    ([0, 0.0], ValueError, "must not all be zero"),
+    ([1], ValueError, "one weight per source: 2 sources but 1 weights"),
+    ([1, 2, 3], ValueError, "2 sources but 3 weights"),
+    ([1, float("nan")], ValueError, "must be finite"),
+    ([1, float("inf")], ValueError, "must be finite"),
+    ([True, 1], TypeError, "must be a real number"),
+    ([1, "2"], TypeError, "must be a real number"),
+    ("12", TypeError, "sequence of numbers"),
+])
+def test_bad_weights_are_refused(weights, error, match):
+    with pytest.raises(error, match=match):
+        Mix(arrays(5, 5), weights, batch_size=2)
+
+
+def test_bad_sources_are_refused():
+    with pytest.raises(TypeError, match="non-empty list"):
+        Mix([], [], batch_size=2)
+    with pytest.raises(TypeError, match="source 1 must be a stream dict"):
+        Mix([{"x": np.arange(3)}, 5], [1, 1], batch_size=2)
+    with pytest.raises(ValueError, match="same stream names"):
+        Mix([{"x": np.arange(3)}, {"y": np.arange(3)}], [1, 1], batch_size=2)
+    with pytest.raises(ValueError, match="stream 'x' differs between Mix sources"):
+        Mix([{"x": np.arange(3)}, {"x": np.arange(3.0)}], [1, 1], batch_size=2)
+    with pytest.raises(ValueError, match="same length"):
+        Mix([{"x": np.arange(3), "y": np.arange(4)}], [1], batch_size=2)
+    with pytest.raises(ValueError, match="draws from 9 records but its streams have 3"):
+        Mix([({"x": np.arange(3)}, Sampler(9, 2, "iid"))], [1])
+    with pytest.raises(ValueError, match="source_key 'x' is already a stream name"):
+        Mix(arrays(3), [1], batch_size=2, source_key="x")
+    with pytest.raises(ValueError, match="rank"):
+        Mix(arrays(3), [1], batch_size=2, rank=2, world_size=2)
+
+
+def test_zero_weight_source_is_never_drawn_and_state_is_json():
+    mix = Mix(arrays(10, 10, 10), [1, 0, 1], batch_size=5)
+    src = mix.source_of(np.concatenate([mix.batch(s) for s in range(50)]))
+    assert set(src.tolist()) == {0, 2}
+    state = mix.state_dict()
+    assert json.loads(json.dumps(state)) == state and state["quanta"] == [1, 0, 1]
