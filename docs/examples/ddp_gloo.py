@@ -1,0 +1,121 @@
+"""Data-parallel training with loaderx and torch.distributed (gloo, CPU), resumable.
+
+    python docs/examples/ddp_gloo.py WORKDIR --steps 12 --stop-at 6   # trains steps 0..5
+    python docs/examples/ddp_gloo.py WORKDIR --steps 12               # resumes: steps 6..11
+
+Spawns --world-size processes (default 2) unless started by torchrun
+(``torchrun --nproc-per-node 2 docs/examples/ddp_gloo.py WORKDIR``). Every rank builds the
+same Sampler with its own ``rank``, so at each step the ranks read disjoint records, the same
+number each. A run ends by writing one shared checkpoint, WORKDIR/checkpoint.pt (model,
+optimizer and every rank's loader state); the next run resumes from it exactly. Each rank
+appends the record IDs of every step to WORKDIR/rank<r>.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel
+
+from loaderx.dataloader import DataLoader
+from loaderx.sampler import Sampler
+from loaderx.zrecord import Dense
+
+RECORDS = 1000
+BATCH = 16  # per rank: a step reads BATCH * world_size records in all
+
+
+def make_data(root: Path) -> None:
+    """A small regression problem as three index-aligned stores: x, y and the record ID."""
+    if (root / "id").exists():
+        return
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((RECORDS, 8)).astype(np.float32)
+    y = (x @ np.linspace(-1, 1, 8, dtype=np.float32) + 0.5).astype(np.float32)
+    for name, values in {"x": x, "y": y, "id": np.arange(RECORDS, dtype=np.int64)}.items():
+        with Dense.create(root / name, values.dtype, values.shape[1:], codec="zstd") as w:
+            w.append(values)
+
+
+def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> None:
+    """One process: join the group, resume from the shared checkpoint, train, checkpoint."""
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    if rank == 0:
+        make_data(root)
+    dist.barrier()
+    streams = {name: Dense.open(root / name) for name in ("x", "y", "id")}
+    sampler = Sampler(RECORDS, BATCH, Sampler.Mode.CYCLIC, seed=42, rank=rank,
+                      world_size=world_size)
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    checkpoint = root / "checkpoint.pt"
+    state = None
+    if checkpoint.exists():
+        saved = torch.load(checkpoint)
+        model.module.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        state = saved["loaders"][rank]  # this rank's own position
+    loader = DataLoader(streams, sampler, workers=2, prefetch=2, state=state)
+    loss = torch.tensor(float("nan"))
+    with open(root / f"rank{rank}.jsonl", "a") as log:
+        step = 0 if state is None else state["step"]
+        while step < min(steps, stop_at):
+            batch = next(loader)
+            x, y = torch.from_numpy(batch["x"]), torch.from_numpy(batch["y"])
+            loss = torch.nn.functional.mse_loss(model(x).squeeze(1), y)
+            optimizer.zero_grad()
+            loss.backward()  # DDP averages the gradients of all ranks here
+            optimizer.step()
+            log.write(json.dumps({"step": loader.step, "ids": batch["id"].tolist(),
+                                  "loss": loss.item()}) + "\n")
+            step += 1
+    # One shared checkpoint: rank 0 writes the model and every rank's loader state.
+    loaders: list[dict | None] = [None] * world_size
+    dist.all_gather_object(loaders, loader.state_dict())
+    if rank == 0:
+        torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                    "loaders": loaders}, root / "checkpoint.tmp")
+        os.replace(root / "checkpoint.tmp", checkpoint)
+        print(f"rank 0: stopped before step {loaders[0]['step']}, loss {loss.item():.4f}")
+    dist.barrier()
+    loader.close()
+    for store in streams.values():
+        store.close()
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("--steps", type=int, default=12, help="train until this step")
+    parser.add_argument("--stop-at", type=int, default=None, help="checkpoint and stop here")
+    parser.add_argument("--world-size", type=int, default=2)
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    stop_at = args.steps if args.stop_at is None else args.stop_at
+    if "RANK" in os.environ:  # started by torchrun, which set the rendezvous variables
+        train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args.workdir,
+              args.steps, stop_at)
+        return
+    with socket.socket() as s:  # a free local port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(s.getsockname()[1]))
+    mp.spawn(_spawned, args=(args.world_size, args.workdir, args.steps, stop_at),
+             nprocs=args.world_size)
+
+
+def _spawned(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> None:
+    train(rank, world_size, root, steps, stop_at)
+
+
+if __name__ == "__main__":
+    main()
