@@ -28,7 +28,7 @@ TORCH = "torch==2.13.0"
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "converter", "pins", "roundtrip",
-                        "pythons"]
+                        "pythons", "fuzz"]
 nox.options.error_on_missing_interpreters = True
 
 
@@ -96,6 +96,22 @@ def zig(session: nox.Session) -> None:
 
     session.run(sys.executable, "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "root.zig"),
                 "-lc", str(find_libzstd()), env=env, external=True)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """Fuzz the reader with mutated valid stores for ZRECORD_FUZZ_SECONDS (default 60).
+
+    Crashes, hangs, overallocations and inconsistent reads fail the session; each finding's
+    store and its replay command land in fuzz-findings/ under the session's temporary folder,
+    or under ZRECORD_FUZZ_FINDINGS when set. ZRECORD_FUZZ_SEED picks another input sequence.
+    """
+    session.install(f"{ZRECORD}[test]")
+    seconds = os.environ.get("ZRECORD_FUZZ_SECONDS", "60")
+    findings = os.environ.get("ZRECORD_FUZZ_FINDINGS",
+                              os.path.join(session.create_tmp(), "fuzz-findings"))
+    session.run("python", str(ZRECORD / "tests" / "fuzz" / "fuzz_store.py"), "--seconds", seconds,
+                "--findings", findings, *session.posargs)
 
 
 @nox.session(python=DEFAULT_PYTHON)

@@ -42,6 +42,10 @@ NDIM_MAX = 32
 DATA_SHARDS_MAX = 255
 RECORD_SIZE_BYTES_MAX = 1 << 31
 DICT_SIZE_BYTES_MAX = 1 << 24
+# NumPy indexes arrays with a signed pointer-sized integer and refuses any shape whose non-zero
+# axes multiply (times the itemsize) past it, even when another axis is zero. The format allows
+# such empty records; they are refused at the Python boundary with a LimitError.
+NUMPY_SIZE_MAX = int(np.iinfo(np.intp).max)
 
 _ACCEPTED = "bool, int8..int64, uint8..uint64, float16/32/64, complex64/128"
 
@@ -93,7 +97,21 @@ def item_shape_tuple(item_shape: Any) -> tuple[int, ...]:
         raise LimitError(f"item_shape has {len(shape)} axes; ndim_max is {NDIM_MAX}")
     if any(d < 0 for d in shape):
         raise SchemaError(f"item_shape must not have negative axes; got {shape}")
+    if not numpy_can_hold(shape, 1):
+        raise LimitError(f"item_shape {shape} cannot be a NumPy shape: its non-zero axes "
+                         f"multiply past {NUMPY_SIZE_MAX}")
     return shape
+
+
+def numpy_can_hold(shape: tuple[int, ...] | list[int], itemsize: int) -> bool:
+    """Whether NumPy can make an array of `shape` and `itemsize` (zero axes aside)."""
+    size = itemsize
+    for d in shape:
+        if d:
+            size *= d
+            if size > NUMPY_SIZE_MAX:
+                return False
+    return True
 
 
 def ndim_value(ndim: Any) -> int:

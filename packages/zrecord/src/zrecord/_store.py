@@ -44,10 +44,12 @@ from zrecord._dtypes import (
     dtype_from_code,
     item_shape_tuple,
     ndim_value,
+    numpy_can_hold,
 )
 from zrecord.errors import (
     ClosedError,
     KindMismatchError,
+    LimitError,
     ModeError,
     SchemaError,
     StoreIndexError,
@@ -654,6 +656,12 @@ class Dense(_Store):
         super().__init__(path)
         self.item_shape: tuple[int, ...] = tuple(int(d) for d in self._info["item_shape"])
         self._record_size = int(self._info["record_size"])
+        if not numpy_can_hold(self.item_shape, self.dtype.itemsize):
+            # A valid store of empty records may declare axes NumPy cannot hold.
+            self.close()
+            raise LimitError(f"{self.path!r}: header.zrh gives item_shape {self.item_shape}, "
+                             "which cannot be a NumPy shape (its non-zero axes times the "
+                             f"itemsize {self.dtype.itemsize} exceed {np.iinfo(np.intp).max})")
 
     @classmethod
     def create(cls, path: Any, dtype: Any, item_shape: Any, *, codec: Any, data_shards: int = 4,
@@ -677,7 +685,13 @@ class Dense(_Store):
         return max(1, min(_ITER_BLOCK_RECORDS, _ITER_BLOCK_BYTES // max(1, self._record_size)))
 
     def _gather(self, idx: np.ndarray) -> np.ndarray:
-        out = self._pool.empty((idx.shape[0], *self.item_shape), self.dtype)
+        shape = (idx.shape[0], *self.item_shape)
+        if self._record_size == 0 and not numpy_can_hold(shape, self.dtype.itemsize):
+            raise LimitError(f"{self.path!r}: {idx.shape[0]} records of item_shape "
+                             f"{self.item_shape} cannot be one NumPy array (its non-zero axes "
+                             f"times the itemsize exceed {np.iinfo(np.intp).max}); read fewer "
+                             "at a time")
+        out = self._pool.empty(shape, self.dtype)
         if idx.shape[0]:
             _native.reader_gather_dense(self._handle, idx, idx.shape[0], out)
         return out
@@ -735,6 +749,15 @@ class Ragged(_Store):
         sizes = np.empty(n, dtype=np.uint64)
         _native.reader_shapes(self._handle, idx, n, self.ndim, shapes, sizes)
         itemsize = self.dtype.itemsize
+        if self.ndim > 1:
+            # Only empty records can have shapes NumPy cannot hold: the others are bounded by
+            # record_size_bytes_max.
+            for pos in np.flatnonzero(sizes == 0).tolist():
+                if not numpy_can_hold(shapes[pos].tolist(), itemsize):
+                    raise LimitError(f"{self.path!r}: record {int(idx[pos])} has shape "
+                                     f"{tuple(shapes[pos].tolist())}, which cannot be a NumPy "
+                                     "shape (its non-zero axes times the itemsize exceed "
+                                     f"{np.iinfo(np.intp).max})")
         counts = (sizes // itemsize).astype(np.int64)
         ends = np.cumsum(counts)
         starts = ends - counts

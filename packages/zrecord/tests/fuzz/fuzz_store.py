@@ -1,0 +1,710 @@
+"""Fuzz zrecord's reader with mutated copies of valid stores.
+
+Every input is a seed store (make_corpus.py) changed by one to four mutations: raw bit flips,
+boundary values written into header and index fields, truncations, extensions, missing or
+extra files, and *semantic* changes made through storemodel (a record's stored bytes replaced
+by a crafted zstd frame, shapes or item_shape changed, records moved between shards), most of
+them followed by fix-ups that reseal checksums and sizes so that the change gets past the
+first check and reaches deeper code. Each input is then opened with zrecord, verified, read
+record by record, gathered in a shuffled order with repeats and iterated.
+
+What counts as a finding:
+- crash: the process died from a signal (SIGSEGV, SIGBUS, SIGABRT from a Zig panic, ...);
+- hang: one input took longer than --timeout seconds;
+- overallocation: an out-of-memory error (MemoryError, or the address-space limit hit) on an
+  input whose declared record sizes are all below the read budget; the address space of the
+  process running the inputs is limited (RLIMIT_AS) to its size after start-up plus
+  ``--memory-mb``;
+- unexpected exception: anything but a zrecord error (ZrecordError) escaping the API;
+- inconsistency: a store that opened and passed verify() and then failed a read, or whose
+  gather, per-record reads and iteration disagree.
+
+Engines:
+- ``mutate`` (default): deterministic. Input ``i`` of run seed ``S`` is a pure function of
+  (S, i) and the corpus, so ``--replay S:i`` rebuilds it. Inputs run in ``--jobs`` worker
+  processes watched by this one, which catches signals and hangs and saves each finding's store
+  under ``--findings``.
+- ``atheris``: coverage-guided by libFuzzer through atheris (if installed), in-process. The
+  fuzzer's bytes drive the same mutation choices. Native code is not instrumented, so the
+  guidance sees the Python side only.
+
+    python fuzz_store.py --seconds 60                  # CI's bounded run
+    python fuzz_store.py --replay 1:1234 --keep DIR    # rebuild and rerun one input
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import storemodel as sm  # noqa: E402
+
+# Records whose declared logical size exceeds this are neither read nor verified: a valid
+# compressed store may declare records of up to 2 GiB in a few bytes, and allocating that is
+# the caller's choice, not an overallocation by the reader.
+READ_BUDGET_BYTES = 64 << 20
+
+# ---------------------------------------------------------------------------------------------
+# mutations
+# ---------------------------------------------------------------------------------------------
+
+
+def _pick(rng: Any, seq: list[Any]) -> Any:
+    return seq[rng.randrange(len(seq))]
+
+
+def _boundary(rng: Any, size: int, current: int) -> int:
+    """A value for a field of `size` bytes: a boundary, a near miss of the current value, or
+    random bits."""
+    top = (1 << (8 * size)) - 1
+    candidates = [0, 1, 2, 7, 8, 255, 256, top, top - 1, 1 << (8 * size - 1),
+                  (1 << (8 * size - 1)) - 1, current + 1, current - 1, current * 2,
+                  current + 8, current - 8, current << 8]
+    if size >= 4:
+        candidates += [1 << 31, (1 << 31) + 1, (1 << 32) - 1, 1 << 24, (1 << 24) + 1]
+    if size >= 8:
+        candidates += [1 << 32, 1 << 48, (1 << 48) + 1, 1 << 63, (1 << 62) + 1]
+    if rng.randrange(5) == 0:
+        return int.from_bytes(rng.randbytes(size), "little")
+    return _pick(rng, candidates) & top
+
+
+def _data_names(files: dict[str, Any]) -> list[str]:
+    return sorted(n for n in files if n.startswith("data-") and files[n] is not None)
+
+
+def _header(files: dict[str, Any]) -> bytearray | None:
+    h = files.get("header.zrh")
+    return bytearray(h) if isinstance(h, (bytes, bytearray)) else None
+
+
+def _entry_size(h: bytearray) -> int:
+    if len(h) < 52:
+        return 24
+    es = sm.get(h, 48, 4)
+    return es if 24 <= es <= 4096 else sm.entry_size(h[16], h[18])
+
+
+def m_flip(files: dict[str, Any], rng: Any) -> str:
+    names = [n for n, v in files.items() if v]
+    if not names:
+        return "flip:none"
+    name = _pick(rng, names)
+    data = bytearray(files[name])
+    pos = rng.randrange(len(data))
+    bit = rng.randrange(8)
+    data[pos] ^= 1 << bit
+    files[name] = bytes(data)
+    return f"flip:{name}@{pos}.{bit}"
+
+
+def m_header_field(files: dict[str, Any], rng: Any) -> str:
+    h = _header(files)
+    if h is None or len(h) < sm.HEADER_FIXED_BYTES:
+        return "hfield:none"
+    off, size, name = _pick(rng, sm.HEADER_FIELDS[1:])
+    size = min(size, 8)
+    sm.put(h, off, size, _boundary(rng, size, sm.get(h, off, size)))
+    files["header.zrh"] = bytes(h)
+    return f"hfield:{name}"
+
+
+def m_header_slot(files: dict[str, Any], rng: Any) -> str:
+    """A u64 of the variable part (item_shape, shard_sizes, dictionary) or the padding."""
+    h = _header(files)
+    if h is None or len(h) < sm.HEADER_FIXED_BYTES + 16:
+        return "hslot:none"
+    slot = sm.HEADER_FIXED_BYTES + 8 * rng.randrange((len(h) - sm.HEADER_FIXED_BYTES - 8) // 8)
+    sm.put(h, slot, 8, _boundary(rng, 8, sm.get(h, slot, 8)))
+    files["header.zrh"] = bytes(h)
+    return f"hslot:{slot}"
+
+
+def m_entry_field(files: dict[str, Any], rng: Any) -> str:
+    h = _header(files)
+    idx = files.get("index.zri")
+    if h is None or not idx:
+        return "efield:none"
+    es = _entry_size(h)
+    if len(idx) < es:
+        return "efield:none"
+    rec = rng.randrange(len(idx) // es)
+    fields = list(sm.ENTRY_FIELDS)
+    fields += [(24 + 4 * a, 4, f"shape{a}") for a in range((es - 24) // 4)]
+    off, size, name = _pick(rng, fields)
+    data = bytearray(idx)
+    base = rec * es + off
+    sm.put(data, base, size, _boundary(rng, size, sm.get(data, base, size)))
+    files["index.zri"] = bytes(data)
+    return f"efield:{rec}.{name}"
+
+
+def m_entry_copy(files: dict[str, Any], rng: Any) -> str:
+    """Copy one index entry over another (overlapping records) or swap two."""
+    h = _header(files)
+    idx = files.get("index.zri")
+    if h is None or not idx:
+        return "ecopy:none"
+    es = _entry_size(h)
+    n = len(idx) // es
+    if n < 2:
+        return "ecopy:none"
+    i, j = rng.randrange(n), rng.randrange(n)
+    data = bytearray(idx)
+    a, b = data[i * es:(i + 1) * es], data[j * es:(j + 1) * es]
+    data[i * es:(i + 1) * es] = b
+    if rng.randrange(2):
+        data[j * es:(j + 1) * es] = a
+    files["index.zri"] = bytes(data)
+    return f"ecopy:{i}<-{j}"
+
+
+def m_resize(files: dict[str, Any], rng: Any) -> str:
+    names = [n for n, v in files.items() if v is not None]
+    if not names:
+        return "resize:none"
+    name = _pick(rng, names)
+    data = files[name]
+    how = rng.randrange(4)
+    if how == 0 and data:
+        files[name] = data[:rng.randrange(len(data))]
+    elif how == 1:
+        files[name] = data + rng.randbytes(_pick(rng, [1, 7, 8, 24, 4096]))
+    elif how == 2:
+        files[name] = data + bytes(_pick(rng, [1, 8, 24, 64]))
+    else:
+        files[name] = b""
+    return f"resize:{name}:{how}"
+
+
+def m_files(files: dict[str, Any], rng: Any) -> str:
+    """Missing, extra or misplaced files."""
+    how = rng.randrange(4)
+    if how == 0:
+        name = _pick(rng, sorted(files))
+        del files[name]
+        return f"files:del:{name}"
+    if how == 1:
+        name = _pick(rng, sorted(files))
+        files[name] = None
+        return f"files:dir:{name}"
+    if how == 2:
+        files[sm.shard_name(len(_data_names(files)))] = rng.randbytes(rng.randrange(64))
+        return "files:extra-shard"
+    names = _data_names(files)
+    if len(names) >= 2:
+        a, b = rng.sample(names, 2) if hasattr(rng, "sample") else (names[0], names[-1])
+        files[a], files[b] = files[b], files[a]
+    return "files:swap-shards"
+
+
+def _crafted_frame(rng: Any, store: sm.Store, rec: sm.Record) -> bytes:
+    """A zstd frame that differs from what the record needs in one chosen way."""
+    import zstandard
+
+    want = store.logical_size(rec)
+    how = rng.randrange(9)
+    payload_size = {0: want + 1, 1: max(0, want - 1), 2: want * 64 + 4096}.get(how, want)
+    payload_size = min(payload_size, 1 << 20)
+    payload = bytes(rng.randrange(3) for _ in range(min(payload_size, 1 << 16)))
+    payload = payload.ljust(payload_size, b"\0")
+    if how == 3:  # no content size field
+        return zstandard.ZstdCompressor(write_content_size=False).compress(payload)
+    if how == 4:  # two frames back to back
+        c = zstandard.ZstdCompressor()
+        return c.compress(payload[: want // 2]) + c.compress(payload[want // 2:])
+    if how == 5:  # a skippable frame
+        return b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"\0\0\0\0"
+    if how == 6:  # the frame of another dictionary, or with one where none is expected
+        d = zstandard.ZstdCompressionDict(bytes(range(256)) * 8, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        return zstandard.ZstdCompressor(dict_data=d).compress(payload)
+    if how == 7:  # a valid frame cut short
+        frame = zstandard.ZstdCompressor().compress(payload)
+        return frame[: rng.randrange(len(frame))] if frame else frame
+    if how == 8:  # a frame declaring an enormous content size
+        frame = bytearray(zstandard.ZstdCompressor(write_content_size=True).compress(payload))
+        if len(frame) > 6 and frame[4] & 0xC0:
+            frame[5:5 + 8] = (1 << 40).to_bytes(8, "little")[: len(frame[5:5 + 8])]
+        return bytes(frame)
+    return zstandard.ZstdCompressor().compress(payload)
+
+
+def m_semantic(files: dict[str, Any], rng: Any) -> str:
+    """Change the store's meaning and lay it out again with every checksum and size right."""
+    try:
+        store = sm.Store.decode({k: v for k, v in files.items() if v is not None})
+    except (KeyError, IndexError, ValueError):
+        return "semantic:undecodable"
+    recs = store.records
+    how = rng.randrange(9)
+    if how == 0 and recs:
+        rec = _pick(rng, recs)
+        rec.stored = _crafted_frame(rng, store, rec)
+    elif how == 1 and recs:
+        rec = _pick(rng, recs)
+        data = bytearray(rec.stored)
+        for _ in range(1 + rng.randrange(4)):
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        rec.stored = bytes(data)
+    elif how == 2 and store.kind == 2 and recs:
+        rec = _pick(rng, recs)
+        rec.shape[rng.randrange(len(rec.shape))] = _boundary(rng, 4, rec.shape[0])
+    elif how == 3 and store.kind == 1 and store.item_shape:
+        a = rng.randrange(len(store.item_shape))
+        store.item_shape[a] = _boundary(rng, 8, store.item_shape[a])
+    elif how == 4:
+        store.dtype = rng.randrange(16)
+    elif how == 5:
+        store.codec = rng.randrange(4)
+        if store.codec != 2:
+            store.dictionary = b"" if rng.randrange(2) else store.dictionary
+    elif how == 6 and recs:
+        _pick(rng, recs).shard = rng.randrange(store.data_shards + 1)
+    elif how == 7:
+        store.dictionary = rng.randbytes(_pick(rng, [0, 8, 100, 1024])) if rng.randrange(2) else \
+            b"\x37\xa4\x30\xec" + store.dictionary[4:]
+    elif recs:
+        _pick(rng, recs).reserved = 1 + rng.randrange(255)
+    files.clear()
+    files.update(store.encode())
+    return f"semantic:{how}"
+
+
+MUTATIONS = [m_flip, m_header_field, m_header_slot, m_entry_field, m_entry_copy, m_resize,
+             m_files, m_semantic, m_semantic]
+
+
+def fix_ups(files: dict[str, Any], rng: Any) -> list[str]:
+    """Reseal what the mutations broke, each with some probability, innermost first."""
+    done = []
+    h = _header(files)
+    idx = files.get("index.zri")
+    if h is None or len(h) < sm.HEADER_FIXED_BYTES:
+        return done
+    es = _entry_size(h)
+    if isinstance(idx, bytes) and rng.randrange(2):
+        # Record checksums of entries whose range lies inside an existing shard.
+        data = bytearray(idx)
+        for i in range(len(data) // es):
+            off, size, shard = sm.get(data, i * es, 8), sm.get(data, i * es + 8, 4), data[i * es + 12]
+            blob = files.get(sm.shard_name(shard))
+            if isinstance(blob, bytes) and off + size <= len(blob):
+                sm.put(data, i * es + 16, 8, sm.xxh64(blob[off:off + size]))
+        files["index.zri"] = idx = bytes(data)
+        done.append("sums")
+    if rng.randrange(2):
+        shards = h[20]
+        pos = sm.HEADER_FIXED_BYTES + (8 * h[18] if h[16] == 1 else 0)
+        total = 0
+        for k in range(shards):
+            blob = files.get(sm.shard_name(k))
+            if isinstance(blob, bytes) and pos + 8 * k + 8 <= len(h) - 8:
+                sm.put(h, pos + 8 * k, 8, len(blob))
+                total += len(blob)
+        sm.put(h, 40, 8, total)
+        done.append("shards")
+    if isinstance(idx, bytes) and rng.randrange(3):
+        sm.put(h, 56, 8, len(idx))
+        sm.put(h, 64, 8, sm.xxh64(idx))
+        if rng.randrange(2):
+            sm.put(h, 24, 8, len(idx) // es)
+        done.append("index")
+    if rng.randrange(3):
+        sm.put(h, 12, 4, len(h))
+        done.append("hsize")
+    if rng.randrange(5):
+        sm.reseal_header(h)
+        done.append("reseal")
+    files["header.zrh"] = bytes(h)
+    return done
+
+
+def make_input(corpus: list[tuple[str, dict[str, bytes]]], rng: Any) -> tuple[str, dict[str, Any], list[str]]:
+    """One mutated store: (seed name, files, what was done)."""
+    name, seed_files = _pick(rng, corpus)
+    files: dict[str, Any] = dict(seed_files)
+    ops = []
+    for _ in range(1 + rng.randrange(4)):
+        mutation = _pick(rng, MUTATIONS)
+        before = dict(files)
+        try:
+            ops.append(mutation(files, rng))
+        except (ValueError, IndexError, KeyError, OverflowError, TypeError):
+            # A mutation that does not apply to what earlier ones left is skipped whole.
+            files.clear()
+            files.update(before)
+            ops.append(f"{mutation.__name__}:skipped")
+    if rng.randrange(4):
+        ops += fix_ups(files, rng)
+    return name, files, ops
+
+
+def load_corpus(path: str) -> list[tuple[str, dict[str, bytes]]]:
+    return [(name, sm.read_store(os.path.join(path, name))) for name in sorted(os.listdir(path))]
+
+
+# ---------------------------------------------------------------------------------------------
+# the target and its oracle
+# ---------------------------------------------------------------------------------------------
+
+
+class Finding(Exception):
+    """A behaviour that a hostile input must never cause."""
+
+
+def exercise(path: str, rng: Any) -> str:
+    """Open, verify and read the store at `path` every way the API allows; return an outcome
+    label, or raise Finding."""
+    import numpy as np
+
+    import zrecord
+    from zrecord import ZrecordError
+
+    try:
+        store = zrecord.open_store(path)
+    except MemoryError as exc:
+        raise Finding(f"overallocation at open: {exc!r}") from exc
+    except ZrecordError as exc:
+        return f"open:{type(exc).__name__}"
+    with store:
+        n = len(store)
+        store.info()
+        if isinstance(store, zrecord.Ragged):
+            sizes = store.shapes().prod(axis=1).astype(np.int64) * store.dtype.itemsize \
+                if n else np.zeros(0, np.int64)
+        else:
+            record_size = int(np.prod(store.item_shape, dtype=np.int64)) * store.dtype.itemsize
+            sizes = np.full(n, record_size, np.int64)
+        readable = [i for i in range(n) if sizes[i] <= READ_BUDGET_BYTES]
+        try:
+            if len(readable) == n:
+                store.verify()
+            else:
+                for i in readable:
+                    store.verify(i, i + 1)
+        except MemoryError as exc:
+            raise Finding(f"overallocation in verify: {exc!r}") from exc
+        except ZrecordError as exc:
+            # Reads must fail too (or succeed on the records that are intact), never crash.
+            for i in readable[:64]:
+                try:
+                    store[i]
+                except ZrecordError:
+                    pass
+            return f"verify:{type(exc).__name__}"
+        # The store verified: every readable record must now read, and agree every way.
+        try:
+            single = [store[i] for i in readable]
+            order = [readable[rng.randrange(len(readable))] for _ in range(2 * len(readable))]
+            batch = store[np.array(order, dtype=np.int64)] if order else []
+            if len(readable) == n:
+                iterated = list(store)
+                for a, b in zip(single, iterated):
+                    if not np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"):
+                        raise Finding("iteration and indexing disagree")
+        except MemoryError as exc:
+            raise Finding(f"overallocation reading a verified store: {exc!r}") from exc
+        except ZrecordError as exc:
+            # Empty records may declare shapes NumPy cannot hold (alone or stacked); saying so
+            # is the right answer.
+            if isinstance(exc, zrecord.errors.LimitError) and "NumPy" in str(exc):
+                return "read:LimitError-numpy"
+            raise Finding(f"a verified store failed a read: {exc!r}") from exc
+        pos = {rec: k for k, rec in enumerate(readable)}
+        for j, rec in enumerate(order):
+            a, b = batch[j], single[pos[rec]]
+            if a.shape != b.shape or a.tobytes() != b.tobytes():
+                raise Finding(f"gather and indexing disagree at record {rec}")
+        return "ok"
+
+
+def run_input(path: str, rng: Any) -> str:
+    """exercise() with every escape that is not a zrecord error turned into a Finding."""
+    try:
+        return exercise(path, rng)
+    except Finding:
+        raise
+    except MemoryError as exc:
+        raise Finding(f"overallocation: {exc!r}") from exc
+    except Exception as exc:  # noqa: BLE001 - anything else escaping the API is the finding
+        raise Finding("unexpected exception: " + "".join(
+            traceback.format_exception_only(type(exc), exc)).strip()) from exc
+
+
+def limit_memory(extra_mb: int) -> None:
+    """Cap the address space at its current size plus `extra_mb`."""
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    limit = vm + (extra_mb << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+# ---------------------------------------------------------------------------------------------
+# the deterministic engine
+# ---------------------------------------------------------------------------------------------
+
+
+def input_rng(seed: int, i: int) -> random.Random:
+    return random.Random(f"zrecord-fuzz:{seed}:{i}")
+
+
+def worker(args: argparse.Namespace) -> int:
+    """Run inputs i = first, first + stride, ... and report each on stdout."""
+    import numpy  # noqa: F401 - imported before the memory limit is measured
+
+    import zrecord  # noqa: F401
+
+    corpus = load_corpus(args.corpus)
+    limit_memory(args.memory_mb)
+    out = sys.stdout
+    i = args.first
+    while True:
+        rng = input_rng(args.seed, i)
+        _, files, _ = make_input(corpus, rng)
+        path = os.path.join(args.work, f"in-{i}")
+        sm.write_store(path, files)
+        out.write(f"B {i}\n")
+        out.flush()
+        try:
+            outcome = run_input(path, rng)
+            out.write(f"E {i} {outcome}\n")
+        except Finding as exc:
+            out.write(f"F {i} {json.dumps(str(exc))}\n")
+        out.flush()
+        shutil.rmtree(path)
+        i += args.stride
+
+
+def save_finding(findings: str, seed: int, i: int, kind: str, detail: str,
+                 corpus: list[tuple[str, dict[str, bytes]]]) -> str:
+    rng = input_rng(seed, i)
+    name, files, ops = make_input(corpus, rng)
+    dest = os.path.join(findings, f"{kind}-{seed}-{i}")
+    shutil.rmtree(dest + ".store", ignore_errors=True)
+    sm.write_store(dest + ".store", files)
+    with open(dest + ".json", "w") as f:
+        json.dump({"kind": kind, "detail": detail, "seed": seed, "input": i, "seed_store": name,
+                   "mutations": ops, "replay": f"--replay {seed}:{i}"}, f, indent=1)
+    return dest
+
+
+def supervise(args: argparse.Namespace) -> int:
+    corpus_dir = args.corpus
+    tmp = tempfile.mkdtemp(prefix="zrecord-fuzz-")
+    if corpus_dir is None:
+        from make_corpus import write_corpus
+
+        corpus_dir = os.path.join(tmp, "corpus")
+        write_corpus(corpus_dir)
+    corpus = load_corpus(corpus_dir)
+    os.makedirs(args.findings, exist_ok=True)
+    deadline = time.monotonic() + args.seconds
+    workers: dict[int, dict[str, Any]] = {}
+    next_first = 0
+    stats: dict[str, int] = {}
+    findings: list[str] = []
+    execs = 0
+
+    def spawn(slot: int) -> None:
+        nonlocal next_first
+        work = os.path.join(tmp, f"w{slot}-{next_first}")
+        os.mkdir(work)
+        # Each worker restarts at a fresh block of inputs so that a restart never repeats one.
+        first = next_first
+        next_first += 1 << 32
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--seed", str(args.seed),
+               "--first", str(args.start + first), "--stride", "1", "--corpus", corpus_dir,
+               "--work", work, "--memory-mb", str(args.memory_mb)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.set_blocking(proc.stdout.fileno(), False)
+        workers[slot] = {"proc": proc, "buf": b"", "current": None, "since": time.monotonic(),
+                         "work": work}
+
+    def finding(kind: str, i: int, detail: str) -> None:
+        dest = save_finding(args.findings, args.seed, i, kind, detail, corpus)
+        findings.append(f"{kind} input {args.seed}:{i}: {detail} -> {dest}.json")
+        print(f"FINDING {findings[-1]}", flush=True)
+
+    for slot in range(args.jobs):
+        spawn(slot)
+    last_report = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            fds = {w["proc"].stdout.fileno(): slot for slot, w in workers.items()}
+            ready, _, _ = select.select(list(fds), [], [], 0.5)
+            now = time.monotonic()
+            for fd in ready:
+                w = workers[fds[fd]]
+                chunk = os.read(fd, 1 << 16)
+                w["buf"] += chunk
+                *lines, w["buf"] = w["buf"].split(b"\n")
+                for line in lines:
+                    tag, num, *rest = line.decode().split(" ", 2)
+                    if tag == "B":
+                        w["current"], w["since"] = int(num), now
+                        continue
+                    execs += 1
+                    w["current"] = None
+                    if tag == "E":
+                        stats[rest[0]] = stats.get(rest[0], 0) + 1
+                    else:
+                        stats["FINDING"] = stats.get("FINDING", 0) + 1
+                        finding("finding", int(num), json.loads(rest[0]))
+            for slot, w in list(workers.items()):
+                proc = w["proc"]
+                hung = w["current"] is not None and now - w["since"] > args.timeout
+                if hung:
+                    proc.kill()
+                rc = proc.poll()
+                if rc is None and not hung:
+                    continue
+                proc.wait()
+                err = proc.stderr.read().decode(errors="replace")[-2000:]
+                if w["current"] is not None:
+                    i = w["current"]
+                    kind = "hang" if hung else ("crash" if rc < 0 else "exit")
+                    execs += 1
+                    stats[kind.upper()] = stats.get(kind.upper(), 0) + 1
+                    why = f"signal {-rc}" if rc < 0 and not hung else f"rc {rc}"
+                    finding(kind, i, f"{why}; stderr: {err.strip()[-600:]}")
+                else:
+                    print(f"worker exited unexpectedly (rc {rc}): {err}", file=sys.stderr)
+                shutil.rmtree(w["work"], ignore_errors=True)
+                spawn(slot)
+            if now - last_report > 30:
+                last_report = now
+                print(f"[{int(args.seconds - (deadline - now))} s] {execs} execs, "
+                      f"{len(findings)} findings", flush=True)
+    finally:
+        for w in workers.values():
+            w["proc"].kill()
+            w["proc"].wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps({"seconds": args.seconds, "execs": execs, "findings": len(findings),
+                      "outcomes": dict(sorted(stats.items()))}, indent=1))
+    for f in findings:
+        print(f)
+    return 1 if findings else 0
+
+
+def replay(args: argparse.Namespace) -> int:
+    seed_text, i_text = args.replay.split(":")
+    seed, i = int(seed_text), int(i_text)
+    tmp = tempfile.mkdtemp(prefix="zrecord-replay-")
+    corpus_dir = args.corpus
+    if corpus_dir is None:
+        from make_corpus import write_corpus
+
+        corpus_dir = os.path.join(tmp, "corpus")
+        write_corpus(corpus_dir)
+    rng = input_rng(seed, i)
+    name, files, ops = make_input(load_corpus(corpus_dir), rng)
+    path = args.keep or os.path.join(tmp, "store")
+    sm.write_store(path, files)
+    print(f"input {seed}:{i} from {name}: {ops} at {path}", flush=True)
+    limit_memory(args.memory_mb)
+    print(run_input(path, rng))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the atheris engine
+# ---------------------------------------------------------------------------------------------
+
+
+class _ProviderRandom:
+    """The few random.Random methods the mutators use, drawn from libFuzzer's bytes."""
+
+    def __init__(self, fdp: Any) -> None:
+        self.fdp = fdp
+
+    def randrange(self, n: int) -> int:
+        return self.fdp.ConsumeIntInRange(0, n - 1) if n > 1 else 0
+
+    def randbytes(self, n: int) -> bytes:
+        got = self.fdp.ConsumeBytes(n)
+        return got + bytes(n - len(got))
+
+
+def run_atheris(args: argparse.Namespace, rest: list[str]) -> int:
+    import atheris
+
+    tmp = tempfile.mkdtemp(prefix="zrecord-atheris-")
+    corpus_dir = args.corpus
+    if corpus_dir is None:
+        from make_corpus import write_corpus
+
+        corpus_dir = os.path.join(tmp, "corpus")
+        write_corpus(corpus_dir)
+    corpus = load_corpus(corpus_dir)
+    counter = [0]
+
+    def one_input(data: bytes) -> None:
+        rng = _ProviderRandom(atheris.FuzzedDataProvider(data))
+        _, files, _ = make_input(corpus, rng)
+        counter[0] += 1
+        path = os.path.join(tmp, f"in-{counter[0]}")
+        sm.write_store(path, files)
+        try:
+            run_input(path, random.Random(counter[0]))
+        finally:
+            shutil.rmtree(path)
+
+    limit_memory(args.memory_mb)
+    with atheris.instrument_imports():
+        import zrecord  # noqa: F401
+    atheris.Setup([sys.argv[0], f"-max_total_time={args.seconds}", f"-timeout={args.timeout}",
+                   f"-rss_limit_mb={args.memory_mb + 1024}", *rest], one_input)
+    atheris.Fuzz()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", choices=["mutate", "atheris"], default="mutate")
+    ap.add_argument("--seconds", type=int,
+                    default=int(os.environ.get("ZRECORD_FUZZ_SECONDS", "60")),
+                    help="how long to run (default $ZRECORD_FUZZ_SECONDS or 60)")
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("ZRECORD_FUZZ_SEED", "1")))
+    ap.add_argument("--start", type=int, default=0, help="first input number")
+    ap.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)))
+    ap.add_argument("--timeout", type=int, default=20, help="seconds one input may take")
+    ap.add_argument("--memory-mb", type=int, default=1024,
+                    help="address space an input may add to the process (RLIMIT_AS)")
+    ap.add_argument("--corpus", help="seed stores (default: written by make_corpus.py)")
+    ap.add_argument("--findings", default=os.path.join(os.getcwd(), "fuzz-findings"))
+    ap.add_argument("--replay", help="SEED:I: rebuild input I of run SEED and run it here")
+    ap.add_argument("--keep", help="with --replay: write the input store here")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--stride", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    args, rest = ap.parse_known_args(argv)
+    if args.worker:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        return worker(args)
+    if args.replay:
+        return replay(args)
+    if args.engine == "atheris":
+        return run_atheris(args, rest)
+    return supervise(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

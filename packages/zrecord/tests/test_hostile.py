@@ -1,0 +1,240 @@
+"""Hostile stores: every offset, length and shape read from disk is checked before use.
+
+Each store here is built byte by byte (through tests/fuzz/storemodel.py, which lays out the
+format from the spec and reseals checksums), so that exactly one rule is broken and the check
+under test, not an earlier checksum, must catch it. The tests named ``test_regression_*`` are
+inputs the fuzzer (tests/fuzz/fuzz_store.py) found; the others pin the checks it relies on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import zstandard
+
+import zrecord
+from zrecord import Dense, Ragged
+from zrecord.errors import (
+    CorruptStoreError,
+    DecodeError,
+    FormatError,
+    LimitError,
+    ZrecordError,
+)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
+
+import storemodel as sm  # noqa: E402
+
+DTYPE_INT32 = 6
+DTYPE_UINT8 = 3
+RAW, ZSTD = 0, 1
+DENSE, RAGGED = 1, 2
+
+
+def dense_store(item_shape, stored, *, dtype=DTYPE_INT32, codec=RAW, shards=1) -> sm.Store:
+    return sm.Store(DENSE, dtype, len(item_shape), codec, shards, list(item_shape), b"",
+                    [sm.Record(k % shards, s) for k, s in enumerate(stored)])
+
+
+def write(path: str, files: dict[str, bytes]) -> str:
+    sm.write_store(path, files)
+    return path
+
+
+def open_and_read_all(path: str) -> None:
+    with zrecord.open_store(path) as store:
+        store.verify()
+        list(store)
+
+
+# ---- regressions found by the fuzzer -------------------------------------------------------
+
+
+def test_regression_dense_empty_records_with_an_axis_numpy_cannot_hold(tmp_path):
+    """Fuzz input 1:4294968005: item_shape (0, 2**64 - 58...) is a valid store of empty records
+    ([ZR-HDR-009] counts only the product), but NumPy cannot make the array; reading raised a
+    bare ValueError from numpy. Now open raises LimitError naming header.zrh."""
+    path = write(str(tmp_path / "s"), dense_store((0, (1 << 64) - 58), [b"", b"", b""]).encode())
+    with pytest.raises(LimitError, match="header.zrh"):
+        Dense.open(path)
+    with pytest.raises(LimitError):
+        zrecord.open_store(path)
+    # The same shape where the product stays within NumPy's range opens and reads.
+    path2 = write(str(tmp_path / "t"), dense_store((0, 1 << 40), [b"", b""]).encode())
+    with Dense.open(path2) as ds:
+        assert ds[:].shape == (2, 0, 1 << 40)
+
+
+def test_regression_stacked_empty_records_numpy_cannot_hold(tmp_path):
+    """Fuzz input 2:22001: item_shape (0, 2**60) of int32 is one NumPy array per record, but
+    not three stacked; ds[:] raised numpy's ValueError. Now it is a LimitError that says to read
+    fewer records at a time."""
+    path = write(str(tmp_path / "s"), dense_store((0, 1 << 60), [b"", b"", b""]).encode())
+    with Dense.open(path) as ds:
+        assert ds[0].shape == (0, 1 << 60)
+        with pytest.raises(LimitError, match="read fewer"):
+            ds[:]
+
+
+def test_regression_writer_refuses_an_item_shape_numpy_cannot_hold(tmp_path):
+    """The writer published such a store too (with a RuntimeWarning); it now refuses it."""
+    with pytest.raises(LimitError, match="NumPy"):
+        Dense.create(str(tmp_path / "s"), np.int32, (0, (1 << 64) - 1), codec="raw")
+    assert not os.path.exists(tmp_path / "s")
+
+
+def test_regression_ragged_empty_record_with_axes_numpy_cannot_hold(tmp_path):
+    """The Ragged twin: record 1 has shape (0, 2**32-1, 2**32-1, 2**32-1), size 0 and valid by
+    [ZR-IDX-004]; reading it raised numpy's ValueError. Now it is a LimitError naming the record,
+    and the other records still read."""
+    big = (1 << 32) - 1
+    store = sm.Store(RAGGED, DTYPE_INT32, 4, RAW, 1, [], b"", [
+        sm.Record(0, np.arange(2, dtype="<i4").tobytes(), [1, 1, 1, 2]),
+        sm.Record(0, b"", [0, big, big, big]),
+    ])
+    path = write(str(tmp_path / "s"), store.encode())
+    with Ragged.open(path) as rs:
+        rs.verify()
+        np.testing.assert_array_equal(rs[0], np.arange(2).reshape(1, 1, 1, 2))
+        assert rs.shapes(1).tolist() == [[0, big, big, big]]
+        with pytest.raises(LimitError, match="record 1"):
+            rs[1]
+
+
+# ---- offsets, lengths and sizes ------------------------------------------------------------
+
+
+def entry_store_with(tmp_path, name, offset=None, stored_size=None, shard=None) -> str:
+    """A one-shard raw Dense store of 3 records whose record 1's entry is overwritten and the
+    index and header resealed."""
+    files = dense_store((2,), [np.arange(2, dtype="<i4").tobytes()] * 3).encode()
+    index = bytearray(files["index.zri"])
+    for value, off, size in ((offset, 0, 8), (stored_size, 8, 4), (shard, 12, 1)):
+        if value is not None:
+            sm.put(index, 24 + off, size, value)
+    files["index.zri"] = bytes(index)
+    header = bytearray(files["header.zrh"])
+    sm.put(header, 64, 8, sm.xxh64(bytes(index)))
+    sm.reseal_header(header)
+    files["header.zrh"] = bytes(header)
+    return write(str(tmp_path / name), files)
+
+
+@pytest.mark.parametrize("offset", [8 * 3 - 7, 1 << 40, (1 << 64) - 1, (1 << 64) - 8])
+def test_record_range_past_or_wrapping_the_shard_is_refused(tmp_path, offset):
+    """[ZR-IDX-002] offset + stored_size is checked without overflow before any byte is read."""
+    path = entry_store_with(tmp_path, f"s{offset}", offset=offset)
+    with pytest.raises(CorruptStoreError, match="ZR-IDX-002"):
+        Dense.open(path)
+
+
+def test_shard_number_past_data_shards_is_refused(tmp_path):
+    """[ZR-IDX-001]"""
+    with pytest.raises(CorruptStoreError, match="ZR-IDX-001"):
+        Dense.open(entry_store_with(tmp_path, "s", shard=1))
+
+
+def test_stored_size_other_than_the_raw_record_size_is_refused(tmp_path):
+    """[ZR-IDX-004] for codec raw."""
+    with pytest.raises(FormatError):
+        Dense.open(entry_store_with(tmp_path, "s", stored_size=4))
+
+
+def test_record_count_larger_than_the_index_file_is_refused_before_allocating(tmp_path):
+    """[ZR-HDR-011] [ZR-HDR-014] a header that claims 2**48 records (and a matching index_size)
+    over an index of 3 entries is refused on the size, not by allocating 6 PiB."""
+    files = dense_store((2,), [np.arange(2, dtype="<i4").tobytes()] * 3).encode()
+    header = bytearray(files["header.zrh"])
+    sm.put(header, 24, 8, 1 << 48)
+    sm.put(header, 56, 8, (1 << 48) * 24)
+    sm.reseal_header(header)
+    files["header.zrh"] = bytes(header)
+    with pytest.raises(CorruptStoreError, match="index.zri"):
+        Dense.open(write(str(tmp_path / "s"), files))
+
+
+def test_oversized_header_file_is_refused_without_reading_it(tmp_path):
+    """[ZR-HDR-003] a sparse 1 GiB header.zrh is refused on its size alone."""
+    files = dense_store((2,), [np.arange(2, dtype="<i4").tobytes()]).encode()
+    path = write(str(tmp_path / "s"), files)
+    with open(os.path.join(path, "header.zrh"), "r+b") as f:
+        f.truncate(1 << 30)
+    with pytest.raises(CorruptStoreError, match="ZR-HDR-003"):
+        Dense.open(path)
+
+
+def test_shard_truncated_before_open_is_an_error_not_sigbus(tmp_path):
+    """[ZR-HDR-010] every shard's size is checked against the header at open, so a shard cut
+    short before open never reaches the mapping (where reading past its end is SIGBUS)."""
+    path = str(tmp_path / "s")
+    with Dense.create(path, np.uint8, (100,), codec="raw", data_shards=2) as w:
+        w.append(np.ones((40, 100), np.uint8))
+    os.truncate(os.path.join(path, "data-001.zrd"), 1000)
+    with pytest.raises(CorruptStoreError, match="data-001.zrd"):
+        Dense.open(path)
+
+
+def test_large_record_shard_truncated_after_open_is_an_error(tmp_path):
+    """Large records are read with pread: a shard truncated after open is CorruptStoreError
+    naming the shard ([ZR-PUB-005] says it must not happen; the reader still must not crash)."""
+    path = str(tmp_path / "s")
+    with Dense.create(path, np.uint8, (64 << 10,), codec="raw", data_shards=1) as w:
+        w.append(np.ones((4, 64 << 10), np.uint8))
+    with Dense.open(path) as ds:
+        os.truncate(os.path.join(path, "data-000.zrd"), 100)
+        with pytest.raises(CorruptStoreError, match="data-000.zrd"):
+            ds[3]
+
+
+# ---- crafted zstd frames -------------------------------------------------------------------
+
+
+def frame_store(tmp_path, name, frame: bytes, item_shape=(16,)) -> str:
+    """A zstd Dense store whose record 0 is `frame`, with a correct checksum and sizes."""
+    store = dense_store(item_shape, [frame], dtype=DTYPE_UINT8, codec=ZSTD)
+    return write(str(tmp_path / name), store.encode())
+
+
+@pytest.mark.parametrize("case", ["longer", "shorter", "no_content_size", "two_frames",
+                                  "skippable", "truncated", "huge_content_size", "garbage"])
+def test_crafted_frames_are_decode_errors(tmp_path, case):
+    """[ZR-IDX-005] a frame that does not decode to exactly the logical size is DecodeError,
+    whatever it declares; nothing is allocated from a frame's declared size."""
+    c = zstandard.ZstdCompressor()
+    frame = {
+        "longer": c.compress(bytes(17)),
+        "shorter": c.compress(bytes(15)),
+        "no_content_size": zstandard.ZstdCompressor(write_content_size=False).compress(bytes(16)),
+        "two_frames": c.compress(bytes(8)) + c.compress(bytes(8)),
+        "skippable": b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + bytes(4),
+        "truncated": c.compress(bytes(range(16)))[:-3],
+        "garbage": bytes(range(40)),
+    }.get(case)
+    if case == "huge_content_size":
+        # Frame header descriptor 0xC0 (8-byte content size, single segment unset): declares
+        # 2**40 bytes with an empty raw block.
+        frame = (b"\x28\xb5\x2f\xfd" + b"\xc0\x00" + (1 << 40).to_bytes(8, "little")
+                 + b"\x01\x00\x00")
+    path = frame_store(tmp_path, case, frame)
+    with Dense.open(path) as ds:
+        with pytest.raises((DecodeError, CorruptStoreError)) as info:
+            ds[0]
+        assert info.value.record == 0
+        with pytest.raises(ZrecordError):
+            ds.verify()
+
+
+def test_fuzz_harness_smoke(tmp_path):
+    """The fuzz harness runs (a few hundred inputs) and finds nothing."""
+    import subprocess
+
+    harness = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz", "fuzz_store.py")
+    out = subprocess.run([sys.executable, harness, "--seconds", "4", "--jobs", "1",
+                          "--findings", str(tmp_path / "findings")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert '"findings": 0' in out.stdout
