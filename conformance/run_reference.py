@@ -1,0 +1,82 @@
+"""Runs every conformance case of v1/cases.json against the reference reader.
+
+    python conformance/run_reference.py [-v] [case-name ...]
+
+A valid case passes when the reader returns exactly the expected records (dtype, shape and
+bytes); an invalid case passes when the reader raises the expected error code: at open for
+phase "open", at open or while reading every record for phase "read". Exit status 1 if any
+case fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+V1 = HERE / "v1"
+sys.path.insert(0, str(HERE))
+
+from reference.reader import FormatViolation, open_store  # noqa: E402
+
+
+def load_cases() -> list[dict[str, Any]]:
+    with open(V1 / "cases.json", encoding="utf-8") as f:
+        cases: list[dict[str, Any]] = json.load(f)["cases"]
+    return cases
+
+
+def run_case(case: dict[str, Any]) -> str | None:
+    """Returns None if the case passes, else what went wrong."""
+    path = V1 / case["store"]
+    if case["expect"] == "valid":
+        try:
+            store = open_store(path)
+            got = store.read_all()
+        except FormatViolation as exc:
+            return f"valid store rejected: {exc}"
+        want = [np.load(V1 / p, allow_pickle=False) for p in case["records"]]
+        if len(got) != len(want):
+            return f"{len(got)} records, expected {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            if g.dtype != w.dtype or g.shape != w.shape or g.tobytes() != w.tobytes():
+                return f"record {i}: got {g.dtype}{g.shape}, expected {w.dtype}{w.shape} or bytes differ"
+        return None
+    try:
+        store = open_store(path)
+    except FormatViolation as exc:
+        return None if exc.code == case["error"] else f"error {exc.code} ({exc}), expected {case['error']}"
+    if case["phase"] == "open":
+        return f"open succeeded, expected error {case['error']} at open"
+    try:
+        store.read_all()
+    except FormatViolation as exc:
+        return None if exc.code == case["error"] else f"error {exc.code} ({exc}), expected {case['error']}"
+    return f"every record read, expected error {case['error']}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("names", nargs="*")
+    args = parser.parse_args()
+    cases = [c for c in load_cases() if not args.names or c["name"] in args.names]
+    failed = 0
+    for case in cases:
+        problem = run_case(case)
+        if problem is not None:
+            failed += 1
+            print(f"FAIL {case['name']}: {problem}")
+        elif args.verbose:
+            print(f"ok   {case['name']}")
+    print(f"reference reader: {len(cases) - failed} of {len(cases)} cases pass")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The zrecord package against the conformance vectors (v1/cases.json).
+
+Valid cases: `zrecord.open_store` gives the expected kind, dtype, shape and exact record bytes,
+one record at a time and as one batch, and `verify()` passes. Invalid cases: the exact
+exception class of the case's error code (spec section 9) is raised when the store is opened
+(phase "open") or, for phase "read", when its records are read and when it is verified.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zrecord
+from zrecord import errors
+
+V1 = Path(__file__).resolve().parent / "v1"
+CASES: list[dict[str, Any]] = json.loads((V1 / "cases.json").read_text(encoding="utf-8"))["cases"]
+VALID = [c for c in CASES if c["expect"] == "valid"]
+INVALID = [c for c in CASES if c["expect"] == "error"]
+
+# Conformance error code -> the exception class zrecord must raise (exactly this class).
+EXCEPTIONS: dict[str, type[errors.ZrecordError]] = {
+    "not_published": errors.NotPublishedError,
+    "bad_magic": errors.BadMagicError,
+    "unsupported_version": errors.UnsupportedVersionError,
+    "corrupt": errors.CorruptStoreError,
+    "checksum": errors.ChecksumError,
+    "unsupported": errors.UnsupportedError,
+    "limit": errors.LimitError,
+    "decode": errors.DecodeError,
+}
+
+
+def test_manifest_error_codes_match_the_native_codes() -> None:
+    manifest = json.loads((V1 / "cases.json").read_text(encoding="utf-8"))
+    assert set(manifest["error_codes"]) == set(EXCEPTIONS)
+    for name, number in manifest["error_codes"].items():
+        assert errors._BY_CODE[number] is EXCEPTIONS[name], name
+
+
+@pytest.mark.parametrize("case", VALID, ids=[c["name"] for c in VALID])
+def test_valid(case: dict[str, Any]) -> None:
+    want = [np.load(V1 / p, allow_pickle=False) for p in case["records"]]
+    with zrecord.open_store(V1 / case["store"]) as store:
+        assert type(store).__name__.lower() == case["kind"]
+        assert len(store) == case["record_count"] == len(want)
+        assert store.dtype == np.dtype(case["dtype"])
+        assert store.format_version == tuple(case["format_version"])
+        if case["kind"] == "dense":
+            assert store.item_shape == tuple(case["item_shape"])
+        for i, w in enumerate(want):
+            got = store[i]
+            assert got.dtype == w.dtype and got.shape == w.shape, i
+            assert got.tobytes() == w.tobytes(), i
+        if want:
+            batch = store[list(range(len(want)))[::-1]]
+            for w, got in zip(want[::-1], batch):
+                assert got.shape == w.shape and got.tobytes() == w.tobytes()
+        store.verify()
+
+
+def _raises(case: dict[str, Any]) -> Any:
+    return pytest.raises(EXCEPTIONS[case["error"]])
+
+
+def _check_exact(info: Any, case: dict[str, Any]) -> None:
+    assert type(info.value) is EXCEPTIONS[case["error"]], repr(info.value)
+    assert str(info.value)
+
+
+@pytest.mark.parametrize("case", INVALID, ids=[c["name"] for c in INVALID])
+def test_invalid(case: dict[str, Any]) -> None:
+    path = V1 / case["store"]
+    if case["phase"] == "open":
+        with _raises(case) as info:
+            zrecord.open_store(path)
+        _check_exact(info, case)
+        return
+    # Phase "read": zrecord checks these when a record is read, so open succeeds.
+    with zrecord.open_store(path) as store:
+        with _raises(case) as info:
+            for i in range(len(store)):
+                store[i]
+        _check_exact(info, case)
+    with zrecord.open_store(path) as store:
+        with _raises(case) as info:
+            store.verify()
+        _check_exact(info, case)
+
+
+def test_manifest_matches_its_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((V1 / "cases.schema.json").read_text(encoding="utf-8"))
+    manifest = json.loads((V1 / "cases.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(manifest)
+    names = [c["name"] for c in manifest["cases"]]
+    assert len(names) == len(set(names))
