@@ -1,10 +1,33 @@
 """loaderx-converter: offline import of Hugging Face datasets into zrecord stores.
 
-This release carries the package skeleton and its version only. ``huggingface()`` and
-``convert()`` arrive with issue [F5]; until then this package exports nothing else, and
-``from loaderx.converter import convert`` fails with an ImportError naming the missing name.
+``huggingface()`` resolves a Hub revision to an exact commit and loads that snapshot;
+``from_local()`` loads a ``save_to_disk`` folder or parquet files; ``convert()`` writes one typed
+zrecord store per column under ``root/split/column`` and publishes the whole tree at once, so
+training needs neither ``datasets`` nor Arrow. The user's import path is ``loaderx.converter``.
 """
 
-__version__ = "0.1.0a0"
+from loaderx_converter._convert import convert
+from loaderx_converter._hub import Provenance, from_local, huggingface, resolve_revision
+from loaderx_converter.errors import (
+    ConversionError,
+    HubError,
+    InconsistentRecordsError,
+    NullValueError,
+    UnsupportedFeatureError,
+)
 
-__all__ = ["__version__"]
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConversionError",
+    "HubError",
+    "InconsistentRecordsError",
+    "NullValueError",
+    "Provenance",
+    "UnsupportedFeatureError",
+    "__version__",
+    "convert",
+    "from_local",
+    "huggingface",
+    "resolve_revision",
+]

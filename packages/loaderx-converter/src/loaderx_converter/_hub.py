@@ -1,0 +1,155 @@
+"""Where a dataset comes from: the Hub at an exact commit, or a local folder or parquet files.
+
+``huggingface()`` turns a revision (branch, tag or commit) into the commit hash it names
+*now*, downloads exactly that snapshot with ``huggingface_hub`` (honouring the endpoint, token
+and cache folder passed as arguments, so no process environment variable is needed) and lets
+``datasets`` decode it from the local snapshot folder. The provenance travels on the returned
+object as ``loaderx_provenance`` and ``convert`` writes it beside the stores.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from loaderx_converter.errors import HubError
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+PROVENANCE_ATTR = "loaderx_provenance"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a converted dataset came from; written to ``provenance.json`` by ``convert``."""
+
+    source: str
+    repo_id: str | None = None
+    config: str | None = None
+    revision: str | None = None
+    requested_revision: str | None = None
+    endpoint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary."""
+        return asdict(self)
+
+
+def _make_api(endpoint: str | None, token: str | None) -> Any:
+    """The Hub client; tests replace this function with one returning a fake."""
+    import huggingface_hub
+
+    return huggingface_hub.HfApi(endpoint=endpoint, token=token)
+
+
+def _offline() -> bool:
+    import huggingface_hub
+
+    check = getattr(huggingface_hub, "is_offline_mode", None)
+    if callable(check):
+        return bool(check())
+    return bool(huggingface_hub.constants.HF_HUB_OFFLINE)
+
+
+def _cached_commit(repo_id: str, revision: str, cache_dir: str | None) -> str | None:
+    """The commit a branch or tag pointed to when it was last downloaded into the cache."""
+    import huggingface_hub
+
+    root = cache_dir or huggingface_hub.constants.HF_HUB_CACHE
+    ref = os.path.join(root, "datasets--" + repo_id.replace("/", "--"), "refs", revision)
+    try:
+        with open(ref, encoding="ascii") as f:
+            commit = f.read().strip()
+    except OSError:
+        return None
+    return commit if _COMMIT.match(commit) else None
+
+
+def resolve_revision(repo_id: str, revision: str, *, api: Any = None, cache_dir: str | None = None,
+                     offline: bool | None = None) -> str:
+    """The commit hash that `revision` of dataset `repo_id` names.
+
+    A 40-hex commit is returned as it is. Offline, the cache's record of the branch or tag is
+    used. Online, the Hub's dataset info is asked (``api.dataset_info(...).sha``).
+    """
+    if _COMMIT.match(revision):
+        return revision
+    if offline if offline is not None else _offline():
+        commit = _cached_commit(repo_id, revision, cache_dir)
+        if commit is None:
+            raise HubError(
+                f"offline (HF_HUB_OFFLINE=1) and the cache has no record of revision {revision!r} "
+                f"of dataset {repo_id!r}; download it once online, or pass the commit hash")
+        return commit
+    try:
+        info = api.dataset_info(repo_id, revision=revision)
+    except Exception as exc:  # noqa: BLE001 - every client failure becomes one clear error
+        raise HubError(
+            f"could not resolve revision {revision!r} of dataset {repo_id!r} on the Hub "
+            f"({type(exc).__name__}: {exc}). Without network, set HF_HUB_OFFLINE=1 to use the "
+            "local cache") from exc
+    sha = getattr(info, "sha", None)
+    if not isinstance(sha, str) or not _COMMIT.match(sha):
+        raise HubError(f"the Hub returned no commit hash for {repo_id!r} at {revision!r}: {sha!r}")
+    return sha
+
+
+def huggingface(repo_id: str, *, revision: str = "main", config: str | None = None,
+                token: str | None = None, endpoint: str | None = None,
+                cache_dir: str | None = None) -> Any:
+    """Download dataset `repo_id` at the commit `revision` names now and return its DatasetDict.
+
+    `endpoint` selects a mirror or a private Hub (e.g. ``"https://hf-mirror.com"``) and `token`
+    a private or gated repository, both without environment variables. `config` selects a
+    configuration when the repository has several. With ``HF_HUB_OFFLINE=1`` a populated cache
+    is used and nothing is contacted. Fails fast with :class:`HubError` when neither works.
+    """
+    import datasets
+    import huggingface_hub
+
+    offline = _offline()
+    commit = resolve_revision(repo_id, revision, api=None if offline else _make_api(endpoint, token),
+                              cache_dir=cache_dir, offline=offline)
+    try:
+        folder = huggingface_hub.snapshot_download(
+            repo_id, repo_type="dataset", revision=commit, cache_dir=cache_dir, token=token,
+            endpoint=endpoint, local_files_only=offline, etag_timeout=10)
+    except Exception as exc:  # noqa: BLE001 - every download failure becomes one clear error
+        where = "the local cache" if offline else (endpoint or "the Hub")
+        raise HubError(f"could not get dataset {repo_id!r} at commit {commit} from {where} "
+                       f"({type(exc).__name__}: {exc})") from exc
+    loaded = datasets.load_dataset(str(folder), name=config, cache_dir=cache_dir)
+    if isinstance(loaded, datasets.Dataset):
+        loaded = datasets.DatasetDict({str(loaded.split or "train"): loaded})
+    setattr(loaded, PROVENANCE_ATTR, Provenance(
+        source="huggingface", repo_id=repo_id, config=config, revision=commit,
+        requested_revision=revision, endpoint=endpoint))
+    return loaded
+
+
+def from_local(path: str, *, config: str | None = None) -> Any:
+    """Load a local ``save_to_disk`` folder, a parquet file, or a folder of parquet files.
+
+    Returns a DatasetDict (a single dataset becomes split ``"train"``) with provenance.
+    """
+    import datasets
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no dataset at {path!r}")
+    if os.path.isdir(path) and (os.path.exists(os.path.join(path, "dataset_dict.json"))
+                                or os.path.exists(os.path.join(path, "state.json"))):
+        loaded = datasets.load_from_disk(path)
+    elif os.path.isfile(path) and path.endswith(".parquet"):
+        loaded = datasets.Dataset.from_parquet(path)
+    elif os.path.isdir(path) and glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True):
+        loaded = datasets.load_dataset(path, name=config)
+    else:
+        raise ValueError(f"{path!r} is neither a save_to_disk folder nor parquet file(s)")
+    if isinstance(loaded, datasets.Dataset):
+        loaded = datasets.DatasetDict({str(loaded.split or "train"): loaded})
+    setattr(loaded, PROVENANCE_ATTR, Provenance(source="local", repo_id=os.path.abspath(path),
+                                                config=config))
+    return loaded

@@ -1,0 +1,23 @@
+"""Errors raised by the converter. Each also subclasses the matching builtin."""
+
+from __future__ import annotations
+
+
+class ConversionError(Exception):
+    """Base class of every error the converter raises on its own."""
+
+
+class UnsupportedFeatureError(ConversionError, TypeError):
+    """A column's feature type (strings, nested dicts, ...) has no typed array form."""
+
+
+class NullValueError(ConversionError, ValueError):
+    """A column holds a null (missing value); zrecord records have no null."""
+
+
+class InconsistentRecordsError(ConversionError, ValueError):
+    """Records of one column disagree on dtype or rank, or a nested list is not rectangular."""
+
+
+class HubError(ConversionError, ConnectionError):
+    """The Hugging Face Hub (or the local cache, offline) could not provide the snapshot."""
