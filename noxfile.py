@@ -28,7 +28,7 @@ TORCH = "torch==2.13.0"
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "converter", "pins", "roundtrip",
-                        "pythons", "fuzz"]
+                        "pythons", "fuzz", "distributed"]
 nox.options.error_on_missing_interpreters = True
 
 
@@ -75,6 +75,19 @@ def converter(session: nox.Session) -> None:
     """loaderx-converter's tests."""
     _install_all(session, "test")
     session.run("pytest", "-q", str(CONVERTER / "tests"), *session.posargs)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def distributed(session: nox.Session) -> None:
+    """loaderx across processes: loaderx.ray on a local Ray instance (loaderx[ray]) and the
+    2-process gloo DDP example docs/examples/ddp_gloo.py (CPU torch, pinned as in `loaderx`).
+
+    The `loaderx` session skips test_ray.py, which needs Ray; here a missing Ray is an error.
+    """
+    session.install(str(ZRECORD), f"{LOADERX}[test,ray]", TORCH)
+    session.run("python", "-c", "import ray.data, torch.distributed")
+    session.run("pytest", "-q", str(LOADERX / "tests" / "test_ray.py"),
+                str(LOADERX / "tests" / "test_ddp.py"), *session.posargs)
 
 
 @nox.session(python=PYTHONS)
