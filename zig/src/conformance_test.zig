@@ -1,0 +1,306 @@
+//! The native core against the conformance vectors of format v1 (conformance/v1/cases.json),
+//! through the C ABI, the way every binding uses the core.
+//!
+//! Run from the repository root (the noxfile's `conformance` session does):
+//!   python -m ziglang test zig/src/conformance_test.zig -lc <libzstd.so.1>
+//! ZR_CONFORMANCE_DIR names another vectors folder (default `conformance/v1`).
+//!
+//! Invariants:
+//! - Every case is run, and every failure is printed, before the test fails: one broken case
+//!   does not hide the others.
+//! - A valid case passes when open succeeds, the info matches the manifest, every record has
+//!   the expected .npy file's dtype, shape and exact bytes (read one at a time and as one
+//!   batch) and verify passes. An invalid case passes when the exact ZR_E_* code of its error
+//!   is returned: by open for phase "open"; by open, or else by reading each record and by
+//!   verify (on fresh readers), for phase "read".
+
+const std = @import("std");
+const root = @import("root.zig");
+const abi = @import("abi.zig");
+const sys = @import("sys.zig");
+
+const Status = abi.Status;
+const Reader = @import("reader.zig").Reader;
+const gpa = std.testing.allocator;
+
+extern "c" fn getenv(name: [*:0]const u8) ?[*:0]const u8;
+
+const Case = struct {
+    name: []const u8,
+    expect: []const u8,
+    store: []const u8,
+    kind: ?[]const u8 = null,
+    dtype: ?[]const u8 = null,
+    ndim: ?u8 = null,
+    item_shape: ?[]const u64 = null,
+    codec: ?[]const u8 = null,
+    data_shards: ?u16 = null,
+    format_version: ?[2]u16 = null,
+    record_count: ?u64 = null,
+    records: ?[]const []const u8 = null,
+    @"error": ?[]const u8 = null,
+    error_number: ?i32 = null,
+    phase: ?[]const u8 = null,
+};
+
+const Manifest = struct {
+    cases: []const Case,
+};
+
+/// Spec section 3.3 dtype names by code, and the .npy `descr` NumPy writes for each.
+const dtype_names = [_][]const u8{
+    "bool",  "int8",   "uint8",   "int16",   "uint16",    "int32",     "uint32",
+    "int64", "uint64", "float16", "float32", "float64",   "complex64", "complex128",
+};
+const dtype_descrs = [_][]const u8{
+    "|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8", "<c8", "<c16",
+};
+const codec_names = [_][]const u8{ "raw", "zstd", "zstd_dict" };
+
+/// Raised (and printed) when a case does not conform; the loop goes on to the next case.
+const Mismatch = error{Mismatch};
+
+const Ctx = struct {
+    dir: []const u8,
+    case: *const Case,
+
+    fn fail(c: *const Ctx, comptime fmt: []const u8, args: anytype) Mismatch {
+        std.debug.print("FAIL {s}: " ++ fmt ++ "\n", .{c.case.name} ++ args);
+        return error.Mismatch;
+    }
+
+    fn path(c: *const Ctx, buf: []u8, rel: []const u8) [:0]u8 {
+        return std.fmt.bufPrintSentinel(buf, "{s}/{s}", .{ c.dir, rel }, 0) catch unreachable;
+    }
+};
+
+fn readFile(p: [*:0]const u8) ![]u8 {
+    const fd = try sys.open(p, sys.O_RDONLY, 0);
+    defer sys.close(fd);
+    const size: usize = @intCast((try sys.fstat(fd)).size);
+    const buf = try gpa.alloc(u8, size);
+    errdefer gpa.free(buf);
+    var short = false;
+    try sys.preadAll(fd, buf, 0, &short);
+    return buf;
+}
+
+/// One record of a .npy file (format 1.0 to 3.0, C order): its descr, shape and data bytes.
+const Npy = struct {
+    bytes: []u8,
+    descr: []const u8,
+    shape: [32]u64 = undefined,
+    ndim: usize = 0,
+    data: []const u8,
+
+    fn parse(bytes: []u8) !Npy {
+        if (bytes.len < 10 or !std.mem.eql(u8, bytes[0..6], "\x93NUMPY")) return error.NotNpy;
+        const major = bytes[6];
+        const len_bytes: usize = if (major == 1) 2 else 4;
+        const header_len: usize = if (major == 1)
+            std.mem.readInt(u16, bytes[8..10], .little)
+        else
+            std.mem.readInt(u32, bytes[8..12], .little);
+        const start = 8 + len_bytes;
+        if (bytes.len < start + header_len) return error.NotNpy;
+        const text = bytes[start .. start + header_len];
+        if (std.mem.indexOf(u8, text, "'fortran_order': False") == null) return error.NotNpy;
+        const descr = try between(text, "'descr': '", "'");
+        var out: Npy = .{ .bytes = bytes, .descr = descr, .data = bytes[start + header_len ..] };
+        var it = std.mem.tokenizeAny(u8, try between(text, "'shape': (", ")"), ", ");
+        while (it.next()) |dim| : (out.ndim += 1) out.shape[out.ndim] = try std.fmt.parseInt(u64, dim, 10);
+        return out;
+    }
+
+    fn between(text: []const u8, open: []const u8, close: []const u8) ![]const u8 {
+        const a = (std.mem.indexOf(u8, text, open) orelse return error.NotNpy) + open.len;
+        const b = std.mem.indexOfPos(u8, text, a, close) orelse return error.NotNpy;
+        return text[a..b];
+    }
+};
+
+fn openStore(c: *const Ctx, st: *Status) struct { rc: c_int, r: ?*Reader } {
+    var buf: [4096]u8 = undefined;
+    var r: ?*Reader = null;
+    const rc = root.zr_reader_open(c.path(&buf, c.case.store), &r, st);
+    return .{ .rc = rc, .r = r };
+}
+
+fn message(st: *const Status) []const u8 {
+    return std.mem.sliceTo(&st.message, 0);
+}
+
+/// Reads record `i` into a new buffer (caller frees); returns the ZR_E_* code on failure.
+fn readRecord(r: *Reader, info: *const abi.Info, i: u64, shape: []u64, st: *Status) !union(enum) { ok: []u8, err: c_int } {
+    const idx = [1]u64{i};
+    if (info.schema.kind == 1) {
+        const n: usize = @intCast(info.record_size);
+        const out = try gpa.alloc(u8, @max(n, 1));
+        const rc = root.zr_reader_gather_dense(r, &idx, 1, out.ptr, n, 1, st);
+        if (rc != 0) {
+            gpa.free(out);
+            return .{ .err = rc };
+        }
+        @memcpy(shape[0..info.schema.ndim], info.schema.item_shape[0..info.schema.ndim]);
+        return .{ .ok = out[0..n] };
+    }
+    var size: u64 = 0;
+    var rc = root.zr_reader_shapes(r, &idx, 1, shape.ptr, @ptrCast(&size), st);
+    if (rc != 0) return .{ .err = rc };
+    const n: usize = @intCast(size);
+    const out = try gpa.alloc(u8, @max(n, 1));
+    const offsets = [1]u64{0};
+    rc = root.zr_reader_gather_ragged(r, &idx, 1, out.ptr, &offsets, size, 1, st);
+    if (rc != 0) {
+        gpa.free(out);
+        return .{ .err = rc };
+    }
+    return .{ .ok = out[0..n] };
+}
+
+fn freeRecord(b: []u8) void {
+    // Zero-size records were allocated as one byte.
+    gpa.free(b.ptr[0..@max(b.len, 1)]);
+}
+
+fn nameIndex(names: []const []const u8, name: []const u8) ?usize {
+    for (names, 0..) |n, k| if (std.mem.eql(u8, n, name)) return k;
+    return null;
+}
+
+fn runValid(c: *const Ctx) !void {
+    const case = c.case;
+    var st: Status = undefined;
+    const o = openStore(c, &st);
+    if (o.rc != 0) return c.fail("open returned {d}: {s}", .{ o.rc, message(&st) });
+    const r = o.r.?;
+    defer root.zr_reader_free(r);
+    var info: abi.Info = undefined;
+    root.zr_reader_info(r, &info);
+    const s = info.schema;
+    const want_kind: u8 = if (std.mem.eql(u8, case.kind.?, "dense")) 1 else 2;
+    const want_dtype = (nameIndex(&dtype_names, case.dtype.?) orelse return c.fail("dtype {s}?", .{case.dtype.?})) + 1;
+    const want_codec = nameIndex(&codec_names, case.codec.?) orelse return c.fail("codec {s}?", .{case.codec.?});
+    if (s.kind != want_kind or s.dtype != want_dtype or s.ndim != case.ndim.? or s.codec != want_codec or
+        s.data_shards != case.data_shards.? or info.record_count != case.record_count.? or
+        info.format_major != case.format_version.?[0] or info.format_minor != case.format_version.?[1])
+    {
+        return c.fail("info kind {d} dtype {d} ndim {d} codec {d} shards {d} count {d} version {d}.{d} " ++
+            "does not match the manifest", .{ s.kind, s.dtype, s.ndim, s.codec, s.data_shards, info.record_count, info.format_major, info.format_minor });
+    }
+    if (case.item_shape) |shape| {
+        if (!std.mem.eql(u64, shape, s.item_shape[0..s.ndim])) return c.fail("item_shape differs", .{});
+    }
+    const records = case.records.?;
+    if (records.len != info.record_count) return c.fail("{d} expected files for {d} records", .{ records.len, info.record_count });
+    var total: usize = 0;
+    for (records, 0..) |rel, i| {
+        var pbuf: [4096]u8 = undefined;
+        const bytes = try readFile(c.path(&pbuf, rel));
+        defer gpa.free(bytes);
+        const npy = Npy.parse(bytes) catch return c.fail("{s} is not a C-order .npy file", .{rel});
+        if (!std.mem.eql(u8, npy.descr, dtype_descrs[want_dtype - 1])) {
+            return c.fail("{s} has descr {s}, the store's dtype is {s}", .{ rel, npy.descr, case.dtype.? });
+        }
+        var shape: [32]u64 = undefined;
+        const got = switch (try readRecord(r, &info, i, &shape, &st)) {
+            .ok => |b| b,
+            .err => |rc| return c.fail("record {d}: error {d}: {s}", .{ i, rc, message(&st) }),
+        };
+        defer freeRecord(got);
+        if (npy.ndim != s.ndim or !std.mem.eql(u64, npy.shape[0..npy.ndim], shape[0..s.ndim])) {
+            return c.fail("record {d}: shape {any}, expected {any}", .{ i, shape[0..s.ndim], npy.shape[0..npy.ndim] });
+        }
+        if (!std.mem.eql(u8, got, npy.data)) return c.fail("record {d}: bytes differ from {s}", .{ i, rel });
+        total += got.len;
+    }
+    // All records in one batch, in reverse order: the same bytes again.
+    const n = records.len;
+    if (n > 0 and s.kind == 1) {
+        const idx = try gpa.alloc(u64, n);
+        defer gpa.free(idx);
+        for (idx, 0..) |*v, k| v.* = n - 1 - k;
+        const out = try gpa.alloc(u8, @max(total, 1));
+        defer gpa.free(out);
+        const rc = root.zr_reader_gather_dense(r, idx.ptr, n, out.ptr, total, 0, &st);
+        if (rc != 0) return c.fail("batch gather: error {d}: {s}", .{ rc, message(&st) });
+        const rs: usize = @intCast(info.record_size);
+        for (idx, 0..) |rec, k| {
+            var pbuf: [4096]u8 = undefined;
+            const bytes = try readFile(c.path(&pbuf, records[@intCast(rec)]));
+            defer gpa.free(bytes);
+            const npy = try Npy.parse(bytes);
+            if (!std.mem.eql(u8, out[k * rs ..][0..rs], npy.data)) return c.fail("batch: record {d} differs", .{rec});
+        }
+    }
+    const rc = root.zr_reader_verify(r, 0, info.record_count, &st);
+    if (rc != 0) return c.fail("verify: error {d}: {s}", .{ rc, message(&st) });
+}
+
+fn runInvalid(c: *const Ctx) !void {
+    const case = c.case;
+    const want: c_int = case.error_number.?;
+    var st: Status = undefined;
+    const o = openStore(c, &st);
+    if (o.rc == want) {
+        if (message(&st).len == 0) return c.fail("error {d} without a message", .{want});
+        return;
+    }
+    if (o.rc != 0) return c.fail("open returned {d} ({s}), expected {d} ({s})", .{ o.rc, message(&st), want, case.@"error".? });
+    root.zr_reader_free(o.r.?);
+    if (std.mem.eql(u8, case.phase.?, "open")) return c.fail("open succeeded, expected {d} ({s})", .{ want, case.@"error".? });
+
+    // Phase "read": every record in turn, then verify on a fresh reader.
+    {
+        const r = openStore(c, &st).r.?;
+        defer root.zr_reader_free(r);
+        var info: abi.Info = undefined;
+        root.zr_reader_info(r, &info);
+        var shape: [32]u64 = undefined;
+        var got: c_int = 0;
+        var i: u64 = 0;
+        while (i < info.record_count and got == 0) : (i += 1) {
+            switch (try readRecord(r, &info, i, &shape, &st)) {
+                .ok => |b| freeRecord(b),
+                .err => |rc| got = rc,
+            }
+        }
+        if (got != want) return c.fail("reading the records returned {d} ({s}), expected {d}", .{ got, message(&st), want });
+    }
+    const r = openStore(c, &st).r.?;
+    defer root.zr_reader_free(r);
+    var info: abi.Info = undefined;
+    root.zr_reader_info(r, &info);
+    const rc = root.zr_reader_verify(r, 0, info.record_count, &st);
+    if (rc != want) return c.fail("verify returned {d} ({s}), expected {d}", .{ rc, message(&st), want });
+}
+
+test "conformance v1: every case of cases.json, exact records and exact error codes" {
+    const dir: []const u8 = if (getenv("ZR_CONFORMANCE_DIR")) |d| std.mem.sliceTo(d, 0) else "conformance/v1";
+    var pbuf: [4096]u8 = undefined;
+    const manifest_path = std.fmt.bufPrintSentinel(&pbuf, "{s}/cases.json", .{dir}, 0) catch unreachable;
+    const text = readFile(manifest_path) catch |err| {
+        std.debug.print("cannot read {s} ({t}); run from the repository root or set " ++
+            "ZR_CONFORMANCE_DIR\n", .{ manifest_path, err });
+        return err;
+    };
+    defer gpa.free(text);
+    const parsed = try std.json.parseFromSlice(Manifest, gpa, text, .{ .ignore_unknown_fields = true });
+    defer parsed.deinit();
+
+    var failed: usize = 0;
+    var valid: usize = 0;
+    for (parsed.value.cases) |*case| {
+        const c: Ctx = .{ .dir = dir, .case = case };
+        const is_valid = std.mem.eql(u8, case.expect, "valid");
+        if (is_valid) valid += 1;
+        (if (is_valid) runValid(&c) else runInvalid(&c)) catch |err| switch (err) {
+            error.Mismatch => failed += 1,
+            else => return err,
+        };
+    }
+    const n = parsed.value.cases.len;
+    std.debug.print("conformance v1: {d} of {d} cases pass ({d} valid, {d} invalid)\n", .{ n - failed, n, valid, n - valid });
+    try std.testing.expect(n >= 70);
+    try std.testing.expectEqual(@as(usize, 0), failed);
+}
