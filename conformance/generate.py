@@ -130,19 +130,24 @@ class Generator:
         })
 
     def invalid(self, name: str, *, error: str, phase: str, spec: list[str], description: str,
-                files: dict[str, bytes]) -> None:
-        """An invalid case: a store of `files` that a reader must reject with `error`."""
+                files: dict[str, bytes], post: Callable[[Path], None] | None = None) -> None:
+        """An invalid case: a store of `files` that a reader must reject with `error`.
+
+        `post(store_path)` may alter the written directory in ways `files` cannot express.
+        """
         d = self._case_dir("invalid", name)
         if "header.zrh" in files:
             rw.write_files(d / "store", files)
         else:
             _write_unpublished(d / "store", files)
+        if post is not None:
+            post(d / "store")
         self.cases.append({
             "name": name,
             "expect": "error",
             "store": (d / "store").relative_to(self.out).as_posix(),
             "writer": "reference",
-            "spec": spec,
+            "spec": sorted({*spec, "ZR-ERR-001"}),
             "description": description,
             "error": error,
             "error_number": ref.ERROR_CODES[error],
@@ -504,7 +509,7 @@ def invalid_cases(g: Generator) -> None:
     f = dense_base().hset(8, 2, 3)
     f.f["header.zrh"] = f.header[:12] + b"\xff" * 60
     g.invalid("newer_major_version_other_layout", error="unsupported_version", phase=open_,
-              spec=["ZR-HDR-002"],
+              spec=["ZR-HDR-002", "ZR-ERR-002"],
               description="format_major 3 and a header laid out unlike v1 (72 bytes): the "
               "version is judged before any other field", files=f.done())
     f = dense_base()
@@ -608,6 +613,14 @@ def invalid_cases(g: Generator) -> None:
     del f.f["data-001.zrd"]
     g.invalid("shard_file_missing", error="corrupt", phase=open_, spec=["ZR-GEN-001"],
               description="data-001.zrd of a 2-shard store is missing", files=f.done())
+    def shard_as_directory(store: Path) -> None:
+        (store / "data-001.zrd").unlink()
+        (store / "data-001.zrd").mkdir()
+        (store / "data-001.zrd" / "README").write_text("a directory, not a shard file\n")
+
+    g.invalid("shard_file_is_directory", error="corrupt", phase=open_, spec=["ZR-GEN-001"],
+              description="data-001.zrd is a directory (holding one file), not a regular file",
+              files=dense_base().done(), post=shard_as_directory)
     f = dense_base()
     del f.f["index.zri"]
     g.invalid("index_file_missing", error="corrupt", phase=open_, spec=["ZR-GEN-001"],
@@ -686,6 +699,12 @@ def invalid_cases(g: Generator) -> None:
     g.invalid("entry_stored_size_past_end", error="corrupt", phase=open_, spec=["ZR-IDX-002"],
               description="codec zstd: record 0's stored_size is 2^32 - 1, far past its shard",
               files=f.eset(0, 8, 4, 2**32 - 1).seal_index().done())
+    f = ragged_base()
+    g.invalid("entry_empty_record_offset_past_end", error="corrupt", phase=open_,
+              spec=["ZR-IDX-002"],
+              description="record 2 is empty (stored_size 0) but its offset is 1 byte past the "
+              "end of its shard; an offset equal to the shard size would be valid",
+              files=f.eset(2, 0, 8, len(f.f["data-000.zrd"]) + 1).seal_index().done())
     g.invalid("entry_reserved_nonzero", error="corrupt", phase=open_, spec=["ZR-IDX-003"],
               description="reserved byte 14 of record 2's entry set (index re-sealed)",
               files=dense_base().eset(2, 14, 1, 1).seal_index().done())
@@ -726,7 +745,7 @@ def invalid_cases(g: Generator) -> None:
     off = f.eget(3, 0, 8) + f.eget(3, 8, 4) - 1
     f.f[f"data-{f.eget(3, 12, 1):03d}.zrd"][off] ^= 0x01
     g.invalid("record_checksum_mismatch_zstd", error="checksum", phase=read,
-              spec=["ZR-SUM-001", "ZR-SUM-002"],
+              spec=["ZR-SUM-001", "ZR-SUM-002", "ZR-ERR-002"],
               description="codec zstd: the last byte of record 3's frame changed; the checksum "
               "is checked before any decoder sees the bytes", files=f.done())
     recs = [text_record(k, 40) for k in range(3)]

@@ -170,6 +170,9 @@ class Store:
 
 
 def _read_file(path: str) -> bytes | None:
+    """The bytes of a store file, or None if it does not exist."""
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise FormatViolation("corrupt", "ZR-GEN-001", f"{path} is not a regular file")
     try:
         with open(path, "rb") as f:
             return f.read()
