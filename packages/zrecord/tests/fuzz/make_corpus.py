@@ -3,7 +3,8 @@
 Each seed is a published store written by zrecord itself, kept small (a few KiB) so that a
 mutated copy is cheap to write and to open. Together they cover Dense and Ragged, the codecs
 raw, zstd and zstd_dict, one and several shards (with an empty shard), rank 0 and rank 2,
-zero-size records and an empty store.
+zero-size records, an empty store, and records large enough for the reader's pread and
+multi-threaded paths.
 
     python make_corpus.py OUT_DIR
 
@@ -72,6 +73,17 @@ def write_corpus(out: str) -> list[str]:
         w.append(np.zeros((3, 0, 4), np.int32))
     with Dense.create(path("dense-empty-zstd"), np.float32, (3,), codec="zstd", data_shards=2):
         pass
+
+    # Records of at least 32 KiB are read with pread instead of the mapping, and batches of
+    # at least 512 KiB of compressed output are decoded by several threads: one seed each.
+    with Dense.create(path("dense-pread-raw"), np.uint8, (40000,), codec="raw",
+                      data_shards=2) as w:
+        w.append(rng.integers(0, 256, size=(3, 40000), dtype=np.uint8))
+    with Dense.create(path("dense-parallel-zstd"), np.uint8, (256 << 10,), codec="zstd",
+                      data_shards=2) as w:
+        w.append(np.zeros((4, 256 << 10), np.uint8))
+    with Ragged.create(path("ragged-pread-zstd"), np.int8, 1, codec="zstd", data_shards=1) as w:
+        w.append([rng.integers(-128, 128, size=n, dtype=np.int8) for n in (0, 50000, 100, 40000)])
 
     ragged1 = _ragged_records(rng, "int32", 1, 10)
     ragged2 = _ragged_records(rng, "uint16", 2, 8)
