@@ -38,13 +38,28 @@ from reference import reader as ref  # noqa: E402
 from reference import writer as rw  # noqa: E402
 from reference.xxh64 import xxh64  # noqa: E402
 
-DTYPE_NAMES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-               "float16", "float32", "float64", "complex64", "complex128"]
+DTYPE_NAMES = [
+    "bool",
+    "int8",
+    "uint8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
 DTYPE_CODE = {name: code for code, name in enumerate(DTYPE_NAMES, start=1)}
 CODEC_CODE = {"raw": 0, "zstd": 1, "zstd_dict": 2}
 
 
 # ---- deterministic record contents ---------------------------------------------------------
+
 
 def pattern(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
     """A record of `shape` whose values depend only on (dtype, shape, seed), extremes included."""
@@ -62,8 +77,14 @@ def pattern(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
     else:
         real_dt = np.dtype(f"<f{dt.itemsize // 2}") if dt.kind == "c" else dt
         base = np.array([(w % 20001 - 10000) / 64.0 for w in words], dtype=np.float64)
-        specials = [np.nan, np.inf, -np.inf, -0.0, float(np.finfo(real_dt).max),
-                    float(np.finfo(real_dt).tiny) / 2]
+        specials = [
+            np.nan,
+            np.inf,
+            -np.inf,
+            -0.0,
+            float(np.finfo(real_dt).max),
+            float(np.finfo(real_dt).tiny) / 2,
+        ]
         if seed == 0:
             for k, v in enumerate(specials[: min(n, len(specials))]):
                 base[k] = v
@@ -76,8 +97,10 @@ def pattern(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
 
 def text_record(k: int, size: int | None = None) -> np.ndarray:
     """A JSON-like text record (compressible, dictionary-friendly) as uint8."""
-    body = (f'{{"id": {k}, "name": "item-{k % 17}", "tags": ["alpha", "beta", "gamma"], '
-            f'"score": {(k * 37) % 101}, "ok": {"true" if k % 2 else "false"}}}')
+    body = (
+        f'{{"id": {k}, "name": "item-{k % 17}", "tags": ["alpha", "beta", "gamma"], '
+        f'"score": {(k * 37) % 101}, "ok": {"true" if k % 2 else "false"}}}'
+    )
     raw = body.encode()
     if size is not None:
         raw = (raw * (size // len(raw) + 1))[:size]
@@ -85,6 +108,7 @@ def text_record(k: int, size: int | None = None) -> np.ndarray:
 
 
 # ---- the generator ------------------------------------------------------------------------
+
 
 class Generator:
     def __init__(self, out: Path) -> None:
@@ -99,8 +123,16 @@ class Generator:
         d.mkdir(parents=True)
         return d
 
-    def valid(self, name: str, *, writer: str, spec: list[str], description: str,
-              records: list[np.ndarray], make: Callable[[Path], None]) -> None:
+    def valid(
+        self,
+        name: str,
+        *,
+        writer: str,
+        spec: list[str],
+        description: str,
+        records: list[np.ndarray],
+        make: Callable[[Path], None],
+    ) -> None:
         """A valid case: `make(store_path)` writes the store, `records` are what it holds."""
         d = self._case_dir("valid", name)
         make(d / "store")
@@ -111,26 +143,37 @@ class Generator:
             p = d / "expected" / f"{i:04d}.npy"
             np.save(p, np.array(rec, order="C"), allow_pickle=False)
             paths.append(p.relative_to(self.out).as_posix())
-        self.cases.append({
-            "name": name,
-            "expect": "valid",
-            "store": (d / "store").relative_to(self.out).as_posix(),
-            "writer": writer,
-            "spec": sorted(set(spec)),
-            "description": description,
-            "kind": store.kind,
-            "dtype": store.dtype.name,
-            "ndim": store.ndim,
-            "item_shape": list(store.item_shape) if store.kind == "dense" else None,
-            "codec": store.codec,
-            "data_shards": store.data_shards,
-            "format_version": list(store.format_version),
-            "record_count": store.record_count,
-            "records": paths,
-        })
+        self.cases.append(
+            {
+                "name": name,
+                "expect": "valid",
+                "store": (d / "store").relative_to(self.out).as_posix(),
+                "writer": writer,
+                "spec": sorted(set(spec)),
+                "description": description,
+                "kind": store.kind,
+                "dtype": store.dtype.name,
+                "ndim": store.ndim,
+                "item_shape": list(store.item_shape) if store.kind == "dense" else None,
+                "codec": store.codec,
+                "data_shards": store.data_shards,
+                "format_version": list(store.format_version),
+                "record_count": store.record_count,
+                "records": paths,
+            }
+        )
 
-    def invalid(self, name: str, *, error: str, phase: str, spec: list[str], description: str,
-                files: dict[str, bytes], post: Callable[[Path], None] | None = None) -> None:
+    def invalid(
+        self,
+        name: str,
+        *,
+        error: str,
+        phase: str,
+        spec: list[str],
+        description: str,
+        files: dict[str, bytes],
+        post: Callable[[Path], None] | None = None,
+    ) -> None:
         """An invalid case: a store of `files` that a reader must reject with `error`.
 
         `post(store_path)` may alter the written directory in ways `files` cannot express.
@@ -142,17 +185,19 @@ class Generator:
             _write_unpublished(d / "store", files)
         if post is not None:
             post(d / "store")
-        self.cases.append({
-            "name": name,
-            "expect": "error",
-            "store": (d / "store").relative_to(self.out).as_posix(),
-            "writer": "reference",
-            "spec": sorted({*spec, "ZR-ERR-001"}),
-            "description": description,
-            "error": error,
-            "error_number": ref.ERROR_CODES[error],
-            "phase": phase,
-        })
+        self.cases.append(
+            {
+                "name": name,
+                "expect": "error",
+                "store": (d / "store").relative_to(self.out).as_posix(),
+                "writer": "reference",
+                "spec": sorted({*spec, "ZR-ERR-001"}),
+                "description": description,
+                "error": error,
+                "error_number": ref.ERROR_CODES[error],
+                "phase": phase,
+            }
+        )
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -172,6 +217,7 @@ def _write_unpublished(path: Path, files: dict[str, bytes]) -> None:
 
 
 # ---- byte surgery for invalid cases -------------------------------------------------------
+
 
 class Files:
     """A store's files, editable, with helpers that re-seal the checksums."""
@@ -227,52 +273,80 @@ class Files:
 
 def dense_base(**kw: Any) -> Files:
     """A small Dense float32 (2, 3) raw store of 4 records in 2 shards."""
-    args: dict[str, Any] = dict(kind="dense", dtype="float32", item_shape=(2, 3), data_shards=2,
-                                records=[pattern("float32", (2, 3), s) for s in range(4)])
+    args: dict[str, Any] = dict(
+        kind="dense",
+        dtype="float32",
+        item_shape=(2, 3),
+        data_shards=2,
+        records=[pattern("float32", (2, 3), s) for s in range(4)],
+    )
     args.update(kw)
     return Files(rw.build_store(**args))
 
 
 def ragged_base(**kw: Any) -> Files:
     """A small Ragged int16 rank-1 raw store of 4 records (lengths 3, 1, 0, 2), 1 shard."""
-    args: dict[str, Any] = dict(kind="ragged", dtype="int16", ndim=1, data_shards=1,
-                                records=[pattern("int16", (n,), s) for s, n in enumerate([3, 1, 0, 2])])
+    args: dict[str, Any] = dict(
+        kind="ragged",
+        dtype="int16",
+        ndim=1,
+        data_shards=1,
+        records=[pattern("int16", (n,), s) for s, n in enumerate([3, 1, 0, 2])],
+    )
     args.update(kw)
     return Files(rw.build_store(**args))
 
 
 def empty_dense(**kw: Any) -> Files:
-    args: dict[str, Any] = dict(kind="dense", dtype="uint8", item_shape=(4,), data_shards=1,
-                                records=[])
+    args: dict[str, Any] = dict(kind="dense", dtype="uint8", item_shape=(4,), data_shards=1, records=[])
     args.update(kw)
     return Files(rw.build_store(**args))
 
 
 # ---- the cases ----------------------------------------------------------------------------
 
-def zrecord_writer(kind: str, dtype: str, records: list[np.ndarray], *, item_shape: tuple = (),
-                   ndim: int = 1, codec: str = "raw", data_shards: int = 1,
-                   dict_bytes: bytes | None = None) -> Callable[[Path], None]:
+
+def zrecord_writer(
+    kind: str,
+    dtype: str,
+    records: list[np.ndarray],
+    *,
+    item_shape: tuple = (),
+    ndim: int = 1,
+    codec: str = "raw",
+    data_shards: int = 1,
+    dict_bytes: bytes | None = None,
+) -> Callable[[Path], None]:
     def make(path: Path) -> None:
         import zrecord
 
         if kind == "dense":
-            w = zrecord.Dense.create(path, dtype, item_shape, codec=codec, data_shards=data_shards,
-                                     dict_bytes=dict_bytes, sync=False)
+            w = zrecord.Dense.create(
+                path,
+                dtype,
+                item_shape,
+                codec=codec,
+                data_shards=data_shards,
+                dict_bytes=dict_bytes,
+                sync=False,
+            )
             with w:
                 if records:
                     w.append(np.stack(records).reshape(len(records), *item_shape))
         else:
-            w = zrecord.Ragged.create(path, dtype, ndim, codec=codec, data_shards=data_shards,
-                                      dict_bytes=dict_bytes, sync=False)
+            w = zrecord.Ragged.create(
+                path, dtype, ndim, codec=codec, data_shards=data_shards, dict_bytes=dict_bytes, sync=False
+            )
             with w:
                 w.append(records)
+
     return make
 
 
 def reference_writer(**kw: Any) -> Callable[[Path], None]:
     def make(path: Path) -> None:
         rw.write_store(path, **kw)
+
     return make
 
 
@@ -287,189 +361,347 @@ def valid_cases(g: Generator) -> None:
     # One Dense raw store per dtype of spec section 3.3, written by zrecord.
     for dtype in DTYPE_NAMES:
         recs = [pattern(dtype, (2, 3), s) for s in range(3)]
-        g.valid(f"dense_{dtype}", writer="zrecord",
-                spec=["ZR-HDR-006", "ZR-GEN-002", "ZR-GEN-003", "ZR-SUM-001"],
-                description=f"Dense raw store of dtype {dtype} (code {DTYPE_CODE[dtype]}), "
-                "item_shape (2, 3), extreme values included",
-                records=recs, make=zrecord_writer("dense", dtype, recs, item_shape=(2, 3)))
+        g.valid(
+            f"dense_{dtype}",
+            writer="zrecord",
+            spec=["ZR-HDR-006", "ZR-GEN-002", "ZR-GEN-003", "ZR-SUM-001"],
+            description=f"Dense raw store of dtype {dtype} (code {DTYPE_CODE[dtype]}), "
+            "item_shape (2, 3), extreme values included",
+            records=recs,
+            make=zrecord_writer("dense", dtype, recs, item_shape=(2, 3)),
+        )
     # The same dtypes as Ragged, written by the reference writer (round-robin shards).
     for dtype in ("bool", "int32", "float16", "complex128"):
         recs = [pattern(dtype, (n, 2), s) for s, n in enumerate([2, 0, 5, 1])]
-        g.valid(f"ragged_{dtype}_reference", writer="reference",
-                spec=["ZR-HDR-006", "ZR-GEN-002", "ZR-GEN-003", "ZR-IDX-004"],
-                description=f"Ragged raw store of dtype {dtype}, rank 2, one empty record, "
-                "records assigned round robin to 2 shards by the reference writer",
-                records=recs, make=reference_writer(kind="ragged", dtype=dtype, ndim=2,
-                                                    records=recs, data_shards=2))
+        g.valid(
+            f"ragged_{dtype}_reference",
+            writer="reference",
+            spec=["ZR-HDR-006", "ZR-GEN-002", "ZR-GEN-003", "ZR-IDX-004"],
+            description=f"Ragged raw store of dtype {dtype}, rank 2, one empty record, "
+            "records assigned round robin to 2 shards by the reference writer",
+            records=recs,
+            make=reference_writer(kind="ragged", dtype=dtype, ndim=2, records=recs, data_shards=2),
+        )
 
     recs = [pattern("float64", (), s) for s in range(5)]
-    g.valid("dense_item_shape_scalar", writer="zrecord", spec=["ZR-HDR-003", "ZR-IDX-004"],
-            description="Dense store with item_shape () (ndim 0): every record is one scalar",
-            records=recs, make=zrecord_writer("dense", "float64", recs, item_shape=()))
-    g.valid("dense_item_shape_scalar_reference", writer="reference", spec=["ZR-HDR-003"],
-            description="Dense item_shape () store written by the reference writer",
-            records=recs, make=reference_writer(kind="dense", dtype="float64", records=recs))
+    g.valid(
+        "dense_item_shape_scalar",
+        writer="zrecord",
+        spec=["ZR-HDR-003", "ZR-IDX-004"],
+        description="Dense store with item_shape () (ndim 0): every record is one scalar",
+        records=recs,
+        make=zrecord_writer("dense", "float64", recs, item_shape=()),
+    )
+    g.valid(
+        "dense_item_shape_scalar_reference",
+        writer="reference",
+        spec=["ZR-HDR-003"],
+        description="Dense item_shape () store written by the reference writer",
+        records=recs,
+        make=reference_writer(kind="dense", dtype="float64", records=recs),
+    )
     recs = [pattern("int32", (2, 3, 4), s) for s in range(3)]
-    g.valid("dense_rank3", writer="zrecord", spec=["ZR-GEN-003"],
-            description="Dense int32 item_shape (2, 3, 4): C element order",
-            records=recs, make=zrecord_writer("dense", "int32", recs, item_shape=(2, 3, 4)))
+    g.valid(
+        "dense_rank3",
+        writer="zrecord",
+        spec=["ZR-GEN-003"],
+        description="Dense int32 item_shape (2, 3, 4): C element order",
+        records=recs,
+        make=zrecord_writer("dense", "int32", recs, item_shape=(2, 3, 4)),
+    )
     recs = [np.zeros((3, 0), np.float32) for _ in range(4)]
-    g.valid("dense_zero_size_records", writer="zrecord", spec=["ZR-IDX-004", "ZR-HDR-010"],
-            description="Dense item_shape (3, 0): four records of zero bytes, empty shard",
-            records=recs, make=zrecord_writer("dense", "float32", recs, item_shape=(3, 0)))
+    g.valid(
+        "dense_zero_size_records",
+        writer="zrecord",
+        spec=["ZR-IDX-004", "ZR-HDR-010"],
+        description="Dense item_shape (3, 0): four records of zero bytes, empty shard",
+        records=recs,
+        make=zrecord_writer("dense", "float32", recs, item_shape=(3, 0)),
+    )
     recs = [np.zeros((2**40, 0), np.uint8) for _ in range(2)]
-    g.valid("dense_huge_axis_beside_zero", writer="reference", spec=["ZR-HDR-009"],
-            description="Dense item_shape (2^40, 0): an axis far above any limit beside a zero "
-            "axis makes an empty record, not an overflow",
-            records=recs, make=reference_writer(kind="dense", dtype="uint8",
-                                                item_shape=(2**40, 0), records=recs))
-    g.valid("dense_empty_store", writer="zrecord", spec=["ZR-HDR-011"],
-            description="Dense store with no records: empty index.zri and shard file",
-            records=[], make=zrecord_writer("dense", "float32", [], item_shape=(3,)))
-    g.valid("dense_record_size_at_limit_empty", writer="reference", spec=["ZR-HDR-009",
-                                                                          "ZR-LIM-001"],
-            description="Dense uint8 item_shape (2^31,): record size exactly "
-            "record_size_bytes_max is allowed (no records, so the vector stays small)",
-            records=[], make=reference_writer(kind="dense", dtype="uint8", item_shape=(2**31,),
-                                              records=[]))
-    g.valid("ragged_empty_store", writer="zrecord", spec=["ZR-HDR-011", "ZR-HDR-012"],
-            description="Ragged rank-2 store with no records",
-            records=[], make=zrecord_writer("ragged", "uint16", [], ndim=2))
+    g.valid(
+        "dense_huge_axis_beside_zero",
+        writer="reference",
+        spec=["ZR-HDR-009"],
+        description="Dense item_shape (2^40, 0): an axis far above any limit beside a zero "
+        "axis makes an empty record, not an overflow",
+        records=recs,
+        make=reference_writer(kind="dense", dtype="uint8", item_shape=(2**40, 0), records=recs),
+    )
+    g.valid(
+        "dense_empty_store",
+        writer="zrecord",
+        spec=["ZR-HDR-011"],
+        description="Dense store with no records: empty index.zri and shard file",
+        records=[],
+        make=zrecord_writer("dense", "float32", [], item_shape=(3,)),
+    )
+    g.valid(
+        "dense_record_size_at_limit_empty",
+        writer="reference",
+        spec=["ZR-HDR-009", "ZR-LIM-001"],
+        description="Dense uint8 item_shape (2^31,): record size exactly "
+        "record_size_bytes_max is allowed (no records, so the vector stays small)",
+        records=[],
+        make=reference_writer(kind="dense", dtype="uint8", item_shape=(2**31,), records=[]),
+    )
+    g.valid(
+        "ragged_empty_store",
+        writer="zrecord",
+        spec=["ZR-HDR-011", "ZR-HDR-012"],
+        description="Ragged rank-2 store with no records",
+        records=[],
+        make=zrecord_writer("ragged", "uint16", [], ndim=2),
+    )
     recs = [pattern("int64", (n,), s) for s, n in enumerate([0, 1, 2, 7, 0, 3])]
-    g.valid("ragged_int64_rank1", writer="zrecord", spec=["ZR-IDX-004"],
-            description="Ragged int64 rank 1 with empty records first and in the middle",
-            records=recs, make=zrecord_writer("ragged", "int64", recs, ndim=1))
+    g.valid(
+        "ragged_int64_rank1",
+        writer="zrecord",
+        spec=["ZR-IDX-004"],
+        description="Ragged int64 rank 1 with empty records first and in the middle",
+        records=recs,
+        make=zrecord_writer("ragged", "int64", recs, ndim=1),
+    )
     recs = [pattern("float32", s_, k) for k, s_ in enumerate([(0, 3), (2, 0), (3, 4), (1, 1)])]
-    g.valid("ragged_zero_size_axes", writer="zrecord", spec=["ZR-IDX-004"],
-            description="Ragged float32 rank 2 with records of shape (0, 3) and (2, 0)",
-            records=recs, make=zrecord_writer("ragged", "float32", recs, ndim=2))
+    g.valid(
+        "ragged_zero_size_axes",
+        writer="zrecord",
+        spec=["ZR-IDX-004"],
+        description="Ragged float32 rank 2 with records of shape (0, 3) and (2, 0)",
+        records=recs,
+        make=zrecord_writer("ragged", "float32", recs, ndim=2),
+    )
     recs = [np.zeros((0,), np.uint8) for _ in range(3)]
-    g.valid("ragged_all_empty", writer="zrecord", spec=["ZR-IDX-002", "ZR-DAT-001"],
-            description="Ragged store whose every record is empty: a zero-byte shard",
-            records=recs, make=zrecord_writer("ragged", "uint8", recs, ndim=1))
-    recs = [np.zeros((2**32 - 1, 0), np.uint8), np.zeros((0, 2**32 - 1), np.uint8),
-            np.arange(6, dtype=np.uint8).reshape(2, 3)]
-    g.valid("ragged_dim_max_beside_zero", writer="reference", spec=["ZR-IDX-004", "ZR-LIM-001"],
-            description="Ragged records with an axis of dim_max (2^32 - 1) beside a zero axis",
-            records=recs, make=reference_writer(kind="ragged", dtype="uint8", ndim=2,
-                                                records=recs))
+    g.valid(
+        "ragged_all_empty",
+        writer="zrecord",
+        spec=["ZR-IDX-002", "ZR-DAT-001"],
+        description="Ragged store whose every record is empty: a zero-byte shard",
+        records=recs,
+        make=zrecord_writer("ragged", "uint8", recs, ndim=1),
+    )
+    recs = [
+        np.zeros((2**32 - 1, 0), np.uint8),
+        np.zeros((0, 2**32 - 1), np.uint8),
+        np.arange(6, dtype=np.uint8).reshape(2, 3),
+    ]
+    g.valid(
+        "ragged_dim_max_beside_zero",
+        writer="reference",
+        spec=["ZR-IDX-004", "ZR-LIM-001"],
+        description="Ragged records with an axis of dim_max (2^32 - 1) beside a zero axis",
+        records=recs,
+        make=reference_writer(kind="ragged", dtype="uint8", ndim=2, records=recs),
+    )
     shape32 = (1,) * 31 + (2,)
     recs = [pattern("uint8", shape32, s) for s in range(2)]
-    g.valid("dense_ndim_max", writer="zrecord", spec=["ZR-HDR-008"],
-            description="Dense store of rank ndim_max (32)",
-            records=recs, make=zrecord_writer("dense", "uint8", recs, item_shape=shape32))
+    g.valid(
+        "dense_ndim_max",
+        writer="zrecord",
+        spec=["ZR-HDR-008"],
+        description="Dense store of rank ndim_max (32)",
+        records=recs,
+        make=zrecord_writer("dense", "uint8", recs, item_shape=shape32),
+    )
     recs = [pattern("uint8", (1,) * 30 + (n, 2), s) for s, n in enumerate([1, 0, 3])]
-    g.valid("ragged_ndim_max", writer="reference", spec=["ZR-HDR-008", "ZR-HDR-012"],
-            description="Ragged store of rank 32: 152-byte index entries",
-            records=recs, make=reference_writer(kind="ragged", dtype="uint8", ndim=32,
-                                                records=recs))
+    g.valid(
+        "ragged_ndim_max",
+        writer="reference",
+        spec=["ZR-HDR-008", "ZR-HDR-012"],
+        description="Ragged store of rank 32: 152-byte index entries",
+        records=recs,
+        make=reference_writer(kind="ragged", dtype="uint8", ndim=32, records=recs),
+    )
     recs = [pattern("uint16", (4,), s) for s in range(20)]
-    g.valid("dense_7_shards", writer="zrecord", spec=["ZR-GEN-001", "ZR-HDR-010", "ZR-DAT-001"],
-            description="Dense store of 20 records in 7 shards (contiguous runs)",
-            records=recs, make=zrecord_writer("dense", "uint16", recs, item_shape=(4,),
-                                              data_shards=7))
+    g.valid(
+        "dense_7_shards",
+        writer="zrecord",
+        spec=["ZR-GEN-001", "ZR-HDR-010", "ZR-DAT-001"],
+        description="Dense store of 20 records in 7 shards (contiguous runs)",
+        records=recs,
+        make=zrecord_writer("dense", "uint16", recs, item_shape=(4,), data_shards=7),
+    )
     recs = [pattern("int8", (5,), s) for s in range(3)]
-    g.valid("dense_more_shards_than_records", writer="zrecord", spec=["ZR-HDR-007",
-                                                                      "ZR-DAT-001"],
-            description="Dense store with 8 shards and 3 records: some shards are empty",
-            records=recs, make=zrecord_writer("dense", "int8", recs, item_shape=(5,),
-                                              data_shards=8))
+    g.valid(
+        "dense_more_shards_than_records",
+        writer="zrecord",
+        spec=["ZR-HDR-007", "ZR-DAT-001"],
+        description="Dense store with 8 shards and 3 records: some shards are empty",
+        records=recs,
+        make=zrecord_writer("dense", "int8", recs, item_shape=(5,), data_shards=8),
+    )
     recs = [pattern("uint32", (2,), s) for s in range(4)]
-    g.valid("dense_255_shards", writer="reference", spec=["ZR-HDR-007", "ZR-GEN-001",
-                                                          "ZR-LIM-001"],
-            description="data_shards_max (255) shards; the records lie in the last shards",
-            records=recs, make=reference_writer(kind="dense", dtype="uint32", item_shape=(2,),
-                                                records=recs, data_shards=255,
-                                                assign=lambda i: 254 - i % 2))
+    g.valid(
+        "dense_255_shards",
+        writer="reference",
+        spec=["ZR-HDR-007", "ZR-GEN-001", "ZR-LIM-001"],
+        description="data_shards_max (255) shards; the records lie in the last shards",
+        records=recs,
+        make=reference_writer(
+            kind="dense",
+            dtype="uint32",
+            item_shape=(2,),
+            records=recs,
+            data_shards=255,
+            assign=lambda i: 254 - i % 2,
+        ),
+    )
     recs = [pattern("complex64", (3,), s) for s in range(6)]
-    g.valid("dense_out_of_order_layout", writer="reference", spec=["ZR-IDX-002", "ZR-DAT-001"],
-            description="Records laid out in their shards in reverse logical order: a reader "
-            "must follow the index offsets",
-            records=recs, make=reference_writer(kind="dense", dtype="complex64", item_shape=(3,),
-                                                records=recs, data_shards=2,
-                                                layout=list(range(5, -1, -1))))
+    g.valid(
+        "dense_out_of_order_layout",
+        writer="reference",
+        spec=["ZR-IDX-002", "ZR-DAT-001"],
+        description="Records laid out in their shards in reverse logical order: a reader "
+        "must follow the index offsets",
+        records=recs,
+        make=reference_writer(
+            kind="dense",
+            dtype="complex64",
+            item_shape=(3,),
+            records=recs,
+            data_shards=2,
+            layout=list(range(5, -1, -1)),
+        ),
+    )
     recs = [pattern("float32", (2,), s) for s in range(3)]
-    g.valid("newer_minor_version", writer="reference", spec=["ZR-HDR-002"],
-            description="format 1.7: a reader MUST accept a greater minor of its major",
-            records=recs, make=reference_writer(kind="dense", dtype="float32", item_shape=(2,),
-                                                records=recs, format_minor=7))
+    g.valid(
+        "newer_minor_version",
+        writer="reference",
+        spec=["ZR-HDR-002"],
+        description="format 1.7: a reader MUST accept a greater minor of its major",
+        records=recs,
+        make=reference_writer(kind="dense", dtype="float32", item_shape=(2,), records=recs, format_minor=7),
+    )
 
     # Records around 32 KiB, where the native core switches from its mapping to pread.
     recs = [text_record(k, size) for k, size in enumerate([32767, 32768, 32769, 10])]
-    g.valid("ragged_records_near_32k", writer="zrecord", spec=["ZR-IDX-002", "ZR-SUM-001"],
-            description="Ragged uint8 records of 32767, 32768, 32769 and 10 bytes",
-            records=recs, make=zrecord_writer("ragged", "uint8", recs, ndim=1))
+    g.valid(
+        "ragged_records_near_32k",
+        writer="zrecord",
+        spec=["ZR-IDX-002", "ZR-SUM-001"],
+        description="Ragged uint8 records of 32767, 32768, 32769 and 10 bytes",
+        records=recs,
+        make=zrecord_writer("ragged", "uint8", recs, ndim=1),
+    )
     recs = [text_record(k, 32768) for k in range(2)]
-    g.valid("dense_records_32k", writer="reference", spec=["ZR-SUM-001"],
-            description="Dense uint8 records of 32 KiB each (2 records, 2 shards)",
-            records=recs, make=reference_writer(kind="dense", dtype="uint8", item_shape=(32768,),
-                                                records=recs, data_shards=2))
+    g.valid(
+        "dense_records_32k",
+        writer="reference",
+        spec=["ZR-SUM-001"],
+        description="Dense uint8 records of 32 KiB each (2 records, 2 shards)",
+        records=recs,
+        make=reference_writer(kind="dense", dtype="uint8", item_shape=(32768,), records=recs, data_shards=2),
+    )
 
     # Codecs.
     recs = [pattern("int32", (64,), s // 2) for s in range(6)]
-    g.valid("dense_zstd", writer="zrecord", spec=["ZR-COD-001", "ZR-IDX-005", "ZR-SUM-001"],
-            description="Dense int32 (64,) with codec zstd (level 3) in 2 shards",
-            records=recs, make=zrecord_writer("dense", "int32", recs, item_shape=(64,),
-                                              codec="zstd", data_shards=2))
+    g.valid(
+        "dense_zstd",
+        writer="zrecord",
+        spec=["ZR-COD-001", "ZR-IDX-005", "ZR-SUM-001"],
+        description="Dense int32 (64,) with codec zstd (level 3) in 2 shards",
+        records=recs,
+        make=zrecord_writer("dense", "int32", recs, item_shape=(64,), codec="zstd", data_shards=2),
+    )
     recs = [text_record(k, 40000) for k in range(2)]
-    g.valid("dense_zstd_large_records", writer="zrecord", spec=["ZR-IDX-005"],
-            description="Dense uint8 records of 40000 bytes with codec zstd",
-            records=recs, make=zrecord_writer("dense", "uint8", recs, item_shape=(40000,),
-                                              codec="zstd"))
+    g.valid(
+        "dense_zstd_large_records",
+        writer="zrecord",
+        spec=["ZR-IDX-005"],
+        description="Dense uint8 records of 40000 bytes with codec zstd",
+        records=recs,
+        make=zrecord_writer("dense", "uint8", recs, item_shape=(40000,), codec="zstd"),
+    )
     recs = [pattern("uint8", (n,), s) for s, n in enumerate([0, 5, 300, 0, 17])]
-    g.valid("ragged_zstd", writer="zrecord", spec=["ZR-COD-001", "ZR-IDX-005"],
-            description="Ragged uint8 with codec zstd, empty records included (empty frames)",
-            records=recs, make=zrecord_writer("ragged", "uint8", recs, codec="zstd",
-                                              data_shards=3))
-    recs = [np.full((n,), 0x0707, np.int16) if n % 2 else pattern("int16", (n,), n)
-            for n in (0, 1, 2, 5001, 100)]
-    g.valid("ragged_zstd_reference_frames", writer="reference",
-            spec=["ZR-COD-001", "ZR-IDX-005"],
-            description="Ragged int16 with codec zstd, frames built from RFC 8878 by the "
-            "reference writer with raw and RLE blocks only",
-            records=recs, make=reference_writer(kind="ragged", dtype="int16", ndim=1,
-                                                records=recs, codec="zstd", data_shards=2))
+    g.valid(
+        "ragged_zstd",
+        writer="zrecord",
+        spec=["ZR-COD-001", "ZR-IDX-005"],
+        description="Ragged uint8 with codec zstd, empty records included (empty frames)",
+        records=recs,
+        make=zrecord_writer("ragged", "uint8", recs, codec="zstd", data_shards=3),
+    )
+    recs = [
+        np.full((n,), 0x0707, np.int16) if n % 2 else pattern("int16", (n,), n) for n in (0, 1, 2, 5001, 100)
+    ]
+    g.valid(
+        "ragged_zstd_reference_frames",
+        writer="reference",
+        spec=["ZR-COD-001", "ZR-IDX-005"],
+        description="Ragged int16 with codec zstd, frames built from RFC 8878 by the "
+        "reference writer with raw and RLE blocks only",
+        records=recs,
+        make=reference_writer(
+            kind="ragged", dtype="int16", ndim=1, records=recs, codec="zstd", data_shards=2
+        ),
+    )
     recs = [pattern("float64", (4,), s) for s in range(3)]
-    g.valid("dense_zstd_frame_with_checksum", writer="reference", spec=["ZR-IDX-005"],
-            description="codec zstd frames that carry zstd's own content checksum (libzstd "
-            "via the zstandard package): any conforming frame must be accepted",
-            records=recs, make=reference_writer(kind="dense", dtype="float64", item_shape=(4,),
-                                                records=recs, codec="zstd",
-                                                encode=_zstd_with_checksum))
+    g.valid(
+        "dense_zstd_frame_with_checksum",
+        writer="reference",
+        spec=["ZR-IDX-005"],
+        description="codec zstd frames that carry zstd's own content checksum (libzstd "
+        "via the zstandard package): any conforming frame must be accepted",
+        records=recs,
+        make=reference_writer(
+            kind="dense",
+            dtype="float64",
+            item_shape=(4,),
+            records=recs,
+            codec="zstd",
+            encode=_zstd_with_checksum,
+        ),
+    )
     dictionary = trained_dictionary()
     recs = [text_record(k, 200) for k in range(5)]
-    g.valid("dense_zstd_dict", writer="zrecord", spec=["ZR-COD-002", "ZR-HDR-013"],
-            description="Dense uint8 (200,) with codec zstd_dict and a trained 1 KiB dictionary "
-            "(zstd dictionary format, with a dictionary ID)",
-            records=recs, make=zrecord_writer("dense", "uint8", recs, item_shape=(200,),
-                                              codec="zstd_dict", data_shards=2,
-                                              dict_bytes=dictionary))
+    g.valid(
+        "dense_zstd_dict",
+        writer="zrecord",
+        spec=["ZR-COD-002", "ZR-HDR-013"],
+        description="Dense uint8 (200,) with codec zstd_dict and a trained 1 KiB dictionary "
+        "(zstd dictionary format, with a dictionary ID)",
+        records=recs,
+        make=zrecord_writer(
+            "dense", "uint8", recs, item_shape=(200,), codec="zstd_dict", data_shards=2, dict_bytes=dictionary
+        ),
+    )
     recs = [text_record(k) for k in range(6)]
-    g.valid("ragged_zstd_dict", writer="zrecord", spec=["ZR-COD-002", "ZR-HDR-013"],
-            description="Ragged uint8 text records with codec zstd_dict and a trained dictionary",
-            records=recs, make=zrecord_writer("ragged", "uint8", recs, codec="zstd_dict",
-                                              dict_bytes=dictionary))
+    g.valid(
+        "ragged_zstd_dict",
+        writer="zrecord",
+        spec=["ZR-COD-002", "ZR-HDR-013"],
+        description="Ragged uint8 text records with codec zstd_dict and a trained dictionary",
+        records=recs,
+        make=zrecord_writer("ragged", "uint8", recs, codec="zstd_dict", dict_bytes=dictionary),
+    )
     raw_dict = bytes(text_record(1, 333))
     recs = [text_record(k, 90 + k) for k in range(4)]
-    g.valid("ragged_zstd_dict_raw_content", writer="reference",
-            spec=["ZR-COD-002", "ZR-HDR-005", "ZR-HDR-013"],
-            description="codec zstd_dict with a 333-byte raw-content dictionary (no dictionary "
-            "ID; header padding of 3 bytes), written by the reference writer",
-            records=recs, make=reference_writer(kind="ragged", dtype="uint8", ndim=1,
-                                                records=recs, codec="zstd_dict",
-                                                dictionary=raw_dict))
+    g.valid(
+        "ragged_zstd_dict_raw_content",
+        writer="reference",
+        spec=["ZR-COD-002", "ZR-HDR-005", "ZR-HDR-013"],
+        description="codec zstd_dict with a 333-byte raw-content dictionary (no dictionary "
+        "ID; header padding of 3 bytes), written by the reference writer",
+        records=recs,
+        make=reference_writer(
+            kind="ragged", dtype="uint8", ndim=1, records=recs, codec="zstd_dict", dictionary=raw_dict
+        ),
+    )
     recs = [pattern("uint8", (512,), s) for s in range(3)]
-    g.valid("dense_zstd_incompressible", writer="zrecord", spec=["ZR-IDX-005"],
-            description="codec zstd on data that does not compress (frames of raw blocks)",
-            records=recs, make=zrecord_writer("dense", "uint8", recs, item_shape=(512,),
-                                              codec="zstd"))
+    g.valid(
+        "dense_zstd_incompressible",
+        writer="zrecord",
+        spec=["ZR-IDX-005"],
+        description="codec zstd on data that does not compress (frames of raw blocks)",
+        records=recs,
+        make=zrecord_writer("dense", "uint8", recs, item_shape=(512,), codec="zstd"),
+    )
 
 
 def _zstd_with_checksum(payload: bytes) -> bytes:
     import zstandard
 
-    return zstandard.ZstdCompressor(level=3, write_checksum=True,
-                                    write_content_size=True).compress(payload)
+    return zstandard.ZstdCompressor(level=3, write_checksum=True, write_content_size=True).compress(payload)
 
 
 def _zstd_without_content_size(payload: bytes) -> bytes:
@@ -481,8 +713,12 @@ def _zstd_without_content_size(payload: bytes) -> bytes:
 def _frame_with_dict_id(payload: bytes, dict_id: int) -> bytes:
     """A single-segment zstd frame of one raw block that names dictionary `dict_id` (1 byte)."""
     assert len(payload) < 256 and dict_id < 256
-    return (b"\x28\xb5\x2f\xfd" + bytes([0x21, dict_id, len(payload)])
-            + (1 | (len(payload) << 3)).to_bytes(3, "little") + payload)
+    return (
+        b"\x28\xb5\x2f\xfd"
+        + bytes([0x21, dict_id, len(payload)])
+        + (1 | (len(payload) << 3)).to_bytes(3, "little")
+        + payload
+    )
 
 
 def invalid_cases(g: Generator) -> None:
@@ -490,317 +726,622 @@ def invalid_cases(g: Generator) -> None:
 
     f = dense_base()
     del f.f["header.zrh"]
-    g.invalid("not_published", error="not_published", phase=open_, spec=["ZR-PUB-004"],
-              description="a directory with index.zri and shard files but no header.zrh",
-              files=f.done())
+    g.invalid(
+        "not_published",
+        error="not_published",
+        phase=open_,
+        spec=["ZR-PUB-004"],
+        description="a directory with index.zri and shard files but no header.zrh",
+        files=f.done(),
+    )
 
-    g.invalid("bad_magic", error="bad_magic", phase=open_, spec=["ZR-HDR-001"],
-              description="first magic byte 0x89 changed to 0x88 (header checksum re-sealed)",
-              files=dense_base().hset(0, 1, 0x88).seal().done())
-    g.invalid("bad_magic_empty_header", error="bad_magic", phase=open_, spec=["ZR-HDR-001"],
-              description="header.zrh is an empty file",
-              files={**dense_base().done(), "header.zrh": b""})
-    g.invalid("bad_magic_other_file", error="bad_magic", phase=open_, spec=["ZR-HDR-001"],
-              description="header.zrh holds a PNG signature and text",
-              files={**dense_base().done(), "header.zrh": b"\x89PNG\r\n\x1a\n" + b"x" * 200})
-    g.invalid("newer_major_version", error="unsupported_version", phase=open_,
-              spec=["ZR-HDR-002"], description="format_major 2 (header re-sealed)",
-              files=dense_base().hset(8, 2, 2).seal().done())
+    g.invalid(
+        "bad_magic",
+        error="bad_magic",
+        phase=open_,
+        spec=["ZR-HDR-001"],
+        description="first magic byte 0x89 changed to 0x88 (header checksum re-sealed)",
+        files=dense_base().hset(0, 1, 0x88).seal().done(),
+    )
+    g.invalid(
+        "bad_magic_empty_header",
+        error="bad_magic",
+        phase=open_,
+        spec=["ZR-HDR-001"],
+        description="header.zrh is an empty file",
+        files={**dense_base().done(), "header.zrh": b""},
+    )
+    g.invalid(
+        "bad_magic_other_file",
+        error="bad_magic",
+        phase=open_,
+        spec=["ZR-HDR-001"],
+        description="header.zrh holds a PNG signature and text",
+        files={**dense_base().done(), "header.zrh": b"\x89PNG\r\n\x1a\n" + b"x" * 200},
+    )
+    g.invalid(
+        "newer_major_version",
+        error="unsupported_version",
+        phase=open_,
+        spec=["ZR-HDR-002"],
+        description="format_major 2 (header re-sealed)",
+        files=dense_base().hset(8, 2, 2).seal().done(),
+    )
     f = dense_base().hset(8, 2, 3)
     f.f["header.zrh"] = f.header[:12] + b"\xff" * 60
-    g.invalid("newer_major_version_other_layout", error="unsupported_version", phase=open_,
-              spec=["ZR-HDR-002", "ZR-ERR-002"],
-              description="format_major 3 and a header laid out unlike v1 (72 bytes): the "
-              "version is judged before any other field", files=f.done())
+    g.invalid(
+        "newer_major_version_other_layout",
+        error="unsupported_version",
+        phase=open_,
+        spec=["ZR-HDR-002", "ZR-ERR-002"],
+        description="format_major 3 and a header laid out unlike v1 (72 bytes): the "
+        "version is judged before any other field",
+        files=f.done(),
+    )
     f = dense_base()
     f.f["header.zrh"] = f.header[:100]
-    g.invalid("header_truncated", error="corrupt", phase=open_, spec=["ZR-HDR-003"],
-              description="header.zrh cut to 100 bytes, shorter than its fixed part",
-              files=f.done())
+    g.invalid(
+        "header_truncated",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-003"],
+        description="header.zrh cut to 100 bytes, shorter than its fixed part",
+        files=f.done(),
+    )
     f = dense_base()
     f.f["header.zrh"] = f.header[:-16]
-    g.invalid("header_truncated_variable_part", error="corrupt", phase=open_,
-              spec=["ZR-HDR-003"], description="header.zrh missing its last 16 bytes "
-              "(header_size still names the full size)", files=f.done())
-    g.invalid("header_size_mismatch", error="corrupt", phase=open_, spec=["ZR-HDR-003"],
-              description="header_size 8 more than the file (re-sealed)",
-              files=dense_base().hset(12, 4, len(dense_base().header) + 8).seal().done())
+    g.invalid(
+        "header_truncated_variable_part",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-003"],
+        description="header.zrh missing its last 16 bytes (header_size still names the full size)",
+        files=f.done(),
+    )
+    g.invalid(
+        "header_size_mismatch",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-003"],
+        description="header_size 8 more than the file (re-sealed)",
+        files=dense_base().hset(12, 4, len(dense_base().header) + 8).seal().done(),
+    )
     f = dense_base()
     f.f["header.zrh"] = f.header[:-8] + bytes(4) + f.header[-8:]
     f.hset(12, 4, len(f.header)).seal()
-    g.invalid("header_size_not_multiple_of_8", error="corrupt", phase=open_,
-              spec=["ZR-HDR-003"], description="4 zero bytes before the checksum: header_size "
-              "matches the file but is not a multiple of 8 (re-sealed)", files=f.done())
-    g.invalid("header_checksum_mismatch", error="checksum", phase=open_,
-              spec=["ZR-HDR-004", "ZR-SUM-003"],
-              description="one bit of item_shape flipped, header checksum not re-sealed",
-              files=dense_base().hset(128, 1, 3).done())
-    g.invalid("reserved0_nonzero", error="corrupt", phase=open_, spec=["ZR-HDR-005"],
-              description="reserved0 byte 22 set to 1 (re-sealed)",
-              files=dense_base().hset(22, 1, 1).seal().done())
-    g.invalid("reserved1_nonzero", error="corrupt", phase=open_, spec=["ZR-HDR-005"],
-              description="reserved1 byte 127 set to 0x80 (re-sealed)",
-              files=dense_base().hset(127, 1, 0x80).seal().done())
+    g.invalid(
+        "header_size_not_multiple_of_8",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-003"],
+        description="4 zero bytes before the checksum: header_size "
+        "matches the file but is not a multiple of 8 (re-sealed)",
+        files=f.done(),
+    )
+    g.invalid(
+        "header_checksum_mismatch",
+        error="checksum",
+        phase=open_,
+        spec=["ZR-HDR-004", "ZR-SUM-003"],
+        description="one bit of item_shape flipped, header checksum not re-sealed",
+        files=dense_base().hset(128, 1, 3).done(),
+    )
+    g.invalid(
+        "reserved0_nonzero",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-005"],
+        description="reserved0 byte 22 set to 1 (re-sealed)",
+        files=dense_base().hset(22, 1, 1).seal().done(),
+    )
+    g.invalid(
+        "reserved1_nonzero",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-005"],
+        description="reserved1 byte 127 set to 0x80 (re-sealed)",
+        files=dense_base().hset(127, 1, 0x80).seal().done(),
+    )
     f = ragged_base(codec="zstd_dict", dictionary=bytes(text_record(2, 333)))
     f.header[-8 - 3] = 1
-    g.invalid("header_padding_nonzero", error="corrupt", phase=open_, spec=["ZR-HDR-005"],
-              description="a non-zero byte in the padding after a 333-byte dictionary "
-              "(re-sealed)", files=f.seal().done())
+    g.invalid(
+        "header_padding_nonzero",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-005"],
+        description="a non-zero byte in the padding after a 333-byte dictionary (re-sealed)",
+        files=f.seal().done(),
+    )
     for name, value in (("kind_unknown_0", 0), ("kind_unknown_3", 3)):
-        g.invalid(name, error="unsupported", phase=open_, spec=["ZR-HDR-006"],
-                  description=f"kind {value} (re-sealed)",
-                  files=dense_base().hset(16, 1, value).seal().done())
-    for name, value in (("dtype_unknown_0", 0), ("dtype_unknown_15", 15),
-                        ("dtype_unknown_255", 255)):
-        g.invalid(name, error="unsupported", phase=open_, spec=["ZR-HDR-006"],
-                  description=f"dtype code {value}, reserved (re-sealed)",
-                  files=dense_base().hset(17, 1, value).seal().done())
-    g.invalid("codec_unknown", error="unsupported", phase=open_,
-              spec=["ZR-HDR-006", "ZR-COD-003"], description="codec 3 (re-sealed)",
-              files=dense_base().hset(19, 1, 3).seal().done())
+        g.invalid(
+            name,
+            error="unsupported",
+            phase=open_,
+            spec=["ZR-HDR-006"],
+            description=f"kind {value} (re-sealed)",
+            files=dense_base().hset(16, 1, value).seal().done(),
+        )
+    for name, value in (("dtype_unknown_0", 0), ("dtype_unknown_15", 15), ("dtype_unknown_255", 255)):
+        g.invalid(
+            name,
+            error="unsupported",
+            phase=open_,
+            spec=["ZR-HDR-006"],
+            description=f"dtype code {value}, reserved (re-sealed)",
+            files=dense_base().hset(17, 1, value).seal().done(),
+        )
+    g.invalid(
+        "codec_unknown",
+        error="unsupported",
+        phase=open_,
+        spec=["ZR-HDR-006", "ZR-COD-003"],
+        description="codec 3 (re-sealed)",
+        files=dense_base().hset(19, 1, 3).seal().done(),
+    )
 
     f = empty_dense()
     f.f["header.zrh"] = f.header[:136] + f.header[144:]
     f.hset(12, 4, len(f.header)).hset(20, 1, 0).seal()
     del f.f["data-000.zrd"]
-    g.invalid("data_shards_zero", error="limit", phase=open_,
-              spec=["ZR-HDR-007", "ZR-LIM-001"],
-              description="data_shards 0 (below data_shards_min) in an empty store whose header "
-              "is otherwise consistent", files=f.done())
-    g.invalid("shard_number_255", error="corrupt", phase=open_, spec=["ZR-IDX-001"],
-              description="an index entry names shard 255 in a 2-shard store; data_shards itself "
-              "(a u8) cannot exceed data_shards_max", files=dense_base().eset(1, 12, 1, 255)
-              .seal_index().done())
+    g.invalid(
+        "data_shards_zero",
+        error="limit",
+        phase=open_,
+        spec=["ZR-HDR-007", "ZR-LIM-001"],
+        description="data_shards 0 (below data_shards_min) in an empty store whose header "
+        "is otherwise consistent",
+        files=f.done(),
+    )
+    g.invalid(
+        "shard_number_255",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-IDX-001"],
+        description="an index entry names shard 255 in a 2-shard store; data_shards itself "
+        "(a u8) cannot exceed data_shards_max",
+        files=dense_base().eset(1, 12, 1, 255).seal_index().done(),
+    )
     f = dense_base()
-    g.invalid("shard_number_out_of_range", error="corrupt", phase=open_, spec=["ZR-IDX-001"],
-              description="an index entry names shard 2 of a 2-shard store",
-              files=f.eset(3, 12, 1, 2).seal_index().done())
-    g.invalid("ndim_above_max_dense", error="limit", phase=open_,
-              spec=["ZR-HDR-008", "ZR-LIM-001"],
-              description="Dense store of rank 33 (item_shape of 33 ones, empty store)",
-              files=empty_dense(item_shape=(1,) * 33).done())
-    g.invalid("ndim_above_max_ragged", error="limit", phase=open_,
-              spec=["ZR-HDR-008", "ZR-LIM-001"],
-              description="Ragged store of rank 33 (160-byte entries, empty store)",
-              files=Files(rw.build_store(kind="ragged", dtype="uint8", ndim=33, records=[]))
-              .done())
-    g.invalid("ragged_ndim_zero", error="corrupt", phase=open_, spec=["ZR-HDR-008"],
-              description="Ragged store of rank 0 (24-byte entries, empty store)",
-              files=Files(rw.build_store(kind="ragged", dtype="uint8", ndim=0, records=[]))
-              .done())
-    g.invalid("dense_record_size_above_max", error="limit", phase=open_,
-              spec=["ZR-HDR-009", "ZR-LIM-001"],
-              description="Dense int64 item_shape (2^28 + 1,): record size 2^31 + 8 bytes "
-              "(empty store)", files=empty_dense(dtype="int64", item_shape=(2**28 + 1,)).done())
-    g.invalid("dense_record_size_overflow", error="limit", phase=open_,
-              spec=["ZR-HDR-009", "ZR-LIM-001"],
-              description="Dense item_shape (2^32, 2^32, 2): the product overflows 64 bits",
-              files=empty_dense(item_shape=(2**32, 2**32, 2)).done())
+    g.invalid(
+        "shard_number_out_of_range",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-IDX-001"],
+        description="an index entry names shard 2 of a 2-shard store",
+        files=f.eset(3, 12, 1, 2).seal_index().done(),
+    )
+    g.invalid(
+        "ndim_above_max_dense",
+        error="limit",
+        phase=open_,
+        spec=["ZR-HDR-008", "ZR-LIM-001"],
+        description="Dense store of rank 33 (item_shape of 33 ones, empty store)",
+        files=empty_dense(item_shape=(1,) * 33).done(),
+    )
+    g.invalid(
+        "ndim_above_max_ragged",
+        error="limit",
+        phase=open_,
+        spec=["ZR-HDR-008", "ZR-LIM-001"],
+        description="Ragged store of rank 33 (160-byte entries, empty store)",
+        files=Files(rw.build_store(kind="ragged", dtype="uint8", ndim=33, records=[])).done(),
+    )
+    g.invalid(
+        "ragged_ndim_zero",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-008"],
+        description="Ragged store of rank 0 (24-byte entries, empty store)",
+        files=Files(rw.build_store(kind="ragged", dtype="uint8", ndim=0, records=[])).done(),
+    )
+    g.invalid(
+        "dense_record_size_above_max",
+        error="limit",
+        phase=open_,
+        spec=["ZR-HDR-009", "ZR-LIM-001"],
+        description="Dense int64 item_shape (2^28 + 1,): record size 2^31 + 8 bytes (empty store)",
+        files=empty_dense(dtype="int64", item_shape=(2**28 + 1,)).done(),
+    )
+    g.invalid(
+        "dense_record_size_overflow",
+        error="limit",
+        phase=open_,
+        spec=["ZR-HDR-009", "ZR-LIM-001"],
+        description="Dense item_shape (2^32, 2^32, 2): the product overflows 64 bits",
+        files=empty_dense(item_shape=(2**32, 2**32, 2)).done(),
+    )
     f = dense_base()
-    g.invalid("stored_bytes_mismatch", error="corrupt", phase=open_, spec=["ZR-HDR-010"],
-              description="stored_bytes one more than the sum of shard_sizes (re-sealed)",
-              files=f.hset(40, 8, f.hget(40, 8) + 1).seal().done())
+    g.invalid(
+        "stored_bytes_mismatch",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-010"],
+        description="stored_bytes one more than the sum of shard_sizes (re-sealed)",
+        files=f.hset(40, 8, f.hget(40, 8) + 1).seal().done(),
+    )
     f = dense_base()
     f.f["data-001.zrd"] += b"\x00"
-    g.invalid("shard_file_longer", error="corrupt", phase=open_, spec=["ZR-HDR-010"],
-              description="data-001.zrd has one byte more than its shard_sizes entry",
-              files=f.done())
+    g.invalid(
+        "shard_file_longer",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-010"],
+        description="data-001.zrd has one byte more than its shard_sizes entry",
+        files=f.done(),
+    )
     f = dense_base()
     f.f["data-000.zrd"] = f.f["data-000.zrd"][:-4]
-    g.invalid("shard_file_truncated", error="corrupt", phase=open_, spec=["ZR-HDR-010"],
-              description="data-000.zrd lost its last 4 bytes", files=f.done())
+    g.invalid(
+        "shard_file_truncated",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-010"],
+        description="data-000.zrd lost its last 4 bytes",
+        files=f.done(),
+    )
     f = dense_base()
     del f.f["data-001.zrd"]
-    g.invalid("shard_file_missing", error="corrupt", phase=open_, spec=["ZR-GEN-001"],
-              description="data-001.zrd of a 2-shard store is missing", files=f.done())
+    g.invalid(
+        "shard_file_missing",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-GEN-001"],
+        description="data-001.zrd of a 2-shard store is missing",
+        files=f.done(),
+    )
+
     def shard_as_directory(store: Path) -> None:
         (store / "data-001.zrd").unlink()
         (store / "data-001.zrd").mkdir()
         (store / "data-001.zrd" / "README").write_text("a directory, not a shard file\n")
 
-    g.invalid("shard_file_is_directory", error="corrupt", phase=open_, spec=["ZR-GEN-001"],
-              description="data-001.zrd is a directory (holding one file), not a regular file",
-              files=dense_base().done(), post=shard_as_directory)
+    g.invalid(
+        "shard_file_is_directory",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-GEN-001"],
+        description="data-001.zrd is a directory (holding one file), not a regular file",
+        files=dense_base().done(),
+        post=shard_as_directory,
+    )
     f = dense_base()
     del f.f["index.zri"]
-    g.invalid("index_file_missing", error="corrupt", phase=open_, spec=["ZR-GEN-001"],
-              description="index.zri is missing", files=f.done())
+    g.invalid(
+        "index_file_missing",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-GEN-001"],
+        description="index.zri is missing",
+        files=f.done(),
+    )
     f = dense_base()
     f.f["index.zri"] = f.index[:-8]
-    g.invalid("index_truncated", error="corrupt", phase=open_, spec=["ZR-HDR-011"],
-              description="index.zri lost its last 8 bytes (index_checksum re-sealed to match)",
-              files=f.seal_index().done())
+    g.invalid(
+        "index_truncated",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-011"],
+        description="index.zri lost its last 8 bytes (index_checksum re-sealed to match)",
+        files=f.seal_index().done(),
+    )
     f = dense_base()
     f.f["index.zri"] = f.index + bytes(24)
-    g.invalid("index_longer", error="corrupt", phase=open_, spec=["ZR-HDR-011"],
-              description="index.zri has one zero entry more than record_count "
-              "(index_checksum re-sealed)", files=f.seal_index().done())
+    g.invalid(
+        "index_longer",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-011"],
+        description="index.zri has one zero entry more than record_count (index_checksum re-sealed)",
+        files=f.seal_index().done(),
+    )
     f = dense_base()
-    g.invalid("index_size_field_mismatch", error="corrupt", phase=open_, spec=["ZR-HDR-011"],
-              description="index_size is not record_count x index_entry_size (re-sealed)",
-              files=f.hset(56, 8, f.hget(56, 8) + 24).seal().done())
+    g.invalid(
+        "index_size_field_mismatch",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-011"],
+        description="index_size is not record_count x index_entry_size (re-sealed)",
+        files=f.hset(56, 8, f.hget(56, 8) + 24).seal().done(),
+    )
     f = dense_base()
-    g.invalid("index_checksum_mismatch", error="checksum", phase=open_,
-              spec=["ZR-HDR-011", "ZR-SUM-003"],
-              description="a bit of record 2's checksum flipped in index.zri; index_checksum "
-              "not updated", files=f.eset(2, 16, 1, f.eget(2, 16, 1) ^ 1).done())
-    g.invalid("index_entry_size_wrong", error="corrupt", phase=open_, spec=["ZR-HDR-012"],
-              description="Dense index_entry_size 32 instead of 24 (empty store, re-sealed)",
-              files=empty_dense().hset(48, 4, 32).seal().done())
+    g.invalid(
+        "index_checksum_mismatch",
+        error="checksum",
+        phase=open_,
+        spec=["ZR-HDR-011", "ZR-SUM-003"],
+        description="a bit of record 2's checksum flipped in index.zri; index_checksum not updated",
+        files=f.eset(2, 16, 1, f.eget(2, 16, 1) ^ 1).done(),
+    )
+    g.invalid(
+        "index_entry_size_wrong",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-012"],
+        description="Dense index_entry_size 32 instead of 24 (empty store, re-sealed)",
+        files=empty_dense().hset(48, 4, 32).seal().done(),
+    )
     f = Files(rw.build_store(kind="ragged", dtype="uint8", ndim=3, records=[]))
-    g.invalid("index_entry_size_unpadded", error="corrupt", phase=open_, spec=["ZR-HDR-012"],
-              description="Ragged rank 3 with index_entry_size 36, not rounded up to 40 "
-              "(empty store, re-sealed)", files=f.hset(48, 4, 36).seal().done())
+    g.invalid(
+        "index_entry_size_unpadded",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-012"],
+        description="Ragged rank 3 with index_entry_size 36, not rounded up to 40 (empty store, re-sealed)",
+        files=f.hset(48, 4, 36).seal().done(),
+    )
     f = Files(rw.build_store(kind="dense", dtype="uint8", item_shape=(4,), records=[]))
     f.hset(24, 8, 2**48 + 1).hset(56, 8, (2**48 + 1) * 24).seal()
-    g.invalid("record_count_above_max", error="limit", phase=open_,
-              spec=["ZR-HDR-014", "ZR-LIM-001", "ZR-ERR-002"],
-              description="record_count 2^48 + 1 (index_size consistent with it; the empty "
-              "index.zri cannot be, and is judged only after the header)", files=f.done())
+    g.invalid(
+        "record_count_above_max",
+        error="limit",
+        phase=open_,
+        spec=["ZR-HDR-014", "ZR-LIM-001", "ZR-ERR-002"],
+        description="record_count 2^48 + 1 (index_size consistent with it; the empty "
+        "index.zri cannot be, and is judged only after the header)",
+        files=f.done(),
+    )
     f = dense_base()
-    g.invalid("logical_bytes_mismatch", error="corrupt", phase=open_, spec=["ZR-HDR-015"],
-              description="logical_bytes one more than the records' logical sizes (re-sealed)",
-              files=f.hset(32, 8, f.hget(32, 8) + 1).seal().done())
+    g.invalid(
+        "logical_bytes_mismatch",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-015"],
+        description="logical_bytes one more than the records' logical sizes (re-sealed)",
+        files=f.hset(32, 8, f.hget(32, 8) + 1).seal().done(),
+    )
 
     # Dictionaries.
     raw_dict = bytes(text_record(3, 256))
-    zd = ragged_base(dtype="uint8", records=[text_record(k, 50) for k in range(3)],
-                     codec="zstd_dict", dictionary=raw_dict)
+    zd = ragged_base(
+        dtype="uint8", records=[text_record(k, 50) for k in range(3)], codec="zstd_dict", dictionary=raw_dict
+    )
     f = Files(zd.done())
     hdr = f.header
     f.f["header.zrh"] = hdr[:136] + hdr[136 + 256 : -8] + hdr[-8:]
     f.hset(12, 4, len(f.header)).hset(52, 4, 0).hset(72, 8, 0).seal()
-    g.invalid("dictionary_missing", error="corrupt", phase=open_,
-              spec=["ZR-HDR-013", "ZR-COD-002"],
-              description="codec zstd_dict with dict_size 0: the dictionary the frames need is "
-              "not in the header", files=f.done())
+    g.invalid(
+        "dictionary_missing",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-013", "ZR-COD-002"],
+        description="codec zstd_dict with dict_size 0: the dictionary the frames need is not in the header",
+        files=f.done(),
+    )
     f = Files(zd.done()).hset(19, 1, 1).seal()
-    g.invalid("dictionary_with_codec_zstd", error="corrupt", phase=open_, spec=["ZR-HDR-013"],
-              description="codec zstd with a 256-byte dictionary in the header", files=f.done())
+    g.invalid(
+        "dictionary_with_codec_zstd",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-013"],
+        description="codec zstd with a 256-byte dictionary in the header",
+        files=f.done(),
+    )
     f = Files(zd.done())
     f.header[136 + 10] ^= 0xFF
-    g.invalid("dictionary_checksum_mismatch", error="checksum", phase=open_,
-              spec=["ZR-HDR-013"],
-              description="a dictionary byte changed; dict_checksum not updated (header "
-              "re-sealed)", files=f.seal().done())
+    g.invalid(
+        "dictionary_checksum_mismatch",
+        error="checksum",
+        phase=open_,
+        spec=["ZR-HDR-013"],
+        description="a dictionary byte changed; dict_checksum not updated (header re-sealed)",
+        files=f.seal().done(),
+    )
 
     # Index entries.
     f = dense_base()
     size = f.eget(1, 8, 4)
     shard_size = len(f.f[f"data-{f.eget(1, 12, 1):03d}.zrd"])
-    g.invalid("entry_offset_past_end", error="corrupt", phase=open_, spec=["ZR-IDX-002"],
-              description="record 1's offset + stored_size is 1 byte past the end of its shard",
-              files=f.eset(1, 0, 8, shard_size - size + 1).seal_index().done())
-    g.invalid("entry_offset_overflow", error="corrupt", phase=open_, spec=["ZR-IDX-002"],
-              description="record 0's offset is 2^64 - 8: offset + stored_size wraps around "
-              "64 bits to a small number", files=dense_base().eset(0, 0, 8, 2**64 - 8)
-              .seal_index().done())
+    g.invalid(
+        "entry_offset_past_end",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-IDX-002"],
+        description="record 1's offset + stored_size is 1 byte past the end of its shard",
+        files=f.eset(1, 0, 8, shard_size - size + 1).seal_index().done(),
+    )
+    g.invalid(
+        "entry_offset_overflow",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-IDX-002"],
+        description="record 0's offset is 2^64 - 8: offset + stored_size wraps around "
+        "64 bits to a small number",
+        files=dense_base().eset(0, 0, 8, 2**64 - 8).seal_index().done(),
+    )
     f = ragged_base(codec="zstd")
-    g.invalid("entry_stored_size_past_end", error="corrupt", phase=open_, spec=["ZR-IDX-002"],
-              description="codec zstd: record 0's stored_size is 2^32 - 1, far past its shard",
-              files=f.eset(0, 8, 4, 2**32 - 1).seal_index().done())
+    g.invalid(
+        "entry_stored_size_past_end",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-IDX-002"],
+        description="codec zstd: record 0's stored_size is 2^32 - 1, far past its shard",
+        files=f.eset(0, 8, 4, 2**32 - 1).seal_index().done(),
+    )
     f = ragged_base()
-    g.invalid("entry_empty_record_offset_past_end", error="corrupt", phase=open_,
-              spec=["ZR-IDX-002"],
-              description="record 2 is empty (stored_size 0) but its offset is 1 byte past the "
-              "end of its shard; an offset equal to the shard size would be valid",
-              files=f.eset(2, 0, 8, len(f.f["data-000.zrd"]) + 1).seal_index().done())
-    g.invalid("entry_reserved_nonzero", error="corrupt", phase=open_, spec=["ZR-IDX-003"],
-              description="reserved byte 14 of record 2's entry set (index re-sealed)",
-              files=dense_base().eset(2, 14, 1, 1).seal_index().done())
-    g.invalid("entry_padding_nonzero", error="corrupt", phase=open_, spec=["ZR-IDX-003"],
-              description="Ragged rank 1: padding byte 31 of record 1's 32-byte entry set",
-              files=ragged_base().eset(1, 31, 1, 1).seal_index().done())
+    g.invalid(
+        "entry_empty_record_offset_past_end",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-IDX-002"],
+        description="record 2 is empty (stored_size 0) but its offset is 1 byte past the "
+        "end of its shard; an offset equal to the shard size would be valid",
+        files=f.eset(2, 0, 8, len(f.f["data-000.zrd"]) + 1).seal_index().done(),
+    )
+    g.invalid(
+        "entry_reserved_nonzero",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-IDX-003"],
+        description="reserved byte 14 of record 2's entry set (index re-sealed)",
+        files=dense_base().eset(2, 14, 1, 1).seal_index().done(),
+    )
+    g.invalid(
+        "entry_padding_nonzero",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-IDX-003"],
+        description="Ragged rank 1: padding byte 31 of record 1's 32-byte entry set",
+        files=ragged_base().eset(1, 31, 1, 1).seal_index().done(),
+    )
     f = ragged_base()
     f.eset(0, 24, 4, 4).eset(1, 24, 4, 0)
-    g.invalid("raw_stored_size_not_logical", error="corrupt", phase=open_, spec=["ZR-IDX-004"],
-              description="codec raw: record 0's shape says 4 int16 (8 bytes) but it stores 6; "
-              "record 1 the reverse (logical_bytes unchanged)", files=f.seal_index().done())
+    g.invalid(
+        "raw_stored_size_not_logical",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-IDX-004"],
+        description="codec raw: record 0's shape says 4 int16 (8 bytes) but it stores 6; "
+        "record 1 the reverse (logical_bytes unchanged)",
+        files=f.seal_index().done(),
+    )
     frame = rw.rle_zstd_frame(0, 2**31 + 1)
-    files = rw.build(kind="ragged", dtype_code=DTYPE_CODE["uint8"], ndim=1,
-                     codec_code=CODEC_CODE["zstd"], data_shards=1,
-                     records=[rw.Stored((2**31 + 1,), 2**31 + 1, frame)])
-    g.invalid("ragged_record_size_above_max", error="limit", phase=open_,
-              spec=["ZR-IDX-004", "ZR-LIM-001"],
-              description="Ragged uint8 zstd record of shape (2^31 + 1,), above "
-              "record_size_bytes_max, stored as a valid 64 KiB frame of RLE blocks",
-              files=files)
-    files = rw.build(kind="ragged", dtype_code=DTYPE_CODE["uint8"], ndim=2,
-                     codec_code=CODEC_CODE["zstd"], data_shards=1,
-                     records=[rw.Stored((2**32 - 1, 2**32 - 1), 0, rw.zstd_frame(b""))])
+    files = rw.build(
+        kind="ragged",
+        dtype_code=DTYPE_CODE["uint8"],
+        ndim=1,
+        codec_code=CODEC_CODE["zstd"],
+        data_shards=1,
+        records=[rw.Stored((2**31 + 1,), 2**31 + 1, frame)],
+    )
+    g.invalid(
+        "ragged_record_size_above_max",
+        error="limit",
+        phase=open_,
+        spec=["ZR-IDX-004", "ZR-LIM-001"],
+        description="Ragged uint8 zstd record of shape (2^31 + 1,), above "
+        "record_size_bytes_max, stored as a valid 64 KiB frame of RLE blocks",
+        files=files,
+    )
+    files = rw.build(
+        kind="ragged",
+        dtype_code=DTYPE_CODE["uint8"],
+        ndim=2,
+        codec_code=CODEC_CODE["zstd"],
+        data_shards=1,
+        records=[rw.Stored((2**32 - 1, 2**32 - 1), 0, rw.zstd_frame(b""))],
+    )
     f = Files(files)
-    g.invalid("ragged_shape_product_overflow", error="limit", phase=open_,
-              spec=["ZR-IDX-004", "ZR-LIM-001"],
-              description="Ragged record of shape (2^32 - 1, 2^32 - 1): the product is far "
-              "above record_size_bytes_max (logical_bytes left 0)", files=f.done())
+    g.invalid(
+        "ragged_shape_product_overflow",
+        error="limit",
+        phase=open_,
+        spec=["ZR-IDX-004", "ZR-LIM-001"],
+        description="Ragged record of shape (2^32 - 1, 2^32 - 1): the product is far "
+        "above record_size_bytes_max (logical_bytes left 0)",
+        files=f.done(),
+    )
 
     # Record data (found when the record is read).
     f = dense_base()
     f.f["data-000.zrd"][5] ^= 0x10
-    g.invalid("record_checksum_mismatch", error="checksum", phase=read, spec=["ZR-SUM-001",
-                                                                              "ZR-SUM-002"],
-              description="one bit flipped in record 0's stored bytes", files=f.done())
-    f = dense_base(records=[text_record(k, 24) for k in range(4)], dtype="uint8",
-                   item_shape=(24,), codec="zstd")
+    g.invalid(
+        "record_checksum_mismatch",
+        error="checksum",
+        phase=read,
+        spec=["ZR-SUM-001", "ZR-SUM-002"],
+        description="one bit flipped in record 0's stored bytes",
+        files=f.done(),
+    )
+    f = dense_base(
+        records=[text_record(k, 24) for k in range(4)], dtype="uint8", item_shape=(24,), codec="zstd"
+    )
     off = f.eget(3, 0, 8) + f.eget(3, 8, 4) - 1
     f.f[f"data-{f.eget(3, 12, 1):03d}.zrd"][off] ^= 0x01
-    g.invalid("record_checksum_mismatch_zstd", error="checksum", phase=read,
-              spec=["ZR-SUM-001", "ZR-SUM-002", "ZR-ERR-002"],
-              description="codec zstd: the last byte of record 3's frame changed; the checksum "
-              "is checked before any decoder sees the bytes", files=f.done())
+    g.invalid(
+        "record_checksum_mismatch_zstd",
+        error="checksum",
+        phase=read,
+        spec=["ZR-SUM-001", "ZR-SUM-002", "ZR-ERR-002"],
+        description="codec zstd: the last byte of record 3's frame changed; the checksum "
+        "is checked before any decoder sees the bytes",
+        files=f.done(),
+    )
     recs = [text_record(k, 40) for k in range(3)]
     bad = rw.zstd_frame(bytes(recs[1]) + b"!")
     stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
     stored[1].stored = bad
-    g.invalid("zstd_frame_content_size_mismatch", error="decode", phase=read,
-              spec=["ZR-IDX-005"],
-              description="record 1's frame holds 41 bytes; its shape says 40",
-              files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1,
-                             records=stored))
+    g.invalid(
+        "zstd_frame_content_size_mismatch",
+        error="decode",
+        phase=read,
+        spec=["ZR-IDX-005"],
+        description="record 1's frame holds 41 bytes; its shape says 40",
+        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+    )
     stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
     stored[2].stored = _zstd_without_content_size(bytes(recs[2]))
-    g.invalid("zstd_frame_without_content_size", error="decode", phase=read,
-              spec=["ZR-IDX-005"],
-              description="record 2's frame omits the content size field (spec section 6 "
-              "requires it)", files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1,
-                                             data_shards=1, records=stored))
+    g.invalid(
+        "zstd_frame_without_content_size",
+        error="decode",
+        phase=read,
+        spec=["ZR-IDX-005"],
+        description="record 2's frame omits the content size field (spec section 6 requires it)",
+        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+    )
     stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
     stored[0].stored = b"not a zstd frame"
-    g.invalid("zstd_frame_garbage", error="decode", phase=read, spec=["ZR-IDX-005"],
-              description="record 0's stored bytes are not a zstd frame (checksum matches)",
-              files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1,
-                             records=stored))
+    g.invalid(
+        "zstd_frame_garbage",
+        error="decode",
+        phase=read,
+        spec=["ZR-IDX-005"],
+        description="record 0's stored bytes are not a zstd frame (checksum matches)",
+        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+    )
     stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
     stored[1].stored = stored[1].stored + b"\x00"
-    g.invalid("zstd_frame_trailing_bytes", error="decode", phase=read, spec=["ZR-IDX-005"],
-              description="record 1's frame is followed by one extra stored byte",
-              files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1,
-                             records=stored))
+    g.invalid(
+        "zstd_frame_trailing_bytes",
+        error="decode",
+        phase=read,
+        spec=["ZR-IDX-005"],
+        description="record 1's frame is followed by one extra stored byte",
+        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+    )
     stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
     stored[2].stored = stored[2].stored[:-5]
-    g.invalid("zstd_frame_truncated", error="decode", phase=read, spec=["ZR-IDX-005"],
-              description="record 2's frame lost its last 5 bytes (checksum of what is left)",
-              files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1,
-                             records=stored))
+    g.invalid(
+        "zstd_frame_truncated",
+        error="decode",
+        phase=read,
+        spec=["ZR-IDX-005"],
+        description="record 2's frame lost its last 5 bytes (checksum of what is left)",
+        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+    )
     stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
     stored[1].stored = _frame_with_dict_id(bytes(recs[1]), 7)
-    g.invalid("zstd_frame_needs_dictionary", error="decode", phase=read,
-              spec=["ZR-IDX-005", "ZR-COD-002"],
-              description="codec zstd: record 1's frame names dictionary ID 7, which no "
-              "store of codec zstd can supply", files=rw.build(
-                  kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1,
-                  records=stored))
+    g.invalid(
+        "zstd_frame_needs_dictionary",
+        error="decode",
+        phase=read,
+        spec=["ZR-IDX-005", "ZR-COD-002"],
+        description="codec zstd: record 1's frame names dictionary ID 7, which no "
+        "store of codec zstd can supply",
+        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+    )
     stored = rw.encode_records(recs, np.dtype("uint8"), rw.dict_encoder(raw_dict), lambda i: 0)
     stored[0].stored = _frame_with_dict_id(bytes(recs[0]), 9)
-    g.invalid("zstd_dict_wrong_dictionary_id", error="decode", phase=read,
-              spec=["ZR-IDX-005", "ZR-COD-002"],
-              description="codec zstd_dict with a raw-content dictionary (ID 0): record 0's "
-              "frame names dictionary ID 9", files=rw.build(
-                  kind="ragged", dtype_code=3, ndim=1, codec_code=2, data_shards=1,
-                  records=stored, dictionary=raw_dict))
+    g.invalid(
+        "zstd_dict_wrong_dictionary_id",
+        error="decode",
+        phase=read,
+        spec=["ZR-IDX-005", "ZR-COD-002"],
+        description="codec zstd_dict with a raw-content dictionary (ID 0): record 0's "
+        "frame names dictionary ID 9",
+        files=rw.build(
+            kind="ragged",
+            dtype_code=3,
+            ndim=1,
+            codec_code=2,
+            data_shards=1,
+            records=stored,
+            dictionary=raw_dict,
+        ),
+    )
 
 
 # ---- main -----------------------------------------------------------------------------------
+
 
 def generate(out: Path) -> None:
     g = Generator(out)
@@ -823,8 +1364,9 @@ def check() -> int:
         have = _tree(V1) - {"cases.schema.json"}
         problems = [f"missing from conformance/v1: {p}" for p in sorted(want - have)]
         problems += [f"not produced by the generator: {p}" for p in sorted(have - want)]
-        problems += [f"differs: {p}" for p in sorted(want & have)
-                     if not filecmp.cmp(out / p, V1 / p, shallow=False)]
+        problems += [
+            f"differs: {p}" for p in sorted(want & have) if not filecmp.cmp(out / p, V1 / p, shallow=False)
+        ]
     for p in problems:
         print(p)
     print(f"generate.py --check: {len(want)} files, {len(problems)} differences")
@@ -833,8 +1375,9 @@ def check() -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="regenerate into a temporary folder and compare with v1/")
+    parser.add_argument(
+        "--check", action="store_true", help="regenerate into a temporary folder and compare with v1/"
+    )
     args = parser.parse_args()
     if args.check:
         return check()

@@ -101,3 +101,26 @@ def test_manifest_matches_its_schema() -> None:
     jsonschema.Draft202012Validator(schema).validate(manifest)
     names = [c["name"] for c in manifest["cases"]]
     assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("case", VALID, ids=[c["name"] for c in VALID])
+def test_valid_stores_are_exactly_what_writers_may_produce(case: dict[str, Any]) -> None:
+    """Both writers' stores hold exactly the files of [ZR-GEN-001] and no two records' stored
+    bytes overlap ([ZR-IDX-006]), which readers need not check."""
+    import sys
+
+    sys.path.insert(0, str(V1.parent))
+    from reference.reader import open_store as reference_open
+
+    path = V1 / case["store"]
+    want = {"header.zrh", "index.zri", *(f"data-{k:03d}.zrd" for k in range(case["data_shards"]))}
+    assert {p.name for p in path.iterdir()} == want
+    store = reference_open(path)
+    for shard in range(store.data_shards):
+        ranges = sorted(
+            (e.offset, e.offset + e.stored_size)
+            for e in store.entries
+            if e.shard == shard and e.stored_size > 0
+        )
+        for (_, end), (start, _) in zip(ranges, ranges[1:]):
+            assert end <= start, (shard, ranges)

@@ -127,8 +127,9 @@ class Store:
         e = self.entries[i]
         stored = self.shards[e.shard][e.offset : e.offset + e.stored_size]
         if xxh64(stored) != e.checksum:
-            raise FormatViolation("checksum", "ZR-SUM-001", f"record {i}: stored bytes do not "
-                                  "match the index checksum")
+            raise FormatViolation(
+                "checksum", "ZR-SUM-001", f"record {i}: stored bytes do not match the index checksum"
+            )
         payload = stored if self.codec == "raw" else self._decode(i, stored, e.logical_size)
         arr = np.frombuffer(payload, dtype=self.dtype)
         return arr.reshape(e.shape).copy()
@@ -146,8 +147,7 @@ class Store:
         except zstandard.ZstdError as exc:
             raise fail(f"bad zstd frame header: {exc}") from None
         if params.content_size != logical_size:
-            raise fail(f"frame content size {params.content_size} is not the logical size "
-                       f"{logical_size}")
+            raise fail(f"frame content size {params.content_size} is not the logical size {logical_size}")
         kwargs = {}
         if self.codec == "zstd_dict":
             zdict = zstandard.ZstdCompressionDict(self.dictionary)
@@ -158,7 +158,8 @@ class Store:
             raise fail("frame of codec zstd needs a dictionary")
         try:
             out = zstandard.ZstdDecompressor(**kwargs).decompress(
-                stored, max_output_size=logical_size, allow_extra_data=False)
+                stored, max_output_size=logical_size, allow_extra_data=False
+            )
         except zstandard.ZstdError as exc:
             raise fail(f"frame does not decode: {exc}") from None
         if len(out) != logical_size:
@@ -182,6 +183,7 @@ def _read_file(path: str) -> bytes | None:
 
 def decode_header(h: bytes) -> dict:
     """Validates header.zrh on its own (spec section 3) and returns its fields."""
+
     def corrupt(rule: str, why: str) -> FormatViolation:
         return FormatViolation("corrupt", rule, f"header.zrh: {why}")
 
@@ -191,8 +193,9 @@ def decode_header(h: bytes) -> dict:
         raise corrupt("ZR-HDR-003", f"{len(h)} bytes, shorter than the fixed part")
     major, minor = _u(h, 8, 2), _u(h, 10, 2)
     if major != FORMAT_MAJOR:
-        raise FormatViolation("unsupported_version", "ZR-HDR-002",
-                              f"format {major}.{minor}; this reader implements major 1")
+        raise FormatViolation(
+            "unsupported_version", "ZR-HDR-002", f"format {major}.{minor}; this reader implements major 1"
+        )
     if len(h) < HEADER_FIXED_BYTES + 8:
         raise corrupt("ZR-HDR-003", f"{len(h)} bytes, shorter than fixed part and checksum")
     header_size = _u(h, 12, 4)
@@ -223,8 +226,7 @@ def decode_header(h: bytes) -> dict:
     variable = 8 * shape_axes + 8 * data_shards + dict_size
     want_size = (HEADER_FIXED_BYTES + variable + 7) // 8 * 8 + 8
     if header_size != want_size:
-        raise corrupt("ZR-HDR-003", f"header_size {header_size}, the variable part needs "
-                      f"{want_size}")
+        raise corrupt("ZR-HDR-003", f"header_size {header_size}, the variable part needs {want_size}")
     pos = HEADER_FIXED_BYTES
     item_shape = tuple(_u(h, pos + 8 * k, 8) for k in range(shape_axes))
     pos += 8 * shape_axes
@@ -236,15 +238,13 @@ def decode_header(h: bytes) -> dict:
         raise corrupt("ZR-HDR-005", "non-zero padding")
     if kind == "dense" and 0 not in item_shape:
         if _product(list(item_shape)) * dtype.itemsize > RECORD_SIZE_BYTES_MAX:
-            raise FormatViolation("limit", "ZR-HDR-009", "Dense record size above "
-                                  "record_size_bytes_max")
+            raise FormatViolation("limit", "ZR-HDR-009", "Dense record size above record_size_bytes_max")
     stored_bytes = _u(h, 40, 8)
     if sum(shard_sizes) != stored_bytes:
         raise corrupt("ZR-HDR-010", "stored_bytes is not the sum of shard_sizes")
     record_count = _u(h, 24, 8)
     if record_count > RECORD_COUNT_MAX:
-        raise FormatViolation("limit", "ZR-HDR-014", f"record_count {record_count} above "
-                              "record_count_max")
+        raise FormatViolation("limit", "ZR-HDR-014", f"record_count {record_count} above record_count_max")
     entry_size = _u(h, 48, 4)
     if entry_size != index_entry_size(kind, ndim):
         raise corrupt("ZR-HDR-012", f"index_entry_size {entry_size}")
@@ -259,11 +259,21 @@ def decode_header(h: bytes) -> dict:
     if _u(h, 72, 8) != want_dict_sum:
         raise FormatViolation("checksum", "ZR-HDR-013", "dict_checksum mismatch")
     return {
-        "format_version": (major, minor), "kind": kind, "dtype": dtype, "ndim": ndim,
-        "codec": codec, "data_shards": data_shards, "record_count": record_count,
-        "logical_bytes": _u(h, 32, 8), "stored_bytes": stored_bytes, "item_shape": item_shape,
-        "shard_sizes": shard_sizes, "entry_size": entry_size, "index_size": index_size,
-        "index_checksum": _u(h, 64, 8), "dictionary": bytes(dictionary),
+        "format_version": (major, minor),
+        "kind": kind,
+        "dtype": dtype,
+        "ndim": ndim,
+        "codec": codec,
+        "data_shards": data_shards,
+        "record_count": record_count,
+        "logical_bytes": _u(h, 32, 8),
+        "stored_bytes": stored_bytes,
+        "item_shape": item_shape,
+        "shard_sizes": shard_sizes,
+        "entry_size": entry_size,
+        "index_size": index_size,
+        "index_checksum": _u(h, 64, 8),
+        "dictionary": bytes(dictionary),
     }
 
 
@@ -274,25 +284,43 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     if header is None:
         raise FormatViolation("not_published", "ZR-PUB-004", f"{path} has no header.zrh")
     f = decode_header(header)
-    store = Store(path=path, **{k: f[k] for k in (
-        "format_version", "kind", "dtype", "ndim", "codec", "data_shards", "record_count",
-        "logical_bytes", "stored_bytes", "item_shape", "dictionary")})
+    store = Store(
+        path=path,
+        **{
+            k: f[k]
+            for k in (
+                "format_version",
+                "kind",
+                "dtype",
+                "ndim",
+                "codec",
+                "data_shards",
+                "record_count",
+                "logical_bytes",
+                "stored_bytes",
+                "item_shape",
+                "dictionary",
+            )
+        },
+    )
 
     for k, want in enumerate(f["shard_sizes"]):
         data = _read_file(os.path.join(path, f"data-{k:03d}.zrd"))
         if data is None:
             raise FormatViolation("corrupt", "ZR-GEN-001", f"shard file data-{k:03d}.zrd missing")
         if len(data) != want:
-            raise FormatViolation("corrupt", "ZR-HDR-010", f"data-{k:03d}.zrd has {len(data)} "
-                                  f"bytes, shard_sizes says {want}")
+            raise FormatViolation(
+                "corrupt", "ZR-HDR-010", f"data-{k:03d}.zrd has {len(data)} bytes, shard_sizes says {want}"
+            )
         store.shards.append(data)
 
     index = _read_file(os.path.join(path, "index.zri"))
     if index is None:
         raise FormatViolation("corrupt", "ZR-GEN-001", "index.zri missing")
     if len(index) != f["index_size"]:
-        raise FormatViolation("corrupt", "ZR-HDR-011", f"index.zri has {len(index)} bytes, "
-                              f"index_size says {f['index_size']}")
+        raise FormatViolation(
+            "corrupt", "ZR-HDR-011", f"index.zri has {len(index)} bytes, index_size says {f['index_size']}"
+        )
     if xxh64(index) != f["index_checksum"]:
         raise FormatViolation("checksum", "ZR-HDR-011", "index checksum mismatch")
 
@@ -305,16 +333,23 @@ def open_store(path: str | os.PathLike[str]) -> Store:
         logical_sum += store.entries[-1].logical_size
     for k, total in enumerate(shard_sums):
         if total != f["shard_sizes"][k]:
-            raise FormatViolation("corrupt", "ZR-DAT-001", f"records of data-{k:03d}.zrd add up "
-                                  f"to {total} bytes, the file has {f['shard_sizes'][k]}")
+            raise FormatViolation(
+                "corrupt",
+                "ZR-DAT-001",
+                f"records of data-{k:03d}.zrd add up to {total} bytes, the file has {f['shard_sizes'][k]}",
+            )
     if logical_sum != store.logical_bytes:
-        raise FormatViolation("corrupt", "ZR-HDR-015", f"records add up to {logical_sum} logical "
-                              f"bytes, logical_bytes says {store.logical_bytes}")
+        raise FormatViolation(
+            "corrupt",
+            "ZR-HDR-015",
+            f"records add up to {logical_sum} logical bytes, logical_bytes says {store.logical_bytes}",
+        )
     return store
 
 
 def _decode_entry(store: Store, b: bytes, i: int) -> Entry:
     """Checks one index entry in isolation (spec section 4)."""
+
     def corrupt(rule: str, why: str) -> FormatViolation:
         return FormatViolation("corrupt", rule, f"index entry {i}: {why}")
 
@@ -330,8 +365,9 @@ def _decode_entry(store: Store, b: bytes, i: int) -> Entry:
     else:
         shape = tuple(_u(b, 24 + 4 * k, 4) for k in range(store.ndim))
         if 0 not in shape and _product(list(shape)) * store.dtype.itemsize > RECORD_SIZE_BYTES_MAX:
-            raise FormatViolation("limit", "ZR-IDX-004", f"index entry {i}: shape {shape} "
-                                  "exceeds record_size_bytes_max")
+            raise FormatViolation(
+                "limit", "ZR-IDX-004", f"index entry {i}: shape {shape} exceeds record_size_bytes_max"
+            )
         if any(b[24 + 4 * store.ndim :]):
             raise corrupt("ZR-IDX-003", "non-zero padding")
     logical = _product(list(shape)) * store.dtype.itemsize

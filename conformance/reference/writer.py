@@ -86,8 +86,9 @@ def rle_zstd_frame(byte: int, size: int) -> bytes:
 def dict_encoder(dictionary: bytes, level: int = 3) -> Callable[[bytes], bytes]:
     """Encoder for codec zstd_dict: `zstandard` with `dictionary` as a raw-content dictionary."""
     zdict = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-    comp = zstandard.ZstdCompressor(level=level, dict_data=zdict, write_content_size=True,
-                                    write_checksum=False, write_dict_id=False)
+    comp = zstandard.ZstdCompressor(
+        level=level, dict_data=zdict, write_content_size=True, write_checksum=False, write_dict_id=False
+    )
     return comp.compress
 
 
@@ -101,8 +102,12 @@ class Stored:
     shard: int = 0
 
 
-def encode_records(records: Sequence[np.ndarray], dtype: np.dtype, encode: Callable[[bytes], bytes],
-                   assign: Callable[[int], int]) -> list[Stored]:
+def encode_records(
+    records: Sequence[np.ndarray],
+    dtype: np.dtype,
+    encode: Callable[[bytes], bytes],
+    assign: Callable[[int], int],
+) -> list[Stored]:
     """Turns arrays into `Stored` records: C order, little-endian, then `encode`."""
     out = []
     for i, rec in enumerate(records):
@@ -213,10 +218,23 @@ def write_store(
     writer's contiguous runs). `encode` turns a payload into stored bytes; by default the
     identity for `raw`, `zstd_frame` for `zstd` and `dict_encoder(dictionary)` for `zstd_dict`.
     """
-    write_files(path, build_store(kind=kind, dtype=dtype, records=records, item_shape=item_shape,
-                                  ndim=ndim, codec=codec, data_shards=data_shards,
-                                  dictionary=dictionary, assign=assign, encode=encode,
-                                  format_minor=format_minor, layout=layout))
+    write_files(
+        path,
+        build_store(
+            kind=kind,
+            dtype=dtype,
+            records=records,
+            item_shape=item_shape,
+            ndim=ndim,
+            codec=codec,
+            data_shards=data_shards,
+            dictionary=dictionary,
+            assign=assign,
+            encode=encode,
+            format_minor=format_minor,
+            layout=layout,
+        ),
+    )
 
 
 def build_store(
@@ -245,10 +263,20 @@ def build_store(
     if encode is None:
         encode = {"raw": bytes, "zstd": zstd_frame}.get(codec) or dict_encoder(dictionary)
     if assign is None:
+
         def assign(i: int) -> int:
             return i % data_shards
 
     stored = encode_records(records, dt, encode, assign)
-    return build(kind=kind, dtype_code=dtype_code, ndim=ndim, codec_code=_code(CODECS, codec),
-                 data_shards=data_shards, records=stored, item_shape=item_shape,
-                 dictionary=dictionary, format_minor=format_minor, layout=layout)
+    return build(
+        kind=kind,
+        dtype_code=dtype_code,
+        ndim=ndim,
+        codec_code=_code(CODECS, codec),
+        data_shards=data_shards,
+        records=stored,
+        item_shape=item_shape,
+        dictionary=dictionary,
+        format_minor=format_minor,
+        layout=layout,
+    )
