@@ -334,11 +334,11 @@ def zrecord_writer(
                 if records:
                     w.append(np.stack(records).reshape(len(records), *item_shape))
         else:
-            w = zrecord.Ragged.create(
+            ragged_writer = zrecord.Ragged.create(
                 path, dtype, ndim, codec=codec, data_shards=data_shards, dict_bytes=dict_bytes, sync=False
             )
-            with w:
-                w.append(records)
+            with ragged_writer:
+                ragged_writer.append(records)
 
     return make
 

@@ -148,16 +148,15 @@ class Store:
             raise fail(f"bad zstd frame header: {exc}") from None
         if params.content_size != logical_size:
             raise fail(f"frame content size {params.content_size} is not the logical size {logical_size}")
-        kwargs = {}
+        zdict = None
         if self.codec == "zstd_dict":
             zdict = zstandard.ZstdCompressionDict(self.dictionary)
             if params.dict_id not in (0, zdict.dict_id()):
                 raise fail(f"frame needs dictionary {params.dict_id}, not the store's")
-            kwargs["dict_data"] = zdict
         elif params.dict_id != 0:
             raise fail("frame of codec zstd needs a dictionary")
         try:
-            out = zstandard.ZstdDecompressor(**kwargs).decompress(
+            out = zstandard.ZstdDecompressor(dict_data=zdict).decompress(
                 stored, max_output_size=logical_size, allow_extra_data=False
             )
         except zstandard.ZstdError as exc:

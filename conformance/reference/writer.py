@@ -261,7 +261,7 @@ def build_store(
             assert np.shape(rec) == tuple(item_shape), (np.shape(rec), item_shape)
     assert ndim is not None
     if encode is None:
-        encode = {"raw": bytes, "zstd": zstd_frame}.get(codec) or dict_encoder(dictionary)
+        encode = bytes if codec == "raw" else zstd_frame if codec == "zstd" else dict_encoder(dictionary)
     if assign is None:
 
         def assign(i: int) -> int:
