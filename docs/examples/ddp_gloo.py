@@ -94,6 +94,7 @@ def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> N
 
 
 def main() -> None:
+    """Parse the command line; train in this process under torchrun, else spawn the ranks."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--steps", type=int, default=12, help="train until this step")
@@ -114,6 +115,7 @@ def main() -> None:
 
 
 def _spawned(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> None:
+    """mp.spawn's entry point: it passes the process index first."""
     train(rank, world_size, root, steps, stop_at)
 
 
