@@ -28,7 +28,7 @@ TORCH = "torch==2.13.0"
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "converter", "pins", "roundtrip",
-                        "pythons", "fuzz", "distributed"]
+                        "pythons", "fuzz", "distributed", "conformance"]
 nox.options.error_on_missing_interpreters = True
 
 
@@ -112,6 +112,28 @@ def zig(session: nox.Session) -> None:
 
 
 @nox.session(python=DEFAULT_PYTHON)
+def conformance(session: nox.Session) -> None:
+    """The format as a public contract: every vector of conformance/v1 through the reference
+    reader, the zrecord package and the Zig core (exact records, exact error codes); every MUST
+    of spec/ cited by a case or a test; the generator reproduces the committed bytes."""
+    _install_all(session, "test")
+    session.install("zstandard", "jsonschema", f"ziglang=={ZIG_VERSION}")
+    conf = ROOT / "conformance"
+    session.run("python", str(conf / "run_reference.py"))
+    session.run("pytest", "-q", str(conf / "test_conformance.py"), *session.posargs)
+    sys.path.insert(0, str(ZRECORD))
+    from build_support import find_libzstd
+
+    env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
+           "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local"),
+           "ZR_CONFORMANCE_DIR": str(conf / "v1")}
+    session.run("python", "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "conformance_test.zig"),
+                "-lc", str(find_libzstd()), "--test-filter", "conformance v1", env=env)
+    session.run("python", str(conf / "must_coverage.py"))
+    session.run("python", str(conf / "generate.py"), "--check")
+
+
+@nox.session(python=DEFAULT_PYTHON)
 def fuzz(session: nox.Session) -> None:
     """Fuzz the reader with mutated valid stores for ZRECORD_FUZZ_SECONDS (default 60).
 
@@ -119,7 +141,7 @@ def fuzz(session: nox.Session) -> None:
     store and its replay command land in fuzz-findings/ under the session's temporary folder,
     or under ZRECORD_FUZZ_FINDINGS when set. ZRECORD_FUZZ_SEED picks another input sequence.
     """
-    session.install(f"{ZRECORD}[test]")
+    session.install(f"{ZRECORD}[test]", "xxhash")  # xxhash only speeds up the mutator
     seconds = os.environ.get("ZRECORD_FUZZ_SECONDS", "60")
     findings = os.environ.get("ZRECORD_FUZZ_FINDINGS",
                               os.path.join(session.create_tmp(), "fuzz-findings"))
@@ -200,7 +222,7 @@ def bench(session: nox.Session) -> None:
     out.mkdir(parents=True, exist_ok=True)
     peer = os.environ.get("LOADERX_PEER_PYTHON")
     session.install(TORCH)
-    for script in ("bench_dense.py", "bench_ragged.py", "bench.py"):
+    for script in ("bench_dense.py", "bench_ragged.py", "bench.py", "bench_convert.py"):
         args = ["--json", str(out / script.replace(".py", ".json"))]
         if peer:
             args += ["--peer", peer]

@@ -18,6 +18,11 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+try:
+    import xxhash as _xxhash
+except ImportError:  # pragma: no cover - optional speed-up
+    _xxhash = None
+
 MAGIC = b"\x89ZREC\r\n\x1a"
 HEADER_FIXED_BYTES = 128
 ENTRY_FIXED_BYTES = 24
@@ -60,7 +65,14 @@ def _merge(acc: int, val: int) -> int:
 
 
 def xxh64(data: bytes, seed: int = 0) -> int:
-    """XXH64 (the format's one checksum), from the xxHash specification."""
+    """XXH64 (the format's one checksum): the `xxhash` package's when installed (it is only a
+    speed-up), else this pure-Python one written from the xxHash specification."""
+    if _xxhash is not None:
+        return int(_xxhash.xxh64_intdigest(bytes(data), seed))
+    return xxh64_pure(data, seed)
+
+
+def xxh64_pure(data: bytes, seed: int = 0) -> int:
     n = len(data)
     p = 0
     if n >= 32:
