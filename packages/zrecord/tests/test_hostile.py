@@ -228,13 +228,36 @@ def test_crafted_frames_are_decode_errors(tmp_path, case):
             ds.verify()
 
 
-def test_fuzz_harness_smoke(tmp_path):
-    """The fuzz harness runs (a few hundred inputs) and finds nothing."""
+HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz", "fuzz_store.py")
+
+
+def run_harness(tmp_path, seconds: int, selftest: str | None = None):
     import subprocess
 
-    harness = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz", "fuzz_store.py")
-    out = subprocess.run([sys.executable, harness, "--seconds", "4", "--jobs", "1",
-                          "--findings", str(tmp_path / "findings")],
-                         capture_output=True, text=True, timeout=120)
+    env = dict(os.environ)
+    env.pop("ZRECORD_FUZZ_SELFTEST", None)
+    if selftest:
+        env["ZRECORD_FUZZ_SELFTEST"] = selftest
+    return subprocess.run([sys.executable, HARNESS, "--seconds", str(seconds), "--jobs", "1",
+                           "--timeout", "2", "--findings", str(tmp_path / "findings")],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_fuzz_harness_smoke(tmp_path):
+    """The fuzz harness runs (a few hundred inputs) and finds nothing."""
+    out = run_harness(tmp_path, 4)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert '"findings": 0' in out.stdout
+
+
+@pytest.mark.parametrize("selftest,report", [("crash", "crash input"), ("hang", "hang input"),
+                                             ("memory", "overallocation")])
+def test_fuzz_harness_catches_crashes_hangs_and_overallocation(tmp_path, selftest, report):
+    """The supervisor's watchdogs work: a worker killed by SIGSEGV, one stuck past --timeout and
+    one allocating past its RLIMIT_AS are each reported with a replayable input."""
+    out = run_harness(tmp_path, 5, selftest)
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    assert report in out.stdout
+    saved = os.listdir(tmp_path / "findings")
+    assert any(name.endswith(".json") for name in saved)
+    assert any(name.endswith(".store") for name in saved)

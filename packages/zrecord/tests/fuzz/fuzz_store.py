@@ -466,6 +466,20 @@ def input_rng(seed: int, i: int) -> random.Random:
     return random.Random(f"zrecord-fuzz:{seed}:{i}")
 
 
+def _selftest(what: str) -> None:
+    """Misbehave on purpose, so that tests can check that the supervisor catches each kind."""
+    if what == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif what == "hang":
+        time.sleep(3600)
+    elif what == "memory":
+        try:
+            # Far more than --memory-mb: only the address-space limit makes this fail.
+            bytearray(16 << 30)
+        except MemoryError as exc:
+            raise Finding(f"overallocation: {exc!r}") from exc
+
+
 def _open_fds() -> set[str]:
     return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
             if os.path.exists(f"/proc/self/fd/{fd}")}
@@ -482,6 +496,7 @@ def worker(args: argparse.Namespace) -> int:
     out = sys.stdout
     i = args.first
     fds = _open_fds()
+    selftest = os.environ.get("ZRECORD_FUZZ_SELFTEST")
     while True:
         rng = input_rng(args.seed, i)
         _, files, _ = make_input(corpus, rng)
@@ -490,6 +505,8 @@ def worker(args: argparse.Namespace) -> int:
         out.write(f"B {i}\n")
         out.flush()
         try:
+            if selftest and i % 50 == 7:
+                _selftest(selftest)
             outcome = run_input(path, rng)
             # Every store was closed: a descriptor still open is a leak on some path.
             if _open_fds() != fds:
@@ -593,7 +610,7 @@ def supervise(args: argparse.Namespace) -> int:
                 rc = proc.poll()
                 if rc is None and not hung:
                     continue
-                proc.wait()
+                rc = proc.wait()
                 err = proc.stderr.read().decode(errors="replace")[-2000:]
                 if w["current"] is not None:
                     i = w["current"]
