@@ -62,13 +62,13 @@ class _Column:
             if self.item_shape == ():
                 return pa.array(values)
             return ArrowTensorArray.from_numpy(values)
-        if not values:
-            return ArrowVariableShapedTensorArray.from_numpy(
-                np.empty(0, dtype=object))
-        # An object array of the records (not a list) keeps NumPy from stacking records
-        # that happen to share one shape, so the column type never depends on the data.
+        # Ranges are never empty (see get_read_tasks), and Ray cannot build an empty ragged
+        # column anyway. An object array of the records (not a list), filled one element at a
+        # time, keeps NumPy from stacking records that happen to share one shape, so the
+        # column type never depends on the data.
         records = np.empty(len(values), dtype=object)
-        records[:] = values
+        for i, value in enumerate(values):
+            records[i] = value
         return ArrowVariableShapedTensorArray.from_numpy(records)
 
 
