@@ -138,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             lines += store_tables(results[kind], kind)
     if "Loaders" in results:
         lines += loader_tables(results["Loaders"])
+    if (folder / "bench_convert.json").exists():
+        from bench_convert import table as convert_table
+
+        lines += [convert_table(json.loads((folder / "bench_convert.json").read_text())), ""]
     if plot(results, folder / "gather.png"):
         lines += ["![logical gather throughput](gather.png)", ""]
     (folder / "results.md").write_text("\n".join(lines))

@@ -193,6 +193,23 @@ def test_image_mode_declared_by_the_feature_is_applied_like_datasets_does(tmp_pa
     _assert_exact(tmp_path / "out", DatasetDict({"train": ds}))
 
 
+def test_exif_orientation_is_applied_like_datasets_does(tmp_path):
+    """A JPEG turned by its EXIF tag decodes with height and width swapped; the probe knows."""
+    files = []
+    for orientation in (6, 1):
+        exif = PIL.Image.Exif()
+        exif[0x0112] = orientation
+        buf = io.BytesIO()
+        PIL.Image.fromarray(np.zeros((4, 8, 3), np.uint8)).save(buf, "JPEG", exif=exif.tobytes())
+        files.append({"bytes": buf.getvalue(), "path": None})
+    ds = Dataset.from_dict({"img": files}, features=Features({"img": datasets.Image()}))
+    record = convert(ds, tmp_path / "out", progress=False)
+    assert record["splits"]["train"]["columns"]["img"]["kind"] == "Ragged"
+    shapes = [r.shape for r in zrecord.Ragged.open(tmp_path / "out" / "train" / "img")[:]]
+    assert shapes == [(8, 4, 3), (4, 8, 3)]
+    _assert_exact(tmp_path / "out", DatasetDict({"train": ds}))
+
+
 def test_mixed_image_modes_fail_before_writing(tmp_path):
     images = [np.zeros((4, 4), np.uint8), np.zeros((4, 4, 3), np.uint8)]
     ds = Dataset.from_dict({"img": [{"bytes": _png(a), "path": None} for a in images]},

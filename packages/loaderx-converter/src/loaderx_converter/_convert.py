@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,17 @@ def convert(dataset: Any, root: Any, *, codec: str = "zstd", columns: Sequence[s
 
     readers = {split: {c: reader_for(Where(split, c, splits[split].features[c])) for c in cols}
                for split, cols in chosen.items()}
+    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="loaderx-convert") as pool:
+        for by_column in readers.values():
+            for reader in by_column.values():
+                reader.pool = pool
+        return _convert(dataset, root, splits, chosen, readers, codec, dict_bytes, data_shards,
+                        progress)
+
+
+def _convert(dataset: Any, root: Path, splits: dict[str, Any], chosen: dict[str, list[str]],
+             readers: dict[str, dict[str, Any]], codec: str, dict_bytes: Any, data_shards: int,
+             progress: bool) -> dict[str, Any]:
     if codec == "zstd_dict":
         for cols in chosen.values():
             for c in cols:

@@ -11,6 +11,7 @@ what ``dataset[i][column]`` decodes to, as a NumPy array.
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,12 @@ _IMAGE_MODES: dict[str, tuple[str, int | None]] = {
     "RGBA": ("uint8", 4), "RGBa": ("uint8", 4), "RGBX": ("uint8", 4), "CMYK": ("uint8", 4),
     "I": ("int32", None), "F": ("float32", None), "I;16": ("uint16", None),
 }
+
+
+# Formats whose EXIF block, when present before the pixels, is in ``image.info["exif"]``. An
+# EXIF block PIL only finds while decoding makes the decoded shape differ from the probe, and
+# extract() then fails naming the row: never a silently wrong record.
+_EXIF_IN_INFO = frozenset({"PNG", "JPEG", "WEBP", "GIF", "BMP"})
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,8 @@ def _null_error(where: Where, row: int) -> NullValueError:
 
 class _Reader:
     """Base of the per-feature readers; see the module docstring for the protocol."""
+
+    pool: Any = None  # a concurrent.futures executor set by convert(), or None: one thread
 
     def __init__(self, where: Where) -> None:
         self.where = where
@@ -217,7 +226,18 @@ class _ListReader(_Reader):
 
 
 class _MediaReader(_Reader):
-    """Shared by Image and Audio: a struct of ``bytes`` and ``path``; null if both are missing."""
+    """Shared by Image and Audio: a struct of ``bytes`` and ``path``; null if both are missing.
+
+    ``_probe`` (read a file's header) and ``_decode`` are pure, so they run on the conversion's
+    thread pool (the decoders release the GIL); ``_accept`` sees the probes in row order.
+    """
+
+    def _map(self, fn: Any, items: list[Any]) -> list[Any]:
+        if self.pool is None or len(items) < 32:
+            return [fn(item) for item in items]
+        step = max(1, len(items) // (4 * (os.cpu_count() or 1)))
+        parts = [items[i:i + step] for i in range(0, len(items), step)]
+        return [y for part in self.pool.map(lambda p: [fn(x) for x in p], parts) for y in part]
 
     def scan(self, arr: pa.Array, row0: int) -> None:
         arr = _unwrap(arr)
@@ -229,10 +249,16 @@ class _MediaReader(_Reader):
                       & path.is_null().to_numpy(zero_copy_only=False)))
         if missing.any():
             raise _null_error(self.where, row0 + int(np.argmax(missing)))
-        for i, item in enumerate(arr.to_pylist()):
-            self._header(item, row0 + i)
+        for i, probe in enumerate(self._map(self._probe, arr.to_pylist())):
+            self._accept(probe, row0 + i)
 
-    def _header(self, item: dict[str, Any], row: int) -> None:
+    def _probe(self, item: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _accept(self, probe: Any, row: int) -> None:
+        raise NotImplementedError
+
+    def _decode(self, item: dict[str, Any]) -> np.ndarray:
         raise NotImplementedError
 
     @staticmethod
@@ -256,26 +282,26 @@ class _ImageReader(_MediaReader):
         self.same_shape = True
         self.first_row = -1
 
-    def _header(self, item: dict[str, Any], row: int) -> None:
+    def _probe(self, item: dict[str, Any]) -> tuple[np.dtype[Any], tuple[int, ...]]:
         import PIL.Image
 
         with PIL.Image.open(self._source(item)) as image:
             mode = self.where.feature.mode or image.mode
             width, height = image.size
-            orientation = image.getexif().get(0x0112)
+            # Reading EXIF costs as much as the header; these formats expose it in info.
+            cheap = image.format in _EXIF_IN_INFO and "exif" not in image.info
+            orientation = None if cheap else image.getexif().get(0x0112)
             if orientation in (5, 6, 7, 8):  # exif_transpose turns these by 90 degrees
                 width, height = height, width
             known = _IMAGE_MODES.get(mode)
         if known is None:  # an unusual mode: decode this one to learn what NumPy makes of it
             probe = self._decode(item)
-            dtype, shape = probe.dtype, probe.shape
-        else:
-            channels = known[1]
-            dtype = np.dtype(known[0])
-            shape = (height, width) if channels is None else (height, width, channels)
-        self._note(dtype, shape, row)
+            return probe.dtype, probe.shape
+        channels = known[1]
+        return np.dtype(known[0]), (height, width) if channels is None else (height, width, channels)
 
-    def _note(self, dtype: np.dtype[Any], shape: tuple[int, ...], row: int) -> None:
+    def _accept(self, probe: tuple[np.dtype[Any], tuple[int, ...]], row: int) -> None:
+        dtype, shape = probe
         if self.dtype is None:
             self.dtype, self.shape, self.first_row = dtype, shape, row
             return
@@ -299,15 +325,13 @@ class _ImageReader(_MediaReader):
         return np.asarray(self.where.feature.decode_example(item))
 
     def extract(self, arr: pa.Array, plan: ColumnPlan, row0: int) -> Any:
-        records = []
-        for i, item in enumerate(_unwrap(arr).to_pylist()):
-            rec = self._decode(item)
+        records = self._map(self._decode, _unwrap(arr).to_pylist())
+        for i, rec in enumerate(records):
             if rec.dtype != plan.dtype or (plan.kind == "Dense" and rec.shape != plan.item_shape) \
                     or (plan.kind == "Ragged" and rec.ndim != plan.ndim):
                 raise InconsistentRecordsError(
                     f"{self.where}: row {row0 + i} decoded to {rec.dtype} {rec.shape}, but its "
                     f"header promised {plan.describe()}")
-            records.append(rec)
         if plan.kind == "Dense":
             out = np.empty((len(records), *(plan.item_shape or ())), dtype=plan.dtype)
             for i, rec in enumerate(records):
@@ -329,28 +353,30 @@ class _AudioReader(_MediaReader):
                 "pip install 'loaderx-converter[audio]'") from exc
         self.rate: int | None = where.feature.sampling_rate
 
-    def _header(self, item: dict[str, Any], row: int) -> None:
+    def _probe(self, item: dict[str, Any]) -> int:
         import soundfile
 
-        info = soundfile.info(self._source(item))
+        return int(soundfile.info(self._source(item)).samplerate)
+
+    def _accept(self, probe: int, row: int) -> None:
         if self.rate is None:
-            self.rate = int(info.samplerate)
-        elif int(info.samplerate) != self.rate:
+            self.rate = probe
+        elif probe != self.rate:
             raise InconsistentRecordsError(
-                f"{self.where}: row {row} is sampled at {info.samplerate} Hz but the column at "
+                f"{self.where}: row {row} is sampled at {probe} Hz but the column at "
                 f"{self.rate} Hz; the converter never resamples. Resample in the source first")
 
     def plan(self) -> ColumnPlan:
         return ColumnPlan("Ragged", np.dtype("float32"), None, 2)
 
-    def extract(self, arr: pa.Array, plan: ColumnPlan, row0: int) -> list[np.ndarray]:
+    def _decode(self, item: dict[str, Any]) -> np.ndarray:
         import soundfile
 
-        out = []
-        for item in _unwrap(arr).to_pylist():
-            samples, _ = soundfile.read(self._source(item), dtype="float32", always_2d=True)
-            out.append(np.ascontiguousarray(samples.T))
-        return out
+        samples, _ = soundfile.read(self._source(item), dtype="float32", always_2d=True)
+        return np.ascontiguousarray(samples.T)
+
+    def extract(self, arr: pa.Array, plan: ColumnPlan, row0: int) -> list[np.ndarray]:
+        return self._map(self._decode, _unwrap(arr).to_pylist())
 
 
 def reader_for(where: Where) -> _Reader:
