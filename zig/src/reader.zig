@@ -180,7 +180,9 @@ pub const Reader = struct {
     }
 
     fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
-        const hfd = sys.openAt(dfd, "header.zrh", sys.O_RDONLY, 0) catch {
+        // O_NONBLOCK: a FIFO in the header's place must be refused by the regular-file check
+        // below, not block this open until some writer opens it.
+        const hfd = sys.openAt(dfd, "header.zrh", sys.O_RDONLY | sys.O_NONBLOCK, 0) catch {
             const e = sys.errno();
             // [ZR-PUB-004]
             if (e == sys.ENOENT) return d.failOs(error.NotPublished, e, "'{s}' has no header.zrh: " ++
@@ -217,7 +219,7 @@ pub const Reader = struct {
         for (0..r.header.data_shards) |k| {
             const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
             d.shard = @intCast(k);
-            const fd = sys.openAt(dfd, name, sys.O_RDONLY, 0) catch {
+            const fd = sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NONBLOCK, 0) catch {
                 const e = sys.errno();
                 // [ZR-GEN-001]
                 if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing " ++
@@ -251,7 +253,7 @@ pub const Reader = struct {
     }
 
     fn readIndex(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
-        const fd = sys.openAt(dfd, "index.zri", sys.O_RDONLY, 0) catch {
+        const fd = sys.openAt(dfd, "index.zri", sys.O_RDONLY | sys.O_NONBLOCK, 0) catch {
             const e = sys.errno();
             if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing its " ++
                 "index.zri (ZR-GEN-001)", .{r.path});
@@ -845,5 +847,37 @@ test "a checksum mismatch found in the caller's output is confirmed by a second 
     try std.testing.expectEqualSlices(u8, data[rs..], dst);
     root.zr_reader_free(r);
     td.removeStore("s", 1);
+    try td.deinitExpectEmpty();
+}
+
+extern "c" fn mkfifo(path: [*:0]const u8, mode: c_uint) c_int;
+
+test "a FIFO in place of a store file is refused at open, not waited on" {
+    // Found by review of the fuzz harness's file mutations: open(2) of a FIFO for reading
+    // blocks until a writer appears, so before O_NONBLOCK such a store hung its opener forever.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    const names = [_][]const u8{ "header.zrh", "index.zri", "data-000.zrd" };
+    const data = [_]u8{ 1, 2, 3, 4 };
+    for (names, 0..) |name, k| {
+        var sbuf: [8]u8 = undefined;
+        const store = std.fmt.bufPrint(&sbuf, "s{d}", .{k}) catch unreachable;
+        try tz.writeDense(&td, store, 0, "", 1, 2, &data, &.{2});
+        var rbuf: [64]u8 = undefined;
+        const rel = std.fmt.bufPrint(&rbuf, "{s}/{s}", .{ store, name }) catch unreachable;
+        var pbuf: [256]u8 = undefined;
+        try sys.unlinkAt(sys.AT_FDCWD, td.sub(&pbuf, rel));
+        try std.testing.expectEqual(@as(c_int, 0), mkfifo(td.sub(&pbuf, rel), 0o600));
+        var st: abi.Status = undefined;
+        var r: ?*Reader = null;
+        try std.testing.expectEqual(@as(c_int, -12), root.zr_reader_open(td.sub(&pbuf, store), &r, &st));
+        try t.expectContains(t.msg(&st), name);
+        try t.expectContains(t.msg(&st), "not a regular file");
+        try std.testing.expect(r == null);
+        td.removeStore(store, 1);
+    }
     try td.deinitExpectEmpty();
 }

@@ -51,6 +51,9 @@ pub const O_WRONLY: c_int = 1;
 pub const O_CREAT: c_int = 0o100;
 pub const O_EXCL: c_int = 0o200;
 pub const O_CLOEXEC: c_int = 0o2000000;
+/// The same on x86_64 and aarch64. Has no effect on regular files; the reader opens store files
+/// with it so that a FIFO put in a file's place is refused instead of blocking open forever.
+pub const O_NONBLOCK: c_int = 0o4000;
 pub const O_DIRECTORY: c_int = switch (builtin.cpu.arch) {
     .x86_64 => 0o200000,
     .aarch64 => 0o40000,

@@ -105,6 +105,28 @@ def test_regression_ragged_empty_record_with_axes_numpy_cannot_hold(tmp_path):
             rs[1]
 
 
+@pytest.mark.parametrize("name", ["header.zrh", "index.zri", "data-000.zrd"])
+def test_regression_fifo_in_place_of_a_store_file_is_refused_not_waited_on(tmp_path, name):
+    """Found while extending the fuzzer's file mutations: open(2) of a FIFO blocks until a
+    writer appears, so a store with a FIFO in place of any of its files hung open() forever.
+    The core now opens store files with O_NONBLOCK and refuses what is not a regular file
+    (CorruptStoreError naming the file). Run in a subprocess so that a regression fails the
+    test on its timeout instead of hanging the suite."""
+    import subprocess
+
+    path = write(str(tmp_path / "s"), dense_store((2,), [np.arange(2, dtype="<i4").tobytes()]
+                                                  ).encode())
+    os.remove(os.path.join(path, name))
+    os.mkfifo(os.path.join(path, name))
+    script = ("import sys, zrecord\n"
+              "try:\n    zrecord.open_store(sys.argv[1])\n"
+              "except zrecord.errors.CorruptStoreError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert name in out.stdout and "not a regular file" in out.stdout
+
+
 # ---- offsets, lengths and sizes ------------------------------------------------------------
 
 

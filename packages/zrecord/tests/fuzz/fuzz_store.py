@@ -86,7 +86,7 @@ def _boundary(rng: Any, size: int, current: int) -> int:
 
 
 def _data_names(files: dict[str, Any]) -> list[str]:
-    return sorted(n for n in files if n.startswith("data-") and files[n] is not None)
+    return sorted(n for n in files if n.startswith("data-") and isinstance(files[n], bytes))
 
 
 def _header(files: dict[str, Any]) -> bytearray | None:
@@ -102,7 +102,7 @@ def _entry_size(h: bytearray) -> int:
 
 
 def m_flip(files: dict[str, Any], rng: Any) -> str:
-    names = [n for n, v in files.items() if v]
+    names = [n for n, v in files.items() if isinstance(v, bytes) and v]
     if not names:
         return "flip:none"
     name = _pick(rng, names)
@@ -176,7 +176,7 @@ def m_entry_copy(files: dict[str, Any], rng: Any) -> str:
 
 
 def m_resize(files: dict[str, Any], rng: Any) -> str:
-    names = [n for n, v in files.items() if v is not None]
+    names = [n for n, v in files.items() if isinstance(v, bytes)]
     if not names:
         return "resize:none"
     name = _pick(rng, names)
@@ -194,8 +194,12 @@ def m_resize(files: dict[str, Any], rng: Any) -> str:
 
 
 def m_files(files: dict[str, Any], rng: Any) -> str:
-    """Missing, extra or misplaced files."""
-    how = rng.randrange(4)
+    """Missing, extra, misplaced or non-regular files."""
+    how = rng.randrange(5)
+    if how == 4:
+        name = _pick(rng, sorted(files))
+        files[name] = sm.FIFO
+        return f"files:fifo:{name}"
     if how == 0:
         name = _pick(rng, sorted(files))
         del files[name]
@@ -249,7 +253,7 @@ def _crafted_frame(rng: Any, store: sm.Store, rec: sm.Record) -> bytes:
 def m_semantic(files: dict[str, Any], rng: Any) -> str:
     """Change the store's meaning and lay it out again with every checksum and size right."""
     try:
-        store = sm.Store.decode({k: v for k, v in files.items() if v is not None})
+        store = sm.Store.decode({k: v for k, v in files.items() if isinstance(v, bytes)})
     except (KeyError, IndexError, ValueError):
         return "semantic:undecodable"
     recs = store.records

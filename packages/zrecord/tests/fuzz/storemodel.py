@@ -259,13 +259,20 @@ def read_store(path: str) -> dict[str, bytes]:
     return files
 
 
-def write_store(path: str, files: dict[str, bytes | None]) -> None:
-    """Write `files` into the new directory `path`; a value of None makes a subdirectory."""
+# A value of `files` that write_store makes a FIFO (named pipe) instead of a regular file.
+FIFO = "fifo"
+
+
+def write_store(path: str, files: dict[str, bytes | str | None]) -> None:
+    """Write `files` into the new directory `path`; a value of None makes a subdirectory and
+    the value FIFO a named pipe."""
     os.mkdir(path)
     for name, data in files.items():
         full = os.path.join(path, name)
         if data is None:
             os.mkdir(full)
+        elif data == FIFO:
+            os.mkfifo(full)
         else:
             with open(full, "wb") as f:
                 f.write(data)
