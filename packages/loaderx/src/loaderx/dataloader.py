@@ -14,9 +14,10 @@ Invariants:
 - Exact resume. The sampler is a pure function of (seed, step), so ``state_dict()`` (the next
   step to deliver, plus the sampler's configuration) is all a resumed run needs: stopping after
   any k batches and resuming yields exactly the batches the uninterrupted run would have.
-- Bounded memory. At most ``prefetch`` steps are in flight (submitted and not yet delivered),
-  plus the batch the consumer holds: peak batch memory is about ``(prefetch + 1)`` times the
-  bytes of one gathered batch (plus the transform's output per batch).
+- Bounded memory. ``prefetch`` is a budget of batches: at most ``prefetch`` batches exist at
+  once, counting the one last delivered (the consumer still holds it while it asks for the
+  next), so ``prefetch - 1`` steps are in flight (at least one). Peak batch memory is about
+  ``max(prefetch, 2)`` times the bytes of one gathered batch (plus the transform's output).
 - Threads. ``close()`` cancels what has not started, waits for what has, and joins every
   thread; it is idempotent and also runs when the loader is garbage-collected or the
   interpreter exits. An exception in gather or transform reaches the consumer with its
@@ -154,7 +155,8 @@ class DataLoader:
             raise LoaderClosedError("the DataLoader is closed" +
                                     (f" after an error: {self._error!r}" if self._error else ""))
         try:
-            while len(self._pending) < self._prefetch:
+            # The consumer still holds the batch last delivered: it counts against prefetch.
+            while len(self._pending) < max(1, self._prefetch - 1):
                 self._submit()
             step, future = self._pending.popleft()
             t = time.perf_counter()
