@@ -142,8 +142,11 @@ def main() -> None:
     base = {(r[0], r[1]): r[3] for r in rows if r[2] == workers[0]}
     rows.sort(key=lambda r: (r[0], r[1] != "no Ray, 1 thread", r[1], r[2]))
     for name, consumer, w, rps, mibs in rows:
-        print(f"| {name} | {consumer} | {w} | {rps:,.0f} | {mibs:,.0f} | "
-              f"{rps / base[(name, consumer)]:.2f}x |")
+        if consumer.startswith("no Ray"):
+            print(f"| {name} | {consumer} | – | {rps:,.0f} | {mibs:,.0f} | – |")
+        else:
+            print(f"| {name} | {consumer} | {w} | {rps:,.0f} | {mibs:,.0f} | "
+                  f"{rps / base[(name, consumer)]:.2f}x |")
 
 
 if __name__ == "__main__":
