@@ -652,6 +652,23 @@ def valid_cases(g: Generator) -> None:
             encode=_zstd_with_checksum,
         ),
     )
+    recs = [pattern("uint16", (n,), n) for n in (0, 3, 300, 70000)]
+    g.valid(
+        "ragged_zstd_window_descriptor_frames",
+        writer="reference",
+        spec=["ZR-IDX-005"],
+        description="codec zstd frames that are not single-segment: a 128 KiB window descriptor "
+        "and a 4-byte content size (the 140000-byte record spans two blocks)",
+        records=recs,
+        make=reference_writer(
+            kind="ragged",
+            dtype="uint16",
+            ndim=1,
+            records=recs,
+            codec="zstd",
+            encode=lambda p: rw.zstd_frame(p, single_segment=False),
+        ),
+    )
     dictionary = trained_dictionary()
     recs = [text_record(k, 200) for k in range(5)]
     g.valid(
@@ -1127,6 +1144,39 @@ def invalid_cases(g: Generator) -> None:
         files=f.seal().done(),
     )
 
+    bad_dict = b"\x37\xa4\x30\xec" + (1234).to_bytes(4, "little") + b"\xff" * 200
+    frames = rw.encode_records(
+        [text_record(k, 30) for k in range(3)], np.dtype("uint8"), rw.zstd_frame, lambda i: 0
+    )
+    g.invalid(
+        "dictionary_malformed",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-COD-004"],
+        description="codec zstd_dict whose 208-byte dictionary has the zstd dictionary magic and "
+        "ID 1234 but no valid entropy tables",
+        files=rw.build(
+            kind="ragged",
+            dtype_code=3,
+            ndim=1,
+            codec_code=2,
+            data_shards=1,
+            records=frames,
+            dictionary=bad_dict,
+        ),
+    )
+    g.invalid(
+        "dictionary_malformed_empty_store",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-COD-004"],
+        description="the malformed dictionary of dictionary_malformed in a store of no records: "
+        "it is rejected at open whether or not a record uses it",
+        files=rw.build(
+            kind="ragged", dtype_code=3, ndim=1, codec_code=2, data_shards=1, records=[], dictionary=bad_dict
+        ),
+    )
+
     # Index entries.
     f = dense_base()
     size = f.eget(1, 8, 4)
@@ -1319,6 +1369,51 @@ def invalid_cases(g: Generator) -> None:
         "store of codec zstd can supply",
         files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
     )
+    more = [
+        (
+            "zstd_skippable_frame_first",
+            0,
+            "a skippable frame (magic 0x184D2A50) before record 0's "
+            "frame: the stored bytes are not exactly one zstd frame",
+            lambda p: b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"skip" + rw.zstd_frame(p),
+        ),
+        (
+            "zstd_two_frames",
+            1,
+            "record 1 is stored as two frames of 10 and 30 bytes: their "
+            "contents add up, but the stored bytes are not one frame",
+            lambda p: rw.zstd_frame(p[:10]) + rw.zstd_frame(p[10:]),
+        ),
+        (
+            "zstd_frame_shorter_than_declared",
+            2,
+            "record 2's frame declares 40 bytes of content but its only block holds 38",
+            lambda p: (
+                b"\x28\xb5\x2f\xfd\x20"
+                + bytes([len(p)])
+                + (1 | ((len(p) - 2) << 3)).to_bytes(3, "little")
+                + p[:-2]
+            ),
+        ),
+        (
+            "zstd_frame_checksum_mismatch",
+            0,
+            "record 0's frame carries zstd's content checksum, "
+            "and its last byte is wrong (the record checksum matches the altered bytes)",
+            lambda p: _zstd_with_checksum(p)[:-1] + bytes([_zstd_with_checksum(p)[-1] ^ 1]),
+        ),
+    ]
+    for name, which, description, frame_of in more:
+        stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
+        stored[which].stored = frame_of(bytes(recs[which]))
+        g.invalid(
+            name,
+            error="decode",
+            phase=read,
+            spec=["ZR-IDX-005"],
+            description=description,
+            files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+        )
     stored = rw.encode_records(recs, np.dtype("uint8"), rw.dict_encoder(raw_dict), lambda i: 0)
     stored[0].stored = _frame_with_dict_id(bytes(recs[0]), 9)
     g.invalid(

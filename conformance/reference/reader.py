@@ -303,6 +303,9 @@ def open_store(path: str | os.PathLike[str]) -> Store:
         },
     )
 
+    if store.codec == "zstd_dict":
+        _check_dictionary(store.dictionary)
+
     for k, want in enumerate(f["shard_sizes"]):
         data = _read_file(os.path.join(path, f"data-{k:03d}.zrd"))
         if data is None:
@@ -344,6 +347,27 @@ def open_store(path: str | os.PathLike[str]) -> Store:
             f"records add up to {logical_sum} logical bytes, logical_bytes says {store.logical_bytes}",
         )
     return store
+
+
+ZSTD_DICT_MAGIC = b"\x37\xa4\x30\xec"
+# A zstd frame of no content: magic, single-segment descriptor, content size 0, one empty
+# last raw block (RFC 8878 section 3.1.1).
+EMPTY_ZSTD_FRAME = ZSTD_FRAME_MAGIC + b"\x20\x00\x01\x00\x00"
+
+
+def _check_dictionary(dictionary: bytes) -> None:
+    """[ZR-COD-004] A zstd-format dictionary must load. Loading it is left to the zstd decoder
+    (the entropy tables of RFC 8878 section 5 are its business): decoding an empty frame with
+    it makes the decoder load it, whatever the frame holds."""
+    if len(dictionary) < 8 or dictionary[:4] != ZSTD_DICT_MAGIC:
+        return
+    try:
+        zdict = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_FULLDICT)
+        zstandard.ZstdDecompressor(dict_data=zdict).decompress(EMPTY_ZSTD_FRAME)
+    except zstandard.ZstdError as exc:
+        raise FormatViolation(
+            "corrupt", "ZR-COD-004", f"the dictionary has the zstd magic but does not load: {exc}"
+        ) from None
 
 
 def _decode_entry(store: Store, b: bytes, i: int) -> Entry:

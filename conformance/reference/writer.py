@@ -34,13 +34,18 @@ def _code(table: dict, value: object) -> int:
     return next(k for k, v in table.items() if v == value)
 
 
-def zstd_frame(payload: bytes) -> bytes:
+def zstd_frame(payload: bytes, single_segment: bool = True) -> bytes:
     """One zstd frame (RFC 8878 section 3.1.1) holding `payload`, with its content size set.
 
-    Single-segment frame, no checksum, no dictionary ID. A block that repeats one byte is an
+    No checksum, no dictionary ID. A single-segment frame by default; otherwise one with a
+    128 KiB window descriptor and a 4-byte content size. A block that repeats one byte is an
     RLE block, any other a raw block; blocks hold at most 128 KiB.
     """
     n = len(payload)
+    if not single_segment:
+        # Frame_Header_Descriptor: content size flag 2 (4 bytes), Single_Segment_Flag 0; then
+        # Window_Descriptor 0x38: exponent 7, mantissa 0, a window of 2^(10+7) bytes.
+        return _blocks(b"\x28\xb5\x2f\xfd" + bytes([2 << 6, 0x38]) + n.to_bytes(4, "little"), payload)
     if n < 256:
         fcs_flag, fcs = 0, n.to_bytes(1, "little")
     elif n < 65536 + 256:
@@ -49,9 +54,13 @@ def zstd_frame(payload: bytes) -> bytes:
         fcs_flag, fcs = 2, n.to_bytes(4, "little")
     else:
         fcs_flag, fcs = 3, n.to_bytes(8, "little")
-    out = bytearray(b"\x28\xb5\x2f\xfd")
-    out.append((fcs_flag << 6) | (1 << 5))
-    out += fcs
+    return _blocks(b"\x28\xb5\x2f\xfd" + bytes([(fcs_flag << 6) | (1 << 5)]) + fcs, payload)
+
+
+def _blocks(frame_header: bytes, payload: bytes) -> bytes:
+    """The frame header followed by `payload` in raw and RLE blocks of at most 128 KiB."""
+    out = bytearray(frame_header)
+    n = len(payload)
     pos = 0
     while True:
         block = payload[pos : pos + ZSTD_BLOCK_BYTES_MAX]

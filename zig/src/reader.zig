@@ -161,13 +161,14 @@ pub const Reader = struct {
             alloc.destroy(r);
         }
         r.path = alloc.dupeSentinel(u8, path, 0) catch return noMemory(d, "the store path");
-        // [ZR-COD-002] decodeHeader has verified dict_checksum ([ZR-HDR-013]).
+        // [ZR-COD-002] decodeHeader has verified dict_checksum ([ZR-HDR-013]); a malformed
+        // zstd-format dictionary is rejected here, used by a record or not ([ZR-COD-004]).
         if (h.codec == .zstd_dict) {
             r.ddict = codec.SharedDict.initDecompress(r.dict()) catch |err| switch (err) {
                 error.OutOfMemory => return noMemory(d, "the decompression dictionary"),
                 else => return d.fail(error.Corrupt, "store '{s}': the {d}-byte dictionary in " ++
                     "header.zrh is not a valid zstd dictionary (it has the zstd dictionary magic " ++
-                    "but malformed entropy tables), so no record can be decoded (ZR-COD-002)", .{ path, h.dict_size }),
+                    "but malformed entropy tables), so no record can be decoded (ZR-COD-004)", .{ path, h.dict_size }),
             };
         }
         try r.mapShards(dfd, d);
