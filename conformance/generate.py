@@ -652,13 +652,13 @@ def valid_cases(g: Generator) -> None:
             encode=_zstd_with_checksum,
         ),
     )
-    recs = [pattern("uint16", (n,), n) for n in (0, 3, 300, 70000)]
+    recs = [pattern("uint16", (n,), n) for n in (0, 3, 300, 1500)]
     g.valid(
         "ragged_zstd_window_descriptor_frames",
         writer="reference",
         spec=["ZR-IDX-005"],
-        description="codec zstd frames that are not single-segment: a 128 KiB window descriptor "
-        "and a 4-byte content size (the 140000-byte record spans two blocks)",
+        description="codec zstd frames that are not single-segment: a 1 KiB window descriptor "
+        "and a 4-byte content size (the 3000-byte record spans three blocks)",
         records=recs,
         make=reference_writer(
             kind="ragged",

@@ -37,15 +37,17 @@ def _code(table: dict, value: object) -> int:
 def zstd_frame(payload: bytes, single_segment: bool = True) -> bytes:
     """One zstd frame (RFC 8878 section 3.1.1) holding `payload`, with its content size set.
 
-    No checksum, no dictionary ID. A single-segment frame by default; otherwise one with a
-    128 KiB window descriptor and a 4-byte content size. A block that repeats one byte is an
-    RLE block, any other a raw block; blocks hold at most 128 KiB.
+    No checksum, no dictionary ID. A single-segment frame by default, whose blocks hold at most
+    128 KiB; otherwise one with a 1 KiB window descriptor and a 4-byte content size, whose blocks
+    hold at most the window, 1 KiB. A block that repeats one byte is an RLE block, any other a
+    raw block.
     """
     n = len(payload)
     if not single_segment:
         # Frame_Header_Descriptor: content size flag 2 (4 bytes), Single_Segment_Flag 0; then
-        # Window_Descriptor 0x38: exponent 7, mantissa 0, a window of 2^(10+7) bytes.
-        return _blocks(b"\x28\xb5\x2f\xfd" + bytes([2 << 6, 0x38]) + n.to_bytes(4, "little"), payload)
+        # Window_Descriptor 0x00: exponent 0, mantissa 0, a window of 2^10 bytes.
+        header = b"\x28\xb5\x2f\xfd" + bytes([2 << 6, 0x00]) + n.to_bytes(4, "little")
+        return _blocks(header, payload, 1024)
     if n < 256:
         fcs_flag, fcs = 0, n.to_bytes(1, "little")
     elif n < 65536 + 256:
@@ -57,13 +59,13 @@ def zstd_frame(payload: bytes, single_segment: bool = True) -> bytes:
     return _blocks(b"\x28\xb5\x2f\xfd" + bytes([(fcs_flag << 6) | (1 << 5)]) + fcs, payload)
 
 
-def _blocks(frame_header: bytes, payload: bytes) -> bytes:
-    """The frame header followed by `payload` in raw and RLE blocks of at most 128 KiB."""
+def _blocks(frame_header: bytes, payload: bytes, block_max: int = ZSTD_BLOCK_BYTES_MAX) -> bytes:
+    """The frame header followed by `payload` in raw and RLE blocks of at most `block_max`."""
     out = bytearray(frame_header)
     n = len(payload)
     pos = 0
     while True:
-        block = payload[pos : pos + ZSTD_BLOCK_BYTES_MAX]
+        block = payload[pos : pos + block_max]
         pos += len(block)
         last = pos >= n
         if len(block) > 1 and block.count(block[0]) == len(block):
