@@ -61,8 +61,10 @@ def _quanta(weights: Sequence[Any], sources: int) -> list[int]:
             raise ValueError(f"Mix weights must be >= 0; weight {k} is {w!r}")
         # repr() of a float is its shortest decimal, so 0.7 is taken as 7/10, not as the
         # binary fraction nearest to it.
-        exact.append(Fraction(repr(float(w))) if isinstance(w, (float, np.floating))
-                     else Fraction(w))
+        if isinstance(w, (float, np.floating)):
+            exact.append(Fraction(repr(float(w))))
+        else:
+            exact.append(w if isinstance(w, Fraction) else Fraction(int(w)))
     total = sum(exact, Fraction(0))
     if total == 0:
         raise ValueError(f"Mix weights must not all be zero; got {list(weights)!r}")

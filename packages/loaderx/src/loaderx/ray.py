@@ -163,7 +163,7 @@ class ZrecordDatasource(Datasource):
         for start, stop in zip(bounds[:-1], bounds[1:]):
             meta = BlockMetadata(num_rows=stop - start,
                                  size_bytes=int(self._row_bytes * (stop - start)),
-                                 input_files=[c.path for c in self._columns], exec_stats=None)
+                                 input_files=tuple(c.path for c in self._columns), exec_stats=None)
 
             def read(start: int = start, stop: int = stop) -> Iterator[Any]:
                 return _read_range(self._columns, start, stop, rows_per_block,
