@@ -107,6 +107,13 @@ def test_ragged_records_with_one_shape_stay_variable_shaped(local_ray, tmp_path)
     assert [r["s"].tolist() for r in rows] == [[0, 1, 2]] * 5
 
 
+def test_relative_paths_are_resolved_on_the_driver(local_ray, stores, monkeypatch):
+    root, _ = stores
+    monkeypatch.chdir(root)
+    rows = read_zrecord({"y": "y"}, parallelism=3, index_column="id").take_all()
+    assert sorted((r["id"], r["y"]) for r in rows) == [(i, 10 * i) for i in range(N)]
+
+
 def test_misaligned_lengths_are_refused(stores):
     root, _ = stores
     with pytest.raises(ValueError, match=r"same number of records.*y=503.*short=502"):

@@ -83,11 +83,13 @@ def _describe(name: Any, value: Any) -> _Column:
         raise TypeError(f"column {name!r} must be a zrecord Dense or Ragged store or the path "
                         f"of one; got {type(value).__name__} (read tasks reopen every store "
                         "by path, so in-memory arrays cannot be read)")
+    # Ray workers need not share the driver's working directory, so paths become absolute.
+    path = os.path.abspath(store.path)
     try:
         if isinstance(store, Dense):
-            return _Column(name, store.path, "Dense", store.dtype, tuple(store.item_shape),
+            return _Column(name, path, "Dense", store.dtype, tuple(store.item_shape),
                            store.ndim, len(store), store.nbytes)
-        return _Column(name, store.path, "Ragged", store.dtype, None, store.ndim, len(store),
+        return _Column(name, path, "Ragged", store.dtype, None, store.ndim, len(store),
                        store.nbytes)
     finally:
         if owned:
