@@ -225,6 +225,7 @@ class DataLoader:
 
     @property
     def closed(self) -> bool:
+        """True after ``close()`` (or after an error closed the loader)."""
         return self._closed
 
     def close(self) -> None:

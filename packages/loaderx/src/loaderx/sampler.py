@@ -109,26 +109,32 @@ class Sampler(SamplerCore):
     # The seed's attribute names.
     @property
     def length(self) -> int:
+        """The number of records drawn from (the index space ``0 .. length - 1``)."""
         return int(self._config["length"])
 
     @property
     def batch_size(self) -> int:
+        """Indices per batch, per rank."""
         return int(self._config["batch_size"])
 
     @property
     def mode(self) -> Mode:
+        """The sampling mode (SEQUENTIAL, IID or CYCLIC)."""
         return Mode[self._config["mode"]]
 
     @property
     def seed(self) -> int:
+        """The seed: with the step, it determines every batch."""
         return int(self._config["seed"])
 
     @property
     def rank(self) -> int:
+        """This process's rank, ``0 .. world_size - 1``."""
         return int(self._config["rank"])
 
     @property
     def world_size(self) -> int:
+        """The number of ranks sharing the index space."""
         return int(self._config["world_size"])
 
     def __iter__(self) -> Sampler:

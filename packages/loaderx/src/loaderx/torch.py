@@ -97,6 +97,7 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         return None if self._state is None else dict(self._state)
 
     def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
+        """Resume from a ``state_dict()`` (None starts from the beginning) on the next iteration."""
         self._state = None if state is None else dict(state)
 
 

@@ -201,6 +201,7 @@ class _Writer:
 
     @property
     def closed(self) -> bool:
+        """True once the writer has published (``close()``) or discarded (``abort()``) the store."""
         return self._state["done"]
 
     def _check_open(self) -> None:
@@ -491,6 +492,7 @@ class _Store:
 
     @property
     def closed(self) -> bool:
+        """True after ``close()``: the store's files are released and reads raise ClosedError."""
         return self._closed
 
     @property
@@ -516,6 +518,7 @@ class _Store:
 
     @property
     def format_version(self) -> tuple[int, int]:
+        """(major, minor) of the on-disk format the store was written with."""
         return tuple(self._info["format_version"])
 
     def info(self) -> dict[str, Any]:
@@ -556,6 +559,7 @@ class _Store:
             raise ClosedError(f"the {self._kind_name} store {self.path!r} is closed")
 
     def append(self, *args: Any, **kwargs: Any) -> None:
+        """Always raises ModeError: a published store is immutable; write a new store instead."""
         raise ModeError(f"an opened {self._kind_name} store is read-only: {self.path!r} was "
                         f"published and is immutable; write a new store with "
                         f"{self._kind_name}.create")

@@ -42,6 +42,7 @@ def _info(store: Dense | Ragged) -> dict[str, Any]:
 
 
 def cmd_info(store: Dense | Ragged, args: argparse.Namespace) -> int:
+    """``zrecord info``: schema, counts, codec, shards, sizes and compression ratio."""
     info = _info(store)
     if args.json:
         print(json.dumps(info))
@@ -71,6 +72,7 @@ def _progress(done: int, total: int, started: float, nbytes: int) -> None:
 
 
 def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
+    """``zrecord verify``: every checksum; exit status 1 naming the first corrupt record."""
     n = len(store)
     mean = store.stored_bytes / n if n else 1
     step = max(1, int(_VERIFY_CHUNK_BYTES // max(1.0, mean)))
@@ -103,6 +105,7 @@ def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
 
 
 def cmd_head(store: Dense | Ragged, args: argparse.Namespace) -> int:
+    """``zrecord head``: the first ``-n`` records."""
     count = min(args.n, len(store))
     records = store[:count]
     if args.json:
@@ -126,6 +129,7 @@ def _distribution(values: np.ndarray) -> dict[str, float]:
 
 
 def cmd_stats(store: Dense | Ragged, args: argparse.Namespace) -> int:
+    """``zrecord stats``: the distribution of record sizes."""
     n = len(store)
     stats: dict[str, Any] = {"path": store.path, "kind": store.info()["kind"], "records": n}
     if isinstance(store, Ragged):
@@ -159,6 +163,7 @@ COMMANDS = {"info": cmd_info, "verify": cmd_verify, "head": cmd_head, "stats": c
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``zrecord`` command line; returns the exit status."""
     ap = argparse.ArgumentParser(prog="zrecord", description="Inspect and check zrecord stores.")
     sub = ap.add_subparsers(dest="command", required=True)
     for name, fn in COMMANDS.items():
