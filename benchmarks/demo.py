@@ -1,7 +1,8 @@
 """The main job, end to end: real data -> zrecord stores -> DataLoader training -> resume.
 
 Data: scikit-learn's bundled handwritten digits (1,797 real 8x8 scans from the UCI set), so the
-demo needs no network. It writes an image store (zstd) and a label store per split, trains a
+demo needs no network. It builds a Hugging Face DatasetDict from them and converts it with
+loaderx.converter (an image store and a label store per split, zstd), trains a
 softmax classifier in NumPy from a loaderx DataLoader, then proves exact resume: a run stopped
 at a checkpoint and resumed from the saved loader state ends with bit-identical weights to the
 uninterrupted run. It prints accuracy, throughput and where the time went.
@@ -18,8 +19,10 @@ import sys
 import tempfile
 import time
 
+import datasets
 import numpy as np
 
+from loaderx.converter import convert
 from loaderx.dataloader import DataLoader
 from loaderx.sampler import Sampler
 from loaderx.zrecord import Dense
@@ -75,18 +78,20 @@ def main(argv: list[str] | None = None) -> int:
     order = np.random.default_rng(0).permutation(len(images))
     splits = {"test": order[:300], "train": order[300:]}
 
+    # The digits as a Hugging Face DatasetDict, converted like any Hub dataset would be.
+    features = datasets.Features({"image": datasets.Array2D((8, 8), "uint8"),
+                                  "label": datasets.ClassLabel(names=[str(d) for d in range(10)])})
+    dataset = datasets.DatasetDict({
+        split: datasets.Dataset.from_dict({"image": images[ids], "label": labels[ids]},
+                                          features=features)
+        for split, ids in splits.items()})
+
     with tempfile.TemporaryDirectory() as tmp:
-        root = args.out or tmp
+        root = os.path.join(args.out or tmp, "digits")
         t0 = time.perf_counter()
-        for i, (split, ids) in enumerate(splits.items()):
-            with Dense.create(os.path.join(root, split, "image"), np.uint8, (8, 8),
-                              codec="zstd") as w:
-                w.append(images[ids])
-            with Dense.create(os.path.join(root, split, "label"), np.int64, (),
-                              codec="raw") as w:
-                w.append(labels[ids])
-            progress("convert", i + 1, len(splits), split)
-        print(f"wrote 4 stores under {root} in {time.perf_counter() - t0:.3f} s")
+        convert(dataset, root, codec="zstd")
+        print(f"converted {sum(len(d) for d in dataset.values())} records into 4 stores under "
+              f"{root} in {time.perf_counter() - t0:.3f} s")
 
         streams = {"image": Dense.open(os.path.join(root, "train", "image")),
                    "label": Dense.open(os.path.join(root, "train", "label"))}
