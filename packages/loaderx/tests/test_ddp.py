@@ -68,3 +68,32 @@ def test_the_guide_shows_the_example_verbatim():
     guide = GUIDE.read_text()
     start = guide.index("<!-- ddp_gloo.py -->\n```python\n") + len("<!-- ddp_gloo.py -->\n```python\n")
     assert guide[start:guide.index("```\n", start)] == EXAMPLE.read_text()
+
+
+def test_the_guides_jax_recipe_runs_and_resumes(tmp_path, monkeypatch):
+    """The guide's JAX block, verbatim, in one process (process_index 0 of 1), run twice."""
+    pytest.importorskip("jax")
+    import numpy as np
+
+    from loaderx.sampler import Sampler
+    from loaderx.zrecord import Dense
+
+    guide = GUIDE.read_text()
+    start = guide.index("<!-- jax_processes.py -->\n```python\n") + len(
+        "<!-- jax_processes.py -->\n```python\n")
+    code = compile(guide[start:guide.index("```\n", start)], "jax_processes.py", "exec")
+    monkeypatch.chdir(tmp_path)
+    with Dense.create("train/x", np.float32, (4,), codec="zstd") as w:
+        w.append(np.arange(4000, dtype=np.float32).reshape(1000, 4))
+    with Dense.create("train/y", np.int64, (), codec="raw") as w:
+        w.append(np.arange(1000, dtype=np.int64))
+    first: dict = {}
+    exec(code, first)
+    assert json.loads((tmp_path / "ckpt" / "loader-0.json").read_text())["step"] == 100
+    np.testing.assert_array_equal(np.asarray(first["batch"]["y"]),
+                                  Sampler(1000, 64, "cyclic", seed=42).batch(99))
+    second: dict = {}
+    exec(code, second)
+    assert json.loads((tmp_path / "ckpt" / "loader-0.json").read_text())["step"] == 200
+    np.testing.assert_array_equal(np.asarray(second["batch"]["y"]),
+                                  Sampler(1000, 64, "cyclic", seed=42).batch(199))
