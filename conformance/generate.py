@@ -795,6 +795,14 @@ def invalid_cases(g: Generator) -> None:
         "version is judged before any other field",
         files=f.done(),
     )
+    g.invalid(
+        "header_too_short_for_version",
+        error="corrupt",
+        phase=open_,
+        spec=["ZR-HDR-003", "ZR-ERR-002"],
+        description="header.zrh is the magic and two more bytes: too short to hold format_major",
+        files={**dense_base().done(), "header.zrh": rw.MAGIC + b"\x01\x00"},
+    )
     f = dense_base()
     f.f["header.zrh"] = f.header[:100]
     g.invalid(
