@@ -304,3 +304,44 @@ test "conformance v1: every case of cases.json, exact records and exact error co
     try std.testing.expect(n >= 70);
     try std.testing.expectEqual(@as(usize, 0), failed);
 }
+
+/// Writes `bytes` as a new file `name` inside directory `dir`.
+fn writeFile(dir: []const u8, name: []const u8, bytes: []const u8) !void {
+    var buf: [256]u8 = undefined;
+    const p = try std.fmt.bufPrintSentinel(&buf, "{s}/{s}", .{ dir, name }, 0);
+    const fd = try sys.open(p, sys.O_WRONLY | sys.O_CREAT | sys.O_EXCL, 0o644);
+    defer sys.close(fd);
+    try sys.pwriteAll(fd, bytes, 0);
+}
+
+test "conformance v1: dict_size above dict_size_bytes_max is a limit error (no vector: 16 MiB)" {
+    // The one reader limit without a conformance vector: a store that breaks only this rule
+    // has a header of more than 16 MiB. Built here, in a temporary directory, instead.
+    const format = @import("format.zig");
+    const tests = @import("tests.zig");
+    var td: tests.TempDir = .{};
+    try td.init();
+    var pbuf: [256]u8 = undefined;
+    const store = td.sub(&pbuf, "s");
+    try sys.mkdir(store, 0o755);
+
+    const dict = try gpa.alloc(u8, format.dict_size_bytes_max + 8);
+    defer gpa.free(dict);
+    @memset(dict, 'z');
+    const h: format.Header = .{ .kind = .ragged, .dtype = 3, .ndim = 1, .codec = .zstd_dict, .data_shards = 1, .index_checksum = format.xxh64("") };
+    const header = try gpa.alloc(u8, @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, @intCast(dict.len))));
+    defer gpa.free(header);
+    format.encodeHeader(&h, dict, header);
+    try writeFile(store, "header.zrh", header);
+    try writeFile(store, "index.zri", "");
+    try writeFile(store, "data-000.zrd", "");
+
+    var st: Status = undefined;
+    var r: ?*Reader = null;
+    const rc = root.zr_reader_open(store, &r, &st);
+    if (r) |rd| root.zr_reader_free(rd);
+    td.removeStore("s", 1);
+    try td.deinitExpectEmpty();
+    try std.testing.expectEqual(@as(c_int, -16), rc);
+    try std.testing.expect(std.mem.indexOf(u8, message(&st), "dict_size_bytes_max") != null);
+}
