@@ -172,6 +172,7 @@ def test_file_size_limit_is_a_clear_error_and_nothing_is_published(tmp_path, tar
     assert r["raised"] == "StoreOSError", r
     assert r["is_os"] and r["is_zr"] and r["errno"] == errno.EFBIG, r
     assert file in r["message"] and ".zr-tmp-" in r["message"], r
+    assert r["message"].count("File too large") == 1, r
     assert not r["exists"] and r["leftovers"] == [] and r["small_ok"], r
 
 

@@ -119,7 +119,9 @@ def from_status(code: int, os_errno: int, record: int, shard: int, message: str)
     exc: ZrecordError
     if code == -2:
         err = os_errno or _errno.EIO
-        exc = StoreOSError(err, f"{message} ({os.strerror(err)})")
+        # The core already says "(errno N: text)" when it had an errno; say it once.
+        said = f"(errno {err}: " in message
+        exc = StoreOSError(err, message if said else f"{message} ({os.strerror(err)})")
     elif code == -5:
         exc = StoreMemoryError(message)
     else:
