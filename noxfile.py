@@ -3,8 +3,8 @@
 `python -m nox` (no arguments) runs the full test suite: the sessions in
 `nox.options.sessions`. Other sessions (`demo`, `bench`, ...) run by name.
 
-The three distributions are always installed together from their folders, so that pip never
-takes `zrecord`, `loaderx` or `loaderx-converter` from a package index instead.
+The distributions are installed from wheels built from their folders once per run (see
+`_pkg`), never from a package index.
 """
 
 from __future__ import annotations
@@ -44,15 +44,32 @@ PYTHONS = [_interpreter(v) for v in ("3.10", "3.11", "3.12", "3.13")]
 DEFAULT_PYTHON = _interpreter("3.11")
 
 
+# Wheels built in this nox run, by distribution folder. zrecord's and loaderx's wheels are abi3
+# (CPython 3.10+), so one build serves every session and interpreter: the Zig core and the
+# Cython extensions compile once per run instead of once per session. The `roundtrip` session
+# still builds from the sdists on purpose.
+_WHEELS: dict[Path, str] = {}
+
+
+def _pkg(session: nox.Session, folder: Path, *extras: str) -> str:
+    """A requirement for the distribution in `folder`: its wheel of this run, with `extras`."""
+    if folder not in _WHEELS:
+        out = Path(tempfile.mkdtemp(prefix=f"nox-wheel-{folder.name}-"))
+        session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir", str(out),
+                    str(folder))
+        (wheel,) = out.glob("*.whl")
+        _WHEELS[folder] = str(wheel)
+    return _WHEELS[folder] + (f"[{','.join(extras)}]" if extras else "")
+
+
 def _install_all(session: nox.Session, *extras: str) -> None:
-    spec = f"[{','.join(extras)}]" if extras else ""
-    session.install(f"{ZRECORD}{spec}", f"{LOADERX}{spec}", f"{CONVERTER}{spec}")
+    session.install(*(_pkg(session, folder, *extras) for folder in (ZRECORD, LOADERX, CONVERTER)))
 
 
 @nox.session(python=DEFAULT_PYTHON)
 def zrecord(session: nox.Session) -> None:
     """zrecord's tests, alone: nothing from loaderx is installed."""
-    session.install(f"{ZRECORD}[test]")
+    session.install(_pkg(session, ZRECORD, "test"))
     session.run("python", "-c", "import importlib.util as u; "
                 "assert u.find_spec('loaderx') is None, 'loaderx must not be installed'")
     session.run("pytest", "-q", str(ZRECORD / "tests"), *session.posargs)
@@ -84,7 +101,7 @@ def distributed(session: nox.Session) -> None:
 
     The `loaderx` session skips test_ray.py, which needs Ray; here a missing Ray is an error.
     """
-    session.install(str(ZRECORD), f"{LOADERX}[test,ray]", TORCH)
+    session.install(_pkg(session, ZRECORD), _pkg(session, LOADERX, "test", "ray"), TORCH)
     session.run("python", "-c", "import ray.data, torch.distributed")
     session.run("pytest", "-q", str(LOADERX / "tests" / "test_ray.py"),
                 str(LOADERX / "tests" / "test_ddp.py"), *session.posargs)
@@ -93,7 +110,7 @@ def distributed(session: nox.Session) -> None:
 @nox.session(python=PYTHONS)
 def pythons(session: nox.Session) -> None:
     """zrecord's tests on every supported CPython (the 8 GiB memory tests run in `zrecord`)."""
-    session.install(f"{ZRECORD}[test]")
+    session.install(_pkg(session, ZRECORD, "test"))
     session.run("pytest", "-q", "-m", "not heavy", str(ZRECORD / "tests"), *session.posargs)
 
 
@@ -119,7 +136,7 @@ def conformance(session: nox.Session) -> None:
 
     Only zrecord is installed: the runners need nothing else, and installing the converter
     would pull `datasets` into a session that never uses it."""
-    session.install(f"{ZRECORD}[test]")
+    session.install(_pkg(session, ZRECORD, "test"))
     session.install("zstandard", "jsonschema", f"ziglang=={ZIG_VERSION}")
     conf = ROOT / "conformance"
     session.run("python", str(conf / "run_reference.py"))
@@ -144,7 +161,7 @@ def fuzz(session: nox.Session) -> None:
     store and its replay command land in fuzz-findings/ under the session's temporary folder,
     or under ZRECORD_FUZZ_FINDINGS when set. ZRECORD_FUZZ_SEED picks another input sequence.
     """
-    session.install(f"{ZRECORD}[test]", "xxhash")  # xxhash only speeds up the mutator
+    session.install(_pkg(session, ZRECORD, "test"), "xxhash")  # xxhash only speeds up the mutator
     seconds = os.environ.get("ZRECORD_FUZZ_SECONDS", "60")
     findings = os.environ.get("ZRECORD_FUZZ_FINDINGS",
                               os.path.join(session.create_tmp(), "fuzz-findings"))
