@@ -9,6 +9,7 @@ The distributions are installed from wheels built from their folders once per ru
 
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import shutil
@@ -55,6 +56,7 @@ def _pkg(session: nox.Session, folder: Path, *extras: str) -> str:
     """A requirement for the distribution in `folder`: its wheel of this run, with `extras`."""
     if folder not in _WHEELS:
         out = Path(tempfile.mkdtemp(prefix=f"nox-wheel-{folder.name}-"))
+        atexit.register(shutil.rmtree, out, True)
         session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir", str(out),
                     str(folder))
         (wheel,) = out.glob("*.whl")
