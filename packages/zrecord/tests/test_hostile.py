@@ -8,6 +8,7 @@ inputs the fuzzer (tests/fuzz/fuzz_store.py) found; the others pin the checks it
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -125,6 +126,42 @@ def test_regression_fifo_in_place_of_a_store_file_is_refused_not_waited_on(tmp_p
                          timeout=30)
     assert out.returncode == 0, out.stderr
     assert name in out.stdout and "not a regular file" in out.stdout
+
+
+@pytest.mark.parametrize("command", ["head", "stats", "info"])
+def test_regression_cli_on_a_corrupt_record_prints_one_line_not_a_traceback(tmp_path, capsys,
+                                                                             command):
+    """`zrecord head` on a store whose record 0 is corrupt ([ZR-SUM-002]) ended in a Python
+    traceback; every command now prints one line naming the problem and exits 2 (info and
+    stats read no record data and succeed)."""
+    from zrecord.cli import main
+
+    store = dense_store((2,), [np.arange(2, dtype="<i4").tobytes()] * 2)
+    files = store.encode()
+    shard = bytearray(files["data-000.zrd"])
+    shard[0] ^= 1
+    files["data-000.zrd"] = bytes(shard)
+    path = write(str(tmp_path / "s"), files)
+    rc = main([command, path])
+    out, err = capsys.readouterr()
+    if command == "head":
+        assert rc == 2
+        assert err.count("\n") == 1 and "record 0" in err and "data-000.zrd" in err
+    else:
+        assert rc == 0 and err == ""
+
+
+def test_regression_cli_head_json_of_empty_records_with_a_long_axis(tmp_path, capsys):
+    """Fuzz input 8:4294973937: item_shape (2**24, 0) is a valid store of empty records, and
+    `zrecord head --json` turned each into 16 million nested empty lists (MemoryError under
+    the fuzzer's address-space limit). An empty record's values are now []."""
+    from zrecord.cli import main
+
+    path = write(str(tmp_path / "s"), dense_store((1 << 24, 0), [b"", b"", b""]).encode())
+    assert main(["head", path, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [r["shape"] for r in shown] == [[1 << 24, 0]] * 3
+    assert [r["values"] for r in shown] == [[], [], []]
 
 
 # ---- offsets, lengths and sizes ------------------------------------------------------------

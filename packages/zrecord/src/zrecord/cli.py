@@ -109,7 +109,10 @@ def cmd_head(store: Dense | Ragged, args: argparse.Namespace) -> int:
     count = min(args.n, len(store))
     records = store[:count]
     if args.json:
-        print(json.dumps([{"index": i, "shape": list(np.shape(r)), "values": np.asarray(r).tolist()}
+        # An empty record's values are [] whatever its shape: nested empty lists for a shape
+        # like (2**24, 0) would be millions of Python lists (found by the fuzzer).
+        print(json.dumps([{"index": i, "shape": list(np.shape(r)),
+                           "values": np.asarray(r).tolist() if np.size(r) else []}
                           for i, r in enumerate(records)]))
         return 0
     with np.printoptions(threshold=args.threshold, edgeitems=3, linewidth=100):
@@ -183,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"zrecord {args.command}: {exc}", file=sys.stderr)
         return 2
     with store:
-        return COMMANDS[args.command](store, args)
+        try:
+            return COMMANDS[args.command](store, args)
+        except (ZrecordError, OSError) as exc:
+            # A store that opens can still hold a corrupt record or a shape NumPy cannot hold;
+            # `head` and `stats` report that like any other error (verify reports its own).
+            print(f"zrecord {args.command}: {exc}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

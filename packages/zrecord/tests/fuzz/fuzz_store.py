@@ -374,9 +374,9 @@ class Finding(Exception):
     """A behaviour that a hostile input must never cause."""
 
 
-def exercise(path: str, rng: Any) -> str:
+def exercise(path: str, rng: Any) -> tuple[str, int]:
     """Open, verify and read the store at `path` every way the API allows; return an outcome
-    label, or raise Finding."""
+    label and the largest declared record size, or raise Finding."""
     import numpy as np
 
     import zrecord
@@ -387,7 +387,7 @@ def exercise(path: str, rng: Any) -> str:
     except MemoryError as exc:
         raise Finding(f"overallocation at open: {exc!r}") from exc
     except ZrecordError as exc:
-        return f"open:{type(exc).__name__}"
+        return f"open:{type(exc).__name__}", 0
     with store:
         n = len(store)
         store.info()
@@ -398,6 +398,7 @@ def exercise(path: str, rng: Any) -> str:
             record_size = int(np.prod(store.item_shape, dtype=np.int64)) * store.dtype.itemsize
             sizes = np.full(n, record_size, np.int64)
         readable = [i for i in range(n) if sizes[i] <= READ_BUDGET_BYTES]
+        largest = int(sizes.max()) if n else 0
         try:
             if len(readable) == n:
                 store.verify()
@@ -413,7 +414,7 @@ def exercise(path: str, rng: Any) -> str:
                     store[i]
                 except ZrecordError:
                     pass
-            return f"verify:{type(exc).__name__}"
+            return f"verify:{type(exc).__name__}", largest
         # The store verified: every readable record must now read, and agree every way.
         try:
             single = [store[i] for i in readable]
@@ -430,20 +431,42 @@ def exercise(path: str, rng: Any) -> str:
             # Empty records may declare shapes NumPy cannot hold (alone or stacked); saying so
             # is the right answer.
             if isinstance(exc, zrecord.errors.LimitError) and "NumPy" in str(exc):
-                return "read:LimitError-numpy"
+                return "read:LimitError-numpy", largest
             raise Finding(f"a verified store failed a read: {exc!r}") from exc
         pos = {rec: k for k, rec in enumerate(readable)}
         for j, rec in enumerate(order):
             a, b = batch[j], single[pos[rec]]
             if a.shape != b.shape or a.tobytes() != b.tobytes():
                 raise Finding(f"gather and indexing disagree at record {rec}")
-        return "ok"
+        return "ok", largest
+
+
+def exercise_cli(path: str) -> None:
+    """The `zrecord` commands on the same store: each returns an exit status, never raises."""
+    import contextlib
+    import io
+
+    from zrecord.cli import main as cli_main
+
+    for argv in (["info", path, "--json"], ["stats", path, "--json"],
+                 ["head", path, "-n", "3", "--json"], ["verify", path, "--json", "-q"]):
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            rc = cli_main(argv)
+        if rc not in (0, 1, 2):
+            raise Finding(f"zrecord {argv[0]} exited {rc}")
 
 
 def run_input(path: str, rng: Any) -> str:
-    """exercise() with every escape that is not a zrecord error turned into a Finding."""
+    """exercise() (and on one input in four the CLI) with every escape that is not a zrecord
+    error turned into a Finding."""
     try:
-        return exercise(path, rng)
+        outcome, largest = exercise(path, rng)
+        # `head` reads three records whatever their declared size; that is not the reader's
+        # allocation, so the CLI only runs where that stays inside the read budget.
+        if rng.randrange(4) == 0 and 3 * largest <= READ_BUDGET_BYTES:
+            exercise_cli(path)
+        return outcome
     except Finding:
         raise
     except MemoryError as exc:
