@@ -1,0 +1,672 @@
+"""The store matrix: zrecord against other record and array stores, on real data, in one run.
+
+Workloads (built by ../shared/data/prepare_data.py; see benchmarks/README.md), those of [F2]:
+  vision_dense   vision_dense.npy                (N, 3, 224, 224) uint8, 147 KiB per record
+  vision_ragged  vision_ragged_payload/index     native-resolution CHW uint8, every axis varies
+  token_blocks   token_blocks.npy                (M, 512) int32, 2 KiB per record
+  tokens         tokens.npy + offsets.npy        variable-length int32 GPT-2 token records
+
+Backends (each one writes the complete source in one go into its own folder, is checked for
+exact dtype, shape, order and values on a full sweep and on independent random batches, and
+only then timed on fresh uniform IID batches; the methodology of benchcommon.py):
+  zrecord-raw / -zstd / -zstd_dict   our Dense / Ragged stores through the public API
+  npy-mmap                           np.save, then fancy indexing on the read-only memory map
+                                     (Ragged: one flat payload plus offsets and shapes)
+  lmdb                               one key per record (8-byte big-endian index), one
+                                     write transaction, sync off; Ragged values carry their shape
+  arrow-ipc-raw / -zstd              Arrow IPC file, 256-record batches: Dense as a
+                                     fixed_size_list column, Ragged as a large_list column plus
+                                     one int64 column per axis; gathers read the touched batches
+                                     of the memory-mapped file, then Dense rows are `take`n and
+                                     Ragged records copied out of each batch's values
+  parquet-zstd                       row groups of 256; payload as large_binary plus shape
+                                     columns; gathers read the touched row groups, as above
+  hdf5-raw / -gzip                   Dense: an (N, ...) dataset chunked one record per chunk;
+                                     Ragged: one flat payload dataset (contiguous when raw,
+                                     chunks of about one mean record when gzip) with offsets
+                                     and shapes; records are read with read_direct / slicing
+  arrayrecord-raw / -zstd            ArrayRecord with group_size 1 (one record per chunk),
+                                     read with readahead off; Ragged values carry their shape
+A backend whose package is missing is listed in the output with the import error, never
+silently dropped. A backend whose first timed batch takes longer than --slow-batch-s is timed
+on --slow-batches batches only and marked so (group-level read amplification can make one
+gather cost seconds).
+
+Usage: python benchmarks/bench_matrix.py [--data DIR] [--workload vision_dense,...]
+       [--backends zrecord-raw,lmdb,...] [--seconds 2] [--records N | --records
+       vision_ragged=400,tokens=50000] [--tmp DIR] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from bench_ragged import Source
+from bench_ragged import load as load_ragged
+from benchcommon import (
+    Dense,
+    Ragged,
+    create_kwargs,
+    disk_bytes,
+    header,
+    summarize,
+    timed_batches,
+)
+
+WORKLOADS = {  # name: (kind, files)
+    "vision_dense": ("dense", "vision_dense.npy"),
+    "vision_ragged": ("ragged", "vision"),
+    "token_blocks": ("dense", "token_blocks.npy"),
+    "tokens": ("ragged", "tokens"),
+}
+BASE = "zrecord-raw"
+GROUP = 256  # records per Arrow IPC batch and per Parquet row group
+
+
+class Workload:
+    """The prepared source of one workload, capped to `records`, plus how to compare."""
+
+    def __init__(self, name: str, data: str, records: int | None) -> None:
+        self.name = name
+        self.kind, file = WORKLOADS[name]
+        self.dense: np.ndarray | None = None
+        self.ragged: Source | None = None
+        if self.kind == "dense":
+            path = os.path.join(data, file)
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"{path} is missing (run ../shared/data/prepare_data.py)")
+            full = np.load(path, mmap_mode="r")
+            self.dense = full[:records] if records else full
+            self.dtype = self.dense.dtype
+            self.n = len(self.dense)
+            self.nbytes = int(self.dense.nbytes)
+            self.item_shape = tuple(self.dense.shape[1:])
+            self.ndim = len(self.item_shape)
+        else:
+            src = load_ragged(data, file)
+            if src is None:
+                raise FileNotFoundError(f"{name}: source files missing")
+            if records and records < len(src):
+                src = Source(src.payload[:int(src.offsets[records])], src.offsets[:records + 1],
+                             src.shapes[:records], src.files)
+            self.ragged = src
+            self.dtype = src.dtype
+            self.n = len(src)
+            self.nbytes = src.nbytes
+            self.ndim = src.ndim
+
+    def record(self, i: int) -> np.ndarray:
+        return self.dense[i] if self.dense is not None else self.ragged[i]  # type: ignore[index]
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        if self.dense is not None:
+            return self.item_shape
+        return tuple(int(s) for s in self.ragged.shapes[i])  # type: ignore[union-attr]
+
+    def warm(self) -> None:
+        flat = self.dense.reshape(-1) if self.dense is not None else self.ragged.payload  # type: ignore[union-attr]
+        flat[:: 4096 // self.dtype.itemsize].sum()
+
+    def describe(self) -> str:
+        if self.dense is not None:
+            return f"{self.n:,} records of {self.item_shape} {self.dtype}"
+        return f"{self.n:,} variable {self.ndim}-d {self.dtype} records"
+
+    def check(self, label: str, idx: np.ndarray, got: Any) -> None:
+        """Exact dtype, shape, order and values of one gathered batch."""
+        if self.dense is not None:
+            want = self.dense[idx]
+            if (not isinstance(got, np.ndarray) or got.dtype != want.dtype
+                    or got.shape != want.shape or not np.array_equal(got, want)):
+                raise AssertionError(f"{label}: {self.name} batch at {idx[:4]}... differs")
+            return
+        if len(got) != len(idx):
+            raise AssertionError(f"{label}: {len(got)} records for {len(idx)} indices")
+        for rec, i in zip(got, idx, strict=True):
+            want = self.record(int(i))
+            if (not isinstance(rec, np.ndarray) or rec.dtype != want.dtype
+                    or rec.shape != want.shape or not np.array_equal(rec, want)):
+                raise AssertionError(f"{label}: {self.name} record {int(i)} differs")
+
+
+def record_bytes(w: Workload, i: int) -> bytes:
+    return np.ascontiguousarray(w.record(i)).tobytes()
+
+
+def shape_prefix(w: Workload, i: int) -> bytes:
+    """Ragged values in key/value stores start with their shape, ndim little-endian int64s."""
+    return struct.pack(f"<{w.ndim}q", *w.shape(i)) if w.kind == "ragged" else b""
+
+
+def decode_values(w: Workload, values: list[Any]) -> Any:
+    """Dense: one stacked array; Ragged: a list of arrays (shape prefix, then payload)."""
+    if w.kind == "dense":
+        out = np.empty((len(values), *w.item_shape), w.dtype)
+        flat = out.reshape(len(values), -1)
+        for k, v in enumerate(values):
+            flat[k] = np.frombuffer(v, w.dtype)
+        return out
+    head = 8 * w.ndim
+    recs = []
+    for v in values:
+        shape = struct.unpack_from(f"<{w.ndim}q", v)
+        recs.append(np.frombuffer(v, w.dtype, offset=head).reshape(shape).copy())
+    return recs
+
+
+# -- backends: write(w, folder) stores the source; open(w, folder) -> (gather, close) ---------
+
+Gather = Callable[[np.ndarray], Any]
+
+
+class Backend:
+    """One store configuration. `module` is what must import for it to run."""
+
+    module = "numpy"
+
+    def __init__(self, name: str, codec: str = "raw") -> None:
+        self.name, self.codec = name, codec
+
+    def version(self) -> str:
+        return importlib.metadata.version(self.module)
+
+    def write(self, w: Workload, folder: str) -> None:
+        raise NotImplementedError
+
+    def open(self, w: Workload, folder: str) -> tuple[Gather, Callable[[], None]]:
+        raise NotImplementedError
+
+
+class ZrecordBackend(Backend):
+    module = "zrecord"
+    extra: dict[str, object] = {}  # noqa: RUF012 - replaced per workload by prepare()
+
+    def write(self, w: Workload, folder: str) -> None:
+        path = os.path.join(folder, "store")
+        if w.dense is not None:
+            with Dense.create(path, w.dtype, w.item_shape, codec=self.codec, **self.extra) as out:
+                out.append(w.dense)
+        else:
+            with Ragged.create(path, w.dtype, w.ndim, codec=self.codec, **self.extra) as out:
+                out.append(iter(w.ragged))  # type: ignore[arg-type]
+
+    def prepare(self, w: Workload) -> None:
+        """Trains the dictionary (zstd_dict) before the write timer starts."""
+        sample = w.dense if w.dense is not None else w.ragged.dict_sample()  # type: ignore[union-attr]
+        self.extra = create_kwargs(self.codec, sample)
+
+    def open(self, w: Workload, folder: str) -> tuple[Gather, Callable[[], None]]:
+        store = (Dense if w.kind == "dense" else Ragged).open(os.path.join(folder, "store"))
+        return (lambda idx: store[idx]), store.close
+
+
+class NpyBackend(Backend):
+    def write(self, w: Workload, folder: str) -> None:
+        if w.dense is not None:
+            np.save(os.path.join(folder, "records.npy"), w.dense)
+            return
+        src = w.ragged
+        assert src is not None
+        np.save(os.path.join(folder, "payload.npy"), src.payload)
+        np.save(os.path.join(folder, "offsets.npy"), np.asarray(src.offsets, np.int64))
+        np.save(os.path.join(folder, "shapes.npy"), np.asarray(src.shapes, np.int64))
+
+    def open(self, w: Workload, folder: str) -> tuple[Gather, Callable[[], None]]:
+        if w.dense is not None:
+            arr = np.load(os.path.join(folder, "records.npy"), mmap_mode="r")
+            return (lambda idx: arr[idx]), (lambda: None)
+        payload = np.load(os.path.join(folder, "payload.npy"), mmap_mode="r")
+        offsets = np.load(os.path.join(folder, "offsets.npy"))
+        shapes = np.load(os.path.join(folder, "shapes.npy"))
+
+        def gather(idx: np.ndarray) -> list[np.ndarray]:
+            return [np.array(payload[offsets[i]:offsets[i + 1]]).reshape(shapes[i]) for i in idx]
+
+        return gather, (lambda: None)
+
+
+class LmdbBackend(Backend):
+    module = "lmdb"
+
+    def version(self) -> str:
+        import lmdb
+
+        return f"{lmdb.__version__} (LMDB {'.'.join(map(str, lmdb.version()))})"
+
+    def write(self, w: Workload, folder: str) -> None:
+        import lmdb
+
+        size = int(w.nbytes * 1.5) + w.n * 64 + (64 << 20)
+        env = lmdb.open(folder, map_size=size, sync=False, metasync=False, lock=False,
+                        readahead=False, max_dbs=0)
+        with env.begin(write=True) as txn:
+            for i in range(w.n):
+                txn.put(struct.pack(">Q", i), shape_prefix(w, i) + record_bytes(w, i),
+                        append=True)
+        env.close()
+
+    def open(self, w: Workload, folder: str) -> tuple[Gather, Callable[[], None]]:
+        import lmdb
+
+        env = lmdb.open(folder, readonly=True, lock=False, readahead=False)
+        keys = [struct.pack(">Q", i) for i in range(w.n)]
+
+        def gather(idx: np.ndarray) -> Any:
+            with env.begin(buffers=True) as txn:
+                return decode_values(w, [txn.get(keys[i]) for i in idx])
+
+        return gather, env.close
+
+
+def arrow_table(w: Workload, start: int, stop: int, binary: bool) -> Any:
+    """Records start..stop as an Arrow table: column `values`, plus s0.. for Ragged shapes."""
+    import pyarrow as pa
+
+    if w.dense is not None:
+        chunk = np.ascontiguousarray(w.dense[start:stop])
+        per = int(np.prod(w.item_shape))
+        flat = chunk.reshape(-1)
+        if binary:
+            offsets = np.arange(0, (stop - start + 1) * per * w.dtype.itemsize,
+                                per * w.dtype.itemsize, dtype=np.int64)
+            col = pa.LargeBinaryArray.from_buffers(pa.large_binary(), stop - start,
+                                                   [None, pa.py_buffer(offsets),
+                                                    pa.py_buffer(flat.view(np.uint8))])
+        else:
+            col = pa.FixedSizeListArray.from_arrays(pa.array(flat), per)
+        return pa.table({"values": col})
+    src = w.ragged
+    assert src is not None
+    lo, hi = int(src.offsets[start]), int(src.offsets[stop])
+    flat = np.ascontiguousarray(src.payload[lo:hi])
+    offsets = np.asarray(src.offsets[start:stop + 1], np.int64) - lo
+    if binary:
+        col = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), stop - start,
+            [None, pa.py_buffer(offsets * w.dtype.itemsize), pa.py_buffer(flat.view(np.uint8))])
+    else:
+        col = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat))
+    cols = {"values": col}
+    for axis in range(w.ndim):
+        cols[f"s{axis}"] = pa.array(np.asarray(src.shapes[start:stop, axis], np.int64))
+    return pa.table(cols)
+
+
+def arrow_records(w: Workload, table: Any, binary: bool) -> Any:
+    """Dense: the inverse of arrow_table for a table of gathered rows, in row order."""
+    col = table.column("values").combine_chunks()
+    n = len(col)
+    per = int(np.prod(w.item_shape))
+    if binary:
+        _, offs, data = col.buffers()
+        start = int(np.frombuffer(offs, np.int64, 1, col.offset * 8)[0]) // w.dtype.itemsize
+        flat = np.frombuffer(data, w.dtype)
+    else:
+        start, flat = 0, col.flatten().to_numpy()
+    # The gathered rows are fresh memory, so the batch is returned as a view of it.
+    return flat[start:start + n * per].reshape(n, *w.item_shape)
+
+
+def dense_take(w: Workload, idx: np.ndarray, read_group: Callable[[int], Any],
+               binary: bool) -> np.ndarray:
+    """Read each touched group of GROUP records once, then `take` the rows in request order."""
+    import pyarrow as pa
+
+    groups, inverse = np.unique(idx // GROUP, return_inverse=True)
+    tables = [read_group(int(g)) for g in groups]
+    starts = np.cumsum([0] + [t.num_rows for t in tables[:-1]])
+    positions = starts[inverse] + idx % GROUP
+    return arrow_records(w, pa.concat_tables(tables).take(pa.array(positions)), binary)  # type: ignore[no-any-return]
+
+
+def ragged_slices(w: Workload, idx: np.ndarray, read_group: Callable[[int], Any],
+                  binary: bool) -> list[np.ndarray]:
+    """Read each touched group once, then copy each record out of its group's value buffer.
+
+    Not `take`: Arrow's take on a list column builds one index per child element (one per
+    byte of an image), which made a 256-image batch cost 9 s in a trial run, so this is the
+    way a user would read records out of list or binary columns.
+    """
+    groups = {}
+    out = []
+    for i in idx:
+        g, row = divmod(int(i), GROUP)
+        if g not in groups:
+            table = read_group(g)
+            col = table.column("values").chunk(0)
+            if binary:
+                _, offs, data = col.buffers()
+                offsets = np.frombuffer(offs, np.int64, len(col) + 1, col.offset * 8)
+                flat = np.frombuffer(data, w.dtype)
+                offsets = offsets // w.dtype.itemsize
+            else:
+                offsets, flat = col.offsets.to_numpy(), col.values.to_numpy()
+            shapes = np.stack([table.column(f"s{a}").chunk(0).to_numpy()
+                               for a in range(w.ndim)], axis=1)
+            groups[g] = (flat, offsets, shapes)
+        flat, offsets, shapes = groups[g]
+        out.append(np.array(flat[offsets[row]:offsets[row + 1]]).reshape(shapes[row]))
+    return out
+
+
+class ArrowIpcBackend(Backend):
+    module = "pyarrow"
+
+    def write(self, w: Workload, folder: str) -> None:
+        import pyarrow as pa
+
+        options = pa.ipc.IpcWriteOptions(compression=None if self.codec == "raw" else "zstd")
+        path = os.path.join(folder, "records.arrow")
+        with pa.OSFile(path, "wb") as sink:
+            writer = None
+            for start in range(0, w.n, GROUP):
+                table = arrow_table(w, start, min(start + GROUP, w.n), binary=False)
+                if writer is None:
+                    writer = pa.ipc.new_file(sink, table.schema, options=options)
+                writer.write_table(table, max_chunksize=GROUP)
+            assert writer is not None
+            writer.close()
+
+    def open(self, w: Workload, folder: str) -> tuple[Gather, Callable[[], None]]:
+        import pyarrow as pa
+
+        mm = pa.memory_map(os.path.join(folder, "records.arrow"))
+        reader = pa.ipc.open_file(mm)
+
+        def read_group(g: int) -> Any:
+            return pa.Table.from_batches([reader.get_batch(g)])
+
+        def gather(idx: np.ndarray) -> Any:
+            fn = dense_take if w.dense is not None else ragged_slices
+            return fn(w, idx, read_group, False)
+
+        return gather, mm.close
+
+
+class ParquetBackend(Backend):
+    module = "pyarrow"
+
+    def write(self, w: Workload, folder: str) -> None:
+        import pyarrow.parquet as pq
+
+        path = os.path.join(folder, "records.parquet")
+        writer = None
+        for start in range(0, w.n, GROUP):
+            table = arrow_table(w, start, min(start + GROUP, w.n), binary=True)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd",
+                                          use_dictionary=False)
+            writer.write_table(table, row_group_size=GROUP)
+        assert writer is not None
+        writer.close()
+
+    def open(self, w: Workload, folder: str) -> tuple[Gather, Callable[[], None]]:
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(os.path.join(folder, "records.parquet"), memory_map=True)
+
+        def gather(idx: np.ndarray) -> Any:
+            fn = dense_take if w.dense is not None else ragged_slices
+            return fn(w, idx, pf.read_row_group, True)
+
+        return gather, pf.close
+
+
+class Hdf5Backend(Backend):
+    module = "h5py"
+
+    def version(self) -> str:
+        import h5py
+
+        return f"{h5py.__version__} (HDF5 {h5py.version.hdf5_version})"
+
+    def write(self, w: Workload, folder: str) -> None:
+        import h5py
+
+        gzip = {"compression": "gzip"} if self.codec == "gzip" else {}
+        with h5py.File(os.path.join(folder, "records.h5"), "w") as f:
+            if w.dense is not None:
+                f.create_dataset("records", data=w.dense, chunks=(1, *w.item_shape), **gzip)
+                return
+            src = w.ragged
+            assert src is not None
+            if gzip:
+                chunk = max(1, min(len(src.payload), int(src.offsets[-1]) // w.n))
+                f.create_dataset("payload", data=src.payload, chunks=(chunk,), **gzip)
+            else:
+                f.create_dataset("payload", data=src.payload)
+            f.create_dataset("offsets", data=np.asarray(src.offsets, np.int64))
+            f.create_dataset("shapes", data=np.asarray(src.shapes, np.int64))
+
+    def open(self, w: Workload, folder: str) -> tuple[Gather, Callable[[], None]]:
+        import h5py
+
+        f = h5py.File(os.path.join(folder, "records.h5"), "r")
+        if w.dense is not None:
+            ds = f["records"]
+
+            def gather_dense(idx: np.ndarray) -> np.ndarray:
+                out = np.empty((len(idx), *w.item_shape), w.dtype)
+                for k, i in enumerate(idx):
+                    ds.read_direct(out, np.s_[int(i)], np.s_[k])
+                return out
+
+            return gather_dense, f.close
+        payload, offsets, shapes = f["payload"], f["offsets"][:], f["shapes"][:]
+
+        def gather(idx: np.ndarray) -> list[np.ndarray]:
+            return [payload[offsets[i]:offsets[i + 1]].reshape(shapes[i]) for i in idx]
+
+        return gather, f.close
+
+
+class ArrayRecordBackend(Backend):
+    module = "array_record"
+
+    def write(self, w: Workload, folder: str) -> None:
+        from array_record.python.array_record_module import ArrayRecordWriter
+
+        codec = "uncompressed" if self.codec == "raw" else "zstd:3"
+        writer = ArrayRecordWriter(os.path.join(folder, "records.array_record"),
+                                   f"group_size:1,{codec}")
+        for i in range(w.n):
+            writer.write(shape_prefix(w, i) + record_bytes(w, i))
+        writer.close()
+
+    def open(self, w: Workload, folder: str) -> tuple[Gather, Callable[[], None]]:
+        from array_record.python.array_record_module import ArrayRecordReader
+
+        reader = ArrayRecordReader(os.path.join(folder, "records.array_record"),
+                                   "readahead_buffer_size:0")
+
+        def gather(idx: np.ndarray) -> Any:
+            return decode_values(w, reader.read([int(i) for i in idx]))
+
+        return gather, reader.close
+
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in [
+    ZrecordBackend("zrecord-raw", "raw"), ZrecordBackend("zrecord-zstd", "zstd"),
+    ZrecordBackend("zrecord-zstd_dict", "zstd_dict"), NpyBackend("npy-mmap"),
+    LmdbBackend("lmdb"), ArrowIpcBackend("arrow-ipc-raw", "raw"),
+    ArrowIpcBackend("arrow-ipc-zstd", "zstd"), ParquetBackend("parquet-zstd", "zstd"),
+    Hdf5Backend("hdf5-raw", "raw"), Hdf5Backend("hdf5-gzip", "gzip"),
+    ArrayRecordBackend("arrayrecord-raw", "raw"), ArrayRecordBackend("arrayrecord-zstd", "zstd"),
+]}
+ALL_BACKENDS = ",".join(BACKENDS)
+
+
+def availability(names: list[str]) -> dict[str, str | None]:
+    """None when the backend's package imports, else the reason it cannot run here."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        backend = BACKENDS[name]
+        try:
+            importlib.import_module(backend.module)
+            out[name] = None
+        except ImportError as e:
+            out[name] = f"not installed: {type(e).__name__}: {e}"
+    return out
+
+
+def verify(label: str, w: Workload, gather: Gather, batch: int) -> None:
+    """A full sweep in order, then independent random batches."""
+    for start in range(0, w.n, batch):
+        idx = np.arange(start, min(start + batch, w.n))
+        w.check(label, idx, gather(idx))
+    rng = np.random.default_rng(99)
+    for _ in range(5):
+        idx = rng.integers(0, w.n, batch)
+        w.check(label, idx, gather(idx))
+
+
+def measure(backend: Backend, w: Workload, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
+    folder = os.path.join(tmp, f"{w.name}-{backend.name}")
+    os.makedirs(folder)
+    try:
+        if isinstance(backend, ZrecordBackend):
+            backend.prepare(w)  # dictionary training stays outside the write timing
+        t = time.perf_counter()
+        backend.write(w, folder)
+        write_s = time.perf_counter() - t
+        gather, close = backend.open(w, folder)
+        try:
+            verify(backend.name, w, gather, args.batch)
+            rng = np.random.default_rng(7)
+            t = time.perf_counter()
+            gather(rng.integers(0, w.n, args.batch))
+            probe_s = time.perf_counter() - t
+            note = ""
+            if probe_s > args.slow_batch_s:
+                times = []
+                for _ in range(args.slow_batches):
+                    idx = rng.integers(0, w.n, args.batch)
+                    t = time.perf_counter()
+                    gather(idx)
+                    times.append(time.perf_counter() - t)
+                note = (f"slow ({probe_s:.2f} s for a probe batch): timed on "
+                        f"{args.slow_batches} batches only")
+            else:
+                times = timed_batches(gather, w.n, args.batch, args.seconds, 1)
+        finally:
+            close()
+        row = summarize(backend.name, times, args.batch, w.nbytes / w.n)
+        row["write_mib_s"] = w.nbytes / write_s / 2**20
+        row["disk_mib"] = disk_bytes(folder) / 2**20
+        if note:
+            row["note"] = note
+        return row
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def parse_records(spec: str | None, names: list[str]) -> dict[str, int | None]:
+    """`N` caps every workload; `name=N,...` caps the named ones; empty means all records."""
+    caps: dict[str, int | None] = dict.fromkeys(names)
+    for part in (spec or "").split(","):
+        if not part:
+            continue
+        if "=" in part:
+            key, value = part.split("=", 1)
+            caps[key] = int(value)
+        else:
+            caps = dict.fromkeys(names, int(part))
+    return caps
+
+
+def table(w: dict[str, Any]) -> str:
+    rows = w["rows"]
+    ref = next((r for r in rows if r["backend"] == BASE and "mib_s" in r), None)
+
+    def ratio(r: dict[str, Any], key: str) -> str:
+        return f"{r[key] / ref[key]:.2f}x" if ref and ref.get(key) else ""
+
+    lines = [f"### {w['name']}: {w['describe']}, {w['logical_mib']:,.1f} MiB, batch {w['batch']}",
+             "", f"| backend | gather MiB/s | gather vs {BASE} | krecords/s | p95 ms | write MiB/s "
+             f"| write vs {BASE} | disk MiB | disk vs {BASE} | note |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if "mib_s" not in r:
+            lines.append(f"| {r['backend']} | | | | | | | | | {r['status']} |")
+            continue
+        lines.append(f"| {r['backend']} | {r['mib_s']:,.0f} | {ratio(r, 'mib_s')} | "
+                     f"{r['krecords_s']:,.1f} | {r['p95_ms']:.2f} | {r['write_mib_s']:,.0f} | "
+                     f"{ratio(r, 'write_mib_s')} | {r['disk_mib']:,.1f} | {ratio(r, 'disk_mib')}"
+                     f" | {r.get('note', '')} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA",
+                                                     os.path.join(os.path.dirname(__file__),
+                                                                  "..", "..", "data")))
+    ap.add_argument("--workload", default=",".join(WORKLOADS))
+    ap.add_argument("--backends", default=ALL_BACKENDS)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--records", default=None,
+                    help="cap records per workload: N for all, or name=N,... (default: all)")
+    ap.add_argument("--slow-batch-s", type=float, default=1.0)
+    ap.add_argument("--slow-batches", type=int, default=3)
+    ap.add_argument("--tmp", default=None, help="folder for the stores (default: a temp dir)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--peer", default=None, help="accepted for the nox loop; not used here")
+    args = ap.parse_args(argv)
+    names = [n for n in args.workload.split(",") if n]
+    backends = [b for b in args.backends.split(",") if b]
+    unknown = [n for n in names if n not in WORKLOADS] + [b for b in backends if b not in BACKENDS]
+    if unknown:
+        ap.error(f"unknown workload or backend: {unknown}")
+    caps = parse_records(args.records, names)
+    missing = availability(backends)
+    results = header(argparse.Namespace(batch=args.batch, seconds=args.seconds))
+    results["versions"] = {b: (BACKENDS[b].version() if missing[b] is None else missing[b])
+                           for b in backends}
+    results["records_cap"] = caps
+    tables = []
+    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+        for name in names:
+            try:
+                w = Workload(name, args.data, caps.get(name))
+            except FileNotFoundError as e:
+                print(f"skipping {name}: {e}", file=sys.stderr)
+                continue
+            w.warm()
+            rows = []
+            for b in backends:
+                if missing[b] is not None:
+                    rows.append({"backend": b, "status": missing[b]})
+                    continue
+                print(f"{name}: {b} ...", file=sys.stderr, flush=True)
+                rows.append(measure(BACKENDS[b], w, args, tmp))
+            entry = {"name": name, "kind": w.kind, "records": w.n, "dtype": str(w.dtype),
+                     "describe": w.describe(), "logical_mib": w.nbytes / 2**20,
+                     "batch": args.batch, "rows": rows}
+            results["workloads"][name] = entry
+            tables.append(table(entry))
+    print(f"{results['date']}  {results['machine']}  python {results['python']}  "
+          f"numpy {results['numpy']}  {results['store']} {results['store_version']}")
+    print("versions: " + "; ".join(f"{k} {v}" for k, v in results["versions"].items()) + "\n")
+    print("\n\n".join(tables))
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
