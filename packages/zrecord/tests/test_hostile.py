@@ -164,6 +164,19 @@ def test_regression_cli_head_json_of_empty_records_with_a_long_axis(tmp_path, ca
     assert [r["values"] for r in shown] == [[], [], []]
 
 
+def test_regression_cli_head_json_of_complex_records(tmp_path, capsys):
+    """Fuzz input 9:46680 (a mutated dtype code): `zrecord head --json` of a complex store
+    raised TypeError (JSON has no complex numbers). Complex values are [real, imag] pairs."""
+    from zrecord.cli import main
+
+    path = str(tmp_path / "s")
+    with Dense.create(path, np.complex64, (2,), codec="raw") as w:
+        w.append(np.array([[1 + 2j, -3.5j]], np.complex64))
+    assert main(["head", path, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown[0]["values"] == [[1.0, 2.0], [0.0, -3.5]]
+
+
 # ---- offsets, lengths and sizes ------------------------------------------------------------
 
 

@@ -104,15 +104,24 @@ def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_values(record: Any) -> Any:
+    """A record's values as JSON: nested lists, complex numbers as [real, imag] pairs (JSON
+    has no complex type), and [] for an empty record whatever its shape: nested empty lists
+    for a shape like (2**24, 0) would be millions of Python lists (both found by the fuzzer)."""
+    arr = np.asarray(record)
+    if arr.size == 0:
+        return []
+    if arr.dtype.kind == "c":
+        return np.stack([arr.real, arr.imag], axis=-1).tolist()
+    return arr.tolist()
+
+
 def cmd_head(store: Dense | Ragged, args: argparse.Namespace) -> int:
     """``zrecord head``: the first ``-n`` records."""
     count = min(args.n, len(store))
     records = store[:count]
     if args.json:
-        # An empty record's values are [] whatever its shape: nested empty lists for a shape
-        # like (2**24, 0) would be millions of Python lists (found by the fuzzer).
-        print(json.dumps([{"index": i, "shape": list(np.shape(r)),
-                           "values": np.asarray(r).tolist() if np.size(r) else []}
+        print(json.dumps([{"index": i, "shape": list(np.shape(r)), "values": _json_values(r)}
                           for i, r in enumerate(records)]))
         return 0
     with np.printoptions(threshold=args.threshold, edgeitems=3, linewidth=100):
