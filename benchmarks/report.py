@@ -2,7 +2,9 @@
 
 Reads docs/benchmarks/{bench_dense,bench_ragged,bench}.json (whichever exist) and writes
 docs/benchmarks/results.md (every table, with the machine, date and versions) and
-docs/benchmarks/gather.png (logical gather throughput per workload and backend).
+docs/benchmarks/gather.png (logical gather throughput per workload and backend). Also reads
+matrix.json (bench_matrix.py) and loaders.json (bench_loaders.py) when present: their tables go
+into results.md and their plot into docs/benchmarks/matrix.png.
 
 Usage: python benchmarks/report.py [--dir docs/benchmarks]
 """
@@ -116,6 +118,84 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def matrix_tables(result: dict[str, Any]) -> list[str]:
+    """bench_matrix.py's store matrix: one table per workload, ratios against zrecord-raw."""
+    from bench_matrix import table as matrix_table
+
+    caps = {k: v for k, v in result.get("records_cap", {}).items() if v}
+    out = ["## Store matrix (`bench_matrix.py`)", "",
+           f"{result['date']}, {result['machine']}, Python {result['python']}, NumPy "
+           f"{result['numpy']}; batch {result['batch']}, at least {result['seconds']} s of timed "
+           "gathers per backend (fewer where marked slow)"
+           + (f"; records capped: {caps}" if caps else "") + ".", "",
+           "Versions: " + "; ".join(f"{k} {v}" for k, v in result["versions"].items()) + ".", ""]
+    for workload in result["workloads"].values():
+        out += [matrix_table(workload).replace("### ", "### Matrix: ", 1), ""]
+    return out
+
+
+def loader_sweep_tables(result: dict[str, Any]) -> list[str]:
+    """bench_loaders.py's sweep: batches/s and peak PSS per loader and worker count."""
+    from bench_loaders import table as sweep_table
+
+    return ["## Loader sweep (`bench_loaders.py`)", "",
+            f"{result['date']}, {result['machine']}, Python {result['python']}; transform rows "
+            f"time {result['transform_batches']} batches. Versions: "
+            + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + ".", "",
+            sweep_table(result), ""]
+
+
+def plot_matrix_loaders(matrix: dict[str, Any] | None, loaders: dict[str, Any] | None,
+                        path: Path) -> bool:
+    """One PNG: gather vs zrecord-raw per matrix workload, and loader batches/s by workers."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return False
+    workloads = list(matrix["workloads"].values()) if matrix else []
+    panels = len(workloads) + (1 if loaders else 0)
+    if not panels:
+        return False
+    cols = min(3, panels)
+    nrows = -(-panels // cols)
+    fig, grid = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.4 * nrows), squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    for ax, w in zip(axes, workloads):
+        rows = [r for r in w["rows"] if "mib_s" in r]
+        ref = next((r["mib_s"] for r in rows if r["backend"] == "zrecord-raw"), None) or 1.0
+        names = [r["backend"] + (" *" if "note" in r else "") for r in rows]
+        colors = ["tab:blue" if n.startswith("zrecord") else "tab:gray" for n in names]
+        ax.barh(names, [r["mib_s"] / ref for r in rows], color=colors)
+        ax.set_xscale("log")
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.invert_yaxis()
+        ax.set_title(f"{w['name']} ({w['records']} rec.)")
+        ax.set_xlabel("gather vs zrecord-raw (log; * = slow, few batches)")
+    if loaders:
+        ax = axes[panels - 1]
+        series: dict[str, list[tuple[int, float]]] = {}
+        for r in loaders["rows"]:
+            if "batches_per_s" in r and "+numba" not in r["loader"]:
+                series.setdefault(r["loader"], []).append((r["workers"], r["batches_per_s"]))
+        for name, pts in series.items():
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        ax.set_yscale("log")
+        ax.set_xlabel("workers")
+        ax.set_ylabel("batches/s (batch 256, vision_dense)")
+        ax.set_title("loader sweep")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default=str(ROOT / "docs" / "benchmarks"))
@@ -126,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
                        ("Loaders", "bench.json")):
         if (folder / file).exists():
             results[kind] = json.loads((folder / file).read_text())
-    if not results:
+    extra = {key: json.loads((folder / f"{key}.json").read_text())
+             for key in ("matrix", "loaders") if (folder / f"{key}.json").exists()}
+    if not results and not extra:
         print(f"no results in {folder}", file=sys.stderr)
         return 1
     lines = ["# Benchmark results", "",
@@ -144,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         lines += [convert_table(json.loads((folder / "bench_convert.json").read_text())), ""]
     if plot(results, folder / "gather.png"):
         lines += ["![logical gather throughput](gather.png)", ""]
+    if "matrix" in extra:
+        lines += matrix_tables(extra["matrix"])
+    if "loaders" in extra:
+        lines += loader_sweep_tables(extra["loaders"])
+    if plot_matrix_loaders(extra.get("matrix"), extra.get("loaders"), folder / "matrix.png"):
+        lines += ["![store matrix and loader sweep](matrix.png)", ""]
     (folder / "results.md").write_text("\n".join(lines))
     print(f"wrote {folder / 'results.md'}")
     return 0
