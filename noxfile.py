@@ -273,8 +273,13 @@ def bench(session: nox.Session) -> None:
     out.mkdir(parents=True, exist_ok=True)
     peer = os.environ.get("LOADERX_PEER_PYTHON")
     session.install(TORCH)
-    for script in ("bench_dense.py", "bench_ragged.py", "bench.py", "bench_convert.py"):
-        args = ["--json", str(out / script.replace(".py", ".json"))]
+    # The other stores and loaders of bench_matrix.py / bench_loaders.py (benchmarks/README.md).
+    session.install("lmdb==2.3.0", "h5py==3.16.0", "array_record==0.8.6", "grain==0.2.18",
+                    "numba==0.68.1", "pyarrow==26.0.1")
+    for script in ("bench_dense.py", "bench_ragged.py", "bench.py", "bench_convert.py",
+                   "bench_matrix.py", "bench_loaders.py"):
+        json_name = {"bench_matrix.py": "matrix.json", "bench_loaders.py": "loaders.json"}
+        args = ["--json", str(out / json_name.get(script, script.replace(".py", ".json")))]
         if peer:
             args += ["--peer", peer]
         session.run("python", str(ROOT / "benchmarks" / script), *args, *session.posargs)
