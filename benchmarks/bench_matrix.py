@@ -17,8 +17,9 @@ only then timed on fresh uniform IID batches; the methodology of benchcommon.py)
   arrow-ipc-raw / -zstd              Arrow IPC file, 256-record batches: Dense as a
                                      fixed_size_list column, Ragged as a large_list column plus
                                      one int64 column per axis; gathers read the touched batches
-                                     of the memory-mapped file, then Dense rows are `take`n and
-                                     Ragged records copied out of each batch's values
+                                     of the memory-mapped file (raw: all of them, zero-copy, at
+                                     open), then Dense rows are `take`n and Ragged records are
+                                     copied out of each batch's values
   parquet-zstd                       row groups of 256; payload as large_binary plus shape
                                      columns; gathers read the touched row groups, as above
   hdf5-raw / -gzip                   Dense: an (N, ...) dataset chunked one record per chunk;
@@ -383,13 +384,25 @@ class ArrowIpcBackend(Backend):
 
         mm = pa.memory_map(os.path.join(folder, "records.arrow"))
         reader = pa.ipc.open_file(mm)
+        if self.codec == "raw":
+            # Uncompressed batches are zero-copy views of the map, so they are looked up once
+            # here (no bytes are read) and the whole file is one table to `take` from.
+            groups = [pa.Table.from_batches([reader.get_batch(g)])
+                      for g in range(reader.num_record_batches)]
+            whole = pa.concat_tables(groups)
 
-        def read_group(g: int) -> Any:
-            return pa.Table.from_batches([reader.get_batch(g)])
+            def read_group(g: int) -> Any:
+                return groups[g]
+        else:
+            def read_group(g: int) -> Any:
+                return pa.Table.from_batches([reader.get_batch(g)])
 
         def gather(idx: np.ndarray) -> Any:
-            fn = dense_take if w.dense is not None else ragged_slices
-            return fn(w, idx, read_group, False)
+            if w.dense is None:
+                return ragged_slices(w, idx, read_group, False)
+            if self.codec == "raw":
+                return arrow_records(w, whole.take(pa.array(idx)), False)
+            return dense_take(w, idx, read_group, False)
 
         return gather, mm.close
 
@@ -457,9 +470,11 @@ class Hdf5Backend(Backend):
             ds = f["records"]
 
             def gather_dense(idx: np.ndarray) -> np.ndarray:
+                # Plain per-record indexing: 7x faster than read_direct per record and than
+                # one sorted fancy selection, in a trial on token_blocks.
                 out = np.empty((len(idx), *w.item_shape), w.dtype)
                 for k, i in enumerate(idx):
-                    ds.read_direct(out, np.s_[int(i)], np.s_[k])
+                    out[k] = ds[int(i)]
                 return out
 
             return gather_dense, f.close
