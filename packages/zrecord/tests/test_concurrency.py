@@ -20,6 +20,8 @@ import pytest
 import zrecord
 from zrecord import Dense, Ragged, train_dict
 
+pytestmark = pytest.mark.slow  # many processes; run once, in the zrecord session
+
 THREADS = 8
 
 

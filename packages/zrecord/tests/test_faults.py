@@ -80,6 +80,7 @@ def writer_seconds(tmp_path, kind: str, codec: str, appends: int) -> float:
     return elapsed
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_leaves_nothing_or_a_valid_store(tmp_path):
     """[ZR-PUB-001] [ZR-PUB-002] [ZR-PUB-003] 24 writers (Dense and Ragged, three codecs) are
     killed with SIGKILL at seeded random moments spread over their whole run, publication

@@ -315,6 +315,7 @@ def run_harness(tmp_path, seconds: int, selftest: str | None = None):
                           capture_output=True, text=True, timeout=120, env=env)
 
 
+@pytest.mark.slow
 def test_fuzz_harness_smoke(tmp_path):
     """The fuzz harness runs (a few hundred inputs) and finds nothing."""
     out = run_harness(tmp_path, 4)
@@ -322,6 +323,7 @@ def test_fuzz_harness_smoke(tmp_path):
     assert '"findings": 0' in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("selftest,report", [("crash", "crash input"), ("hang", "hang input"),
                                              ("memory", "overallocation")])
 def test_fuzz_harness_catches_crashes_hangs_and_overallocation(tmp_path, selftest, report):

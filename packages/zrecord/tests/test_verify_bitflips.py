@@ -26,6 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuz
 
 import storemodel as sm  # noqa: E402
 
+pytestmark = pytest.mark.slow  # many processes; run once, in the zrecord session
+
 
 @pytest.fixture(scope="module")
 def dictionary() -> bytes:
