@@ -272,11 +272,20 @@ def bench(session: nox.Session) -> None:
 
     Set LOADERX_BENCH_DATA to the prepared data folder (default ../data) and, to measure the
     published loaderx side by side, LOADERX_PEER_PYTHON to the python of its own venv.
+
+    Stores are written under LOADERX_BENCH_TMP, by default /dev/shm when it is a tmpfs with
+    room: on a slow disk, write figures would measure the disk and its writeback instead of
+    the libraries (decision record 0001, section 7). Set it to a disk folder to measure that.
     """
     _install_all(session)
     out = ROOT / "docs" / "benchmarks"
     out.mkdir(parents=True, exist_ok=True)
     peer = os.environ.get("LOADERX_PEER_PYTHON")
+    tmp = os.environ.get("LOADERX_BENCH_TMP")
+    if tmp is None and os.path.isdir("/dev/shm"):
+        free = shutil.disk_usage("/dev/shm").free
+        tmp = "/dev/shm" if free >= 8 << 30 else None
+    session.log(f"stores under {tmp or 'the system temporary folder'}")
     session.install(TORCH)
     # The other stores and loaders of bench_matrix.py / bench_loaders.py (benchmarks/README.md).
     session.install("lmdb==2.3.0", "h5py==3.16.0", "array_record==0.8.6", "grain==0.2.18",
@@ -287,6 +296,8 @@ def bench(session: nox.Session) -> None:
         args = ["--json", str(out / json_name.get(script, script.replace(".py", ".json")))]
         if peer:
             args += ["--peer", peer]
+        if tmp:
+            args += ["--tmp", tmp]
         session.run("python", str(ROOT / "benchmarks" / script), *args, *session.posargs)
     session.install("matplotlib")
     session.run("python", str(ROOT / "benchmarks" / "report.py"), "--dir", str(out))
