@@ -118,21 +118,26 @@ def _release_mapped_pages(*chunks: np.ndarray) -> None:
     resident in the writer's address space (RSS). For a shared mapping MADV_DONTNEED only
     unmaps pages; the data stays in the file and the page cache. Private (copy-on-write)
     mappings are left alone, since the advice would discard their modifications. The chunks
-    of one call are coalesced into one span per mapping (one madvise, not one per record):
-    dropping pages between them is harmless, as they are only mapped again when read.
+    of one call are coalesced into one span per mapping (one madvise, not one per record),
+    from the first to the last chunk of that mapping: sources are consumed in order, and
+    dropping pages between or around them is harmless, as they are only mapped again when
+    read. Only those two chunks' addresses are computed, since asking NumPy for an address
+    costs microseconds and a Ragged append can hand over hundreds of thousands of records.
     """
-    spans: dict[int, list[Any]] = {}
+    ends: dict[int, list[Any]] = {}
     for chunk in chunks:
         mm = getattr(chunk, "_mmap", None)
         if not isinstance(mm, mmap.mmap) or getattr(chunk, "mode", None) not in ("r", "r+", "readonly", "readwrite"):
             continue
-        start = _addr(chunk)
-        span = spans.get(id(mm))
+        span = ends.get(id(mm))
         if span is None:
-            spans[id(mm)] = [mm, start, start + chunk.nbytes]
+            ends[id(mm)] = [mm, chunk, chunk]
         else:
-            span[1] = min(span[1], start)
-            span[2] = max(span[2], start + chunk.nbytes)
+            span[2] = chunk
+    spans: dict[int, list[Any]] = {}
+    for key, (mm, first, last) in ends.items():
+        a, b = _addr(first), _addr(last)
+        spans[key] = [mm, min(a, b), max(a + first.nbytes, b + last.nbytes)]
     for mm, lo, hi in spans.values():
         try:
             base = _addr(np.frombuffer(mm, dtype=np.uint8))
