@@ -43,20 +43,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def tree_pss_bytes(pid: int) -> int:
-    """Sum of Pss over `pid` and all its descendants."""
-    pids = [pid]
-    total = 0
+    """Sum of Pss over `pid` and its descendants, following the children of every thread
+    (Grain, for one, starts its worker processes from a thread other than the main one)."""
+    pids, seen, total = [pid], set(), 0
     while pids:
         p = pids.pop()
+        if p in seen:
+            continue
+        seen.add(p)
         try:
             with open(f"/proc/{p}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-            with open(f"/proc/{p}/task/{p}/children") as f:
-                pids.extend(int(c) for c in f.read().split())
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
+                total += next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    pids.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError, PermissionError, StopIteration):
             continue
     return total
 

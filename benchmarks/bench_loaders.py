@@ -45,8 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench import MmapDataset, timed
-from bench import PeakPss as _PeakPss
+from bench import MmapDataset, PeakPss, timed
 
 ROOT = Path(__file__).resolve().parent.parent
 MEAN = np.array([0.485, 0.456, 0.406], np.float32) * 255
@@ -93,44 +92,6 @@ class TransformCollate:
 
         images, labels = default_collate(samples)
         return torch.from_numpy(self.fn(images.numpy())), labels
-
-
-def tree_pss_bytes(pid: int) -> int:
-    """Sum of Pss over `pid` and its descendants, following the children of every thread.
-
-    bench.py's helper reads only the main thread's children; Grain starts its worker processes
-    from another thread, and they would be missed."""
-    pids, seen, total = [pid], set(), 0
-    while pids:
-        p = pids.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            with open(f"/proc/{p}/smaps_rollup") as f:
-                total += next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    pids.extend(int(c) for c in f.read().split())
-        except (FileNotFoundError, ProcessLookupError, PermissionError, StopIteration):
-            continue
-    return total
-
-
-class PeakPss(_PeakPss):
-    """bench.py's sampler (every 20 ms, from a background thread) over the whole tree."""
-
-    def _run(self, interval: float) -> None:
-        me = os.getpid()
-        while not self._stop.is_set():
-            self.peak = max(self.peak, tree_pss_bytes(me))
-            time.sleep(interval)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, tree_pss_bytes(os.getpid()))
-        return self.peak
 
 
 # -- children ---------------------------------------------------------------------------------
