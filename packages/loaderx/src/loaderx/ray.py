@@ -21,6 +21,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,20 +42,18 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 BLOCK_BYTES_TARGET = 64 << 20
 
 
+@dataclass(frozen=True)
 class _Column:
     """What a read task needs to reopen one store: plain, picklable values only."""
 
-    def __init__(self, name: str, path: str, kind: str, dtype: np.dtype[Any],
-                 item_shape: tuple[int, ...] | None, ndim: int, length: int,
-                 nbytes: int) -> None:
-        self.name = name
-        self.path = path
-        self.kind = kind
-        self.dtype = dtype
-        self.item_shape = item_shape
-        self.ndim = ndim
-        self.length = length
-        self.nbytes = nbytes
+    name: str
+    path: str
+    kind: str
+    dtype: np.dtype[Any]
+    item_shape: tuple[int, ...] | None
+    ndim: int
+    length: int
+    nbytes: int
 
     def arrow(self, values: Any) -> Any:
         """Arrow column for the values a store's gather returned."""
