@@ -486,7 +486,7 @@ pub const Reader = struct {
             "null output buffer for {d} bytes", .{want});
         try r.checkIndices(idx.?, n, d);
         const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined };
-        try parallel.run(GatherCtx, &ctx, gatherDenseWork, n, r.workerCount(want, threads), d);
+        try parallel.run(GatherCtx, &ctx, gatherDenseWork, n, r.workerCount(want, threads), .claimed, d);
     }
 
     pub fn shapes(r: *Reader, idx: ?[*]const u64, n: u64, shapes_out: ?[*]u64, sizes_out: ?[*]u64, d: *Diag) Error!void {
@@ -549,7 +549,7 @@ pub const Reader = struct {
         if (total > 0 and out == null) return d.fail(error.InvalidArgument, "gather_ragged got a " ++
             "null output buffer for {d} bytes", .{total});
         const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined, .offsets = offsets.? };
-        try parallel.run(GatherCtx, &ctx, gatherRaggedWork, n, r.workerCount(total, threads), d);
+        try parallel.run(GatherCtx, &ctx, gatherRaggedWork, n, r.workerCount(total, threads), .claimed, d);
     }
 
     pub fn verify(r: *Reader, start: u64, n: u64, d: *Diag) Error!void {
@@ -566,7 +566,7 @@ pub const Reader = struct {
             total += if (r.compressed()) r.logicalSize(i) else format.decodeEntry(r.entryBytes(i)).stored_size;
         }
         const ctx: GatherCtx = .{ .r = r, .idx = undefined, .out = undefined, .start = start };
-        try parallel.run(GatherCtx, &ctx, verifyWork, n, r.workerCount(total, 0), d);
+        try parallel.run(GatherCtx, &ctx, verifyWork, n, r.workerCount(total, 0), .claimed, d);
     }
 
     pub fn fillInfo(r: *const Reader, info: *abi.Info) void {

@@ -412,9 +412,9 @@ pub const Writer = struct {
             1;
         if (compressed) {
             defer w.trimLanes();
-            try parallel.run(SliceCtx, ctx, compressLanes, shards, workers, d);
+            try parallel.run(SliceCtx, ctx, compressLanes, shards, workers, .contiguous, d);
         } else {
-            try parallel.run(SliceCtx, ctx, writeLanes, shards, workers, d);
+            try parallel.run(SliceCtx, ctx, writeLanes, shards, workers, .contiguous, d);
         }
 
         var stored: u64 = 0;
