@@ -149,7 +149,7 @@ def test_kind_mismatch(tmp_path):
 def test_partial_ragged_append_failure_poisons_the_writer(store_path, monkeypatch):
     import zrecord._store as store
 
-    monkeypatch.setattr(store, "_CHUNK_RECORDS", 2)
+    monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
 
     def records():
         yield from (np.zeros(2, np.int32) for _ in range(5))
@@ -158,6 +158,84 @@ def test_partial_ragged_append_failure_poisons_the_writer(store_path, monkeypatc
     w = Ragged.create(store_path, np.int32, 1, codec="raw")
     with pytest.raises(TypeError):
         w.append(records())
+    with pytest.raises(zrecord.ZrecordError, match="published nothing"):
+        w.close()
+    assert not os.path.exists(store_path)
+
+
+def test_ragged_chunks_written_on_the_helper_thread_round_trip_in_order(store_path, monkeypatch):
+    import zrecord._store as store
+
+    monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 7)
+    recs = [np.arange(i % 13, dtype=np.int32) + i for i in range(200)]
+    threads: set[str] = set()
+    real = store._native.writer_append_ragged
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        threads.add(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(store._native, "writer_append_ragged", spy)
+    with Ragged.create(store_path, np.int32, 1, codec="zstd") as w:
+        w.append(iter(recs))
+        assert len(w) == 200
+    assert threads == {"zrecord-ragged-append", threading.current_thread().name}
+    assert not [t for t in threading.enumerate() if t.name == "zrecord-ragged-append"]
+    with Ragged.open(store_path) as r:
+        for got, want in zip(r[:], recs, strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_ragged_failure_on_the_helper_thread_reaches_the_caller(store_path, monkeypatch):
+    import zrecord._store as store
+
+    monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
+    real = store._native.writer_append_ragged
+    calls = []
+
+    def flaky(*args):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device (injected)")
+        return real(*args)
+
+    monkeypatch.setattr(store._native, "writer_append_ragged", flaky)
+    w = Ragged.create(store_path, np.int32, 1, codec="raw")
+    with pytest.raises(OSError, match="injected"):
+        w.append(np.zeros(2, np.int32) for _ in range(10))
+    with pytest.raises(zrecord.ZrecordError, match="published nothing"):
+        w.close()
+    assert not os.path.exists(store_path)
+
+
+def test_ragged_interrupt_in_the_source_waits_for_the_helper(store_path, monkeypatch):
+    import zrecord._store as store
+
+    monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
+    real = store._native.writer_append_ragged
+    in_flight = threading.Event()
+    release = threading.Event()
+    finished = []
+
+    def slow(*args):  # type: ignore[no-untyped-def]
+        in_flight.set()
+        release.wait(5)
+        real(*args)
+        finished.append(1)
+
+    monkeypatch.setattr(store._native, "writer_append_ragged", slow)
+
+    def records():  # type: ignore[no-untyped-def]
+        yield from (np.zeros(3, np.int32) for _ in range(2))  # one chunk, now on the helper
+        in_flight.wait(5)
+        threading.Timer(0.2, release.set).start()
+        raise KeyboardInterrupt
+
+    w = Ragged.create(store_path, np.int32, 1, codec="raw")
+    with pytest.raises(KeyboardInterrupt):
+        w.append(records())
+    # append returned only after the helper's native call: nothing runs on the writer now.
+    assert finished == [1]
     with pytest.raises(zrecord.ZrecordError, match="published nothing"):
         w.close()
     assert not os.path.exists(store_path)

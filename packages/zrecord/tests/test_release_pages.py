@@ -20,7 +20,7 @@ def test_ragged_append_from_a_memmap_coalesces_releases(tmp_path, rng, monkeypat
     recs = [src[starts[i]:ends[i]] for i in order] + [src[:10]]
     calls = []
     real = np.frombuffer
-    monkeypatch.setattr(_store, "_CHUNK_RECORDS", 256)
+    monkeypatch.setattr(_store, "_RAGGED_CHUNK_RECORDS", 256)
 
     def spy(buf, *args, **kwargs):  # type: ignore[no-untyped-def]
         if isinstance(buf, mmap.mmap):  # one per released span
