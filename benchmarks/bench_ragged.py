@@ -33,6 +33,7 @@ from benchcommon import (
     disk_bytes,
     finish,
     header,
+    median_rows,
     peer_rows,
     summarize,
     table,
@@ -146,14 +147,18 @@ def main(argv: list[str] | None = None) -> int:
             if src is None:
                 continue
             src.payload[:: 4096 // src.dtype.itemsize].sum()  # warm the page cache
-            rows = run_stores(name, src, args, tmp)
+            rounds = []
+            for _ in range(1 if args.stores_only else max(1, args.rounds)):
+                rows = run_stores(name, src, args, tmp)
+                if not args.stores_only:
+                    rows += peer_rows(args, __file__, name) if args.peer else []
+                    times = timed_batches(src.gather, len(src), args.batch, args.seconds, 1)
+                    row = summarize("npy-mmap", times, args.batch, src.nbytes / len(src))
+                    row["disk_mib"] = sum(disk_bytes(f) for f in src.files) / 2**20
+                    rows.append(row)
+                rounds.append(rows)
+            rows = median_rows(rounds)
             if not args.stores_only:
-                if args.peer:
-                    rows += peer_rows(args, __file__, name)
-                times = timed_batches(src.gather, len(src), args.batch, args.seconds, 1)
-                row = summarize("npy-mmap", times, args.batch, src.nbytes / len(src))
-                row["disk_mib"] = sum(disk_bytes(f) for f in src.files) / 2**20
-                rows.append(row)
                 tables.append(table(f"Ragged {name}: {len(src)} records, {src.nbytes / 2**20:,.1f} "
                                     f"MiB {src.dtype}, batch {args.batch}", rows, "npy-mmap"))
             results["workloads"][name] = {"records": len(src), "logical_bytes": src.nbytes,

@@ -4,7 +4,8 @@ Methodology (the seed's "Benchmarks" section): every backend gets the same prepa
 records and is verified for exact dtype, shape, order and values before timing; writes take the
 complete source in one append and exclude sync and dictionary training; gathers use fresh
 uniform IID batches until at least `seconds` of timed calls accumulate; throughput is logical
-(decoded payload) bytes per second; disk is allocated blocks.
+(decoded payload) bytes per second; disk is allocated blocks. Every backend is measured once
+per round, `--rounds` times in turn, and the tables show per-backend medians.
 
 The store under test is ours (`zrecord`) when it is importable, else the published loaderx
 (2.5.9, say) through `loaderx.zrecord`: the same script then runs as a black-box peer in that
@@ -58,6 +59,9 @@ def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
     ap.add_argument("--peer", default=None,
                     help="python of a separate venv holding the published loaderx: its stores "
                          "are measured in the same run, in a subprocess")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="repeat every measurement (ours, the peer, the baselines) this many "
+                         "times in turn and report per-backend medians (default 3)")
     ap.add_argument("--stores-only", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -97,6 +101,29 @@ def summarize(name: str, times: list[float], batch: int, mean_record_bytes: floa
     }
 
 
+METRICS = ("mib_s", "krecords_s", "p95_ms", "write_mib_s", "disk_mib")
+
+
+def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per backend (in the first round's order): each metric's median over the rounds.
+
+    This VM's speed drifts by 1.5-2x within minutes, so one pass of ours-then-peer can land on
+    either side of a target; each round measures every backend once, in the same order, and
+    every round's figures are kept under "rounds" so that paired per-round ratios can be shown.
+    """
+    by_round = [{r["backend"]: r for r in rows} for rows in rounds]
+    out = []
+    for first in rounds[0]:
+        name = first["backend"]
+        seen = [rows[name] for rows in by_round if name in rows]
+        row = dict(first)
+        row["rounds"] = {k: [r[k] for r in seen] for k in METRICS if k in first}
+        for k, values in row["rounds"].items():
+            row[k] = float(np.median(values))
+        out.append(row)
+    return out
+
+
 def disk_bytes(path: str) -> int:
     """Allocated blocks of a file or of every file below a folder."""
     if os.path.isfile(path):
@@ -113,7 +140,7 @@ def peer_rows(args: argparse.Namespace, script: str, workload: str) -> list[dict
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [args.peer, script, "--data", args.data, "--workload", workload, "--batch",
                str(args.batch), "--codecs", ",".join(args.codecs), "--seconds", str(args.seconds),
-               "--stores-only", "--json", out.name]
+               "--rounds", "1", "--stores-only", "--json", out.name]
         if args.tmp:
             cmd += ["--tmp", args.tmp]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -127,7 +154,7 @@ def header(args: argparse.Namespace) -> dict[str, Any]:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
         "python": sys.version.split()[0], "numpy": np.__version__, "store": STORE_LABEL,
         "store_version": getattr(zrecord, "__version__", None) if STORE_LABEL == "zrecord" else STORE_LABEL,
-        "batch": args.batch, "seconds": args.seconds, "workloads": {},
+        "batch": args.batch, "seconds": args.seconds, "rounds": args.rounds, "workloads": {},
     }
 
 

@@ -20,11 +20,24 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def paired_ratio(r: dict[str, Any], peer: dict[str, Any], key: str) -> str:
+    """Ours over the peer: the median of the per-round ratios (each round measured both in
+    turn), with their range when there were several rounds; else the ratio of the values."""
+    ours, theirs = r.get("rounds", {}).get(key, []), peer.get("rounds", {}).get(key, [])
+    if len(ours) < 2 or len(ours) != len(theirs):
+        return f"{r[key] / peer[key]:.2f}x"
+    ratios = sorted(a / b for a, b in zip(ours, theirs, strict=True))
+    mid = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+    return f"{mid:.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+
+
 def store_tables(result: dict[str, Any], kind: str) -> list[str]:
     out = [f"## {kind} stores", "",
            f"{result['date']}, {result['machine']}, Python {result['python']}, NumPy "
            f"{result['numpy']}, {result['store']} {result.get('store_version') or ''}; batch "
-           f"{result['batch']}, at least {result['seconds']} s of timed gathers per backend.", ""]
+           f"{result['batch']}, at least {result['seconds']} s of timed gathers per backend; "
+           f"{result.get('rounds', 1)} round(s), medians; ratios are medians of the per-round "
+           "ratios, with their range in brackets.", ""]
     for name, workload in result["workloads"].items():
         rows = workload["rows"]
         ref = next((r for r in rows if r["backend"] == "npy-mmap"), rows[0])
@@ -39,10 +52,10 @@ def store_tables(result: dict[str, Any], kind: str) -> list[str]:
             peer = peers.get(codec) if r["backend"].startswith("zrecord-") else None
 
             def ratio(key: str, r: dict[str, Any] = r, peer: dict[str, Any] | None = peer) -> str:
-                return f"{r[key] / peer[key]:.2f}x" if peer and key in r and key in peer else ""
+                return paired_ratio(r, peer, key) if peer and key in r and key in peer else ""
 
             out.append(
-                f"| {r['backend']} | {r['mib_s']:,.0f} | {r['mib_s'] / ref['mib_s']:.2f}x | "
+                f"| {r['backend']} | {r['mib_s']:,.0f} | {paired_ratio(r, ref, 'mib_s')} | "
                 f"{ratio('mib_s')} | {r['krecords_s']:,.1f} | {r['p95_ms']:.2f} | "
                 f"{r.get('write_mib_s', 0):,.0f} | {ratio('write_mib_s')} | "
                 f"{r.get('disk_mib', 0):,.1f} | {ratio('disk_mib')} |")
