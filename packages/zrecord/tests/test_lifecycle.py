@@ -169,13 +169,13 @@ def test_ragged_chunks_written_on_the_helper_thread_round_trip_in_order(store_pa
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 7)
     recs = [np.arange(i % 13, dtype=np.int32) + i for i in range(200)]
     threads: set[str] = set()
-    real = store._native.writer_append_ragged
+    real = store._native.writer_append_chunk
 
     def spy(*args):  # type: ignore[no-untyped-def]
         threads.add(threading.current_thread().name)
         return real(*args)
 
-    monkeypatch.setattr(store._native, "writer_append_ragged", spy)
+    monkeypatch.setattr(store._native, "writer_append_chunk", spy)
     with Ragged.create(store_path, np.int32, 1, codec="zstd") as w:
         w.append(iter(recs))
         assert len(w) == 200
@@ -190,7 +190,7 @@ def test_ragged_failure_on_the_helper_thread_reaches_the_caller(store_path, monk
     import zrecord._store as store
 
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
-    real = store._native.writer_append_ragged
+    real = store._native.writer_append_chunk
     calls = []
 
     def flaky(*args):  # type: ignore[no-untyped-def]
@@ -199,7 +199,7 @@ def test_ragged_failure_on_the_helper_thread_reaches_the_caller(store_path, monk
             raise OSError(28, "No space left on device (injected)")
         return real(*args)
 
-    monkeypatch.setattr(store._native, "writer_append_ragged", flaky)
+    monkeypatch.setattr(store._native, "writer_append_chunk", flaky)
     w = Ragged.create(store_path, np.int32, 1, codec="raw")
     with pytest.raises(OSError, match="injected"):
         w.append(np.zeros(2, np.int32) for _ in range(10))
@@ -212,7 +212,7 @@ def test_ragged_interrupt_in_the_source_waits_for_the_helper(store_path, monkeyp
     import zrecord._store as store
 
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
-    real = store._native.writer_append_ragged
+    real = store._native.writer_append_chunk
     in_flight = threading.Event()
     release = threading.Event()
     finished = []
@@ -223,7 +223,7 @@ def test_ragged_interrupt_in_the_source_waits_for_the_helper(store_path, monkeyp
         real(*args)
         finished.append(1)
 
-    monkeypatch.setattr(store._native, "writer_append_ragged", slow)
+    monkeypatch.setattr(store._native, "writer_append_chunk", slow)
 
     def records():  # type: ignore[no-untyped-def]
         yield from (np.zeros(3, np.int32) for _ in range(2))  # one chunk, now on the helper

@@ -96,3 +96,58 @@ def test_ragged_append_checks_each_record(store_path):
             rs.append(np.zeros((2, 2), np.int32))
         with pytest.raises(SchemaError):
             rs.append(b"bytes")
+
+
+def test_ragged_append_takes_views_copies_and_subclasses_exactly(store_path, tmp_path):
+    """Records the native collector takes as they are (memmap slices, bool) and those it must
+    copy first (non-contiguous, unaligned) all round-trip; nothing is coerced."""
+    np.save(tmp_path / "m.npy", np.arange(100, dtype=np.int32).reshape(10, 10))
+    mm = np.load(tmp_path / "m.npy", mmap_mode="r")
+    raw = np.zeros(4 * 6 + 1, np.uint8)
+    unaligned = raw[1:].view(np.int32).reshape(2, 3)  # int32 at an odd address
+    unaligned[...] = [[1, 2, 3], [4, 5, 6]]
+    assert not unaligned.flags.aligned
+    recs = [mm[2:4], np.arange(12, dtype=np.int32).reshape(3, 4).T, unaligned,
+            np.zeros((0, 5), np.int32), np.full((1, 1), -7, np.int32)]
+    with Ragged.create(store_path, np.int32, 2, codec="zstd") as rs:
+        rs.append(iter(recs))
+    with Ragged.open(store_path) as r:
+        for got, want in zip(r[:], recs, strict=True):
+            assert got.dtype == np.int32 and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+    flags = str(tmp_path / "b")
+    with Ragged.create(flags, bool, 1, codec="raw") as rb:
+        with pytest.raises(SchemaError, match="record 1 has dtype uint8"):
+            rb.append([np.ones(3, bool), np.ones(3, np.uint8)])
+        rb.append([np.array([True, False]), np.ones(0, bool)])
+    with Ragged.open(flags) as r:
+        assert [x.tolist() for x in r[:]] == [[True, False], []]
+
+
+def test_ragged_append_rejects_other_byte_orders_and_numbers_records_across_chunks(
+        store_path, monkeypatch):
+    import zrecord._store as store
+
+    monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 3)
+    with Ragged.create(store_path, np.int32, 1, codec="raw") as rs:
+        rs.append([np.zeros(1, np.int32)] * 2)
+        with pytest.raises(SchemaError, match="record 9 has dtype >i4"):
+            rs.append([np.zeros(1, np.int32)] * 7 + [np.zeros(1, ">i4")])
+        rs.abort()
+
+
+def test_ragged_append_passes_the_sources_own_exception_through(store_path):
+    class SourceBroke(RuntimeError):
+        pass
+
+    def records():  # type: ignore[no-untyped-def]
+        yield np.zeros(2, np.int32)
+        raise SourceBroke("disk went away")
+
+    w = Ragged.create(store_path, np.int32, 1, codec="raw")
+    with pytest.raises(SourceBroke, match="disk went away") as info:
+        w.append(records())
+    assert any(frame.name == "records" for frame in info.traceback)
+    w.close()  # nothing of that call was written, so the writer is still usable
+    with Ragged.open(store_path) as r:
+        assert len(r) == 0

@@ -14,10 +14,21 @@ Invariants:
 
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
+from cpython.ref cimport PyObject
+
+cdef extern from "Python.h":
+    # Part of the Limited API; declared with a raw pointer so that NULL (exhausted, or an
+    # exception is set) is seen as such rather than turned into an error by Cython.
+    PyObject *PyIter_Next(object it)
+    PyObject *PyErr_Occurred()
+    void Py_DecRef(PyObject *o)
+
 from zrecord._capi cimport *
+
+from numpy import ndarray as _ndarray
 
 from zrecord import errors as _errors
 
@@ -33,6 +44,7 @@ cdef extern from *:
     ctypedef struct zr_array_interface:
         int two
         int nd
+        char typekind
         int itemsize
         int flags
         Py_ssize_t *shape
@@ -42,6 +54,7 @@ cdef extern from *:
 cdef enum:
     ARRAY_C_CONTIGUOUS = 0x0001
     ARRAY_ALIGNED = 0x0100
+    ARRAY_NOTSWAPPED = 0x0200
     ARRAY_WRITEABLE = 0x0400
 
 
@@ -144,28 +157,112 @@ def writer_append_dense(uintptr_t handle, object data, uint64_t count):
         _fail(rc, &st)
 
 
-def writer_append_ragged(uintptr_t handle, list records, int ndim):
-    """Append the C-contiguous arrays of `records`, each of rank `ndim`, in order."""
+cdef class RaggedChunk:
+    """Records collected for one Ragged append call: their arrays (kept alive here), data
+    pointers and shapes, filled by `ragged_collect` without a Python-level step per record."""
+
+    cdef uint64_t *ptrs
+    cdef uint64_t *shapes
+    cdef Py_ssize_t cap
+    cdef readonly Py_ssize_t count
+    cdef readonly uint64_t nbytes
+    cdef readonly int ndim
+    cdef readonly list arrays
+
+    def __init__(self, int ndim):
+        self.ndim = ndim
+        self.arrays = []
+
+    def __dealloc__(self):
+        free(self.ptrs)
+        free(self.shapes)
+
+    def clear(self):
+        self.count = 0
+        self.nbytes = 0
+        self.arrays = []
+
+    cdef int _grow(self) except -1:
+        cdef Py_ssize_t cap = max(64, 2 * self.cap)
+        cdef uint64_t *p = <uint64_t *> realloc(self.ptrs, cap * sizeof(uint64_t))
+        if p == NULL:
+            raise MemoryError("zrecord: no memory for a Ragged append chunk")
+        self.ptrs = p
+        p = <uint64_t *> realloc(self.shapes, max(cap * self.ndim, 1) * sizeof(uint64_t))
+        if p == NULL:
+            raise MemoryError("zrecord: no memory for a Ragged append chunk")
+        self.shapes = p
+        self.cap = cap
+        return 0
+
+
+cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize) except -1:
+    """Add `arr` to `chunk` if it is exactly what the store takes; 0 if not (nothing added)."""
+    cdef object capsule
+    cdef zr_array_interface *ai
+    cdef uint64_t n
+    cdef int i
+    cdef int need = ARRAY_C_CONTIGUOUS | ARRAY_ALIGNED | ARRAY_NOTSWAPPED
+    if not isinstance(arr, _ndarray):
+        return 0
+    capsule = arr.__array_struct__
+    ai = <zr_array_interface *> PyCapsule_GetPointer(capsule, NULL)
+    if ai.two != 2 or ai.nd != chunk.ndim or ai.typekind != kind or ai.itemsize != itemsize \
+            or (ai.flags & need) != need:
+        return 0
+    if chunk.count == chunk.cap:
+        chunk._grow()
+    n = <uint64_t> itemsize
+    for i in range(ai.nd):
+        n *= <uint64_t> ai.shape[i]
+        chunk.shapes[chunk.count * chunk.ndim + i] = <uint64_t> ai.shape[i]
+    chunk.ptrs[chunk.count] = <uint64_t> <uintptr_t> ai.data
+    chunk.arrays.append(arr)
+    chunk.count += 1
+    chunk.nbytes += n
+    return 1
+
+
+cdef int raise_pending() except -1:
+    """Propagate the exception that is already set (Cython checks for it on return)."""
+    return -1
+
+
+def ragged_collect(object it, RaggedChunk chunk, str dtype_kind, int itemsize,
+                   Py_ssize_t max_records, uint64_t max_bytes, object fix, uint64_t first):
+    """Move records from the iterator `it` into `chunk` until it holds `max_records` records
+    or `max_bytes` bytes; return True once `it` is exhausted.
+
+    A record taken as it is must be an ndarray of the chunk's ndim, of the store's numeric
+    dtype (`dtype_kind`, `itemsize`, native byte order), C-contiguous and aligned. Anything
+    else goes to `fix(record, record_number)` (numbered from `first`), which raises the
+    user-facing error or returns a contiguous copy that is then taken.
+    """
+    cdef char kind = ord(dtype_kind)
+    cdef object rec
+    cdef PyObject *p
+    while chunk.count < max_records and chunk.nbytes < max_bytes:
+        p = PyIter_Next(it)
+        if p == NULL:
+            if PyErr_Occurred() != NULL:
+                raise_pending()
+            return True
+        rec = <object> p  # a new reference of its own
+        Py_DecRef(p)
+        if not _take(chunk, rec, kind, itemsize):
+            rec = fix(rec, first + <uint64_t> chunk.count)
+            if not _take(chunk, rec, kind, itemsize):
+                raise TypeError(f"zrecord: record {first + <uint64_t> chunk.count} is still not a "
+                                f"C-contiguous, aligned, native-order array after conversion")
+    return False
+
+
+def writer_append_chunk(uintptr_t handle, RaggedChunk chunk):
+    """Append the records of `chunk`, in order."""
     cdef zr_status st
-    cdef int rc = 0
-    cdef Py_ssize_t n = len(records), i
-    cdef void *p
-    cdef uint64_t nbytes
-    cdef uint64_t *ptrs = <uint64_t *> malloc(max(n, 1) * sizeof(uint64_t))
-    cdef uint64_t *shapes = <uint64_t *> malloc(max(n * ndim, 1) * sizeof(uint64_t))
-    if ptrs == NULL or shapes == NULL:
-        free(ptrs)
-        free(shapes)
-        raise MemoryError("zrecord: no memory for a Ragged append chunk")
-    try:
-        for i in range(n):
-            _array(records[i], False, &p, &nbytes, ndim, &shapes[i * ndim])
-            ptrs[i] = <uint64_t> <uintptr_t> p
-        with nogil:
-            rc = zr_writer_append_ragged(_w(handle), ptrs, shapes, n, &st)
-    finally:
-        free(ptrs)
-        free(shapes)
+    cdef int rc
+    with nogil:
+        rc = zr_writer_append_ragged(_w(handle), chunk.ptrs, chunk.shapes, chunk.count, &st)
     if rc != 0:
         _fail(rc, &st)
 

@@ -342,31 +342,28 @@ class RaggedWriter(_Writer):
                     f"Ragged.append takes an iterable of numpy arrays; got {type(records).__name__}"
                     " (to store one array, pass [array])")
             first = len(self)
+            it = iter(records)
             flusher = _Flusher(self._flush)
-            chunk: list[np.ndarray] = []
-            chunk_bytes = 0
+            chunk, spare = _native.RaggedChunk(self.ndim), _native.RaggedChunk(self.ndim)
+            kind, itemsize = self.dtype.kind, self.dtype.itemsize
+            taken = 0
             try:
                 try:
-                    for i, rec in enumerate(records):
-                        arr = self._check_array(rec, f"Ragged record {first + i}")
-                        if arr.ndim != self.ndim:
-                            raise SchemaError(f"Ragged record {first + i} has shape {arr.shape} "
-                                              f"(ndim {arr.ndim}); the store's ndim is {self.ndim}")
-                        if not arr.flags.c_contiguous:
-                            arr = np.ascontiguousarray(arr)
-                        chunk.append(arr)
-                        chunk_bytes += arr.nbytes
-                        if len(chunk) >= _RAGGED_CHUNK_RECORDS:
+                    while not _native.ragged_collect(it, chunk, kind, itemsize,
+                                                     _RAGGED_CHUNK_RECORDS, _RAGGED_CHUNK_BYTES,
+                                                     self._fix_record, first + taken):
+                        taken += chunk.count
+                        if chunk.count >= _RAGGED_CHUNK_RECORDS:
+                            # submit waits for the spare's earlier flush, so it is free again.
                             flusher.submit(chunk)
-                            chunk, chunk_bytes = [], 0
-                        elif chunk_bytes >= _RAGGED_CHUNK_BYTES:
+                            chunk, spare = spare, chunk
+                        else:
                             flusher.wait()
                             self._flush(chunk)
-                            chunk, chunk_bytes = [], 0
                 finally:
                     # Whatever happened, no native call may still run once this call goes on.
                     flusher.wait()
-                if chunk:
+                if chunk.count:
                     self._flush(chunk)
             except BaseException as exc:
                 if len(self) != first:
@@ -376,9 +373,21 @@ class RaggedWriter(_Writer):
                                       f"{len(self) - first} of its records ({exc!r})")
                 raise
 
-    def _flush(self, chunk: list[np.ndarray]) -> None:
-        _native.writer_append_ragged(self._handle, chunk, self.ndim)
-        _release_mapped_pages(*chunk)
+    def _fix_record(self, rec: Any, number: int) -> np.ndarray:
+        """A record that `ragged_collect` could not take as it is: raise the error that says
+        why the store cannot hold it, or return a C-contiguous, aligned copy."""
+        arr = self._check_array(rec, f"Ragged record {number}")
+        if arr.ndim != self.ndim:
+            raise SchemaError(f"Ragged record {number} has shape {arr.shape} (ndim {arr.ndim}); "
+                              f"the store's ndim is {self.ndim}")
+        return np.require(arr, requirements=["C_CONTIGUOUS", "ALIGNED"])
+
+    def _flush(self, chunk: _native.RaggedChunk) -> None:
+        try:
+            _native.writer_append_chunk(self._handle, chunk)
+            _release_mapped_pages(*chunk.arrays)
+        finally:
+            chunk.clear()
 
 
 class _Flusher:
@@ -390,18 +399,18 @@ class _Flusher:
     be used or aborted while a native call on it is running.
     """
 
-    def __init__(self, flush: Callable[[list[np.ndarray]], None]) -> None:
+    def __init__(self, flush: Callable[[_native.RaggedChunk], None]) -> None:
         self._flush = flush
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def _run(self, chunk: list[np.ndarray]) -> None:
+    def _run(self, chunk: _native.RaggedChunk) -> None:
         try:
             self._flush(chunk)
         except BaseException as exc:  # noqa: BLE001 - handed to the submitting thread
             self._error = exc
 
-    def submit(self, chunk: list[np.ndarray]) -> None:
+    def submit(self, chunk: _native.RaggedChunk) -> None:
         self.wait()
         self._thread = threading.Thread(target=self._run, args=(chunk,),
                                         name="zrecord-ragged-append", daemon=True)
