@@ -406,8 +406,12 @@ pub const Writer = struct {
         ctx.start_offsets = w.header.shard_sizes;
         const compressed = w.header.codec != .raw;
         const parallel_min = if (compressed) parallel_compress_bytes_min else parallel_write_bytes_min;
+        // A slice's runs compress at different speeds (records differ in size and
+        // compressibility); with two workers per CPU the OS shares the cores among the runs
+        // still going, so a slice is not held up by one long run (decision record 0001 §10).
+        const per_cpu: usize = if (compressed) 2 else 1;
         const workers: usize = if (ctx.total_bytes >= parallel_min and shards > 1)
-            @min(shards, sys.cpuCount())
+            @min(shards, per_cpu * sys.cpuCount())
         else
             1;
         if (compressed) {
