@@ -705,7 +705,7 @@ fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!
         const dst: []u8 = if (rs > 0) ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs] else &.{};
         if (lease) |*l| {
             try r.decodeRecord(l.get(), rec, e, src, dst, d);
-        } else if (rs > 0) @memcpy(dst, src);
+        } else if (rs > 0) sys.copy(dst, src);
     }
 }
 
@@ -743,7 +743,7 @@ fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!v
         const e = format.decodeEntry(r.entryBytes(rec));
         const src = r.storedBytes(e);
         if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
-        @memcpy(ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs], src);
+        sys.copy(ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs], src);
     }
 }
 
@@ -787,7 +787,7 @@ fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error
         } else {
             const src = r.storedBytes(e);
             if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
-            if (src.len > 0) @memcpy(ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..src.len], src);
+            if (src.len > 0) sys.copy(ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..src.len], src);
         }
     }
 }

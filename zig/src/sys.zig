@@ -43,6 +43,7 @@ const c = struct {
     extern "c" fn faccessat(dirfd: c_int, path: [*:0]const u8, mode: c_int, flags: c_int) c_int;
     extern "c" fn sched_yield() c_int;
     extern "c" fn __errno_location() *c_int;
+    extern "c" fn __mempcpy(noalias dst: [*]u8, noalias src: [*]const u8, n: usize) [*]u8;
 };
 
 // Open flags differ between architectures for O_DIRECTORY and O_NOFOLLOW.
@@ -302,6 +303,18 @@ pub fn randomU64() u64 {
     const n = @atomicRmw(u64, &random_counter, .Add, 1, .monotonic);
     const t: u64 = @bitCast(@as(i64, ts.sec) *% 1_000_000_000 +% @as(i64, ts.nsec));
     return std.hash.XxHash64.hash(n, std.mem.asBytes(&t)) ^ @intFromPtr(&value);
+}
+
+/// Copies `src` into `dst` (same length, not overlapping) with the C library's copy routine.
+/// The core is compiled for the baseline CPU, so a plain `@memcpy` becomes Zig's own 16-byte
+/// SSE2 loop (compiler_rt provides `memcpy` inside the library); glibc picks its copy for the
+/// running CPU (AVX2, `rep movsb`) when the library is loaded. glibc's `__mempcpy` (exported
+/// since GLIBC_2.2.5, the same implementations as its memcpy) is called by that name because
+/// LLVM would turn a call to `memcpy` or `mempcpy` back into the compiler_rt copy.
+pub fn copy(dst: []u8, src: []const u8) void {
+    std.debug.assert(dst.len == src.len);
+    if (dst.len == 0) return;
+    _ = c.__mempcpy(dst.ptr, src.ptr, dst.len);
 }
 
 pub fn yield() void {
