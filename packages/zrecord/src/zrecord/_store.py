@@ -6,7 +6,8 @@ Invariants of this module:
   left unclosed, garbage-collected, or closed by an exception inside ``with`` publishes
   nothing and removes its temporary directory.
 - Writers consume their source in bounded chunks (``_CHUNK_BYTES``, ``_RAGGED_CHUNK_BYTES``):
-  memory does not grow with the size of the source. Read-only memory maps are released chunk by chunk behind the writer.
+  memory does not grow with the size of the source. Read-only memory maps are released chunk
+  by chunk behind the writer.
 - Readers are safe to use from many threads. ``close()`` waits for native calls in flight; any
   later call raises :class:`~zrecord.errors.ClosedError`. Native handles are freed only when the
   Python object is collected, so a late call can never touch freed memory.
