@@ -37,7 +37,7 @@ from benchcommon import (
     finish,
     header,
     median_rows,
-    peer_rows,
+    store_rows,
     summarize,
     table,
     timed_batches,
@@ -107,7 +107,7 @@ def run_stores(name: str, src: np.ndarray, args: argparse.Namespace, tmp: str) -
 
 def baseline_rows(name: str, src: np.ndarray, path: str, args: argparse.Namespace) -> list[dict]:
     """One round of what our stores are compared with: the peer, NumPy and the copy ceilings."""
-    rows = peer_rows(args, __file__, name) if args.peer else []
+    rows = store_rows(args, __file__, name, args.peer) if args.peer else []
     times = timed_batches(lambda idx, s=src: s[idx], len(src), args.batch, args.seconds, 1)
     row = summarize("npy-mmap", times, args.batch, src[0].nbytes)
     row["disk_mib"] = disk_bytes(path) / 2**20
@@ -138,8 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             src.reshape(-1)[:: 4096 // src.itemsize].sum()  # warm the page cache
             rounds = []
             for _ in range(1 if args.stores_only else max(1, args.rounds)):
-                rows = run_stores(name, src, args, tmp)
-                if not args.stores_only:
+                if args.stores_only:
+                    rows = run_stores(name, src, args, tmp)
+                else:
+                    rows = store_rows(args, __file__, name, sys.executable)
                     rows += baseline_rows(name, src, path, args)
                 rounds.append(rows)
             rows = median_rows(rounds)

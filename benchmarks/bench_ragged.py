@@ -34,7 +34,7 @@ from benchcommon import (
     finish,
     header,
     median_rows,
-    peer_rows,
+    store_rows,
     summarize,
     table,
     timed_batches,
@@ -149,9 +149,11 @@ def main(argv: list[str] | None = None) -> int:
             src.payload[:: 4096 // src.dtype.itemsize].sum()  # warm the page cache
             rounds = []
             for _ in range(1 if args.stores_only else max(1, args.rounds)):
-                rows = run_stores(name, src, args, tmp)
-                if not args.stores_only:
-                    rows += peer_rows(args, __file__, name) if args.peer else []
+                if args.stores_only:
+                    rows = run_stores(name, src, args, tmp)
+                else:
+                    rows = store_rows(args, __file__, name, sys.executable)
+                    rows += store_rows(args, __file__, name, args.peer) if args.peer else []
                     times = timed_batches(src.gather, len(src), args.batch, args.seconds, 1)
                     row = summarize("npy-mmap", times, args.batch, src.nbytes / len(src))
                     row["disk_mib"] = sum(disk_bytes(f) for f in src.files) / 2**20
