@@ -36,8 +36,7 @@ from benchcommon import (
     disk_bytes,
     finish,
     header,
-    median_rows,
-    store_rows,
+    measure_rounds,
     summarize,
     table,
     timed_batches,
@@ -105,9 +104,9 @@ def run_stores(name: str, src: np.ndarray, args: argparse.Namespace, tmp: str) -
     return rows
 
 
-def baseline_rows(name: str, src: np.ndarray, path: str, args: argparse.Namespace) -> list[dict]:
-    """One round of what our stores are compared with: the peer, NumPy and the copy ceilings."""
-    rows = store_rows(args, __file__, name, args.peer) if args.peer else []
+def baseline_rows(src: np.ndarray, path: str, args: argparse.Namespace) -> list[dict]:
+    """One round of the baselines: NumPy fancy indexing and the copy ceilings."""
+    rows = []
     times = timed_batches(lambda idx, s=src: s[idx], len(src), args.batch, args.seconds, 1)
     row = summarize("npy-mmap", times, args.batch, src[0].nbytes)
     row["disk_mib"] = disk_bytes(path) / 2**20
@@ -136,15 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             src = np.load(path, mmap_mode="r")
             src.reshape(-1)[:: 4096 // src.itemsize].sum()  # warm the page cache
-            rounds = []
-            for _ in range(1 if args.stores_only else max(1, args.rounds)):
-                if args.stores_only:
-                    rows = run_stores(name, src, args, tmp)
-                else:
-                    rows = store_rows(args, __file__, name, sys.executable)
-                    rows += baseline_rows(name, src, path, args)
-                rounds.append(rows)
-            rows = median_rows(rounds)
+            rows = measure_rounds(args, __file__, name,
+                                  lambda n=name, s=src: run_stores(n, s, args, tmp),
+                                  lambda s=src, p=path: baseline_rows(s, p, args))
             if not args.stores_only:
                 tables.append(table(f"Dense {name}: {src.shape} {src.dtype}, batch {args.batch}",
                                     rows, "npy-mmap"))

@@ -33,8 +33,7 @@ from benchcommon import (
     disk_bytes,
     finish,
     header,
-    median_rows,
-    store_rows,
+    measure_rounds,
     summarize,
     table,
     timed_batches,
@@ -134,6 +133,14 @@ def run_stores(name: str, src: Source, args: argparse.Namespace, tmp: str) -> li
     return rows
 
 
+def npy_row(src: Source, args: argparse.Namespace) -> dict:
+    """The baseline: NumPy slices of the memory-mapped payload, one per record."""
+    times = timed_batches(src.gather, len(src), args.batch, args.seconds, 1)
+    row = summarize("npy-mmap", times, args.batch, src.nbytes / len(src))
+    row["disk_mib"] = sum(disk_bytes(f) for f in src.files) / 2**20
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(ap, "vision,tokens")
@@ -147,19 +154,9 @@ def main(argv: list[str] | None = None) -> int:
             if src is None:
                 continue
             src.payload[:: 4096 // src.dtype.itemsize].sum()  # warm the page cache
-            rounds = []
-            for _ in range(1 if args.stores_only else max(1, args.rounds)):
-                if args.stores_only:
-                    rows = run_stores(name, src, args, tmp)
-                else:
-                    rows = store_rows(args, __file__, name, sys.executable)
-                    rows += store_rows(args, __file__, name, args.peer) if args.peer else []
-                    times = timed_batches(src.gather, len(src), args.batch, args.seconds, 1)
-                    row = summarize("npy-mmap", times, args.batch, src.nbytes / len(src))
-                    row["disk_mib"] = sum(disk_bytes(f) for f in src.files) / 2**20
-                    rows.append(row)
-                rounds.append(rows)
-            rows = median_rows(rounds)
+            rows = measure_rounds(args, __file__, name,
+                                  lambda n=name, s=src: run_stores(n, s, args, tmp),
+                                  lambda s=src: [npy_row(s, args)])
             if not args.stores_only:
                 tables.append(table(f"Ragged {name}: {len(src)} records, {src.nbytes / 2**20:,.1f} "
                                     f"MiB {src.dtype}, batch {args.batch}", rows, "npy-mmap"))

@@ -156,6 +156,26 @@ def store_rows(args: argparse.Namespace, script: str, workload: str,
     return result["workloads"][workload]["rows"]  # type: ignore[no-any-return]
 
 
+def measure_rounds(args: argparse.Namespace, script: str, workload: str,
+                   run_local: Callable[[], list[dict[str, Any]]],
+                   baselines: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every backend of one workload, `--rounds` times in turn; per-backend medians.
+
+    In a `--stores-only` child, `run_local()` measures this library's stores once. Otherwise
+    each round runs our stores and then the peer's in fresh subprocesses of `script`
+    (`store_rows`), then `baselines()` in this process.
+    """
+    if args.stores_only:
+        return median_rows([run_local()])
+    rounds = []
+    for _ in range(max(1, args.rounds)):
+        rows = store_rows(args, script, workload, sys.executable)
+        if args.peer:
+            rows += store_rows(args, script, workload, args.peer)
+        rounds.append(rows + baselines())
+    return median_rows(rounds)
+
+
 def header(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "date": time.strftime("%Y-%m-%d %H:%M"),
