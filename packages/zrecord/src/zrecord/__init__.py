@@ -7,6 +7,7 @@ record is its append position. The on-disk format is specified in ``spec/format-
 """
 
 from zrecord._dict import train_dict
+from zrecord._paths import enclosing_store
 from zrecord._store import Dense, DenseWriter, Ragged, RaggedWriter, open_store
 from zrecord.errors import (
     ChecksumError,
@@ -35,6 +36,7 @@ __all__ = [
     "StoreNotFoundError",
     "ZrecordError",
     "__version__",
+    "enclosing_store",
     "open_store",
     "train_dict",
 ]
