@@ -41,6 +41,7 @@ extern "C" {
 #define ZR_E_UNSUPPORTED -15      /* unknown codec/dtype/kind code, or codec not built in */
 #define ZR_E_LIMIT -16            /* a format limit is exceeded */
 #define ZR_E_DECODE -17           /* a compressed frame failed to decode to its logical size */
+#define ZR_E_IMMUTABLE -18        /* PermissionError: the path lies inside a published store */
 
 /* Format constants (spec/format-v1.md). */
 #define ZR_FORMAT_MAJOR 1
@@ -97,7 +98,10 @@ typedef struct zr_reader zr_reader;
 /* ---- writer ---------------------------------------------------------------------------- */
 
 /* Validates the schema, then creates a temporary sibling directory of `path` (spec §7) and its
- * files. Fails with ZR_E_EXISTS if `path` exists and ZR_E_NOT_FOUND if its parent does not.
+ * files, holding the lock that marks it as in use. Missing parent directories are created
+ * (mode 0777 less the umask). Fails with ZR_E_EXISTS if `path` exists and ZR_E_IMMUTABLE if
+ * it lies inside a published store. Stale temporaries of the same name (whose lock is free)
+ * are removed first.
  * `dict`/`dict_size` must be given for zstd_dict only. `flags`: ZR_WRITE_*. */
 int zr_writer_open(const char *path, const zr_schema *schema, const uint8_t *dict,
                    size_t dict_size, uint32_t flags, zr_writer **out, zr_status *st);

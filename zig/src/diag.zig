@@ -28,6 +28,7 @@ pub const Error = error{
     Unsupported,
     LimitExceeded,
     DecodeFailed,
+    Immutable,
 };
 
 /// The ZR_E_* result code of zrecord.h for each error.
@@ -48,6 +49,7 @@ pub fn code(err: Error) i32 {
         error.Unsupported => -15,
         error.LimitExceeded => -16,
         error.DecodeFailed => -17,
+        error.Immutable => -18,
     };
 }
 

@@ -243,6 +243,7 @@ test {
     _ = @import("format.zig");
     _ = @import("parallel.zig");
     _ = @import("writer.zig");
+    _ = @import("staging.zig");
     _ = @import("reader.zig");
     _ = @import("abi.zig");
     _ = @import("tests.zig");

@@ -44,11 +44,18 @@ const c = struct {
     extern "c" fn sched_yield() c_int;
     extern "c" fn __errno_location() *c_int;
     extern "c" fn __mempcpy(noalias dst: [*]u8, noalias src: [*]const u8, n: usize) [*]u8;
+    extern "c" fn flock(fd: c_int, operation: c_int) c_int;
+    extern "c" fn realpath(path: [*:0]const u8, resolved: [*]u8) ?[*:0]u8;
+    extern "c" fn dup(fd: c_int) c_int;
+    extern "c" fn fdopendir(fd: c_int) ?*anyopaque;
+    extern "c" fn readdir(dir: *anyopaque) ?*std.c.dirent;
+    extern "c" fn closedir(dir: *anyopaque) c_int;
 };
 
 // Open flags differ between architectures for O_DIRECTORY and O_NOFOLLOW.
 pub const O_RDONLY: c_int = 0;
 pub const O_WRONLY: c_int = 1;
+pub const O_RDWR: c_int = 2;
 pub const O_CREAT: c_int = 0o100;
 pub const O_EXCL: c_int = 0o200;
 pub const O_CLOEXEC: c_int = 0o2000000;
@@ -61,8 +68,20 @@ pub const O_DIRECTORY: c_int = switch (builtin.cpu.arch) {
     else => @compileError("zrecord: add O_DIRECTORY for this architecture"),
 };
 
+/// Refuses to open a symbolic link (ELOOP) instead of following it.
+pub const O_NOFOLLOW: c_int = switch (builtin.cpu.arch) {
+    .x86_64 => 0o400000,
+    .aarch64 => 0o100000,
+    else => @compileError("zrecord: add O_NOFOLLOW for this architecture"),
+};
+
 pub const AT_FDCWD: c_int = -100;
 const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
+const AT_REMOVEDIR: c_int = 0x200;
+pub const LOCK_EX: c_int = 2;
+pub const LOCK_NB: c_int = 4;
+/// PATH_MAX of Linux, terminating NUL included.
+pub const path_bytes_max: usize = 4096;
 const AT_EMPTY_PATH: u32 = 0x1000;
 const PROT_READ: c_int = 1;
 const MAP_SHARED: c_int = 1;
@@ -73,6 +92,7 @@ const S_IFMT: u32 = 0o170000;
 const S_IFREG: u32 = 0o100000;
 const S_IFDIR: u32 = 0o040000;
 
+pub const EPERM: i32 = 1;
 pub const ENOENT: i32 = 2;
 pub const EINTR: i32 = 4;
 pub const EIO: i32 = 5;
@@ -257,12 +277,81 @@ pub fn unlinkAt(dir: Fd, name: [*:0]const u8) OsError!void {
     if (c.unlinkat(dir, name, 0) != 0) return error.Os;
 }
 
+pub fn rmdirAt(dir: Fd, name: [*:0]const u8) OsError!void {
+    if (c.unlinkat(dir, name, AT_REMOVEDIR) != 0) return error.Os;
+}
+
 /// Whether anything (a dangling symbolic link included) exists at `path`.
 pub fn exists(path: [*:0]const u8) OsError!bool {
-    if (c.faccessat(AT_FDCWD, path, 0, AT_SYMLINK_NOFOLLOW) == 0) return true;
+    return existsAt(AT_FDCWD, path);
+}
+
+/// Whether anything exists at `name` relative to directory `dir`, links not followed.
+pub fn existsAt(dir: Fd, name: [*:0]const u8) OsError!bool {
+    if (c.faccessat(dir, name, 0, AT_SYMLINK_NOFOLLOW) == 0) return true;
     if (errno() == ENOENT) return false;
     return error.Os;
 }
+
+/// Applies flock(2) `operation` (LOCK_EX, LOCK_NB, ...), retrying EINTR.
+pub fn flock(fd: Fd, operation: c_int) OsError!void {
+    while (c.flock(fd, operation) != 0) {
+        if (errno() != EINTR) return error.Os;
+    }
+}
+
+/// The canonical absolute form of `path` (every symbolic link resolved), in `out`.
+pub fn realpath(path: [*:0]const u8, out: *[path_bytes_max]u8) OsError![]const u8 {
+    const r = c.realpath(path, out) orelse return error.Os;
+    return std.mem.sliceTo(r, 0);
+}
+
+/// Whether the directory `dir_path` holds a regular file `header.zrh`: a published store
+/// (spec §7). Symbolic links are not followed for the header.
+pub fn isStoreDir(dir_path: []const u8) bool {
+    var buf: [path_bytes_max]u8 = undefined;
+    const name = "/header.zrh";
+    if (dir_path.len + name.len >= buf.len) return false;
+    @memcpy(buf[0..dir_path.len], dir_path);
+    @memcpy(buf[dir_path.len..][0..name.len], name);
+    buf[dir_path.len + name.len] = 0;
+    var stx: linux.Statx = undefined;
+    const rc = linux.statx(AT_FDCWD, buf[0 .. dir_path.len + name.len :0], AT_SYMLINK_NOFOLLOW, .{ .TYPE = true }, &stx);
+    if (linux.errno(rc) != .SUCCESS) return false;
+    return (@as(u32, stx.mode) & S_IFMT) == S_IFREG;
+}
+
+/// The entries of an open directory, "." and ".." left out. The stream reads through its own
+/// duplicate of the descriptor, which stays the caller's to close.
+pub const Dir = struct {
+    handle: *anyopaque,
+
+    pub fn open(fd: Fd) ?Dir {
+        const copy_fd = c.dup(fd);
+        if (copy_fd < 0) return null;
+        const h = c.fdopendir(copy_fd) orelse {
+            _ = c.close(copy_fd);
+            return null;
+        };
+        return .{ .handle = h };
+    }
+
+    /// The next entry's name, valid until the next call; null at the end (or on an error).
+    pub fn next(dir: *Dir) ?[:0]const u8 {
+        while (c.readdir(dir.handle)) |entry| {
+            const name = std.mem.sliceTo(@as([*:0]const u8, @ptrCast(&entry.name)), 0);
+            if (std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) continue;
+            return name;
+        }
+        return null;
+    }
+
+    pub fn close(dir: *Dir) void {
+        const saved = errno();
+        _ = c.closedir(dir.handle);
+        setErrno(saved);
+    }
+};
 
 /// Renames `old` to `new`, failing with EEXIST instead of replacing anything at `new`.
 /// Where the kernel or file system lacks RENAME_NOREPLACE, it falls back to an existence

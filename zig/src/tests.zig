@@ -347,6 +347,7 @@ test "open rejects broken stores: shard size, index checksum, header, missing sh
 }
 
 const ZR_E_BAD_MAGIC_CODE = -10;
+const ZR_E_IMMUTABLE = -18;
 
 test "unpublished directory, existing path, missing parent, abort leaves nothing" {
     var td: TempDir = .{};
@@ -360,7 +361,7 @@ test "unpublished directory, existing path, missing parent, abort leaves nothing
     const one = [_]u8{1};
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_dense(w, &one, 1, 1, &st));
     // The temporary directory is a sibling whose name starts with '.' and holds '.zr-tmp-'.
-    const tmp = w.?.tmp_path;
+    const tmp = w.?.stage.tmp_path;
     try expectContains(tmp, "/.x.zr-tmp-");
     var r: ?*Reader = null;
     try testing.expectEqual(@as(c_int, ZR_E_NOT_PUBLISHED), root.zr_reader_open(tmp, &r, &st));
@@ -382,9 +383,23 @@ test "unpublished directory, existing path, missing parent, abort leaves nothing
     root.zr_writer_free(w);
     try sys.rmdir(path);
 
+    // Missing parent directories are created; a parent that is a file is refused.
     var mbuf: [256]u8 = undefined;
-    try testing.expectEqual(@as(c_int, ZR_E_NOT_FOUND), root.zr_writer_open(td.sub(&mbuf, "missing/x"), &schema, null, 0, 0, &w, &st));
-    try expectContains(msg(&st), "missing");
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&mbuf, "made/x"), &schema, null, 0, 0, &w, &st));
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
+    root.zr_writer_free(w);
+    // Nothing may be created inside a published store, at any depth.
+    try testing.expectEqual(@as(c_int, ZR_E_IMMUTABLE), root.zr_writer_open(td.sub(&mbuf, "made/x/y"), &schema, null, 0, 0, &w, &st));
+    try testing.expectEqual(@as(c_int, ZR_E_IMMUTABLE), root.zr_writer_open(td.sub(&mbuf, "made/x/a/b/y"), &schema, null, 0, 0, &w, &st));
+    try expectContains(msg(&st), "inside the published store");
+    try testing.expect(!(try sys.exists(td.sub(&mbuf, "made/x/a"))));
+    td.removeStore("made/x", 4);
+    try sys.rmdir(td.sub(&mbuf, "made"));
+    const ffd = try sys.open(td.sub(&mbuf, "file"), sys.O_WRONLY | sys.O_CREAT, 0o644);
+    sys.close(ffd);
+    try testing.expectEqual(@as(c_int, ZR_E_NOT_FOUND), root.zr_writer_open(td.sub(&mbuf, "file/x"), &schema, null, 0, 0, &w, &st));
+    try expectContains(msg(&st), "file");
+    try sys.unlinkAt(sys.AT_FDCWD, td.sub(&mbuf, "file"));
     try td.deinitExpectEmpty();
 }
 

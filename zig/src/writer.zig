@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - Nothing is created at the store's path before publication ([ZR-PUB-001]); all files live
-//!   in `<parent>/.<name>.zr-tmp-<pid>-<16 hex>` until the rename ([ZR-PUB-003]).
+//!   in a locked temporary directory until the rename ([ZR-PUB-003]); staging.zig owns that
+//!   protocol (the temporary's name and lock, stale temporaries, the rename).
 //! - Each append splits its records into `data_shards` contiguous runs; run k goes to the end
 //!   of shard k, so shard files hold nothing but stored record bytes ([ZR-DAT-001]) and
 //!   records never overlap ([ZR-IDX-006]).
@@ -27,6 +28,7 @@ const format = @import("format.zig");
 const parallel = @import("parallel.zig");
 const sys = @import("sys.zig");
 const codec = @import("codec.zig");
+const staging = @import("staging.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -76,21 +78,15 @@ const Lane = struct {
 pub const Writer = struct {
     state: State = .open,
     flags: u32,
-    path: [:0]const u8,
-    parent: [:0]const u8,
-    tmp_path: [:0]const u8,
-    tmp_fd: Fd = -1,
+    /// The store's path and its temporary directory (tmp_fd: the files are created in it).
+    stage: staging.Staging = .{},
     /// The running header: counts, sizes and the schema; `shard_sizes` are the shard ends.
     header: format.Header,
     itemsize: u64,
     record_size: u64,
     entry_size: u32,
     shard_fds: [format.data_shards_max]Fd = @splat(-1),
-    /// Shard files created so far (0..shards_created), for cleanup.
-    shards_created: u16 = 0,
     index_fd: Fd = -1,
-    index_created: bool = false,
-    header_created: bool = false,
     index_hash: format.XxHash64 = format.XxHash64.init(0),
     dict: []u8 = &.{},
     scratch: []u8 = &.{},
@@ -114,40 +110,21 @@ pub const Writer = struct {
         d: *Diag,
     ) Error!*Writer {
         const path = std.mem.sliceTo(path_c, 0);
-        if (path.len == 0) return d.fail(error.InvalidArgument, "the store path is empty; a path " ++
-            "to a directory that does not exist yet is required", .{});
         if (flags & ~abi.write_flags_known != 0) {
             return d.fail(error.InvalidArgument, "unknown writer flags 0x{x}; only " ++
                 "ZR_WRITE_NO_SYNC (0x1) is defined", .{flags});
         }
         const h = try validateSchema(schema, dict_ptr, dict_size, d);
 
-        const parts = splitPath(path) orelse return d.fail(error.InvalidArgument, "store path '{s}' " ++
-            "has no final name component; a path like 'dir/name' is required", .{path});
-        if (sys.exists(path_c)) |present| {
-            if (present) return d.fail(error.Exists, "store path '{s}' already exists; zrecord " ++
-                "never replaces anything (ZR-PUB-003)", .{path});
-        } else |_| {
-            const e = sys.errno();
-            if (e == sys.ENOTDIR) return d.failOs(error.NotFound, e, "a parent of store path " ++
-                "'{s}' is not a directory", .{path});
-            return d.failOs(error.Io, e, "cannot check whether store path '{s}' exists", .{path});
-        }
-
         const w = alloc.create(Writer) catch return noMemory(d, "the writer handle");
         w.* = .{
             .flags = flags,
-            .path = "",
-            .parent = "",
-            .tmp_path = "",
             .header = h,
             .itemsize = h.itemsize(),
             .record_size = if (h.kind == .dense) h.recordSize() else 0,
             .entry_size = format.indexEntrySize(h.kind, h.ndim),
         };
         errdefer w.destroy();
-        w.path = alloc.dupeSentinel(u8, path, 0) catch return noMemory(d, "the store path");
-        w.parent = alloc.dupeSentinel(u8, parts.parent, 0) catch return noMemory(d, "the store path");
         if (dict_size > 0) {
             w.dict = alloc.dupe(u8, dict_ptr.?[0..dict_size]) catch return noMemory(d, "the dictionary");
         }
@@ -160,44 +137,14 @@ pub const Writer = struct {
                     "made by train_dict", .{ w.dict.len, path }),
             };
         }
-        try w.createTemp(parts.name, d);
-        errdefer w.removeTemp();
+        w.stage = try staging.Staging.create(path, d);
         try w.createFiles(d);
         return w;
     }
 
-    fn createTemp(w: *Writer, name: []const u8, d: *Diag) Error!void {
-        const pid = sys.getpid();
-        var attempt: usize = 0;
-        while (true) : (attempt += 1) {
-            const tmp = std.fmt.allocPrintSentinel(alloc, "{s}/.{s}.zr-tmp-{d}-{x:0>16}", .{
-                w.parent, name, pid, sys.randomU64(),
-            }, 0) catch return noMemory(d, "the temporary path");
-            sys.mkdir(tmp, 0o777) catch {
-                const e = sys.errno();
-                alloc.free(tmp);
-                // A random name collision is retried; any other failure is final.
-                if (e == sys.EEXIST and attempt < 8) continue;
-                if (e == sys.ENOENT or e == sys.ENOTDIR) {
-                    return d.failOs(error.NotFound, e, "the parent directory '{s}' of store " ++
-                        "path '{s}' does not exist", .{ w.parent, w.path });
-                }
-                return d.failOs(error.Io, e, "cannot create the temporary directory for " ++
-                    "store '{s}' in '{s}'", .{ w.path, w.parent });
-            };
-            w.tmp_path = tmp;
-            break;
-        }
-        w.tmp_fd = sys.open(w.tmp_path, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch {
-            const e = sys.errno();
-            sys.rmdir(w.tmp_path) catch {};
-            return d.failOs(error.Io, e, "cannot open the temporary directory '{s}'", .{w.tmp_path});
-        };
-    }
-
     fn createFile(w: *Writer, name: [:0]const u8, d: *Diag) Error!Fd {
-        return sys.openAt(w.tmp_fd, name, sys.O_WRONLY | sys.O_CREAT | sys.O_EXCL, 0o666) catch {
-            return d.failOs(error.Io, sys.errno(), "cannot create '{s}/{s}'", .{ w.tmp_path, name });
+        return sys.openAt(w.stage.tmp_fd, name, sys.O_WRONLY | sys.O_CREAT | sys.O_EXCL, 0o666) catch {
+            return d.failOs(error.Io, sys.errno(), "cannot create '{s}/{s}'", .{ w.stage.tmp_path, name });
         };
     }
 
@@ -205,26 +152,8 @@ pub const Writer = struct {
         var buf: [16]u8 = undefined;
         for (0..w.header.data_shards) |k| {
             w.shard_fds[k] = try w.createFile(shardName(&buf, k), d);
-            w.shards_created += 1;
         }
         w.index_fd = try w.createFile("index.zri", d);
-        w.index_created = true;
-    }
-
-    /// Removes everything this writer created. Failures are ignored: this runs on error paths
-    /// whose original error matters more, and what remains is a hidden temporary directory.
-    fn removeTemp(w: *Writer) void {
-        if (w.tmp_path.len == 0) return;
-        var buf: [16]u8 = undefined;
-        if (w.tmp_fd >= 0) {
-            for (0..w.shards_created) |k| sys.unlinkAt(w.tmp_fd, shardName(&buf, k)) catch {};
-            if (w.index_created) sys.unlinkAt(w.tmp_fd, "index.zri") catch {};
-            if (w.header_created) sys.unlinkAt(w.tmp_fd, "header.zrh") catch {};
-        }
-        sys.rmdir(w.tmp_path) catch {};
-        w.shards_created = 0;
-        w.index_created = false;
-        w.header_created = false;
     }
 
     /// Closes every descriptor and frees every buffer but the handle and its paths.
@@ -235,8 +164,6 @@ pub const Writer = struct {
         }
         if (w.index_fd >= 0) sys.close(w.index_fd);
         w.index_fd = -1;
-        if (w.tmp_fd >= 0) sys.close(w.tmp_fd);
-        w.tmp_fd = -1;
         if (w.dict.len > 0) alloc.free(w.dict);
         w.dict = &.{};
         if (w.scratch.len > 0) alloc.free(w.scratch);
@@ -250,17 +177,15 @@ pub const Writer = struct {
 
     fn destroy(w: *Writer) void {
         if (w.state == .open) w.release();
-        if (w.path.len > 0) alloc.free(w.path);
-        if (w.parent.len > 0) alloc.free(w.parent);
-        if (w.tmp_path.len > 0) alloc.free(w.tmp_path);
+        w.stage.deinit();
         alloc.destroy(w);
     }
 
     pub fn abort(w: *Writer) void {
         if (w.state != .open) return;
-        // The files are removed through the temporary directory's descriptor, so before release.
-        w.removeTemp();
+        // Descriptors first: the temporary directory is then removed with everything in it.
         w.release();
+        w.stage.abort();
     }
 
     pub fn free(w: *Writer) void {
@@ -274,13 +199,13 @@ pub const Writer = struct {
 
     fn checkUsable(w: *Writer, d: *Diag) Error!void {
         if (w.state != .open) return d.fail(error.InvalidArgument, "the writer for '{s}' was " ++
-            "already published or aborted; open a new writer", .{w.path});
+            "already published or aborted; open a new writer", .{w.stage.path});
         if (w.poisoned) |err| {
             d.os_errno = w.poison_diag.os_errno;
             d.record = w.poison_diag.record;
             d.shard = w.poison_diag.shard;
             d.print("the writer for '{s}' is unusable after an earlier append failed; it can " ++
-                "only be aborted. The first failure was: {s}", .{ w.path, w.poison_diag.text() });
+                "only be aborted. The first failure was: {s}", .{ w.stage.path, w.poison_diag.text() });
             return err;
         }
     }
@@ -293,7 +218,7 @@ pub const Writer = struct {
     fn checkCountLimit(w: *Writer, n: u64, d: *Diag) Error!void {
         if (n > format.record_count_max - w.header.record_count) {
             return d.fail(error.LimitExceeded, "appending {d} records to the {d} of '{s}' " ++
-                "exceeds record_count_max {d} (ZR-LIM-001)", .{ n, w.header.record_count, w.path, format.record_count_max });
+                "exceeds record_count_max {d} (ZR-LIM-001)", .{ n, w.header.record_count, w.stage.path, format.record_count_max });
         }
     }
 
@@ -313,7 +238,7 @@ pub const Writer = struct {
     pub fn appendDense(w: *Writer, data: ?[*]const u8, size: u64, n: u64, d: *Diag) Error!void {
         try w.checkUsable(d);
         if (w.header.kind != .dense) return d.fail(error.InvalidArgument, "append_dense on the " ++
-            "Ragged writer for '{s}'; use append_ragged", .{w.path});
+            "Ragged writer for '{s}'; use append_ragged", .{w.stage.path});
         const want = std.math.mul(u64, n, w.record_size) catch return d.fail(error.InvalidArgument, "" ++
             "{d} records of {d} bytes overflow 64 bits", .{ n, w.record_size });
         if (size != want) return d.fail(error.InvalidArgument, "append_dense got {d} bytes for {d} " ++
@@ -341,7 +266,7 @@ pub const Writer = struct {
     pub fn appendRagged(w: *Writer, ptrs: ?[*]const u64, shapes: ?[*]const u64, n: u64, d: *Diag) Error!void {
         try w.checkUsable(d);
         if (w.header.kind != .ragged) return d.fail(error.InvalidArgument, "append_ragged on the " ++
-            "Dense writer for '{s}'; use append_dense", .{w.path});
+            "Dense writer for '{s}'; use append_dense", .{w.stage.path});
         if (n == 0) return;
         if (ptrs == null or shapes == null) return d.fail(error.InvalidArgument, "append_ragged " ++
             "got a null ptrs or shapes array for {d} records", .{n});
@@ -431,7 +356,7 @@ pub const Writer = struct {
         const index_bytes = w.scratch[0..@intCast(ctx.n * w.entry_size)];
         sys.pwriteAll(w.index_fd, index_bytes, w.header.index_size) catch {
             return d.failOs(error.Io, sys.errno(), "writing {d} bytes at offset {d} of " ++
-                "'{s}/index.zri' failed", .{ index_bytes.len, w.header.index_size, w.tmp_path });
+                "'{s}/index.zri' failed", .{ index_bytes.len, w.header.index_size, w.stage.tmp_path });
         };
         w.index_hash.update(index_bytes);
         w.header.index_size += index_bytes.len;
@@ -451,23 +376,12 @@ pub const Writer = struct {
     /// Publishes the store. The writer's resources are released whatever the outcome.
     pub fn publish(w: *Writer, d: *Diag) Error!void {
         if (w.state != .open) return d.fail(error.InvalidArgument, "the writer for '{s}' was " ++
-            "already published or aborted", .{w.path});
+            "already published or aborted", .{w.stage.path});
         w.publishInner(d) catch |err| {
             w.abort();
             return err;
         };
         w.release();
-        // [ZR-PUB-002] The rename is durable once the parent directory is flushed. The store is
-        // already published when this fails, so it is reported but nothing is removed.
-        if (w.flags & abi.write_no_sync == 0) {
-            const pfd = sys.open(w.parent, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch {
-                return d.failOs(error.Io, sys.errno(), "store '{s}' was published, but its parent " ++
-                    "directory '{s}' could not be opened to flush it", .{ w.path, w.parent });
-            };
-            defer sys.close(pfd);
-            sys.fsync(pfd) catch return d.failOs(error.Io, sys.errno(), "store '{s}' was " ++
-                "published, but flushing its parent directory '{s}' failed", .{ w.path, w.parent });
-        }
     }
 
     fn publishInner(w: *Writer, d: *Diag) Error!void {
@@ -479,11 +393,11 @@ pub const Writer = struct {
             for (w.shard_fds[0..w.header.data_shards], 0..) |fd, k| {
                 sys.fsync(fd) catch {
                     d.shard = @intCast(k);
-                    return d.failOs(error.Io, sys.errno(), "flushing '{s}/{s}' failed", .{ w.tmp_path, shardName(&buf, k) });
+                    return d.failOs(error.Io, sys.errno(), "flushing '{s}/{s}' failed", .{ w.stage.tmp_path, shardName(&buf, k) });
                 };
             }
             sys.fsync(w.index_fd) catch return d.failOs(error.Io, sys.errno(), "flushing " ++
-                "'{s}/index.zri' failed", .{w.tmp_path});
+                "'{s}/index.zri' failed", .{w.stage.tmp_path});
         }
         var h = w.header;
         var hasher = w.index_hash;
@@ -494,32 +408,15 @@ pub const Writer = struct {
         format.encodeHeader(&h, w.dict, bytes);
 
         const hfd = try w.createFile("header.zrh", d);
-        w.header_created = true;
         defer sys.close(hfd);
         sys.pwriteAll(hfd, bytes, 0) catch return d.failOs(error.Io, sys.errno(), "writing " ++
-            "'{s}/header.zrh' failed", .{w.tmp_path});
+            "'{s}/header.zrh' failed", .{w.stage.tmp_path});
         if (sync) {
             sys.fsync(hfd) catch return d.failOs(error.Io, sys.errno(), "flushing " ++
-                "'{s}/header.zrh' failed", .{w.tmp_path});
-            sys.fsync(w.tmp_fd) catch return d.failOs(error.Io, sys.errno(), "flushing the " ++
-                "temporary directory '{s}' failed", .{w.tmp_path});
+                "'{s}/header.zrh' failed", .{w.stage.tmp_path});
         }
         // [ZR-PUB-003] One atomic rename that never replaces an existing path.
-        sys.renameNoReplace(w.tmp_path, w.path) catch {
-            const e = sys.errno();
-            if (e == sys.EEXIST or e == sys.ENOTEMPTY) return d.failOs(error.Exists, e, "store " ++
-                "path '{s}' appeared while the store was written; zrecord never replaces " ++
-                "anything (ZR-PUB-003)", .{w.path});
-            if (e == sys.ENOENT or e == sys.ENOTDIR) return d.failOs(error.NotFound, e, "cannot " ++
-                "publish '{s}': its parent directory '{s}' is gone", .{ w.path, w.parent });
-            return d.failOs(error.Io, e, "renaming '{s}' to '{s}' failed", .{ w.tmp_path, w.path });
-        };
-        // The directory now lives at the store path; nothing temporary is left to remove.
-        w.shards_created = 0;
-        w.index_created = false;
-        w.header_created = false;
-        alloc.free(w.tmp_path);
-        w.tmp_path = "";
+        try w.stage.publish(sync, d);
     }
 };
 
@@ -636,7 +533,7 @@ fn compressLanes(ctx: *const SliceCtx, begin: u64, end: u64, d: *Diag) Error!voi
                         d.shard = @intCast(k);
                         return d.fail(error.OutOfMemory, "out of memory allocating a {d}-byte " ++
                             "buffer to compress record {d} ({d} bytes) of '{s}'", .{
-                            @max(need, lane_buffer_bytes_min), w.header.record_count + j, rec.len, w.path,
+                            @max(need, lane_buffer_bytes_min), w.header.record_count + j, rec.len, w.stage.path,
                         });
                     };
                 }
@@ -646,9 +543,9 @@ fn compressLanes(ctx: *const SliceCtx, begin: u64, end: u64, d: *Diag) Error!voi
                 d.shard = @intCast(k);
                 return switch (err) {
                     error.OutOfMemory => d.fail(error.OutOfMemory, "out of memory compressing " ++
-                        "record {d} ({d} bytes) of '{s}'", .{ w.header.record_count + j, rec.len, w.path }),
+                        "record {d} ({d} bytes) of '{s}'", .{ w.header.record_count + j, rec.len, w.stage.path }),
                     else => d.fail(error.InvalidArgument, "libzstd failed to compress record {d} " ++
-                        "({d} bytes) of '{s}': {s}", .{ w.header.record_count + j, rec.len, w.path, codec.errorName(compressor.last_code) }),
+                        "({d} bytes) of '{s}': {s}", .{ w.header.record_count + j, rec.len, w.stage.path, codec.errorName(compressor.last_code) }),
                 };
             };
             // A frame of a record within record_size_bytes_max is far below 4 GiB, but the
@@ -710,26 +607,11 @@ fn writeIov(w: *Writer, k: usize, iov: []sys.IoVec, offset: u64, d: *Diag) Error
 fn writeError(w: *Writer, k: usize, len: u64, offset: u64, d: *Diag) Error {
     d.shard = @intCast(k);
     return d.failOs(error.Io, sys.errno(), "writing {d} bytes at offset {d} of " ++
-        "'{s}/data-{d:0>3}.zrd' failed", .{ len, offset, w.tmp_path, k });
+        "'{s}/data-{d:0>3}.zrd' failed", .{ len, offset, w.stage.tmp_path, k });
 }
 
 fn noMemory(d: *Diag, what: []const u8) Error {
     return d.fail(error.OutOfMemory, "out of memory allocating {s}", .{what});
-}
-
-const PathParts = struct { parent: []const u8, name: []const u8 };
-
-/// Splits a path into its parent directory and final component, ignoring trailing slashes.
-fn splitPath(path: []const u8) ?PathParts {
-    var end = path.len;
-    while (end > 0 and path[end - 1] == '/') end -= 1;
-    if (end == 0) return null;
-    const trimmed = path[0..end];
-    const slash = std.mem.lastIndexOfScalar(u8, trimmed, '/');
-    const name = if (slash) |s| trimmed[s + 1 ..] else trimmed;
-    if (std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) return null;
-    const parent: []const u8 = if (slash) |s| (if (s == 0) "/" else trimmed[0..s]) else ".";
-    return .{ .parent = parent, .name = name };
 }
 
 /// Validates a schema at the ABI and returns the header it starts.
@@ -785,18 +667,4 @@ fn validateSchema(
             "{s}; only zstd_dict takes one", .{ dict_size, codec_id.name() });
     }
     return h;
-}
-
-test "splitPath" {
-    const t = std.testing;
-    const a = splitPath("a/b/c").?;
-    try t.expectEqualStrings("a/b", a.parent);
-    try t.expectEqualStrings("c", a.name);
-    const b = splitPath("c//").?;
-    try t.expectEqualStrings(".", b.parent);
-    try t.expectEqualStrings("c", b.name);
-    const c = splitPath("/c").?;
-    try t.expectEqualStrings("/", c.parent);
-    try t.expect(splitPath("/") == null);
-    try t.expect(splitPath("a/..") == null);
 }

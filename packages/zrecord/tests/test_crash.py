@@ -56,10 +56,11 @@ def test_sigkill_mid_append_leaves_nothing_and_path_is_reusable(store_path, kind
     assert not os.path.exists(store_path)
     with pytest.raises(FileNotFoundError):
         Dense.open(store_path)
-    # The killed writer's temporary directory is all that is left beside it...
+    # The killed writer's temporary directory and its (now free) lock are all that is left...
     parent = os.path.dirname(store_path)
-    leftovers = [e for e in os.listdir(parent) if ".zr-tmp-" in e]
-    assert len(leftovers) == 1 and leftovers[0].startswith(".store.zr-tmp-")
+    leftovers = sorted(e for e in os.listdir(parent) if ".zr-tmp-" in e)
+    assert len(leftovers) == 2 and leftovers[0].startswith(".store.zr-tmp-")
+    assert leftovers[1] == leftovers[0] + ".lock"
     # ...and create at the path works (and removes the dead writer's leftovers).
     with Ragged.create(store_path, np.int16, 1, codec="raw") as w:
         w.append([np.arange(3, dtype=np.int16)])

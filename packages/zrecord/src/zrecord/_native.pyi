@@ -13,6 +13,8 @@ class RaggedChunk:
     nbytes: int
     ndim: int
     arrays: list[np.ndarray]
+    copied: int
+    trusted: bool
     def __init__(self, ndim: int) -> None: ...
     def clear(self) -> None: ...
 

@@ -15,9 +15,9 @@ Invariants:
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
-from cpython.ref cimport PyObject
+from cpython.ref cimport PyObject, Py_REFCNT
 
 cdef extern from "Python.h":
     # Part of the Limited API; declared with a raw pointer so that NULL (exhausted, or an
@@ -31,6 +31,12 @@ from zrecord._capi cimport *
 from numpy import ndarray as _ndarray
 
 from zrecord import errors as _errors
+
+import sys as _sys
+
+# `_unshared` reads reference counts; the CPythons zrecord is tested on count every reference
+# a frame or container holds. On others, records that are not immutable are always copied.
+cdef bint _REFCOUNTS_TRUSTED = (3, 10) <= _sys.version_info[:2] <= (3, 13)
 
 
 cdef extern from *:
@@ -157,17 +163,40 @@ def writer_append_dense(uintptr_t handle, object data, uint64_t count):
         _fail(rc, &st)
 
 
+# Records below this many bytes are always copied into their chunk's staging buffer: the copy
+# costs less than finding out whether the record could be held by reference.
+DEF STAGE_ALWAYS_BYTES = 16384
+
+
 cdef class RaggedChunk:
-    """Records collected for one Ragged append call: their arrays (kept alive here), data
-    pointers and shapes, filled by `ragged_collect` without a Python-level step per record."""
+    """Records collected for one Ragged append call, filled by `ragged_collect` without a
+    Python-level step per record: their data pointers and shapes, and for each record either
+    the array itself (kept alive here) or a copy of its bytes in `stage`.
+
+    A record is held by reference only when nothing can change its bytes before the chunk is
+    written: records of a list or tuple (iterating one runs no code), and records whose memory
+    is immutable (bytes, a read-only memory map) or reachable through nothing but the record
+    itself (see `_unshared`). Anything else, such as a generator yielding one buffer refilled
+    each time, is copied when it is taken ([R1] item 2). A staged record's pointer holds its
+    offset in `stage` until `_resolve` turns it into an address, just before the write, since
+    `stage` may move while it grows.
+    """
 
     cdef uint64_t *ptrs
     cdef uint64_t *shapes
+    cdef uint8_t *staged
+    cdef uint8_t *stage
+    cdef size_t stage_len
+    cdef size_t stage_cap
     cdef Py_ssize_t cap
     cdef readonly Py_ssize_t count
     cdef readonly uint64_t nbytes
     cdef readonly int ndim
     cdef readonly list arrays
+    # Records copied into `stage` since the chunk was made, for tests and diagnostics.
+    cdef readonly uint64_t copied
+    # Set by ragged_collect for list and tuple sources, whose records are never copied.
+    cdef public bint trusted
 
     def __init__(self, int ndim):
         self.ndim = ndim
@@ -176,10 +205,13 @@ cdef class RaggedChunk:
     def __dealloc__(self):
         free(self.ptrs)
         free(self.shapes)
+        free(self.staged)
+        free(self.stage)
 
     def clear(self):
         self.count = 0
         self.nbytes = 0
+        self.stage_len = 0
         self.arrays = []
 
     cdef int _grow(self) except -1:
@@ -192,16 +224,92 @@ cdef class RaggedChunk:
         if p == NULL:
             raise MemoryError("zrecord: no memory for a Ragged append chunk")
         self.shapes = p
+        cdef uint8_t *f = <uint8_t *> realloc(self.staged, cap)
+        if f == NULL:
+            raise MemoryError("zrecord: no memory for a Ragged append chunk")
+        self.staged = f
         self.cap = cap
         return 0
 
+    cdef int _stage(self, const void *data, size_t n) except -1:
+        """Copy `n` bytes into the staging buffer; the record's pointer becomes its offset."""
+        cdef size_t cap
+        cdef uint8_t *p
+        if self.stage_len + n > self.stage_cap:
+            cap = max(<size_t> (1 << 20), 2 * self.stage_cap, self.stage_len + n)
+            p = <uint8_t *> realloc(self.stage, cap)
+            if p == NULL:
+                raise MemoryError(f"zrecord: no memory to copy a {n}-byte Ragged record")
+            self.stage = p
+            self.stage_cap = cap
+        if n:
+            memcpy(self.stage + self.stage_len, data, n)
+        self.ptrs[self.count] = self.stage_len
+        self.staged[self.count] = 1
+        self.stage_len += n
+        self.copied += 1
+        return 0
 
-cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize) except -1:
-    """Add `arr` to `chunk` if it is exactly what the store takes; 0 if not (nothing added)."""
+    cdef void _resolve(self) noexcept nogil:
+        """Turn the offsets of staged records into addresses (once, before the write)."""
+        cdef Py_ssize_t i
+        for i in range(self.count):
+            if self.staged[i]:
+                self.ptrs[i] += <uint64_t> <uintptr_t> self.stage
+                self.staged[i] = 0
+
+
+cdef enum MapKind:
+    NOT_MAPPED = 0
+    MAPPED_READONLY = 1  # a NumPy memory map opened with mode "r": nothing here writes it
+    MAPPED_WRITABLE = 2
+
+
+cdef MapKind _map_kind(object arr) except *:
+    """Whether `arr` is (a view of) a NumPy memory map, and of which kind. Plain ndarrays are
+    answered without an attribute lookup, which costs as much as copying a small record."""
+    if type(arr) is _ndarray or getattr(arr, "_mmap", None) is None:
+        return NOT_MAPPED
+    return MAPPED_READONLY if getattr(arr, "mode", None) == "r" else MAPPED_WRITABLE
+
+
+cdef bint _readonly_map(object obj) except -1:
+    return _map_kind(obj) == MAPPED_READONLY
+
+
+cdef bint _unshared(object rec, bint alone) except -1:
+    """True if nothing but the append can change the bytes of `rec` before they are written.
+
+    `alone`: the caller's reference to `rec` is its only one. The memory is safe if it is
+    immutable (a bytes object, a read-only memory map) anywhere along the chain of `.base`
+    objects, or if `rec` is alone and every object of that chain is referenced by nothing but
+    its successor: then no other code, a generator's frame included, can reach the memory.
+    """
+    cdef object obj = rec
+    cdef object nxt = None
+    alone = alone and _REFCOUNTS_TRUSTED
+    while True:
+        if type(obj) is bytes or (isinstance(obj, _ndarray) and _readonly_map(obj)):
+            return True
+        if not isinstance(obj, _ndarray):
+            return False  # another exporter (bytearray, mmap, memoryview, ...) may be written
+        nxt = obj.base
+        if nxt is None:
+            return alone
+        # `nxt` is referenced by its successor along the chain and by the local `nxt` here.
+        if Py_REFCNT(nxt) != 2:
+            alone = False
+        obj = nxt
+
+
+cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize, bint alone) except -1:
+    """Add `arr` to `chunk` if it is exactly what the store takes; 0 if not (nothing added).
+    `alone`: the caller's reference to `arr` is its only one (see `_unshared`)."""
     cdef object capsule
     cdef zr_array_interface *ai
     cdef uint64_t n
     cdef int i
+    cdef MapKind mapped
     cdef int need = ARRAY_C_CONTIGUOUS | ARRAY_ALIGNED | ARRAY_NOTSWAPPED
     if not isinstance(arr, _ndarray):
         return 0
@@ -216,8 +324,16 @@ cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize) except -1
     for i in range(ai.nd):
         n *= <uint64_t> ai.shape[i]
         chunk.shapes[chunk.count * chunk.ndim + i] = <uint64_t> ai.shape[i]
-    chunk.ptrs[chunk.count] = <uint64_t> <uintptr_t> ai.data
-    chunk.arrays.append(arr)
+    mapped = _map_kind(arr)
+    if chunk.trusted or mapped == MAPPED_READONLY or (n >= STAGE_ALWAYS_BYTES and
+                                                      _unshared(arr, alone)):
+        chunk.ptrs[chunk.count] = <uint64_t> <uintptr_t> ai.data
+        chunk.staged[chunk.count] = 0
+        chunk.arrays.append(arr)
+    else:
+        chunk._stage(ai.data, n)
+        if mapped != NOT_MAPPED:
+            chunk.arrays.append(arr)  # so that the writer releases the consumed pages
     chunk.count += 1
     chunk.nbytes += n
     return 1
@@ -249,9 +365,9 @@ def ragged_collect(object it, RaggedChunk chunk, str dtype_kind, int itemsize,
             return True
         rec = <object> p  # a new reference of its own
         Py_DecRef(p)
-        if not _take(chunk, rec, kind, itemsize):
+        if not _take(chunk, rec, kind, itemsize, Py_REFCNT(rec) == 1):
             rec = fix(rec, first + <uint64_t> chunk.count)
-            if not _take(chunk, rec, kind, itemsize):
+            if not _take(chunk, rec, kind, itemsize, Py_REFCNT(rec) == 1):
                 raise TypeError(f"zrecord: record {first + <uint64_t> chunk.count} is still not a "
                                 f"C-contiguous, aligned, native-order array after conversion")
     return False
@@ -262,6 +378,7 @@ def writer_append_chunk(uintptr_t handle, RaggedChunk chunk):
     cdef zr_status st
     cdef int rc
     with nogil:
+        chunk._resolve()
         rc = zr_writer_append_ragged(_w(handle), chunk.ptrs, chunk.shapes, chunk.count, &st)
     if rc != 0:
         _fail(rc, &st)

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import mmap
 import operator
-import os
-import shutil
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from zrecord import _native
+from zrecord._paths import fspath, native_path
 from zrecord._dtypes import (
     CODEC_NAMES,
     KIND_DENSE,
@@ -82,39 +81,6 @@ _POOL_BYTES_MAX = 512 << 20
 
 def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # type: ignore[no-any-return]
-
-
-def _fspath(path: Any) -> str:
-    try:
-        return os.fspath(path)  # type: ignore[no-any-return]
-    except TypeError as exc:
-        raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}") from exc
-
-
-def _remove_stale_temporaries(path: str) -> None:
-    """Remove temporary siblings of `path` left by writers that were killed.
-
-    A writer's temporary directory is named ``.<name>.zr-tmp-<pid>-<random>``; one whose pid no
-    longer exists can never be published and is removed. A live pid is left alone.
-    """
-    parent, name = os.path.split(os.path.abspath(path))
-    prefix = f".{name}.zr-tmp-"
-    try:
-        entries = os.listdir(parent)
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.startswith(prefix):
-            continue
-        pid_text = entry[len(prefix):].split("-", 1)[0]
-        if not pid_text.isdigit():
-            continue
-        try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
-            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
-        except OSError:
-            pass
 
 
 def _release_mapped_pages(*chunks: np.ndarray) -> None:
@@ -181,7 +147,7 @@ class _Writer:
 
     def __init__(self, path: Any, dtype: Any, shape_or_ndim: tuple[int, ...] | int, codec: Any,
                  data_shards: Any, dict_bytes: Any, sync: bool) -> None:
-        self.path = _fspath(path)
+        self.path = fspath(path)
         self.dtype, dcode = dtype_code(dtype)
         ccode, dict_data = codec_code(codec, dict_bytes)
         shards = data_shards_value(data_shards)
@@ -192,17 +158,10 @@ class _Writer:
         else:
             ndim, item_shape = shape_or_ndim, ()
         self.ndim = ndim
-        parent = os.path.dirname(os.path.abspath(self.path))
-        if os.path.lexists(self.path):
-            # Checked here too so that no parent directory is created for a doomed call.
-            from zrecord.errors import StoreExistsError
-
-            raise StoreExistsError(f"{self.path!r} already exists; a store path must be new "
-                                   "(published stores are immutable)")
-        os.makedirs(parent, exist_ok=True)
-        _remove_stale_temporaries(self.path)
         self._lock = threading.Lock()
-        self._handle = _native.writer_open(os.fsencode(self.path), self._kind, dcode, ndim, ccode,
+        # The native core creates missing parent directories, refuses a path inside a
+        # published store and removes stale temporaries of this name (zrecord.h).
+        self._handle = _native.writer_open(native_path(self.path), self._kind, dcode, ndim, ccode,
                                            shards, item_shape, dict_data, 0 if sync else 1)
         self._state = {"done": False}
         self._poisoned: str | None = None
@@ -308,7 +267,9 @@ class DenseWriter(_Writer):
             step = max(1, _CHUNK_BYTES // max(1, self._record_size))
             for start in range(0, n, step):
                 chunk = arr[start:start + step]
-                contiguous = chunk if chunk.flags.c_contiguous else np.ascontiguousarray(chunk)
+                # Strided, Fortran-ordered and unaligned inputs alike are copied per chunk.
+                direct = chunk.flags.c_contiguous and chunk.flags.aligned
+                contiguous = chunk if direct else np.require(chunk, requirements=["C", "A"])
                 try:
                     _native.writer_append_dense(self._handle, contiguous, contiguous.shape[0])
                 finally:
@@ -346,6 +307,9 @@ class RaggedWriter(_Writer):
             it = iter(records)
             flusher = _Flusher(self._flush)
             chunk, spare = _native.RaggedChunk(self.ndim), _native.RaggedChunk(self.ndim)
+            # Iterating a list or tuple runs no code that could change a record already taken,
+            # so their records are never copied (RaggedChunk says when others are).
+            chunk.trusted = spare.trusted = isinstance(records, (list, tuple))
             kind, itemsize = self.dtype.kind, self.dtype.itemsize
             taken = 0
             try:
@@ -548,8 +512,8 @@ class _Store:
     _kind_name: str
 
     def __init__(self, path: Any) -> None:
-        self.path = _fspath(path)
-        handle = _native.reader_open(os.fsencode(self.path))
+        self.path = fspath(path)
+        handle = _native.reader_open(native_path(self.path))
         self._finalizer = weakref.finalize(self, _close_handle, handle)
         info = _native.reader_info(handle)
         if info["kind"] != self._kind:
@@ -651,7 +615,7 @@ class _Store:
         """Normalise `key`: an int for a scalar read, else a C-contiguous uint64 index array.
 
         Negative positions in arrays become huge unsigned values that the native bounds check
-        rejects; `_index_error` then rebuilds the message with the signed value.
+        rejects; `_index_error` then rebuilds the message with the value as given.
         """
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
             i = operator.index(key)
@@ -669,7 +633,14 @@ class _Store:
                 raise TypeError(
                     f"a store is a sequence of records: a tuple or list selects records by "
                     f"integer position, so every element must be an int; got {key!r}")
-            arr = np.array(key, dtype=np.int64) if key else np.empty(0, dtype=np.uint64)
+            try:
+                arr = np.array(key, dtype=np.int64) if key else np.empty(0, dtype=np.uint64)
+            except OverflowError:
+                pos, bad = next((p, int(k)) for p, k in enumerate(key)
+                                if not -2**63 <= int(k) < 2**63)
+                raise StoreIndexError(
+                    f"index {bad} at position {pos} is out of range for {self.path!r} with "
+                    f"{self._len} records (indices must be in 0..{self._len - 1})") from None
         else:
             raise TypeError(f"store indices must be an int, a slice, or a tuple, list or "
                             f"integer array of positions; got {type(key).__name__}")
@@ -684,11 +655,13 @@ class _Store:
         arr = arr.view(np.uint64) if arr.dtype.itemsize == 8 else arr.astype(np.uint64)
         return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
 
-    def _index_error(self, idx: np.ndarray) -> StoreIndexError:
-        signed = idx.view(np.int64)
-        bad = int(np.flatnonzero((signed < 0) | (signed >= self._len))[0])
+    def _index_error(self, idx: np.ndarray, key: Any) -> StoreIndexError:
+        """The error for the first out-of-range position of `idx` (normalised from `key`),
+        naming the value as the caller gave it, signed or unsigned."""
+        bad = int(np.flatnonzero(idx >= self._len)[0])
+        given = idx[bad] if isinstance(key, slice) else np.asarray(key)[bad]
         return StoreIndexError(
-            f"index {int(signed[bad])} at position {bad} is out of range for {self.path!r} "
+            f"index {int(given)} at position {bad} is out of range for {self.path!r} "
             f"with {self._len} records (indices must be in 0..{self._len - 1})")
 
     def __iter__(self) -> Iterator[Any]:
@@ -706,7 +679,7 @@ class _Store:
         try:
             return self._gather(idx)
         except StoreIndexError:
-            raise self._index_error(idx) from None
+            raise self._index_error(idx, key) from None
 
     def _iter_block_records(self) -> int:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
@@ -817,7 +790,7 @@ class Ragged(_Store):
             try:
                 _native.reader_shapes(self._handle, idx, idx.shape[0], self.ndim, shapes, sizes)
             except StoreIndexError:
-                raise self._index_error(idx) from None
+                raise self._index_error(idx, key) from None
         return shapes.astype(np.int64)
 
     def _gather(self, idx: np.ndarray) -> list[np.ndarray]:
@@ -852,7 +825,7 @@ class Ragged(_Store):
 
 def open_store(path: Any) -> Dense | Ragged:
     """Open the published store at `path`, whichever kind it is."""
-    handle = _native.reader_open(os.fsencode(_fspath(path)))
+    handle = _native.reader_open(native_path(path))
     try:
         kind = _native.reader_info(handle)["kind"]
     finally:

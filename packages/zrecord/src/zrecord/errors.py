@@ -84,6 +84,10 @@ class DecodeError(CorruptStoreError):
     """A compressed record does not decode to its recorded size."""
 
 
+class ImmutableStoreError(ZrecordError, PermissionError):
+    """A store path lies inside a published store; published stores are immutable."""
+
+
 class KindMismatchError(ZrecordError, TypeError):
     """A Dense store was opened as Ragged, or the reverse."""
 
@@ -103,6 +107,7 @@ _BY_CODE: dict[int, type[ZrecordError]] = {
     -15: UnsupportedError,
     -16: LimitError,
     -17: DecodeError,
+    -18: ImmutableStoreError,
 }
 
 
