@@ -45,6 +45,7 @@ const c = struct {
     extern "c" fn __errno_location() *c_int;
     extern "c" fn __mempcpy(noalias dst: [*]u8, noalias src: [*]const u8, n: usize) [*]u8;
     extern "c" fn flock(fd: c_int, operation: c_int) c_int;
+    extern "c" fn sync_file_range(fd: c_int, offset: i64, nbytes: i64, flags: c_uint) c_int;
     extern "c" fn realpath(path: [*:0]const u8, resolved: [*]u8) ?[*:0]u8;
     extern "c" fn dup(fd: c_int) c_int;
     extern "c" fn fdopendir(fd: c_int) ?*anyopaque;
@@ -258,6 +259,16 @@ pub fn munmap(mem: []align(std.heap.page_size_min) const u8) void {
 /// Advice is only a hint; failure is ignored.
 pub fn madvise(mem: []align(std.heap.page_size_min) const u8, advice: c_int) void {
     _ = c.madvise(@ptrCast(@constCast(mem.ptr)), mem.len, advice);
+}
+
+/// Asks the kernel to start writing back [offset, offset + len) of `fd` without waiting
+/// (sync_file_range with SYNC_FILE_RANGE_WRITE). A hint: failure is ignored, errno is kept,
+/// and durability still comes from fsync.
+pub fn startWriteback(fd: Fd, offset: u64, len: u64) void {
+    if (len == 0) return;
+    const saved = errno();
+    _ = c.sync_file_range(fd, @intCast(offset), @intCast(len), 2);
+    setErrno(saved);
 }
 
 /// Advice is only a hint; failure is ignored (posix_fadvise returns its error, errno is kept).

@@ -55,6 +55,10 @@ pub const lane_buffer_bytes_min: usize = 2 << 20;
 pub const lane_buffer_keep_bytes_max: usize = 16 << 20;
 /// pwritev batch for Ragged runs (the Linux IOV_MAX).
 const iov_batch_max: usize = 1024;
+/// Threads that flush a durable store's files at publish.
+const fsync_workers_max: usize = 16;
+/// `startWriteback`'s name for the index file.
+const index_lane: usize = format.data_shards_max;
 
 const State = enum { open, released };
 
@@ -72,6 +76,17 @@ const Lane = struct {
     fn freeBuf(lane: *Lane) void {
         if (lane.buf.len > 0) alloc.free(lane.buf);
         lane.buf = &.{};
+    }
+
+    /// Creates the lane's compression context on its first use.
+    fn ensureCompressor(lane: *Lane, w: *const Writer, d: *Diag) Error!void {
+        if (lane.compressor != null) return;
+        const shared: ?*const codec.SharedDict = if (w.cdict) |*cd| cd else null;
+        lane.compressor = codec.Compressor.init(codec.default_level, shared) catch |err| switch (err) {
+            error.OutOfMemory => return noMemory(d, "a zstd compression context"),
+            // The level is a valid constant and the dictionary was compiled at open.
+            else => unreachable,
+        };
     }
 };
 
@@ -254,8 +269,7 @@ pub const Writer = struct {
         while (done < n) {
             const m = @min(per_slice, n - done);
             const base: [*]const u8 = if (size == 0) @ptrFromInt(1) else data.? + @as(usize, @intCast(done * w.record_size));
-            var ctx: SliceCtx = .{ .w = w, .n = m, .dense_base = base, .total_bytes = m * w.record_size };
-            w.writeSlice(&ctx, d) catch |err| {
+            w.writeSlice(m, m * w.record_size, .{ .dense = base }, d) catch |err| {
                 w.poison(err, d);
                 return err;
             };
@@ -303,14 +317,11 @@ pub const Writer = struct {
                 bytes += size;
                 end += 1;
             }
-            var ctx: SliceCtx = .{
-                .w = w,
-                .n = end - start,
+            const records: Records = .{ .ragged = .{
                 .ptrs = ptrs.? + @as(usize, @intCast(start)),
                 .shapes = shapes.? + @as(usize, @intCast(start * ndim)),
-                .total_bytes = bytes,
-            };
-            w.writeSlice(&ctx, d) catch |err| {
+            } };
+            w.writeSlice(end - start, bytes, records, d) catch |err| {
                 w.poison(err, d);
                 return err;
             };
@@ -325,10 +336,18 @@ pub const Writer = struct {
 
     /// Writes one slice: data runs to the shards (on worker threads if large), then the index
     /// entries in record order.
-    fn writeSlice(w: *Writer, ctx: *SliceCtx, d: *Diag) Error!void {
-        try w.ensureScratch(ctx.n, d);
+    fn writeSlice(w: *Writer, n: u64, total_bytes: u64, records: Records, d: *Diag) Error!void {
+        try w.ensureScratch(n, d);
         const shards: usize = w.header.data_shards;
-        ctx.start_offsets = w.header.shard_sizes;
+        var run_bytes: [format.data_shards_max]u64 = @splat(0);
+        const ctx: SliceCtx = .{
+            .w = w,
+            .n = n,
+            .total_bytes = total_bytes,
+            .records = records,
+            .start_offsets = w.header.shard_sizes,
+            .run_bytes = &run_bytes,
+        };
         const compressed = w.header.codec != .raw;
         const parallel_min = if (compressed) parallel_compress_bytes_min else parallel_write_bytes_min;
         // A slice's runs compress at different speeds (records differ in size and
@@ -339,30 +358,36 @@ pub const Writer = struct {
             @min(shards, per_cpu * sys.cpuCount())
         else
             1;
-        if (compressed) {
-            defer w.trimLanes();
-            try parallel.run(SliceCtx, ctx, compressLanes, shards, workers, .contiguous, d);
-        } else {
-            try parallel.run(SliceCtx, ctx, writeLanes, shards, workers, .contiguous, d);
-        }
+        defer if (compressed) w.trimLanes();
+        try parallel.run(SliceCtx, &ctx, writeLanes, shards, workers, .contiguous, d);
 
         var stored: u64 = 0;
         for (0..shards) |k| {
-            w.header.shard_sizes[k] += ctx.run_bytes[k];
-            stored += ctx.run_bytes[k];
+            w.header.shard_sizes[k] += run_bytes[k];
+            stored += run_bytes[k];
         }
         // Raw records store exactly their logical bytes.
-        std.debug.assert(compressed or stored == ctx.total_bytes);
-        const index_bytes = w.scratch[0..@intCast(ctx.n * w.entry_size)];
+        std.debug.assert(compressed or stored == total_bytes);
+        const index_bytes = w.scratch[0..@intCast(n * w.entry_size)];
         sys.pwriteAll(w.index_fd, index_bytes, w.header.index_size) catch {
             return d.failOs(error.Io, sys.errno(), "writing {d} bytes at offset {d} of " ++
                 "'{s}/index.zri' failed", .{ index_bytes.len, w.header.index_size, w.stage.tmp_path });
         };
+        w.startWriteback(index_lane, w.header.index_size, index_bytes.len);
         w.index_hash.update(index_bytes);
         w.header.index_size += index_bytes.len;
-        w.header.record_count += ctx.n;
-        w.header.logical_bytes += ctx.total_bytes;
+        w.header.record_count += n;
+        w.header.logical_bytes += total_bytes;
         w.header.stored_bytes += stored;
+    }
+
+    /// Starts writing back bytes [offset, offset + len) of shard k (or the index, k ==
+    /// `index_lane`) that were just written, when the store is to be durable: the disk works
+    /// while the next bytes are produced, so `publish` finds little left to flush and dirty
+    /// pages do not pile up in the page cache (decision record 0001, durable writes).
+    fn startWriteback(w: *const Writer, k: usize, offset: u64, len: u64) void {
+        if (w.flags & abi.write_no_sync != 0) return;
+        sys.startWriteback(if (k == index_lane) w.index_fd else w.shard_fds[k], offset, len);
     }
 
     /// Frees lane buffers that a huge record grew, so that one such record does not pin its
@@ -387,17 +412,12 @@ pub const Writer = struct {
     fn publishInner(w: *Writer, d: *Diag) Error!void {
         try w.checkUsable(d);
         const sync = w.flags & abi.write_no_sync == 0;
-        var buf: [16]u8 = undefined;
-        // [ZR-PUB-002] header.zrh is written only after every shard and the index are complete.
+        // [ZR-PUB-002] header.zrh is written only after every shard and the index are complete
+        // and, for a durable store, flushed. The files are flushed in parallel: each fsync
+        // mostly waits for the device, which takes several requests at once.
         if (sync) {
-            for (w.shard_fds[0..w.header.data_shards], 0..) |fd, k| {
-                sys.fsync(fd) catch {
-                    d.shard = @intCast(k);
-                    return d.failOs(error.Io, sys.errno(), "flushing '{s}/{s}' failed", .{ w.stage.tmp_path, shardName(&buf, k) });
-                };
-            }
-            sys.fsync(w.index_fd) catch return d.failOs(error.Io, sys.errno(), "flushing " ++
-                "'{s}/index.zri' failed", .{w.stage.tmp_path});
+            const files: u64 = @as(u64, w.header.data_shards) + 1;
+            try parallel.run(Writer, w, fsyncFiles, files, @intCast(@min(files, fsync_workers_max)), .contiguous, d);
         }
         var h = w.header;
         var hasher = w.index_hash;
@@ -420,189 +440,229 @@ pub const Writer = struct {
     }
 };
 
-/// One slice of one append, shared read-only by the lane workers except for the per-lane
-/// outputs (`run_bytes[k]` and the entries of lane k's records in the scratch), which no two
-/// lanes share.
+/// Flushes files [begin, end) of the writer: shards 0..data_shards-1, then the index.
+fn fsyncFiles(w: *const Writer, begin: u64, end: u64, d: *Diag) Error!void {
+    var buf: [16]u8 = undefined;
+    var k = begin;
+    while (k < end) : (k += 1) {
+        const is_index = k == w.header.data_shards;
+        const fd = if (is_index) w.index_fd else w.shard_fds[@intCast(k)];
+        sys.fsync(fd) catch {
+            if (!is_index) d.shard = @intCast(k);
+            const name: []const u8 = if (is_index) "index.zri" else Writer.shardName(&buf, @intCast(k));
+            return d.failOs(error.Io, sys.errno(), "flushing '{s}/{s}' failed", .{ w.stage.tmp_path, name });
+        };
+    }
+}
+
+/// The records of one slice: a contiguous Dense block, or Ragged pointers and shapes.
+const Records = union(enum) {
+    dense: [*]const u8,
+    ragged: struct { ptrs: [*]const u64, shapes: [*]const u64 },
+};
+
+/// One slice of one append, shared read-only by the lane workers. Each lane writes only its
+/// own outputs: `run_bytes[k]` and the index entries of run k's records in the scratch.
 const SliceCtx = struct {
     w: *Writer,
     n: u64,
     total_bytes: u64,
-    dense_base: [*]const u8 = undefined,
-    ptrs: [*]const u64 = undefined,
-    shapes: [*]const u64 = undefined,
-    start_offsets: [format.data_shards_max]u64 = undefined,
-    run_bytes: [format.data_shards_max]u64 = @splat(0),
+    records: Records,
+    /// The shard sizes before this slice: run k starts at `start_offsets[k]` of shard k.
+    start_offsets: [format.data_shards_max]u64,
+    run_bytes: *[format.data_shards_max]u64,
 
     fn runBounds(ctx: *const SliceCtx, k: u64) [2]u64 {
         const s: u64 = ctx.w.header.data_shards;
         return .{ ctx.n * k / s, ctx.n * (k + 1) / s };
     }
-};
 
-/// Lane worker: for each shard k in [begin, end), hashes run k, encodes its index entries and
-/// writes its bytes at the shard's end.
-fn writeLanes(ctx: *const SliceCtx, begin: u64, end: u64, d: *Diag) Error!void {
-    const w = ctx.w;
-    const es: usize = w.entry_size;
-    const ndim: usize = w.header.ndim;
-    var k = begin;
-    while (k < end) : (k += 1) {
-        const bounds = ctx.runBounds(k);
-        const kk: usize = @intCast(k);
-        var offset = ctx.start_offsets[kk];
-        var iov: [iov_batch_max]sys.IoVec = undefined;
-        var iov_len: usize = 0;
-        var batch_offset = offset;
-        var j = bounds[0];
-        while (j < bounds[1]) : (j += 1) {
-            const rec = recordBytes(ctx, j);
-            const shape: []const u64 = if (w.header.kind == .ragged) ctx.shapes[@intCast(j * ndim)..][0..ndim] else &.{};
-            // [ZR-SUM-001] The checksum covers the stored bytes; for raw they are the payload.
-            format.encodeEntry(w.scratch[@intCast(j * es)..][0..es], .{
-                .offset = offset,
-                .stored_size = @intCast(rec.len),
-                .shard = @intCast(k),
-                .checksum = format.xxh64(rec),
-            }, shape);
-            if (w.header.kind == .ragged and rec.len > 0) {
-                iov[iov_len] = .{ .base = rec.ptr, .len = rec.len };
-                iov_len += 1;
-                if (iov_len == iov.len) {
-                    try writeIov(w, kk, iov[0..iov_len], batch_offset, d);
-                    iov_len = 0;
-                    batch_offset = offset + rec.len;
-                }
-            }
-            offset += rec.len;
+    /// The logical bytes of record j of the slice.
+    fn recordBytes(ctx: *const SliceCtx, j: u64) []const u8 {
+        const w = ctx.w;
+        switch (ctx.records) {
+            .dense => |base| {
+                if (w.record_size == 0) return &.{};
+                return base[@intCast(j * w.record_size)..][0..@intCast(w.record_size)];
+            },
+            .ragged => |r| {
+                const size = w.raggedSize(r.shapes, j);
+                if (size == 0) return &.{};
+                const p: [*]const u8 = @ptrFromInt(@as(usize, @intCast(r.ptrs[@intCast(j)])));
+                return p[0..@intCast(size)];
+            },
         }
-        const run_len = offset - ctx.start_offsets[kk];
-        if (w.header.kind == .dense) {
-            if (run_len > 0) {
-                const start: usize = @intCast(bounds[0] * w.record_size);
-                const bytes = ctx.dense_base[start..][0..@intCast(run_len)];
-                sys.pwriteAll(w.shard_fds[kk], bytes, ctx.start_offsets[kk]) catch {
-                    return writeError(w, kk, run_len, ctx.start_offsets[kk], d);
-                };
-            }
-        } else if (iov_len > 0) {
-            try writeIov(w, kk, iov[0..iov_len], batch_offset, d);
-        }
-        // Each lane writes only its own slot of run_bytes.
-        const out: *u64 = @constCast(&ctx.run_bytes[kk]);
-        out.* = run_len;
     }
-}
 
-/// Lane worker for the compressed codecs: for each shard k in [begin, end), compresses run k
-/// record by record into the lane buffer, encodes the index entries of the frames and writes
-/// the frames at the shard's end in batches.
-fn compressLanes(ctx: *const SliceCtx, begin: u64, end: u64, d: *Diag) Error!void {
-    const w = ctx.w;
-    const es: usize = w.entry_size;
-    const ndim: usize = w.header.ndim;
-    const lane = &w.lanes[@intCast(begin)];
-    if (lane.compressor == null) {
-        const shared: ?*const codec.SharedDict = if (w.cdict) |*cd| cd else null;
-        lane.compressor = codec.Compressor.init(codec.default_level, shared) catch |err| switch (err) {
-            error.OutOfMemory => return noMemory(d, "a zstd compression context"),
-            // The level is a valid constant and the dictionary was compiled at open.
-            else => unreachable,
+    fn shape(ctx: *const SliceCtx, j: u64) []const u64 {
+        const ndim: usize = ctx.w.header.ndim;
+        return switch (ctx.records) {
+            .dense => &.{},
+            .ragged => |r| r.shapes[@intCast(j * ndim)..][0..ndim],
         };
     }
-    const compressor = &lane.compressor.?;
+};
+
+/// Lane worker: for each shard k in [begin, end), stores run k at the shard's end (raw bytes,
+/// or one zstd frame per record) and encodes the index entries of its records.
+fn writeLanes(ctx: *const SliceCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    const w = ctx.w;
     var k = begin;
     while (k < end) : (k += 1) {
-        const bounds = ctx.runBounds(k);
         const kk: usize = @intCast(k);
-        var offset = ctx.start_offsets[kk];
-        // Frames in lane.buf[0..pending] belong at shard offset `offset - pending`.
-        var pending: usize = 0;
-        var j = bounds[0];
-        while (j < bounds[1]) : (j += 1) {
-            const rec = recordBytes(ctx, j);
-            const need = codec.Compressor.bound(rec.len);
-            if (need > lane.buf.len - pending) {
-                if (pending > 0) {
-                    try flushLane(w, kk, lane.buf[0..pending], offset - pending, d);
-                    pending = 0;
-                }
-                if (need > lane.buf.len) {
-                    lane.freeBuf();
-                    lane.buf = alloc.alloc(u8, @max(need, lane_buffer_bytes_min)) catch {
-                        d.record = @intCast(w.header.record_count + j);
-                        d.shard = @intCast(k);
-                        return d.fail(error.OutOfMemory, "out of memory allocating a {d}-byte " ++
-                            "buffer to compress record {d} ({d} bytes) of '{s}'", .{
-                            @max(need, lane_buffer_bytes_min), w.header.record_count + j, rec.len, w.stage.path,
-                        });
-                    };
-                }
-            }
-            const size = compressor.compress(lane.buf[pending..], rec) catch |err| {
-                d.record = @intCast(w.header.record_count + j);
-                d.shard = @intCast(k);
-                return switch (err) {
-                    error.OutOfMemory => d.fail(error.OutOfMemory, "out of memory compressing " ++
-                        "record {d} ({d} bytes) of '{s}'", .{ w.header.record_count + j, rec.len, w.stage.path }),
-                    else => d.fail(error.InvalidArgument, "libzstd failed to compress record {d} " ++
-                        "({d} bytes) of '{s}': {s}", .{ w.header.record_count + j, rec.len, w.stage.path, codec.errorName(compressor.last_code) }),
+        if (w.header.codec == .raw) {
+            var sink: RawSink = .{ .ctx = ctx, .k = kk, .pos = ctx.start_offsets[kk] };
+            try writeRun(ctx, kk, &sink, d);
+        } else {
+            // A worker covering shards [begin, end) uses lanes[begin] only (see the invariants).
+            var sink: FrameSink = .{ .ctx = ctx, .k = kk, .lane = &w.lanes[@intCast(begin)], .pos = ctx.start_offsets[kk] };
+            try sink.lane.ensureCompressor(w, d);
+            try writeRun(ctx, kk, &sink, d);
+        }
+    }
+}
+
+/// Stores run k through `sink` and encodes its records' index entries: the part of a lane's
+/// work that does not depend on the codec.
+fn writeRun(ctx: *const SliceCtx, k: usize, sink: anytype, d: *Diag) Error!void {
+    const w = ctx.w;
+    const es: usize = w.entry_size;
+    const bounds = ctx.runBounds(k);
+    var offset = ctx.start_offsets[k];
+    var j = bounds[0];
+    while (j < bounds[1]) : (j += 1) {
+        const stored = try sink.put(j, d);
+        // [ZR-SUM-001] The checksum covers the stored bytes: the payload for raw, the frame
+        // otherwise. `stored` stays valid until the next `put`.
+        format.encodeEntry(w.scratch[@intCast(j * es)..][0..es], .{
+            .offset = offset,
+            .stored_size = @intCast(stored.len),
+            .shard = @intCast(k),
+            .checksum = format.xxh64(stored),
+        }, ctx.shape(j));
+        offset += stored.len;
+    }
+    try sink.finish(d);
+    ctx.run_bytes[k] = offset - ctx.start_offsets[k];
+}
+
+/// Raw records go to the shard as they are: a Dense run in one pwrite of its contiguous
+/// block, Ragged records gathered into pwritev batches.
+const RawSink = struct {
+    ctx: *const SliceCtx,
+    k: usize,
+    /// Shard offset where the bytes not yet written (`iov`, or the Dense run) start.
+    pos: u64,
+    iov: [iov_batch_max]sys.IoVec = undefined,
+    iov_len: usize = 0,
+    iov_bytes: u64 = 0,
+
+    fn put(s: *RawSink, j: u64, d: *Diag) Error![]const u8 {
+        const rec = s.ctx.recordBytes(j);
+        if (s.ctx.records == .ragged and rec.len > 0) {
+            s.iov[s.iov_len] = .{ .base = rec.ptr, .len = rec.len };
+            s.iov_len += 1;
+            s.iov_bytes += rec.len;
+            if (s.iov_len == s.iov.len) try s.flushIov(d);
+        }
+        return rec;
+    }
+
+    fn flushIov(s: *RawSink, d: *Diag) Error!void {
+        const w = s.ctx.w;
+        sys.pwritevAll(w.shard_fds[s.k], s.iov[0..s.iov_len], s.pos) catch {
+            return writeError(w, s.k, s.iov_bytes, s.pos, d);
+        };
+        w.startWriteback(s.k, s.pos, s.iov_bytes);
+        s.pos += s.iov_bytes;
+        s.iov_len = 0;
+        s.iov_bytes = 0;
+    }
+
+    fn finish(s: *RawSink, d: *Diag) Error!void {
+        const w = s.ctx.w;
+        switch (s.ctx.records) {
+            .ragged => if (s.iov_len > 0) try s.flushIov(d),
+            .dense => |base| {
+                const bounds = s.ctx.runBounds(s.k);
+                const len = (bounds[1] - bounds[0]) * w.record_size;
+                if (len == 0) return;
+                const bytes = base[@intCast(bounds[0] * w.record_size)..][0..@intCast(len)];
+                sys.pwriteAll(w.shard_fds[s.k], bytes, s.pos) catch {
+                    return writeError(w, s.k, len, s.pos, d);
                 };
-            };
-            // A frame of a record within record_size_bytes_max is far below 4 GiB, but the
-            // index field is 32 bits and the limit is the format's ([ZR-IDX-005]).
-            if (size > format.stored_size_bytes_max) {
-                d.record = @intCast(w.header.record_count + j);
-                return d.fail(error.LimitExceeded, "record {d} compresses to {d} bytes, above " ++
-                    "stored_size_bytes_max {d} (ZR-LIM-001)", .{ w.header.record_count + j, size, format.stored_size_bytes_max });
-            }
-            const frame = lane.buf[pending..][0..size];
-            const shape: []const u64 = if (w.header.kind == .ragged) ctx.shapes[@intCast(j * ndim)..][0..ndim] else &.{};
-            // [ZR-SUM-001] The checksum covers the stored bytes: the frame.
-            format.encodeEntry(w.scratch[@intCast(j * es)..][0..es], .{
-                .offset = offset,
-                .stored_size = @intCast(size),
-                .shard = @intCast(k),
-                .checksum = format.xxh64(frame),
-            }, shape);
-            pending += size;
-            offset += size;
-            if (pending >= lane_flush_bytes) {
-                try flushLane(w, kk, lane.buf[0..pending], offset - pending, d);
-                pending = 0;
+                w.startWriteback(s.k, s.pos, len);
+            },
+        }
+    }
+};
+
+/// Compressed records: each becomes one zstd frame in the lane buffer ([ZR-COD-001]); frames
+/// are written in batches of `lane_flush_bytes`.
+const FrameSink = struct {
+    ctx: *const SliceCtx,
+    k: usize,
+    lane: *Lane,
+    /// Shard offset of lane.buf[0].
+    pos: u64,
+    pending: usize = 0,
+
+    fn put(s: *FrameSink, j: u64, d: *Diag) Error![]const u8 {
+        const w = s.ctx.w;
+        const lane = s.lane;
+        const rec = s.ctx.recordBytes(j);
+        const record = w.header.record_count + j;
+        errdefer {
+            d.record = @intCast(record);
+            d.shard = @intCast(s.k);
+        }
+        if (s.pending >= lane_flush_bytes) try s.flush(d);
+        const need = codec.Compressor.bound(rec.len);
+        if (need > lane.buf.len - s.pending) {
+            try s.flush(d);
+            if (need > lane.buf.len) {
+                lane.freeBuf();
+                lane.buf = alloc.alloc(u8, @max(need, lane_buffer_bytes_min)) catch {
+                    return d.fail(error.OutOfMemory, "out of memory allocating a {d}-byte " ++
+                        "buffer to compress record {d} ({d} bytes) of '{s}'", .{
+                        @max(need, lane_buffer_bytes_min), record, rec.len, w.stage.path,
+                    });
+                };
             }
         }
-        if (pending > 0) try flushLane(w, kk, lane.buf[0..pending], offset - pending, d);
-        // Each lane writes only its own slot of run_bytes.
-        const out: *u64 = @constCast(&ctx.run_bytes[kk]);
-        out.* = offset - ctx.start_offsets[kk];
+        const compressor = &lane.compressor.?;
+        const size = compressor.compress(lane.buf[s.pending..], rec) catch |err| {
+            return switch (err) {
+                error.OutOfMemory => d.fail(error.OutOfMemory, "out of memory compressing " ++
+                    "record {d} ({d} bytes) of '{s}'", .{ record, rec.len, w.stage.path }),
+                else => d.fail(error.InvalidArgument, "libzstd failed to compress record {d} " ++
+                    "({d} bytes) of '{s}': {s}", .{ record, rec.len, w.stage.path, codec.errorName(compressor.last_code) }),
+            };
+        };
+        // A frame of a record within record_size_bytes_max is far below 4 GiB, but the index
+        // field is 32 bits and the limit is the format's ([ZR-IDX-005]).
+        if (size > format.stored_size_bytes_max) return d.fail(error.LimitExceeded, "record {d} " ++
+            "compresses to {d} bytes, above stored_size_bytes_max {d} (ZR-LIM-001)", .{ record, size, format.stored_size_bytes_max });
+        const frame = lane.buf[s.pending..][0..size];
+        s.pending += size;
+        return frame;
     }
-}
 
-fn flushLane(w: *Writer, k: usize, bytes: []const u8, offset: u64, d: *Diag) Error!void {
-    sys.pwriteAll(w.shard_fds[k], bytes, offset) catch return writeError(w, k, bytes.len, offset, d);
-}
-
-fn recordBytes(ctx: *const SliceCtx, j: u64) []const u8 {
-    const w = ctx.w;
-    switch (w.header.kind) {
-        .dense => {
-            if (w.record_size == 0) return &.{};
-            return ctx.dense_base[@intCast(j * w.record_size)..][0..@intCast(w.record_size)];
-        },
-        .ragged => {
-            const size = w.raggedSize(ctx.shapes, j);
-            if (size == 0) return &.{};
-            const p: [*]const u8 = @ptrFromInt(@as(usize, @intCast(ctx.ptrs[@intCast(j)])));
-            return p[0..@intCast(size)];
-        },
+    fn flush(s: *FrameSink, d: *Diag) Error!void {
+        if (s.pending == 0) return;
+        const w = s.ctx.w;
+        sys.pwriteAll(w.shard_fds[s.k], s.lane.buf[0..s.pending], s.pos) catch {
+            return writeError(w, s.k, s.pending, s.pos, d);
+        };
+        w.startWriteback(s.k, s.pos, s.pending);
+        s.pos += s.pending;
+        s.pending = 0;
     }
-}
 
-fn writeIov(w: *Writer, k: usize, iov: []sys.IoVec, offset: u64, d: *Diag) Error!void {
-    var total: u64 = 0;
-    for (iov) |v| total += v.len;
-    sys.pwritevAll(w.shard_fds[k], iov, offset) catch return writeError(w, k, total, offset, d);
-}
+    fn finish(s: *FrameSink, d: *Diag) Error!void {
+        try s.flush(d);
+    }
+};
 
 fn writeError(w: *Writer, k: usize, len: u64, offset: u64, d: *Diag) Error {
     d.shard = @intCast(k);
