@@ -273,18 +273,17 @@ def bench(session: nox.Session) -> None:
     Set LOADERX_BENCH_DATA to the prepared data folder (default ../data) and, to measure the
     published loaderx side by side, LOADERX_PEER_PYTHON to the python of its own venv.
 
-    Stores are written under LOADERX_BENCH_TMP, by default /dev/shm when it is a tmpfs with
-    room: on a slow disk, write figures would measure the disk and its writeback instead of
-    the libraries (decision record 0001, section 7). Set it to a disk folder to measure that.
+    Stores are written under LOADERX_BENCH_TMP, by default the system's temporary folder,
+    which must be on a real disk: write figures are durable writes beside the device's own
+    sequential write ceiling, measured in the same folder in the same run ([P1]); on a tmpfs
+    the tables say that the figures are page-cache figures. fio (apt-get install fio) measures
+    the ceilings; without it, a probe of benchmarks/device.py does.
     """
     _install_all(session)
     out = ROOT / "docs" / "benchmarks"
     out.mkdir(parents=True, exist_ok=True)
     peer = os.environ.get("LOADERX_PEER_PYTHON")
     tmp = os.environ.get("LOADERX_BENCH_TMP")
-    if tmp is None and os.path.isdir("/dev/shm"):
-        free = shutil.disk_usage("/dev/shm").free
-        tmp = "/dev/shm" if free >= 8 << 30 else None
     session.log(f"stores under {tmp or 'the system temporary folder'}")
     session.install(TORCH)
     # The other stores and loaders of bench_matrix.py / bench_loaders.py (benchmarks/README.md).

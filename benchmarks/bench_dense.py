@@ -25,7 +25,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 
 import numpy as np
 from benchcommon import (
@@ -33,6 +32,7 @@ from benchcommon import (
     Dense,
     add_arguments,
     create_kwargs,
+    device_ceilings,
     disk_bytes,
     finish,
     header,
@@ -40,6 +40,7 @@ from benchcommon import (
     summarize,
     table,
     timed_batches,
+    timed_writes,
 )
 
 WORKLOADS = {"vision": "vision_dense.npy", "tokens": "token_blocks.npy"}
@@ -88,16 +89,19 @@ def run_stores(name: str, src: np.ndarray, args: argparse.Namespace, tmp: str) -
     for codec in args.codecs:
         path = os.path.join(tmp, f"{name}-{codec}")
         extra = create_kwargs(codec, src)
-        t = time.perf_counter()
-        with Dense.create(path, src.dtype, src.shape[1:], codec=codec, **extra) as w:
-            w.append(src)
-        write_s = time.perf_counter() - t
+
+        def write(p: str, kw: dict[str, object], extra: dict[str, object] = extra,
+                  codec: str = codec) -> None:
+            with Dense.create(p, src.dtype, src.shape[1:], codec=codec, **extra, **kw) as w:
+                w.append(src)
+
+        writes = timed_writes(path, write, src.nbytes)
         with Dense.open(path) as store:
             verify(store, src, args.batch)
             times = timed_batches(lambda idx, s=store: s[idx], len(src), args.batch,
                                   args.seconds, 1)
         row = summarize(f"{STORE_LABEL}-{codec}", times, args.batch, src[0].nbytes)
-        row["write_mib_s"] = src.nbytes / write_s / 2**20
+        row.update(writes)
         row["disk_mib"] = disk_bytes(path) / 2**20
         rows.append(row)
         shutil.rmtree(path)
@@ -125,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.codecs = [c for c in args.codecs.split(",") if c]
     results = header(args)
+    if not args.stores_only:
+        results["device"] = device_ceilings(args.tmp or tempfile.gettempdir())
     tables = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for name in [w for w in args.workload.split(",") if w]:

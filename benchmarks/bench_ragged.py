@@ -21,7 +21,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -30,6 +29,7 @@ from benchcommon import (
     Ragged,
     add_arguments,
     create_kwargs,
+    device_ceilings,
     disk_bytes,
     finish,
     header,
@@ -37,6 +37,7 @@ from benchcommon import (
     summarize,
     table,
     timed_batches,
+    timed_writes,
 )
 
 
@@ -117,16 +118,19 @@ def run_stores(name: str, src: Source, args: argparse.Namespace, tmp: str) -> li
     for codec in args.codecs:
         path = os.path.join(tmp, f"{name}-{codec}")
         extra = create_kwargs(codec, src.dict_sample())
-        t = time.perf_counter()
-        with Ragged.create(path, src.dtype, src.ndim, codec=codec, **extra) as w:
-            w.append(iter(src))
-        write_s = time.perf_counter() - t
+
+        def write(p: str, kw: dict[str, object], extra: dict[str, object] = extra,
+                  codec: str = codec) -> None:
+            with Ragged.create(p, src.dtype, src.ndim, codec=codec, **extra, **kw) as w:
+                w.append(iter(src))
+
+        writes = timed_writes(path, write, src.nbytes)
         with Ragged.open(path) as store:
             verify(store, src, args.batch)
             times = timed_batches(lambda idx, s=store: s[idx], len(src), args.batch,
                                   args.seconds, 1)
         row = summarize(f"{STORE_LABEL}-{codec}", times, args.batch, mean)
-        row["write_mib_s"] = src.nbytes / write_s / 2**20
+        row.update(writes)
         row["disk_mib"] = disk_bytes(path) / 2**20
         rows.append(row)
         shutil.rmtree(path)
@@ -147,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.codecs = [c for c in args.codecs.split(",") if c]
     results = header(args)
+    if not args.stores_only:
+        results["device"] = device_ceilings(args.tmp or tempfile.gettempdir())
     tables = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for name in [w for w in args.workload.split(",") if w]:

@@ -2,7 +2,12 @@
 
 Methodology (the seed's "Benchmarks" section): every backend gets the same prepared real
 records and is verified for exact dtype, shape, order and values before timing; writes take the
-complete source in one append and exclude sync and dictionary training; gathers use fresh
+complete source in one append and exclude dictionary training. Each write is measured twice:
+into the page cache (ours with `sync=False`; the peer as it is, since it never syncs) and
+durable, the figure that counts ([P1]): ours as append + close (which flushes to stable
+storage), the peer as append + close + `os.sync()`. Durable figures are only meaningful on a
+real disk, so the device's sequential write ceiling is measured in the same folder in the same
+run (benchmarks/device.py), and a store folder on tmpfs is labelled as such; gathers use fresh
 uniform IID batches until at least `seconds` of timed calls accumulate; throughput is logical
 (decoded payload) bytes per second; disk is allocated blocks. Every backend is measured once
 per round, `--rounds` times in turn, and the tables show per-backend medians.
@@ -34,7 +39,8 @@ try:  # our packages
     from zrecord import Dense, Ragged, train_dict
 
     STORE_LABEL = "zrecord"
-    WRITE_KWARGS: dict[str, object] = {"sync": False}  # methodology: writes exclude sync
+    # Keyword arguments of create() for a page-cache write and for a durable one.
+    WRITE_KWARGS: dict[str, dict[str, object]] = {"page_cache": {"sync": False}, "durable": {}}
 except ImportError:  # the published loaderx, run as a black-box peer in its own venv
     import importlib.metadata
 
@@ -42,7 +48,7 @@ except ImportError:  # the published loaderx, run as a black-box peer in its own
     from loaderx.zrecord import Dense, Ragged  # type: ignore[no-redef]
 
     STORE_LABEL = "loaderx-" + importlib.metadata.version("loaderx")
-    WRITE_KWARGS = {}
+    WRITE_KWARGS = {"page_cache": {}, "durable": {}}  # durable: os.sync() after close
 
 ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["Dense", "Ragged", "train_dict", "zrecord"]
@@ -68,10 +74,33 @@ def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
 
 def create_kwargs(codec: str, sample: Any) -> dict[str, object]:
     """Keyword arguments for create(); dictionaries are trained here, outside the timing."""
-    extra: dict[str, object] = dict(WRITE_KWARGS)
+    extra: dict[str, object] = {}
     if codec == "zstd_dict":
         extra["dict_bytes"] = train_dict(sample)
     return extra
+
+
+def timed_writes(path: str, write: Callable[[str, dict[str, object]], None],
+                 nbytes: int) -> dict[str, float]:
+    """Write the store at `path` twice, into the page cache and durably; MiB/s of each.
+
+    `write(path, kwargs)` creates the store with `kwargs` added to create() and appends the
+    whole source. The durable store is left at `path`. Dirty pages of earlier work are
+    flushed first, so that neither figure pays for another's writeback.
+    """
+    import shutil
+
+    out = {}
+    for mode in ("page_cache", "durable"):
+        shutil.rmtree(path, ignore_errors=True)
+        os.sync()
+        t = time.perf_counter()
+        write(path, WRITE_KWARGS[mode])
+        if mode == "durable" and STORE_LABEL != "zrecord":
+            os.sync()
+        out["write_mib_s" if mode == "page_cache" else "durable_mib_s"] = (
+            nbytes / (time.perf_counter() - t) / 2**20)
+    return out
 
 
 def timed_batches(fn: Callable[[np.ndarray], object], n: int, batch: int, seconds: float,
@@ -102,7 +131,7 @@ def summarize(name: str, times: list[float], batch: int, mean_record_bytes: floa
     }
 
 
-METRICS = ("mib_s", "krecords_s", "p95_ms", "write_mib_s", "disk_mib")
+METRICS = ("mib_s", "krecords_s", "p95_ms", "write_mib_s", "durable_mib_s", "disk_mib")
 
 
 def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -176,6 +205,17 @@ def measure_rounds(args: argparse.Namespace, script: str, workload: str,
     return median_rows(rounds)
 
 
+def device_ceilings(folder: str) -> dict[str, Any]:
+    """The file system of the store folder and its device's sequential write bandwidth."""
+    import device
+
+    kind = device.fs_type(folder)
+    out: dict[str, Any] = {"folder": folder, "fs": kind}
+    if not device.is_page_cache_only(folder):
+        out["seq_write"] = device.seq_write(folder)
+    return out
+
+
 def header(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "date": time.strftime("%Y-%m-%d %H:%M"),
@@ -190,20 +230,27 @@ def table(title: str, rows: list[dict[str, Any]], base: str) -> str:
     """Markdown table; ratios against the row named `base`."""
     ref = next(r for r in rows if r["backend"] == base)
     lines = [f"### {title}", "",
-             f"| backend | gather MiB/s | gather vs {base} | krecords/s | p95 ms | write MiB/s | disk MiB |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             f"| backend | gather MiB/s | gather vs {base} | krecords/s | p95 ms | durable write "
+             "MiB/s | page-cache write MiB/s | disk MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        durable = f"{r['durable_mib_s']:,.0f}" if "durable_mib_s" in r else ""
         write = f"{r['write_mib_s']:,.0f}" if "write_mib_s" in r else ""
         disk = f"{r['disk_mib']:,.1f}" if "disk_mib" in r else ""
         lines.append(f"| {r['backend']} | {r['mib_s']:,.0f} | {r['mib_s'] / ref['mib_s']:.2f}x | "
-                     f"{r['krecords_s']:,.1f} | {r['p95_ms']:.2f} | {write} | {disk} |")
+                     f"{r['krecords_s']:,.1f} | {r['p95_ms']:.2f} | {durable} | {write} | {disk} |")
     return "\n".join(lines)
 
 
 def finish(args: argparse.Namespace, results: dict[str, Any], tables: list[str]) -> None:
     if not args.stores_only:
         print(f"{results['date']}  {results['machine']}  python {results['python']}  "
-              f"numpy {results['numpy']}  {results['store']} {results['store_version']}\n")
+              f"numpy {results['numpy']}  {results['store']} {results['store_version']}")
+        dev = results.get("device", {})
+        seq = dev.get("seq_write")
+        print(f"stores on {dev.get('fs')} ({dev.get('folder')})" + (
+            f"; device sequential write {seq['mib_s']:,.0f} MiB/s ({seq['tool']})" if seq else
+            "; page cache only: durable figures are not disk figures") + "\n")
         print("\n\n".join(tables))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
