@@ -1,4 +1,4 @@
-"""Recycled batch outputs (_store._BlockPool): pooled batches must behave exactly like fresh
+"""Recycled batch outputs (_pool.BlockPool): pooled batches must behave exactly like fresh
 np.empty arrays: independent of each other and of later batches, writeable, C-contiguous, with
 the store's dtype and shape, and the pool must stay bounded and die with close()."""
 
@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from zrecord import Dense, Ragged, _store
+from zrecord import Dense, Ragged, _pool
 
 RECORD = (64, 1024)  # 256 KiB of float32 per record: a batch of 4 or more is pooled
 
@@ -28,7 +28,7 @@ def dense(store_path: str, rng: np.random.Generator):
 def test_pooled_batch_looks_like_a_fresh_array(dense) -> None:
     store, src = dense
     batch = store[[3, 1, 4, 1, 5]]
-    assert isinstance(batch.base, _store._PooledBlock)
+    assert isinstance(batch.base, _pool.PooledBlock)
     assert batch.dtype == src.dtype and batch.shape == (5, *RECORD)
     assert batch.flags.c_contiguous and batch.flags.writeable and batch.flags.aligned
     np.testing.assert_array_equal(batch, src[[3, 1, 4, 1, 5]])
@@ -63,13 +63,13 @@ def test_the_pool_stays_bounded(dense) -> None:
     del held
     gc.collect()
     blocks, nbytes = store._pool.idle()
-    assert blocks <= _store._POOL_BLOCKS_MAX and nbytes <= _store._POOL_BYTES_MAX
+    assert blocks <= _pool.POOL_BLOCKS_MAX and nbytes <= _pool.POOL_BYTES_MAX
     assert blocks >= 1
 
 
 def test_small_batches_are_not_pooled(dense) -> None:
     store, _ = dense
-    assert store[[1, 2]].base is None or not isinstance(store[[1, 2]].base, _store._PooledBlock)
+    assert store[[1, 2]].base is None or not isinstance(store[[1, 2]].base, _pool.PooledBlock)
 
 
 def test_close_empties_the_pool_and_batches_outlive_it(dense) -> None:
@@ -107,7 +107,7 @@ def test_pooled_batches_from_many_threads(dense) -> None:
         t.join()
     assert not errors
     blocks, nbytes = store._pool.idle()
-    assert blocks <= _store._POOL_BLOCKS_MAX and nbytes <= _store._POOL_BYTES_MAX
+    assert blocks <= _pool.POOL_BLOCKS_MAX and nbytes <= _pool.POOL_BYTES_MAX
 
 
 def test_ragged_records_share_a_pooled_block_safely(store_path: str,

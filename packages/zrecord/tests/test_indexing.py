@@ -123,7 +123,7 @@ def test_iteration_yields_records_and_matches_full_read(dense, ragged):
 
 
 def test_iteration_crosses_read_ahead_blocks(store_path, monkeypatch):
-    import zrecord._store as store
+    import zrecord._reader as store
 
     monkeypatch.setattr(store, "_ITER_BLOCK_RECORDS", 3)
     data = np.arange(20, dtype=np.int64).reshape(10, 2)

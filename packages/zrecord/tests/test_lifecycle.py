@@ -147,7 +147,7 @@ def test_kind_mismatch(tmp_path):
 
 
 def test_partial_ragged_append_failure_poisons_the_writer(store_path, monkeypatch):
-    import zrecord._store as store
+    import zrecord._writer as store
 
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
 
@@ -164,7 +164,7 @@ def test_partial_ragged_append_failure_poisons_the_writer(store_path, monkeypatc
 
 
 def test_ragged_chunks_written_on_the_helper_thread_round_trip_in_order(store_path, monkeypatch):
-    import zrecord._store as store
+    import zrecord._writer as store
 
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 7)
     recs = [np.arange(i % 13, dtype=np.int32) + i for i in range(200)]
@@ -187,7 +187,7 @@ def test_ragged_chunks_written_on_the_helper_thread_round_trip_in_order(store_pa
 
 
 def test_ragged_failure_on_the_helper_thread_reaches_the_caller(store_path, monkeypatch):
-    import zrecord._store as store
+    import zrecord._writer as store
 
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
     real = store._native.writer_append_chunk
@@ -209,7 +209,7 @@ def test_ragged_failure_on_the_helper_thread_reaches_the_caller(store_path, monk
 
 
 def test_ragged_interrupt_in_the_source_waits_for_the_helper(store_path, monkeypatch):
-    import zrecord._store as store
+    import zrecord._writer as store
 
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
     real = store._native.writer_append_chunk

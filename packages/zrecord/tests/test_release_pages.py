@@ -7,7 +7,7 @@ import mmap
 
 import numpy as np
 
-from zrecord import Ragged, _store
+from zrecord import Ragged, _writer
 
 
 def test_ragged_append_from_a_memmap_coalesces_releases(tmp_path, rng, monkeypatch) -> None:
@@ -20,7 +20,7 @@ def test_ragged_append_from_a_memmap_coalesces_releases(tmp_path, rng, monkeypat
     recs = [src[starts[i]:ends[i]] for i in order] + [src[:10]]
     calls = []
     real = np.frombuffer
-    monkeypatch.setattr(_store, "_RAGGED_CHUNK_RECORDS", 256)
+    monkeypatch.setattr(_writer, "_RAGGED_CHUNK_RECORDS", 256)
 
     def spy(buf, *args, **kwargs):  # type: ignore[no-untyped-def]
         if isinstance(buf, mmap.mmap):  # one per released span

@@ -126,7 +126,7 @@ def test_ragged_append_takes_views_copies_and_subclasses_exactly(store_path, tmp
 
 def test_ragged_append_rejects_other_byte_orders_and_numbers_records_across_chunks(
         store_path, monkeypatch):
-    import zrecord._store as store
+    import zrecord._writer as store
 
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 3)
     with Ragged.create(store_path, np.int32, 1, codec="raw") as rs:

@@ -8,7 +8,8 @@ record is its append position. The on-disk format is specified in ``spec/format-
 
 from zrecord._dict import train_dict
 from zrecord._paths import enclosing_store
-from zrecord._store import Dense, DenseWriter, Ragged, RaggedWriter, open_store
+from zrecord._reader import Dense, Ragged, open_store
+from zrecord._writer import DenseWriter, RaggedWriter
 from zrecord.errors import (
     ChecksumError,
     ClosedError,

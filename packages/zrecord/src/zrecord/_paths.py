@@ -23,7 +23,7 @@ HEADER_NAME = "header.zrh"
 def fspath(path: Any) -> str:
     """`path` as a str; ``TypeError`` for non-paths, ``ValueError`` for an embedded NUL."""
     try:
-        text = os.fspath(path)
+        text: str | bytes = os.fspath(path)
     except TypeError as exc:
         raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}") from exc
     if isinstance(text, bytes):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from zrecord._store import Dense, Ragged, open_store
+from zrecord._reader import Dense, Ragged, open_store
 from zrecord.errors import ZrecordError
 
 _VERIFY_CHUNK_BYTES = 64 << 20

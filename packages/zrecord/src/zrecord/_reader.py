@@ -1,0 +1,311 @@
+"""Read-only Dense and Ragged stores.
+
+Invariants of this module:
+- Readers are safe to use from many threads. ``close()`` waits for native calls in flight; any
+  later call raises :class:`~zrecord.errors.ClosedError`. Native handles are freed only when the
+  Python object is collected, so a late call can never touch freed memory.
+- Index semantics (``_index``): a scalar index returns one record; any collection of indices
+  (tuple, list, integer array, slice) returns a batch in the requested order. Indices must lie
+  in ``0 .. len(store) - 1``; slices follow Python's rules (negative bounds and steps allowed).
+- Batch outputs of at least ``_pool.POOL_BATCH_BYTES_MIN`` come from the store's pool.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from zrecord import _native
+from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_code, numpy_can_hold
+from zrecord._index import index_error, normalise
+from zrecord._paths import fspath, native_path
+from zrecord._pool import BlockPool
+from zrecord._writer import DenseWriter, RaggedWriter
+from zrecord.errors import ClosedError, KindMismatchError, LimitError, ModeError, StoreIndexError
+
+# Iteration reads ahead in blocks of about this size, so it costs one native call per block.
+_ITER_BLOCK_BYTES = 4 << 20
+_ITER_BLOCK_RECORDS = 4096
+
+
+def _close_handle(handle: int) -> None:
+    _native.reader_free(handle)
+
+
+class _Store:
+    """Shared machinery of Dense and Ragged readers."""
+
+    _kind: int
+    _kind_name: str
+
+    def __init__(self, path: Any) -> None:
+        self.path = fspath(path)
+        handle = _native.reader_open(native_path(self.path))
+        self._finalizer = weakref.finalize(self, _close_handle, handle)
+        info = _native.reader_info(handle)
+        if info["kind"] != self._kind:
+            other = "Ragged" if self._kind == KIND_DENSE else "Dense"
+            raise KindMismatchError(f"{self.path!r} is a {other} store; open it with {other}.open")
+        self._handle = handle
+        self._closed = False
+        self._info = info
+        self._len: int = info["record_count"]
+        self.dtype: np.dtype[Any] = dtype_from_code(info["dtype"])
+        self.ndim: int = info["ndim"]
+        self.codec: str = CODEC_NAMES[info["codec"]]
+        self.data_shards: int = info["data_shards"]
+        self._pool = BlockPool()
+
+    @property
+    def closed(self) -> bool:
+        """True after ``close()``: the store's files are released and reads raise ClosedError."""
+        return self._closed
+
+    @property
+    def nbytes(self) -> int:
+        """Logical (decoded) payload bytes of all records."""
+        return int(self._info["logical_bytes"])
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes the records occupy in the shard files."""
+        return int(self._info["stored_bytes"])
+
+    @property
+    def dict_bytes(self) -> bytes | None:
+        """The zstd dictionary stored in the header (codec ``zstd_dict``), else None."""
+        size = int(self._info["dict_size"])
+        if size == 0:
+            return None
+        self._check_open()
+        out = np.empty(size, dtype=np.uint8)
+        _native.reader_dict(self._handle, out)
+        return out.tobytes()
+
+    @property
+    def format_version(self) -> tuple[int, int]:
+        """(major, minor) of the on-disk format the store was written with."""
+        return tuple(self._info["format_version"])
+
+    def info(self) -> dict[str, Any]:
+        """Schema, counts and sizes of the store, as plain Python values."""
+        return {
+            "path": self.path,
+            "kind": self._kind_name,
+            "dtype": str(self.dtype),
+            "ndim": self.ndim,
+            "item_shape": list(self._info["item_shape"]) if self._info["item_shape"] is not None else None,
+            "codec": self.codec,
+            "data_shards": self.data_shards,
+            "records": self._len,
+            "logical_bytes": self.nbytes,
+            "stored_bytes": self.stored_bytes,
+            "format_version": list(self.format_version),
+            "dict_bytes": int(self._info["dict_size"]),
+        }
+
+    def close(self) -> None:
+        """Release the store. Waits for reads in flight; later reads raise ClosedError."""
+        if not self._closed:
+            self._closed = True
+            _native.reader_close(self._handle)
+            self._pool.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"the {self._kind_name} store {self.path!r} is closed")
+
+    def append(self, *args: Any, **kwargs: Any) -> None:
+        """Always raises ModeError: a published store is immutable; write a new store instead."""
+        raise ModeError(f"an opened {self._kind_name} store is read-only: {self.path!r} was "
+                        f"published and is immutable; write a new store with "
+                        f"{self._kind_name}.create")
+
+    def verify(self, start: int = 0, stop: int | None = None) -> None:
+        """Check every stored byte of records ``[start, stop)`` against its checksum."""
+        self._check_open()
+        stop = self._len if stop is None else stop
+        if not 0 <= start <= stop <= self._len:
+            raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{self._len}")
+        _native.reader_verify(self._handle, start, stop - start)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._check_open()
+        block = self._iter_block_records()
+        for start in range(0, self._len, block):
+            batch = self._gather(np.arange(start, min(start + block, self._len), dtype=np.uint64))
+            yield from batch
+
+    def __getitem__(self, key: Any) -> Any:
+        self._check_open()
+        idx = normalise(key, self._len, self.path)
+        if isinstance(idx, int):
+            return self._gather(np.array([idx], dtype=np.uint64))[0]
+        try:
+            return self._gather(idx)
+        except StoreIndexError:
+            raise index_error(idx, key, self._len, self.path) from None
+
+    def _iter_block_records(self) -> int:
+        raise NotImplementedError  # pragma: no cover - defined by subclasses
+
+    def _gather(self, idx: np.ndarray) -> Any:
+        raise NotImplementedError  # pragma: no cover - defined by subclasses
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{self._len} records"
+        return f"<{type(self).__name__} {self.path!r} {self.dtype} codec={self.codec!r} ({state})>"
+
+
+class Dense(_Store):
+    """A published Dense store: one fixed-shape array per record.
+
+    Create one with :meth:`Dense.create` (an append-only :class:`DenseWriter`), read one with
+    :meth:`Dense.open`. ``store[i]`` is record ``i`` (shape ``item_shape``); ``store[[i, j]]``,
+    ``store[i, j]``, ``store[a:b]`` and integer arrays return a stacked ``(n, *item_shape)``
+    array in the requested order.
+    """
+
+    _kind = KIND_DENSE
+    _kind_name = "Dense"
+
+    def __init__(self, path: Any) -> None:
+        super().__init__(path)
+        self.item_shape: tuple[int, ...] = tuple(int(d) for d in self._info["item_shape"])
+        self._record_size = int(self._info["record_size"])
+        if not numpy_can_hold(self.item_shape, self.dtype.itemsize):
+            # A valid store of empty records may declare axes NumPy cannot hold.
+            self.close()
+            raise LimitError(f"{self.path!r}: header.zrh gives item_shape {self.item_shape}, "
+                             "which cannot be a NumPy shape (its non-zero axes times the "
+                             f"itemsize {self.dtype.itemsize} exceed {np.iinfo(np.intp).max})")
+
+    @classmethod
+    def create(cls, path: Any, dtype: Any, item_shape: Any, *, codec: Any, data_shards: int = 4,
+               dict_bytes: bytes | None = None, sync: bool = True) -> DenseWriter:
+        """Start a new Dense store at `path` (which must not exist).
+
+        `dtype` and `item_shape` are the schema and are never inferred. `codec` is required:
+        ``"raw"``, ``"zstd"`` or ``"zstd_dict"`` (with `dict_bytes`). `data_shards` (1..255)
+        sets write parallelism. `sync=False` skips flushing to stable storage before
+        publishing (the store is still published atomically). Nothing appears at `path` until
+        the writer's ``close()``.
+        """
+        return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync)
+
+    @classmethod
+    def open(cls, path: Any) -> Dense:
+        """Open the published Dense store at `path` for reading."""
+        return cls(path)
+
+    def _iter_block_records(self) -> int:
+        return max(1, min(_ITER_BLOCK_RECORDS, _ITER_BLOCK_BYTES // max(1, self._record_size)))
+
+    def _gather(self, idx: np.ndarray) -> np.ndarray:
+        shape = (idx.shape[0], *self.item_shape)
+        if self._record_size == 0 and not numpy_can_hold(shape, self.dtype.itemsize):
+            raise LimitError(f"{self.path!r}: {idx.shape[0]} records of item_shape "
+                             f"{self.item_shape} cannot be one NumPy array (its non-zero axes "
+                             f"times the itemsize exceed {np.iinfo(np.intp).max}); read fewer "
+                             "at a time")
+        out = self._pool.empty(shape, self.dtype)
+        if idx.shape[0]:
+            _native.reader_gather_dense(self._handle, idx, idx.shape[0], out)
+        return out
+
+
+class Ragged(_Store):
+    """A published Ragged store: arrays of one dtype and rank whose shapes vary per record.
+
+    ``store[i]`` is record ``i`` with its exact shape; any collection of indices returns a list
+    of arrays in the requested order. Nothing is ever padded.
+    """
+
+    _kind = KIND_RAGGED
+    _kind_name = "Ragged"
+
+    @classmethod
+    def create(cls, path: Any, dtype: Any, ndim: Any, *, codec: Any, data_shards: int = 4,
+               dict_bytes: bytes | None = None, sync: bool = True) -> RaggedWriter:
+        """Start a new Ragged store at `path` (which must not exist).
+
+        `dtype` and `ndim` (1..32) are the schema; every axis of every record may vary, zero
+        included. Other arguments as in :meth:`Dense.create`.
+        """
+        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync)
+
+    @classmethod
+    def open(cls, path: Any) -> Ragged:
+        """Open the published Ragged store at `path` for reading."""
+        return cls(path)
+
+    def _iter_block_records(self) -> int:
+        mean = self.nbytes / self._len if self._len else 1
+        return max(1, min(_ITER_BLOCK_RECORDS, int(_ITER_BLOCK_BYTES // max(1.0, mean))))
+
+    def shapes(self, key: Any = slice(None)) -> np.ndarray:
+        """The shapes of the selected records, as an ``(n, ndim)`` int64 array (no data read)."""
+        self._check_open()
+        idx = normalise(key, self._len, self.path)
+        if isinstance(idx, int):
+            idx = np.array([idx], dtype=np.uint64)
+        shapes = np.empty((idx.shape[0], self.ndim), dtype=np.uint64)
+        sizes = np.empty(idx.shape[0], dtype=np.uint64)
+        if idx.shape[0]:
+            try:
+                _native.reader_shapes(self._handle, idx, idx.shape[0], self.ndim, shapes, sizes)
+            except StoreIndexError:
+                raise index_error(idx, key, self._len, self.path) from None
+        return shapes.astype(np.int64)
+
+    def _gather(self, idx: np.ndarray) -> list[np.ndarray]:
+        n = idx.shape[0]
+        if n == 0:
+            return []
+        shapes = np.empty((n, self.ndim), dtype=np.uint64)
+        sizes = np.empty(n, dtype=np.uint64)
+        _native.reader_shapes(self._handle, idx, n, self.ndim, shapes, sizes)
+        itemsize = self.dtype.itemsize
+        if self.ndim > 1:
+            # Only empty records can have shapes NumPy cannot hold: the others are bounded by
+            # record_size_bytes_max.
+            for pos in np.flatnonzero(sizes == 0).tolist():
+                if not numpy_can_hold(shapes[pos].tolist(), itemsize):
+                    raise LimitError(f"{self.path!r}: record {int(idx[pos])} has shape "
+                                     f"{tuple(shapes[pos].tolist())}, which cannot be a NumPy "
+                                     "shape (its non-zero axes times the itemsize exceed "
+                                     f"{np.iinfo(np.intp).max})")
+        counts = (sizes // itemsize).astype(np.int64)
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        flat = self._pool.empty((int(ends[-1]),), self.dtype)
+        offsets = (starts * itemsize).astype(np.uint64)
+        _native.reader_gather_ragged(self._handle, idx, n, flat, offsets)
+        shape_list = shapes.tolist()
+        if self.ndim == 1:
+            return [flat[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+        return [flat[s:e].reshape(shp)
+                for s, e, shp in zip(starts.tolist(), ends.tolist(), shape_list)]
+
+
+def open_store(path: Any) -> Dense | Ragged:
+    """Open the published store at `path`, whichever kind it is."""
+    handle = _native.reader_open(native_path(path))
+    try:
+        kind = _native.reader_info(handle)["kind"]
+    finally:
+        _native.reader_close(handle)
+        _native.reader_free(handle)
+    return Dense(path) if kind == KIND_DENSE else Ragged(path)

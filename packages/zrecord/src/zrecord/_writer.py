@@ -1,0 +1,314 @@
+"""Append-only writers of Dense and Ragged stores.
+
+Invariants of this module:
+- A store becomes visible at its path only when a writer's ``close()`` publishes it (the
+  native core writes into a locked temporary sibling directory and renames it atomically). A
+  writer left unclosed, garbage-collected, or closed by an exception inside ``with`` publishes
+  nothing and its temporary directory is removed.
+- Writers consume their source in bounded chunks (``_CHUNK_BYTES``, ``_RAGGED_CHUNK_BYTES``):
+  memory does not grow with the size of the source. Read-only memory maps are released chunk
+  by chunk behind the writer (``_pages``).
+- A Ragged record is stored as it was when the source yielded it: a record whose bytes could
+  still change before its chunk is written is copied (``_native.RaggedChunk``).
+- An append that fails after writing part of its input poisons the writer: it can only be
+  aborted, so a store never holds half of what one call was asked to append.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from zrecord import _native
+from zrecord._dtypes import (
+    KIND_DENSE,
+    KIND_RAGGED,
+    codec_code,
+    data_shards_value,
+    dtype_code,
+    item_shape_tuple,
+    ndim_value,
+)
+from zrecord._pages import release_mapped_pages
+from zrecord._paths import fspath, native_path
+from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
+
+# Writers hand the native core at most this much input per call; it bounds the memory a
+# writer adds on top of its source (chunks of non-contiguous input are copied).
+_CHUNK_BYTES = 32 << 20
+# Ragged chunks are bounded by bytes and by records (pointer and shape arrays). A chunk closed
+# by its record bound (records under 4 KiB on average) is written on a helper thread while the
+# caller collects the next, since iterating a Python source then costs as much as writing;
+# chunks of large records are written on the calling thread, where the hop measured slower
+# (decision record 0001 section 9).
+_RAGGED_CHUNK_BYTES = _CHUNK_BYTES
+_RAGGED_CHUNK_RECORDS = 8192
+
+def _abort_handle(handle: int, state: dict[str, bool]) -> None:
+    if not state["done"]:
+        state["done"] = True
+        _native.writer_abort(handle)
+    _native.writer_free(handle)
+
+
+class _Writer:
+    """Shared machinery of DenseWriter and RaggedWriter (one native handle, one lock)."""
+
+    _kind: int
+    _kind_name: str
+
+    def __init__(self, path: Any, dtype: Any, shape_or_ndim: tuple[int, ...] | int, codec: Any,
+                 data_shards: Any, dict_bytes: Any, sync: bool) -> None:
+        self.path = fspath(path)
+        self.dtype, dcode = dtype_code(dtype)
+        ccode, dict_data = codec_code(codec, dict_bytes)
+        shards = data_shards_value(data_shards)
+        self.codec: str = codec
+        self.data_shards = shards
+        if isinstance(shape_or_ndim, tuple):
+            ndim, item_shape = len(shape_or_ndim), shape_or_ndim
+        else:
+            ndim, item_shape = shape_or_ndim, ()
+        self.ndim = ndim
+        self._lock = threading.Lock()
+        # The native core creates missing parent directories, refuses a path inside a
+        # published store and removes stale temporaries of this name (zrecord.h).
+        self._handle = _native.writer_open(native_path(self.path), self._kind, dcode, ndim, ccode,
+                                           shards, item_shape, dict_data, 0 if sync else 1)
+        self._state = {"done": False}
+        self._poisoned: str | None = None
+        self._finalizer = weakref.finalize(self, _abort_handle, self._handle, self._state)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once the writer has published (``close()``) or discarded (``abort()``) the store."""
+        return self._state["done"]
+
+    def _check_open(self) -> None:
+        if self._state["done"]:
+            raise ClosedError(f"the {self._kind_name} writer for {self.path!r} is closed; "
+                              "published stores are immutable (write a new store instead)")
+
+    def close(self) -> None:
+        """Publish the store atomically at its path. Idempotent."""
+        with self._lock:
+            if self._state["done"]:
+                return
+            self._state["done"] = True
+            if self._poisoned is not None:
+                _native.writer_abort(self._handle)
+                raise ZrecordError(f"{self.path!r} was not published and the writer published "
+                                   f"nothing: {self._poisoned}")
+            _native.writer_publish(self._handle)
+
+    def abort(self) -> None:
+        """Discard everything appended; nothing is published. Idempotent."""
+        with self._lock:
+            if self._state["done"]:
+                return
+            self._state["done"] = True
+            _native.writer_abort(self._handle)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __len__(self) -> int:
+        return int(_native.writer_count(self._handle))
+
+    # -- misuse ----------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> Any:
+        raise ModeError(f"a {self._kind_name} writer cannot be read; close() it to publish "
+                        f"{self.path!r}, then {self._kind_name}.open(path) to read")
+
+    def __iter__(self) -> Iterator[Any]:
+        raise ModeError(f"a {self._kind_name} writer cannot be iterated; close() it to publish "
+                        f"{self.path!r}, then {self._kind_name}.open(path) to read")
+
+    def _check_array(self, value: Any, what: str) -> np.ndarray:
+        if not isinstance(value, np.ndarray):
+            raise SchemaError(f"{what} must be a numpy.ndarray; got {type(value).__name__} "
+                              "(append does not coerce Python containers or bytes: convert with "
+                              "np.asarray(...) or np.frombuffer(...) first)")
+        if value.dtype != self.dtype:
+            raise SchemaError(f"{what} has dtype {value.dtype}; the store's dtype is {self.dtype} "
+                              "(append never casts: convert with .astype(...) first)")
+        return value
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{len(self)} records appended"
+        return f"<{type(self).__name__} {self.path!r} {self.dtype} codec={self.codec!r} ({state})>"
+
+
+class DenseWriter(_Writer):
+    """Append-only builder of a Dense store; returned by :meth:`Dense.create`."""
+
+    _kind = KIND_DENSE
+    _kind_name = "Dense"
+
+    def __init__(self, path: Any, dtype: Any, item_shape: Any, codec: Any, data_shards: Any,
+                 dict_bytes: Any, sync: bool) -> None:
+        shape = item_shape_tuple(item_shape)
+        super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync)
+        self.item_shape: tuple[int, ...] = shape
+        self._record_size = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def append(self, data: np.ndarray) -> None:
+        """Append every record of `data` (shape ``(n, *item_shape)``), in order.
+
+        Returns after the complete input has been written. `data` may be a memory map of any
+        size; it is consumed in bounded chunks.
+        """
+        with self._lock:
+            self._check_open()
+            arr = self._check_array(data, "Dense.append data")
+            if arr.shape[1:] != self.item_shape or arr.ndim != len(self.item_shape) + 1:
+                raise SchemaError(
+                    f"Dense.append data has shape {arr.shape}; required (n, *item_shape) = "
+                    f"(n, {', '.join(map(str, self.item_shape))}{',' if len(self.item_shape) == 1 else ''})"
+                    f" for {self.path!r}")
+            n = arr.shape[0]
+            step = max(1, _CHUNK_BYTES // max(1, self._record_size))
+            for start in range(0, n, step):
+                chunk = arr[start:start + step]
+                # Strided, Fortran-ordered and unaligned inputs alike are copied per chunk.
+                direct = chunk.flags.c_contiguous and chunk.flags.aligned
+                contiguous = chunk if direct else np.require(chunk, requirements=["C", "A"])
+                try:
+                    _native.writer_append_dense(self._handle, contiguous, contiguous.shape[0])
+                finally:
+                    if contiguous is chunk:
+                        release_mapped_pages(chunk)
+
+
+class RaggedWriter(_Writer):
+    """Append-only builder of a Ragged store; returned by :meth:`Ragged.create`."""
+
+    _kind = KIND_RAGGED
+    _kind_name = "Ragged"
+
+    def __init__(self, path: Any, dtype: Any, ndim: Any, codec: Any, data_shards: Any,
+                 dict_bytes: Any, sync: bool) -> None:
+        super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync)
+
+    def append(self, records: Iterable[np.ndarray]) -> None:
+        """Append every array of the finite iterable `records`, in order.
+
+        Records are consumed one by one (a generator is never materialised) and handed to the
+        native writer in bounded chunks. Chunks of many small records are written (without
+        the GIL) on a helper thread while the calling thread already collects the next, so
+        iterating a Python source and writing overlap; at most two chunks are held, and the
+        helper is joined before `append` returns or raises.
+        """
+        with self._lock:
+            self._check_open()
+            if isinstance(records, np.ndarray) or not isinstance(records, Iterable) or isinstance(
+                    records, (bytes, bytearray, memoryview, str)):
+                raise SchemaError(
+                    f"Ragged.append takes an iterable of numpy arrays; got {type(records).__name__}"
+                    " (to store one array, pass [array])")
+            first = len(self)
+            it = iter(records)
+            flusher = _Flusher(self._flush)
+            chunk, spare = _native.RaggedChunk(self.ndim), _native.RaggedChunk(self.ndim)
+            # Iterating a list or tuple runs no code that could change a record already taken,
+            # so their records are never copied (RaggedChunk says when others are).
+            chunk.trusted = spare.trusted = isinstance(records, (list, tuple))
+            kind, itemsize = self.dtype.kind, self.dtype.itemsize
+            taken = 0
+            try:
+                try:
+                    while not _native.ragged_collect(it, chunk, kind, itemsize,
+                                                     _RAGGED_CHUNK_RECORDS, _RAGGED_CHUNK_BYTES,
+                                                     self._fix_record, first + taken):
+                        taken += chunk.count
+                        if chunk.count >= _RAGGED_CHUNK_RECORDS:
+                            # submit waits for the spare's earlier flush, so it is free again.
+                            flusher.submit(chunk)
+                            chunk, spare = spare, chunk
+                        else:
+                            flusher.wait()
+                            self._flush(chunk)
+                finally:
+                    # Whatever happened, no native call may still run once this call goes on.
+                    flusher.wait()
+                if chunk.count:
+                    self._flush(chunk)
+            except BaseException as exc:
+                if len(self) != first:
+                    # Part of this call's input is already written: publishing would store
+                    # half of what the caller asked for, so the writer can only be aborted.
+                    self._poisoned = (f"an earlier append failed after writing "
+                                      f"{len(self) - first} of its records ({exc!r})")
+                raise
+
+    def _fix_record(self, rec: Any, number: int) -> np.ndarray:
+        """A record that `ragged_collect` could not take as it is: raise the error that says
+        why the store cannot hold it, or return a C-contiguous, aligned copy."""
+        arr = self._check_array(rec, f"Ragged record {number}")
+        if arr.ndim != self.ndim:
+            raise SchemaError(f"Ragged record {number} has shape {arr.shape} (ndim {arr.ndim}); "
+                              f"the store's ndim is {self.ndim}")
+        return np.require(arr, requirements=["C_CONTIGUOUS", "ALIGNED"])
+
+    def _flush(self, chunk: _native.RaggedChunk) -> None:
+        try:
+            _native.writer_append_chunk(self._handle, chunk)
+            release_mapped_pages(*chunk.arrays)
+        finally:
+            chunk.clear()
+
+
+class _Flusher:
+    """Runs `flush(chunk)` on a helper thread, one chunk at a time, for RaggedWriter.append.
+
+    `submit` first waits for the chunk before (re-raising its exception, if any), so chunks are
+    written in order and at most one is in flight. `wait` joins the helper even across a
+    KeyboardInterrupt (raised once the native call has returned), since the writer must not
+    be used or aborted while a native call on it is running.
+    """
+
+    def __init__(self, flush: Callable[[_native.RaggedChunk], None]) -> None:
+        self._flush = flush
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def _run(self, chunk: _native.RaggedChunk) -> None:
+        try:
+            self._flush(chunk)
+        except BaseException as exc:  # noqa: BLE001 - handed to the submitting thread
+            self._error = exc
+
+    def submit(self, chunk: _native.RaggedChunk) -> None:
+        self.wait()
+        self._thread = threading.Thread(target=self._run, args=(chunk,),
+                                        name="zrecord-ragged-append", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            interrupted: BaseException | None = None
+            while True:
+                try:
+                    thread.join()
+                    break
+                except KeyboardInterrupt as exc:
+                    interrupted = exc
+            if interrupted is not None:
+                raise interrupted
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
