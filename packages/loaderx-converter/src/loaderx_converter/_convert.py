@@ -5,8 +5,9 @@ Invariants:
   published, and every column of a split has the split's row count. Until then everything
   lives in a temporary sibling ``.NAME.convert-tmp-PID-RAND`` that a failure removes and that
   a later conversion removes when its process is gone (SIGKILL).
-- Everything that can be known before writing is checked before writing: unsupported features,
-  nulls, non-rectangular nested lists, mixed image modes.
+- Everything that can be known before writing is checked before writing: split and column
+  names that cannot be one folder under ``root`` (``_paths``), a ``root`` inside a published
+  store, unsupported features, nulls, non-rectangular nested lists, mixed image modes.
 - Memory is bounded by the batch, never by the dataset: Arrow data are memory-mapped and read
   in slices of at most ``batch_rows`` rows.
 """
@@ -29,9 +30,9 @@ import pyarrow as pa
 import zrecord
 from loaderx_converter._features import ColumnPlan, Where, reader_for
 from loaderx_converter._hub import PROVENANCE_ATTR, Provenance
+from loaderx_converter._paths import PROVENANCE_FILE, check_names, check_root
 
 CODECS = ("raw", "zstd", "zstd_dict")
-PROVENANCE_FILE = "provenance.json"
 BATCH_BYTES_TARGET = 32 << 20  # decoded bytes per batch and column that we aim not to exceed
 BATCH_ROWS_MAX = 4096
 _TMP_MARK = ".convert-tmp-"
@@ -203,9 +204,11 @@ def convert(dataset: Any, root: Any, *, codec: str = "zstd", columns: Sequence[s
     `dict_bytes` is one dictionary for every column or a dict column -> dictionary).
     `columns` selects a subset. `data_shards` is passed to each store.
 
-    Unsupported features and nulls raise before anything is written. `root` must not exist; it
-    appears, with every store and ``provenance.json``, only when all are written and the row
-    counts agree. Returns the provenance record that was written.
+    Unsupported features, nulls and names that cannot be one folder name (``/``, ``..``, a
+    leading ``.``, ...: :class:`UnsafePathError`) raise before anything is written. `root` must
+    not exist and must not lie inside a published zrecord store; it appears, with every store
+    and ``provenance.json``, only when all are written and the row counts agree. Returns the
+    provenance record that was written.
     """
     _check_arguments(codec, dict_bytes, data_shards)
     root = Path(os.fspath(root)).absolute()
@@ -214,8 +217,10 @@ def convert(dataset: Any, root: Any, *, codec: str = "zstd", columns: Sequence[s
     if not root.parent.is_dir():
         raise FileNotFoundError(errno.ENOENT, "convert: the destination's parent folder does not "
                                 "exist", str(root.parent))
+    check_root(root)
     splits = _splits(dataset)
     chosen = _select(splits, columns)
+    check_names(root, chosen)
 
     readers = {split: {c: reader_for(Where(split, c, splits[split].features[c])) for c in cols}
                for split, cols in chosen.items()}
