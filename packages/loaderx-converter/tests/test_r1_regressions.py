@@ -129,3 +129,42 @@ def test_r1_01_cli_root_inside_a_published_store(tmp_path):
     assert proc.returncode == 1 and "inside the published zrecord store" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert _tree(tmp_path) == before
+
+
+def _dead_pid() -> int:
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    return int(proc.stdout)
+
+
+def test_r1_09_malformed_temporaries_are_ignored(tmp_path):
+    """[R1] item 9: a planted sibling ".NAME.convert-tmp-99999999999999999999-x" made convert
+    raise OverflowError (os.kill of a PID no pid_t holds); other malformed names raised
+    ValueError ("²" passes str.isdigit) or were read as PIDs. Malformed temporaries are now
+    ignored (left alone), a link is never followed, and a well-formed one whose process is
+    gone is still removed."""
+    root = tmp_path / "root"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("precious")
+    planted = [".root.convert-tmp-99999999999999999999-x", ".root.convert-tmp-²-x",
+               ".root.convert-tmp-٣-deadbeef", ".root.convert-tmp-0-deadbeef",
+               ".root.convert-tmp--1-deadbeef", ".root.convert-tmp-", ".root.convert-tmp-12",
+               f".root.convert-tmp-{2**31}-deadbeef", ".root.convert-tmp-1-NOTHEX00"]
+    for name in planted:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "inside").write_text("x")
+    (tmp_path / ".root.convert-tmp-7-file").write_text("a file, not a folder")
+    dead = _dead_pid()
+    link = tmp_path / f".root.convert-tmp-{dead}-0badc0de"
+    link.symlink_to(victim)
+    stale = tmp_path / f".root.convert-tmp-{dead}-0123abcd"
+    stale.mkdir()
+    (stale / "train").mkdir()
+    convert(Dataset.from_dict({"c": [1, 2]}), root, codec="raw", progress=False)
+    assert zrecord.Dense.open(root / "train" / "c")[:].tolist() == [1, 2]
+    for name in planted:
+        assert (tmp_path / name / "inside").exists(), name
+    assert (tmp_path / ".root.convert-tmp-7-file").is_file()
+    assert link.is_symlink() and (victim / "keep").read_text() == "precious"
+    assert not stale.exists()

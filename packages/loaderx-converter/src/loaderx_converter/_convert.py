@@ -18,8 +18,10 @@ import ctypes
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -129,18 +131,49 @@ def _progress(enabled: bool, total: int, desc: str) -> Any:
                 dynamic_ncols=True)
 
 
+# A temporary's name is exactly ".ROOT.convert-tmp-PID-RAND": PID in ASCII decimal without a
+# leading zero, RAND the 8 lowercase hex digits of secrets.token_hex(4).
+_TMP_TAIL = re.compile(r"([1-9][0-9]{0,9})-([0-9a-f]{8})")
+# pid_t is a signed 32-bit int on every POSIX system; no process has a larger PID.
+_PID_MAX = 2**31 - 1
+
+
 def _pid_alive(pid: int) -> bool:
+    """Whether a process `pid` may exist; when in doubt, it may (its temporary is kept)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (OSError, OverflowError, ValueError):
         return True
     return True
 
 
+def _stale_pid(entry: Path, prefix: str) -> int | None:
+    """The PID of a well-formed temporary folder `entry` of ours, else None (left alone)."""
+    match = _TMP_TAIL.fullmatch(entry.name[len(prefix):])
+    if match is None:
+        return None
+    pid = int(match.group(1))
+    if pid > _PID_MAX:
+        return None
+    try:
+        # Only a real folder: a link or file of that name is not ours, and never followed.
+        if not stat.S_ISDIR(entry.lstat().st_mode):
+            return None
+    except OSError:
+        return None
+    return pid
+
+
 def _remove_stale(root: Path) -> None:
-    """Remove temporaries of earlier conversions to `root` whose process no longer exists."""
+    """Remove temporaries of earlier conversions to `root` whose process no longer exists.
+
+    Anything else whose name merely starts like one (a malformed PID, a file, a link) is left
+    alone. A PID says only so much: a reused PID keeps a dead conversion's folder until that
+    process ends, and a conversion in another PID namespace (another container sharing the
+    folder) looks dead from here.
+    """
     prefix = f".{root.name}{_TMP_MARK}"
     try:
         entries = list(root.parent.iterdir())
@@ -149,8 +182,8 @@ def _remove_stale(root: Path) -> None:
     for entry in entries:
         if not entry.name.startswith(prefix):
             continue
-        pid = entry.name[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        pid = _stale_pid(entry, prefix)
+        if pid is not None and pid != os.getpid() and not _pid_alive(pid):
             shutil.rmtree(entry, ignore_errors=True)
 
 
