@@ -74,3 +74,17 @@ def test_stats(stores, capsys):
 def test_errors_exit_2(tmp_path, capsys):
     code, _, err = run(capsys, "info", str(tmp_path / "missing"))
     assert code == 2 and "zrecord info:" in err
+
+
+def test_r1_16_head_refuses_negative_counts(stores, capsys):
+    """[R1] item 16: `zrecord head -n -3` printed all but the last three records (a negative
+    slice bound). A negative count is a usage error: exit 2, argparse style, nothing printed."""
+    for argv, given in ((["-n", "-3"], "-3"), (["-n=-1"], "-1")):
+        with pytest.raises(SystemExit) as info:
+            main(["head", stores[0], *argv])
+        out = capsys.readouterr()
+        assert info.value.code == 2 and out.out == ""
+        assert out.err.startswith("usage: zrecord head")
+        assert f"argument -n: invalid count {given!r}" in out.err
+    code, out, _ = run(capsys, "head", stores[0], "-n", "0", "--json")
+    assert code == 0 and json.loads(out) == []

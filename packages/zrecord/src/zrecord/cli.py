@@ -26,6 +26,17 @@ from zrecord.errors import ZrecordError
 _VERIFY_CHUNK_BYTES = 64 << 20
 
 
+def _count(text: str) -> int:
+    """An argparse type: a count of 0 or more (a negative one is a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: must be 0 or more")
+    return value
+
+
 def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -183,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("path")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "head":
-            p.add_argument("-n", type=int, default=5, help="records to show (default 5)")
+            p.add_argument("-n", type=_count, default=5,
+                           help="records to show, 0 or more (default 5)")
             p.add_argument("--threshold", type=int, default=60,
                            help="summarise arrays with more elements than this")
         if name == "verify":
