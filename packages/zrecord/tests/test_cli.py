@@ -88,3 +88,38 @@ def test_r1_16_head_refuses_negative_counts(stores, capsys):
         assert f"argument -n: invalid count {given!r}" in out.err
     code, out, _ = run(capsys, "head", stores[0], "-n", "0", "--json")
     assert code == 0 and json.loads(out) == []
+
+
+def _strict_json(text: str):
+    """Parse `text` as RFC 8259 JSON: NaN, Infinity and -Infinity are not JSON."""
+    def refuse(constant):
+        raise ValueError(f"not JSON (RFC 8259): {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "complex128"])
+def test_r1_18_head_json_is_strict_json(tmp_path, capsys, dtype):
+    """[R1] item 18: `zrecord head --json` wrote NaN and Infinity, which JSON (RFC 8259) does
+    not have, so strict parsers refused the whole output. Non-finite values are now the
+    strings "NaN", "Infinity" and "-Infinity" (complex values: [real, imag] pairs of those)."""
+    special = np.array([np.nan, np.inf, -np.inf, 1.5, -0.0], dtype=np.float64)
+    record = np.empty(5, dtype)
+    if record.dtype.kind == "c":
+        record.real, record.imag = special, special[::-1]
+        want = [["NaN", -0.0], ["Infinity", 1.5], ["-Infinity", "-Infinity"], [1.5, "Infinity"],
+                [-0.0, "NaN"]]
+    else:
+        record[:] = special
+        want = ["NaN", "Infinity", "-Infinity", 1.5, -0.0]
+    path = str(tmp_path / "s")
+    with Dense.create(path, dtype, (5,), codec="zstd") as w:
+        w.append(record[None])
+    code, out, _ = run(capsys, "head", path, "--json")
+    assert code == 0
+    shown = _strict_json(out)[0]["values"]
+    assert shown == want
+    # Negative zero stays negative (JSON has it): "-0.0", not "0.0".
+    assert "-0.0" in out
+    for command in ("info", "stats", "verify"):
+        code, out, _ = run(capsys, command, path, "--json")
+        assert code == 0 and _strict_json(out)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -56,7 +57,7 @@ def cmd_info(store: Dense | Ragged, args: argparse.Namespace) -> int:
     """``zrecord info``: schema, counts, codec, shards, sizes and compression ratio."""
     info = _info(store)
     if args.json:
-        print(json.dumps(info))
+        print(_dumps(info))
         return 0
     shape = (f"item_shape {tuple(info['item_shape'])}" if info["kind"] == "Dense"
              else f"ndim {info['ndim']} (shapes vary per record)")
@@ -102,29 +103,54 @@ def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
             sys.stderr.write("\n")
         result = {"path": store.path, "ok": False, "records_checked": checked,
                   "record": exc.record, "shard": exc.shard, "error": str(exc)}
-        print(json.dumps(result) if args.json else f"CORRUPT: {exc}")
+        print(_dumps(result) if args.json else f"CORRUPT: {exc}")
         return 1
     if show:
         sys.stderr.write("\n")
     seconds = time.perf_counter() - started
     if args.json:
-        print(json.dumps({"path": store.path, "ok": True, "records_checked": n,
+        print(_dumps({"path": store.path, "ok": True, "records_checked": n,
                           "seconds": seconds}))
     else:
         print(f"OK: {n:,} records, {_human(store.stored_bytes)} checked in {seconds:.2f} s")
     return 0
 
 
+# JSON (RFC 8259) has no NaN or infinities; they are written as these strings (the spellings
+# of JavaScript and of Python's float()), so every output parses with any strict parser.
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _finite_or_name(value: Any) -> Any:
+    """`value` (nested lists of Python numbers) with every non-finite float replaced by its
+    name in ``_NON_FINITE``."""
+    if isinstance(value, list):
+        return [_finite_or_name(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE[repr(value)]
+    return value
+
+
 def _json_values(record: Any) -> Any:
     """A record's values as JSON: nested lists, complex numbers as [real, imag] pairs (JSON
-    has no complex type), and [] for an empty record whatever its shape: nested empty lists
-    for a shape like (2**24, 0) would be millions of Python lists (both found by the fuzzer)."""
+    has no complex type; found by the fuzzer), non-finite floats as "NaN", "Infinity" and
+    "-Infinity" (JSON has no such numbers), and [] for an empty record whatever its shape:
+    nested empty lists for a shape like (2**24, 0) would be millions of Python lists (also
+    found by the fuzzer)."""
     arr = np.asarray(record)
     if arr.size == 0:
         return []
     if arr.dtype.kind == "c":
-        return np.stack([arr.real, arr.imag], axis=-1).tolist()
-    return arr.tolist()
+        arr = np.stack([arr.real, arr.imag], axis=-1)
+    values = arr.tolist()
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        values = _finite_or_name(values)
+    return values
+
+
+def _dumps(value: Any) -> str:
+    """Strict JSON: a non-finite float that escaped ``_json_values`` is a bug, not output."""
+    return json.dumps(value, allow_nan=False)
 
 
 def cmd_head(store: Dense | Ragged, args: argparse.Namespace) -> int:
@@ -132,7 +158,7 @@ def cmd_head(store: Dense | Ragged, args: argparse.Namespace) -> int:
     count = min(args.n, len(store))
     records = store[:count]
     if args.json:
-        print(json.dumps([{"index": i, "shape": list(np.shape(r)), "values": _json_values(r)}
+        print(_dumps([{"index": i, "shape": list(np.shape(r)), "values": _json_values(r)}
                           for i, r in enumerate(records)]))
         return 0
     with np.printoptions(threshold=args.threshold, edgeitems=3, linewidth=100):
@@ -167,7 +193,7 @@ def cmd_stats(store: Dense | Ragged, args: argparse.Namespace) -> int:
         stats["record_bytes"] = {"all": size}
     stats["stored_bytes_per_record"] = store.stored_bytes / n if n else 0
     if args.json:
-        print(json.dumps(stats))
+        print(_dumps(stats))
         return 0
     print(f"{store.path}: {stats['kind']}, {n:,} records")
     rb = stats["record_bytes"]
