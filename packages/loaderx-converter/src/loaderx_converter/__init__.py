@@ -13,6 +13,7 @@ from loaderx_converter.errors import (
     HubError,
     InconsistentRecordsError,
     NullValueError,
+    UnsafePathError,
     UnsupportedFeatureError,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "InconsistentRecordsError",
     "NullValueError",
     "Provenance",
+    "UnsafePathError",
     "UnsupportedFeatureError",
     "__version__",
     "convert",

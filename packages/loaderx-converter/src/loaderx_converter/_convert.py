@@ -5,8 +5,9 @@ Invariants:
   published, and every column of a split has the split's row count. Until then everything
   lives in a temporary sibling ``.NAME.convert-tmp-PID-RAND`` that a failure removes and that
   a later conversion removes when its process is gone (SIGKILL).
-- Everything that can be known before writing is checked before writing: unsupported features,
-  nulls, non-rectangular nested lists, mixed image modes.
+- Everything that can be known before writing is checked before writing: split and column
+  names that cannot be one folder under ``root`` (``_paths``), a ``root`` inside a published
+  store, unsupported features, nulls, non-rectangular nested lists, mixed image modes.
 - Memory is bounded by the batch, never by the dataset: Arrow data are memory-mapped and read
   in slices of at most ``batch_rows`` rows.
 """
@@ -17,8 +18,10 @@ import ctypes
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,9 +32,9 @@ import pyarrow as pa
 import zrecord
 from loaderx_converter._features import ColumnPlan, Where, reader_for
 from loaderx_converter._hub import PROVENANCE_ATTR, Provenance
+from loaderx_converter._paths import PROVENANCE_FILE, check_names, check_root
 
 CODECS = ("raw", "zstd", "zstd_dict")
-PROVENANCE_FILE = "provenance.json"
 BATCH_BYTES_TARGET = 32 << 20  # decoded bytes per batch and column that we aim not to exceed
 BATCH_ROWS_MAX = 4096
 _TMP_MARK = ".convert-tmp-"
@@ -128,18 +131,49 @@ def _progress(enabled: bool, total: int, desc: str) -> Any:
                 dynamic_ncols=True)
 
 
+# A temporary's name is exactly ".ROOT.convert-tmp-PID-RAND": PID in ASCII decimal without a
+# leading zero, RAND the 8 lowercase hex digits of secrets.token_hex(4).
+_TMP_TAIL = re.compile(r"([1-9][0-9]{0,9})-([0-9a-f]{8})")
+# pid_t is a signed 32-bit int on every POSIX system; no process has a larger PID.
+_PID_MAX = 2**31 - 1
+
+
 def _pid_alive(pid: int) -> bool:
+    """Whether a process `pid` may exist; when in doubt, it may (its temporary is kept)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (OSError, OverflowError, ValueError):
         return True
     return True
 
 
+def _stale_pid(entry: Path, prefix: str) -> int | None:
+    """The PID of a well-formed temporary folder `entry` of ours, else None (left alone)."""
+    match = _TMP_TAIL.fullmatch(entry.name[len(prefix):])
+    if match is None:
+        return None
+    pid = int(match.group(1))
+    if pid > _PID_MAX:
+        return None
+    try:
+        # Only a real folder: a link or file of that name is not ours, and never followed.
+        if not stat.S_ISDIR(entry.lstat().st_mode):
+            return None
+    except OSError:
+        return None
+    return pid
+
+
 def _remove_stale(root: Path) -> None:
-    """Remove temporaries of earlier conversions to `root` whose process no longer exists."""
+    """Remove temporaries of earlier conversions to `root` whose process no longer exists.
+
+    Anything else whose name merely starts like one (a malformed PID, a file, a link) is left
+    alone. A PID says only so much: a reused PID keeps a dead conversion's folder until that
+    process ends, and a conversion in another PID namespace (another container sharing the
+    folder) looks dead from here.
+    """
     prefix = f".{root.name}{_TMP_MARK}"
     try:
         entries = list(root.parent.iterdir())
@@ -148,8 +182,8 @@ def _remove_stale(root: Path) -> None:
     for entry in entries:
         if not entry.name.startswith(prefix):
             continue
-        pid = entry.name[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        pid = _stale_pid(entry, prefix)
+        if pid is not None and pid != os.getpid() and not _pid_alive(pid):
             shutil.rmtree(entry, ignore_errors=True)
 
 
@@ -203,9 +237,11 @@ def convert(dataset: Any, root: Any, *, codec: str = "zstd", columns: Sequence[s
     `dict_bytes` is one dictionary for every column or a dict column -> dictionary).
     `columns` selects a subset. `data_shards` is passed to each store.
 
-    Unsupported features and nulls raise before anything is written. `root` must not exist; it
-    appears, with every store and ``provenance.json``, only when all are written and the row
-    counts agree. Returns the provenance record that was written.
+    Unsupported features, nulls and names that cannot be one folder name (``/``, ``..``, a
+    leading ``.``, ...: :class:`UnsafePathError`) raise before anything is written. `root` must
+    not exist and must not lie inside a published zrecord store; it appears, with every store
+    and ``provenance.json``, only when all are written and the row counts agree. Returns the
+    provenance record that was written.
     """
     _check_arguments(codec, dict_bytes, data_shards)
     root = Path(os.fspath(root)).absolute()
@@ -214,8 +250,10 @@ def convert(dataset: Any, root: Any, *, codec: str = "zstd", columns: Sequence[s
     if not root.parent.is_dir():
         raise FileNotFoundError(errno.ENOENT, "convert: the destination's parent folder does not "
                                 "exist", str(root.parent))
+    check_root(root)
     splits = _splits(dataset)
     chosen = _select(splits, columns)
+    check_names(root, chosen)
 
     readers = {split: {c: reader_for(Where(split, c, splits[split].features[c])) for c in cols}
                for split, cols in chosen.items()}

@@ -21,3 +21,19 @@ class InconsistentRecordsError(ConversionError, ValueError):
 
 class HubError(ConversionError, ConnectionError):
     """The Hugging Face Hub (or the local cache, offline) could not provide the snapshot."""
+
+
+class UnsafePathError(ConversionError, ValueError):
+    """A split or column name cannot be one folder name under ``root`` (``/abs``, ``a/b``,
+    ``..``, a leading ``.``, too long, ...), or ``root`` lies inside a published zrecord store.
+
+    ``split`` and ``column`` name the offender (``column`` is None for a split name; both are
+    None for ``root``); ``reason`` says what is wrong with it.
+    """
+
+    def __init__(self, message: str, *, split: str | None = None, column: str | None = None,
+                 reason: str = "") -> None:
+        super().__init__(message)
+        self.split = split
+        self.column = column
+        self.reason = reason
