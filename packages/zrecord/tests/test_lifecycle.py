@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -169,13 +170,13 @@ def test_ragged_chunks_written_on_the_helper_thread_round_trip_in_order(store_pa
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 7)
     recs = [np.arange(i % 13, dtype=np.int32) + i for i in range(200)]
     threads: set[str] = set()
-    real = store._native.writer_append_chunk
+    real = store.RaggedWriter._flush
 
     def spy(*args):  # type: ignore[no-untyped-def]
         threads.add(threading.current_thread().name)
         return real(*args)
 
-    monkeypatch.setattr(store._native, "writer_append_chunk", spy)
+    monkeypatch.setattr(store.RaggedWriter, "_flush", spy)
     with Ragged.create(store_path, np.int32, 1, codec="zstd") as w:
         w.append(iter(recs))
         assert len(w) == 200
@@ -190,7 +191,7 @@ def test_ragged_failure_on_the_helper_thread_reaches_the_caller(store_path, monk
     import zrecord._writer as store
 
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
-    real = store._native.writer_append_chunk
+    real = store.RaggedWriter._flush
     calls = []
 
     def flaky(*args):  # type: ignore[no-untyped-def]
@@ -199,7 +200,7 @@ def test_ragged_failure_on_the_helper_thread_reaches_the_caller(store_path, monk
             raise OSError(28, "No space left on device (injected)")
         return real(*args)
 
-    monkeypatch.setattr(store._native, "writer_append_chunk", flaky)
+    monkeypatch.setattr(store.RaggedWriter, "_flush", flaky)
     w = Ragged.create(store_path, np.int32, 1, codec="raw")
     with pytest.raises(OSError, match="injected"):
         w.append(np.zeros(2, np.int32) for _ in range(10))
@@ -212,7 +213,7 @@ def test_ragged_interrupt_in_the_source_waits_for_the_helper(store_path, monkeyp
     import zrecord._writer as store
 
     monkeypatch.setattr(store, "_RAGGED_CHUNK_RECORDS", 2)
-    real = store._native.writer_append_chunk
+    real = store.RaggedWriter._flush
     in_flight = threading.Event()
     release = threading.Event()
     finished = []
@@ -223,7 +224,7 @@ def test_ragged_interrupt_in_the_source_waits_for_the_helper(store_path, monkeyp
         real(*args)
         finished.append(1)
 
-    monkeypatch.setattr(store._native, "writer_append_chunk", slow)
+    monkeypatch.setattr(store.RaggedWriter, "_flush", slow)
 
     def records():  # type: ignore[no-untyped-def]
         yield from (np.zeros(3, np.int32) for _ in range(2))  # one chunk, now on the helper
@@ -291,3 +292,24 @@ def test_many_threads_read_one_store_concurrently(store_path):
         for t in threads:
             t.join()
     assert failures == []
+
+
+def test_writer_dropped_without_close_warns_and_publishes_nothing(store_path):
+    """A writer collected unclosed says so, as files and sockets do ([U1]); its handle aborts."""
+    w = Dense.create(store_path, np.int32, (2,), codec="raw")
+    w.append(np.zeros((3, 2), np.int32))
+    with pytest.warns(ResourceWarning, match="dropped without close"):
+        del w
+        gc.collect()
+    assert not os.path.exists(store_path)
+    assert not [e for e in os.listdir(os.path.dirname(store_path)) if ".zr-tmp-" in e]
+    # Closed or aborted writers are silent.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Dense.create(store_path, np.int32, (2,), codec="raw") as ok:
+            ok.append(np.zeros((1, 2), np.int32))
+        del ok
+        other = Dense.create(store_path + "2", np.int32, (2,), codec="raw")
+        other.abort()
+        del other
+        gc.collect()

@@ -2,8 +2,9 @@
 """Thin binding of the native core (zig/include/zrecord.h).
 
 Invariants:
-- Handles cross this layer as integer addresses (`uintptr_t`). Arrays cross it as NumPy
-  objects whose data pointer is read from `__array_struct__` (a PyCapsule holding NumPy's
+- Native handles never cross this layer: each is owned by a `Writer` or `Reader` object that
+  frees it in `__dealloc__` (a writer never published is aborted first). Arrays cross it as
+  NumPy objects whose data pointer is read from `__array_struct__` (a PyCapsule holding NumPy's
   documented PyArrayInterface). That keeps the binding inside the Limited API of CPython 3.10,
   which has no buffer protocol, and costs ~0.1 us per array. The caller keeps the arrays alive.
 - Every array is checked here (C-contiguous, aligned, writeable where written, size) before its
@@ -110,57 +111,6 @@ cdef int _u64(object arr, bint writable, uint64_t **ptr, uint64_t count) except 
 cdef int _fail(int rc, zr_status *st) except -1:
     raise _errors.from_status(rc, st.os_errno, st.record, st.shard,
                               st.message.decode("utf-8", "replace"))
-
-
-cdef inline zr_writer *_w(uintptr_t handle) noexcept nogil:
-    return <zr_writer *> handle
-
-
-cdef inline zr_reader *_r(uintptr_t handle) noexcept nogil:
-    return <zr_reader *> handle
-
-
-def writer_open(bytes path, int kind, int dtype, int ndim, int codec, int data_shards,
-                tuple item_shape, object dict_bytes, uint32_t flags):
-    """Create a writer; returns its handle."""
-    cdef zr_schema schema
-    cdef zr_status st
-    cdef zr_writer *w = NULL
-    cdef const char *cpath = path
-    cdef const uint8_t *dptr = NULL
-    cdef size_t dsize = 0
-    cdef bytes d
-    cdef int rc, i
-    memset(&schema, 0, sizeof(schema))
-    schema.kind = kind
-    schema.dtype = dtype
-    schema.ndim = ndim
-    schema.codec = codec
-    schema.data_shards = data_shards
-    for i in range(min(len(item_shape), 32)):
-        schema.item_shape[i] = item_shape[i]
-    if dict_bytes is not None:
-        d = dict_bytes
-        dptr = <const uint8_t *> (<const char *> d)
-        dsize = len(d)
-    with nogil:
-        rc = zr_writer_open(cpath, &schema, dptr, dsize, flags, &w, &st)
-    if rc != 0:
-        _fail(rc, &st)
-    return <uintptr_t> w
-
-
-def writer_append_dense(uintptr_t handle, object data, uint64_t count):
-    """Append `count` records from the C-contiguous array `data`."""
-    cdef zr_status st
-    cdef int rc
-    cdef void *p
-    cdef uint64_t size
-    _buffer(data, False, &p, &size)
-    with nogil:
-        rc = zr_writer_append_dense(_w(handle), p, size, count, &st)
-    if rc != 0:
-        _fail(rc, &st)
 
 
 # Records below this many bytes are always copied into their chunk's staging buffer: the copy
@@ -373,133 +323,206 @@ def ragged_collect(object it, RaggedChunk chunk, str dtype_kind, int itemsize,
     return False
 
 
-def writer_append_chunk(uintptr_t handle, RaggedChunk chunk):
-    """Append the records of `chunk`, in order."""
-    cdef zr_status st
-    cdef int rc
-    with nogil:
-        chunk._resolve()
-        rc = zr_writer_append_ragged(_w(handle), chunk.ptrs, chunk.shapes, chunk.count, &st)
-    if rc != 0:
-        _fail(rc, &st)
+cdef class Writer:
+    """A native writer owned by this object (zrecord.h): `__dealloc__` aborts it unless it was
+    published or aborted, then frees it, so no handle outlives its owner and no integer can
+    be mistaken for one. Calls must not overlap (the Python writer holds a lock)."""
+
+    cdef zr_writer *w
+    cdef readonly bint done
+
+    def __cinit__(self, bytes path, int kind, int dtype, int ndim, int codec, int data_shards,
+                  tuple item_shape, object dict_bytes, uint32_t flags):
+        cdef zr_schema schema
+        cdef zr_status st
+        cdef const char *cpath = path
+        cdef const uint8_t *dptr = NULL
+        cdef size_t dsize = 0
+        cdef bytes d
+        cdef int rc, i
+        memset(&schema, 0, sizeof(schema))
+        schema.kind = kind
+        schema.dtype = dtype
+        schema.ndim = ndim
+        schema.codec = codec
+        schema.data_shards = data_shards
+        for i in range(min(len(item_shape), 32)):
+            schema.item_shape[i] = item_shape[i]
+        if dict_bytes is not None:
+            d = dict_bytes
+            dptr = <const uint8_t *> (<const char *> d)
+            dsize = len(d)
+        with nogil:
+            rc = zr_writer_open(cpath, &schema, dptr, dsize, flags, &self.w, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def __dealloc__(self):
+        if self.w != NULL:
+            with nogil:
+                if not self.done:
+                    zr_writer_abort(self.w)
+                zr_writer_free(self.w)
+
+    def append_dense(self, object data, uint64_t count):
+        """Append `count` records from the C-contiguous array `data`."""
+        cdef zr_status st
+        cdef int rc
+        cdef void *p
+        cdef uint64_t size
+        _buffer(data, False, &p, &size)
+        with nogil:
+            rc = zr_writer_append_dense(self.w, p, size, count, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def append_chunk(self, RaggedChunk chunk):
+        """Append the records of `chunk`, in order."""
+        cdef zr_status st
+        cdef int rc
+        with nogil:
+            chunk._resolve()
+            rc = zr_writer_append_ragged(self.w, chunk.ptrs, chunk.shapes, chunk.count, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def count(self):
+        cdef uint64_t n
+        with nogil:
+            n = zr_writer_count(self.w)
+        return n
+
+    def publish(self):
+        """Publish the store (once); the writer is done whatever the outcome."""
+        cdef zr_status st
+        cdef int rc
+        self.done = True
+        with nogil:
+            rc = zr_writer_publish(self.w, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def abort(self):
+        """Discard everything; idempotent, and a no-op once published."""
+        if not self.done:
+            self.done = True
+            with nogil:
+                zr_writer_abort(self.w)
 
 
-def writer_count(uintptr_t handle):
-    return zr_writer_count(_w(handle))
+cdef class Reader:
+    """A native reader owned by this object (zrecord.h): `__dealloc__` frees it (closing it
+    first if needed). Calls may overlap from many threads; `close()` waits for them, and a call
+    after it fails with ClosedError. A call holds a reference to this object, so the handle
+    cannot be freed while one runs."""
 
+    cdef zr_reader *r
 
-def writer_publish(uintptr_t handle):
-    cdef zr_status st
-    cdef int rc
-    with nogil:
-        rc = zr_writer_publish(_w(handle), &st)
-    if rc != 0:
-        _fail(rc, &st)
+    def __cinit__(self, bytes path):
+        cdef zr_status st
+        cdef const char *cpath = path
+        cdef int rc
+        with nogil:
+            rc = zr_reader_open(cpath, &self.r, &st)
+        if rc != 0:
+            _fail(rc, &st)
 
+    def __dealloc__(self):
+        if self.r != NULL:
+            with nogil:
+                zr_reader_free(self.r)
 
-def writer_abort(uintptr_t handle):
-    with nogil:
-        zr_writer_abort(_w(handle))
+    def info(self):
+        """The store's schema and sizes, as a dict."""
+        cdef zr_info info
+        memset(&info, 0, sizeof(info))
+        with nogil:
+            zr_reader_info(self.r, &info)
+        ndim = info.schema.ndim
+        return {
+            "kind": info.schema.kind,
+            "dtype": info.schema.dtype,
+            "ndim": ndim,
+            "codec": info.schema.codec,
+            "data_shards": info.schema.data_shards,
+            "item_shape": tuple(info.schema.item_shape[i] for i in range(ndim))
+            if info.schema.kind == 1 else None,
+            "format_version": (info.format_major, info.format_minor),
+            "dict_size": info.dict_size,
+            "record_count": info.record_count,
+            "logical_bytes": info.logical_bytes,
+            "stored_bytes": info.stored_bytes,
+            "record_size": info.record_size,
+            "itemsize": info.itemsize,
+        }
 
+    def dict_into(self, object out):
+        """Copies the dictionary into the uint8 array `out` if it fits; returns its size."""
+        cdef void *p
+        cdef uint64_t nbytes, size
+        _buffer(out, True, &p, &nbytes)
+        with nogil:
+            size = zr_reader_dict(self.r, <uint8_t *> p, nbytes)
+        return size
 
-def writer_free(uintptr_t handle):
-    with nogil:
-        zr_writer_free(_w(handle))
+    def gather_dense(self, object idx, uint64_t count, object out, uint32_t threads=0):
+        """Gather records idx[0..count) (a uint64 array) into the array `out`."""
+        cdef zr_status st
+        cdef int rc
+        cdef uint64_t *ip
+        cdef void *op
+        cdef uint64_t out_size
+        _u64(idx, False, &ip, count)
+        _buffer(out, True, &op, &out_size)
+        with nogil:
+            rc = zr_reader_gather_dense(self.r, ip, count, op, out_size, threads, &st)
+        if rc != 0:
+            _fail(rc, &st)
 
+    def shapes(self, object idx, uint64_t count, uint64_t ndim, object shapes, object sizes):
+        """Shapes (count x ndim uint64) and logical byte sizes (count uint64) of records idx."""
+        cdef zr_status st
+        cdef int rc
+        cdef uint64_t *ip
+        cdef uint64_t *sp
+        cdef uint64_t *zp
+        _u64(idx, False, &ip, count)
+        _u64(shapes, True, &sp, count * ndim)
+        _u64(sizes, True, &zp, count)
+        with nogil:
+            rc = zr_reader_shapes(self.r, ip, count, sp, zp, &st)
+        if rc != 0:
+            _fail(rc, &st)
 
-def reader_open(bytes path):
-    cdef zr_status st
-    cdef zr_reader *r = NULL
-    cdef const char *cpath = path
-    cdef int rc
-    with nogil:
-        rc = zr_reader_open(cpath, &r, &st)
-    if rc != 0:
-        _fail(rc, &st)
-    return <uintptr_t> r
+    def gather_ragged(self, object idx, uint64_t count, object out, object offsets,
+                      uint32_t threads=0):
+        """Gather record idx[i] to byte offset offsets[i] of the array `out`."""
+        cdef zr_status st
+        cdef int rc
+        cdef uint64_t *ip
+        cdef uint64_t *fp
+        cdef void *op
+        cdef uint64_t out_size
+        _u64(idx, False, &ip, count)
+        _u64(offsets, False, &fp, count)
+        _buffer(out, True, &op, &out_size)
+        with nogil:
+            rc = zr_reader_gather_ragged(self.r, ip, count, op, fp, out_size, threads, &st)
+        if rc != 0:
+            _fail(rc, &st)
 
+    def verify(self, uint64_t start, uint64_t count):
+        cdef zr_status st
+        cdef int rc
+        with nogil:
+            rc = zr_reader_verify(self.r, start, count, &st)
+        if rc != 0:
+            _fail(rc, &st)
 
-def reader_info(uintptr_t handle):
-    """Returns a dict of the store's schema and sizes."""
-    cdef zr_info info
-    memset(&info, 0, sizeof(info))
-    zr_reader_info(_r(handle), &info)
-    ndim = info.schema.ndim
-    return {
-        "kind": info.schema.kind,
-        "dtype": info.schema.dtype,
-        "ndim": ndim,
-        "codec": info.schema.codec,
-        "data_shards": info.schema.data_shards,
-        "item_shape": tuple(info.schema.item_shape[i] for i in range(ndim))
-        if info.schema.kind == 1 else None,
-        "format_version": (info.format_major, info.format_minor),
-        "dict_size": info.dict_size,
-        "record_count": info.record_count,
-        "logical_bytes": info.logical_bytes,
-        "stored_bytes": info.stored_bytes,
-        "record_size": info.record_size,
-        "itemsize": info.itemsize,
-    }
-
-
-def reader_dict(uintptr_t handle, object out):
-    """Copies the dictionary into the uint8 array `out` if it fits; returns its size."""
-    cdef void *p
-    cdef uint64_t nbytes
-    _buffer(out, True, &p, &nbytes)
-    return zr_reader_dict(_r(handle), <uint8_t *> p, nbytes)
-
-
-def reader_gather_dense(uintptr_t handle, object idx, uint64_t count, object out,
-                        uint32_t threads=0):
-    """Gather records idx[0..count) (a uint64 array) into the array `out`."""
-    cdef zr_status st
-    cdef int rc
-    cdef uint64_t *ip
-    cdef void *op
-    cdef uint64_t out_size
-    _u64(idx, False, &ip, count)
-    _buffer(out, True, &op, &out_size)
-    with nogil:
-        rc = zr_reader_gather_dense(_r(handle), ip, count, op, out_size, threads, &st)
-    if rc != 0:
-        _fail(rc, &st)
-
-
-def reader_shapes(uintptr_t handle, object idx, uint64_t count, uint64_t ndim, object shapes,
-                  object sizes):
-    """Shapes (count x ndim uint64) and logical byte sizes (count uint64) of records idx."""
-    cdef zr_status st
-    cdef int rc
-    cdef uint64_t *ip
-    cdef uint64_t *sp
-    cdef uint64_t *zp
-    _u64(idx, False, &ip, count)
-    _u64(shapes, True, &sp, count * ndim)
-    _u64(sizes, True, &zp, count)
-    with nogil:
-        rc = zr_reader_shapes(_r(handle), ip, count, sp, zp, &st)
-    if rc != 0:
-        _fail(rc, &st)
-
-
-def reader_gather_ragged(uintptr_t handle, object idx, uint64_t count, object out,
-                         object offsets, uint32_t threads=0):
-    """Gather record idx[i] to byte offset offsets[i] of the array `out`."""
-    cdef zr_status st
-    cdef int rc
-    cdef uint64_t *ip
-    cdef uint64_t *fp
-    cdef void *op
-    cdef uint64_t out_size
-    _u64(idx, False, &ip, count)
-    _u64(offsets, False, &fp, count)
-    _buffer(out, True, &op, &out_size)
-    with nogil:
-        rc = zr_reader_gather_ragged(_r(handle), ip, count, op, fp, out_size, threads, &st)
-    if rc != 0:
-        _fail(rc, &st)
+    def close(self):
+        """Waits for calls in flight, then releases the store's files. Idempotent."""
+        with nogil:
+            zr_reader_close(self.r)
 
 
 def train_dict(object samples, object sizes, uint64_t count, uint64_t capacity):
@@ -523,25 +546,6 @@ def train_dict(object samples, object sizes, uint64_t count, uint64_t capacity):
         return out[:out_size]
     finally:
         free(out)
-
-
-def reader_verify(uintptr_t handle, uint64_t start, uint64_t count):
-    cdef zr_status st
-    cdef int rc
-    with nogil:
-        rc = zr_reader_verify(_r(handle), start, count, &st)
-    if rc != 0:
-        _fail(rc, &st)
-
-
-def reader_close(uintptr_t handle):
-    with nogil:
-        zr_reader_close(_r(handle))
-
-
-def reader_free(uintptr_t handle):
-    with nogil:
-        zr_reader_free(_r(handle))
 
 
 def xxh64(object data):

@@ -12,7 +12,6 @@ Invariants of this module:
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,21 +30,17 @@ _ITER_BLOCK_BYTES = 4 << 20
 _ITER_BLOCK_RECORDS = 4096
 
 
-def _close_handle(handle: int) -> None:
-    _native.reader_free(handle)
-
-
 class _Store:
     """Shared machinery of Dense and Ragged readers."""
 
     _kind: int
     _kind_name: str
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: Any, *, _handle: _native.Reader | None = None) -> None:
         self.path = fspath(path)
-        handle = _native.reader_open(native_path(self.path))
-        self._finalizer = weakref.finalize(self, _close_handle, handle)
-        info = _native.reader_info(handle)
+        # `open_store` passes the handle it opened to learn the kind; the handle frees itself.
+        handle = _handle if _handle is not None else _native.Reader(native_path(self.path))
+        info = handle.info()
         if info["kind"] != self._kind:
             other = "Ragged" if self._kind == KIND_DENSE else "Dense"
             raise KindMismatchError(f"{self.path!r} is a {other} store; open it with {other}.open")
@@ -82,7 +77,7 @@ class _Store:
             return None
         self._check_open()
         out = np.empty(size, dtype=np.uint8)
-        _native.reader_dict(self._handle, out)
+        self._handle.dict_into(out)
         return out.tobytes()
 
     @property
@@ -111,7 +106,7 @@ class _Store:
         """Release the store. Waits for reads in flight; later reads raise ClosedError."""
         if not self._closed:
             self._closed = True
-            _native.reader_close(self._handle)
+            self._handle.close()
             self._pool.close()
 
     def __enter__(self) -> Any:
@@ -139,7 +134,7 @@ class _Store:
         stop = self._len if stop is None else stop
         if not 0 <= start <= stop <= self._len:
             raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{self._len}")
-        _native.reader_verify(self._handle, start, stop - start)
+        self._handle.verify(start, stop - start)
 
     def __iter__(self) -> Iterator[Any]:
         self._check_open()
@@ -181,8 +176,8 @@ class Dense(_Store):
     _kind = KIND_DENSE
     _kind_name = "Dense"
 
-    def __init__(self, path: Any) -> None:
-        super().__init__(path)
+    def __init__(self, path: Any, *, _handle: _native.Reader | None = None) -> None:
+        super().__init__(path, _handle=_handle)
         self.item_shape: tuple[int, ...] = tuple(int(d) for d in self._info["item_shape"])
         self._record_size = int(self._info["record_size"])
         if not numpy_can_hold(self.item_shape, self.dtype.itemsize):
@@ -222,7 +217,7 @@ class Dense(_Store):
                              "at a time")
         out = self._pool.empty(shape, self.dtype)
         if idx.shape[0]:
-            _native.reader_gather_dense(self._handle, idx, idx.shape[0], out)
+            self._handle.gather_dense(idx, idx.shape[0], out)
         return out
 
 
@@ -265,7 +260,7 @@ class Ragged(_Store):
         sizes = np.empty(idx.shape[0], dtype=np.uint64)
         if idx.shape[0]:
             try:
-                _native.reader_shapes(self._handle, idx, idx.shape[0], self.ndim, shapes, sizes)
+                self._handle.shapes(idx, idx.shape[0], self.ndim, shapes, sizes)
             except StoreIndexError:
                 raise index_error(idx, key, self._len, self.path) from None
         return shapes.astype(np.int64)
@@ -276,7 +271,7 @@ class Ragged(_Store):
             return []
         shapes = np.empty((n, self.ndim), dtype=np.uint64)
         sizes = np.empty(n, dtype=np.uint64)
-        _native.reader_shapes(self._handle, idx, n, self.ndim, shapes, sizes)
+        self._handle.shapes(idx, n, self.ndim, shapes, sizes)
         itemsize = self.dtype.itemsize
         if self.ndim > 1:
             # Only empty records can have shapes NumPy cannot hold: the others are bounded by
@@ -292,7 +287,7 @@ class Ragged(_Store):
         starts = ends - counts
         flat = self._pool.empty((int(ends[-1]),), self.dtype)
         offsets = (starts * itemsize).astype(np.uint64)
-        _native.reader_gather_ragged(self._handle, idx, n, flat, offsets)
+        self._handle.gather_ragged(idx, n, flat, offsets)
         shape_list = shapes.tolist()
         if self.ndim == 1:
             return [flat[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
@@ -302,10 +297,7 @@ class Ragged(_Store):
 
 def open_store(path: Any) -> Dense | Ragged:
     """Open the published store at `path`, whichever kind it is."""
-    handle = _native.reader_open(native_path(path))
-    try:
-        kind = _native.reader_info(handle)["kind"]
-    finally:
-        _native.reader_close(handle)
-        _native.reader_free(handle)
-    return Dense(path) if kind == KIND_DENSE else Ragged(path)
+    text = fspath(path)
+    handle = _native.Reader(native_path(text))
+    cls = Dense if handle.info()["kind"] == KIND_DENSE else Ragged
+    return cls(text, _handle=handle)

@@ -17,7 +17,7 @@ Invariants of this module:
 from __future__ import annotations
 
 import threading
-import weakref
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -48,12 +48,6 @@ _CHUNK_BYTES = 32 << 20
 _RAGGED_CHUNK_BYTES = _CHUNK_BYTES
 _RAGGED_CHUNK_RECORDS = 8192
 
-def _abort_handle(handle: int, state: dict[str, bool]) -> None:
-    if not state["done"]:
-        state["done"] = True
-        _native.writer_abort(handle)
-    _native.writer_free(handle)
-
 
 class _Writer:
     """Shared machinery of DenseWriter and RaggedWriter (one native handle, one lock)."""
@@ -75,45 +69,48 @@ class _Writer:
             ndim, item_shape = shape_or_ndim, ()
         self.ndim = ndim
         self._lock = threading.Lock()
-        # The native core creates missing parent directories, refuses a path inside a
-        # published store and removes stale temporaries of this name (zrecord.h).
-        self._handle = _native.writer_open(native_path(self.path), self._kind, dcode, ndim, ccode,
-                                           shards, item_shape, dict_data, 0 if sync else 1)
-        self._state = {"done": False}
         self._poisoned: str | None = None
-        self._finalizer = weakref.finalize(self, _abort_handle, self._handle, self._state)
+        # The native core creates missing parent directories, refuses a path inside a
+        # published store and removes stale temporaries of this name (zrecord.h). The handle
+        # aborts the write if it is collected unpublished.
+        self._handle = _native.Writer(native_path(self.path), self._kind, dcode, ndim, ccode,
+                                      shards, item_shape, dict_data, 0 if sync else 1)
+
+    def __del__(self) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle is not None and not handle.done:
+            warnings.warn(f"{type(self).__name__} for {self.path!r} was dropped without close(): "
+                          "nothing was published and its temporary files are removed (use "
+                          "`with`, or call close() or abort())", ResourceWarning, stacklevel=2,
+                          source=self)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     @property
     def closed(self) -> bool:
         """True once the writer has published (``close()``) or discarded (``abort()``) the store."""
-        return self._state["done"]
+        return bool(self._handle.done)
 
     def _check_open(self) -> None:
-        if self._state["done"]:
+        if self._handle.done:
             raise ClosedError(f"the {self._kind_name} writer for {self.path!r} is closed; "
                               "published stores are immutable (write a new store instead)")
 
     def close(self) -> None:
         """Publish the store atomically at its path. Idempotent."""
         with self._lock:
-            if self._state["done"]:
+            if self._handle.done:
                 return
-            self._state["done"] = True
             if self._poisoned is not None:
-                _native.writer_abort(self._handle)
+                self._handle.abort()
                 raise ZrecordError(f"{self.path!r} was not published and the writer published "
                                    f"nothing: {self._poisoned}")
-            _native.writer_publish(self._handle)
+            self._handle.publish()
 
     def abort(self) -> None:
         """Discard everything appended; nothing is published. Idempotent."""
         with self._lock:
-            if self._state["done"]:
-                return
-            self._state["done"] = True
-            _native.writer_abort(self._handle)
+            self._handle.abort()
 
     def __enter__(self) -> Any:
         return self
@@ -125,7 +122,7 @@ class _Writer:
             self.abort()
 
     def __len__(self) -> int:
-        return int(_native.writer_count(self._handle))
+        return int(self._handle.count())
 
     # -- misuse ----------------------------------------------------------------------------
 
@@ -187,7 +184,7 @@ class DenseWriter(_Writer):
                 direct = chunk.flags.c_contiguous and chunk.flags.aligned
                 contiguous = chunk if direct else np.require(chunk, requirements=["C", "A"])
                 try:
-                    _native.writer_append_dense(self._handle, contiguous, contiguous.shape[0])
+                    self._handle.append_dense(contiguous, contiguous.shape[0])
                 finally:
                     if contiguous is chunk:
                         release_mapped_pages(chunk)
@@ -265,7 +262,7 @@ class RaggedWriter(_Writer):
 
     def _flush(self, chunk: _native.RaggedChunk) -> None:
         try:
-            _native.writer_append_chunk(self._handle, chunk)
+            self._handle.append_chunk(chunk)
             release_mapped_pages(*chunk.arrays)
         finally:
             chunk.clear()
