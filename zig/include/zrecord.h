@@ -131,6 +131,29 @@ void zr_writer_abort(zr_writer *w);
 /* Frees the handle. Call once, after publish or abort. */
 void zr_writer_free(zr_writer *w);
 
+/* ---- staging: publish a directory tree atomically -------------------------------------- */
+
+typedef struct zr_staging zr_staging;
+
+/* For a tool that builds a directory tree (stores inside it, files of its own) and publishes it
+ * at `path` at once: creates the locked temporary sibling directory that the writer uses (spec
+ * §7), with the checks and stale-temporary removal of zr_writer_open. */
+int zr_staging_open(const char *path, zr_staging **out, zr_status *st);
+
+/* The temporary directory to build in (NUL-terminated), or NULL after publish or abort. */
+const char *zr_staging_dir(const zr_staging *s);
+
+/* Flushes every file and directory below the temporary directory (unless `flags` holds
+ * ZR_WRITE_NO_SYNC), renames it to the path (ZR_E_EXISTS if something appeared there) and
+ * flushes the parent. On failure nothing is removed: call zr_staging_abort. */
+int zr_staging_publish(zr_staging *s, uint32_t flags, zr_status *st);
+
+/* Removes the temporary directory with everything below it (never following links). */
+void zr_staging_abort(zr_staging *s);
+
+/* Aborts unless published, then frees the handle. */
+void zr_staging_free(zr_staging *s);
+
 /* ---- reader ---------------------------------------------------------------------------- */
 
 /* Opens and validates a published store: header and index checksums, every structural rule of

@@ -15,6 +15,7 @@ const format = @import("format.zig");
 const reader_mod = @import("reader.zig");
 const writer_mod = @import("writer.zig");
 const dictionary = @import("dictionary.zig");
+const staging = @import("staging.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -115,6 +116,56 @@ pub export fn zr_writer_abort(w: ?*Writer) void {
 
 pub export fn zr_writer_free(w: ?*Writer) void {
     if (w) |wr| wr.free();
+}
+
+// ---- staging: publish a directory tree atomically -------------------------------------------
+
+pub export fn zr_staging_open(path: ?[*:0]const u8, out: ?*?*staging.Staging, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const o = out orelse break :blk nullArgument(&d, "out");
+        o.* = null;
+        const p = path orelse break :blk nullArgument(&d, "path");
+        const s = std.heap.c_allocator.create(staging.Staging) catch
+            break :blk d.fail(error.OutOfMemory, "out of memory allocating a staging handle", .{});
+        s.* = staging.Staging.create(std.mem.sliceTo(p, 0), &d) catch |err| {
+            std.heap.c_allocator.destroy(s);
+            break :blk err;
+        };
+        o.* = s;
+    };
+    return finish(st, result, &d);
+}
+
+pub export fn zr_staging_dir(s: ?*const staging.Staging) ?[*:0]const u8 {
+    const stage = s orelse return null;
+    return if (stage.tmp_path.len > 0) stage.tmp_path.ptr else null;
+}
+
+pub export fn zr_staging_publish(s: ?*staging.Staging, flags: u32, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const stage = s orelse break :blk nullArgument(&d, "staging");
+        if (flags & ~abi.write_flags_known != 0) break :blk d.fail(error.InvalidArgument,
+            "unknown staging flags 0x{x}; only ZR_WRITE_NO_SYNC (0x1) is defined", .{flags});
+        if (stage.tmp_path.len == 0) break :blk d.fail(error.InvalidArgument, "the staged " ++
+            "directory for '{s}' was already published or aborted", .{stage.path});
+        const sync = flags & abi.write_no_sync == 0;
+        if (sync) stage.syncTree(&d) catch |err| break :blk err;
+        stage.publish(sync, &d) catch |err| break :blk err;
+    };
+    return finish(st, result, &d);
+}
+
+pub export fn zr_staging_abort(s: ?*staging.Staging) void {
+    if (s) |stage| stage.abort();
+}
+
+pub export fn zr_staging_free(s: ?*staging.Staging) void {
+    if (s) |stage| {
+        stage.deinit();
+        std.heap.c_allocator.destroy(stage);
+    }
 }
 
 // ---- reader ------------------------------------------------------------------------------

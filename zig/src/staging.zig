@@ -148,6 +148,13 @@ pub const Staging = struct {
         }
     }
 
+    /// Flushes every file and directory below the temporary directory, for callers that built
+    /// a tree of their own in it (the writer flushes its files itself).
+    pub fn syncTree(s: *Staging, d: *Diag) Error!void {
+        syncDir(s.tmp_fd, 0) catch return d.failOs(error.Io, sys.errno(), "flushing the files " ++
+            "below the temporary directory '{s}' failed", .{s.tmp_path});
+    }
+
     /// Removes the temporary directory and everything in it, then the lock. Failures are
     /// ignored: this runs on error paths whose original error matters more, and what remains
     /// is a hidden temporary that the next writer of this name removes.
@@ -317,6 +324,29 @@ fn reapOne(dfd: Fd, entry: [:0]const u8) void {
         removeTree(dfd, entry, 0);
     }
     sys.unlinkAt(dfd, lock_name) catch {};
+}
+
+/// fsync of every regular file and directory below the open directory `dfd` (links are not
+/// followed), then of `dfd` itself.
+fn syncDir(dfd: Fd, depth: u32) sys.OsError!void {
+    if (depth < remove_depth_max) {
+        var dir = sys.Dir.open(dfd) orelse return error.Os;
+        defer dir.close();
+        while (dir.next()) |entry| {
+            const fd = sys.openAt(dfd, entry, sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK, 0) catch |err| {
+                if (sys.errno() == sys.ELOOP) continue; // a symbolic link: nothing of ours
+                return err;
+            };
+            defer sys.close(fd);
+            const st = try sys.fstat(fd);
+            switch (st.kind) {
+                .directory => try syncDir(fd, depth + 1),
+                .regular => try sys.fsync(fd),
+                .other => {},
+            }
+        }
+    }
+    try sys.fsync(dfd);
 }
 
 /// Removes `name` in directory `dfd`: a directory with everything below it, or anything else

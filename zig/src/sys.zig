@@ -94,6 +94,7 @@ const S_IFREG: u32 = 0o100000;
 const S_IFDIR: u32 = 0o040000;
 
 pub const EPERM: i32 = 1;
+pub const ELOOP: i32 = 40;
 pub const ENOENT: i32 = 2;
 pub const EINTR: i32 = 4;
 pub const EIO: i32 = 5;

@@ -203,7 +203,7 @@ def test_killed_conversion_leaves_nothing_and_the_next_one_succeeds(tmp_path, de
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "converting"
     deadline = time.monotonic() + 120
-    while not any(p.name.startswith(".out.convert-tmp-") for p in tmp_path.iterdir()):
+    while not any(p.name.startswith(".out.zr-tmp-") for p in tmp_path.iterdir()):
         assert proc.poll() is None, "the conversion ended before it started writing"
         assert time.monotonic() < deadline
         time.sleep(0.01)

@@ -140,9 +140,9 @@ def _dead_pid() -> int:
 def test_r1_09_malformed_temporaries_are_ignored(tmp_path):
     """[R1] item 9: a planted sibling ".NAME.convert-tmp-99999999999999999999-x" made convert
     raise OverflowError (os.kill of a PID no pid_t holds); other malformed names raised
-    ValueError ("²" passes str.isdigit) or were read as PIDs. Malformed temporaries are now
-    ignored (left alone), a link is never followed, and a well-formed one whose process is
-    gone is still removed."""
+    ValueError ("²" passes str.isdigit) or were read as PIDs. Conversions now publish through
+    zrecord's staging ([ZR-PUB-006]): no name is parsed, anything without a free lock is left
+    alone, a link is never followed, and a temporary whose lock is free is still removed."""
     root = tmp_path / "root"
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -158,9 +158,10 @@ def test_r1_09_malformed_temporaries_are_ignored(tmp_path):
     dead = _dead_pid()
     link = tmp_path / f".root.convert-tmp-{dead}-0badc0de"
     link.symlink_to(victim)
-    stale = tmp_path / f".root.convert-tmp-{dead}-0123abcd"
+    stale = tmp_path / ".root.zr-tmp-0123456789abcdef"
     stale.mkdir()
     (stale / "train").mkdir()
+    (tmp_path / ".root.zr-tmp-0123456789abcdef.lock").write_text("")  # nobody holds it
     convert(Dataset.from_dict({"c": [1, 2]}), root, codec="raw", progress=False)
     assert zrecord.Dense.open(root / "train" / "c")[:].tolist() == [1, 2]
     for name in planted:

@@ -3,8 +3,9 @@
 Invariants:
 - Nothing appears at `root` until every column of every split is written, each store is
   published, and every column of a split has the split's row count. Until then everything
-  lives in a temporary sibling ``.NAME.convert-tmp-PID-RAND`` that a failure removes and that
-  a later conversion removes when its process is gone (SIGKILL).
+  lives in zrecord's locked temporary sibling (``zrecord.staged_directory``, the protocol its
+  writers use): a failure removes it, and a later conversion or writer of the same name
+  removes it once its process is gone (SIGKILL), whatever PID namespace that process ran in.
 - Everything that can be known before writing is checked before writing: split and column
   names that cannot be one folder under ``root`` (``_paths``), a ``root`` inside a published
   store, unsupported features, nulls, non-rectangular nested lists, mixed image modes.
@@ -14,14 +15,9 @@ Invariants:
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
 import os
-import re
-import secrets
-import shutil
-import stat
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,7 +33,6 @@ from loaderx_converter._paths import PROVENANCE_FILE, check_names, check_root
 CODECS = ("raw", "zstd", "zstd_dict")
 BATCH_BYTES_TARGET = 32 << 20  # decoded bytes per batch and column that we aim not to exceed
 BATCH_ROWS_MAX = 4096
-_TMP_MARK = ".convert-tmp-"
 
 
 def _splits(dataset: Any) -> dict[str, Any]:
@@ -131,91 +126,6 @@ def _progress(enabled: bool, total: int, desc: str) -> Any:
                 dynamic_ncols=True)
 
 
-# A temporary's name is exactly ".ROOT.convert-tmp-PID-RAND": PID in ASCII decimal without a
-# leading zero, RAND the 8 lowercase hex digits of secrets.token_hex(4).
-_TMP_TAIL = re.compile(r"([1-9][0-9]{0,9})-([0-9a-f]{8})")
-# pid_t is a signed 32-bit int on every POSIX system; no process has a larger PID.
-_PID_MAX = 2**31 - 1
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process `pid` may exist; when in doubt, it may (its temporary is kept)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError, ValueError):
-        return True
-    return True
-
-
-def _stale_pid(entry: Path, prefix: str) -> int | None:
-    """The PID of a well-formed temporary folder `entry` of ours, else None (left alone)."""
-    match = _TMP_TAIL.fullmatch(entry.name[len(prefix):])
-    if match is None:
-        return None
-    pid = int(match.group(1))
-    if pid > _PID_MAX:
-        return None
-    try:
-        # Only a real folder: a link or file of that name is not ours, and never followed.
-        if not stat.S_ISDIR(entry.lstat().st_mode):
-            return None
-    except OSError:
-        return None
-    return pid
-
-
-def _remove_stale(root: Path) -> None:
-    """Remove temporaries of earlier conversions to `root` whose process no longer exists.
-
-    Anything else whose name merely starts like one (a malformed PID, a file, a link) is left
-    alone. A PID says only so much: a reused PID keeps a dead conversion's folder until that
-    process ends, and a conversion in another PID namespace (another container sharing the
-    folder) looks dead from here.
-    """
-    prefix = f".{root.name}{_TMP_MARK}"
-    try:
-        entries = list(root.parent.iterdir())
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.name.startswith(prefix):
-            continue
-        pid = _stale_pid(entry, prefix)
-        if pid is not None and pid != os.getpid() and not _pid_alive(pid):
-            shutil.rmtree(entry, ignore_errors=True)
-
-
-def _rename_noreplace(src: Path, dst: Path) -> None:
-    """Rename `src` to `dst` atomically, failing if `dst` exists (renameat2 RENAME_NOREPLACE)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is not None:
-        renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                              ctypes.c_uint]
-        at_fdcwd, rename_noreplace = -100, 1
-        if renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace) == 0:
-            return
-        err = ctypes.get_errno()
-        if err == errno.EEXIST:
-            raise FileExistsError(errno.EEXIST, "convert: the destination appeared meanwhile", str(dst))
-        if err not in (errno.ENOSYS, errno.EINVAL):
-            raise OSError(err, os.strerror(err), str(dst))
-    # A filesystem without RENAME_NOREPLACE: check, then rename (a narrow race, documented).
-    if os.path.lexists(dst):
-        raise FileExistsError(errno.EEXIST, "convert: the destination appeared meanwhile", str(dst))
-    os.rename(src, dst)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _versions() -> dict[str, str]:
     import datasets
 
@@ -282,10 +192,8 @@ def _convert(dataset: Any, root: Path, splits: dict[str, Any], chosen: dict[str,
                 bar.update(table.num_rows)
         plans[split] = {c: readers[split][c].plan() for c in chosen[split]}
 
-    _remove_stale(root)
-    tmp = root.parent / f".{root.name}{_TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    try:
+    with zrecord.staged_directory(root) as staged:
+        tmp = Path(staged)
         layout: dict[str, Any] = {}
         for split, ds in splits.items():
             layout[split] = _write_split(ds, tmp / split, split, chosen[split], readers[split],
@@ -301,16 +209,7 @@ def _convert(dataset: Any, root: Path, splits: dict[str, Any], chosen: dict[str,
         with open(tmp / PROVENANCE_FILE, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=2, sort_keys=True)
             f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        for split in splits:
-            _fsync_dir(tmp / split)
-        _fsync_dir(tmp)
-        _rename_noreplace(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _fsync_dir(root.parent)
+        # Leaving the block flushes every file below `tmp` and renames it to `root`.
     return record
 
 

@@ -8,7 +8,8 @@ Invariants:
   atomic publish, so it is refused before anything is written, as are names the file system
   cannot hold.
 - Names starting with ``.`` are refused too: the writers' temporary folders are dot-named
-  siblings (``.NAME.zr-tmp-PID-RAND``, ``.ROOT.convert-tmp-PID-RAND``), and a column named
+  siblings (``.NAME.zr-tmp-RAND`` and its ``.lock``, for stores and dataset roots alike), and
+  a column named
   like one could be taken for a dead writer's leftovers and removed.
 - ``root`` never lies inside a published zrecord store: a published store is immutable,
   its directory included.
@@ -22,9 +23,9 @@ from pathlib import Path
 import zrecord
 from loaderx_converter.errors import UnsafePathError
 
-# Writers add this much to a name for their temporary siblings: zrecord's
-# ".NAME.zr-tmp-PID-16HEX" adds 33 bytes for a 7-digit PID (Linux allows up to 4,194,304) and
-# the converter's ".ROOT.convert-tmp-PID-8HEX" 30; 40 leaves a margin for longer PIDs.
+# Writers add this much to a name for their temporary siblings: zrecord's lock file
+# ".NAME.zr-tmp-16HEX.lock" adds 30 bytes (for stores and dataset roots alike); 40 leaves a
+# margin.
 NAME_ROOM_BYTES = 40
 # The longest name inside a store folder ("data-000.zrd"), with a margin.
 STORE_FILE_ROOM_BYTES = 16

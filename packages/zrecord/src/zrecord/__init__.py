@@ -9,6 +9,7 @@ record is its append position. The on-disk format is specified in ``spec/format-
 from zrecord._dict import train_dict
 from zrecord._paths import enclosing_store
 from zrecord._reader import Dense, Ragged, open_store
+from zrecord._staging import staged_directory
 from zrecord._writer import DenseWriter, RaggedWriter
 from zrecord.errors import (
     ChecksumError,
@@ -41,5 +42,6 @@ __all__ = [
     "__version__",
     "enclosing_store",
     "open_store",
+    "staged_directory",
     "train_dict",
 ]

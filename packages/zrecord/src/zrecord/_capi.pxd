@@ -44,6 +44,14 @@ cdef extern from "zrecord.h" nogil:
     void zr_writer_abort(zr_writer *w)
     void zr_writer_free(zr_writer *w)
 
+    ctypedef struct zr_staging:
+        pass
+    int zr_staging_open(const char *path, zr_staging **out, zr_status *st)
+    const char *zr_staging_dir(const zr_staging *s)
+    int zr_staging_publish(zr_staging *s, uint32_t flags, zr_status *st)
+    void zr_staging_abort(zr_staging *s)
+    void zr_staging_free(zr_staging *s)
+
     int zr_reader_open(const char *path, zr_reader **out, zr_status *st)
     void zr_reader_info(const zr_reader *r, zr_info *out)
     uint64_t zr_reader_dict(const zr_reader *r, uint8_t *out, uint64_t capacity)

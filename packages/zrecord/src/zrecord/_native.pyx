@@ -525,6 +525,44 @@ cdef class Reader:
             zr_reader_close(self.r)
 
 
+cdef class Staging:
+    """A locked temporary directory for a tree to publish at a path at once (zr_staging_*),
+    owned by this object: `__dealloc__` removes it unless it was published."""
+
+    cdef zr_staging *s
+
+    def __cinit__(self, bytes path):
+        cdef zr_status st
+        cdef const char *cpath = path
+        cdef int rc
+        with nogil:
+            rc = zr_staging_open(cpath, &self.s, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def __dealloc__(self):
+        if self.s != NULL:
+            with nogil:
+                zr_staging_free(self.s)
+
+    def directory(self):
+        """The temporary directory's path, or None after publish or abort."""
+        cdef const char *p = zr_staging_dir(self.s)
+        return None if p == NULL else <bytes> p
+
+    def publish(self, uint32_t flags):
+        cdef zr_status st
+        cdef int rc
+        with nogil:
+            rc = zr_staging_publish(self.s, flags, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def abort(self):
+        with nogil:
+            zr_staging_abort(self.s)
+
+
 def train_dict(object samples, object sizes, uint64_t count, uint64_t capacity):
     """Train a zstd dictionary of at most `capacity` bytes; returns it as bytes."""
     cdef zr_status st
