@@ -345,13 +345,14 @@ def test_argument_errors(tmp_path):
     (tmp_path / "exists").mkdir()
     with pytest.raises(FileExistsError):
         convert(ds, tmp_path / "exists", progress=False)
-    with pytest.raises(FileNotFoundError, match="parent"):
-        convert(ds, tmp_path / "no" / "such", progress=False)
+    # Missing parent folders are made, as for every zrecord store (one rule, [H1] step 1).
+    convert(ds, tmp_path / "no" / "such", progress=False)
+    assert (tmp_path / "no" / "such" / "provenance.json").is_file()
     with pytest.raises(ValueError, match="codec must be one of"):
         convert(ds, tmp_path / "o", codec="lz4", progress=False)
     with pytest.raises(ValueError, match="needs dict_bytes"):
         convert(ds, tmp_path / "o", codec="zstd_dict", progress=False)
-    with pytest.raises(ValueError, match="only for codec 'zstd_dict'"):
+    with pytest.raises(ValueError, match="only used by codec 'zstd_dict'"):
         convert(ds, tmp_path / "o", dict_bytes=b"x" * 300, progress=False)
     with pytest.raises(ValueError, match="data_shards"):
         convert(ds, tmp_path / "o", data_shards=0, progress=False)

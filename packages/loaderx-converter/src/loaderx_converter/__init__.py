@@ -13,6 +13,7 @@ from loaderx_converter.errors import (
     HubError,
     InconsistentRecordsError,
     NullValueError,
+    OptionError,
     UnsafePathError,
     UnsupportedFeatureError,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "HubError",
     "InconsistentRecordsError",
     "NullValueError",
+    "OptionError",
     "Provenance",
     "UnsafePathError",
     "UnsupportedFeatureError",

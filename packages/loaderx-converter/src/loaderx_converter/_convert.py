@@ -29,8 +29,8 @@ import zrecord
 from loaderx_converter._features import ColumnPlan, Where, reader_for
 from loaderx_converter._hub import PROVENANCE_ATTR, Provenance
 from loaderx_converter._paths import PROVENANCE_FILE, check_names, check_root
+from loaderx_converter.errors import OptionError
 
-CODECS = ("raw", "zstd", "zstd_dict")
 BATCH_BYTES_TARGET = 32 << 20  # decoded bytes per batch and column that we aim not to exceed
 BATCH_ROWS_MAX = 4096
 
@@ -61,15 +61,15 @@ def _dict_for(dict_bytes: Any, codec: str, column: str) -> bytes | None:
 
 
 def _check_arguments(codec: Any, dict_bytes: Any, data_shards: Any) -> None:
-    if codec not in CODECS:
-        raise ValueError(f"convert: codec must be one of {CODECS}; got {codec!r}")
-    if codec == "zstd_dict" and dict_bytes is None:
-        raise ValueError("convert: codec 'zstd_dict' needs dict_bytes (bytes for every column, or "
-                         "a dict column -> bytes); train one with zrecord.train_dict(records)")
-    if codec != "zstd_dict" and dict_bytes is not None:
-        raise ValueError(f"convert: dict_bytes is only for codec 'zstd_dict'; got codec {codec!r}")
-    if isinstance(data_shards, bool) or not isinstance(data_shards, int) or not 1 <= data_shards <= 255:
-        raise ValueError(f"convert: data_shards must be an int in 1..255; got {data_shards!r}")
+    """zrecord's own checks of the store options, for every column's dictionary, before any
+    work; its errors reach the caller wrapped in an :class:`OptionError`."""
+    dicts = list(dict_bytes.values()) if isinstance(dict_bytes, Mapping) else [dict_bytes]
+    try:
+        for one in dicts or [None]:
+            zrecord.check_store_options(codec=codec, dict_bytes=one, data_shards=data_shards)
+    except zrecord.ZrecordError as exc:
+        raise OptionError(f"convert: {exc} (dict_bytes may also be a dict column -> bytes)"
+                          if codec == "zstd_dict" else f"convert: {exc}") from exc
 
 
 def _select(splits: dict[str, Any], columns: Sequence[str] | None) -> dict[str, list[str]]:
@@ -149,7 +149,8 @@ def convert(dataset: Any, root: Any, *, codec: str = "zstd", columns: Sequence[s
 
     Unsupported features, nulls and names that cannot be one folder name (``/``, ``..``, a
     leading ``.``, ...: :class:`UnsafePathError`) raise before anything is written. `root` must
-    not exist and must not lie inside a published zrecord store; it appears, with every store
+    not exist and must not lie inside a published zrecord store (missing parent folders are
+    made, as for every zrecord store); it appears, with every store
     and ``provenance.json``, only when all are written and the row counts agree. Returns the
     provenance record that was written.
     """
@@ -157,9 +158,6 @@ def convert(dataset: Any, root: Any, *, codec: str = "zstd", columns: Sequence[s
     root = Path(os.fspath(root)).absolute()
     if os.path.lexists(root):
         raise FileExistsError(errno.EEXIST, "convert: the destination must not exist", str(root))
-    if not root.parent.is_dir():
-        raise FileNotFoundError(errno.ENOENT, "convert: the destination's parent folder does not "
-                                "exist", str(root.parent))
     check_root(root)
     splits = _splits(dataset)
     chosen = _select(splits, columns)

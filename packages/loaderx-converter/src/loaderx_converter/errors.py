@@ -23,6 +23,11 @@ class HubError(ConversionError, ConnectionError):
     """The Hugging Face Hub (or the local cache, offline) could not provide the snapshot."""
 
 
+class OptionError(ConversionError, ValueError):
+    """A store option of ``convert`` (codec, dictionary, shard count) is invalid; the zrecord
+    error that says why is its ``__cause__``."""
+
+
 class UnsafePathError(ConversionError, ValueError):
     """A split or column name cannot be one folder name under ``root`` (``/abs``, ``a/b``,
     ``..``, a leading ``.``, too long, ...), or ``root`` lies inside a published zrecord store.

@@ -20,9 +20,10 @@ import numpy as np
 
 from zrecord import _native
 from zrecord._dtypes import DICT_SIZE_BYTES_MAX
-from zrecord.errors import SchemaError
+from zrecord.errors import LimitError, SchemaError
 
 DICT_SIZE_BYTES_DEFAULT = 112_640          # 110 KiB, the zstd command line's default
+DICT_SIZE_BYTES_MIN = 256                  # ZDICT_trainFromBuffer needs at least this much
 SAMPLE_BYTES_MAX_DEFAULT = 64 << 20        # bytes of samples handed to the trainer
 RECORD_SAMPLE_BYTES_MAX = 128 << 10        # zstd's trainer ignores longer samples
 
@@ -50,8 +51,9 @@ def train_dict(source: Any, *, dict_size: int = DICT_SIZE_BYTES_DEFAULT,
     from: zstd needs roughly a hundred times the dictionary size in samples.
     """
     size = operator.index(dict_size)
-    if not 256 <= size <= DICT_SIZE_BYTES_MAX:
-        raise ValueError(f"train_dict: dict_size must be in 256..{DICT_SIZE_BYTES_MAX}; got {size}")
+    if not DICT_SIZE_BYTES_MIN <= size <= DICT_SIZE_BYTES_MAX:
+        raise LimitError(f"train_dict: dict_size must be in {DICT_SIZE_BYTES_MIN}.."
+                         f"{DICT_SIZE_BYTES_MAX} (dict_size_bytes_max); got {size}")
     budget = operator.index(sample_bytes_max)
     if budget <= 0:
         raise ValueError(f"train_dict: sample_bytes_max must be positive; got {budget}")

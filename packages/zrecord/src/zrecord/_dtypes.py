@@ -133,8 +133,8 @@ def ndim_value(ndim: Any) -> int:
 def codec_code(codec: Any, dict_bytes: Any) -> tuple[int, bytes | None]:
     """Validate codec and dictionary arguments; return the codec code and the dictionary."""
     if codec not in CODECS:
-        raise CodecError(f"codec is required and must be one of 'raw', 'zstd', 'zstd_dict'; "
-                         f"got {codec!r}")
+        raise CodecError(f"codec must be one of 'raw', 'zstd', 'zstd_dict' (it is required and "
+                         f"never inferred); got {codec!r}")
     if codec == "zstd_dict":
         if dict_bytes is None:
             raise CodecError("codec 'zstd_dict' needs dict_bytes: train one with "
@@ -152,6 +152,16 @@ def codec_code(codec: Any, dict_bytes: Any) -> tuple[int, bytes | None]:
         raise CodecError(f"dict_bytes is only used by codec 'zstd_dict'; got codec {codec!r} "
                          "with a dictionary")
     return CODECS[codec], None
+
+
+def check_store_options(*, codec: Any, dict_bytes: Any = None, data_shards: Any = 4) -> None:
+    """Check the options of ``Dense.create``/``Ragged.create`` without creating anything.
+
+    Raises what ``create`` would (``CodecError``, ``LimitError``, ``SchemaError``), so a tool
+    that creates many stores (the converter) can refuse bad options before writing any.
+    """
+    codec_code(codec, dict_bytes)
+    data_shards_value(data_shards)
 
 
 def data_shards_value(data_shards: Any) -> int:
