@@ -2,8 +2,9 @@
  * zrecord.h: the one C ABI of the zrecord native core.
  *
  * Invariants of this interface:
- * - Handles are opaque. A writer publishes or aborts exactly once; a reader is closed and then
- *   freed exactly once. zr_reader_free never fails and may be called on a closed reader only.
+ * - Handles are opaque. A writer is published or aborted, then freed (zr_writer_free aborts an
+ *   unpublished writer first); a reader is freed exactly once, closed or not (zr_reader_free
+ *   closes it first if needed); a staging handle likewise. Free functions never fail.
  * - Every fallible call returns 0 on success or a negative ZR_E_* code, and fills the
  *   caller-provided zr_status with the code, the OS errno (if any), the record and shard the
  *   error concerns (or -1) and a NUL-terminated English message that names what was given and
@@ -128,7 +129,7 @@ int zr_writer_publish(zr_writer *w, zr_status *st);
 /* Removes the temporary directory and releases resources. Safe after a failed publish. */
 void zr_writer_abort(zr_writer *w);
 
-/* Frees the handle. Call once, after publish or abort. */
+/* Frees the handle, aborting the writer first unless it was published. Call once. */
 void zr_writer_free(zr_writer *w);
 
 /* ---- staging: publish a directory tree atomically -------------------------------------- */
