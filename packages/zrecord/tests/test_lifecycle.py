@@ -313,3 +313,35 @@ def test_writer_dropped_without_close_warns_and_publishes_nothing(store_path):
         other.abort()
         del other
         gc.collect()
+
+
+def test_reprs_show_schema_count_and_size(store_path):
+    """[U1]: a repr says what a user needs to see: kind, path, dtype, shape, codec, records,
+    bytes on disk; writers the records appended so far."""
+    w = Dense.create(store_path, np.uint8, (3, 4), codec="raw")
+    assert repr(w) == f"<DenseWriter {store_path!r} uint8 (3, 4) raw, 0 records appended>"
+    w.append(np.zeros((1500, 3, 4), np.uint8))
+    assert "1,500 records appended" in repr(w)
+    w.close()
+    assert repr(w).endswith("raw, closed>")
+    with Dense.open(store_path) as ds:
+        assert repr(ds) == f"<Dense {store_path!r} uint8 (3, 4) raw, 1,500 records, 18 KiB>"
+    assert repr(ds).endswith("raw, closed>")
+    with Ragged.create(store_path + "r", np.int32, 2, codec="zstd") as rw:
+        assert repr(rw).startswith(f"<RaggedWriter {store_path + 'r'!r} int32 ndim=2 zstd, 0 ")
+    with Ragged.open(store_path + "r") as rs:
+        assert repr(rs) == f"<Ragged {store_path + 'r'!r} int32 ndim=2 zstd, 0 records, 0 B>"
+
+
+def test_appends_show_progress_when_asked(store_path, capsys):
+    """[U1]: progress=True shows a bar (on stderr) for Dense and Ragged appends."""
+    pytest.importorskip("tqdm")
+    with Dense.create(store_path, np.int16, (2,), codec="raw") as w:
+        w.append(np.zeros((10, 2), np.int16), progress=True)
+    with Ragged.create(store_path + "r", np.int16, 1, codec="raw") as rw:
+        rw.append((np.zeros(3, np.int16) for _ in range(7)), progress=True)
+        rw.append([np.zeros(1, np.int16)] * 4)
+    err = capsys.readouterr().err
+    assert "10.0/10.0" in err and "7.00records" in err
+    with Ragged.open(store_path + "r") as rs:
+        assert len(rs) == 11

@@ -22,6 +22,7 @@ from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_cod
 from zrecord._index import index_error, normalise
 from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
+from zrecord._progress import human_bytes
 from zrecord._writer import DenseWriter, RaggedWriter
 from zrecord.errors import ClosedError, KindMismatchError, LimitError, ModeError, StoreIndexError
 
@@ -160,8 +161,15 @@ class _Store:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"{self._len} records"
-        return f"<{type(self).__name__} {self.path!r} {self.dtype} codec={self.codec!r} ({state})>"
+        """``<Dense 'train/image' uint8 (3, 224, 224) zstd, 1,493 records, 116 MiB>``: the
+        schema, the record count and the bytes on disk."""
+        state = "closed" if self._closed else (f"{self._len:,} records, "
+                                               f"{human_bytes(self.stored_bytes)}")
+        return f"<{type(self).__name__} {self.path!r} {self.dtype} {self._shape_text()} " \
+               f"{self.codec}, {state}>"
+
+    def _shape_text(self) -> str:
+        return f"ndim={self.ndim}"
 
 
 class Dense(_Store):
@@ -207,6 +215,9 @@ class Dense(_Store):
 
     def _iter_block_records(self) -> int:
         return max(1, min(_ITER_BLOCK_RECORDS, _ITER_BLOCK_BYTES // max(1, self._record_size)))
+
+    def _shape_text(self) -> str:
+        return str(self.item_shape)
 
     def _gather(self, idx: np.ndarray) -> np.ndarray:
         shape = (idx.shape[0], *self.item_shape)
