@@ -43,6 +43,13 @@ _SEED_STEP = 0x9E3779B97F4A7C15
 _SEED_MASK = (1 << 64) - 1
 
 
+def _step(step: Any) -> int:
+    step = operator.index(step)
+    if step < 0:
+        raise ValueError(f"Mix step must be >= 0; got {step}")
+    return step
+
+
 def _quanta(weights: Sequence[Any], sources: int) -> list[int]:
     """Integer quanta proportional to `weights` (reduced to the shortest period)."""
     if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence | np.ndarray):
@@ -231,7 +238,7 @@ class Mix:
     source_key=None)``. `sources` is a list whose items are stream dicts ``{name: store}``
     (Mix samples each with its own ``Sampler(len, batch_size, mode)``, seeded from `seed`),
     ``(streams, sampler)`` pairs, or bare samplers. `weights` (one per source, >= 0, not all
-    zero) are the proportions of records. ``next()`` returns this rank's indices of the next
+    zero) are the proportions of records; `seed` is 0..2**64-1, as for ``Sampler``. ``next()`` returns this rank's indices of the next
     step in the concatenation of the sources, a borrowed read-only view like
     ``Sampler.next()``; ``DataLoader(mix.streams, mix)`` turns them into batches. Resumes
     exactly with ``seek(step)`` or ``state_dict()``. See the module documentation.
@@ -241,6 +248,8 @@ class Mix:
                  batch_size: int | None = None, mode: Any = "cyclic", rank: int = 0,
                  world_size: int = 1, source_key: str | None = None) -> None:
         seed = operator.index(seed)
+        if not 0 <= seed <= _SEED_MASK:
+            raise ValueError(f"Mix seed must be in 0..2**64-1; got {seed}")
         resolved = _Sources(sources, batch_size, mode, seed)
         self.quanta = _quanta(weights, len(resolved.samplers))
         world_size = operator.index(world_size)
@@ -350,7 +359,7 @@ class Mix:
 
     def batch(self, step: int) -> np.ndarray:
         """A new array with the indices of `step`; the Mix's own step is unchanged."""
-        return self._fill(operator.index(step), np.empty(self.batch_size, dtype=np.uint64))
+        return self._fill(_step(step), np.empty(self.batch_size, dtype=np.uint64))
 
     @property
     def step(self) -> int:
@@ -359,10 +368,7 @@ class Mix:
 
     def seek(self, step: int) -> None:
         """Make `step` the next step drawn. O(1): nothing is replayed."""
-        step = operator.index(step)
-        if step < 0:
-            raise ValueError(f"Mix step must be >= 0; got {step}")
-        self._step = step
+        self._step = _step(step)
 
     def _config(self) -> dict[str, Any]:
         sources = []

@@ -15,6 +15,11 @@ Modes:
   remainder of ``length mod (batch_size * world_size)`` records. No dataset-sized permutation is
   ever allocated (the permutation is a keyed bijection computed per index).
 
+Arguments: ``length`` is 1..2**63; ``batch_size`` and ``world_size`` are at least 1, with
+``batch_size * world_size`` at most 2**63; ``rank`` is 0..world_size-1; ``seed`` is any
+unsigned 64-bit value, 0..2**64-1 (each seed gives its own stream), and steps are 0..2**64-1.
+Anything else raises ValueError (TypeError for a non-integer) naming the value and the range.
+
 Ranks: with ``world_size > 1`` the ranks together draw ``batch_size * world_size`` indices per
 step and rank ``r`` takes its own ``batch_size`` of them, so at every step the ranks' indices
 are disjoint (SEQUENTIAL and CYCLIC: disjoint positions of the same sequence; IID: rank ``r``
@@ -38,8 +43,10 @@ import numpy as np
 from loaderx._mix import Mix
 from loaderx._sampler import SamplerCore
 
+# The largest `length`: indices and the sampler's arithmetic are 64-bit.
 LENGTH_MAX = 1 << 63
-SEED_MASK = (1 << 64) - 1
+# Seeds and steps are unsigned 64-bit values: 0 .. 2**64 - 1.
+U64_MAX = (1 << 64) - 1
 
 
 class Mode(enum.IntEnum):
@@ -50,27 +57,44 @@ class Mode(enum.IntEnum):
     CYCLIC = 2
 
 
-def _positive(name: str, value: Any, upper: int | None = None) -> int:
+def _int_arg(name: str, value: Any) -> int:
     try:
-        v = operator.index(value)
+        return operator.index(value)
     except TypeError as exc:
         raise TypeError(f"Sampler {name} must be an int; got {type(value).__name__}") from exc
-    if v < 1 or (upper is not None and v > upper):
-        bound = f"1..{upper}" if upper is not None else "at least 1"
-        raise ValueError(f"Sampler {name} must be {bound}; got {v}")
+
+
+def _positive(name: str, value: Any) -> int:
+    """`value` as an int in 1..LENGTH_MAX; the message names the bound that was crossed."""
+    v = _int_arg(name, value)
+    if v < 1:
+        raise ValueError(f"Sampler {name} must be >= 1; got {v}")
+    if v > LENGTH_MAX:
+        raise ValueError(f"Sampler {name} must be <= 2**63; got {v}")
+    return v
+
+
+def _u64(name: str, value: Any) -> int:
+    """`value` as an int in 0..2**64-1 (a seed or a step)."""
+    v = _int_arg(name, value)
+    if not 0 <= v <= U64_MAX:
+        raise ValueError(f"Sampler {name} must be in 0..2**64-1; got {v}")
     return v
 
 
 class Sampler(SamplerCore):
-    """Batch indices as a pure function of (seed, step). See the module documentation."""
+    """Batch indices as a pure function of (seed, step). See the module documentation.
+
+    ``seed`` is 0..2**64-1; a seed outside that range is a ValueError, not folded into it.
+    """
 
     Mode = Mode
 
     def __init__(self, length: int, batch_size: int, mode: Mode | str | int,
                  seed: int = 0, *, rank: int = 0, world_size: int = 1) -> None:
-        length = _positive("length", length, LENGTH_MAX)
-        batch_size = _positive("batch_size", batch_size, LENGTH_MAX)
-        world_size = _positive("world_size", world_size, LENGTH_MAX)
+        length = _positive("length", length)
+        batch_size = _positive("batch_size", batch_size)
+        world_size = _positive("world_size", world_size)
         if isinstance(mode, str):
             try:
                 mode = Mode[mode.upper()]
@@ -81,14 +105,15 @@ class Sampler(SamplerCore):
             mode = Mode(mode)
         except ValueError:
             raise ValueError(f"Sampler mode must be a Sampler.Mode; got {mode!r}") from None
-        rank = operator.index(rank)
+        rank = _int_arg("rank", rank)
         if not 0 <= rank < world_size:
             raise ValueError(f"Sampler rank must be in 0..{world_size - 1} for world_size "
                              f"{world_size}; got {rank}")
-        seed = operator.index(seed)
+        seed = _u64("seed", seed)
         global_batch = batch_size * world_size
         if global_batch > LENGTH_MAX:
-            raise ValueError(f"batch_size * world_size = {global_batch} is too large")
+            raise ValueError(f"Sampler batch_size * world_size must be <= 2**63; got "
+                             f"{batch_size} * {world_size} = {global_batch}")
         if mode is Mode.CYCLIC and global_batch > length:
             raise ValueError(
                 f"CYCLIC draws full batches without replacement, so batch_size * world_size "
@@ -103,7 +128,7 @@ class Sampler(SamplerCore):
                              f"rank; length is {length}")
         self._config = {"length": length, "batch_size": batch_size, "mode": mode.name,
                         "seed": seed, "rank": rank, "world_size": world_size}
-        super().__init__(length, batch_size, int(mode), seed & SEED_MASK, rank, world_size,
+        super().__init__(length, batch_size, int(mode), seed, rank, world_size,
                          np.empty(batch_size, dtype=np.uint64))
 
     # The seed's attribute names.
@@ -142,14 +167,12 @@ class Sampler(SamplerCore):
 
     def seek(self, step: int) -> None:
         """Make `step` the next step drawn. O(1): nothing is replayed."""
-        step = operator.index(step)
-        if not 0 <= step < 1 << 64:
-            raise ValueError(f"Sampler step must be in 0..2**64-1; got {step}")
-        super().seek(step)
+        super().seek(_u64("step", step))
 
     def batch(self, step: int) -> np.ndarray:
-        """A new array with the indices of `step`; the sampler's own step is unchanged."""
-        return self.batch_at(operator.index(step), np.empty(self.batch_size, dtype=np.uint64))
+        """A new array with the indices of `step` (0..2**64-1); the sampler's own step is
+        unchanged."""
+        return self.batch_at(_u64("step", step), np.empty(self.batch_size, dtype=np.uint64))
 
     @property
     def steps_per_cycle(self) -> int | None:
