@@ -108,8 +108,7 @@ class Sampler(SamplerCore):
                              f"rank; length is {length}")
         self._config = {"length": length, "batch_size": batch_size, "mode": mode.name,
                         "seed": seed, "rank": rank, "world_size": world_size}
-        super().__init__(length, batch_size, int(mode), seed, rank, world_size,
-                         np.empty(batch_size, dtype=np.uint64))
+        super().__init__(length, batch_size, int(mode), seed, rank, world_size)
 
     # The seed's attribute names.
     @property
@@ -152,7 +151,7 @@ class Sampler(SamplerCore):
     def batch(self, step: int) -> np.ndarray:
         """A new array with the indices of `step` (0..2**64-1); the sampler's own step is
         unchanged."""
-        return self.batch_at(_u64("step", step), np.empty(self.batch_size, dtype=np.uint64))
+        return self._batch(_u64("step", step))
 
     @property
     def steps_per_cycle(self) -> int | None:
