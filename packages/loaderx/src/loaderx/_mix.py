@@ -17,8 +17,10 @@ Semantics (per-record mixing with a deterministic schedule):
 - Step ``s`` of rank ``r`` is the slots ``[s*G + r*B, s*G + (r+1)*B)`` with ``G = B *
   world_size``: a pure function of (seed, step), so ``seek`` is O(1) and a resumed run draws
   exactly what the uninterrupted one would have. The slots of source ``k`` inside one step
-  have consecutive record numbers, so a step costs at most a couple of ``batch()`` calls per
-  source. Mix never moves its sources' samplers (it only calls ``batch(step)``).
+  have consecutive record numbers, so a step costs at most ``ceil(n / b) + 1`` ``batch()``
+  calls for a source with ``n`` records in the step and sampler batch size ``b``: two when ``b``
+  is Mix's batch size, more for a source shorter than the batch (Mix builds its sampler with
+  ``b`` = its length). Mix never moves its sources' samplers (it only calls ``batch(step)``).
 - Indices are positions in the concatenation of the sources (source ``k``'s record ``i`` is
   ``offsets[k] + i``); ``Mix.streams`` gathers them back from each source, so
   ``DataLoader(mix.streams, mix)`` delivers mixed batches unchanged in the loader.

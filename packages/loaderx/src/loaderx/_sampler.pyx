@@ -2,22 +2,24 @@
 """The sampler's batch function: a pure function of (configuration, seed, step).
 
 Invariants:
-- `fill_batch(cfg, step, out)` writes the `batch_size` indices of this rank's batch at `step`
-  and depends on nothing else: no state is carried between steps, so `seek` is O(1) and a
+- `lx_fill(cfg, step, out)` (_sampler_core.h) writes the `batch_size` indices of this rank's
+  batch at `step` and depends on nothing else: no state is carried between steps, so `seek` is O(1) and a
   resumed run draws exactly what the uninterrupted one would have drawn.
 - Global batch: at every step the `world_size` ranks together draw G = batch_size * world_size
   positions; rank r owns positions [r * batch_size, (r + 1) * batch_size) of that step.
 - Modes:
   SEQUENTIAL  position p of step s is record (s * G + p) mod length: in order, wrapping.
   IID         uniform with replacement, from a counter-based generator (wyrand's output
-              function of the global draw counter) mapped to [0, m) by a 128-bit multiply. With world_size > 1
-              each rank draws from its own stride of the records (i = rank + world_size * j,
+              function of the seed-keyed global draw counter) mapped to [0, m) by a 128-bit
+              multiply, m = length // world_size. With world_size > 1 each rank draws from
+              its own stride of the records (i = rank + world_size * j,
               j < length // world_size), so ranks never share an index.
   CYCLIC      cycle c = s // (length // G) is a fresh pseudo-random permutation of the records
               (a keyed bijective mixer on the next power of two, cycle-walked into
               [0, length)); step s takes positions [k * G, (k + 1) * G) of it (k = s mod steps
               per cycle). Full batches only; the length mod G positions at the end of each
-              cycle's permutation are omitted, and they are different records every cycle.
+              cycle's permutation are omitted, so which records are omitted is drawn afresh
+              by every cycle's permutation.
   No dataset-sized allocation in any mode.
 - The C batch function is `lx_fill` in _sampler_core.h; this module owns the buffers and the
   step counter. `_batch` (behind `Sampler.batch`, which Mix calls) releases the GIL while it

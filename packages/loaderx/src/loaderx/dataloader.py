@@ -19,8 +19,8 @@ Invariants:
   next), so ``prefetch - 1`` steps are in flight (at least one). Peak batch memory is about
   ``max(prefetch, 2)`` times the bytes of one gathered batch (plus the transform's output).
 - Threads. ``close()`` cancels what has not started, waits for what has, and joins every
-  thread; it is idempotent and also runs when the loader is garbage-collected or the
-  interpreter exits. An exception in gather or transform reaches the consumer with its
+  thread; it is idempotent, and the same shutdown runs when the loader is garbage-collected or
+  the interpreter exits. An exception in gather or transform reaches the consumer with its
   original traceback, after the loader has closed itself.
 - Closing from another thread. ``close()`` may run on any thread while the consumer is inside
   ``next()``; that ``next()`` (and every later one) raises ``LoaderClosedError``, never a

@@ -11,8 +11,8 @@ Modes:
 - ``SEQUENTIAL``: records in order, wrapping at the end (a batch may straddle the wrap).
 - ``IID``: uniform with replacement.
 - ``CYCLIC``: each cycle is a fresh pseudo-random permutation, drawn without replacement in full
-  batches; when ``length`` is not a multiple of the global batch, each cycle omits a different
-  remainder of ``length mod (batch_size * world_size)`` records. No dataset-sized permutation is
+  batches; when ``length`` is not a multiple of the global batch, each cycle omits
+  ``length mod (batch_size * world_size)`` records, chosen afresh by each cycle's permutation. No dataset-sized permutation is
   ever allocated (the permutation is a keyed bijection computed per index).
 
 Arguments: ``length`` is 1..2**63; ``batch_size`` and ``world_size`` are at least 1, with
