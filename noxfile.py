@@ -216,6 +216,10 @@ with tempfile.TemporaryDirectory() as d:
         w.append(np.arange(12, dtype=np.float32).reshape(4, 3))
     with loaderx.zrecord.Dense.open(p) as r:
         assert r[3].tolist() == [9.0, 10.0, 11.0]
+import loaderx._sampler
+from loaderx.sampler import Sampler
+assert 'site-packages' in loaderx._sampler.__file__  # built from the sdist's _sampler_core.h
+assert sorted(Sampler(8, 8, 'cyclic', seed=1).next().tolist()) == list(range(8))
 print('sdist -> wheel round trip ok')
 """
 

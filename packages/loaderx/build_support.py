@@ -1,6 +1,8 @@
 """Build support: compile the Cython sampler into one abi3 extension with `zig cc`.
 
-One `python -m ziglang build-lib` call compiles the Cython-generated C file: baseline CPU,
+One `python -m ziglang build-lib` call compiles the Cython-generated C file, which includes
+the batch function from src/loaderx/_sampler_core.h (declared for Cython in
+_sampler_core.pxd; both ship in the sdist, neither in the wheel): baseline CPU,
 glibc 2.28, the Limited API of CPython 3.10 (one `cp310-abi3` wheel for 3.10+) and a version
 script that exports `PyInit__sampler` only. The same toolchain as zrecord's core, so a user
 needs nothing but pip.
@@ -29,7 +31,8 @@ def build_extension(root: Path, verbose: bool = False) -> Path:
         raise RuntimeError(f"loaderx build: unsupported CPU architecture {machine!r}")
     pkg = root / "src" / "loaderx"
     out = pkg / EXTENSION
-    inputs = [pkg / "_sampler.pyx", root / "build_support.py"]
+    inputs = [pkg / "_sampler.pyx", pkg / "_sampler_core.pxd", pkg / "_sampler_core.h",
+              root / "build_support.py"]
     if out.exists() and out.stat().st_mtime >= max(p.stat().st_mtime for p in inputs):
         return out
     build = root / "build" / "native"
@@ -43,7 +46,8 @@ def build_extension(root: Path, verbose: bool = False) -> Path:
     cmd = [sys.executable, "-m", "ziglang", "build-lib", "-dynamic",
            "-target", ZIG_TARGETS[machine], "-mcpu=baseline", "-OReleaseFast", "-fPIC", "-lc",
            "-fstrip", "-cflags", f"-DPy_LIMITED_API={LIMITED_API}", "-O2",
-           "-fno-strict-aliasing", "-I", sysconfig.get_paths()["include"], "--", str(c_file),
+           "-fno-strict-aliasing", "-I", str(pkg), "-I", sysconfig.get_paths()["include"], "--",
+           str(c_file),
            "--version-script", str(exports), f"-femit-bin={tmp_out}"]
     env = dict(os.environ)
     env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(root / "build" / "zig-global-cache"))

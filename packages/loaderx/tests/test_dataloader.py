@@ -249,3 +249,46 @@ def test_stats_show_where_the_time_goes(streams):
     assert stats["transform_s"] >= 20 * 0.004
     assert stats["gather_s"] > 0 and stats["consumer_wait_s"] >= 0
     assert stats["batches_per_s"] > 0
+
+
+def test_close_from_another_thread_always_gives_loader_closed_error(streams):
+    """[R1] item 11: close() racing a consumer on another thread gave CancelledError or
+    "cannot schedule new futures after shutdown" in about a fifth of the rounds.
+
+    Each round closes the loader after a different short delay, so the close lands at every
+    point of next(): while it submits, while it waits on a queued or running step, between
+    steps. Every other round has a slow transform, so that the close often finds a step
+    running. The consumer must see LoaderClosedError and nothing else, and no thread may remain.
+    """
+    rng = np.random.default_rng(11)
+    outcomes: dict[str, int] = {}
+
+    def slow(batch):
+        time.sleep(0.0005)
+        return batch
+
+    for round_, delay in enumerate(rng.uniform(0, 0.003, 100)):
+        loader = DataLoader({"y": streams["y"]}, Sampler(N, 4, Mode.IID),
+                            slow if round_ % 2 else None, workers=2, prefetch=3)
+        outcome: list[BaseException | None] = []
+
+        def consume(loader=loader, outcome=outcome):
+            try:
+                for _ in range(10_000):
+                    next(loader)
+                outcome.append(None)  # never blocked by the close: finished cleanly
+            except BaseException as exc:  # noqa: BLE001 - the test records whatever escapes
+                outcome.append(exc)
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        time.sleep(delay)
+        loader.close()
+        consumer.join(5)
+        assert not consumer.is_alive()
+        assert not loader_threads()
+        (got,) = outcome
+        assert got is None or isinstance(got, LoaderClosedError), repr(got)
+        name = type(got).__name__
+        outcomes[name] = outcomes.get(name, 0) + 1
+    assert outcomes.get("LoaderClosedError", 0) > 0, outcomes

@@ -212,3 +212,13 @@ def test_zero_weight_source_is_never_drawn_and_state_is_json():
     assert set(src.tolist()) == {0, 2}
     state = mix.state_dict()
     assert json.loads(json.dumps(state)) == state and state["quanta"] == [1, 0, 1]
+
+
+def test_mix_seed_and_step_ranges_are_value_errors():
+    """[R1] item 20: Mix takes the Sampler's seed range 0..2**64-1 and refuses other seeds
+    and negative steps with a ValueError naming the value (batch(-1) was an OverflowError)."""
+    with pytest.raises(ValueError, match=r"Mix seed must be in 0\.\.2\*\*64-1; got -1"):
+        Mix([{"x": np.arange(10)}], [1], seed=-1, batch_size=2)
+    mix = Mix([{"x": np.arange(10)}], [1], seed=(1 << 64) - 1, batch_size=2)
+    with pytest.raises(ValueError, match="Mix step must be >= 0; got -1"):
+        mix.batch(-1)

@@ -186,3 +186,43 @@ def test_mode_by_name_and_state_round_trip():
     assert draws(t, 5) == draws(s, 5)
     with pytest.raises(ValueError, match="seed saved 3 != current 4"):
         Sampler(100, 10, Mode.CYCLIC, seed=4, rank=1, world_size=2).load_state_dict(state)
+
+
+@pytest.mark.parametrize("seed", [-1, -(1 << 64), 1 << 64, 1 << 70])
+def test_seed_out_of_range_is_a_value_error(seed):
+    """[R1] item 20: seed=-1 was accepted (silently folded to 2**64-1). A seed is in
+    0..2**64-1; the error names the given value and the range."""
+    with pytest.raises(ValueError, match=rf"Sampler seed must be in 0\.\.2\*\*64-1; got {seed}$"):
+        Sampler(10, 2, Mode.IID, seed=seed)
+
+
+def test_seed_range_ends_are_accepted_and_distinct():
+    """[R1] item 20: both ends of 0..2**64-1 are valid seeds, and they draw differently."""
+    low = Sampler(1000, 8, Mode.CYCLIC, seed=0)
+    high = Sampler(1000, 8, Mode.CYCLIC, seed=(1 << 64) - 1)
+    assert high.seed == (1 << 64) - 1
+    assert low.next().tolist() != high.next().tolist()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(length=10, batch_size=0), "Sampler batch_size must be >= 1; got 0"),
+    (dict(length=0, batch_size=1), "Sampler length must be >= 1; got 0"),
+    (dict(length=(1 << 63) + 1, batch_size=1),
+     f"Sampler length must be <= 2**63; got {(1 << 63) + 1}"),
+    (dict(length=10, batch_size=1, world_size=0), "Sampler world_size must be >= 1; got 0"),
+])
+def test_argument_errors_print_bounds_readably(kwargs, message):
+    """[R1] item 20: errors printed bounds as `1..9223372036854775808`."""
+    with pytest.raises(ValueError) as info:
+        Sampler(**kwargs, mode=Mode.IID)
+    assert str(info.value) == message
+
+
+def test_out_of_range_steps_are_value_errors():
+    """[R1] item 20: batch(-1) raised OverflowError from the compiled layer."""
+    s = Sampler(10, 2, Mode.IID)
+    for step in (-1, 1 << 64):
+        with pytest.raises(ValueError, match=rf"step must be in 0\.\.2\*\*64-1; got {step}"):
+            s.batch(step)
+        with pytest.raises(ValueError, match=rf"step must be in 0\.\.2\*\*64-1; got {step}"):
+            s.seek(step)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -46,7 +48,7 @@ def test_resume_continues_where_the_last_iteration_stopped(streams):
     ds = TorchIterable(streams, 8, "iid", seed=2, steps=4)
     first = [b["x"] for b in ds]
     state = ds.state_dict()
-    again = TorchIterable(streams, 8, "iid", seed=2, steps=5)
+    again = TorchIterable(streams, 8, "iid", seed=2, steps=9)  # steps: the run's length
     again.load_state_dict(state)
     rest = [b["x"] for b in again]
     assert all(torch.equal(a, b) for a, b in zip(first + rest, full, strict=True))
@@ -69,3 +71,53 @@ def test_rank_and_world_size_come_from_torch_distributed(streams, tmp_path):
         assert (s.rank, s.world_size) == (0, 1)
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2, 4])
+def test_torch_worker_processes_are_refused_not_duplicated(streams, num_workers):
+    """[R1] item 12: inside torch's DataLoader with num_workers=2 every batch came twice
+    ([0, 0, 10, 10, ...]) and state_dict() stayed None. loaderx prefetches on its own threads,
+    so worker processes are refused with an error that says what to do; 0 workers is exact."""
+    ds = TorchIterable(streams, 8, "sequential", steps=6)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=num_workers)
+    if num_workers == 0:
+        assert [int(b["x"][0, 0]) // 3 for b in loader] == [0, 8, 16, 24, 32, 40]
+        assert ds.state_dict()["step"] == 6
+    else:
+        batches = iter(loader)
+        with pytest.raises(ValueError, match=r"num_workers=0.*TorchIterable\(workers="):
+            next(batches)
+        assert ds.state_dict() is None
+        # The re-raised error holds the iterator in a reference cycle, and torch's shutdown
+        # run from that garbage collection waits 5 s per worker: stop them now instead.
+        batches._shutdown_workers()  # type: ignore[attr-defined]
+
+
+def test_torch_spawned_workers_are_refused_before_they_start(streams):
+    """[R1] item 12: with spawn (and forkserver, Python 3.14's default) PyTorch pickles the
+    dataset for its workers; that is refused with the same advice, not an error about a lock.
+    (pickle.dumps is what the worker start does; a real spawn start takes ~20 s to give up.)"""
+    ds = TorchIterable(streams, 8, "sequential", steps=6)
+    with pytest.raises(TypeError, match=r"num_workers=0"):
+        pickle.dumps(ds)
+
+
+def test_torch_resume_runs_the_remaining_steps_only(streams):
+    """[R1] item 12: steps=10, stopped after 4 batches and resumed, gave 10 more batches instead
+    of the remaining 6. `steps` is the length of the run, counted from step 0."""
+    full = [b["x"] for b in torch.utils.data.DataLoader(
+        TorchIterable(streams, 8, "cyclic", seed=4, steps=10), batch_size=None)]
+    assert len(full) == 10
+    ds = TorchIterable(streams, 8, "cyclic", seed=4, steps=10)
+    head = []
+    for batch in torch.utils.data.DataLoader(ds, batch_size=None):
+        head.append(batch["x"])
+        if len(head) == 4:
+            break
+    state = ds.state_dict()
+    assert state is not None and state["step"] == 4
+    resumed = TorchIterable(streams, 8, "cyclic", seed=4, steps=10)
+    resumed.load_state_dict(state)
+    tail = [b["x"] for b in torch.utils.data.DataLoader(resumed, batch_size=None)]
+    assert len(tail) == 6
+    assert all(torch.equal(a, b) for a, b in zip(head + tail, full, strict=True))

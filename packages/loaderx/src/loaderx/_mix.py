@@ -17,11 +17,18 @@ Semantics (per-record mixing with a deterministic schedule):
 - Step ``s`` of rank ``r`` is the slots ``[s*G + r*B, s*G + (r+1)*B)`` with ``G = B *
   world_size``: a pure function of (seed, step), so ``seek`` is O(1) and a resumed run draws
   exactly what the uninterrupted one would have. The slots of source ``k`` inside one step
-  have consecutive record numbers, so a step costs at most a couple of ``batch()`` calls per
-  source. Mix never moves its sources' samplers (it only calls ``batch(step)``).
+  have consecutive record numbers, so a step costs at most ``ceil(n / b) + 1`` ``batch()``
+  calls for a source with ``n`` records in the step and sampler batch size ``b``: two when ``b``
+  is Mix's batch size, more for a source shorter than the batch (Mix builds its sampler with
+  ``b`` = its length). Mix never moves its sources' samplers (it only calls ``batch(step)``).
 - Indices are positions in the concatenation of the sources (source ``k``'s record ``i`` is
   ``offsets[k] + i``); ``Mix.streams`` gathers them back from each source, so
   ``DataLoader(mix.streams, mix)`` delivers mixed batches unchanged in the loader.
+- Dependencies: a stream is anything with ``len`` and batch indexing (``Stream``); Mix checks
+  that a stream agrees across sources when it has a Dense store's schema (``dtype``,
+  ``item_shape``), a Ragged store's (``dtype``, ``ndim``, ``shapes``) or is an ndarray, and
+  imports no zrecord class. Samplers come from ``loaderx._sampler_api``, which imports
+  nothing of Mix, so there is no import cycle.
 """
 
 from __future__ import annotations
@@ -30,17 +37,59 @@ import math
 import operator
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from zrecord import Dense, Ragged
+from loaderx._sampler_api import U64_MAX, Sampler
 
 # The longest schedule period (table entries). Weights whose exact period is longer are
 # rounded to multiples of 1/PERIOD_MAX.
 PERIOD_MAX = 1 << 16
 _SEED_STEP = 0x9E3779B97F4A7C15
-_SEED_MASK = (1 << 64) - 1
+
+
+class Stream(Protocol):
+    """What Mix needs from each stream of a source: a length and batch indexing."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: Any, /) -> Any: ...
+
+
+@runtime_checkable
+class _FixedShapeStream(Stream, Protocol):
+    """A stream of records of one dtype and shape (a zrecord Dense store)."""
+
+    dtype: np.dtype[Any]
+    item_shape: tuple[int, ...]
+
+
+@runtime_checkable
+class _VariableShapeStream(Stream, Protocol):
+    """A stream of records of one dtype and rank, each with its own shape (a zrecord Ragged
+    store)."""
+
+    dtype: np.dtype[Any]
+    ndim: int
+
+    def shapes(self, key: Any = ..., /) -> np.ndarray: ...
+
+
+class _BatchSampler(Protocol):
+    """What Mix needs from a source's sampler: any step's indices, and their count."""
+
+    batch_size: int
+    length: int
+
+    def batch(self, step: int, /) -> np.ndarray: ...
+
+
+def _step(value: Any) -> int:
+    step = operator.index(value)
+    if step < 0:
+        raise ValueError(f"Mix step must be >= 0; got {step}")
+    return step
 
 
 def _quanta(weights: Sequence[Any], sources: int) -> list[int]:
@@ -97,14 +146,14 @@ def _schedule(quanta: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return src[order], rank[order]
 
 
-def _schema(stream: Any) -> tuple[Any, ...] | None:
+def _schema(stream: Stream) -> tuple[Any, ...] | None:
     """What must agree between the same stream of two sources (None: not checkable)."""
-    if isinstance(stream, Dense):
-        return ("Dense", stream.dtype, tuple(stream.item_shape))
-    if isinstance(stream, Ragged):
-        return ("Ragged", stream.dtype, stream.ndim)
     if isinstance(stream, np.ndarray):
         return ("Dense", stream.dtype, stream.shape[1:])
+    if isinstance(stream, _FixedShapeStream):
+        return ("Dense", stream.dtype, tuple(stream.item_shape))
+    if isinstance(stream, _VariableShapeStream):
+        return ("Ragged", stream.dtype, stream.ndim)
     return None
 
 
@@ -155,73 +204,81 @@ class _Concat:
         return out
 
 
+def _parse_source(k: int, source: Any) -> tuple[dict[str, Stream] | None, Any]:
+    """(streams, sampler) of one item of Mix's `sources`; either may be None."""
+    if isinstance(source, Mapping):
+        streams, sampler = dict(source), None
+    elif isinstance(source, tuple) and len(source) == 2 and isinstance(source[0], Mapping):
+        streams, sampler = dict(source[0]), source[1]
+    elif callable(getattr(source, "batch", None)):
+        streams, sampler = None, source
+    else:
+        raise TypeError(f"Mix source {k} must be a stream dict, a (streams, sampler) pair or a "
+                        f"sampler with batch(step); got {type(source).__name__}")
+    if streams is not None:
+        if not streams:
+            raise ValueError(f"Mix source {k} has no streams")
+        lengths = {name: len(s) for name, s in streams.items()}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"the streams of Mix source {k} must have the same length; got " +
+                             ", ".join(f"{n}={v}" for n, v in lengths.items()))
+    if sampler is not None:
+        for attr in ("batch", "batch_size", "length"):
+            if not hasattr(sampler, attr):
+                raise TypeError(f"the sampler of Mix source {k} ({type(sampler).__name__}) has "
+                                f"no {attr!r}: Mix reads any step of it with batch(step)")
+    return streams, sampler
+
+
+def _common_batch_size(given: list[Any], batch_size: int | None) -> int:
+    """`batch_size`, or else the one batch size that every given sampler shares."""
+    if batch_size is None:
+        sizes = {s.batch_size for s in given if s is not None}
+        if None in given or len(sizes) != 1:
+            raise TypeError("Mix needs batch_size= unless every source is a sampler with the "
+                            "same batch_size")
+        batch_size = sizes.pop()
+    size = operator.index(batch_size)
+    if size < 1:
+        raise ValueError(f"Mix batch_size must be at least 1; got {batch_size}")
+    return size
+
+
 class _Sources:
     """Mix(...)'s per-source samplers, record counts and optional stream dicts."""
 
     def __init__(self, sources: Any, batch_size: int | None, mode: Any, seed: int) -> None:
-        from loaderx.sampler import Sampler
-
         if isinstance(sources, Mapping) or not isinstance(sources, Sequence) or not sources:
             raise TypeError("Mix sources must be a non-empty list of stream dicts, "
                             "(streams, sampler) pairs or samplers; got "
                             f"{type(sources).__name__}")
-        self.streams: list[dict[str, Any] | None] = []
-        given: list[Any] = []
-        for k, source in enumerate(sources):
-            if isinstance(source, Mapping):
-                streams, sampler = dict(source), None
-            elif isinstance(source, tuple) and len(source) == 2 and isinstance(source[0],
-                                                                                Mapping):
-                streams, sampler = dict(source[0]), source[1]
-            elif callable(getattr(source, "batch", None)):
-                streams, sampler = None, source
-            else:
-                raise TypeError(f"Mix source {k} must be a stream dict, a (streams, sampler) "
-                                f"pair or a sampler with batch(step); got "
-                                f"{type(source).__name__}")
-            if streams is not None:
-                if not streams:
-                    raise ValueError(f"Mix source {k} has no streams")
-                lengths = {name: len(s) for name, s in streams.items()}
-                if len(set(lengths.values())) != 1:
-                    raise ValueError(f"the streams of Mix source {k} must have the same length; "
-                                     "got " + ", ".join(f"{n}={v}" for n, v in lengths.items()))
-            if sampler is not None:
-                for attr in ("batch", "batch_size", "length"):
-                    if not hasattr(sampler, attr):
-                        raise TypeError(f"the sampler of Mix source {k} "
-                                        f"({type(sampler).__name__}) has no {attr!r}: Mix reads "
-                                        "any step of it with batch(step)")
-            self.streams.append(streams)
-            given.append(sampler)
-        if batch_size is None:
-            sizes = {s.batch_size for s in given if s is not None}
-            if None in given or len(sizes) != 1:
-                raise TypeError("Mix needs batch_size= unless every source is a sampler with "
-                                "the same batch_size")
-            batch_size = sizes.pop()
-        self.batch_size = operator.index(batch_size)
-        if self.batch_size < 1:
-            raise ValueError(f"Mix batch_size must be at least 1; got {batch_size}")
-        self.samplers: list[Any] = []
+        parsed = [_parse_source(k, source) for k, source in enumerate(sources)]
+        self.streams: list[dict[str, Stream] | None] = [streams for streams, _ in parsed]
+        self.batch_size = _common_batch_size([sampler for _, sampler in parsed], batch_size)
+        self.samplers: list[_BatchSampler] = []
         self.lengths: list[int] = []
-        for k, (streams, sampler) in enumerate(zip(self.streams, given, strict=True)):
-            if sampler is None:
-                assert streams is not None
-                n = len(next(iter(streams.values())))
-                if n < 1:
-                    raise ValueError(f"Mix source {k} is empty")
-                sampler = Sampler(n, min(self.batch_size, n), mode,
-                                  (seed + (k + 1) * _SEED_STEP) & _SEED_MASK)
-            length = int(sampler.length)
-            if streams is not None:
-                n = len(next(iter(streams.values())))
-                if length > n:
-                    raise ValueError(f"the sampler of Mix source {k} draws from {length} "
-                                     f"records but its streams have {n}")
-                length = n
+        for k, (streams, sampler) in enumerate(parsed):
+            sampler, length = self._resolve(k, streams, sampler, mode, seed)
             self.samplers.append(sampler)
             self.lengths.append(length)
+
+    def _resolve(self, k: int, streams: dict[str, Stream] | None, sampler: Any, mode: Any,
+                 seed: int) -> tuple[_BatchSampler, int]:
+        """Source `k`'s sampler (built when not given) and its record count."""
+        n = None if streams is None else len(next(iter(streams.values())))
+        if sampler is None:
+            assert n is not None  # _parse_source gives streams or a sampler
+            if n < 1:
+                raise ValueError(f"Mix source {k} is empty")
+            sampler = Sampler(n, min(self.batch_size, n), mode,
+                              (seed + (k + 1) * _SEED_STEP) & U64_MAX)
+        length = int(sampler.length)
+        if n is not None:
+            if length > n:
+                raise ValueError(f"the sampler of Mix source {k} draws from {length} records "
+                                 f"but its streams have {n}")
+            length = n
+        return sampler, length
 
 
 class Mix:
@@ -231,7 +288,7 @@ class Mix:
     source_key=None)``. `sources` is a list whose items are stream dicts ``{name: store}``
     (Mix samples each with its own ``Sampler(len, batch_size, mode)``, seeded from `seed`),
     ``(streams, sampler)`` pairs, or bare samplers. `weights` (one per source, >= 0, not all
-    zero) are the proportions of records. ``next()`` returns this rank's indices of the next
+    zero) are the proportions of records; `seed` is 0..2**64-1, as for ``Sampler``. ``next()`` returns this rank's indices of the next
     step in the concatenation of the sources, a borrowed read-only view like
     ``Sampler.next()``; ``DataLoader(mix.streams, mix)`` turns them into batches. Resumes
     exactly with ``seek(step)`` or ``state_dict()``. See the module documentation.
@@ -241,6 +298,8 @@ class Mix:
                  batch_size: int | None = None, mode: Any = "cyclic", rank: int = 0,
                  world_size: int = 1, source_key: str | None = None) -> None:
         seed = operator.index(seed)
+        if not 0 <= seed <= U64_MAX:
+            raise ValueError(f"Mix seed must be in 0..2**64-1; got {seed}")
         resolved = _Sources(sources, batch_size, mode, seed)
         self.quanta = _quanta(weights, len(resolved.samplers))
         world_size = operator.index(world_size)
@@ -253,7 +312,6 @@ class Mix:
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
-        self.weights = list(weights)
         self.period = sum(self.quanta)
         self.offsets = np.concatenate([[0], np.cumsum(resolved.lengths)]).astype(np.uint64)
         self._table_src, self._table_rank = _schedule(self.quanta)
@@ -262,7 +320,7 @@ class Mix:
         self._buffer = np.empty(self.batch_size, dtype=np.uint64)
         self._view = self._buffer[:]
         self._view.flags.writeable = False
-        self._source_key = source_key
+        self._source_ids = _SourceIds(self.offsets)
         self._streams = self._build_streams(source_key)
 
     def _build_streams(self, source_key: str | None) -> dict[str, Any] | None:
@@ -287,7 +345,7 @@ class Mix:
         if source_key is not None:
             if source_key in out:
                 raise ValueError(f"source_key {source_key!r} is already a stream name")
-            out[source_key] = _SourceIds(self.offsets)
+            out[source_key] = self._source_ids
         return out
 
     # -- the schedule ---------------------------------------------------------------------
@@ -330,8 +388,7 @@ class Mix:
 
     def source_of(self, indices: Any) -> np.ndarray:
         """The source number of each index drawn by this Mix."""
-        return np.searchsorted(self.offsets[1:], np.asarray(indices, dtype=np.uint64),
-                               side="right").astype(np.int64)
+        return self._source_ids[indices]
 
     # -- the sampler protocol -------------------------------------------------------------
 
@@ -350,7 +407,7 @@ class Mix:
 
     def batch(self, step: int) -> np.ndarray:
         """A new array with the indices of `step`; the Mix's own step is unchanged."""
-        return self._fill(operator.index(step), np.empty(self.batch_size, dtype=np.uint64))
+        return self._fill(_step(step), np.empty(self.batch_size, dtype=np.uint64))
 
     @property
     def step(self) -> int:
@@ -359,10 +416,7 @@ class Mix:
 
     def seek(self, step: int) -> None:
         """Make `step` the next step drawn. O(1): nothing is replayed."""
-        step = operator.index(step)
-        if step < 0:
-            raise ValueError(f"Mix step must be >= 0; got {step}")
-        self._step = step
+        self._step = _step(step)
 
     def _config(self) -> dict[str, Any]:
         sources = []

@@ -19,9 +19,13 @@ Invariants:
   next), so ``prefetch - 1`` steps are in flight (at least one). Peak batch memory is about
   ``max(prefetch, 2)`` times the bytes of one gathered batch (plus the transform's output).
 - Threads. ``close()`` cancels what has not started, waits for what has, and joins every
-  thread; it is idempotent and also runs when the loader is garbage-collected or the
-  interpreter exits. An exception in gather or transform reaches the consumer with its
+  thread; it is idempotent, and the same shutdown runs when the loader is garbage-collected or
+  the interpreter exits. An exception in gather or transform reaches the consumer with its
   original traceback, after the loader has closed itself.
+- Closing from another thread. ``close()`` may run on any thread while the consumer is inside
+  ``next()``; that ``next()`` (and every later one) raises ``LoaderClosedError``, never a
+  batch, ``CancelledError`` or an executor error. One lock orders ``close()`` against the
+  consumer's submissions, so no work is ever submitted after the executor is shut down.
 """
 
 from __future__ import annotations
@@ -124,6 +128,9 @@ class DataLoader:
         self._pending: collections.deque[tuple[int, concurrent.futures.Future[Any]]] = \
             collections.deque()
         self._stats = _Stats()
+        # Guards _closed and _pending: close() may run on another thread while the consumer is
+        # inside next().
+        self._lock = threading.Lock()
         self._closed = False
         self._error: BaseException | None = None
         self._next_step = int(getattr(sampler, "step", 0))
@@ -150,22 +157,41 @@ class DataLoader:
     def __iter__(self) -> DataLoader:
         return self
 
-    def __next__(self) -> Any:
-        if self._closed:
-            raise LoaderClosedError("the DataLoader is closed" +
-                                    (f" after an error: {self._error!r}" if self._error else ""))
-        try:
+    def _claim(self) -> tuple[int, concurrent.futures.Future[Any]]:
+        """Top up the steps in flight and take the oldest, under the lock that close() takes,
+        so that nothing is submitted to an executor that close() has shut down."""
+        with self._lock:
+            if self._closed:
+                raise self._closed_error()
             # The consumer still holds the batch last delivered: it counts against prefetch.
             while len(self._pending) < max(1, self._prefetch - 1):
                 self._submit()
-            step, future = self._pending.popleft()
+            return self._pending.popleft()
+
+    def _closed_error(self) -> LoaderClosedError:
+        return LoaderClosedError("the DataLoader is closed" +
+                                 (f" after an error: {self._error!r}" if self._error else ""))
+
+    def __next__(self) -> Any:
+        try:
+            step, future = self._claim()
             t = time.perf_counter()
             result = future.result()
             wait = time.perf_counter() - t
+        except LoaderClosedError:
+            raise
         except BaseException as exc:
+            if self._closed:
+                # close() ran on another thread and cancelled this step (CancelledError) or
+                # raced it: the consumer learns that the loader is closed, nothing else.
+                raise self._closed_error() from exc
             self._error = exc
             self.close()
             raise
+        if self._closed:
+            # close() on another thread returned while this step was running: a closed loader
+            # delivers nothing, whichever of the two finished first.
+            raise self._closed_error()
         with self._stats.lock:
             self._stats.wait_s += wait
             self._stats.batches += 1
@@ -212,12 +238,13 @@ class DataLoader:
         else:
             raise TypeError(f"cannot resume: the sampler ({type(self._sampler).__name__}) has no "
                             "seek(step)")
-        for _, future in self._pending:
-            future.cancel()
-        for _, future in self._pending:
-            if not future.cancelled():
-                concurrent.futures.wait([future])
-        self._pending.clear()
+        with self._lock:
+            for _, future in self._pending:
+                future.cancel()
+            for _, future in self._pending:
+                if not future.cancelled():
+                    concurrent.futures.wait([future])
+            self._pending.clear()
         self._next_step = step
         self.step = step - 1 if step > 0 else None
 
@@ -233,13 +260,17 @@ class DataLoader:
 
         Does not close the streams or the sampler: they belong to the caller.
         """
-        if self._closed:
-            return
-        self._closed = True
-        for _, future in self._pending:
-            future.cancel()
-        self._pending.clear()
-        self._finalizer()
+        # Held until every thread is joined, so that a close() racing another one (or a next()
+        # that would submit new work) waits for it instead of returning early.
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for _, future in self._pending:
+                future.cancel()
+            self._pending.clear()
+            # Also cancels the step the consumer may be waiting on, if it has not started.
+            self._finalizer()
 
     def __enter__(self) -> DataLoader:
         return self

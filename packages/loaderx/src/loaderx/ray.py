@@ -6,12 +6,14 @@ become fixed-shape tensor columns (scalar records, ``item_shape == ()``, plain c
 Ragged columns variable-shaped tensor columns whose elements keep their exact shapes.
 
 Invariants:
-- Nothing is copied up front. The driver opens each store once, for its kind, schema and
-  length, and keeps only the paths; each read task reopens the stores by path in its own
-  worker and gathers one contiguous range ``[start, stop)`` of logical IDs.
+- Nothing is copied up front. The driver reads each store's kind, schema and length (opening
+  it once when given a path) and keeps only those plain values and the absolute path; each
+  read task reopens the stores by path in its own worker and gathers one contiguous range
+  ``[start, stop)`` of logical IDs.
 - The ranges of the read tasks partition ``0..length-1``: every record is read exactly once,
-  in ID order within a task, and a task yields blocks of bounded bytes
-  (``BLOCK_BYTES_TARGET``), so a worker's memory does not grow with its range.
+  in ID order within a task, and a task yields blocks of a fixed number of rows, about
+  ``BLOCK_BYTES_TARGET`` bytes at the stores' average record size (at least one row), so a
+  worker's memory does not grow with its range.
 - Every column is read at the same IDs, so record ``i`` lines up across columns, as in
   ``DataLoader`` batches.
 """

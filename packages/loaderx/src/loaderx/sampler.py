@@ -11,9 +11,14 @@ Modes:
 - ``SEQUENTIAL``: records in order, wrapping at the end (a batch may straddle the wrap).
 - ``IID``: uniform with replacement.
 - ``CYCLIC``: each cycle is a fresh pseudo-random permutation, drawn without replacement in full
-  batches; when ``length`` is not a multiple of the global batch, each cycle omits a different
-  remainder of ``length mod (batch_size * world_size)`` records. No dataset-sized permutation is
+  batches; when ``length`` is not a multiple of the global batch, each cycle omits
+  ``length mod (batch_size * world_size)`` records, chosen afresh by each cycle's permutation. No dataset-sized permutation is
   ever allocated (the permutation is a keyed bijection computed per index).
+
+Arguments: ``length`` is 1..2**63; ``batch_size`` and ``world_size`` are at least 1, with
+``batch_size * world_size`` at most 2**63; ``rank`` is 0..world_size-1; ``seed`` is any
+unsigned 64-bit value, 0..2**64-1 (each seed gives its own stream), and steps are 0..2**64-1.
+Anything else raises ValueError (TypeError for a non-integer) naming the value and the range.
 
 Ranks: with ``world_size > 1`` the ranks together draw ``batch_size * world_size`` indices per
 step and rank ``r`` takes its own ``batch_size`` of them, so at every step the ranks' indices
@@ -25,156 +30,12 @@ endless and all ranks share the same step counter semantics, so no rank runs out
 ``Mix(sources, weights, seed=0, *, batch_size=...)`` mixes several sources (stream dicts, each
 cycling with its own sampler) into one batch stream with exact per-record proportions; it is
 also a pure function of (seed, step). See ``loaderx._mix``.
+
+``Sampler`` and ``Mode`` live in ``loaderx._sampler_api`` (over the compiled
+``loaderx._sampler``) and ``Mix`` in ``loaderx._mix``; this module re-exports them.
 """
 
-from __future__ import annotations
-
-import enum
-import operator
-from typing import Any
-
-import numpy as np
-
 from loaderx._mix import Mix
-from loaderx._sampler import SamplerCore
-
-LENGTH_MAX = 1 << 63
-SEED_MASK = (1 << 64) - 1
-
-
-class Mode(enum.IntEnum):
-    """How a Sampler draws indices."""
-
-    SEQUENTIAL = 0
-    IID = 1
-    CYCLIC = 2
-
-
-def _positive(name: str, value: Any, upper: int | None = None) -> int:
-    try:
-        v = operator.index(value)
-    except TypeError as exc:
-        raise TypeError(f"Sampler {name} must be an int; got {type(value).__name__}") from exc
-    if v < 1 or (upper is not None and v > upper):
-        bound = f"1..{upper}" if upper is not None else "at least 1"
-        raise ValueError(f"Sampler {name} must be {bound}; got {v}")
-    return v
-
-
-class Sampler(SamplerCore):
-    """Batch indices as a pure function of (seed, step). See the module documentation."""
-
-    Mode = Mode
-
-    def __init__(self, length: int, batch_size: int, mode: Mode | str | int,
-                 seed: int = 0, *, rank: int = 0, world_size: int = 1) -> None:
-        length = _positive("length", length, LENGTH_MAX)
-        batch_size = _positive("batch_size", batch_size, LENGTH_MAX)
-        world_size = _positive("world_size", world_size, LENGTH_MAX)
-        if isinstance(mode, str):
-            try:
-                mode = Mode[mode.upper()]
-            except KeyError:
-                raise ValueError(f"Sampler mode must be one of {[m.name for m in Mode]}; "
-                                 f"got {mode!r}") from None
-        try:
-            mode = Mode(mode)
-        except ValueError:
-            raise ValueError(f"Sampler mode must be a Sampler.Mode; got {mode!r}") from None
-        rank = operator.index(rank)
-        if not 0 <= rank < world_size:
-            raise ValueError(f"Sampler rank must be in 0..{world_size - 1} for world_size "
-                             f"{world_size}; got {rank}")
-        seed = operator.index(seed)
-        global_batch = batch_size * world_size
-        if global_batch > LENGTH_MAX:
-            raise ValueError(f"batch_size * world_size = {global_batch} is too large")
-        if mode is Mode.CYCLIC and global_batch > length:
-            raise ValueError(
-                f"CYCLIC draws full batches without replacement, so batch_size * world_size "
-                f"({batch_size} * {world_size} = {global_batch}) must not exceed length "
-                f"({length}); use IID or SEQUENTIAL, or a smaller batch")
-        if world_size > 1 and mode is Mode.SEQUENTIAL and global_batch > length:
-            raise ValueError(
-                f"with world_size > 1, SEQUENTIAL needs batch_size * world_size ({global_batch}) "
-                f"<= length ({length}) so that ranks draw disjoint indices")
-        if mode is Mode.IID and world_size > length:
-            raise ValueError(f"IID with world_size {world_size} needs at least one record per "
-                             f"rank; length is {length}")
-        self._config = {"length": length, "batch_size": batch_size, "mode": mode.name,
-                        "seed": seed, "rank": rank, "world_size": world_size}
-        super().__init__(length, batch_size, int(mode), seed & SEED_MASK, rank, world_size,
-                         np.empty(batch_size, dtype=np.uint64))
-
-    # The seed's attribute names.
-    @property
-    def length(self) -> int:
-        """The number of records drawn from (the index space ``0 .. length - 1``)."""
-        return int(self._config["length"])
-
-    @property
-    def batch_size(self) -> int:
-        """Indices per batch, per rank."""
-        return int(self._config["batch_size"])
-
-    @property
-    def mode(self) -> Mode:
-        """The sampling mode (SEQUENTIAL, IID or CYCLIC)."""
-        return Mode[self._config["mode"]]
-
-    @property
-    def seed(self) -> int:
-        """The seed: with the step, it determines every batch."""
-        return int(self._config["seed"])
-
-    @property
-    def rank(self) -> int:
-        """This process's rank, ``0 .. world_size - 1``."""
-        return int(self._config["rank"])
-
-    @property
-    def world_size(self) -> int:
-        """The number of ranks sharing the index space."""
-        return int(self._config["world_size"])
-
-    def __iter__(self) -> Sampler:
-        return self
-
-    def seek(self, step: int) -> None:
-        """Make `step` the next step drawn. O(1): nothing is replayed."""
-        step = operator.index(step)
-        if not 0 <= step < 1 << 64:
-            raise ValueError(f"Sampler step must be in 0..2**64-1; got {step}")
-        super().seek(step)
-
-    def batch(self, step: int) -> np.ndarray:
-        """A new array with the indices of `step`; the sampler's own step is unchanged."""
-        return self.batch_at(operator.index(step), np.empty(self.batch_size, dtype=np.uint64))
-
-    @property
-    def steps_per_cycle(self) -> int | None:
-        """CYCLIC: steps in one permutation of the records; other modes: None."""
-        if self.mode is not Mode.CYCLIC:
-            return None
-        return self.length // (self.batch_size * self.world_size)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The configuration and the next step: small and JSON-serialisable."""
-        return {**self._config, "step": int(self.step)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Seek to a saved step after checking that the configuration is the same."""
-        different = {k: (state.get(k), v) for k, v in self._config.items() if state.get(k) != v}
-        if different:
-            raise ValueError("sampler state was saved with a different configuration: " +
-                             ", ".join(f"{k} saved {s!r} != current {c!r}"
-                                       for k, (s, c) in different.items()))
-        self.seek(operator.index(state["step"]))
-
-    def __repr__(self) -> str:
-        return (f"Sampler(length={self.length}, batch_size={self.batch_size}, "
-                f"mode=Sampler.Mode.{self.mode.name}, seed={self.seed}, rank={self.rank}, "
-                f"world_size={self.world_size}) at step {self.step}")
-
+from loaderx._sampler_api import Mode, Sampler
 
 __all__ = ["Mix", "Mode", "Sampler"]

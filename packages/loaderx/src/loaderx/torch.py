@@ -5,15 +5,25 @@
 arguments), so every process of a distributed job reads its own disjoint share of each step
 and all processes run the same number of steps. Batches are converted to tensors by
 ``to_tensors`` unless another transform is given. Hand it to
-``torch.utils.data.DataLoader(dataset, batch_size=None)`` or iterate it directly; loaderx's
-threads do the prefetching, so PyTorch worker processes are not needed.
+``torch.utils.data.DataLoader(dataset, batch_size=None)`` or iterate it directly.
 
-Resume: ``state_dict()`` is the position of the iteration in progress (or last finished), and
-``load_state_dict(state)`` makes the next iteration continue from it.
+Invariants:
+- One process iterates. loaderx prefetches on its own threads (``workers=``), so PyTorch
+  worker processes are refused (``num_workers > 0``): each would iterate the whole pipeline,
+  delivering every batch once per worker, and the state would advance only in the worker's copy
+  of the dataset, so the main process could not resume. Splitting steps between workers would
+  not help either: the main process never learns how many batches it consumed, and every
+  worker would hold its own thread pool and batch budget. ``__iter__`` raises ValueError inside
+  a worker and pickling (spawn, forkserver) raises TypeError, both saying ``num_workers=0``.
+- Resume. ``state_dict()`` is the position after the batch last yielded (None before the
+  first), and ``load_state_dict(state)`` makes the next iteration continue from it.
+- ``steps`` is the length of the run counted from step 0, not per iteration: a run of
+  ``steps=10`` stopped after 4 batches and resumed yields the remaining 6.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -47,8 +57,17 @@ def distributed_rank_and_world_size() -> tuple[int, int]:
     return 0, 1
 
 
+_ONE_PROCESS = ("Pass num_workers=0 to torch.utils.data.DataLoader: loaderx prefetches on "
+                "its own threads, so set TorchIterable(workers=...) for parallel reads instead.")
+
+
 class TorchIterable(IterableDataset):  # type: ignore[type-arg]
-    """An endless (or `steps`-long) iterable of batches for PyTorch training loops."""
+    """An endless (or `steps`-long) iterable of batches for PyTorch training loops.
+
+    Use it with ``torch.utils.data.DataLoader(dataset, batch_size=None)`` and the default
+    ``num_workers=0``; ``workers`` sets loaderx's own reading threads. See the module
+    documentation for why worker processes are refused.
+    """
 
     def __init__(self, streams: Mapping[str, Any], batch_size: int, mode: Mode | str,
                  seed: int = 0, transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
@@ -60,13 +79,16 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         self.mode = mode
         self.seed = seed
         self.transform = transform
+        if steps is not None:
+            steps = operator.index(steps)
+            if steps < 0:
+                raise ValueError(f"TorchIterable steps must be >= 0 or None; got {steps}")
         self.steps = steps
         self.workers = workers
         self.prefetch = prefetch
         self.rank = rank
         self.world_size = world_size
         self._state: dict[str, Any] | None = None
-        self._loader: DataLoader | None = None
 
     def sampler(self) -> Sampler:
         """The Sampler for this process: rank and world size from the arguments, else from
@@ -79,18 +101,24 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
                        world_size=world)
 
     def __iter__(self) -> Iterator[Any]:
-        loader = DataLoader(self.streams, self.sampler(), self.transform, workers=self.workers,
-                            prefetch=self.prefetch, state=self._state)
-        self._loader = loader
-        try:
-            count = 0
-            while self.steps is None or count < self.steps:
+        worker = torch.utils.data.get_worker_info()
+        if worker is not None:
+            raise ValueError(
+                f"TorchIterable is iterating in PyTorch DataLoader worker process {worker.id} of "
+                f"{worker.num_workers}: every worker would deliver every batch, and the main "
+                f"process could not resume. {_ONE_PROCESS}")
+        step = 0 if self._state is None else operator.index(self._state["step"])
+        with DataLoader(self.streams, self.sampler(), self.transform, workers=self.workers,
+                        prefetch=self.prefetch, state=self._state) as loader:
+            while self.steps is None or step < self.steps:
                 batch = next(loader)
                 self._state = loader.state_dict()
-                count += 1
+                step = self._state["step"]
                 yield batch
-        finally:
-            loader.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Only PyTorch worker processes started by spawn or forkserver pickle the dataset.
+        raise TypeError(f"TorchIterable is not sent to other processes. {_ONE_PROCESS}")
 
     def state_dict(self) -> dict[str, Any] | None:
         """Where the next iteration continues (None before the first batch)."""

@@ -1,0 +1,182 @@
+"""The Python face of the compiled sampler: ``Sampler`` and ``Mode``, re-exported by
+``loaderx.sampler`` (whose documentation describes the behaviour).
+
+Invariants:
+- Every argument is checked here, before it reaches ``SamplerCore``, which stores what it is
+  given unchecked: ``length`` 1..LENGTH_MAX, ``batch_size`` and ``world_size`` >= 1 with
+  their product at most LENGTH_MAX, ``rank`` 0..world_size-1, ``seed`` and steps 0..U64_MAX.
+  An out-of-range value is a ValueError naming the value and its range, never folded into it.
+- The configuration (``_config``) is fixed at construction; the step is the only state. So
+  ``state_dict()`` is the configuration plus the step, and ``load_state_dict`` refuses a state
+  whose configuration differs.
+- This module imports nothing of loaderx but the compiled core, so ``loaderx._mix`` can build
+  samplers from it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+from typing import Any
+
+import numpy as np
+
+from loaderx._sampler import SamplerCore
+
+# The largest `length`: indices and the sampler's arithmetic are 64-bit.
+LENGTH_MAX = 1 << 63
+# Seeds and steps are unsigned 64-bit values: 0 .. 2**64 - 1.
+U64_MAX = (1 << 64) - 1
+
+
+class Mode(enum.IntEnum):
+    """How a Sampler draws indices."""
+
+    SEQUENTIAL = 0
+    IID = 1
+    CYCLIC = 2
+
+
+def _int_arg(name: str, value: Any) -> int:
+    try:
+        return operator.index(value)
+    except TypeError as exc:
+        raise TypeError(f"Sampler {name} must be an int; got {type(value).__name__}") from exc
+
+
+def _positive(name: str, value: Any) -> int:
+    """`value` as an int in 1..LENGTH_MAX; the message names the bound that was crossed."""
+    v = _int_arg(name, value)
+    if v < 1:
+        raise ValueError(f"Sampler {name} must be >= 1; got {v}")
+    if v > LENGTH_MAX:
+        raise ValueError(f"Sampler {name} must be <= 2**63; got {v}")
+    return v
+
+
+def _u64(name: str, value: Any) -> int:
+    """`value` as an int in 0..2**64-1 (a seed or a step)."""
+    v = _int_arg(name, value)
+    if not 0 <= v <= U64_MAX:
+        raise ValueError(f"Sampler {name} must be in 0..2**64-1; got {v}")
+    return v
+
+
+class Sampler(SamplerCore):
+    """Batch indices as a pure function of (seed, step). See the module documentation.
+
+    ``seed`` is 0..2**64-1; a seed outside that range is a ValueError, not folded into it.
+    """
+
+    Mode = Mode
+
+    def __init__(self, length: int, batch_size: int, mode: Mode | str | int,
+                 seed: int = 0, *, rank: int = 0, world_size: int = 1) -> None:
+        length = _positive("length", length)
+        batch_size = _positive("batch_size", batch_size)
+        world_size = _positive("world_size", world_size)
+        if isinstance(mode, str):
+            try:
+                mode = Mode[mode.upper()]
+            except KeyError:
+                raise ValueError(f"Sampler mode must be one of {[m.name for m in Mode]}; "
+                                 f"got {mode!r}") from None
+        try:
+            mode = Mode(mode)
+        except ValueError:
+            raise ValueError(f"Sampler mode must be a Sampler.Mode; got {mode!r}") from None
+        rank = _int_arg("rank", rank)
+        if not 0 <= rank < world_size:
+            raise ValueError(f"Sampler rank must be in 0..{world_size - 1} for world_size "
+                             f"{world_size}; got {rank}")
+        seed = _u64("seed", seed)
+        global_batch = batch_size * world_size
+        if global_batch > LENGTH_MAX:
+            raise ValueError(f"Sampler batch_size * world_size must be <= 2**63; got "
+                             f"{batch_size} * {world_size} = {global_batch}")
+        if mode is Mode.CYCLIC and global_batch > length:
+            raise ValueError(
+                f"CYCLIC draws full batches without replacement, so batch_size * world_size "
+                f"({batch_size} * {world_size} = {global_batch}) must not exceed length "
+                f"({length}); use IID or SEQUENTIAL, or a smaller batch")
+        if world_size > 1 and mode is Mode.SEQUENTIAL and global_batch > length:
+            raise ValueError(
+                f"with world_size > 1, SEQUENTIAL needs batch_size * world_size ({global_batch}) "
+                f"<= length ({length}) so that ranks draw disjoint indices")
+        if mode is Mode.IID and world_size > length:
+            raise ValueError(f"IID with world_size {world_size} needs at least one record per "
+                             f"rank; length is {length}")
+        self._config = {"length": length, "batch_size": batch_size, "mode": mode.name,
+                        "seed": seed, "rank": rank, "world_size": world_size}
+        super().__init__(length, batch_size, int(mode), seed, rank, world_size)
+
+    # The seed's attribute names.
+    @property
+    def length(self) -> int:
+        """The number of records drawn from (the index space ``0 .. length - 1``)."""
+        return int(self._config["length"])
+
+    @property
+    def batch_size(self) -> int:
+        """Indices per batch, per rank."""
+        return int(self._config["batch_size"])
+
+    @property
+    def mode(self) -> Mode:
+        """The sampling mode (SEQUENTIAL, IID or CYCLIC)."""
+        return Mode[self._config["mode"]]
+
+    @property
+    def seed(self) -> int:
+        """The seed: with the step, it determines every batch."""
+        return int(self._config["seed"])
+
+    @property
+    def rank(self) -> int:
+        """This process's rank, ``0 .. world_size - 1``."""
+        return int(self._config["rank"])
+
+    @property
+    def world_size(self) -> int:
+        """The number of ranks sharing the index space."""
+        return int(self._config["world_size"])
+
+    def __iter__(self) -> Sampler:
+        return self
+
+    def seek(self, step: int) -> None:
+        """Make `step` the next step drawn. O(1): nothing is replayed."""
+        super().seek(_u64("step", step))
+
+    def batch(self, step: int) -> np.ndarray:
+        """A new array with the indices of `step` (0..2**64-1); the sampler's own step is
+        unchanged."""
+        return self._batch(_u64("step", step))
+
+    @property
+    def steps_per_cycle(self) -> int | None:
+        """CYCLIC: steps in one permutation of the records; other modes: None."""
+        if self.mode is not Mode.CYCLIC:
+            return None
+        return self.length // (self.batch_size * self.world_size)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The configuration and the next step: small and JSON-serialisable."""
+        return {**self._config, "step": int(self.step)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Seek to a saved step after checking that the configuration is the same."""
+        different = {k: (state.get(k), v) for k, v in self._config.items() if state.get(k) != v}
+        if different:
+            raise ValueError("sampler state was saved with a different configuration: " +
+                             ", ".join(f"{k} saved {s!r} != current {c!r}"
+                                       for k, (s, c) in different.items()))
+        self.seek(operator.index(state["step"]))
+
+    def __repr__(self) -> str:
+        return (f"Sampler(length={self.length}, batch_size={self.batch_size}, "
+                f"mode=Sampler.Mode.{self.mode.name}, seed={self.seed}, rank={self.rank}, "
+                f"world_size={self.world_size}) at step {self.step}")
+
+
+__all__ = ["LENGTH_MAX", "U64_MAX", "Mode", "Sampler"]

@@ -1,0 +1,102 @@
+/* The sampler's batch function in C: `lx_fill` writes one rank's batch of record indices as a
+ * pure function of (configuration, step). Declared for Cython in _sampler_core.pxd and
+ * compiled into loaderx/_sampler.abi3.so with _sampler.pyx (see build_support.py).
+ *
+ * Invariants:
+ * - Nothing is carried between steps: the output depends on `*c` and `step` only, so a seek is
+ *   O(1) and a resumed run draws exactly what the uninterrupted one would have drawn.
+ * - The caller has checked the configuration: 1 <= length <= 2^63, batch >= 1, world >= 1,
+ *   rank < world, batch * world <= 2^63, and for CYCLIC batch * world <= length, for IID
+ *   world <= length. Nothing here allocates, and `out` holds `batch` values.
+ * - Every index written is below `length`.
+ */
+#ifndef LOADERX_SAMPLER_CORE_H
+#define LOADERX_SAMPLER_CORE_H
+
+#include <stdint.h>
+
+typedef unsigned __int128 lx_u128;
+
+static inline uint64_t lx_mix64(uint64_t z) {
+    /* SplitMix64's finalizer: a bijective 64-bit mixer with full avalanche. */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t lx_wyrand(uint64_t x) {
+    /* wyrand's output function of a counter: one 128-bit multiply, folded. */
+    lx_u128 t = (lx_u128)x * (x ^ 0xE7037ED1A0B428DBULL);
+    return (uint64_t)(t >> 64) ^ (uint64_t)t;
+}
+
+static inline uint64_t lx_below(uint64_t u, uint64_t m) {
+    /* Maps a uniform 64-bit value to [0, m); bias at most m / 2^64. */
+    return (uint64_t)(((lx_u128)u * m) >> 64);
+}
+
+/* A keyed permutation of [0, 2^bits): three rounds of key mixing, multiplication by an odd
+   constant and an xorshift by half the width, every step masked to `bits` bits. Each step is a
+   bijection of the domain (odd multipliers are invertible modulo 2^bits, x ^= x >> s is
+   invertible for s >= 1), so the composition is one too. */
+static inline uint64_t lx_permute(uint64_t x, uint64_t mask, unsigned half,
+                                  const uint64_t keys[3]) {
+    x = ((x ^ keys[0]) * 0x9E3779B97F4A7C15ULL) & mask;
+    x ^= x >> half;
+    x = ((x + keys[1]) * 0xBF58476D1CE4E5B9ULL) & mask;
+    x ^= x >> half;
+    x = ((x ^ keys[2]) * 0x94D049BB133111EBULL) & mask;
+    return x ^ (x >> half);
+}
+
+typedef struct {
+    uint64_t length, batch, rank, world, mode, key;
+} lx_config;
+
+enum { LX_SEQUENTIAL = 0, LX_IID = 1, LX_CYCLIC = 2 };
+#define LX_GOLDEN 0x9E3779B97F4A7C15ULL
+
+static void lx_fill(const lx_config *c, uint64_t step, uint64_t *restrict out) {
+    /* Every field is read once into a local: `out` is uint64_t too, so without that the
+       compiler would have to reload the configuration after every store. */
+    const uint64_t B = c->batch, N = c->length, W = c->world, R = c->rank, K = c->key;
+    const uint64_t G = B * W;
+    const uint64_t first = R * B;   /* this rank's first position in the step */
+    uint64_t i;
+    if (c->mode == LX_SEQUENTIAL) {
+        uint64_t p = (uint64_t)((((lx_u128)step * G) + first) % N);
+        for (i = 0; i < B; i++) {
+            out[i] = p;
+            if (++p == N) p = 0;
+        }
+    } else if (c->mode == LX_IID) {
+        const uint64_t m = N / W;
+        const uint64_t counter = step * G + first;
+        for (i = 0; i < B; i++) {
+            uint64_t u = lx_wyrand(K + (counter + i) * 0xA0761D6478BD642FULL);
+            out[i] = R + W * lx_below(u, m);
+        }
+    } else {
+        const uint64_t per_cycle = N / G;
+        const uint64_t cycle = step / per_cycle;
+        const uint64_t base = (step % per_cycle) * G + first;
+        unsigned bits = 1;
+        while (bits < 64 && (1ULL << bits) < N) bits++;
+        const uint64_t mask = (bits == 64) ? ~0ULL : ((1ULL << bits) - 1);
+        const unsigned half = (bits + 1) / 2;
+        uint64_t keys[3];
+        const uint64_t ck = lx_mix64(K ^ lx_mix64(cycle + LX_GOLDEN));
+        for (i = 0; i < 3; i++) keys[i] = lx_mix64(ck + (i + 1) * LX_GOLDEN);
+        /* One branch-free pass lets the CPU overlap the indices' dependency chains; the few
+           values that land in [length, 2^bits) are cycle-walked afterwards. */
+        for (i = 0; i < B; i++)
+            out[i] = lx_permute(base + i, mask, half, keys);
+        for (i = 0; i < B; i++) {
+            uint64_t y = out[i];
+            while (y >= N) y = lx_permute(y, mask, half, keys);
+            out[i] = y;
+        }
+    }
+}
+
+#endif /* LOADERX_SAMPLER_CORE_H */
