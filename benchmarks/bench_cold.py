@@ -741,7 +741,7 @@ def loader_table(result: dict[str, Any]) -> str:
     lo = result["loaders"]
     lines = [f"### Cold DataLoaders: IID, batch {lo['batch']}, {lo['workers']} workers (loaderx: "
              f"threads; PyTorch: fork processes), at least {lo['batches']} batches and "
-             f"{lo['seconds']:g} s after {lo['warmup']} warm-up, files evicted every {lo['evict_interval_ms']} ms by a separate process",
+             f"{lo['seconds']:g} s after {lo['warmup']} warm-up, files evicted every {lo['evict_interval_ms']:g} ms by a separate process",
              "", "| loader | workload | batches/s | records/s | MiB/s | peak PSS MiB | device "
              "MiB/batch | resident after evict (mean / max) | reads were |",
              "|---|---|---:|---:|---:|---:|---:|---:|---|"]
@@ -864,6 +864,8 @@ def main(argv: list[str] | None = None) -> int:
         args.store_root = root
         loader_round_rows: list[list[dict[str, Any]]] = [[] for _ in range(max(1, args.rounds))]
         for w in workloads:
+            if "gather" not in args.parts and w.name not in LOADER_WORKLOADS:
+                continue
             print(f"{w.name} ...", file=sys.stderr, flush=True)
             npy = ensure_npy(w, root)
             if "gather" in args.parts:
