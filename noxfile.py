@@ -280,8 +280,9 @@ def bench(session: nox.Session) -> None:
     Stores are written under LOADERX_BENCH_TMP, by default the system's temporary folder,
     which must be on a real disk: write figures are durable writes beside the device's own
     sequential write ceiling, measured in the same folder in the same run ([P1]); on a tmpfs
-    the tables say that the figures are page-cache figures. fio (apt-get install fio) measures
-    the ceilings; without it, a probe of benchmarks/device.py does.
+    the tables say that the figures are page-cache figures; bench_cold.py, whose figures are
+    reads from that disk with the page cache evicted, refuses a tmpfs. fio (apt-get install
+    fio) measures the ceilings; without it, a probe of benchmarks/device.py does.
     """
     _install_all(session)
     out = ROOT / "docs" / "benchmarks"
@@ -294,7 +295,7 @@ def bench(session: nox.Session) -> None:
     session.install("lmdb==2.3.0", "h5py==3.16.0", "array_record==0.8.6", "grain==0.2.18",
                     "numba==0.68.1", "pyarrow==26.0.1")
     for script in ("bench_dense.py", "bench_ragged.py", "bench.py", "bench_convert.py",
-                   "bench_matrix.py", "bench_loaders.py"):
+                   "bench_matrix.py", "bench_loaders.py", "bench_cold.py"):
         json_name = {"bench_matrix.py": "matrix.json", "bench_loaders.py": "loaders.json"}
         args = ["--json", str(out / json_name.get(script, script.replace(".py", ".json")))]
         if peer:

@@ -42,21 +42,31 @@ ROOT = Path(__file__).resolve().parent.parent
 # -- measurement helpers (run inside the child processes) --------------------------------------
 
 
-def tree_pss_bytes(pid: int) -> int:
-    """Sum of Pss over `pid` and its descendants, following the children of every thread
-    (Grain, for one, starts its worker processes from a thread other than the main one)."""
-    pids, seen, total = [pid], set(), 0
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and its descendants, following the children of every thread (Grain, for one,
+    starts its worker processes from a thread other than the main one)."""
+    pids, seen = [pid], []
     while pids:
         p = pids.pop()
         if p in seen:
             continue
-        seen.add(p)
+        seen.append(p)
         try:
-            with open(f"/proc/{p}/smaps_rollup") as f:
-                total += next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
                     pids.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return seen
+
+
+def tree_pss_bytes(pid: int) -> int:
+    """Sum of Pss over `pid` and its descendants (`tree_pids`)."""
+    total = 0
+    for p in tree_pids(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
         except (FileNotFoundError, ProcessLookupError, PermissionError, StopIteration):
             continue
     return total

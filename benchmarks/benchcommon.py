@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,9 @@ def summarize(name: str, times: list[float], batch: int, mean_record_bytes: floa
     }
 
 
-METRICS = ("mib_s", "krecords_s", "p95_ms", "write_mib_s", "durable_mib_s", "disk_mib")
+METRICS = ("mib_s", "krecords_s", "p95_ms", "write_mib_s", "durable_mib_s", "disk_mib",
+           # bench_cold.py: cold-read and cold-loader figures
+           "open_ms", "read_mib_batch", "resident_pct", "batches_per_s", "peak_pss_mib")
 
 
 def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -166,8 +168,9 @@ def disk_bytes(path: str) -> int:
 
 
 def store_rows(args: argparse.Namespace, script: str, workload: str,
-               python: str) -> list[dict[str, Any]]:
-    """Run `script --stores-only` under `python` for one workload and the chosen codecs.
+               python: str, extra: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Run `script --stores-only` under `python` for one workload and the chosen codecs;
+    `extra` are further command-line arguments of the script's own.
 
     Our stores and the peer's are both measured this way, each in a fresh interpreter: a
     Ragged append from a Python source measured ~25% slower in the long-lived benchmark process
@@ -180,27 +183,31 @@ def store_rows(args: argparse.Namespace, script: str, workload: str,
                "--rounds", "1", "--stores-only", "--json", out.name]
         if args.tmp:
             cmd += ["--tmp", args.tmp]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([*cmd, *extra], check=True, stdout=subprocess.DEVNULL)
         result = json.loads(Path(out.name).read_text())
     return result["workloads"][workload]["rows"]  # type: ignore[no-any-return]
 
 
 def measure_rounds(args: argparse.Namespace, script: str, workload: str,
                    run_local: Callable[[], list[dict[str, Any]]],
-                   baselines: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+                   baselines: Callable[[], list[dict[str, Any]]],
+                   child_args: Callable[[int], Sequence[str]] | None = None,
+                   ) -> list[dict[str, Any]]:
     """Every backend of one workload, `--rounds` times in turn; per-backend medians.
 
     In a `--stores-only` child, `run_local()` measures this library's stores once. Otherwise
     each round runs our stores and then the peer's in fresh subprocesses of `script`
-    (`store_rows`), then `baselines()` in this process.
+    (`store_rows`, given `child_args(round)` as further arguments), then `baselines()` in
+    this process.
     """
     if args.stores_only:
         return median_rows([run_local()])
     rounds = []
-    for _ in range(max(1, args.rounds)):
-        rows = store_rows(args, script, workload, sys.executable)
+    for k in range(max(1, args.rounds)):
+        extra = child_args(k) if child_args else ()
+        rows = store_rows(args, script, workload, sys.executable, extra)
         if args.peer:
-            rows += store_rows(args, script, workload, args.peer)
+            rows += store_rows(args, script, workload, args.peer, extra)
         rounds.append(rows + baselines())
     return median_rows(rounds)
 

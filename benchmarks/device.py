@@ -7,7 +7,10 @@ rows, measured in the same folder a few seconds apart:
 - sequential write bandwidth: 4 MiB O_DIRECT writes (then fsync), the most a durable writer
   can reach;
 - random read IOPS and bandwidth at a given block size and queue depth, O_DIRECT (no page
-  cache): the most a cold gather can reach.
+  cache): the most a cold gather can reach (`rand_read`, or `rand_read_depths` for a sweep
+  of queue depths over one file);
+- the block device's queue settings that shape buffered reads (`queue_settings`): readahead
+  decides how much a page fault or a small read really fetches.
 
 fio (Debian package `fio`) is used when it is on PATH; otherwise a probe of our own with the
 same access pattern (O_DIRECT, aligned buffers; queue depth through threads). The result says
@@ -146,3 +149,35 @@ def _probe_rand_read(path: str, bs: int, depth: int, seconds: float) -> dict[str
     iops = sum(counts) / dt
     return {"tool": "probe", "block_bytes": bs, "depth": depth, "iops": iops,
             "mib_s": iops * bs / 2**20}
+
+
+def rand_read_depths(path: str, block_bytes: int, depths: tuple[int, ...] = (1, 8, 32, 128),
+                     seconds: float = 3.0) -> dict[str, Any]:
+    """`rand_read` at each queue depth over the same file, one after the other:
+    {"tool", "block_bytes", "file_bytes", "depths": {depth: {"iops", "mib_s"}}}."""
+    runs = [rand_read(path, block_bytes, d, seconds) for d in depths]
+    return {"tool": ",".join(sorted({r["tool"] for r in runs})), "block_bytes": runs[0]["block_bytes"],
+            "file_bytes": os.path.getsize(path),
+            "depths": {str(r["depth"]): {"iops": r["iops"], "mib_s": r["mib_s"]} for r in runs}}
+
+
+def queue_settings(path: str) -> dict[str, Any]:
+    """The block device under `path` and its queue settings (read_ahead_kb, rotational,
+    max_sectors_kb, scheduler), from sysfs; empty where the file system has no block device
+    of its own (tmpfs, overlay)."""
+    dev = os.stat(path).st_dev
+    base = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"
+    if not os.path.isdir(base):
+        return {}
+    queue = os.path.join(base, "queue")
+    if not os.path.isdir(queue):  # a partition: the queue belongs to its disk
+        queue = os.path.join(base, "..", "queue")
+    out: dict[str, Any] = {"device": os.path.basename(os.path.realpath(base))}
+    for name in ("read_ahead_kb", "rotational", "max_sectors_kb", "scheduler"):
+        try:
+            with open(os.path.join(queue, name)) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        out[name] = int(text) if text.isdigit() else text
+    return out

@@ -4,7 +4,9 @@ Reads docs/benchmarks/{bench_dense,bench_ragged,bench}.json (whichever exist) an
 docs/benchmarks/results.md (every table, with the machine, date and versions) and
 docs/benchmarks/gather.png (logical gather throughput per workload and backend). Also reads
 matrix.json (bench_matrix.py) and loaders.json (bench_loaders.py) when present: their tables go
-into results.md and their plot into docs/benchmarks/matrix.png.
+into results.md and their plot into docs/benchmarks/matrix.png. bench_cold.json (bench_cold.py):
+the cold-read tables, and docs/benchmarks/cold.png (each backend's cold gather as a percent of
+the device's QD-32 random-read ceiling).
 
 Usage: python benchmarks/report.py [--dir docs/benchmarks]
 """
@@ -209,6 +211,76 @@ def plot_matrix_loaders(matrix: dict[str, Any] | None, loaders: dict[str, Any] |
     return True
 
 
+def cold_tables(result: dict[str, Any]) -> list[str]:
+    """bench_cold.py: cold gathers per workload, the cold DataLoaders, larger-than-RAM runs."""
+    from bench_cold import loader_table, ltr_table
+    from bench_cold import table as cold_table
+
+    dev = result.get("device", {})
+    queue = dev.get("queue", {})
+    out = ["## Cold reads (`bench_cold.py`)", "",
+           f"{result['date']}, {result['machine']}, Python {result['python']}, NumPy "
+           f"{result['numpy']}, {result['store']} {result.get('store_version') or ''}; stores on "
+           f"{dev.get('fs')}" + (f" (device {queue.get('device')}, read_ahead_kb "
+                                 f"{queue.get('read_ahead_kb')})" if queue else "")
+           + ("; TMPFS: page-cache figures, not cold reads" if dev.get("tmpfs") else "")
+           + f"; batch {result['batch']}; {result.get('rounds', 1)} round(s) of "
+           f"{result.get('batches')} timed batches per backend, medians. Every batch: the store "
+           "opened fresh, its payload evicted (posix_fadvise DONTNEED)"
+           + (" with its index" if result.get("evict_index") else "")
+           + ", one IID gather timed. Ceilings: random O_DIRECT reads of the mean record size "
+           "over a file of the workload's size in the same folder.", ""]
+    for workload in result.get("workloads", {}).values():
+        out += [cold_table(workload), ""]
+    if "loaders" in result:
+        out += [loader_table(result), ""]
+    if "larger_than_ram" in result:
+        out += [ltr_table(result["larger_than_ram"]), ""]
+    return out
+
+
+def plot_cold(result: dict[str, Any], path: Path) -> bool:
+    """One panel per workload: each backend's cold gather as a percent of the QD-32 ceiling,
+    with the QD-1 ceiling marked (records/s vs IOPS up to 4 KiB records, else MiB/s)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return False
+    workloads = [w for w in result.get("workloads", {}).values() if w.get("rows")]
+    if not workloads:
+        return False
+    cols = min(2, len(workloads))
+    nrows = -(-len(workloads) // cols)
+    fig, grid = plt.subplots(nrows, cols, figsize=(5.6 * cols, 3.6 * nrows), squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[len(workloads):]:
+        ax.set_visible(False)
+    for ax, w in zip(axes, workloads):
+        rows = [r for r in w["rows"] if "pct_qd32" in r]
+        names = [r["backend"] for r in rows]
+        colors = ["tab:blue" if n.startswith("zrecord") else "tab:orange"
+                  if n.startswith("loaderx") else "tab:gray" for n in names]
+        ax.barh(names, [r["pct_qd32"] for r in rows], color=colors)
+        depths = w["ceiling"]["depths"]
+        key = "iops" if w["ceiling_basis"] == "iops" else "mib_s"
+        ax.axvline(100.0, color="black", linewidth=0.8)
+        ax.axvline(100.0 * depths["1"][key] / depths["32"][key], color="black", linestyle="--",
+                   linewidth=0.8, label="QD-1 ceiling")
+        ax.invert_yaxis()
+        ax.set_title(f"{w['name']} (mean {w['record_bytes_mean']:,.0f} B)")
+        ax.set_xlabel("% of QD-32 " + ("IOPS" if key == "iops" else "bandwidth"))
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Cold IID gathers, batch {result['batch']}, vs the device's random-read ceiling",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default=str(ROOT / "docs" / "benchmarks"))
@@ -220,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         if (folder / file).exists():
             results[kind] = json.loads((folder / file).read_text())
     extra = {key: json.loads((folder / f"{key}.json").read_text())
-             for key in ("matrix", "loaders") if (folder / f"{key}.json").exists()}
+             for key in ("matrix", "loaders", "bench_cold") if (folder / f"{key}.json").exists()}
     if not results and not extra:
         print(f"no results in {folder}", file=sys.stderr)
         return 1
@@ -245,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
         lines += loader_sweep_tables(extra["loaders"])
     if plot_matrix_loaders(extra.get("matrix"), extra.get("loaders"), folder / "matrix.png"):
         lines += ["![store matrix and loader sweep](matrix.png)", ""]
+    if "bench_cold" in extra:
+        lines += cold_tables(extra["bench_cold"])
+        if plot_cold(extra["bench_cold"], folder / "cold.png"):
+            lines += ["![cold gathers against the device ceiling](cold.png)", ""]
     (folder / "results.md").write_text("\n".join(lines))
     print(f"wrote {folder / 'results.md'}")
     return 0
