@@ -603,3 +603,15 @@ def test_u1_05_info_on_unfinished_writes_and_empty_folders(tmp_path):
     proc = _cli("info", str(empty))
     assert (proc.returncode, proc.stdout) == (1, "")
     assert "is neither a store nor a folder holding stores or unfinished writes" in proc.stderr
+
+
+def test_u1_05_the_walk_is_bounded(tmp_path, monkeypatch):
+    """[U1] item 5: the walk below a folder reads at most DIRECTORIES_MAX directories (and
+    --max-depth levels) and says when a bound stopped it (`zrecord info /` ends)."""
+    from zrecord import _tree
+
+    _tree_of_stores(tmp_path)
+    assert len(_tree.survey(str(tmp_path), 6).stores) == 5
+    monkeypatch.setattr(_tree, "DIRECTORIES_MAX", 2)
+    found = _tree.survey(str(tmp_path), 6)
+    assert found.truncated and len(found.stores) < 5
