@@ -546,9 +546,10 @@ def _not_a_store(args: argparse.Namespace, exc: BaseException) -> int:
         temporaries = temporaries_of(path)
         if temporaries:
             states = [writer_state(t) for t in temporaries]
-            state = ALIVE if ALIVE in states else states[0]
+            # A live writer is the news: the store may appear soon.
+            k = states.index(ALIVE) if ALIVE in states else 0
             say(f"{command}: no store at {path!r}, but {len(temporaries)} unfinished or aborted "
-                f"write(s) of it, such as {temporaries[0]!r}: {_WRITER_SAYS[state]}")
+                f"write(s) of it, such as {temporaries[k]!r}: {_WRITER_SAYS[states[k]]}")
             return EXIT_INVALID
     elif os.path.isdir(path) and not is_store_dir(path) and not has_store_files(path):
         return _folder(args, path)
