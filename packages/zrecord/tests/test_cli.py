@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,9 +76,9 @@ def test_stats(stores, capsys):
     assert "record size   12 B (fixed)" in out
 
 
-def test_errors_exit_2(tmp_path, capsys):
+def test_errors_exit_1_when_there_is_no_store(tmp_path, capsys):
     code, _, err = run(capsys, "info", str(tmp_path / "missing"))
-    assert code == 2 and "zrecord info:" in err
+    assert code == 1 and "zrecord info:" in err
 
 
 def test_r1_16_head_refuses_negative_counts(stores, capsys):
@@ -191,29 +196,31 @@ def test_r1_07_head_of_huge_records_runs_in_bounded_memory(huge_stores):
     assert proc.returncode == 0, proc.stderr
     assert [r["read"] for r in _strict_json(proc.stdout)] == [False, False]
 
-    # Asking for a record that cannot fit is one line, not a traceback.
+    # Asking for a record that cannot fit is one line, not a traceback: a runtime error, 3
+    # ([U1]: it was 2, the status of usage errors).
     proc = _zrecord("head", ragged, "--max-record-bytes", "2GiB")
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1 and "out of memory" in proc.stderr
 
 
 def test_r1_07_stats_info_verify_of_huge_records_run_in_bounded_memory(huge_stores):
     """[R1] item 7: `verify` decodes each compressed record whole (in native code), so under
     the limit it reported the out-of-memory failure as CORRUPT (exit 1). Records above
-    --max-record-bytes are now skipped and reported, exit 2 (nothing was found corrupt, but
-    not everything was checked); stats and info never read records."""
+    --max-record-bytes are now skipped and reported, exit 3 (nothing was found corrupt, but
+    not everything was checked; [U1]: it was 2, the status of usage errors); stats and info
+    never read records."""
     ragged, dense = huge_stores
     for path in huge_stores:
         for command in ("info", "stats"):
             proc = _zrecord(command, path, "--json")
             assert proc.returncode == 0 and _strict_json(proc.stdout), proc.stderr
     proc = _zrecord("verify", ragged, "--json")
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     result = _strict_json(proc.stdout)
     assert result["ok"] is None and result["records_checked"] == 2
     assert result["records_skipped"] == 1 and result["first_skipped"] == 1
     proc = _zrecord("verify", dense)
-    assert proc.returncode == 2 and proc.stdout.startswith("INCOMPLETE: 0 of 2 records")
+    assert proc.returncode == 3 and proc.stdout.startswith("INCOMPLETE: 0 of 2 records")
     assert "--max-record-bytes" in proc.stdout and "Traceback" not in proc.stderr
     # With room for it, the record is checked.
     proc = _zrecord("verify", dense, "--max-record-bytes", "512M", "--json", limit=False)
@@ -238,3 +245,373 @@ def test_r1_07_head_summarises_long_records(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["head", path, "--values", "-1"])
     assert info.value.code == 2
+
+
+# ---- [U1]: the command line behaves like a Unix tool ------------------------------------------
+
+ZRECORD_SCRIPT = Path(sys.executable).parent / "zrecord"
+
+
+def _cli(*argv: str, **kwargs) -> subprocess.CompletedProcess[str]:
+    """The real `zrecord` console script in a subprocess."""
+    return subprocess.run([str(ZRECORD_SCRIPT), *argv], capture_output=True, text=True,
+                          timeout=120, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def long_store(tmp_path_factory):
+    """A store that `head -n 1000000` takes many seconds to print (a million records)."""
+    path = str(tmp_path_factory.mktemp("long") / "s")
+    with Dense.create(path, np.int8, (), codec="raw", data_shards=1) as w:
+        w.append(np.arange(1_000_000, dtype=np.int64).astype(np.int8))
+    return path
+
+
+@pytest.fixture(scope="module")
+def slow_verify_store(tmp_path_factory):
+    """A zstd store that `verify` checks in one native call per record for a good while: 384
+    records of 16 MiB of zeros (a few KiB on disk)."""
+    path = str(tmp_path_factory.mktemp("slow") / "s")
+    zeros = np.zeros((1, 16 << 20), np.uint8)
+    with Dense.create(path, np.uint8, (16 << 20,), codec="zstd", data_shards=1) as w:
+        for _ in range(384):
+            w.append(zeros)
+    return path
+
+
+def test_u1_01_version():
+    """[U1] item 1: `zrecord --version` prints the version and exits 0 (it was a usage error);
+    `python -m zrecord.cli` is the same program."""
+    import zrecord
+
+    proc = _cli("--version")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"zrecord {zrecord.__version__}\n", "")
+    proc = subprocess.run([sys.executable, "-m", "zrecord.cli", "--version"], capture_output=True,
+                          text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, f"zrecord {zrecord.__version__}\n")
+
+
+def _wait_until_open(pid: int, folder: str, timeout: float = 60.0) -> None:
+    """Wait until process `pid` holds a file below `folder` open: it is past its start-up
+    (where Python itself may still print a traceback for Ctrl-C) and inside the command."""
+    import time
+
+    folder = os.path.realpath(folder)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            break
+        for name in names:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{name}").startswith(folder + os.sep):
+                    return
+            except OSError:
+                pass
+        time.sleep(0.0005)
+    pytest.fail(f"process {pid} never opened a file in {folder}")
+
+
+def test_u1_02_ctrl_c_prints_one_line_and_ends_by_sigint(long_store, slow_verify_store):
+    """[U1] item 2: Ctrl-C during `head` or `verify` prints one line, no traceback, and the
+    process ends by SIGINT, which a shell reports as status 130 (subprocess: -SIGINT)."""
+    proc = subprocess.Popen([str(ZRECORD_SCRIPT), "head", long_store, "-n", "1000000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("[0] shape ()")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (-signal.SIGINT, "zrecord: interrupted\n")
+
+    proc = subprocess.Popen([str(ZRECORD_SCRIPT), "verify", slow_verify_store],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_until_open(proc.pid, slow_verify_store)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (-signal.SIGINT, "", "zrecord: interrupted\n")
+
+
+def test_u1_02_ctrl_c_in_a_shell_gives_130_and_stops_its_loop(long_store):
+    """[U1] item 2: what a terminal's Ctrl-C does (SIGINT to the whole foreground group): a
+    shell loop over stores stops at once, because zrecord dies by the signal (had it exited
+    130, bash would have gone on with the next store); a shell that only zrecord's signal
+    reaches sees status 130."""
+    head = f"'{ZRECORD_SCRIPT}' head '{long_store}' -n 1000000"
+    loop = subprocess.Popen(["bash", "-c", f"for s in 1 2; do {head}; echo next >&2; done"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    loop.stdout.readline()
+    os.killpg(loop.pid, signal.SIGINT)
+    _, err = loop.communicate(timeout=60)
+    assert (loop.returncode, err) == (-signal.SIGINT, "zrecord: interrupted\n")
+
+    shell = subprocess.Popen(["bash", "-c", f"{head}; echo status $? >&2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    shell.stdout.readline()
+    (child,) = _children(shell.pid)
+    os.kill(child, signal.SIGINT)
+    _, err = shell.communicate(timeout=60)
+    assert (shell.returncode, err) == (0, "zrecord: interrupted\nstatus 130\n")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # The command name (field 2) is in parentheses and may hold spaces.
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_u1_02_in_process_interrupt_returns_130(stores, capsys, monkeypatch):
+    """[U1] item 2: called as a function (`main([...])`), an interrupt returns 130 and leaves
+    the caller's process and signal handlers alone."""
+    import zrecord.cli as cli
+
+    def interrupted(store, args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "stats", interrupted)
+    before = signal.getsignal(signal.SIGINT)
+    assert main(["stats", stores[0]]) == 130
+    assert capsys.readouterr().err == "zrecord: interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def _into_closed_pipe(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`zrecord ARGV` writing into a pipe whose reader is already gone."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([str(ZRECORD_SCRIPT), *argv], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+
+
+def test_u1_02_a_closed_pipe_ends_quietly(long_store, stores, tmp_path):
+    """[U1] item 2: `zrecord head S | head -1` and output into a pipe nobody reads any more
+    end quietly, with status 141 as cat's (SIGPIPE), never "Exception ignored ... BrokenPipeError"
+    from the interpreter's final flush (status 120)."""
+    # A reader that takes one line and leaves.
+    head = subprocess.Popen([str(ZRECORD_SCRIPT), "head", long_store, "-n", "1000000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = subprocess.run([sys.executable, "-c", "import sys; print(sys.stdin.readline(), end='')"],
+                           stdin=head.stdout, capture_output=True, text=True, timeout=60)
+    head.stdout.close()
+    _, err = head.communicate(timeout=60)
+    assert first.stdout == "[0] shape () int8:\n"
+    assert (head.returncode, err) == (141, b"")
+    # The same through a shell pipeline: one line out, nothing on stderr.
+    proc = subprocess.run(["sh", "-c", f"'{ZRECORD_SCRIPT}' head '{long_store}' -n 1000000 | head -1"],
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "[0] shape () int8:\n", "")
+    # Output into a pipe whose reader left before it was written: info and verify --json, a
+    # long table of a folder, and --help (argparse ignores the failed write itself: 0).
+    folder = tmp_path / "many"
+    for k in range(40):
+        with Dense.create(folder / f"split{k // 10}" / f"column{k}", np.int8, (), codec="raw") as w:
+            w.append(np.zeros(3, np.int8))
+    for argv in (["info", stores[0], "--json"], ["verify", stores[0], "--json"],
+                 ["info", str(folder)], ["info", str(folder), "--json"]):
+        proc = _into_closed_pipe(*argv)
+        assert (proc.returncode, proc.stderr) == (141, ""), argv
+    for argv in (["--help"], ["head", "--help"], ["--version"]):
+        proc = _into_closed_pipe(*argv)
+        assert proc.returncode in (0, 141) and proc.stderr == "", argv
+
+
+def test_u1_03_exit_statuses(stores, tmp_path):
+    """[U1] item 3: 0 success, 1 not a valid store or a corrupt record, 2 usage, 3 a runtime
+    error (here: too many open files, and memory in test_r1_07_*); runtime errors exited 2,
+    like usage errors."""
+    import resource
+
+    dense, ragged = stores
+    assert _cli("info", dense).returncode == 0
+    assert _cli("verify", ragged, "-q").returncode == 0
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    for argv in (["info", str(tmp_path / "missing")], ["head", str(tmp_path / "file")],
+                 ["stats", str(tmp_path / "empty")], ["info", str(tmp_path / "empty")]):
+        proc = _cli(*argv)
+        assert proc.returncode == 1 and proc.stdout == "", argv
+        assert proc.stderr.startswith(f"zrecord {argv[0]}: ") and proc.stderr.count("\n") == 1
+    corrupt = str(tmp_path / "corrupt")
+    with Dense.create(corrupt, np.int64, (4,), codec="raw", data_shards=1) as w:
+        w.append(np.arange(8).reshape(2, 4))
+    with open(os.path.join(corrupt, "data-000.zrd"), "r+b") as f:
+        f.write(b"\xff")
+    proc = _cli("verify", corrupt)
+    assert proc.returncode == 1 and proc.stdout.startswith("CORRUPT:")
+    assert _cli("head", corrupt).returncode == 1
+    for argv in ([], ["info"], ["frobnicate", dense], ["head", dense, "-n", "-1"],
+                 ["verify", dense, "--max-record-bytes", "lots"], ["info", dense, "--nope"]):
+        proc = _cli(*argv)
+        assert proc.returncode == 2 and proc.stderr.startswith("usage: zrecord"), argv
+    shards = str(tmp_path / "shards")
+    with Dense.create(shards, np.int8, (), codec="raw", data_shards=64) as w:
+        w.append(np.zeros(100, np.int8))
+
+    def few_files():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+
+    proc = _cli("info", shards, preexec_fn=few_files)
+    assert proc.returncode == 3 and "Too many open files" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_u1_04_help_is_plain_text_with_defaults_statuses_and_examples():
+    """[U1] item 4: every --help is plain text (no reST ``literals`` or :roles:), every
+    argument has help, defaults are shown, and the epilog gives the exit statuses and an
+    example."""
+    import re
+
+    from zrecord.cli import _parser
+
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in [("", parser), *sub.choices.items()]:
+        for action in command._actions:
+            assert action.help, f"zrecord {name}: {action.dest} has no help"
+        proc = _cli(*([name] if name else []), "--help")
+        text = proc.stdout
+        assert proc.returncode == 0 and proc.stderr == ""
+        assert "``" not in text and not re.search(r":[a-z]+:`", text), text
+        assert "exit status:" in text and "examples:" in text
+        for status in ("0 ", "1 ", "2 ", "3 ", "130 "):
+            assert f"\n  {status}" in text, (name, status)
+        assert re.search(r"\n  zrecord \w+ ", text.split("examples:")[1])
+    assert "records to show, 0 or more (default: 5)" in _cli("head", "--help").stdout
+    assert "(default: 256M)" in _cli("verify", "--help").stdout
+
+
+def _tree_of_stores(root: Path) -> None:
+    """A dataset the way loaderx-convert lays it out (ROOT/split/column and a provenance
+    file), a store deeper down, and things that are not stores."""
+    for split, n in (("train", 6), ("test", 2)):
+        with Dense.create(root / split / "image", np.uint8, (4, 3), codec="zstd") as w:
+            w.append(np.zeros((n, 4, 3), np.uint8))
+        with Ragged.create(root / split / "audio", np.float32, 2, codec="raw") as w:
+            w.append([np.ones((2, k), np.float32) for k in range(n)])
+    (root / "provenance.json").write_text("{}")
+    with Dense.create(root / "extra" / "a" / "b" / "deep", np.int64, (), codec="raw") as w:
+        w.append(np.arange(3))
+    (root / "notes").mkdir()
+    (root / "notes" / "README").write_text("not a store")
+    (root / ".cache" / "x").mkdir(parents=True)
+
+
+def test_u1_05_info_on_a_folder_lists_its_stores(tmp_path):
+    """[U1] item 5: `zrecord info` on a folder of stores (a converted dataset) said it was "an
+    unfinished or aborted write". It now lists the stores below it, recursively, as a table
+    and as JSON; symbolic links are not followed (out of the tree, or to a store twice)."""
+    root = tmp_path / "mnist"
+    _tree_of_stores(root)
+    outside = tmp_path / "outside"
+    with Dense.create(outside, np.int8, (), codec="raw") as w:
+        w.append(np.zeros(1, np.int8))
+    (root / "link-out").symlink_to(outside)
+    (root / "link-in").symlink_to(root / "train")
+
+    proc = _cli("info", str(root))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{root}: a folder holding 5 stores"
+    assert lines[1].split() == ["path", "kind", "dtype", "shape", "records", "codec", "size"]
+    rows = [line.split() for line in lines[2:7]]
+    assert [r[0] for r in rows] == ["extra/a/b/deep", "test/audio", "test/image", "train/audio",
+                                    "train/image"]
+    assert rows[2][:6] == ["test/image", "Dense", "uint8", "(4,", "3)", "2"]
+    assert rows[3][:6] == ["train/audio", "Ragged", "float32", "ndim", "2", "6"]
+    assert "2 symbolic link(s) to folders not followed" in proc.stdout
+    assert "outside" not in proc.stdout
+
+    proc = _cli("info", str(root), "--json")
+    assert proc.returncode == 0
+    listing = _strict_json(proc.stdout)
+    assert listing["kind"] == "folder" and listing["links_not_followed"] == 2
+    assert listing["unfinished"] == [] and listing["problems"] == [] and not listing["truncated"]
+    image = next(s for s in listing["stores"] if s["path"] == "train/image")
+    assert {k: v for k, v in image.items() if k != "disk_bytes"} == {
+        "path": "train/image", "kind": "Dense", "dtype": "uint8", "item_shape": [4, 3],
+        "records": 6, "codec": "zstd"}
+    on_disk = sum(e.stat().st_size for e in os.scandir(root / "train" / "image"))
+    assert image["disk_bytes"] == on_disk
+    audio = next(s for s in listing["stores"] if s["path"] == "test/audio")
+    assert audio["ndim"] == 2 and "item_shape" not in audio
+
+    # The depth is bounded, and says so.
+    proc = _cli("info", str(root), "--json", "--max-depth", "2")
+    shallow = _strict_json(proc.stdout)
+    assert len(shallow["stores"]) == 4 and shallow["truncated"] is True
+    # `zrecord info STORE` is unchanged; the other commands point to `info` for a folder.
+    assert _cli("info", str(root / "train" / "image")).stdout.startswith(
+        f"{root / 'train' / 'image'}: Dense store")
+    proc = _cli("verify", str(root))
+    assert proc.returncode == 1 and "is a folder, not a store; it holds 5 store(s)" in proc.stderr
+
+
+def test_u1_05_info_on_unfinished_writes_and_empty_folders(tmp_path):
+    """[U1] item 5: a writer's temporary directory is reported as an unfinished or aborted
+    write, saying whether its writer is alive (its lock is held, [ZR-PUB-006]) or gone; a
+    folder holding neither stores nor temporaries says so. Both exit 1."""
+    import zrecord
+
+    target = tmp_path / "data" / "mnist"
+    with zrecord.staged_directory(target) as staged:
+        proc = _cli("info", staged)
+        assert proc.returncode == 1 and "unfinished or aborted write" in proc.stderr
+        assert "its writer is alive" in proc.stderr and repr(str(target)) in proc.stderr
+        listing = _strict_json(_cli("info", staged, "--json").stdout)
+        assert listing == {"path": staged, "kind": "unfinished", "writer": "alive",
+                           "target": str(target)}
+        # Asked for the store itself (not there yet), or for the folder holding the write.
+        proc = _cli("info", str(target))
+        assert proc.returncode == 1 and "no store at" in proc.stderr and "alive" in proc.stderr
+        listing = _strict_json(_cli("info", str(target.parent), "--json").stdout)
+        assert listing["stores"] == [] and listing["unfinished"] == [
+            {"path": os.path.basename(staged), "writer": "alive"}]
+    assert not os.path.exists(staged)
+
+    # A writer that died: the kernel released its lock, the temporary stays.
+    script = ("import os, sys, zrecord\n"
+              "with zrecord.staged_directory(sys.argv[1]) as d:\n"
+              "    print(d, flush=True)\n"
+              "    os._exit(0)\n")
+    dead = subprocess.run([sys.executable, "-c", script, str(tmp_path / "data" / "other")],
+                          capture_output=True, text=True, timeout=60).stdout.strip()
+    assert os.path.isdir(dead)
+    proc = _cli("info", dead)
+    assert proc.returncode == 1 and "its writer is gone" in proc.stderr
+    proc = _cli("info", str(tmp_path / "data"))
+    assert proc.returncode == 1  # a folder with no store in it
+    assert f"{os.path.basename(dead)}: its writer is gone" in proc.stdout
+    # A temporary without its lock file: nothing can tell.
+    os.unlink(dead + ".lock")
+    assert "cannot be told" in _cli("info", dead).stderr
+
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    proc = _cli("info", str(empty))
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert "is neither a store nor a folder holding stores or unfinished writes" in proc.stderr
+
+
+def test_u1_05_the_walk_is_bounded(tmp_path, monkeypatch):
+    """[U1] item 5: the walk below a folder reads at most DIRECTORIES_MAX directories (and
+    --max-depth levels) and says when a bound stopped it (`zrecord info /` ends)."""
+    from zrecord import _tree
+
+    _tree_of_stores(tmp_path)
+    assert len(_tree.survey(str(tmp_path), 6).stores) == 5
+    monkeypatch.setattr(_tree, "DIRECTORIES_MAX", 2)
+    found = _tree.survey(str(tmp_path), 6)
+    assert found.truncated and len(found.stores) < 5

@@ -132,8 +132,9 @@ def test_regression_fifo_in_place_of_a_store_file_is_refused_not_waited_on(tmp_p
 def test_regression_cli_on_a_corrupt_record_prints_one_line_not_a_traceback(tmp_path, capsys,
                                                                              command):
     """`zrecord head` on a store whose record 0 is corrupt ([ZR-SUM-002]) ended in a Python
-    traceback; every command now prints one line naming the problem and exits 2 (info and
-    stats read no record data and succeed)."""
+    traceback; every command now prints one line naming the problem and exits 1, the store is
+    not valid ([U1]: it was 2, the status of usage errors; info and stats read no record data
+    and succeed)."""
     from zrecord.cli import main
 
     store = dense_store((2,), [np.arange(2, dtype="<i4").tobytes()] * 2)
@@ -145,7 +146,7 @@ def test_regression_cli_on_a_corrupt_record_prints_one_line_not_a_traceback(tmp_
     rc = main([command, path])
     out, err = capsys.readouterr()
     if command == "head":
-        assert rc == 2
+        assert rc == 1
         assert err.count("\n") == 1 and "record 0" in err and "data-000.zrd" in err
     else:
         assert rc == 0 and err == ""

@@ -1,17 +1,36 @@
-"""``loaderx-convert SOURCE ROOT``: convert a Hub dataset, a save_to_disk folder or parquet files."""
+"""``loaderx-convert SOURCE ROOT``: convert a Hub dataset, a save_to_disk folder or parquet files.
+
+Exit statuses (``loaderx_converter._console``): 0 published, 1 the dataset cannot be converted
+as asked, 2 usage, 3 the system failed (I/O, the Hub or the network, memory), 130 Ctrl-C,
+141 the reader of the output went away.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 
+import zrecord
 from loaderx_converter import (
     ConversionError,
+    HubError,
     UnsafePathError,
+    __version__,
     convert,
     from_local,
     huggingface,
+)
+from loaderx_converter._console import (
+    EXIT_OK,
+    EXIT_RUNTIME,
+    EXIT_UNCONVERTIBLE,
+    HelpFormatter,
+    epilog,
+    paragraph,
+    run_tool,
+    say,
 )
 
 
@@ -29,58 +48,133 @@ def _unsafe_name_message(exc: UnsafePathError) -> str:
     return str(exc)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="loaderx-convert",
-        description="Convert a Hugging Face dataset into one zrecord store per column under "
-                    "ROOT/split/column. SOURCE is a Hub repository id, a save_to_disk folder, "
-                    "or parquet file(s) / a folder of them.")
-    parser.add_argument("source", help="Hub dataset id (e.g. ylecun/mnist) or a local path")
-    parser.add_argument("root", help="destination folder; must not exist, nor lie inside a "
-                                     "published zrecord store")
-    parser.add_argument("--codec", default="zstd", choices=["raw", "zstd", "zstd_dict"])
-    parser.add_argument("--dict", dest="dict_path", metavar="FILE",
-                        help="zstd dictionary for --codec zstd_dict (e.g. from zrecord.train_dict)")
-    parser.add_argument("--columns",
-                        help="comma-separated subset of columns; every split and column name "
-                             "becomes a folder, so names with '/', a NUL, a leading '.', "
-                             "'..' or too many bytes are refused: leave such columns out here")
-    parser.add_argument("--revision", default="main", help="branch, tag or commit (Hub only)")
-    parser.add_argument("--config", help="dataset configuration name")
-    parser.add_argument("--endpoint", help="Hub endpoint, e.g. https://hf-mirror.com")
-    parser.add_argument("--token", help="Hub token for private or gated datasets")
-    parser.add_argument("--cache-dir", help="Hugging Face cache folder")
-    parser.add_argument("--data-shards", type=int, default=4)
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
+def _read_dict(path: str) -> bytes:
+    """An argparse type: the bytes of the --dict file (an unreadable file is a usage error)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {path!r}: {exc.strerror or exc}") from None
 
+
+def _version() -> str:
+    """This package's version and those of zrecord and datasets it runs with. The version of
+    datasets comes from its metadata: importing it takes seconds."""
+    try:
+        datasets_version = importlib.metadata.version("datasets")
+    except importlib.metadata.PackageNotFoundError:
+        datasets_version = "not installed"
+    return (f"loaderx-convert (loaderx-converter) {__version__}, zrecord {zrecord.__version__}, "
+            f"datasets {datasets_version}")
+
+
+_EXAMPLES = [
+    ("loaderx-convert ylecun/mnist data/mnist",
+     "a Hub dataset, at the commit that main names now"),
+    ("loaderx-convert ylecun/mnist data/mnist --revision COMMIT --codec raw",
+     "an exact commit (40 hex digits), stored uncompressed"),
+    ("loaderx-convert ./saved data/x --columns image,label",
+     "two columns of a save_to_disk folder (or parquet file(s))"),
+    ("HF_HUB_OFFLINE=1 loaderx-convert ylecun/mnist data/mnist",
+     "from the local Hugging Face cache, contacting nothing"),
+]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loaderx-convert", formatter_class=HelpFormatter,
+        description=paragraph(
+            "Convert a Hugging Face dataset into one zrecord store per column under "
+            "ROOT/split/column, published at once: ROOT appears only when every store is "
+            "written. SOURCE is a Hub repository id, a save_to_disk folder, or parquet "
+            "file(s) / a folder of them."),
+        epilog=epilog(_EXAMPLES))
+    parser.add_argument("source", metavar="SOURCE",
+                        help="Hub dataset id (e.g. ylecun/mnist), or a local path: a "
+                             "save_to_disk folder, a parquet file or a folder of them")
+    parser.add_argument("root", metavar="ROOT",
+                        help="destination folder; must not exist, nor lie inside a published "
+                             "zrecord store")
+    parser.add_argument("--version", action="version", version=_version(),
+                        help="print the versions of loaderx-converter, zrecord and datasets "
+                             "and exit")
+    parser.add_argument("--codec", default="zstd", choices=["raw", "zstd", "zstd_dict"],
+                        help="how each record is stored: raw bytes, a zstd frame, or a zstd "
+                             "frame made with the dictionary given by --dict")
+    parser.add_argument("--dict", dest="dict_bytes", metavar="FILE", type=_read_dict,
+                        help="zstd dictionary for --codec zstd_dict (e.g. saved from "
+                             "zrecord.train_dict)")
+    parser.add_argument("--columns", metavar="A,B,...",
+                        help="comma-separated subset of columns (default: all); every split "
+                             "and column name becomes a folder, so names with '/', a NUL, a "
+                             "leading '.', '..' or too many bytes are refused: leave such "
+                             "columns out here")
+    parser.add_argument("--revision", default="main",
+                        help="branch, tag or commit of a Hub dataset; resolved to a commit, "
+                             "recorded in ROOT/provenance.json")
+    parser.add_argument("--config", help="dataset configuration name, where it has several")
+    parser.add_argument("--endpoint", help="Hub endpoint, e.g. https://hf-mirror.com "
+                                           "(default: the Hugging Face Hub)")
+    parser.add_argument("--token", help="Hub token for private or gated datasets")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="Hugging Face cache folder (default: the library's)")
+    parser.add_argument("--data-shards", type=int, default=4, metavar="N",
+                        help="data files per store, 1 to 255: the write parallelism of each "
+                             "store")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    return parser
+
+
+def _status_of(exc: BaseException) -> int:
+    """The exit status for an error: the dataset or the options (1), or the system (3)."""
+    if isinstance(exc, HubError):
+        return EXIT_RUNTIME  # the Hub, the network or the cache did not deliver
+    if isinstance(exc, (ConversionError, FileExistsError)):
+        return EXIT_UNCONVERTIBLE  # also ROOT exists: nothing was written
+    if isinstance(exc, (MemoryError, OSError)):
+        return EXIT_RUNTIME
+    return EXIT_UNCONVERTIBLE  # ValueError, KeyError, TypeError: a bad option or column
+
+
+def _run(argv: list[str] | None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if os.path.exists(args.source):
             dataset = from_local(args.source, config=args.config)
         else:
             dataset = huggingface(args.source, revision=args.revision, config=args.config,
                                   token=args.token, endpoint=args.endpoint, cache_dir=args.cache_dir)
-        dict_bytes = None
-        if args.dict_path:
-            with open(args.dict_path, "rb") as f:
-                dict_bytes = f.read()
         columns = [c for c in args.columns.split(",") if c] if args.columns else None
         record = convert(dataset, args.root, codec=args.codec, columns=columns,
-                         dict_bytes=dict_bytes, data_shards=args.data_shards,
+                         dict_bytes=args.dict_bytes, data_shards=args.data_shards,
                          progress=not args.quiet)
+    except BrokenPipeError:
+        raise  # a progress bar met a closed stderr: run_tool ends the command quietly
     except UnsafePathError as exc:
-        print(f"loaderx-convert: error: {_unsafe_name_message(exc)}", file=sys.stderr)
-        return 1
-    except (ConversionError, OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"loaderx-convert: error: {exc}", file=sys.stderr)
-        return 1
+        say(f"loaderx-convert: error: {_unsafe_name_message(exc)}")
+        return EXIT_UNCONVERTIBLE
+    except (ConversionError, OSError, MemoryError, ValueError, KeyError, TypeError) as exc:
+        # KeyError's str() is the repr of its message; say the message itself.
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        say(f"loaderx-convert: error: {text}")
+        return _status_of(exc)
     for split, info in record["splits"].items():
         for column, col in info["columns"].items():
             shape = col.get("item_shape", f"ndim={col.get('ndim')}")
             print(f"{args.root}/{split}/{column}: {col['kind']} {col['dtype']} {shape} "
                   f"x {col['records']}")
-    return 0
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line and return its exit status.
+
+    With `argv` None this process is the command (the console script, ``python -m
+    loaderx_converter.cli``): it reads ``sys.argv``, and Ctrl-C ends the process by SIGINT
+    once its one line is printed (see ``loaderx_converter._console``). With a list, nothing
+    outside the call is touched and an interrupt returns 130.
+    """
+    return run_tool("loaderx-convert", lambda: _run(argv), as_program=argv is None)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """The ``zrecord`` command line: inspect and check stores.
 
-  zrecord info PATH          schema, counts, codec, shards, sizes, compression ratio
+  zrecord info PATH          schema, counts, codec, shards, sizes, compression ratio; for a
+                             folder, a table of the stores below it
   zrecord verify PATH        check every record's checksum (and that compressed records
                              decode); exit 1 naming the first corrupt record
   zrecord head PATH [-n N]   the first N records, summarised
   zrecord stats PATH         distribution of record sizes (and of shapes, for Ragged)
 
 Every command takes ``--json`` for output that scripts can parse: strict JSON (RFC 8259).
-Errors (no store, a corrupt header, ...) print one line to stderr and exit 2; ``verify`` exits
-1 on corruption and 2 when it could not check every record.
+Errors print one line to stderr. Exit statuses (``zrecord._console``): 0 success; 1 PATH is
+not a valid store (nothing there, a folder, an unfinished write, corrupt) or ``verify`` found
+a corrupt record; 2 usage; 3 the system failed (I/O, permissions, memory) or ``verify`` could
+not check every record; 130 Ctrl-C; 141 the reader of the output went away.
 
 Invariant: every command runs in memory bounded independently of record size. ``info`` and
 ``stats`` read no record data. The read API decodes a record whole, so ``head`` and ``verify``
@@ -38,8 +41,33 @@ from typing import Any
 
 import numpy as np
 
+from zrecord import __version__
+from zrecord._console import (
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_RUNTIME,
+    HelpFormatter,
+    epilog,
+    paragraph,
+    run_tool,
+    say,
+)
 from zrecord._reader import Dense, Ragged, open_store
-from zrecord.errors import StoreOSError, ZrecordError
+from zrecord._tree import (
+    ALIVE,
+    DIRECTORIES_MAX,
+    GONE,
+    TEMPORARY_MARKER,
+    UNKNOWN,
+    Survey,
+    has_store_files,
+    is_store_dir,
+    is_temporary_name,
+    survey,
+    temporaries_of,
+    writer_state,
+)
+from zrecord.errors import StoreNotFoundError, StoreOSError, ZrecordError
 
 # Records whose decoded size exceeds this are not decoded (flag --max-record-bytes): the read
 # API decodes a record whole. `head` wants a few values and keeps recycled buffers, so it
@@ -174,6 +202,7 @@ def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
     show = not args.json and not args.quiet and sys.stderr.isatty()
     checked = skipped = 0
     first_skipped: int | None = None
+    corrupt: ZrecordError | None = None
     try:
         for start, stop, skip in _verify_runs(store, limit):
             if skip:
@@ -185,17 +214,18 @@ def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
             if show:
                 _progress(stop, n, started, int(stop * mean))
     except ZrecordError as exc:
-        if show:
-            sys.stderr.write("\n")
         if isinstance(exc, (MemoryError, StoreOSError)):
             raise  # the store could not be checked; nothing says it is corrupt
+        corrupt = exc
+    finally:
+        if show:
+            sys.stderr.write("\n")  # whatever comes next (Ctrl-C's line too) starts a line
+    if corrupt is not None:
         result = {"path": store.path, "ok": False, "records_checked": checked,
-                  "records_skipped": skipped, "record": exc.record, "shard": exc.shard,
-                  "error": str(exc)}
-        print(_dumps(result) if args.json else f"CORRUPT: {exc}")
-        return 1
-    if show:
-        sys.stderr.write("\n")
+                  "records_skipped": skipped, "record": corrupt.record, "shard": corrupt.shard,
+                  "error": str(corrupt)}
+        print(_dumps(result) if args.json else f"CORRUPT: {corrupt}")
+        return EXIT_INVALID
     seconds = time.perf_counter() - started
     if skipped:
         assert first_skipped is not None
@@ -211,7 +241,7 @@ def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
                           "max_record_bytes": limit, "seconds": seconds, "error": message}))
         else:
             print(f"INCOMPLETE: {message}")
-        return 2
+        return EXIT_RUNTIME
     if args.json:
         print(_dumps({"path": store.path, "ok": True, "records_checked": n,
                       "records_skipped": 0, "seconds": seconds}))
@@ -396,66 +426,248 @@ def cmd_stats(store: Dense | Ragged, args: argparse.Namespace) -> int:
 
 COMMANDS = {"info": cmd_info, "verify": cmd_verify, "head": cmd_head, "stats": cmd_stats}
 
+# What each command does, for --help (plain text: argparse prints it as it is).
+_SUMMARIES = {
+    "info": "schema, counts, codec, shards, sizes and compression ratio of a store; for a "
+            "folder that is not a store, a table of the stores below it",
+    "verify": "check every record's checksum (and that compressed records decode)",
+    "head": "the first records, at most --values values of each",
+    "stats": "distribution of record sizes (and of shapes, for Ragged stores)",
+}
+_EXAMPLES = {
+    "info": [("zrecord info data/mnist/train/image", "one store"),
+             ("zrecord info data/mnist", "every store below a folder, as a table"),
+             ("zrecord info data/mnist --json", "the same for scripts")],
+    "verify": [("zrecord verify data/mnist/train/image", "exit status 0: every record intact"),
+               ("zrecord verify STORE --json -q", "one JSON object, no progress bar"),
+               ("zrecord verify STORE --max-record-bytes 2G", "also decode records up to 2 GiB")],
+    "head": [("zrecord head STORE -n 3", "the first 3 records, summarised"),
+             ("zrecord head STORE --values 20 --json", "up to 20 values of each, as JSON"),
+             ("zrecord head STORE -n 100 | head -5", "a closed pipe ends it quietly")],
+    "stats": [("zrecord stats STORE", "record sizes: min, p10, median, p90, max, mean"),
+              ("zrecord stats STORE --json", "the same for scripts")],
+}
+# Levels below a folder that `info` searches for stores (flag --max-depth): a converted
+# dataset keeps its stores two levels down (ROOT/split/column).
+TREE_DEPTH_DEFAULT = 6
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the ``zrecord`` command line; returns the exit status."""
-    ap = argparse.ArgumentParser(prog="zrecord", description="Inspect and check zrecord stores.")
-    sub = ap.add_subparsers(dest="command", required=True)
-    for name, fn in COMMANDS.items():
-        p = sub.add_parser(name, help=(fn.__doc__ or "").strip() or None)
-        p.add_argument("path")
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="zrecord", formatter_class=HelpFormatter,
+        description=paragraph("Inspect and check zrecord stores. Every command takes --json "
+                              "for output that scripts can parse (strict JSON, RFC 8259)."),
+        epilog=epilog([e for name in COMMANDS for e in _EXAMPLES[name][:1]]))
+    ap.add_argument("--version", action="version", version=f"zrecord {__version__}",
+                    help="print the version of zrecord and exit")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands",
+                            help="one of these; zrecord COMMAND --help tells more")
+    for name in COMMANDS:
+        summary = _SUMMARIES[name]
+        p = sub.add_parser(name, help=summary,
+                           description=paragraph(summary[:1].upper() + summary[1:] + "."),
+                           formatter_class=HelpFormatter,
+                           epilog=epilog(_EXAMPLES[name]))
+        p.add_argument("path", metavar="PATH",
+                       help="a store (a folder holding header.zrh)"
+                            + ("; or a folder of stores, listed as a table" if name == "info"
+                               else ""))
         p.add_argument("--json", action="store_true",
                        help="machine-readable output, strict JSON (RFC 8259)"
                             + (": non-finite values as \"NaN\", \"Infinity\", \"-Infinity\", "
                                "complex ones as [real, imag]" if name == "head" else ""))
+        if name == "info":
+            p.add_argument("--max-depth", type=_count, default=TREE_DEPTH_DEFAULT, metavar="N",
+                           help="when PATH is a folder: look for stores at most N levels "
+                                "below it (symbolic links are not followed)")
         if name == "head":
-            p.add_argument("-n", type=_count, default=5,
-                           help="records to show, 0 or more (default 5)")
+            p.add_argument("-n", type=_count, default=5, metavar="N",
+                           help="records to show, 0 or more")
             p.add_argument("--values", type=_count, default=VALUES_DEFAULT, metavar="N",
                            help="values to show per record: a record of at most N values is "
                                 "shown whole, a longer one as its first and last N//2 values "
-                                f"in row-major order (default {VALUES_DEFAULT})")
+                                "in row-major order")
         if name in ("head", "verify"):
             what = ("a record's values are not shown" if name == "head"
-                    else "a record is not checked, and verify exits 2")
-            default = MAX_RECORD_BYTES_DEFAULT[name]
-            p.add_argument("--max-record-bytes", type=_byte_size, default=default,
-                           metavar="SIZE",
+                    else "a record is not checked, and verify exits 3")
+            p.add_argument("--max-record-bytes", type=_byte_size, metavar="SIZE",
+                           default=f"{MAX_RECORD_BYTES_DEFAULT[name] >> 20}M",
                            help="decode no record larger than SIZE bytes (e.g. 64M, 2G; "
-                                f"default {default >> 20}M): a record is decoded whole, so "
-                                f"this bounds the memory used; above it {what}"
+                                "binary units): a record is decoded whole, so this bounds the "
+                                f"memory used; above it {what}"
                                 + ("" if name == "head" else " (raw stores need no decoding "
                                    "and are always checked whole)"))
         if name == "verify":
-            p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    args = ap.parse_args(argv)
+            p.add_argument("-q", "--quiet", action="store_true",
+                           help="no progress bar (there is none unless stderr is a terminal)")
+    return ap
+
+
+def _status_of(exc: BaseException) -> int:
+    """The exit status for an error: the system's failures are runtime errors (3); everything
+    the store's files say, nothing at PATH included, makes it not a valid store (1)."""
+    if isinstance(exc, MemoryError):
+        return EXIT_RUNTIME
+    if isinstance(exc, StoreNotFoundError):
+        return EXIT_INVALID
+    return EXIT_RUNTIME if isinstance(exc, OSError) else EXIT_INVALID
+
+
+_WRITER_SAYS = {
+    ALIVE: "its writer is alive and still writing",
+    GONE: "its writer is gone, so nothing will finish it (the next write of the same path "
+          "removes it)",
+    UNKNOWN: "whether its writer is alive cannot be told (it has no lock file to ask)",
+}
+
+
+def _target_of(temporary: str) -> str:
+    """The store path a temporary directory ``.NAME.zr-tmp-*`` was to be published at."""
+    parent, base = os.path.split(os.path.normpath(temporary))
+    return os.path.join(parent, base[1:1 + base[1:].index(TEMPORARY_MARKER)])
+
+
+def _unfinished(args: argparse.Namespace, path: str) -> int:
+    """PATH is a writer's temporary directory: say so, and whether its writer is alive."""
+    state = writer_state(os.path.normpath(path))
+    if args.command == "info" and args.json:
+        print(_dumps({"path": path, "kind": "unfinished", "writer": state,
+                      "target": _target_of(path)}))
+    else:
+        say(f"zrecord {args.command}: {path!r} is an unfinished or aborted write of "
+            f"{_target_of(path)!r}, not a store; {_WRITER_SAYS[state]}")
+    return EXIT_INVALID
+
+
+def _not_a_store(args: argparse.Namespace, exc: BaseException) -> int:
+    """`open_store` failed with `exc`: explain what lies at PATH instead, and how to go on."""
+    path, command = args.path, f"zrecord {args.command}"
+    if isinstance(exc, StoreNotFoundError) and not os.path.lexists(path):
+        temporaries = temporaries_of(path)
+        if temporaries:
+            states = [writer_state(t) for t in temporaries]
+            # A live writer is the news: the store may appear soon.
+            k = states.index(ALIVE) if ALIVE in states else 0
+            say(f"{command}: no store at {path!r}, but {len(temporaries)} unfinished or aborted "
+                f"write(s) of it, such as {temporaries[k]!r}: {_WRITER_SAYS[states[k]]}")
+            return EXIT_INVALID
+    elif os.path.isdir(path) and not is_store_dir(path) and not has_store_files(path):
+        return _folder(args, path)
+    say(f"{command}: {exc}")
+    return _status_of(exc)
+
+
+def _folder(args: argparse.Namespace, path: str) -> int:
+    """PATH is a folder, not a store: `info` lists the stores below it; the other commands
+    need one store and say where to find them."""
+    command = f"zrecord {args.command}"
+    describe = args.command == "info"
     try:
-        store = open_store(args.path)
-    except (ZrecordError, OSError) as exc:
-        print(f"zrecord {args.command}: {exc}", file=sys.stderr)
-        return 2
+        found = survey(path, args.max_depth if describe else TREE_DEPTH_DEFAULT, describe=describe)
+    except OSError as exc:
+        say(f"{command}: cannot read the folder {path!r}: {exc}")
+        return _status_of(exc)
+    for entries in (found.stores, found.unfinished, found.problems):
+        entries.sort(key=lambda e: str(e["path"]))
+    if not describe:
+        first = os.path.join(path, found.stores[0]["path"]) if found.stores else ""
+        held = (f"it holds {len(found.stores)} store(s), such as {first!r}; "
+                f"'zrecord info {path}' lists them" if found.stores
+                else "no store was found below it")
+        say(f"{command}: {path!r} is a folder, not a store; {held}")
+        return EXIT_INVALID
+    statuses = {p["status"] for p in found.problems}
+    status = (EXIT_INVALID if EXIT_INVALID in statuses or not found.stores
+              else EXIT_RUNTIME if statuses else EXIT_OK)
+    if args.json:
+        print(_dumps({"path": path, "kind": "folder", "stores": found.stores,
+                      "unfinished": found.unfinished,
+                      "problems": [{"path": p["path"], "error": p["error"]}
+                                   for p in found.problems],
+                      "links_not_followed": found.links_not_followed,
+                      "truncated": found.truncated}))
+    elif not (found.stores or found.unfinished or found.problems):
+        deeper = (f" (searched {args.max_depth} levels deep; --max-depth searches deeper)"
+                  if found.truncated else "")
+        say(f"{command}: {path!r} is neither a store nor a folder holding stores or "
+            f"unfinished writes{deeper}")
+    else:
+        _print_folder(path, found, args.max_depth)
+    return status
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.rjust(w) if k in right else cell.ljust(w)
+                             for k, (cell, w) in enumerate(zip(row, widths))).rstrip()
+            for row in rows]
+
+
+def _print_folder(path: str, found: Survey, depth: int) -> None:
+    out = sys.stdout
+    n = len(found.stores)
+    out.write(f"{path}: a folder holding {n:,} store{'s' if n != 1 else ''}\n")
+    if found.stores:
+        rows = [["path", "kind", "dtype", "shape", "records", "codec", "size"]]
+        for s in found.stores:
+            shape = (str(tuple(s["item_shape"])) if s["kind"] == "Dense" else f"ndim {s['ndim']}")
+            rows.append([s["path"], s["kind"], s["dtype"], shape, f"{s['records']:,}",
+                         s["codec"], _human(s["disk_bytes"])])
+        out.write("\n".join(_table(rows, right={4, 6})) + "\n")
+        records = sum(s["records"] for s in found.stores)
+        size = sum(s["disk_bytes"] for s in found.stores)
+        out.write(f"  total: {records:,} records, {_human(size)} on disk\n")
+    if found.unfinished:
+        out.write("unfinished or aborted writes (not stores):\n")
+        for u in found.unfinished:
+            out.write(f"  {u['path']}: {_WRITER_SAYS[u['writer']]}\n")
+    if found.problems:
+        out.write("not valid stores, or not readable:\n")
+        for p in found.problems:
+            out.write(f"  {p['path']}: {p['error']}\n")
+    if found.links_not_followed:
+        out.write(f"{found.links_not_followed:,} symbolic link(s) to folders not followed\n")
+    if found.truncated:
+        out.write(f"folders more than {depth} levels down (or beyond {DIRECTORIES_MAX:,} "
+                  "folders) were not searched; see --max-depth\n")
+
+
+def _run(argv: list[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    command = f"zrecord {args.command}"
+    path = args.path
+    # A temporary is never a published store, even once its writer wrote a header into it.
+    if is_temporary_name(os.path.basename(os.path.normpath(path))) and os.path.isdir(path):
+        return _unfinished(args, path)
+    try:
+        store = open_store(path)
+    except (ZrecordError, OSError, MemoryError) as exc:
+        return _not_a_store(args, exc)
     with store:
         try:
             return COMMANDS[args.command](store, args)
         except BrokenPipeError:
-            # The reader of our output went away (`zrecord head ... | head -1`): nothing more
-            # can be said there, and the interpreter must not complain when it flushes.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-            return 2
+            raise  # the reader went away: run_tool ends the command quietly
         except MemoryError as exc:
             hint = ("; lower --max-record-bytes" if args.command in ("head", "verify") else "")
-            print(f"zrecord {args.command}: out of memory: {exc}{hint}", file=sys.stderr)
-            return 2
+            say(f"{command}: out of memory: {exc}{hint}")
+            return EXIT_RUNTIME
         except (ZrecordError, OSError) as exc:
             # A store that opens can still hold a corrupt record or a shape NumPy cannot hold;
             # `head` and `stats` report that like any other error (verify reports its own).
-            print(f"zrecord {args.command}: {exc}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print(f"zrecord {args.command}: interrupted", file=sys.stderr)
-            return 130
+            say(f"{command}: {exc}")
+            return _status_of(exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``zrecord`` command line and return its exit status.
+
+    With `argv` None this process is the command (the console script, ``python -m
+    zrecord.cli``): it reads ``sys.argv``, and Ctrl-C ends the process by SIGINT once its one
+    line is printed (see ``zrecord._console``). With a list, nothing outside the call is
+    touched and an interrupt returns 130.
+    """
+    return run_tool("zrecord", lambda: _run(argv), as_program=argv is None)
 
 
 if __name__ == "__main__":
