@@ -7,6 +7,11 @@
 //!   shard's size, the index's size and checksum, and every index entry in isolation (§4).
 //!   After open, every entry's byte range lies inside its shard's mapping, so gathers index
 //!   the mappings without further bounds doubt.
+//! - The store directory is opened once (a symbolic link to it is followed) and every store
+//!   file is opened relative to it with O_NOFOLLOW and checked to be a regular file
+//!   ([ZR-GEN-004]), so every byte the reader reads, hashes or sizes belongs to a file inside
+//!   the store. Messages never echo a checksum the reader computed: a mismatch says which
+//!   checksum the store expected, not what the bytes hash to.
 //! - Sizes read from disk are checked before anything is allocated from them: the header
 //!   against `format.header_size_bytes_max`, the index against the header and the file.
 //! - A record's checksum is verified before its bytes are returned for the first time by this
@@ -185,14 +190,13 @@ pub const Reader = struct {
     }
 
     fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
-        // O_NONBLOCK: a FIFO in the header's place must be refused by the regular-file check
-        // below, not block this open until some writer opens it.
-        const hfd = sys.openAt(dfd, "header.zrh", sys.O_RDONLY | sys.O_NONBLOCK, 0) catch {
+        const hfd = openStoreFile(dfd, "header.zrh") catch {
             const e = sys.errno();
             // [ZR-PUB-004]
             if (e == sys.ENOENT) return d.failOs(error.NotPublished, e, "'{s}' has no header.zrh: " ++
                 "it is not a published zrecord store (an unfinished or aborted write leaves " ++
                 "such a directory) (ZR-PUB-004)", .{path});
+            if (e == sys.ELOOP) return linkError(d, path, "header.zrh");
             return d.failOs(error.Io, e, "cannot open '{s}/header.zrh'", .{path});
         };
         defer sys.close(hfd);
@@ -224,11 +228,12 @@ pub const Reader = struct {
         for (0..r.header.data_shards) |k| {
             const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
             d.shard = @intCast(k);
-            const fd = sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NONBLOCK, 0) catch {
+            const fd = openStoreFile(dfd, name) catch {
                 const e = sys.errno();
                 // [ZR-GEN-001]
                 if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing " ++
                     "its shard file {s} (the header names {d} shards) (ZR-GEN-001)", .{ r.path, name, r.header.data_shards });
+                if (e == sys.ELOOP) return linkError(d, r.path, name);
                 return d.failOs(error.Io, e, "cannot open '{s}/{s}'", .{ r.path, name });
             };
             // Kept open for the pread path; releaseFiles closes it, on failure too.
@@ -258,10 +263,11 @@ pub const Reader = struct {
     }
 
     fn readIndex(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
-        const fd = sys.openAt(dfd, "index.zri", sys.O_RDONLY | sys.O_NONBLOCK, 0) catch {
+        const fd = openStoreFile(dfd, "index.zri") catch {
             const e = sys.errno();
             if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing its " ++
                 "index.zri (ZR-GEN-001)", .{r.path});
+            if (e == sys.ELOOP) return linkError(d, r.path, "index.zri");
             return d.failOs(error.Io, e, "cannot open '{s}/index.zri'", .{r.path});
         };
         defer sys.close(fd);
@@ -277,9 +283,8 @@ pub const Reader = struct {
         r.index = alloc.alloc(u8, len) catch return noMemory(d, "the index");
         var short = false;
         sys.preadAll(fd, r.index, 0, &short) catch return readError(d, r.path, "index.zri", short);
-        const got = format.xxh64(r.index);
-        if (got != r.header.index_checksum) return d.fail(error.ChecksumMismatch, "'{s}/index.zri' " ++
-            "hashes to 0x{x:0>16}, but the header's index_checksum says 0x{x:0>16} (ZR-HDR-011)", .{ r.path, got, r.header.index_checksum });
+        if (format.xxh64(r.index) != r.header.index_checksum) return d.fail(error.ChecksumMismatch, "" ++
+            "'{s}/index.zri' does not match the header's index_checksum 0x{x:0>16} (ZR-HDR-011)", .{ r.path, r.header.index_checksum });
     }
 
     fn validateIndex(r: *Reader, d: *Diag) Error!void {
@@ -389,16 +394,15 @@ pub const Reader = struct {
 
     /// [ZR-SUM-001] Checks a record's stored bytes against the index.
     fn checkRecord(r: *const Reader, rec: u64, e: format.Entry, stored: []const u8, d: *Diag) Error!void {
-        const got = format.xxh64(stored);
-        if (got == e.checksum) {
+        if (format.xxh64(stored) == e.checksum) {
             r.markVerified(rec);
             return;
         }
         d.record = @intCast(rec);
         d.shard = e.shard;
         return d.fail(error.ChecksumMismatch, "store '{s}': record {d} is corrupt: its {d} stored " ++
-            "bytes at offset {d} of data-{d:0>3}.zrd hash to 0x{x:0>16}, but the index says " ++
-            "0x{x:0>16} (ZR-SUM-001)", .{ r.path, rec, e.stored_size, e.offset, e.shard, got, e.checksum });
+            "bytes at offset {d} of data-{d:0>3}.zrd do not match the index's checksum " ++
+            "0x{x:0>16} (ZR-SUM-001)", .{ r.path, rec, e.stored_size, e.offset, e.shard, e.checksum });
     }
 
     /// Whether a record is read with pread(2) rather than from the mapping. Empty records
@@ -822,6 +826,20 @@ fn verifyWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void 
     }
 }
 
+/// Opens a store file for reading, relative to the store directory ([ZR-GEN-004]).
+/// O_NOFOLLOW: a symbolic link in the file's place fails with ELOOP instead of being followed
+/// to a file outside the store, whose size and checksums messages would otherwise disclose.
+/// O_NONBLOCK: a FIFO in the file's place must be refused by the caller's regular-file check,
+/// not block this open until some writer opens it.
+fn openStoreFile(dfd: sys.Fd, name: [*:0]const u8) sys.OsError!sys.Fd {
+    return sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NONBLOCK | sys.O_NOFOLLOW, 0);
+}
+
+fn linkError(d: *Diag, path: []const u8, name: []const u8) Error {
+    return d.fail(error.Corrupt, "'{s}/{s}' is a symbolic link; every file of a store must be a " ++
+        "regular file inside the store directory, and links are not followed (ZR-GEN-004)", .{ path, name });
+}
+
 fn readError(d: *Diag, path: []const u8, name: []const u8, short: bool) Error {
     if (short) return d.fail(error.Corrupt, "'{s}/{s}' ended while it was read: the file " ++
         "changed size", .{ path, name });
@@ -885,6 +903,43 @@ test "a FIFO in place of a store file is refused at open, not waited on" {
         try t.expectContains(t.msg(&st), name);
         try t.expectContains(t.msg(&st), "not a regular file");
         try std.testing.expect(r == null);
+        td.removeStore(store, 1);
+    }
+    try td.deinitExpectEmpty();
+}
+
+extern "c" fn symlink(target: [*:0]const u8, link: [*:0]const u8) c_int;
+
+test "a symbolic link in place of a store file is refused at open, not followed" {
+    // [R1] item 4: a shard linked to a file outside the store was read, and its size and the
+    // checksums of its bytes appeared in messages ([ZR-GEN-004]).
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    const names = [_][]const u8{ "header.zrh", "index.zri", "data-000.zrd" };
+    const data = [_]u8{ 1, 2, 3, 4 };
+    var pbuf: [256]u8 = undefined;
+    var tbuf: [256]u8 = undefined;
+    for (names, 0..) |name, k| {
+        var sbuf: [8]u8 = undefined;
+        const store = std.fmt.bufPrint(&sbuf, "s{d}", .{k}) catch unreachable;
+        try tz.writeDense(&td, store, 0, "", 1, 2, &data, &.{2});
+        var rbuf: [64]u8 = undefined;
+        const rel = std.fmt.bufPrint(&rbuf, "{s}/{s}", .{ store, name }) catch unreachable;
+        // The link points at the store's own file, moved out of the store: the same bytes, the
+        // same size, so nothing but the link itself is wrong.
+        const target = td.sub(&tbuf, "outside");
+        try std.testing.expectEqual(@as(c_int, 0), std.c.rename(td.sub(&pbuf, rel), target));
+        try std.testing.expectEqual(@as(c_int, 0), symlink(target, td.sub(&pbuf, rel)));
+        var st: abi.Status = undefined;
+        var r: ?*Reader = null;
+        try std.testing.expectEqual(@as(c_int, -12), root.zr_reader_open(td.sub(&pbuf, store), &r, &st));
+        try t.expectContains(t.msg(&st), name);
+        try t.expectContains(t.msg(&st), "symbolic link");
+        try std.testing.expect(r == null);
+        try sys.unlinkAt(sys.AT_FDCWD, td.sub(&pbuf, "outside"));
         td.removeStore(store, 1);
     }
     try td.deinitExpectEmpty();

@@ -60,6 +60,12 @@ pub const O_DIRECTORY: c_int = switch (builtin.cpu.arch) {
     .aarch64 => 0o40000,
     else => @compileError("zrecord: add O_DIRECTORY for this architecture"),
 };
+/// open(2) fails with ELOOP instead of following a symbolic link in the last component.
+pub const O_NOFOLLOW: c_int = switch (builtin.cpu.arch) {
+    .x86_64 => 0o400000,
+    .aarch64 => 0o100000,
+    else => @compileError("zrecord: add O_NOFOLLOW for this architecture"),
+};
 
 pub const AT_FDCWD: c_int = -100;
 const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
@@ -81,6 +87,7 @@ pub const ENOTDIR: i32 = 20;
 pub const EISDIR: i32 = 21;
 pub const EINVAL: i32 = 22;
 pub const ENOSYS: i32 = 38;
+pub const ELOOP: i32 = 40;
 pub const ENOTEMPTY: i32 = 39;
 
 /// Largest single read or write Linux performs (0x7ffff000); larger requests are looped.
