@@ -18,11 +18,19 @@
 //!   reader ([ZR-SUM-002]); a bit per record remembers it. Bits are set atomically and only
 //!   after a successful check, so concurrent gathers may verify a record twice, never zero
 //!   times.
-//! - Concurrency: every call increments `in_flight` and then checks `state`; close sets
-//!   `state` and then waits for `in_flight` to drain before unmapping. Both sides use
+//! - Concurrency: every call increments the count of calls in flight and then checks `state`;
+//!   close sets `state` and then waits for the count to drain before unmapping. Both sides use
 //!   sequentially consistent operations, so either the call sees the closing state or close
 //!   sees the call. The handle itself (path, header, dictionary) lives until `free`, so a late
 //!   call on a closed reader fails with ZR_E_CLOSED instead of touching freed memory.
+//! - fork(): a child gets a copy of the reader made while other threads of the parent may have
+//!   been inside calls, or closing it; those threads do not exist in the child. The count of
+//!   calls in flight and the closing states carry the fork generation (sys.forkGeneration) of
+//!   the process whose threads they describe, so a child discards counts and half-done closes
+//!   it inherited instead of waiting for them forever. No thread of ours is inside a call in the
+//!   child at the moment of fork (the forking thread is not in a call), so discarding is exact.
+//!   Decoder slots that parent threads held stay taken in the child and are never reused or
+//!   freed: their thread may have been inside libzstd with them.
 //! - Compressed stores (spec §6): every record is decoded straight into its place in the
 //!   caller's output, only after its stored bytes passed the checksum, and must decode to
 //!   exactly its logical size ([ZR-IDX-005]). A zstd_dict store's dictionary is compiled once
@@ -110,13 +118,33 @@ const DecoderLease = struct {
     }
 };
 
+/// `Reader.state` packs one of these (low byte) with the fork generation of the process whose
+/// thread set it (high 32 bits); `Reader.flight` packs that generation with the count of calls
+/// in flight (low 32 bits).
 const state_open: u8 = 0;
 const state_closing: u8 = 1;
-const state_closed: u8 = 2;
+/// Set once calls have drained, while the files are being released.
+const state_releasing: u8 = 2;
+const state_closed: u8 = 3;
+
+fn packGen(gen: u32, low: u32) u64 {
+    return @as(u64, gen) << 32 | low;
+}
+
+fn genOf(word: u64) u32 {
+    return @intCast(word >> 32);
+}
+
+fn lowOf(word: u64) u32 {
+    return @truncate(word);
+}
 
 pub const Reader = struct {
-    in_flight: std.atomic.Value(u64) = .init(0),
-    state: std.atomic.Value(u8) = .init(state_open),
+    /// Calls in flight, with the fork generation they were counted in (see packGen).
+    flight: std.atomic.Value(u64) = .init(0),
+    state: std.atomic.Value(u64) = .init(state_open),
+    /// The fork generation of the process that opened the reader.
+    opened_gen: u32 = 0,
     path: [:0]const u8,
     header: format.Header,
     header_bytes: []u8,
@@ -146,6 +174,7 @@ pub const Reader = struct {
         };
         defer sys.close(dfd);
 
+        sys.watchForks();
         const header_bytes = try readHeader(dfd, path, d);
         var keep_header = false;
         defer if (!keep_header) alloc.free(header_bytes);
@@ -161,7 +190,10 @@ pub const Reader = struct {
             .record_size = if (h.kind == .dense) h.recordSize() else 0,
             .itemsize = h.itemsize(),
             .entry_size = h.index_entry_size,
+            .opened_gen = sys.forkGeneration(),
         };
+        r.flight.store(packGen(r.opened_gen, 0), .seq_cst);
+        r.state.store(packGen(r.opened_gen, state_open), .seq_cst);
         keep_header = true;
         errdefer {
             r.releaseFiles();
@@ -459,15 +491,25 @@ pub const Reader = struct {
 
     /// Registers a call in flight, or fails if the reader is closing or closed.
     fn enter(r: *Reader, d: *Diag) Error!void {
-        _ = r.in_flight.fetchAdd(1, .seq_cst);
-        if (r.state.load(.seq_cst) != state_open) {
-            _ = r.in_flight.fetchSub(1, .seq_cst);
+        const gen = sys.forkGeneration();
+        var f = r.flight.load(.seq_cst);
+        while (true) {
+            // A count of an earlier generation was inherited across fork(): the calls it
+            // counts were made by threads that do not exist in this process, so it restarts.
+            const next = if (genOf(f) == gen) f + 1 else packGen(gen, 1);
+            f = r.flight.cmpxchgWeak(f, next, .seq_cst, .seq_cst) orelse break;
+        }
+        if (lowOf(r.state.load(.seq_cst)) != state_open) {
+            r.leave();
             return d.fail(error.Closed, "the reader of store '{s}' is closed", .{r.path});
         }
     }
 
+    /// Ends a call begun by `enter` in this process. The count it decrements is of this
+    /// process's generation: `enter` put it there, and only a fork (which no thread inside a
+    /// call makes) starts another generation, in another process.
     fn leave(r: *Reader) void {
-        _ = r.in_flight.fetchSub(1, .seq_cst);
+        _ = r.flight.fetchSub(1, .seq_cst);
     }
 
     fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
@@ -617,7 +659,13 @@ pub const Reader = struct {
         r.verified = &.{};
         // Decompressors borrow the compiled dictionary, so they go first.
         for (&r.decoders) |*slot| {
-            std.debug.assert(!slot.busy.load(.acquire));
+            if (slot.busy.load(.acquire)) {
+                // Calls have drained, so the slot is held by a thread of the process this one
+                // was forked from. That thread may have been inside libzstd with the context,
+                // so the context is left as it is: never reused, never freed.
+                std.debug.assert(sys.forkGeneration() != r.opened_gen);
+                continue;
+            }
             if (slot.dec) |*dec| dec.deinit();
             slot.dec = null;
         }
@@ -640,18 +688,55 @@ pub const Reader = struct {
         return @intCast(@min(@min(by_size, sys.cpuCount()), gather_auto_workers_max));
     }
 
+    /// Closes the reader, or waits until another thread of this process has closed it; returns
+    /// once the files are released.
     pub fn close(r: *Reader) void {
-        if (r.state.cmpxchgStrong(state_open, state_closing, .seq_cst, .seq_cst) == null) {
-            var spins: usize = 0;
-            while (r.in_flight.load(.seq_cst) != 0) : (spins += 1) {
-                if (spins < 64) std.atomic.spinLoopHint() else sys.yield();
+        const gen = sys.forkGeneration();
+        var s = r.state.load(.seq_cst);
+        while (true) {
+            const ours = genOf(s) == gen;
+            switch (lowOf(s)) {
+                state_open => {
+                    s = r.state.cmpxchgStrong(s, packGen(gen, state_closing), .seq_cst, .seq_cst) orelse
+                        return r.finishClose(gen);
+                },
+                state_closing => if (ours) {
+                    sys.yield();
+                    s = r.state.load(.seq_cst);
+                } else {
+                    // The closing thread was in the process this one was forked from, and had
+                    // released nothing yet: this thread takes its place.
+                    s = r.state.cmpxchgStrong(s, packGen(gen, state_closing), .seq_cst, .seq_cst) orelse
+                        return r.finishClose(gen);
+                },
+                state_releasing => if (ours) {
+                    sys.yield();
+                    s = r.state.load(.seq_cst);
+                } else {
+                    // This process was forked while the parent released the files; how far it
+                    // got in this copy is unknown, so nothing more is released here (the
+                    // copies of the mappings and descriptors go when the process exits).
+                    s = r.state.cmpxchgStrong(s, packGen(gen, state_closed), .seq_cst, .seq_cst) orelse
+                        return;
+                },
+                else => return,
             }
-            r.releaseFiles();
-            r.state.store(state_closed, .release);
-        } else {
-            // Another thread is closing: close returns only once the files are released.
-            while (r.state.load(.acquire) != state_closed) sys.yield();
         }
+    }
+
+    /// The rest of `close` for the thread that set the closing state in generation `gen`.
+    fn finishClose(r: *Reader, gen: u32) void {
+        var spins: usize = 0;
+        while (true) : (spins += 1) {
+            const f = r.flight.load(.seq_cst);
+            // A count of an earlier generation was inherited across fork(): its threads do
+            // not exist in this process.
+            if (genOf(f) != gen or lowOf(f) == 0) break;
+            if (spins < 64) std.atomic.spinLoopHint() else sys.yield();
+        }
+        r.state.store(packGen(gen, state_releasing), .seq_cst);
+        r.releaseFiles();
+        r.state.store(packGen(gen, state_closed), .seq_cst);
     }
 
     pub fn free(r: *Reader) void {
@@ -942,5 +1027,58 @@ test "a symbolic link in place of a store file is refused at open, not followed"
         try sys.unlinkAt(sys.AT_FDCWD, td.sub(&pbuf, "outside"));
         td.removeStore(store, 1);
     }
+    try td.deinitExpectEmpty();
+}
+
+extern "c" fn fork() c_int;
+extern "c" fn waitpid(pid: c_int, status: *c_int, options: c_int) c_int;
+extern "c" fn alarm(seconds: c_uint) c_uint;
+extern "c" fn _exit(code: c_int) noreturn;
+
+test "a child forked while calls are in flight and a decoder slot is held can close the reader" {
+    // [R1] item 5: fork() while another thread was inside a gather left the child's copy of the
+    // reader counting a call that no thread of the child would ever finish, and the child's
+    // close waited forever. The thread inside the call is stood in for by its marks: a count
+    // in flight and a held decoder slot.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    var data: [64 * 16]u8 = undefined;
+    for (&data, 0..) |*b, i| b.* = t.pattern(i / 3);
+    try tz.writeDense(&td, "s", 1, "", 1, 64, &data, &.{16});
+    const r = try tz.openOk(&td, "s");
+    // A gather that needs a decoder creates the slot's context.
+    try tz.expectDenseGather(r, &data, 64, &.{ 3, 1 }, 1);
+    var d: Diag = .{};
+    try r.enter(&d);
+    const slot = &r.decoders[0];
+    try std.testing.expect(!slot.busy.swap(true, .acquire));
+    const pid = fork();
+    if (pid == 0) {
+        // The child: a read, then close, must finish; a hang dies by SIGALRM.
+        _ = alarm(20);
+        var out: [64 * 2]u8 = undefined;
+        const idx = [_]u64{ 5, 0 };
+        var st: abi.Status = undefined;
+        var code: c_int = 0;
+        if (root.zr_reader_gather_dense(r, &idx, 2, &out, out.len, 1, &st) != 0) code = 2;
+        if (!std.mem.eql(u8, out[0..64], data[5 * 64 ..][0..64])) code = 3;
+        root.zr_reader_close(r);
+        if (root.zr_reader_gather_dense(r, &idx, 2, &out, out.len, 1, &st) != -7) code = 4;
+        root.zr_reader_free(r);
+        _exit(code);
+    }
+    try std.testing.expect(pid > 0);
+    var status: c_int = 0;
+    try std.testing.expectEqual(pid, waitpid(pid, &status, 0));
+    // Exited (no signal), with status 0.
+    try std.testing.expectEqual(@as(c_int, 0), status);
+    // In this process the call and the slot are real until they end.
+    slot.busy.store(false, .release);
+    r.leave();
+    root.zr_reader_free(r);
+    td.removeStore("s", 1);
     try td.deinitExpectEmpty();
 }

@@ -328,6 +328,42 @@ pub fn yield() void {
     _ = c.sched_yield();
 }
 
+extern "c" fn pthread_atfork(
+    prepare: ?*const fn () callconv(.c) void,
+    parent: ?*const fn () callconv(.c) void,
+    child: ?*const fn () callconv(.c) void,
+) c_int;
+extern "c" fn pthread_once(once: *c_int, init: *const fn () callconv(.c) void) c_int;
+
+/// How many fork() calls separate this process from the process that first called
+/// `watchForks` (its children count 1, their children 2, ...). A value remembered with some
+/// state tells whether the state was made by this process or inherited by fork, in which case
+/// the threads that it counts do not exist here.
+var fork_generation: std.atomic.Value(u32) = .init(0);
+/// glibc's pthread_once_t is an int, PTHREAD_ONCE_INIT 0.
+var fork_watch_once: c_int = 0;
+
+fn onForkChild() callconv(.c) void {
+    // Runs in the child, on the one thread fork() leaves there, before fork() returns.
+    _ = fork_generation.fetchAdd(1, .seq_cst);
+}
+
+fn registerForkWatch() callconv(.c) void {
+    // pthread_atfork fails only without memory for the handler (ENOMEM); then
+    // `forkGeneration` stays 0 in children, and state inherited across fork is treated as
+    // this process's own, as before the generation existed.
+    _ = pthread_atfork(null, null, onForkChild);
+}
+
+/// Makes `forkGeneration` count forks from now on; cheap after the first call.
+pub fn watchForks() void {
+    _ = pthread_once(&fork_watch_once, registerForkWatch);
+}
+
+pub fn forkGeneration() u32 {
+    return fork_generation.load(.seq_cst);
+}
+
 var cpu_count_cached: usize = 0;
 
 /// Logical CPUs this process may run on (at least 1), cached after the first call.

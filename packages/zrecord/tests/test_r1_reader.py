@@ -10,9 +10,12 @@ never returns, gigabytes of memory) runs in a child process with a timeout.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -96,3 +99,97 @@ def test_r1_04_symlinked_store_directory_opens(tmp_path):
     with Ragged.open(link) as rs:
         rs.verify()
         assert [r.tolist() for r in rs[:]] == [[0, 1, 2], [], [0, 1, 2, 3, 4]]
+
+
+# ---- item 5: fork while another thread gathers ---------------------------------------------
+
+
+def _wait_child(pid: int, timeout: float) -> int:
+    """The child's wait status, or kill it and fail the test when it outlives `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail(f"forked child {pid} did not exit within {timeout} s: its close() hung")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+def test_r1_05_fork_during_gather_child_closes(tmp_path, codec):
+    """[R1] item 5: a process forked while another thread was inside a gather gave the child
+    a copy of the reader whose count of calls in flight included that thread, which does not
+    exist in the child; the child's close() (or its finalizer at exit) then waited forever.
+    20 children are forked under a thread that gathers in a loop (small records: the mapping
+    path, and zstd: pooled decoders); each must read, close and exit."""
+    path = str(tmp_path / "s")
+    rng = np.random.default_rng(5)
+    n = 20_000
+    data = rng.integers(0, 4, size=(n, 256), dtype=np.uint8)
+    with Dense.create(path, np.uint8, (256,), codec=codec, data_shards=2) as w:
+        w.append(data)
+    ds = Dense.open(path)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def gather_loop() -> None:
+        order = np.random.default_rng(7).permutation(n)
+        try:
+            while not stop.is_set():
+                got = ds[order]
+                assert np.array_equal(got[:4], data[order[:4]])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=gather_loop)
+    thread.start()
+    try:
+        for k in range(20):
+            time.sleep(0.005 * (k % 4))
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    if not np.array_equal(ds[np.arange(k, k + 64)], data[k:k + 64]):
+                        code = 2
+                    ds.close()
+                except BaseException:  # noqa: BLE001 - the exit status says it
+                    code = 3
+                os._exit(code)
+            status = _wait_child(pid, 30)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (k, status)
+    finally:
+        stop.set()
+        thread.join(60)
+        ds.close()
+    assert not errors, errors
+
+
+@pytest.mark.slow
+def test_r1_05_fork_while_the_batch_pool_lock_is_held_child_closes(tmp_path):
+    """[R1] item 5, the Python half: a thread that held the store's batch-pool lock at the
+    moment of fork left it locked in the child, where `close()` waited for it forever. The
+    child now replaces the locks of its pools (os.register_at_fork). The parent's thread is
+    stood in for by this thread holding the lock across the fork."""
+    path = str(tmp_path / "s")
+    with Dense.create(path, np.uint8, (1024,), codec="raw") as w:
+        w.append(np.ones((2048, 1024), np.uint8))
+    ds = Dense.open(path)
+    ds[:]  # a batch of 2 MiB goes through the pool
+    with ds._pool._lock:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                if int(ds[:].sum()) != 2048 * 1024:
+                    code = 2
+                ds.close()
+            except BaseException:  # noqa: BLE001 - the exit status says it
+                code = 3
+            os._exit(code)
+    status = _wait_child(pid, 30)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    ds.close()

@@ -478,6 +478,12 @@ class _BlockPool:
         self._free: list[np.ndarray] = []
         self._bytes = 0
         self._closed = False
+        _POOLS.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        # Another thread of the parent may have held the lock when this process was forked;
+        # it does not exist here, so `close` would wait for it forever.
+        self._lock = threading.Lock()
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
         """An uninitialised C-contiguous, writeable array, like ``np.empty(shape, dtype)``."""
@@ -530,6 +536,18 @@ class _BlockPool:
         """(idle blocks, idle bytes), for tests."""
         with self._lock:
             return len(self._free), self._bytes
+
+
+# Every live pool, so that a forked child can replace locks its parent's threads held.
+_POOLS: weakref.WeakSet[_BlockPool] = weakref.WeakSet()
+
+
+def _reset_pools_after_fork() -> None:
+    for pool in list(_POOLS):
+        pool._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_reset_pools_after_fork)
 
 
 # --------------------------------------------------------------------------------------------
