@@ -13,7 +13,12 @@
 //!   the store. Messages never echo a checksum the reader computed: a mismatch says which
 //!   checksum the store expected, not what the bytes hash to.
 //! - Sizes read from disk are checked before anything is allocated from them: the header
-//!   against `format.header_size_bytes_max`, the index against the header and the file.
+//!   against `format.header_size_bytes_max`, the index against the header and the file. An
+//!   index larger than `index_check_chunk_bytes` must also match its checksum, streamed
+//!   through a buffer of that size, before its copy is allocated: open allocates memory in
+//!   proportion to the index only once its bytes are the ones the header sealed, never to what
+//!   a (sparse) file claims. Open takes O(header + index) time: the index is read twice when
+//!   it is larger than that buffer.
 //! - A record's checksum is verified before its bytes are returned for the first time by this
 //!   reader ([ZR-SUM-002]); a bit per record remembers it. Bits are set atomically and only
 //!   after a successful check, so concurrent gathers may verify a record twice, never zero
@@ -100,6 +105,10 @@ pub const pread_record_bytes_min: u64 = 32 << 10;
 /// ones are read through the mapping, so that a worker never holds more than this much
 /// scratch. Such records are so large that their own pages dwarf the mapping's overhead.
 pub const pread_scratch_bytes_max: u64 = 16 << 20;
+
+/// An index larger than this is streamed through a buffer of this size to check its checksum
+/// before the reader allocates its copy; a smaller one is read once, straight into the copy.
+pub const index_check_chunk_bytes: usize = 1 << 20;
 
 /// A shard mapping as the SIGBUS guard sees it (sigbus_guard.c's struct zr_guard_range).
 const GuardRange = extern struct {
@@ -361,11 +370,18 @@ pub const Reader = struct {
             "{d} bytes, but the header's index_size says {d} (ZR-HDR-011)", .{ r.path, st.size, r.header.index_size });
         const len = std.math.cast(usize, st.size) orelse return d.fail(error.LimitExceeded, "" ++
             "'{s}/index.zri' is too large for this platform", .{r.path});
+        // [ZR-HDR-011] A header can claim an index of any size that a sparse file (no byte on
+        // disk) matches, so the checksum is checked first, by streaming the file through a
+        // fixed buffer; only an index whose bytes are the ones the header sealed is copied.
+        if (len > index_check_chunk_bytes) {
+            const buf = alloc.alloc(u8, index_check_chunk_bytes) catch return noMemory(d, "a buffer to check the index");
+            defer alloc.free(buf);
+            if (try hashFile(fd, len, buf, r.path, "index.zri", d) != r.header.index_checksum) return indexChecksumError(r, d);
+        }
         r.index = alloc.alloc(u8, len) catch return noMemory(d, "the index");
-        var short = false;
-        sys.preadAll(fd, r.index, 0, &short) catch return readError(d, r.path, "index.zri", short);
-        if (format.xxh64(r.index) != r.header.index_checksum) return d.fail(error.ChecksumMismatch, "" ++
-            "'{s}/index.zri' does not match the header's index_checksum 0x{x:0>16} (ZR-HDR-011)", .{ r.path, r.header.index_checksum });
+        // The copy is hashed too: it, not the file, is what open validates and gathers use,
+        // and the file may have changed since the first pass.
+        if (try hashFile(fd, len, r.index, r.path, "index.zri", d) != r.header.index_checksum) return indexChecksumError(r, d);
     }
 
     fn validateIndex(r: *Reader, d: *Diag) Error!void {
@@ -1038,6 +1054,27 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, gua
     }
 }
 
+/// Reads the first `len` bytes of `fd` and returns their XXH64: into `buf` itself when it
+/// holds them all, else through it chunk by chunk. Each chunk is hashed as soon as it is read,
+/// while it is in the cache.
+fn hashFile(fd: sys.Fd, len: usize, buf: []u8, path: []const u8, name: []const u8, d: *Diag) Error!u64 {
+    var hasher = format.XxHash64.init(0);
+    var off: usize = 0;
+    while (off < len) {
+        const chunk = if (buf.len >= len) buf[off..][0..@min(index_check_chunk_bytes, len - off)] else buf[0..@min(buf.len, len - off)];
+        var short = false;
+        sys.preadAll(fd, chunk, off, &short) catch return readError(d, path, name, short);
+        hasher.update(chunk);
+        off += chunk.len;
+    }
+    return hasher.final();
+}
+
+fn indexChecksumError(r: *const Reader, d: *Diag) Error {
+    return d.fail(error.ChecksumMismatch, "'{s}/index.zri' does not match the header's " ++
+        "index_checksum 0x{x:0>16} (ZR-HDR-011)", .{ r.path, r.header.index_checksum });
+}
+
 /// Opens a store file for reading, relative to the store directory ([ZR-GEN-004]).
 /// O_NOFOLLOW: a symbolic link in the file's place fails with ELOOP instead of being followed
 /// to a file outside the store, whose size and checksums messages would otherwise disclose.
@@ -1262,5 +1299,35 @@ test "a shard truncated after open fails the mapped gather and verify with ZR_E_
     try std.testing.expect(status & 0x7f != 0);
     root.zr_reader_free(r);
     td.removeStore("s", 1);
+    try td.deinitExpectEmpty();
+}
+
+test "an index larger than the check buffer is checked in chunks before it is copied" {
+    // [R1] item 8: open used to allocate what index.zri claimed before its checksum said
+    // anything. An index above index_check_chunk_bytes is now hashed through that buffer
+    // first; a valid one opens and reads, a byte changed in its last chunk fails open.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    const gpa = std.testing.allocator;
+    var td: t.TempDir = .{};
+    try td.init();
+    const n = index_check_chunk_bytes / format.index_entry_fixed_bytes + 1000;
+    const data = try gpa.alloc(u8, n);
+    defer gpa.free(data);
+    for (data, 0..) |*b, i| b.* = t.pattern(i);
+    try tz.writeDense(&td, "s", 0, "", 2, 1, data, &.{n});
+    const r = try tz.openOk(&td, "s");
+    try std.testing.expect(r.index.len > index_check_chunk_bytes);
+    try tz.expectDenseGather(r, data, 1, &.{ n - 1, 0, n / 2 }, 1);
+    root.zr_reader_free(r);
+    // The reserved bytes of the last entry: past the first chunk, and caught by the checksum.
+    try t.patchFile(&td, "s/index.zri", (n - 1) * format.index_entry_fixed_bytes + 13, &.{1});
+    var pbuf: [256]u8 = undefined;
+    var st: abi.Status = undefined;
+    var r2: ?*Reader = null;
+    try std.testing.expectEqual(@as(c_int, -13), root.zr_reader_open(td.sub(&pbuf, "s"), &r2, &st));
+    try t.expectContains(t.msg(&st), "index.zri");
+    td.removeStore("s", 2);
     try td.deinitExpectEmpty();
 }

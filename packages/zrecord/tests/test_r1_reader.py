@@ -251,3 +251,44 @@ def test_r1_06_shard_truncated_after_open_is_corrupt_store_error_not_sigbus(
     assert "data-000.zrd" in message and "truncated" in message
     assert f"record {first.split()[1]}" in message
     assert int(first.split()[1]) >= 1
+
+
+# ---- item 8: open allocates what the index claims ------------------------------------------
+
+
+SPARSE_INDEX_SCRIPT = """
+    import sys
+    import zrecord
+    try:
+        zrecord.open_store(sys.argv[1])
+    except zrecord.ZrecordError as exc:
+        print(type(exc).__name__)
+    else:
+        print("opened")
+    with open("/proc/self/status") as f:
+        print([line.split()[1] for line in f if line.startswith("VmHWM:")][0])
+"""
+
+
+def test_r1_08_sparse_index_does_not_cost_its_claimed_size_at_open(tmp_path):
+    """[R1] item 8: open read index.zri into memory as large as the file claimed, before its
+    checksum could say anything: a sparse 3 GiB index (no byte on disk) with a header that
+    matches it cost 3 GiB of RSS. The index is now streamed through its checksum in fixed
+    chunks before anything is allocated for it; peak RSS stays far below the claimed size."""
+    records = [np.arange(2, dtype="<i4").tobytes()] * 3
+    store = sm.Store(DENSE, DTYPE_INT32, 1, RAW, 1, [2], b"",
+                     [sm.Record(0, r) for r in records])
+    files = store.encode()
+    claimed = 3 << 30
+    header = bytearray(files["header.zrh"])
+    sm.put(header, 24, 8, claimed // 24)  # record_count
+    sm.put(header, 56, 8, claimed)  # index_size
+    sm.reseal_header(header)
+    files["header.zrh"] = bytes(header)
+    path = write_files(str(tmp_path / "s"), files)
+    os.truncate(os.path.join(path, "index.zri"), claimed)
+    out = run_child(SPARSE_INDEX_SCRIPT, path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    outcome, hwm_kib = out.stdout.split()
+    assert outcome in ("ChecksumError", "CorruptStoreError"), out.stdout
+    assert int(hwm_kib) < 256 * 1024, f"peak RSS {int(hwm_kib) >> 10} MiB"
