@@ -212,6 +212,8 @@ pub const Reader = struct {
     fds: [format.data_shards_max]sys.Fd = @splat(-1),
     /// Whether every record is read with pread, not only large ones (set by validateIndex).
     pread_every_record: bool = false,
+    /// Whether `checkLayout` has passed; verify runs it until it has.
+    layout_checked: std.atomic.Value(bool) = .init(false),
     index: []u8 = &.{},
     verified: []u64 = &.{},
     /// zstd_dict: the header's dictionary compiled for decompression.
@@ -410,6 +412,103 @@ pub const Reader = struct {
         for (shard_sums[0..r.header.data_shards]) |sum| stored_sum +|= sum;
         r.pread_every_record = r.header.record_count > 0 and
             stored_sum / r.header.record_count >= pread_record_bytes_min;
+    }
+
+    /// Checks that every byte of every shard lies in exactly one record's stored range
+    /// ([ZR-IDX-006], [ZR-DAT-001]), so that the record checksums cover every stored byte.
+    /// Open checks each range against its shard and the sums against the shard sizes, but
+    /// ranges that overlap and still add up leave other bytes under no checksum at all.
+    ///
+    /// One pass in record order with a cursor per shard proves a shard whose records lie back
+    /// to back in record order, as every writer of this package lays them out; it needs no
+    /// memory. A shard laid out in another order (valid: spec §5) is sorted by offset, which
+    /// takes 16 bytes per record of that shard for the length of the check.
+    fn checkLayout(r: *const Reader, d: *Diag) Error!void {
+        const shards = r.header.data_shards;
+        var cursor: [format.data_shards_max]u64 = @splat(0);
+        var in_order: std.StaticBitSet(format.data_shards_max) = .full;
+        var i: u64 = 0;
+        while (i < r.header.record_count) : (i += 1) {
+            const e = format.decodeEntry(r.entryBytes(i));
+            if (e.stored_size == 0 or !in_order.isSet(e.shard)) continue;
+            if (e.offset == cursor[e.shard]) {
+                cursor[e.shard] += e.stored_size;
+            } else in_order.unset(e.shard);
+        }
+        for (0..shards) |k| {
+            if (in_order.isSet(k)) {
+                // Back to back from 0: no overlap, and no gap unless the end falls short.
+                if (cursor[k] == r.header.shard_sizes[k]) continue;
+                return layoutError(r, d, @intCast(k), .{ .begin = cursor[k], .end = r.header.shard_sizes[k] }, null);
+            }
+            try r.checkShardLayoutSorted(@intCast(k), d);
+        }
+    }
+
+    const Span = struct { begin: u64, end: u64 };
+    const Overlap = struct { span: Span, first: u64, second: u64 };
+    const Placed = struct { offset: u64, rec: u64 };
+
+    fn placedBefore(_: void, a: Placed, b: Placed) bool {
+        return a.offset < b.offset or (a.offset == b.offset and a.rec < b.rec);
+    }
+
+    /// checkLayout for one shard whose records are not back to back in record order.
+    fn checkShardLayoutSorted(r: *const Reader, k: u8, d: *Diag) Error!void {
+        var count: usize = 0;
+        var i: u64 = 0;
+        while (i < r.header.record_count) : (i += 1) {
+            const e = format.decodeEntry(r.entryBytes(i));
+            if (e.shard == k and e.stored_size > 0) count += 1;
+        }
+        const placed = alloc.alloc(Placed, count) catch return noMemory(d, "the sorted record ranges of a shard for verify");
+        defer alloc.free(placed);
+        var n: usize = 0;
+        i = 0;
+        while (i < r.header.record_count) : (i += 1) {
+            const e = format.decodeEntry(r.entryBytes(i));
+            if (e.shard != k or e.stored_size == 0) continue;
+            placed[n] = .{ .offset = e.offset, .rec = i };
+            n += 1;
+        }
+        std.sort.pdq(Placed, placed, {}, placedBefore);
+        var covered: u64 = 0;
+        // The record whose range reaches `covered`.
+        var reaching: u64 = 0;
+        var gap: ?Span = null;
+        var overlap: ?Overlap = null;
+        for (placed) |p| {
+            const end = p.offset + format.decodeEntry(r.entryBytes(p.rec)).stored_size;
+            if (p.offset > covered) {
+                if (gap == null) gap = .{ .begin = covered, .end = p.offset };
+            } else if (p.offset < covered and overlap == null) {
+                overlap = .{ .span = .{ .begin = p.offset, .end = @min(covered, end) }, .first = reaching, .second = p.rec };
+            }
+            if (end > covered) {
+                covered = end;
+                reaching = p.rec;
+            }
+        }
+        if (covered < r.header.shard_sizes[k] and gap == null) gap = .{ .begin = covered, .end = r.header.shard_sizes[k] };
+        if (gap != null or overlap != null) return layoutError(r, d, k, gap, overlap);
+    }
+
+    fn layoutError(r: *const Reader, d: *Diag, k: u8, gap: ?Span, overlap: ?Overlap) Error {
+        d.shard = k;
+        const head = "store '{s}': the records' stored ranges do not cover data-{d:0>3}.zrd exactly once, " ++
+            "so some of its bytes are under no checksum: ";
+        const tail = " (ZR-IDX-006, ZR-DAT-001)";
+        if (overlap) |o| {
+            d.record = @intCast(o.second);
+            if (gap) |g| return d.fail(error.Corrupt, head ++ "bytes [{d}, {d}) belong to no record, " ++
+                "and bytes [{d}, {d}) to both record {d} and record {d}" ++ tail, .{
+                r.path, k, g.begin, g.end, o.span.begin, o.span.end, o.first, o.second,
+            });
+            return d.fail(error.Corrupt, head ++ "bytes [{d}, {d}) belong to both record {d} and " ++
+                "record {d}" ++ tail, .{ r.path, k, o.span.begin, o.span.end, o.first, o.second });
+        }
+        const g = gap.?;
+        return d.fail(error.Corrupt, head ++ "bytes [{d}, {d}) belong to no record" ++ tail, .{ r.path, k, g.begin, g.end });
     }
 
     fn entryBytes(r: *const Reader, rec: u64) []const u8 {
@@ -687,6 +786,13 @@ pub const Reader = struct {
         if (start > r.header.record_count or n > r.header.record_count - start) {
             return d.fail(error.IndexOutOfRange, "verify range [{d}, {d}+{d}) is out of range " ++
                 "for store '{s}' of {d} records", .{ start, start, n, r.path, r.header.record_count });
+        }
+        // Record checksums prove only the bytes of records; that they prove the whole store
+        // rests on the layout, which no range of records can see alone. Checked once per
+        // reader, whichever range is verified first; a failure is reported by every verify.
+        if (!r.layout_checked.load(.acquire)) {
+            try r.checkLayout(d);
+            r.layout_checked.store(true, .release);
         }
         var total: u64 = 0;
         var i: u64 = start;
@@ -1329,5 +1435,38 @@ test "an index larger than the check buffer is checked in chunks before it is co
     try std.testing.expectEqual(@as(c_int, -13), root.zr_reader_open(td.sub(&pbuf, "s"), &r2, &st));
     try t.expectContains(t.msg(&st), "index.zri");
     td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
+
+test "the layout check finds bytes no record covers, in record order or not" {
+    // [R1] item 10: overlapping entries whose sizes add up left shard bytes under no checksum.
+    // The entries of an opened reader's private index copy are rewritten in place: the layout
+    // check reads only offsets, sizes and shards.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    var data: [4 * 8]u8 = undefined;
+    for (&data, 0..) |*b, i| b.* = t.pattern(i);
+    try tz.writeDense(&td, "s", 0, "", 1, 8, &data, &.{4});
+    const r = try tz.openOk(&td, "s");
+    var d: Diag = .{};
+    try r.checkLayout(&d);
+    const index: []u8 = @constCast(r.index);
+    const es = r.entry_size;
+    // Records 1 and 2 swap places: out of record order, still exact.
+    std.mem.writeInt(u64, index[1 * es ..][0..8], 16, .little);
+    std.mem.writeInt(u64, index[2 * es ..][0..8], 8, .little);
+    try r.checkLayout(&d);
+    // Record 3 moves onto record 0's second half: [4, 12) twice-covered, [24, 32) uncovered.
+    std.mem.writeInt(u64, index[3 * es ..][0..8], 4, .little);
+    try std.testing.expectError(error.Corrupt, r.checkLayout(&d));
+    try t.expectContains(d.text(), "data-000.zrd");
+    try t.expectContains(d.text(), "bytes [24, 32) belong to no record");
+    try t.expectContains(d.text(), "bytes [4, 8) to both record 0 and record 3");
+    try std.testing.expectEqual(@as(i32, 0), d.shard);
+    root.zr_reader_free(r);
+    td.removeStore("s", 1);
     try td.deinitExpectEmpty();
 }

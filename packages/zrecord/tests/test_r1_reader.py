@@ -292,3 +292,79 @@ def test_r1_08_sparse_index_does_not_cost_its_claimed_size_at_open(tmp_path):
     outcome, hwm_kib = out.stdout.split()
     assert outcome in ("ChecksumError", "CorruptStoreError"), out.stdout
     assert int(hwm_kib) < 256 * 1024, f"peak RSS {int(hwm_kib) >> 10} MiB"
+
+
+# ---- item 10: verify proves every shard byte is covered -------------------------------------
+
+
+def overlapping_store(tmp_path, name: str) -> str:
+    """A raw Dense store of three 8-byte records in one 24-byte shard whose record 1 is moved
+    to overlap record 0: entries [0, 8), [4, 12), [16, 24). Every checksum matches its range
+    and the sizes add up to the shard, but bytes [12, 16) belong to no record."""
+    shard = bytes(range(24))
+    ranges = [(0, 8), (4, 12), (16, 24)]
+    index = bytearray()
+    for off, end in ranges:
+        entry = bytearray(24)
+        sm.put(entry, 0, 8, off)
+        sm.put(entry, 8, 4, end - off)
+        sm.put(entry, 16, 8, sm.xxh64(shard[off:end]))
+        index += entry
+    model = sm.Store(DENSE, DTYPE_INT32, 1, RAW, 1, [2], b"", [])
+    files = {"data-000.zrd": shard, "index.zri": bytes(index),
+             "header.zrh": model.encode_header(3, 24, [24], bytes(index))}
+    return write_files(str(tmp_path / name), files)
+
+
+def test_r1_10_verify_catches_bytes_no_record_covers(tmp_path):
+    """[R1] item 10: with two overlapping entries whose checksums still add up, shard bytes
+    [12, 16) were covered by no checksum, and verify said OK after they changed. verify() (and
+    `zrecord verify`) now checks that every shard byte lies in exactly one record's stored
+    range ([ZR-IDX-006], [ZR-DAT-001]) and names the shard and the byte ranges that do not."""
+    path = overlapping_store(tmp_path, "s")
+    with open(os.path.join(path, "data-000.zrd"), "r+b") as f:
+        f.seek(13)
+        f.write(b"\xff")
+    with Dense.open(path) as ds:
+        for i in range(3):
+            ds[i]  # every record still reads: its own bytes are intact
+        with pytest.raises(CorruptStoreError) as info:
+            ds.verify()
+        message = str(info.value)
+        assert "data-000.zrd" in message
+        assert "[12, 16)" in message and "[4, 8)" in message
+        assert info.value.shard == 0
+        # Any range of records: the layout is a property of the whole store.
+        with pytest.raises(CorruptStoreError, match=r"\[12, 16\)"):
+            ds.verify(2, 3)
+
+    from zrecord.cli import main
+
+    assert main(["verify", path, "--json", "-q"]) == 1
+
+
+def test_r1_10_verify_accepts_an_exact_layout_out_of_record_order(tmp_path):
+    """[R1] item 10: writers may lay records out in any order (spec §5); a shard covered
+    exactly, though not in record order, verifies. A gap between such records is found."""
+    shard = bytes(range(24))
+    model = sm.Store(DENSE, DTYPE_INT32, 1, RAW, 1, [2], b"", [])
+
+    def store(name: str, ranges: list[tuple[int, int]], shard_bytes: bytes) -> str:
+        index = bytearray()
+        for off, end in ranges:
+            entry = bytearray(24)
+            sm.put(entry, 0, 8, off)
+            sm.put(entry, 8, 4, end - off)
+            sm.put(entry, 16, 8, sm.xxh64(shard_bytes[off:end]))
+            index += entry
+        files = {"data-000.zrd": shard_bytes, "index.zri": bytes(index),
+                 "header.zrh": model.encode_header(len(ranges), 8 * len(ranges),
+                                                   [len(shard_bytes)], bytes(index))}
+        return write_files(str(tmp_path / name), files)
+
+    with Dense.open(store("exact", [(16, 24), (0, 8), (8, 16)], shard)) as ds:
+        ds.verify()
+    # Records [16, 24) and [0, 8) twice: the sizes add up, [8, 16) is no record's.
+    with Dense.open(store("gap", [(16, 24), (0, 8), (0, 8)], shard)) as ds:
+        with pytest.raises(CorruptStoreError, match=r"\[8, 16\)"):
+            ds.verify()
