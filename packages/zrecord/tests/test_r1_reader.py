@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from zrecord import Dense, Ragged
-from zrecord.errors import CorruptStoreError
+from zrecord.errors import ChecksumError, CorruptStoreError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
 
@@ -368,3 +368,42 @@ def test_r1_10_verify_accepts_an_exact_layout_out_of_record_order(tmp_path):
     with Dense.open(store("gap", [(16, 24), (0, 8), (0, 8)], shard)) as ds:
         with pytest.raises(CorruptStoreError, match=r"\[8, 16\)"):
             ds.verify()
+
+
+# ---- item 17: long paths in error messages --------------------------------------------------
+
+
+def _deep_dir(tmp_path, total: int) -> str:
+    """A directory whose path is about `total` characters long, made of nested long names."""
+    path = str(tmp_path)
+    while len(path) < total - 210:
+        path = os.path.join(path, "d" * 200)
+    path = os.path.join(path, "e" * max(1, total - len(path) - 1))
+    os.makedirs(path)
+    return path
+
+
+@pytest.mark.parametrize("length", [1000, 3900])
+def test_r1_17_long_path_message_keeps_the_cause_and_the_record(tmp_path, length):
+    """[R1] item 17: native messages were cut at 511 bytes, so with a long store path only the
+    path survived. The buffer now holds 4096 bytes, and a message that still does not fit loses
+    the middle of its path, never the cause, the record or the file."""
+    short = str(tmp_path / "s")
+    with Dense.create(short, np.uint8, (16,), codec="raw", data_shards=1) as w:
+        w.append(np.zeros((3, 16), np.uint8))
+    with open(os.path.join(short, "data-000.zrd"), "r+b") as f:
+        f.seek(16 + 5)
+        f.write(b"\x01")
+    deep = os.path.join(_deep_dir(tmp_path, length), "s")
+    os.rename(short, deep)
+    assert len(deep) >= length
+    with Dense.open(deep) as ds:
+        with pytest.raises(ChecksumError) as info:
+            ds[1]
+    message = str(info.value)
+    assert "record 1 is corrupt" in message, message[-400:]
+    assert "data-000.zrd" in message and "ZR-SUM-001" in message
+    assert len(message.encode()) < 4096
+    # The path keeps its start and its end.
+    assert deep[:40] in message or "..." in message
+    assert message.startswith("store '" + deep[:20])
