@@ -2,12 +2,17 @@
 //!
 //! `zig build` installs a static library (zig-out/lib/libzrecord.a) exporting the zr_* C ABI
 //! of include/zrecord.h; whoever links it also links the platform's libzstd.so.1. `zig build
-//! test` runs every test block of src/ (the same tests as `zig test src/root.zig -lc
-//! /usr/lib/x86_64-linux-gnu/libzstd.so.1`). The Python package does not use this file: its
-//! build hook compiles src/root.zig together with the Cython-generated C in one `zig
-//! build-lib` command that names libzstd.so.1 by path in the same way.
+//! test` runs every test block of src/ (the same tests as `zig test src/root.zig
+//! src/sigbus_guard.c -lc /usr/lib/x86_64-linux-gnu/libzstd.so.1`). The Python package does not
+//! use this file: its build hook compiles src/root.zig together with the core's C files and the
+//! Cython-generated C in one `zig build-lib` command that names libzstd.so.1 by path in the
+//! same way.
 
 const std = @import("std");
+
+/// The core's C files, compiled into the library and the tests beside src/root.zig: the SIGBUS
+/// guard needs sigsetjmp, which Zig cannot call (see the file's comment).
+const c_sources = [_][]const u8{"src/sigbus_guard.c"};
 
 /// Where common Linux distributions put libzstd.so.1. The versioned file is linked by path
 /// because base images ship it without the unversioned `libzstd.so` development symlink.
@@ -45,6 +50,7 @@ pub fn build(b: *std.Build) void {
         .link_libc = true,
     });
 
+    for (c_sources) |file| module.addCSourceFile(.{ .file = b.path(file) });
     // A static library is not linked, so libzstd is left to whatever links it.
     const lib = b.addLibrary(.{
         .name = "zrecord",
@@ -60,6 +66,7 @@ pub fn build(b: *std.Build) void {
         .optimize = optimize,
         .link_libc = true,
     });
+    for (c_sources) |file| test_module.addCSourceFile(.{ .file = b.path(file) });
     const test_step = b.step("test", "Run the native core's tests");
     if (findLibzstd(b)) |libzstd| {
         test_module.addObjectFile(.{ .cwd_relative = libzstd });

@@ -171,6 +171,8 @@ class Store:
 
 def _read_file(path: str) -> bytes | None:
     """The bytes of a store file, or None if it does not exist."""
+    if os.path.islink(path):
+        raise FormatViolation("corrupt", "ZR-GEN-004", f"{path} is a symbolic link")
     if os.path.lexists(path) and not os.path.isfile(path):
         raise FormatViolation("corrupt", "ZR-GEN-001", f"{path} is not a regular file")
     try:

@@ -57,6 +57,13 @@ def find_libzstd() -> Path:
     )
 
 
+def c_sources(zig: Path) -> list[str]:
+    """The core's own C files, compiled with the Zig root module (today the SIGBUS guard,
+    zig/src/sigbus_guard.c, which needs sigsetjmp). Every `zig test` of zig/src must name them
+    too: the noxfile's `zig` and `conformance` sessions do."""
+    return [str(p) for p in sorted((zig / "src").glob("*.c"))]
+
+
 def _newest_mtime(paths: list[Path]) -> float:
     return max(p.stat().st_mtime for p in paths)
 
@@ -71,7 +78,8 @@ def build_extension(root: Path, verbose: bool = False) -> Path:
     zig = _zig_dir(root)
     pkg = root / "src" / "zrecord"
     out = pkg / EXTENSION
-    inputs = sorted((zig / "src").rglob("*.zig")) + [zig / "include" / "zrecord.h"]
+    inputs = sorted((zig / "src").rglob("*.zig")) + sorted((zig / "src").glob("*.c"))
+    inputs += [zig / "include" / "zrecord.h"]
     inputs += [pkg / "_native.pyx", pkg / "_capi.pxd", root / "build_support.py"]
     if out.exists() and out.stat().st_mtime >= _newest_mtime(inputs):
         return out
@@ -94,7 +102,7 @@ def build_extension(root: Path, verbose: bool = False) -> Path:
         "-fstrip",
         str(zig / "src" / "root.zig"), str(find_libzstd()),
         "-cflags", f"-DPy_LIMITED_API={LIMITED_API}", "-O2", "-fno-strict-aliasing",
-        "-I", str(zig / "include"), "-I", py_include, "--", str(c_file),
+        "-I", str(zig / "include"), "-I", py_include, "--", str(c_file), *c_sources(zig),
         "--version-script", str(exports),
         f"-femit-bin={tmp_out}",
     ]

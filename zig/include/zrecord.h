@@ -68,7 +68,7 @@ typedef struct zr_status {
     int64_t record;      /* record index the error concerns, or -1 */
     int32_t shard;       /* shard number the error concerns, or -1 */
     int32_t reserved;
-    char message[512];   /* NUL-terminated */
+    char message[4096];  /* NUL-terminated; a long one loses the middle of its paths first */
 } zr_status;
 
 typedef struct zr_schema {

@@ -13,7 +13,7 @@ pub const Status = extern struct {
     record: i64,
     shard: i32,
     reserved: i32,
-    message: [512]u8,
+    message: [4096]u8,
 };
 
 pub const Schema = extern struct {
@@ -43,7 +43,7 @@ pub const write_no_sync: u32 = 1;
 pub const write_flags_known: u32 = write_no_sync;
 
 comptime {
-    std.debug.assert(@sizeOf(Status) == 536);
+    std.debug.assert(@sizeOf(Status) == 4120);
     std.debug.assert(@offsetOf(Status, "record") == 8);
     std.debug.assert(@offsetOf(Status, "message") == 24);
     std.debug.assert(@sizeOf(Schema) == 264);

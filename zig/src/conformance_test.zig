@@ -2,7 +2,7 @@
 //! through the C ABI, the way every binding uses the core.
 //!
 //! Run from the repository root (the noxfile's `conformance` session does):
-//!   python -m ziglang test zig/src/conformance_test.zig -lc <libzstd.so.1>
+//!   python -m ziglang test zig/src/conformance_test.zig zig/src/sigbus_guard.c -lc <libzstd.so.1>
 //! ZR_CONFORMANCE_DIR names another vectors folder (default `conformance/v1`).
 //!
 //! Invariants:

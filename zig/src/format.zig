@@ -231,8 +231,8 @@ pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!H
     const want_sum = get(u64, bytes, bytes.len - 8);
     const got_sum = xxh64(bytes[0 .. bytes.len - 8]);
     if (want_sum != got_sum) {
-        return d.fail(error.ChecksumMismatch, "'{s}' header checksum mismatch: the header says " ++
-            "0x{x:0>16} but its first {d} bytes hash to 0x{x:0>16} (ZR-HDR-004)", .{ name, want_sum, bytes.len - 8, got_sum });
+        return d.fail(error.ChecksumMismatch, "'{s}' header checksum mismatch: its first {d} bytes " ++
+            "do not match the header_checksum 0x{x:0>16} it ends with (ZR-HDR-004)", .{ name, bytes.len - 8, want_sum });
     }
     // [ZR-HDR-005] reserved0 and reserved1.
     for (bytes[21..24], 21..) |b, off| if (b != 0) return reservedError(d, name, "reserved0", off, b);
@@ -364,8 +364,8 @@ pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!H
     const dict = bytes[h.dict_offset..][0..dict_size];
     const want_dict_sum: u64 = if (dict_size == 0) 0 else xxh64(dict);
     if (h.dict_checksum != want_dict_sum) {
-        return d.fail(error.ChecksumMismatch, "'{s}' dict_checksum mismatch: the header says " ++
-            "0x{x:0>16} but the dictionary hashes to 0x{x:0>16} (ZR-HDR-013)", .{ name, h.dict_checksum, want_dict_sum });
+        return d.fail(error.ChecksumMismatch, "'{s}' dict_checksum mismatch: the {d}-byte " ++
+            "dictionary does not match the header's dict_checksum 0x{x:0>16} (ZR-HDR-013)", .{ name, dict_size, h.dict_checksum });
     }
     return h;
 }

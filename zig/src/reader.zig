@@ -7,17 +7,35 @@
 //!   shard's size, the index's size and checksum, and every index entry in isolation (§4).
 //!   After open, every entry's byte range lies inside its shard's mapping, so gathers index
 //!   the mappings without further bounds doubt.
+//! - The store directory is opened once (a symbolic link to it is followed) and every store
+//!   file is opened relative to it with O_NOFOLLOW and checked to be a regular file
+//!   ([ZR-GEN-004]), so every byte the reader reads, hashes or sizes belongs to a file inside
+//!   the store. Messages never echo a checksum the reader computed: a mismatch says which
+//!   checksum the store expected, not what the bytes hash to.
 //! - Sizes read from disk are checked before anything is allocated from them: the header
-//!   against `format.header_size_bytes_max`, the index against the header and the file.
+//!   against `format.header_size_bytes_max`, the index against the header and the file. An
+//!   index larger than `index_check_chunk_bytes` must also match its checksum, streamed
+//!   through a buffer of that size, before its copy is allocated: open allocates memory in
+//!   proportion to the index only once its bytes are the ones the header sealed, never to what
+//!   a (sparse) file claims. Open takes O(header + index) time: the index is read twice when
+//!   it is larger than that buffer.
 //! - A record's checksum is verified before its bytes are returned for the first time by this
 //!   reader ([ZR-SUM-002]); a bit per record remembers it. Bits are set atomically and only
 //!   after a successful check, so concurrent gathers may verify a record twice, never zero
 //!   times.
-//! - Concurrency: every call increments `in_flight` and then checks `state`; close sets
-//!   `state` and then waits for `in_flight` to drain before unmapping. Both sides use
+//! - Concurrency: every call increments the count of calls in flight and then checks `state`;
+//!   close sets `state` and then waits for the count to drain before unmapping. Both sides use
 //!   sequentially consistent operations, so either the call sees the closing state or close
 //!   sees the call. The handle itself (path, header, dictionary) lives until `free`, so a late
 //!   call on a closed reader fails with ZR_E_CLOSED instead of touching freed memory.
+//! - fork(): a child gets a copy of the reader made while other threads of the parent may have
+//!   been inside calls, or closing it; those threads do not exist in the child. The count of
+//!   calls in flight and the closing states carry the fork generation (sys.forkGeneration) of
+//!   the process whose threads they describe, so a child discards counts and half-done closes
+//!   it inherited instead of waiting for them forever. No thread of ours is inside a call in the
+//!   child at the moment of fork (the forking thread is not in a call), so discarding is exact.
+//!   Decoder slots that parent threads held stay taken in the child and are never reused or
+//!   freed: their thread may have been inside libzstd with them.
 //! - Compressed stores (spec §6): every record is decoded straight into its place in the
 //!   caller's output, only after its stored bytes passed the checksum, and must decode to
 //!   exactly its logical size ([ZR-IDX-005]). A zstd_dict store's dictionary is compiled once
@@ -33,9 +51,12 @@
 //!   found in the caller's output is confirmed by a second read into private memory before it
 //!   is reported, so overlapping Ragged outputs cannot fake one.
 //! - The mappings are of files that the spec makes immutable after publication
-//!   ([ZR-PUB-005]). A file truncated by someone else after open is reported as ZR_E_CORRUPT by
-//!   the pread path; on the mapping path (small records only) it would raise SIGBUS, which no
-//!   user-space check can prevent short of copying through pread.
+//!   ([ZR-PUB-005]). A file truncated by someone else after open is reported as ZR_E_CORRUPT:
+//!   by the pread path when a read comes up short, and on the mapping path by the SIGBUS
+//!   guard of sigbus_guard.c, inside which every worker's share of a gather or verify that may
+//!   touch a mapping runs (one guarded region per share, not per record). A SIGBUS outside a
+//!   guarded region, or at an address outside this reader's mappings, is not ours and goes to
+//!   whatever handled SIGBUS before.
 
 const std = @import("std");
 const abi = @import("abi.zig");
@@ -85,6 +106,42 @@ pub const pread_record_bytes_min: u64 = 32 << 10;
 /// scratch. Such records are so large that their own pages dwarf the mapping's overhead.
 pub const pread_scratch_bytes_max: u64 = 16 << 20;
 
+/// An index larger than this is streamed through a buffer of this size to check its checksum
+/// before the reader allocates its copy; a smaller one is read once, straight into the copy.
+pub const index_check_chunk_bytes: usize = 1 << 20;
+
+/// A shard mapping as the SIGBUS guard sees it (sigbus_guard.c's struct zr_guard_range).
+const GuardRange = extern struct {
+    base: ?[*]const u8 = null,
+    len: usize = 0,
+};
+
+/// One guarded region (sigbus_guard.c's struct zr_guard), on the stack of runGuarded.
+const Guard = extern struct {
+    ranges: [*]const GuardRange,
+    range_count: usize,
+    /// The record the region works on; written through a volatile pointer before the record's
+    /// mapped bytes are touched, so that the value the handler leaves behind is current.
+    record: u64 = no_record,
+    fault_addr: ?*const anyopaque = null,
+    jump: ?*anyopaque = null,
+
+    const no_record = std.math.maxInt(u64);
+
+    fn setRecord(g: *Guard, rec: u64) void {
+        const p: *volatile u64 = &g.record;
+        p.* = rec;
+    }
+
+    fn currentRecord(g: *Guard) u64 {
+        const p: *volatile u64 = &g.record;
+        return p.*;
+    }
+};
+
+extern fn zr_guard_install() void;
+extern fn zr_guard_run(g: *Guard, body: *const fn (?*anyopaque) callconv(.c) void, arg: ?*anyopaque) c_int;
+
 const DecoderSlot = struct {
     busy: std.atomic.Value(bool) = .init(false),
     /// Touched only by the thread that holds `busy`, or by close.
@@ -103,15 +160,45 @@ const DecoderLease = struct {
     fn release(l: *DecoderLease) void {
         if (l.slot) |slot| slot.busy.store(false, .release) else l.temp.deinit();
     }
+
+    /// Like `release`, but frees the context instead of pooling it; a slot makes a fresh one
+    /// on its next use.
+    fn discard(l: *DecoderLease) void {
+        if (l.slot) |slot| {
+            if (slot.dec) |*dec| dec.deinit();
+            slot.dec = null;
+        }
+        l.release();
+    }
 };
 
+/// `Reader.state` packs one of these (low byte) with the fork generation of the process whose
+/// thread set it (high 32 bits); `Reader.flight` packs that generation with the count of calls
+/// in flight (low 32 bits).
 const state_open: u8 = 0;
 const state_closing: u8 = 1;
-const state_closed: u8 = 2;
+/// Set once calls have drained, while the files are being released.
+const state_releasing: u8 = 2;
+const state_closed: u8 = 3;
+
+fn packGen(gen: u32, low: u32) u64 {
+    return @as(u64, gen) << 32 | low;
+}
+
+fn genOf(word: u64) u32 {
+    return @intCast(word >> 32);
+}
+
+fn lowOf(word: u64) u32 {
+    return @truncate(word);
+}
 
 pub const Reader = struct {
-    in_flight: std.atomic.Value(u64) = .init(0),
-    state: std.atomic.Value(u8) = .init(state_open),
+    /// Calls in flight, with the fork generation they were counted in (see packGen).
+    flight: std.atomic.Value(u64) = .init(0),
+    state: std.atomic.Value(u64) = .init(state_open),
+    /// The fork generation of the process that opened the reader.
+    opened_gen: u32 = 0,
     path: [:0]const u8,
     header: format.Header,
     header_bytes: []u8,
@@ -119,10 +206,14 @@ pub const Reader = struct {
     itemsize: u64,
     entry_size: usize,
     maps: [format.data_shards_max]Map = @splat(&.{}),
+    /// The same mappings, for the SIGBUS guard.
+    guard_ranges: [format.data_shards_max]GuardRange = @splat(.{}),
     /// One read-only descriptor per shard, for the pread path; -1 where none is open.
     fds: [format.data_shards_max]sys.Fd = @splat(-1),
     /// Whether every record is read with pread, not only large ones (set by validateIndex).
     pread_every_record: bool = false,
+    /// Whether `checkLayout` has passed; verify runs it until it has.
+    layout_checked: std.atomic.Value(bool) = .init(false),
     index: []u8 = &.{},
     verified: []u64 = &.{},
     /// zstd_dict: the header's dictionary compiled for decompression.
@@ -141,6 +232,8 @@ pub const Reader = struct {
         };
         defer sys.close(dfd);
 
+        sys.watchForks();
+        zr_guard_install();
         const header_bytes = try readHeader(dfd, path, d);
         var keep_header = false;
         defer if (!keep_header) alloc.free(header_bytes);
@@ -156,7 +249,10 @@ pub const Reader = struct {
             .record_size = if (h.kind == .dense) h.recordSize() else 0,
             .itemsize = h.itemsize(),
             .entry_size = h.index_entry_size,
+            .opened_gen = sys.forkGeneration(),
         };
+        r.flight.store(packGen(r.opened_gen, 0), .seq_cst);
+        r.state.store(packGen(r.opened_gen, state_open), .seq_cst);
         keep_header = true;
         errdefer {
             r.releaseFiles();
@@ -185,14 +281,13 @@ pub const Reader = struct {
     }
 
     fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
-        // O_NONBLOCK: a FIFO in the header's place must be refused by the regular-file check
-        // below, not block this open until some writer opens it.
-        const hfd = sys.openAt(dfd, "header.zrh", sys.O_RDONLY | sys.O_NONBLOCK, 0) catch {
+        const hfd = openStoreFile(dfd, "header.zrh") catch {
             const e = sys.errno();
             // [ZR-PUB-004]
             if (e == sys.ENOENT) return d.failOs(error.NotPublished, e, "'{s}' has no header.zrh: " ++
                 "it is not a published zrecord store (an unfinished or aborted write leaves " ++
                 "such a directory) (ZR-PUB-004)", .{path});
+            if (e == sys.ELOOP) return linkError(d, path, "header.zrh");
             return d.failOs(error.Io, e, "cannot open '{s}/header.zrh'", .{path});
         };
         defer sys.close(hfd);
@@ -224,11 +319,12 @@ pub const Reader = struct {
         for (0..r.header.data_shards) |k| {
             const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
             d.shard = @intCast(k);
-            const fd = sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NONBLOCK, 0) catch {
+            const fd = openStoreFile(dfd, name) catch {
                 const e = sys.errno();
                 // [ZR-GEN-001]
                 if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing " ++
                     "its shard file {s} (the header names {d} shards) (ZR-GEN-001)", .{ r.path, name, r.header.data_shards });
+                if (e == sys.ELOOP) return linkError(d, r.path, name);
                 return d.failOs(error.Io, e, "cannot open '{s}/{s}'", .{ r.path, name });
             };
             // Kept open for the pread path; releaseFiles closes it, on failure too.
@@ -249,6 +345,7 @@ pub const Reader = struct {
                 return d.failOs(if (e == 12) error.OutOfMemory else error.Io, e, "cannot map " ++
                     "'{s}/{s}' ({d} bytes)", .{ r.path, name, st.size });
             };
+            r.guard_ranges[k] = .{ .base = r.maps[k].ptr, .len = r.maps[k].len };
             // Gathers touch records in random order; read-ahead would mostly fetch pages that
             // the batch does not use.
             sys.madvise(r.maps[k], sys.MADV_RANDOM);
@@ -258,10 +355,11 @@ pub const Reader = struct {
     }
 
     fn readIndex(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
-        const fd = sys.openAt(dfd, "index.zri", sys.O_RDONLY | sys.O_NONBLOCK, 0) catch {
+        const fd = openStoreFile(dfd, "index.zri") catch {
             const e = sys.errno();
             if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing its " ++
                 "index.zri (ZR-GEN-001)", .{r.path});
+            if (e == sys.ELOOP) return linkError(d, r.path, "index.zri");
             return d.failOs(error.Io, e, "cannot open '{s}/index.zri'", .{r.path});
         };
         defer sys.close(fd);
@@ -274,12 +372,18 @@ pub const Reader = struct {
             "{d} bytes, but the header's index_size says {d} (ZR-HDR-011)", .{ r.path, st.size, r.header.index_size });
         const len = std.math.cast(usize, st.size) orelse return d.fail(error.LimitExceeded, "" ++
             "'{s}/index.zri' is too large for this platform", .{r.path});
+        // [ZR-HDR-011] A header can claim an index of any size that a sparse file (no byte on
+        // disk) matches, so the checksum is checked first, by streaming the file through a
+        // fixed buffer; only an index whose bytes are the ones the header sealed is copied.
+        if (len > index_check_chunk_bytes) {
+            const buf = alloc.alloc(u8, index_check_chunk_bytes) catch return noMemory(d, "a buffer to check the index");
+            defer alloc.free(buf);
+            if (try hashFile(fd, len, buf, r.path, "index.zri", d) != r.header.index_checksum) return indexChecksumError(r, d);
+        }
         r.index = alloc.alloc(u8, len) catch return noMemory(d, "the index");
-        var short = false;
-        sys.preadAll(fd, r.index, 0, &short) catch return readError(d, r.path, "index.zri", short);
-        const got = format.xxh64(r.index);
-        if (got != r.header.index_checksum) return d.fail(error.ChecksumMismatch, "'{s}/index.zri' " ++
-            "hashes to 0x{x:0>16}, but the header's index_checksum says 0x{x:0>16} (ZR-HDR-011)", .{ r.path, got, r.header.index_checksum });
+        // The copy is hashed too: it, not the file, is what open validates and gathers use,
+        // and the file may have changed since the first pass.
+        if (try hashFile(fd, len, r.index, r.path, "index.zri", d) != r.header.index_checksum) return indexChecksumError(r, d);
     }
 
     fn validateIndex(r: *Reader, d: *Diag) Error!void {
@@ -308,6 +412,103 @@ pub const Reader = struct {
         for (shard_sums[0..r.header.data_shards]) |sum| stored_sum +|= sum;
         r.pread_every_record = r.header.record_count > 0 and
             stored_sum / r.header.record_count >= pread_record_bytes_min;
+    }
+
+    /// Checks that every byte of every shard lies in exactly one record's stored range
+    /// ([ZR-IDX-006], [ZR-DAT-001]), so that the record checksums cover every stored byte.
+    /// Open checks each range against its shard and the sums against the shard sizes, but
+    /// ranges that overlap and still add up leave other bytes under no checksum at all.
+    ///
+    /// One pass in record order with a cursor per shard proves a shard whose records lie back
+    /// to back in record order, as every writer of this package lays them out; it needs no
+    /// memory. A shard laid out in another order (valid: spec §5) is sorted by offset, which
+    /// takes 16 bytes per record of that shard for the length of the check.
+    fn checkLayout(r: *const Reader, d: *Diag) Error!void {
+        const shards = r.header.data_shards;
+        var cursor: [format.data_shards_max]u64 = @splat(0);
+        var in_order: std.StaticBitSet(format.data_shards_max) = .full;
+        var i: u64 = 0;
+        while (i < r.header.record_count) : (i += 1) {
+            const e = format.decodeEntry(r.entryBytes(i));
+            if (e.stored_size == 0 or !in_order.isSet(e.shard)) continue;
+            if (e.offset == cursor[e.shard]) {
+                cursor[e.shard] += e.stored_size;
+            } else in_order.unset(e.shard);
+        }
+        for (0..shards) |k| {
+            if (in_order.isSet(k)) {
+                // Back to back from 0: no overlap, and no gap unless the end falls short.
+                if (cursor[k] == r.header.shard_sizes[k]) continue;
+                return layoutError(r, d, @intCast(k), .{ .begin = cursor[k], .end = r.header.shard_sizes[k] }, null);
+            }
+            try r.checkShardLayoutSorted(@intCast(k), d);
+        }
+    }
+
+    const Span = struct { begin: u64, end: u64 };
+    const Overlap = struct { span: Span, first: u64, second: u64 };
+    const Placed = struct { offset: u64, rec: u64 };
+
+    fn placedBefore(_: void, a: Placed, b: Placed) bool {
+        return a.offset < b.offset or (a.offset == b.offset and a.rec < b.rec);
+    }
+
+    /// checkLayout for one shard whose records are not back to back in record order.
+    fn checkShardLayoutSorted(r: *const Reader, k: u8, d: *Diag) Error!void {
+        var count: usize = 0;
+        var i: u64 = 0;
+        while (i < r.header.record_count) : (i += 1) {
+            const e = format.decodeEntry(r.entryBytes(i));
+            if (e.shard == k and e.stored_size > 0) count += 1;
+        }
+        const placed = alloc.alloc(Placed, count) catch return noMemory(d, "the sorted record ranges of a shard for verify");
+        defer alloc.free(placed);
+        var n: usize = 0;
+        i = 0;
+        while (i < r.header.record_count) : (i += 1) {
+            const e = format.decodeEntry(r.entryBytes(i));
+            if (e.shard != k or e.stored_size == 0) continue;
+            placed[n] = .{ .offset = e.offset, .rec = i };
+            n += 1;
+        }
+        std.sort.pdq(Placed, placed, {}, placedBefore);
+        var covered: u64 = 0;
+        // The record whose range reaches `covered`.
+        var reaching: u64 = 0;
+        var gap: ?Span = null;
+        var overlap: ?Overlap = null;
+        for (placed) |p| {
+            const end = p.offset + format.decodeEntry(r.entryBytes(p.rec)).stored_size;
+            if (p.offset > covered) {
+                if (gap == null) gap = .{ .begin = covered, .end = p.offset };
+            } else if (p.offset < covered and overlap == null) {
+                overlap = .{ .span = .{ .begin = p.offset, .end = @min(covered, end) }, .first = reaching, .second = p.rec };
+            }
+            if (end > covered) {
+                covered = end;
+                reaching = p.rec;
+            }
+        }
+        if (covered < r.header.shard_sizes[k] and gap == null) gap = .{ .begin = covered, .end = r.header.shard_sizes[k] };
+        if (gap != null or overlap != null) return layoutError(r, d, k, gap, overlap);
+    }
+
+    fn layoutError(r: *const Reader, d: *Diag, k: u8, gap: ?Span, overlap: ?Overlap) Error {
+        d.shard = k;
+        const head = "store '{s}': the records' stored ranges do not cover data-{d:0>3}.zrd exactly once, " ++
+            "so some of its bytes are under no checksum: ";
+        const tail = " (ZR-IDX-006, ZR-DAT-001)";
+        if (overlap) |o| {
+            d.record = @intCast(o.second);
+            if (gap) |g| return d.fail(error.Corrupt, head ++ "bytes [{d}, {d}) belong to no record, " ++
+                "and bytes [{d}, {d}) to both record {d} and record {d}" ++ tail, .{
+                r.path, k, g.begin, g.end, o.span.begin, o.span.end, o.first, o.second,
+            });
+            return d.fail(error.Corrupt, head ++ "bytes [{d}, {d}) belong to both record {d} and " ++
+                "record {d}" ++ tail, .{ r.path, k, o.span.begin, o.span.end, o.first, o.second });
+        }
+        const g = gap.?;
+        return d.fail(error.Corrupt, head ++ "bytes [{d}, {d}) belong to no record" ++ tail, .{ r.path, k, g.begin, g.end });
     }
 
     fn entryBytes(r: *const Reader, rec: u64) []const u8 {
@@ -389,16 +590,15 @@ pub const Reader = struct {
 
     /// [ZR-SUM-001] Checks a record's stored bytes against the index.
     fn checkRecord(r: *const Reader, rec: u64, e: format.Entry, stored: []const u8, d: *Diag) Error!void {
-        const got = format.xxh64(stored);
-        if (got == e.checksum) {
+        if (format.xxh64(stored) == e.checksum) {
             r.markVerified(rec);
             return;
         }
         d.record = @intCast(rec);
         d.shard = e.shard;
         return d.fail(error.ChecksumMismatch, "store '{s}': record {d} is corrupt: its {d} stored " ++
-            "bytes at offset {d} of data-{d:0>3}.zrd hash to 0x{x:0>16}, but the index says " ++
-            "0x{x:0>16} (ZR-SUM-001)", .{ r.path, rec, e.stored_size, e.offset, e.shard, got, e.checksum });
+            "bytes at offset {d} of data-{d:0>3}.zrd do not match the index's checksum " ++
+            "0x{x:0>16} (ZR-SUM-001)", .{ r.path, rec, e.stored_size, e.offset, e.shard, e.checksum });
     }
 
     /// Whether a record is read with pread(2) rather than from the mapping. Empty records
@@ -444,6 +644,20 @@ pub const Reader = struct {
         @memcpy(dst, again);
     }
 
+    /// The error for a SIGBUS that ended a guarded region while it worked on record `rec`
+    /// (Guard.no_record if it had not begun one, which no body does before touching a mapping).
+    fn mappingFault(r: *const Reader, rec: u64, d: *Diag) Error {
+        if (rec >= r.header.record_count) return d.fail(error.Corrupt, "store '{s}': a shard file " ++
+            "could not be read through its mapping (SIGBUS): it was truncated after the store was " ++
+            "opened, or its storage failed (ZR-PUB-005)", .{r.path});
+        const e = format.decodeEntry(r.entryBytes(rec));
+        d.record = @intCast(rec);
+        d.shard = e.shard;
+        return d.fail(error.Corrupt, "store '{s}': the {d} stored bytes of record {d} at offset {d} " ++
+            "of data-{d:0>3}.zrd could not be read through its mapping (SIGBUS): the file was " ++
+            "truncated after the store was opened, or its storage failed (ZR-PUB-005)", .{ r.path, e.stored_size, rec, e.offset, e.shard });
+    }
+
     /// Record `rec`'s stored bytes: from the mapping, or for a large record read with pread
     /// into `scratch`, whose contents the result then borrows.
     fn storedView(r: *const Reader, rec: u64, e: format.Entry, scratch: *Scratch, d: *Diag) Error![]const u8 {
@@ -455,15 +669,25 @@ pub const Reader = struct {
 
     /// Registers a call in flight, or fails if the reader is closing or closed.
     fn enter(r: *Reader, d: *Diag) Error!void {
-        _ = r.in_flight.fetchAdd(1, .seq_cst);
-        if (r.state.load(.seq_cst) != state_open) {
-            _ = r.in_flight.fetchSub(1, .seq_cst);
+        const gen = sys.forkGeneration();
+        var f = r.flight.load(.seq_cst);
+        while (true) {
+            // A count of an earlier generation was inherited across fork(): the calls it
+            // counts were made by threads that do not exist in this process, so it restarts.
+            const next = if (genOf(f) == gen) f + 1 else packGen(gen, 1);
+            f = r.flight.cmpxchgWeak(f, next, .seq_cst, .seq_cst) orelse break;
+        }
+        if (lowOf(r.state.load(.seq_cst)) != state_open) {
+            r.leave();
             return d.fail(error.Closed, "the reader of store '{s}' is closed", .{r.path});
         }
     }
 
+    /// Ends a call begun by `enter` in this process. The count it decrements is of this
+    /// process's generation: `enter` put it there, and only a fork (which no thread inside a
+    /// call makes) starts another generation, in another process.
     fn leave(r: *Reader) void {
-        _ = r.in_flight.fetchSub(1, .seq_cst);
+        _ = r.flight.fetchSub(1, .seq_cst);
     }
 
     fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
@@ -563,6 +787,13 @@ pub const Reader = struct {
             return d.fail(error.IndexOutOfRange, "verify range [{d}, {d}+{d}) is out of range " ++
                 "for store '{s}' of {d} records", .{ start, start, n, r.path, r.header.record_count });
         }
+        // Record checksums prove only the bytes of records; that they prove the whole store
+        // rests on the layout, which no range of records can see alone. Checked once per
+        // reader, whichever range is verified first; a failure is reported by every verify.
+        if (!r.layout_checked.load(.acquire)) {
+            try r.checkLayout(d);
+            r.layout_checked.store(true, .release);
+        }
         var total: u64 = 0;
         var i: u64 = start;
         // Hashing reads the stored bytes; decoding writes the logical ones.
@@ -599,9 +830,10 @@ pub const Reader = struct {
     /// Unmaps and closes the shards and frees the index and bitmap (not the handle, path or
     /// header).
     fn releaseFiles(r: *Reader) void {
-        for (&r.maps) |*m| {
+        for (&r.maps, &r.guard_ranges) |*m, *g| {
             if (m.len > 0) sys.munmap(m.*);
             m.* = &.{};
+            g.* = .{};
         }
         for (&r.fds) |*fd| {
             if (fd.* >= 0) sys.close(fd.*);
@@ -613,7 +845,13 @@ pub const Reader = struct {
         r.verified = &.{};
         // Decompressors borrow the compiled dictionary, so they go first.
         for (&r.decoders) |*slot| {
-            std.debug.assert(!slot.busy.load(.acquire));
+            if (slot.busy.load(.acquire)) {
+                // Calls have drained, so the slot is held by a thread of the process this one
+                // was forked from. That thread may have been inside libzstd with the context,
+                // so the context is left as it is: never reused, never freed.
+                std.debug.assert(sys.forkGeneration() != r.opened_gen);
+                continue;
+            }
             if (slot.dec) |*dec| dec.deinit();
             slot.dec = null;
         }
@@ -636,18 +874,55 @@ pub const Reader = struct {
         return @intCast(@min(@min(by_size, sys.cpuCount()), gather_auto_workers_max));
     }
 
+    /// Closes the reader, or waits until another thread of this process has closed it; returns
+    /// once the files are released.
     pub fn close(r: *Reader) void {
-        if (r.state.cmpxchgStrong(state_open, state_closing, .seq_cst, .seq_cst) == null) {
-            var spins: usize = 0;
-            while (r.in_flight.load(.seq_cst) != 0) : (spins += 1) {
-                if (spins < 64) std.atomic.spinLoopHint() else sys.yield();
+        const gen = sys.forkGeneration();
+        var s = r.state.load(.seq_cst);
+        while (true) {
+            const ours = genOf(s) == gen;
+            switch (lowOf(s)) {
+                state_open => {
+                    s = r.state.cmpxchgStrong(s, packGen(gen, state_closing), .seq_cst, .seq_cst) orelse
+                        return r.finishClose(gen);
+                },
+                state_closing => if (ours) {
+                    sys.yield();
+                    s = r.state.load(.seq_cst);
+                } else {
+                    // The closing thread was in the process this one was forked from, and had
+                    // released nothing yet: this thread takes its place.
+                    s = r.state.cmpxchgStrong(s, packGen(gen, state_closing), .seq_cst, .seq_cst) orelse
+                        return r.finishClose(gen);
+                },
+                state_releasing => if (ours) {
+                    sys.yield();
+                    s = r.state.load(.seq_cst);
+                } else {
+                    // This process was forked while the parent released the files; how far it
+                    // got in this copy is unknown, so nothing more is released here (the
+                    // copies of the mappings and descriptors go when the process exits).
+                    s = r.state.cmpxchgStrong(s, packGen(gen, state_closed), .seq_cst, .seq_cst) orelse
+                        return;
+                },
+                else => return,
             }
-            r.releaseFiles();
-            r.state.store(state_closed, .release);
-        } else {
-            // Another thread is closing: close returns only once the files are released.
-            while (r.state.load(.acquire) != state_closed) sys.yield();
         }
+    }
+
+    /// The rest of `close` for the thread that set the closing state in generation `gen`.
+    fn finishClose(r: *Reader, gen: u32) void {
+        var spins: usize = 0;
+        while (true) : (spins += 1) {
+            const f = r.flight.load(.seq_cst);
+            // A count of an earlier generation was inherited across fork(): its threads do
+            // not exist in this process.
+            if (genOf(f) != gen or lowOf(f) == 0) break;
+            if (spins < 64) std.atomic.spinLoopHint() else sys.yield();
+        }
+        r.state.store(packGen(gen, state_releasing), .seq_cst);
+        r.releaseFiles();
+        r.state.store(packGen(gen, state_closed), .seq_cst);
     }
 
     pub fn free(r: *Reader) void {
@@ -688,6 +963,61 @@ const GatherCtx = struct {
     start: u64 = 0,
 };
 
+/// What one worker holds for one share of a call: acquired before its guarded region and
+/// released after it, so that a SIGBUS ending the region leaks nothing.
+const Share = struct {
+    lease: ?DecoderLease = null,
+    scratch: Scratch = .{},
+    decode_scratch: Scratch = .{},
+
+    fn deinit(s: *Share, faulted: bool) void {
+        if (s.lease) |*l| {
+            // A fault may have ended a decode half way; the context is not worth trusting.
+            if (faulted) l.discard() else l.release();
+        }
+        s.scratch.deinit();
+        s.decode_scratch.deinit();
+    }
+};
+
+/// The body of a guarded region: a worker's share [begin, end) of a call. It must store each
+/// record's number in `guard.record` (volatile) before touching the record's mapped bytes, and
+/// must not allocate or lock anything that a jump out of it would leave behind (see
+/// sigbus_guard.c); what it needs lives in `share`.
+const GuardedWork = fn (ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void;
+
+/// Runs `work` on [begin, end) inside the SIGBUS guard: a shard truncated after open (or whose
+/// storage fails) makes the mapped copy fault, and the share then fails with ZR_E_CORRUPT
+/// naming the record instead of killing the process.
+fn runGuarded(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag, comptime work: GuardedWork) Error!void {
+    const r = ctx.r;
+    var share: Share = .{};
+    if (r.compressed()) share.lease = try r.acquireDecoder(d);
+    var faulted = false;
+    defer share.deinit(faulted);
+    var guard: Guard = .{ .ranges = &r.guard_ranges, .range_count = r.header.data_shards };
+    const Frame = struct {
+        ctx: *const GatherCtx,
+        begin: u64,
+        end: u64,
+        share: *Share,
+        guard: *Guard,
+        d: *Diag,
+        result: Error!void = {},
+
+        fn body(arg: ?*anyopaque) callconv(.c) void {
+            const f: *@This() = @ptrCast(@alignCast(arg.?));
+            f.result = work(f.ctx, f.begin, f.end, f.share, f.guard, f.d);
+        }
+    };
+    var frame: Frame = .{ .ctx = ctx, .begin = begin, .end = end, .share = &share, .guard = &guard, .d = d };
+    if (zr_guard_run(&guard, Frame.body, &frame) != 0) {
+        faulted = true;
+        return r.mappingFault(guard.currentRecord(), d);
+    }
+    return frame.result;
+}
+
 /// Copies (raw) or decodes positions [begin, end) of a Dense batch. The checksum is verified
 /// on the stored bytes before they are copied or decoded, so a corrupt record is never returned,
 /// no decoder sees unverified bytes, and overlapping outputs cannot fake a mismatch. Large
@@ -696,21 +1026,26 @@ fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
     if (!r.compressed() and rs > 0) {
+        // Records read with pread never touch a mapping, so they need no guard.
         if (rs >= pread_record_bytes_min) return gatherDenseRawPread(ctx, begin, end, d);
-        return gatherDenseRaw(ctx, begin, end, d);
+        return runGuarded(ctx, begin, end, d, gatherDenseRaw);
     }
-    var lease: ?DecoderLease = if (r.compressed()) try r.acquireDecoder(d) else null;
-    defer if (lease) |*l| l.release();
-    var scratch: Scratch = .{};
-    defer scratch.deinit();
+    return runGuarded(ctx, begin, end, d, gatherDenseDecode);
+}
+
+/// gatherDenseWork for compressed records, and for raw records of size zero.
+fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
+    const r = ctx.r;
+    const rs: usize = @intCast(r.record_size);
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
+        guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        const src = try r.storedView(rec, e, &scratch, d);
+        const src = try r.storedView(rec, e, &share.scratch, d);
         if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
         const dst: []u8 = if (rs > 0) ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs] else &.{};
-        if (lease) |*l| {
+        if (share.lease) |*l| {
             try r.decodeRecord(l.get(), rec, e, src, dst, d);
         } else if (rs > 0) sys.copy(dst, src);
     }
@@ -726,8 +1061,10 @@ const gather_prefetch_record_ahead: u64 = 8;
 const gather_prefetch_record_bytes: usize = 256;
 
 /// gatherDenseWork for raw records of nonzero size: the same checks and copies, with the index
-/// entries and record starts of later positions prefetched.
-fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+/// entries and record starts of later positions prefetched (a prefetch never faults, even on a
+/// page past the end of a truncated file).
+fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
+    _ = share;
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
     const es = r.entry_size;
@@ -747,6 +1084,7 @@ fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!v
             while (off < pf_bytes) : (off += 64) @prefetch(p + off, .{});
         }
         const rec = idx[@intCast(j)];
+        guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
         const src = r.storedBytes(e);
         if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
@@ -771,17 +1109,18 @@ fn gatherDenseRawPread(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Er
 }
 
 fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    return runGuarded(ctx, begin, end, d, gatherRagged);
+}
+
+fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     const r = ctx.r;
-    var lease: ?DecoderLease = if (r.compressed()) try r.acquireDecoder(d) else null;
-    defer if (lease) |*l| l.release();
-    var scratch: Scratch = .{};
-    defer scratch.deinit();
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
+        guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        if (lease) |*l| {
-            const src = try r.storedView(rec, e, &scratch, d);
+        if (share.lease) |*l| {
+            const src = try r.storedView(rec, e, &share.scratch, d);
             if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
             const size: usize = @intCast(r.logicalSize(rec));
             const dst: []u8 = if (size > 0) ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..size] else &.{};
@@ -799,27 +1138,61 @@ fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error
     }
 }
 
+fn verifyWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    return runGuarded(ctx, begin, end, d, verifyRecords);
+}
+
 /// Checks every record's checksum (reading large ones with pread into a scratch buffer) and,
 /// for compressed codecs, decodes it into a second scratch buffer.
-fn verifyWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     const r = ctx.r;
-    var lease: ?DecoderLease = if (r.compressed()) try r.acquireDecoder(d) else null;
-    defer if (lease) |*l| l.release();
-    var read_scratch: Scratch = .{};
-    defer read_scratch.deinit();
-    var decode_scratch: Scratch = .{};
-    defer decode_scratch.deinit();
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.start + j;
+        guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        const src = try r.storedView(rec, e, &read_scratch, d);
+        const src = try r.storedView(rec, e, &share.scratch, d);
         try r.checkRecord(rec, e, src, d);
-        if (lease) |*l| {
+        if (share.lease) |*l| {
             const size: usize = @intCast(r.logicalSize(rec));
-            try r.decodeRecord(l.get(), rec, e, src, try decode_scratch.get(size, rec, d), d);
+            try r.decodeRecord(l.get(), rec, e, src, try share.decode_scratch.get(size, rec, d), d);
         }
     }
+}
+
+/// Reads the first `len` bytes of `fd` and returns their XXH64: into `buf` itself when it
+/// holds them all, else through it chunk by chunk. Each chunk is hashed as soon as it is read,
+/// while it is in the cache.
+fn hashFile(fd: sys.Fd, len: usize, buf: []u8, path: []const u8, name: []const u8, d: *Diag) Error!u64 {
+    var hasher = format.XxHash64.init(0);
+    var off: usize = 0;
+    while (off < len) {
+        const chunk = if (buf.len >= len) buf[off..][0..@min(index_check_chunk_bytes, len - off)] else buf[0..@min(buf.len, len - off)];
+        var short = false;
+        sys.preadAll(fd, chunk, off, &short) catch return readError(d, path, name, short);
+        hasher.update(chunk);
+        off += chunk.len;
+    }
+    return hasher.final();
+}
+
+fn indexChecksumError(r: *const Reader, d: *Diag) Error {
+    return d.fail(error.ChecksumMismatch, "'{s}/index.zri' does not match the header's " ++
+        "index_checksum 0x{x:0>16} (ZR-HDR-011)", .{ r.path, r.header.index_checksum });
+}
+
+/// Opens a store file for reading, relative to the store directory ([ZR-GEN-004]).
+/// O_NOFOLLOW: a symbolic link in the file's place fails with ELOOP instead of being followed
+/// to a file outside the store, whose size and checksums messages would otherwise disclose.
+/// O_NONBLOCK: a FIFO in the file's place must be refused by the caller's regular-file check,
+/// not block this open until some writer opens it.
+fn openStoreFile(dfd: sys.Fd, name: [*:0]const u8) sys.OsError!sys.Fd {
+    return sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NONBLOCK | sys.O_NOFOLLOW, 0);
+}
+
+fn linkError(d: *Diag, path: []const u8, name: []const u8) Error {
+    return d.fail(error.Corrupt, "'{s}/{s}' is a symbolic link; every file of a store must be a " ++
+        "regular file inside the store directory, and links are not followed (ZR-GEN-004)", .{ path, name });
 }
 
 fn readError(d: *Diag, path: []const u8, name: []const u8, short: bool) Error {
@@ -887,5 +1260,213 @@ test "a FIFO in place of a store file is refused at open, not waited on" {
         try std.testing.expect(r == null);
         td.removeStore(store, 1);
     }
+    try td.deinitExpectEmpty();
+}
+
+extern "c" fn symlink(target: [*:0]const u8, link: [*:0]const u8) c_int;
+
+test "a symbolic link in place of a store file is refused at open, not followed" {
+    // [R1] item 4: a shard linked to a file outside the store was read, and its size and the
+    // checksums of its bytes appeared in messages ([ZR-GEN-004]).
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    const names = [_][]const u8{ "header.zrh", "index.zri", "data-000.zrd" };
+    const data = [_]u8{ 1, 2, 3, 4 };
+    var pbuf: [256]u8 = undefined;
+    var tbuf: [256]u8 = undefined;
+    for (names, 0..) |name, k| {
+        var sbuf: [8]u8 = undefined;
+        const store = std.fmt.bufPrint(&sbuf, "s{d}", .{k}) catch unreachable;
+        try tz.writeDense(&td, store, 0, "", 1, 2, &data, &.{2});
+        var rbuf: [64]u8 = undefined;
+        const rel = std.fmt.bufPrint(&rbuf, "{s}/{s}", .{ store, name }) catch unreachable;
+        // The link points at the store's own file, moved out of the store: the same bytes, the
+        // same size, so nothing but the link itself is wrong.
+        const target = td.sub(&tbuf, "outside");
+        try std.testing.expectEqual(@as(c_int, 0), std.c.rename(td.sub(&pbuf, rel), target));
+        try std.testing.expectEqual(@as(c_int, 0), symlink(target, td.sub(&pbuf, rel)));
+        var st: abi.Status = undefined;
+        var r: ?*Reader = null;
+        try std.testing.expectEqual(@as(c_int, -12), root.zr_reader_open(td.sub(&pbuf, store), &r, &st));
+        try t.expectContains(t.msg(&st), name);
+        try t.expectContains(t.msg(&st), "symbolic link");
+        try std.testing.expect(r == null);
+        try sys.unlinkAt(sys.AT_FDCWD, td.sub(&pbuf, "outside"));
+        td.removeStore(store, 1);
+    }
+    try td.deinitExpectEmpty();
+}
+
+extern "c" fn fork() c_int;
+extern "c" fn waitpid(pid: c_int, status: *c_int, options: c_int) c_int;
+extern "c" fn alarm(seconds: c_uint) c_uint;
+extern "c" fn _exit(code: c_int) noreturn;
+
+test "a child forked while calls are in flight and a decoder slot is held can close the reader" {
+    // [R1] item 5: fork() while another thread was inside a gather left the child's copy of the
+    // reader counting a call that no thread of the child would ever finish, and the child's
+    // close waited forever. The thread inside the call is stood in for by its marks: a count
+    // in flight and a held decoder slot.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    var data: [64 * 16]u8 = undefined;
+    for (&data, 0..) |*b, i| b.* = t.pattern(i / 3);
+    try tz.writeDense(&td, "s", 1, "", 1, 64, &data, &.{16});
+    const r = try tz.openOk(&td, "s");
+    // A gather that needs a decoder creates the slot's context.
+    try tz.expectDenseGather(r, &data, 64, &.{ 3, 1 }, 1);
+    var d: Diag = .{};
+    try r.enter(&d);
+    const slot = &r.decoders[0];
+    try std.testing.expect(!slot.busy.swap(true, .acquire));
+    const pid = fork();
+    if (pid == 0) {
+        // The child: a read, then close, must finish; a hang dies by SIGALRM.
+        _ = alarm(20);
+        var out: [64 * 2]u8 = undefined;
+        const idx = [_]u64{ 5, 0 };
+        var st: abi.Status = undefined;
+        var code: c_int = 0;
+        if (root.zr_reader_gather_dense(r, &idx, 2, &out, out.len, 1, &st) != 0) code = 2;
+        if (!std.mem.eql(u8, out[0..64], data[5 * 64 ..][0..64])) code = 3;
+        root.zr_reader_close(r);
+        if (root.zr_reader_gather_dense(r, &idx, 2, &out, out.len, 1, &st) != -7) code = 4;
+        root.zr_reader_free(r);
+        _exit(code);
+    }
+    try std.testing.expect(pid > 0);
+    var status: c_int = 0;
+    try std.testing.expectEqual(pid, waitpid(pid, &status, 0));
+    // Exited (no signal), with status 0.
+    try std.testing.expectEqual(@as(c_int, 0), status);
+    // In this process the call and the slot are real until they end.
+    slot.busy.store(false, .release);
+    r.leave();
+    root.zr_reader_free(r);
+    td.removeStore("s", 1);
+    try td.deinitExpectEmpty();
+}
+
+extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
+extern "c" fn raise(sig: c_int) c_int;
+extern "c" fn dup2(old: c_int, new: c_int) c_int;
+
+test "a shard truncated after open fails the mapped gather and verify with ZR_E_CORRUPT, not SIGBUS" {
+    // [R1] item 6: records under pread_record_bytes_min are copied from the shard's mapping,
+    // and a page past the new end of a truncated file raised SIGBUS there.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    const rs = 2048;
+    var data: [16 * rs]u8 = undefined;
+    for (&data, 0..) |*b, i| b.* = t.pattern(i);
+    try tz.writeDense(&td, "s", 0, "", 1, rs, &data, &.{16});
+    const r = try tz.openOk(&td, "s");
+    var pbuf: [256]u8 = undefined;
+    // Records 0 and 1 keep their bytes; record 2 starts on the first page past the new end.
+    try std.testing.expectEqual(@as(c_int, 0), truncate(td.sub(&pbuf, "s/data-000.zrd"), 2 * rs));
+    var out: [16 * rs]u8 = undefined;
+    var idx: [16]u64 = undefined;
+    for (&idx, 0..) |*v, i| v.* = i;
+    var st: abi.Status = undefined;
+    for ([_]u32{ 1, 2 }) |threads| {
+        try std.testing.expectEqual(@as(c_int, -12), root.zr_reader_gather_dense(r, &idx, 16, &out, out.len, threads, &st));
+        try t.expectContains(t.msg(&st), "data-000.zrd");
+        try t.expectContains(t.msg(&st), "truncated");
+        try std.testing.expect(st.record >= 2);
+        try std.testing.expectEqual(@as(i32, 0), st.shard);
+    }
+    try std.testing.expectEqual(@as(c_int, -12), root.zr_reader_verify(r, 0, 16, &st));
+    try t.expectContains(t.msg(&st), "record 2 ");
+    // The reader stays usable for what is left, and a fault left no region behind: a SIGBUS
+    // raised outside any region still goes to the disposition before ours (checked in a child,
+    // which it ends).
+    try std.testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(r, &idx, 2, &out, 2 * rs, 1, &st));
+    try std.testing.expectEqualSlices(u8, data[0 .. 2 * rs], out[0 .. 2 * rs]);
+    const pid = fork();
+    if (pid == 0) {
+        // The handler before ours (the test runner's) prints a stack trace; it is expected.
+        const null_fd = sys.open("/dev/null", sys.O_WRONLY, 0) catch _exit(2);
+        _ = dup2(null_fd, 2);
+        _ = raise(7); // SIGBUS
+        _exit(0);
+    }
+    var status: c_int = 0;
+    try std.testing.expectEqual(pid, waitpid(pid, &status, 0));
+    // Killed by a signal (the low 7 bits of the status hold it), not exited.
+    try std.testing.expect(status & 0x7f != 0);
+    root.zr_reader_free(r);
+    td.removeStore("s", 1);
+    try td.deinitExpectEmpty();
+}
+
+test "an index larger than the check buffer is checked in chunks before it is copied" {
+    // [R1] item 8: open used to allocate what index.zri claimed before its checksum said
+    // anything. An index above index_check_chunk_bytes is now hashed through that buffer
+    // first; a valid one opens and reads, a byte changed in its last chunk fails open.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    const gpa = std.testing.allocator;
+    var td: t.TempDir = .{};
+    try td.init();
+    const n = index_check_chunk_bytes / format.index_entry_fixed_bytes + 1000;
+    const data = try gpa.alloc(u8, n);
+    defer gpa.free(data);
+    for (data, 0..) |*b, i| b.* = t.pattern(i);
+    try tz.writeDense(&td, "s", 0, "", 2, 1, data, &.{n});
+    const r = try tz.openOk(&td, "s");
+    try std.testing.expect(r.index.len > index_check_chunk_bytes);
+    try tz.expectDenseGather(r, data, 1, &.{ n - 1, 0, n / 2 }, 1);
+    root.zr_reader_free(r);
+    // The reserved bytes of the last entry: past the first chunk, and caught by the checksum.
+    try t.patchFile(&td, "s/index.zri", (n - 1) * format.index_entry_fixed_bytes + 13, &.{1});
+    var pbuf: [256]u8 = undefined;
+    var st: abi.Status = undefined;
+    var r2: ?*Reader = null;
+    try std.testing.expectEqual(@as(c_int, -13), root.zr_reader_open(td.sub(&pbuf, "s"), &r2, &st));
+    try t.expectContains(t.msg(&st), "index.zri");
+    td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
+
+test "the layout check finds bytes no record covers, in record order or not" {
+    // [R1] item 10: overlapping entries whose sizes add up left shard bytes under no checksum.
+    // The entries of an opened reader's private index copy are rewritten in place: the layout
+    // check reads only offsets, sizes and shards.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    var data: [4 * 8]u8 = undefined;
+    for (&data, 0..) |*b, i| b.* = t.pattern(i);
+    try tz.writeDense(&td, "s", 0, "", 1, 8, &data, &.{4});
+    const r = try tz.openOk(&td, "s");
+    var d: Diag = .{};
+    try r.checkLayout(&d);
+    const index: []u8 = @constCast(r.index);
+    const es = r.entry_size;
+    // Records 1 and 2 swap places: out of record order, still exact.
+    std.mem.writeInt(u64, index[1 * es ..][0..8], 16, .little);
+    std.mem.writeInt(u64, index[2 * es ..][0..8], 8, .little);
+    try r.checkLayout(&d);
+    // Record 3 moves onto record 0's second half: [4, 12) twice-covered, [24, 32) uncovered.
+    std.mem.writeInt(u64, index[3 * es ..][0..8], 4, .little);
+    try std.testing.expectError(error.Corrupt, r.checkLayout(&d));
+    try t.expectContains(d.text(), "data-000.zrd");
+    try t.expectContains(d.text(), "bytes [24, 32) belong to no record");
+    try t.expectContains(d.text(), "bytes [4, 8) to both record 0 and record 3");
+    try std.testing.expectEqual(@as(i32, 0), d.shard);
+    root.zr_reader_free(r);
+    td.removeStore("s", 1);
     try td.deinitExpectEmpty();
 }

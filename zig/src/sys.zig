@@ -68,8 +68,7 @@ pub const O_DIRECTORY: c_int = switch (builtin.cpu.arch) {
     .aarch64 => 0o40000,
     else => @compileError("zrecord: add O_DIRECTORY for this architecture"),
 };
-
-/// Refuses to open a symbolic link (ELOOP) instead of following it.
+/// open(2) fails with ELOOP instead of following a symbolic link in the last component.
 pub const O_NOFOLLOW: c_int = switch (builtin.cpu.arch) {
     .x86_64 => 0o400000,
     .aarch64 => 0o100000,
@@ -94,7 +93,6 @@ const S_IFREG: u32 = 0o100000;
 const S_IFDIR: u32 = 0o040000;
 
 pub const EPERM: i32 = 1;
-pub const ELOOP: i32 = 40;
 pub const ENOENT: i32 = 2;
 pub const EINTR: i32 = 4;
 pub const EIO: i32 = 5;
@@ -104,6 +102,7 @@ pub const EISDIR: i32 = 21;
 pub const EINVAL: i32 = 22;
 pub const ENOSYS: i32 = 38;
 pub const ENOTEMPTY: i32 = 39;
+pub const ELOOP: i32 = 40;
 
 /// Largest single read or write Linux performs (0x7ffff000); larger requests are looped.
 const io_chunk_bytes_max: usize = 0x7fff_f000;
@@ -420,6 +419,42 @@ pub fn copy(dst: []u8, src: []const u8) void {
 
 pub fn yield() void {
     _ = c.sched_yield();
+}
+
+extern "c" fn pthread_atfork(
+    prepare: ?*const fn () callconv(.c) void,
+    parent: ?*const fn () callconv(.c) void,
+    child: ?*const fn () callconv(.c) void,
+) c_int;
+extern "c" fn pthread_once(once: *c_int, init: *const fn () callconv(.c) void) c_int;
+
+/// How many fork() calls separate this process from the process that first called
+/// `watchForks` (its children count 1, their children 2, ...). A value remembered with some
+/// state tells whether the state was made by this process or inherited by fork, in which case
+/// the threads that it counts do not exist here.
+var fork_generation: std.atomic.Value(u32) = .init(0);
+/// glibc's pthread_once_t is an int, PTHREAD_ONCE_INIT 0.
+var fork_watch_once: c_int = 0;
+
+fn onForkChild() callconv(.c) void {
+    // Runs in the child, on the one thread fork() leaves there, before fork() returns.
+    _ = fork_generation.fetchAdd(1, .seq_cst);
+}
+
+fn registerForkWatch() callconv(.c) void {
+    // pthread_atfork fails only without memory for the handler (ENOMEM); then
+    // `forkGeneration` stays 0 in children, and state inherited across fork is treated as
+    // this process's own, as before the generation existed.
+    _ = pthread_atfork(null, null, onForkChild);
+}
+
+/// Makes `forkGeneration` count forks from now on; cheap after the first call.
+pub fn watchForks() void {
+    _ = pthread_once(&fork_watch_once, registerForkWatch);
+}
+
+pub fn forkGeneration() u32 {
+    return fork_generation.load(.seq_cst);
 }
 
 var cpu_count_cached: usize = 0;

@@ -7,7 +7,7 @@ cdef extern from "zrecord.h" nogil:
         int32_t os_errno
         int64_t record
         int32_t shard
-        char message[512]
+        char message[4096]
 
     ctypedef struct zr_schema:
         uint8_t kind

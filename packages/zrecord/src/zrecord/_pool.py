@@ -13,7 +13,9 @@ Invariants of this module:
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -69,6 +71,12 @@ class BlockPool:
         self._free: list[np.ndarray] = []
         self._bytes = 0
         self._closed = False
+        _POOLS.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        # Another thread of the parent may have held the lock when this process was forked;
+        # it does not exist here, so `close` would wait for it forever.
+        self._lock = threading.Lock()
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
         """An uninitialised C-contiguous, writeable array, like ``np.empty(shape, dtype)``."""
@@ -121,3 +129,15 @@ class BlockPool:
         """(idle blocks, idle bytes), for tests."""
         with self._lock:
             return len(self._free), self._bytes
+
+
+# Every live pool, so that a forked child can replace locks its parent's threads held.
+_POOLS: weakref.WeakSet[BlockPool] = weakref.WeakSet()
+
+
+def _reset_pools_after_fork() -> None:
+    for pool in list(_POOLS):
+        pool._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_reset_pools_after_fork)
