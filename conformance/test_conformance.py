@@ -39,8 +39,11 @@ EXCEPTIONS: dict[str, type[errors.ZrecordError]] = {
 def test_manifest_error_codes_match_the_native_codes() -> None:
     manifest = json.loads((V1 / "cases.json").read_text(encoding="utf-8"))
     assert set(manifest["error_codes"]) == set(EXCEPTIONS)
+    from zrecord import _native
+
+    names = {number: name for name, number in _native.RESULT_CODES.items()}
     for name, number in manifest["error_codes"].items():
-        assert errors._BY_CODE[number] is EXCEPTIONS[name], name
+        assert errors.BY_RESULT_NAME[names[number]] is EXCEPTIONS[name], name
 
 
 @pytest.mark.parametrize("case", VALID, ids=[c["name"] for c in VALID])

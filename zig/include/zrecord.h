@@ -25,24 +25,31 @@
 extern "C" {
 #endif
 
-/* Result codes. Each maps to one Python exception class in zrecord.errors. */
-#define ZR_OK 0
-#define ZR_E_INVALID_ARGUMENT -1  /* ValueError: bad argument (schema, sizes, limits) */
-#define ZR_E_IO -2                /* OSError: the OS refused a file operation (errno set) */
-#define ZR_E_NOT_FOUND -3         /* FileNotFoundError: path or parent missing */
-#define ZR_E_EXISTS -4            /* FileExistsError: the store path already exists */
-#define ZR_E_NO_MEMORY -5         /* MemoryError */
-#define ZR_E_INDEX -6             /* IndexError: record index out of range */
-#define ZR_E_CLOSED -7            /* the reader was closed */
-#define ZR_E_BAD_MAGIC -10        /* not a zrecord header */
-#define ZR_E_VERSION -11          /* format major newer than this reader */
-#define ZR_E_CORRUPT -12          /* structure violates the spec (sizes, offsets, reserved) */
-#define ZR_E_CHECKSUM -13         /* a checksum does not match (header, index, dict, record) */
-#define ZR_E_NOT_PUBLISHED -14    /* directory without header.zrh */
-#define ZR_E_UNSUPPORTED -15      /* unknown codec/dtype/kind code, or codec not built in */
-#define ZR_E_LIMIT -16            /* a format limit is exceeded */
-#define ZR_E_DECODE -17           /* a compressed frame failed to decode to its logical size */
-#define ZR_E_IMMUTABLE -18        /* PermissionError: the path lies inside a published store */
+/* Result codes: every fallible call returns ZR_OK or one of these, as an int. This enum is the
+ * one table of them: the Zig core's is checked against it through zr_result_name, and
+ * zrecord.errors maps each name (never a number) to one Python exception class. */
+typedef enum zr_result {
+    ZR_OK = 0,
+    ZR_E_INVALID_ARGUMENT = -1,  /* ValueError: bad argument (schema, sizes, limits) */
+    ZR_E_IO = -2,                /* OSError: the OS refused a file operation (errno set) */
+    ZR_E_NOT_FOUND = -3,         /* FileNotFoundError: path or parent missing */
+    ZR_E_EXISTS = -4,            /* FileExistsError: the store path already exists */
+    ZR_E_NO_MEMORY = -5,         /* MemoryError */
+    ZR_E_INDEX = -6,             /* IndexError: record index out of range */
+    ZR_E_CLOSED = -7,            /* the reader was closed */
+    ZR_E_BAD_MAGIC = -10,        /* not a zrecord header */
+    ZR_E_VERSION = -11,          /* format major newer than this reader */
+    ZR_E_CORRUPT = -12,          /* structure violates the spec (sizes, offsets, reserved) */
+    ZR_E_CHECKSUM = -13,         /* a checksum does not match (header, index, dict, record) */
+    ZR_E_NOT_PUBLISHED = -14,    /* directory without header.zrh */
+    ZR_E_UNSUPPORTED = -15,      /* unknown codec/dtype/kind code, or codec not built in */
+    ZR_E_LIMIT = -16,            /* a format limit is exceeded */
+    ZR_E_DECODE = -17,           /* a compressed frame failed to decode to its logical size */
+    ZR_E_IMMUTABLE = -18         /* PermissionError: the path lies inside a published store */
+} zr_result;
+
+/* The name of result code `code` ("ZR_E_CORRUPT"), or NULL if the core has no such code. */
+const char *zr_result_name(int code);
 
 /* Format constants (spec/format-v1.md). */
 #define ZR_FORMAT_MAJOR 1

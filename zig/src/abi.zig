@@ -38,6 +38,54 @@ pub const Info = extern struct {
     itemsize: u64,
 };
 
+/// The result codes of zrecord.h's `zr_result`, by the lower-case name that follows `ZR_E_`
+/// there (`ok` is `ZR_OK`). `resultName` gives the header's spelling, so a test can check the
+/// two tables against each other.
+pub const Result = enum(c_int) {
+    ok = 0,
+    invalid_argument = -1,
+    io = -2,
+    not_found = -3,
+    exists = -4,
+    no_memory = -5,
+    index = -6,
+    closed = -7,
+    bad_magic = -10,
+    version = -11,
+    corrupt = -12,
+    checksum = -13,
+    not_published = -14,
+    unsupported = -15,
+    limit = -16,
+    decode = -17,
+    immutable = -18,
+
+    pub fn code(r: Result) c_int {
+        return @intFromEnum(r);
+    }
+};
+
+/// "ZR_OK" or "ZR_E_" followed by the tag in upper case, for every code; null for others.
+pub fn resultName(value: c_int) ?[*:0]const u8 {
+    const info = @typeInfo(Result).@"enum";
+    inline for (info.field_names, info.field_values) |name, v| {
+        if (v == value) return comptime upperName(name);
+    }
+    return null;
+}
+
+fn upperName(comptime tag: []const u8) [*:0]const u8 {
+    comptime {
+        const prefix = if (std.mem.eql(u8, tag, "ok")) "ZR_" else "ZR_E_";
+        var buf: [prefix.len + tag.len:0]u8 = undefined;
+        @memcpy(buf[0..prefix.len], prefix);
+        for (tag, 0..) |ch, i| buf[prefix.len + i] = std.ascii.toUpper(ch);
+        buf[buf.len] = 0;
+        const final = buf;
+        return &final;
+    }
+}
+
 /// zr_writer_open flags.
 pub const write_no_sync: u32 = 1;
 pub const write_flags_known: u32 = write_no_sync;

@@ -14,6 +14,7 @@
 //!   alone exceed the buffer, which none does, is cut at its end (on a UTF-8 boundary).
 
 const std = @import("std");
+const abi = @import("abi.zig");
 
 pub const Error = error{
     InvalidArgument,
@@ -34,26 +35,27 @@ pub const Error = error{
     Immutable,
 };
 
-/// The ZR_E_* result code of zrecord.h for each error.
+/// The zrecord.h result code of each error.
 pub fn code(err: Error) i32 {
-    return switch (err) {
-        error.InvalidArgument => -1,
-        error.Io => -2,
-        error.NotFound => -3,
-        error.Exists => -4,
-        error.OutOfMemory => -5,
-        error.IndexOutOfRange => -6,
-        error.Closed => -7,
-        error.BadMagic => -10,
-        error.VersionUnsupported => -11,
-        error.Corrupt => -12,
-        error.ChecksumMismatch => -13,
-        error.NotPublished => -14,
-        error.Unsupported => -15,
-        error.LimitExceeded => -16,
-        error.DecodeFailed => -17,
-        error.Immutable => -18,
+    const r: abi.Result = switch (err) {
+        error.InvalidArgument => .invalid_argument,
+        error.Io => .io,
+        error.NotFound => .not_found,
+        error.Exists => .exists,
+        error.OutOfMemory => .no_memory,
+        error.IndexOutOfRange => .index,
+        error.Closed => .closed,
+        error.BadMagic => .bad_magic,
+        error.VersionUnsupported => .version,
+        error.Corrupt => .corrupt,
+        error.ChecksumMismatch => .checksum,
+        error.NotPublished => .not_published,
+        error.Unsupported => .unsupported,
+        error.LimitExceeded => .limit,
+        error.DecodeFailed => .decode,
+        error.Immutable => .immutable,
     };
+    return r.code();
 }
 
 /// zr_status.message is 4096 bytes (PATH_MAX); one is kept for the terminating NUL.

@@ -1254,7 +1254,7 @@ test "a FIFO in place of a store file is refused at open, not waited on" {
         try std.testing.expectEqual(@as(c_int, 0), mkfifo(td.sub(&pbuf, rel), 0o600));
         var st: abi.Status = undefined;
         var r: ?*Reader = null;
-        try std.testing.expectEqual(@as(c_int, -12), root.zr_reader_open(td.sub(&pbuf, store), &r, &st));
+        try std.testing.expectEqual(abi.Result.corrupt.code(), root.zr_reader_open(td.sub(&pbuf, store), &r, &st));
         try t.expectContains(t.msg(&st), name);
         try t.expectContains(t.msg(&st), "not a regular file");
         try std.testing.expect(r == null);
@@ -1290,7 +1290,7 @@ test "a symbolic link in place of a store file is refused at open, not followed"
         try std.testing.expectEqual(@as(c_int, 0), symlink(target, td.sub(&pbuf, rel)));
         var st: abi.Status = undefined;
         var r: ?*Reader = null;
-        try std.testing.expectEqual(@as(c_int, -12), root.zr_reader_open(td.sub(&pbuf, store), &r, &st));
+        try std.testing.expectEqual(abi.Result.corrupt.code(), root.zr_reader_open(td.sub(&pbuf, store), &r, &st));
         try t.expectContains(t.msg(&st), name);
         try t.expectContains(t.msg(&st), "symbolic link");
         try std.testing.expect(r == null);
@@ -1378,13 +1378,13 @@ test "a shard truncated after open fails the mapped gather and verify with ZR_E_
     for (&idx, 0..) |*v, i| v.* = i;
     var st: abi.Status = undefined;
     for ([_]u32{ 1, 2 }) |threads| {
-        try std.testing.expectEqual(@as(c_int, -12), root.zr_reader_gather_dense(r, &idx, 16, &out, out.len, threads, &st));
+        try std.testing.expectEqual(abi.Result.corrupt.code(), root.zr_reader_gather_dense(r, &idx, 16, &out, out.len, threads, &st));
         try t.expectContains(t.msg(&st), "data-000.zrd");
         try t.expectContains(t.msg(&st), "truncated");
         try std.testing.expect(st.record >= 2);
         try std.testing.expectEqual(@as(i32, 0), st.shard);
     }
-    try std.testing.expectEqual(@as(c_int, -12), root.zr_reader_verify(r, 0, 16, &st));
+    try std.testing.expectEqual(abi.Result.corrupt.code(), root.zr_reader_verify(r, 0, 16, &st));
     try t.expectContains(t.msg(&st), "record 2 ");
     // The reader stays usable for what is left, and a fault left no region behind: a SIGBUS
     // raised outside any region still goes to the disposition before ours (checked in a child,
@@ -1432,7 +1432,7 @@ test "an index larger than the check buffer is checked in chunks before it is co
     var pbuf: [256]u8 = undefined;
     var st: abi.Status = undefined;
     var r2: ?*Reader = null;
-    try std.testing.expectEqual(@as(c_int, -13), root.zr_reader_open(td.sub(&pbuf, "s"), &r2, &st));
+    try std.testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_open(td.sub(&pbuf, "s"), &r2, &st));
     try t.expectContains(t.msg(&st), "index.zri");
     td.removeStore("s", 2);
     try td.deinitExpectEmpty();

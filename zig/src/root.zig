@@ -278,6 +278,10 @@ pub export fn zr_train_dict(
     return finish(st, result, &d);
 }
 
+pub export fn zr_result_name(code: c_int) ?[*:0]const u8 {
+    return abi.resultName(code);
+}
+
 pub export fn zr_xxh64(data: ?*const anyopaque, size: u64) u64 {
     if (size == 0) return format.xxh64("");
     const p: [*]const u8 = @ptrCast(data orelse return format.xxh64(""));

@@ -16,17 +16,17 @@ const Status = abi.Status;
 const Writer = writer_mod.Writer;
 const Reader = @import("reader.zig").Reader;
 
-const ZR_E_INVALID_ARGUMENT = -1;
-const ZR_E_IO = -2;
-const ZR_E_NOT_FOUND = -3;
-const ZR_E_EXISTS = -4;
-const ZR_E_INDEX = -6;
-const ZR_E_CLOSED = -7;
-const ZR_E_CORRUPT = -12;
-const ZR_E_CHECKSUM = -13;
-const ZR_E_NOT_PUBLISHED = -14;
-const ZR_E_UNSUPPORTED = -15;
-const ZR_E_LIMIT = -16;
+const ZR_E_INVALID_ARGUMENT = abi.Result.invalid_argument.code();
+const ZR_E_IO = abi.Result.io.code();
+const ZR_E_NOT_FOUND = abi.Result.not_found.code();
+const ZR_E_EXISTS = abi.Result.exists.code();
+const ZR_E_INDEX = abi.Result.index.code();
+const ZR_E_CLOSED = abi.Result.closed.code();
+const ZR_E_CORRUPT = abi.Result.corrupt.code();
+const ZR_E_CHECKSUM = abi.Result.checksum.code();
+const ZR_E_NOT_PUBLISHED = abi.Result.not_published.code();
+const ZR_E_UNSUPPORTED = abi.Result.unsupported.code();
+const ZR_E_LIMIT = abi.Result.limit.code();
 
 extern "c" fn mkdtemp(template: [*:0]u8) ?[*:0]u8;
 extern "c" fn system(cmd: [*:0]const u8) c_int;
@@ -332,7 +332,7 @@ test "open rejects broken stores: shard size, index checksum, header, missing sh
     try testing.expectEqual(@as(c_int, ZR_E_BAD_MAGIC_CODE), root.zr_reader_open(td.sub(&pbuf, "c"), &r, &st));
     try patchFile(&td, "c/header.zrh", 0, "\x89");
     try patchFile(&td, "c/header.zrh", 8, "\x02");
-    try testing.expectEqual(@as(c_int, -11), root.zr_reader_open(td.sub(&pbuf, "c"), &r, &st));
+    try testing.expectEqual(abi.Result.version.code(), root.zr_reader_open(td.sub(&pbuf, "c"), &r, &st));
     try expectContains(msg(&st), "2.0");
     td.removeStore("c", 2);
 
@@ -346,8 +346,8 @@ test "open rejects broken stores: shard size, index checksum, header, missing sh
     try td.deinitExpectEmpty();
 }
 
-const ZR_E_BAD_MAGIC_CODE = -10;
-const ZR_E_IMMUTABLE = -18;
+const ZR_E_BAD_MAGIC_CODE = abi.Result.bad_magic.code();
+const ZR_E_IMMUTABLE = abi.Result.immutable.code();
 
 test "unpublished directory, existing path, missing parent, abort leaves nothing" {
     var td: TempDir = .{};

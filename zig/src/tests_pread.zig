@@ -23,8 +23,8 @@ const Status = abi.Status;
 const Reader = reader_mod.Reader;
 const TempDir = t.TempDir;
 
-const ZR_E_CORRUPT = -12;
-const ZR_E_CHECKSUM = -13;
+const ZR_E_CORRUPT = abi.Result.corrupt.code();
+const ZR_E_CHECKSUM = abi.Result.checksum.code();
 
 const codec_raw: u8 = 0;
 const codec_zstd: u8 = 1;

@@ -23,11 +23,11 @@ const Writer = writer_mod.Writer;
 const Reader = reader_mod.Reader;
 const TempDir = t.TempDir;
 
-const ZR_E_INVALID_ARGUMENT = -1;
-const ZR_E_CORRUPT = -12;
-const ZR_E_CHECKSUM = -13;
-const ZR_E_LIMIT = -16;
-const ZR_E_DECODE = -17;
+const ZR_E_INVALID_ARGUMENT = abi.Result.invalid_argument.code();
+const ZR_E_CORRUPT = abi.Result.corrupt.code();
+const ZR_E_CHECKSUM = abi.Result.checksum.code();
+const ZR_E_LIMIT = abi.Result.limit.code();
+const ZR_E_DECODE = abi.Result.decode.code();
 
 const codec_zstd: u8 = 1;
 const codec_zstd_dict: u8 = 2;

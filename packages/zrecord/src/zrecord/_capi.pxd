@@ -2,6 +2,27 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 cdef extern from "zrecord.h" nogil:
+    # The values come from the header when the C file is compiled; only the names are here.
+    cdef enum zr_result:
+        ZR_OK
+        ZR_E_INVALID_ARGUMENT
+        ZR_E_IO
+        ZR_E_NOT_FOUND
+        ZR_E_EXISTS
+        ZR_E_NO_MEMORY
+        ZR_E_INDEX
+        ZR_E_CLOSED
+        ZR_E_BAD_MAGIC
+        ZR_E_VERSION
+        ZR_E_CORRUPT
+        ZR_E_CHECKSUM
+        ZR_E_NOT_PUBLISHED
+        ZR_E_UNSUPPORTED
+        ZR_E_LIMIT
+        ZR_E_DECODE
+        ZR_E_IMMUTABLE
+    const char *zr_result_name(int code)
+
     ctypedef struct zr_status:
         int32_t code
         int32_t os_errno

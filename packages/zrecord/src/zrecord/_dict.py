@@ -60,6 +60,10 @@ def train_dict(source: Any, *, dict_size: int = DICT_SIZE_BYTES_DEFAULT,
 
     samples: list[np.ndarray] = []
     total = 0
+    if isinstance(source, (bytes, bytearray, memoryview, str)):
+        raise SchemaError(f"train_dict: source must be a numpy array, an open store or an "
+                          f"iterable of numpy arrays; got {type(source).__name__} (wrap bytes "
+                          "with np.frombuffer(...) and pass [array])")
     if isinstance(source, np.ndarray) or (hasattr(source, "__len__") and hasattr(source, "__getitem__")
                                           and not isinstance(source, (list, tuple))):
         n = len(source)
@@ -72,7 +76,7 @@ def train_dict(source: Any, *, dict_size: int = DICT_SIZE_BYTES_DEFAULT,
                 break
             samples.append(rec)
             total += rec.nbytes
-    elif isinstance(source, Iterable) and not isinstance(source, (bytes, bytearray, str)):
+    elif isinstance(source, Iterable):
         for i, item in enumerate(source):
             rec = _record_bytes(item, f"record {i}")
             if total + rec.nbytes > budget:

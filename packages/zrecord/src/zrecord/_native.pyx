@@ -109,8 +109,37 @@ cdef int _u64(object arr, bint writable, uint64_t **ptr, uint64_t count) except 
 
 
 cdef int _fail(int rc, zr_status *st) except -1:
-    raise _errors.from_status(rc, st.os_errno, st.record, st.shard,
+    raise _errors.from_status(result_name(rc), st.os_errno, st.record, st.shard,
                               st.message.decode("utf-8", "replace"))
+
+
+def result_name(int code):
+    """The zrecord.h name of a result code ("ZR_E_CORRUPT"), as the native core spells it;
+    "ZR_E_UNKNOWN(n)" for a code the core does not have."""
+    cdef const char *name = zr_result_name(code)
+    return f"ZR_E_UNKNOWN({code})" if name == NULL else (<bytes> name).decode("ascii")
+
+
+# The C header's result codes by name, with the values the C compiler saw in zrecord.h.
+RESULT_CODES = {
+    "ZR_OK": ZR_OK,
+    "ZR_E_INVALID_ARGUMENT": ZR_E_INVALID_ARGUMENT,
+    "ZR_E_IO": ZR_E_IO,
+    "ZR_E_NOT_FOUND": ZR_E_NOT_FOUND,
+    "ZR_E_EXISTS": ZR_E_EXISTS,
+    "ZR_E_NO_MEMORY": ZR_E_NO_MEMORY,
+    "ZR_E_INDEX": ZR_E_INDEX,
+    "ZR_E_CLOSED": ZR_E_CLOSED,
+    "ZR_E_BAD_MAGIC": ZR_E_BAD_MAGIC,
+    "ZR_E_VERSION": ZR_E_VERSION,
+    "ZR_E_CORRUPT": ZR_E_CORRUPT,
+    "ZR_E_CHECKSUM": ZR_E_CHECKSUM,
+    "ZR_E_NOT_PUBLISHED": ZR_E_NOT_PUBLISHED,
+    "ZR_E_UNSUPPORTED": ZR_E_UNSUPPORTED,
+    "ZR_E_LIMIT": ZR_E_LIMIT,
+    "ZR_E_DECODE": ZR_E_DECODE,
+    "ZR_E_IMMUTABLE": ZR_E_IMMUTABLE,
+}
 
 
 # Records below this many bytes are always copied into their chunk's staging buffer: the copy

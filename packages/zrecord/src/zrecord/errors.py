@@ -92,25 +92,6 @@ class KindMismatchError(ZrecordError, TypeError):
     """A Dense store was opened as Ragged, or the reverse."""
 
 
-# Native result codes (zig/include/zrecord.h) -> exception class. One table, one mapping.
-_BY_CODE: dict[int, type[ZrecordError]] = {
-    -1: SchemaError,
-    -3: StoreNotFoundError,
-    -4: StoreExistsError,
-    -6: StoreIndexError,
-    -7: ClosedError,
-    -10: BadMagicError,
-    -11: UnsupportedVersionError,
-    -12: CorruptStoreError,
-    -13: ChecksumError,
-    -14: NotPublishedError,
-    -15: UnsupportedError,
-    -16: LimitError,
-    -17: DecodeError,
-    -18: ImmutableStoreError,
-}
-
-
 class StoreOSError(ZrecordError, OSError):
     """The operating system refused a file operation (disk full, permissions, ...)."""
 
@@ -119,18 +100,44 @@ class StoreMemoryError(ZrecordError, MemoryError):
     """The native core could not allocate memory."""
 
 
-def from_status(code: int, os_errno: int, record: int, shard: int, message: str) -> ZrecordError:
-    """Build the exception for a native failure (used by the binding only)."""
+class InvalidArgumentError(ZrecordError, ValueError):
+    """The native core refused an argument that the Python layer did not check first (for
+    example too few samples to train a dictionary from)."""
+
+
+# Native result codes (zig/include/zrecord.h's zr_result) by name -> exception class. The one
+# mapping; numbers never appear here (the binding passes the name the core gives a code).
+BY_RESULT_NAME: dict[str, type[ZrecordError]] = {
+    "ZR_E_INVALID_ARGUMENT": InvalidArgumentError,
+    "ZR_E_IO": StoreOSError,
+    "ZR_E_NOT_FOUND": StoreNotFoundError,
+    "ZR_E_EXISTS": StoreExistsError,
+    "ZR_E_NO_MEMORY": StoreMemoryError,
+    "ZR_E_INDEX": StoreIndexError,
+    "ZR_E_CLOSED": ClosedError,
+    "ZR_E_BAD_MAGIC": BadMagicError,
+    "ZR_E_VERSION": UnsupportedVersionError,
+    "ZR_E_CORRUPT": CorruptStoreError,
+    "ZR_E_CHECKSUM": ChecksumError,
+    "ZR_E_NOT_PUBLISHED": NotPublishedError,
+    "ZR_E_UNSUPPORTED": UnsupportedError,
+    "ZR_E_LIMIT": LimitError,
+    "ZR_E_DECODE": DecodeError,
+    "ZR_E_IMMUTABLE": ImmutableStoreError,
+}
+
+
+def from_status(name: str, os_errno: int, record: int, shard: int, message: str) -> ZrecordError:
+    """Build the exception for a native failure named `name` (used by the binding only)."""
+    cls = BY_RESULT_NAME.get(name, ZrecordError)
     exc: ZrecordError
-    if code == -2:
+    if cls is StoreOSError:
         err = os_errno or _errno.EIO
         # The core already says "(errno N: text)" when it had an errno; say it once.
         said = f"(errno {err}: " in message
         exc = StoreOSError(err, message if said else f"{message} ({os.strerror(err)})")
-    elif code == -5:
-        exc = StoreMemoryError(message)
     else:
-        exc = _BY_CODE.get(code, ZrecordError)(message)
+        exc = cls(message)
     exc.record = record if record >= 0 else None
     exc.shard = shard if shard >= 0 else None
     return exc
