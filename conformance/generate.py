@@ -38,22 +38,9 @@ from reference import reader as ref  # noqa: E402
 from reference import writer as rw  # noqa: E402
 from reference.xxh64 import xxh64  # noqa: E402
 
-DTYPE_NAMES = [
-    "bool",
-    "int8",
-    "uint8",
-    "int16",
-    "uint16",
-    "int32",
-    "uint32",
-    "int64",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-]
+# Spec section 3.3's dtypes in code order, from the reference reader's table (the independent
+# copy written from the spec).
+DTYPE_NAMES = [ref.DTYPES[code].name for code in sorted(ref.DTYPES)]
 DTYPE_CODE = {name: code for code, name in enumerate(DTYPE_NAMES, start=1)}
 CODEC_CODE = {"raw": 0, "zstd": 1, "zstd_dict": 2}
 

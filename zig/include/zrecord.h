@@ -48,6 +48,10 @@ typedef enum zr_result {
     ZR_E_IMMUTABLE = -18         /* PermissionError: the path lies inside a published store */
 } zr_result;
 
+/* The NumPy name of dtype code `code` of spec §3.3 ("float32") with its item size in
+ * `*itemsize` (if not NULL); NULL for a reserved code. The core's one dtype table. */
+const char *zr_dtype_info(uint8_t code, uint32_t *itemsize);
+
 /* The name of result code `code` ("ZR_E_CORRUPT"), or NULL if the core has no such code. */
 const char *zr_result_name(int code);
 

@@ -18,6 +18,7 @@ const std = @import("std");
 const root = @import("root.zig");
 const abi = @import("abi.zig");
 const sys = @import("sys.zig");
+const format = @import("format.zig");
 
 const Status = abi.Status;
 const Reader = @import("reader.zig").Reader;
@@ -47,13 +48,11 @@ const Manifest = struct {
     cases: []const Case,
 };
 
-/// Spec section 3.3 dtype names by code, and the .npy `descr` NumPy writes for each.
-const dtype_names = [_][]const u8{
-    "bool",  "int8",   "uint8",   "int16",   "uint16",    "int32",     "uint32",
-    "int64", "uint64", "float16", "float32", "float64",   "complex64", "complex128",
-};
-const dtype_descrs = [_][]const u8{
-    "|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8", "<c8", "<c16",
+/// Spec section 3.3 dtype names by code (code = index + 1), from the core's one table.
+const dtype_names = blk: {
+    var names: [format.dtypes.len][]const u8 = undefined;
+    for (format.dtypes, 0..) |dt, i| names[i] = dt.name;
+    break :blk names;
 };
 const codec_names = [_][]const u8{ "raw", "zstd", "zstd_dict" };
 
@@ -199,7 +198,7 @@ fn runValid(c: *const Ctx) !void {
         const bytes = try readFile(c.path(&pbuf, rel));
         defer gpa.free(bytes);
         const npy = Npy.parse(bytes) catch return c.fail("{s} is not a C-order .npy file", .{rel});
-        if (!std.mem.eql(u8, npy.descr, dtype_descrs[want_dtype - 1])) {
+        if (!std.mem.eql(u8, npy.descr, format.dtypes[want_dtype - 1].npy_descr)) {
             return c.fail("{s} has descr {s}, the store's dtype is {s}", .{ rel, npy.descr, case.dtype.? });
         }
         var shape: [32]u64 = undefined;
@@ -317,7 +316,6 @@ fn writeFile(dir: []const u8, name: []const u8, bytes: []const u8) !void {
 test "conformance v1: dict_size above dict_size_bytes_max is a limit error (no vector: 16 MiB)" {
     // The one reader limit without a conformance vector: a store that breaks only this rule
     // has a header of more than 16 MiB. Built here, in a temporary directory, instead.
-    const format = @import("format.zig");
     const tests = @import("tests.zig");
     var td: tests.TempDir = .{};
     try td.init();

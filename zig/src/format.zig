@@ -55,24 +55,45 @@ pub const Codec = enum(u8) {
     }
 };
 
+/// One dtype code of spec §3.3: its NumPy name, item size and the `descr` NumPy writes in a
+/// .npy file for it (little-endian; one-byte types have no byte order).
+pub const Dtype = struct { code: u8, name: [:0]const u8, itemsize: u8, npy_descr: []const u8 };
+
+/// The dtype table of spec §3.3: the one copy in the core. The Python package reads it through
+/// zr_dtype_info; the reference reader keeps its own, written from the spec, on purpose.
+pub const dtypes = [_]Dtype{
+    .{ .code = 1, .name = "bool", .itemsize = 1, .npy_descr = "|b1" },
+    .{ .code = 2, .name = "int8", .itemsize = 1, .npy_descr = "|i1" },
+    .{ .code = 3, .name = "uint8", .itemsize = 1, .npy_descr = "|u1" },
+    .{ .code = 4, .name = "int16", .itemsize = 2, .npy_descr = "<i2" },
+    .{ .code = 5, .name = "uint16", .itemsize = 2, .npy_descr = "<u2" },
+    .{ .code = 6, .name = "int32", .itemsize = 4, .npy_descr = "<i4" },
+    .{ .code = 7, .name = "uint32", .itemsize = 4, .npy_descr = "<u4" },
+    .{ .code = 8, .name = "int64", .itemsize = 8, .npy_descr = "<i8" },
+    .{ .code = 9, .name = "uint64", .itemsize = 8, .npy_descr = "<u8" },
+    .{ .code = 10, .name = "float16", .itemsize = 2, .npy_descr = "<f2" },
+    .{ .code = 11, .name = "float32", .itemsize = 4, .npy_descr = "<f4" },
+    .{ .code = 12, .name = "float64", .itemsize = 8, .npy_descr = "<f8" },
+    .{ .code = 13, .name = "complex64", .itemsize = 8, .npy_descr = "<c8" },
+    .{ .code = 14, .name = "complex128", .itemsize = 16, .npy_descr = "<c16" },
+};
+
+comptime {
+    for (dtypes, 1..) |dt, code| std.debug.assert(dt.code == code);
+}
+
+/// The entry of a dtype code, or null for a reserved code.
+pub fn dtype(code: u8) ?*const Dtype {
+    return if (code >= 1 and code <= dtypes.len) &dtypes[code - 1] else null;
+}
+
 /// Itemsize of a dtype code of spec §3.3, or null for a reserved code.
 pub fn dtypeItemsize(code: u8) ?u8 {
-    return switch (code) {
-        1, 2, 3 => 1,
-        4, 5, 10 => 2,
-        6, 7, 11 => 4,
-        8, 9, 12, 13 => 8,
-        14 => 16,
-        else => null,
-    };
+    return if (dtype(code)) |dt| dt.itemsize else null;
 }
 
 pub fn dtypeName(code: u8) []const u8 {
-    const names = [_][]const u8{
-        "reserved", "bool",   "int8",    "uint8",   "int16",   "uint16",    "int32",      "uint32",
-        "int64",    "uint64", "float16", "float32", "float64", "complex64", "complex128",
-    };
-    return if (code < names.len) names[code] else "reserved";
+    return if (dtype(code)) |dt| dt.name else "reserved";
 }
 
 /// Index entry size from kind and rank ([ZR-HDR-012], spec §4).
@@ -136,6 +157,47 @@ pub const Header = struct {
     }
 };
 
+/// The fixed part of `header.zrh` (spec §3.1), field for field. Both supported targets are
+/// little-endian, so the struct's bytes are the file's bytes (checked at compile time).
+pub const FixedHeader = extern struct {
+    magic: [8]u8,
+    format_major: u16,
+    format_minor: u16,
+    header_size: u32,
+    kind: u8,
+    dtype: u8,
+    ndim: u8,
+    codec: u8,
+    data_shards: u8,
+    reserved0: [3]u8,
+    record_count: u64,
+    logical_bytes: u64,
+    stored_bytes: u64,
+    index_entry_size: u32,
+    dict_size: u32,
+    index_size: u64,
+    index_checksum: u64,
+    dict_checksum: u64,
+    reserved1: [48]u8,
+
+    fn read(bytes: []const u8) FixedHeader {
+        return std.mem.bytesToValue(FixedHeader, bytes[0..header_fixed_bytes]);
+    }
+};
+
+comptime {
+    std.debug.assert(@import("builtin").cpu.arch.endian() == .little);
+    std.debug.assert(@sizeOf(FixedHeader) == header_fixed_bytes);
+    // The offsets of spec §3.1's table; a field out of place fails the build.
+    const offsets = .{ .{ "format_major", 8 }, .{ "format_minor", 10 }, .{ "header_size", 12 },
+        .{ "kind", 16 }, .{ "dtype", 17 }, .{ "ndim", 18 }, .{ "codec", 19 }, .{ "data_shards", 20 },
+        .{ "reserved0", 21 }, .{ "record_count", 24 }, .{ "logical_bytes", 32 },
+        .{ "stored_bytes", 40 }, .{ "index_entry_size", 48 }, .{ "dict_size", 52 },
+        .{ "index_size", 56 }, .{ "index_checksum", 64 }, .{ "dict_checksum", 72 },
+        .{ "reserved1", 80 } };
+    for (offsets) |pair| std.debug.assert(@offsetOf(FixedHeader, pair[0]) == pair[1]);
+}
+
 /// Encodes a header into `out`, whose length must be `headerSize(...)` for the header's
 /// schema and `dict.len`. The fields header_size, index_entry_size, dict_size and
 /// dict_checksum are derived here, not taken from `h`.
@@ -144,32 +206,36 @@ pub fn encodeHeader(h: *const Header, dict: []const u8, out: []u8) void {
     const size = headerSize(h.kind, h.ndim, h.data_shards, dict_size);
     std.debug.assert(out.len == size);
     @memset(out, 0);
-    @memcpy(out[0..8], &magic);
-    put(u16, out, 8, h.format_major);
-    put(u16, out, 10, h.format_minor);
-    put(u32, out, 12, @intCast(size));
-    out[16] = @backingInt(h.kind);
-    out[17] = h.dtype;
-    out[18] = h.ndim;
-    out[19] = @backingInt(h.codec);
-    out[20] = h.data_shards;
-    put(u64, out, 24, h.record_count);
-    put(u64, out, 32, h.logical_bytes);
-    put(u64, out, 40, h.stored_bytes);
-    put(u32, out, 48, indexEntrySize(h.kind, h.ndim));
-    put(u32, out, 52, dict_size);
-    put(u64, out, 56, h.index_size);
-    put(u64, out, 64, h.index_checksum);
-    put(u64, out, 72, if (dict.len == 0) 0 else xxh64(dict));
+    const fixed: FixedHeader = .{
+        .magic = magic,
+        .format_major = h.format_major,
+        .format_minor = h.format_minor,
+        .header_size = @intCast(size),
+        .kind = @backingInt(h.kind),
+        .dtype = h.dtype,
+        .ndim = h.ndim,
+        .codec = @backingInt(h.codec),
+        .data_shards = h.data_shards,
+        .reserved0 = @splat(0),
+        .record_count = h.record_count,
+        .logical_bytes = h.logical_bytes,
+        .stored_bytes = h.stored_bytes,
+        .index_entry_size = indexEntrySize(h.kind, h.ndim),
+        .dict_size = dict_size,
+        .index_size = h.index_size,
+        .index_checksum = h.index_checksum,
+        .dict_checksum = if (dict.len == 0) 0 else xxh64(dict),
+        .reserved1 = @splat(0),
+    };
+    @memcpy(out[0..header_fixed_bytes], std.mem.asBytes(&fixed));
     var pos: usize = header_fixed_bytes;
-    if (h.kind == .dense) {
-        for (h.item_shape[0..h.ndim]) |d| {
-            put(u64, out, pos, d);
-            pos += 8;
-        }
+    const shape: []const u64 = if (h.kind == .dense) h.item_shape[0..h.ndim] else &.{};
+    for (shape) |dim| {
+        put(u64, out, pos, dim);
+        pos += 8;
     }
-    for (h.shard_sizes[0..h.data_shards]) |s| {
-        put(u64, out, pos, s);
+    for (h.shard_sizes[0..h.data_shards]) |size_k| {
+        put(u64, out, pos, size_k);
         pos += 8;
     }
     @memcpy(out[pos..][0..dict.len], dict);
@@ -198,8 +264,8 @@ pub fn checkMagicVersion(bytes: []const u8, name: []const u8, d: *Diag) HeaderEr
             "fixed header (ZR-HDR-003)", .{ name, bytes.len });
     }
     // [ZR-HDR-002] The major version is interpreted before any other field.
-    const major = get(u16, bytes, 8);
-    const minor = get(u16, bytes, 10);
+    const major = get(u16, bytes, @offsetOf(FixedHeader, "format_major"));
+    const minor = get(u16, bytes, @offsetOf(FixedHeader, "format_minor"));
     if (major != format_major) {
         return d.fail(error.VersionUnsupported, "'{s}' has format version {d}.{d}, but this " ++
             "reader supports format version {d}.{d} (major {d} only) (ZR-HDR-002)", .{
@@ -208,17 +274,29 @@ pub fn checkMagicVersion(bytes: []const u8, name: []const u8, d: *Diag) HeaderEr
     }
 }
 
-/// Validates and decodes a complete header file. `name` names the file in messages.
+/// Validates and decodes a complete header file. `name` names the file in messages. The
+/// checks run in the order of spec §9 ([ZR-ERR-002]), one step per function below.
 pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!Header {
     try checkMagicVersion(bytes, name, d);
-    const major = get(u16, bytes, 8);
-    const minor = get(u16, bytes, 10);
-    // [ZR-HDR-003] header_size against the file, before the variable part is read.
+    try checkSizeAndChecksum(bytes, name, d);
+    const f = FixedHeader.read(bytes);
+    // [ZR-HDR-005] reserved0 and reserved1.
+    for (f.reserved0, @offsetOf(FixedHeader, "reserved0")..) |b, off| if (b != 0) return reservedError(d, name, "reserved0", off, b);
+    for (f.reserved1, @offsetOf(FixedHeader, "reserved1")..) |b, off| if (b != 0) return reservedError(d, name, "reserved1", off, b);
+    var h = try decodeSchema(&f, name, d);
+    try decodeVariable(&h, bytes, name, d);
+    try checkTotals(&h, bytes, name, d);
+    return h;
+}
+
+/// [ZR-HDR-003] header_size against the file, before the variable part is read;
+/// [ZR-HDR-004] the checksum.
+fn checkSizeAndChecksum(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!void {
     if (bytes.len < header_fixed_bytes + 8) {
         return d.fail(error.Corrupt, "'{s}' is truncated: {d} bytes, but a header needs at least " ++
             "{d} (128-byte fixed part and 8-byte checksum) (ZR-HDR-003)", .{ name, bytes.len, header_fixed_bytes + 8 });
     }
-    const header_size = get(u32, bytes, 12);
+    const header_size = get(u32, bytes, @offsetOf(FixedHeader, "header_size"));
     if (header_size != bytes.len) {
         return d.fail(error.Corrupt, "'{s}' declares header_size {d} but the file has {d} bytes " ++
             "(ZR-HDR-003)", .{ name, header_size, bytes.len });
@@ -227,108 +305,106 @@ pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!H
         return d.fail(error.Corrupt, "'{s}' declares header_size {d}, which is not a multiple of " ++
             "8 (ZR-HDR-003)", .{ name, header_size });
     }
-    // [ZR-HDR-004]
     const want_sum = get(u64, bytes, bytes.len - 8);
-    const got_sum = xxh64(bytes[0 .. bytes.len - 8]);
-    if (want_sum != got_sum) {
+    if (want_sum != xxh64(bytes[0 .. bytes.len - 8])) {
         return d.fail(error.ChecksumMismatch, "'{s}' header checksum mismatch: its first {d} bytes " ++
             "do not match the header_checksum 0x{x:0>16} it ends with (ZR-HDR-004)", .{ name, bytes.len - 8, want_sum });
     }
-    // [ZR-HDR-005] reserved0 and reserved1.
-    for (bytes[21..24], 21..) |b, off| if (b != 0) return reservedError(d, name, "reserved0", off, b);
-    for (bytes[80..128], 80..) |b, off| if (b != 0) return reservedError(d, name, "reserved1", off, b);
-    // [ZR-HDR-006]
-    const kind_code = bytes[16];
-    const kind: Kind = switch (kind_code) {
+}
+
+/// The schema fields ([ZR-HDR-006] .. [ZR-HDR-008], the dictionary size limit) and the exact
+/// header size they imply ([ZR-HDR-003]); returns the header with every fixed field set.
+fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!Header {
+    const kind: Kind = switch (f.kind) {
         1 => .dense,
         2 => .ragged,
         else => return d.fail(error.Unsupported, "'{s}' has unknown kind {d}; kind must be 1 " ++
-            "(Dense) or 2 (Ragged) (ZR-HDR-006)", .{ name, kind_code }),
+            "(Dense) or 2 (Ragged) (ZR-HDR-006)", .{ name, f.kind }),
     };
-    const dtype = bytes[17];
-    if (dtypeItemsize(dtype) == null) {
+    if (dtypeItemsize(f.dtype) == null) {
         return d.fail(error.Unsupported, "'{s}' has unknown dtype {d}; dtype must be a code " ++
-            "1..14 of spec section 3.3 (ZR-HDR-006)", .{ name, dtype });
+            "1..14 of spec section 3.3 (ZR-HDR-006)", .{ name, f.dtype });
     }
-    const codec_code = bytes[19];
-    const codec: Codec = switch (codec_code) {
+    const codec: Codec = switch (f.codec) {
         0 => .raw,
         1 => .zstd,
         2 => .zstd_dict,
         // [ZR-COD-003]
         else => return d.fail(error.Unsupported, "'{s}' has unknown codec {d}; codec must be 0 " ++
-            "(raw), 1 (zstd) or 2 (zstd_dict) (ZR-HDR-006, ZR-COD-003)", .{ name, codec_code }),
+            "(raw), 1 (zstd) or 2 (zstd_dict) (ZR-HDR-006, ZR-COD-003)", .{ name, f.codec }),
     };
     // [ZR-HDR-007]
-    const data_shards = bytes[20];
-    if (data_shards < data_shards_min) {
+    if (f.data_shards < data_shards_min) {
         return d.fail(error.LimitExceeded, "'{s}' has data_shards 0; data_shards must be in " ++
             "{d}..{d} (data_shards_min, ZR-HDR-007)", .{ name, data_shards_min, data_shards_max });
     }
     // [ZR-HDR-008]
-    const ndim = bytes[18];
-    if (ndim > ndim_max) {
-        return d.fail(error.LimitExceeded, "'{s}' has ndim {d}, above ndim_max {d} (ZR-HDR-008)", .{ name, ndim, ndim_max });
+    if (f.ndim > ndim_max) {
+        return d.fail(error.LimitExceeded, "'{s}' has ndim {d}, above ndim_max {d} (ZR-HDR-008)", .{ name, f.ndim, ndim_max });
     }
-    if (kind == .ragged and ndim == 0) {
+    if (kind == .ragged and f.ndim == 0) {
         return d.fail(error.Corrupt, "'{s}' is a Ragged store with ndim 0; a Ragged store needs " ++
             "ndim >= 1 (ZR-HDR-008)", .{name});
     }
-    const dict_size = get(u32, bytes, 52);
-    if (dict_size > dict_size_bytes_max) {
+    if (f.dict_size > dict_size_bytes_max) {
         return d.fail(error.LimitExceeded, "'{s}' has dict_size {d}, above dict_size_bytes_max " ++
-            "{d} (ZR-HDR-013)", .{ name, dict_size, dict_size_bytes_max });
+            "{d} (ZR-HDR-013)", .{ name, f.dict_size, dict_size_bytes_max });
     }
     // [ZR-HDR-003] The size must match the variable part exactly.
-    const want_size = headerSize(kind, ndim, data_shards, dict_size);
-    if (want_size != header_size) {
+    const want_size = headerSize(kind, f.ndim, f.data_shards, f.dict_size);
+    if (want_size != f.header_size) {
         return d.fail(error.Corrupt, "'{s}' declares header_size {d}, but its kind, ndim {d}, " ++
-            "data_shards {d} and dict_size {d} require {d} (ZR-HDR-003)", .{ name, header_size, ndim, data_shards, dict_size, want_size });
+            "data_shards {d} and dict_size {d} require {d} (ZR-HDR-003)", .{ name, f.header_size, f.ndim, f.data_shards, f.dict_size, want_size });
     }
-
-    var h: Header = .{
-        .format_major = major,
-        .format_minor = minor,
-        .header_size = header_size,
+    return .{
+        .format_major = f.format_major,
+        .format_minor = f.format_minor,
+        .header_size = f.header_size,
         .kind = kind,
-        .dtype = dtype,
-        .ndim = ndim,
+        .dtype = f.dtype,
+        .ndim = f.ndim,
         .codec = codec,
-        .data_shards = data_shards,
-        .record_count = get(u64, bytes, 24),
-        .logical_bytes = get(u64, bytes, 32),
-        .stored_bytes = get(u64, bytes, 40),
-        .index_entry_size = get(u32, bytes, 48),
-        .dict_size = dict_size,
-        .index_size = get(u64, bytes, 56),
-        .index_checksum = get(u64, bytes, 64),
-        .dict_checksum = get(u64, bytes, 72),
+        .data_shards = f.data_shards,
+        .record_count = f.record_count,
+        .logical_bytes = f.logical_bytes,
+        .stored_bytes = f.stored_bytes,
+        .index_entry_size = f.index_entry_size,
+        .dict_size = f.dict_size,
+        .index_size = f.index_size,
+        .index_checksum = f.index_checksum,
+        .dict_checksum = f.dict_checksum,
     };
+}
+
+/// The variable part (spec §3.2): item_shape, shard_sizes, where the dictionary lies, and the
+/// padding ([ZR-HDR-005]).
+fn decodeVariable(h: *Header, bytes: []const u8, name: []const u8, d: *Diag) HeaderError!void {
     var pos: usize = header_fixed_bytes;
-    if (kind == .dense) {
-        for (h.item_shape[0..ndim]) |*dim| {
-            dim.* = get(u64, bytes, pos);
-            pos += 8;
-        }
+    const shape: []u64 = if (h.kind == .dense) h.item_shape[0..h.ndim] else &.{};
+    for (shape) |*dim| {
+        dim.* = get(u64, bytes, pos);
+        pos += 8;
     }
-    for (h.shard_sizes[0..data_shards]) |*s| {
-        s.* = get(u64, bytes, pos);
+    for (h.shard_sizes[0..h.data_shards]) |*size_k| {
+        size_k.* = get(u64, bytes, pos);
         pos += 8;
     }
     h.dict_offset = @intCast(pos);
-    pos += dict_size;
-    // [ZR-HDR-005] padding.
+    pos += h.dict_size;
     for (bytes[pos .. bytes.len - 8], pos..) |b, off| if (b != 0) return reservedError(d, name, "padding", off, b);
+}
 
+/// The rules that relate fields to each other ([ZR-HDR-009] .. [ZR-HDR-014]).
+fn checkTotals(h: *const Header, bytes: []const u8, name: []const u8, d: *Diag) HeaderError!void {
     // [ZR-HDR-009]
-    if (kind == .dense and logicalSize(h.item_shape[0..ndim], h.itemsize()) == null) {
+    if (h.kind == .dense and logicalSize(h.item_shape[0..h.ndim], h.itemsize()) == null) {
         return d.fail(error.LimitExceeded, "'{s}' has a Dense record size (item_shape times " ++
             "itemsize {d}) above record_size_bytes_max {d} (ZR-HDR-009)", .{ name, h.itemsize(), record_size_bytes_max });
     }
     // [ZR-HDR-010] The sum is overflow-checked: a crafted header must not wrap around.
     var shard_sum: u64 = 0;
-    for (h.shard_sizes[0..data_shards]) |s| {
-        shard_sum = std.math.add(u64, shard_sum, s) catch return d.fail(error.Corrupt, "'{s}' has " ++
+    for (h.shard_sizes[0..h.data_shards]) |size_k| {
+        shard_sum = std.math.add(u64, shard_sum, size_k) catch return d.fail(error.Corrupt, "'{s}' has " ++
             "shard_sizes whose sum overflows 64 bits (ZR-HDR-010)", .{name});
     }
     if (shard_sum != h.stored_bytes) {
@@ -341,10 +417,10 @@ pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!H
             "{d} (ZR-HDR-014)", .{ name, h.record_count, record_count_max });
     }
     // [ZR-HDR-012]
-    const want_entry = indexEntrySize(kind, ndim);
+    const want_entry = indexEntrySize(h.kind, h.ndim);
     if (h.index_entry_size != want_entry) {
         return d.fail(error.Corrupt, "'{s}' has index_entry_size {d}, but kind {s} with ndim {d} " ++
-            "requires {d} (ZR-HDR-012)", .{ name, h.index_entry_size, @tagName(kind), ndim, want_entry });
+            "requires {d} (ZR-HDR-012)", .{ name, h.index_entry_size, @tagName(h.kind), h.ndim, want_entry });
     }
     // [ZR-HDR-011] record_count <= 2^48 and entry size <= 152 keep this product far below 2^64.
     const want_index = h.record_count * want_entry;
@@ -352,22 +428,25 @@ pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!H
         return d.fail(error.Corrupt, "'{s}' has index_size {d}, but record_count {d} times " ++
             "index_entry_size {d} is {d} (ZR-HDR-011)", .{ name, h.index_size, h.record_count, want_entry, want_index });
     }
-    // [ZR-HDR-013]
-    if (codec == .zstd_dict and dict_size == 0) {
+    try checkDictionary(h, bytes, name, d);
+}
+
+/// [ZR-HDR-013]: a dictionary exactly with zstd_dict, and its checksum.
+fn checkDictionary(h: *const Header, bytes: []const u8, name: []const u8, d: *Diag) HeaderError!void {
+    if (h.codec == .zstd_dict and h.dict_size == 0) {
         return d.fail(error.Corrupt, "'{s}' uses codec zstd_dict but has dict_size 0; zstd_dict " ++
             "needs a dictionary (ZR-HDR-013, ZR-COD-002)", .{name});
     }
-    if (codec != .zstd_dict and dict_size != 0) {
+    if (h.codec != .zstd_dict and h.dict_size != 0) {
         return d.fail(error.Corrupt, "'{s}' has dict_size {d} with codec {s}; only zstd_dict " ++
-            "carries a dictionary (ZR-HDR-013)", .{ name, dict_size, codec.name() });
+            "carries a dictionary (ZR-HDR-013)", .{ name, h.dict_size, h.codec.name() });
     }
-    const dict = bytes[h.dict_offset..][0..dict_size];
-    const want_dict_sum: u64 = if (dict_size == 0) 0 else xxh64(dict);
+    const dict = bytes[h.dict_offset..][0..h.dict_size];
+    const want_dict_sum: u64 = if (h.dict_size == 0) 0 else xxh64(dict);
     if (h.dict_checksum != want_dict_sum) {
         return d.fail(error.ChecksumMismatch, "'{s}' dict_checksum mismatch: the {d}-byte " ++
-            "dictionary does not match the header's dict_checksum 0x{x:0>16} (ZR-HDR-013)", .{ name, dict_size, h.dict_checksum });
+            "dictionary does not match the header's dict_checksum 0x{x:0>16} (ZR-HDR-013)", .{ name, h.dict_size, h.dict_checksum });
     }
-    return h;
 }
 
 fn reservedError(d: *Diag, name: []const u8, field: []const u8, off: usize, b: u8) HeaderError {

@@ -278,6 +278,12 @@ pub export fn zr_train_dict(
     return finish(st, result, &d);
 }
 
+pub export fn zr_dtype_info(code: u8, itemsize: ?*u32) ?[*:0]const u8 {
+    const dt = format.dtype(code) orelse return null;
+    if (itemsize) |out| out.* = dt.itemsize;
+    return dt.name.ptr;
+}
+
 pub export fn zr_result_name(code: c_int) ?[*:0]const u8 {
     return abi.resultName(code);
 }

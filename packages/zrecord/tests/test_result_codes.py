@@ -43,3 +43,25 @@ def test_every_error_code_maps_to_one_exception_class() -> None:
     assert set(errors.BY_RESULT_NAME) == errors_in_header
     for cls in errors.BY_RESULT_NAME.values():
         assert issubclass(cls, errors.ZrecordError)
+
+
+def test_the_dtype_table_is_the_native_cores_and_the_independent_copies_agree() -> None:
+    """[H1] step 5: one dtype table in the core (format.zig), read by zrecord through
+    zr_dtype_info; the deliberate independent copies (the reference reader, the fuzzer's store
+    model) are checked against it here."""
+    import sys
+
+    from zrecord import _dtypes
+
+    native = {code: (name, size) for code, name, size in _native.dtype_table()}
+    assert {code: (dt.name, dt.itemsize) for code, dt in _dtypes._DTYPES.items()} == native
+    root = Path(__file__).resolve().parents[3]
+    sys.path.insert(0, str(root / "conformance"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+    try:
+        import storemodel
+        from reference import reader as ref
+    finally:
+        del sys.path[:2]
+    assert {code: (dt.name, dt.itemsize) for code, dt in ref.DTYPES.items()} == native
+    assert storemodel.ITEMSIZE == {code: size for code, (_, size) in native.items()}

@@ -22,6 +22,7 @@ cdef extern from "zrecord.h" nogil:
         ZR_E_DECODE
         ZR_E_IMMUTABLE
     const char *zr_result_name(int code)
+    const char *zr_dtype_info(uint8_t code, uint32_t *itemsize)
 
     ctypedef struct zr_status:
         int32_t code

@@ -11,28 +11,28 @@ from typing import Any
 
 import numpy as np
 
+from zrecord import _native
 from zrecord.errors import CodecError, LimitError, SchemaError
 
 KIND_DENSE = 1
 KIND_RAGGED = 2
 
-# spec §3.3: code -> dtype. Little-endian storage; one-byte types have no byte order.
-_DTYPES: dict[int, np.dtype[Any]] = {
-    1: np.dtype("bool"),
-    2: np.dtype("int8"),
-    3: np.dtype("uint8"),
-    4: np.dtype("<i2"),
-    5: np.dtype("<u2"),
-    6: np.dtype("<i4"),
-    7: np.dtype("<u4"),
-    8: np.dtype("<i8"),
-    9: np.dtype("<u8"),
-    10: np.dtype("<f2"),
-    11: np.dtype("<f4"),
-    12: np.dtype("<f8"),
-    13: np.dtype("<c8"),
-    14: np.dtype("<c16"),
-}
+
+
+def _dtype_table() -> dict[int, np.dtype[Any]]:
+    """spec §3.3: code -> dtype, from the native core's one table. Little-endian storage;
+    one-byte types have no byte order."""
+    table: dict[int, np.dtype[Any]] = {}
+    for code, name, itemsize in _native.dtype_table():
+        dt = np.dtype(name)
+        if dt.itemsize != itemsize:
+            raise ImportError(f"zrecord: the native core gives dtype {name!r} (code {code}) "
+                              f"itemsize {itemsize}, NumPy {dt.itemsize}; the build is broken")
+        table[code] = dt.newbyteorder("<") if itemsize > 1 else dt
+    return table
+
+
+_DTYPES = _dtype_table()
 _CODES: dict[np.dtype[Any], int] = {dt: code for code, dt in _DTYPES.items()}
 
 CODECS = {"raw": 0, "zstd": 1, "zstd_dict": 2}
@@ -47,7 +47,7 @@ DICT_SIZE_BYTES_MAX = 1 << 24
 # such empty records; they are refused at the Python boundary with a LimitError.
 NUMPY_SIZE_MAX = int(np.iinfo(np.intp).max)
 
-_ACCEPTED = "bool, int8..int64, uint8..uint64, float16/32/64, complex64/128"
+_ACCEPTED = ", ".join(str(dt) for dt in _DTYPES.values())
 
 
 def dtype_from_code(code: int) -> np.dtype[Any]:

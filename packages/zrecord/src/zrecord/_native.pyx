@@ -120,6 +120,18 @@ def result_name(int code):
     return f"ZR_E_UNKNOWN({code})" if name == NULL else (<bytes> name).decode("ascii")
 
 
+def dtype_table():
+    """The core's dtype table (spec §3.3): a list of (code, NumPy name, itemsize)."""
+    cdef uint32_t itemsize = 0
+    cdef const char *name
+    out = []
+    for code in range(1, 256):
+        name = zr_dtype_info(code, &itemsize)
+        if name != NULL:
+            out.append((code, (<bytes> name).decode("ascii"), itemsize))
+    return out
+
+
 # The C header's result codes by name, with the values the C compiler saw in zrecord.h.
 RESULT_CODES = {
     "ZR_OK": ZR_OK,
