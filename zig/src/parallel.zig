@@ -37,28 +37,18 @@ pub const Split = enum { contiguous, claimed };
 /// the per-chunk setup of `work` (a decoder lease, a scratch buffer) stays negligible.
 pub const claims_per_worker: u64 = 8;
 
-/// Runs `work(ctx, begin, end, diag)` over [0, total) on `workers` threads (including the
-/// caller's). `work` must be safe to run concurrently on disjoint ranges; with
-/// `Split.claimed` one worker may call it several times, on increasing ranges.
-pub fn run(
-    comptime Ctx: type,
-    ctx: *const Ctx,
-    comptime work: fn (*const Ctx, u64, u64, *Diag) Error!void,
+/// Counters that the workers of one `run` share.
+const Shared = struct {
+    next: std.atomic.Value(u64) = .init(0),
+    failed: std.atomic.Value(bool) = .init(false),
+    grain: u64,
     total: u64,
-    workers_wanted: usize,
-    split: Split,
-    d: *Diag,
-) Error!void {
-    const workers: usize = @intCast(@min(@as(u64, @min(workers_wanted, workers_max)), total));
-    if (workers <= 1) return work(ctx, 0, total, d);
+};
 
-    const Shared = struct {
-        next: std.atomic.Value(u64) = .init(0),
-        failed: std.atomic.Value(bool) = .init(false),
-        grain: u64,
-        total: u64,
-    };
-    const Slot = struct {
+/// One worker of a `run` over `Ctx` with `work`: its range (contiguous split), its diagnosis
+/// and where its work failed.
+fn Slot(comptime Ctx: type, comptime work: fn (*const Ctx, u64, u64, *Diag) Error!void) type {
+    return struct {
         diag: Diag = .{},
         result: ?Error = null,
         /// First unit of the range whose work failed.
@@ -89,8 +79,25 @@ pub fn run(
             return true;
         }
     };
+}
+
+/// Runs `work(ctx, begin, end, diag)` over [0, total) on `workers` threads (including the
+/// caller's). `work` must be safe to run concurrently on disjoint ranges; with
+/// `Split.claimed` one worker may call it several times, on increasing ranges.
+pub fn run(
+    comptime Ctx: type,
+    ctx: *const Ctx,
+    comptime work: fn (*const Ctx, u64, u64, *Diag) Error!void,
+    total: u64,
+    workers_wanted: usize,
+    split: Split,
+    d: *Diag,
+) Error!void {
+    const workers: usize = @intCast(@min(@as(u64, @min(workers_wanted, workers_max)), total));
+    if (workers <= 1) return work(ctx, 0, total, d);
+    const S = Slot(Ctx, work);
     const alloc = std.heap.c_allocator;
-    const slots = alloc.alloc(Slot, workers) catch return work(ctx, 0, total, d);
+    const slots = alloc.alloc(S, workers) catch return work(ctx, 0, total, d);
     defer alloc.free(slots);
     // total * (k+1) cannot overflow: totals are record counts (< 2^48) or shard counts.
     for (slots, 0..) |*slot, k| {
@@ -104,13 +111,13 @@ pub fn run(
         .total = total,
     };
     for (slots[1..]) |*slot| {
-        slot.thread = std.Thread.spawn(.{ .stack_size = worker_stack_bytes }, Slot.main, .{ ctx, slot, &shared, split }) catch null;
+        slot.thread = std.Thread.spawn(.{ .stack_size = worker_stack_bytes }, S.main, .{ ctx, slot, &shared, split }) catch null;
     }
-    Slot.main(ctx, &slots[0], &shared, split);
+    S.main(ctx, &slots[0], &shared, split);
     for (slots[1..]) |*slot| {
-        if (slot.thread) |t| t.join() else Slot.main(ctx, slot, &shared, split);
+        if (slot.thread) |t| t.join() else S.main(ctx, slot, &shared, split);
     }
-    var first: ?*Slot = null;
+    var first: ?*S = null;
     for (slots) |*slot| {
         if (slot.result != null and (first == null or slot.failed_at < first.?.failed_at)) first = slot;
     }

@@ -94,13 +94,13 @@ pub const decoder_slots_count: usize = 16;
 /// For large records the system call costs little next to the copy itself (a 32 KiB copy
 /// takes about 3 µs, a pread call about 1 µs more); for small records it would dominate, and
 /// the prefetching copy from the mapping is kept.
-pub const pread_record_bytes_min: u64 = 32 << 10;
-/// A store whose records average at least `pread_record_bytes_min` stored bytes reads its
-/// small records with pread too. The page cache holds file data in large folios, and a fault
-/// on one page of a mapping maps the whole folio (up to 2 MiB, measured: 206 records under
-/// 32 KiB of a 1,493-record zstd image store mapped 46 MiB of it); in such a store the few
-/// small records are not worth that, and the mapping is then never touched.
 ///
+/// A store whose records average at least this many stored bytes reads its small records
+/// with pread too (`Reader.pread_every_record`). The page cache holds file data in large
+/// folios, and a fault on one page of a mapping maps the whole folio (up to 2 MiB, measured:
+/// 206 records under 32 KiB of a 1,493-record zstd image store mapped 46 MiB of it); in such a
+/// store the few small records are not worth that, and the mapping is then never touched.
+pub const pread_record_bytes_min: u64 = 32 << 10;
 /// Largest compressed (or, in verify, raw) record read into a worker's scratch buffer; larger
 /// ones are read through the mapping, so that a worker never holds more than this much
 /// scratch. Such records are so large that their own pages dwarf the mapping's overhead.
@@ -281,20 +281,12 @@ pub const Reader = struct {
     }
 
     fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
-        const hfd = openStoreFile(dfd, "header.zrh") catch {
-            const e = sys.errno();
-            // [ZR-PUB-004]
-            if (e == sys.ENOENT) return d.failOs(error.NotPublished, e, "'{s}' has no header.zrh: " ++
-                "it is not a published zrecord store (an unfinished or aborted write leaves " ++
-                "such a directory) (ZR-PUB-004)", .{path});
-            if (e == sys.ELOOP) return linkError(d, path, "header.zrh");
-            return d.failOs(error.Io, e, "cannot open '{s}/header.zrh'", .{path});
-        };
+        // [ZR-PUB-004]
+        const st = try openRegular(dfd, path, "header.zrh", d) orelse return d.failOs(error.NotPublished,
+            sys.ENOENT, "'{s}' has no header.zrh: it is not a published zrecord store (an " ++
+            "unfinished or aborted write leaves such a directory) (ZR-PUB-004)", .{path});
+        const hfd = st.fd;
         defer sys.close(hfd);
-        const st = sys.fstat(hfd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
-            "'{s}/header.zrh'", .{path});
-        if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/header.zrh' is not a regular " ++
-            "file", .{path});
         // The magic and version are judged before the size, so that a file of another kind or
         // a newer major is reported as such ([ZR-HDR-002]).
         var prefix: [12]u8 = undefined;
@@ -319,20 +311,13 @@ pub const Reader = struct {
         for (0..r.header.data_shards) |k| {
             const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
             d.shard = @intCast(k);
-            const fd = openStoreFile(dfd, name) catch {
-                const e = sys.errno();
-                // [ZR-GEN-001]
-                if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing " ++
-                    "its shard file {s} (the header names {d} shards) (ZR-GEN-001)", .{ r.path, name, r.header.data_shards });
-                if (e == sys.ELOOP) return linkError(d, r.path, name);
-                return d.failOs(error.Io, e, "cannot open '{s}/{s}'", .{ r.path, name });
-            };
+            // [ZR-GEN-001]
+            const st = try openRegular(dfd, r.path, name, d) orelse return d.failOs(error.Corrupt,
+                sys.ENOENT, "store '{s}' is missing its shard file {s} (the header names {d} " ++
+                "shards) (ZR-GEN-001)", .{ r.path, name, r.header.data_shards });
+            const fd = st.fd;
             // Kept open for the pread path; releaseFiles closes it, on failure too.
             r.fds[k] = fd;
-            const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
-                "'{s}/{s}'", .{ r.path, name });
-            if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/{s}' is not a regular " ++
-                "file", .{ r.path, name });
             // [ZR-HDR-010]
             const want = r.header.shard_sizes[k];
             if (st.size != want) return d.fail(error.Corrupt, "'{s}/{s}' has {d} bytes, but the " ++
@@ -342,7 +327,7 @@ pub const Reader = struct {
                 "'{s}/{s}' is too large to map on this platform", .{ r.path, name });
             r.maps[k] = sys.mmapRead(fd, len) catch {
                 const e = sys.errno();
-                return d.failOs(if (e == 12) error.OutOfMemory else error.Io, e, "cannot map " ++
+                return d.failOs(if (e == sys.ENOMEM) error.OutOfMemory else error.Io, e, "cannot map " ++
                     "'{s}/{s}' ({d} bytes)", .{ r.path, name, st.size });
             };
             r.guard_ranges[k] = .{ .base = r.maps[k].ptr, .len = r.maps[k].len };
@@ -355,18 +340,10 @@ pub const Reader = struct {
     }
 
     fn readIndex(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
-        const fd = openStoreFile(dfd, "index.zri") catch {
-            const e = sys.errno();
-            if (e == sys.ENOENT) return d.failOs(error.Corrupt, e, "store '{s}' is missing its " ++
-                "index.zri (ZR-GEN-001)", .{r.path});
-            if (e == sys.ELOOP) return linkError(d, r.path, "index.zri");
-            return d.failOs(error.Io, e, "cannot open '{s}/index.zri'", .{r.path});
-        };
+        const st = try openRegular(dfd, r.path, "index.zri", d) orelse return d.failOs(error.Corrupt,
+            sys.ENOENT, "store '{s}' is missing its index.zri (ZR-GEN-001)", .{r.path});
+        const fd = st.fd;
         defer sys.close(fd);
-        const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
-            "'{s}/index.zri'", .{r.path});
-        if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/index.zri' is not a regular " ++
-            "file", .{r.path});
         // [ZR-HDR-011] The size is checked before the index is allocated.
         if (st.size != r.header.index_size) return d.fail(error.Corrupt, "'{s}/index.zri' has " ++
             "{d} bytes, but the header's index_size says {d} (ZR-HDR-011)", .{ r.path, st.size, r.header.index_size });
@@ -1188,6 +1165,25 @@ fn indexChecksumError(r: *const Reader, d: *Diag) Error {
 /// not block this open until some writer opens it.
 fn openStoreFile(dfd: sys.Fd, name: [*:0]const u8) sys.OsError!sys.Fd {
     return sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NONBLOCK | sys.O_NOFOLLOW, 0);
+}
+
+/// A store file opened with `openStoreFile` and checked to be a regular file, with its size.
+const StoreFile = struct { fd: sys.Fd, size: u64 };
+
+/// Opens store file `name` and checks that it is a regular file; null (errno ENOENT) when it
+/// does not exist, which each caller reports by the rule it breaks. The caller closes `fd`.
+fn openRegular(dfd: sys.Fd, path: []const u8, name: [:0]const u8, d: *Diag) Error!?StoreFile {
+    const fd = openStoreFile(dfd, name) catch {
+        const e = sys.errno();
+        if (e == sys.ENOENT) return null;
+        if (e == sys.ELOOP) return linkError(d, path, name);
+        return d.failOs(error.Io, e, "cannot open '{s}/{s}'", .{ path, name });
+    };
+    errdefer sys.close(fd);
+    const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
+        "'{s}/{s}'", .{ path, name });
+    if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/{s}' is not a regular file", .{ path, name });
+    return .{ .fd = fd, .size = st.size };
 }
 
 fn linkError(d: *Diag, path: []const u8, name: []const u8) Error {
