@@ -1,6 +1,6 @@
 """``loaderx-convert SOURCE ROOT``: convert a Hub dataset, a save_to_disk folder or parquet files.
 
-Exit statuses (``loaderx_converter._console``): 0 published, 1 the dataset cannot be converted
+Exit statuses (``zrecord.console``): 0 published, 1 the dataset cannot be converted
 as asked, 2 usage, 3 the system failed (I/O, the Hub or the network, memory), 130 Ctrl-C,
 141 the reader of the output went away.
 """
@@ -22,16 +22,26 @@ from loaderx_converter import (
     from_local,
     huggingface,
 )
-from loaderx_converter._console import (
+from zrecord.console import (
     EXIT_OK,
     EXIT_RUNTIME,
-    EXIT_UNCONVERTIBLE,
+    EXIT_USAGE,
     HelpFormatter,
     epilog,
     paragraph,
     run_tool,
     say,
 )
+
+EXIT_UNCONVERTIBLE = 1  # the dataset cannot be converted as asked; running again won't help
+# The exit statuses of --help (zrecord.console.STATUSES_COMMON follow).
+STATUSES = [
+    (EXIT_OK, "success: ROOT is published"),
+    (EXIT_UNCONVERTIBLE, "the dataset cannot be converted as asked (unsupported feature, null,\n"
+                         "unsafe split or column name, bad option value, ROOT exists)"),
+    (EXIT_USAGE, "usage error (unknown option, missing argument, unreadable --dict file)"),
+    (EXIT_RUNTIME, "the system failed (I/O error, the Hub or the network, out of memory)"),
+]
 
 
 def _unsafe_name_message(exc: UnsafePathError) -> str:
@@ -88,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
             "ROOT/split/column, published at once: ROOT appears only when every store is "
             "written. SOURCE is a Hub repository id, a save_to_disk folder, or parquet "
             "file(s) / a folder of them."),
-        epilog=epilog(_EXAMPLES))
+        epilog=epilog(STATUSES, _EXAMPLES))
     parser.add_argument("source", metavar="SOURCE",
                         help="Hub dataset id (e.g. ylecun/mnist), or a local path: a "
                              "save_to_disk folder, a parquet file or a folder of them")
@@ -171,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 
     With `argv` None this process is the command (the console script, ``python -m
     loaderx_converter.cli``): it reads ``sys.argv``, and Ctrl-C ends the process by SIGINT
-    once its one line is printed (see ``loaderx_converter._console``). With a list, nothing
+    once its one line is printed (see ``zrecord.console``). With a list, nothing
     outside the call is touched and an interrupt returns 130.
     """
     return run_tool("loaderx-convert", lambda: _run(argv), as_program=argv is None)

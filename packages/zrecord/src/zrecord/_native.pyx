@@ -9,7 +9,8 @@ Invariants:
   which has no buffer protocol, and costs ~0.1 us per array. The caller keeps the arrays alive.
 - Every array is checked here (C-contiguous, aligned, writeable where written, size) before its
   pointer reaches native code.
-- Every native call runs with the GIL released.
+- Every native call runs with the GIL released, except three that only read a constant table or
+  one field (zr_result_name, zr_dtype_info, zr_staging_dir).
 - Every failure goes through `_fail`, the one place that turns a zr_status into an exception.
 """
 

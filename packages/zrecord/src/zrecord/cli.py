@@ -8,7 +8,7 @@
   zrecord stats PATH         distribution of record sizes (and of shapes, for Ragged)
 
 Every command takes ``--json`` for output that scripts can parse: strict JSON (RFC 8259).
-Errors print one line to stderr. Exit statuses (``zrecord._console``): 0 success; 1 PATH is
+Errors print one line to stderr. Exit statuses (``zrecord.console``): 0 success; 1 PATH is
 not a valid store (nothing there, a folder, an unfinished write, corrupt) or ``verify`` found
 a corrupt record; 2 usage; 3 the system failed (I/O, permissions, memory) or ``verify`` could
 not check every record; 130 Ctrl-C; 141 the reader of the output went away.
@@ -42,16 +42,6 @@ from typing import Any
 import numpy as np
 
 from zrecord import __version__
-from zrecord._console import (
-    EXIT_INVALID,
-    EXIT_OK,
-    EXIT_RUNTIME,
-    HelpFormatter,
-    epilog,
-    paragraph,
-    run_tool,
-    say,
-)
 from zrecord._reader import Dense, Ragged, open_store
 from zrecord._tree import (
     ALIVE,
@@ -67,7 +57,28 @@ from zrecord._tree import (
     temporaries_of,
     writer_state,
 )
+from zrecord.console import (
+    EXIT_OK,
+    EXIT_RUNTIME,
+    EXIT_USAGE,
+    HelpFormatter,
+    epilog,
+    paragraph,
+    run_tool,
+    say,
+)
 from zrecord.errors import StoreNotFoundError, StoreOSError, ZrecordError
+
+EXIT_INVALID = 1  # the store is not a valid store, or verification found it corrupt
+# The exit statuses of --help (console.STATUSES_COMMON follow).
+STATUSES = [
+    (EXIT_OK, "success"),
+    (EXIT_INVALID, "PATH is not a valid store (nothing there, not a store, an unfinished\n"
+                   "write, corrupt), or verify found a corrupt record"),
+    (EXIT_USAGE, "usage error"),
+    (EXIT_RUNTIME, "the system failed (I/O error, permission denied, out of memory), or\n"
+                   "verify could not check every record (see --max-record-bytes)"),
+]
 
 # Records whose decoded size exceeds this are not decoded (flag --max-record-bytes): the read
 # API decodes a record whole. `head` wants a few values and keeps recycled buffers, so it
@@ -457,7 +468,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="zrecord", formatter_class=HelpFormatter,
         description=paragraph("Inspect and check zrecord stores. Every command takes --json "
                               "for output that scripts can parse (strict JSON, RFC 8259)."),
-        epilog=epilog([e for name in COMMANDS for e in _EXAMPLES[name][:1]]))
+        epilog=epilog(STATUSES, [e for name in COMMANDS for e in _EXAMPLES[name][:1]]))
     ap.add_argument("--version", action="version", version=f"zrecord {__version__}",
                     help="print the version of zrecord and exit")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands",
@@ -467,7 +478,7 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=summary,
                            description=paragraph(summary[:1].upper() + summary[1:] + "."),
                            formatter_class=HelpFormatter,
-                           epilog=epilog(_EXAMPLES[name]))
+                           epilog=epilog(STATUSES, _EXAMPLES[name]))
         p.add_argument("path", metavar="PATH",
                        help="a store (a folder holding header.zrh)"
                             + ("; or a folder of stores, listed as a table" if name == "info"
@@ -664,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
 
     With `argv` None this process is the command (the console script, ``python -m
     zrecord.cli``): it reads ``sys.argv``, and Ctrl-C ends the process by SIGINT once its one
-    line is printed (see ``zrecord._console``). With a list, nothing outside the call is
+    line is printed (see ``zrecord.console``). With a list, nothing outside the call is
     touched and an interrupt returns 130.
     """
     return run_tool("zrecord", lambda: _run(argv), as_program=argv is None)

@@ -1,4 +1,5 @@
-"""What makes the ``zrecord`` console script behave like a Unix tool.
+"""What makes a command-line tool built on zrecord behave like a Unix tool: the ``zrecord``
+command uses it, and so does ``loaderx-convert`` (it is public for such tools).
 
 Invariants of this module:
 - Every run ends with one of the exit statuses below, and each status means one thing.
@@ -21,19 +22,13 @@ import textwrap
 from collections.abc import Callable
 
 EXIT_OK = 0
-EXIT_INVALID = 1  # the store is not a valid store, or verification found it corrupt
 EXIT_USAGE = 2  # argparse's own status for a usage error
-EXIT_RUNTIME = 3  # I/O, permissions, memory: the environment failed, not the store
+EXIT_RUNTIME = 3  # I/O, permissions, memory: the environment failed, not the input
 EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
-STATUSES = [
-    (EXIT_OK, "success"),
-    (EXIT_INVALID, "PATH is not a valid store (nothing there, not a store, an unfinished\n"
-                   "write, corrupt), or verify found a corrupt record"),
-    (EXIT_USAGE, "usage error"),
-    (EXIT_RUNTIME, "the system failed (I/O error, permission denied, out of memory), or\n"
-                   "verify could not check every record (see --max-record-bytes)"),
+# The last two lines of every tool's exit-status table.
+STATUSES_COMMON = [
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C, SIGINT)"),
     (EXIT_BROKEN_PIPE, "the reader of the output went away (as for cat; no message)"),
 ]
@@ -55,14 +50,19 @@ def paragraph(text: str) -> str:
     return textwrap.fill(text, width=79)
 
 
-def epilog(examples: list[tuple[str, str]]) -> str:
-    """The end of a ``--help``: the exit statuses and a few examples, as aligned plain text."""
+def epilog(statuses: list[tuple[int, str]], examples: list[tuple[str, str]]) -> str:
+    """The end of a ``--help``: the exit statuses (a tool's own, then `STATUSES_COMMON`) and a
+    few examples, as aligned plain text. Examples longer than a line put their comment below."""
     lines = ["exit status:"]
     # A meaning may run over lines; they continue under its first word.
-    lines += [f"  {code:<4} " + meaning.replace("\n", "\n       ") for code, meaning in STATUSES]
+    lines += [f"  {code:<4} " + meaning.replace("\n", "\n       ")
+              for code, meaning in statuses + STATUSES_COMMON]
     lines += ["", "examples:"]
     width = max(len(command) for command, _ in examples)
-    lines += [f"  {command:<{width}}  # {what}" for command, what in examples]
+    if width <= 40:
+        lines += [f"  {command:<{width}}  # {what}" for command, what in examples]
+    else:
+        lines += [f"  {command}\n      {what}" for command, what in examples]
     return "\n".join(lines)
 
 
