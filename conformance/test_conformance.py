@@ -160,3 +160,38 @@ def test_valid_stores_are_exactly_what_writers_may_produce(folder: Path, case: d
         )
         for (_, end), (start, _) in zip(ranges, ranges[1:]):
             assert end <= start, (shard, ranges)
+
+
+def _dump_bytes(block: str) -> bytes:
+    """The bytes of one annotated hex dump of spec section 10: each line starts with a 3-digit
+    offset and the bytes it labels; "00 ... 00 (35 bytes)" stands for a run."""
+    import re
+
+    out = bytearray()
+    for line in block.splitlines():
+        m = re.match(r"^([0-9a-f]{3})\s+((?:[0-9a-f]{2} )+)", line + " ")
+        if not m:
+            continue
+        assert int(m.group(1), 16) == len(out), line
+        run = re.match(r"^[0-9a-f]{3}\s+([0-9a-f]{2}) \.\.\. [0-9a-f]{2} \((\d+) bytes\)", line)
+        if run:
+            out += bytes([int(run.group(1), 16)]) * int(run.group(2))
+        else:
+            out += bytes.fromhex(m.group(2))
+    return bytes(out)
+
+
+def test_the_hex_dump_of_the_spec_is_the_minimal_vector() -> None:
+    """Spec section 10 labels every byte of v1.1/valid/minimal_ragged_raw: its dumps must be
+    those bytes ([ZR-GEN-001], [ZR-HDR-003])."""
+    import re
+
+    text = (HERE.parent / "spec" / "format-v1.md").read_text(encoding="utf-8")
+    section = text[text.index("## 10. A minimal store"):text.index("## 11. ")]
+    blocks = re.findall(r"```\n(.*?)```", section, flags=re.S)
+    store = HERE / "v1.1" / "valid" / "minimal_ragged_raw" / "store"
+    assert _dump_bytes(blocks[0]) == (store / "header.zrh").read_bytes()
+    assert _dump_bytes(blocks[1]) == (store / "index.zri").read_bytes()
+    shard = re.search(r"`data-000\.zrd`, 8 bytes: `([0-9a-f ]+)` .*? `([0-9a-f ]+)`", section)
+    assert shard is not None
+    assert bytes.fromhex(shard.group(1) + shard.group(2)) == (store / "data-000.zrd").read_bytes()

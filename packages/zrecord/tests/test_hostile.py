@@ -333,3 +333,41 @@ def test_fuzz_harness_catches_crashes_hangs_and_overallocation(tmp_path, selftes
     saved = os.listdir(tmp_path / "findings")
     assert any(name.endswith(".json") for name in saved)
     assert any(name.endswith(".store") for name in saved)
+
+
+def test_a_socket_in_place_of_a_store_file_is_corrupt(tmp_path, monkeypatch):
+    """[ZR-GEN-004] [ZR-GEN-006] open(2) of a socket fails (ENXIO) instead of opening a file
+    of another type: it is still a store file that is present and not regular."""
+    import socket
+
+    path = write(str(tmp_path / "s"), dense_store((2,), [np.arange(2, dtype="<i4").tobytes()]
+                                                  ).encode())
+    os.remove(os.path.join(path, "index.zri"))
+    monkeypatch.chdir(path)  # a socket's path is limited to 108 bytes
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("index.zri")
+        with pytest.raises(CorruptStoreError, match="not a regular file"):
+            zrecord.open_store(path)
+
+
+def test_the_store_path_nothing_there_or_not_a_directory(tmp_path):
+    """[ZR-GEN-005] Nothing at the path (or a dangling link) is StoreNotFoundError
+    (not_found); a file there is NotPublishedError (not_published)."""
+    with pytest.raises(zrecord.errors.StoreNotFoundError):
+        zrecord.open_store(str(tmp_path / "none"))
+    os.symlink("none", tmp_path / "link")
+    with pytest.raises(zrecord.errors.StoreNotFoundError):
+        zrecord.open_store(str(tmp_path / "link"))
+    (tmp_path / "file").write_bytes(b"\x89ZREC\r\n\x1a")
+    with pytest.raises(zrecord.errors.NotPublishedError, match="not a directory"):
+        zrecord.open_store(str(tmp_path / "file"))
+
+
+def test_a_header_above_the_largest_valid_size_is_corrupt_before_it_is_read(tmp_path):
+    """[ZR-HDR-022] A sparse header.zrh of 1 GiB with a valid start is refused from its size."""
+    path = write(str(tmp_path / "s"), dense_store((2,), [np.arange(2, dtype="<i4").tobytes()]
+                                                  ).encode())
+    with open(os.path.join(path, "header.zrh"), "r+b") as f:
+        f.truncate(1 << 30)
+    with pytest.raises(CorruptStoreError, match="largest valid header"):
+        zrecord.open_store(path)
