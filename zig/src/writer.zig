@@ -148,8 +148,9 @@ pub const Writer = struct {
                 error.OutOfMemory => return noMemory(d, "the compression dictionary"),
                 else => return d.fail(error.InvalidArgument, "the {d}-byte dictionary given for " ++
                     "store '{s}' is not a valid zstd dictionary (it starts with the zstd " ++
-                    "dictionary magic but its entropy tables are malformed); pass a dictionary " ++
-                    "made by train_dict", .{ w.dict.len, path }),
+                    "dictionary magic but breaks spec section 6.3: a Dictionary_ID of 0, " ++
+                    "malformed entropy tables or repeat offsets); pass a dictionary made by " ++
+                    "train_dict", .{ w.dict.len, path }),
             };
         }
         w.stage = try staging.Staging.create(path, d);

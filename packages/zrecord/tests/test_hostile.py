@@ -371,3 +371,15 @@ def test_a_header_above_the_largest_valid_size_is_corrupt_before_it_is_read(tmp_
         f.truncate(1 << 30)
     with pytest.raises(CorruptStoreError, match="largest valid header"):
         zrecord.open_store(path)
+
+
+def test_a_zstd_dictionary_with_id_0_is_refused_at_create_and_at_open(tmp_path):
+    """[ZR-COD-010] RFC 8878 reserves Dictionary_ID 0; libzstd takes it, spec 1.1 does not, so
+    the writer refuses to make such a store and the reader to open one."""
+    trained = bytearray(zrecord.train_dict(
+        [np.frombuffer(f"row {k % 50} of many similar rows".encode(), np.uint8) for k in range(2000)],
+        dict_size=1024))
+    trained[4:8] = bytes(4)
+    with pytest.raises(zrecord.errors.InvalidArgumentError, match="6.3"):
+        Ragged.create(str(tmp_path / "w"), np.uint8, 1, codec="zstd_dict", dict_bytes=bytes(trained))
+    assert not os.path.exists(tmp_path / "w")
