@@ -292,3 +292,84 @@ def test_close_from_another_thread_always_gives_loader_closed_error(streams):
         name = type(got).__name__
         outcomes[name] = outcomes.get(name, 0) + 1
     assert outcomes.get("LoaderClosedError", 0) > 0, outcomes
+
+
+# -- evaluation passes ([U1] 1) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [Mode.SEQUENTIAL, Mode.CYCLIC])
+def test_one_pass_reads_every_record_once_then_stops(streams, mode):
+    """The eval loop: `for batch in loader` ends after every record was read exactly once,
+    with a final short batch; len() is the number of steps."""
+    with DataLoader(streams, Sampler(N, 64, mode, seed=1, passes=1), workers=3) as loader:
+        assert len(loader) == 8                            # ceil(500 / 64)
+        batches = list(loader)
+        assert len(batches) == 8
+        assert [len(b["y"]) for b in batches] == [64] * 7 + [500 - 7 * 64]
+        assert [len(b["t"]) for b in batches][-1] == 500 - 7 * 64
+        assert batches[-1]["x"].shape == (500 - 7 * 64, 2, 3)
+        ids = np.concatenate([b["y"] for b in batches])
+        assert sorted(ids.tolist()) == list(range(N))
+        if mode is Mode.SEQUENTIAL:
+            assert ids.tolist() == list(range(N))
+        with pytest.raises(StopIteration):                # again and again, not an error
+            next(loader)
+        assert not loader.closed
+        assert loader.state_dict()["step"] == 8
+        loader.load_state_dict({**loader.state_dict(), "step": 6})  # rewinds
+        assert [b["y"].tolist() for b in loader] == [b["y"].tolist() for b in batches[6:]]
+
+
+def test_eval_pass_over_ranks_is_exact_and_every_rank_runs_the_same_steps(streams):
+    """500 records, 3 ranks of 32: 6 steps; the last holds 500 - 5 * 96 = 20 records, split
+    7/7/6. The ranks together read every record once."""
+    seen = []
+    lengths = []
+    for r in range(3):
+        with DataLoader(streams, Sampler(N, 32, Mode.CYCLIC, seed=4, rank=r, world_size=3,
+                                         passes=1)) as loader:
+            got = [b["y"] for b in loader]
+        lengths.append([len(b) for b in got])
+        seen += np.concatenate(got).tolist()
+    assert lengths == [[32] * 5 + [7], [32] * 5 + [7], [32] * 5 + [6]]
+    assert sorted(seen) == list(range(N))
+
+
+def test_an_eval_pass_resumes_exactly(streams):
+    with DataLoader(streams, Sampler(N, 48, Mode.CYCLIC, seed=2, passes=2)) as loader:
+        whole = [b["y"].tolist() for b in loader]
+    for k in (0, 3, 10, 11, 22):
+        with DataLoader(streams, Sampler(N, 48, Mode.CYCLIC, seed=2, passes=2)) as first:
+            head = [next(first)["y"].tolist() for _ in range(k)]
+            state = first.state_dict()
+        with DataLoader(streams, Sampler(N, 48, Mode.CYCLIC, seed=2, passes=2),
+                        state=state) as second:
+            tail = [b["y"].tolist() for b in second]
+        assert head + tail == whole
+
+
+def test_empty_last_batches_reach_the_transform(streams):
+    def count(batch):
+        return len(batch["y"]), len(batch["t"]), batch["x"].shape
+
+    # 500 = 31 * 16 + 4 records: with 8 ranks of 2 the last step gives ranks 4..7 nothing.
+    with DataLoader(streams, Sampler(N, 2, Mode.SEQUENTIAL, rank=7, world_size=8, passes=1),
+                    count) as loader:
+        got = list(loader)
+    assert got[-1] == (0, 0, (0, 2, 3)) and got[0] == (2, 2, (2, 2, 3))
+
+
+def test_a_transform_raising_stop_iteration_is_an_error_not_the_end(streams):
+    def transform(batch):
+        raise StopIteration
+
+    with DataLoader(streams, Sampler(N, 8, Mode.SEQUENTIAL, passes=1), transform) as loader:
+        with pytest.raises(RuntimeError, match="transform raised StopIteration"):
+            next(loader)
+
+
+def test_an_endless_loader_has_no_len(streams):
+    with DataLoader(streams, Sampler(N, 8, Mode.CYCLIC)) as loader:
+        assert bool(loader)
+        with pytest.raises(TypeError, match="endless DataLoader has no len"):
+            len(loader)

@@ -222,3 +222,9 @@ def test_mix_seed_and_step_ranges_are_value_errors():
     mix = Mix([{"x": np.arange(10)}], [1], seed=(1 << 64) - 1, batch_size=2)
     with pytest.raises(ValueError, match="Mix step must be >= 0; got -1"):
         mix.batch(-1)
+
+
+def test_finite_samplers_are_refused():
+    finite = Sampler(30, 8, "cyclic", passes=1)
+    with pytest.raises(ValueError, match="must be endless"):
+        Mix([({"x": np.arange(30)}, finite), {"x": np.arange(30)}], [1, 1], batch_size=8)

@@ -121,3 +121,11 @@ def test_torch_resume_runs_the_remaining_steps_only(streams):
     tail = [b["x"] for b in torch.utils.data.DataLoader(resumed, batch_size=None)]
     assert len(tail) == 6
     assert all(torch.equal(a, b) for a, b in zip(head + tail, full, strict=True))
+
+
+def test_passes_end_the_iteration_after_one_exact_pass(streams):
+    """[U1] 1: an evaluation pass through torch.utils.data.DataLoader ends cleanly."""
+    ds = TorchIterable(streams, 50, "sequential", passes=1)
+    batches = list(torch.utils.data.DataLoader(ds, batch_size=None))
+    assert [len(b["x"]) for b in batches] == [50, 50, 20]
+    assert torch.cat([b["x"][:, 0] for b in batches]).tolist() == [3.0 * i for i in range(N)]

@@ -227,6 +227,10 @@ def _parse_source(k: int, source: Any) -> tuple[dict[str, Stream] | None, Any]:
             if not hasattr(sampler, attr):
                 raise TypeError(f"the sampler of Mix source {k} ({type(sampler).__name__}) has "
                                 f"no {attr!r}: Mix reads any step of it with batch(step)")
+        if getattr(sampler, "steps", None) is not None:
+            raise ValueError(f"the sampler of Mix source {k} ends after {sampler.steps} steps "
+                             "(passes=...); Mix repeats each source at its own pace, so its "
+                             "samplers must be endless")
     return streams, sampler
 
 

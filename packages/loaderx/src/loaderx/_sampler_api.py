@@ -71,7 +71,8 @@ class Sampler(SamplerCore):
     Mode = Mode
 
     def __init__(self, length: int, batch_size: int, mode: Mode | str | int,
-                 seed: int = 0, *, rank: int = 0, world_size: int = 1) -> None:
+                 seed: int = 0, *, rank: int = 0, world_size: int = 1,
+                 passes: int | None = None) -> None:
         length = _positive("length", length)
         batch_size = _positive("batch_size", batch_size)
         world_size = _positive("world_size", world_size)
@@ -94,21 +95,35 @@ class Sampler(SamplerCore):
         if global_batch > LENGTH_MAX:
             raise ValueError(f"Sampler batch_size * world_size must be <= 2**63; got "
                              f"{batch_size} * {world_size} = {global_batch}")
-        if mode is Mode.CYCLIC and global_batch > length:
+        if passes is not None:
+            passes = _int_arg("passes", passes)
+            if mode is Mode.IID:
+                raise ValueError("IID draws with replacement, so it has no passes over the "
+                                 "records; use SEQUENTIAL (in order) or CYCLIC (shuffled) with "
+                                 "passes=")
+            per_pass = -(-length // global_batch)
+            if passes < 1:
+                raise ValueError(f"Sampler passes must be >= 1 or None (endless); got {passes}")
+            if passes * per_pass > U64_MAX:
+                raise ValueError(f"Sampler passes must be <= {U64_MAX // per_pass} for "
+                                 f"{per_pass} steps per pass (steps are 0..2**64-1); got "
+                                 f"{passes}")
+        elif mode is Mode.CYCLIC and global_batch > length:
             raise ValueError(
                 f"CYCLIC draws full batches without replacement, so batch_size * world_size "
                 f"({batch_size} * {world_size} = {global_batch}) must not exceed length "
                 f"({length}); use IID or SEQUENTIAL, or a smaller batch")
-        if world_size > 1 and mode is Mode.SEQUENTIAL and global_batch > length:
+        if passes is None and world_size > 1 and mode is Mode.SEQUENTIAL and \
+                global_batch > length:
             raise ValueError(
                 f"with world_size > 1, SEQUENTIAL needs batch_size * world_size ({global_batch}) "
                 f"<= length ({length}) so that ranks draw disjoint indices")
-        if mode is Mode.IID and world_size > length:
+        if passes is None and mode is Mode.IID and world_size > length:
             raise ValueError(f"IID with world_size {world_size} needs at least one record per "
                              f"rank; length is {length}")
         self._config = {"length": length, "batch_size": batch_size, "mode": mode.name,
-                        "seed": seed, "rank": rank, "world_size": world_size}
-        super().__init__(length, batch_size, int(mode), seed, rank, world_size)
+                        "seed": seed, "rank": rank, "world_size": world_size, "passes": passes}
+        super().__init__(length, batch_size, int(mode), seed, rank, world_size, passes or 0)
 
     # The seed's attribute names.
     @property
@@ -141,24 +156,64 @@ class Sampler(SamplerCore):
         """The number of ranks sharing the index space."""
         return int(self._config["world_size"])
 
+    @property
+    def passes(self) -> int | None:
+        """With ``passes=k``, k; None for the endless default."""
+        passes = self._config["passes"]
+        return None if passes is None else int(passes)
+
+    @property
+    def steps(self) -> int | None:
+        """The number of steps of the whole run (from step 0) with ``passes``; None when
+        endless."""
+        return self._steps
+
+    def __len__(self) -> int:
+        """The number of steps with ``passes``; an endless sampler has no ``len()``."""
+        steps = self._steps
+        if steps is None:
+            raise TypeError("an endless Sampler has no len(); pass passes=1 for one pass over "
+                            "the records")
+        return int(steps)
+
+    def __bool__(self) -> bool:
+        # Without this, `if sampler:` would call __len__, which an endless sampler refuses.
+        return True
+
     def __iter__(self) -> Sampler:
         return self
 
     def seek(self, step: int) -> None:
-        """Make `step` the next step drawn. O(1): nothing is replayed."""
-        super().seek(_u64("step", step))
+        """Make `step` the next step drawn. O(1): nothing is replayed. With passes, `step` is
+        at most ``steps`` (the end: the next draw raises StopIteration)."""
+        step = _u64("step", step)
+        steps = self._steps
+        if steps is not None and step > steps:
+            raise ValueError(f"Sampler step must be in 0..{steps} for a run of {steps} steps; "
+                             f"got {step}")
+        super().seek(step)
 
     def batch(self, step: int) -> np.ndarray:
-        """A new array with the indices of `step` (0..2**64-1); the sampler's own step is
-        unchanged."""
-        return self._batch(_u64("step", step))
+        """A new array with the indices of `step` (0..2**64-1, with passes 0..steps-1); the
+        sampler's own step is unchanged."""
+        step = _u64("step", step)
+        steps = self._steps
+        if steps is not None and step >= steps:
+            raise ValueError(f"Sampler step must be in 0..{steps - 1} for a run of {steps} "
+                             f"steps; got {step}")
+        return self._batch(step)
 
     @property
     def steps_per_cycle(self) -> int | None:
-        """CYCLIC: steps in one permutation of the records; other modes: None."""
+        """Steps in one cycle: CYCLIC endless, one permutation's full batches
+        (``length // (batch_size * world_size)``); with passes, one pass
+        (``ceil(length / (batch_size * world_size))``, SEQUENTIAL too); otherwise None."""
+        global_batch = self.batch_size * self.world_size
+        if self.passes is not None:
+            return -(-self.length // global_batch)
         if self.mode is not Mode.CYCLIC:
             return None
-        return self.length // (self.batch_size * self.world_size)
+        return self.length // global_batch
 
     def state_dict(self) -> dict[str, Any]:
         """The configuration and the next step: small and JSON-serialisable."""
@@ -174,9 +229,10 @@ class Sampler(SamplerCore):
         self.seek(operator.index(state["step"]))
 
     def __repr__(self) -> str:
+        passes = "" if self.passes is None else f", passes={self.passes}"
         return (f"Sampler(length={self.length}, batch_size={self.batch_size}, "
                 f"mode=Sampler.Mode.{self.mode.name}, seed={self.seed}, rank={self.rank}, "
-                f"world_size={self.world_size}) at step {self.step}")
+                f"world_size={self.world_size}{passes}) at step {self.step}")
 
 
 __all__ = ["LENGTH_MAX", "U64_MAX", "Mode", "Sampler"]

@@ -1,10 +1,12 @@
-"""The endless, step-based, thread-pool prefetching DataLoader.
+"""The step-based, thread-pool prefetching DataLoader: endless by default.
 
 ``DataLoader(streams, sampler, transform=None, *, workers=4, prefetch=4, state=None)`` turns a
 dict of equal-length streams (zrecord stores, or any object with ``__len__`` and batch
-indexing) and a sampler into an endless iterator of batches ``{name: values}``: every stream
+indexing) and a sampler into an iterator of batches ``{name: values}``: every stream
 is gathered at the same indices, so record ``i`` lines up across them. Dense streams give
-stacked arrays, Ragged streams lists of arrays; nothing is padded.
+stacked arrays, Ragged streams lists of arrays; nothing is padded. The iterator is as long as
+the sampler: endless for the default ``Sampler``, ``len(sampler)`` steps for one built with
+``passes`` (evaluation), after which ``next()`` raises StopIteration.
 
 Invariants:
 - Step order. The sampler is drawn only by the consuming thread, in step order, and its
@@ -14,6 +16,10 @@ Invariants:
 - Exact resume. The sampler is a pure function of (seed, step), so ``state_dict()`` (the next
   step to deliver, plus the sampler's configuration) is all a resumed run needs: stopping after
   any k batches and resuming yields exactly the batches the uninterrupted run would have.
+- The end. When the sampler's ``next()`` raises StopIteration, no further step is drawn; the
+  steps already drawn are delivered, then ``next()`` raises StopIteration (every time) and the
+  loader stays open until ``close()``. A StopIteration raised by the transform is a
+  RuntimeError in the consumer, never a silent end.
 - Bounded memory. ``prefetch`` is a budget of batches: at most ``prefetch`` batches exist at
   once, counting the one last delivered (the consumer still holds it while it asks for the
   next), so ``prefetch - 1`` steps are in flight (at least one). Peak batch memory is about
@@ -48,6 +54,10 @@ class LoaderClosedError(RuntimeError):
     """The DataLoader was closed (explicitly, by an error, or at interpreter exit)."""
 
 
+class _Exhausted(Exception):
+    """Internal: a finite sampler has ended and every drawn step was delivered."""
+
+
 def _shutdown(executor: concurrent.futures.ThreadPoolExecutor) -> None:
     executor.shutdown(wait=True, cancel_futures=True)
 
@@ -74,7 +84,11 @@ def _run_step(streams: dict[str, Any], transform: Callable[[dict[str, Any]], Any
     t0 = time.perf_counter()
     batch = {name: stream[indices] for name, stream in streams.items()}
     t1 = time.perf_counter()
-    out = transform(batch) if transform is not None else batch
+    try:
+        out = transform(batch) if transform is not None else batch
+    except StopIteration as exc:
+        # In the consumer's next() it would read as the end of the data (PEP 479's reason).
+        raise RuntimeError("the transform raised StopIteration") from exc
     t2 = time.perf_counter()
     with stats.lock:
         stats.gather_s += t1 - t0
@@ -83,7 +97,8 @@ def _run_step(streams: dict[str, Any], transform: Callable[[dict[str, Any]], Any
 
 
 class DataLoader:
-    """Endless iterator of index-aligned batches from a dict of streams. See the module docs."""
+    """Iterator of index-aligned batches from a dict of streams, as long as its sampler
+    (endless by default). See the module docs."""
 
     def __init__(self, streams: Mapping[str, Any], sampler: Any,
                  transform: Callable[[dict[str, Any]], Any] | None = None, *,
@@ -132,6 +147,7 @@ class DataLoader:
         # inside next().
         self._lock = threading.Lock()
         self._closed = False
+        self._exhausted = False  # the sampler raised StopIteration: no step after _pending
         self._error: BaseException | None = None
         self._next_step = int(getattr(sampler, "step", 0))
         self.step: int | None = None  # step of the batch last delivered
@@ -164,8 +180,13 @@ class DataLoader:
             if self._closed:
                 raise self._closed_error()
             # The consumer still holds the batch last delivered: it counts against prefetch.
-            while len(self._pending) < max(1, self._prefetch - 1):
-                self._submit()
+            while not self._exhausted and len(self._pending) < max(1, self._prefetch - 1):
+                try:
+                    self._submit()
+                except StopIteration:
+                    self._exhausted = True  # a finite sampler (passes=...) has ended
+            if not self._pending:
+                raise _Exhausted
             return self._pending.popleft()
 
     def _closed_error(self) -> LoaderClosedError:
@@ -178,6 +199,10 @@ class DataLoader:
             t = time.perf_counter()
             result = future.result()
             wait = time.perf_counter() - t
+        except _Exhausted:
+            # Every step of a finite sampler was delivered: the iteration ends; the loader
+            # stays open (load_state_dict can rewind it) until close().
+            raise StopIteration from None
         except LoaderClosedError:
             raise
         except BaseException as exc:
@@ -202,6 +227,19 @@ class DataLoader:
     def next(self) -> Any:
         """The next batch (same as ``next(loader)``)."""
         return self.__next__()
+
+    def __len__(self) -> int:
+        """The number of steps of the run, from step 0, when the sampler is finite (a
+        ``Sampler`` with ``passes``); an endless loader has no ``len()``."""
+        try:
+            return len(self._sampler)
+        except TypeError:
+            raise TypeError("an endless DataLoader has no len(); build its Sampler with "
+                            "passes=1 for one pass over the records") from None
+
+    def __bool__(self) -> bool:
+        # Without this, `if loader:` would call __len__, which an endless loader refuses.
+        return True
 
     # -- resume ---------------------------------------------------------------------------
 
@@ -245,6 +283,7 @@ class DataLoader:
                 if not future.cancelled():
                     concurrent.futures.wait([future])
             self._pending.clear()
+            self._exhausted = False
         self._next_step = step
         self.step = step - 1 if step > 0 else None
 

@@ -1,10 +1,10 @@
 """The stateless sampler: batch indices as a pure function of (seed, step).
 
-``Sampler(length, batch_size, mode, seed=0, *, rank=0, world_size=1)`` draws one batch of
-record indices per step. ``next()`` (and iteration) returns a read-only view of one reused
-uint64 buffer: it is *borrowed* until the next draw from the same sampler, so copy it only if
-it must outlive that draw. ``seek(step)`` is O(1) and makes ``step`` the next one drawn, so a
-run resumes without replaying draws. The sampler is endless.
+``Sampler(length, batch_size, mode, seed=0, *, rank=0, world_size=1, passes=None)`` draws
+one batch of record indices per step. ``next()`` (and iteration) returns a read-only view of
+one reused uint64 buffer: it is *borrowed* until the next draw from the same sampler, so copy
+it only if it must outlive that draw. ``seek(step)`` is O(1) and makes ``step`` the next one
+drawn, so a run resumes without replaying draws. The sampler is endless unless ``passes`` is given.
 
 Modes:
 
@@ -14,6 +14,18 @@ Modes:
   batches; when ``length`` is not a multiple of the global batch, each cycle omits
   ``length mod (batch_size * world_size)`` records, chosen afresh by each cycle's permutation. No dataset-sized permutation is
   ever allocated (the permutation is a keyed bijection computed per index).
+
+Passes (evaluation): ``Sampler(..., passes=k)`` with SEQUENTIAL or CYCLIC reads every record
+exactly once per pass, for ``k`` passes, then ``next()`` raises StopIteration; ``len(sampler)``
+and ``sampler.steps`` are the number of steps, ``k * ceil(length / (batch_size *
+world_size))``. Nothing is dropped: the last step of each pass holds the
+``length mod (batch_size * world_size)`` remaining records (SEQUENTIAL: the last ones in
+order; CYCLIC: the end of that pass's permutation; a pass of CYCLIC is the permutation of the
+cycle with the same number). With several ranks, every rank still runs the same number of
+steps, and that last step's records are split as evenly as the ranks allow: rank ``r`` gets
+``rem // world_size`` of them plus one if ``r < rem % world_size`` (``rem`` the remainder), so
+its last batch may be short or empty (zero records) while the ranks together cover every
+record exactly once. IID draws with replacement and has no passes (a ValueError).
 
 Arguments: ``length`` is 1..2**63; ``batch_size`` and ``world_size`` are at least 1, with
 ``batch_size * world_size`` at most 2**63; ``rank`` is 0..world_size-1; ``seed`` is any

@@ -18,7 +18,9 @@ Invariants:
 - Resume. ``state_dict()`` is the position after the batch last yielded (None before the
   first), and ``load_state_dict(state)`` makes the next iteration continue from it.
 - ``steps`` is the length of the run counted from step 0, not per iteration: a run of
-  ``steps=10`` stopped after 4 batches and resumed yields the remaining 6.
+  ``steps=10`` stopped after 4 batches and resumed yields the remaining 6. With ``passes``
+  (evaluation: every record once per pass, see ``loaderx.sampler``) the run also ends when
+  the sampler does, whichever comes first.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
     def __init__(self, streams: Mapping[str, Any], batch_size: int, mode: Mode | str,
                  seed: int = 0, transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
                  steps: int | None = None, workers: int = 4, prefetch: int = 4,
-                 rank: int | None = None, world_size: int | None = None) -> None:
+                 rank: int | None = None, world_size: int | None = None,
+                 passes: int | None = None) -> None:
         super().__init__()
         self.streams = dict(streams)
         self.batch_size = batch_size
@@ -88,6 +91,7 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         self.prefetch = prefetch
         self.rank = rank
         self.world_size = world_size
+        self.passes = passes
         self._state: dict[str, Any] | None = None
 
     def sampler(self) -> Sampler:
@@ -98,7 +102,7 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         world = world if self.world_size is None else self.world_size
         length = len(next(iter(self.streams.values())))
         return Sampler(length, self.batch_size, self.mode, self.seed, rank=rank,
-                       world_size=world)
+                       world_size=world, passes=self.passes)
 
     def __iter__(self) -> Iterator[Any]:
         worker = torch.utils.data.get_worker_info()
@@ -111,7 +115,10 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         with DataLoader(self.streams, self.sampler(), self.transform, workers=self.workers,
                         prefetch=self.prefetch, state=self._state) as loader:
             while self.steps is None or step < self.steps:
-                batch = next(loader)
+                try:
+                    batch = next(loader)
+                except StopIteration:  # `passes` given: every record was delivered
+                    return
                 self._state = loader.state_dict()
                 step = self._state["step"]
                 yield batch
