@@ -75,7 +75,7 @@ def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> N
             optimizer.zero_grad()
             loss.backward()  # DDP averages the gradients of all ranks here
             optimizer.step()
-            log.write(json.dumps({"step": loader.step, "ids": batch["id"].tolist(),
+            log.write(json.dumps({"step": loader.last_step, "ids": batch["id"].tolist(),
                                   "loss": loss.item()}) + "\n")
             step += 1
     # One shared checkpoint: rank 0 writes the model and every rank's loader state.

@@ -66,7 +66,7 @@ def test_delivery_is_in_step_order_under_a_randomly_sleeping_transform(streams):
     with DataLoader({"y": streams["y"]}, Sampler(N, 1, Mode.SEQUENTIAL), transform,
                     workers=8, prefetch=8) as loader:
         got = [next(loader) for _ in range(120)]
-        assert loader.step == 119
+        assert loader.last_step == 119 and loader.step == 120
     assert got == list(range(120))
 
 
@@ -373,3 +373,26 @@ def test_an_endless_loader_has_no_len(streams):
         assert bool(loader)
         with pytest.raises(TypeError, match="endless DataLoader has no len"):
             len(loader)
+
+
+def test_step_means_the_next_step_everywhere(streams):
+    """[U1] 2: loader.step and state_dict()["step"] were off by one (the batch last delivered
+    against the next one). Now both, like Sampler.step and Mix.step, are the next step;
+    last_step is the batch just delivered."""
+    sampler = Sampler(N, 8, Mode.CYCLIC, seed=1)
+    with DataLoader(streams, sampler, prefetch=4) as loader:
+        assert loader.step == loader.state_dict()["step"] == 0 and loader.last_step is None
+        for k in range(5):
+            next(loader)
+            assert loader.last_step == k
+            assert loader.step == loader.state_dict()["step"] == k + 1
+        assert sampler.step > loader.step         # the sampler runs ahead by what is in flight
+        state = loader.state_dict()
+    with DataLoader(streams, Sampler(N, 8, Mode.CYCLIC, seed=1), state=state) as resumed:
+        assert resumed.step == 5 and resumed.last_step is None
+        next(resumed)
+        assert resumed.last_step == 5 and resumed.step == 6
+    seeked = Sampler(N, 8, Mode.CYCLIC, seed=1)
+    seeked.seek(40)
+    with DataLoader(streams, seeked) as loader:
+        assert loader.step == 40

@@ -12,7 +12,11 @@ Invariants:
 - Step order. The sampler is drawn only by the consuming thread, in step order, and its
   borrowed index view is copied before the next draw. Gather and transform run on ``workers``
   threads and may finish in any order, but batches are delivered strictly in step order.
-  ``loader.step`` is the step of the batch last delivered.
+- One meaning of "step". ``loader.step``, ``state_dict()["step"]``, ``Sampler.step`` and
+  ``Mix.step`` are all the step of the *next* batch: the number of steps before it, counted
+  from step 0. ``loader.last_step`` is the step of the batch last delivered (``step - 1``, or
+  None before this loader delivered one). While a loader runs, its sampler's own ``step`` is
+  ahead of ``loader.step`` by the steps in flight; the loader's is the one to save.
 - Exact resume. The sampler is a pure function of (seed, step), so ``state_dict()`` (the next
   step to deliver, plus the sampler's configuration) is all a resumed run needs: stopping after
   any k batches and resuming yields exactly the batches the uninterrupted run would have.
@@ -150,7 +154,7 @@ class DataLoader:
         self._exhausted = False  # the sampler raised StopIteration: no step after _pending
         self._error: BaseException | None = None
         self._next_step = int(getattr(sampler, "step", 0))
-        self.step: int | None = None  # step of the batch last delivered
+        self._last_step: int | None = None
         if state is not None:
             self.load_state_dict(state)
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -172,6 +176,18 @@ class DataLoader:
 
     def __iter__(self) -> DataLoader:
         return self
+
+    @property
+    def step(self) -> int:
+        """The step of the next batch: the number of steps before it, from step 0. Equal to
+        ``state_dict()["step"]`` (and to ``Sampler.step`` when nothing is in flight)."""
+        return self._next_step
+
+    @property
+    def last_step(self) -> int | None:
+        """The step of the batch last delivered by this loader (``step - 1``); None before
+        its first batch and right after ``load_state_dict``."""
+        return self._last_step
 
     def _claim(self) -> tuple[int, concurrent.futures.Future[Any]]:
         """Top up the steps in flight and take the oldest, under the lock that close() takes,
@@ -220,7 +236,7 @@ class DataLoader:
         with self._stats.lock:
             self._stats.wait_s += wait
             self._stats.batches += 1
-        self.step = step
+        self._last_step = step
         self._next_step = step + 1
         return result
 
@@ -285,7 +301,7 @@ class DataLoader:
             self._pending.clear()
             self._exhausted = False
         self._next_step = step
-        self.step = step - 1 if step > 0 else None
+        self._last_step = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
