@@ -30,9 +30,17 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
-import torch
-import torch.distributed as dist
-from torch.utils.data import IterableDataset
+
+try:
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import IterableDataset
+except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
+    raise ImportError(
+        "loaderx.torch needs PyTorch, which loaderx does not install for you (the right build "
+        "depends on your platform and accelerator): pip install torch, or pick the command "
+        "for your CUDA/ROCm/CPU build at https://pytorch.org/get-started/locally/"
+    ) from exc
 
 from loaderx.dataloader import DataLoader
 from loaderx.sampler import Mode, Sampler
