@@ -396,3 +396,26 @@ def test_step_means_the_next_step_everywhere(streams):
     seeked.seek(40)
     with DataLoader(streams, seeked) as loader:
         assert loader.step == 40
+
+
+def test_repr_says_where_the_run_is_what_it_reads_and_how(streams):
+    """[U1] 4."""
+    def collate(batch):
+        return batch
+
+    loader = DataLoader(streams, Sampler(N, 64, Mode.SEQUENTIAL, passes=1), collate,
+                        workers=3, prefetch=4)
+    text = repr(loader)
+    assert text.startswith("<DataLoader step 0 of 8, 0 in flight; 3 streams of 500 records: ")
+    assert "x=Dense float32 (2, 3), y=Dense int64 (), t=Ragged int32 ndim=1" in text
+    assert "Sampler(length=500, batch_size=64, mode=Sampler.Mode.SEQUENTIAL" in text
+    assert "transform=collate; workers=3 prefetch=4>" in text
+    next(loader)   # steps 0, 1 and 2 were submitted; 0 was delivered
+    assert repr(loader).startswith("<DataLoader step 1 of 8, 2 in flight;")
+    list(loader)
+    assert repr(loader).startswith("<DataLoader step 8 of 8, 0 in flight, ended;")
+    loader.close()
+    assert repr(loader).startswith("<DataLoader closed;")
+    with DataLoader({"a": np.zeros((4, 2))}, Sampler(4, 2, Mode.IID)) as plain:
+        assert "1 stream of 4 records: a=ndarray float64 (2,);" in repr(plain)
+        assert "transform=none" in repr(plain)

@@ -308,3 +308,22 @@ def test_passes_arguments_and_endless_len():
     assert state["passes"] == 2
     with pytest.raises(ValueError, match="passes saved 2 != current None"):
         endless.load_state_dict(state)
+
+
+def test_repr_rebuilds_the_sampler_and_says_where_it_is():
+    """[U1] 4: the constructor call, then the step within its cycle or pass."""
+    s = Sampler(500, 16, Mode.CYCLIC, seed=42, rank=1, world_size=2)
+    s.seek(40)
+    assert repr(s) == ("Sampler(length=500, batch_size=16, mode=Sampler.Mode.CYCLIC, seed=42, "
+                       "rank=1, world_size=2) at step 40 (cycle 2, step 10 of 15 in it)")
+    assert eval(repr(s).split(" at step")[0], {"Sampler": Sampler}).state_dict() == {
+        **s.state_dict(), "step": 0}
+    p = Sampler(10, 4, Mode.SEQUENTIAL, passes=2)
+    assert repr(p).endswith("passes=2) at step 0 of 6 (pass 0 of 2, step 0 of 3 in it)")
+    assert repr(Sampler(10, 4, Mode.SEQUENTIAL, passes=1)).endswith("at step 0 of 3")
+    list(p)
+    assert repr(p).endswith("at step 6 (ended)")
+    q = Sampler(10, 4, Mode.SEQUENTIAL)
+    q.seek(3)
+    assert repr(q).endswith("at step 3 (next global position: record 2)")
+    assert repr(Sampler(10, 4, Mode.IID)).endswith("world_size=1) at step 0")

@@ -129,3 +129,17 @@ def test_passes_end_the_iteration_after_one_exact_pass(streams):
     batches = list(torch.utils.data.DataLoader(ds, batch_size=None))
     assert [len(b["x"]) for b in batches] == [50, 50, 20]
     assert torch.cat([b["x"][:, 0] for b in batches]).tolist() == [3.0 * i for i in range(N)]
+
+
+def test_repr_shows_the_configuration_and_the_position(streams):
+    """[U1] 4."""
+    ds = TorchIterable(streams, 8, "cyclic", seed=1, steps=10)
+    assert repr(ds) == (
+        "<TorchIterable 2 streams of 120 records: x=Dense float32 (3,), t=Ragged int64 ndim=1; "
+        "batch_size=8 mode=cyclic seed=1 steps=10; rank and world_size from torch.distributed; "
+        "workers=4 prefetch=4; transform=to_tensors; next step 0>")
+    it = iter(ds)
+    next(it), next(it)
+    assert repr(ds).endswith("next step 2>")
+    assert "rank=1 world_size=2;" in repr(
+        TorchIterable(streams, 8, Sampler.Mode.IID, rank=1, world_size=2))

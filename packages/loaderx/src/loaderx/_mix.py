@@ -169,6 +169,19 @@ class _Concat:
     def __len__(self) -> int:
         return int(self.offsets[-1])
 
+    def describe(self) -> str:
+        """For the DataLoader's repr: the first source's schema, and how many sources."""
+        first = self.parts[0]
+        if isinstance(first, _FixedShapeStream):
+            schema = f"{type(first).__name__} {first.dtype} {tuple(first.item_shape)}"
+        elif isinstance(first, _VariableShapeStream):
+            schema = f"{type(first).__name__} {first.dtype} ndim={first.ndim}"
+        elif isinstance(first, np.ndarray):
+            schema = f"ndarray {first.dtype} {tuple(first.shape[1:])}"
+        else:
+            schema = type(first).__name__
+        return f"{schema} mixed from {len(self.parts)} sources"
+
     def __getitem__(self, idx: Any) -> Any:
         idx = np.asarray(idx, dtype=np.uint64)
         if idx.ndim != 1:
@@ -448,9 +461,15 @@ class Mix:
         self.seek(state["step"])
 
     def __repr__(self) -> str:
-        return (f"Mix({len(self.quanta)} sources, quanta={self.quanta}, "
-                f"batch_size={self.batch_size}, seed={self.seed}, rank={self.rank}, "
-                f"world_size={self.world_size}) at step {self._step}")
+        """``<Mix of 3 sources: 70.0% of 10,000 records, 20.0% of 500, 10.0% of 3,000;
+        batch_size=256 seed=42 rank=0 world_size=1; step 12>``: each source's share of the
+        records (as used, after rounding) and its size."""
+        shares = ", ".join(
+            f"{100 * q / self.period:.1f}% of {n:,}{' records' if k == 0 else ''}"
+            for k, (q, n) in enumerate(zip(self.quanta, self._src.lengths, strict=True)))
+        return (f"<Mix of {len(self.quanta)} sources: {shares}; batch_size={self.batch_size} "
+                f"seed={self.seed} rank={self.rank} world_size={self.world_size}; "
+                f"step {self._step}>")
 
 
 class _SourceIds:
@@ -461,6 +480,10 @@ class _SourceIds:
 
     def __len__(self) -> int:
         return int(self.offsets[-1])
+
+    def describe(self) -> str:
+        """For the DataLoader's repr."""
+        return f"source numbers (int64) of {len(self.offsets) - 1} sources"
 
     def __getitem__(self, idx: Any) -> np.ndarray:
         return np.searchsorted(self.offsets[1:], np.asarray(idx, dtype=np.uint64),

@@ -229,10 +229,31 @@ class Sampler(SamplerCore):
         self.seek(operator.index(state["step"]))
 
     def __repr__(self) -> str:
+        """The constructor call that rebuilds this sampler, then where it is: ``Sampler(length=
+        1000, batch_size=16, mode=Sampler.Mode.CYCLIC, seed=42, rank=0, world_size=2) at step 40 (cycle 1,
+        step 9 of 31 in it)``."""
         passes = "" if self.passes is None else f", passes={self.passes}"
         return (f"Sampler(length={self.length}, batch_size={self.batch_size}, "
                 f"mode=Sampler.Mode.{self.mode.name}, seed={self.seed}, rank={self.rank}, "
-                f"world_size={self.world_size}{passes}) at step {self.step}")
+                f"world_size={self.world_size}{passes}) at step {self.step}{self._where()}")
+
+    def _where(self) -> str:
+        """Where the next step lies in its cycle or pass (empty for IID)."""
+        step, per = int(self.step), self.steps_per_cycle
+        if self.passes is not None:
+            assert per is not None  # every sampler with passes has steps per pass
+            if step >= self.passes * per:
+                return " (ended)"
+            if self.passes == 1:
+                return f" of {per}"
+            return (f" of {self.passes * per} (pass {step // per} of {self.passes}, step "
+                    f"{step % per} of {per} in it)")
+        if per is not None:
+            return f" (cycle {step // per}, step {step % per} of {per} in it)"
+        if self.mode is Mode.SEQUENTIAL:
+            first = (step * self.batch_size * self.world_size) % self.length
+            return f" (next global position: record {first})"
+        return ""
 
 
 __all__ = ["LENGTH_MAX", "U64_MAX", "Mode", "Sampler"]

@@ -100,6 +100,33 @@ def _run_step(streams: dict[str, Any], transform: Callable[[dict[str, Any]], Any
     return out
 
 
+def _describe_stream(stream: Any) -> str:
+    """A short description of one stream for reprs: kind, dtype and record shape when known
+    (``Dense float32 (2, 3)``, ``Ragged int32 ndim=1``, ``ndarray int64 ()``). A stream may
+    describe itself with a ``describe()`` method (Mix's streams do)."""
+    describe = getattr(stream, "describe", None)
+    if callable(describe):
+        return str(describe())
+    dtype = getattr(stream, "dtype", None)
+    if isinstance(stream, np.ndarray):
+        return f"ndarray {stream.dtype} {tuple(stream.shape[1:])}"
+    item_shape = getattr(stream, "item_shape", None)
+    if dtype is not None and item_shape is not None:
+        return f"{type(stream).__name__} {dtype} {tuple(item_shape)}"
+    ndim = getattr(stream, "ndim", None)
+    if dtype is not None and ndim is not None:
+        return f"{type(stream).__name__} {dtype} ndim={ndim}"
+    return type(stream).__name__
+
+
+def _callable_name(fn: Any) -> str:
+    """A callable's name for reprs, without the ``<locals>`` path of a nested function."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if not name:
+        return type(fn).__name__  # an instance with __call__
+    return str(name).rsplit("<locals>.", 1)[-1]
+
+
 class DataLoader:
     """Iterator of index-aligned batches from a dict of streams, as long as its sampler
     (endless by default). See the module docs."""
@@ -348,9 +375,25 @@ class DataLoader:
             }
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"next step {self._next_step}"
-        return (f"<DataLoader streams={list(self._streams)} workers={self._workers} "
-                f"prefetch={self._prefetch} ({state})>")
+        """``<DataLoader step 12 of 40, 3 in flight; 2 streams of 500 records: x=Dense
+        float32 (2, 3), t=Ragged int32 ndim=1; Sampler(...); transform=collate; workers=4
+        prefetch=4>``: where the run is, what it reads, and how."""
+        if self._closed:
+            where = "closed" + (f" after {type(self._error).__name__}" if self._error else "")
+        else:
+            try:
+                total = f" of {len(self)}"
+            except TypeError:
+                total = ""
+            where = f"step {self._next_step}{total}, {len(self._pending)} in flight"
+            if self._exhausted and not self._pending:
+                where += ", ended"
+        streams = ", ".join(f"{name}={_describe_stream(s)}" for name, s in self._streams.items())
+        transform = "none" if self._transform is None else _callable_name(self._transform)
+        return (f"<DataLoader {where}; {len(self._streams)} stream"
+                f"{'s' if len(self._streams) > 1 else ''} of {self._length:,} records: "
+                f"{streams}; {self._sampler!r}; transform={transform}; "
+                f"workers={self._workers} prefetch={self._prefetch}>")
 
 
 __all__ = ["DataLoader", "LoaderClosedError"]

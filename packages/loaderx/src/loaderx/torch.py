@@ -42,7 +42,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
         "for your CUDA/ROCm/CPU build at https://pytorch.org/get-started/locally/"
     ) from exc
 
-from loaderx.dataloader import DataLoader
+from loaderx.dataloader import DataLoader, _callable_name, _describe_stream
 from loaderx.sampler import Mode, Sampler
 
 
@@ -130,6 +130,28 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
                 self._state = loader.state_dict()
                 step = self._state["step"]
                 yield batch
+
+    def __repr__(self) -> str:
+        """``<TorchIterable 2 streams of 120 records: x=Dense float32 (3,), ...; batch_size=8
+        mode=cyclic seed=1 steps=10; rank and world_size from torch.distributed; workers=4
+        prefetch=4; transform=to_tensors; next step 4>``."""
+        n = len(next(iter(self.streams.values())))
+        streams = ", ".join(f"{k}={_describe_stream(v)}" for k, v in self.streams.items())
+        mode = self.mode.name.lower() if isinstance(self.mode, Mode) else str(self.mode).lower()
+        run = f" steps={self.steps}" if self.steps is not None else ""
+        run += f" passes={self.passes}" if self.passes is not None else ""
+        if self.rank is None and self.world_size is None:
+            ranks = "rank and world_size from torch.distributed"
+        else:
+            ranks = (f"rank={'from torch.distributed' if self.rank is None else self.rank} "
+                     f"world_size="
+                     f"{'from torch.distributed' if self.world_size is None else self.world_size}")
+        transform = "none" if self.transform is None else _callable_name(self.transform)
+        step = 0 if self._state is None else self._state["step"]
+        return (f"<TorchIterable {len(self.streams)} stream{'s' if len(self.streams) > 1 else ''}"
+                f" of {n:,} records: {streams}; batch_size={self.batch_size} mode={mode} "
+                f"seed={self.seed}{run}; {ranks}; workers={self.workers} "
+                f"prefetch={self.prefetch}; transform={transform}; next step {step}>")
 
     def __getstate__(self) -> dict[str, Any]:
         # Only PyTorch worker processes started by spawn or forkserver pickle the dataset.
