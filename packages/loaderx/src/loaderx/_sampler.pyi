@@ -1,7 +1,10 @@
 # Type stubs for the compiled sampler (loaderx/_sampler.pyx). Index arrays are one-dimensional
 # uint64 NumPy arrays of batch_size values.
 import numpy as np
+from typing_extensions import disjoint_base
 
+# A cdef class has its own C layout, so it cannot be combined with another such base.
+@disjoint_base
 class SamplerCore:
     def __init__(self, length: int, batch_size: int, mode: int, seed: int, rank: int,
                  world_size: int, passes: int = 0) -> None: ...

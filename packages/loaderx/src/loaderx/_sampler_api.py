@@ -6,18 +6,19 @@ Invariants:
   given unchecked: ``length`` 1..LENGTH_MAX, ``batch_size`` and ``world_size`` >= 1 with
   their product at most LENGTH_MAX, ``rank`` 0..world_size-1, ``seed`` and steps 0..U64_MAX.
   An out-of-range value is a ValueError naming the value and its range, never folded into it.
-- The configuration (``_config``) is fixed at construction; the step is the only state. So
-  ``state_dict()`` is the configuration plus the step, and ``load_state_dict`` refuses a state
-  whose configuration differs.
+- The configuration (``_cfg``, a frozen ``_Config``) is fixed at construction; the step is the
+  only state. So ``state_dict()`` is the configuration plus the step, and ``load_state_dict``
+  refuses a state whose configuration differs.
 - This module imports nothing of loaderx but the compiled core, so ``loaderx._mix`` can build
   samplers from it without an import cycle.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import operator
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -35,6 +36,25 @@ class Mode(enum.IntEnum):
     SEQUENTIAL = 0
     IID = 1
     CYCLIC = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    """A Sampler's configuration, checked: everything but the step."""
+
+    length: int
+    batch_size: int
+    mode: Mode
+    seed: int
+    rank: int
+    world_size: int
+    passes: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The configuration as the JSON-serialisable part of a state (mode by name)."""
+        return {"length": self.length, "batch_size": self.batch_size, "mode": self.mode.name,
+                "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
+                "passes": self.passes}
 
 
 def _int_arg(name: str, value: Any) -> int:
@@ -68,7 +88,9 @@ class Sampler(SamplerCore):
     ``seed`` is 0..2**64-1; a seed outside that range is a ValueError, not folded into it.
     """
 
-    Mode = Mode
+    # A type alias rather than a plain class attribute, so that ``Sampler.Mode`` is also
+    # valid in annotations (mypy refuses a variable there).
+    Mode: TypeAlias = Mode
 
     def __init__(self, length: int, batch_size: int, mode: Mode | str | int,
                  seed: int = 0, *, rank: int = 0, world_size: int = 1,
@@ -121,46 +143,44 @@ class Sampler(SamplerCore):
         if passes is None and mode is Mode.IID and world_size > length:
             raise ValueError(f"IID with world_size {world_size} needs at least one record per "
                              f"rank; length is {length}")
-        self._config = {"length": length, "batch_size": batch_size, "mode": mode.name,
-                        "seed": seed, "rank": rank, "world_size": world_size, "passes": passes}
+        self._cfg = _Config(length, batch_size, mode, seed, rank, world_size, passes)
         super().__init__(length, batch_size, int(mode), seed, rank, world_size, passes or 0)
 
     # The seed's attribute names.
     @property
     def length(self) -> int:
         """The number of records drawn from (the index space ``0 .. length - 1``)."""
-        return int(self._config["length"])
+        return self._cfg.length
 
     @property
     def batch_size(self) -> int:
         """Indices per batch, per rank."""
-        return int(self._config["batch_size"])
+        return self._cfg.batch_size
 
     @property
     def mode(self) -> Mode:
         """The sampling mode (SEQUENTIAL, IID or CYCLIC)."""
-        return Mode[self._config["mode"]]
+        return self._cfg.mode
 
     @property
     def seed(self) -> int:
         """The seed: with the step, it determines every batch."""
-        return int(self._config["seed"])
+        return self._cfg.seed
 
     @property
     def rank(self) -> int:
         """This process's rank, ``0 .. world_size - 1``."""
-        return int(self._config["rank"])
+        return self._cfg.rank
 
     @property
     def world_size(self) -> int:
         """The number of ranks sharing the index space."""
-        return int(self._config["world_size"])
+        return self._cfg.world_size
 
     @property
     def passes(self) -> int | None:
         """With ``passes=k``, k; None for the endless default."""
-        passes = self._config["passes"]
-        return None if passes is None else int(passes)
+        return self._cfg.passes
 
     @property
     def steps(self) -> int | None:
@@ -217,11 +237,12 @@ class Sampler(SamplerCore):
 
     def state_dict(self) -> dict[str, Any]:
         """The configuration and the next step: small and JSON-serialisable."""
-        return {**self._config, "step": int(self.step)}
+        return {**self._cfg.as_dict(), "step": int(self.step)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Seek to a saved step after checking that the configuration is the same."""
-        different = {k: (state.get(k), v) for k, v in self._config.items() if state.get(k) != v}
+        config = self._cfg.as_dict()
+        different = {k: (state.get(k), v) for k, v in config.items() if state.get(k) != v}
         if different:
             raise ValueError("sampler state was saved with a different configuration: " +
                              ", ".join(f"{k} saved {s!r} != current {c!r}"
