@@ -63,7 +63,8 @@ def test_top_level_names_are_the_module_classes():
     assert LoaderClosedError is loaderx.dataloader.LoaderClosedError
     assert Sampler is loaderx.sampler.Sampler and Mix is loaderx.sampler.Mix
     assert Mode is Sampler.Mode
-    assert set(loaderx.__all__) == {"DataLoader", "LoaderClosedError", "Mix", "Mode", "Sampler"}
+    assert set(loaderx.__all__) == {"BatchContext", "DataLoader", "LoaderClosedError", "Mix",
+                                    "Mode", "Sampler"}
 
 
 def test_torch_import_without_torch_names_the_install_command():

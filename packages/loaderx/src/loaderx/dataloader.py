@@ -20,6 +20,11 @@ Invariants:
 - Exact resume. The sampler is a pure function of (seed, step), so ``state_dict()`` (the next
   step to deliver, plus the sampler's configuration) is all a resumed run needs: stopping after
   any k batches and resuming yields exactly the batches the uninterrupted run would have.
+- Reproducible transforms. A transform that requires two positional arguments is called as
+  ``transform(batch, ctx)`` with a ``BatchContext``: the step, the record indices, and a
+  generator that is a pure function of (seed, step, rank), so random augmentation drawn from
+  it is part of the exact-resume guarantee. One-argument transforms (the seed's) are called
+  as before.
 - The end. When the sampler's ``next()`` raises StopIteration, no further step is drawn; the
   steps already drawn are delivered, then ``next()`` raises StopIteration (every time) and the
   loader stays open until ``close()``. A StopIteration raised by the transform is a
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import inspect
 import operator
 import threading
 import time
@@ -78,9 +84,66 @@ class _Stats:
         self.started = time.perf_counter()
 
 
-def _run_step(streams: dict[str, Any], transform: Callable[[dict[str, Any]], Any] | None,
-              stats: _Stats, indices: np.ndarray) -> Any:
-    """Runs on a worker thread: gather every stream at `indices`, then transform.
+# The first word of every batch generator's derivation path (SeedSequence spawn_key), so that
+# no generator a user derives from the same seed by spawning collides with the loader's.
+_RNG_DOMAIN = 0x6C6F61646572_78  # "loaderx"
+
+
+class BatchContext:
+    """What a two-argument transform receives beside the batch: ``transform(batch, ctx)``.
+
+    ``step`` is the batch's step, ``indices`` its record indices (a read-only uint64 array,
+    in the batch's order), ``seed``, ``rank`` and ``world_size`` the sampler's. ``rng`` is a
+    ``numpy.random.Generator`` that is a pure function of ``(seed, step, rank)``: a random
+    augmentation that draws only from it gives the same result in a resumed run as in the
+    uninterrupted one, on any thread, however many workers run. Each batch gets its own
+    generator, built on first use.
+    """
+
+    __slots__ = ("_rng", "indices", "rank", "seed", "step", "world_size")
+
+    def __init__(self, step: int, indices: np.ndarray, seed: int, rank: int,
+                 world_size: int) -> None:
+        self.step = step
+        self.indices = indices
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self._rng: np.random.Generator | None = None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """This batch's generator: PCG64 seeded by ``SeedSequence(seed, spawn_key=(domain,
+        step, rank))``, independent of every other (step, rank)."""
+        if self._rng is None:
+            sequence = np.random.SeedSequence(self.seed,
+                                              spawn_key=(_RNG_DOMAIN, self.step, self.rank))
+            self._rng = np.random.Generator(np.random.PCG64(sequence))
+        return self._rng
+
+    def __repr__(self) -> str:
+        return (f"<BatchContext step={self.step} rank={self.rank}/{self.world_size} "
+                f"seed={self.seed} records={len(self.indices)}>")
+
+
+def _wants_context(transform: Callable[..., Any]) -> bool:
+    """True when `transform` requires a second positional argument (``def f(batch, ctx)``);
+    a one-argument transform, one whose second parameter has a default, or one whose
+    signature cannot be read is called with the batch alone, as the seed's transforms are."""
+    try:
+        signature = inspect.signature(transform)
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in signature.parameters.values()
+                if p.kind in positional and p.default is inspect.Parameter.empty]
+    return len(required) >= 2
+
+
+def _run_step(streams: dict[str, Any], transform: Callable[..., Any] | None,
+              stats: _Stats, indices: np.ndarray, ctx: BatchContext | None) -> Any:
+    """Runs on a worker thread: gather every stream at `indices`, then transform (with `ctx`
+    as its second argument when given).
 
     A plain function of its arguments, so queued work never holds the loader itself: dropping
     the last reference to a loader finalizes it at once, on the consumer's thread.
@@ -89,7 +152,12 @@ def _run_step(streams: dict[str, Any], transform: Callable[[dict[str, Any]], Any
     batch = {name: stream[indices] for name, stream in streams.items()}
     t1 = time.perf_counter()
     try:
-        out = transform(batch) if transform is not None else batch
+        if transform is None:
+            out = batch
+        elif ctx is None:
+            out = transform(batch)
+        else:
+            out = transform(batch, ctx)
     except StopIteration as exc:
         # In the consumer's next() it would read as the end of the data (PEP 479's reason).
         raise RuntimeError("the transform raised StopIteration") from exc
@@ -132,7 +200,7 @@ class DataLoader:
     (endless by default). See the module docs."""
 
     def __init__(self, streams: Mapping[str, Any], sampler: Any,
-                 transform: Callable[[dict[str, Any]], Any] | None = None, *,
+                 transform: Callable[..., Any] | None = None, *,
                  workers: int = 4, prefetch: int = 4, state: Mapping[str, Any] | None = None
                  ) -> None:
         if not isinstance(streams, Mapping) or not streams:
@@ -170,6 +238,10 @@ class DataLoader:
         self._streams = dict(streams)
         self._sampler = sampler
         self._transform = transform
+        self._with_context = transform is not None and _wants_context(transform)
+        self._seed = int(getattr(sampler, "seed", 0))
+        self._rank = int(getattr(sampler, "rank", 0))
+        self._world_size = int(getattr(sampler, "world_size", 1))
         self._length = length
         self._pending: collections.deque[tuple[int, concurrent.futures.Future[Any]]] = \
             collections.deque()
@@ -198,8 +270,13 @@ class DataLoader:
         if own.ndim != 1:
             raise ValueError(f"the sampler returned indices of shape {own.shape}; a "
                              "one-dimensional array is required")
-        future = self._executor.submit(_run_step, self._streams, self._transform, self._stats, own)
-        self._pending.append((self._next_step + len(self._pending), future))
+        own.flags.writeable = False  # shared by the gather and the transform's context
+        step = self._next_step + len(self._pending)
+        ctx = BatchContext(step, own, self._seed, self._rank, self._world_size) \
+            if self._with_context else None
+        future = self._executor.submit(_run_step, self._streams, self._transform, self._stats,
+                                       own, ctx)
+        self._pending.append((step, future))
 
     def __iter__(self) -> DataLoader:
         return self
@@ -389,11 +466,12 @@ class DataLoader:
             if self._exhausted and not self._pending:
                 where += ", ended"
         streams = ", ".join(f"{name}={_describe_stream(s)}" for name, s in self._streams.items())
-        transform = "none" if self._transform is None else _callable_name(self._transform)
+        transform = "none" if self._transform is None else _callable_name(self._transform) + (
+            "(batch, ctx)" if self._with_context else "")
         return (f"<DataLoader {where}; {len(self._streams)} stream"
                 f"{'s' if len(self._streams) > 1 else ''} of {self._length:,} records: "
                 f"{streams}; {self._sampler!r}; transform={transform}; "
                 f"workers={self._workers} prefetch={self._prefetch}>")
 
 
-__all__ = ["DataLoader", "LoaderClosedError"]
+__all__ = ["BatchContext", "DataLoader", "LoaderClosedError"]
