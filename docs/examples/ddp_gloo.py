@@ -7,7 +7,9 @@ Spawns --world-size processes (default 2) unless started by torchrun
 (``torchrun --nproc-per-node 2 docs/examples/ddp_gloo.py WORKDIR``). Every rank builds the
 same Sampler with its own ``rank``, so at each step the ranks read disjoint records, the same
 number each. A run ends by writing one shared checkpoint, WORKDIR/checkpoint.pt (model,
-optimizer and every rank's loader state); the next run resumes from it exactly. Each rank
+optimizer and every rank's loader state); the next run resumes from it exactly, with the same
+or another number of processes: the global batch (GLOBAL_BATCH records per step) is fixed
+and split over the ranks, so a resumed run continues the same sequence of records. Each rank
 appends the record IDs of every step to WORKDIR/rank<r>.jsonl.
 """
 
@@ -30,7 +32,7 @@ from loaderx.sampler import Sampler
 from loaderx.zrecord import Dense
 
 RECORDS = 1000
-BATCH = 16  # per rank: a step reads BATCH * world_size records in all
+GLOBAL_BATCH = 32  # records per step, split over the ranks: world_size must divide it
 
 
 def make_data(root: Path) -> None:
@@ -52,8 +54,8 @@ def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> N
         make_data(root)
     dist.barrier()
     streams = {name: Dense.open(root / name) for name in ("x", "y", "id")}
-    sampler = Sampler(RECORDS, BATCH, Sampler.Mode.CYCLIC, seed=42, rank=rank,
-                      world_size=world_size)
+    sampler = Sampler(RECORDS, GLOBAL_BATCH // world_size, Sampler.Mode.CYCLIC, seed=42,
+                      rank=rank, world_size=world_size)
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -63,7 +65,9 @@ def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> N
         saved = torch.load(checkpoint)
         model.module.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
-        state = saved["loaders"][rank]  # this rank's own position
+        # Any rank's state, rewritten for this rank of this run's world size (which may
+        # differ from the saved run's: elastic resume keeps the global batch).
+        state = DataLoader.reshard(saved["loaders"][0], world_size=world_size, rank=rank)
     loader = DataLoader(streams, sampler, workers=2, prefetch=2, state=state)
     loss = torch.tensor(float("nan"))
     with open(root / f"rank{rank}.jsonl", "a") as log:

@@ -1,5 +1,6 @@
 """docs/examples/ddp_gloo.py, run as a user would: 2 gloo processes, disjoint equal steps,
-exact resume from the shared checkpoint. Also checks that the guide shows the example verbatim.
+exact resume from the shared checkpoint, also with another number of processes (elastic).
+Also checks that the guide shows the example verbatim.
 """
 
 from __future__ import annotations
@@ -25,9 +26,18 @@ def run(workdir: Path, *args: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def logs(workdir: Path) -> list[list[dict]]:
+def logs(workdir: Path, ranks: int = 2) -> list[list[dict]]:
     return [[json.loads(line) for line in (workdir / f"rank{r}.jsonl").read_text().splitlines()]
-            for r in range(2)]
+            for r in range(ranks)]
+
+
+def global_sequence(workdir: Path, ranks: int) -> list[list[int]]:
+    """Each step's records over all ranks, in rank order, from the ranks' appended logs."""
+    by_step: dict[int, list[tuple[int, list[int]]]] = {}
+    for r, entries in enumerate(logs(workdir, ranks)):
+        for e in entries:
+            by_step.setdefault(e["step"], []).append((r, e["ids"]))
+    return [sum((ids for _, ids in sorted(by_step[s])), []) for s in sorted(by_step)]
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +107,17 @@ def test_the_guides_jax_recipe_runs_and_resumes(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "ckpt" / "loader-0.json").read_text())["step"] == 200
     np.testing.assert_array_equal(np.asarray(second["batch"]["y"]),
                                   Sampler(1000, 64, "cyclic", seed=42).batch(199))
+
+
+@pytest.mark.parametrize("before,after", [(2, 1), (1, 2)])
+def test_elastic_resume_with_another_number_of_processes(runs, tmp_path, before, after):
+    """[M1] 1: stopped with `before` processes, resumed with `after`: the same global record
+    sequence as the uninterrupted 2-process run, step by step."""
+    whole, _ = runs
+    run(tmp_path, "--steps", str(STEPS), "--stop-at", str(STOP), "--world-size", str(before))
+    run(tmp_path, "--steps", str(STEPS), "--world-size", str(after))
+    assert global_sequence(tmp_path, 2) == global_sequence(whole, 2)
+    assert len(global_sequence(tmp_path, 2)) == STEPS
+    state = torch.load(tmp_path / "checkpoint.pt")["loaders"]
+    assert len(state) == after and {s["step"] for s in state} == {STEPS}
+    assert {s["sampler"]["batch_size"] for s in state} == {2 * BATCH // after}

@@ -143,3 +143,25 @@ def test_repr_shows_the_configuration_and_the_position(streams):
     assert repr(ds).endswith("next step 2>")
     assert "rank=1 world_size=2;" in repr(
         TorchIterable(streams, 8, Sampler.Mode.IID, rank=1, world_size=2))
+
+
+def test_a_state_of_another_world_size_is_resharded_when_iteration_starts(streams):
+    """[M1] 1: TorchIterable reshards a state of another world size for its own rank."""
+    def run(world, batch, steps, state=None):
+        out = []
+        for r in range(world):
+            ds = TorchIterable(streams, batch, "cyclic", seed=4, steps=steps, rank=r,
+                               world_size=world, transform=None)
+            ds.load_state_dict(state)
+            out.append([b["x"][:, 0].tolist() for b in ds])
+            last = ds.state_dict()
+        return [sum(step, []) for step in zip(*out, strict=True)], last
+
+    whole, _ = run(4, 4, 6)
+    head, state = run(4, 4, 2)
+    tail, _ = run(2, 8, 6, state)
+    assert head + tail == whole
+    ds = TorchIterable(streams, 4, "cyclic", seed=4, rank=0, world_size=2)
+    ds.load_state_dict(state)
+    with pytest.raises(ValueError, match="with world_size 2, use batch_size 8"):
+        next(iter(ds))

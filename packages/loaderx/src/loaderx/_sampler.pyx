@@ -6,14 +6,16 @@ Invariants:
   batch at `step` and depends on nothing else: no state is carried between steps, so `seek` is O(1) and a
   resumed run draws exactly what the uninterrupted one would have drawn.
 - Global batch: at every step the `world_size` ranks together draw G = batch_size * world_size
-  positions; rank r owns positions [r * batch_size, (r + 1) * batch_size) of that step.
+  positions; rank r owns positions [r * batch_size, (r + 1) * batch_size) of that step. What
+  a position holds depends on (seed, step, position, G) only, never on how G is split into
+  ranks: that is what makes elastic resume (another world size, the same G) exact.
 - Modes:
   SEQUENTIAL  position p of step s is record (s * G + p) mod length: in order, wrapping.
-  IID         uniform with replacement, from a counter-based generator (wyrand's output
-              function of the seed-keyed global draw counter) mapped to [0, m) by a 128-bit
-              multiply, m = length // world_size. With world_size > 1 each rank draws from
-              its own stride of the records (i = rank + world_size * j,
-              j < length // world_size), so ranks never share an index.
+  IID         uniform with replacement over all records, from a counter-based generator
+              (wyrand's output function of the seed-keyed global draw counter
+              step * G + position) mapped to [0, length) by a 128-bit multiply. Ranks draw
+              disjoint positions of the global sequence, but as with one process drawing G
+              records with replacement, two positions may hold the same record.
   CYCLIC      cycle c = s // (length // G) is a fresh pseudo-random permutation of the records
               (a keyed bijective mixer on the next power of two, cycle-walked into
               [0, length)); step s takes positions [k * G, (k + 1) * G) of it (k = s mod steps

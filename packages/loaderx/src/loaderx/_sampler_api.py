@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import operator
+from collections.abc import Mapping
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -55,6 +56,70 @@ class _Config:
         return {"length": self.length, "batch_size": self.batch_size, "mode": self.mode.name,
                 "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
                 "passes": self.passes}
+
+
+# How many world sizes an elastic-resume error lists at most.
+_WORLD_SIZES_LISTED_MAX = 1024
+# The configuration that may change between a saved state and the run resuming from it (when
+# the global batch is kept): how the global batch is split into ranks.
+TOPOLOGY = ("batch_size", "world_size", "rank")
+
+
+def _global_batch_error(what: str, saved_batch: int, saved_world: int, batch_size: int,
+                        world_size: int) -> str:
+    """Why (batch_size, world_size) cannot resume a state saved with (saved_batch,
+    saved_world), and which settings can."""
+    g = saved_batch * saved_world
+    works = [w for w in range(1, min(g, _WORLD_SIZES_LISTED_MAX) + 1) if g % w == 0]
+    listed = ", ".join(f"{w} (batch_size {g // w})" for w in works)
+    more = f" (listed up to {_WORLD_SIZES_LISTED_MAX})" if g > _WORLD_SIZES_LISTED_MAX else ""
+    if g % world_size == 0:
+        hint = f"with world_size {world_size}, use batch_size {g // world_size}"
+    else:
+        hint = f"{g} records per step cannot be split evenly over {world_size} ranks"
+    return (f"{what} state was saved with batch_size {saved_batch} x world_size {saved_world} "
+            f"= global batch {g}, but this run has batch_size {batch_size} x world_size "
+            f"{world_size} = {batch_size * world_size}. A run resumes exactly (no record "
+            f"repeated or skipped) only with the same global batch: {hint}. World sizes that "
+            f"can resume it{more}: {listed}")
+
+
+def _check_topology(what: str, state: Mapping[str, Any], batch_size: int, world_size: int,
+                    rank: int) -> None:
+    """Accept a state of the same topology, or of another world size with the same global
+    batch (elastic resume); refuse anything else with a message that says what would work."""
+    saved_batch, saved_world = state.get("batch_size"), state.get("world_size")
+    if not isinstance(saved_batch, int) or not isinstance(saved_world, int):
+        raise ValueError(f"{what} state has no batch_size/world_size; got "
+                         f"{saved_batch!r}/{saved_world!r}")
+    if saved_batch * saved_world != batch_size * world_size:
+        raise ValueError(_global_batch_error(what, saved_batch, saved_world, batch_size,
+                                             world_size))
+    if saved_world == world_size and state.get("rank") != rank:
+        # The same topology: a state of another rank means checkpoints were mixed up.
+        raise ValueError(f"{what} state was saved with a different configuration: rank saved "
+                         f"{state.get('rank')!r} != current {rank!r} (with another world "
+                         f"size, any rank may resume it: see reshard())")
+
+
+def reshard_state(what: str, state: Mapping[str, Any], world_size: int, rank: int
+                  ) -> dict[str, Any]:
+    """`state` (a Sampler's or a Mix's) for rank `rank` of `world_size` ranks with the same
+    global batch; a ValueError says which world sizes can take it when none can."""
+    world_size = operator.index(world_size)
+    rank = operator.index(rank)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"reshard needs world_size >= 1 and rank in 0..world_size-1; got "
+                         f"world_size {world_size}, rank {rank}")
+    saved_batch, saved_world = state.get("batch_size"), state.get("world_size")
+    if not isinstance(saved_batch, int) or not isinstance(saved_world, int):
+        raise ValueError(f"{what} state has no batch_size/world_size; got "
+                         f"{saved_batch!r}/{saved_world!r}")
+    g = saved_batch * saved_world
+    if g % world_size:
+        raise ValueError(_global_batch_error(what, saved_batch, saved_world,
+                                             max(1, g // world_size), world_size))
+    return {**state, "batch_size": g // world_size, "world_size": world_size, "rank": rank}
 
 
 def _int_arg(name: str, value: Any) -> int:
@@ -140,9 +205,6 @@ class Sampler(SamplerCore):
             raise ValueError(
                 f"with world_size > 1, SEQUENTIAL needs batch_size * world_size ({global_batch}) "
                 f"<= length ({length}) so that ranks draw disjoint indices")
-        if passes is None and mode is Mode.IID and world_size > length:
-            raise ValueError(f"IID with world_size {world_size} needs at least one record per "
-                             f"rank; length is {length}")
         self._cfg = _Config(length, batch_size, mode, seed, rank, world_size, passes)
         super().__init__(length, batch_size, int(mode), seed, rank, world_size, passes or 0)
 
@@ -239,20 +301,36 @@ class Sampler(SamplerCore):
         """The configuration and the next step: small and JSON-serialisable."""
         return {**self._cfg.as_dict(), "step": int(self.step)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Seek to a saved step after checking that the configuration is the same."""
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Seek to a saved step after checking that the configuration is the same, except
+        for the split into ranks: a state saved with another world size resumes exactly when
+        the global batch ``batch_size * world_size`` is the same (elastic resume; any rank
+        may load it), and is refused otherwise with the batch sizes that would work."""
+        # First: a different global batch also changes what derives from it (Mix's source
+        # samplers), and its message says what would work.
+        _check_topology("sampler", state, self.batch_size, self.world_size, self.rank)
         config = self._cfg.as_dict()
-        different = {k: (state.get(k), v) for k, v in config.items() if state.get(k) != v}
+        different = {k: (state.get(k), v) for k, v in config.items()
+                     if k not in TOPOLOGY and state.get(k) != v}
         if different:
             raise ValueError("sampler state was saved with a different configuration: " +
                              ", ".join(f"{k} saved {s!r} != current {c!r}"
                                        for k, (s, c) in different.items()))
         self.seek(operator.index(state["step"]))
 
+    @staticmethod
+    def reshard(state: Mapping[str, Any], *, world_size: int, rank: int) -> dict[str, Any]:
+        """A saved ``state_dict()`` rewritten for rank `rank` of `world_size` ranks with the
+        same global batch, so that ``state["batch_size"]`` is the batch size to build the
+        new Sampler with. The run continues the same global sequence: no record repeated or
+        skipped. Raises ValueError, naming the world sizes that work, when `world_size` does
+        not divide the global batch."""
+        return reshard_state("sampler", state, world_size, rank)
+
     def __repr__(self) -> str:
-        """The constructor call that rebuilds this sampler, then where it is: ``Sampler(length=
-        1000, batch_size=16, mode=Sampler.Mode.CYCLIC, seed=42, rank=0, world_size=2) at step 40 (cycle 1,
-        step 9 of 31 in it)``."""
+        """The constructor call that rebuilds this sampler, then where it is:
+        ``Sampler(length=1000, batch_size=16, mode=Sampler.Mode.CYCLIC, seed=42, rank=0,
+        world_size=2) at step 40 (cycle 1, step 9 of 31 in it)``."""
         passes = "" if self.passes is None else f", passes={self.passes}"
         return (f"Sampler(length={self.length}, batch_size={self.batch_size}, "
                 f"mode=Sampler.Mode.{self.mode.name}, seed={self.seed}, rank={self.rank}, "
@@ -277,4 +355,4 @@ class Sampler(SamplerCore):
         return ""
 
 
-__all__ = ["LENGTH_MAX", "U64_MAX", "Mode", "Sampler"]
+__all__ = ["LENGTH_MAX", "TOPOLOGY", "U64_MAX", "Mode", "Sampler", "reshard_state"]

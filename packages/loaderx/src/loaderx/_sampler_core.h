@@ -7,9 +7,12 @@
  *   O(1) and a resumed run draws exactly what the uninterrupted one would have drawn.
  * - The caller has checked the configuration: 1 <= length <= 2^63, batch >= 1, world >= 1,
  *   rank < world, batch * world <= 2^63, and, when endless (`finite` 0), for CYCLIC
- *   batch * world <= length, for IID world <= length; `finite` is never set for IID. Nothing
+ *   batch * world <= length; `finite` is never set for IID. Nothing
  *   here allocates, and `out` holds `batch` values.
- * - Every index written is below `length`. `lx_fill` returns how many it wrote: always
+ * - Every index written is below `length`.
+ * - Global sequence: position p of step s (p < G, rank p / batch) is a function of (s, p)
+ *   and the configuration other than (batch, world, rank), whenever G = batch * world is
+ *   kept: so states resume exactly across world sizes with the same global batch. `lx_fill` returns how many it wrote: always
  *   `batch` when endless; when `finite`, fewer (possibly 0) at the last step of a pass.
  */
 #ifndef LOADERX_SAMPLER_CORE_H
@@ -146,11 +149,12 @@ static uint64_t lx_fill(const lx_config *c, uint64_t step, uint64_t *restrict ou
             if (++p == N) p = 0;
         }
     } else if (c->mode == LX_IID) {
-        const uint64_t m = N / W;
+        /* Draw p of the global sequence depends on p alone, not on how the global batch is
+           split into ranks, so a run resumed with another world size continues it. */
         const uint64_t counter = step * G + first;
         for (i = 0; i < B; i++) {
             uint64_t u = lx_wyrand(K + (counter + i) * 0xA0761D6478BD642FULL);
-            out[i] = R + W * lx_below(u, m);
+            out[i] = lx_below(u, N);
         }
     } else {
         const uint64_t per_cycle = N / G;

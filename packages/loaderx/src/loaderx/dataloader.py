@@ -20,6 +20,8 @@ Invariants:
 - Exact resume. The sampler is a pure function of (seed, step), so ``state_dict()`` (the next
   step to deliver, plus the sampler's configuration) is all a resumed run needs: stopping after
   any k batches and resuming yields exactly the batches the uninterrupted run would have.
+  With another world size and the same global batch, the ranks together continue the same
+  global sequence of records (``reshard``).
 - Reproducible transforms. A transform that requires two positional arguments is called as
   ``transform(batch, ctx)`` with a ``BatchContext``: the step, the record indices, and a
   generator that is a pure function of (seed, step, rank), so random augmentation drawn from
@@ -56,6 +58,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+
+from loaderx._sampler_api import reshard_state
 
 STATE_VERSION = 1
 
@@ -377,9 +381,26 @@ class DataLoader:
             state["sampler"] = sampler_state
         return state
 
+    @staticmethod
+    def reshard(state: Mapping[str, Any], *, world_size: int, rank: int) -> dict[str, Any]:
+        """A saved ``state_dict()`` rewritten for rank `rank` of `world_size` ranks with the
+        same global batch (elastic resume): its ``["sampler"]["batch_size"]`` is the batch
+        size to build this rank's Sampler (or Mix) with, and the run continues the saved
+        run's global sequence of records, none repeated or skipped. Any rank's saved state
+        will do: they differ only in their rank. Raises ValueError, naming the world sizes
+        that work, when `world_size` does not divide the global batch."""
+        sampler = state.get("sampler")
+        if not isinstance(sampler, Mapping):
+            raise ValueError("this DataLoader state has no sampler configuration (its sampler "
+                             "had no state_dict()), so it cannot be resharded")
+        kind = "Mix" if sampler.get("kind") == "Mix" else "sampler"
+        return {**state, "sampler": reshard_state(kind, sampler, world_size, rank)}
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from a saved state: the next batch is the one the saved run would have
-        delivered next. Batches in flight are discarded."""
+        delivered next. Batches in flight are discarded. The sampler checks its part: a
+        state saved with another world size is accepted when the global batch is the same
+        (see ``reshard``)."""
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported DataLoader state version {state.get('version')!r}; "
                              f"this loaderx writes version {STATE_VERSION}")

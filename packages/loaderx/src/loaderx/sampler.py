@@ -32,12 +32,19 @@ Arguments: ``length`` is 1..2**63; ``batch_size`` and ``world_size`` are at leas
 unsigned 64-bit value, 0..2**64-1 (each seed gives its own stream), and steps are 0..2**64-1.
 Anything else raises ValueError (TypeError for a non-integer) naming the value and the range.
 
-Ranks: with ``world_size > 1`` the ranks together draw ``batch_size * world_size`` indices per
-step and rank ``r`` takes its own ``batch_size`` of them, so at every step the ranks' indices
-are disjoint (SEQUENTIAL and CYCLIC: disjoint positions of the same sequence; IID: rank ``r``
-draws only records ``r, r + world_size, r + 2 * world_size, ...``, the first
-``length // world_size`` of them). Every rank has the same number of steps: the sampler is
-endless and all ranks share the same step counter semantics, so no rank runs out early.
+Ranks: with ``world_size > 1`` the ranks together draw the global batch of ``batch_size *
+world_size`` indices per step and rank ``r`` takes positions ``[r * batch_size, (r + 1) *
+batch_size)`` of it: disjoint positions of one sequence, so SEQUENTIAL and CYCLIC ranks never
+share a record within a step (IID draws with replacement, so two positions may hold the same
+record, as within one process's batch). Every rank has the same number of steps: the sampler
+is endless and all ranks share the same step counter semantics, so no rank runs out early.
+
+Elastic resume: what the global batch holds depends on its size, never on how it is split
+into ranks, so a ``state_dict()`` saved with one world size resumes exactly with another that
+keeps ``batch_size * world_size``: ``load_state_dict`` accepts it (from any rank), and
+``Sampler.reshard(state, world_size=..., rank=...)`` rewrites it for a rank of the new
+topology (its ``batch_size`` is the one to build with). Otherwise it is refused with a
+ValueError that names the world sizes and batch sizes that would work.
 
 ``Mix(sources, weights, seed=0, *, batch_size=...)`` mixes several sources (stream dicts, each
 cycling with its own sampler) into one batch stream with exact per-record proportions; it is

@@ -16,7 +16,10 @@ Invariants:
   worker would hold its own thread pool and batch budget. ``__iter__`` raises ValueError inside
   a worker and pickling (spawn, forkserver) raises TypeError, both saying ``num_workers=0``.
 - Resume. ``state_dict()`` is the position after the batch last yielded (None before the
-  first), and ``load_state_dict(state)`` makes the next iteration continue from it.
+  first), and ``load_state_dict(state)`` makes the next iteration continue from it. A state
+  saved with another world size is resharded for this rank when iteration starts (elastic
+  resume), which is exact when ``batch_size * world_size`` is the saved global batch and
+  refused, with the batch size that would work, otherwise.
 - ``steps`` is the length of the run counted from step 0, not per iteration: a run of
   ``steps=10`` stopped after 4 batches and resumed yields the remaining 6. With ``passes``
   (evaluation: every record once per pass, see ``loaderx.sampler``) the run also ends when
@@ -120,8 +123,16 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
                 f"{worker.num_workers}: every worker would deliver every batch, and the main "
                 f"process could not resume. {_ONE_PROCESS}")
         step = 0 if self._state is None else operator.index(self._state["step"])
-        with DataLoader(self.streams, self.sampler(), self.transform, workers=self.workers,
-                        prefetch=self.prefetch, state=self._state) as loader:
+        sampler = self.sampler()
+        state = self._state
+        saved = None if state is None else state.get("sampler")
+        if state is not None and isinstance(saved, Mapping) and \
+                saved.get("world_size") != sampler.world_size:
+            # Elastic resume: a state of another world size, rewritten for this rank. The
+            # DataLoader then refuses it unless batch_size keeps the global batch.
+            state = DataLoader.reshard(state, world_size=sampler.world_size, rank=sampler.rank)
+        with DataLoader(self.streams, sampler, self.transform, workers=self.workers,
+                        prefetch=self.prefetch, state=state) as loader:
             while self.steps is None or step < self.steps:
                 try:
                     batch = next(loader)
