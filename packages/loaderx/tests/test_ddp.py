@@ -121,3 +121,82 @@ def test_elastic_resume_with_another_number_of_processes(runs, tmp_path, before,
     state = torch.load(tmp_path / "checkpoint.pt")["loaders"]
     assert len(state) == after and {s["step"] for s in state} == {STEPS}
     assert {s["sampler"]["batch_size"] for s in state} == {2 * BATCH // after}
+
+
+DESIGN = ROOT / "docs" / "design" / "distributed.md"
+
+
+def recipe(title: str) -> str:
+    """The shell block under `<!-- multinode: TITLE -->` in docs/design/distributed.md."""
+    text = DESIGN.read_text()
+    start = text.index(f"<!-- multinode: {title} -->\n```sh\n")
+    start = text.index("\n", text.index("```sh", start)) + 1
+    return text[start:text.index("```\n", start)]
+
+
+def hosts(blocks: dict[str, Path], timeout: float = 300) -> dict[str, subprocess.CompletedProcess]:
+    """Run each block with bash in the repository root, all at once, each with its own
+    WORKDIR, as separate hosts would; MASTER_ADDR is the loopback address."""
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    procs = {title: subprocess.Popen(["bash", "-c", recipe(title)], cwd=ROOT,
+                                     env={**env, "WORKDIR": str(workdir)},
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for title, workdir in blocks.items()}
+    out = {}
+    for title, proc in procs.items():
+        stdout, _ = proc.communicate(timeout=timeout)
+        out[title] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout)
+    return out
+
+
+def test_the_multi_host_recipe_as_written_on_loopback(runs, tmp_path):
+    """[M1]: docs/design/distributed.md's two-host torchrun recipe, then the elastic restart
+    on host 0 alone, run verbatim; every step's records over all ranks equal the
+    uninterrupted 2-process run's."""
+    whole, _ = runs
+    host0, host1 = tmp_path / "host0", tmp_path / "host1"
+    host0.mkdir(), host1.mkdir()
+    done = hosts({"host 0": host0, "host 1": host1})
+    for title, result in done.items():
+        assert result.returncode == 0, f"{title}:\n{result.stdout}"
+    assert not (host1 / "checkpoint.pt").exists()        # rank 0's host keeps it
+    done = hosts({"restart on host 0 alone": host0})
+    assert done["restart on host 0 alone"].returncode == 0, done["restart on host 0 alone"].stdout
+    rank0 = [json.loads(x) for x in (host0 / "rank0.jsonl").read_text().splitlines()]
+    rank1 = [json.loads(x) for x in (host1 / "rank1.jsonl").read_text().splitlines()]
+    by_step: dict[int, list[int]] = {}
+    for e in rank0[:STOP]:
+        by_step[e["step"]] = e["ids"]
+    for e in rank1:
+        by_step[e["step"]] = by_step[e["step"]] + e["ids"]
+    for e in rank0[STOP:]:
+        by_step[e["step"]] = e["ids"]
+    assert [by_step[s] for s in range(STEPS)] == global_sequence(whole, 2)
+
+
+def test_a_host_with_other_data_stops_every_rank(tmp_path):
+    """[M1] 2: host 1 holds a store with other records under the same name; both hosts stop
+    at check_same_stores with the digest error, before any training step."""
+    import numpy as np
+
+    from loaderx.zrecord import Dense
+
+    host0, host1 = tmp_path / "host0", tmp_path / "host1"
+    host0.mkdir(), host1.mkdir()
+    stale = np.arange(1000, dtype=np.int64)
+    stale[500] = -1                                      # last week's build
+    with Dense.create(host1 / "id", np.int64, (), codec="zstd") as w:
+        w.append(stale)
+    done = hosts({"host 0": host0, "host 1": host1})
+    for title, result in done.items():
+        assert result.returncode != 0, title
+        assert "the ranks do not read the same stores" in result.stdout, result.stdout
+        assert "rank 1 reads 'id' from" in result.stdout
+    assert not (host0 / "rank0.jsonl").exists() and not (host1 / "rank1.jsonl").exists()

@@ -37,6 +37,7 @@ Semantics (per-record mixing with a deterministic schedule):
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
 from collections.abc import Mapping, Sequence
@@ -172,6 +173,16 @@ class _Concat:
 
     def __len__(self) -> int:
         return int(self.offsets[-1])
+
+    @property
+    def digest(self) -> str | None:
+        """A digest of the sources' digests in order (None unless every source has one), so
+        that a loader state names the exact data it was saved with."""
+        digests = [getattr(p, "digest", None) for p in self.parts]
+        if not all(isinstance(d, str) for d in digests):
+            return None
+        return hashlib.blake2b("\n".join(str(d) for d in digests).encode(),
+                               digest_size=8).hexdigest()
 
     def describe(self) -> str:
         """For the DataLoader's repr: the first source's schema, and how many sources."""

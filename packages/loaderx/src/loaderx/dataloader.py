@@ -21,7 +21,9 @@ Invariants:
   step to deliver, plus the sampler's configuration) is all a resumed run needs: stopping after
   any k batches and resuming yields exactly the batches the uninterrupted run would have.
   With another world size and the same global batch, the ranks together continue the same
-  global sequence of records (``reshard``).
+  global sequence of records (``reshard``). The state also holds every stream's digest
+  (``stream_digests``), and a state is refused on a stream whose digest differs: the same
+  step on other records would not be a resume.
 - Reproducible transforms. A transform that requires two positional arguments is called as
   ``transform(batch, ctx)`` with a ``BatchContext``: the step, the record indices, and a
   generator that is a pure function of (seed, step, rank), so random augmentation drawn from
@@ -170,6 +172,39 @@ def _run_step(streams: dict[str, Any], transform: Callable[..., Any] | None,
         stats.gather_s += t1 - t0
         stats.transform_s += t2 - t1
     return out
+
+
+def stream_digests(streams: Mapping[str, Any]) -> dict[str, str | None]:
+    """``{name: digest}`` of a dict of streams: a zrecord store's ``digest`` (its header
+    checksum), a Mix stream's digest of its sources' digests, None for a stream without one
+    (a NumPy array, say). Equal digests mean the same records in the same order, so this is
+    what to compare across hosts before training; ``loaderx.torch.check_same_stores`` does
+    it for a process group."""
+    out: dict[str, str | None] = {}
+    for name, stream in streams.items():
+        digest = getattr(stream, "digest", None)
+        out[name] = digest if isinstance(digest, str) else None
+    return out
+
+
+def _check_digests(saved: Mapping[str, Any], streams: Mapping[str, Any]) -> None:
+    """Refuse to resume on data other than the state was saved with."""
+    current = stream_digests(streams)
+    for name, digest in saved.items():
+        if digest is None or name not in current:
+            continue  # an unknown name is reported with the stream lengths
+        if current[name] is None:
+            raise ValueError(f"stream {name!r} has no digest now, but the state was saved "
+                             f"with a store of digest {digest}: resume on that store (a "
+                             "zrecord store has a digest), or drop 'digests' from the state "
+                             "to skip the check")
+        if current[name] != digest:
+            path = getattr(streams[name], "path", None)
+            where = f" at {path!r}" if path is not None else ""
+            raise ValueError(f"stream {name!r}{where} is not the store the state was saved "
+                             f"with: its digest is {current[name]}, the state's {digest}. Its "
+                             "records differ (another build, or another version of the data), "
+                             "so the saved position would not mean the same records")
 
 
 def _describe_stream(stream: Any) -> str:
@@ -375,6 +410,9 @@ class DataLoader:
         """
         state: dict[str, Any] = {"version": STATE_VERSION, "step": self._next_step,
                                  "streams": {k: self._length for k in self._streams}}
+        digests = stream_digests(self._streams)
+        if any(d is not None for d in digests.values()):
+            state["digests"] = digests
         if hasattr(self._sampler, "state_dict"):
             sampler_state = dict(self._sampler.state_dict())
             sampler_state["step"] = self._next_step
@@ -406,6 +444,7 @@ class DataLoader:
                              f"this loaderx writes version {STATE_VERSION}")
         saved = dict(state.get("streams", {}))
         current = {k: self._length for k in self._streams}
+        _check_digests(dict(state.get("digests") or {}), self._streams)
         if saved != current:
             raise ValueError(f"state was saved for streams {saved}, but this loader has "
                              f"{current}")
@@ -495,4 +534,4 @@ class DataLoader:
                 f"workers={self._workers} prefetch={self._prefetch}>")
 
 
-__all__ = ["BatchContext", "DataLoader", "LoaderClosedError"]
+__all__ = ["BatchContext", "DataLoader", "LoaderClosedError", "stream_digests"]

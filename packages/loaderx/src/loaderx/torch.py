@@ -8,6 +8,8 @@ and all processes run the same number of steps. Batches are converted to tensors
 ``torch.utils.data.DataLoader(dataset, batch_size=None)`` or iterate it directly.
 
 Invariants:
+- The same data everywhere. ``check_same_stores(streams)`` compares every rank's store
+  digests through one collective and raises on every rank at once when they differ.
 - One process iterates. loaderx prefetches on its own threads (``workers=``), so PyTorch
   worker processes are refused (``num_workers > 0``): each would iterate the whole pipeline,
   delivering every batch once per worker, and the state would advance only in the worker's copy
@@ -45,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
         "for your CUDA/ROCm/CPU build at https://pytorch.org/get-started/locally/"
     ) from exc
 
-from loaderx.dataloader import DataLoader, _callable_name, _describe_stream
+from loaderx.dataloader import DataLoader, _callable_name, _describe_stream, stream_digests
 from loaderx.sampler import Mode, Sampler
 
 
@@ -61,6 +63,42 @@ def to_tensors(batch: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def check_same_stores(streams: Mapping[str, Any], group: Any = None) -> dict[str, str | None]:
+    """Check that every rank of the process group reads the same stores; call it on every
+    rank after opening the streams, before training. Returns this rank's ``{name: digest}``.
+
+    Each rank contributes its streams' digests (``loaderx.dataloader.stream_digests``: a
+    zrecord store's header checksum) and paths through one ``all_gather_object``; when any
+    rank's differ from rank 0's, every rank raises the same ValueError, which names the
+    ranks, streams, digests and paths, so no rank is left waiting in a collective. A stale
+    copy of a store on one host is the usual cause. Without an initialised process group it
+    only returns the digests.
+    """
+    digests = stream_digests(streams)
+    if not (dist.is_available() and dist.is_initialized()):
+        return digests
+    mine = {name: (digests[name], str(getattr(stream, "path", type(stream).__name__)))
+            for name, stream in streams.items()}
+    gathered: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, mine, group=group)
+    reference = gathered[0]
+    problems = []
+    for rank, seen in enumerate(gathered):
+        if set(seen) != set(reference):
+            problems.append(f"rank {rank} has streams {sorted(seen)}, rank 0 {sorted(reference)}")
+            continue
+        for name, (digest, path) in seen.items():
+            if digest != reference[name][0]:
+                problems.append(f"rank {rank} reads {name!r} from {path} with digest {digest}, "
+                                f"rank 0 from {reference[name][1]} with digest "
+                                f"{reference[name][0]}")
+    if problems:
+        raise ValueError("the ranks do not read the same stores, so they would not train on "
+                         "the same dataset: " + "; ".join(problems) + ". Copy the same "
+                         "published store to every host (copies keep the digest).")
+    return digests
 
 
 def distributed_rank_and_world_size() -> tuple[int, int]:
@@ -177,4 +215,5 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         self._state = None if state is None else dict(state)
 
 
-__all__ = ["TorchIterable", "distributed_rank_and_world_size", "to_tensors"]
+__all__ = ["TorchIterable", "check_same_stores", "distributed_rank_and_world_size",
+           "to_tensors"]
