@@ -99,14 +99,20 @@ def converter(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def distributed(session: nox.Session) -> None:
-    """loaderx.ray on a local Ray instance (loaderx[ray]).
+    """loaderx.ray on a local Ray instance (loaderx[ray] alone, plus torch), and the
+    offline elastic-resume and store-identity tests with only that installed.
 
     The `loaderx` session skips test_ray.py, which needs Ray; here a missing Ray is an error.
-    The 2-process gloo DDP example (test_ddp.py) runs in `loaderx`, which has torch.
+    The gloo DDP example and the two-host torchrun recipe (test_ddp.py) run in `loaderx`.
     """
     session.install(_pkg(session, ZRECORD), _pkg(session, LOADERX, "test", "ray"))
-    session.run("python", "-c", "import ray.data")
-    session.run("pytest", "-q", str(LOADERX / "tests" / "test_ray.py"), *session.posargs)
+    # The documented calls: iter_batches, and iter_torch_batches (which needs pydantic, from
+    # the extra, and torch, which the user installs).
+    session.install(TORCH)
+    session.run("python", "-c", "import ray.data, pydantic")
+    session.run("pytest", "-q", *(str(LOADERX / "tests" / name) for name in
+                                  ("test_ray.py", "test_elastic.py", "test_digests.py")),
+                *session.posargs)
 
 
 @nox.session(python=PYTHONS)
