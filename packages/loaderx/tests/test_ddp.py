@@ -65,6 +65,9 @@ def test_ranks_read_disjoint_equal_sized_steps(runs):
 
 
 def test_resume_from_the_shared_checkpoint_is_exact(runs):
+    """The same records and losses at every step. The weights match bit for bit here
+    because this gloo CPU run reduces in a fixed order (two ranks, one bucket); DDP does not
+    promise that in general (docs/guides/loaderx.md, "What exactly is guaranteed")."""
     whole, resumed = runs
     assert logs(resumed) == logs(whole)      # the same records and the same losses, per step
     a = torch.load(whole / "checkpoint.pt")
@@ -120,6 +123,12 @@ def test_elastic_resume_with_another_number_of_processes(runs, tmp_path, before,
     assert len(global_sequence(tmp_path, 2)) == STEPS
     state = torch.load(tmp_path / "checkpoint.pt")["loaders"]
     assert len(state) == after and {s["step"] for s in state} == {STEPS}
+    # The records are identical; the weights only close: each step's mean is grouped
+    # differently with another world size (measured: at most 1.2e-7 after 10 steps).
+    a = torch.load(whole / "checkpoint.pt")["model"]
+    b = torch.load(tmp_path / "checkpoint.pt")["model"]
+    for name, tensor in a.items():
+        assert torch.allclose(tensor, b[name], rtol=0, atol=1e-6), name
     assert {s["sampler"]["batch_size"] for s in state} == {2 * BATCH // after}
 
 
