@@ -84,3 +84,38 @@ def test_loaderx_zrecord_round_trips_the_dtypes_of_format_1_1(tmp_path):
         assert batch[dtype].dtype == np.dtype(dtype) and batch[dtype].shape == (4, 2)
         assert batch[dtype].tobytes() == store[:4].tobytes()
         store.close()
+
+
+def test_top_level_names_are_the_module_classes():
+    """[U1] 3: `from loaderx import DataLoader, Sampler`, beside the seed's module paths."""
+    import loaderx
+    import loaderx.dataloader
+    import loaderx.sampler
+    from loaderx import DataLoader, LoaderClosedError, Mix, Mode, Sampler
+
+    assert DataLoader is loaderx.dataloader.DataLoader
+    assert LoaderClosedError is loaderx.dataloader.LoaderClosedError
+    assert Sampler is loaderx.sampler.Sampler and Mix is loaderx.sampler.Mix
+    assert Mode is Sampler.Mode
+    assert set(loaderx.__all__) == {"BatchContext", "DataLoader", "LoaderClosedError", "Mix",
+                                    "Mode", "Sampler"}
+
+
+def test_torch_import_without_torch_names_the_install_command():
+    """[U1] 3: like loaderx.converter and loaderx.ray, loaderx.torch says how to install
+    what it needs instead of a bare ModuleNotFoundError."""
+    code = (
+        "import sys\n"
+        "class Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'torch':\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Hide())\n"
+        "import loaderx\n"
+        "try:\n"
+        "    import loaderx.torch\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "loaderx.torch needs PyTorch" in out.stdout and "pip install torch" in out.stdout
