@@ -113,6 +113,9 @@ typedef struct zr_info {
     uint64_t stored_bytes;
     uint64_t record_size;   /* Dense: logical bytes per record; Ragged: 0 */
     uint64_t itemsize;
+    uint64_t header_checksum; /* the header's own checksum (spec §3.2): the store's identity,
+                                 since it covers the schema, the index checksum, the shard
+                                 sizes and the dictionary */
 } zr_info;
 
 typedef struct zr_writer zr_writer;

@@ -39,6 +39,7 @@ pub const Info = extern struct {
     stored_bytes: u64,
     record_size: u64,
     itemsize: u64,
+    header_checksum: u64,
 };
 
 /// The result codes of zrecord.h's `zr_result`, by the lower-case name that follows `ZR_E_`
@@ -101,7 +102,8 @@ comptime {
     std.debug.assert(@offsetOf(Schema, "item_shape") == 8);
     std.debug.assert(@offsetOf(Schema, "dtype_length") == 264);
     std.debug.assert(@offsetOf(Schema, "dtype_unit") == 268);
-    std.debug.assert(@sizeOf(Info) == 320);
+    std.debug.assert(@sizeOf(Info) == 328);
+    std.debug.assert(@offsetOf(Info, "header_checksum") == 320);
     std.debug.assert(@offsetOf(Info, "format_major") == 272);
     std.debug.assert(@offsetOf(Info, "dict_size") == 276);
     std.debug.assert(@offsetOf(Info, "record_count") == 280);

@@ -274,6 +274,8 @@ pub const Header = struct {
     shard_sizes: [data_shards_max]u64 = @splat(0),
     /// Offset of the dictionary within the header bytes (decoding only).
     dict_offset: u32 = 0,
+    /// The header file's checksum ([ZR-HDR-004]; decoding only): the store's identity.
+    header_checksum: u64 = 0,
 
     /// The item size of the header's dtype with its parameters; only meaningful for a
     /// validated header (or a schema checked with `dtypeCheck`).
@@ -418,6 +420,7 @@ pub fn checkMagicVersion(bytes: []const u8, name: []const u8, d: *Diag) HeaderEr
 pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!Header {
     try checkMagicVersion(bytes, name, d);
     try checkSizeAndChecksum(bytes, name, d);
+    const header_checksum = get(u64, bytes, bytes.len - 8);
     const f = FixedHeader.read(bytes);
     try checkCodes(&f, name, d);
     // [ZR-HDR-005] reserved0 and the undefined rest of reserved1: after the codes and feature
@@ -425,6 +428,7 @@ pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!H
     for (f.reserved0, @offsetOf(FixedHeader, "reserved0")..) |b, off| if (b != 0) return reservedError(d, name, "reserved0", off, b);
     for (f.reserved1, @offsetOf(FixedHeader, "reserved1")..) |b, off| if (b != 0) return reservedError(d, name, "reserved1", off, b);
     var h = try decodeSchema(&f, name, d);
+    h.header_checksum = header_checksum;
     try decodeVariable(&h, bytes, name, d);
     try checkTotals(&h, bytes, name, d);
     return h;

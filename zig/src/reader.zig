@@ -806,6 +806,7 @@ pub const Reader = struct {
         info.stored_bytes = h.stored_bytes;
         info.record_size = r.record_size;
         info.itemsize = r.itemsize;
+        info.header_checksum = h.header_checksum;
     }
 
     pub fn dict(r: *const Reader) []const u8 {

@@ -52,6 +52,7 @@ cdef extern from "zrecord.h" nogil:
         uint64_t stored_bytes
         uint64_t record_size
         uint64_t itemsize
+        uint64_t header_checksum
 
     ctypedef struct zr_writer:
         pass

@@ -519,6 +519,7 @@ cdef class Reader:
             "stored_bytes": info.stored_bytes,
             "record_size": info.record_size,
             "itemsize": info.itemsize,
+            "header_checksum": info.header_checksum,
         }
 
     def dict_into(self, object out):

@@ -8,17 +8,14 @@ Invariants of this module:
   (tuple, list, integer array, slice) returns a batch in the requested order. Indices must lie
   in ``0 .. len(store) - 1``; slices follow Python's rules (negative bounds and steps allowed).
 - Batch outputs of at least ``_pool.POOL_BATCH_BYTES_MIN`` come from the store's pool.
-- Identity: ``digest`` is the header checksum ([ZR-HDR-004]) of the header this module reads
-  once at open, right after the native reader, and checks against what the native reader
-  reports. The header checksum covers the index checksum (so every record's location, size
-  and checksum), the shard sizes, the schema and the dictionary: two stores with the same
-  digest hold the same records.
+- Identity: ``digest`` is the header checksum ([ZR-HDR-004]) of the header the native reader
+  verified at open (``zr_info.header_checksum``). It covers the index checksum (so every
+  record's location, size and checksum), the shard sizes, the schema and the dictionary: two
+  stores with the same digest hold the same records.
 """
 
 from __future__ import annotations
 
-import os
-import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,57 +24,17 @@ import numpy as np
 from zrecord import _native
 from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_info, numpy_can_hold
 from zrecord._index import index_error, normalise
-from zrecord._paths import HEADER_NAME, fspath, native_path
+from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
 from zrecord._progress import human_bytes
 from zrecord._writer import DenseWriter, RaggedWriter
 from zrecord.errors import (
     ClosedError,
-    CorruptStoreError,
     KindMismatchError,
     LimitError,
     ModeError,
     StoreIndexError,
 )
-
-# header.zrh (spec/format-v1.md, section 3): the fixed part, then the item shape (Dense),
-# the shard sizes, the dictionary, zero padding to a multiple of 8, and the checksum.
-_HEADER_FIXED_BYTES = 128
-# magic, format major and minor, header_size, kind, dtype, ndim, codec, data_shards,
-# reserved0, record_count, logical_bytes, stored_bytes, index_entry_size, dict_size.
-_HEADER_FIELDS = struct.Struct("<8sHHIBBBBB3xQQQII")
-
-
-def _header_digest(path: bytes, info: dict[str, Any], shown: str) -> str:
-    """The header checksum of the store at `path` as 16 hex digits, from header.zrh read here.
-
-    The native reader has verified the header it read; this reads the file again by the same
-    path, which is the same file unless the store was replaced in between (zrecord never
-    replaces a published path: publishing refuses an existing one). It checks that the bytes
-    are a header whose checksum matches and whose size and fields agree with what the native
-    reader reports (format version, schema, record count, logical and stored bytes,
-    dictionary size). A replacement that agrees in all of those within the microseconds
-    between the two reads would go unnoticed; closing that gap needs the checksum from the
-    native reader itself (zr_info), a change to the C ABI.
-    """
-    ndim, shards, dict_size = int(info["ndim"]), int(info["data_shards"]), int(info["dict_size"])
-    variable = (8 * ndim if info["kind"] == KIND_DENSE else 0) + 8 * shards + dict_size
-    size = _HEADER_FIXED_BYTES + (variable + 7) // 8 * 8 + 8
-    with open(os.path.join(path, os.fsencode(HEADER_NAME)), "rb") as f:
-        data = f.read(size + 1)
-    stored = int.from_bytes(data[-8:], "little") if len(data) >= 16 else None
-    fields = _HEADER_FIELDS.unpack_from(data) if len(data) >= _HEADER_FIELDS.size else None
-    expected = (int(info["format_version"][0]), int(info["format_version"][1]), size,
-                int(info["kind"]), int(info["dtype"]), ndim, int(info["codec"]), shards,
-                int(info["record_count"]), int(info["logical_bytes"]),
-                int(info["stored_bytes"]))
-    if (len(data) != size or fields is None or fields[1:12] != expected or fields[13] != dict_size
-            or stored != _native.xxh64(np.frombuffer(data, dtype=np.uint8)[:-8])):
-        raise CorruptStoreError(f"{shown!r}: header.zrh, read again at open, is not the header "
-                                "the reader verified (was the store replaced while it was "
-                                "being opened?)")
-    return f"{stored:016x}"
-
 
 # Iteration reads ahead in blocks of about this size, so it costs one native call per block.
 _ITER_BLOCK_BYTES = 4 << 20
@@ -107,7 +64,7 @@ class _Store:
         self.ndim: int = info["ndim"]
         self.codec: str = CODEC_NAMES[info["codec"]]
         self.data_shards: int = info["data_shards"]
-        self._digest = _header_digest(native_path(self.path), info, self.path)
+        self._digest = f"{info['header_checksum']:016x}"
         self._pool = BlockPool()
 
     @property
