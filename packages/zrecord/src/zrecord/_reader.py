@@ -122,6 +122,7 @@ class _Store:
             "stored_bytes": self.stored_bytes,
             "format_version": list(self.format_version),
             "dict_bytes": int(self._info["dict_size"]),
+            "digest": self._digest,
         }
 
     def close(self) -> None:
