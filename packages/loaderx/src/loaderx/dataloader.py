@@ -85,6 +85,10 @@ def _run_step(streams: dict[str, Any], transform: Callable[[dict[str, Any]], Any
 class DataLoader:
     """Endless iterator of index-aligned batches from a dict of streams. See the module docs."""
 
+    step: int | None
+    """The step of the batch last delivered (None before the first); ``state_dict()["step"]``
+    is the next one."""
+
     def __init__(self, streams: Mapping[str, Any], sampler: Any,
                  transform: Callable[[dict[str, Any]], Any] | None = None, *,
                  workers: int = 4, prefetch: int = 4, state: Mapping[str, Any] | None = None
