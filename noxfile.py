@@ -274,7 +274,7 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def bench(session: nox.Session) -> None:
-    """Store and loader benchmarks on the real data of ../shared/data (benchmarks/README.md).
+    """Store and loader benchmarks on real data made by benchmarks/prepare_data.py (benchmarks/README.md).
 
     Set LOADERX_BENCH_DATA to the prepared data folder (default ../data) and, to measure the
     published loaderx side by side, LOADERX_PEER_PYTHON to the python of its own venv.
