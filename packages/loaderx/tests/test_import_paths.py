@@ -50,3 +50,37 @@ def test_converter_import_with_the_distribution():
     import loaderx_converter
 
     assert loaderx.converter.__version__ == loaderx_converter.__version__
+
+
+def test_loaderx_zrecord_round_trips_the_dtypes_of_format_1_1(tmp_path):
+    """The user's contract through the seed's import path: datetime64, timedelta64, S<n>, U<n>
+    and V<n> records, raw and zstd, Dense and Ragged, byte for byte; and a DataLoader batch."""
+    from loaderx.dataloader import DataLoader
+    from loaderx.sampler import Sampler
+    from loaderx.zrecord import Dense, Ragged
+
+    streams = {}
+    for k, dtype in enumerate(["M8[ns]", "m8[s]", "S3", "U2", "V4"]):
+        dt = np.dtype(dtype)
+        data = np.arange(8 * 2 * dt.itemsize, dtype=np.uint64).astype(np.uint8).view(dt).reshape(8, 2)
+        if dt.kind == "M":
+            data[0, 0] = np.datetime64("NaT")
+        for codec in ("raw", "zstd"):
+            dense, ragged = tmp_path / f"d{k}{codec}", tmp_path / f"r{k}{codec}"
+            with Dense.create(dense, dt, (2,), codec=codec) as w:
+                w.append(data)
+            with Ragged.create(ragged, dt, 1, codec=codec) as w:
+                w.append([data[i, : i % 3] for i in range(8)])
+            with Dense.open(dense) as s:
+                assert s.dtype == dt and s[:].tobytes() == data.tobytes()
+            with Ragged.open(ragged) as s:
+                assert [r.tobytes() for r in s[:]] == [data[i, : i % 3].tobytes() for i in range(8)]
+        streams[dtype] = Dense.open(tmp_path / f"d{k}raw")
+    sampler = Sampler(8, 4, Sampler.Mode.SEQUENTIAL, seed=0)
+    loader = DataLoader(streams, sampler)
+    batch = next(loader)
+    loader.close()
+    for dtype, store in streams.items():
+        assert batch[dtype].dtype == np.dtype(dtype) and batch[dtype].shape == (4, 2)
+        assert batch[dtype].tobytes() == store[:4].tobytes()
+        store.close()

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from zrecord import _native
-from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_code, numpy_can_hold
+from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_info, numpy_can_hold
 from zrecord._index import index_error, normalise
 from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
@@ -60,7 +60,8 @@ class _Store:
         self._closed = False
         self._info = info
         self._len: int = info["record_count"]
-        self.dtype: np.dtype[Any] = dtype_from_code(info["dtype"])
+        self.dtype: np.dtype[Any] = dtype_from_info(info["dtype"], info["dtype_length"],
+                                                    info["dtype_unit"])
         self.ndim: int = info["ndim"]
         self.codec: str = CODEC_NAMES[info["codec"]]
         self.data_shards: int = info["data_shards"]
