@@ -21,8 +21,8 @@ tokenizer from the `blingfire` wheel. OUT receives the files the benchmark scrip
 
 The same installed packages and arguments give the same bytes. The published benchmark
 figures were measured on data prepared by an earlier script following the same recipe (1,493
-images, 127,633 token records; docs/benchmarks/results.md states each workload's size); this
-one may pick a slightly different set of images, so compare figures of one run with each
+images with 22 sample photographs of scikit-image, scikit-learn and matplotlib, which this
+script leaves out; the same 127,633 token records); compare figures of one run with each
 other, not with another machine's.
 """
 
