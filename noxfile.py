@@ -258,8 +258,9 @@ def docs(session: nox.Session) -> None:
     and numba are installed because the pages' examples use them.
     """
     _install_all(session, "test")
+    # ruff formats the reference's signatures.
     session.install("mkdocs==1.6.1", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11",
-                    TORCH, "jax", "numba==0.68.1")
+                    "ruff==0.17.6", TORCH, "jax", "numba==0.68.1")
     session.run("python", str(ROOT / "docs" / "check_docstrings.py"))
     work = Path(session.create_tmp()) / "docs"
     session.run("python", str(ROOT / "docs" / "tools" / "build_site.py"), str(work))
