@@ -265,28 +265,28 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def docs(session: nox.Session) -> None:
-    """The documentation site, built strictly (a broken link or anchor fails), and docstrings.
+    """The documentation site, built strictly; its reference and its code blocks checked.
 
-    mkdocs cannot take the repository root as its docs folder, so the tracked files are staged
-    into a temporary folder with their relative paths: README, docs/, spec/ and conformance/
-    keep the links that work when browsing the repository. The API reference is generated from
-    the docstrings by mkdocstrings, reading the sources statically (nothing is imported).
+    - docs/check_docstrings.py: every public function, class, method and property has one.
+    - docs/tools/build_site.py: stages the published pages (docs/ without its tools and
+      examples, spec/, the conformance README, the changelogs; not the code, tests or vectors),
+      writes the command-line reference from the installed programs' --help, runs
+      `mkdocs build --strict` (a broken link or anchor fails) and checks that every public
+      name has an entry in the API reference (docs/tools/check_reference.py).
+    - docs/tools/run_snippets.py: runs every Python code block of the pages and READMEs, as
+      printed, with the data each page defines in hidden setup comments.
+
+    The site lands in the session's temporary folder (the last line says where). torch, jax
+    and numba are installed because the pages' examples use them.
     """
-    session.install("mkdocs==1.6.1", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11")
+    _install_all(session, "test")
+    # ruff formats the reference's signatures.
+    session.install("mkdocs==1.6.1", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11",
+                    "ruff==0.17.6", TORCH, "jax", "numba==0.68.1")
     session.run("python", str(ROOT / "docs" / "check_docstrings.py"))
-    stage = Path(session.create_tmp()) / "docs-stage"
-    shutil.rmtree(stage, ignore_errors=True)
-    files = session.run("git", "-C", str(ROOT), "ls-files", "--cached", "--others",
-                        "--exclude-standard", silent=True, external=True)
-    for rel in str(files).splitlines():
-        src = ROOT / rel
-        if src.is_file():
-            (stage / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, stage / "src" / rel)
-    shutil.copy2(ROOT / "docs" / "mkdocs.yml", stage / "mkdocs.yml")
-    session.run("mkdocs", "build", "--strict", "--config-file", str(stage / "mkdocs.yml"),
-                "--site-dir", str(stage / "site"))
-    session.log(f"site: {stage / 'site' / 'index.html'}")
+    work = Path(session.create_tmp()) / "docs"
+    session.run("python", str(ROOT / "docs" / "tools" / "build_site.py"), str(work))
+    session.run("python", str(ROOT / "docs" / "tools" / "run_snippets.py"), *session.posargs)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -299,7 +299,7 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def bench(session: nox.Session) -> None:
-    """Store and loader benchmarks on the real data of ../shared/data (benchmarks/README.md).
+    """Store and loader benchmarks on real data made by benchmarks/prepare_data.py (benchmarks/README.md).
 
     Set LOADERX_BENCH_DATA to the prepared data folder (default ../data) and, to measure the
     published loaderx side by side, LOADERX_PEER_PYTHON to the python of its own venv.

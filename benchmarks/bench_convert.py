@@ -2,7 +2,7 @@
 
 Each codec is converted in a fresh interpreter, so that its peak RSS (from wait4's rusage) is
 the conversion's own: reading the Arrow files, decoding 70,000 PNG images, writing the stores.
-The data are `hf/fashion_mnist` from ../shared/data/prepare_data.py (a `save_to_disk` folder).
+The data are `hf/fashion_mnist` from benchmarks/prepare_data.py (a `save_to_disk` folder).
 Target (issue F5): peak RSS under 1 GiB. The converted stores are checked against the source
 (every label, a sample of images) after the timed run.
 """
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     source = os.path.join(args.data, "hf", "fashion_mnist")
     if not os.path.isdir(source):
-        print(f"no Fashion-MNIST at {source}; run ../shared/data/prepare_data.py with part hf",
+        print(f"no Fashion-MNIST at {source}; run benchmarks/prepare_data.py with part hf",
               file=sys.stderr)
         return 1
     import datasets

@@ -56,7 +56,7 @@ __all__ = ["Dense", "Ragged", "train_dict", "zrecord"]
 
 def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
     ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")),
-                    help="output folder of ../shared/data/prepare_data.py")
+                    help="output folder of benchmarks/prepare_data.py")
     ap.add_argument("--workload", default=workloads)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--codecs", default="raw,zstd,zstd_dict")
