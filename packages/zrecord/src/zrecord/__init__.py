@@ -26,6 +26,18 @@ from zrecord.errors import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> str:
+    # ``zrecord.__zstd_version__``: the zstd the codecs run (zrecord/_build_info.py), looked up
+    # on first use: it reads the build's record and may ask the loaded library.
+    if name == "__zstd_version__":
+        from zrecord._build_info import zstd_version
+
+        globals()[name] = version = zstd_version()
+        return version
+    raise AttributeError(f"module 'zrecord' has no attribute {name!r}")
+
+
 __all__ = [
     "ChecksumError",
     "ClosedError",
@@ -41,6 +53,7 @@ __all__ = [
     "StoreNotFoundError",
     "ZrecordError",
     "__version__",
+    "__zstd_version__",
     "check_store_options",
     "enclosing_store",
     "open_store",
