@@ -5,4 +5,6 @@ The storage layer is the separate distribution ``zrecord``; ``loaderx.zrecord`` 
 import paths. ``loaderx.converter`` re-exports the optional ``loaderx-converter``.
 """
 
+# The one place the distribution's version is written: pyproject.toml reads it from here.
+# 3.x: a new implementation of the loaderx design (the 2.x line is the published original).
 __version__ = "3.0.0a0"

@@ -24,6 +24,7 @@ from zrecord.errors import (
     ZrecordError,
 )
 
+# The one place the distribution's version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
 
