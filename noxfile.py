@@ -273,7 +273,7 @@ def _requires_dist(wheel: Path, extra: str | None = None) -> list[str]:
         if not line.startswith("Requires-Dist:"):
             continue
         req, _, marker = line.split(":", 1)[1].partition(";")
-        if marker and f'extra == "{extra}"' not in marker:
+        if marker and not re.search(rf"""extra\s*==\s*['"]{extra}['"]""", marker):
             continue
         if re.split(r"[ <>=!~\[]", req.strip(), maxsplit=1)[0].lower() not in OURS:
             out.append(req.strip())
@@ -443,9 +443,12 @@ def _in_arm64_root(session: nox.Session, command: str, **kwargs: object) -> obje
         [f"mount --rbind /{d} {ARM64_ROOT}/{d}" for d in ("proc", "dev", "sys")]
         + [f"mkdir -p {ARM64_ROOT}{ROOT}", f"mount --bind {ROOT} {ARM64_ROOT}{ROOT}"])
     inner = command.replace("'", "'\\''")
+    # Nothing of this machine's environment (nox's PATH and VIRTUAL_ENV, pip's settings)
+    # reaches the root.
+    clean = "env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8"
     return session.run("unshare", "--mount", "--fork", "sh", "-c",
-                       f"{mounts} && exec chroot {ARM64_ROOT} sh -c '{inner}'", external=True,
-                       **kwargs)  # type: ignore[arg-type]
+                       f"{mounts} && exec chroot {ARM64_ROOT} {clean} sh -c '{inner}'",
+                       external=True, **kwargs)  # type: ignore[arg-type]
 
 
 @nox.session(python=DEFAULT_PYTHON)
