@@ -15,6 +15,8 @@ and the ceilings for copying the same batch size, measured in the same run:
 
 Usage: python benchmarks/bench_dense.py [--data DIR] [--workload vision,tokens] [--batch 256]
        [--codecs raw,zstd,zstd_dict] [--seconds 2] [--peer /path/to/venv/bin/python] [--json F]
+       [--zstd-build /path/to/venv/bin/python]   (rows per zstd: this build's and that venv's
+       zrecord, e.g. a release wheel with zstd built in; docs/decisions/0004-zstd-in-wheels.md)
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from loaderx_converter.errors import (
     UnsupportedFeatureError,
 )
 
+# The one place the distribution's version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
 __all__ = [
