@@ -289,15 +289,27 @@ class _Job:
             bar.update(table.num_rows)
 
     def _choose_codecs(self, scratch: Path) -> None:
+        """Measure the default codec against raw for small columns and for encoded files."""
         for column, o in self.opts.items():
             split = self._first_split_with(column)
             plan = self.plans[split][column]
-            if o.named or not _options.is_small(plan.kind, plan.record_bytes):
+            reader = self.readers[split][column]
+            encoded = isinstance(reader, _EncodedReader)
+            if o.named or not (encoded or _options.is_small(plan.kind, plan.record_bytes)):
                 continue
             n = min(_options.CODEC_SAMPLE_RECORDS, self.splits[split].num_rows)
             table = self.splits[split].with_format("arrow")[:n]
-            sample = self.readers[split][column].extract(_column(table, column), plan, 0)
-            _options.choose_codec(o, np.ascontiguousarray(sample), scratch)
+            sample = reader.extract(_column(table, column), plan, 0)
+            if encoded:
+                kept, total = [], 0
+                for rec in sample:
+                    if total >= _options.CODEC_SAMPLE_BYTES_MAX:
+                        break
+                    kept.append(rec)
+                    total += rec.nbytes
+                _options.choose_codec(o, kept, scratch, _options.ENCODED_SAVING_MIN)
+            else:
+                _options.choose_codec(o, np.ascontiguousarray(sample), scratch)
 
     def _write_split(self, split: str, folder: Path) -> dict[str, Any]:
         ds = self.splits[split]

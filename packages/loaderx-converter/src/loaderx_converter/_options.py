@@ -12,7 +12,10 @@ Invariants:
   the default never makes a small fixed-size column (labels, ids: at most
   ``SMALL_RECORD_BYTES_MAX`` bytes per record) larger than raw: the default codec and raw are
   measured on a sample of the column's records, written with zrecord itself, and the smaller
-  wins. The choice and its measurement go into the provenance.
+  wins. Encoded files (JPEG, PNG, ... kept as bytes) are already compressed: the default codec
+  is kept for them only if it saves at least ``ENCODED_SAVING_MIN`` of raw's bytes on a
+  sample, since every read would pay for decompressing. The choice and its measurement go
+  into the provenance.
 """
 
 from __future__ import annotations
@@ -34,8 +37,12 @@ DEFAULT_KEY = "*"
 CODECS = ("raw", "zstd", "zstd_dict")
 # Records at most this large (Dense) are "small": the default codec must earn its place.
 SMALL_RECORD_BYTES_MAX = 64
-# Records written twice (raw is computed, the codec is written) to choose a small column's codec.
+# Records written twice (raw is computed, the codec is written) to choose a column's codec;
+# a sample of encoded files stops at CODEC_SAMPLE_BYTES_MAX.
 CODEC_SAMPLE_RECORDS = 4096
+CODEC_SAMPLE_BYTES_MAX = 16 << 20
+# The share of raw's bytes a codec must save on encoded files to be kept as their default.
+ENCODED_SAVING_MIN = 0.05
 # At most this many bytes of a column's records train its dictionary (dict_from).
 DICT_SAMPLE_BYTES_MAX = 32 << 20
 
@@ -175,14 +182,12 @@ def resolve(req: Requested, columns: Iterable[str], spell: Spelling) -> dict[str
             opts.dict_bytes = req.dicts[c]
         elif codec == "zstd_dict":
             if req.dict_default is None:
-                raise OptionError(
-                    f"convert: column {c!r} has codec 'zstd_dict' but no dictionary: give one "
-                    f"with {spell.per_column('dict_bytes', c, 'FILE' if spell.cli else 'd')}, "
-                    f"have one trained with {spell.name('dict_from')} {c}"
-                    if spell.cli else
-                    f"convert: column {c!r} has codec 'zstd_dict' but no dictionary: give one "
-                    f"with dict_bytes={{{c!r}: d}} (d = zrecord.train_dict(...)), or have one "
-                    f"trained with dict_from=[{c!r}]")
+                ways = (f"--dict {c}=FILE, or have one trained with --dict-from {c}"
+                        if spell.cli else
+                        f"dict_bytes={{{c!r}: d}} (d = zrecord.train_dict(...)), or have one "
+                        f"trained with dict_from=[{c!r}]")
+                raise OptionError(f"convert: column {c!r} has codec 'zstd_dict' but no "
+                                  f"dictionary: give one with {ways}")
             opts.dict_bytes = req.dict_default
         out[c] = opts
     return out
@@ -193,32 +198,45 @@ def is_small(kind: str, record_bytes: int | None) -> bool:
     return kind == "Dense" and record_bytes is not None and record_bytes <= SMALL_RECORD_BYTES_MAX
 
 
-def choose_codec(opts: ColumnOptions, sample: np.ndarray, scratch: Path) -> None:
-    """Keep the default codec of a small column only if it stores `sample` in fewer bytes than
-    raw; record the measurement in ``opts.choice``."""
+def choose_codec(opts: ColumnOptions, sample: np.ndarray | list[np.ndarray], scratch: Path,
+                 saving_min: float = 0.0) -> None:
+    """Keep the default codec of a column only if it stores `sample` (a Dense batch or a list
+    of Ragged records) in fewer bytes than raw, by at least `saving_min` of raw's bytes; record
+    the measurement in ``opts.choice``."""
     requested = opts.codec
-    raw_bytes = int(sample.nbytes)
-    measured: dict[str, Any] = {"requested": requested, "sample_records": int(len(sample)),
+    records = len(sample)
+    raw_bytes = int(sample.nbytes if isinstance(sample, np.ndarray)
+                    else sum(r.nbytes for r in sample))
+    measured: dict[str, Any] = {"requested": requested, "sample_records": records,
                                 "raw_bytes": raw_bytes}
-    if requested == "raw" or len(sample) == 0:
-        opts.choice = {**measured, "chosen": "raw" if requested == "raw" else requested,
-                       "why": "nothing to measure" if len(sample) == 0 else "raw was asked for"}
+    if requested == "raw" or records == 0:
+        opts.choice = {**measured, "chosen": requested,
+                       "why": "nothing to measure" if records == 0 else "raw was asked for"}
         return
     with tempfile.TemporaryDirectory(prefix="codec-sample-", dir=scratch) as folder:
         path = Path(folder) / "sample"
-        with zrecord.Dense.create(path, sample.dtype, sample.shape[1:], codec=requested,
-                                  data_shards=1, dict_bytes=opts.dict_bytes, sync=False) as w:
-            w.append(sample)
-        with zrecord.Dense.open(path) as store:
+        writer: Any
+        if isinstance(sample, np.ndarray):
+            writer = zrecord.Dense.create(path, sample.dtype, sample.shape[1:], codec=requested,
+                                          data_shards=1, dict_bytes=opts.dict_bytes, sync=False)
+        else:
+            writer = zrecord.Ragged.create(path, sample[0].dtype, sample[0].ndim,
+                                           codec=requested, data_shards=1,
+                                           dict_bytes=opts.dict_bytes, sync=False)
+        with writer:
+            writer.append(sample)
+        with zrecord.open_store(path) as store:
             coded = int(store.stored_bytes)
     measured[f"{requested}_bytes"] = coded
-    if coded < raw_bytes:
+    ratio = coded / max(1, raw_bytes)
+    if ratio < 1.0 - saving_min:
         opts.choice = {**measured, "chosen": requested,
-                       "why": f"{requested} stores the sample in fewer bytes than raw"}
+                       "why": f"{requested} stores the sample in {ratio:.2f}x the bytes of raw"}
         return
+    wanted = (f"; a saving of at least {saving_min:.0%} was required" if saving_min else "")
     opts.choice = {**measured, "chosen": "raw",
-                   "why": f"{requested} would store the sample in {coded / max(1, raw_bytes):.2f}x "
-                          "the bytes of raw"}
+                   "why": f"{requested} would store the sample in {ratio:.2f}x the bytes of raw"
+                          + wanted}
     opts.codec, opts.dict_bytes = "raw", None
 
 
