@@ -52,7 +52,8 @@ class Spelling:
     def one_mode(self, column: str, mode: str = "RGB") -> str:
         """How to give an Image column one mode."""
         if self.cli:
-            return f"--cast {column}={mode} (or --image-mode {mode} for every Image column)"
+            return (f"decode them to one mode with --cast {column}={mode} (or --image-mode "
+                    f"{mode} for every Image column)")
         return (f"cast it to one mode first: dataset = dataset.cast_column({column!r}, "
                 f"datasets.Image(mode={mode!r}))")
 
