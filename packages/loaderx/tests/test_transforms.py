@@ -11,13 +11,14 @@ import threading
 import numpy as np
 import pytest
 
-PIL = pytest.importorskip("PIL")
-import PIL.Image  # noqa: E402
+import zrecord
+from loaderx.dataloader import DataLoader
+from loaderx.sampler import Sampler
+from loaderx.transforms import DecodeImages
 
-import zrecord  # noqa: E402
-from loaderx.dataloader import DataLoader  # noqa: E402
-from loaderx.sampler import Sampler  # noqa: E402
-from loaderx.transforms import DecodeImages  # noqa: E402
+pytest.importorskip("PIL")
+import PIL.Image  # noqa: E402
+import PIL.ImageOps  # noqa: E402
 
 
 def _file(array: np.ndarray, fmt: str, **kwargs) -> bytes:

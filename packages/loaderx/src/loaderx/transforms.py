@@ -127,8 +127,9 @@ class DecodeImages:
     def decode_one(self, data: Any) -> np.ndarray:
         """One file's pixels, ``(height, width[, channels])`` as ``np.asarray`` gives them."""
         pil = self._pil
-        image = pil.Image.open(io.BytesIO(data if isinstance(data, (bytes, bytearray))
-                                          else memoryview(np.ascontiguousarray(data))))
+        if not isinstance(data, (bytes, bytearray)):
+            data = np.ascontiguousarray(data).view(np.uint8).data  # a memoryview, no copy
+        image = pil.Image.open(io.BytesIO(data))
         turned = False
         if self.exif:
             orientation = image.getexif().get(_ORIENTATION_TAG)
