@@ -491,3 +491,20 @@ def test_v1_provenance_records_the_options(tmp_path):
     assert on_disk["options"] == {"codec": {"*": "zstd", "x": "raw"}, "images": "decode",
                                   "audio": "decode", "data_shards": 4}
     assert on_disk == record
+
+
+def test_v1_03_the_codec_sample_is_read_batch_by_batch_and_bounded(tmp_path, monkeypatch):
+    """Choosing an encoded column's codec read the first 4,096 rows as one table, and so
+    copied a column spread over several Arrow files whole (+408 MiB on the real photos); the
+    sample now stops at its byte budget, read in the conversion's batches."""
+    from loaderx_converter import _options
+
+    monkeypatch.setattr(_options, "CODEC_SAMPLE_BYTES_MAX", 1000)
+    rng = np.random.default_rng(7)
+    parts = [_images([_encode(rng.integers(0, 255, (8, 8), dtype=np.uint8), "PNG")
+                      for _ in range(20)]) for _ in range(2)]
+    ds = datasets.concatenate_datasets(parts)  # two Arrow chunks
+    record = convert(ds, tmp_path / "out", images="encoded", progress=False)
+    choice = record["splits"]["train"]["columns"]["img"]["codec_choice"]
+    size = len(ds.with_format("arrow")[:1].column("img")[0]["bytes"].as_py())
+    assert choice["sample_records"] == -(-1000 // size)

@@ -297,19 +297,37 @@ class _Job:
             encoded = isinstance(reader, _EncodedReader)
             if o.named or not (encoded or _options.is_small(plan.kind, plan.record_bytes)):
                 continue
-            n = min(_options.CODEC_SAMPLE_RECORDS, self.splits[split].num_rows)
-            table = self.splits[split].with_format("arrow")[:n]
-            sample = reader.extract(_column(table, column), plan, 0)
+            sample = self._sample(split, column)
             if encoded:
-                kept, total = [], 0
-                for rec in sample:
-                    if total >= _options.CODEC_SAMPLE_BYTES_MAX:
-                        break
-                    kept.append(rec)
-                    total += rec.nbytes
-                _options.choose_codec(o, kept, scratch, _options.ENCODED_SAVING_MIN)
+                _options.choose_codec(o, sample, scratch, _options.ENCODED_SAVING_MIN)
             else:
-                _options.choose_codec(o, np.ascontiguousarray(sample), scratch)
+                _options.choose_codec(o, np.concatenate(sample) if sample else
+                                      np.empty((0, *(plan.item_shape or ())), plan.dtype),
+                                      scratch)
+
+    def _sample(self, split: str, column: str) -> list[Any]:
+        """The first records of a column, at most CODEC_SAMPLE_RECORDS of them and about
+        CODEC_SAMPLE_BYTES_MAX bytes, read batch by batch (never the whole column at once):
+        Dense batches (arrays) or Ragged records."""
+        reader, plan = self.readers[split][column], self.plans[split][column]
+        taken: list[Any] = []
+        records = total = 0
+        for row0, table in _batches(self.splits[split], self.rows(split)):
+            got = reader.extract(_column(table, column), plan, row0)
+            if plan.kind == "Dense":
+                got = got[:_options.CODEC_SAMPLE_RECORDS - records]
+                taken.append(got)
+                records, total = records + len(got), total + got.nbytes
+            else:
+                for rec in got:
+                    if records >= _options.CODEC_SAMPLE_RECORDS \
+                            or total >= _options.CODEC_SAMPLE_BYTES_MAX:
+                        break
+                    taken.append(rec)
+                    records, total = records + 1, total + rec.nbytes
+            if records >= _options.CODEC_SAMPLE_RECORDS or total >= _options.CODEC_SAMPLE_BYTES_MAX:
+                break
+        return taken
 
     def _write_split(self, split: str, folder: Path) -> dict[str, Any]:
         ds = self.splits[split]
