@@ -24,6 +24,7 @@ from loaderx_converter import (
     NullValueError,
     OptionError,
     UnsafePathError,
+    UnsupportedFeatureError,
     convert,
     from_local,
     info,
@@ -135,8 +136,7 @@ def test_v1_01_one_format_needs_no_format_column_and_decode_false_is_accepted(tm
     assert list(cols) == ["img"] and cols["img"]["formats"] == {"PNG": 4}
     assert _store_bytes(tmp_path / "out" / "train" / "img") == files
     # Decoding was asked for a column that holds bytes: the message names the way out.
-    with pytest.raises(datasets.exceptions.DatasetsError if False else TypeError,
-                       match="images='encoded'"):
+    with pytest.raises(UnsupportedFeatureError, match="images='encoded'"):
         convert(ds, tmp_path / "decoded", progress=False)
 
 
