@@ -168,3 +168,10 @@ def test_without_pillow_the_error_names_the_extra():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'loaderx[images]'" in out.stdout
+
+
+def test_a_box_rounded_outside_the_image_is_clamped():
+    """A 107 x 107 photo covering 224 x 224 computed a box from -7e-15: Pillow refused it
+    ("box offset can't be negative") on the real photos."""
+    out = DecodeImages(size=(224, 224))({"image": [_file(_gradient(107, 107), "PNG")]})
+    assert out["image"].shape == (1, 224, 224, 3)

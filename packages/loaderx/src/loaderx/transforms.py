@@ -148,9 +148,12 @@ class DecodeImages:
             image = pil.ImageOps.exif_transpose(image)
         if image.mode != self.mode:
             image = image.convert(self.mode)
-        if image.size != (width, height):  # a draft: the box is in full-size coordinates
-            sx, sy = image.size[0] / width, image.size[1] / height
+        w, h = image.size
+        if (w, h) != (width, height):  # a draft: the box is in full-size coordinates
+            sx, sy = w / width, h / height
             box = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
+        # Rounding must not put the box a hair outside the image (Pillow refuses that).
+        box = (max(0.0, box[0]), max(0.0, box[1]), min(float(w), box[2]), min(float(h), box[3]))
         out_size = (self.size[1], self.size[0])
         return np.asarray(image.resize(out_size, self._filter, box=box))
 
