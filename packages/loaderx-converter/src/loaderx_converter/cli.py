@@ -215,8 +215,9 @@ def _parser() -> argparse.ArgumentParser:
                              "with a dictionary: --dict or --dict-from). CODEC alone is the "
                              "default of every column, COLUMN=CODEC one column's; repeat it "
                              "for several (e.g. --codec zstd --codec label=raw). A column that "
-                             "gets zstd only as the default and holds small records (labels, "
-                             "ids) is stored raw when zstd would not make it smaller "
+                             "gets its codec only as the default and holds small records "
+                             "(labels, ids) or encoded files is stored raw unless the codec "
+                             "makes a sample of it smaller (encoded files: by 5%%) "
                              "(default: zstd)")
     parser.add_argument("--dict", dest="dict_bytes", action="append", type=_read_dict,
                         metavar="[COLUMN=]FILE",
@@ -238,8 +239,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--audio", choices=["decode", "encoded"], default="decode",
                         help="decode: store each clip's samples (float32, channels x samples); "
                              "encoded: store each audio file's bytes as they are")
-    parser.add_argument("--cast", action="append", type=_cast, default=[],
-                        metavar="COLUMN=MODE",
+    parser.add_argument("--cast", action="append", type=_cast, metavar="COLUMN=MODE",
                         help="decode the Image column COLUMN to the Pillow mode MODE (e.g. "
                              "image=RGB), as Image(mode=...) does; repeat for several columns")
     parser.add_argument("--image-mode", type=_image_mode, metavar="MODE",
@@ -281,7 +281,7 @@ def _run(argv: list[str] | None) -> int:
                                   token=args.token, endpoint=args.endpoint, cache_dir=args.cache_dir)
         columns = args.columns or None
         if args.cast or args.image_mode:
-            dataset = _apply_casts(dataset, args.cast, args.image_mode, columns)
+            dataset = _apply_casts(dataset, args.cast or [], args.image_mode, columns)
         dict_from = [c for group in args.dict_from or [] for c in group] or None
         record = convert(dataset, args.root, codec=_per_column(args.codec, "zstd"),
                          columns=columns, dict_bytes=_per_column(args.dict_bytes, None),
