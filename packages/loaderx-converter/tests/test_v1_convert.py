@@ -508,3 +508,30 @@ def test_v1_03_the_codec_sample_is_read_batch_by_batch_and_bounded(tmp_path, mon
     choice = record["splits"]["train"]["columns"]["img"]["codec_choice"]
     size = len(ds.with_format("arrow")[:1].column("img")[0]["bytes"].as_py())
     assert choice["sample_records"] == -(-1000 // size)
+
+
+def test_v1_06_write_batches_are_cut_by_the_bytes_images_decode_to(tmp_path, monkeypatch):
+    """Batches were sized from the files' bytes times 8; a few large photos in one batch
+    decoded to far more (the real photos, decoded: peak RSS 1.1 GiB). The check pass now
+    learns each image's decoded size from its header, and a batch decodes to about
+    BATCH_BYTES_TARGET (a larger image alone)."""
+    from loaderx_converter import _convert, _features
+
+    target = 3 * 40 * 40 * 3
+    monkeypatch.setattr(_convert, "BATCH_BYTES_TARGET", target)
+    batches = []
+    extract = _features._ImageReader.extract
+
+    def spy(self, arr, plan, row0):
+        out = extract(self, arr, plan, row0)
+        batches.append(sum(r.nbytes for r in out))
+        return out
+
+    monkeypatch.setattr(_features._ImageReader, "extract", spy)
+    rng = np.random.default_rng(8)
+    sides = [40, 40, 40, 40, 90, 40, 10, 10, 10, 40]
+    files = [_encode(rng.integers(0, 255, (s, s, 3), dtype=np.uint8), "PNG") for s in sides]
+    convert(_images(files), tmp_path / "out", progress=False)
+    assert sum(batches) == sum(s * s * 3 for s in sides)
+    assert all(b <= target for b in batches if b != 90 * 90 * 3), batches
+    assert 90 * 90 * 3 in batches  # the large image alone

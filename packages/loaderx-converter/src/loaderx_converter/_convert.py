@@ -12,7 +12,10 @@ Invariants:
   non-rectangular nested lists, mixed image modes. The check pass reads image headers only,
   so each image is decoded once, while writing (``_features``).
 - Memory is bounded by the batch, never by the dataset: Arrow data are memory-mapped and read
-  in slices of at most ``batch_rows`` rows; what the check pass keeps is one byte per image.
+  in slices of at most ``BATCH_ROWS_MAX`` rows and about ``BATCH_BYTES_TARGET`` bytes. The
+  check pass learns each image's (and clip's) decoded size from its header, so the write pass
+  cuts its batches by the bytes they decode to (a batch holds one huge image alone, or
+  thousands of thumbnails); what the check pass keeps is nine bytes per image.
 """
 
 from __future__ import annotations
@@ -78,28 +81,36 @@ def _select(splits: dict[str, Any], columns: Sequence[str] | None,
     return chosen
 
 
-def _is_media(feature: Any) -> bool:
-    import datasets
-
-    return isinstance(feature, (datasets.Image, datasets.Audio))
-
-
-def _batch_rows(ds: Any, columns: list[str], decoded_media: bool) -> int:
-    """Rows per batch so that one batch of the widest column stays near the byte target."""
+def _batch_rows(ds: Any, columns: list[str]) -> int:
+    """Rows per batch so that one batch of the widest column's Arrow data stays near the byte
+    target (what the records decode to is bounded separately, see ``_cuts``)."""
     n = max(1, ds.num_rows)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
     widest = max((table.column(c).nbytes for c in columns), default=0) / n
-    # Encoded images and audio grow when decoded; allow for it.
-    widest *= 8 if decoded_media and any(_is_media(ds.features[c]) for c in columns) else 1
     return int(max(1, min(BATCH_ROWS_MAX, BATCH_BYTES_TARGET // max(1.0, widest))))
 
 
-def _batches(ds: Any, rows: int) -> Iterator[tuple[int, pa.Table]]:
-    """(first row, pyarrow.Table) slices of `ds`, honouring any indices mapping."""
-    start = 0
-    for table in ds.with_format("arrow").iter(batch_size=rows):
-        yield start, table
-        start += table.num_rows
+def _cuts(n: int, rows: int, decoded: np.ndarray | None) -> list[int]:
+    """Batch boundaries over `n` rows: at most `rows` rows per batch and, when `decoded` gives
+    each row's decoded bytes, about BATCH_BYTES_TARGET of them (one row at least)."""
+    if decoded is None:
+        return [*range(0, n, rows), n] if n else [0]
+    ends = np.cumsum(decoded, dtype=np.uint64)
+    cuts = [0]
+    while cuts[-1] < n:
+        start = cuts[-1]
+        before = int(ends[start - 1]) if start else 0
+        fits = int(np.searchsorted(ends, before + BATCH_BYTES_TARGET, side="right"))
+        cuts.append(min(n, start + rows, max(start + 1, fits)))
+    return cuts
+
+
+def _batches(ds: Any, cuts: list[int]) -> Iterator[tuple[int, pa.Table]]:
+    """(first row, pyarrow.Table) slices of `ds` between consecutive `cuts`, honouring any
+    indices mapping."""
+    rows = ds.with_format("arrow")
+    for start, end in zip(cuts, cuts[1:]):
+        yield start, rows[start:end]
 
 
 def _column(table: pa.Table, name: str) -> pa.Array:
@@ -211,14 +222,19 @@ class _Job:
         self.plans: dict[str, dict[str, ColumnPlan]] = {}
         self.formats: dict[str, list[str]] = {}  # encoded column of mixed formats -> names
 
-    def rows(self, split: str) -> int:
-        return _batch_rows(self.splits[split], self.chosen[split],
-                           "decode" in self.media.values())
+    def cuts(self, split: str, decoded: bool = True) -> list[int]:
+        """Batch boundaries of a split: by Arrow bytes for the check pass, also by decoded
+        bytes (known from the check pass) for everything that decodes."""
+        ds = self.splits[split]
+        sizes = [np.frombuffer(r.sizes, dtype=np.uint64) for r in self.readers[split].values()
+                 if decoded and getattr(r, "sizes", None) is not None]
+        total = np.asarray(np.sum(sizes, axis=0, dtype=np.uint64)) if sizes else None
+        return _cuts(ds.num_rows, _batch_rows(ds, self.chosen[split]), total)
 
     def run(self) -> dict[str, Any]:
         for split, ds in self.splits.items():
             with _progress(self.progress, ds.num_rows, f"{split}: check") as bar:
-                for row0, table in _batches(ds, self.rows(split)):
+                for row0, table in _batches(ds, self.cuts(split, decoded=False)):
                     for c in self.chosen[split]:
                         self.readers[split][c].scan(_column(table, c), row0)
                     bar.update(table.num_rows)
@@ -284,7 +300,7 @@ class _Job:
         """Every record of a column, in order (for training its dictionary)."""
         reader = self.readers[split][column]
         plan = self.plans[split][column]
-        for row0, table in _batches(self.splits[split], self.rows(split)):
+        for row0, table in _batches(self.splits[split], self.cuts(split)):
             yield from reader.extract(_column(table, column), plan, row0)
             bar.update(table.num_rows)
 
@@ -312,7 +328,7 @@ class _Job:
         reader, plan = self.readers[split][column], self.plans[split][column]
         taken: list[Any] = []
         records = total = 0
-        for row0, table in _batches(self.splits[split], self.rows(split)):
+        for row0, table in _batches(self.splits[split], self.cuts(split)):
             got = reader.extract(_column(table, column), plan, row0)
             if plan.kind == "Dense":
                 got = got[:_options.CODEC_SAMPLE_RECORDS - records]
@@ -348,7 +364,7 @@ class _Job:
                                         data_shards=self.data_shards,
                                         dict_bytes=self.opts[c].dict_bytes)
             with _progress(self.progress, ds.num_rows, f"{split}: write") as bar:
-                for row0, table in _batches(ds, self.rows(split)):
+                for row0, table in _batches(ds, self.cuts(split)):
                     batch = {c: readers[c].extract(_column(table, c), plan=plans[c], row0=row0)
                              for c in cols}
                     if pending is not None:

@@ -17,11 +17,14 @@ Invariants:
 - File bytes are read from the Arrow buffers in place (memory views of the memory-mapped
   files), never copied into Python ``bytes`` objects for the whole batch.
 - What the check pass keeps per row is one byte (how the write pass decodes an image; the
-  format of an encoded file), so a split of N rows costs N bytes, whatever its images.
+  format of an encoded file) and, for decoded images and audio, the bytes the record decodes
+  to (``sizes``, eight bytes), which the write pass cuts its batches by: nine bytes a row,
+  whatever the images.
 """
 
 from __future__ import annotations
 
+import array
 import io
 import os
 from collections.abc import Callable
@@ -380,6 +383,7 @@ class _ImageReader(_MediaReader):
         self.mode: str | None = where.feature.mode
         # One byte per row scanned: how the write pass decodes it (_ASK_EXIF, _PLAIN, _ZIP).
         self.plain = bytearray()
+        self.sizes = array.array("Q")  # per row: the bytes it decodes to
 
     def scan(self, arr: pa.Array, row0: int) -> None:
         self._check_missing(arr, row0)
@@ -425,6 +429,7 @@ class _ImageReader(_MediaReader):
         return np.dtype(known[0]), (height, width) if channels is None else (height, width, channels)
 
     def _accept(self, dtype: np.dtype[Any], shape: tuple[int, ...], row: int) -> None:
+        self.sizes.append(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
         if self.dtype is None:
             self.dtype, self.shape, self.first_row = dtype, shape, row
             return
@@ -528,6 +533,7 @@ class _AudioReader(_MediaReader):
                 "pip install 'loaderx-converter[audio]'; or keep the files as they are with "
                 f"{where.spelling.option('audio', 'encoded')}") from exc
         self.rate: int | None = where.feature.sampling_rate
+        self.sizes = array.array("Q")  # per row: the bytes it decodes to (float32 samples)
 
     @staticmethod
     def _source(blob: Blob) -> Any:
@@ -539,7 +545,9 @@ class _AudioReader(_MediaReader):
 
         self._check_missing(arr, row0)
         for i, blob in enumerate(blobs(arr)):
-            rate = int(soundfile.info(self._source(blob)).samplerate)
+            found = soundfile.info(self._source(blob))
+            rate = int(found.samplerate)
+            self.sizes.append(4 * int(found.frames) * int(found.channels))
             if self.rate is None:
                 self.rate = rate
             elif rate != self.rate:
