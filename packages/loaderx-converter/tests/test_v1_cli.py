@@ -128,3 +128,21 @@ def test_v1_04_errors_name_the_flags(mixed, tmp_path, argv, says, never):
 def test_v1_04_bad_flag_values_are_usage_errors(mixed, tmp_path, argv, says):
     proc = _cli(str(mixed), str(tmp_path / "out"), *argv)
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+
+
+def test_v1_04_audio_encoded_from_the_command_line(tmp_path):
+    import soundfile
+
+    clips = []
+    for n in (3, 50):
+        buf = io.BytesIO()
+        soundfile.write(buf, np.zeros((n, 2), np.float32), 8000, format="FLAC")
+        clips.append(buf.getvalue())
+    saved = tmp_path / "saved"
+    Dataset.from_dict({"audio": [{"bytes": c, "path": None} for c in clips]}).cast_column(
+        "audio", datasets.Audio()).save_to_disk(str(saved))
+    proc = _cli(str(saved), str(tmp_path / "out"), "--audio", "encoded")
+    assert proc.returncode == 0, proc.stderr
+    assert "encoded FLAC 2" in proc.stdout
+    with zrecord.Ragged.open(tmp_path / "out" / "train" / "audio") as store:
+        assert [r.tobytes() for r in store[:]] == clips
