@@ -602,8 +602,10 @@ def bench(session: nox.Session) -> None:
     # The other stores and loaders of bench_matrix.py / bench_loaders.py (benchmarks/README.md).
     session.install("lmdb==2.3.0", "h5py==3.16.0", "array_record==0.8.6", "grain==0.2.18",
                     "numba==0.68.1", "pyarrow==26.0.1")
+    # Pillow for loaderx.transforms.DecodeImages (bench_decode.py): the loaderx[images] extra.
+    session.install(_pkg(session, LOADERX, "images"))
     for script in ("bench_dense.py", "bench_ragged.py", "bench.py", "bench_convert.py",
-                   "bench_matrix.py", "bench_loaders.py", "bench_cold.py"):
+                   "bench_decode.py", "bench_matrix.py", "bench_loaders.py", "bench_cold.py"):
         json_name = {"bench_matrix.py": "matrix.json", "bench_loaders.py": "loaders.json"}
         args = ["--json", str(out / json_name.get(script, script.replace(".py", ".json")))]
         if peer:

@@ -238,10 +238,6 @@ class DataLoader:
     """Iterator of index-aligned batches from a dict of streams, as long as its sampler
     (endless by default). See the module docs."""
 
-    step: int | None
-    """The step of the batch last delivered (None before the first); ``state_dict()["step"]``
-    is the next one."""
-
     def __init__(self, streams: Mapping[str, Any], sampler: Any,
                  transform: Callable[..., Any] | None = None, *,
                  workers: int = 4, prefetch: int = 4, state: Mapping[str, Any] | None = None
