@@ -198,6 +198,26 @@ int zr_reader_gather_ragged(zr_reader *r, const uint64_t *idx, uint64_t count, v
  * even if verified before) and that compressed frames decode. */
 int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st);
 
+/* Starts reading records idx[0..count) from disk into the page cache and returns without
+ * waiting for them (posix_fadvise WILLNEED on each record's bytes, sorted and coalesced), so
+ * that a later gather of them finds them there. A hint: it changes no result. It does nothing
+ * when a sample of the records is already in the page cache, or with ZR_READS_MAPPED, and
+ * hints at most the first 16,384 records and 64 MiB of stored bytes. It costs a few
+ * microseconds per record not in the page cache; it waits for the device only when the
+ * device's request queue is full. Fails only for invalid arguments (ZR_E_INDEX for an index
+ * out of range) or a closed reader. */
+int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_status *st);
+
+/* How a reader reads batches of records not known to be in the page cache; every mode returns
+ * the same records and verifies them the same way. ZR_READS_AUTO (the default) hints and reads
+ * with pread the batches that it finds cold (by an estimate kept per reader, a mincore sample,
+ * and a timing probe of batches it expected warm); ZR_READS_MAPPED never hints (as before
+ * zrecord 0.2); ZR_READS_HINTED always does. For tests and measurements. */
+#define ZR_READS_AUTO 0u
+#define ZR_READS_MAPPED 1u
+#define ZR_READS_HINTED 2u
+int zr_reader_set_reads(zr_reader *r, uint32_t mode, zr_status *st);
+
 /* Waits for calls in flight, then unmaps and closes every file. Later calls fail with
  * ZR_E_CLOSED. Idempotent. */
 void zr_reader_close(zr_reader *r);

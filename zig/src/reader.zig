@@ -65,6 +65,7 @@ const format = @import("format.zig");
 const parallel = @import("parallel.zig");
 const sys = @import("sys.zig");
 const codec = @import("codec.zig");
+const readahead = @import("readahead.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -77,6 +78,9 @@ pub const gather_parallel_bytes_min: u64 = 4 << 20;
 /// With `threads` = 0, one worker per this much output, up to `gather_auto_workers_max`.
 pub const gather_bytes_per_worker: u64 = 2 << 20;
 pub const gather_auto_workers_max: usize = 8;
+/// Workers of a cold batch (readahead.zig) whatever the CPU count, within the two limits
+/// above: they wait for the device more than they compute.
+pub const gather_cold_workers_min: usize = 4;
 /// The same two thresholds for compressed stores, counted in logical (decoded) bytes:
 /// decompression runs at 1 to 2 GB/s per core, so a worker pays off on far less output.
 pub const gather_compressed_parallel_bytes_min: u64 = 512 << 10;
@@ -219,6 +223,10 @@ pub const Reader = struct {
     /// zstd_dict: the header's dictionary compiled for decompression.
     ddict: ?codec.SharedDict = null,
     decoders: [decoder_slots_count]DecoderSlot = @splat(.{}),
+    /// Whether gathers expect the store's records to be in the page cache (readahead.zig).
+    estimate: readahead.Estimate = .{},
+    /// A readahead.Mode: how batches not known to be in the page cache are read.
+    reads: std.atomic.Value(u8) = .init(@intFromEnum(readahead.Mode.auto)),
 
     pub fn open(path_c: [*:0]const u8, d: *Diag) Error!*Reader {
         const path = std.mem.sliceTo(path_c, 0);
@@ -637,8 +645,8 @@ pub const Reader = struct {
 
     /// Record `rec`'s stored bytes: from the mapping, or for a large record read with pread
     /// into `scratch`, whose contents the result then borrows.
-    fn storedView(r: *const Reader, rec: u64, e: format.Entry, scratch: *Scratch, d: *Diag) Error![]const u8 {
-        if (!r.usesPread(e) or e.stored_size > pread_scratch_bytes_max) return r.storedBytes(e);
+    fn storedView(r: *const Reader, rec: u64, e: format.Entry, pread: bool, scratch: *Scratch, d: *Diag) Error![]const u8 {
+        if (!pread or e.stored_size > pread_scratch_bytes_max) return r.storedBytes(e);
         const buf = try scratch.get(e.stored_size, rec, d);
         try r.readStored(rec, e, buf, d);
         return buf;
@@ -690,8 +698,8 @@ pub const Reader = struct {
         if (want > 0 and out == null) return d.fail(error.InvalidArgument, "gather_dense got a " ++
             "null output buffer for {d} bytes", .{want});
         try r.checkIndices(idx.?, n, d);
-        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined };
-        try parallel.run(GatherCtx, &ctx, gatherDenseWork, n, r.workerCount(want, n, threads), .claimed, d);
+        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined, .n = n };
+        try r.runBatch(&ctx, want, threads, gatherDenseWork, d);
     }
 
     pub fn shapes(r: *Reader, idx: ?[*]const u64, n: u64, shapes_out: ?[*]u64, sizes_out: ?[*]u64, d: *Diag) Error!void {
@@ -753,8 +761,74 @@ pub const Reader = struct {
         }
         if (total > 0 and out == null) return d.fail(error.InvalidArgument, "gather_ragged got a " ++
             "null output buffer for {d} bytes", .{total});
-        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined, .offsets = offsets.? };
-        try parallel.run(GatherCtx, &ctx, gatherRaggedWork, n, r.workerCount(total, n, threads), .claimed, d);
+        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined, .offsets = offsets.?, .n = n };
+        try r.runBatch(&ctx, total, threads, gatherRaggedWork, d);
+    }
+
+    /// How this reader reads batches not known to be in the page cache.
+    pub fn readMode(r: *const Reader) readahead.Mode {
+        return @enumFromInt(r.reads.load(.monotonic));
+    }
+
+    pub fn setReadMode(r: *Reader, mode: readahead.Mode) void {
+        r.reads.store(@intFromEnum(mode), .monotonic);
+    }
+
+    /// Runs `work` over the positions of the batch `base` (whose output holds `bytes`
+    /// logical bytes). A batch that the estimate expects cold, and that a residency sample
+    /// confirms, is hinted ahead of its reads (`GatherCtx.hintAhead`) and read with pread;
+    /// any other batch is read as it always was, with each share probing its first records
+    /// (readahead.Probe) in case the estimate is wrong.
+    fn runBatch(r: *Reader, base: *const GatherCtx, bytes: u64, threads: u32, comptime work: anytype, d: *Diag) Error!void {
+        const mode = r.readMode();
+        const n = base.n;
+        var cold = mode == .hinted;
+        if (mode == .auto and r.estimate.expectsCold()) {
+            cold = !base.batch().sampleResident(0, n);
+            r.estimate.set(cold);
+        }
+        var hinted: std.atomic.Value(bool) = .init(false);
+        var frontier: std.atomic.Value(u64) = .init(0);
+        var ctx = base.*;
+        if (cold) {
+            ctx.cold = true;
+            ctx.frontier = &frontier;
+        } else {
+            ctx.probe = mode == .auto;
+            ctx.hinted = &hinted;
+        }
+        return parallel.run(GatherCtx, &ctx, work, n, r.workerCount(bytes, n, threads, cold), .claimed, d);
+    }
+
+    /// The end of the run of positions from `begin` (at least one record, unless `begin` is
+    /// the end) whose stored bytes stay within `bytes_max` and records within `records_max`.
+    fn runEnd(r: *const Reader, ctx: *const GatherCtx, begin: u64, bytes_max: u64, records_max: u64) u64 {
+        var end = begin;
+        var stored: u64 = 0;
+        while (end < ctx.n and end - begin < records_max) {
+            const size = format.decodeEntry(r.entryBytes(ctx.idx[@intCast(end)])).stored_size;
+            if (end > begin and stored + size > bytes_max) break;
+            stored += size;
+            end += 1;
+        }
+        return end;
+    }
+
+    /// Starts reading records idx[0..n) into the page cache and returns without waiting for
+    /// them (zr_reader_prefetch): nothing when a residency sample finds them there, or the
+    /// reader's mode is `mapped`; otherwise hints for at most readahead.prefetch_records_max
+    /// records and readahead.window_bytes_max stored bytes, the first ones given.
+    pub fn prefetch(r: *Reader, idx: ?[*]const u64, n: u64, d: *Diag) Error!void {
+        try r.enter(d);
+        defer r.leave();
+        if (n == 0) return;
+        if (idx == null) return d.fail(error.InvalidArgument, "prefetch got a null index array", .{});
+        try r.checkIndices(idx.?, n, d);
+        const mode = r.readMode();
+        if (mode == .mapped) return;
+        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = undefined, .n = @min(n, readahead.prefetch_records_max) };
+        if (mode == .auto and ctx.batch().sampleResident(0, ctx.n)) return;
+        ctx.batch().hint(0, r.runEnd(&ctx, 0, readahead.window_bytes_max, readahead.window_records_max));
     }
 
     pub fn verify(r: *Reader, start: u64, n: u64, d: *Diag) Error!void {
@@ -777,8 +851,8 @@ pub const Reader = struct {
         while (i < start + n) : (i += 1) {
             total += if (r.compressed()) r.logicalSize(i) else format.decodeEntry(r.entryBytes(i)).stored_size;
         }
-        const ctx: GatherCtx = .{ .r = r, .idx = undefined, .out = undefined, .start = start };
-        try parallel.run(GatherCtx, &ctx, verifyWork, n, r.workerCount(total, n, 0), .claimed, d);
+        const ctx: GatherCtx = .{ .r = r, .idx = undefined, .out = undefined, .start = start, .n = n };
+        try parallel.run(GatherCtx, &ctx, verifyWork, n, r.workerCount(total, n, 0, false), .claimed, d);
     }
 
     pub fn fillInfo(r: *const Reader, info: *abi.Info) void {
@@ -841,14 +915,17 @@ pub const Reader = struct {
     /// bytes-per-worker up to the CPUs and `gather_auto_workers_max`. For compressed stores
     /// each record also counts `gather_compressed_record_cost_bytes`, since decoding a frame
     /// has a fixed cost that small records do not amortise.
-    fn workerCount(r: *const Reader, bytes: u64, n: u64, threads: u32) usize {
+    fn workerCount(r: *const Reader, bytes: u64, n: u64, threads: u32, cold: bool) usize {
         const parallel_min = if (r.compressed()) gather_compressed_parallel_bytes_min else gather_parallel_bytes_min;
         const per_worker = if (r.compressed()) gather_compressed_bytes_per_worker else gather_bytes_per_worker;
         const work = if (r.compressed()) bytes +| n *| gather_compressed_record_cost_bytes else bytes;
         if (work < parallel_min) return 1;
         if (threads != 0) return @min(threads, parallel.workers_max);
         const by_size: u64 = work / per_worker + @intFromBool(work % per_worker != 0);
-        return @intCast(@min(@min(by_size, sys.cpuCount()), gather_auto_workers_max));
+        // A worker of a cold batch mostly waits for its reads, so more of them than CPUs
+        // keep the CPUs busy while some wait.
+        const cpus = if (cold) @max(sys.cpuCount(), gather_cold_workers_min) else sys.cpuCount();
+        return @intCast(@min(@min(by_size, cpus), gather_auto_workers_max));
     }
 
     /// Closes the reader, or waits until another thread of this process has closed it; returns
@@ -938,6 +1015,74 @@ const GatherCtx = struct {
     out: [*]u8,
     offsets: [*]const u64 = undefined,
     start: u64 = 0,
+    /// Positions in the batch.
+    n: u64,
+    /// The batch was hinted: every non-empty record is read with pread, none through the
+    /// mappings (whose pages would stay mapped into the process).
+    cold: bool = false,
+    /// Each share times its first records (readahead.Probe); set with `hinted`.
+    probe: bool = false,
+    /// Set by the first share whose probe found the batch cold and hinted the rest of it.
+    hinted: ?*std.atomic.Value(bool) = null,
+    /// Cold batches: the position up to which records have been hinted (`hintAhead`).
+    frontier: ?*std.atomic.Value(u64) = null,
+
+    fn batch(ctx: *const GatherCtx) readahead.Batch(GatherCtx) {
+        return .{ .src = ctx };
+    }
+
+    /// The stored bytes of the record at position `pos`, for readahead.Batch.
+    pub fn span(ctx: *const GatherCtx, pos: u64) readahead.Span {
+        const e = format.decodeEntry(ctx.r.entryBytes(ctx.idx[@intCast(pos)]));
+        return .{ .shard = e.shard, .offset = e.offset, .len = e.stored_size };
+    }
+
+    /// Starts reading a page-aligned span of a shard into the page cache (readahead.Batch).
+    pub fn advise(ctx: *const GatherCtx, s: readahead.Span) void {
+        sys.fadviseRange(ctx.r.fds[s.shard], s.offset, s.len, sys.POSIX_FADV_WILLNEED);
+    }
+
+    /// Whether a page-aligned span of a shard is in the page cache (readahead.Batch); when
+    /// the kernel does not say, it counts as resident: without an answer the reader reads
+    /// as it did before hints existed.
+    pub fn resident(ctx: *const GatherCtx, s: readahead.Span) bool {
+        var vec: [readahead.sample_pages_max]u8 = undefined;
+        const map = ctx.r.maps[s.shard];
+        const len: usize = @intCast(@min(s.len, map.len - s.offset));
+        return sys.resident(map.ptr + @as(usize, @intCast(s.offset)), len, &vec) orelse true;
+    }
+
+    /// Called by each share [begin, end) of a cold batch before it reads: makes sure that the
+    /// records from the share's start to readahead.ahead_bytes past its end have been hinted.
+    /// Shares are claimed in increasing order, so the hinted frontier runs ahead of every
+    /// worker's reads by about that much: the device's queue holds that many bytes of
+    /// reads, and the page cache no more than that ahead of the copies.
+    fn hintAhead(ctx: *const GatherCtx, end: u64) void {
+        const f = ctx.frontier orelse return;
+        const target = ctx.r.runEnd(ctx, end, readahead.ahead_bytes, readahead.window_records_max);
+        var h = f.load(.monotonic);
+        while (h < target) {
+            h = f.cmpxchgWeak(h, target, .monotonic, .monotonic) orelse return ctx.batch().hint(h, target);
+        }
+    }
+
+    /// Whether record `e` is read with pread in this batch.
+    fn preads(ctx: *const GatherCtx, e: format.Entry) bool {
+        return ctx.r.usesPread(e) or (ctx.cold and e.stored_size > 0);
+    }
+
+    /// A share's probe found its first records slow: unless the next records are in the page
+    /// cache after all (the time went elsewhere), the reader now expects cold data, and the
+    /// rest of the batch is hinted, by the first share to get here; later ones hint the rest
+    /// of their own share [next, share_end).
+    fn onSlow(ctx: *const GatherCtx, next: u64, share_end: u64) void {
+        const b = ctx.batch();
+        if (b.nextResident(next, ctx.n)) return;
+        ctx.r.estimate.set(true);
+        if (!ctx.hinted.?.swap(true, .monotonic)) {
+            b.hint(next, ctx.r.runEnd(ctx, next, readahead.window_bytes_max, readahead.window_records_max));
+        } else b.hint(next, share_end);
+    }
 };
 
 /// What one worker holds for one share of a call: acquired before its guarded region and
@@ -998,13 +1143,15 @@ fn runGuarded(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag, comptime wo
 /// Copies (raw) or decodes positions [begin, end) of a Dense batch. The checksum is verified
 /// on the stored bytes before they are copied or decoded, so a corrupt record is never returned,
 /// no decoder sees unverified bytes, and overlapping outputs cannot fake a mismatch. Large
-/// compressed records are read with pread into a scratch buffer first.
+/// compressed records, and every record of a cold batch, are read with pread into a scratch
+/// buffer first.
 fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
     const r = ctx.r;
+    ctx.hintAhead(end);
     const rs: usize = @intCast(r.record_size);
     if (!r.compressed() and rs > 0) {
         // Records read with pread never touch a mapping, so they need no guard.
-        if (rs >= pread_record_bytes_min) return gatherDenseRawPread(ctx, begin, end, d);
+        if (rs >= pread_record_bytes_min or ctx.cold) return gatherDenseRawPread(ctx, begin, end, d);
         return runGuarded(ctx, begin, end, d, gatherDenseRaw);
     }
     return runGuarded(ctx, begin, end, d, gatherDenseDecode);
@@ -1014,17 +1161,19 @@ fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!
 fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
+    var probe = readahead.Probe.start(ctx.probe, begin, end);
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
         guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        const src = try r.storedView(rec, e, &share.scratch, d);
+        const src = try r.storedView(rec, e, ctx.preads(e), &share.scratch, d);
         if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
         const dst: []u8 = if (rs > 0) ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs] else &.{};
         if (share.lease) |*l| {
             try r.decodeRecord(l.get(), rec, e, src, dst, d);
         } else if (rs > 0) sys.copy(dst, src);
+        if (probe.done(j, e.stored_size)) ctx.onSlow(j + 1, end);
     }
 }
 
@@ -1047,6 +1196,7 @@ fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, gu
     const es = r.entry_size;
     const idx = ctx.idx;
     const pf_bytes = @min(rs, gather_prefetch_record_bytes);
+    var probe = readahead.Probe.start(ctx.probe, begin, end);
     var j = begin;
     while (j < end) : (j += 1) {
         if (j + gather_prefetch_entry_ahead < end) {
@@ -1066,15 +1216,17 @@ fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, gu
         const src = r.storedBytes(e);
         if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
         sys.copy(ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs], src);
+        if (probe.done(j, rs)) ctx.onSlow(j + 1, end);
     }
 }
 
-/// gatherDenseWork for raw records of at least `pread_record_bytes_min` bytes: each is read
-/// with pread straight into its slot of the output and checked there, so no page of the
-/// mapping is touched.
+/// gatherDenseWork for raw records of at least `pread_record_bytes_min` bytes, and for every
+/// raw record of a cold batch: each is read with pread straight into its slot of the output
+/// and checked there, so no page of the mapping is touched.
 fn gatherDenseRawPread(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
+    var probe = readahead.Probe.start(ctx.probe, begin, end);
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
@@ -1082,27 +1234,30 @@ fn gatherDenseRawPread(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Er
         const dst = ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs];
         try r.readStored(rec, e, dst, d);
         if (!r.isVerified(rec)) try r.checkInOutput(rec, e, dst, d);
+        if (probe.done(j, rs)) ctx.onSlow(j + 1, end);
     }
 }
 
 fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    ctx.hintAhead(end);
     return runGuarded(ctx, begin, end, d, gatherRagged);
 }
 
 fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     const r = ctx.r;
+    var probe = readahead.Probe.start(ctx.probe, begin, end);
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
         guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
         if (share.lease) |*l| {
-            const src = try r.storedView(rec, e, &share.scratch, d);
+            const src = try r.storedView(rec, e, ctx.preads(e), &share.scratch, d);
             if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
             const size: usize = @intCast(r.logicalSize(rec));
             const dst: []u8 = if (size > 0) ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..size] else &.{};
             try r.decodeRecord(l.get(), rec, e, src, dst, d);
-        } else if (r.usesPread(e)) {
+        } else if (ctx.preads(e)) {
             // Raw: the stored size is the logical size ([ZR-IDX-004]).
             const dst = ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..e.stored_size];
             try r.readStored(rec, e, dst, d);
@@ -1112,6 +1267,7 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guar
             if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
             if (src.len > 0) sys.copy(ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..src.len], src);
         }
+        if (probe.done(j, e.stored_size)) ctx.onSlow(j + 1, end);
     }
 }
 
@@ -1128,7 +1284,7 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, gua
         const rec = ctx.start + j;
         guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        const src = try r.storedView(rec, e, &share.scratch, d);
+        const src = try r.storedView(rec, e, r.usesPread(e), &share.scratch, d);
         try r.checkRecord(rec, e, src, d);
         if (share.lease) |*l| {
             const size: usize = @intCast(r.logicalSize(rec));
@@ -1463,6 +1619,41 @@ test "the layout check finds bytes no record covers, in record order or not" {
     try t.expectContains(d.text(), "bytes [4, 8) to both record 0 and record 3");
     try std.testing.expectEqual(@as(i32, 0), d.shard);
     root.zr_reader_free(r);
+    td.removeStore("s", 1);
+    try td.deinitExpectEmpty();
+}
+
+test "a slow probe hints the rest of the batch only when the next records are not in the page cache" {
+    // The probe's timing is not under a test's control; what it triggers is: GatherCtx.onSlow
+    // asks mincore about the next records before it trusts the clock.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const tr = @import("tests_readahead.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    const rs = 4096;
+    var data: [64 * rs]u8 = undefined;
+    for (&data, 0..) |*b, i| b.* = t.pattern(i);
+    try tz.writeDense(&td, "s", 0, "", 1, rs, &data, &.{64});
+    var idx: [64]u64 = undefined;
+    for (&idx, 0..) |*v, i| v.* = 63 - i;
+    for ([_]bool{ false, true }) |evicting| {
+        const cold = evicting and try tr.evict(&td, "s", 1);
+        const r = try tz.openOk(&td, "s");
+        r.estimate.set(false);
+        var hinted: std.atomic.Value(bool) = .init(false);
+        const ctx: GatherCtx = .{ .r = r, .idx = &idx, .out = undefined, .n = idx.len, .probe = true, .hinted = &hinted };
+        ctx.onSlow(4, 16);
+        // Resident: the time went elsewhere (another process, a first touch), nothing changes.
+        try std.testing.expectEqual(cold, r.estimate.expectsCold());
+        try std.testing.expectEqual(cold, hinted.load(.monotonic));
+        // A second share that finds its records slow hints only its own rest.
+        ctx.onSlow(20, 24);
+        try std.testing.expectEqual(cold, hinted.load(.monotonic));
+        try tz.expectDenseGather(r, &data, rs, &idx, 1);
+        root.zr_reader_free(r);
+    }
     td.removeStore("s", 1);
     try td.deinitExpectEmpty();
 }

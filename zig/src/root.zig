@@ -16,6 +16,7 @@ const reader_mod = @import("reader.zig");
 const writer_mod = @import("writer.zig");
 const dictionary = @import("dictionary.zig");
 const staging = @import("staging.zig");
+const readahead = @import("readahead.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -249,6 +250,23 @@ pub export fn zr_reader_verify(r: ?*Reader, start: u64, count: u64, st: ?*Status
     return finish(st, result, &d);
 }
 
+pub export fn zr_reader_prefetch(r: ?*Reader, idx: ?[*]const u64, count: u64, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (r) |rd| rd.prefetch(idx, count, &d) else nullArgument(&d, "reader");
+    return finish(st, result, &d);
+}
+
+pub export fn zr_reader_set_reads(r: ?*Reader, mode: u32, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const rd = r orelse break :blk nullArgument(&d, "reader");
+        if (mode > @intFromEnum(readahead.Mode.hinted)) break :blk d.fail(error.InvalidArgument, "unknown " ++
+            "read mode {d}; ZR_READS_AUTO (0), ZR_READS_MAPPED (1) and ZR_READS_HINTED (2) are defined", .{mode});
+        rd.setReadMode(@enumFromInt(mode));
+    };
+    return finish(st, result, &d);
+}
+
 pub export fn zr_reader_close(r: ?*Reader) void {
     if (r) |rd| rd.close();
 }
@@ -300,12 +318,14 @@ test {
     _ = @import("dictionary.zig");
     _ = @import("tests_zstd.zig");
     _ = @import("tests_pread.zig");
+    _ = @import("tests_readahead.zig");
     _ = @import("sys.zig");
     _ = @import("format.zig");
     _ = @import("parallel.zig");
     _ = @import("writer.zig");
     _ = @import("staging.zig");
     _ = @import("reader.zig");
+    _ = @import("readahead.zig");
     _ = @import("abi.zig");
     _ = @import("tests.zig");
 }
