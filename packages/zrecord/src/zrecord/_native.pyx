@@ -561,6 +561,28 @@ cdef class Reader:
         if rc != 0:
             _fail(rc, &st)
 
+    def prefetch(self, object idx, uint64_t count):
+        """Starts reading records idx[0..count) (a uint64 array) into the page cache; returns
+        without waiting for them."""
+        cdef zr_status st
+        cdef int rc
+        cdef uint64_t *ip
+        _u64(idx, False, &ip, count)
+        with nogil:
+            rc = zr_reader_prefetch(self.r, ip, count, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def set_reads(self, uint32_t mode):
+        """How batches not known to be in the page cache are read: 0 adaptive (the default),
+        1 never hinted, 2 always hinted and read with pread (zrecord.h ZR_READS_*)."""
+        cdef zr_status st
+        cdef int rc
+        with nogil:
+            rc = zr_reader_set_reads(self.r, mode, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
     def close(self):
         """Waits for calls in flight, then releases the store's files. Idempotent."""
         with nogil:

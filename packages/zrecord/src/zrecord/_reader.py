@@ -154,6 +154,30 @@ class _Store:
         except StoreIndexError:
             raise index_error(idx, key, self._len, self.path) from None
 
+    def prefetch(self, key: Any) -> None:
+        """Start reading the records ``store[key]`` would return from disk into the page cache,
+        and return without waiting for them.
+
+        A hint for a loader that knows which records it reads next (the batches of its next
+        few steps): a later ``store[key]`` then finds them read or arriving, instead of
+        waiting for the device one record at a time. It changes no result and takes any key
+        ``store[key]`` takes, raising what that would raise for an invalid one. Cheap when the
+        records are in the page cache already (a sample of a few system calls, then nothing);
+        otherwise about a few microseconds per record, without waiting for the reads unless
+        the device's queue is full. At most the first 16,384 records and 64 MiB of stored
+        bytes of one call are hinted. See "Cold data and datasets larger than RAM" in the
+        zrecord guide.
+        """
+        self._check_open()
+        idx = normalise(key, self._len, self.path)
+        if isinstance(idx, int):
+            idx = np.array([idx], dtype=np.uint64)
+        if idx.shape[0]:
+            try:
+                self._handle.prefetch(idx, idx.shape[0])
+            except StoreIndexError:
+                raise index_error(idx, key, self._len, self.path) from None
+
     def _iter_block_records(self) -> int:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
 
