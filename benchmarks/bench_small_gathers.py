@@ -19,7 +19,7 @@ per build; a round reports each build's median batch as records per second and, 
 build, the ratio of its median to the first build's. The table gives the median over rounds.
 
 Usage: python benchmarks/bench_small_gathers.py --builds old=DIR,new=DIR [--rounds 15]
-       [--batches 2000] [--batch 256] [--tmp /dev/shm]
+       [--batches 2000] [--batch 256] [--tmp /dev/shm] [--workload dense-2k,ragged-230]
 """
 
 from __future__ import annotations
@@ -66,29 +66,56 @@ def load_native(name: str, folder: str) -> Any:
     return module
 
 
-def prepare(native: Any, path: str, batches: list[np.ndarray]) -> tuple[int, Any]:
+class _Handle:
+    """A build's reader through whichever binding it has: the `Reader` class, or the module
+    functions of builds before it."""
+
+    def __init__(self, native: Any, path: str) -> None:
+        self.native = native
+        if hasattr(native, "Reader"):
+            self.h = native.Reader(os.fsencode(path))
+        else:
+            self.h = native.reader_open(os.fsencode(path))
+
+    def call(self, name: str, *args: Any) -> Any:
+        if hasattr(self.native, "Reader"):
+            return getattr(self.h, name)(*args)
+        return getattr(self.native, f"reader_{name}")(self.h, *args)
+
+    def free(self) -> None:
+        if hasattr(self.native, "Reader"):
+            self.h.close()
+        else:
+            self.native.reader_free(self.h)
+
+
+def prepare(native: Any, path: str, batches: list[np.ndarray]) -> tuple[_Handle, Any]:
     """Open `path` with `native`, verify every record, and return the handle and a function
     that gathers batch k."""
-    handle = native.reader_open(os.fsencode(path))
-    info = native.reader_info(handle)
-    native.reader_verify(handle, 0, info["record_count"])
+    handle = _Handle(native, path)
+    info = handle.call("info")
+    handle.call("verify", 0, info["record_count"])
     batch = len(batches[0])
     if info["kind"] == 1:
         out = np.empty(batch * info["record_size"], np.uint8)
+        gather_dense = (handle.h.gather_dense if hasattr(native, "Reader")
+                        else lambda *a: native.reader_gather_dense(handle.h, *a))
 
         def gather(k: int) -> None:
-            native.reader_gather_dense(handle, batches[k], batch, out)
+            gather_dense(batches[k], batch, out)
     else:
         offsets = []
         for idx in batches:
             shapes = np.empty((batch, info["ndim"]), np.uint64)
             sizes = np.empty(batch, np.uint64)
-            native.reader_shapes(handle, idx, batch, info["ndim"], shapes, sizes)
+            handle.call("shapes", idx, batch, info["ndim"], shapes, sizes)
             offsets.append(np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64))
         out = np.empty(max(int(o[-1]) for o in offsets) + (1 << 20), np.uint8)
+        gather_ragged = (handle.h.gather_ragged if hasattr(native, "Reader")
+                         else lambda *a: native.reader_gather_ragged(handle.h, *a))
 
         def gather(k: int) -> None:
-            native.reader_gather_ragged(handle, batches[k], batch, out, offsets[k])
+            gather_ragged(batches[k], batch, out, offsets[k])
     for k in range(min(64, len(batches))):
         gather(k)
     return handle, gather
@@ -101,9 +128,15 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=2000, help="batches per build per round")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--tmp", default=None)
+    ap.add_argument("--workload", default=",".join(WORKLOADS),
+                    help=f"comma-separated, of {', '.join(WORKLOADS)} (default both)")
     args = ap.parse_args()
+    workloads = [w for w in args.workload.split(",") if w]
+    if any(w not in WORKLOADS for w in workloads):
+        ap.error(f"unknown workload in {workloads}; known: {', '.join(WORKLOADS)}")
     builds = dict(item.split("=", 1) for item in args.builds.split(","))
     names = list(builds)
+    import zrecord  # noqa: F401 - the extensions import zrecord.errors when they load
     natives = {name: load_native(name, folder) for name, folder in builds.items()}
     folder = tempfile.mkdtemp(prefix="zr-bench-small-", dir=args.tmp)
     try:
@@ -111,7 +144,7 @@ def main() -> int:
         print(f"records/s of the median batch (batch {args.batch}, {args.batches} batches per "
               f"build per round, {args.rounds} rounds): median over rounds (min..max); ratio to "
               f"{names[0]}: median of the rounds' ratios (min..max)")
-        for workload in WORKLOADS:
+        for workload in workloads:
             with open(os.path.join(paths[workload], "header.zrh"), "rb") as f:
                 count = int.from_bytes(f.read()[24:32], "little")
             rates: dict[str, list[float]] = {name: [] for name in names}
@@ -142,7 +175,7 @@ def main() -> int:
                     rates[name].append(args.batch / (medians[name] * 1e-9))
                     ratios[name].append(medians[names[0]] / medians[name])
                 for name in names:
-                    natives[name].reader_free(handles[name])
+                    handles[name].free()
             for name in names:
                 v, q = rates[name], ratios[name]
                 print(f"  {workload:11s} {name:8s} {statistics.median(v):>12,.0f} "

@@ -181,32 +181,11 @@ fn spanBefore(_: void, a: Span, b: Span) bool {
     return a.shard < b.shard or (a.shard == b.shard and a.offset < b.offset);
 }
 
-/// The probe of one share of a gather that expects warm data: the share times its first
-/// `probe_records` records, and `slow` says whether they took longer than the page cache
-/// would have.
-pub const Probe = struct {
-    /// The position after whose record the clock is read; maxInt when the probe is off or done.
-    at: u64 = std.math.maxInt(u64),
-    start_ns: u64 = 0,
-    records: u64 = 0,
-    bytes: u64 = 0,
-
-    pub fn start(on: bool, begin: u64, end: u64) Probe {
-        if (!on or end <= begin) return .{};
-        return .{ .at = @min(end, begin + probe_records) - 1, .start_ns = sys.monotonicNs(), .records = @min(end - begin, probe_records) };
-    }
-
-    /// Counts the stored bytes of the record at position `pos`, and returns true when that
-    /// record ends the probe and the probed records were slow. Inline: it runs per record of
-    /// every warm gather, and is a compare and an add until the probe's last record.
-    pub inline fn done(p: *Probe, pos: u64, stored: u64) bool {
-        p.bytes +%= stored;
-        if (pos != p.at) return false;
-        p.at = std.math.maxInt(u64);
-        const took = sys.monotonicNs() -% p.start_ns;
-        return took > p.records * probe_ns_per_record + p.bytes / 1024 * probe_ns_per_kib;
-    }
-};
+/// Whether `records` records of `bytes` stored bytes that took `took_ns` to read were slower
+/// than the page cache would have been.
+pub fn slow(took_ns: u64, records: u64, bytes: u64) bool {
+    return took_ns > records * probe_ns_per_record + bytes / 1024 * probe_ns_per_kib;
+}
 
 test "page spans cover whole pages and sort by shard, then offset" {
     const page: u64 = std.heap.pageSize();
@@ -217,16 +196,12 @@ test "page spans cover whole pages and sort by shard, then offset" {
     try std.testing.expect(!spanBefore({}, .{ .shard = 1, .offset = 0, .len = 1 }, .{ .shard = 0, .offset = 9, .len = 1 }));
 }
 
-test "a probe reads the clock once, after its last record" {
-    var off = Probe.start(false, 0, 100);
-    try std.testing.expect(!off.done(0, 1));
-    try std.testing.expect(!off.done(99, 1));
-    var p = Probe.start(true, 10, 12);
-    try std.testing.expectEqual(@as(u64, 11), p.at);
-    try std.testing.expect(!p.done(10, 5));
-    // Two tiny records copied at once are not slow.
-    try std.testing.expect(!p.done(11, 5));
-    try std.testing.expectEqual(std.math.maxInt(u64), p.at);
+test "a probe is slow by its record count and bytes" {
+    try std.testing.expect(!slow(4 * probe_ns_per_record, 4, 1000));
+    try std.testing.expect(slow(4 * probe_ns_per_record + 1, 4, 1000));
+    // Four 147 KiB records at 1.2 GiB/s are not slow; at 0.6 GiB/s they are.
+    try std.testing.expect(!slow(480_000, 4, 4 * 150_528));
+    try std.testing.expect(slow(960_000, 4, 4 * 150_528));
 }
 
 /// A batch of records whose spans are given, whose residency is a set of positions, and which

@@ -778,7 +778,7 @@ pub const Reader = struct {
     /// logical bytes). A batch that the estimate expects cold, and that a residency sample
     /// confirms, is hinted ahead of its reads (`GatherCtx.hintAhead`) and read with pread;
     /// any other batch is read as it always was, with each share probing its first records
-    /// (readahead.Probe) in case the estimate is wrong.
+    /// (`probed`) in case the estimate is wrong.
     fn runBatch(r: *Reader, base: *const GatherCtx, bytes: u64, threads: u32, comptime work: anytype, d: *Diag) Error!void {
         const mode = r.readMode();
         const n = base.n;
@@ -1020,7 +1020,7 @@ const GatherCtx = struct {
     /// The batch was hinted: every non-empty record is read with pread, none through the
     /// mappings (whose pages would stay mapped into the process).
     cold: bool = false,
-    /// Each share times its first records (readahead.Probe); set with `hinted`.
+    /// Each share times its first records (`probed`); set with `hinted`.
     probe: bool = false,
     /// Set by the first share whose probe found the batch cold and hinted the rest of it.
     hinted: ?*std.atomic.Value(bool) = null,
@@ -1151,29 +1151,54 @@ fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!
     const rs: usize = @intCast(r.record_size);
     if (!r.compressed() and rs > 0) {
         // Records read with pread never touch a mapping, so they need no guard.
-        if (rs >= pread_record_bytes_min or ctx.cold) return gatherDenseRawPread(ctx, begin, end, d);
+        if (rs >= pread_record_bytes_min or ctx.cold) return probed(ctx, begin, end, .{}, gatherDenseRawPread, d);
         return runGuarded(ctx, begin, end, d, gatherDenseRaw);
     }
     return runGuarded(ctx, begin, end, d, gatherDenseDecode);
 }
 
+/// The share [begin, end) of a batch through `range(ctx, cold, begin, end, args..., d)`.
+/// A cold batch reads every record with pread (`cold` true). A batch expected warm is read as
+/// before cold batches existed (`cold` false); when it probes, its first
+/// readahead.probe_records records are timed apart from the rest, and if they were slow the
+/// rest of the batch is hinted (`GatherCtx.onSlow`). The loop over the rest is the same code
+/// as without a probe: the probe costs two clock reads per share.
+fn probed(ctx: *const GatherCtx, begin: u64, end: u64, args: anytype, comptime range: anytype, d: *Diag) Error!void {
+    if (ctx.cold) return @call(.auto, range, .{ ctx, true, begin, end } ++ args ++ .{d});
+    if (!ctx.probe or end <= begin) return @call(.auto, range, .{ ctx, false, begin, end } ++ args ++ .{d});
+    const mid = @min(end, begin + readahead.probe_records);
+    const start = sys.monotonicNs();
+    try @call(.auto, range, .{ ctx, false, begin, mid } ++ args ++ .{d});
+    const took = sys.monotonicNs() -% start;
+    if (took > (mid - begin) * readahead.probe_ns_per_record) {
+        var bytes: u64 = 0;
+        var j = begin;
+        while (j < mid) : (j += 1) bytes += format.decodeEntry(ctx.r.entryBytes(ctx.idx[@intCast(j)])).stored_size;
+        if (readahead.slow(took, mid - begin, bytes)) ctx.onSlow(mid, end);
+    }
+    return @call(.auto, range, .{ ctx, false, mid, end } ++ args ++ .{d});
+}
+
 /// gatherDenseWork for compressed records, and for raw records of size zero.
 fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
+    return probed(ctx, begin, end, .{ share, guard }, gatherDenseDecodeRange, d);
+}
+
+fn gatherDenseDecodeRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
-    var probe = readahead.Probe.start(ctx.probe, begin, end);
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
         guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        const src = try r.storedView(rec, e, ctx.preads(e), &share.scratch, d);
+        const pread = if (cold) e.stored_size > 0 else r.usesPread(e);
+        const src = try r.storedView(rec, e, pread, &share.scratch, d);
         if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
         const dst: []u8 = if (rs > 0) ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs] else &.{};
         if (share.lease) |*l| {
             try r.decodeRecord(l.get(), rec, e, src, dst, d);
         } else if (rs > 0) sys.copy(dst, src);
-        if (probe.done(j, e.stored_size)) ctx.onSlow(j + 1, end);
     }
 }
 
@@ -1186,17 +1211,22 @@ const gather_prefetch_record_ahead: u64 = 8;
 /// Bytes of a record's start that are prefetched; the hardware prefetcher streams the rest.
 const gather_prefetch_record_bytes: usize = 256;
 
-/// gatherDenseWork for raw records of nonzero size: the same checks and copies, with the index
-/// entries and record starts of later positions prefetched (a prefetch never faults, even on a
-/// page past the end of a truncated file).
+/// gatherDenseWork for raw records of nonzero size under `pread_record_bytes_min` in a batch
+/// that is not cold: the same checks and copies, with the index entries and record starts of
+/// later positions prefetched (a prefetch never faults, even on a page past the end of a
+/// truncated file).
 fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     _ = share;
+    return probed(ctx, begin, end, .{guard}, gatherDenseRawRange, d);
+}
+
+fn gatherDenseRawRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, guard: *Guard, d: *Diag) Error!void {
+    std.debug.assert(!cold); // cold batches read raw records with gatherDenseRawPread
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
     const es = r.entry_size;
     const idx = ctx.idx;
     const pf_bytes = @min(rs, gather_prefetch_record_bytes);
-    var probe = readahead.Probe.start(ctx.probe, begin, end);
     var j = begin;
     while (j < end) : (j += 1) {
         if (j + gather_prefetch_entry_ahead < end) {
@@ -1216,17 +1246,16 @@ fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, gu
         const src = r.storedBytes(e);
         if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
         sys.copy(ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs], src);
-        if (probe.done(j, rs)) ctx.onSlow(j + 1, end);
     }
 }
 
 /// gatherDenseWork for raw records of at least `pread_record_bytes_min` bytes, and for every
 /// raw record of a cold batch: each is read with pread straight into its slot of the output
 /// and checked there, so no page of the mapping is touched.
-fn gatherDenseRawPread(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+fn gatherDenseRawPread(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, d: *Diag) Error!void {
+    _ = cold;
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
-    var probe = readahead.Probe.start(ctx.probe, begin, end);
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
@@ -1234,7 +1263,6 @@ fn gatherDenseRawPread(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Er
         const dst = ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs];
         try r.readStored(rec, e, dst, d);
         if (!r.isVerified(rec)) try r.checkInOutput(rec, e, dst, d);
-        if (probe.done(j, rs)) ctx.onSlow(j + 1, end);
     }
 }
 
@@ -1244,20 +1272,24 @@ fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error
 }
 
 fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
+    return probed(ctx, begin, end, .{ share, guard }, gatherRaggedRange, d);
+}
+
+fn gatherRaggedRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     const r = ctx.r;
-    var probe = readahead.Probe.start(ctx.probe, begin, end);
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
         guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
+        const pread = if (cold) e.stored_size > 0 else r.usesPread(e);
         if (share.lease) |*l| {
-            const src = try r.storedView(rec, e, ctx.preads(e), &share.scratch, d);
+            const src = try r.storedView(rec, e, pread, &share.scratch, d);
             if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
             const size: usize = @intCast(r.logicalSize(rec));
             const dst: []u8 = if (size > 0) ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..size] else &.{};
             try r.decodeRecord(l.get(), rec, e, src, dst, d);
-        } else if (ctx.preads(e)) {
+        } else if (pread) {
             // Raw: the stored size is the logical size ([ZR-IDX-004]).
             const dst = ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..e.stored_size];
             try r.readStored(rec, e, dst, d);
@@ -1267,7 +1299,6 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guar
             if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
             if (src.len > 0) sys.copy(ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..src.len], src);
         }
-        if (probe.done(j, e.stored_size)) ctx.onSlow(j + 1, end);
     }
 }
 
