@@ -81,10 +81,12 @@ import numpy as np
 from bench import PeakPss, tree_pids
 from bench_matrix import WORKLOADS, Workload, verify
 from benchcommon import (
+    OURS,
     STORE_LABEL,
     Dense,
     Ragged,
     add_arguments,
+    builds,
     create_kwargs,
     disk_bytes,
     header,
@@ -226,7 +228,7 @@ def ensure_store(w: Workload, codec: str, root: str, batch: int) -> str:
     else:
         with Ragged.create(path, w.dtype, w.ndim, codec=codec, **extra) as writer:
             writer.append(iter(w.ragged))  # type: ignore[arg-type]
-    if STORE_LABEL != "zrecord":  # the published loaderx never flushes: make it durable
+    if not OURS:  # the published loaderx never flushes: make it durable
         fsync_tree(path)
     store = open_store(w, path)
     try:
@@ -849,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     if not workloads:
         print(f"bench_cold: no workload found in {args.data} (--data)", file=sys.stderr)
         return 1
-    copies = 1 + len(args.codecs) * (2 if args.peer else 1)
+    copies = 1 + len(args.codecs) * (1 + bool(args.peer) + len(builds(args)))
     need = sum(w.nbytes for w in workloads) * copies + HEADROOM_BYTES
     free = args.assume_free_bytes if args.assume_free_bytes is not None else shutil.disk_usage(tmp).free
     if free < need:
