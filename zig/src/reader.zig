@@ -78,7 +78,8 @@ pub const gather_parallel_bytes_min: u64 = 4 << 20;
 /// With `threads` = 0, one worker per this much output, up to `gather_auto_workers_max`.
 pub const gather_bytes_per_worker: u64 = 2 << 20;
 pub const gather_auto_workers_max: usize = 8;
-/// Workers of a cold batch (readahead.zig) whatever the CPU count, within the two limits
+/// Workers of a cold batch (readahead.zig) of compressed records, or of raw records of at
+/// least `pread_record_bytes_min` on average, whatever the CPU count, within the two limits
 /// above: they wait for the device more than they compute.
 pub const gather_cold_workers_min: usize = 4;
 /// The same two thresholds for compressed stores, counted in logical (decoded) bytes:
@@ -791,6 +792,9 @@ pub const Reader = struct {
         var frontier: std.atomic.Value(u64) = .init(0);
         var ctx = base.*;
         if (cold) {
+            // The first share hints, not this thread before the workers start: measured on
+            // cold zstd token batches, hinting while the workers are being spawned (and
+            // their first reads go out unhinted) was 15% faster than hinting first.
             ctx.cold = true;
             ctx.frontier = &frontier;
         } else {
@@ -922,9 +926,11 @@ pub const Reader = struct {
         if (work < parallel_min) return 1;
         if (threads != 0) return @min(threads, parallel.workers_max);
         const by_size: u64 = work / per_worker + @intFromBool(work % per_worker != 0);
-        // A worker of a cold batch mostly waits for its reads, so more of them than CPUs
-        // keep the CPUs busy while some wait.
-        const cpus = if (cold) @max(sys.cpuCount(), gather_cold_workers_min) else sys.cpuCount();
+        // A worker of a cold batch mostly waits for its reads, so more of them than CPUs keep
+        // the CPUs busy decoding or copying while some wait. Not for small raw records: they
+        // are all hinted before the workers start, and their copies cost less than a worker.
+        const large = n > 0 and bytes / n >= pread_record_bytes_min;
+        const cpus = if (cold and (large or r.compressed())) @max(sys.cpuCount(), gather_cold_workers_min) else sys.cpuCount();
         return @intCast(@min(@min(by_size, cpus), gather_auto_workers_max));
     }
 
