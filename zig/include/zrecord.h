@@ -169,8 +169,18 @@ void zr_staging_free(zr_staging *s);
 /* ---- reader ---------------------------------------------------------------------------- */
 
 /* Opens and validates a published store: header and index checksums, every structural rule of
- * the spec that does not need record data. */
+ * the spec that does not need record data. The same as zr_reader_open_ex with flags 0. */
 int zr_reader_open(const char *path, zr_reader **out, zr_status *st);
+
+/* Reader flags. ZR_OPEN_CACHE_BYPASS: records read with pread (those of at least 32 KiB, and
+ * every record of a store whose records average that) are read with O_DIRECT, by up to 16
+ * threads per gather, and never enter the page cache; for datasets larger than RAM. Small
+ * records of other stores are read through the page cache as without the flag. Fails with
+ * ZR_E_IO (errno EINVAL) where the file system refuses O_DIRECT. */
+#define ZR_OPEN_CACHE_BYPASS 1u
+
+/* zr_reader_open with ZR_OPEN_* flags; an unknown flag is ZR_E_INVALID_ARGUMENT. */
+int zr_reader_open_ex(const char *path, uint32_t flags, zr_reader **out, zr_status *st);
 
 void zr_reader_info(const zr_reader *r, zr_info *out);
 

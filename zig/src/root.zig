@@ -172,12 +172,18 @@ pub export fn zr_staging_free(s: ?*staging.Staging) void {
 // ---- reader ------------------------------------------------------------------------------
 
 pub export fn zr_reader_open(path: ?[*:0]const u8, out: ?*?*Reader, st: ?*Status) c_int {
+    return zr_reader_open_ex(path, 0, out, st);
+}
+
+pub export fn zr_reader_open_ex(path: ?[*:0]const u8, flags: u32, out: ?*?*Reader, st: ?*Status) c_int {
     var d: Diag = .{};
     const result: Error!void = blk: {
         const o = out orelse break :blk nullArgument(&d, "out");
         o.* = null;
         const p = path orelse break :blk nullArgument(&d, "path");
-        o.* = Reader.open(p, &d) catch |err| break :blk err;
+        if (flags & ~abi.open_flags_known != 0) break :blk d.fail(error.InvalidArgument, "unknown " ++
+            "open flags 0x{x}; only ZR_OPEN_CACHE_BYPASS (0x1) is defined", .{flags});
+        o.* = Reader.open(p, flags, &d) catch |err| break :blk err;
     };
     return finish(st, result, &d);
 }

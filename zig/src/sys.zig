@@ -77,6 +77,17 @@ pub const O_NOFOLLOW: c_int = switch (builtin.cpu.arch) {
     else => @compileError("zrecord: add O_NOFOLLOW for this architecture"),
 };
 
+/// Reads bypass the page cache; offsets, lengths and buffers must be aligned to the device's
+/// logical block size (`direct_align_bytes` covers every common one).
+pub const O_DIRECT: c_int = switch (builtin.cpu.arch) {
+    .x86_64 => 0o40000,
+    .aarch64 => 0o200000,
+    else => @compileError("zrecord: add O_DIRECT for this architecture"),
+};
+/// The alignment of O_DIRECT reads: a multiple of the 512- and 4096-byte logical blocks of
+/// disks, and of the page size of x86_64.
+pub const direct_align_bytes: usize = 4096;
+
 pub const AT_FDCWD: c_int = -100;
 const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
 const AT_REMOVEDIR: c_int = 0x200;
@@ -158,6 +169,16 @@ pub fn preadAll(fd: Fd, buf: []u8, offset: u64, short: *bool) OsError!void {
             return error.Os;
         }
         done += @intCast(n);
+    }
+}
+
+/// One pread(2) of up to buf.len bytes at `offset` (EINTR retried): the bytes read, 0 at the
+/// end of the file.
+pub fn preadSome(fd: Fd, buf: []u8, offset: u64) OsError!usize {
+    while (true) {
+        const n = c.pread(fd, buf.ptr, @min(buf.len, io_chunk_bytes_max), @intCast(offset));
+        if (n >= 0) return @intCast(n);
+        if (errno() != EINTR) return error.Os;
     }
 }
 

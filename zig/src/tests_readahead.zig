@@ -347,3 +347,124 @@ test "an evicted store is found cold and read hinted; once read, it is found war
     td.removeStore("d", 2);
     try td.deinitExpectEmpty();
 }
+
+fn openBypass(td: *const TempDir, name: []const u8) !*Reader {
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    var r: ?*Reader = null;
+    const rc = root.zr_reader_open_ex(td.sub(&pbuf, name), abi.open_cache_bypass, &r, &st);
+    if (rc != 0) std.debug.print("open_ex failed: {s}\n", .{t.msg(&st)});
+    try testing.expectEqual(@as(c_int, 0), rc);
+    return r.?;
+}
+
+/// Whether any page of shard `k` of `store` is in the page cache.
+fn anyResident(td: *const TempDir, store: []const u8, k: usize) !bool {
+    var rbuf: [64]u8 = undefined;
+    const rel = try std.fmt.bufPrint(&rbuf, "{s}/data-{d:0>3}.zrd", .{ store, k });
+    var pbuf: [256]u8 = undefined;
+    const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
+    defer sys.close(fd);
+    const size: usize = @intCast((try sys.fstat(fd)).size);
+    const map = try sys.mmapRead(fd, size);
+    defer sys.munmap(map);
+    const page = std.heap.pageSize();
+    var off: usize = 0;
+    while (off < size) : (off += page) {
+        var vec: [1]u8 = undefined;
+        if (sys.resident(map.ptr + off, 1, &vec) orelse false) return true;
+    }
+    return false;
+}
+
+test "cache bypass reads every kind and codec the same and leaves large records out of the page cache" {
+    var td: TempDir = .{};
+    try td.init();
+    var dict_buf: [16 << 10]u8 = undefined;
+    const dict = dict_buf[0..try tz.trainRowsDict(&dict_buf)];
+    const n = 12;
+    // Large records at offsets that are not multiples of the O_DIRECT alignment.
+    const rs = threshold + 4097;
+    for ([_]u8{ codec_raw, codec_zstd, codec_zstd_dict }) |codec| {
+        const data = try randomData(rs + codec, n * rs);
+        defer gpa.free(data);
+        const d: []const u8 = if (codec == codec_zstd_dict) dict else "";
+        try tz.writeDense(&td, "d", codec, d, 2, rs, data, &.{ 5, 7 });
+        const evicted = try evict(&td, "d", 2);
+        const r = try openBypass(&td, "d");
+        try testing.expect(r.bypass);
+        const idx = [_]u64{ 11, 0, 5, 5, 6, 1, 10, 3, 2, 9, 8, 7, 4 };
+        try tz.expectDenseGather(r, data, rs, &idx, 1);
+        try tz.expectDenseGather(r, data, rs, &idx, 0);
+        var st: Status = undefined;
+        try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, n, &st));
+        try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, &idx, idx.len, &st));
+        if (evicted) {
+            try testing.expect(!try anyResident(&td, "d", 0));
+            try testing.expect(!try anyResident(&td, "d", 1));
+        }
+        root.zr_reader_free(r);
+        td.removeStore("d", 2);
+    }
+    // Ragged: small records through the page cache, large ones around it, in one store.
+    const text = try textData(10, 3 * threshold);
+    defer gpa.free(text);
+    const recs = [_][]const u8{ text[0..100], "", text[0 .. threshold + 1], text[3..4], text[9 .. 2 * threshold + 9], text[50..3000] };
+    for ([_]u8{ codec_raw, codec_zstd }) |codec| {
+        try writeRagged(&td, "r", codec, "", 1, &recs);
+        _ = try evict(&td, "r", 1);
+        const r = try openBypass(&td, "r");
+        const idx = [_]u64{ 4, 0, 2, 1, 5, 3, 2 };
+        try expectRaggedGather(r, &recs, &idx, 1);
+        try expectRaggedGather(r, &recs, &idx, 4);
+        root.zr_reader_free(r);
+        td.removeStore("r", 1);
+    }
+    try td.deinitExpectEmpty();
+}
+
+test "cache bypass: a flipped byte fails its checksum, a truncated shard is ZR_E_CORRUPT" {
+    var td: TempDir = .{};
+    try td.init();
+    const rs = threshold + 100;
+    const n = 6;
+    const data = try randomData(11, n * rs);
+    defer gpa.free(data);
+    var st: Status = undefined;
+    try tz.writeDense(&td, "d", codec_raw, "", 1, rs, data, &.{n});
+    var b: [1]u8 = .{~data[4 * rs + 7]};
+    try t.patchFile(&td, "d/data-000.zrd", 4 * rs + 7, &b);
+    const r = try openBypass(&td, "d");
+    const idx = [_]u64{ 0, 4 };
+    const out = try gpa.alloc(u8, idx.len * rs);
+    defer gpa.free(out);
+    try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_gather_dense(r, &idx, idx.len, out.ptr, out.len, 1, &st));
+    try testing.expectEqual(@as(i64, 4), st.record);
+    try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_verify(r, 0, n, &st));
+    // Cut inside record 2: records 0 and 1 still read, record 2 is reported truncated.
+    var pbuf: [256]u8 = undefined;
+    try testing.expectEqual(@as(c_int, 0), truncate(td.sub(&pbuf, "d/data-000.zrd"), 2 * rs + 10));
+    const two = [_]u64{ 1, 2 };
+    try testing.expectEqual(abi.Result.corrupt.code(), root.zr_reader_gather_dense(r, &two, two.len, out.ptr, out.len, 1, &st));
+    try testing.expectEqual(@as(i64, 2), st.record);
+    try t.expectContains(t.msg(&st), "truncated");
+    try tz.expectDenseGather(r, data, rs, &.{ 1, 0 }, 1);
+    root.zr_reader_free(r);
+    td.removeStore("d", 1);
+    try td.deinitExpectEmpty();
+}
+
+test "open_ex refuses unknown flags" {
+    var td: TempDir = .{};
+    try td.init();
+    const data = [_]u8{ 1, 2 };
+    try tz.writeDense(&td, "d", codec_raw, "", 1, 2, &data, &.{1});
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    var r: ?*Reader = null;
+    try testing.expectEqual(abi.Result.invalid_argument.code(), root.zr_reader_open_ex(td.sub(&pbuf, "d"), 2, &r, &st));
+    try t.expectContains(t.msg(&st), "unknown open flags 0x2");
+    try testing.expect(r == null);
+    td.removeStore("d", 1);
+    try td.deinitExpectEmpty();
+}

@@ -19,8 +19,8 @@ import threading
 import numpy as np
 import pytest
 
-from zrecord import Dense, Ragged, train_dict
-from zrecord.errors import ClosedError, StoreIndexError
+from zrecord import Dense, Ragged, open_store, train_dict
+from zrecord.errors import ClosedError, CorruptStoreError, StoreIndexError
 
 MODES = (0, 1, 2)
 PREAD_BYTES = 32 << 10  # reader.zig pread_record_bytes_min
@@ -230,3 +230,105 @@ def test_a_forked_child_reads_cold_batches(tmp_path, rng, mode):
     assert os.waitstatus_to_exitcode(status) == 0
     np.testing.assert_array_equal(store[idx[::-1]], data[idx[::-1]])
     store.close()
+
+
+# ---- cache="bypass": O_DIRECT reads of large records ----------------------------------------
+
+
+def resident_pages(path: str) -> int:
+    """Pages of a store's shard files in the page cache, by mincore(2) over fresh mappings
+    (which fault nothing in)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte))
+    total = 0
+    for name in sorted(os.listdir(path)):
+        if not name.startswith("data-"):
+            continue
+        size = os.path.getsize(os.path.join(path, name))
+        if size == 0:
+            continue
+        fd = os.open(os.path.join(path, name), os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            vec = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
+            assert libc.mincore(addr, size, vec) == 0
+            total += sum(v & 1 for v in vec)
+            libc.munmap(addr, size)
+        finally:
+            os.close(fd)
+    return total
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+def test_bypass_reads_the_same_dense_records_and_leaves_them_out_of_the_cache(tmp_path, rng, codec):
+    path = os.fspath(tmp_path / "d")
+    n = 64
+    # 49,044 B records (random, so that zstd keeps them above the pread threshold), at
+    # offsets that are not multiples of the O_DIRECT alignment.
+    data = rng.integers(0, 255, size=(n, 3, 244, 67), dtype=np.uint8)
+    with Dense.create(path, np.uint8, data.shape[1:], codec=codec) as w:
+        w.append(data)
+    evict(path)
+    evicted = resident_pages(path) == 0
+    with Dense.open(path, cache="bypass") as store:
+        assert store.cache == "bypass"
+        idx = np.random.default_rng(3).integers(0, n, 300)  # several workers
+        store.prefetch(idx)
+        np.testing.assert_array_equal(store[idx], data[idx])
+        np.testing.assert_array_equal(store[idx[:3]], data[idx[:3]])
+        store.verify()
+        if evicted:
+            assert resident_pages(path) == 0
+    # The same store opened as usual reads through the page cache.
+    with Dense.open(path) as store:
+        assert store.cache == "auto"
+        np.testing.assert_array_equal(store[idx], data[idx])
+        if evicted:
+            assert resident_pages(path) > 0
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd_dict"])
+def test_bypass_reads_small_and_large_ragged_records(tmp_path, rng, codec):
+    path = os.fspath(tmp_path / "r")
+    recs = token_records(rng, 500)
+    for k in (3, 250, 499):
+        recs[k] = rng.integers(0, 9, size=PREAD_BYTES // 4 + 1000 * k, dtype=np.int32)
+    extra = {"dict_bytes": train_dict(recs, dict_size=4096)} if codec == "zstd_dict" else {}
+    with Ragged.create(path, np.int32, 1, codec=codec, **extra) as w:
+        w.append(iter(recs))
+    evict(path)
+    with open_store(path, cache="bypass") as store:
+        assert isinstance(store, Ragged) and store.cache == "bypass"
+        idx = np.random.default_rng(4).integers(0, 500, 256)
+        idx[:3] = (3, 250, 499)
+        for got, i in zip(store[idx], idx):
+            np.testing.assert_array_equal(got, recs[i])
+
+
+@pytest.mark.parametrize("cache", ["nope", "", None, 1, "AUTO"])
+def test_cache_is_auto_or_bypass(tmp_path, cache):
+    path = os.fspath(tmp_path / "d")
+    with Dense.create(path, np.int32, (2,), codec="raw") as w:
+        w.append(np.zeros((3, 2), dtype=np.int32))
+    for open_ in (Dense.open, open_store):
+        with pytest.raises(ValueError, match="cache must be one of 'auto', 'bypass'"):
+            open_(path, cache=cache)
+
+
+def test_bypass_truncated_shard_is_corrupt_store_error(tmp_path, rng):
+    path = os.fspath(tmp_path / "d")
+    data = rng.integers(0, 255, size=(8, PREAD_BYTES + 100), dtype=np.uint8)
+    with Dense.create(path, np.uint8, data.shape[1:], codec="raw", data_shards=1) as w:
+        w.append(data)
+    with Dense.open(path, cache="bypass") as store:
+        os.truncate(os.path.join(path, "data-000.zrd"), 2 * data.shape[1] + 5)
+        with pytest.raises(CorruptStoreError, match="truncated"):
+            store[[0, 2]]
+        np.testing.assert_array_equal(store[[1, 0]], data[[1, 0]])

@@ -75,6 +75,7 @@ cdef extern from "zrecord.h" nogil:
     void zr_staging_free(zr_staging *s)
 
     int zr_reader_open(const char *path, zr_reader **out, zr_status *st)
+    int zr_reader_open_ex(const char *path, uint32_t flags, zr_reader **out, zr_status *st)
     void zr_reader_info(const zr_reader *r, zr_info *out)
     uint64_t zr_reader_dict(const zr_reader *r, uint8_t *out, uint64_t capacity)
     int zr_reader_gather_dense(zr_reader *r, const uint64_t *idx, uint64_t count, void *out,

@@ -460,12 +460,12 @@ cdef class Reader:
 
     cdef zr_reader *r
 
-    def __cinit__(self, bytes path):
+    def __cinit__(self, bytes path, uint32_t flags=0):
         cdef zr_status st
         cdef const char *cpath = path
         cdef int rc
         with nogil:
-            rc = zr_reader_open(cpath, &self.r, &st)
+            rc = zr_reader_open_ex(cpath, flags, &self.r, &st)
         if rc != 0:
             _fail(rc, &st)
 

@@ -26,6 +26,9 @@ from zrecord._progress import human_bytes
 from zrecord._writer import DenseWriter, RaggedWriter
 from zrecord.errors import ClosedError, KindMismatchError, LimitError, ModeError, StoreIndexError
 
+# What `cache=` takes at open, and the native open flags of each (zrecord.h ZR_OPEN_*).
+CACHE_MODES = {"auto": 0, "bypass": 1}
+
 # Iteration reads ahead in blocks of about this size, so it costs one native call per block.
 _ITER_BLOCK_BYTES = 4 << 20
 _ITER_BLOCK_RECORDS = 4096
@@ -37,10 +40,14 @@ class _Store:
     _kind: int
     _kind_name: str
 
-    def __init__(self, path: Any, *, _handle: _native.Reader | None = None) -> None:
+    def __init__(self, path: Any, *, cache: str = "auto",
+                 _handle: _native.Reader | None = None) -> None:
         self.path = fspath(path)
+        flags = _cache_flags(cache)
+        #: How the store reads records: "auto" or "bypass" (see ``open``).
+        self.cache = cache
         # `open_store` passes the handle it opened to learn the kind; the handle frees itself.
-        handle = _handle if _handle is not None else _native.Reader(native_path(self.path))
+        handle = _handle if _handle is not None else _native.Reader(native_path(self.path), flags)
         info = handle.info()
         if info["kind"] != self._kind:
             other = "Ragged" if self._kind == KIND_DENSE else "Dense"
@@ -208,8 +215,9 @@ class Dense(_Store):
     _kind = KIND_DENSE
     _kind_name = "Dense"
 
-    def __init__(self, path: Any, *, _handle: _native.Reader | None = None) -> None:
-        super().__init__(path, _handle=_handle)
+    def __init__(self, path: Any, *, cache: str = "auto",
+                 _handle: _native.Reader | None = None) -> None:
+        super().__init__(path, cache=cache, _handle=_handle)
         self.item_shape: tuple[int, ...] = tuple(int(d) for d in self._info["item_shape"])
         self._record_size = int(self._info["record_size"])
         if not numpy_can_hold(self.item_shape, self.dtype.itemsize):
@@ -233,9 +241,18 @@ class Dense(_Store):
         return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync)
 
     @classmethod
-    def open(cls, path: Any) -> Dense:
-        """Open the published Dense store at `path` for reading."""
-        return cls(path)
+    def open(cls, path: Any, *, cache: str = "auto") -> Dense:
+        """Open the published Dense store at `path` for reading.
+
+        `cache` says how records reach memory. ``"auto"`` (the default) reads through the
+        page cache, so that later epochs of a dataset that fits in RAM read from memory;
+        batches found cold are read from disk many records at a time. ``"bypass"`` reads
+        records of 32 KiB or more (and every record of a store whose records average that)
+        with O_DIRECT, around the page cache: for datasets larger than RAM, whose pages would
+        only push other data out. It fails with an OSError where the file system refuses
+        O_DIRECT. See "Cold data and datasets larger than RAM" in the zrecord guide.
+        """
+        return cls(path, cache=cache)
 
     def _iter_block_records(self) -> int:
         return max(1, min(_ITER_BLOCK_RECORDS, _ITER_BLOCK_BYTES // max(1, self._record_size)))
@@ -277,9 +294,10 @@ class Ragged(_Store):
         return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync)
 
     @classmethod
-    def open(cls, path: Any) -> Ragged:
-        """Open the published Ragged store at `path` for reading."""
-        return cls(path)
+    def open(cls, path: Any, *, cache: str = "auto") -> Ragged:
+        """Open the published Ragged store at `path` for reading; `cache` as in
+        :meth:`Dense.open`."""
+        return cls(path, cache=cache)
 
     def _iter_block_records(self) -> int:
         mean = self.nbytes / self._len if self._len else 1
@@ -330,9 +348,16 @@ class Ragged(_Store):
                 for s, e, shp in zip(starts.tolist(), ends.tolist(), shape_list)]
 
 
-def open_store(path: Any) -> Dense | Ragged:
-    """Open the published store at `path`, whichever kind it is."""
+def open_store(path: Any, *, cache: str = "auto") -> Dense | Ragged:
+    """Open the published store at `path`, whichever kind it is; `cache` as in
+    :meth:`Dense.open`."""
     text = fspath(path)
-    handle = _native.Reader(native_path(text))
+    handle = _native.Reader(native_path(text), _cache_flags(cache))
     cls = Dense if handle.info()["kind"] == KIND_DENSE else Ragged
-    return cls(text, _handle=handle)
+    return cls(text, cache=cache, _handle=handle)
+
+
+def _cache_flags(cache: Any) -> int:
+    if not isinstance(cache, str) or cache not in CACHE_MODES:
+        raise ValueError(f"cache must be one of {', '.join(map(repr, CACHE_MODES))}; got {cache!r}")
+    return CACHE_MODES[cache]
