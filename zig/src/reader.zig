@@ -1010,7 +1010,14 @@ pub const Reader = struct {
         // are all hinted before the workers start, and their copies cost less than a worker.
         const large = n > 0 and bytes / n >= pread_record_bytes_min;
         if (r.bypass and large) return @intCast(@min(by_size, gather_bypass_workers));
-        const cpus = if (cold and (large or r.compressed())) @max(sys.cpuCount(), gather_cold_workers_min) else sys.cpuCount();
+        var cpus = sys.cpuCount();
+        // Decoding is compute-bound, like the writer's compression (decision record 0001,
+        // sections 10 and 16): with two workers per CPU the kernel shares every CPU among the
+        // chunks still going, and a CPU that other processes also want is not left to one.
+        // Only for batches large enough that the extra workers' start (50-90 us each) is
+        // lost in the work.
+        if (r.compressed() and work >= gather_parallel_bytes_min) cpus *= 2;
+        if (cold and (large or r.compressed())) cpus = @max(cpus, gather_cold_workers_min);
         return @intCast(@min(@min(by_size, cpus), gather_auto_workers_max));
     }
 
