@@ -887,7 +887,7 @@ pub const Reader = struct {
         var end = begin;
         var stored: u64 = 0;
         while (end < ctx.n and end - begin < records_max) {
-            const size = format.decodeEntry(r.entryBytes(ctx.idx[@intCast(end)])).stored_size;
+            const size = format.decodeEntry(r.entryBytes(ctx.record(end))).stored_size;
             if (end > begin and stored + size > bytes_max) break;
             stored += size;
             end += 1;
@@ -932,7 +932,11 @@ pub const Reader = struct {
         while (i < start + n) : (i += 1) {
             total += if (r.compressed()) r.logicalSize(i) else format.decodeEntry(r.entryBytes(i)).stored_size;
         }
-        const ctx: GatherCtx = .{ .r = r, .idx = undefined, .out = undefined, .start = start, .n = n };
+        // Verify reads every record of the range once, in record order: its hints coalesce into
+        // long ranges, which cost next to nothing where the store is in the page cache and
+        // turn one read per page into long reads where it is not.
+        var frontier: std.atomic.Value(u64) = .init(0);
+        const ctx: GatherCtx = .{ .r = r, .idx = undefined, .out = undefined, .start = start, .n = n, .in_order = true, .frontier = &frontier };
         try parallel.run(GatherCtx, &ctx, verifyWork, n, r.workerCount(total, n, 0, false), .claimed, d);
     }
 
@@ -1111,6 +1115,8 @@ const GatherCtx = struct {
     start: u64 = 0,
     /// Positions in the batch.
     n: u64,
+    /// Verify: position `pos` is record `start + pos`, and `idx` is not used.
+    in_order: bool = false,
     /// The batch was hinted: every non-empty record is read with pread, none through the
     /// mappings (whose pages would stay mapped into the process).
     cold: bool = false,
@@ -1126,8 +1132,13 @@ const GatherCtx = struct {
     }
 
     /// The stored bytes of the record at position `pos`, for readahead.Batch.
+    /// The record at position `pos`.
+    fn record(ctx: *const GatherCtx, pos: u64) u64 {
+        return if (ctx.in_order) ctx.start + pos else ctx.idx[@intCast(pos)];
+    }
+
     pub fn span(ctx: *const GatherCtx, pos: u64) readahead.Span {
-        const e = format.decodeEntry(ctx.r.entryBytes(ctx.idx[@intCast(pos)]));
+        const e = format.decodeEntry(ctx.r.entryBytes(ctx.record(pos)));
         // Records read with O_DIRECT never go through the page cache: nothing to hint or ask.
         if (ctx.r.readsDirect(e)) return .{ .shard = e.shard, .offset = e.offset, .len = 0 };
         return .{ .shard = e.shard, .offset = e.offset, .len = e.stored_size };
@@ -1269,7 +1280,7 @@ fn probed(ctx: *const GatherCtx, begin: u64, end: u64, args: anytype, comptime r
     if (took > (mid - begin) * readahead.probe_ns_per_record) {
         var bytes: u64 = 0;
         var j = begin;
-        while (j < mid) : (j += 1) bytes += format.decodeEntry(ctx.r.entryBytes(ctx.idx[@intCast(j)])).stored_size;
+        while (j < mid) : (j += 1) bytes += format.decodeEntry(ctx.r.entryBytes(ctx.record(j))).stored_size;
         if (readahead.slow(took, mid - begin, bytes)) ctx.onSlow(mid, end);
     }
     return @call(.auto, range, .{ ctx, false, mid, end } ++ args ++ .{d});
@@ -1414,6 +1425,7 @@ fn gatherRaggedRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end
 }
 
 fn verifyWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    ctx.hintAhead(end);
     return runGuarded(ctx, begin, end, d, verifyRecords);
 }
 
