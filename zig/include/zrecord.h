@@ -221,8 +221,9 @@ int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_sta
 /* How a reader reads batches of records not known to be in the page cache; every mode returns
  * the same records and verifies them the same way. ZR_READS_AUTO (the default) hints and reads
  * with pread the batches that it finds cold (by an estimate kept per reader, a mincore sample,
- * and a timing probe of batches it expected warm); ZR_READS_MAPPED never hints (as before
- * zrecord 0.2); ZR_READS_HINTED always does. For tests and measurements. */
+ * and a timing probe of batches it expected warm); ZR_READS_MAPPED never hints and reads as
+ * if every batch were cached (the reads before cold batches were told apart); ZR_READS_HINTED
+ * hints and reads with pread every batch. For tests and measurements. */
 #define ZR_READS_AUTO 0u
 #define ZR_READS_MAPPED 1u
 #define ZR_READS_HINTED 2u

@@ -22,9 +22,10 @@
 //!   that expects warm data probes its first records and hints the rest when they are slow,
 //!   one that expects cold data samples a few records and skips the hints when they are all
 //!   resident.
-//! - Warm gathers pay two clock reads per share (a worker's claimed chunk) and one relaxed
-//!   load per call, never a system call: a hint costs about 1 µs even on cached pages, ten
-//!   times the copy of a small record.
+//! - Warm gathers pay two clock reads per share (a worker's claimed chunk: its first
+//!   `probe_records` records are timed apart from the loop over the rest) and two relaxed
+//!   loads per call, and a system call only when those records were slow: a hint costs about
+//!   1 µs even on cached pages, ten times the copy of a small record.
 
 const std = @import("std");
 const sys = @import("sys.zig");

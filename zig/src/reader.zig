@@ -1,6 +1,7 @@
 //! The store reader: validates a published store when it is opened, then serves random-access
 //! gathers from the shard files: small records are copied from read-only shared mappings,
-//! large ones are read with pread(2).
+//! large ones (and every record of a cold batch) are read with pread(2), or with O_DIRECT when
+//! the store was opened to bypass the page cache.
 //!
 //! Invariants:
 //! - Opening checks every rule of the spec that needs no record data: the header (§3), each
@@ -50,6 +51,15 @@
 //!   is then decoded into the output. Their checksum is verified on the bytes read; a mismatch
 //!   found in the caller's output is confirmed by a second read into private memory before it
 //!   is reported, so overlapping Ragged outputs cannot fake one.
+//! - Cold batches (readahead.zig): a batch that the reader's estimate and a mincore sample
+//!   find outside the page cache is hinted ahead of its reads (posix_fadvise WILLNEED) and
+//!   every record of it is read with pread, none through the mappings; a batch expected warm is
+//!   read as before, each share timing its first records. Either way each record is checked
+//!   exactly as above. Hints and samples are system calls about files and mappings, never a
+//!   touch of a mapped byte, and keep no state across calls but the estimate (one atomic).
+//! - Cache bypass (`bypass`, ZR_OPEN_CACHE_BYPASS): records that use pread and fit a scratch
+//!   buffer are read with O_DIRECT, in whole aligned blocks, into a worker's page-aligned
+//!   scratch buffer, checked there and copied or decoded out; they are never hinted.
 //! - The mappings are of files that the spec makes immutable after publication
 //!   ([ZR-PUB-005]). A file truncated by someone else after open is reported as ZR_E_CORRUPT:
 //!   by the pread path when a read comes up short, and on the mapping path by the SIGBUS
@@ -1010,13 +1020,13 @@ pub const Reader = struct {
         if (threads != 0) return @min(threads, parallel.workers_max);
         const by_size: u64 = work / per_worker + @intFromBool(work % per_worker != 0);
         // A worker of a cold batch mostly waits for its reads, so more of them than CPUs keep
-        // the CPUs busy decoding or copying while some wait. Not for small raw records: they
-        // are all hinted before the workers start, and their copies cost less than a worker.
+        // the CPUs busy decoding or copying while some wait. Not for small raw records: the
+        // first share hints them all, and their copies cost less than a worker.
         const large = n > 0 and bytes / n >= pread_record_bytes_min;
         if (r.bypass and large) return @intCast(@min(by_size, gather_bypass_workers));
         var cpus = sys.cpuCount();
         // Decoding is compute-bound, like the writer's compression (decision record 0001,
-        // sections 10 and 16): with two workers per CPU the kernel shares every CPU among the
+        // sections 10 and 17): with two workers per CPU the kernel shares every CPU among the
         // chunks still going, and a CPU that other processes also want is not left to one.
         // Only for batches large enough that the extra workers' start (50-90 us each) is
         // lost in the work.
@@ -1131,12 +1141,12 @@ const GatherCtx = struct {
         return .{ .src = ctx };
     }
 
-    /// The stored bytes of the record at position `pos`, for readahead.Batch.
     /// The record at position `pos`.
     fn record(ctx: *const GatherCtx, pos: u64) u64 {
         return if (ctx.in_order) ctx.start + pos else ctx.idx[@intCast(pos)];
     }
 
+    /// The stored bytes of the record at position `pos`, for readahead.Batch.
     pub fn span(ctx: *const GatherCtx, pos: u64) readahead.Span {
         const e = format.decodeEntry(ctx.r.entryBytes(ctx.record(pos)));
         // Records read with O_DIRECT never go through the page cache: nothing to hint or ask.
@@ -1171,11 +1181,6 @@ const GatherCtx = struct {
         while (h < target) {
             h = f.cmpxchgWeak(h, target, .monotonic, .monotonic) orelse return ctx.batch().hint(h, target);
         }
-    }
-
-    /// Whether record `e` is read with pread in this batch.
-    fn preads(ctx: *const GatherCtx, e: format.Entry) bool {
-        return ctx.r.usesPread(e) or (ctx.cold and e.stored_size > 0);
     }
 
     /// A share's probe found its first records slow: unless the next records are in the page
