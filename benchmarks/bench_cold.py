@@ -61,6 +61,7 @@ import argparse
 import ctypes
 import functools
 import importlib.util
+import inspect
 import json
 import math
 import mmap
@@ -81,10 +82,12 @@ import numpy as np
 from bench import PeakPss, tree_pids
 from bench_matrix import WORKLOADS, Workload, verify
 from benchcommon import (
+    OURS,
     STORE_LABEL,
     Dense,
     Ragged,
     add_arguments,
+    builds,
     create_kwargs,
     disk_bytes,
     header,
@@ -226,7 +229,7 @@ def ensure_store(w: Workload, codec: str, root: str, batch: int) -> str:
     else:
         with Ragged.create(path, w.dtype, w.ndim, codec=codec, **extra) as writer:
             writer.append(iter(w.ragged))  # type: ignore[arg-type]
-    if STORE_LABEL != "zrecord":  # the published loaderx never flushes: make it durable
+    if not OURS:  # the published loaderx never flushes: make it durable
         fsync_tree(path)
     store = open_store(w, path)
     try:
@@ -236,8 +239,9 @@ def ensure_store(w: Workload, codec: str, root: str, batch: int) -> str:
     return path
 
 
-def open_store(w: Workload, path: str) -> Any:
-    return (Dense if w.kind == "dense" else Ragged).open(path)
+def open_store(w: Workload, path: str, cache: str = "auto") -> Any:
+    cls = Dense if w.kind == "dense" else Ragged
+    return cls.open(path, cache=cache) if cache != "auto" else cls.open(path)
 
 
 def ensure_npy(w: Workload, root: str) -> dict[str, str]:
@@ -336,20 +340,29 @@ def cold_gathers(label: str, w: Workload, opener: Callable[[], tuple[Callable[[n
     return row
 
 
+def can_bypass() -> bool:
+    """Whether this library's stores open with cache="bypass" (zrecord 0.2 and later)."""
+    return OURS and "cache" in inspect.signature(Dense.open).parameters
+
+
 def run_stores(w: Workload, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """In a --stores-only child: this library's stores of `w`, one row per codec."""
+    """In a --stores-only child: this library's stores of `w`, one row per codec (and with
+    --bypass, one more per codec opened with cache="bypass")."""
     rows = []
+    caches = ["auto", "bypass"] if args.bypass and can_bypass() else ["auto"]
     for codec in codecs_for(w.name, args.codecs):
         path = ensure_store(w, codec, args.store_root, args.batch)
         payload, index = store_files(path)
+        for cache in caches:
+            def opener(path: str = path, cache: str = cache) -> tuple[Callable[[np.ndarray], Any],
+                                                                       Callable[[], None]]:
+                store = open_store(w, path, cache)
+                return (lambda idx: store[idx]), store.close
 
-        def opener(path: str = path) -> tuple[Callable[[np.ndarray], Any], Callable[[], None]]:
-            store = open_store(w, path)
-            return (lambda idx: store[idx]), store.close
-
-        row = cold_gathers(f"{STORE_LABEL}-{codec}", w, opener, payload, index, args)
-        row["disk_mib"] = disk_bytes(path) / 2**20
-        rows.append(row)
+            label = f"{STORE_LABEL}-{codec}" + ("-bypass" if cache == "bypass" else "")
+            row = cold_gathers(label, w, opener, payload, index, args)
+            row["disk_mib"] = disk_bytes(path) / 2**20
+            rows.append(row)
     return rows
 
 
@@ -773,6 +786,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--parts", default="gather,loaders",
                     help="gather (cold gathers beside the device ceiling), loaders (cold "
                          "DataLoaders); default both")
+    ap.add_argument("--bypass", action="store_true",
+                    help="also measure our stores opened with cache=\"bypass\" (O_DIRECT reads "
+                         "of large records), as rows zrecord-<codec>-bypass")
     ap.add_argument("--evict-index", action="store_true",
                     help="evict the index/meta files too (before and after the open)")
     ap.add_argument("--allow-tmpfs", action="store_true",
@@ -849,7 +865,7 @@ def main(argv: list[str] | None = None) -> int:
     if not workloads:
         print(f"bench_cold: no workload found in {args.data} (--data)", file=sys.stderr)
         return 1
-    copies = 1 + len(args.codecs) * (2 if args.peer else 1)
+    copies = 1 + len(args.codecs) * (1 + bool(args.peer) + len(builds(args)))
     need = sum(w.nbytes for w in workloads) * copies + HEADROOM_BYTES
     free = args.assume_free_bytes if args.assume_free_bytes is not None else shutil.disk_usage(tmp).free
     if free < need:
@@ -870,7 +886,8 @@ def main(argv: list[str] | None = None) -> int:
             npy = ensure_npy(w, root)
             if "gather" in args.parts:
                 extra = (["--store-root", root, "--batches", str(args.batches)]
-                         + (["--evict-index"] if args.evict_index else []))
+                         + (["--evict-index"] if args.evict_index else [])
+                         + (["--bypass"] if args.bypass else []))
                 rows = measure_rounds(
                     args, __file__, w.name, list,
                     lambda w=w, npy=npy: [npy_row(w, npy, args)],

@@ -13,20 +13,21 @@ Workloads (synthetic, shaped like the token data of benchmarks/README.md):
   dense-2k     Dense int32 (512,) records (2 KiB token blocks), raw, 65,536 records
   ragged-230   Ragged int32 records of 16..100 tokens (~230 B on average), raw, 127,633 records
 
+With --data (the output folder of ../shared/data/prepare_data.py), the real workloads of
+bench_dense.py and bench_ragged.py can be named too, as WORKLOAD/CODEC with CODEC raw, zstd or
+zstd_dict: vision-dense, tokens-dense (token blocks), vision-ragged, tokens-ragged. This is how
+a change's effect on every warm row of those scripts is measured in one process, batch by batch
+(those scripts time each backend for seconds in turn, and on a shared machine their rounds
+differ by 2x). Large-record workloads (vision-*) time --large-batches per build per round.
+
 "Warm": every record is verified and the stores are in the page cache before timing, as in a
 training run after its first epoch. Each round times --batches fresh uniform random batches
 per build; a round reports each build's median batch as records per second and, for each
 build, the ratio of its median to the first build's. The table gives the median over rounds.
 
-With --data DIR (the prepared real data of benchmarks/README.md), three more workloads are
-built from it, so that the compressed and large-record paths are compared too:
-
-  vision-raw   Dense uint8 (3, 224, 224) photographs, raw (the pread path)
-  vision-zstd  the same, zstd
-  tokens-zstd  Ragged int32 token records, zstd
-
 Usage: python benchmarks/bench_small_gathers.py --builds old=DIR,new=DIR [--rounds 15]
-       [--batches 2000] [--batch 256] [--tmp /dev/shm] [--data DIR]
+       [--batches 2000] [--batch 256] [--tmp /dev/shm] [--workload dense-2k,ragged-230]
+       [--data DIR --workload vision-dense/zstd_dict,tokens-ragged/raw,... --large-batches 12]
 """
 
 from __future__ import annotations
@@ -44,7 +45,36 @@ from typing import Any
 import numpy as np
 
 WORKLOADS = ("dense-2k", "ragged-230")
-REAL_WORKLOADS = ("vision-raw", "vision-zstd", "tokens-zstd")
+REAL = ("vision-dense", "tokens-dense", "vision-ragged", "tokens-ragged")
+CODECS = ("raw", "zstd", "zstd_dict")
+
+
+def make_real_store(workload: str, data: str, folder: str) -> str:
+    """The store of a real WORKLOAD/CODEC under `folder`, written the first time it is asked
+    for with the zrecord this script imports (the same files serve every build)."""
+    from bench_matrix import Workload
+    from benchcommon import create_kwargs
+
+    from zrecord import Dense, Ragged
+
+    name, codec = workload.split("/")
+    path = os.path.join(folder, f"{name}-{codec}")
+    if os.path.exists(path):
+        return path
+    if name == "vision-dense":
+        src = np.load(os.path.join(data, "vision_dense.npy"), mmap_mode="r")
+    elif name == "tokens-dense":
+        src = np.load(os.path.join(data, "token_blocks.npy"), mmap_mode="r")
+    else:
+        w = Workload("vision_ragged" if name == "vision-ragged" else "tokens", data, None)
+        with Ragged.create(path, w.dtype, w.ndim, codec=codec,
+                           **create_kwargs(codec, w.ragged.dict_sample())) as wr:  # type: ignore[union-attr]
+            wr.append(iter(w.ragged))  # type: ignore[arg-type]
+        return path
+    with Dense.create(path, src.dtype, src.shape[1:], codec=codec,
+                      **create_kwargs(codec, src)) as wd:
+        wd.append(src)
+    return path
 
 
 def make_stores(folder: str) -> dict[str, str]:
@@ -64,21 +94,6 @@ def make_stores(folder: str) -> dict[str, str]:
     return paths
 
 
-def make_real_stores(folder: str, data: str) -> dict[str, str]:
-    from zrecord import Dense, Ragged
-
-    paths = {name: os.path.join(folder, name) for name in REAL_WORKLOADS}
-    images = np.load(os.path.join(data, "vision_dense.npy"), mmap_mode="r")
-    for codec in ("raw", "zstd"):
-        with Dense.create(paths[f"vision-{codec}"], np.uint8, images.shape[1:], codec=codec) as w:
-            w.append(images)
-    tokens = np.load(os.path.join(data, "tokens.npy"), mmap_mode="r")
-    offsets = np.load(os.path.join(data, "offsets.npy"))
-    with Ragged.create(paths["tokens-zstd"], np.int32, 1, codec="zstd") as w:
-        w.append(tokens[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1))
-    return paths
-
-
 def load_native(name: str, folder: str) -> Any:
     """The `_native` extension of the build in `folder`, as its own module."""
     path = os.path.join(folder, "zrecord", "_native.abi3.so")
@@ -89,53 +104,58 @@ def load_native(name: str, folder: str) -> Any:
     return module
 
 
-class Handle:
-    """One build's reader, through the binding API that build has: `_native.Reader` objects
-    (since [H1] step 3) or the module functions on integer handles of earlier builds."""
+class _Handle:
+    """A build's reader through whichever binding it has: the `Reader` class, or the module
+    functions of builds before it."""
 
     def __init__(self, native: Any, path: str) -> None:
         self.native = native
         if hasattr(native, "Reader"):
-            self.reader = native.Reader(os.fsencode(path))
+            self.h = native.Reader(os.fsencode(path))
         else:
-            self.handle = native.reader_open(os.fsencode(path))
+            self.h = native.reader_open(os.fsencode(path))
 
     def call(self, name: str, *args: Any) -> Any:
-        if hasattr(self, "reader"):
-            return getattr(self.reader, name)(*args)
-        return getattr(self.native, f"reader_{name}")(self.handle, *args)
+        if hasattr(self.native, "Reader"):
+            return getattr(self.h, name)(*args)
+        return getattr(self.native, f"reader_{name}")(self.h, *args)
 
     def free(self) -> None:
-        if hasattr(self, "reader"):
-            self.reader.close()
-            del self.reader
+        if hasattr(self.native, "Reader"):
+            self.h.close()
         else:
-            self.native.reader_free(self.handle)
+            self.native.reader_free(self.h)
 
 
-def prepare(native: Any, path: str, batches: list[np.ndarray]) -> tuple[Handle, Any]:
+def prepare(native: Any, path: str, batches: list[np.ndarray]) -> tuple[_Handle, Any]:
     """Open `path` with `native`, verify every record, and return the handle and a function
     that gathers batch k."""
-    handle = Handle(native, path)
+    handle = _Handle(native, path)
     info = handle.call("info")
     handle.call("verify", 0, info["record_count"])
     batch = len(batches[0])
     if info["kind"] == 1:
         out = np.empty(batch * info["record_size"], np.uint8)
+        gather_dense = (handle.h.gather_dense if hasattr(native, "Reader")
+                        else lambda *a: native.reader_gather_dense(handle.h, *a))
 
         def gather(k: int) -> None:
-            handle.call("gather_dense", batches[k], batch, out)
+            gather_dense(batches[k], batch, out)
     else:
         offsets = []
+        total = 0
         for idx in batches:
             shapes = np.empty((batch, info["ndim"]), np.uint64)
             sizes = np.empty(batch, np.uint64)
             handle.call("shapes", idx, batch, info["ndim"], shapes, sizes)
             offsets.append(np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64))
-        out = np.empty(max(int(o[-1]) for o in offsets) + (1 << 20), np.uint8)
+            total = max(total, int(sizes.sum()))
+        out = np.empty(max(total, 1), np.uint8)
+        gather_ragged = (handle.h.gather_ragged if hasattr(native, "Reader")
+                         else lambda *a: native.reader_gather_ragged(handle.h, *a))
 
         def gather(k: int) -> None:
-            handle.call("gather_ragged", batches[k], batch, out, offsets[k])
+            gather_ragged(batches[k], batch, out, offsets[k])
     for k in range(min(64, len(batches))):
         gather(k)
     return handle, gather
@@ -148,19 +168,28 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=2000, help="batches per build per round")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--tmp", default=None)
-    ap.add_argument("--data", default=None, help="prepared real data: adds " + ", ".join(REAL_WORKLOADS))
+    ap.add_argument("--workload", default=",".join(WORKLOADS),
+                    help=f"comma-separated, of {', '.join(WORKLOADS)} (default both), and with "
+                         f"--data of {', '.join(REAL)} as NAME/CODEC")
+    ap.add_argument("--data", default=None, help="output folder of prepare_data.py")
+    ap.add_argument("--large-batches", type=int, default=12,
+                    help="batches per build per round for vision-* workloads (default 12)")
     args = ap.parse_args()
+    workloads = [w for w in args.workload.split(",") if w]
+    real = [f"{n}/{c}" for n in REAL for c in CODECS] if args.data else []
+    if any(w not in WORKLOADS and w not in real for w in workloads):
+        ap.error(f"unknown workload in {workloads}; known: {', '.join(WORKLOADS)}"
+                 + (f", {', '.join(real)}" if real else " (and the real ones, with --data)"))
     builds = dict(item.split("=", 1) for item in args.builds.split(","))
     names = list(builds)
-    import zrecord  # noqa: F401 - the package first: a build's module imports zrecord.errors
+    import zrecord  # noqa: F401 - the extensions import zrecord.errors when they load
     natives = {name: load_native(name, folder) for name, folder in builds.items()}
     folder = tempfile.mkdtemp(prefix="zr-bench-small-", dir=args.tmp)
     try:
-        paths = make_stores(folder)
-        workloads = list(WORKLOADS)
-        if args.data:
-            paths.update(make_real_stores(folder, args.data))
-            workloads += REAL_WORKLOADS
+        paths = make_stores(folder) if any(w in WORKLOADS for w in workloads) else {}
+        for w in workloads:
+            if w not in WORKLOADS:
+                paths[w] = make_real_store(w, args.data, folder)
         print(f"records/s of the median batch (batch {args.batch}, {args.batches} batches per "
               f"build per round, {args.rounds} rounds): median over rounds (min..max); ratio to "
               f"{names[0]}: median of the rounds' ratios (min..max)")
@@ -169,6 +198,7 @@ def main() -> int:
                 count = int.from_bytes(f.read()[24:32], "little")
             rates: dict[str, list[float]] = {name: [] for name in names}
             ratios: dict[str, list[float]] = {name: [] for name in names}
+            nbatches = args.large_batches if workload.startswith("vision") else args.batches
             for r in range(args.rounds):
                 # Every round opens the builds' readers afresh, in rotated order, and gives each
                 # its own batches (with shared ones, whichever build ran a batch second would
@@ -181,10 +211,10 @@ def main() -> int:
                 for b, name in enumerate(order):
                     rng = np.random.default_rng(1000 * r + b)
                     batches = [rng.integers(0, count, size=args.batch, dtype=np.uint64)
-                               for _ in range(args.batches)]
+                               for _ in range(nbatches)]
                     handles[name], gathers[name] = prepare(natives[name], paths[workload], batches)
                 times: dict[str, list[int]] = {name: [] for name in names}
-                for k in range(args.batches):
+                for k in range(nbatches):
                     shift = k % len(names)
                     for name in order[shift:] + order[:shift]:
                         t0 = time.perf_counter_ns()
@@ -198,7 +228,7 @@ def main() -> int:
                     handles[name].free()
             for name in names:
                 v, q = rates[name], ratios[name]
-                print(f"  {workload:11s} {name:8s} {statistics.median(v):>12,.0f} "
+                print(f"  {workload:23s} {name:8s} {statistics.median(v):>12,.0f} "
                       f"({min(v):,.0f}..{max(v):,.0f})  {statistics.median(q):.3f}x "
                       f"({min(q):.3f}..{max(q):.3f})")
     finally:

@@ -38,7 +38,10 @@ try:  # our packages
     import zrecord
     from zrecord import Dense, Ragged, train_dict
 
-    STORE_LABEL = "zrecord"
+    # `--builds` runs other builds of zrecord (say, the one before a change) through the same
+    # script with this variable set, so that their rows and stores are told apart.
+    STORE_LABEL = os.environ.get("ZR_BENCH_LABEL", "zrecord")
+    OURS = True
     # Keyword arguments of create() for a page-cache write and for a durable one.
     WRITE_KWARGS: dict[str, dict[str, object]] = {"page_cache": {"sync": False}, "durable": {}}
 except ImportError:  # the published loaderx, run as a black-box peer in its own venv
@@ -48,10 +51,11 @@ except ImportError:  # the published loaderx, run as a black-box peer in its own
     from loaderx.zrecord import Dense, Ragged  # type: ignore[no-redef]
 
     STORE_LABEL = "loaderx-" + importlib.metadata.version("loaderx")
+    OURS = False
     WRITE_KWARGS = {"page_cache": {}, "durable": {}}  # durable: os.sync() after close
 
 ROOT = Path(__file__).resolve().parent.parent
-__all__ = ["Dense", "Ragged", "train_dict", "zrecord"]
+__all__ = ["OURS", "Dense", "Ragged", "train_dict", "zrecord"]
 
 
 def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
@@ -66,6 +70,10 @@ def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
     ap.add_argument("--peer", default=None,
                     help="python of a separate venv holding the published loaderx: its stores "
                          "are measured in the same run, in a subprocess")
+    ap.add_argument("--builds", default="",
+                    help="NAME=PYTHON,...: other builds of zrecord (a python whose `zrecord` is, "
+                         "say, the build before a change), measured like ours in every round, "
+                         "each in a subprocess, as rows zrecord@NAME-<codec>")
     ap.add_argument("--rounds", type=int, default=3,
                     help="repeat every measurement (ours, the peer, the baselines) this many "
                          "times in turn and report per-backend medians (default 3)")
@@ -101,7 +109,7 @@ def timed_writes(path: str, write: Callable[[str, dict[str, object]], None],
         os.sync()
         t = time.perf_counter()
         write(path, WRITE_KWARGS[mode])
-        if mode == "durable" and STORE_LABEL != "zrecord":
+        if mode == "durable" and not OURS:
             os.sync()
         out["write_mib_s" if mode == "page_cache" else "durable_mib_s"] = (
             nbytes / (time.perf_counter() - t) / 2**20)
@@ -173,13 +181,14 @@ def disk_bytes(path: str) -> int:
 
 
 def store_rows(args: argparse.Namespace, script: str, workload: str,
-               python: str, extra: Sequence[str] = (),
+               python: str, extra: Sequence[str] = (), label: str | None = None,
                label_zstd: bool = False) -> list[dict[str, Any]]:
     """Run `script --stores-only` under `python` for one workload and the chosen codecs;
     `extra` are further command-line arguments of the script's own. With `label_zstd` (two
     builds of zrecord, --zstd-build), the rows are told apart by their zstd version.
 
-    Our stores and the peer's are both measured this way, each in a fresh interpreter: a
+    `label` names another build of ours (`--builds`). Our stores and the peer's are both
+    measured this way, each in a fresh interpreter: a
     Ragged append from a Python source measured ~25% slower in the long-lived benchmark process
     (300,000 live objects made the same append 0.8 s instead of 0.6 s, with the garbage
     collector on or off), which would favour whichever library ran in a subprocess.
@@ -190,13 +199,25 @@ def store_rows(args: argparse.Namespace, script: str, workload: str,
                "--rounds", "1", "--stores-only", "--json", out.name]
         if args.tmp:
             cmd += ["--tmp", args.tmp]
-        subprocess.run([*cmd, *extra], check=True, stdout=subprocess.DEVNULL)
+        env = None if label is None else {**os.environ, "ZR_BENCH_LABEL": label}
+        subprocess.run([*cmd, *extra], check=True, stdout=subprocess.DEVNULL, env=env)
         result = json.loads(Path(out.name).read_text())
     rows: list[dict[str, Any]] = result["workloads"][workload]["rows"]
     if label_zstd:  # --zstd-build: two builds of zrecord, told apart by their zstd
         for row in rows:
             row["backend"] = row["backend"].replace("zrecord", f"zrecord-zstd{result['zstd']}", 1)
     return rows
+
+
+def builds(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(NAME, PYTHON) of each `--builds` entry."""
+    out = []
+    for item in (x for x in getattr(args, "builds", "").split(",") if x):
+        name, sep, python = item.partition("=")
+        if not sep or not name or not python:
+            raise SystemExit(f"--builds takes NAME=PYTHON,...; got {item!r}")
+        out.append((name, python))
+    return out
 
 
 def measure_rounds(args: argparse.Namespace, script: str, workload: str,
@@ -217,9 +238,12 @@ def measure_rounds(args: argparse.Namespace, script: str, workload: str,
     for k in range(max(1, args.rounds)):
         extra = child_args(k) if child_args else ()
         zstd_build = getattr(args, "zstd_build", None)
-        rows = store_rows(args, script, workload, sys.executable, extra, bool(zstd_build))
+        rows = store_rows(args, script, workload, sys.executable, extra,
+                          label_zstd=bool(zstd_build))
         if zstd_build:
-            rows += store_rows(args, script, workload, zstd_build, extra, True)
+            rows += store_rows(args, script, workload, zstd_build, extra, label_zstd=True)
+        for name, python in builds(args):
+            rows += store_rows(args, script, workload, python, extra, f"zrecord@{name}")
         if args.peer:
             rows += store_rows(args, script, workload, args.peer, extra)
         rounds.append(rows + baselines())
@@ -242,8 +266,8 @@ def header(args: argparse.Namespace) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
         "python": sys.version.split()[0], "numpy": np.__version__, "store": STORE_LABEL,
-        "store_version": getattr(zrecord, "__version__", None) if STORE_LABEL == "zrecord" else STORE_LABEL,
-        "zstd": getattr(zrecord, "__zstd_version__", None) if STORE_LABEL == "zrecord" else None,
+        "store_version": getattr(zrecord, "__version__", None) if OURS else STORE_LABEL,
+        "zstd": getattr(zrecord, "__zstd_version__", None) if OURS else None,
         "batch": args.batch, "seconds": args.seconds, "rounds": args.rounds, "workloads": {},
     }
 

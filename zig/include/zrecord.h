@@ -183,8 +183,18 @@ void zr_staging_free(zr_staging *s);
 /* ---- reader ---------------------------------------------------------------------------- */
 
 /* Opens and validates a published store: header and index checksums, every structural rule of
- * the spec that does not need record data. */
+ * the spec that does not need record data. The same as zr_reader_open_ex with flags 0. */
 int zr_reader_open(const char *path, zr_reader **out, zr_status *st);
+
+/* Reader flags. ZR_OPEN_CACHE_BYPASS: records read with pread (those of at least 32 KiB, and
+ * every record of a store whose records average that) are read with O_DIRECT, by up to 16
+ * threads per gather, and never enter the page cache; for datasets larger than RAM. Small
+ * records of other stores are read through the page cache as without the flag. Fails with
+ * ZR_E_IO (errno EINVAL) where the file system refuses O_DIRECT. */
+#define ZR_OPEN_CACHE_BYPASS 1u
+
+/* zr_reader_open with ZR_OPEN_* flags; an unknown flag is ZR_E_INVALID_ARGUMENT. */
+int zr_reader_open_ex(const char *path, uint32_t flags, zr_reader **out, zr_status *st);
 
 void zr_reader_info(const zr_reader *r, zr_info *out);
 
@@ -211,6 +221,27 @@ int zr_reader_gather_ragged(zr_reader *r, const uint64_t *idx, uint64_t count, v
 /* Checks the stored bytes of records [start, start+count) against their checksums (always,
  * even if verified before) and that compressed frames decode. */
 int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st);
+
+/* Starts reading records idx[0..count) from disk into the page cache and returns without
+ * waiting for them (posix_fadvise WILLNEED on each record's bytes, sorted and coalesced), so
+ * that a later gather of them finds them there. A hint: it changes no result. It does nothing
+ * when a sample of the records is already in the page cache, or with ZR_READS_MAPPED, and
+ * hints at most the first 16,384 records and 64 MiB of stored bytes. It costs a few
+ * microseconds per record not in the page cache; it waits for the device only when the
+ * device's request queue is full. Fails only for invalid arguments (ZR_E_INDEX for an index
+ * out of range) or a closed reader. */
+int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_status *st);
+
+/* How a reader reads batches of records not known to be in the page cache; every mode returns
+ * the same records and verifies them the same way. ZR_READS_AUTO (the default) hints and reads
+ * with pread the batches that it finds cold (by an estimate kept per reader, a mincore sample,
+ * and a timing probe of batches it expected warm); ZR_READS_MAPPED never hints and reads as
+ * if every batch were cached (the reads before cold batches were told apart); ZR_READS_HINTED
+ * hints and reads with pread every batch. For tests and measurements. */
+#define ZR_READS_AUTO 0u
+#define ZR_READS_MAPPED 1u
+#define ZR_READS_HINTED 2u
+int zr_reader_set_reads(zr_reader *r, uint32_t mode, zr_status *st);
 
 /* Waits for calls in flight, then unmaps and closes every file. Later calls fail with
  * ZR_E_CLOSED. Idempotent. */

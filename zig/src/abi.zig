@@ -93,6 +93,9 @@ fn upperName(comptime tag: []const u8) [*:0]const u8 {
 /// zr_writer_open flags.
 pub const write_no_sync: u32 = 1;
 pub const write_flags_known: u32 = write_no_sync;
+/// zrecord.h ZR_OPEN_CACHE_BYPASS.
+pub const open_cache_bypass: u32 = 1;
+pub const open_flags_known: u32 = open_cache_bypass;
 
 comptime {
     std.debug.assert(@sizeOf(Status) == 4120);

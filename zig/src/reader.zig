@@ -1,6 +1,7 @@
 //! The store reader: validates a published store when it is opened, then serves random-access
 //! gathers from the shard files: small records are copied from read-only shared mappings,
-//! large ones are read with pread(2).
+//! large ones (and every record of a cold batch) are read with pread(2), or with O_DIRECT when
+//! the store was opened to bypass the page cache.
 //!
 //! Invariants:
 //! - Opening checks every rule of the spec that needs no record data: the header (§3), each
@@ -50,6 +51,15 @@
 //!   is then decoded into the output. Their checksum is verified on the bytes read; a mismatch
 //!   found in the caller's output is confirmed by a second read into private memory before it
 //!   is reported, so overlapping Ragged outputs cannot fake one.
+//! - Cold batches (readahead.zig): a batch that the reader's estimate and a mincore sample
+//!   find outside the page cache is hinted ahead of its reads (posix_fadvise WILLNEED) and
+//!   every record of it is read with pread, none through the mappings; a batch expected warm is
+//!   read as before, each share timing its first records. Either way each record is checked
+//!   exactly as above. Hints and samples are system calls about files and mappings, never a
+//!   touch of a mapped byte, and keep no state across calls but the estimate (one atomic).
+//! - Cache bypass (`bypass`, ZR_OPEN_CACHE_BYPASS): records that use pread and fit a scratch
+//!   buffer are read with O_DIRECT, in whole aligned blocks, into a worker's page-aligned
+//!   scratch buffer, checked there and copied or decoded out; they are never hinted.
 //! - The mappings are of files that the spec makes immutable after publication
 //!   ([ZR-PUB-005]). A file truncated by someone else after open is reported as ZR_E_CORRUPT:
 //!   by the pread path when a read comes up short, and on the mapping path by the SIGBUS
@@ -66,6 +76,7 @@ const parallel = @import("parallel.zig");
 const sys = @import("sys.zig");
 const codec = @import("codec.zig");
 const zstd_dict = @import("zstd_dict.zig");
+const readahead = @import("readahead.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -78,6 +89,10 @@ pub const gather_parallel_bytes_min: u64 = 4 << 20;
 /// With `threads` = 0, one worker per this much output, up to `gather_auto_workers_max`.
 pub const gather_bytes_per_worker: u64 = 2 << 20;
 pub const gather_auto_workers_max: usize = 8;
+/// Workers of a cold batch (readahead.zig) of compressed records, or of raw records of at
+/// least `pread_record_bytes_min` on average, whatever the CPU count, within the two limits
+/// above: they wait for the device more than they compute.
+pub const gather_cold_workers_min: usize = 4;
 /// The same two thresholds for compressed stores, counted in logical (decoded) bytes:
 /// decompression runs at 1 to 2 GB/s per core, so a worker pays off on far less output.
 pub const gather_compressed_parallel_bytes_min: u64 = 512 << 10;
@@ -106,6 +121,13 @@ pub const pread_record_bytes_min: u64 = 32 << 10;
 /// ones are read through the mapping, so that a worker never holds more than this much
 /// scratch. Such records are so large that their own pages dwarf the mapping's overhead.
 pub const pread_scratch_bytes_max: u64 = 16 << 20;
+
+/// With the page cache bypassed (`Reader.bypass`), a batch of records read with O_DIRECT gets
+/// up to this many workers whatever the CPU count: each waits for the device most of the
+/// time, and the device needs a queue of several reads to reach its bandwidth (measured on
+/// the development disk: 16 threads of O_DIRECT reads of 147 KiB reached 90% of its queue
+/// depth 32 bandwidth, with half the CPU time of page-cache reads of the same records).
+pub const gather_bypass_workers: usize = 16;
 
 /// An index larger than this is streamed through a buffer of this size to check its checksum
 /// before the reader allocates its copy; a smaller one is read once, straight into the copy.
@@ -213,6 +235,12 @@ pub const Reader = struct {
     fds: [format.data_shards_max]sys.Fd = @splat(-1),
     /// Whether every record is read with pread, not only large ones (set by validateIndex).
     pread_every_record: bool = false,
+    /// Opened with ZR_OPEN_CACHE_BYPASS: records read with pread (and at most
+    /// `pread_scratch_bytes_max` stored bytes) are read with O_DIRECT through `direct_fds`,
+    /// never into the page cache, and never hinted.
+    bypass: bool = false,
+    /// One O_DIRECT descriptor per non-empty shard when `bypass`; -1 elsewhere.
+    direct_fds: [format.data_shards_max]sys.Fd = @splat(-1),
     /// Whether `checkLayout` has passed; verify runs it until it has.
     layout_checked: std.atomic.Value(bool) = .init(false),
     index: []u8 = &.{},
@@ -220,8 +248,12 @@ pub const Reader = struct {
     /// zstd_dict: the header's dictionary compiled for decompression.
     ddict: ?codec.SharedDict = null,
     decoders: [decoder_slots_count]DecoderSlot = @splat(.{}),
+    /// Whether gathers expect the store's records to be in the page cache (readahead.zig).
+    estimate: readahead.Estimate = .{},
+    /// A readahead.Mode: how batches not known to be in the page cache are read.
+    reads: std.atomic.Value(u8) = .init(@intFromEnum(readahead.Mode.auto)),
 
-    pub fn open(path_c: [*:0]const u8, d: *Diag) Error!*Reader {
+    pub fn open(path_c: [*:0]const u8, flags: u32, d: *Diag) Error!*Reader {
         const path = std.mem.sliceTo(path_c, 0);
         if (path.len == 0) return d.fail(error.InvalidArgument, "the store path is empty", .{});
         const dfd = sys.open(path_c, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch {
@@ -253,6 +285,7 @@ pub const Reader = struct {
             .itemsize = h.itemsize(),
             .entry_size = h.index_entry_size,
             .opened_gen = sys.forkGeneration(),
+            .bypass = flags & abi.open_cache_bypass != 0,
         };
         r.flight.store(packGen(r.opened_gen, 0), .seq_cst);
         r.state.store(packGen(r.opened_gen, state_open), .seq_cst);
@@ -279,6 +312,7 @@ pub const Reader = struct {
             };
         }
         try r.mapShards(dfd, d);
+        if (r.bypass) try r.openDirect(dfd, d);
         try r.readIndex(dfd, d);
         try r.validateIndex(d);
         const words: usize = @intCast((h.record_count + 63) / 64);
@@ -342,6 +376,30 @@ pub const Reader = struct {
             // the batch does not use.
             sys.madvise(r.maps[k], sys.MADV_RANDOM);
             sys.fadvise(fd, sys.POSIX_FADV_RANDOM);
+        }
+        d.shard = -1;
+    }
+
+    /// Opens every non-empty shard a second time with O_DIRECT, for `bypass`, and checks that
+    /// it is still the regular file of the size `mapShards` found (a file swapped in between
+    /// would also fail every record's checksum).
+    fn openDirect(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
+        var name_buf: [16]u8 = undefined;
+        for (0..r.header.data_shards) |k| {
+            if (r.maps[k].len == 0) continue;
+            const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
+            d.shard = @intCast(k);
+            const fd = sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NONBLOCK | sys.O_NOFOLLOW | sys.O_DIRECT, 0) catch {
+                const e = sys.errno();
+                if (e == sys.EINVAL) return d.failOs(error.Io, e, "cannot bypass the page cache for " ++
+                    "'{s}/{s}': its file system does not support O_DIRECT reads; open the store " ++
+                    "without cache bypass", .{ r.path, name });
+                return d.failOs(error.Io, e, "cannot open '{s}/{s}' for reads that bypass the page cache", .{ r.path, name });
+            };
+            r.direct_fds[k] = fd;
+            const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat '{s}/{s}'", .{ r.path, name });
+            if (st.kind != .regular or st.size != r.header.shard_sizes[k]) return d.fail(error.Corrupt, "" ++
+                "'{s}/{s}' changed while the store was opened", .{ r.path, name });
         }
         d.shard = -1;
     }
@@ -590,6 +648,42 @@ pub const Reader = struct {
         return e.stored_size >= pread_record_bytes_min or (r.pread_every_record and e.stored_size > 0);
     }
 
+    /// Whether record `e` is read with O_DIRECT (`bypass`).
+    fn readsDirect(r: *const Reader, e: format.Entry) bool {
+        return r.bypass and r.usesPread(e) and e.stored_size <= pread_scratch_bytes_max;
+    }
+
+    /// Reads record `rec`'s stored bytes with O_DIRECT, for `bypass`: the aligned blocks that
+    /// hold them go into `scratch` (page-aligned), and the result borrows the record's bytes
+    /// from it. A file that ends before the record's last byte was truncated after open.
+    fn readDirect(r: *const Reader, rec: u64, e: format.Entry, scratch: *Scratch, d: *Diag) Error![]const u8 {
+        const a: u64 = sys.direct_align_bytes;
+        const first = e.offset - e.offset % a;
+        const end = e.offset + e.stored_size;
+        const last = (end + a - 1) / a * a;
+        const buf = try scratch.get(@intCast(last - first), rec, d);
+        var done: u64 = 0;
+        while (first + done < end) {
+            const n = sys.preadSome(r.direct_fds[e.shard], buf[@intCast(done)..], first + done) catch {
+                d.record = @intCast(rec);
+                d.shard = e.shard;
+                return d.failOs(error.Io, sys.errno(), "store '{s}': reading record {d} ({d} bytes at " ++
+                    "offset {d}) from data-{d:0>3}.zrd with O_DIRECT failed", .{ r.path, rec, e.stored_size, e.offset, e.shard });
+            };
+            // Only the end of the file makes an O_DIRECT read short; a read cut anywhere else
+            // could not be continued at an unaligned offset.
+            if (n == 0 or (n % a != 0 and first + done + n < end)) {
+                d.record = @intCast(rec);
+                d.shard = e.shard;
+                return d.fail(error.Corrupt, "store '{s}': data-{d:0>3}.zrd ended before the {d} " ++
+                    "stored bytes of record {d} at offset {d} were read: the file was truncated " ++
+                    "after the store was opened (ZR-PUB-005)", .{ r.path, e.shard, e.stored_size, rec, e.offset });
+            }
+            done += n;
+        }
+        return buf[@intCast(e.offset - first)..][0..e.stored_size];
+    }
+
     /// Reads record `rec`'s stored bytes into `buf` (exactly `e.stored_size` bytes) with
     /// pread(2). Partial reads are continued and EINTR retried (sys.preadAll); a file that ends
     /// first was truncated after open, which is corruption, not a crash.
@@ -643,8 +737,9 @@ pub const Reader = struct {
 
     /// Record `rec`'s stored bytes: from the mapping, or for a large record read with pread
     /// into `scratch`, whose contents the result then borrows.
-    fn storedView(r: *const Reader, rec: u64, e: format.Entry, scratch: *Scratch, d: *Diag) Error![]const u8 {
-        if (!r.usesPread(e) or e.stored_size > pread_scratch_bytes_max) return r.storedBytes(e);
+    fn storedView(r: *const Reader, rec: u64, e: format.Entry, pread: bool, scratch: *Scratch, d: *Diag) Error![]const u8 {
+        if (r.readsDirect(e)) return r.readDirect(rec, e, scratch, d);
+        if (!pread or e.stored_size > pread_scratch_bytes_max) return r.storedBytes(e);
         const buf = try scratch.get(e.stored_size, rec, d);
         try r.readStored(rec, e, buf, d);
         return buf;
@@ -696,8 +791,8 @@ pub const Reader = struct {
         if (want > 0 and out == null) return d.fail(error.InvalidArgument, "gather_dense got a " ++
             "null output buffer for {d} bytes", .{want});
         try r.checkIndices(idx.?, n, d);
-        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined };
-        try parallel.run(GatherCtx, &ctx, gatherDenseWork, n, r.workerCount(want, n, threads), .claimed, d);
+        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined, .n = n };
+        try r.runBatch(&ctx, want, threads, gatherDenseWork, d);
     }
 
     pub fn shapes(r: *Reader, idx: ?[*]const u64, n: u64, shapes_out: ?[*]u64, sizes_out: ?[*]u64, d: *Diag) Error!void {
@@ -759,8 +854,78 @@ pub const Reader = struct {
         }
         if (total > 0 and out == null) return d.fail(error.InvalidArgument, "gather_ragged got a " ++
             "null output buffer for {d} bytes", .{total});
-        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined, .offsets = offsets.? };
-        try parallel.run(GatherCtx, &ctx, gatherRaggedWork, n, r.workerCount(total, n, threads), .claimed, d);
+        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = out orelse undefined, .offsets = offsets.?, .n = n };
+        try r.runBatch(&ctx, total, threads, gatherRaggedWork, d);
+    }
+
+    /// How this reader reads batches not known to be in the page cache.
+    pub fn readMode(r: *const Reader) readahead.Mode {
+        return @enumFromInt(r.reads.load(.monotonic));
+    }
+
+    pub fn setReadMode(r: *Reader, mode: readahead.Mode) void {
+        r.reads.store(@intFromEnum(mode), .monotonic);
+    }
+
+    /// Runs `work` over the positions of the batch `base` (whose output holds `bytes`
+    /// logical bytes). A batch that the estimate expects cold, and that a residency sample
+    /// confirms, is hinted ahead of its reads (`GatherCtx.hintAhead`) and read with pread;
+    /// any other batch is read as it always was, with each share probing its first records
+    /// (`probed`) in case the estimate is wrong.
+    fn runBatch(r: *Reader, base: *const GatherCtx, bytes: u64, threads: u32, comptime work: anytype, d: *Diag) Error!void {
+        // A store whose every record is read with O_DIRECT has nothing to hint or probe.
+        const mode: readahead.Mode = if (r.bypass and r.pread_every_record) .mapped else r.readMode();
+        const n = base.n;
+        var cold = mode == .hinted;
+        if (mode == .auto and r.estimate.expectsCold()) {
+            cold = !base.batch().sampleResident(0, n);
+            r.estimate.set(cold);
+        }
+        var hinted: std.atomic.Value(bool) = .init(false);
+        var frontier: std.atomic.Value(u64) = .init(0);
+        var ctx = base.*;
+        if (cold) {
+            // The first share hints, not this thread before the workers start: measured on
+            // cold zstd token batches, hinting while the workers are being spawned (and
+            // their first reads go out unhinted) was 15% faster than hinting first.
+            ctx.cold = true;
+            ctx.frontier = &frontier;
+        } else {
+            ctx.probe = mode == .auto;
+            ctx.hinted = &hinted;
+        }
+        return parallel.run(GatherCtx, &ctx, work, n, r.workerCount(bytes, n, threads, cold), .claimed, d);
+    }
+
+    /// The end of the run of positions from `begin` (at least one record, unless `begin` is
+    /// the end) whose stored bytes stay within `bytes_max` and records within `records_max`.
+    fn runEnd(r: *const Reader, ctx: *const GatherCtx, begin: u64, bytes_max: u64, records_max: u64) u64 {
+        var end = begin;
+        var stored: u64 = 0;
+        while (end < ctx.n and end - begin < records_max) {
+            const size = format.decodeEntry(r.entryBytes(ctx.record(end))).stored_size;
+            if (end > begin and stored + size > bytes_max) break;
+            stored += size;
+            end += 1;
+        }
+        return end;
+    }
+
+    /// Starts reading records idx[0..n) into the page cache and returns without waiting for
+    /// them (zr_reader_prefetch): nothing when a residency sample finds them there, or the
+    /// reader's mode is `mapped`; otherwise hints for at most readahead.prefetch_records_max
+    /// records and readahead.window_bytes_max stored bytes, the first ones given.
+    pub fn prefetch(r: *Reader, idx: ?[*]const u64, n: u64, d: *Diag) Error!void {
+        try r.enter(d);
+        defer r.leave();
+        if (n == 0) return;
+        if (idx == null) return d.fail(error.InvalidArgument, "prefetch got a null index array", .{});
+        try r.checkIndices(idx.?, n, d);
+        const mode = r.readMode();
+        if (mode == .mapped) return;
+        const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = undefined, .n = @min(n, readahead.prefetch_records_max) };
+        if (mode == .auto and ctx.batch().sampleResident(0, ctx.n)) return;
+        ctx.batch().hint(0, r.runEnd(&ctx, 0, readahead.window_bytes_max, readahead.window_records_max));
     }
 
     pub fn verify(r: *Reader, start: u64, n: u64, d: *Diag) Error!void {
@@ -783,8 +948,12 @@ pub const Reader = struct {
         while (i < start + n) : (i += 1) {
             total += if (r.compressed()) r.logicalSize(i) else format.decodeEntry(r.entryBytes(i)).stored_size;
         }
-        const ctx: GatherCtx = .{ .r = r, .idx = undefined, .out = undefined, .start = start };
-        try parallel.run(GatherCtx, &ctx, verifyWork, n, r.workerCount(total, n, 0), .claimed, d);
+        // Verify reads every record of the range once, in record order: its hints coalesce into
+        // long ranges, which cost next to nothing where the store is in the page cache and
+        // turn one read per page into long reads where it is not.
+        var frontier: std.atomic.Value(u64) = .init(0);
+        const ctx: GatherCtx = .{ .r = r, .idx = undefined, .out = undefined, .start = start, .n = n, .in_order = true, .frontier = &frontier };
+        try parallel.run(GatherCtx, &ctx, verifyWork, n, r.workerCount(total, n, 0, false), .claimed, d);
     }
 
     pub fn fillInfo(r: *const Reader, info: *abi.Info) void {
@@ -821,9 +990,11 @@ pub const Reader = struct {
             m.* = &.{};
             g.* = .{};
         }
-        for (&r.fds) |*fd| {
+        for (&r.fds, &r.direct_fds) |*fd, *dfd| {
             if (fd.* >= 0) sys.close(fd.*);
             fd.* = -1;
+            if (dfd.* >= 0) sys.close(dfd.*);
+            dfd.* = -1;
         }
         if (r.index.len > 0) alloc.free(r.index);
         r.index = &.{};
@@ -850,14 +1021,27 @@ pub const Reader = struct {
     /// bytes-per-worker up to the CPUs and `gather_auto_workers_max`. For compressed stores
     /// each record also counts `gather_compressed_record_cost_bytes`, since decoding a frame
     /// has a fixed cost that small records do not amortise.
-    fn workerCount(r: *const Reader, bytes: u64, n: u64, threads: u32) usize {
+    fn workerCount(r: *const Reader, bytes: u64, n: u64, threads: u32, cold: bool) usize {
         const parallel_min = if (r.compressed()) gather_compressed_parallel_bytes_min else gather_parallel_bytes_min;
         const per_worker = if (r.compressed()) gather_compressed_bytes_per_worker else gather_bytes_per_worker;
         const work = if (r.compressed()) bytes +| n *| gather_compressed_record_cost_bytes else bytes;
         if (work < parallel_min) return 1;
         if (threads != 0) return @min(threads, parallel.workers_max);
         const by_size: u64 = work / per_worker + @intFromBool(work % per_worker != 0);
-        return @intCast(@min(@min(by_size, sys.cpuCount()), gather_auto_workers_max));
+        // A worker of a cold batch mostly waits for its reads, so more of them than CPUs keep
+        // the CPUs busy decoding or copying while some wait. Not for small raw records: the
+        // first share hints them all, and their copies cost less than a worker.
+        const large = n > 0 and bytes / n >= pread_record_bytes_min;
+        if (r.bypass and large) return @intCast(@min(by_size, gather_bypass_workers));
+        var cpus = sys.cpuCount();
+        // Decoding is compute-bound, like the writer's compression (decision record 0001,
+        // sections 10 and 17): with two workers per CPU the kernel shares every CPU among the
+        // chunks still going, and a CPU that other processes also want is not left to one.
+        // Only for batches large enough that the extra workers' start (50-90 us each) is
+        // lost in the work.
+        if (r.compressed() and work >= gather_parallel_bytes_min) cpus *= 2;
+        if (cold and (large or r.compressed())) cpus = @max(cpus, gather_cold_workers_min);
+        return @intCast(@min(@min(by_size, cpus), gather_auto_workers_max));
     }
 
     /// Closes the reader, or waits until another thread of this process has closed it; returns
@@ -922,12 +1106,13 @@ pub const Reader = struct {
 /// A worker's buffer for the length of its share of one call: reused across its records,
 /// grown to the largest size asked of it, and freed when the share ends.
 const Scratch = struct {
-    buf: []u8 = &.{},
+    /// Aligned for O_DIRECT reads (`Reader.readDirect`).
+    buf: []align(sys.direct_align_bytes) u8 = &.{},
 
     fn get(s: *Scratch, size: usize, rec: u64, d: *Diag) Error![]u8 {
         if (size > s.buf.len) {
             s.deinit();
-            s.buf = alloc.alloc(u8, size) catch {
+            s.buf = alloc.alignedAlloc(u8, .fromByteUnits(sys.direct_align_bytes), size) catch {
                 d.record = @intCast(rec);
                 return noMemory(d, "a worker's buffer to read or decode a record");
             };
@@ -947,6 +1132,78 @@ const GatherCtx = struct {
     out: [*]u8,
     offsets: [*]const u64 = undefined,
     start: u64 = 0,
+    /// Positions in the batch.
+    n: u64,
+    /// Verify: position `pos` is record `start + pos`, and `idx` is not used.
+    in_order: bool = false,
+    /// The batch was hinted: every non-empty record is read with pread, none through the
+    /// mappings (whose pages would stay mapped into the process).
+    cold: bool = false,
+    /// Each share times its first records (`probed`); set with `hinted`.
+    probe: bool = false,
+    /// Set by the first share whose probe found the batch cold and hinted the rest of it.
+    hinted: ?*std.atomic.Value(bool) = null,
+    /// Cold batches: the position up to which records have been hinted (`hintAhead`).
+    frontier: ?*std.atomic.Value(u64) = null,
+
+    fn batch(ctx: *const GatherCtx) readahead.Batch(GatherCtx) {
+        return .{ .src = ctx };
+    }
+
+    /// The record at position `pos`.
+    fn record(ctx: *const GatherCtx, pos: u64) u64 {
+        return if (ctx.in_order) ctx.start + pos else ctx.idx[@intCast(pos)];
+    }
+
+    /// The stored bytes of the record at position `pos`, for readahead.Batch.
+    pub fn span(ctx: *const GatherCtx, pos: u64) readahead.Span {
+        const e = format.decodeEntry(ctx.r.entryBytes(ctx.record(pos)));
+        // Records read with O_DIRECT never go through the page cache: nothing to hint or ask.
+        if (ctx.r.readsDirect(e)) return .{ .shard = e.shard, .offset = e.offset, .len = 0 };
+        return .{ .shard = e.shard, .offset = e.offset, .len = e.stored_size };
+    }
+
+    /// Starts reading a page-aligned span of a shard into the page cache (readahead.Batch).
+    pub fn advise(ctx: *const GatherCtx, s: readahead.Span) void {
+        sys.fadviseRange(ctx.r.fds[s.shard], s.offset, s.len, sys.POSIX_FADV_WILLNEED);
+    }
+
+    /// Whether a page-aligned span of a shard is in the page cache (readahead.Batch); when
+    /// the kernel does not say, it counts as resident: without an answer the reader reads
+    /// as it did before hints existed.
+    pub fn resident(ctx: *const GatherCtx, s: readahead.Span) bool {
+        var vec: [readahead.sample_pages_max]u8 = undefined;
+        const map = ctx.r.maps[s.shard];
+        const len: usize = @intCast(@min(s.len, map.len - s.offset));
+        return sys.resident(map.ptr + @as(usize, @intCast(s.offset)), len, &vec) orelse true;
+    }
+
+    /// Called by each share [begin, end) of a cold batch before it reads: makes sure that the
+    /// records from the share's start to readahead.ahead_bytes past its end have been hinted.
+    /// Shares are claimed in increasing order, so the hinted frontier runs ahead of every
+    /// worker's reads by about that much: the device's queue holds that many bytes of
+    /// reads, and the page cache no more than that ahead of the copies.
+    fn hintAhead(ctx: *const GatherCtx, end: u64) void {
+        const f = ctx.frontier orelse return;
+        const target = ctx.r.runEnd(ctx, end, readahead.ahead_bytes, readahead.window_records_max);
+        var h = f.load(.monotonic);
+        while (h < target) {
+            h = f.cmpxchgWeak(h, target, .monotonic, .monotonic) orelse return ctx.batch().hint(h, target);
+        }
+    }
+
+    /// A share's probe found its first records slow: unless the next records are in the page
+    /// cache after all (the time went elsewhere), the reader now expects cold data, and the
+    /// rest of the batch is hinted, by the first share to get here; later ones hint the rest
+    /// of their own share [next, share_end).
+    fn onSlow(ctx: *const GatherCtx, next: u64, share_end: u64) void {
+        const b = ctx.batch();
+        if (b.nextResident(next, ctx.n)) return;
+        ctx.r.estimate.set(true);
+        if (!ctx.hinted.?.swap(true, .monotonic)) {
+            b.hint(next, ctx.r.runEnd(ctx, next, readahead.window_bytes_max, readahead.window_records_max));
+        } else b.hint(next, share_end);
+    }
 };
 
 /// What one worker holds for one share of a call: acquired before its guarded region and
@@ -1007,20 +1264,48 @@ fn runGuarded(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag, comptime wo
 /// Copies (raw) or decodes positions [begin, end) of a Dense batch. The checksum is verified
 /// on the stored bytes before they are copied or decoded, so a corrupt record is never returned,
 /// no decoder sees unverified bytes, and overlapping outputs cannot fake a mismatch. Large
-/// compressed records are read with pread into a scratch buffer first.
+/// compressed records, and every record of a cold batch, are read with pread into a scratch
+/// buffer first.
 fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
     const r = ctx.r;
+    ctx.hintAhead(end);
     const rs: usize = @intCast(r.record_size);
     if (!r.compressed() and rs > 0) {
         // Records read with pread never touch a mapping, so they need no guard.
-        if (rs >= pread_record_bytes_min) return gatherDenseRawPread(ctx, begin, end, d);
+        if (rs >= pread_record_bytes_min or ctx.cold) return probed(ctx, begin, end, .{}, gatherDenseRawPread, d);
         return runGuarded(ctx, begin, end, d, gatherDenseRaw);
     }
     return runGuarded(ctx, begin, end, d, gatherDenseDecode);
 }
 
+/// The share [begin, end) of a batch through `range(ctx, cold, begin, end, args..., d)`.
+/// A cold batch reads every record with pread (`cold` true). A batch expected warm is read as
+/// before cold batches existed (`cold` false); when it probes, its first
+/// readahead.probe_records records are timed apart from the rest, and if they were slow the
+/// rest of the batch is hinted (`GatherCtx.onSlow`). The loop over the rest is the same code
+/// as without a probe: the probe costs two clock reads per share.
+fn probed(ctx: *const GatherCtx, begin: u64, end: u64, args: anytype, comptime range: anytype, d: *Diag) Error!void {
+    if (ctx.cold) return @call(.auto, range, .{ ctx, true, begin, end } ++ args ++ .{d});
+    if (!ctx.probe or end <= begin) return @call(.auto, range, .{ ctx, false, begin, end } ++ args ++ .{d});
+    const mid = @min(end, begin + readahead.probe_records);
+    const start = sys.monotonicNs();
+    try @call(.auto, range, .{ ctx, false, begin, mid } ++ args ++ .{d});
+    const took = sys.monotonicNs() -% start;
+    if (took > (mid - begin) * readahead.probe_ns_per_record) {
+        var bytes: u64 = 0;
+        var j = begin;
+        while (j < mid) : (j += 1) bytes += format.decodeEntry(ctx.r.entryBytes(ctx.record(j))).stored_size;
+        if (readahead.slow(took, mid - begin, bytes)) ctx.onSlow(mid, end);
+    }
+    return @call(.auto, range, .{ ctx, false, mid, end } ++ args ++ .{d});
+}
+
 /// gatherDenseWork for compressed records, and for raw records of size zero.
 fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
+    return probed(ctx, begin, end, .{ share, guard }, gatherDenseDecodeRange, d);
+}
+
+fn gatherDenseDecodeRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
     var j = begin;
@@ -1028,7 +1313,8 @@ fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share,
         const rec = ctx.idx[@intCast(j)];
         guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        const src = try r.storedView(rec, e, &share.scratch, d);
+        const pread = if (cold) e.stored_size > 0 else r.usesPread(e);
+        const src = try r.storedView(rec, e, pread, &share.scratch, d);
         if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
         const dst: []u8 = if (rs > 0) ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs] else &.{};
         if (share.lease) |*l| {
@@ -1046,11 +1332,17 @@ const gather_prefetch_record_ahead: u64 = 8;
 /// Bytes of a record's start that are prefetched; the hardware prefetcher streams the rest.
 const gather_prefetch_record_bytes: usize = 256;
 
-/// gatherDenseWork for raw records of nonzero size: the same checks and copies, with the index
-/// entries and record starts of later positions prefetched (a prefetch never faults, even on a
-/// page past the end of a truncated file).
+/// gatherDenseWork for raw records of nonzero size under `pread_record_bytes_min` in a batch
+/// that is not cold: the same checks and copies, with the index entries and record starts of
+/// later positions prefetched (a prefetch never faults, even on a page past the end of a
+/// truncated file).
 fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     _ = share;
+    return probed(ctx, begin, end, .{guard}, gatherDenseRawRange, d);
+}
+
+fn gatherDenseRawRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, guard: *Guard, d: *Diag) Error!void {
+    std.debug.assert(!cold); // cold batches read raw records with gatherDenseRawPread
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
     const es = r.entry_size;
@@ -1078,42 +1370,64 @@ fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, gu
     }
 }
 
-/// gatherDenseWork for raw records of at least `pread_record_bytes_min` bytes: each is read
-/// with pread straight into its slot of the output and checked there, so no page of the
-/// mapping is touched.
-fn gatherDenseRawPread(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+/// gatherDenseWork for raw records of at least `pread_record_bytes_min` bytes, and for every
+/// raw record of a cold batch: each is read with pread straight into its slot of the output
+/// and checked there, so no page of the mapping is touched.
+fn gatherDenseRawPread(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, d: *Diag) Error!void {
+    _ = cold;
     const r = ctx.r;
     const rs: usize = @intCast(r.record_size);
+    var scratch: Scratch = .{};
+    defer scratch.deinit();
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
         const e = format.decodeEntry(r.entryBytes(rec));
         const dst = ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs];
+        if (r.readsDirect(e)) {
+            // The aligned blocks land in private memory, checked before they are copied out.
+            const src = try r.readDirect(rec, e, &scratch, d);
+            if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
+            sys.copy(dst, src);
+            continue;
+        }
         try r.readStored(rec, e, dst, d);
         if (!r.isVerified(rec)) try r.checkInOutput(rec, e, dst, d);
     }
 }
 
 fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    ctx.hintAhead(end);
     return runGuarded(ctx, begin, end, d, gatherRagged);
 }
 
 fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
+    return probed(ctx, begin, end, .{ share, guard }, gatherRaggedRange, d);
+}
+
+fn gatherRaggedRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
     const r = ctx.r;
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = ctx.idx[@intCast(j)];
         guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
+        const pread = if (cold) e.stored_size > 0 else r.usesPread(e);
         if (share.lease) |*l| {
-            const src = try r.storedView(rec, e, &share.scratch, d);
+            const src = try r.storedView(rec, e, pread, &share.scratch, d);
             if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
             const size: usize = @intCast(r.logicalSize(rec));
             const dst: []u8 = if (size > 0) ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..size] else &.{};
             try r.decodeRecord(l.get(), rec, e, src, dst, d);
-        } else if (r.usesPread(e)) {
+        } else if (pread) {
             // Raw: the stored size is the logical size ([ZR-IDX-004]).
             const dst = ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..e.stored_size];
+            if (r.readsDirect(e)) {
+                const src = try r.readDirect(rec, e, &share.scratch, d);
+                if (!r.isVerified(rec)) try r.checkRecord(rec, e, src, d);
+                sys.copy(dst, src);
+                continue;
+            }
             try r.readStored(rec, e, dst, d);
             if (!r.isVerified(rec)) try r.checkInOutput(rec, e, dst, d);
         } else {
@@ -1125,6 +1439,7 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guar
 }
 
 fn verifyWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
+    ctx.hintAhead(end);
     return runGuarded(ctx, begin, end, d, verifyRecords);
 }
 
@@ -1137,7 +1452,7 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, gua
         const rec = ctx.start + j;
         guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        const src = try r.storedView(rec, e, &share.scratch, d);
+        const src = try r.storedView(rec, e, r.usesPread(e), &share.scratch, d);
         try r.checkRecord(rec, e, src, d);
         if (share.lease) |*l| {
             const size: usize = @intCast(r.logicalSize(rec));
@@ -1474,6 +1789,41 @@ test "the layout check finds bytes no record covers, in record order or not" {
     try t.expectContains(d.text(), "bytes [4, 8) to both record 0 and record 3");
     try std.testing.expectEqual(@as(i32, 0), d.shard);
     root.zr_reader_free(r);
+    td.removeStore("s", 1);
+    try td.deinitExpectEmpty();
+}
+
+test "a slow probe hints the rest of the batch only when the next records are not in the page cache" {
+    // The probe's timing is not under a test's control; what it triggers is: GatherCtx.onSlow
+    // asks mincore about the next records before it trusts the clock.
+    const t = @import("tests.zig");
+    const tz = @import("tests_zstd.zig");
+    const tr = @import("tests_readahead.zig");
+    const root = @import("root.zig");
+    var td: t.TempDir = .{};
+    try td.init();
+    const rs = 4096;
+    var data: [64 * rs]u8 = undefined;
+    for (&data, 0..) |*b, i| b.* = t.pattern(i);
+    try tz.writeDense(&td, "s", 0, "", 1, rs, &data, &.{64});
+    var idx: [64]u64 = undefined;
+    for (&idx, 0..) |*v, i| v.* = 63 - i;
+    for ([_]bool{ false, true }) |evicting| {
+        const cold = evicting and try tr.evict(&td, "s", 1);
+        const r = try tz.openOk(&td, "s");
+        r.estimate.set(false);
+        var hinted: std.atomic.Value(bool) = .init(false);
+        const ctx: GatherCtx = .{ .r = r, .idx = &idx, .out = undefined, .n = idx.len, .probe = true, .hinted = &hinted };
+        ctx.onSlow(4, 16);
+        // Resident: the time went elsewhere (another process, a first touch), nothing changes.
+        try std.testing.expectEqual(cold, r.estimate.expectsCold());
+        try std.testing.expectEqual(cold, hinted.load(.monotonic));
+        // A second share that finds its records slow hints only its own rest.
+        ctx.onSlow(20, 24);
+        try std.testing.expectEqual(cold, hinted.load(.monotonic));
+        try tz.expectDenseGather(r, &data, rs, &idx, 1);
+        root.zr_reader_free(r);
+    }
     td.removeStore("s", 1);
     try td.deinitExpectEmpty();
 }

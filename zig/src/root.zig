@@ -16,6 +16,7 @@ const reader_mod = @import("reader.zig");
 const writer_mod = @import("writer.zig");
 const dictionary = @import("dictionary.zig");
 const staging = @import("staging.zig");
+const readahead = @import("readahead.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -171,12 +172,18 @@ pub export fn zr_staging_free(s: ?*staging.Staging) void {
 // ---- reader ------------------------------------------------------------------------------
 
 pub export fn zr_reader_open(path: ?[*:0]const u8, out: ?*?*Reader, st: ?*Status) c_int {
+    return zr_reader_open_ex(path, 0, out, st);
+}
+
+pub export fn zr_reader_open_ex(path: ?[*:0]const u8, flags: u32, out: ?*?*Reader, st: ?*Status) c_int {
     var d: Diag = .{};
     const result: Error!void = blk: {
         const o = out orelse break :blk nullArgument(&d, "out");
         o.* = null;
         const p = path orelse break :blk nullArgument(&d, "path");
-        o.* = Reader.open(p, &d) catch |err| break :blk err;
+        if (flags & ~abi.open_flags_known != 0) break :blk d.fail(error.InvalidArgument, "unknown " ++
+            "open flags 0x{x}; only ZR_OPEN_CACHE_BYPASS (0x1) is defined", .{flags});
+        o.* = Reader.open(p, flags, &d) catch |err| break :blk err;
     };
     return finish(st, result, &d);
 }
@@ -249,6 +256,23 @@ pub export fn zr_reader_verify(r: ?*Reader, start: u64, count: u64, st: ?*Status
     return finish(st, result, &d);
 }
 
+pub export fn zr_reader_prefetch(r: ?*Reader, idx: ?[*]const u64, count: u64, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (r) |rd| rd.prefetch(idx, count, &d) else nullArgument(&d, "reader");
+    return finish(st, result, &d);
+}
+
+pub export fn zr_reader_set_reads(r: ?*Reader, mode: u32, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const rd = r orelse break :blk nullArgument(&d, "reader");
+        if (mode > @intFromEnum(readahead.Mode.hinted)) break :blk d.fail(error.InvalidArgument, "unknown " ++
+            "read mode {d}; ZR_READS_AUTO (0), ZR_READS_MAPPED (1) and ZR_READS_HINTED (2) are defined", .{mode});
+        rd.setReadMode(@enumFromInt(mode));
+    };
+    return finish(st, result, &d);
+}
+
 pub export fn zr_reader_close(r: ?*Reader) void {
     if (r) |rd| rd.close();
 }
@@ -305,12 +329,14 @@ test {
     _ = @import("dictionary.zig");
     _ = @import("tests_zstd.zig");
     _ = @import("tests_pread.zig");
+    _ = @import("tests_readahead.zig");
     _ = @import("sys.zig");
     _ = @import("format.zig");
     _ = @import("parallel.zig");
     _ = @import("writer.zig");
     _ = @import("staging.zig");
     _ = @import("reader.zig");
+    _ = @import("readahead.zig");
     _ = @import("abi.zig");
     _ = @import("tests.zig");
 }

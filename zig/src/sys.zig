@@ -35,6 +35,8 @@ const c = struct {
     extern "c" fn munmap(addr: *anyopaque, len: usize) c_int;
     extern "c" fn madvise(addr: *anyopaque, len: usize, advice: c_int) c_int;
     extern "c" fn posix_fadvise(fd: c_int, offset: i64, len: i64, advice: c_int) c_int;
+    extern "c" fn mincore(addr: *anyopaque, len: usize, vec: [*]u8) c_int;
+    extern "c" fn clock_gettime(clock: c_int, ts: *linux.timespec) c_int;
     extern "c" fn mkdir(path: [*:0]const u8, mode: c_uint) c_int;
     extern "c" fn rename(old: [*:0]const u8, new: [*:0]const u8) c_int;
     extern "c" fn unlinkat(dirfd: c_int, path: [*:0]const u8, flags: c_int) c_int;
@@ -75,6 +77,17 @@ pub const O_NOFOLLOW: c_int = switch (builtin.cpu.arch) {
     else => @compileError("zrecord: add O_NOFOLLOW for this architecture"),
 };
 
+/// Reads bypass the page cache; offsets, lengths and buffers must be aligned to the device's
+/// logical block size (`direct_align_bytes` covers every common one).
+pub const O_DIRECT: c_int = switch (builtin.cpu.arch) {
+    .x86_64 => 0o40000,
+    .aarch64 => 0o200000,
+    else => @compileError("zrecord: add O_DIRECT for this architecture"),
+};
+/// The alignment of O_DIRECT reads: a multiple of the 512- and 4096-byte logical blocks of
+/// disks, and of the page size of x86_64.
+pub const direct_align_bytes: usize = 4096;
+
 pub const AT_FDCWD: c_int = -100;
 const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
 const AT_REMOVEDIR: c_int = 0x200;
@@ -87,6 +100,8 @@ const PROT_READ: c_int = 1;
 const MAP_SHARED: c_int = 1;
 pub const MADV_RANDOM: c_int = 1;
 pub const POSIX_FADV_RANDOM: c_int = 1;
+pub const POSIX_FADV_WILLNEED: c_int = 3;
+const CLOCK_MONOTONIC: c_int = 1;
 const SEEK_END: c_int = 2;
 const S_IFMT: u32 = 0o170000;
 const S_IFREG: u32 = 0o100000;
@@ -155,6 +170,16 @@ pub fn preadAll(fd: Fd, buf: []u8, offset: u64, short: *bool) OsError!void {
             return error.Os;
         }
         done += @intCast(n);
+    }
+}
+
+/// One pread(2) of up to buf.len bytes at `offset` (EINTR retried): the bytes read, 0 at the
+/// end of the file.
+pub fn preadSome(fd: Fd, buf: []u8, offset: u64) OsError!usize {
+    while (true) {
+        const n = c.pread(fd, buf.ptr, @min(buf.len, io_chunk_bytes_max), @intCast(offset));
+        if (n >= 0) return @intCast(n);
+        if (errno() != EINTR) return error.Os;
     }
 }
 
@@ -276,6 +301,41 @@ pub fn startWriteback(fd: Fd, offset: u64, len: u64) void {
 /// Advice is only a hint; failure is ignored (posix_fadvise returns its error, errno is kept).
 pub fn fadvise(fd: Fd, advice: c_int) void {
     _ = c.posix_fadvise(fd, 0, 0, advice);
+}
+
+/// Advice on the byte range [offset, offset + len) of `fd` (POSIX_FADV_WILLNEED starts reading
+/// it into the page cache and returns without waiting for the reads). Only a hint: failure is
+/// ignored and errno kept.
+pub fn fadviseRange(fd: Fd, offset: u64, len: u64, advice: c_int) void {
+    if (len == 0) return;
+    const saved = errno();
+    _ = c.posix_fadvise(fd, @intCast(offset), @intCast(len), advice);
+    setErrno(saved);
+}
+
+/// Whether every page of [base, base + len) is in the page cache, by mincore(2), which asks
+/// the kernel and touches none of the bytes (so it cannot fault on a truncated file). `base`
+/// must be aligned to the page size (std.heap.pageSize()) and the range must fit in `vec.len`
+/// pages. Null when the kernel does not say; errno is kept.
+pub fn resident(base: [*]const u8, len: usize, vec: []u8) ?bool {
+    if (len == 0) return true;
+    const pages = (len + std.heap.pageSize() - 1) / std.heap.pageSize();
+    std.debug.assert(pages <= vec.len);
+    const saved = errno();
+    defer setErrno(saved);
+    if (c.mincore(@ptrCast(@constCast(base)), len, vec.ptr) != 0) return null;
+    for (vec[0..pages]) |v| {
+        if (v & 1 == 0) return false;
+    }
+    return true;
+}
+
+/// Nanoseconds on CLOCK_MONOTONIC (through the vDSO where the kernel offers it: tens of
+/// nanoseconds, no system call).
+pub fn monotonicNs() u64 {
+    var ts: linux.timespec = undefined;
+    if (c.clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return @as(u64, @intCast(ts.sec)) *% std.time.ns_per_s +% @as(u64, @intCast(ts.nsec));
 }
 
 pub fn mkdir(path: [*:0]const u8, mode: c_uint) OsError!void {

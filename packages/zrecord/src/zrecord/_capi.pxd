@@ -79,6 +79,7 @@ cdef extern from "zrecord.h" nogil:
     void zr_staging_free(zr_staging *s)
 
     int zr_reader_open(const char *path, zr_reader **out, zr_status *st)
+    int zr_reader_open_ex(const char *path, uint32_t flags, zr_reader **out, zr_status *st)
     void zr_reader_info(const zr_reader *r, zr_info *out)
     uint64_t zr_reader_dict(const zr_reader *r, uint8_t *out, uint64_t capacity)
     int zr_reader_gather_dense(zr_reader *r, const uint64_t *idx, uint64_t count, void *out,
@@ -89,6 +90,8 @@ cdef extern from "zrecord.h" nogil:
                                 const uint64_t *offsets, uint64_t out_size, uint32_t threads,
                                 zr_status *st)
     int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st)
+    int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_status *st)
+    int zr_reader_set_reads(zr_reader *r, uint32_t mode, zr_status *st)
     void zr_reader_close(zr_reader *r)
     void zr_reader_free(zr_reader *r)
     int zr_train_dict(const void *samples, uint64_t samples_size, const uint64_t *sizes,

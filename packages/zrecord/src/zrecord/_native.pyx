@@ -481,12 +481,12 @@ cdef class Reader:
 
     cdef zr_reader *r
 
-    def __cinit__(self, bytes path):
+    def __cinit__(self, bytes path, uint32_t flags=0):
         cdef zr_status st
         cdef const char *cpath = path
         cdef int rc
         with nogil:
-            rc = zr_reader_open(cpath, &self.r, &st)
+            rc = zr_reader_open_ex(cpath, flags, &self.r, &st)
         if rc != 0:
             _fail(rc, &st)
 
@@ -582,6 +582,28 @@ cdef class Reader:
         cdef int rc
         with nogil:
             rc = zr_reader_verify(self.r, start, count, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def prefetch(self, object idx, uint64_t count):
+        """Starts reading records idx[0..count) (a uint64 array) into the page cache; returns
+        without waiting for them."""
+        cdef zr_status st
+        cdef int rc
+        cdef uint64_t *ip
+        _u64(idx, False, &ip, count)
+        with nogil:
+            rc = zr_reader_prefetch(self.r, ip, count, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def set_reads(self, uint32_t mode):
+        """How batches not known to be in the page cache are read: 0 adaptive (the default),
+        1 never hinted, 2 always hinted and read with pread (zrecord.h ZR_READS_*)."""
+        cdef zr_status st
+        cdef int rc
+        with nogil:
+            rc = zr_reader_set_reads(self.r, mode, &st)
         if rc != 0:
             _fail(rc, &st)
 

@@ -444,6 +444,25 @@ def exercise(path: str, rng: Any) -> tuple[str, int]:
             a, b = batch[j], single[pos[rec]]
             if a.shape != b.shape or a.tobytes() != b.tobytes():
                 raise Finding(f"gather and indexing disagree at record {rec}")
+        # Every read path must agree: the hinted one (pread for every record, as for a cold
+        # batch) and, where the file system allows O_DIRECT, the one of cache="bypass".
+        if order:
+            idx = np.array(order, dtype=np.int64)
+            store.prefetch(idx)
+            store._handle.set_reads(2)
+            others = [("hinted", store[idx])]
+            try:
+                bypass = zrecord.open_store(path, cache="bypass")
+            except OSError:
+                bypass = None
+            if bypass is not None:
+                with bypass:
+                    others.append(("bypass", bypass[idx]))
+            for how, got in others:
+                for j, rec in enumerate(order):
+                    a, b = got[j], single[pos[rec]]
+                    if a.shape != b.shape or a.tobytes() != b.tobytes():
+                        raise Finding(f"the {how} read and indexing disagree at record {rec}")
         return "ok", largest
 
 
