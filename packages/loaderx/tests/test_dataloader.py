@@ -409,9 +409,9 @@ def test_repr_says_where_the_run_is_what_it_reads_and_how(streams):
     assert text.startswith("<DataLoader step 0 of 8, 0 in flight; 3 streams of 500 records: ")
     assert "x=Dense float32 (2, 3), y=Dense int64 (), t=Ragged int32 ndim=1" in text
     assert "Sampler(length=500, batch_size=64, mode=Sampler.Mode.SEQUENTIAL" in text
-    assert "transform=collate; workers=3 prefetch=4>" in text
-    next(loader)   # steps 0, 1 and 2 were submitted; 0 was delivered
-    assert repr(loader).startswith("<DataLoader step 1 of 8, 2 in flight;")
+    assert "transform=collate; workers=3 prefetch=4 readahead=2>" in text
+    next(loader)   # steps 0, 1 and 2 were submitted, 3 and 4 read ahead; 0 was delivered
+    assert repr(loader).startswith("<DataLoader step 1 of 8, 2 in flight, 2 read ahead;")
     list(loader)
     assert repr(loader).startswith("<DataLoader step 8 of 8, 0 in flight, ended;")
     loader.close()

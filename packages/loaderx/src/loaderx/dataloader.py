@@ -1,6 +1,7 @@
 """The step-based, thread-pool prefetching DataLoader: endless by default.
 
-``DataLoader(streams, sampler, transform=None, *, workers=4, prefetch=4, state=None)`` turns a
+``DataLoader(streams, sampler, transform=None, *, workers=4, prefetch=4, readahead=2,
+state=None)`` turns a
 dict of equal-length streams (zrecord stores, or any object with ``__len__`` and batch
 indexing) and a sampler into an iterator of batches ``{name: values}``: every stream
 is gathered at the same indices, so record ``i`` lines up across them. Dense streams give
@@ -16,7 +17,8 @@ Invariants:
   ``Mix.step`` are all the step of the *next* batch: the number of steps before it, counted
   from step 0. ``loader.last_step`` is the step of the batch last delivered (``step - 1``, or
   None before this loader delivered one). While a loader runs, its sampler's own ``step`` is
-  ahead of ``loader.step`` by the steps in flight; the loader's is the one to save.
+  ahead of ``loader.step`` by the steps in flight and read ahead; the loader's is the one to
+  save.
 - Exact resume. The sampler is a pure function of (seed, step), so ``state_dict()`` (the next
   step to deliver, plus the sampler's configuration) is all a resumed run needs: stopping after
   any k batches and resuming yields exactly the batches the uninterrupted run would have.
@@ -37,6 +39,11 @@ Invariants:
   once, counting the one last delivered (the consumer still holds it while it asks for the
   next), so ``prefetch - 1`` steps are in flight (at least one). Peak batch memory is about
   ``max(prefetch, 2)`` times the bytes of one gathered batch (plus the transform's output).
+- Read-ahead. The ``readahead`` steps after those in flight are drawn early (in step order,
+  on the consuming thread) and their indices handed to every stream that has a
+  ``prefetch(indices)`` method (zrecord stores: a hint to the kernel, no buffers), so a cold
+  disk works on them while the model computes. What it holds: ``readahead`` index arrays, and
+  page cache the kernel may reclaim; batches themselves stay bounded by ``prefetch``.
 - Threads. ``close()`` cancels what has not started, waits for what has, and joins every
   thread; it is idempotent, and the same shutdown runs when the loader is garbage-collected or
   the interpreter exits. An exception in gather or transform reaches the consumer with its
@@ -240,8 +247,8 @@ class DataLoader:
 
     def __init__(self, streams: Mapping[str, Any], sampler: Any,
                  transform: Callable[..., Any] | None = None, *,
-                 workers: int = 4, prefetch: int = 4, state: Mapping[str, Any] | None = None
-                 ) -> None:
+                 workers: int = 4, prefetch: int = 4, readahead: int = 2,
+                 state: Mapping[str, Any] | None = None) -> None:
         if not isinstance(streams, Mapping) or not streams:
             raise TypeError("streams must be a non-empty dict {name: store}; got "
                             f"{type(streams).__name__}")
@@ -272,6 +279,9 @@ class DataLoader:
             raise ValueError(f"workers must be at least 1; got {workers}")
         if self._prefetch < 1:
             raise ValueError(f"prefetch must be at least 1; got {prefetch}")
+        self._readahead = operator.index(readahead)
+        if self._readahead < 0:
+            raise ValueError(f"readahead must be 0 or more; got {readahead}")
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable; got {type(transform).__name__}")
         self._streams = dict(streams)
@@ -284,12 +294,16 @@ class DataLoader:
         self._length = length
         self._pending: collections.deque[tuple[int, concurrent.futures.Future[Any]]] = \
             collections.deque()
+        # Steps drawn and hinted to the streams (read-ahead), after those in _pending.
+        self._drawn: collections.deque[np.ndarray] = collections.deque()
+        self._hinted = [s.prefetch for s in streams.values()
+                        if callable(getattr(s, "prefetch", None))]
         self._stats = _Stats()
         # Guards _closed and _pending: close() may run on another thread while the consumer is
         # inside next().
         self._lock = threading.Lock()
         self._closed = False
-        self._exhausted = False  # the sampler raised StopIteration: no step after _pending
+        self._exhausted = False  # the sampler raised StopIteration: no step after _drawn
         self._error: BaseException | None = None
         self._next_step = int(getattr(sampler, "step", 0))
         self._last_step: int | None = None
@@ -301,8 +315,9 @@ class DataLoader:
 
     # -- the pipeline ---------------------------------------------------------------------
 
-    def _submit(self) -> None:
-        """Draw the next step's indices (in step order, on this thread) and queue its work."""
+    def _draw(self) -> None:
+        """Draw the next step's indices (in step order, on this thread) and hint them to the
+        streams that read ahead."""
         indices = self._sampler.next()
         # The sampler's view is borrowed until its next draw; the worker needs its own copy.
         own = np.array(indices, dtype=np.uint64, copy=True)
@@ -310,6 +325,13 @@ class DataLoader:
             raise ValueError(f"the sampler returned indices of shape {own.shape}; a "
                              "one-dimensional array is required")
         own.flags.writeable = False  # shared by the gather and the transform's context
+        for prefetch in self._hinted:
+            prefetch(own)
+        self._drawn.append(own)
+
+    def _submit(self) -> None:
+        """Queue the work of the oldest drawn step."""
+        own = self._drawn.popleft()
         step = self._next_step + len(self._pending)
         ctx = BatchContext(step, own, self._seed, self._rank, self._world_size) \
             if self._with_context else None
@@ -339,11 +361,15 @@ class DataLoader:
             if self._closed:
                 raise self._closed_error()
             # The consumer still holds the batch last delivered: it counts against prefetch.
-            while not self._exhausted and len(self._pending) < max(1, self._prefetch - 1):
+            in_flight = max(1, self._prefetch - 1)
+            while (not self._exhausted and
+                   len(self._pending) + len(self._drawn) < in_flight + self._readahead):
                 try:
-                    self._submit()
+                    self._draw()
                 except StopIteration:
                     self._exhausted = True  # a finite sampler (passes=...) has ended
+            while len(self._pending) < in_flight and self._drawn:
+                self._submit()
             if not self._pending:
                 raise _Exhausted
             return self._pending.popleft()
@@ -463,6 +489,7 @@ class DataLoader:
                 if not future.cancelled():
                     concurrent.futures.wait([future])
             self._pending.clear()
+            self._drawn.clear()
             self._exhausted = False
         self._next_step = step
         self._last_step = None
@@ -488,6 +515,7 @@ class DataLoader:
             for _, future in self._pending:
                 future.cancel()
             self._pending.clear()
+            self._drawn.clear()
             # Also cancels the step the consumer may be waiting on, if it has not started.
             self._finalizer()
 
@@ -512,9 +540,9 @@ class DataLoader:
             }
 
     def __repr__(self) -> str:
-        """``<DataLoader step 12 of 40, 3 in flight; 2 streams of 500 records: x=Dense
+        """``<DataLoader step 12 of 40, 3 in flight, 2 read ahead; 2 streams of 500 records: x=Dense
         float32 (2, 3), t=Ragged int32 ndim=1; Sampler(...); transform=collate; workers=4
-        prefetch=4>``: where the run is, what it reads, and how."""
+        prefetch=4 readahead=2>``: where the run is, what it reads, and how."""
         if self._closed:
             where = "closed" + (f" after {type(self._error).__name__}" if self._error else "")
         else:
@@ -523,7 +551,9 @@ class DataLoader:
             except TypeError:
                 total = ""
             where = f"step {self._next_step}{total}, {len(self._pending)} in flight"
-            if self._exhausted and not self._pending:
+            if self._drawn:
+                where += f", {len(self._drawn)} read ahead"
+            if self._exhausted and not self._pending and not self._drawn:
                 where += ", ended"
         streams = ", ".join(f"{name}={_describe_stream(s)}" for name, s in self._streams.items())
         transform = "none" if self._transform is None else _callable_name(self._transform) + (
@@ -531,7 +561,8 @@ class DataLoader:
         return (f"<DataLoader {where}; {len(self._streams)} stream"
                 f"{'s' if len(self._streams) > 1 else ''} of {self._length:,} records: "
                 f"{streams}; {self._sampler!r}; transform={transform}; "
-                f"workers={self._workers} prefetch={self._prefetch}>")
+                f"workers={self._workers} prefetch={self._prefetch} "
+                f"readahead={self._readahead}>")
 
 
 __all__ = ["BatchContext", "DataLoader", "LoaderClosedError", "stream_digests"]
