@@ -249,7 +249,7 @@ class RaggedWriter(_Writer):
         try:
             while not _native.ragged_collect(it, chunk, kind, itemsize, _RAGGED_CHUNK_RECORDS,
                                              _RAGGED_CHUNK_BYTES, self._fix_record,
-                                             first + taken):
+                                             first + taken, self.dtype):
                 taken += chunk.count
                 advance(chunk.count)
                 if chunk.count >= _RAGGED_CHUNK_RECORDS:
@@ -278,7 +278,7 @@ class RaggedWriter(_Writer):
     def _flush(self, chunk: _native.RaggedChunk) -> None:
         try:
             self._handle.append_chunk(chunk)
-            release_mapped_pages(*chunk.arrays)
+            release_mapped_pages(*chunk.mapped)
         finally:
             chunk.clear()
 
