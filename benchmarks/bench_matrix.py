@@ -685,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown workload or backend: {unknown}")
     caps = parse_records(args.records, names)
     missing = availability(backends)
-    results = header(argparse.Namespace(batch=args.batch, seconds=args.seconds))
+    results = header(argparse.Namespace(batch=args.batch, seconds=args.seconds, rounds=1))
     results["versions"] = {b: (BACKENDS[b].version() if missing[b] is None else missing[b])
                            for b in backends}
     results["records_cap"] = caps
