@@ -99,14 +99,20 @@ def converter(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def distributed(session: nox.Session) -> None:
-    """loaderx.ray on a local Ray instance (loaderx[ray]).
+    """loaderx.ray on a local Ray instance (loaderx[ray] alone, plus torch), and the
+    offline elastic-resume and store-identity tests with only that installed.
 
     The `loaderx` session skips test_ray.py, which needs Ray; here a missing Ray is an error.
-    The 2-process gloo DDP example (test_ddp.py) runs in `loaderx`, which has torch.
+    The gloo DDP example and the two-host torchrun recipe (test_ddp.py) run in `loaderx`.
     """
     session.install(_pkg(session, ZRECORD), _pkg(session, LOADERX, "test", "ray"))
-    session.run("python", "-c", "import ray.data")
-    session.run("pytest", "-q", str(LOADERX / "tests" / "test_ray.py"), *session.posargs)
+    # The documented calls: iter_batches, and iter_torch_batches (which needs pydantic, from
+    # the extra, and torch, which the user installs).
+    session.install(TORCH)
+    session.run("python", "-c", "import ray.data, pydantic")
+    session.run("pytest", "-q", *(str(LOADERX / "tests" / name) for name in
+                                  ("test_ray.py", "test_elastic.py", "test_digests.py")),
+                *session.posargs)
 
 
 @nox.session(python=PYTHONS)
@@ -139,9 +145,10 @@ def zig(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def conformance(session: nox.Session) -> None:
-    """The format as a public contract: every vector of conformance/v1 through the reference
-    reader, the zrecord package and the Zig core (exact records, exact error codes); every MUST
-    of spec/ cited by a case or a test; the generator reproduces the committed bytes.
+    """The format as a public contract: every vector of conformance/v1 (format 1.0) and
+    conformance/v1.1 (format 1.1) through the reference reader, the zrecord package and the Zig
+    core (exact records, exact error codes); every MUST of spec/ cited by a case or a test; the
+    generator reproduces the committed bytes.
 
     Only zrecord is installed: the runners need nothing else, and installing the converter
     would pull `datasets` into a session that never uses it."""
@@ -153,12 +160,13 @@ def conformance(session: nox.Session) -> None:
     sys.path.insert(0, str(ZRECORD))
     from build_support import c_sources, find_libzstd
 
-    env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
-           "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local"),
-           "ZR_CONFORMANCE_DIR": str(conf / "v1")}
-    session.run("python", "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "conformance_test.zig"),
-                *c_sources(ROOT / "zig"), "-lc", str(find_libzstd()), "--test-filter",
-                "conformance v1", env=env)
+    for folder in ("v1", "v1.1"):
+        env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
+               "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local"),
+               "ZR_CONFORMANCE_DIR": str(conf / folder)}
+        session.run("python", "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "conformance_test.zig"),
+                    *c_sources(ROOT / "zig"), "-lc", str(find_libzstd()), "--test-filter",
+                    "conformance v1", env=env)
     session.run("python", str(conf / "must_coverage.py"))
     session.run("python", str(conf / "generate.py"), "--check")
 
@@ -229,14 +237,30 @@ print('sdist -> wheel round trip ok')
 
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff on everything; mypy on the pure-Python code (stubs cover the compiled modules)."""
-    session.install("ruff==0.17.6", "mypy==2.4.1", "numpy", "nox", "pytest")
+    """ruff on everything; mypy --strict on the pure-Python code of the three packages; the
+    compiled modules' stubs checked against the built extension by mypy.stubtest.
+
+    loaderx is type-checked without its optional frameworks' types being required (Ray is
+    not installed here; torch is, as its types are what loaderx.torch is written against).
+    stubtest imports the real extension, so loaderx is installed from this run's wheel; the
+    names Cython adds to every module (pickling helpers, doctest table) are allowlisted in
+    packages/loaderx/stubtest-allowlist.txt.
+    """
+    session.install("ruff==0.17.6", "mypy==2.4.1", "numpy", "nox", "pytest", TORCH)
+    session.install(_pkg(session, ZRECORD), _pkg(session, LOADERX))
     session.run("ruff", "check", "noxfile.py", "packages", "benchmarks", "tools")
     session.run("mypy", "--ignore-missing-imports", "--strict",
                 str(ZRECORD / "src" / "zrecord"), env={"MYPYPATH": str(ZRECORD / "src")})
     session.run("mypy", "--ignore-missing-imports", "--strict",
+                str(LOADERX / "src" / "loaderx"),
+                env={"MYPYPATH": f"{LOADERX / 'src'}:{ZRECORD / 'src'}"})
+    session.run("mypy", "--ignore-missing-imports", "--strict",
                 str(CONVERTER / "src" / "loaderx_converter"),
                 env={"MYPYPATH": f"{CONVERTER / 'src'}:{ZRECORD / 'src'}"})
+    # From a folder outside the checkout, so the installed wheel (not src/) is imported.
+    with session.chdir(session.create_tmp()):
+        session.run("python", "-m", "mypy.stubtest", "loaderx._sampler", "--allowlist",
+                    str(LOADERX / "stubtest-allowlist.txt"))
 
 
 @nox.session(python=DEFAULT_PYTHON)

@@ -28,14 +28,25 @@ CHILD = r"""
 import os, sys, time
 from zrecord import _native
 assert sys.argv[2] in _native.__file__, _native.__file__
-t0 = time.perf_counter()
-h = _native.reader_open(os.fsencode(sys.argv[1]))
-t1 = time.perf_counter()
-_native.reader_verify(h, 0, 0)
-t2 = time.perf_counter()
-_native.reader_verify(h, 0, 0)
-t3 = time.perf_counter()
-_native.reader_free(h)
+# Builds since [H1] step 3 own their handle in a _native.Reader; earlier ones used integers.
+if hasattr(_native, "Reader"):
+    t0 = time.perf_counter()
+    r = _native.Reader(os.fsencode(sys.argv[1]))
+    t1 = time.perf_counter()
+    r.verify(0, 0)
+    t2 = time.perf_counter()
+    r.verify(0, 0)
+    t3 = time.perf_counter()
+    r.close()
+else:
+    t0 = time.perf_counter()
+    h = _native.reader_open(os.fsencode(sys.argv[1]))
+    t1 = time.perf_counter()
+    _native.reader_verify(h, 0, 0)
+    t2 = time.perf_counter()
+    _native.reader_verify(h, 0, 0)
+    t3 = time.perf_counter()
+    _native.reader_free(h)
 with open("/proc/self/status") as f:
     hwm = [line.split()[1] for line in f if line.startswith("VmHWM")][0]
 print(t1 - t0, (t2 - t1) - (t3 - t2), hwm)

@@ -18,8 +18,15 @@ training run after its first epoch. Each round times --batches fresh uniform ran
 per build; a round reports each build's median batch as records per second and, for each
 build, the ratio of its median to the first build's. The table gives the median over rounds.
 
+With --data DIR (the prepared real data of benchmarks/README.md), three more workloads are
+built from it, so that the compressed and large-record paths are compared too:
+
+  vision-raw   Dense uint8 (3, 224, 224) photographs, raw (the pread path)
+  vision-zstd  the same, zstd
+  tokens-zstd  Ragged int32 token records, zstd
+
 Usage: python benchmarks/bench_small_gathers.py --builds old=DIR,new=DIR [--rounds 15]
-       [--batches 2000] [--batch 256] [--tmp /dev/shm]
+       [--batches 2000] [--batch 256] [--tmp /dev/shm] [--data DIR]
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from typing import Any
 import numpy as np
 
 WORKLOADS = ("dense-2k", "ragged-230")
+REAL_WORKLOADS = ("vision-raw", "vision-zstd", "tokens-zstd")
 
 
 def make_stores(folder: str) -> dict[str, str]:
@@ -56,6 +64,21 @@ def make_stores(folder: str) -> dict[str, str]:
     return paths
 
 
+def make_real_stores(folder: str, data: str) -> dict[str, str]:
+    from zrecord import Dense, Ragged
+
+    paths = {name: os.path.join(folder, name) for name in REAL_WORKLOADS}
+    images = np.load(os.path.join(data, "vision_dense.npy"), mmap_mode="r")
+    for codec in ("raw", "zstd"):
+        with Dense.create(paths[f"vision-{codec}"], np.uint8, images.shape[1:], codec=codec) as w:
+            w.append(images)
+    tokens = np.load(os.path.join(data, "tokens.npy"), mmap_mode="r")
+    offsets = np.load(os.path.join(data, "offsets.npy"))
+    with Ragged.create(paths["tokens-zstd"], np.int32, 1, codec="zstd") as w:
+        w.append(tokens[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1))
+    return paths
+
+
 def load_native(name: str, folder: str) -> Any:
     """The `_native` extension of the build in `folder`, as its own module."""
     path = os.path.join(folder, "zrecord", "_native.abi3.so")
@@ -66,29 +89,53 @@ def load_native(name: str, folder: str) -> Any:
     return module
 
 
-def prepare(native: Any, path: str, batches: list[np.ndarray]) -> tuple[int, Any]:
+class Handle:
+    """One build's reader, through the binding API that build has: `_native.Reader` objects
+    (since [H1] step 3) or the module functions on integer handles of earlier builds."""
+
+    def __init__(self, native: Any, path: str) -> None:
+        self.native = native
+        if hasattr(native, "Reader"):
+            self.reader = native.Reader(os.fsencode(path))
+        else:
+            self.handle = native.reader_open(os.fsencode(path))
+
+    def call(self, name: str, *args: Any) -> Any:
+        if hasattr(self, "reader"):
+            return getattr(self.reader, name)(*args)
+        return getattr(self.native, f"reader_{name}")(self.handle, *args)
+
+    def free(self) -> None:
+        if hasattr(self, "reader"):
+            self.reader.close()
+            del self.reader
+        else:
+            self.native.reader_free(self.handle)
+
+
+def prepare(native: Any, path: str, batches: list[np.ndarray]) -> tuple[Handle, Any]:
     """Open `path` with `native`, verify every record, and return the handle and a function
     that gathers batch k."""
-    handle = native.reader_open(os.fsencode(path))
-    info = native.reader_info(handle)
-    native.reader_verify(handle, 0, info["record_count"])
+    handle = Handle(native, path)
+    info = handle.call("info")
+    handle.call("verify", 0, info["record_count"])
     batch = len(batches[0])
     if info["kind"] == 1:
         out = np.empty(batch * info["record_size"], np.uint8)
 
         def gather(k: int) -> None:
-            native.reader_gather_dense(handle, batches[k], batch, out)
+            handle.call("gather_dense", batches[k], batch, out)
     else:
         offsets = []
         for idx in batches:
             shapes = np.empty((batch, info["ndim"]), np.uint64)
             sizes = np.empty(batch, np.uint64)
-            native.reader_shapes(handle, idx, batch, info["ndim"], shapes, sizes)
+            handle.call("shapes", idx, batch, info["ndim"], shapes, sizes)
             offsets.append(np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64))
         out = np.empty(max(int(o[-1]) for o in offsets) + (1 << 20), np.uint8)
 
         def gather(k: int) -> None:
-            native.reader_gather_ragged(handle, batches[k], batch, out, offsets[k])
+            handle.call("gather_ragged", batches[k], batch, out, offsets[k])
     for k in range(min(64, len(batches))):
         gather(k)
     return handle, gather
@@ -101,17 +148,23 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=2000, help="batches per build per round")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--tmp", default=None)
+    ap.add_argument("--data", default=None, help="prepared real data: adds " + ", ".join(REAL_WORKLOADS))
     args = ap.parse_args()
     builds = dict(item.split("=", 1) for item in args.builds.split(","))
     names = list(builds)
+    import zrecord  # noqa: F401 - the package first: a build's module imports zrecord.errors
     natives = {name: load_native(name, folder) for name, folder in builds.items()}
     folder = tempfile.mkdtemp(prefix="zr-bench-small-", dir=args.tmp)
     try:
         paths = make_stores(folder)
+        workloads = list(WORKLOADS)
+        if args.data:
+            paths.update(make_real_stores(folder, args.data))
+            workloads += REAL_WORKLOADS
         print(f"records/s of the median batch (batch {args.batch}, {args.batches} batches per "
               f"build per round, {args.rounds} rounds): median over rounds (min..max); ratio to "
               f"{names[0]}: median of the rounds' ratios (min..max)")
-        for workload in WORKLOADS:
+        for workload in workloads:
             with open(os.path.join(paths[workload], "header.zrh"), "rb") as f:
                 count = int.from_bytes(f.read()[24:32], "little")
             rates: dict[str, list[float]] = {name: [] for name in names}
@@ -142,7 +195,7 @@ def main() -> int:
                     rates[name].append(args.batch / (medians[name] * 1e-9))
                     ratios[name].append(medians[names[0]] / medians[name])
                 for name in names:
-                    natives[name].reader_free(handles[name])
+                    handles[name].free()
             for name in names:
                 v, q = rates[name], ratios[name]
                 print(f"  {workload:11s} {name:8s} {statistics.median(v):>12,.0f} "

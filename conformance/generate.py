@@ -1,7 +1,11 @@
-"""Generates the conformance vectors of format v1 (conformance/v1/) and checks them.
+"""Generates the conformance vectors of format 1.0 (conformance/v1/) and of format 1.1
+(conformance/v1.1/), and checks them.
 
-    python conformance/generate.py           # (re)write v1/valid, v1/invalid and v1/cases.json
+    python conformance/generate.py           # (re)write v1/ and v1.1/ (valid, invalid, cases.json)
     python conformance/generate.py --check   # regenerate into a temporary folder and compare
+
+The cases of 1.0 are frozen: 1.1 adds its own in v1.1/ (conformance/cases_v1_1.py), and a
+reader of 1.1 passes both folders.
 
 Vectors are data, frozen once released: `--check` must report no difference, and a change to
 an existing case is a change to the format's contract. Cases are only ever appended.
@@ -18,7 +22,6 @@ random draws; compressed frames come from fixed zstd levels.
 from __future__ import annotations
 
 import argparse
-import filecmp
 import json
 import os
 import shutil
@@ -32,6 +35,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 V1 = HERE / "v1"
+V1_1 = HERE / "v1.1"
 sys.path.insert(0, str(HERE))
 
 from reference import reader as ref  # noqa: E402
@@ -98,8 +102,9 @@ def text_record(k: int, size: int | None = None) -> np.ndarray:
 
 
 class Generator:
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, version: tuple[int, int] = (1, 0)) -> None:
         self.out = out
+        self.version = version
         self.cases: list[dict[str, Any]] = []
         self._names: set[str] = set()
 
@@ -124,6 +129,8 @@ class Generator:
         d = self._case_dir("valid", name)
         make(d / "store")
         store = ref.open_store(d / "store")
+        if self.version >= (1, 1):
+            store.verify()
         paths = []
         (d / "expected").mkdir()
         for i, rec in enumerate(records):
@@ -140,6 +147,7 @@ class Generator:
                 "description": description,
                 "kind": store.kind,
                 "dtype": store.dtype.name,
+                **(self._dtype_fields(store) if self.version >= (1, 1) else {}),
                 "ndim": store.ndim,
                 "item_shape": list(store.item_shape) if store.kind == "dense" else None,
                 "codec": store.codec,
@@ -150,6 +158,15 @@ class Generator:
             }
         )
 
+    @staticmethod
+    def _dtype_fields(store: Any) -> dict[str, Any]:
+        """Format 1.1's manifest names a dtype by its code's name (spec section 3.3) with its
+        parameters and its NumPy descr."""
+        code, length, unit = ref.dtype_params(store.dtype)
+        name = ref.PARAMETRIC[code][0] if code in ref.PARAMETRIC else store.dtype.name
+        return {"dtype": name, "dtype_descr": store.dtype.str, "dtype_length": length,
+                "dtype_unit": ref.UNITS.get(unit)}
+
     def invalid(
         self,
         name: str,
@@ -158,15 +175,18 @@ class Generator:
         phase: str,
         spec: list[str],
         description: str,
-        files: dict[str, bytes],
+        files: dict[str, bytes] | None,
         post: Callable[[Path], None] | None = None,
     ) -> None:
         """An invalid case: a store of `files` that a reader must reject with `error`.
 
-        `post(store_path)` may alter the written directory in ways `files` cannot express.
+        `post(store_path)` may alter the written directory in ways `files` cannot express; with
+        `files` None nothing is written but what `post` makes.
         """
         d = self._case_dir("invalid", name)
-        if "header.zrh" in files:
+        if files is None:
+            pass
+        elif "header.zrh" in files:
             rw.write_files(d / "store", files)
         else:
             _write_unpublished(d / "store", files)
@@ -181,7 +201,7 @@ class Generator:
                 "spec": sorted({*spec, "ZR-ERR-001"}),
                 "description": description,
                 "error": error,
-                "error_number": ref.ERROR_CODES[error],
+                "error_number": ref.ERROR_CODES_1_1[error],
                 "phase": phase,
             }
         )
@@ -190,9 +210,9 @@ class Generator:
         return {
             "$schema": "./cases.schema.json",
             "format": "zrecord",
-            "format_version": [1, 0],
+            "format_version": list(self.version),
             "spec": "spec/format-v1.md",
-            "error_codes": ref.ERROR_CODES,
+            "error_codes": ref.ERROR_CODES_1_1 if self.version >= (1, 1) else ref.ERROR_CODES,
             "cases": self.cases,
         }
 
@@ -295,7 +315,7 @@ def empty_dense(**kw: Any) -> Files:
 
 def zrecord_writer(
     kind: str,
-    dtype: str,
+    dtype: Any,
     records: list[np.ndarray],
     *,
     item_shape: tuple = (),
@@ -1441,25 +1461,51 @@ def generate(out: Path) -> None:
     (out / "cases.json").write_text(text)
 
 
-def _tree(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+def generate_v1_1(out: Path) -> None:
+    import cases_v1_1
+
+    g = Generator(out, (1, 1))
+    cases_v1_1.cases(g, sys.modules[__name__])
+    text = json.dumps(g.manifest(), indent=1) + "\n"
+    (out / "cases.json").write_text(text)
+
+
+GENERATORS = {V1: generate, V1_1: generate_v1_1}
+
+
+def _tree(root: Path) -> dict[str, tuple[str, bytes | str]]:
+    """Every file and symbolic link under `root` (links not followed): path -> its kind and
+    contents or target."""
+    out: dict[str, tuple[str, bytes | str]] = {}
+    for base, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(base) / name
+            rel = p.relative_to(root).as_posix()
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p))
+            elif p.is_file():
+                out[rel] = ("file", p.read_bytes())
+    return out
 
 
 def check() -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "v1"
-        out.mkdir()
-        generate(out)
-        want = _tree(out)
-        have = _tree(V1) - {"cases.schema.json"}
-        problems = [f"missing from conformance/v1: {p}" for p in sorted(want - have)]
-        problems += [f"not produced by the generator: {p}" for p in sorted(have - want)]
-        problems += [
-            f"differs: {p}" for p in sorted(want & have) if not filecmp.cmp(out / p, V1 / p, shallow=False)
-        ]
+    problems: list[str] = []
+    count = 0
+    for folder, make in GENERATORS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / folder.name
+            out.mkdir()
+            make(out)
+            want = _tree(out)
+            have = {k: v for k, v in _tree(folder).items() if k != "cases.schema.json"}
+        where = folder.relative_to(HERE).as_posix()
+        problems += [f"missing from conformance/{where}: {p}" for p in sorted(want.keys() - have.keys())]
+        problems += [f"not produced by the generator: {where}/{p}" for p in sorted(have.keys() - want.keys())]
+        problems += [f"differs: {where}/{p}" for p in sorted(want.keys() & have.keys()) if want[p] != have[p]]
+        count += len(want)
     for p in problems:
         print(p)
-    print(f"generate.py --check: {len(want)} files, {len(problems)} differences")
+    print(f"generate.py --check: {count} files, {len(problems)} differences")
     return 1 if problems else 0
 
 
@@ -1471,16 +1517,17 @@ def main() -> int:
     args = parser.parse_args()
     if args.check:
         return check()
-    V1.mkdir(exist_ok=True)
-    for sub in ("valid", "invalid"):
-        shutil.rmtree(V1 / sub, ignore_errors=True)
-    with tempfile.TemporaryDirectory(dir=V1) as tmp:
-        staging = Path(tmp)
-        generate(staging)
+    for folder, make in GENERATORS.items():
+        folder.mkdir(exist_ok=True)
         for sub in ("valid", "invalid"):
-            os.rename(staging / sub, V1 / sub)
-        os.replace(staging / "cases.json", V1 / "cases.json")
-    print(f"wrote {V1}")
+            shutil.rmtree(folder / sub, ignore_errors=True)
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            staging = Path(tmp)
+            make(staging)
+            for sub in ("valid", "invalid"):
+                os.rename(staging / sub, folder / sub)
+            os.replace(staging / "cases.json", folder / "cases.json")
+        print(f"wrote {folder}")
     return 0
 
 

@@ -1,11 +1,13 @@
-"""Runs every conformance case of v1/cases.json against the reference reader.
+"""Runs every conformance case of v1/cases.json and v1.1/cases.json against the reference
+reader.
 
     python conformance/run_reference.py [-v] [case-name ...]
 
 A valid case passes when the reader returns exactly the expected records (dtype, shape and
-bytes); an invalid case passes when the reader raises the expected error code: at open for
-phase "open", at open or while reading every record for phase "read". Exit status 1 if any
-case fails.
+bytes) and its whole-store verification passes; an invalid case passes when the reader raises
+the expected error code: at open for phase "open", at open or while reading every record for
+phase "read", and at open, while reading or when verifying the whole store for phase "verify"
+(reading may also succeed then). Exit status 1 if any case fails.
 """
 
 from __future__ import annotations
@@ -19,28 +21,33 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-V1 = HERE / "v1"
+FOLDERS = [HERE / "v1", HERE / "v1.1"]
 sys.path.insert(0, str(HERE))
 
 from reference.reader import FormatViolation, open_store  # noqa: E402
 
 
-def load_cases() -> list[dict[str, Any]]:
-    with open(V1 / "cases.json", encoding="utf-8") as f:
-        cases: list[dict[str, Any]] = json.load(f)["cases"]
-    return cases
+def load_cases() -> list[tuple[Path, dict[str, Any]]]:
+    out = []
+    for folder in FOLDERS:
+        with open(folder / "cases.json", encoding="utf-8") as f:
+            out += [(folder, case) for case in json.load(f)["cases"]]
+    return out
 
 
-def run_case(case: dict[str, Any]) -> str | None:
+def run_case(folder: Path, case: dict[str, Any]) -> str | None:
     """Returns None if the case passes, else what went wrong."""
-    path = V1 / case["store"]
+    path = folder / case["store"]
     if case["expect"] == "valid":
         try:
             store = open_store(path)
             got = store.read_all()
+            store.verify()
         except FormatViolation as exc:
             return f"valid store rejected: {exc}"
-        want = [np.load(V1 / p, allow_pickle=False) for p in case["records"]]
+        if "dtype_descr" in case and store.dtype != np.dtype(case["dtype_descr"]):
+            return f"dtype {store.dtype.str}, expected {case['dtype_descr']}"
+        want = [np.load(folder / p, allow_pickle=False) for p in case["records"]]
         if len(got) != len(want):
             return f"{len(got)} records, expected {len(want)}"
         for i, (g, w) in enumerate(zip(got, want)):
@@ -55,9 +62,11 @@ def run_case(case: dict[str, Any]) -> str | None:
         return f"open succeeded, expected error {case['error']} at open"
     try:
         store.read_all()
+        if case["phase"] == "verify":
+            store.verify()
     except FormatViolation as exc:
         return None if exc.code == case["error"] else f"error {exc.code} ({exc}), expected {case['error']}"
-    return f"every record read, expected error {case['error']}"
+    return f"every record read{' and verified' if case['phase'] == 'verify' else ''}, expected error {case['error']}"
 
 
 def main() -> int:
@@ -65,10 +74,10 @@ def main() -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("names", nargs="*")
     args = parser.parse_args()
-    cases = [c for c in load_cases() if not args.names or c["name"] in args.names]
+    cases = [(f, c) for f, c in load_cases() if not args.names or c["name"] in args.names]
     failed = 0
-    for case in cases:
-        problem = run_case(case)
+    for folder, case in cases:
+        problem = run_case(folder, case)
         if problem is not None:
             failed += 1
             print(f"FAIL {case['name']}: {problem}")

@@ -1,9 +1,15 @@
-"""A small, slow, readable reader of zrecord format v1, written from spec/format-v1.md alone.
+"""A small, slow, readable reader of zrecord format 1.1, written from spec/format-v1.md alone.
 
-It checks every rule the spec gives a reader, in the order of spec section 9 ([ZR-ERR-002]):
-the header file on its own, then the shard files, then the index file, then every index entry,
-and, while records are read, each record's checksum and frame. A rule that fails raises
-`FormatViolation` with the conformance error code of spec section 9 and the requirement ID.
+It checks every rule the spec gives a reader, in the order of spec section 9 ([ZR-ERR-002],
+[ZR-ERR-003]): the store path, the header file on its own, then the shard files, then the
+index file, then every index entry, the sums over the index, and, while records are read, each
+record's checksum and frame; `Store.verify` adds the layout of the shards ([ZR-IDX-008]). A
+rule that fails raises `FormatViolation` with the conformance error code of spec section 9 and
+the requirement ID.
+
+Zstd-format dictionaries are checked by the algorithm of spec section 6.3 (`dictionary.py`),
+and frame headers are read here (spec section 6.2); `zstandard` only decodes frames that
+passed both.
 
 It never imports zrecord. It reads whole files into memory, which is fine for the conformance
 vectors and nothing else.
@@ -12,15 +18,18 @@ vectors and nothing else.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 
 import numpy as np
 import zstandard
 
+from .dictionary import DictionaryProblem, check_dictionary
 from .xxh64 import xxh64
 
 MAGIC = b"\x89ZREC\r\n\x1a"
 FORMAT_MAJOR = 1
+FORMAT_MINOR = 1
 HEADER_FIXED_BYTES = 128
 INDEX_ENTRY_FIXED_BYTES = 24
 ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -33,8 +42,13 @@ RECORD_SIZE_BYTES_MAX = 2**31
 STORED_SIZE_BYTES_MAX = 2**32 - 1
 DICT_SIZE_BYTES_MAX = 2**24
 RECORD_COUNT_MAX = 2**48
+ITEMSIZE_BYTES_MAX = 2**31 - 1
+EXTENT_BYTES_MAX = 2**63 - 1
+UNIT_COUNT_MAX = 2**31 - 1
+WINDOW_SIZE_FLOOR = 2**27
+HEADER_SIZE_BYTES_MAX = HEADER_FIXED_BYTES + 8 * NDIM_MAX + 8 * DATA_SHARDS_MAX + DICT_SIZE_BYTES_MAX + 8
 
-# Dtype codes, spec section 3.3: code -> little-endian NumPy dtype.
+# Dtype codes of format 1.0, spec section 3.3: code -> little-endian NumPy dtype.
 DTYPES: dict[int, np.dtype] = {
     1: np.dtype("bool"),
     2: np.dtype("int8"),
@@ -51,8 +65,23 @@ DTYPES: dict[int, np.dtype] = {
     13: np.dtype("<c8"),
     14: np.dtype("<c16"),
 }
+# The parametric dtype codes of format 1.1, spec section 3.3: code -> (name, NumPy kind).
+PARAMETRIC: dict[int, tuple[str, str]] = {
+    15: ("datetime64", "M"),
+    16: ("timedelta64", "m"),
+    17: ("bytes", "S"),
+    18: ("str", "U"),
+    19: ("void", "V"),
+}
+# datetime64/timedelta64 unit codes, spec section 3.3.
+UNITS: dict[int, str] = {
+    1: "Y", 2: "M", 3: "W", 4: "D", 5: "h", 6: "m", 7: "s",
+    8: "ms", 9: "us", 10: "ns", 11: "ps", 12: "fs", 13: "as",
+}
 KINDS = {1: "dense", 2: "ragged"}
 CODECS = {0: "raw", 1: "zstd", 2: "zstd_dict"}
+# Bits of required_features this reader implements (spec section 3.4): format 1.1 defines none.
+REQUIRED_FEATURES_KNOWN = 0
 
 # The conformance error codes of spec section 9 and their numbers in zig/include/zrecord.h.
 ERROR_CODES = {
@@ -65,13 +94,15 @@ ERROR_CODES = {
     "limit": -16,
     "decode": -17,
 }
+# Format 1.1 adds one, for a store path at which nothing exists ([ZR-GEN-005]).
+ERROR_CODES_1_1 = {**ERROR_CODES, "not_found": -3}
 
 
 class FormatViolation(Exception):
-    """A store breaks a rule of the spec. `code` is a key of ERROR_CODES, `rule` a spec ID."""
+    """A store breaks a rule of the spec. `code` is a key of ERROR_CODES_1_1, `rule` a spec ID."""
 
     def __init__(self, code: str, rule: str, message: str) -> None:
-        assert code in ERROR_CODES, code
+        assert code in ERROR_CODES_1_1, code
         super().__init__(f"{message} ({rule}; error {code})")
         self.code = code
         self.rule = rule
@@ -88,11 +119,40 @@ def _product(dims: list[int]) -> int:
     return out
 
 
+def _extent(dims: list[int] | tuple[int, ...], itemsize: int) -> int:
+    """The product of the non-zero axes times the itemsize ([ZR-HDR-021], [ZR-IDX-007])."""
+    return _product([d for d in dims if d]) * itemsize
+
+
 def index_entry_size(kind: str, ndim: int) -> int:
     """Spec section 4: 24 for Dense, 24 + 4 * ndim rounded up to 8 for Ragged."""
     if kind == "dense":
         return INDEX_ENTRY_FIXED_BYTES
     return (INDEX_ENTRY_FIXED_BYTES + 4 * ndim + 7) // 8 * 8
+
+
+def dtype_of(code: int, length: int, unit: int) -> np.dtype:
+    """The NumPy dtype of a valid dtype code and its parameters (spec section 3.3)."""
+    if code in DTYPES:
+        return DTYPES[code]
+    kind = PARAMETRIC[code][1]
+    if kind in "Mm":
+        return np.dtype(f"<{kind}8[{'' if length == 1 else length}{UNITS[unit]}]")
+    return np.dtype(f"<U{length}") if kind == "U" else np.dtype(f"{kind}{length}")
+
+
+def dtype_params(dt: np.dtype) -> tuple[int, int, int]:
+    """(code, dtype_length, dtype_unit) of a NumPy dtype the format can hold."""
+    dt = np.dtype(dt)
+    for code, (_, kind) in PARAMETRIC.items():
+        if dt.kind != kind:
+            continue
+        if kind in "Mm":
+            unit, count = np.datetime_data(dt)
+            return code, count, next(c for c, u in UNITS.items() if u == unit)
+        return code, dt.itemsize // 4 if kind == "U" else dt.itemsize, 0
+    norm = dt.newbyteorder("<") if dt.itemsize > 1 else dt
+    return next(c for c, d in DTYPES.items() if d == norm), 0, 0
 
 
 @dataclass
@@ -119,6 +179,7 @@ class Store:
     stored_bytes: int
     item_shape: tuple[int, ...]
     dictionary: bytes
+    dict_id: int = 0
     entries: list[Entry] = field(default_factory=list)
     shards: list[bytes] = field(default_factory=list)
 
@@ -131,89 +192,179 @@ class Store:
                 "checksum", "ZR-SUM-001", f"record {i}: stored bytes do not match the index checksum"
             )
         payload = stored if self.codec == "raw" else self._decode(i, stored, e.logical_size)
+        # [ZR-GEN-008] The bytes as they are: no element value is invalid.
         arr = np.frombuffer(payload, dtype=self.dtype)
         return arr.reshape(e.shape).copy()
 
     def _decode(self, i: int, stored: bytes, logical_size: int) -> bytes:
-        # Spec section 6: exactly one complete zstd frame with its content size set, which
-        # must be the record's logical size ([ZR-IDX-005]).
-        def fail(why: str) -> FormatViolation:
-            return FormatViolation("decode", "ZR-IDX-005", f"record {i}: {why}")
+        """Spec section 6.2: exactly one zstd frame ([ZR-COD-005]) with its content size set to
+        the logical size ([ZR-COD-006]), naming no dictionary but the store's ([ZR-COD-007]),
+        with a window within the cap ([ZR-COD-008]), that decodes to exactly the logical size
+        ([ZR-IDX-005], its content checksum included, [ZR-COD-009])."""
 
-        if stored[:4] != ZSTD_FRAME_MAGIC:
-            raise fail("stored bytes are not a zstd frame")
+        def fail(rule: str, why: str) -> FormatViolation:
+            return FormatViolation("decode", rule, f"record {i}: {why}")
+
+        fh = parse_frame_header(stored)
+        if isinstance(fh, str):
+            raise fail("ZR-COD-005", fh)
+        if fh.content_size is None:
+            raise fail("ZR-COD-006", "the frame declares no content size")
+        if fh.content_size != logical_size:
+            raise fail("ZR-COD-006", f"frame content size {fh.content_size} is not the logical size {logical_size}")
+        if fh.dict_id != 0 and fh.dict_id != self.dict_id:
+            raise fail("ZR-COD-007", f"the frame names dictionary {fh.dict_id}, which the store does not have")
+        cap = window_size_max(logical_size)
+        if fh.window_size > cap:
+            raise fail("ZR-COD-008", f"the frame's window of {fh.window_size} bytes is above {cap}")
+        zdict = zstandard.ZstdCompressionDict(self.dictionary) if self.codec == "zstd_dict" else None
         try:
-            params = zstandard.get_frame_parameters(stored)
-        except zstandard.ZstdError as exc:
-            raise fail(f"bad zstd frame header: {exc}") from None
-        if params.content_size != logical_size:
-            raise fail(f"frame content size {params.content_size} is not the logical size {logical_size}")
-        zdict = None
-        if self.codec == "zstd_dict":
-            zdict = zstandard.ZstdCompressionDict(self.dictionary)
-            if params.dict_id not in (0, zdict.dict_id()):
-                raise fail(f"frame needs dictionary {params.dict_id}, not the store's")
-        elif params.dict_id != 0:
-            raise fail("frame of codec zstd needs a dictionary")
-        try:
-            out = zstandard.ZstdDecompressor(dict_data=zdict).decompress(
+            out = zstandard.ZstdDecompressor(dict_data=zdict, max_window_size=cap).decompress(
                 stored, max_output_size=logical_size, allow_extra_data=False
             )
         except zstandard.ZstdError as exc:
-            raise fail(f"frame does not decode: {exc}") from None
+            raise fail("ZR-IDX-005", f"frame does not decode: {exc}") from None
         if len(out) != logical_size:
-            raise fail(f"frame decodes to {len(out)} bytes, not {logical_size}")
+            raise fail("ZR-IDX-005", f"frame decodes to {len(out)} bytes, not {logical_size}")
         return out
 
     def read_all(self) -> list[np.ndarray]:
         return [self.read(i) for i in range(self.record_count)]
 
+    def verify(self) -> None:
+        """What a whole-store check adds to reading every record ([ZR-IDX-008]): every byte of
+        every shard lies in exactly one record's stored range. Then every record is read."""
+        for k in range(self.data_shards):
+            ranges = sorted(
+                (e.offset, e.offset + e.stored_size, i)
+                for i, e in enumerate(self.entries)
+                if e.shard == k and e.stored_size > 0
+            )
+            covered = 0
+            for begin, end, i in ranges:
+                if begin != covered:
+                    what = "overlaps the record before it" if begin < covered else "leaves bytes before it uncovered"
+                    raise FormatViolation(
+                        "corrupt", "ZR-IDX-008", f"data-{k:03d}.zrd: record {i}'s stored range {what}"
+                    )
+                covered = end
+            if covered != len(self.shards[k]):
+                raise FormatViolation(
+                    "corrupt", "ZR-IDX-008", f"data-{k:03d}.zrd: bytes from {covered} on belong to no record"
+                )
+        self.read_all()
 
-def _read_file(path: str) -> bytes | None:
-    """The bytes of a store file, or None if it does not exist."""
-    if os.path.islink(path):
-        raise FormatViolation("corrupt", "ZR-GEN-004", f"{path} is a symbolic link")
-    if os.path.lexists(path) and not os.path.isfile(path):
-        raise FormatViolation("corrupt", "ZR-GEN-001", f"{path} is not a regular file")
+
+@dataclass
+class FrameHeader:
+    window_size: int
+    content_size: int | None
+    dict_id: int
+    has_checksum: bool
+
+
+def parse_frame_header(stored: bytes) -> FrameHeader | str:
+    """The frame header of RFC 8878 section 3.1.1.1, or why `stored` does not start with one."""
+    if stored[:4] != ZSTD_FRAME_MAGIC:
+        return "the stored bytes do not start with the zstd frame magic 28 B5 2F FD"
+    if len(stored) < 5:
+        return "the stored bytes end inside the frame header"
+    fhd = stored[4]
+    if fhd & 0x08:
+        return "the frame header descriptor's reserved bit is set"
+    single = bool(fhd & 0x20)
+    did_size = (0, 1, 2, 4)[fhd & 3]
+    fcs_flag = fhd >> 6
+    fcs_size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    size = 5 + (0 if single else 1) + did_size + fcs_size
+    if len(stored) < size:
+        return "the stored bytes end inside the frame header"
+    pos = 5
+    window = 0
+    if not single:
+        wd = stored[pos]
+        pos += 1
+        base = 1 << (10 + (wd >> 3))
+        window = base + (base // 8) * (wd & 7)
+    dict_id = _u(stored, pos, did_size)
+    pos += did_size
+    content = None
+    if fcs_size:
+        content = _u(stored, pos, fcs_size) + (256 if fcs_size == 2 else 0)
+    if single:
+        window = content
+    return FrameHeader(window, content, dict_id, bool(fhd & 4))
+
+
+def window_size_max(logical_size: int) -> int:
+    """[ZR-COD-008] The logical size rounded up to a power of two, and at least 2^27."""
+    cap = WINDOW_SIZE_FLOOR
+    while cap < logical_size:
+        cap *= 2
+    return cap
+
+
+def _store_file(path: str) -> bytes | None:
+    """The bytes of a store file; None if the directory has no entry of that name
+    ([ZR-GEN-006]); a symbolic link or anything but a regular file is corrupt ([ZR-GEN-004])."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        st = os.lstat(path)
     except FileNotFoundError:
         return None
+    if stat.S_ISLNK(st.st_mode):
+        raise FormatViolation("corrupt", "ZR-GEN-004", f"{path} is a symbolic link")
+    if not stat.S_ISREG(st.st_mode):
+        raise FormatViolation("corrupt", "ZR-GEN-004", f"{path} is not a regular file")
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def decode_header(h: bytes) -> dict:
-    """Validates header.zrh on its own (spec section 3) and returns its fields."""
+    """Validates header.zrh on its own (spec section 3), in the order of spec section 9.2, and
+    returns its fields."""
 
     def corrupt(rule: str, why: str) -> FormatViolation:
         return FormatViolation("corrupt", rule, f"header.zrh: {why}")
 
+    # 2.1 .. 2.3: the magic, a version to read, the major version.
     if len(h) < 8 or h[:8] != MAGIC:
         raise FormatViolation("bad_magic", "ZR-HDR-001", "header.zrh does not start with the magic")
     if len(h) < 12:
-        raise corrupt("ZR-HDR-003", f"{len(h)} bytes, shorter than the fixed part")
+        raise corrupt("ZR-ERR-002", f"{len(h)} bytes, too short to hold the format version")
     major, minor = _u(h, 8, 2), _u(h, 10, 2)
     if major != FORMAT_MAJOR:
-        raise FormatViolation(
-            "unsupported_version", "ZR-HDR-002", f"format {major}.{minor}; this reader implements major 1"
-        )
+        rule = "ZR-HDR-016" if major == 0 else "ZR-HDR-002"
+        raise FormatViolation("unsupported_version", rule, f"format {major}.{minor}; this reader implements major 1")
+    # 2.4 .. 2.5: the file's size, then its checksum.
     if len(h) < HEADER_FIXED_BYTES + 8:
         raise corrupt("ZR-HDR-003", f"{len(h)} bytes, shorter than fixed part and checksum")
+    if len(h) > HEADER_SIZE_BYTES_MAX:
+        raise corrupt("ZR-HDR-022", f"{len(h)} bytes, more than the largest valid header")
     header_size = _u(h, 12, 4)
     if header_size != len(h) or header_size % 8 != 0:
         raise corrupt("ZR-HDR-003", f"header_size {header_size}, file has {len(h)} bytes")
     if xxh64(h[:-8]) != _u(h, len(h) - 8, 8):
         raise FormatViolation("checksum", "ZR-HDR-004", "header checksum mismatch")
-    if any(h[21:24]) or any(h[80:128]):
-        raise corrupt("ZR-HDR-005", "non-zero reserved bytes")
+    # 2.6 .. 2.8: whether this reader can read the store at all.
+    features = _u(h, 80, 8)
+    if features & ~REQUIRED_FEATURES_KNOWN:
+        raise FormatViolation("unsupported", "ZR-HDR-017", f"required_features 0x{features:x}")
     kind_code, dtype_code, ndim, codec_code, data_shards = h[16], h[17], h[18], h[19], h[20]
     if kind_code not in KINDS:
         raise FormatViolation("unsupported", "ZR-HDR-006", f"unknown kind {kind_code}")
-    if dtype_code not in DTYPES:
+    if dtype_code not in DTYPES and dtype_code not in PARAMETRIC:
         raise FormatViolation("unsupported", "ZR-HDR-006", f"unknown dtype {dtype_code}")
     if codec_code not in CODECS:
         raise FormatViolation("unsupported", "ZR-COD-003", f"unknown codec {codec_code}")
-    kind, codec, dtype = KINDS[kind_code], CODECS[codec_code], DTYPES[dtype_code]
+    length, unit = _u(h, 88, 4), h[92]
+    itemsize = _check_dtype_params(dtype_code, length, unit)
+    dtype = dtype_of(dtype_code, length, unit)
+    assert dtype.itemsize == itemsize
+    # 2.9: reserved bytes.
+    if any(h[21:24]) or any(h[93:128]):
+        raise corrupt("ZR-HDR-005", "non-zero reserved bytes")
+    # 2.10 .. 2.12: the schema's limits, the header's exact size, the padding.
+    kind, codec = KINDS[kind_code], CODECS[codec_code]
     if data_shards < DATA_SHARDS_MIN:
         raise FormatViolation("limit", "ZR-HDR-007", "data_shards 0, below data_shards_min 1")
     if ndim > NDIM_MAX:
@@ -237,9 +388,12 @@ def decode_header(h: bytes) -> dict:
     pos += dict_size
     if any(h[pos : len(h) - 8]):
         raise corrupt("ZR-HDR-005", "non-zero padding")
+    # 2.13 .. 2.17: the fields that relate to each other.
     if kind == "dense" and 0 not in item_shape:
-        if _product(list(item_shape)) * dtype.itemsize > RECORD_SIZE_BYTES_MAX:
+        if _product(list(item_shape)) * itemsize > RECORD_SIZE_BYTES_MAX:
             raise FormatViolation("limit", "ZR-HDR-009", "Dense record size above record_size_bytes_max")
+    if kind == "dense" and _extent(item_shape, itemsize) > EXTENT_BYTES_MAX:
+        raise FormatViolation("limit", "ZR-HDR-021", "item_shape's non-zero axes exceed extent_bytes_max")
     stored_bytes = _u(h, 40, 8)
     if sum(shard_sizes) != stored_bytes:
         raise corrupt("ZR-HDR-010", "stored_bytes is not the sum of shard_sizes")
@@ -252,13 +406,22 @@ def decode_header(h: bytes) -> dict:
     index_size = _u(h, 56, 8)
     if index_size != record_count * entry_size:
         raise corrupt("ZR-HDR-011", "index_size is not record_count * index_entry_size")
+    # 2.18 .. 2.20: the dictionary.
     if codec == "zstd_dict" and dict_size == 0:
         raise corrupt("ZR-HDR-013", "codec zstd_dict without a dictionary")
     if codec != "zstd_dict" and dict_size != 0:
         raise corrupt("ZR-HDR-013", f"a dictionary with codec {codec}")
     want_dict_sum = xxh64(dictionary) if dict_size else 0
     if _u(h, 72, 8) != want_dict_sum:
-        raise FormatViolation("checksum", "ZR-HDR-013", "dict_checksum mismatch")
+        rule = "ZR-HDR-013" if dict_size else "ZR-HDR-023"
+        raise FormatViolation("checksum", rule, "dict_checksum mismatch")
+    dict_id = 0
+    if codec == "zstd_dict":
+        problem = check_dictionary(bytes(dictionary))
+        if problem is not None:
+            raise corrupt(problem.rule, f"the zstd-format dictionary is malformed: {problem.what}")
+        if len(dictionary) >= 8 and dictionary[:4] == b"\x37\xa4\x30\xec":
+            dict_id = _u(dictionary, 4, 4)
     return {
         "format_version": (major, minor),
         "kind": kind,
@@ -275,15 +438,45 @@ def decode_header(h: bytes) -> dict:
         "index_size": index_size,
         "index_checksum": _u(h, 64, 8),
         "dictionary": bytes(dictionary),
+        "dict_id": dict_id,
     }
+
+
+def _check_dtype_params(code: int, length: int, unit: int) -> int:
+    """[ZR-HDR-019] [ZR-HDR-020] The dtype's parameters; returns its item size."""
+    if code in DTYPES:
+        if length or unit:
+            raise FormatViolation("corrupt", "ZR-HDR-019", f"dtype {code} with non-zero dtype_length or dtype_unit")
+        return DTYPES[code].itemsize
+    kind = PARAMETRIC[code][1]
+    if kind in "Mm":
+        if unit not in UNITS:
+            raise FormatViolation("unsupported", "ZR-HDR-019", f"unknown datetime unit {unit}")
+        if not 1 <= length <= UNIT_COUNT_MAX:
+            raise FormatViolation("corrupt", "ZR-HDR-019", f"unit count {length}")
+        return 8
+    if unit:
+        raise FormatViolation("corrupt", "ZR-HDR-019", f"dtype_unit {unit} with dtype {code}")
+    if length == 0:
+        raise FormatViolation("corrupt", "ZR-HDR-019", "dtype_length 0")
+    itemsize = 4 * length if kind == "U" else length
+    if itemsize > ITEMSIZE_BYTES_MAX:
+        raise FormatViolation("limit", "ZR-HDR-020", f"item size {itemsize} above itemsize_bytes_max")
+    return itemsize
 
 
 def open_store(path: str | os.PathLike[str]) -> Store:
     """Validates everything the spec lets a reader check without record data (spec section 9)."""
     path = os.fspath(path)
-    header = _read_file(os.path.join(path, "header.zrh"))
+    # Step 1: the store path ([ZR-GEN-005]), then header.zrh ([ZR-PUB-004], [ZR-GEN-004]).
+    if not os.path.exists(path):
+        raise FormatViolation("not_found", "ZR-GEN-005", f"nothing exists at {path}")
+    if not os.path.isdir(path):
+        raise FormatViolation("not_published", "ZR-GEN-005", f"{path} is not a directory")
+    header = _store_file(os.path.join(path, "header.zrh"))
     if header is None:
         raise FormatViolation("not_published", "ZR-PUB-004", f"{path} has no header.zrh")
+    # Step 2: the header on its own.
     f = decode_header(header)
     store = Store(
         path=path,
@@ -301,40 +494,38 @@ def open_store(path: str | os.PathLike[str]) -> Store:
                 "stored_bytes",
                 "item_shape",
                 "dictionary",
+                "dict_id",
             )
         },
     )
-
-    if store.codec == "zstd_dict":
-        _check_dictionary(store.dictionary)
-
+    # Step 3: the shard files, in shard order.
     for k, want in enumerate(f["shard_sizes"]):
-        data = _read_file(os.path.join(path, f"data-{k:03d}.zrd"))
+        data = _store_file(os.path.join(path, f"data-{k:03d}.zrd"))
         if data is None:
-            raise FormatViolation("corrupt", "ZR-GEN-001", f"shard file data-{k:03d}.zrd missing")
+            raise FormatViolation("corrupt", "ZR-GEN-006", f"shard file data-{k:03d}.zrd missing")
         if len(data) != want:
             raise FormatViolation(
                 "corrupt", "ZR-HDR-010", f"data-{k:03d}.zrd has {len(data)} bytes, shard_sizes says {want}"
             )
         store.shards.append(data)
-
-    index = _read_file(os.path.join(path, "index.zri"))
+    # Step 4: the index file.
+    index = _store_file(os.path.join(path, "index.zri"))
     if index is None:
-        raise FormatViolation("corrupt", "ZR-GEN-001", "index.zri missing")
+        raise FormatViolation("corrupt", "ZR-GEN-006", "index.zri missing")
     if len(index) != f["index_size"]:
         raise FormatViolation(
             "corrupt", "ZR-HDR-011", f"index.zri has {len(index)} bytes, index_size says {f['index_size']}"
         )
     if xxh64(index) != f["index_checksum"]:
         raise FormatViolation("checksum", "ZR-HDR-011", "index checksum mismatch")
-
+    # Step 5: every entry on its own, in record order.
     es = f["entry_size"]
-    shard_sums = [0] * store.data_shards
-    logical_sum = 0
     for i in range(store.record_count):
         store.entries.append(_decode_entry(store, index[i * es : (i + 1) * es], i))
-        shard_sums[store.entries[-1].shard] += store.entries[-1].stored_size
-        logical_sum += store.entries[-1].logical_size
+    # Step 6: the sums over the whole index.
+    shard_sums = [0] * store.data_shards
+    for e in store.entries:
+        shard_sums[e.shard] += e.stored_size
     for k, total in enumerate(shard_sums):
         if total != f["shard_sizes"][k]:
             raise FormatViolation(
@@ -342,6 +533,7 @@ def open_store(path: str | os.PathLike[str]) -> Store:
                 "ZR-DAT-001",
                 f"records of data-{k:03d}.zrd add up to {total} bytes, the file has {f['shard_sizes'][k]}",
             )
+    logical_sum = sum(e.logical_size for e in store.entries)
     if logical_sum != store.logical_bytes:
         raise FormatViolation(
             "corrupt",
@@ -351,29 +543,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     return store
 
 
-ZSTD_DICT_MAGIC = b"\x37\xa4\x30\xec"
-# A zstd frame of no content: magic, single-segment descriptor, content size 0, one empty
-# last raw block (RFC 8878 section 3.1.1).
-EMPTY_ZSTD_FRAME = ZSTD_FRAME_MAGIC + b"\x20\x00\x01\x00\x00"
-
-
-def _check_dictionary(dictionary: bytes) -> None:
-    """[ZR-COD-004] A zstd-format dictionary must load. Loading it is left to the zstd decoder
-    (the entropy tables of RFC 8878 section 5 are its business): decoding an empty frame with
-    it makes the decoder load it, whatever the frame holds."""
-    if len(dictionary) < 8 or dictionary[:4] != ZSTD_DICT_MAGIC:
-        return
-    try:
-        zdict = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_FULLDICT)
-        zstandard.ZstdDecompressor(dict_data=zdict).decompress(EMPTY_ZSTD_FRAME)
-    except zstandard.ZstdError as exc:
-        raise FormatViolation(
-            "corrupt", "ZR-COD-004", f"the dictionary has the zstd magic but does not load: {exc}"
-        ) from None
-
-
 def _decode_entry(store: Store, b: bytes, i: int) -> Entry:
-    """Checks one index entry in isolation (spec section 4)."""
+    """Checks one index entry in isolation (spec section 4), in the order of spec section 9.3."""
 
     def corrupt(rule: str, why: str) -> FormatViolation:
         return FormatViolation("corrupt", rule, f"index entry {i}: {why}")
@@ -385,17 +556,22 @@ def _decode_entry(store: Store, b: bytes, i: int) -> Entry:
         raise corrupt("ZR-IDX-003", "non-zero reserved bytes")
     if offset + stored_size > len(store.shards[shard]):
         raise corrupt("ZR-IDX-002", f"bytes {offset}+{stored_size} past the end of the shard")
+    itemsize = store.dtype.itemsize
     if store.kind == "dense":
         shape = store.item_shape
     else:
         shape = tuple(_u(b, 24 + 4 * k, 4) for k in range(store.ndim))
-        if 0 not in shape and _product(list(shape)) * store.dtype.itemsize > RECORD_SIZE_BYTES_MAX:
+        if 0 not in shape and _product(list(shape)) * itemsize > RECORD_SIZE_BYTES_MAX:
             raise FormatViolation(
                 "limit", "ZR-IDX-004", f"index entry {i}: shape {shape} exceeds record_size_bytes_max"
             )
+        if _extent(shape, itemsize) > EXTENT_BYTES_MAX:
+            raise FormatViolation(
+                "limit", "ZR-IDX-007", f"index entry {i}: shape {shape} exceeds extent_bytes_max"
+            )
         if any(b[24 + 4 * store.ndim :]):
             raise corrupt("ZR-IDX-003", "non-zero padding")
-    logical = _product(list(shape)) * store.dtype.itemsize
+    logical = _product(list(shape)) * itemsize
     if store.codec == "raw" and stored_size != logical:
         raise corrupt("ZR-IDX-004", f"raw stored_size {stored_size}, logical size {logical}")
     return Entry(offset, stored_size, shard, checksum, shape, logical)
@@ -404,3 +580,14 @@ def _decode_entry(store: Store, b: bytes, i: int) -> Entry:
 def read_store(path: str | os.PathLike[str]) -> list[np.ndarray]:
     """Opens the store and returns every record, checking everything a reader must."""
     return open_store(path).read_all()
+
+
+__all__ = [
+    "DictionaryProblem",
+    "ERROR_CODES",
+    "ERROR_CODES_1_1",
+    "FormatViolation",
+    "Store",
+    "open_store",
+    "read_store",
+]

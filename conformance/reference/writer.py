@@ -1,4 +1,4 @@
-"""A small writer of zrecord format v1 stores, written byte by byte from spec/format-v1.md.
+"""A small writer of zrecord format 1.1 stores, written byte by byte from spec/format-v1.md.
 
 It exists so that some conformance vectors come from a second implementation: the native
 core is then tested on bytes it did not produce. It writes straight into the target
@@ -19,10 +19,10 @@ import zstandard
 
 from .reader import (
     CODECS,
-    DTYPES,
     HEADER_FIXED_BYTES,
     KINDS,
     MAGIC,
+    dtype_params,
     index_entry_size,
 )
 from .xxh64 import xxh64
@@ -138,10 +138,15 @@ def build(
     records: Sequence[Stored],
     item_shape: Sequence[int] = (),
     dictionary: bytes = b"",
-    format_minor: int = 0,
+    format_minor: int | None = None,
     layout: Sequence[int] | None = None,
+    dtype_length: int = 0,
+    dtype_unit: int = 0,
+    required_features: int = 0,
 ) -> dict[str, bytes]:
     """The files of a store (name -> bytes), laid out byte by byte as spec sections 3 to 5 say.
+
+    `format_minor` defaults to the lowest minor that defines the dtype code ([ZR-HDR-018]).
 
     `layout` is the order in which records are placed in their shards (default: logical order);
     the index always lists them in logical order.
@@ -176,6 +181,8 @@ def build(
     header = bytearray(HEADER_FIXED_BYTES)
     header[0:8] = MAGIC
     header[8:10] = (1).to_bytes(2, "little")
+    if format_minor is None:
+        format_minor = 1 if dtype_code >= 15 else 0
     header[10:12] = format_minor.to_bytes(2, "little")
     header[12:16] = (HEADER_FIXED_BYTES + len(variable) + 8).to_bytes(4, "little")
     header[16] = _code(KINDS, kind)
@@ -191,6 +198,9 @@ def build(
     header[56:64] = len(index).to_bytes(8, "little")
     header[64:72] = xxh64(index).to_bytes(8, "little")
     header[72:80] = (xxh64(dictionary) if dictionary else 0).to_bytes(8, "little")
+    header[80:88] = required_features.to_bytes(8, "little")
+    header[88:92] = dtype_length.to_bytes(4, "little")
+    header[92] = dtype_unit
     header += variable
     header += xxh64(header).to_bytes(8, "little")
     files = {f"data-{k:03d}.zrd": bytes(s) for k, s in enumerate(shards)}
@@ -220,7 +230,7 @@ def write_store(
     dictionary: bytes = b"",
     assign: Callable[[int], int] | None = None,
     encode: Callable[[bytes], bytes] | None = None,
-    format_minor: int = 0,
+    format_minor: int | None = None,
     layout: Sequence[int] | None = None,
 ) -> None:
     """Writes a published store at `path` (a new directory) from NumPy records.
@@ -260,12 +270,12 @@ def build_store(
     dictionary: bytes = b"",
     assign: Callable[[int], int] | None = None,
     encode: Callable[[bytes], bytes] | None = None,
-    format_minor: int = 0,
+    format_minor: int | None = None,
     layout: Sequence[int] | None = None,
 ) -> dict[str, bytes]:
     """`build` from NumPy records; arguments as in `write_store`."""
     dt = np.dtype(dtype)
-    dtype_code = _code(DTYPES, dt.newbyteorder("<") if dt.itemsize > 1 else dt)
+    dtype_code, dtype_length, dtype_unit = dtype_params(dt)
     if kind == "dense":
         ndim = len(item_shape)
         for rec in records:
@@ -290,4 +300,6 @@ def build_store(
         dictionary=dictionary,
         format_minor=format_minor,
         layout=layout,
+        dtype_length=dtype_length,
+        dtype_unit=dtype_unit,
     )

@@ -4,11 +4,15 @@
     python docs/examples/ddp_gloo.py WORKDIR --steps 12               # resumes: steps 6..11
 
 Spawns --world-size processes (default 2) unless started by torchrun
-(``torchrun --nproc-per-node 2 docs/examples/ddp_gloo.py WORKDIR``). Every rank builds the
-same Sampler with its own ``rank``, so at each step the ranks read disjoint records, the same
-number each. A run ends by writing one shared checkpoint, WORKDIR/checkpoint.pt (model,
-optimizer and every rank's loader state); the next run resumes from it exactly. Each rank
-appends the record IDs of every step to WORKDIR/rank<r>.jsonl.
+(``torchrun --nproc-per-node 2 docs/examples/ddp_gloo.py WORKDIR``; over several hosts, each
+with its own WORKDIR: docs/design/distributed.md). Every rank checks that all ranks read the
+same stores (their digests) before training, and builds the same Sampler with its own
+``rank``, so at each step the ranks read disjoint records, the same number each. A run ends
+by writing one checkpoint, rank 0's WORKDIR/checkpoint.pt (model, optimizer and every rank's
+loader state); the next run resumes from it exactly, with the same or another number of
+processes: the global batch (GLOBAL_BATCH records per step) is fixed and split over the
+ranks, so a resumed run continues the same sequence of records. Each rank appends the record
+IDs of every step to its WORKDIR/rank<r>.jsonl.
 """
 
 from __future__ import annotations
@@ -27,43 +31,55 @@ from torch.nn.parallel import DistributedDataParallel
 
 from loaderx.dataloader import DataLoader
 from loaderx.sampler import Sampler
-from loaderx.zrecord import Dense
+from loaderx.torch import check_same_stores
+from loaderx.zrecord import Dense, StoreExistsError
 
 RECORDS = 1000
-BATCH = 16  # per rank: a step reads BATCH * world_size records in all
+GLOBAL_BATCH = 32  # records per step, split over the ranks: world_size must divide it
 
 
 def make_data(root: Path) -> None:
-    """A small regression problem as three index-aligned stores: x, y and the record ID."""
-    if (root / "id").exists():
-        return
+    """A small regression problem as three index-aligned stores: x, y and the record ID.
+    Deterministic, so every host that builds its own copy builds the same stores."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((RECORDS, 8)).astype(np.float32)
     y = (x @ np.linspace(-1, 1, 8, dtype=np.float32) + 0.5).astype(np.float32)
     for name, values in {"x": x, "y": y, "id": np.arange(RECORDS, dtype=np.int64)}.items():
-        with Dense.create(root / name, values.dtype, values.shape[1:], codec="zstd") as w:
-            w.append(values)
+        if (root / name).exists():
+            continue
+        try:
+            with Dense.create(root / name, values.dtype, values.shape[1:], codec="zstd") as w:
+                w.append(values)
+        except StoreExistsError:
+            pass  # another host published it first on a shared file system
 
 
 def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> None:
-    """One process: join the group, resume from the shared checkpoint, train, checkpoint."""
+    """One process: join the group, check the data, resume from the checkpoint, train,
+    checkpoint."""
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
-    if rank == 0:
+    if int(os.environ.get("LOCAL_RANK", rank)) == 0:  # one process per host
         make_data(root)
     dist.barrier()
     streams = {name: Dense.open(root / name) for name in ("x", "y", "id")}
-    sampler = Sampler(RECORDS, BATCH, Sampler.Mode.CYCLIC, seed=42, rank=rank,
-                      world_size=world_size)
+    check_same_stores(streams)  # a host with other data stops every rank here, loudly
+    sampler = Sampler(RECORDS, GLOBAL_BATCH // world_size, Sampler.Mode.CYCLIC, seed=42,
+                      rank=rank, world_size=world_size)
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     checkpoint = root / "checkpoint.pt"
+    # Rank 0 reads the checkpoint and sends it to every rank, so other hosts need no copy.
+    saved = [torch.load(checkpoint) if rank == 0 and checkpoint.exists() else None]
+    dist.broadcast_object_list(saved, src=0)
     state = None
-    if checkpoint.exists():
-        saved = torch.load(checkpoint)
-        model.module.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        state = saved["loaders"][rank]  # this rank's own position
+    if saved[0] is not None:
+        model.module.load_state_dict(saved[0]["model"])
+        optimizer.load_state_dict(saved[0]["optimizer"])
+        # Any rank's state, rewritten for this rank of this run's world size (which may
+        # differ from the saved run's: elastic resume keeps the global batch). The state
+        # names the stores' digests: other data is refused.
+        state = DataLoader.reshard(saved[0]["loaders"][0], world_size=world_size, rank=rank)
     loader = DataLoader(streams, sampler, workers=2, prefetch=2, state=state)
     loss = torch.tensor(float("nan"))
     with open(root / f"rank{rank}.jsonl", "a") as log:
@@ -75,7 +91,7 @@ def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> N
             optimizer.zero_grad()
             loss.backward()  # DDP averages the gradients of all ranks here
             optimizer.step()
-            log.write(json.dumps({"step": loader.step, "ids": batch["id"].tolist(),
+            log.write(json.dumps({"step": loader.last_step, "ids": batch["id"].tolist(),
                                   "loss": loss.item()}) + "\n")
             step += 1
     # One shared checkpoint: rank 0 writes the model and every rank's loader state.

@@ -49,15 +49,22 @@ typedef enum zr_result {
 } zr_result;
 
 /* The NumPy name of dtype code `code` of spec §3.3 ("float32") with its item size in
- * `*itemsize` (if not NULL); NULL for a reserved code. The core's one dtype table. */
+ * `*itemsize` (if not NULL); NULL for a reserved code. The core's one dtype table. The
+ * parametric dtypes of format 1.1 take zr_schema's dtype_length and dtype_unit: "datetime64"
+ * and "timedelta64" (item size 8) a unit and a count, "bytes", "str" and "void" a length, their
+ * item size being given here as 0 (spec §3.3). */
 const char *zr_dtype_info(uint8_t code, uint32_t *itemsize);
+
+/* The NumPy name of datetime64/timedelta64 unit code `code` of spec §3.3 ("ns"), or NULL for a
+ * reserved code. */
+const char *zr_datetime_unit(uint8_t code);
 
 /* The name of result code `code` ("ZR_E_CORRUPT"), or NULL if the core has no such code. */
 const char *zr_result_name(int code);
 
 /* Format constants (spec/format-v1.md). */
 #define ZR_FORMAT_MAJOR 1
-#define ZR_FORMAT_MINOR 0
+#define ZR_FORMAT_MINOR 1
 #define ZR_KIND_DENSE 1
 #define ZR_KIND_RAGGED 2
 #define ZR_CODEC_RAW 0
@@ -90,6 +97,10 @@ typedef struct zr_schema {
     uint8_t data_shards; /* 1..255 */
     uint8_t reserved[3];
     uint64_t item_shape[ZR_NDIM_MAX]; /* Dense: first ndim entries; Ragged: ignored */
+    uint32_t dtype_length; /* S<n>, V<n>: n bytes; U<n>: n characters; datetime64 and
+                              timedelta64: units per tick (the 5 of M8[5s]); else 0 */
+    uint8_t dtype_unit;    /* datetime64 and timedelta64: unit code (zr_datetime_unit); else 0 */
+    uint8_t reserved2[3];
 } zr_schema;
 
 typedef struct zr_info {
@@ -102,6 +113,9 @@ typedef struct zr_info {
     uint64_t stored_bytes;
     uint64_t record_size;   /* Dense: logical bytes per record; Ragged: 0 */
     uint64_t itemsize;
+    uint64_t header_checksum; /* the header's own checksum (spec §3.2): the store's identity,
+                                 since it covers the schema, the index checksum, the shard
+                                 sizes and the dictionary */
 } zr_info;
 
 typedef struct zr_writer zr_writer;

@@ -24,6 +24,9 @@ pub const Schema = extern struct {
     data_shards: u8,
     reserved: [3]u8,
     item_shape: [format.ndim_max]u64,
+    dtype_length: u32,
+    dtype_unit: u8,
+    reserved2: [3]u8,
 };
 
 pub const Info = extern struct {
@@ -36,6 +39,7 @@ pub const Info = extern struct {
     stored_bytes: u64,
     record_size: u64,
     itemsize: u64,
+    header_checksum: u64,
 };
 
 /// The result codes of zrecord.h's `zr_result`, by the lower-case name that follows `ZR_E_`
@@ -94,11 +98,14 @@ comptime {
     std.debug.assert(@sizeOf(Status) == 4120);
     std.debug.assert(@offsetOf(Status, "record") == 8);
     std.debug.assert(@offsetOf(Status, "message") == 24);
-    std.debug.assert(@sizeOf(Schema) == 264);
+    std.debug.assert(@sizeOf(Schema) == 272);
     std.debug.assert(@offsetOf(Schema, "item_shape") == 8);
-    std.debug.assert(@sizeOf(Info) == 312);
-    std.debug.assert(@offsetOf(Info, "format_major") == 264);
-    std.debug.assert(@offsetOf(Info, "dict_size") == 268);
-    std.debug.assert(@offsetOf(Info, "record_count") == 272);
-    std.debug.assert(@offsetOf(Info, "itemsize") == 304);
+    std.debug.assert(@offsetOf(Schema, "dtype_length") == 264);
+    std.debug.assert(@offsetOf(Schema, "dtype_unit") == 268);
+    std.debug.assert(@sizeOf(Info) == 328);
+    std.debug.assert(@offsetOf(Info, "header_checksum") == 320);
+    std.debug.assert(@offsetOf(Info, "format_major") == 272);
+    std.debug.assert(@offsetOf(Info, "dict_size") == 276);
+    std.debug.assert(@offsetOf(Info, "record_count") == 280);
+    std.debug.assert(@offsetOf(Info, "itemsize") == 312);
 }

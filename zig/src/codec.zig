@@ -7,8 +7,12 @@
 //!   check a frame's size before decoding a byte of it.
 //! - `Decompressor.decompress` accepts a `src` only if it is exactly one complete zstd frame
 //!   (not a skippable or legacy frame, nothing before or after it) whose declared content size
-//!   equals `dst.len`, and then writes exactly `dst.len` bytes or fails. It never trusts a
-//!   length from the frame over the caller's buffer, and no input makes it panic.
+//!   equals `dst.len`, that names no dictionary but the one given, and whose window is at most
+//!   `windowSizeMax(dst.len)` (spec §6.2: [ZR-COD-005] .. [ZR-COD-008]); it then writes exactly
+//!   `dst.len` bytes or fails. It reads the frame header itself, so these rules hold whatever
+//!   libzstd release is loaded, never trusts a length from the frame over the caller's buffer,
+//!   and no input makes it panic.
+//! - A dictionary is checked by `zstd_dict.check` (spec §6.3) before libzstd sees it.
 //! - A `SharedDict` is read-only once built, so one can serve every thread of a store at once;
 //!   `Compressor` and `Decompressor` hold mutable libzstd state and belong to one thread each.
 //! - Every libzstd object created here is freed by the matching `deinit`, and an `init` that
@@ -18,6 +22,8 @@
 
 const std = @import("std");
 const assert = std.debug.assert;
+const zstd_dict = @import("zstd_dict.zig");
+const format = @import("format.zig");
 
 pub const Error = error{
     OutOfMemory,
@@ -91,7 +97,10 @@ extern fn ZSTD_decompress_usingDDict(
 extern fn ZSTD_getFrameContentSize(src: ?*const anyopaque, src_size: usize) c_ulonglong;
 extern fn ZSTD_findFrameCompressedSize(src: ?*const anyopaque, src_size: usize) usize;
 extern fn ZSTD_getDictID_fromDict(dict: ?*const anyopaque, dict_size: usize) c_uint;
-extern fn ZSTD_getDictID_fromFrame(src: ?*const anyopaque, src_size: usize) c_uint;
+extern fn ZSTD_DCtx_setParameter(dctx: *ZSTD_DCtx, param: c_int, value: c_int) usize;
+
+/// ZSTD_d_windowLogMax of zstd.h's ZSTD_dParameter (stable since 1.4.0).
+const zstd_d_window_log_max: c_int = 100;
 
 extern fn ZDICT_trainFromBuffer(
     dict_buffer: ?*anyopaque,
@@ -177,9 +186,11 @@ pub const SharedDict = struct {
     }
 
     /// An empty dictionary would silently mean "no dictionary" to libzstd, which is never what
-    /// a `zstd_dict` store means (ZR-HDR-013 requires a non-empty one).
+    /// a `zstd_dict` store means (ZR-HDR-013 requires a non-empty one). A zstd-format one must
+    /// pass the checks of spec §6.3, whatever libzstd would accept.
     fn checkDictionary(dict: []const u8) Error!void {
         if (dict.len == 0) return error.DictionaryInvalid;
+        if (zstd_dict.check(dict) != null) return error.DictionaryInvalid;
     }
 
     /// libzstd returns NULL both when it runs out of memory and when a zstd-format dictionary
@@ -255,6 +266,11 @@ pub const Decompressor = struct {
     /// The libzstd return code of the last failed libzstd call, for `errorName` in
     /// diagnostics; 0 when nothing has failed or when this module itself refused the input.
     last_code: usize = 0,
+    /// Why this module refused the last input itself (a rule of spec §6.2), for diagnostics;
+    /// null when it did not.
+    reason: ?[]const u8 = null,
+    /// The ZSTD_d_windowLogMax last set on `dctx` (0: libzstd's default).
+    window_log_max: u6 = 0,
 
     pub fn init(dict: ?*const SharedDict) Error!Decompressor {
         var ddict: ?*const ZSTD_DDict = null;
@@ -274,14 +290,45 @@ pub const Decompressor = struct {
 
     /// Decodes the one frame `src` into exactly `dst.len` bytes ([ZR-IDX-005]).
     ///
-    /// SizeMismatch: the frame declares no content size, or one other than `dst.len`.
-    /// DecodeFailed: `src` is not exactly one complete zstd frame, the frame names a dictionary
-    /// other than the one given (or one when none was given), or its contents are corrupt.
-    /// A frame made without a dictionary decodes whether or not one was given, as in libzstd.
-    /// On error the contents of `dst` are unspecified.
+    /// SizeMismatch: the frame declares no content size, or one other than `dst.len`
+    /// ([ZR-COD-006]).
+    /// DecodeFailed: `src` is not exactly one complete zstd frame ([ZR-COD-005]), the frame
+    /// names a dictionary other than the one given, or one when none was given ([ZR-COD-007]),
+    /// declares a window above `windowSizeMax(dst.len)` ([ZR-COD-008]), or its contents are
+    /// corrupt (its content checksum, if any, included). A frame that names no dictionary is
+    /// decoded with the one given, if any ([ZR-COD-007]). On error the contents of `dst` are
+    /// unspecified.
     pub fn decompress(self: *Decompressor, dst: []u8, src: []const u8) Error!void {
         self.last_code = 0;
-        if (src.len < 4 or std.mem.readInt(u32, src[0..4], .little) != frame_magic) {
+        self.reason = null;
+        const fh = FrameHeader.parse(src) catch |err| {
+            self.reason = switch (err) {
+                error.NotAFrame => "its stored bytes do not start with the zstd frame magic 28 B5 2F FD " ++
+                    "(a skippable or legacy frame, or no frame) (ZR-COD-005)",
+                error.Truncated => "its stored bytes end inside the zstd frame header (ZR-COD-005)",
+                error.ReservedBit => "its frame header sets the reserved bit of the frame header descriptor (ZR-COD-005)",
+            };
+            return error.DecodeFailed;
+        };
+        // [ZR-COD-006]
+        const content_size = fh.content_size orelse {
+            self.reason = "its zstd frame declares no content size (ZR-COD-006)";
+            return error.SizeMismatch;
+        };
+        if (content_size != dst.len) return error.SizeMismatch;
+        // [ZR-COD-007] libzstd makes the same check, but only outside fuzzing builds; checking
+        // here keeps "wrong dictionary" an error whatever build of the library is loaded.
+        if (fh.dict_id != 0 and fh.dict_id != self.dict_id) {
+            self.reason = if (self.ddict == null)
+                "its zstd frame names a dictionary, and a store of codec zstd has none (ZR-COD-007)"
+            else
+                "its zstd frame names a dictionary other than this store's (ZR-COD-007)";
+            return error.DecodeFailed;
+        }
+        // [ZR-COD-008]
+        if (fh.window_size > windowSizeMax(dst.len)) {
+            self.reason = "its zstd frame declares a window larger than the record's logical size " ++
+                "rounded up to a power of two, and larger than 128 MiB (ZR-COD-008)";
             return error.DecodeFailed;
         }
         // Trailing bytes are refused rather than ignored, because the index gives each record
@@ -291,17 +338,20 @@ pub const Decompressor = struct {
             self.last_code = frame_size;
             return error.DecodeFailed;
         }
-        if (frame_size != src.len) return error.DecodeFailed;
-
-        const content_size: u64 = ZSTD_getFrameContentSize(src.ptr, src.len);
-        if (content_size == content_size_error) return error.DecodeFailed;
-        if (content_size == content_size_unknown) return error.SizeMismatch;
-        if (content_size != dst.len) return error.SizeMismatch;
-
-        // libzstd makes the same check, but only outside fuzzing builds; checking here keeps
-        // "wrong dictionary" an error whatever build of the library is loaded.
-        const frame_dict_id = ZSTD_getDictID_fromFrame(src.ptr, src.len);
-        if (frame_dict_id != 0 and frame_dict_id != self.dict_id) return error.DecodeFailed;
+        if (frame_size != src.len) {
+            self.reason = "its stored bytes hold more than one zstd frame (ZR-COD-005)";
+            return error.DecodeFailed;
+        }
+        // The same cap for libzstd itself, in case a frame's blocks ask for more.
+        const log = windowLogMax(dst.len);
+        if (log != self.window_log_max) {
+            const code = ZSTD_DCtx_setParameter(self.dctx, zstd_d_window_log_max, log);
+            if (isError(code)) {
+                self.last_code = code;
+                return error.DecodeFailed;
+            }
+            self.window_log_max = log;
+        }
 
         const result = if (self.ddict) |ddict|
             ZSTD_decompress_usingDDict(self.dctx, dst.ptr, dst.len, src.ptr, src.len, ddict)
@@ -312,6 +362,75 @@ pub const Decompressor = struct {
             return if (isAllocationError(result)) error.OutOfMemory else error.DecodeFailed;
         }
         if (result != dst.len) return error.DecodeFailed;
+    }
+};
+
+/// The largest window a compressed record of `logical` bytes may declare ([ZR-COD-008]): its
+/// logical size rounded up to a power of two, but never less than 2^27 (128 MiB, libzstd's
+/// default limit, which every frame libzstd writes at any level without an explicit window
+/// keeps to). At most 2^31, since a record is at most record_size_bytes_max.
+pub fn windowSizeMax(logical: u64) u64 {
+    return @as(u64, 1) << windowLogMax(logical);
+}
+
+fn windowLogMax(logical: u64) u6 {
+    const floor: u6 = format.window_log_floor;
+    if (logical <= @as(u64, 1) << floor) return floor;
+    return @intCast(64 - @clz(logical - 1));
+}
+
+/// What spec §6.2 reads from a frame header (RFC 8878 §3.1.1.1).
+pub const FrameHeader = struct {
+    window_size: u64,
+    content_size: ?u64,
+    dict_id: u32,
+    has_checksum: bool,
+    size: usize,
+
+    pub const ParseError = error{ NotAFrame, Truncated, ReservedBit };
+
+    pub fn parse(src: []const u8) ParseError!FrameHeader {
+        if (src.len < 4 or std.mem.readInt(u32, src[0..4], .little) != frame_magic) return error.NotAFrame;
+        if (src.len < 5) return error.Truncated;
+        const fhd = src[4];
+        if (fhd & 0x08 != 0) return error.ReservedBit;
+        const single_segment = fhd & 0x20 != 0;
+        const did_size: usize = switch (fhd & 3) {
+            0 => 0,
+            1 => 1,
+            2 => 2,
+            else => 4,
+        };
+        const fcs_flag = fhd >> 6;
+        const fcs_size: usize = switch (fcs_flag) {
+            0 => if (single_segment) 1 else 0,
+            1 => 2,
+            2 => 4,
+            else => 8,
+        };
+        const size = 5 + @as(usize, @intFromBool(!single_segment)) + did_size + fcs_size;
+        if (src.len < size) return error.Truncated;
+        var pos: usize = 5;
+        var window: u64 = 0;
+        if (!single_segment) {
+            const wd = src[pos];
+            pos += 1;
+            const log: u6 = 10 + @as(u6, @intCast(wd >> 3));
+            const base = @as(u64, 1) << log;
+            window = base + (base / 8) * (wd & 7);
+        }
+        var dict_id: u32 = 0;
+        for (0..did_size) |k| dict_id |= @as(u32, src[pos + k]) << @intCast(8 * k);
+        pos += did_size;
+        var content: ?u64 = null;
+        if (fcs_size > 0) {
+            var v: u64 = 0;
+            for (0..fcs_size) |k| v |= @as(u64, src[pos + k]) << @intCast(8 * k);
+            if (fcs_size == 2) v += 256;
+            content = v;
+        }
+        if (single_segment) window = content.?;
+        return .{ .window_size = window, .content_size = content, .dict_id = dict_id, .has_checksum = fhd & 4 != 0, .size = size };
     }
 };
 
@@ -596,6 +715,32 @@ test "a frame without a content size is refused" {
     try testing.expectEqual(content_size_unknown, ZSTD_getFrameContentSize(&frame, frame.len));
     var out: [3]u8 = undefined;
     try testing.expectError(error.SizeMismatch, d.decompress(&out, &frame));
+    try testing.expect(std.mem.indexOf(u8, d.reason.?, "ZR-COD-006") != null);
+}
+
+test "the window cap: 128 MiB or the logical size rounded up, whichever is larger" {
+    // [ZR-COD-008]
+    try testing.expectEqual(@as(u64, 1 << 27), windowSizeMax(0));
+    try testing.expectEqual(@as(u64, 1 << 27), windowSizeMax(1 << 27));
+    try testing.expectEqual(@as(u64, 1 << 28), windowSizeMax((1 << 27) + 1));
+    try testing.expectEqual(@as(u64, 1 << 31), windowSizeMax(1 << 31));
+    var d = try Decompressor.init(null);
+    defer d.deinit();
+    // One raw block of 3 bytes behind a window descriptor: exponent e gives 2^(10 + e), and
+    // the mantissa adds eighths. 2^27 decodes; 2^27 + 2^24 does not.
+    var out: [3]u8 = undefined;
+    for ([_]struct { wd: u8, ok: bool }{ .{ .wd = 17 << 3, .ok = true }, .{ .wd = (17 << 3) | 1, .ok = false }, .{ .wd = 31 << 3, .ok = false } }) |c| {
+        const frame = [_]u8{ 0x28, 0xB5, 0x2F, 0xFD, 0x80, c.wd, 3, 0, 0, 0, 0x19, 0x00, 0x00, 'a', 'b', 'c' };
+        const fh = try FrameHeader.parse(&frame);
+        try testing.expectEqual(@as(?u64, 3), fh.content_size);
+        if (c.ok) {
+            try d.decompress(&out, &frame);
+            try testing.expectEqualStrings("abc", &out);
+        } else {
+            try testing.expectError(error.DecodeFailed, d.decompress(&out, &frame));
+            try testing.expect(std.mem.indexOf(u8, d.reason.?, "ZR-COD-008") != null);
+        }
+    }
 }
 
 test "invalid dictionaries and levels are refused" {

@@ -1,9 +1,10 @@
-//! The native core against the conformance vectors of format v1 (conformance/v1/cases.json),
-//! through the C ABI, the way every binding uses the core.
+//! The native core against the conformance vectors of format 1.0 (conformance/v1/cases.json)
+//! and 1.1 (conformance/v1.1/cases.json), through the C ABI, the way every binding uses the
+//! core.
 //!
-//! Run from the repository root (the noxfile's `conformance` session does):
+//! Run from the repository root (the noxfile's `conformance` session does, once per folder):
 //!   python -m ziglang test zig/src/conformance_test.zig zig/src/sigbus_guard.c -lc <libzstd.so.1>
-//! ZR_CONFORMANCE_DIR names another vectors folder (default `conformance/v1`).
+//! ZR_CONFORMANCE_DIR names the vectors folder (default `conformance/v1`).
 //!
 //! Invariants:
 //! - Every case is run, and every failure is printed, before the test fails: one broken case
@@ -12,7 +13,8 @@
 //!   the expected .npy file's dtype, shape and exact bytes (read one at a time and as one
 //!   batch) and verify passes. An invalid case passes when the exact ZR_E_* code of its error
 //!   is returned: by open for phase "open"; by open, or else by reading each record and by
-//!   verify (on fresh readers), for phase "read".
+//!   verify (on fresh readers), for phase "read"; by open, or else by verify after every
+//!   record read (reading may succeed), for phase "verify".
 
 const std = @import("std");
 const root = @import("root.zig");
@@ -32,6 +34,9 @@ const Case = struct {
     store: []const u8,
     kind: ?[]const u8 = null,
     dtype: ?[]const u8 = null,
+    dtype_descr: ?[]const u8 = null,
+    dtype_length: ?u32 = null,
+    dtype_unit: ?[]const u8 = null,
     ndim: ?u8 = null,
     item_shape: ?[]const u64 = null,
     codec: ?[]const u8 = null,
@@ -55,6 +60,11 @@ const dtype_names = blk: {
     break :blk names;
 };
 const codec_names = [_][]const u8{ "raw", "zstd", "zstd_dict" };
+const unit_names = blk: {
+    var names: [format.datetime_units.len][]const u8 = undefined;
+    for (format.datetime_units, 0..) |u, i| names[i] = u;
+    break :blk names;
+};
 
 /// Raised (and printed) when a case does not conform; the loop goes on to the next case.
 const Mismatch = error{Mismatch};
@@ -180,6 +190,15 @@ fn runValid(c: *const Ctx) !void {
     const want_kind: u8 = if (std.mem.eql(u8, case.kind.?, "dense")) 1 else 2;
     const want_dtype = (nameIndex(&dtype_names, case.dtype.?) orelse return c.fail("dtype {s}?", .{case.dtype.?})) + 1;
     const want_codec = nameIndex(&codec_names, case.codec.?) orelse return c.fail("codec {s}?", .{case.codec.?});
+    const want_unit: u8 = if (case.dtype_unit) |u| @intCast((nameIndex(&unit_names, u) orelse return c.fail("unit {s}?", .{u})) + 1) else 0;
+    if (s.dtype_length != (case.dtype_length orelse 0) or s.dtype_unit != want_unit) {
+        return c.fail("info dtype_length {d} dtype_unit {d}, the manifest says {d} and {d}", .{ s.dtype_length, s.dtype_unit, case.dtype_length orelse 0, want_unit });
+    }
+    var descr_buf: [64]u8 = undefined;
+    const descr = format.npyDescr(&descr_buf, s.dtype, s.dtype_length, s.dtype_unit);
+    if (case.dtype_descr) |want_descr| {
+        if (!std.mem.eql(u8, descr, want_descr)) return c.fail("dtype {s}, the manifest says {s}", .{ descr, want_descr });
+    }
     if (s.kind != want_kind or s.dtype != want_dtype or s.ndim != case.ndim.? or s.codec != want_codec or
         s.data_shards != case.data_shards.? or info.record_count != case.record_count.? or
         info.format_major != case.format_version.?[0] or info.format_minor != case.format_version.?[1])
@@ -198,7 +217,7 @@ fn runValid(c: *const Ctx) !void {
         const bytes = try readFile(c.path(&pbuf, rel));
         defer gpa.free(bytes);
         const npy = Npy.parse(bytes) catch return c.fail("{s} is not a C-order .npy file", .{rel});
-        if (!std.mem.eql(u8, npy.descr, format.dtypes[want_dtype - 1].npy_descr)) {
+        if (!std.mem.eql(u8, npy.descr, descr)) {
             return c.fail("{s} has descr {s}, the store's dtype is {s}", .{ rel, npy.descr, case.dtype.? });
         }
         var shape: [32]u64 = undefined;
@@ -248,8 +267,10 @@ fn runInvalid(c: *const Ctx) !void {
     if (o.rc != 0) return c.fail("open returned {d} ({s}), expected {d} ({s})", .{ o.rc, message(&st), want, case.@"error".? });
     root.zr_reader_free(o.r.?);
     if (std.mem.eql(u8, case.phase.?, "open")) return c.fail("open succeeded, expected {d} ({s})", .{ want, case.@"error".? });
+    const verify_phase = std.mem.eql(u8, case.phase.?, "verify");
 
-    // Phase "read": every record in turn, then verify on a fresh reader.
+    // Phase "read": every record in turn, then verify on a fresh reader. Phase "verify": the
+    // records may read; verify must fail.
     {
         const r = openStore(c, &st).r.?;
         defer root.zr_reader_free(r);
@@ -264,7 +285,7 @@ fn runInvalid(c: *const Ctx) !void {
                 .err => |rc| got = rc,
             }
         }
-        if (got != want) return c.fail("reading the records returned {d} ({s}), expected {d}", .{ got, message(&st), want });
+        if (got != want and !(verify_phase and got == 0)) return c.fail("reading the records returned {d} ({s}), expected {d}", .{ got, message(&st), want });
     }
     const r = openStore(c, &st).r.?;
     defer root.zr_reader_free(r);
@@ -300,7 +321,7 @@ test "conformance v1: every case of cases.json, exact records and exact error co
     }
     const n = parsed.value.cases.len;
     std.debug.print("conformance v1: {d} of {d} cases pass ({d} valid, {d} invalid)\n", .{ n - failed, n, valid, n - valid });
-    try std.testing.expect(n >= 70);
+    try std.testing.expect(n > 0);
     try std.testing.expectEqual(@as(usize, 0), failed);
 }
 

@@ -1,13 +1,17 @@
-//! The on-disk format v1 (spec/format-v1.md): limits, codes, header and index entry encoding,
+//! The on-disk format 1.1 (spec/format-v1.md): limits, codes, header and index entry encoding,
 //! decoding and validation.
 //!
 //! Invariants:
 //! - This module does no I/O; it turns bytes into validated values and back.
 //! - `decodeHeader` reads no byte it has not bounds-checked against the buffer it was given,
-//!   and checks the rules in the order the spec lists them, so that a header breaking several
-//!   rules fails on the first one the spec names ([ZR-HDR-002] before anything else after the
-//!   magic, [ZR-HDR-003] before the variable part).
+//!   and checks the rules in the order of spec §9.2 ([ZR-ERR-003]), so that a header breaking
+//!   several rules fails on the first one the spec lists: the version before anything else
+//!   after the magic ([ZR-HDR-002]), the codes and feature bits before the reserved bytes and
+//!   the sizes that depend on them, [ZR-HDR-003] before the variable part.
+//! - `validateEntry` checks an index entry's rules in the order of spec §9.3.
 //! - `encodeHeader(decodeHeader(x)) == x` for every valid header `x`.
+//! - Every dtype's item size comes from `Header.itemsize` (the table `dtypes` and, for the
+//!   parametric dtypes of format 1.1, the header's dtype_length), never from a special case.
 
 const std = @import("std");
 const diag_mod = @import("diag.zig");
@@ -23,7 +27,9 @@ pub fn xxh64(bytes: []const u8) u64 {
 // Format constants and limits, spec §3 and §8.
 pub const magic = [8]u8{ 0x89, 'Z', 'R', 'E', 'C', '\r', '\n', 0x1a };
 pub const format_major: u16 = 1;
-pub const format_minor: u16 = 0;
+/// The newest minor this core implements. Writers write the lowest minor whose codes a store
+/// uses ([ZR-HDR-018]), so a store without 1.1 dtypes is written as 1.0, byte for byte.
+pub const format_minor: u16 = 1;
 pub const header_fixed_bytes: usize = 128;
 pub const data_shards_min: u64 = 1;
 pub const data_shards_max: u64 = 255;
@@ -34,11 +40,27 @@ pub const dim_max: u64 = (1 << 32) - 1;
 pub const dict_size_bytes_max: u64 = 1 << 24;
 pub const record_count_max: u64 = 1 << 48;
 pub const index_entry_fixed_bytes: u32 = 24;
+/// The largest item size of a dtype (NumPy's own bound: its itemsize is a C int).
+pub const itemsize_bytes_max: u64 = (1 << 31) - 1;
+/// The largest product of a shape's non-zero axes times the itemsize ([ZR-HDR-021],
+/// [ZR-IDX-007]): the most bytes a 64-bit NumPy array may span, which it checks even when
+/// another axis is zero.
+pub const extent_bytes_max: u64 = (1 << 63) - 1;
+/// The largest unit count of a datetime64 or timedelta64 dtype (NumPy keeps it in a C int).
+pub const unit_count_max: u64 = (1 << 31) - 1;
+/// A compressed record's frame may declare a window of at most its logical size rounded up to
+/// a power of two, and always at least this much ([ZR-COD-008]).
+pub const window_log_floor: u6 = 27;
 
 /// The largest header any valid store can have: the fixed part, the largest variable part,
-/// padding and the checksum. Readers refuse to allocate more than this for a header.
+/// padding and the checksum ([ZR-HDR-022]). Readers refuse to allocate more than this for a
+/// header.
 pub const header_size_bytes_max: u64 = header_fixed_bytes + 8 * ndim_max + 8 * data_shards_max +
     dict_size_bytes_max + 8;
+
+/// The bits of required_features this core implements ([ZR-HDR-017]). Format 1.1 defines none;
+/// a later minor that defines one adds it here together with the code that honours it.
+pub const required_features_known: u64 = 0;
 
 pub const Kind = enum(u8) {
     dense = 1,
@@ -55,9 +77,33 @@ pub const Codec = enum(u8) {
     }
 };
 
-/// One dtype code of spec §3.3: its NumPy name, item size and the `descr` NumPy writes in a
-/// .npy file for it (little-endian; one-byte types have no byte order).
-pub const Dtype = struct { code: u8, name: [:0]const u8, itemsize: u8, npy_descr: []const u8 };
+/// How a dtype's parameters (header fields dtype_length and dtype_unit, spec §3.3) are used.
+pub const Param = enum {
+    /// A dtype of format 1.0: both fields are zero.
+    none,
+    /// S<n> and V<n>: dtype_length is the item size n in bytes; dtype_unit is zero.
+    bytes,
+    /// U<n>: dtype_length is the number n of UCS-4 characters, the item size 4n; dtype_unit
+    /// is zero.
+    chars,
+    /// datetime64 and timedelta64: dtype_unit is the unit (`datetime_units`) and dtype_length
+    /// the count of units per tick (the 5 of M8[5s]); the item size is 8.
+    unit,
+};
+
+/// One dtype code of spec §3.3: its NumPy name, item size (0 for a parametric dtype, whose
+/// item size the header gives), how its parameters are used and the `descr` NumPy writes in a
+/// .npy file for it (little-endian; one-byte types have no byte order). A parametric dtype's
+/// descr continues with its parameter: `<M8` + `[5s]`, `|S` + `3`.
+pub const Dtype = struct {
+    code: u8,
+    name: [:0]const u8,
+    itemsize: u8,
+    npy_descr: []const u8,
+    param: Param = .none,
+    /// The minor version of the format that defined the code.
+    minor: u16 = 0,
+};
 
 /// The dtype table of spec §3.3: the one copy in the core. The Python package reads it through
 /// zr_dtype_info; the reference reader keeps its own, written from the spec, on purpose.
@@ -76,7 +122,16 @@ pub const dtypes = [_]Dtype{
     .{ .code = 12, .name = "float64", .itemsize = 8, .npy_descr = "<f8" },
     .{ .code = 13, .name = "complex64", .itemsize = 8, .npy_descr = "<c8" },
     .{ .code = 14, .name = "complex128", .itemsize = 16, .npy_descr = "<c16" },
+    .{ .code = 15, .name = "datetime64", .itemsize = 8, .npy_descr = "<M8", .param = .unit, .minor = 1 },
+    .{ .code = 16, .name = "timedelta64", .itemsize = 8, .npy_descr = "<m8", .param = .unit, .minor = 1 },
+    .{ .code = 17, .name = "bytes", .itemsize = 0, .npy_descr = "|S", .param = .bytes, .minor = 1 },
+    .{ .code = 18, .name = "str", .itemsize = 0, .npy_descr = "<U", .param = .chars, .minor = 1 },
+    .{ .code = 19, .name = "void", .itemsize = 0, .npy_descr = "|V", .param = .bytes, .minor = 1 },
 };
+
+/// The datetime64/timedelta64 units of spec §3.3 by code (code = index + 1), as NumPy spells
+/// them. Code 0 (NumPy's generic unit) and codes above 13 are reserved.
+pub const datetime_units = [_][:0]const u8{ "Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as" };
 
 comptime {
     for (dtypes, 1..) |dt, code| std.debug.assert(dt.code == code);
@@ -87,13 +142,68 @@ pub fn dtype(code: u8) ?*const Dtype {
     return if (code >= 1 and code <= dtypes.len) &dtypes[code - 1] else null;
 }
 
-/// Itemsize of a dtype code of spec §3.3, or null for a reserved code.
-pub fn dtypeItemsize(code: u8) ?u8 {
-    return if (dtype(code)) |dt| dt.itemsize else null;
-}
-
 pub fn dtypeName(code: u8) []const u8 {
     return if (dtype(code)) |dt| dt.name else "reserved";
+}
+
+/// The NumPy name of datetime unit `code`, or null for a reserved code.
+pub fn unitName(code: u8) ?[:0]const u8 {
+    return if (code >= 1 and code <= datetime_units.len) datetime_units[code - 1] else null;
+}
+
+/// What is wrong with a dtype code and its parameters, in the order spec §9.2 checks it.
+pub const DtypeProblem = enum {
+    /// The code is reserved ([ZR-HDR-006]).
+    unknown_code,
+    /// A datetime64/timedelta64 unit code that is reserved ([ZR-HDR-019]).
+    unknown_unit,
+    /// A parameter field that this dtype does not use is not zero ([ZR-HDR-019]).
+    unused_param,
+    /// dtype_length is 0 or, for a unit count, above unit_count_max ([ZR-HDR-019]).
+    bad_length,
+    /// The item size exceeds itemsize_bytes_max ([ZR-HDR-020]).
+    itemsize_limit,
+};
+
+/// The item size of a dtype code with its parameters (spec §3.3), or what is wrong with them.
+pub fn dtypeCheck(code: u8, length: u32, unit: u8) union(enum) { ok: u64, bad: DtypeProblem } {
+    const dt = dtype(code) orelse return .{ .bad = .unknown_code };
+    switch (dt.param) {
+        .none => if (length != 0 or unit != 0) return .{ .bad = .unused_param },
+        .unit => {
+            if (unitName(unit) == null) return .{ .bad = .unknown_unit };
+            if (length == 0 or length > unit_count_max) return .{ .bad = .bad_length };
+        },
+        .bytes, .chars => {
+            if (unit != 0) return .{ .bad = .unused_param };
+            if (length == 0) return .{ .bad = .bad_length };
+        },
+    }
+    const size: u64 = switch (dt.param) {
+        .none, .unit => dt.itemsize,
+        .bytes => length,
+        .chars => 4 * @as(u64, length),
+    };
+    if (size > itemsize_bytes_max) return .{ .bad = .itemsize_limit };
+    return .{ .ok = size };
+}
+
+/// The minor version a store of dtype `code` needs (the one that defined the code).
+pub fn minorFor(code: u8) u16 {
+    return if (dtype(code)) |dt| dt.minor else 0;
+}
+
+/// The NumPy descr of a valid dtype with its parameters (`<M8[5s]`, `|S3`, `<f4`) into `buf`.
+pub fn npyDescr(buf: []u8, code: u8, length: u32, unit: u8) []const u8 {
+    const dt = dtype(code).?;
+    return switch (dt.param) {
+        .none => dt.npy_descr,
+        .bytes, .chars => std.fmt.bufPrint(buf, "{s}{d}", .{ dt.npy_descr, length }) catch unreachable,
+        .unit => if (length == 1)
+            std.fmt.bufPrint(buf, "{s}[{s}]", .{ dt.npy_descr, unitName(unit).? }) catch unreachable
+        else
+            std.fmt.bufPrint(buf, "{s}[{d}{s}]", .{ dt.npy_descr, length, unitName(unit).? }) catch unreachable,
+    };
 }
 
 /// Index entry size from kind and rank ([ZR-HDR-012], spec §4).
@@ -125,12 +235,30 @@ pub fn logicalSize(dims: []const u64, itemsize: u64) ?u64 {
     return size;
 }
 
+/// Whether the product of the non-zero axes of `dims` times `itemsize` is at most
+/// `extent_bytes_max` ([ZR-HDR-021], [ZR-IDX-007]): NumPy refuses any larger shape, even one
+/// with a zero axis, so no reader could return such a record as an array.
+pub fn extentFits(dims: []const u64, itemsize: u64) bool {
+    var size: u64 = itemsize;
+    for (dims) |d| {
+        if (d == 0) continue;
+        size = std.math.mul(u64, size, d) catch return false;
+        if (size > extent_bytes_max) return false;
+    }
+    return size <= extent_bytes_max;
+}
+
 pub const Header = struct {
     format_major: u16 = format_major,
-    format_minor: u16 = format_minor,
+    /// Writers set the lowest minor whose codes the store uses (`minorFor`, [ZR-HDR-018]).
+    format_minor: u16 = 0,
     header_size: u32 = 0,
     kind: Kind,
     dtype: u8,
+    /// The dtype's parameters (spec §3.3): zero for the dtypes of format 1.0.
+    dtype_length: u32 = 0,
+    dtype_unit: u8 = 0,
+    required_features: u64 = 0,
     ndim: u8,
     codec: Codec,
     data_shards: u8,
@@ -146,9 +274,13 @@ pub const Header = struct {
     shard_sizes: [data_shards_max]u64 = @splat(0),
     /// Offset of the dictionary within the header bytes (decoding only).
     dict_offset: u32 = 0,
+    /// The header file's checksum ([ZR-HDR-004]; decoding only): the store's identity.
+    header_checksum: u64 = 0,
 
+    /// The item size of the header's dtype with its parameters; only meaningful for a
+    /// validated header (or a schema checked with `dtypeCheck`).
     pub fn itemsize(h: *const Header) u64 {
-        return dtypeItemsize(h.dtype).?;
+        return dtypeCheck(h.dtype, h.dtype_length, h.dtype_unit).ok;
     }
 
     /// Dense record size; only meaningful for a validated Dense header.
@@ -178,7 +310,10 @@ pub const FixedHeader = extern struct {
     index_size: u64,
     index_checksum: u64,
     dict_checksum: u64,
-    reserved1: [48]u8,
+    required_features: u64,
+    dtype_length: u32,
+    dtype_unit: u8,
+    reserved1: [35]u8,
 
     fn read(bytes: []const u8) FixedHeader {
         return std.mem.bytesToValue(FixedHeader, bytes[0..header_fixed_bytes]);
@@ -194,7 +329,8 @@ comptime {
         .{ "reserved0", 21 }, .{ "record_count", 24 }, .{ "logical_bytes", 32 },
         .{ "stored_bytes", 40 }, .{ "index_entry_size", 48 }, .{ "dict_size", 52 },
         .{ "index_size", 56 }, .{ "index_checksum", 64 }, .{ "dict_checksum", 72 },
-        .{ "reserved1", 80 } };
+        .{ "required_features", 80 }, .{ "dtype_length", 88 }, .{ "dtype_unit", 92 },
+        .{ "reserved1", 93 } };
     for (offsets) |pair| std.debug.assert(@offsetOf(FixedHeader, pair[0]) == pair[1]);
 }
 
@@ -225,6 +361,9 @@ pub fn encodeHeader(h: *const Header, dict: []const u8, out: []u8) void {
         .index_size = h.index_size,
         .index_checksum = h.index_checksum,
         .dict_checksum = if (dict.len == 0) 0 else xxh64(dict),
+        .required_features = h.required_features,
+        .dtype_length = h.dtype_length,
+        .dtype_unit = h.dtype_unit,
         .reserved1 = @splat(0),
     };
     @memcpy(out[0..header_fixed_bytes], std.mem.asBytes(&fixed));
@@ -259,42 +398,52 @@ pub fn checkMagicVersion(bytes: []const u8, name: []const u8, d: *Diag) HeaderEr
         return d.fail(error.BadMagic, "'{s}' is not a zrecord header: its first 8 bytes are not " ++
             "the magic 89 5A 52 45 43 0D 0A 1A (ZR-HDR-001)", .{name});
     }
+    // [ZR-ERR-002] The version is bytes 8..11; a shorter file holds none to judge.
     if (bytes.len < 12) {
-        return d.fail(error.Corrupt, "'{s}' is truncated: {d} bytes, shorter than the 128-byte " ++
-            "fixed header (ZR-HDR-003)", .{ name, bytes.len });
+        return d.fail(error.Corrupt, "'{s}' is truncated: {d} bytes, too short to hold the " ++
+            "format version (bytes 8 to 11) (ZR-ERR-002, ZR-HDR-003)", .{ name, bytes.len });
     }
-    // [ZR-HDR-002] The major version is interpreted before any other field.
+    // [ZR-HDR-002] [ZR-HDR-016] The major version is interpreted before any other field; any
+    // major but 1, 0 included, is another format.
     const major = get(u16, bytes, @offsetOf(FixedHeader, "format_major"));
     const minor = get(u16, bytes, @offsetOf(FixedHeader, "format_minor"));
     if (major != format_major) {
         return d.fail(error.VersionUnsupported, "'{s}' has format version {d}.{d}, but this " ++
-            "reader supports format version {d}.{d} (major {d} only) (ZR-HDR-002)", .{
+            "reader supports format version {d}.{d} (major {d} only) (ZR-HDR-002, ZR-HDR-016)", .{
             name, major, minor, format_major, format_minor, format_major,
         });
     }
 }
 
 /// Validates and decodes a complete header file. `name` names the file in messages. The
-/// checks run in the order of spec §9 ([ZR-ERR-002]), one step per function below.
+/// checks run in the order of spec §9.2 ([ZR-ERR-003]), one step per function below.
 pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!Header {
     try checkMagicVersion(bytes, name, d);
     try checkSizeAndChecksum(bytes, name, d);
+    const header_checksum = get(u64, bytes, bytes.len - 8);
     const f = FixedHeader.read(bytes);
-    // [ZR-HDR-005] reserved0 and reserved1.
+    try checkCodes(&f, name, d);
+    // [ZR-HDR-005] reserved0 and the undefined rest of reserved1: after the codes and feature
+    // bits, so that what a later minor defines there is reported as unsupported, not corrupt.
     for (f.reserved0, @offsetOf(FixedHeader, "reserved0")..) |b, off| if (b != 0) return reservedError(d, name, "reserved0", off, b);
     for (f.reserved1, @offsetOf(FixedHeader, "reserved1")..) |b, off| if (b != 0) return reservedError(d, name, "reserved1", off, b);
     var h = try decodeSchema(&f, name, d);
+    h.header_checksum = header_checksum;
     try decodeVariable(&h, bytes, name, d);
     try checkTotals(&h, bytes, name, d);
     return h;
 }
 
-/// [ZR-HDR-003] header_size against the file, before the variable part is read;
-/// [ZR-HDR-004] the checksum.
+/// [ZR-HDR-003] [ZR-HDR-022] the file's size against header_size, before the variable part is
+/// read; [ZR-HDR-004] the checksum.
 fn checkSizeAndChecksum(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!void {
     if (bytes.len < header_fixed_bytes + 8) {
         return d.fail(error.Corrupt, "'{s}' is truncated: {d} bytes, but a header needs at least " ++
             "{d} (128-byte fixed part and 8-byte checksum) (ZR-HDR-003)", .{ name, bytes.len, header_fixed_bytes + 8 });
+    }
+    if (bytes.len > header_size_bytes_max) {
+        return d.fail(error.Corrupt, "'{s}' has {d} bytes, more than the largest valid header " ++
+            "({d} bytes) (ZR-HDR-022)", .{ name, bytes.len, header_size_bytes_max });
     }
     const header_size = get(u32, bytes, @offsetOf(FixedHeader, "header_size"));
     if (header_size != bytes.len) {
@@ -312,27 +461,58 @@ fn checkSizeAndChecksum(bytes: []const u8, name: []const u8, d: *Diag) HeaderErr
     }
 }
 
-/// The schema fields ([ZR-HDR-006] .. [ZR-HDR-008], the dictionary size limit) and the exact
-/// header size they imply ([ZR-HDR-003]); returns the header with every fixed field set.
-fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!Header {
-    const kind: Kind = switch (f.kind) {
-        1 => .dense,
-        2 => .ragged,
-        else => return d.fail(error.Unsupported, "'{s}' has unknown kind {d}; kind must be 1 " ++
-            "(Dense) or 2 (Ragged) (ZR-HDR-006)", .{ name, f.kind }),
-    };
-    if (dtypeItemsize(f.dtype) == null) {
-        return d.fail(error.Unsupported, "'{s}' has unknown dtype {d}; dtype must be a code " ++
-            "1..14 of spec section 3.3 (ZR-HDR-006)", .{ name, f.dtype });
+/// [ZR-HDR-017] the feature bits, [ZR-HDR-006] [ZR-COD-003] the codes, then the dtype's
+/// parameters ([ZR-HDR-019], [ZR-HDR-020]): everything that says whether this reader can read
+/// the store at all.
+fn checkCodes(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!void {
+    const unknown = f.required_features & ~required_features_known;
+    if (unknown != 0) {
+        return d.fail(error.Unsupported, "'{s}' requires format features 0x{x} (required_features " ++
+            "bits {d} and up) that this reader does not implement; a newer reader is needed " ++
+            "(ZR-HDR-017)", .{ name, unknown, @ctz(unknown) });
     }
-    const codec: Codec = switch (f.codec) {
-        0 => .raw,
-        1 => .zstd,
-        2 => .zstd_dict,
-        // [ZR-COD-003]
-        else => return d.fail(error.Unsupported, "'{s}' has unknown codec {d}; codec must be 0 " ++
-            "(raw), 1 (zstd) or 2 (zstd_dict) (ZR-HDR-006, ZR-COD-003)", .{ name, f.codec }),
+    if (f.kind != 1 and f.kind != 2) {
+        return d.fail(error.Unsupported, "'{s}' has unknown kind {d}; kind must be 1 " ++
+            "(Dense) or 2 (Ragged) (ZR-HDR-006)", .{ name, f.kind });
+    }
+    if (dtype(f.dtype) == null) {
+        return d.fail(error.Unsupported, "'{s}' has unknown dtype {d}; dtype must be a code " ++
+            "1..{d} of spec section 3.3 (ZR-HDR-006)", .{ name, f.dtype, dtypes.len });
+    }
+    // [ZR-COD-003]
+    if (f.codec > 2) {
+        return d.fail(error.Unsupported, "'{s}' has unknown codec {d}; codec must be 0 " ++
+            "(raw), 1 (zstd) or 2 (zstd_dict) (ZR-HDR-006, ZR-COD-003)", .{ name, f.codec });
+    }
+    switch (dtypeCheck(f.dtype, f.dtype_length, f.dtype_unit)) {
+        .ok => {},
+        .bad => |problem| return dtypeError(d, name, f.dtype, f.dtype_length, f.dtype_unit, problem),
+    }
+}
+
+fn dtypeError(d: *Diag, name: []const u8, code: u8, length: u32, unit: u8, problem: DtypeProblem) HeaderError {
+    const dt_name = dtypeName(code);
+    return switch (problem) {
+        .unknown_code => unreachable,
+        .unknown_unit => d.fail(error.Unsupported, "'{s}' has dtype {s} with unknown unit code " ++
+            "{d}; the units are codes 1..{d} of spec section 3.3 (ZR-HDR-019)", .{ name, dt_name, unit, datetime_units.len }),
+        .unused_param => d.fail(error.Corrupt, "'{s}' has dtype {s} with dtype_length {d} and " ++
+            "dtype_unit {d}; this dtype does not use {s}, which must be zero (ZR-HDR-019)", .{
+            name, dt_name, length, unit, if (dtype(code).?.param == .none) "either" else "dtype_unit",
+        }),
+        .bad_length => d.fail(error.Corrupt, "'{s}' has dtype {s} with dtype_length {d}; it must " ++
+            "be in 1..{d} (ZR-HDR-019)", .{ name, dt_name, length, if (dtype(code).?.param == .unit) unit_count_max else std.math.maxInt(u32) }),
+        .itemsize_limit => d.fail(error.LimitExceeded, "'{s}' has dtype {s} with dtype_length {d}: " ++
+            "an item size above itemsize_bytes_max {d} (ZR-HDR-020)", .{ name, dt_name, length, itemsize_bytes_max }),
     };
+}
+
+/// The schema fields ([ZR-HDR-007], [ZR-HDR-008], the dictionary size limit) and the exact
+/// header size they imply ([ZR-HDR-003]); returns the header with every fixed field set. The
+/// codes were checked by `checkCodes`.
+fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!Header {
+    const kind: Kind = @enumFromInt(f.kind);
+    const codec: Codec = @enumFromInt(f.codec);
     // [ZR-HDR-007]
     if (f.data_shards < data_shards_min) {
         return d.fail(error.LimitExceeded, "'{s}' has data_shards 0; data_shards must be in " ++
@@ -362,6 +542,9 @@ fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!H
         .header_size = f.header_size,
         .kind = kind,
         .dtype = f.dtype,
+        .dtype_length = f.dtype_length,
+        .dtype_unit = f.dtype_unit,
+        .required_features = f.required_features,
         .ndim = f.ndim,
         .codec = codec,
         .data_shards = f.data_shards,
@@ -401,6 +584,11 @@ fn checkTotals(h: *const Header, bytes: []const u8, name: []const u8, d: *Diag) 
         return d.fail(error.LimitExceeded, "'{s}' has a Dense record size (item_shape times " ++
             "itemsize {d}) above record_size_bytes_max {d} (ZR-HDR-009)", .{ name, h.itemsize(), record_size_bytes_max });
     }
+    // [ZR-HDR-021] An empty record's other axes still have to make a NumPy shape.
+    if (h.kind == .dense and !extentFits(h.item_shape[0..h.ndim], h.itemsize())) {
+        return d.fail(error.LimitExceeded, "'{s}' has item_shape whose non-zero axes times the " ++
+            "itemsize {d} exceed extent_bytes_max {d}: no NumPy array has that shape (ZR-HDR-021)", .{ name, h.itemsize(), extent_bytes_max });
+    }
     // [ZR-HDR-010] The sum is overflow-checked: a crafted header must not wrap around.
     var shard_sum: u64 = 0;
     for (h.shard_sizes[0..h.data_shards]) |size_k| {
@@ -431,7 +619,8 @@ fn checkTotals(h: *const Header, bytes: []const u8, name: []const u8, d: *Diag) 
     try checkDictionary(h, bytes, name, d);
 }
 
-/// [ZR-HDR-013]: a dictionary exactly with zstd_dict, and its checksum.
+/// [ZR-HDR-013]: a dictionary exactly with zstd_dict, and its checksum, which is 0 without
+/// one; any other value is a checksum mismatch ([ZR-HDR-023]).
 fn checkDictionary(h: *const Header, bytes: []const u8, name: []const u8, d: *Diag) HeaderError!void {
     if (h.codec == .zstd_dict and h.dict_size == 0) {
         return d.fail(error.Corrupt, "'{s}' uses codec zstd_dict but has dict_size 0; zstd_dict " ++
@@ -444,6 +633,8 @@ fn checkDictionary(h: *const Header, bytes: []const u8, name: []const u8, d: *Di
     const dict = bytes[h.dict_offset..][0..h.dict_size];
     const want_dict_sum: u64 = if (h.dict_size == 0) 0 else xxh64(dict);
     if (h.dict_checksum != want_dict_sum) {
+        if (h.dict_size == 0) return d.fail(error.ChecksumMismatch, "'{s}' dict_checksum mismatch: " ++
+            "the store has no dictionary, so dict_checksum must be 0, not 0x{x:0>16} (ZR-HDR-023)", .{ name, h.dict_checksum });
         return d.fail(error.ChecksumMismatch, "'{s}' dict_checksum mismatch: the {d}-byte " ++
             "dictionary does not match the header's dict_checksum 0x{x:0>16} (ZR-HDR-013)", .{ name, h.dict_size, h.dict_checksum });
     }
@@ -495,8 +686,9 @@ pub fn entryDim(bytes: []const u8, axis: usize) u64 {
 
 pub const EntryError = error{ Corrupt, LimitExceeded };
 
-/// Validates entry `i` in isolation against the header and the shard sizes (spec §4) and
-/// returns its logical size. `path` names the store in messages.
+/// Validates entry `i` in isolation against the header and the shard sizes (spec §4), in the
+/// order of spec §9.3 ([ZR-ERR-003]), and returns its logical size. `path` names the store in
+/// messages.
 pub fn validateEntry(h: *const Header, bytes: []const u8, i: u64, path: []const u8, d: *Diag) EntryError!u64 {
     const e = decodeEntry(bytes);
     d.record = @intCast(i);
@@ -528,6 +720,12 @@ pub fn validateEntry(h: *const Header, bytes: []const u8, i: u64, path: []const 
                 return d.fail(error.LimitExceeded, "store '{s}': record {d} has a shape whose " ++
                     "size exceeds record_size_bytes_max {d} (ZR-IDX-004)", .{ path, i, record_size_bytes_max });
             };
+            // [ZR-IDX-007]
+            if (!extentFits(dims[0..h.ndim], h.itemsize())) {
+                return d.fail(error.LimitExceeded, "store '{s}': record {d} has a shape whose " ++
+                    "non-zero axes times the itemsize exceed extent_bytes_max {d}: no NumPy " ++
+                    "array has that shape (ZR-IDX-007)", .{ path, i, extent_bytes_max });
+            }
             const pad_start = 24 + 4 * @as(usize, h.ndim);
             for (bytes[pad_start..]) |b| if (b != 0) {
                 return d.fail(error.Corrupt, "store '{s}': index entry of record {d} has " ++
@@ -644,7 +842,10 @@ test "header validation rejects each broken rule with its code" {
     var d: Diag = .{};
     try testing.expectError(error.VersionUnsupported, decodeHeader(buf, "header.zrh", &d));
     try testing.expect(std.mem.indexOf(u8, d.text(), "2.0") != null);
-    try testing.expect(std.mem.indexOf(u8, d.text(), "1.0") != null);
+    try testing.expect(std.mem.indexOf(u8, d.text(), "1.1") != null);
+    // [ZR-HDR-016] major 0 is no version of this format either.
+    put(u16, buf, 8, 0);
+    try testing.expectError(error.VersionUnsupported, decodeHeader(buf, "header.zrh", &d));
     // A newer minor is accepted.
     @memcpy(buf, good);
     put(u16, buf, 10, 7);
@@ -662,14 +863,14 @@ test "header validation rejects each broken rule with its code" {
     buf[24] ^= 1;
     try expectDecodeError(buf, error.ChecksumMismatch);
     // [ZR-HDR-005] reserved0, reserved1, padding
-    for ([_]usize{ 21, 23, 80, 127 }) |off| {
+    for ([_]usize{ 21, 23, 93, 127 }) |off| {
         @memcpy(buf, good);
         buf[off] = 1;
         reseal(buf);
         try expectDecodeError(buf, error.Corrupt);
     }
-    // [ZR-HDR-006] unknown kind, dtype, codec
-    for ([_][2]u8{ .{ 16, 0 }, .{ 16, 3 }, .{ 17, 0 }, .{ 17, 15 }, .{ 19, 3 } }) |fv| {
+    // [ZR-HDR-006] unknown kind, dtype, codec (dtype 15 is datetime64 whose unit 0 is reserved)
+    for ([_][2]u8{ .{ 16, 0 }, .{ 16, 3 }, .{ 17, 0 }, .{ 17, 15 }, .{ 17, 20 }, .{ 19, 3 } }) |fv| {
         @memcpy(buf, good);
         buf[fv[0]] = fv[1];
         reseal(buf);
@@ -775,4 +976,114 @@ test "logical size limits" {
     try testing.expectEqual(@as(?u64, null), logicalSize(&.{ (1 << 28) + 1, 1 }, 8));
     try testing.expectEqual(@as(?u64, null), logicalSize(&.{ 1 << 40, 1 << 40 }, 1));
     try testing.expectEqual(@as(?u64, 16), logicalSize(&.{}, 16));
+}
+
+test "feature bits and the order of step 2: unsupported before reserved bytes and sizes" {
+    const h = sampleHeader();
+    const good = try encodeAlloc(&h, "");
+    defer testing.allocator.free(good);
+    const buf = try testing.allocator.alloc(u8, good.len);
+    defer testing.allocator.free(buf);
+    // [ZR-HDR-017] an unknown required feature, even with a reserved byte set too.
+    for ([_]u6{ 0, 5, 63 }) |bit| {
+        @memcpy(buf, good);
+        put(u64, buf, 80, @as(u64, 1) << bit);
+        buf[100] = 1;
+        reseal(buf);
+        try expectDecodeError(buf, error.Unsupported);
+    }
+    // [ZR-ERR-003] an unknown kind is unsupported even when the sizes it would imply do not add
+    // up, and a reserved byte is judged before them.
+    @memcpy(buf, good);
+    buf[16] = 9;
+    buf[18] = 7;
+    reseal(buf);
+    try expectDecodeError(buf, error.Unsupported);
+    @memcpy(buf, good);
+    buf[18] = 7;
+    buf[100] = 1;
+    reseal(buf);
+    try expectDecodeError(buf, error.Corrupt);
+    // [ZR-HDR-022] a file larger than any valid header, before its header_size is looked at.
+    var d: Diag = .{};
+    const huge = try testing.allocator.alloc(u8, header_size_bytes_max + 8);
+    defer testing.allocator.free(huge);
+    @memset(huge, 0);
+    @memcpy(huge[0..good.len], good);
+    try testing.expectError(error.Corrupt, decodeHeader(huge, "header.zrh", &d));
+    try testing.expect(std.mem.indexOf(u8, d.text(), "ZR-HDR-022") != null);
+}
+
+test "parametric dtypes: item sizes, parameters and their errors" {
+    // [ZR-HDR-019] [ZR-HDR-020]
+    try testing.expectEqual(@as(u64, 8), dtypeCheck(15, 1, 10).ok);
+    try testing.expectEqual(@as(u64, 8), dtypeCheck(16, 5, 7).ok);
+    try testing.expectEqual(@as(u64, 3), dtypeCheck(17, 3, 0).ok);
+    try testing.expectEqual(@as(u64, 8), dtypeCheck(18, 2, 0).ok);
+    try testing.expectEqual(@as(u64, 4), dtypeCheck(19, 4, 0).ok);
+    try testing.expectEqual(DtypeProblem.unknown_code, dtypeCheck(20, 0, 0).bad);
+    try testing.expectEqual(DtypeProblem.unknown_unit, dtypeCheck(15, 1, 0).bad);
+    try testing.expectEqual(DtypeProblem.unknown_unit, dtypeCheck(16, 1, 14).bad);
+    try testing.expectEqual(DtypeProblem.bad_length, dtypeCheck(15, 0, 10).bad);
+    try testing.expectEqual(DtypeProblem.bad_length, dtypeCheck(15, 1 << 31, 10).bad);
+    try testing.expectEqual(DtypeProblem.bad_length, dtypeCheck(17, 0, 0).bad);
+    try testing.expectEqual(DtypeProblem.unused_param, dtypeCheck(17, 3, 1).bad);
+    try testing.expectEqual(DtypeProblem.unused_param, dtypeCheck(6, 1, 0).bad);
+    try testing.expectEqual(DtypeProblem.unused_param, dtypeCheck(6, 0, 1).bad);
+    try testing.expectEqual(DtypeProblem.itemsize_limit, dtypeCheck(18, 1 << 29, 0).bad);
+    try testing.expectEqual(@as(u64, itemsize_bytes_max - 3), dtypeCheck(18, (1 << 29) - 1, 0).ok);
+    try testing.expectEqual(DtypeProblem.itemsize_limit, dtypeCheck(19, 1 << 31, 0).bad);
+    var buf: [32]u8 = undefined;
+    try testing.expectEqualStrings("<M8[ns]", npyDescr(&buf, 15, 1, 10));
+    try testing.expectEqualStrings("<m8[5s]", npyDescr(&buf, 16, 5, 7));
+    try testing.expectEqualStrings("<U2", npyDescr(&buf, 18, 2, 0));
+    try testing.expectEqualStrings("|V4", npyDescr(&buf, 19, 4, 0));
+    try testing.expectEqualStrings("<f4", npyDescr(&buf, 11, 0, 0));
+    try testing.expectEqual(@as(u16, 0), minorFor(14));
+    try testing.expectEqual(@as(u16, 1), minorFor(17));
+
+    // A U2 Dense store round-trips its parameters through the header.
+    var h: Header = .{ .kind = .dense, .dtype = 18, .dtype_length = 2, .ndim = 1, .codec = .raw, .data_shards = 1, .format_minor = 1 };
+    h.item_shape[0] = 3;
+    const bytes = try encodeAlloc(&h, "");
+    defer testing.allocator.free(bytes);
+    var d: Diag = .{};
+    const got = try decodeHeader(bytes, "header.zrh", &d);
+    try testing.expectEqual(@as(u64, 8), got.itemsize());
+    try testing.expectEqual(@as(u64, 24), got.recordSize());
+    try testing.expectEqual(@as(u16, 1), got.format_minor);
+    // Each broken parameter with the code spec section 9.2 gives it.
+    const cases = [_]struct { off: usize, size: u8, value: u64, want: HeaderError }{
+        .{ .off = 88, .size = 4, .value = 0, .want = error.Corrupt },
+        .{ .off = 92, .size = 1, .value = 1, .want = error.Corrupt },
+        .{ .off = 88, .size = 4, .value = 1 << 30, .want = error.LimitExceeded },
+    };
+    for (cases) |c| {
+        const b = try testing.allocator.dupe(u8, bytes);
+        defer testing.allocator.free(b);
+        switch (c.size) {
+            1 => b[c.off] = @intCast(c.value),
+            else => put(u32, b, c.off, @intCast(c.value)),
+        }
+        reseal(b);
+        try expectDecodeError(b, c.want);
+    }
+}
+
+test "extent: the non-zero axes of an empty record must make a NumPy shape" {
+    // [ZR-HDR-021] [ZR-IDX-007]
+    try testing.expect(extentFits(&.{ 1 << 40, 0 }, 1));
+    try testing.expect(extentFits(&.{ extent_bytes_max, 0 }, 1));
+    try testing.expect(!extentFits(&.{ extent_bytes_max, 0 }, 2));
+    try testing.expect(!extentFits(&.{ 1 << 40, 1 << 40, 0 }, 1));
+    try testing.expect(!extentFits(&.{ dim_max, dim_max, 0 }, 1));
+    try testing.expect(extentFits(&.{ dim_max, 1 << 31, 0 }, 1));
+    var h = sampleHeader();
+    h.ndim = 3;
+    h.item_shape[0] = 1 << 40;
+    h.item_shape[1] = 1 << 40;
+    h.item_shape[2] = 0;
+    const buf = try encodeAlloc(&h, "");
+    defer testing.allocator.free(buf);
+    try expectDecodeError(buf, error.LimitExceeded);
 }

@@ -65,6 +65,7 @@ const format = @import("format.zig");
 const parallel = @import("parallel.zig");
 const sys = @import("sys.zig");
 const codec = @import("codec.zig");
+const zstd_dict = @import("zstd_dict.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -226,8 +227,10 @@ pub const Reader = struct {
         const dfd = sys.open(path_c, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch {
             const e = sys.errno();
             if (e == sys.ENOENT) return d.failOs(error.NotFound, e, "store '{s}' does not exist", .{path});
-            if (e == sys.ENOTDIR) return d.failOs(error.InvalidArgument, e, "'{s}' is not a " ++
-                "directory; a zrecord store is a directory (ZR-GEN-001)", .{path});
+            // [ZR-GEN-005]
+            if (e == sys.ENOTDIR) return d.failOs(error.NotPublished, e, "'{s}' is not a " ++
+                "directory, so it holds no published store; a zrecord store is a directory " ++
+                "(ZR-GEN-005)", .{path});
             return d.failOs(error.Io, e, "cannot open store directory '{s}'", .{path});
         };
         defer sys.close(dfd);
@@ -264,6 +267,10 @@ pub const Reader = struct {
         // [ZR-COD-002] decodeHeader has verified dict_checksum ([ZR-HDR-013]); a malformed
         // zstd-format dictionary is rejected here, used by a record or not ([ZR-COD-004]).
         if (h.codec == .zstd_dict) {
+            // [ZR-COD-010] .. [ZR-COD-012] checked here, by spec section 6.3, so that the
+            // message says which rule; libzstd then compiles what passed.
+            if (zstd_dict.check(r.dict())) |problem| return d.fail(error.Corrupt, "store '{s}': the " ++
+                "{d}-byte zstd-format dictionary in header.zrh is malformed: {s} (ZR-COD-004, {s})", .{ path, h.dict_size, problem.what, problem.rule });
             r.ddict = codec.SharedDict.initDecompress(r.dict()) catch |err| switch (err) {
                 error.OutOfMemory => return noMemory(d, "the decompression dictionary"),
                 else => return d.fail(error.Corrupt, "store '{s}': the {d}-byte dictionary in " ++
@@ -535,12 +542,11 @@ pub const Reader = struct {
                     "record {d} of data-{d:0>3}.zrd", .{ r.path, rec, e.shard }),
                 error.SizeMismatch => d.fail(error.DecodeFailed, "store '{s}': record {d} ({d} stored " ++
                     "bytes at offset {d} of data-{d:0>3}.zrd) does not decode to its logical size of " ++
-                    "{d} bytes: its zstd frame declares no content size or another one (ZR-IDX-005)", .{
-                    r.path, rec, e.stored_size, e.offset, e.shard, dst.len,
-                }),
+                    "{d} bytes: its zstd frame declares no content size or another one (ZR-IDX-005, " ++
+                    "ZR-COD-006)", .{ r.path, rec, e.stored_size, e.offset, e.shard, dst.len }),
                 else => blk: {
                     const what = if (r.header.codec == .zstd_dict) "this store's dictionary" else "codec zstd";
-                    const why = if (dec.last_code != 0) codec.errorName(dec.last_code) else "it is not " ++
+                    const why = if (dec.reason) |reason| reason else if (dec.last_code != 0) codec.errorName(dec.last_code) else "it is not " ++
                         "exactly one complete frame with a content size, made without a dictionary " ++
                         "or with this store's";
                     break :blk d.fail(error.DecodeFailed, "store '{s}': record {d} ({d} stored bytes " ++
@@ -786,6 +792,8 @@ pub const Reader = struct {
         info.* = std.mem.zeroes(abi.Info);
         info.schema.kind = @backingInt(h.kind);
         info.schema.dtype = h.dtype;
+        info.schema.dtype_length = h.dtype_length;
+        info.schema.dtype_unit = h.dtype_unit;
         info.schema.ndim = h.ndim;
         info.schema.codec = @backingInt(h.codec);
         info.schema.data_shards = h.data_shards;
@@ -798,6 +806,7 @@ pub const Reader = struct {
         info.stored_bytes = h.stored_bytes;
         info.record_size = r.record_size;
         info.itemsize = r.itemsize;
+        info.header_checksum = h.header_checksum;
     }
 
     pub fn dict(r: *const Reader) []const u8 {
@@ -1177,12 +1186,14 @@ fn openRegular(dfd: sys.Fd, path: []const u8, name: [:0]const u8, d: *Diag) Erro
         const e = sys.errno();
         if (e == sys.ENOENT) return null;
         if (e == sys.ELOOP) return linkError(d, path, name);
+        // A socket cannot be opened at all ([ZR-GEN-004]: not a regular file).
+        if (e == sys.ENXIO) return d.fail(error.Corrupt, "'{s}/{s}' is not a regular file (ZR-GEN-004)", .{ path, name });
         return d.failOs(error.Io, e, "cannot open '{s}/{s}'", .{ path, name });
     };
     errdefer sys.close(fd);
     const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
         "'{s}/{s}'", .{ path, name });
-    if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/{s}' is not a regular file", .{ path, name });
+    if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/{s}' is not a regular file (ZR-GEN-004)", .{ path, name });
     return .{ .fd = fd, .size = st.size };
 }
 

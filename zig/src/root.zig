@@ -284,6 +284,10 @@ pub export fn zr_dtype_info(code: u8, itemsize: ?*u32) ?[*:0]const u8 {
     return dt.name.ptr;
 }
 
+pub export fn zr_datetime_unit(code: u8) ?[*:0]const u8 {
+    return if (format.unitName(code)) |n| n.ptr else null;
+}
+
 pub export fn zr_result_name(code: c_int) ?[*:0]const u8 {
     return abi.resultName(code);
 }
@@ -297,6 +301,7 @@ pub export fn zr_xxh64(data: ?*const anyopaque, size: u64) u64 {
 test {
     _ = @import("diag.zig");
     _ = @import("codec.zig");
+    _ = @import("zstd_dict.zig");
     _ = @import("dictionary.zig");
     _ = @import("tests_zstd.zig");
     _ = @import("tests_pread.zig");

@@ -108,6 +108,7 @@ pub const EPERM: i32 = 1;
 pub const ENOENT: i32 = 2;
 pub const EINTR: i32 = 4;
 pub const EIO: i32 = 5;
+pub const ENXIO: i32 = 6;
 pub const ENOMEM: i32 = 12;
 pub const EEXIST: i32 = 17;
 pub const ENOTDIR: i32 = 20;

@@ -227,8 +227,9 @@ pub const Writer = struct {
                 error.OutOfMemory => return noMemory(d, "the compression dictionary"),
                 else => return d.fail(error.InvalidArgument, "the {d}-byte dictionary given for " ++
                     "store '{s}' is not a valid zstd dictionary (it starts with the zstd " ++
-                    "dictionary magic but its entropy tables are malformed); pass a dictionary " ++
-                    "made by train_dict", .{ w.dict.len, path }),
+                    "dictionary magic but breaks spec section 6.3: a Dictionary_ID of 0, " ++
+                    "malformed entropy tables or repeat offsets); pass a dictionary made by " ++
+                    "train_dict", .{ w.dict.len, path }),
             };
         }
         w.stage = try staging.Staging.create(path, d);
@@ -1046,8 +1047,13 @@ fn validateSchema(
         else => return d.fail(error.InvalidArgument, "schema kind {d} is unknown; kind must be " ++
             "1 (Dense) or 2 (Ragged)", .{s.kind}),
     };
-    if (format.dtypeItemsize(s.dtype) == null) return d.fail(error.InvalidArgument, "schema " ++
-        "dtype {d} is unknown; dtype must be a code 1..14 of spec section 3.3", .{s.dtype});
+    if (s.reserved2[0] != 0 or s.reserved2[1] != 0 or s.reserved2[2] != 0) {
+        return d.fail(error.InvalidArgument, "schema.reserved2 must be zero", .{});
+    }
+    switch (format.dtypeCheck(s.dtype, s.dtype_length, s.dtype_unit)) {
+        .ok => {},
+        .bad => |problem| return schemaDtypeError(s, problem, d),
+    }
     if (s.ndim > format.ndim_max) return d.fail(error.LimitExceeded, "schema ndim {d} exceeds " ++
         "ndim_max {d} (ZR-LIM-001)", .{ s.ndim, format.ndim_max });
     if (kind == .ragged and s.ndim == 0) return d.fail(error.InvalidArgument, "a Ragged schema " ++
@@ -1061,7 +1067,17 @@ fn validateSchema(
     };
     if (s.data_shards < format.data_shards_min) return d.fail(error.LimitExceeded, "schema " ++
         "data_shards 0 is below data_shards_min {d}; data_shards must be in 1..{d} (ZR-LIM-001)", .{ format.data_shards_min, format.data_shards_max });
-    var h: format.Header = .{ .kind = kind, .dtype = s.dtype, .ndim = s.ndim, .codec = codec_id, .data_shards = s.data_shards };
+    var h: format.Header = .{
+        .kind = kind,
+        .dtype = s.dtype,
+        .dtype_length = s.dtype_length,
+        .dtype_unit = s.dtype_unit,
+        // [ZR-HDR-018] The lowest minor that defines the store's codes: 1.0 stays 1.0.
+        .format_minor = format.minorFor(s.dtype),
+        .ndim = s.ndim,
+        .codec = codec_id,
+        .data_shards = s.data_shards,
+    };
     if (kind == .dense) {
         @memcpy(h.item_shape[0..s.ndim], s.item_shape[0..s.ndim]);
         if (format.logicalSize(h.item_shape[0..s.ndim], h.itemsize()) == null) {
@@ -1083,6 +1099,21 @@ fn validateSchema(
             "{s}; only zstd_dict takes one", .{ dict_size, codec_id.name() });
     }
     return h;
+}
+
+fn schemaDtypeError(s: *const abi.Schema, problem: format.DtypeProblem, d: *Diag) Error {
+    return switch (problem) {
+        .unknown_code => d.fail(error.InvalidArgument, "schema dtype {d} is unknown; dtype must " ++
+            "be a code 1..{d} of spec section 3.3", .{ s.dtype, format.dtypes.len }),
+        .unknown_unit => d.fail(error.InvalidArgument, "schema dtype {s} has unit code {d}; the " ++
+            "units are codes 1..{d} of spec section 3.3", .{ format.dtypeName(s.dtype), s.dtype_unit, format.datetime_units.len }),
+        .unused_param, .bad_length => d.fail(error.InvalidArgument, "schema dtype {s} has " ++
+            "dtype_length {d} and dtype_unit {d}, which spec section 3.3 does not allow for it", .{
+            format.dtypeName(s.dtype), s.dtype_length, s.dtype_unit,
+        }),
+        .itemsize_limit => d.fail(error.LimitExceeded, "schema dtype {s} with dtype_length {d} " ++
+            "has an item size above itemsize_bytes_max {d} (ZR-LIM-001)", .{ format.dtypeName(s.dtype), s.dtype_length, format.itemsize_bytes_max }),
+    };
 }
 
 test "a direct write that the file system refuses is written through the page cache" {

@@ -272,7 +272,8 @@ def test_a_null_is_never_written_as_a_sentinel_value(tmp_path):
     (Value("binary"), [b"a", b"b"], "Value dtype 'binary'"),
     ({"a": Value("int32"), "b": Value("int32")}, [{"a": 1, "b": 2}] * 2, "nested dicts"),
     (Sequence(Value("string")), [["a"], []], "lists of"),
-    (Value("timestamp[s]"), [0, 1], "timestamp"),
+    (Value("timestamp[s, tz=UTC]"), [0, 1], "time zone"),
+    (Value("time64[us]"), [0, 1], "time64"),
 ])
 def test_unsupported_features_fail_before_writing(tmp_path, feature, data, what):
     ds = Dataset.from_dict({"ok": [1, 2], "bad": data},
@@ -378,3 +379,43 @@ def test_a_failure_while_writing_removes_everything(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk read failed"):
         convert(ds, tmp_path / "out", progress=False)
     assert _nothing_at(tmp_path / "out")
+
+
+@pytest.mark.parametrize("feature, data, dtype", [
+    (Value("timestamp[ns]"), [0, 1_700_000_000_123_456_789, -(2**62)], "datetime64[ns]"),
+    (Value("timestamp[s]"), [0, 1_700_000_000, -1], "datetime64[s]"),
+    (Value("duration[ms]"), [0, 5, -7], "timedelta64[ms]"),
+    (Value("date32"), [0, 19000, -1], "datetime64[D]"),
+    (Value("date64"), [0, 1_700_000_000_000, 86_400_000], "datetime64[ms]"),
+])
+def test_times_and_durations_become_datetime64_and_timedelta64(tmp_path, feature, data, dtype):
+    """Format 1.1 holds datetime64/timedelta64 with their unit: exact values, NaT-free input."""
+    import pyarrow as pa
+
+    arrow_type = datasets.features.features.string_to_arrow(feature.dtype)
+    width = pa.int32() if feature.dtype == "date32" else pa.int64()
+    table = pa.table({"t": pa.array(data, type=width).view(arrow_type)})
+    ds = Dataset(table).cast(Features({"t": feature}))
+    convert(DatasetDict({"train": ds}), tmp_path / "out", progress=False)
+    with zrecord.Dense.open(tmp_path / "out" / "train" / "t") as store:
+        assert store.dtype == np.dtype(dtype)
+        want = table.column("t").to_numpy().astype(dtype)
+        assert store[:].tobytes() == want.tobytes()
+
+
+def test_fixed_size_binary_becomes_bytes_records_byte_for_byte(tmp_path):
+    import pyarrow as pa
+
+    values = [b"ab\x00", b"\x00\xff\x01", b"xyz"]
+    table = pa.table({"b": pa.array(values, type=pa.binary(3)), "l": pa.array(
+        [[b"aa", b"b\x00"], [], [b"zz"]], type=pa.list_(pa.binary(2)))})
+    ds = Dataset(table)
+    assert ds.features["b"] == Value("fixed_size_binary[3]")
+    convert(ds, tmp_path / "out", progress=False)
+    with zrecord.Dense.open(tmp_path / "out" / "train" / "b") as store:
+        assert store.dtype == np.dtype("S3")
+        assert store[:].tobytes() == b"".join(values)
+    with zrecord.Ragged.open(tmp_path / "out" / "train" / "l") as store:
+        assert store.dtype == np.dtype("S2")
+        assert [r.tobytes() for r in store[:]] == [b"aab\x00", b"", b"zz"]
+

@@ -66,7 +66,7 @@ def test_delivery_is_in_step_order_under_a_randomly_sleeping_transform(streams):
     with DataLoader({"y": streams["y"]}, Sampler(N, 1, Mode.SEQUENTIAL), transform,
                     workers=8, prefetch=8) as loader:
         got = [next(loader) for _ in range(120)]
-        assert loader.step == 119
+        assert loader.last_step == 119 and loader.step == 120
     assert got == list(range(120))
 
 
@@ -292,3 +292,265 @@ def test_close_from_another_thread_always_gives_loader_closed_error(streams):
         name = type(got).__name__
         outcomes[name] = outcomes.get(name, 0) + 1
     assert outcomes.get("LoaderClosedError", 0) > 0, outcomes
+
+
+# -- evaluation passes ([U1] 1) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [Mode.SEQUENTIAL, Mode.CYCLIC])
+def test_one_pass_reads_every_record_once_then_stops(streams, mode):
+    """The eval loop: `for batch in loader` ends after every record was read exactly once,
+    with a final short batch; len() is the number of steps."""
+    with DataLoader(streams, Sampler(N, 64, mode, seed=1, passes=1), workers=3) as loader:
+        assert len(loader) == 8                            # ceil(500 / 64)
+        batches = list(loader)
+        assert len(batches) == 8
+        assert [len(b["y"]) for b in batches] == [64] * 7 + [500 - 7 * 64]
+        assert [len(b["t"]) for b in batches][-1] == 500 - 7 * 64
+        assert batches[-1]["x"].shape == (500 - 7 * 64, 2, 3)
+        ids = np.concatenate([b["y"] for b in batches])
+        assert sorted(ids.tolist()) == list(range(N))
+        if mode is Mode.SEQUENTIAL:
+            assert ids.tolist() == list(range(N))
+        with pytest.raises(StopIteration):                # again and again, not an error
+            next(loader)
+        assert not loader.closed
+        assert loader.state_dict()["step"] == 8
+        loader.load_state_dict({**loader.state_dict(), "step": 6})  # rewinds
+        assert [b["y"].tolist() for b in loader] == [b["y"].tolist() for b in batches[6:]]
+
+
+def test_eval_pass_over_ranks_is_exact_and_every_rank_runs_the_same_steps(streams):
+    """500 records, 3 ranks of 32: 6 steps; the last holds 500 - 5 * 96 = 20 records, split
+    7/7/6. The ranks together read every record once."""
+    seen = []
+    lengths = []
+    for r in range(3):
+        with DataLoader(streams, Sampler(N, 32, Mode.CYCLIC, seed=4, rank=r, world_size=3,
+                                         passes=1)) as loader:
+            got = [b["y"] for b in loader]
+        lengths.append([len(b) for b in got])
+        seen += np.concatenate(got).tolist()
+    assert lengths == [[32] * 5 + [7], [32] * 5 + [7], [32] * 5 + [6]]
+    assert sorted(seen) == list(range(N))
+
+
+def test_an_eval_pass_resumes_exactly(streams):
+    with DataLoader(streams, Sampler(N, 48, Mode.CYCLIC, seed=2, passes=2)) as loader:
+        whole = [b["y"].tolist() for b in loader]
+    for k in (0, 3, 10, 11, 22):
+        with DataLoader(streams, Sampler(N, 48, Mode.CYCLIC, seed=2, passes=2)) as first:
+            head = [next(first)["y"].tolist() for _ in range(k)]
+            state = first.state_dict()
+        with DataLoader(streams, Sampler(N, 48, Mode.CYCLIC, seed=2, passes=2),
+                        state=state) as second:
+            tail = [b["y"].tolist() for b in second]
+        assert head + tail == whole
+
+
+def test_empty_last_batches_reach_the_transform(streams):
+    def count(batch):
+        return len(batch["y"]), len(batch["t"]), batch["x"].shape
+
+    # 500 = 31 * 16 + 4 records: with 8 ranks of 2 the last step gives ranks 4..7 nothing.
+    with DataLoader(streams, Sampler(N, 2, Mode.SEQUENTIAL, rank=7, world_size=8, passes=1),
+                    count) as loader:
+        got = list(loader)
+    assert got[-1] == (0, 0, (0, 2, 3)) and got[0] == (2, 2, (2, 2, 3))
+
+
+def test_a_transform_raising_stop_iteration_is_an_error_not_the_end(streams):
+    def transform(batch):
+        raise StopIteration
+
+    with DataLoader(streams, Sampler(N, 8, Mode.SEQUENTIAL, passes=1), transform) as loader:
+        with pytest.raises(RuntimeError, match="transform raised StopIteration"):
+            next(loader)
+
+
+def test_an_endless_loader_has_no_len(streams):
+    with DataLoader(streams, Sampler(N, 8, Mode.CYCLIC)) as loader:
+        assert bool(loader)
+        with pytest.raises(TypeError, match="endless DataLoader has no len"):
+            len(loader)
+
+
+def test_step_means_the_next_step_everywhere(streams):
+    """[U1] 2: loader.step and state_dict()["step"] were off by one (the batch last delivered
+    against the next one). Now both, like Sampler.step and Mix.step, are the next step;
+    last_step is the batch just delivered."""
+    sampler = Sampler(N, 8, Mode.CYCLIC, seed=1)
+    with DataLoader(streams, sampler, prefetch=4) as loader:
+        assert loader.step == loader.state_dict()["step"] == 0 and loader.last_step is None
+        for k in range(5):
+            next(loader)
+            assert loader.last_step == k
+            assert loader.step == loader.state_dict()["step"] == k + 1
+        assert sampler.step > loader.step         # the sampler runs ahead by what is in flight
+        state = loader.state_dict()
+    with DataLoader(streams, Sampler(N, 8, Mode.CYCLIC, seed=1), state=state) as resumed:
+        assert resumed.step == 5 and resumed.last_step is None
+        next(resumed)
+        assert resumed.last_step == 5 and resumed.step == 6
+    seeked = Sampler(N, 8, Mode.CYCLIC, seed=1)
+    seeked.seek(40)
+    with DataLoader(streams, seeked) as loader:
+        assert loader.step == 40
+
+
+def test_repr_says_where_the_run_is_what_it_reads_and_how(streams):
+    """[U1] 4."""
+    def collate(batch):
+        return batch
+
+    loader = DataLoader(streams, Sampler(N, 64, Mode.SEQUENTIAL, passes=1), collate,
+                        workers=3, prefetch=4)
+    text = repr(loader)
+    assert text.startswith("<DataLoader step 0 of 8, 0 in flight; 3 streams of 500 records: ")
+    assert "x=Dense float32 (2, 3), y=Dense int64 (), t=Ragged int32 ndim=1" in text
+    assert "Sampler(length=500, batch_size=64, mode=Sampler.Mode.SEQUENTIAL" in text
+    assert "transform=collate; workers=3 prefetch=4>" in text
+    next(loader)   # steps 0, 1 and 2 were submitted; 0 was delivered
+    assert repr(loader).startswith("<DataLoader step 1 of 8, 2 in flight;")
+    list(loader)
+    assert repr(loader).startswith("<DataLoader step 8 of 8, 0 in flight, ended;")
+    loader.close()
+    assert repr(loader).startswith("<DataLoader closed;")
+    with DataLoader({"a": np.zeros((4, 2))}, Sampler(4, 2, Mode.IID)) as plain:
+        assert "1 stream of 4 records: a=ndarray float64 (2,);" in repr(plain)
+        assert "transform=none" in repr(plain)
+
+
+# -- reproducible random augmentation ([D1] 6) ---------------------------------------------
+
+
+def augment(batch, ctx):
+    """A random crop and flip per record, drawn from the batch's own generator only."""
+    rng = ctx.rng
+    x = batch["img"]
+    out = np.empty((len(x), 6, 6), dtype=x.dtype)
+    tops = rng.integers(0, 3, size=len(x))
+    lefts = rng.integers(0, 3, size=len(x))
+    flips = rng.random(len(x)) < 0.5
+    for i, (top, left, flip) in enumerate(zip(tops, lefts, flips, strict=True)):
+        crop = x[i, top:top + 6, left:left + 6]
+        out[i] = crop[:, ::-1] if flip else crop
+    time.sleep(float(rng.uniform(0, 0.002)))  # finish out of order across the workers
+    return {"img": out, "id": batch["id"], "step": ctx.step, "indices": ctx.indices.copy()}
+
+
+@pytest.fixture
+def images(tmp_path):
+    rng = np.random.default_rng(0)
+    with Dense.create(tmp_path / "img", np.uint8, (8, 8), codec="zstd") as w:
+        w.append(rng.integers(0, 256, size=(300, 8, 8), dtype=np.uint8))
+    with Dense.create(tmp_path / "id", np.int64, (), codec="raw") as w:
+        w.append(np.arange(300, dtype=np.int64))
+    opened = {"img": Dense.open(tmp_path / "img"), "id": Dense.open(tmp_path / "id")}
+    yield opened
+    for s in opened.values():
+        s.close()
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_random_augmentation_resumes_bit_identically(images, workers):
+    """[D1] 6: a transform drawing from ctx.rng gives a resumed run bit-identical to the
+    uninterrupted one, whatever the worker count, prefetch and stop point."""
+    def run(n, state=None, workers=workers, prefetch=4):
+        with DataLoader(images, Sampler(300, 16, Mode.CYCLIC, seed=9), augment,
+                        workers=workers, prefetch=prefetch, state=state) as loader:
+            out = [next(loader) for _ in range(n)]
+            return out, loader.state_dict()
+
+    whole, _ = run(40)
+    for k in (1, 7, 18, 39):
+        head, state = run(k, prefetch=6)
+        tail, _ = run(40 - k, state=json.loads(json.dumps(state)), workers=3)
+        for got, ref in zip(head + tail, whole, strict=True):
+            assert got["step"] == ref["step"]
+            np.testing.assert_array_equal(got["indices"], ref["indices"])
+            np.testing.assert_array_equal(got["id"], ref["id"])
+            assert got["img"].tobytes() == ref["img"].tobytes()
+    assert [b["step"] for b in whole] == list(range(40))
+    np.testing.assert_array_equal(whole[5]["indices"], Sampler(300, 16, Mode.CYCLIC,
+                                                               seed=9).batch(5))
+    # The augmentation does change from batch to batch (the test would be empty otherwise).
+    assert len({b["img"].tobytes() for b in whole}) == 40
+
+
+def test_context_generators_differ_by_seed_step_and_rank():
+    from loaderx.dataloader import BatchContext
+
+    idx = np.arange(4, dtype=np.uint64)
+
+    def draw(seed, step, rank):
+        return BatchContext(step, idx, seed, rank, 4).rng.integers(0, 1 << 62, 4).tolist()
+
+    base = draw(1, 5, 0)
+    assert draw(1, 5, 0) == base
+    assert len({tuple(base), tuple(draw(2, 5, 0)), tuple(draw(1, 6, 0)),
+                tuple(draw(1, 5, 1))}) == 4
+    # Not the generator a user gets from the same seed directly or by spawning.
+    assert np.random.default_rng(1).integers(0, 1 << 62, 4).tolist() != base
+    child = np.random.SeedSequence(1).spawn(6)[5].spawn(1)[0]
+    assert np.random.default_rng(child).integers(0, 1 << 62, 4).tolist() != base
+
+
+def test_transform_arity_decides_whether_it_gets_a_context(images):
+    seen = {}
+
+    def one(batch):
+        return "one"
+
+    def with_default(batch, scale=2):
+        return scale
+
+    def two(batch, ctx):
+        return ctx
+
+    class Callable2:
+        def __call__(self, batch, ctx):
+            return ctx.step
+
+    sampler = Sampler(300, 4, Mode.SEQUENTIAL, seed=3, rank=1, world_size=2)
+    for name, fn in {"one": one, "default": with_default, "two": two, "cls": Callable2(),
+                     "lambda": lambda b: "l", "lambda2": lambda b, c: c.rank, "builtin": len}.items():
+        sampler.seek(0)
+        with DataLoader(images, sampler, fn, workers=2) as loader:
+            seen[name] = next(loader)
+    assert seen["one"] == "one" and seen["default"] == 2 and seen["lambda"] == "l"
+    assert seen["builtin"] == 2                      # len(batch): a builtin gets the batch only
+    ctx = seen["two"]
+    assert ctx.step == 0 and ctx.rank == 1 and ctx.world_size == 2 and ctx.seed == 3
+    assert ctx.indices.tolist() == [4, 5, 6, 7] and not ctx.indices.flags.writeable
+    assert seen["cls"] == 0 and seen["lambda2"] == 1
+    assert "BatchContext step=0 rank=1/2 seed=3 records=4" in repr(ctx)
+
+
+def test_the_guides_augmentation_example_runs_and_resumes(tmp_path):
+    """The guide's block verbatim: a run of 5 steps, and one resumed at step 3."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[3] / "docs" / "guides" / "loaderx.md").read_text()
+    marker = "<!-- augment.py -->\n```python\n"
+    start = guide.index(marker) + len(marker)
+    code = compile(guide[start:guide.index("```\n", start)], "augment.py", "exec")
+    n = 70
+    rng = np.random.default_rng(1)
+    with Dense.create(tmp_path / "image", np.uint8, (3, 256, 256), codec="raw") as w:
+        w.append(rng.integers(0, 256, (n, 3, 256, 256), dtype=np.uint8))
+    with Dense.create(tmp_path / "label", np.int64, (), codec="raw") as w:
+        w.append(np.arange(n, dtype=np.int64))
+    streams = {"image": Dense.open(tmp_path / "image"), "label": Dense.open(tmp_path / "label")}
+    runs = []
+    for saved_state in (None, {"version": 1, "step": 3, "streams": {"image": n, "label": n}}):
+        ns = {"streams": streams, "n": n, "saved_state": saved_state}
+        exec(code, ns)
+        with ns["loader"] as loader:
+            runs.append([next(loader) for _ in range(5 if saved_state is None else 2)])
+    for s in streams.values():
+        s.close()
+    assert runs[0][0]["image"].shape == (64, 3, 224, 224)
+    for got, ref in zip(runs[1], runs[0][3:], strict=True):
+        assert got["image"].tobytes() == ref["image"].tobytes()
+        np.testing.assert_array_equal(got["label"], ref["label"])

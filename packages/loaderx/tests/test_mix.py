@@ -222,3 +222,22 @@ def test_mix_seed_and_step_ranges_are_value_errors():
     mix = Mix([{"x": np.arange(10)}], [1], seed=(1 << 64) - 1, batch_size=2)
     with pytest.raises(ValueError, match="Mix step must be >= 0; got -1"):
         mix.batch(-1)
+
+
+def test_finite_samplers_are_refused():
+    finite = Sampler(30, 8, "cyclic", passes=1)
+    with pytest.raises(ValueError, match="must be endless"):
+        Mix([({"x": np.arange(30)}, finite), {"x": np.arange(30)}], [1, 1], batch_size=8)
+
+
+def test_repr_shows_each_sources_share_and_size():
+    """[U1] 4."""
+    mix = Mix(arrays(10_000, 500, 3000), [0.7, 0.2, 0.1], seed=42, batch_size=256,
+              source_key="source")
+    mix.seek(12)
+    assert repr(mix) == ("<Mix of 3 sources: 70.0% of 10,000 records, 20.0% of 500, 10.0% of "
+                         "3,000; batch_size=256 seed=42 rank=0 world_size=1; step 12>")
+    with DataLoader(mix.streams, mix) as loader:
+        text = repr(loader)
+    assert "x=ndarray int64 () mixed from 3 sources" in text
+    assert "source=source numbers (int64) of 3 sources" in text

@@ -112,27 +112,34 @@ def test_seek_equals_replay(mode):
 
 @pytest.mark.parametrize("mode", list(Mode))
 @pytest.mark.parametrize("world", [2, 3, 8])
-def test_ranks_draw_disjoint_indices_with_equal_steps(mode, world):
+def test_ranks_split_the_global_batch_with_equal_steps(mode, world):
+    """Rank r takes positions [r * batch, (r + 1) * batch) of the step's global batch, whose
+    content does not depend on the world size: the ranks' batches, in rank order, are the
+    batch of one process drawing batch * world. SEQUENTIAL and CYCLIC never repeat a record
+    within a step; IID draws with replacement, so positions may share a record, exactly as
+    one process's batch may."""
     length, batch = 1000, 16
     samplers = [Sampler(length, batch, mode, seed=4, rank=r, world_size=world)
                 for r in range(world)]
+    single = Sampler(length, batch * world, mode, seed=4)
     for _ in range(50):
         parts = [s.next().copy() for s in samplers]
         assert all(len(p) == batch for p in parts)
         union = np.concatenate(parts)
-        assert len(np.unique(union)) == len(union) or mode is Mode.IID and all(
-            len(set(a.tolist()) & set(b.tolist())) == 0
-            for i, a in enumerate(parts) for b in parts[i + 1:])
+        assert union.tolist() == single.next().tolist()
+        if mode is not Mode.IID:
+            assert len(np.unique(union)) == len(union)
     assert len({s.step for s in samplers}) == 1
     if mode is Mode.CYCLIC:
         assert {s.steps_per_cycle for s in samplers} == {length // (batch * world)}
 
 
-def test_ranks_together_equal_the_single_process_global_batch():
-    single = Sampler(1000, 64, Mode.CYCLIC, seed=3)
-    ranks = [Sampler(1000, 16, Mode.CYCLIC, seed=3, rank=r, world_size=4) for r in range(4)]
-    for _ in range(20):
-        assert np.concatenate([r.next() for r in ranks]).tolist() == single.next().tolist()
+def test_iid_ranks_reach_every_record():
+    """Every record can be drawn on every rank: with 3 ranks over 10 records (10 mod 3 != 0)
+    no record is left out, as the stride partition of 3.0.0a0 left record 9."""
+    ranks = [Sampler(10, 50, Mode.IID, seed=1, rank=r, world_size=3) for r in range(3)]
+    for r in ranks:
+        assert set(np.concatenate([r.next() for _ in range(4)]).tolist()) == set(range(10))
 
 
 @pytest.mark.parametrize("mode", list(Mode))
@@ -158,7 +165,6 @@ def test_huge_lengths(mode):
     (dict(length=10, batch_size=1, mode=Mode.IID, rank=-1), "rank"),
     (dict(length=10, batch_size=1, mode="SHUFFLE"), "mode"),
     (dict(length=10, batch_size=1, mode=7), "mode"),
-    (dict(length=3, batch_size=1, mode=Mode.IID, world_size=4, rank=0), "at least one record"),
 ])
 def test_invalid_arguments_are_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -226,3 +232,104 @@ def test_out_of_range_steps_are_value_errors():
             s.batch(step)
         with pytest.raises(ValueError, match=rf"step must be in 0\.\.2\*\*64-1; got {step}"):
             s.seek(step)
+
+
+# -- passes: every record exactly once (evaluation) ---------------------------------------
+
+
+@pytest.mark.parametrize("mode", [Mode.SEQUENTIAL, Mode.CYCLIC])
+@pytest.mark.parametrize("length,batch,world", [(10, 4, 1), (10, 2, 3), (100, 7, 4),
+                                                (5, 4, 2), (3, 2, 4), (64, 8, 2), (1, 1, 1)])
+def test_passes_cover_every_record_exactly_once_across_ranks(mode, length, batch, world):
+    """[U1] 1: a pass reads every record once, the last step short, ranks together exact."""
+    samplers = [Sampler(length, batch, mode, seed=2, rank=r, world_size=world, passes=2)
+                for r in range(world)]
+    per_pass = -(-length // (batch * world))
+    assert {len(s) for s in samplers} == {2 * per_pass}
+    assert {s.steps for s in samplers} == {2 * per_pass}
+    assert {s.steps_per_cycle for s in samplers} == {per_pass}
+    runs = [[b.copy() for b in s] for s in samplers]
+    assert {len(r) for r in runs} == {2 * per_pass}        # every rank: the same steps
+    for p in range(2):
+        steps = range(p * per_pass, (p + 1) * per_pass)
+        got = np.concatenate([runs[r][k] for k in steps for r in range(world)])
+        assert sorted(got.tolist()) == list(range(length))  # exactly once per pass
+        if mode is Mode.SEQUENTIAL:
+            assert got.tolist() == list(range(length))      # and in order
+        # Only the last step of the pass is short, and ranks differ by at most one record.
+        for k in steps[:-1]:
+            assert all(len(runs[r][k]) == batch for r in range(world))
+        last = [len(runs[r][steps[-1]]) for r in range(world)]
+        rem = length - (per_pass - 1) * batch * world
+        assert sum(last) == rem and max(last) - min(last) <= 1
+        assert last == sorted(last, reverse=True)           # the lower ranks get the extra
+    for s in samplers:
+        with pytest.raises(StopIteration):
+            s.next()
+        assert s.step == len(s)                             # stays at the end
+
+
+def test_passes_cyclic_is_a_fresh_permutation_per_pass_and_seekable():
+    s = Sampler(10, 4, Mode.CYCLIC, seed=7, passes=3)
+    batches = [b.tolist() for b in s]
+    assert [len(b) for b in batches] == [4, 4, 2] * 3
+    passes = [sum(batches[3 * p:3 * p + 3], []) for p in range(3)]
+    assert all(sorted(p) == list(range(10)) for p in passes)
+    assert passes[0] != passes[1] != passes[2]
+    t = Sampler(10, 4, Mode.CYCLIC, seed=7, passes=3)
+    assert [t.batch(k).tolist() for k in range(9)] == batches
+    t.seek(5)
+    assert [b.tolist() for b in t] == batches[5:]
+    t.seek(9)                                                 # the end is a valid position
+    with pytest.raises(StopIteration):
+        next(t)
+    with pytest.raises(ValueError, match=r"0\.\.9 for a run of 9 steps; got 10"):
+        t.seek(10)
+    with pytest.raises(ValueError, match=r"0\.\.8 for a run of 9 steps; got 9"):
+        t.batch(9)
+
+
+def test_an_empty_last_batch_is_an_empty_uint64_array():
+    s = [Sampler(3, 2, Mode.SEQUENTIAL, rank=r, world_size=4, passes=1) for r in range(4)]
+    got = [x.next() for x in s]
+    assert [g.tolist() for g in got] == [[0], [1], [2], []]
+    assert got[3].dtype == np.uint64 and got[3].shape == (0,)
+    assert s[3].batch(0).shape == (0,)
+
+
+def test_passes_arguments_and_endless_len():
+    with pytest.raises(ValueError, match="IID draws with replacement"):
+        Sampler(10, 2, Mode.IID, passes=1)
+    with pytest.raises(ValueError, match="passes must be >= 1"):
+        Sampler(10, 2, Mode.CYCLIC, passes=0)
+    with pytest.raises(ValueError, match="passes must be <="):
+        Sampler(10, 1, Mode.CYCLIC, passes=1 << 63)
+    endless = Sampler(10, 2, Mode.CYCLIC)
+    assert endless.steps is None and endless.passes is None and bool(endless)
+    with pytest.raises(TypeError, match="endless Sampler has no len"):
+        len(endless)
+    # A global batch larger than the data is one short step per pass, not an error.
+    assert [b.tolist() for b in Sampler(3, 8, Mode.SEQUENTIAL, passes=1)] == [[0, 1, 2]]
+    state = Sampler(10, 2, Mode.CYCLIC, passes=2).state_dict()
+    assert state["passes"] == 2
+    with pytest.raises(ValueError, match="passes saved 2 != current None"):
+        endless.load_state_dict(state)
+
+
+def test_repr_rebuilds_the_sampler_and_says_where_it_is():
+    """[U1] 4: the constructor call, then the step within its cycle or pass."""
+    s = Sampler(500, 16, Mode.CYCLIC, seed=42, rank=1, world_size=2)
+    s.seek(40)
+    assert repr(s) == ("Sampler(length=500, batch_size=16, mode=Sampler.Mode.CYCLIC, seed=42, "
+                       "rank=1, world_size=2) at step 40 (cycle 2, step 10 of 15 in it)")
+    assert eval(repr(s).split(" at step")[0], {"Sampler": Sampler}).state_dict() == {
+        **s.state_dict(), "step": 0}
+    p = Sampler(10, 4, Mode.SEQUENTIAL, passes=2)
+    assert repr(p).endswith("passes=2) at step 0 of 6 (pass 0 of 2, step 0 of 3 in it)")
+    assert repr(Sampler(10, 4, Mode.SEQUENTIAL, passes=1)).endswith("at step 0 of 3")
+    list(p)
+    assert repr(p).endswith("at step 6 (ended)")
+    q = Sampler(10, 4, Mode.SEQUENTIAL)
+    q.seek(3)
+    assert repr(q).endswith("at step 3 (next global position: record 2)")
+    assert repr(Sampler(10, 4, Mode.IID)).endswith("world_size=1) at step 0")

@@ -121,3 +121,47 @@ def test_torch_resume_runs_the_remaining_steps_only(streams):
     tail = [b["x"] for b in torch.utils.data.DataLoader(resumed, batch_size=None)]
     assert len(tail) == 6
     assert all(torch.equal(a, b) for a, b in zip(head + tail, full, strict=True))
+
+
+def test_passes_end_the_iteration_after_one_exact_pass(streams):
+    """[U1] 1: an evaluation pass through torch.utils.data.DataLoader ends cleanly."""
+    ds = TorchIterable(streams, 50, "sequential", passes=1)
+    batches = list(torch.utils.data.DataLoader(ds, batch_size=None))
+    assert [len(b["x"]) for b in batches] == [50, 50, 20]
+    assert torch.cat([b["x"][:, 0] for b in batches]).tolist() == [3.0 * i for i in range(N)]
+
+
+def test_repr_shows_the_configuration_and_the_position(streams):
+    """[U1] 4."""
+    ds = TorchIterable(streams, 8, "cyclic", seed=1, steps=10)
+    assert repr(ds) == (
+        "<TorchIterable 2 streams of 120 records: x=Dense float32 (3,), t=Ragged int64 ndim=1; "
+        "batch_size=8 mode=cyclic seed=1 steps=10; rank and world_size from torch.distributed; "
+        "workers=4 prefetch=4; transform=to_tensors; next step 0>")
+    it = iter(ds)
+    next(it), next(it)
+    assert repr(ds).endswith("next step 2>")
+    assert "rank=1 world_size=2;" in repr(
+        TorchIterable(streams, 8, Sampler.Mode.IID, rank=1, world_size=2))
+
+
+def test_a_state_of_another_world_size_is_resharded_when_iteration_starts(streams):
+    """[M1] 1: TorchIterable reshards a state of another world size for its own rank."""
+    def run(world, batch, steps, state=None):
+        out = []
+        for r in range(world):
+            ds = TorchIterable(streams, batch, "cyclic", seed=4, steps=steps, rank=r,
+                               world_size=world, transform=None)
+            ds.load_state_dict(state)
+            out.append([b["x"][:, 0].tolist() for b in ds])
+            last = ds.state_dict()
+        return [sum(step, []) for step in zip(*out, strict=True)], last
+
+    whole, _ = run(4, 4, 6)
+    head, state = run(4, 4, 2)
+    tail, _ = run(2, 8, 6, state)
+    assert head + tail == whole
+    ds = TorchIterable(streams, 4, "cyclic", seed=4, rank=0, world_size=2)
+    ds.load_state_dict(state)
+    with pytest.raises(ValueError, match="with world_size 2, use batch_size 8"):
+        next(iter(ds))

@@ -90,20 +90,17 @@ def test_regression_writer_refuses_an_item_shape_numpy_cannot_hold(tmp_path):
 
 def test_regression_ragged_empty_record_with_axes_numpy_cannot_hold(tmp_path):
     """The Ragged twin: record 1 has shape (0, 2**32-1, 2**32-1, 2**32-1), size 0 and valid by
-    [ZR-IDX-004]; reading it raised numpy's ValueError. Now it is a LimitError naming the record,
-    and the other records still read."""
+    [ZR-IDX-004]; reading it raised numpy's ValueError. Format 1.1 bounds the non-zero axes
+    ([ZR-IDX-007]), so the store itself is now refused at open, with a LimitError naming the
+    record, as the reference reader refuses it."""
     big = (1 << 32) - 1
     store = sm.Store(RAGGED, DTYPE_INT32, 4, RAW, 1, [], b"", [
         sm.Record(0, np.arange(2, dtype="<i4").tobytes(), [1, 1, 1, 2]),
         sm.Record(0, b"", [0, big, big, big]),
     ])
     path = write(str(tmp_path / "s"), store.encode())
-    with Ragged.open(path) as rs:
-        rs.verify()
-        np.testing.assert_array_equal(rs[0], np.arange(2).reshape(1, 1, 1, 2))
-        assert rs.shapes(1).tolist() == [[0, big, big, big]]
-        with pytest.raises(LimitError, match="record 1"):
-            rs[1]
+    with pytest.raises(LimitError, match="record 1 .*ZR-IDX-007"):
+        Ragged.open(path)
 
 
 @pytest.mark.parametrize("name", ["header.zrh", "index.zri", "data-000.zrd"])
@@ -336,3 +333,53 @@ def test_fuzz_harness_catches_crashes_hangs_and_overallocation(tmp_path, selftes
     saved = os.listdir(tmp_path / "findings")
     assert any(name.endswith(".json") for name in saved)
     assert any(name.endswith(".store") for name in saved)
+
+
+def test_a_socket_in_place_of_a_store_file_is_corrupt(tmp_path, monkeypatch):
+    """[ZR-GEN-004] [ZR-GEN-006] open(2) of a socket fails (ENXIO) instead of opening a file
+    of another type: it is still a store file that is present and not regular."""
+    import socket
+
+    path = write(str(tmp_path / "s"), dense_store((2,), [np.arange(2, dtype="<i4").tobytes()]
+                                                  ).encode())
+    os.remove(os.path.join(path, "index.zri"))
+    monkeypatch.chdir(path)  # a socket's path is limited to 108 bytes
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("index.zri")
+        with pytest.raises(CorruptStoreError, match="not a regular file"):
+            zrecord.open_store(path)
+
+
+def test_the_store_path_nothing_there_or_not_a_directory(tmp_path):
+    """[ZR-GEN-005] Nothing at the path (or a dangling link) is StoreNotFoundError
+    (not_found); a file there is NotPublishedError (not_published)."""
+    with pytest.raises(zrecord.errors.StoreNotFoundError):
+        zrecord.open_store(str(tmp_path / "none"))
+    os.symlink("none", tmp_path / "link")
+    with pytest.raises(zrecord.errors.StoreNotFoundError):
+        zrecord.open_store(str(tmp_path / "link"))
+    (tmp_path / "file").write_bytes(b"\x89ZREC\r\n\x1a")
+    with pytest.raises(zrecord.errors.NotPublishedError, match="not a directory"):
+        zrecord.open_store(str(tmp_path / "file"))
+
+
+def test_a_header_above_the_largest_valid_size_is_corrupt_before_it_is_read(tmp_path):
+    """[ZR-HDR-022] A sparse header.zrh of 1 GiB with a valid start is refused from its size."""
+    path = write(str(tmp_path / "s"), dense_store((2,), [np.arange(2, dtype="<i4").tobytes()]
+                                                  ).encode())
+    with open(os.path.join(path, "header.zrh"), "r+b") as f:
+        f.truncate(1 << 30)
+    with pytest.raises(CorruptStoreError, match="largest valid header"):
+        zrecord.open_store(path)
+
+
+def test_a_zstd_dictionary_with_id_0_is_refused_at_create_and_at_open(tmp_path):
+    """[ZR-COD-010] RFC 8878 reserves Dictionary_ID 0; libzstd takes it, spec 1.1 does not, so
+    the writer refuses to make such a store and the reader to open one."""
+    trained = bytearray(zrecord.train_dict(
+        [np.frombuffer(f"row {k % 50} of many similar rows".encode(), np.uint8) for k in range(2000)],
+        dict_size=1024))
+    trained[4:8] = bytes(4)
+    with pytest.raises(zrecord.errors.InvalidArgumentError, match="6.3"):
+        Ragged.create(str(tmp_path / "w"), np.uint8, 1, codec="zstd_dict", dict_bytes=bytes(trained))
+    assert not os.path.exists(tmp_path / "w")

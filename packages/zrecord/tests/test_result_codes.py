@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from zrecord import _native, errors
@@ -54,7 +55,13 @@ def test_the_dtype_table_is_the_native_cores_and_the_independent_copies_agree() 
     from zrecord import _dtypes
 
     native = {code: (name, size) for code, name, size in _native.dtype_table()}
-    assert {code: (dt.name, dt.itemsize) for code, dt in _dtypes._DTYPES.items()} == native
+    fixed = {code: v for code, v in native.items() if code not in _dtypes._PARAMETRIC}
+    assert {code: (dt.name, dt.itemsize) for code, dt in _dtypes._DTYPES.items()} == fixed
+    # Format 1.1's parametric dtypes: datetime64/timedelta64 (item size 8, a unit), S, U, V
+    # (item size from dtype_length, 0 in the table).
+    assert {code: np.dtype(name).kind for code, (name, _) in native.items()
+            if code in _dtypes._PARAMETRIC} == _dtypes._PARAMETRIC
+    assert dict(_native.datetime_units()) == _dtypes._UNITS
     root = Path(__file__).resolve().parents[3]
     sys.path.insert(0, str(root / "conformance"))
     sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
@@ -63,5 +70,9 @@ def test_the_dtype_table_is_the_native_cores_and_the_independent_copies_agree() 
         from reference import reader as ref
     finally:
         del sys.path[:2]
-    assert {code: (dt.name, dt.itemsize) for code, dt in ref.DTYPES.items()} == native
-    assert storemodel.ITEMSIZE == {code: size for code, (_, size) in native.items()}
+    assert {code: (dt.name, dt.itemsize) for code, dt in ref.DTYPES.items()} == fixed
+    assert {code: name for code, (name, _) in ref.PARAMETRIC.items()} == {
+        code: name for code, (name, _) in native.items() if code in _dtypes._PARAMETRIC}
+    assert ref.UNITS == _dtypes._UNITS
+    assert {**storemodel.ITEMSIZE, **{c: 0 for c in storemodel.ITEMSIZE_PER_LENGTH}} == {
+        code: size for code, (_, size) in native.items()}

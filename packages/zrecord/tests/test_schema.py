@@ -16,7 +16,9 @@ from zrecord.errors import CodecError, LimitError, SchemaError
     object,
     np.dtype("i4", metadata={"unit": "m"}),  # metadata-bearing
     np.dtype("V0"),                           # zero itemsize
-    "U4", "S3", "datetime64[s]", "timedelta64[ms]", ">i4", "V8", "float128",
+    np.dtype("S0"), np.dtype("U0"),          # zero itemsize
+    "datetime64", "timedelta64",              # NumPy's generic unit (only NaT)
+    ">i4", ">U2", ">M8[ns]", "float128",
 ])
 def test_unsupported_dtypes_are_rejected(store_path, dtype):
     with pytest.raises(SchemaError) as info:

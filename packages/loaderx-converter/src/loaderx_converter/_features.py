@@ -30,6 +30,36 @@ _NUMERIC = {
     "float": "float32", "double": "float64",
 }
 
+# Hugging Face ``Value`` dtypes of fixed width that are not numbers, with the NumPy dtype a
+# record holds exactly (zrecord format 1.1): times without a time zone and durations keep
+# their unit, dates their resolution, fixed-size binary its width.
+_TEMPORAL = {
+    **{f"timestamp[{u}]": f"datetime64[{u}]" for u in ("s", "ms", "us", "ns")},
+    **{f"duration[{u}]": f"timedelta64[{u}]" for u in ("s", "ms", "us", "ns")},
+    "date32": "datetime64[D]", "date64": "datetime64[ms]",
+}
+
+
+def _fixed_width(dtype: str) -> str | None:
+    """The NumPy dtype of a ``Value`` dtype whose every value has one width, or None."""
+    if dtype in _NUMERIC:
+        return _NUMERIC[dtype]
+    if dtype in _TEMPORAL:
+        return _TEMPORAL[dtype]
+    if dtype.startswith("fixed_size_binary[") and dtype.endswith("]"):
+        width = dtype[len("fixed_size_binary["):-1]
+        if width.isdigit() and int(width) > 0:
+            return f"S{int(width)}"
+    return None
+
+
+def _why_not(dtype: str) -> str:
+    if dtype.startswith("timestamp["):
+        return (f"Value dtype {dtype!r} has a time zone, which NumPy's datetime64 cannot hold; "
+                "convert it to UTC without a time zone first")
+    return f"Value dtype {dtype!r} is not a fixed-width number, time, duration or binary"
+
+
 # PIL mode -> (NumPy dtype, channels or None for a 2-D array), as ``np.asarray(image)`` gives.
 _IMAGE_MODES: dict[str, tuple[str, int | None]] = {
     "1": ("bool", None), "L": ("uint8", None), "P": ("uint8", None),
@@ -137,7 +167,8 @@ class _Reader:
 
 
 class _ValueReader(_Reader):
-    """``Value`` numerics and bool, and ``ClassLabel`` (int64): Dense records of shape ()."""
+    """``Value`` numerics and bool, times, durations and fixed-size binary, and ``ClassLabel``
+    (int64): Dense records of shape ()."""
 
     def __init__(self, where: Where, dtype: str) -> None:
         super().__init__(where)
@@ -387,9 +418,10 @@ def reader_for(where: Where) -> _Reader:
     if isinstance(feature, datasets.ClassLabel):
         return _ValueReader(where, "int64")
     if isinstance(feature, datasets.Value):
-        if feature.dtype in _NUMERIC:
-            return _ValueReader(where, _NUMERIC[feature.dtype])
-        raise _unsupported(where, f"Value dtype {feature.dtype!r} is not a fixed-width number")
+        fixed = _fixed_width(feature.dtype)
+        if fixed is not None:
+            return _ValueReader(where, fixed)
+        raise _unsupported(where, _why_not(feature.dtype))
     if isinstance(feature, datasets.Image):
         if not feature.decode:
             raise _unsupported(where, "Image(decode=False) holds encoded bytes, not pixels")
@@ -414,8 +446,8 @@ def reader_for(where: Where) -> _Reader:
             length = getattr(inner, "length", -1)
             dims.append(None if length is None or length < 0 else int(length))
             inner = getattr(inner, "feature")  # noqa: B009 - typed as object by the stubs
-        if isinstance(inner, datasets.Value) and inner.dtype in _NUMERIC:
-            return _ListReader(where, _NUMERIC[inner.dtype], dims)
+        if isinstance(inner, datasets.Value) and _fixed_width(inner.dtype) is not None:
+            return _ListReader(where, str(_fixed_width(inner.dtype)), dims)
         if isinstance(inner, datasets.ClassLabel):
             return _ListReader(where, "int64", dims)
         raise _unsupported(where, f"lists of {inner!r} have no fixed-width element type")

@@ -18,9 +18,13 @@ Semantics (per-record mixing with a deterministic schedule):
   world_size``: a pure function of (seed, step), so ``seek`` is O(1) and a resumed run draws
   exactly what the uninterrupted one would have. The slots of source ``k`` inside one step
   have consecutive record numbers, so a step costs at most ``ceil(n / b) + 1`` ``batch()``
-  calls for a source with ``n`` records in the step and sampler batch size ``b``: two when ``b``
-  is Mix's batch size, more for a source shorter than the batch (Mix builds its sampler with
-  ``b`` = its length). Mix never moves its sources' samplers (it only calls ``batch(step)``).
+  calls for a source with ``n`` records in the step and sampler batch size ``b``: at most two
+  when ``b`` is at least Mix's batch size (Mix builds its samplers with ``b = min(G,
+  length)``), more for a source shorter than the batch. Mix never moves its sources' samplers (it only calls ``batch(step)``).
+- Elastic resume: what slot ``p`` of step ``s`` holds depends on ``G``, not on how ``G`` is
+  split into ranks, and the samplers Mix builds draw ``min(G, length)`` records per step, so
+  a state resumes exactly with another world size of the same ``G``. Samplers passed in are
+  the caller's: they must be built the same way in the resumed run.
 - Indices are positions in the concatenation of the sources (source ``k``'s record ``i`` is
   ``offsets[k] + i``); ``Mix.streams`` gathers them back from each source, so
   ``DataLoader(mix.streams, mix)`` delivers mixed batches unchanged in the loader.
@@ -33,6 +37,7 @@ Semantics (per-record mixing with a deterministic schedule):
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
 from collections.abc import Mapping, Sequence
@@ -41,7 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from loaderx._sampler_api import U64_MAX, Sampler
+from loaderx._sampler_api import TOPOLOGY, U64_MAX, Sampler, _check_topology, reshard_state
 
 # The longest schedule period (table entries). Weights whose exact period is longer are
 # rounded to multiples of 1/PERIOD_MAX.
@@ -169,6 +174,29 @@ class _Concat:
     def __len__(self) -> int:
         return int(self.offsets[-1])
 
+    @property
+    def digest(self) -> str | None:
+        """A digest of the sources' digests in order (None unless every source has one), so
+        that a loader state names the exact data it was saved with."""
+        digests = [getattr(p, "digest", None) for p in self.parts]
+        if not all(isinstance(d, str) for d in digests):
+            return None
+        return hashlib.blake2b("\n".join(str(d) for d in digests).encode(),
+                               digest_size=8).hexdigest()
+
+    def describe(self) -> str:
+        """For the DataLoader's repr: the first source's schema, and how many sources."""
+        first = self.parts[0]
+        if isinstance(first, _FixedShapeStream):
+            schema = f"{type(first).__name__} {first.dtype} {tuple(first.item_shape)}"
+        elif isinstance(first, _VariableShapeStream):
+            schema = f"{type(first).__name__} {first.dtype} ndim={first.ndim}"
+        elif isinstance(first, np.ndarray):
+            schema = f"ndarray {first.dtype} {tuple(first.shape[1:])}"
+        else:
+            schema = type(first).__name__
+        return f"{schema} mixed from {len(self.parts)} sources"
+
     def __getitem__(self, idx: Any) -> Any:
         idx = np.asarray(idx, dtype=np.uint64)
         if idx.ndim != 1:
@@ -227,6 +255,10 @@ def _parse_source(k: int, source: Any) -> tuple[dict[str, Stream] | None, Any]:
             if not hasattr(sampler, attr):
                 raise TypeError(f"the sampler of Mix source {k} ({type(sampler).__name__}) has "
                                 f"no {attr!r}: Mix reads any step of it with batch(step)")
+        if getattr(sampler, "steps", None) is not None:
+            raise ValueError(f"the sampler of Mix source {k} ends after {sampler.steps} steps "
+                             "(passes=...); Mix repeats each source at its own pace, so its "
+                             "samplers must be endless")
     return streams, sampler
 
 
@@ -247,7 +279,8 @@ def _common_batch_size(given: list[Any], batch_size: int | None) -> int:
 class _Sources:
     """Mix(...)'s per-source samplers, record counts and optional stream dicts."""
 
-    def __init__(self, sources: Any, batch_size: int | None, mode: Any, seed: int) -> None:
+    def __init__(self, sources: Any, batch_size: int | None, mode: Any, seed: int,
+                 world_size: int) -> None:
         if isinstance(sources, Mapping) or not isinstance(sources, Sequence) or not sources:
             raise TypeError("Mix sources must be a non-empty list of stream dicts, "
                             "(streams, sampler) pairs or samplers; got "
@@ -255,6 +288,9 @@ class _Sources:
         parsed = [_parse_source(k, source) for k, source in enumerate(sources)]
         self.streams: list[dict[str, Stream] | None] = [streams for streams, _ in parsed]
         self.batch_size = _common_batch_size([sampler for _, sampler in parsed], batch_size)
+        # The samplers Mix builds read one global batch per step, so that a source's record
+        # stream does not depend on how the global batch is split into ranks (elastic resume).
+        self.global_batch = self.batch_size * world_size
         self.samplers: list[_BatchSampler] = []
         self.lengths: list[int] = []
         for k, (streams, sampler) in enumerate(parsed):
@@ -270,7 +306,7 @@ class _Sources:
             assert n is not None  # _parse_source gives streams or a sampler
             if n < 1:
                 raise ValueError(f"Mix source {k} is empty")
-            sampler = Sampler(n, min(self.batch_size, n), mode,
+            sampler = Sampler(n, min(self.global_batch, n), mode,
                               (seed + (k + 1) * _SEED_STEP) & U64_MAX)
         length = int(sampler.length)
         if n is not None:
@@ -286,7 +322,8 @@ class Mix:
 
     ``Mix(sources, weights, seed=0, *, batch_size=None, mode="cyclic", rank=0, world_size=1,
     source_key=None)``. `sources` is a list whose items are stream dicts ``{name: store}``
-    (Mix samples each with its own ``Sampler(len, batch_size, mode)``, seeded from `seed`),
+    (Mix samples each with its own ``Sampler(len, min(len, batch_size * world_size), mode)``,
+    seeded from `seed`),
     ``(streams, sampler)`` pairs, or bare samplers. `weights` (one per source, >= 0, not all
     zero) are the proportions of records; `seed` is 0..2**64-1, as for ``Sampler``. ``next()`` returns this rank's indices of the next
     step in the concatenation of the sources, a borrowed read-only view like
@@ -300,13 +337,13 @@ class Mix:
         seed = operator.index(seed)
         if not 0 <= seed <= U64_MAX:
             raise ValueError(f"Mix seed must be in 0..2**64-1; got {seed}")
-        resolved = _Sources(sources, batch_size, mode, seed)
-        self.quanta = _quanta(weights, len(resolved.samplers))
         world_size = operator.index(world_size)
         rank = operator.index(rank)
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"Mix rank must be in 0..world_size-1 and world_size at least 1; "
                              f"got rank {rank}, world_size {world_size}")
+        resolved = _Sources(sources, batch_size, mode, seed, world_size)
+        self.quanta = _quanta(weights, len(resolved.samplers))
         self._src = resolved
         self.batch_size = resolved.batch_size
         self.seed = seed
@@ -434,19 +471,36 @@ class Mix:
         return {**self._config(), "step": self._step}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Seek to a saved step after checking that the configuration is the same."""
+        """Seek to a saved step after checking that the configuration is the same, except for
+        the split into ranks: as for ``Sampler``, a state saved with another world size
+        resumes exactly when the global batch is the same, and is refused otherwise."""
+        # First: a different global batch also changes what derives from it (Mix's source
+        # samplers), and its message says what would work.
+        _check_topology("Mix", state, self.batch_size, self.world_size, self.rank)
         config = self._config()
-        different = [k for k in config if state.get(k) != config[k]]
+        different = [k for k in config if k not in TOPOLOGY and state.get(k) != config[k]]
         if different:
             raise ValueError("Mix state was saved with a different configuration: " +
                              ", ".join(f"{k} saved {state.get(k)!r} != current {config[k]!r}"
                                        for k in different))
         self.seek(state["step"])
 
+    @staticmethod
+    def reshard(state: Mapping[str, Any], *, world_size: int, rank: int) -> dict[str, Any]:
+        """A saved ``state_dict()`` for rank `rank` of `world_size` ranks with the same global
+        batch (see ``Sampler.reshard``); ``state["batch_size"]`` is the new batch size."""
+        return reshard_state("Mix", state, world_size, rank)
+
     def __repr__(self) -> str:
-        return (f"Mix({len(self.quanta)} sources, quanta={self.quanta}, "
-                f"batch_size={self.batch_size}, seed={self.seed}, rank={self.rank}, "
-                f"world_size={self.world_size}) at step {self._step}")
+        """``<Mix of 3 sources: 70.0% of 10,000 records, 20.0% of 500, 10.0% of 3,000;
+        batch_size=256 seed=42 rank=0 world_size=1; step 12>``: each source's share of the
+        records (as used, after rounding) and its size."""
+        shares = ", ".join(
+            f"{100 * q / self.period:.1f}% of {n:,}{' records' if k == 0 else ''}"
+            for k, (q, n) in enumerate(zip(self.quanta, self._src.lengths, strict=True)))
+        return (f"<Mix of {len(self.quanta)} sources: {shares}; batch_size={self.batch_size} "
+                f"seed={self.seed} rank={self.rank} world_size={self.world_size}; "
+                f"step {self._step}>")
 
 
 class _SourceIds:
@@ -457,6 +511,10 @@ class _SourceIds:
 
     def __len__(self) -> int:
         return int(self.offsets[-1])
+
+    def describe(self) -> str:
+        """For the DataLoader's repr."""
+        return f"source numbers (int64) of {len(self.offsets) - 1} sources"
 
     def __getitem__(self, idx: Any) -> np.ndarray:
         return np.searchsorted(self.offsets[1:], np.asarray(idx, dtype=np.uint64),

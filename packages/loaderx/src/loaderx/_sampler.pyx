@@ -6,14 +6,16 @@ Invariants:
   batch at `step` and depends on nothing else: no state is carried between steps, so `seek` is O(1) and a
   resumed run draws exactly what the uninterrupted one would have drawn.
 - Global batch: at every step the `world_size` ranks together draw G = batch_size * world_size
-  positions; rank r owns positions [r * batch_size, (r + 1) * batch_size) of that step.
+  positions; rank r owns positions [r * batch_size, (r + 1) * batch_size) of that step. What
+  a position holds depends on (seed, step, position, G) only, never on how G is split into
+  ranks: that is what makes elastic resume (another world size, the same G) exact.
 - Modes:
   SEQUENTIAL  position p of step s is record (s * G + p) mod length: in order, wrapping.
-  IID         uniform with replacement, from a counter-based generator (wyrand's output
-              function of the seed-keyed global draw counter) mapped to [0, m) by a 128-bit
-              multiply, m = length // world_size. With world_size > 1 each rank draws from
-              its own stride of the records (i = rank + world_size * j,
-              j < length // world_size), so ranks never share an index.
+  IID         uniform with replacement over all records, from a counter-based generator
+              (wyrand's output function of the seed-keyed global draw counter
+              step * G + position) mapped to [0, length) by a 128-bit multiply. Ranks draw
+              disjoint positions of the global sequence, but as with one process drawing G
+              records with replacement, two positions may hold the same record.
   CYCLIC      cycle c = s // (length // G) is a fresh pseudo-random permutation of the records
               (a keyed bijective mixer on the next power of two, cycle-walked into
               [0, length)); step s takes positions [k * G, (k + 1) * G) of it (k = s mod steps
@@ -21,6 +23,11 @@ Invariants:
               cycle's permutation are omitted, so which records are omitted is drawn afresh
               by every cycle's permutation.
   No dataset-sized allocation in any mode.
+- Passes (`finite`, SEQUENTIAL and CYCLIC only): a pass is ceil(length / G) steps that cover
+  positions 0 .. length - 1 once (SEQUENTIAL: the records in order; CYCLIC: pass p is cycle
+  p's permutation, read to its end); the last step of a pass holds length mod G positions,
+  split as evenly as the ranks allow, so a rank's batch there is short or empty. After
+  `passes` passes (`end` steps) a draw raises StopIteration and the step stays at `end`.
 - The C batch function is `lx_fill` in _sampler_core.h; this module owns the buffers and the
   step counter. `_batch` (behind `Sampler.batch`, which Mix calls) releases the GIL while it
   fills; `next()` keeps it, as only the consuming thread draws and a typical fill is shorter
@@ -34,7 +41,7 @@ Invariants:
 from cpython.bytearray cimport PyByteArray_AsString
 from libc.stdint cimport uint64_t, uintptr_t
 
-from loaderx._sampler_core cimport lx_config, lx_fill, lx_mix64
+from loaderx._sampler_core cimport lx_config, lx_count, lx_fill, lx_mix64, lx_steps_per_pass
 
 import numpy as np
 
@@ -52,19 +59,23 @@ cdef class SamplerCore:
 
     cdef lx_config cfg
     cdef uint64_t _step
+    cdef uint64_t _end       # with passes: the number of steps; endless: unused
     cdef uint64_t *data
     cdef bytearray _buffer
     cdef object _view
 
     def __init__(self, uint64_t length, uint64_t batch_size, int mode, uint64_t seed,
-                 uint64_t rank, uint64_t world_size):
-        # The Python layer validates every argument; this layer only stores them.
+                 uint64_t rank, uint64_t world_size, uint64_t passes=0):
+        # The Python layer validates every argument; this layer only stores them. `passes` 0
+        # is endless; otherwise passes * steps per pass is at most 2**64 - 1.
         self.cfg.length = length
         self.cfg.batch = batch_size
         self.cfg.mode = mode
         self.cfg.rank = rank
         self.cfg.world = world_size
         self.cfg.key = lx_mix64(seed ^ 0x6C6F61646572780AULL)
+        self.cfg.finite = 1 if passes else 0
+        self._end = passes * lx_steps_per_pass(&self.cfg) if passes else 0
         self._step = 0
         self._buffer = bytearray(8 * batch_size)
         self.data = _address(self._buffer)
@@ -72,20 +83,28 @@ cdef class SamplerCore:
         view.flags.writeable = False
         self._view = view
 
-    def next(self):
-        """The next batch of indices: a read-only view of the reused buffer (borrowed)."""
-        lx_fill(&self.cfg, self._step, self.data)
+    cdef object _draw(self):
+        if self.cfg.finite and self._step >= self._end:
+            raise StopIteration
+        cdef uint64_t n = lx_fill(&self.cfg, self._step, self.data)
         self._step += 1
-        return self._view
+        # Only the last step of a pass is short: a shorter view of the same buffer.
+        return self._view if n == self.cfg.batch else self._view[:n]
+
+    def next(self):
+        """The next batch of indices: a read-only view of the reused buffer (borrowed).
+        With passes, StopIteration after the last step."""
+        return self._draw()
 
     def __next__(self):
-        lx_fill(&self.cfg, self._step, self.data)
-        self._step += 1
-        return self._view
+        return self._draw()
 
     def _batch(self, uint64_t step):
         """A new uint64 array with the batch of `step`; the step counter is unchanged."""
-        out = bytearray(8 * self.cfg.batch)
+        cdef uint64_t n = lx_count(&self.cfg, step)
+        if n == 0:
+            return np.empty(0, dtype=np.uint64)
+        out = bytearray(8 * n)
         cdef uint64_t *p = _address(out)
         with nogil:
             lx_fill(&self.cfg, step, p)
@@ -94,6 +113,11 @@ cdef class SamplerCore:
     def seek(self, uint64_t step):
         """Make `step` the next step drawn. O(1)."""
         self._step = step
+
+    @property
+    def _steps(self):
+        """With passes, the number of steps of the whole run; endless: None."""
+        return self._end if self.cfg.finite else None
 
     @property
     def step(self):

@@ -6,18 +6,20 @@ Invariants:
   given unchecked: ``length`` 1..LENGTH_MAX, ``batch_size`` and ``world_size`` >= 1 with
   their product at most LENGTH_MAX, ``rank`` 0..world_size-1, ``seed`` and steps 0..U64_MAX.
   An out-of-range value is a ValueError naming the value and its range, never folded into it.
-- The configuration (``_config``) is fixed at construction; the step is the only state. So
-  ``state_dict()`` is the configuration plus the step, and ``load_state_dict`` refuses a state
-  whose configuration differs.
+- The configuration (``_cfg``, a frozen ``_Config``) is fixed at construction; the step is the
+  only state. So ``state_dict()`` is the configuration plus the step, and ``load_state_dict``
+  refuses a state whose configuration differs.
 - This module imports nothing of loaderx but the compiled core, so ``loaderx._mix`` can build
   samplers from it without an import cycle.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import operator
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -35,6 +37,89 @@ class Mode(enum.IntEnum):
     SEQUENTIAL = 0
     IID = 1
     CYCLIC = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    """A Sampler's configuration, checked: everything but the step."""
+
+    length: int
+    batch_size: int
+    mode: Mode
+    seed: int
+    rank: int
+    world_size: int
+    passes: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The configuration as the JSON-serialisable part of a state (mode by name)."""
+        return {"length": self.length, "batch_size": self.batch_size, "mode": self.mode.name,
+                "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
+                "passes": self.passes}
+
+
+# How many world sizes an elastic-resume error lists at most.
+_WORLD_SIZES_LISTED_MAX = 1024
+# The configuration that may change between a saved state and the run resuming from it (when
+# the global batch is kept): how the global batch is split into ranks.
+TOPOLOGY = ("batch_size", "world_size", "rank")
+
+
+def _global_batch_error(what: str, saved_batch: int, saved_world: int, batch_size: int,
+                        world_size: int) -> str:
+    """Why (batch_size, world_size) cannot resume a state saved with (saved_batch,
+    saved_world), and which settings can."""
+    g = saved_batch * saved_world
+    works = [w for w in range(1, min(g, _WORLD_SIZES_LISTED_MAX) + 1) if g % w == 0]
+    listed = ", ".join(f"{w} (batch_size {g // w})" for w in works)
+    more = f" (listed up to {_WORLD_SIZES_LISTED_MAX})" if g > _WORLD_SIZES_LISTED_MAX else ""
+    if g % world_size == 0:
+        hint = f"with world_size {world_size}, use batch_size {g // world_size}"
+    else:
+        hint = f"{g} records per step cannot be split evenly over {world_size} ranks"
+    return (f"{what} state was saved with batch_size {saved_batch} x world_size {saved_world} "
+            f"= global batch {g}, but this run has batch_size {batch_size} x world_size "
+            f"{world_size} = {batch_size * world_size}. A run resumes exactly (no record "
+            f"repeated or skipped) only with the same global batch: {hint}. World sizes that "
+            f"can resume it{more}: {listed}")
+
+
+def _check_topology(what: str, state: Mapping[str, Any], batch_size: int, world_size: int,
+                    rank: int) -> None:
+    """Accept a state of the same topology, or of another world size with the same global
+    batch (elastic resume); refuse anything else with a message that says what would work."""
+    saved_batch, saved_world = state.get("batch_size"), state.get("world_size")
+    if not isinstance(saved_batch, int) or not isinstance(saved_world, int):
+        raise ValueError(f"{what} state has no batch_size/world_size; got "
+                         f"{saved_batch!r}/{saved_world!r}")
+    if saved_batch * saved_world != batch_size * world_size:
+        raise ValueError(_global_batch_error(what, saved_batch, saved_world, batch_size,
+                                             world_size))
+    if saved_world == world_size and state.get("rank") != rank:
+        # The same topology: a state of another rank means checkpoints were mixed up.
+        raise ValueError(f"{what} state was saved with a different configuration: rank saved "
+                         f"{state.get('rank')!r} != current {rank!r} (with another world "
+                         f"size, any rank may resume it: see reshard())")
+
+
+def reshard_state(what: str, state: Mapping[str, Any], world_size: int, rank: int
+                  ) -> dict[str, Any]:
+    """`state` (a Sampler's or a Mix's) for rank `rank` of `world_size` ranks with the same
+    global batch; a ValueError says which world sizes can take it when none can."""
+    world_size = operator.index(world_size)
+    rank = operator.index(rank)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"reshard needs world_size >= 1 and rank in 0..world_size-1; got "
+                         f"world_size {world_size}, rank {rank}")
+    saved_batch, saved_world = state.get("batch_size"), state.get("world_size")
+    if not isinstance(saved_batch, int) or not isinstance(saved_world, int):
+        raise ValueError(f"{what} state has no batch_size/world_size; got "
+                         f"{saved_batch!r}/{saved_world!r}")
+    g = saved_batch * saved_world
+    if g % world_size:
+        raise ValueError(_global_batch_error(what, saved_batch, saved_world,
+                                             max(1, g // world_size), world_size))
+    return {**state, "batch_size": g // world_size, "world_size": world_size, "rank": rank}
 
 
 def _int_arg(name: str, value: Any) -> int:
@@ -68,10 +153,13 @@ class Sampler(SamplerCore):
     ``seed`` is 0..2**64-1; a seed outside that range is a ValueError, not folded into it.
     """
 
-    Mode = Mode
+    # A type alias rather than a plain class attribute, so that ``Sampler.Mode`` is also
+    # valid in annotations (mypy refuses a variable there).
+    Mode: TypeAlias = Mode
 
     def __init__(self, length: int, batch_size: int, mode: Mode | str | int,
-                 seed: int = 0, *, rank: int = 0, world_size: int = 1) -> None:
+                 seed: int = 0, *, rank: int = 0, world_size: int = 1,
+                 passes: int | None = None) -> None:
         length = _positive("length", length)
         batch_size = _positive("batch_size", batch_size)
         world_size = _positive("world_size", world_size)
@@ -94,89 +182,177 @@ class Sampler(SamplerCore):
         if global_batch > LENGTH_MAX:
             raise ValueError(f"Sampler batch_size * world_size must be <= 2**63; got "
                              f"{batch_size} * {world_size} = {global_batch}")
-        if mode is Mode.CYCLIC and global_batch > length:
+        if passes is not None:
+            passes = _int_arg("passes", passes)
+            if mode is Mode.IID:
+                raise ValueError("IID draws with replacement, so it has no passes over the "
+                                 "records; use SEQUENTIAL (in order) or CYCLIC (shuffled) with "
+                                 "passes=")
+            per_pass = -(-length // global_batch)
+            if passes < 1:
+                raise ValueError(f"Sampler passes must be >= 1 or None (endless); got {passes}")
+            if passes * per_pass > U64_MAX:
+                raise ValueError(f"Sampler passes must be <= {U64_MAX // per_pass} for "
+                                 f"{per_pass} steps per pass (steps are 0..2**64-1); got "
+                                 f"{passes}")
+        elif mode is Mode.CYCLIC and global_batch > length:
             raise ValueError(
                 f"CYCLIC draws full batches without replacement, so batch_size * world_size "
                 f"({batch_size} * {world_size} = {global_batch}) must not exceed length "
                 f"({length}); use IID or SEQUENTIAL, or a smaller batch")
-        if world_size > 1 and mode is Mode.SEQUENTIAL and global_batch > length:
+        if passes is None and world_size > 1 and mode is Mode.SEQUENTIAL and \
+                global_batch > length:
             raise ValueError(
                 f"with world_size > 1, SEQUENTIAL needs batch_size * world_size ({global_batch}) "
                 f"<= length ({length}) so that ranks draw disjoint indices")
-        if mode is Mode.IID and world_size > length:
-            raise ValueError(f"IID with world_size {world_size} needs at least one record per "
-                             f"rank; length is {length}")
-        self._config = {"length": length, "batch_size": batch_size, "mode": mode.name,
-                        "seed": seed, "rank": rank, "world_size": world_size}
-        super().__init__(length, batch_size, int(mode), seed, rank, world_size)
+        self._cfg = _Config(length, batch_size, mode, seed, rank, world_size, passes)
+        super().__init__(length, batch_size, int(mode), seed, rank, world_size, passes or 0)
 
     # The seed's attribute names.
     @property
     def length(self) -> int:
         """The number of records drawn from (the index space ``0 .. length - 1``)."""
-        return int(self._config["length"])
+        return self._cfg.length
 
     @property
     def batch_size(self) -> int:
         """Indices per batch, per rank."""
-        return int(self._config["batch_size"])
+        return self._cfg.batch_size
 
     @property
     def mode(self) -> Mode:
         """The sampling mode (SEQUENTIAL, IID or CYCLIC)."""
-        return Mode[self._config["mode"]]
+        return self._cfg.mode
 
     @property
     def seed(self) -> int:
         """The seed: with the step, it determines every batch."""
-        return int(self._config["seed"])
+        return self._cfg.seed
 
     @property
     def rank(self) -> int:
         """This process's rank, ``0 .. world_size - 1``."""
-        return int(self._config["rank"])
+        return self._cfg.rank
 
     @property
     def world_size(self) -> int:
         """The number of ranks sharing the index space."""
-        return int(self._config["world_size"])
+        return self._cfg.world_size
+
+    @property
+    def passes(self) -> int | None:
+        """With ``passes=k``, k; None for the endless default."""
+        return self._cfg.passes
+
+    @property
+    def steps(self) -> int | None:
+        """The number of steps of the whole run (from step 0) with ``passes``; None when
+        endless."""
+        return self._steps
+
+    def __len__(self) -> int:
+        """The number of steps with ``passes``; an endless sampler has no ``len()``."""
+        steps = self._steps
+        if steps is None:
+            raise TypeError("an endless Sampler has no len(); pass passes=1 for one pass over "
+                            "the records")
+        return int(steps)
+
+    def __bool__(self) -> bool:
+        # Without this, `if sampler:` would call __len__, which an endless sampler refuses.
+        return True
 
     def __iter__(self) -> Sampler:
         return self
 
     def seek(self, step: int) -> None:
-        """Make `step` the next step drawn. O(1): nothing is replayed."""
-        super().seek(_u64("step", step))
+        """Make `step` the next step drawn. O(1): nothing is replayed. With passes, `step` is
+        at most ``steps`` (the end: the next draw raises StopIteration)."""
+        step = _u64("step", step)
+        steps = self._steps
+        if steps is not None and step > steps:
+            raise ValueError(f"Sampler step must be in 0..{steps} for a run of {steps} steps; "
+                             f"got {step}")
+        super().seek(step)
 
     def batch(self, step: int) -> np.ndarray:
-        """A new array with the indices of `step` (0..2**64-1); the sampler's own step is
-        unchanged."""
-        return self._batch(_u64("step", step))
+        """A new array with the indices of `step` (0..2**64-1, with passes 0..steps-1); the
+        sampler's own step is unchanged."""
+        step = _u64("step", step)
+        steps = self._steps
+        if steps is not None and step >= steps:
+            raise ValueError(f"Sampler step must be in 0..{steps - 1} for a run of {steps} "
+                             f"steps; got {step}")
+        return self._batch(step)
 
     @property
     def steps_per_cycle(self) -> int | None:
-        """CYCLIC: steps in one permutation of the records; other modes: None."""
+        """Steps in one cycle: CYCLIC endless, one permutation's full batches
+        (``length // (batch_size * world_size)``); with passes, one pass
+        (``ceil(length / (batch_size * world_size))``, SEQUENTIAL too); otherwise None."""
+        global_batch = self.batch_size * self.world_size
+        if self.passes is not None:
+            return -(-self.length // global_batch)
         if self.mode is not Mode.CYCLIC:
             return None
-        return self.length // (self.batch_size * self.world_size)
+        return self.length // global_batch
 
     def state_dict(self) -> dict[str, Any]:
         """The configuration and the next step: small and JSON-serialisable."""
-        return {**self._config, "step": int(self.step)}
+        return {**self._cfg.as_dict(), "step": int(self.step)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Seek to a saved step after checking that the configuration is the same."""
-        different = {k: (state.get(k), v) for k, v in self._config.items() if state.get(k) != v}
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Seek to a saved step after checking that the configuration is the same, except
+        for the split into ranks: a state saved with another world size resumes exactly when
+        the global batch ``batch_size * world_size`` is the same (elastic resume; any rank
+        may load it), and is refused otherwise with the batch sizes that would work."""
+        # First: a different global batch also changes what derives from it (Mix's source
+        # samplers), and its message says what would work.
+        _check_topology("sampler", state, self.batch_size, self.world_size, self.rank)
+        config = self._cfg.as_dict()
+        different = {k: (state.get(k), v) for k, v in config.items()
+                     if k not in TOPOLOGY and state.get(k) != v}
         if different:
             raise ValueError("sampler state was saved with a different configuration: " +
                              ", ".join(f"{k} saved {s!r} != current {c!r}"
                                        for k, (s, c) in different.items()))
         self.seek(operator.index(state["step"]))
 
+    @staticmethod
+    def reshard(state: Mapping[str, Any], *, world_size: int, rank: int) -> dict[str, Any]:
+        """A saved ``state_dict()`` rewritten for rank `rank` of `world_size` ranks with the
+        same global batch, so that ``state["batch_size"]`` is the batch size to build the
+        new Sampler with. The run continues the same global sequence: no record repeated or
+        skipped. Raises ValueError, naming the world sizes that work, when `world_size` does
+        not divide the global batch."""
+        return reshard_state("sampler", state, world_size, rank)
+
     def __repr__(self) -> str:
+        """The constructor call that rebuilds this sampler, then where it is:
+        ``Sampler(length=1000, batch_size=16, mode=Sampler.Mode.CYCLIC, seed=42, rank=0,
+        world_size=2) at step 40 (cycle 1, step 9 of 31 in it)``."""
+        passes = "" if self.passes is None else f", passes={self.passes}"
         return (f"Sampler(length={self.length}, batch_size={self.batch_size}, "
                 f"mode=Sampler.Mode.{self.mode.name}, seed={self.seed}, rank={self.rank}, "
-                f"world_size={self.world_size}) at step {self.step}")
+                f"world_size={self.world_size}{passes}) at step {self.step}{self._where()}")
+
+    def _where(self) -> str:
+        """Where the next step lies in its cycle or pass (empty for IID)."""
+        step, per = int(self.step), self.steps_per_cycle
+        if self.passes is not None:
+            assert per is not None  # every sampler with passes has steps per pass
+            if step >= self.passes * per:
+                return " (ended)"
+            if self.passes == 1:
+                return f" of {per}"
+            return (f" of {self.passes * per} (pass {step // per} of {self.passes}, step "
+                    f"{step % per} of {per} in it)")
+        if per is not None:
+            return f" (cycle {step // per}, step {step % per} of {per} in it)"
+        if self.mode is Mode.SEQUENTIAL:
+            first = (step * self.batch_size * self.world_size) % self.length
+            return f" (next global position: record {first})"
+        return ""
 
 
-__all__ = ["LENGTH_MAX", "U64_MAX", "Mode", "Sampler"]
+__all__ = ["LENGTH_MAX", "TOPOLOGY", "U64_MAX", "Mode", "Sampler", "reshard_state"]

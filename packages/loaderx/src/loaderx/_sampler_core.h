@@ -6,9 +6,14 @@
  * - Nothing is carried between steps: the output depends on `*c` and `step` only, so a seek is
  *   O(1) and a resumed run draws exactly what the uninterrupted one would have drawn.
  * - The caller has checked the configuration: 1 <= length <= 2^63, batch >= 1, world >= 1,
- *   rank < world, batch * world <= 2^63, and for CYCLIC batch * world <= length, for IID
- *   world <= length. Nothing here allocates, and `out` holds `batch` values.
+ *   rank < world, batch * world <= 2^63, and, when endless (`finite` 0), for CYCLIC
+ *   batch * world <= length; `finite` is never set for IID. Nothing
+ *   here allocates, and `out` holds `batch` values.
  * - Every index written is below `length`.
+ * - Global sequence: position p of step s (p < G, rank p / batch) is a function of (s, p)
+ *   and the configuration other than (batch, world, rank), whenever G = batch * world is
+ *   kept: so states resume exactly across world sizes with the same global batch. `lx_fill` returns how many it wrote: always
+ *   `batch` when endless; when `finite`, fewer (possibly 0) at the last step of a pass.
  */
 #ifndef LOADERX_SAMPLER_CORE_H
 #define LOADERX_SAMPLER_CORE_H
@@ -51,18 +56,92 @@ static inline uint64_t lx_permute(uint64_t x, uint64_t mask, unsigned half,
 
 typedef struct {
     uint64_t length, batch, rank, world, mode, key;
+    /* 0: endless (the seed's semantics); 1: in passes (every record exactly once per pass,
+       the last step of a pass short). How many passes is the caller's business. */
+    uint64_t finite;
 } lx_config;
 
 enum { LX_SEQUENTIAL = 0, LX_IID = 1, LX_CYCLIC = 2 };
 #define LX_GOLDEN 0x9E3779B97F4A7C15ULL
 
-static void lx_fill(const lx_config *c, uint64_t step, uint64_t *restrict out) {
+/* Steps in one pass: ceil(length / G). Below 2^63 + 1, as length <= 2^63 and G >= 1. */
+static inline uint64_t lx_steps_per_pass(const lx_config *c) {
+    const uint64_t G = c->batch * c->world;
+    return c->length / G + (c->length % G != 0);
+}
+
+/* This rank's span of `step` when `finite`: `*first` is the position (in the pass) of its
+   first record, `*pass` the pass, and the return value the number of records (0..batch). A
+   full step gives rank r positions [r * batch, (r + 1) * batch) of it; the last step of a pass
+   holds rem = length mod G records, which are split as evenly as ranks allow (rank r gets
+   rem / world records, plus one if r < rem mod world), contiguously in rank order, so every
+   position of the pass belongs to exactly one rank. */
+static inline uint64_t lx_pass_span(const lx_config *c, uint64_t step, uint64_t *first,
+                                    uint64_t *pass) {
+    const uint64_t B = c->batch, N = c->length, W = c->world, R = c->rank;
+    const uint64_t G = B * W;
+    const uint64_t per_pass = lx_steps_per_pass(c);
+    const uint64_t k = step % per_pass;
+    const uint64_t start = k * G;  /* < N <= 2^63: no overflow */
+    const uint64_t rem = N - start;
+    *pass = step / per_pass;
+    if (rem >= G) {
+        *first = start + R * B;
+        return B;
+    }
+    const uint64_t base = rem / W, extra = rem % W;
+    *first = start + R * base + (R < extra ? R : extra);
+    return base + (R < extra);
+}
+
+/* The number of indices `lx_fill` writes for `step`: `batch`, except at the end of a pass. */
+static inline uint64_t lx_count(const lx_config *c, uint64_t step) {
+    uint64_t first, pass;
+    if (!c->finite) return c->batch;
+    return lx_pass_span(c, step, &first, &pass);
+}
+
+/* Writes `count` positions of cycle `cycle`'s permutation, from position `pos`. */
+static void lx_permuted(uint64_t N, uint64_t K, uint64_t cycle, uint64_t pos, uint64_t count,
+                        uint64_t *restrict out) {
+    uint64_t i;
+    unsigned bits = 1;
+    while (bits < 64 && (1ULL << bits) < N) bits++;
+    const uint64_t mask = (bits == 64) ? ~0ULL : ((1ULL << bits) - 1);
+    const unsigned half = (bits + 1) / 2;
+    uint64_t keys[3];
+    const uint64_t ck = lx_mix64(K ^ lx_mix64(cycle + LX_GOLDEN));
+    for (i = 0; i < 3; i++) keys[i] = lx_mix64(ck + (i + 1) * LX_GOLDEN);
+    /* One branch-free pass lets the CPU overlap the indices' dependency chains; the few
+       values that land in [length, 2^bits) are cycle-walked afterwards. */
+    for (i = 0; i < count; i++)
+        out[i] = lx_permute(pos + i, mask, half, keys);
+    for (i = 0; i < count; i++) {
+        uint64_t y = out[i];
+        while (y >= N) y = lx_permute(y, mask, half, keys);
+        out[i] = y;
+    }
+}
+
+/* Writes this rank's indices of `step` to `out` and returns how many (see lx_count). */
+static uint64_t lx_fill(const lx_config *c, uint64_t step, uint64_t *restrict out) {
     /* Every field is read once into a local: `out` is uint64_t too, so without that the
        compiler would have to reload the configuration after every store. */
     const uint64_t B = c->batch, N = c->length, W = c->world, R = c->rank, K = c->key;
     const uint64_t G = B * W;
     const uint64_t first = R * B;   /* this rank's first position in the step */
     uint64_t i;
+    if (c->finite) {
+        uint64_t pos, pass;
+        const uint64_t n = lx_pass_span(c, step, &pos, &pass);
+        if (c->mode == LX_SEQUENTIAL) {
+            for (i = 0; i < n; i++) out[i] = pos + i;
+        } else {
+            /* A pass of CYCLIC is cycle `pass`'s permutation, read to its end. */
+            lx_permuted(N, K, pass, pos, n, out);
+        }
+        return n;
+    }
     if (c->mode == LX_SEQUENTIAL) {
         uint64_t p = (uint64_t)((((lx_u128)step * G) + first) % N);
         for (i = 0; i < B; i++) {
@@ -70,33 +149,19 @@ static void lx_fill(const lx_config *c, uint64_t step, uint64_t *restrict out) {
             if (++p == N) p = 0;
         }
     } else if (c->mode == LX_IID) {
-        const uint64_t m = N / W;
+        /* Draw p of the global sequence depends on p alone, not on how the global batch is
+           split into ranks, so a run resumed with another world size continues it. */
         const uint64_t counter = step * G + first;
         for (i = 0; i < B; i++) {
             uint64_t u = lx_wyrand(K + (counter + i) * 0xA0761D6478BD642FULL);
-            out[i] = R + W * lx_below(u, m);
+            out[i] = lx_below(u, N);
         }
     } else {
         const uint64_t per_cycle = N / G;
         const uint64_t cycle = step / per_cycle;
-        const uint64_t base = (step % per_cycle) * G + first;
-        unsigned bits = 1;
-        while (bits < 64 && (1ULL << bits) < N) bits++;
-        const uint64_t mask = (bits == 64) ? ~0ULL : ((1ULL << bits) - 1);
-        const unsigned half = (bits + 1) / 2;
-        uint64_t keys[3];
-        const uint64_t ck = lx_mix64(K ^ lx_mix64(cycle + LX_GOLDEN));
-        for (i = 0; i < 3; i++) keys[i] = lx_mix64(ck + (i + 1) * LX_GOLDEN);
-        /* One branch-free pass lets the CPU overlap the indices' dependency chains; the few
-           values that land in [length, 2^bits) are cycle-walked afterwards. */
-        for (i = 0; i < B; i++)
-            out[i] = lx_permute(base + i, mask, half, keys);
-        for (i = 0; i < B; i++) {
-            uint64_t y = out[i];
-            while (y >= N) y = lx_permute(y, mask, half, keys);
-            out[i] = y;
-        }
+        lx_permuted(N, K, cycle, (step % per_cycle) * G + first, B, out);
     }
+    return B;
 }
 
 #endif /* LOADERX_SAMPLER_CORE_H */

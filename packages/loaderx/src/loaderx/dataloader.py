@@ -1,19 +1,38 @@
-"""The endless, step-based, thread-pool prefetching DataLoader.
+"""The step-based, thread-pool prefetching DataLoader: endless by default.
 
 ``DataLoader(streams, sampler, transform=None, *, workers=4, prefetch=4, state=None)`` turns a
 dict of equal-length streams (zrecord stores, or any object with ``__len__`` and batch
-indexing) and a sampler into an endless iterator of batches ``{name: values}``: every stream
+indexing) and a sampler into an iterator of batches ``{name: values}``: every stream
 is gathered at the same indices, so record ``i`` lines up across them. Dense streams give
-stacked arrays, Ragged streams lists of arrays; nothing is padded.
+stacked arrays, Ragged streams lists of arrays; nothing is padded. The iterator is as long as
+the sampler: endless for the default ``Sampler``, ``len(sampler)`` steps for one built with
+``passes`` (evaluation), after which ``next()`` raises StopIteration.
 
 Invariants:
 - Step order. The sampler is drawn only by the consuming thread, in step order, and its
   borrowed index view is copied before the next draw. Gather and transform run on ``workers``
   threads and may finish in any order, but batches are delivered strictly in step order.
-  ``loader.step`` is the step of the batch last delivered.
+- One meaning of "step". ``loader.step``, ``state_dict()["step"]``, ``Sampler.step`` and
+  ``Mix.step`` are all the step of the *next* batch: the number of steps before it, counted
+  from step 0. ``loader.last_step`` is the step of the batch last delivered (``step - 1``, or
+  None before this loader delivered one). While a loader runs, its sampler's own ``step`` is
+  ahead of ``loader.step`` by the steps in flight; the loader's is the one to save.
 - Exact resume. The sampler is a pure function of (seed, step), so ``state_dict()`` (the next
   step to deliver, plus the sampler's configuration) is all a resumed run needs: stopping after
   any k batches and resuming yields exactly the batches the uninterrupted run would have.
+  With another world size and the same global batch, the ranks together continue the same
+  global sequence of records (``reshard``). The state also holds every stream's digest
+  (``stream_digests``), and a state is refused on a stream whose digest differs: the same
+  step on other records would not be a resume.
+- Reproducible transforms. A transform that requires two positional arguments is called as
+  ``transform(batch, ctx)`` with a ``BatchContext``: the step, the record indices, and a
+  generator that is a pure function of (seed, step, rank), so random augmentation drawn from
+  it is part of the exact-resume guarantee. One-argument transforms (the seed's) are called
+  as before.
+- The end. When the sampler's ``next()`` raises StopIteration, no further step is drawn; the
+  steps already drawn are delivered, then ``next()`` raises StopIteration (every time) and the
+  loader stays open until ``close()``. A StopIteration raised by the transform is a
+  RuntimeError in the consumer, never a silent end.
 - Bounded memory. ``prefetch`` is a budget of batches: at most ``prefetch`` batches exist at
   once, counting the one last delivered (the consumer still holds it while it asks for the
   next), so ``prefetch - 1`` steps are in flight (at least one). Peak batch memory is about
@@ -32,6 +51,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import inspect
 import operator
 import threading
 import time
@@ -41,11 +61,17 @@ from typing import Any
 
 import numpy as np
 
+from loaderx._sampler_api import reshard_state
+
 STATE_VERSION = 1
 
 
 class LoaderClosedError(RuntimeError):
     """The DataLoader was closed (explicitly, by an error, or at interpreter exit)."""
+
+
+class _Exhausted(Exception):
+    """Internal: a finite sampler has ended and every drawn step was delivered."""
 
 
 def _shutdown(executor: concurrent.futures.ThreadPoolExecutor) -> None:
@@ -64,9 +90,66 @@ class _Stats:
         self.started = time.perf_counter()
 
 
-def _run_step(streams: dict[str, Any], transform: Callable[[dict[str, Any]], Any] | None,
-              stats: _Stats, indices: np.ndarray) -> Any:
-    """Runs on a worker thread: gather every stream at `indices`, then transform.
+# The first word of every batch generator's derivation path (SeedSequence spawn_key), so that
+# no generator a user derives from the same seed by spawning collides with the loader's.
+_RNG_DOMAIN = 0x6C6F61646572_78  # "loaderx"
+
+
+class BatchContext:
+    """What a two-argument transform receives beside the batch: ``transform(batch, ctx)``.
+
+    ``step`` is the batch's step, ``indices`` its record indices (a read-only uint64 array,
+    in the batch's order), ``seed``, ``rank`` and ``world_size`` the sampler's. ``rng`` is a
+    ``numpy.random.Generator`` that is a pure function of ``(seed, step, rank)``: a random
+    augmentation that draws only from it gives the same result in a resumed run as in the
+    uninterrupted one, on any thread, however many workers run. Each batch gets its own
+    generator, built on first use.
+    """
+
+    __slots__ = ("_rng", "indices", "rank", "seed", "step", "world_size")
+
+    def __init__(self, step: int, indices: np.ndarray, seed: int, rank: int,
+                 world_size: int) -> None:
+        self.step = step
+        self.indices = indices
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self._rng: np.random.Generator | None = None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """This batch's generator: PCG64 seeded by ``SeedSequence(seed, spawn_key=(domain,
+        step, rank))``, independent of every other (step, rank)."""
+        if self._rng is None:
+            sequence = np.random.SeedSequence(self.seed,
+                                              spawn_key=(_RNG_DOMAIN, self.step, self.rank))
+            self._rng = np.random.Generator(np.random.PCG64(sequence))
+        return self._rng
+
+    def __repr__(self) -> str:
+        return (f"<BatchContext step={self.step} rank={self.rank}/{self.world_size} "
+                f"seed={self.seed} records={len(self.indices)}>")
+
+
+def _wants_context(transform: Callable[..., Any]) -> bool:
+    """True when `transform` requires a second positional argument (``def f(batch, ctx)``);
+    a one-argument transform, one whose second parameter has a default, or one whose
+    signature cannot be read is called with the batch alone, as the seed's transforms are."""
+    try:
+        signature = inspect.signature(transform)
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in signature.parameters.values()
+                if p.kind in positional and p.default is inspect.Parameter.empty]
+    return len(required) >= 2
+
+
+def _run_step(streams: dict[str, Any], transform: Callable[..., Any] | None,
+              stats: _Stats, indices: np.ndarray, ctx: BatchContext | None) -> Any:
+    """Runs on a worker thread: gather every stream at `indices`, then transform (with `ctx`
+    as its second argument when given).
 
     A plain function of its arguments, so queued work never holds the loader itself: dropping
     the last reference to a loader finalizes it at once, on the consumer's thread.
@@ -74,7 +157,16 @@ def _run_step(streams: dict[str, Any], transform: Callable[[dict[str, Any]], Any
     t0 = time.perf_counter()
     batch = {name: stream[indices] for name, stream in streams.items()}
     t1 = time.perf_counter()
-    out = transform(batch) if transform is not None else batch
+    try:
+        if transform is None:
+            out = batch
+        elif ctx is None:
+            out = transform(batch)
+        else:
+            out = transform(batch, ctx)
+    except StopIteration as exc:
+        # In the consumer's next() it would read as the end of the data (PEP 479's reason).
+        raise RuntimeError("the transform raised StopIteration") from exc
     t2 = time.perf_counter()
     with stats.lock:
         stats.gather_s += t1 - t0
@@ -82,11 +174,72 @@ def _run_step(streams: dict[str, Any], transform: Callable[[dict[str, Any]], Any
     return out
 
 
+def stream_digests(streams: Mapping[str, Any]) -> dict[str, str | None]:
+    """``{name: digest}`` of a dict of streams: a zrecord store's ``digest`` (its header
+    checksum), a Mix stream's digest of its sources' digests, None for a stream without one
+    (a NumPy array, say). Equal digests mean the same records in the same order, so this is
+    what to compare across hosts before training; ``loaderx.torch.check_same_stores`` does
+    it for a process group."""
+    out: dict[str, str | None] = {}
+    for name, stream in streams.items():
+        digest = getattr(stream, "digest", None)
+        out[name] = digest if isinstance(digest, str) else None
+    return out
+
+
+def _check_digests(saved: Mapping[str, Any], streams: Mapping[str, Any]) -> None:
+    """Refuse to resume on data other than the state was saved with."""
+    current = stream_digests(streams)
+    for name, digest in saved.items():
+        if digest is None or name not in current:
+            continue  # an unknown name is reported with the stream lengths
+        if current[name] is None:
+            raise ValueError(f"stream {name!r} has no digest now, but the state was saved "
+                             f"with a store of digest {digest}: resume on that store (a "
+                             "zrecord store has a digest), or drop 'digests' from the state "
+                             "to skip the check")
+        if current[name] != digest:
+            path = getattr(streams[name], "path", None)
+            where = f" at {path!r}" if path is not None else ""
+            raise ValueError(f"stream {name!r}{where} is not the store the state was saved "
+                             f"with: its digest is {current[name]}, the state's {digest}. Its "
+                             "records differ (another build, or another version of the data), "
+                             "so the saved position would not mean the same records")
+
+
+def _describe_stream(stream: Any) -> str:
+    """A short description of one stream for reprs: kind, dtype and record shape when known
+    (``Dense float32 (2, 3)``, ``Ragged int32 ndim=1``, ``ndarray int64 ()``). A stream may
+    describe itself with a ``describe()`` method (Mix's streams do)."""
+    describe = getattr(stream, "describe", None)
+    if callable(describe):
+        return str(describe())
+    dtype = getattr(stream, "dtype", None)
+    if isinstance(stream, np.ndarray):
+        return f"ndarray {stream.dtype} {tuple(stream.shape[1:])}"
+    item_shape = getattr(stream, "item_shape", None)
+    if dtype is not None and item_shape is not None:
+        return f"{type(stream).__name__} {dtype} {tuple(item_shape)}"
+    ndim = getattr(stream, "ndim", None)
+    if dtype is not None and ndim is not None:
+        return f"{type(stream).__name__} {dtype} ndim={ndim}"
+    return type(stream).__name__
+
+
+def _callable_name(fn: Any) -> str:
+    """A callable's name for reprs, without the ``<locals>`` path of a nested function."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if not name:
+        return type(fn).__name__  # an instance with __call__
+    return str(name).rsplit("<locals>.", 1)[-1]
+
+
 class DataLoader:
-    """Endless iterator of index-aligned batches from a dict of streams. See the module docs."""
+    """Iterator of index-aligned batches from a dict of streams, as long as its sampler
+    (endless by default). See the module docs."""
 
     def __init__(self, streams: Mapping[str, Any], sampler: Any,
-                 transform: Callable[[dict[str, Any]], Any] | None = None, *,
+                 transform: Callable[..., Any] | None = None, *,
                  workers: int = 4, prefetch: int = 4, state: Mapping[str, Any] | None = None
                  ) -> None:
         if not isinstance(streams, Mapping) or not streams:
@@ -124,6 +277,10 @@ class DataLoader:
         self._streams = dict(streams)
         self._sampler = sampler
         self._transform = transform
+        self._with_context = transform is not None and _wants_context(transform)
+        self._seed = int(getattr(sampler, "seed", 0))
+        self._rank = int(getattr(sampler, "rank", 0))
+        self._world_size = int(getattr(sampler, "world_size", 1))
         self._length = length
         self._pending: collections.deque[tuple[int, concurrent.futures.Future[Any]]] = \
             collections.deque()
@@ -132,9 +289,10 @@ class DataLoader:
         # inside next().
         self._lock = threading.Lock()
         self._closed = False
+        self._exhausted = False  # the sampler raised StopIteration: no step after _pending
         self._error: BaseException | None = None
         self._next_step = int(getattr(sampler, "step", 0))
-        self.step: int | None = None  # step of the batch last delivered
+        self._last_step: int | None = None
         if state is not None:
             self.load_state_dict(state)
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -151,11 +309,28 @@ class DataLoader:
         if own.ndim != 1:
             raise ValueError(f"the sampler returned indices of shape {own.shape}; a "
                              "one-dimensional array is required")
-        future = self._executor.submit(_run_step, self._streams, self._transform, self._stats, own)
-        self._pending.append((self._next_step + len(self._pending), future))
+        own.flags.writeable = False  # shared by the gather and the transform's context
+        step = self._next_step + len(self._pending)
+        ctx = BatchContext(step, own, self._seed, self._rank, self._world_size) \
+            if self._with_context else None
+        future = self._executor.submit(_run_step, self._streams, self._transform, self._stats,
+                                       own, ctx)
+        self._pending.append((step, future))
 
     def __iter__(self) -> DataLoader:
         return self
+
+    @property
+    def step(self) -> int:
+        """The step of the next batch: the number of steps before it, from step 0. Equal to
+        ``state_dict()["step"]`` (and to ``Sampler.step`` when nothing is in flight)."""
+        return self._next_step
+
+    @property
+    def last_step(self) -> int | None:
+        """The step of the batch last delivered by this loader (``step - 1``); None before
+        its first batch and right after ``load_state_dict``."""
+        return self._last_step
 
     def _claim(self) -> tuple[int, concurrent.futures.Future[Any]]:
         """Top up the steps in flight and take the oldest, under the lock that close() takes,
@@ -164,8 +339,13 @@ class DataLoader:
             if self._closed:
                 raise self._closed_error()
             # The consumer still holds the batch last delivered: it counts against prefetch.
-            while len(self._pending) < max(1, self._prefetch - 1):
-                self._submit()
+            while not self._exhausted and len(self._pending) < max(1, self._prefetch - 1):
+                try:
+                    self._submit()
+                except StopIteration:
+                    self._exhausted = True  # a finite sampler (passes=...) has ended
+            if not self._pending:
+                raise _Exhausted
             return self._pending.popleft()
 
     def _closed_error(self) -> LoaderClosedError:
@@ -178,6 +358,10 @@ class DataLoader:
             t = time.perf_counter()
             result = future.result()
             wait = time.perf_counter() - t
+        except _Exhausted:
+            # Every step of a finite sampler was delivered: the iteration ends; the loader
+            # stays open (load_state_dict can rewind it) until close().
+            raise StopIteration from None
         except LoaderClosedError:
             raise
         except BaseException as exc:
@@ -195,13 +379,26 @@ class DataLoader:
         with self._stats.lock:
             self._stats.wait_s += wait
             self._stats.batches += 1
-        self.step = step
+        self._last_step = step
         self._next_step = step + 1
         return result
 
     def next(self) -> Any:
         """The next batch (same as ``next(loader)``)."""
         return self.__next__()
+
+    def __len__(self) -> int:
+        """The number of steps of the run, from step 0, when the sampler is finite (a
+        ``Sampler`` with ``passes``); an endless loader has no ``len()``."""
+        try:
+            return len(self._sampler)
+        except TypeError:
+            raise TypeError("an endless DataLoader has no len(); build its Sampler with "
+                            "passes=1 for one pass over the records") from None
+
+    def __bool__(self) -> bool:
+        # Without this, `if loader:` would call __len__, which an endless loader refuses.
+        return True
 
     # -- resume ---------------------------------------------------------------------------
 
@@ -213,20 +410,41 @@ class DataLoader:
         """
         state: dict[str, Any] = {"version": STATE_VERSION, "step": self._next_step,
                                  "streams": {k: self._length for k in self._streams}}
+        digests = stream_digests(self._streams)
+        if any(d is not None for d in digests.values()):
+            state["digests"] = digests
         if hasattr(self._sampler, "state_dict"):
             sampler_state = dict(self._sampler.state_dict())
             sampler_state["step"] = self._next_step
             state["sampler"] = sampler_state
         return state
 
+    @staticmethod
+    def reshard(state: Mapping[str, Any], *, world_size: int, rank: int) -> dict[str, Any]:
+        """A saved ``state_dict()`` rewritten for rank `rank` of `world_size` ranks with the
+        same global batch (elastic resume): its ``["sampler"]["batch_size"]`` is the batch
+        size to build this rank's Sampler (or Mix) with, and the run continues the saved
+        run's global sequence of records, none repeated or skipped. Any rank's saved state
+        will do: they differ only in their rank. Raises ValueError, naming the world sizes
+        that work, when `world_size` does not divide the global batch."""
+        sampler = state.get("sampler")
+        if not isinstance(sampler, Mapping):
+            raise ValueError("this DataLoader state has no sampler configuration (its sampler "
+                             "had no state_dict()), so it cannot be resharded")
+        kind = "Mix" if sampler.get("kind") == "Mix" else "sampler"
+        return {**state, "sampler": reshard_state(kind, sampler, world_size, rank)}
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from a saved state: the next batch is the one the saved run would have
-        delivered next. Batches in flight are discarded."""
+        delivered next. Batches in flight are discarded. The sampler checks its part: a
+        state saved with another world size is accepted when the global batch is the same
+        (see ``reshard``)."""
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported DataLoader state version {state.get('version')!r}; "
                              f"this loaderx writes version {STATE_VERSION}")
         saved = dict(state.get("streams", {}))
         current = {k: self._length for k in self._streams}
+        _check_digests(dict(state.get("digests") or {}), self._streams)
         if saved != current:
             raise ValueError(f"state was saved for streams {saved}, but this loader has "
                              f"{current}")
@@ -245,8 +463,9 @@ class DataLoader:
                 if not future.cancelled():
                     concurrent.futures.wait([future])
             self._pending.clear()
+            self._exhausted = False
         self._next_step = step
-        self.step = step - 1 if step > 0 else None
+        self._last_step = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -293,9 +512,26 @@ class DataLoader:
             }
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"next step {self._next_step}"
-        return (f"<DataLoader streams={list(self._streams)} workers={self._workers} "
-                f"prefetch={self._prefetch} ({state})>")
+        """``<DataLoader step 12 of 40, 3 in flight; 2 streams of 500 records: x=Dense
+        float32 (2, 3), t=Ragged int32 ndim=1; Sampler(...); transform=collate; workers=4
+        prefetch=4>``: where the run is, what it reads, and how."""
+        if self._closed:
+            where = "closed" + (f" after {type(self._error).__name__}" if self._error else "")
+        else:
+            try:
+                total = f" of {len(self)}"
+            except TypeError:
+                total = ""
+            where = f"step {self._next_step}{total}, {len(self._pending)} in flight"
+            if self._exhausted and not self._pending:
+                where += ", ended"
+        streams = ", ".join(f"{name}={_describe_stream(s)}" for name, s in self._streams.items())
+        transform = "none" if self._transform is None else _callable_name(self._transform) + (
+            "(batch, ctx)" if self._with_context else "")
+        return (f"<DataLoader {where}; {len(self._streams)} stream"
+                f"{'s' if len(self._streams) > 1 else ''} of {self._length:,} records: "
+                f"{streams}; {self._sampler!r}; transform={transform}; "
+                f"workers={self._workers} prefetch={self._prefetch}>")
 
 
-__all__ = ["DataLoader", "LoaderClosedError"]
+__all__ = ["BatchContext", "DataLoader", "LoaderClosedError", "stream_digests"]

@@ -1,3 +1,7 @@
+# mypy: disallow-subclassing-any=False, disallow-untyped-calls=False
+# (The lint session type-checks loaderx without Ray, so Ray Data's classes are Any there and
+# subclassing them would be an error; with Ray installed they are real classes, some of whose
+# constructors are untyped.)
 """Ray Data integration: zrecord stores as a ``ray.data.Dataset`` (extra ``loaderx[ray]``).
 
 ``read_zrecord(streams, *, parallelism=-1)`` turns a dict ``{column: store or path}`` of
@@ -34,8 +38,13 @@ try:
     import pyarrow as pa
     import ray.data
     from ray.data.block import BlockMetadata
+    from ray.data.collate_fn import ArrowBatchCollateFn
     from ray.data.datasource import Datasource, ReadTask
-    from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorArray
+    from ray.data.extensions import (
+        ArrowTensorArray,
+        ArrowVariableShapedTensorArray,
+        ArrowVariableShapedTensorType,
+    )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("loaderx.ray needs Ray Data: pip install 'loaderx[ray]'") from exc
 
@@ -57,20 +66,53 @@ class _Column:
     length: int
     nbytes: int
 
-    def arrow(self, values: Any) -> Any:
-        """Arrow column for the values a store's gather returned."""
+    def arrow(self, values: Any, shapes: np.ndarray | None = None) -> Any:
+        """Arrow column for the values a store's gather returned (for Ragged, with the
+        records' `shapes`, an ``(n, ndim)`` array, when known)."""
         if self.kind == "Dense":
             if self.item_shape == ():
                 return pa.array(values)
             return ArrowTensorArray.from_numpy(values)
-        # Ranges are never empty (see get_read_tasks), and Ray cannot build an empty ragged
-        # column anyway. An object array of the records (not a list), filled one element at a
-        # time, keeps NumPy from stacking records that happen to share one shape, so the
-        # column type never depends on the data.
-        records = np.empty(len(values), dtype=object)
-        for i, value in enumerate(values):
-            records[i] = value
-        return ArrowVariableShapedTensorArray.from_numpy(records)
+        return _ragged_arrow(values, self.dtype, self.ndim, shapes)
+
+
+def _ragged_arrow(records: list[np.ndarray], dtype: np.dtype[Any], ndim: int,
+                  shapes: np.ndarray | None) -> Any:
+    """An ArrowVariableShapedTensorArray of `records`, built with a few vectorised calls.
+
+    Ray's ``from_numpy`` walks the records in Python (ravel, shape tuples, ``pa.array`` of a
+    list of tuples), which cost as much as the gather itself for small records. Its storage
+    is documented in that function: a struct of ``data``, a large list of the raveled
+    records over one value buffer, and ``shape``, a list of int64 per record. This builds
+    the same storage from one concatenated buffer and the shapes array;
+    test_ray.py checks it against ``from_numpy`` so that a Ray upgrade that changes the
+    layout fails there. Built as a variable-shaped column even when the records happen to
+    share a shape, so the column type never depends on the data. Ranges are never empty (see
+    get_read_tasks), and Ray cannot build an empty ragged column anyway.
+    """
+    if dtype == np.bool_:
+        # Arrow packs booleans into bits; Ray's own constructor does that (rare dtype).
+        boxed = np.empty(len(records), dtype=object)
+        for i, value in enumerate(records):
+            boxed[i] = value
+        return ArrowVariableShapedTensorArray.from_numpy(boxed)
+    n = len(records)
+    if shapes is None:
+        shapes = np.array([r.shape for r in records], dtype=np.int64).reshape(n, ndim)
+    sizes = np.prod(shapes, axis=1, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    flat = np.concatenate([r.reshape(-1) for r in records]) if ndim > 1 else \
+        np.concatenate(records)
+    value_type = pa.from_numpy_dtype(dtype)
+    values = pa.Array.from_buffers(value_type, int(offsets[-1]),
+                                   [None, pa.py_buffer(np.ascontiguousarray(flat, dtype))])
+    data = pa.LargeListArray.from_arrays(pa.array(offsets), values)
+    shape = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, (n + 1) * ndim, ndim, dtype=np.int32)),
+        pa.array(shapes.reshape(-1).astype(np.int64, copy=False)))
+    storage = pa.StructArray.from_arrays([data, shape], ["data", "shape"])
+    return ArrowVariableShapedTensorType(value_type, ndim).wrap_array(storage)
 
 
 def _describe(name: Any, value: Any) -> _Column:
@@ -111,7 +153,9 @@ def _read_range(columns: list[_Column], start: int, stop: int, step: int,
                 arrays.append(pa.array(ids.astype(np.int64)))
             for c in columns:
                 names.append(c.name)
-                arrays.append(c.arrow(stores[c.name][ids]))
+                store = stores[c.name]
+                shapes = store.shapes(ids) if isinstance(store, Ragged) else None
+                arrays.append(c.arrow(store[ids], shapes))
             yield pa.Table.from_arrays(arrays, names=names)
     finally:
         for store in stores.values():
@@ -176,6 +220,97 @@ class ZrecordDatasource(Datasource):
         return out
 
 
+def _column_arrays(column: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """(values, shapes) of one column of a pyarrow batch: a Dense column's stacked
+    ``(n, *item_shape)`` array and None; a Ragged column's records raveled into one 1-D array
+    and their ``(n, ndim)`` int64 shapes. Zero-copy for a batch of one chunk."""
+    values, shapes = [], []
+    for chunk in column.chunks:
+        if isinstance(chunk.type, ArrowVariableShapedTensorType):
+            ndim = chunk.type.ndim
+            # flatten() honours the slice a batch is of a block: only this batch's values.
+            values.append(chunk.storage.field("data").flatten().to_numpy(zero_copy_only=False))
+            shapes.append(chunk.storage.field("shape").flatten().to_numpy(
+                zero_copy_only=False).reshape(len(chunk), ndim))
+        elif isinstance(chunk, ArrowTensorArray):
+            values.append(chunk.to_numpy())
+        else:
+            values.append(chunk.to_numpy(zero_copy_only=False))
+    if not values:
+        raise ValueError("an empty batch has no columns to collate")
+    joined = values[0] if len(values) == 1 else np.concatenate(values)
+    if not shapes:
+        return joined, None
+    return joined, shapes[0] if len(shapes) == 1 else np.concatenate(shapes)
+
+
+class TorchCollate(ArrowBatchCollateFn):
+    """``ds.iter_torch_batches(collate_fn=TorchCollate())`` for datasets of
+    :func:`read_zrecord`: every column becomes tensors that Ray can move to the device
+    without losing record boundaries, with no per-record Python work.
+
+    A Dense column ``name`` becomes one ``(B, *item_shape)`` tensor. A Ragged column ``name``
+    becomes two: ``name``, every record's values raveled and concatenated (1-D), and
+    ``name + "_shapes"``, the ``(B, ndim)`` int64 shapes; nothing is padded, and
+    :func:`split_records` gives the records back (on any device). With `fn`, ``fn(batch)``
+    receives that dict of tensors and may return any dict of tensors; a value that is a list
+    or tuple of tensors is refused with a TypeError, because Ray's device transfer would
+    concatenate it into one tensor and silently lose where each record ends.
+    """
+
+    def __init__(self, fn: Any = None) -> None:
+        self.fn = fn
+
+    def __call__(self, batch: Any) -> Any:
+        """Collate one pyarrow batch (Ray calls this on its prefetch threads)."""
+        import torch
+
+        out: dict[str, Any] = {}
+        for name in batch.column_names:
+            values, shapes = _column_arrays(batch.column(name))
+            if not values.flags.writeable:
+                # Arrow's buffers are read-only and torch has no read-only tensors: copy, as
+                # Ray's own collation does, rather than hand out a tensor whose writes would
+                # reach Ray's block.
+                values = values.copy()
+            out[name] = torch.from_numpy(np.ascontiguousarray(values))
+            if shapes is not None:
+                out[name + "_shapes"] = torch.from_numpy(np.array(shapes, dtype=np.int64))
+        if self.fn is None:
+            return out
+        result = self.fn(out)
+        _refuse_tensor_lists(result)
+        return result
+
+
+def _refuse_tensor_lists(result: Any) -> None:
+    import torch
+
+    items = result.items() if isinstance(result, Mapping) else [("the result", result)]
+    for name, value in items:
+        if isinstance(value, (list, tuple)) and value and all(
+                isinstance(v, torch.Tensor) for v in value):
+            raise TypeError(
+                f"the collate function returned {name!r} as a {type(value).__name__} of "
+                f"{len(value)} tensors; Ray's iter_torch_batches would concatenate them into "
+                "one tensor on its device transfer, silently losing where each record ends. "
+                "Return the values raveled and concatenated with their shapes (as "
+                "TorchCollate does; split_records restores the records), a padded tensor "
+                "with the lengths, or a nested tensor")
+
+
+def split_records(values: Any, shapes: Any) -> list[Any]:
+    """The records of a Ragged column collated by :class:`TorchCollate`: ``values`` (1-D)
+    split by the ``(B, ndim)`` ``shapes`` and reshaped, as views, on whatever device the
+    tensors are."""
+    import torch
+
+    shape_list = [tuple(int(d) for d in row) for row in shapes.tolist()]
+    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shape_list]
+    return [part.reshape(shape) for part, shape in zip(torch.split(values, sizes), shape_list,
+                                                       strict=True)]
+
+
 def read_zrecord(streams: Mapping[str, Any], *, parallelism: int = -1,
                  index_column: str | None = None, **read_args: Any) -> Any:
     """A ``ray.data.Dataset`` with one row per record of the index-aligned stores `streams`.
@@ -196,4 +331,5 @@ def read_zrecord(streams: Mapping[str, Any], *, parallelism: int = -1,
     return ray.data.read_datasource(source, **read_args)
 
 
-__all__ = ["BLOCK_BYTES_TARGET", "ZrecordDatasource", "read_zrecord"]
+__all__ = ["BLOCK_BYTES_TARGET", "TorchCollate", "ZrecordDatasource", "read_zrecord",
+           "split_records"]

@@ -1,10 +1,10 @@
 """The stateless sampler: batch indices as a pure function of (seed, step).
 
-``Sampler(length, batch_size, mode, seed=0, *, rank=0, world_size=1)`` draws one batch of
-record indices per step. ``next()`` (and iteration) returns a read-only view of one reused
-uint64 buffer: it is *borrowed* until the next draw from the same sampler, so copy it only if
-it must outlive that draw. ``seek(step)`` is O(1) and makes ``step`` the next one drawn, so a
-run resumes without replaying draws. The sampler is endless.
+``Sampler(length, batch_size, mode, seed=0, *, rank=0, world_size=1, passes=None)`` draws
+one batch of record indices per step. ``next()`` (and iteration) returns a read-only view of
+one reused uint64 buffer: it is *borrowed* until the next draw from the same sampler, so copy
+it only if it must outlive that draw. ``seek(step)`` is O(1) and makes ``step`` the next one
+drawn, so a run resumes without replaying draws. The sampler is endless unless ``passes`` is given.
 
 Modes:
 
@@ -15,17 +15,36 @@ Modes:
   ``length mod (batch_size * world_size)`` records, chosen afresh by each cycle's permutation. No dataset-sized permutation is
   ever allocated (the permutation is a keyed bijection computed per index).
 
+Passes (evaluation): ``Sampler(..., passes=k)`` with SEQUENTIAL or CYCLIC reads every record
+exactly once per pass, for ``k`` passes, then ``next()`` raises StopIteration; ``len(sampler)``
+and ``sampler.steps`` are the number of steps, ``k * ceil(length / (batch_size *
+world_size))``. Nothing is dropped: the last step of each pass holds the
+``length mod (batch_size * world_size)`` remaining records (SEQUENTIAL: the last ones in
+order; CYCLIC: the end of that pass's permutation; a pass of CYCLIC is the permutation of the
+cycle with the same number). With several ranks, every rank still runs the same number of
+steps, and that last step's records are split as evenly as the ranks allow: rank ``r`` gets
+``rem // world_size`` of them plus one if ``r < rem % world_size`` (``rem`` the remainder), so
+its last batch may be short or empty (zero records) while the ranks together cover every
+record exactly once. IID draws with replacement and has no passes (a ValueError).
+
 Arguments: ``length`` is 1..2**63; ``batch_size`` and ``world_size`` are at least 1, with
 ``batch_size * world_size`` at most 2**63; ``rank`` is 0..world_size-1; ``seed`` is any
 unsigned 64-bit value, 0..2**64-1 (each seed gives its own stream), and steps are 0..2**64-1.
 Anything else raises ValueError (TypeError for a non-integer) naming the value and the range.
 
-Ranks: with ``world_size > 1`` the ranks together draw ``batch_size * world_size`` indices per
-step and rank ``r`` takes its own ``batch_size`` of them, so at every step the ranks' indices
-are disjoint (SEQUENTIAL and CYCLIC: disjoint positions of the same sequence; IID: rank ``r``
-draws only records ``r, r + world_size, r + 2 * world_size, ...``, the first
-``length // world_size`` of them). Every rank has the same number of steps: the sampler is
-endless and all ranks share the same step counter semantics, so no rank runs out early.
+Ranks: with ``world_size > 1`` the ranks together draw the global batch of ``batch_size *
+world_size`` indices per step and rank ``r`` takes positions ``[r * batch_size, (r + 1) *
+batch_size)`` of it: disjoint positions of one sequence, so SEQUENTIAL and CYCLIC ranks never
+share a record within a step (IID draws with replacement, so two positions may hold the same
+record, as within one process's batch). Every rank has the same number of steps: the sampler
+is endless and all ranks share the same step counter semantics, so no rank runs out early.
+
+Elastic resume: what the global batch holds depends on its size, never on how it is split
+into ranks, so a ``state_dict()`` saved with one world size resumes exactly with another that
+keeps ``batch_size * world_size``: ``load_state_dict`` accepts it (from any rank), and
+``Sampler.reshard(state, world_size=..., rank=...)`` rewrites it for a rank of the new
+topology (its ``batch_size`` is the one to build with). Otherwise it is refused with a
+ValueError that names the world sizes and batch sizes that would work.
 
 ``Mix(sources, weights, seed=0, *, batch_size=...)`` mixes several sources (stream dicts, each
 cycling with its own sampler) into one batch stream with exact per-record proportions; it is

@@ -8,6 +8,8 @@ and all processes run the same number of steps. Batches are converted to tensors
 ``torch.utils.data.DataLoader(dataset, batch_size=None)`` or iterate it directly.
 
 Invariants:
+- The same data everywhere. ``check_same_stores(streams)`` compares every rank's store
+  digests through one collective and raises on every rank at once when they differ.
 - One process iterates. loaderx prefetches on its own threads (``workers=``), so PyTorch
   worker processes are refused (``num_workers > 0``): each would iterate the whole pipeline,
   delivering every batch once per worker, and the state would advance only in the worker's copy
@@ -16,9 +18,14 @@ Invariants:
   worker would hold its own thread pool and batch budget. ``__iter__`` raises ValueError inside
   a worker and pickling (spawn, forkserver) raises TypeError, both saying ``num_workers=0``.
 - Resume. ``state_dict()`` is the position after the batch last yielded (None before the
-  first), and ``load_state_dict(state)`` makes the next iteration continue from it.
+  first), and ``load_state_dict(state)`` makes the next iteration continue from it. A state
+  saved with another world size is resharded for this rank when iteration starts (elastic
+  resume), which is exact when ``batch_size * world_size`` is the saved global batch and
+  refused, with the batch size that would work, otherwise.
 - ``steps`` is the length of the run counted from step 0, not per iteration: a run of
-  ``steps=10`` stopped after 4 batches and resumed yields the remaining 6.
+  ``steps=10`` stopped after 4 batches and resumed yields the remaining 6. With ``passes``
+  (evaluation: every record once per pass, see ``loaderx.sampler``) the run also ends when
+  the sampler does, whichever comes first.
 """
 
 from __future__ import annotations
@@ -28,11 +35,19 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
-import torch
-import torch.distributed as dist
-from torch.utils.data import IterableDataset
 
-from loaderx.dataloader import DataLoader
+try:
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import IterableDataset
+except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
+    raise ImportError(
+        "loaderx.torch needs PyTorch, which loaderx does not install for you (the right build "
+        "depends on your platform and accelerator): pip install torch, or pick the command "
+        "for your CUDA/ROCm/CPU build at https://pytorch.org/get-started/locally/"
+    ) from exc
+
+from loaderx.dataloader import DataLoader, _callable_name, _describe_stream, stream_digests
 from loaderx.sampler import Mode, Sampler
 
 
@@ -48,6 +63,42 @@ def to_tensors(batch: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def check_same_stores(streams: Mapping[str, Any], group: Any = None) -> dict[str, str | None]:
+    """Check that every rank of the process group reads the same stores; call it on every
+    rank after opening the streams, before training. Returns this rank's ``{name: digest}``.
+
+    Each rank contributes its streams' digests (``loaderx.dataloader.stream_digests``: a
+    zrecord store's header checksum) and paths through one ``all_gather_object``; when any
+    rank's differ from rank 0's, every rank raises the same ValueError, which names the
+    ranks, streams, digests and paths, so no rank is left waiting in a collective. A stale
+    copy of a store on one host is the usual cause. Without an initialised process group it
+    only returns the digests.
+    """
+    digests = stream_digests(streams)
+    if not (dist.is_available() and dist.is_initialized()):
+        return digests
+    mine = {name: (digests[name], str(getattr(stream, "path", type(stream).__name__)))
+            for name, stream in streams.items()}
+    gathered: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, mine, group=group)
+    reference = gathered[0]
+    problems = []
+    for rank, seen in enumerate(gathered):
+        if set(seen) != set(reference):
+            problems.append(f"rank {rank} has streams {sorted(seen)}, rank 0 {sorted(reference)}")
+            continue
+        for name, (digest, path) in seen.items():
+            if digest != reference[name][0]:
+                problems.append(f"rank {rank} reads {name!r} from {path} with digest {digest}, "
+                                f"rank 0 from {reference[name][1]} with digest "
+                                f"{reference[name][0]}")
+    if problems:
+        raise ValueError("the ranks do not read the same stores, so they would not train on "
+                         "the same dataset: " + "; ".join(problems) + ". Copy the same "
+                         "published store to every host (copies keep the digest).")
+    return digests
 
 
 def distributed_rank_and_world_size() -> tuple[int, int]:
@@ -72,7 +123,8 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
     def __init__(self, streams: Mapping[str, Any], batch_size: int, mode: Mode | str,
                  seed: int = 0, transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
                  steps: int | None = None, workers: int = 4, prefetch: int = 4,
-                 rank: int | None = None, world_size: int | None = None) -> None:
+                 rank: int | None = None, world_size: int | None = None,
+                 passes: int | None = None) -> None:
         super().__init__()
         self.streams = dict(streams)
         self.batch_size = batch_size
@@ -88,6 +140,7 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         self.prefetch = prefetch
         self.rank = rank
         self.world_size = world_size
+        self.passes = passes
         self._state: dict[str, Any] | None = None
 
     def sampler(self) -> Sampler:
@@ -98,7 +151,7 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         world = world if self.world_size is None else self.world_size
         length = len(next(iter(self.streams.values())))
         return Sampler(length, self.batch_size, self.mode, self.seed, rank=rank,
-                       world_size=world)
+                       world_size=world, passes=self.passes)
 
     def __iter__(self) -> Iterator[Any]:
         worker = torch.utils.data.get_worker_info()
@@ -108,13 +161,46 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
                 f"{worker.num_workers}: every worker would deliver every batch, and the main "
                 f"process could not resume. {_ONE_PROCESS}")
         step = 0 if self._state is None else operator.index(self._state["step"])
-        with DataLoader(self.streams, self.sampler(), self.transform, workers=self.workers,
-                        prefetch=self.prefetch, state=self._state) as loader:
+        sampler = self.sampler()
+        state = self._state
+        saved = None if state is None else state.get("sampler")
+        if state is not None and isinstance(saved, Mapping) and \
+                saved.get("world_size") != sampler.world_size:
+            # Elastic resume: a state of another world size, rewritten for this rank. The
+            # DataLoader then refuses it unless batch_size keeps the global batch.
+            state = DataLoader.reshard(state, world_size=sampler.world_size, rank=sampler.rank)
+        with DataLoader(self.streams, sampler, self.transform, workers=self.workers,
+                        prefetch=self.prefetch, state=state) as loader:
             while self.steps is None or step < self.steps:
-                batch = next(loader)
+                try:
+                    batch = next(loader)
+                except StopIteration:  # `passes` given: every record was delivered
+                    return
                 self._state = loader.state_dict()
                 step = self._state["step"]
                 yield batch
+
+    def __repr__(self) -> str:
+        """``<TorchIterable 2 streams of 120 records: x=Dense float32 (3,), ...; batch_size=8
+        mode=cyclic seed=1 steps=10; rank and world_size from torch.distributed; workers=4
+        prefetch=4; transform=to_tensors; next step 4>``."""
+        n = len(next(iter(self.streams.values())))
+        streams = ", ".join(f"{k}={_describe_stream(v)}" for k, v in self.streams.items())
+        mode = self.mode.name.lower() if isinstance(self.mode, Mode) else str(self.mode).lower()
+        run = f" steps={self.steps}" if self.steps is not None else ""
+        run += f" passes={self.passes}" if self.passes is not None else ""
+        if self.rank is None and self.world_size is None:
+            ranks = "rank and world_size from torch.distributed"
+        else:
+            ranks = (f"rank={'from torch.distributed' if self.rank is None else self.rank} "
+                     f"world_size="
+                     f"{'from torch.distributed' if self.world_size is None else self.world_size}")
+        transform = "none" if self.transform is None else _callable_name(self.transform)
+        step = 0 if self._state is None else self._state["step"]
+        return (f"<TorchIterable {len(self.streams)} stream{'s' if len(self.streams) > 1 else ''}"
+                f" of {n:,} records: {streams}; batch_size={self.batch_size} mode={mode} "
+                f"seed={self.seed}{run}; {ranks}; workers={self.workers} "
+                f"prefetch={self.prefetch}; transform={transform}; next step {step}>")
 
     def __getstate__(self) -> dict[str, Any]:
         # Only PyTorch worker processes started by spawn or forkserver pickle the dataset.
@@ -129,4 +215,5 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         self._state = None if state is None else dict(state)
 
 
-__all__ = ["TorchIterable", "distributed_rank_and_world_size", "to_tensors"]
+__all__ = ["TorchIterable", "check_same_stores", "distributed_rank_and_world_size",
+           "to_tensors"]

@@ -23,6 +23,7 @@ cdef extern from "zrecord.h" nogil:
         ZR_E_IMMUTABLE
     const char *zr_result_name(int code)
     const char *zr_dtype_info(uint8_t code, uint32_t *itemsize)
+    const char *zr_datetime_unit(uint8_t code)
 
     ctypedef struct zr_status:
         int32_t code
@@ -38,6 +39,8 @@ cdef extern from "zrecord.h" nogil:
         uint8_t codec
         uint8_t data_shards
         uint64_t item_shape[32]
+        uint32_t dtype_length
+        uint8_t dtype_unit
 
     ctypedef struct zr_info:
         zr_schema schema
@@ -49,6 +52,7 @@ cdef extern from "zrecord.h" nogil:
         uint64_t stored_bytes
         uint64_t record_size
         uint64_t itemsize
+        uint64_t header_checksum
 
     ctypedef struct zr_writer:
         pass

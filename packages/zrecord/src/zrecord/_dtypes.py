@@ -1,4 +1,5 @@
-"""Schema validation: dtype codes (spec/format-v1.md §3.3), codecs and shapes.
+"""Schema validation: dtype codes and their parameters (spec/format-v1.md §3.3), codecs and
+shapes.
 
 Schemas are explicit and never inferred: every function here rejects what it cannot store
 exactly, with a message that says what was given and what is accepted.
@@ -19,21 +20,34 @@ KIND_RAGGED = 2
 
 
 
-def _dtype_table() -> dict[int, np.dtype[Any]]:
-    """spec §3.3: code -> dtype, from the native core's one table. Little-endian storage;
-    one-byte types have no byte order."""
-    table: dict[int, np.dtype[Any]] = {}
+def _dtype_tables() -> tuple[dict[int, np.dtype[Any]], dict[int, str]]:
+    """spec §3.3, from the native core's one table: code -> dtype for the dtypes of fixed item
+    size (little-endian storage; one-byte types have no byte order), and code -> NumPy kind
+    ('M', 'm', 'S', 'U', 'V') for the parametric ones of format 1.1, whose unit or length the
+    header gives."""
+    fixed: dict[int, np.dtype[Any]] = {}
+    parametric: dict[int, str] = {}
     for code, name, itemsize in _native.dtype_table():
         dt = np.dtype(name)
+        if dt.kind in "MmSUV":
+            parametric[code] = dt.kind
+            continue
         if dt.itemsize != itemsize:
             raise ImportError(f"zrecord: the native core gives dtype {name!r} (code {code}) "
                               f"itemsize {itemsize}, NumPy {dt.itemsize}; the build is broken")
-        table[code] = dt.newbyteorder("<") if itemsize > 1 else dt
-    return table
+        fixed[code] = dt.newbyteorder("<") if itemsize > 1 else dt
+    return fixed, parametric
 
 
-_DTYPES = _dtype_table()
+_DTYPES, _PARAMETRIC = _dtype_tables()
 _CODES: dict[np.dtype[Any], int] = {dt: code for code, dt in _DTYPES.items()}
+_KIND_CODES: dict[str, int] = {kind: code for code, kind in _PARAMETRIC.items()}
+# datetime64/timedelta64 unit codes (spec §3.3), from the core: code -> NumPy unit name.
+_UNITS: dict[int, str] = dict(_native.datetime_units())
+_UNIT_CODES: dict[str, int] = {name: code for code, name in _UNITS.items()}
+# NumPy keeps a datetime unit count and an item size in a C int.
+UNIT_COUNT_MAX = (1 << 31) - 1
+ITEMSIZE_BYTES_MAX = (1 << 31) - 1
 
 CODECS = {"raw": 0, "zstd": 1, "zstd_dict": 2}
 CODEC_NAMES = {code: name for name, code in CODECS.items()}
@@ -47,15 +61,25 @@ DICT_SIZE_BYTES_MAX = 1 << 24
 # such empty records; they are refused at the Python boundary with a LimitError.
 NUMPY_SIZE_MAX = int(np.iinfo(np.intp).max)
 
-_ACCEPTED = ", ".join(str(dt) for dt in _DTYPES.values())
+_ACCEPTED = (", ".join(str(dt) for dt in _DTYPES.values())
+             + ", datetime64[unit], timedelta64[unit], S<n>, U<n>, V<n>")
 
 
-def dtype_from_code(code: int) -> np.dtype[Any]:
-    return _DTYPES[code]
+def dtype_from_info(code: int, length: int = 0, unit: int = 0) -> np.dtype[Any]:
+    """The NumPy dtype of a store's dtype code and parameters (spec §3.3), as the native core
+    validated them."""
+    kind = _PARAMETRIC.get(code)
+    if kind is None:
+        return _DTYPES[code]
+    if kind in "Mm":
+        count = "" if length == 1 else str(length)
+        return np.dtype(f"<{kind}8[{count}{_UNITS[unit]}]")
+    return np.dtype(f"<U{length}") if kind == "U" else np.dtype(f"{kind}{length}")
 
 
-def dtype_code(dtype: Any) -> tuple[np.dtype[Any], int]:
-    """Validate a schema dtype; return it normalised (little-endian) with its format code."""
+def dtype_code(dtype: Any) -> tuple[np.dtype[Any], int, int, int]:
+    """Validate a schema dtype; return it normalised (little-endian) with its format code and
+    its parameters dtype_length and dtype_unit (spec §3.3; 0 and 0 for the dtypes of 1.0)."""
     if dtype is None:
         raise SchemaError(f"dtype is required and is never inferred; got None (accepted: {_ACCEPTED})")
     try:
@@ -75,11 +99,32 @@ def dtype_code(dtype: Any) -> tuple[np.dtype[Any], int]:
     if dt.byteorder == ">":
         raise SchemaError(f"big-endian dtype {dt.str!r} is not supported; stores are little-endian: "
                           f"use {dt.newbyteorder('<').str!r} (accepted: {_ACCEPTED})")
+    if dt.kind in _KIND_CODES:
+        return _parametric_code(dt)
     code = _CODES.get(dt.newbyteorder("<") if dt.itemsize > 1 else dt)
     if code is None:
         raise SchemaError(f"dtype {dt} (kind {dt.kind!r}) has no record format "
                           f"(accepted: {_ACCEPTED})")
-    return _DTYPES[code], code
+    return _DTYPES[code], code, 0, 0
+
+
+def _parametric_code(dt: np.dtype[Any]) -> tuple[np.dtype[Any], int, int, int]:
+    """datetime64/timedelta64 with their unit and count; S<n>, U<n>, V<n> with their length."""
+    code = _KIND_CODES[dt.kind]
+    if dt.kind in "Mm":
+        unit, count = np.datetime_data(dt)
+        if unit == "generic":
+            raise SchemaError(f"dtype {dt} has no unit (NumPy's generic unit holds only NaT); "
+                              f"give one, such as {dt.name}[ns] (accepted: {_ACCEPTED})")
+        if unit not in _UNIT_CODES or not 1 <= count <= UNIT_COUNT_MAX:
+            raise SchemaError(f"dtype {dt} has unit {count}{unit}, which the format cannot hold "
+                              f"(units: {', '.join(_UNITS.values())})")
+        return dtype_from_info(code, count, _UNIT_CODES[unit]), code, count, _UNIT_CODES[unit]
+    length = dt.itemsize // 4 if dt.kind == "U" else dt.itemsize
+    if dt.itemsize > ITEMSIZE_BYTES_MAX:
+        raise LimitError(f"dtype {dt} has item size {dt.itemsize}; itemsize_bytes_max is "
+                         f"{ITEMSIZE_BYTES_MAX}")
+    return dtype_from_info(code, length), code, length, 0
 
 
 def item_shape_tuple(item_shape: Any) -> tuple[int, ...]:

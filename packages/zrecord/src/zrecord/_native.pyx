@@ -202,6 +202,17 @@ def dtype_table():
     return out
 
 
+def datetime_units():
+    """The core's datetime64/timedelta64 unit table (spec §3.3): a list of (code, NumPy name)."""
+    cdef const char *name
+    out = []
+    for code in range(1, 256):
+        name = zr_datetime_unit(code)
+        if name != NULL:
+            out.append((code, (<bytes> name).decode("ascii")))
+    return out
+
+
 # The C header's result codes by name, with the values the C compiler saw in zrecord.h.
 RESULT_CODES = {
     "ZR_OK": ZR_OK,
@@ -408,9 +419,12 @@ cdef int _take_plain(RaggedChunk chunk, object arr, PyObject *descr, bint alone)
     return 1
 
 
-cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize, bint alone) except -1:
+cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize, bint alone,
+               object exact) except -1:
     """Add `arr` to `chunk` if it is exactly what the store takes; 0 if not (nothing added).
-    `alone`: the caller's reference to `arr` is its only one (see `_unshared`)."""
+    `alone`: the caller's reference to `arr` is its only one (see `_unshared`). `exact`: a dtype
+    that `arr`'s must equal, for kinds whose kind letter and item size do not say everything
+    (a datetime's unit, a structured dtype beside V<n>); None for the others."""
     cdef object capsule
     cdef zr_array_interface *ai
     cdef uint64_t n
@@ -427,6 +441,8 @@ cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize, bint alon
     ai = <zr_array_interface *> PyCapsule_GetPointer(capsule, NULL)
     if ai.two != 2 or ai.nd != chunk.ndim or ai.typekind != kind or ai.itemsize != itemsize \
             or (ai.flags & need) != need:
+        return 0
+    if exact is not None and arr.dtype != exact:
         return 0
     if chunk.count == chunk.cap:
         chunk._grow()
@@ -458,15 +474,16 @@ cdef int raise_pending() except -1:
 
 def ragged_collect(object it, RaggedChunk chunk, str dtype_kind, int itemsize,
                    Py_ssize_t max_records, uint64_t max_bytes, object fix, uint64_t first,
-                   object dtype=None):
+                   object exact=None, object dtype=None):
     """Move records from the iterator `it` into `chunk` until it holds `max_records` records
     or `max_bytes` bytes; return True once `it` is exhausted.
 
     A record taken as it is must be an ndarray of the chunk's ndim, of the store's numeric
     dtype (`dtype_kind`, `itemsize`, native byte order), C-contiguous and aligned. Anything
     else goes to `fix(record, record_number)` (numbered from `first`), which raises the
-    user-facing error or returns a contiguous copy that is then taken. `dtype`, the store's
-    NumPy dtype, lets records of exactly that dtype object skip the array interface.
+    user-facing error or returns a contiguous copy that is then taken. `exact`, if not None,
+    is the store's dtype, which every record's must equal (datetime units, V<n>). `dtype`, the
+    store's NumPy dtype, lets records of exactly that dtype object skip the array interface.
     """
     cdef char kind = ord(dtype_kind)
     cdef object rec
@@ -487,9 +504,9 @@ def ragged_collect(object it, RaggedChunk chunk, str dtype_kind, int itemsize,
             return True
         rec = <object> p  # a new reference of its own
         Py_DecRef(p)
-        if not _take(chunk, rec, kind, itemsize, Py_REFCNT(rec) == 1):
+        if not _take(chunk, rec, kind, itemsize, Py_REFCNT(rec) == 1, exact):
             rec = fix(rec, first + <uint64_t> chunk.count)
-            if not _take(chunk, rec, kind, itemsize, Py_REFCNT(rec) == 1):
+            if not _take(chunk, rec, kind, itemsize, Py_REFCNT(rec) == 1, exact):
                 raise TypeError(f"zrecord: record {first + <uint64_t> chunk.count} is still not a "
                                 f"C-contiguous, aligned, native-order array after conversion")
     return False
@@ -504,7 +521,8 @@ cdef class Writer:
     cdef readonly bint done
 
     def __cinit__(self, bytes path, int kind, int dtype, int ndim, int codec, int data_shards,
-                  tuple item_shape, object dict_bytes, uint32_t flags):
+                  tuple item_shape, object dict_bytes, uint32_t flags, uint32_t dtype_length=0,
+                  uint8_t dtype_unit=0):
         cdef zr_schema schema
         cdef zr_status st
         cdef const char *cpath = path
@@ -515,6 +533,8 @@ cdef class Writer:
         memset(&schema, 0, sizeof(schema))
         schema.kind = kind
         schema.dtype = dtype
+        schema.dtype_length = dtype_length
+        schema.dtype_unit = dtype_unit
         schema.ndim = ndim
         schema.codec = codec
         schema.data_shards = data_shards
@@ -614,6 +634,8 @@ cdef class Reader:
         return {
             "kind": info.schema.kind,
             "dtype": info.schema.dtype,
+            "dtype_length": info.schema.dtype_length,
+            "dtype_unit": info.schema.dtype_unit,
             "ndim": ndim,
             "codec": info.schema.codec,
             "data_shards": info.schema.data_shards,
@@ -626,6 +648,7 @@ cdef class Reader:
             "stored_bytes": info.stored_bytes,
             "record_size": info.record_size,
             "itemsize": info.itemsize,
+            "header_checksum": info.header_checksum,
         }
 
     def dict_into(self, object out):

@@ -8,6 +8,10 @@ Invariants of this module:
   (tuple, list, integer array, slice) returns a batch in the requested order. Indices must lie
   in ``0 .. len(store) - 1``; slices follow Python's rules (negative bounds and steps allowed).
 - Batch outputs of at least ``_pool.POOL_BATCH_BYTES_MIN`` come from the store's pool.
+- Identity: ``digest`` is the header checksum ([ZR-HDR-004]) of the header the native reader
+  verified at open (``zr_info.header_checksum``). It covers the index checksum (so every
+  record's location, size and checksum), the shard sizes, the schema and the dictionary: two
+  stores with the same digest hold the same records.
 """
 
 from __future__ import annotations
@@ -18,13 +22,19 @@ from typing import Any
 import numpy as np
 
 from zrecord import _native
-from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_code, numpy_can_hold
+from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_info, numpy_can_hold
 from zrecord._index import index_error, normalise
 from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
 from zrecord._progress import human_bytes
 from zrecord._writer import DenseWriter, RaggedWriter
-from zrecord.errors import ClosedError, KindMismatchError, LimitError, ModeError, StoreIndexError
+from zrecord.errors import (
+    ClosedError,
+    KindMismatchError,
+    LimitError,
+    ModeError,
+    StoreIndexError,
+)
 
 # Iteration reads ahead in blocks of about this size, so it costs one native call per block.
 _ITER_BLOCK_BYTES = 4 << 20
@@ -49,16 +59,27 @@ class _Store:
         self._closed = False
         self._info = info
         self._len: int = info["record_count"]
-        self.dtype: np.dtype[Any] = dtype_from_code(info["dtype"])
+        self.dtype: np.dtype[Any] = dtype_from_info(info["dtype"], info["dtype_length"],
+                                                    info["dtype_unit"])
         self.ndim: int = info["ndim"]
         self.codec: str = CODEC_NAMES[info["codec"]]
         self.data_shards: int = info["data_shards"]
+        self._digest = f"{info['header_checksum']:016x}"
         self._pool = BlockPool()
 
     @property
     def closed(self) -> bool:
         """True after ``close()``: the store's files are released and reads raise ClosedError."""
         return self._closed
+
+    @property
+    def digest(self) -> str:
+        """The store's identity, 16 hex digits: its header checksum (XXH64 over header.zrh,
+        which covers the index checksum, the shard sizes, the schema and the dictionary).
+        Equal digests mean the same records in the same order, so copies of a store on
+        several hosts have the same digest and a store rebuilt differently has another.
+        Read once at open; available after ``close()``."""
+        return self._digest
 
     @property
     def nbytes(self) -> int:
@@ -101,6 +122,7 @@ class _Store:
             "stored_bytes": self.stored_bytes,
             "format_version": list(self.format_version),
             "dict_bytes": int(self._info["dict_size"]),
+            "digest": self._digest,
         }
 
     def close(self) -> None:

@@ -59,7 +59,7 @@ class _Writer:
     def __init__(self, path: Any, dtype: Any, shape_or_ndim: tuple[int, ...] | int, codec: Any,
                  data_shards: Any, dict_bytes: Any, sync: bool) -> None:
         self.path = fspath(path)
-        self.dtype, dcode = dtype_code(dtype)
+        self.dtype, dcode, dlength, dunit = dtype_code(dtype)
         ccode, dict_data = codec_code(codec, dict_bytes)
         shards = data_shards_value(data_shards)
         self.codec: str = codec
@@ -75,7 +75,8 @@ class _Writer:
         # published store and removes stale temporaries of this name (zrecord.h). The handle
         # aborts the write if it is collected unpublished.
         self._handle = _native.Writer(native_path(self.path), self._kind, dcode, ndim, ccode,
-                                      shards, item_shape, dict_data, 0 if sync else 1)
+                                      shards, item_shape, dict_data, 0 if sync else 1,
+                                      dlength, dunit)
 
     def __del__(self) -> None:
         handle = getattr(self, "_handle", None)
@@ -245,11 +246,14 @@ class RaggedWriter(_Writer):
         chunk, spare = _native.RaggedChunk(self.ndim), _native.RaggedChunk(self.ndim)
         chunk.trusted = spare.trusted = trusted
         kind, itemsize = self.dtype.kind, self.dtype.itemsize
+        # A datetime's unit, and a V<n> beside a structured dtype of the same size, are not
+        # told apart by the kind letter and item size alone.
+        exact = self.dtype if kind in "MmV" else None
         taken = 0
         try:
             while not _native.ragged_collect(it, chunk, kind, itemsize, _RAGGED_CHUNK_RECORDS,
                                              _RAGGED_CHUNK_BYTES, self._fix_record,
-                                             first + taken, self.dtype):
+                                             first + taken, exact, self.dtype):
                 taken += chunk.count
                 advance(chunk.count)
                 if chunk.count >= _RAGGED_CHUNK_RECORDS:

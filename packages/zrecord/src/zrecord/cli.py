@@ -282,15 +282,47 @@ def _json_values(record: Any) -> Any:
     "-Infinity" (JSON has no such numbers), and [] for an empty record whatever its shape:
     nested empty lists for a shape like (2**24, 0) would be millions of Python lists (also
     found by the fuzzer)."""
-    arr = np.asarray(record)
+    arr = _printable(np.asarray(record))
     if arr.size == 0:
         return []
     if arr.dtype.kind == "c":
         arr = np.stack([arr.real, arr.imag], axis=-1)
+    if arr.dtype.kind in "MmSV":
+        # JSON has no time, duration or bytes type: ISO 8601 times ("NaT" for NaT), durations
+        # as NumPy writes them ("5 seconds"), S<n> as ASCII with escapes, V<n> as hex.
+        flat = arr.reshape(-1)
+        if arr.dtype.kind == "M":
+            shown = np.datetime_as_string(flat).tolist()
+        elif arr.dtype.kind == "m":
+            shown = [str(v) for v in flat]
+        elif arr.dtype.kind == "S":
+            shown = [v.decode("ascii", "backslashreplace") for v in flat.tolist()]
+        else:
+            shown = [bytes(v).hex() for v in flat.tolist()]
+        return np.array(shown, dtype=object).reshape(arr.shape).tolist()
     values = arr.tolist()
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         values = _finite_or_name(values)
     return values
+
+
+def _printable(arr: np.ndarray) -> np.ndarray:
+    """`arr`, or for a str array holding UCS-4 code units above U+10FFFF (valid in a store,
+    spec [ZR-GEN-008], but beyond what NumPy can turn into Python text), an object array of the
+    same strings with each such unit written as an escape."""
+    if arr.dtype.kind != "U" or arr.size == 0:
+        return arr
+    units = np.ascontiguousarray(arr).view("<u4").reshape(*arr.shape, -1)
+    if int(units.max()) <= 0x10FFFF:
+        return arr
+    chars = units.shape[-1]
+    flat = units.reshape(-1, chars)
+    out = np.empty(len(flat), dtype=object)
+    for k, row in enumerate(flat.tolist()):
+        while row and row[-1] == 0:
+            row.pop()
+        out[k] = "".join(chr(u) if u <= 0x10FFFF else f"\\U{u:08x}" for u in row)
+    return out.reshape(arr.shape)
 
 
 def _dumps(value: Any) -> str:
@@ -331,14 +363,14 @@ class _Shown:
             return (f"{title}, {_human(self.nbytes)}: not read (above --max-record-bytes "
                     f"{_human(limit)})")
         if self.values is not None:
-            text = np.array2string(self.values, threshold=sys.maxsize, max_line_width=100)
+            text = np.array2string(_printable(self.values), threshold=sys.maxsize, max_line_width=100)
         elif self.head.size == 0:
             text = "[...]"
         else:
             # NumPy's own summary of a 1-D array whose middle (one filler value, never shown)
             # stands for the values left out, so the values read like NumPy's print.
             edge = self.head.size
-            row = np.concatenate([self.head, self.head[:1], self.tail])
+            row = _printable(np.concatenate([self.head, self.head[:1], self.tail]))
             text = np.array2string(row, threshold=2 * edge, edgeitems=edge, max_line_width=100)
         return f"{title}:\n  " + text.replace("\n", "\n  ")
 

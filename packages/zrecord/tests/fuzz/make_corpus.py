@@ -99,6 +99,27 @@ def write_corpus(out: str) -> list[str]:
             w.append(ragged2)
     with Ragged.create(path("ragged-empty-raw"), np.int8, 3, codec="raw", data_shards=1):
         pass
+
+    # The parametric dtypes of format 1.1: a unit and a count, or a length, in the header.
+    stamps = (np.arange(12, dtype=np.int64) * 1_000_000_007).view("M8[ns]").reshape(4, 3)
+    stamps[0, 0] = np.datetime64("NaT")
+    with Dense.create(path("dense-datetime-raw"), stamps.dtype, (3,), codec="raw",
+                      data_shards=2) as w:
+        w.append(stamps)
+    texts = np.array([["a", "bc"], ["", "xyz"]], dtype="<U3")
+    with Dense.create(path("dense-str-zstd"), texts.dtype, (2,), codec="zstd", data_shards=1) as w:
+        w.append(texts)
+    blobs = [np.frombuffer(bytes(range(n * 3)), dtype="S3") for n in (0, 2, 5)]
+    with Ragged.create(path("ragged-bytes-raw"), np.dtype("S3"), 1, codec="raw",
+                       data_shards=2) as w:
+        w.append(blobs)
+    spans = [(np.arange(n, dtype=np.int64) * 5).view("m8[5s]") for n in (3, 0, 1)]
+    with Ragged.create(path("ragged-timedelta-zstd"), np.dtype("m8[5s]"), 1, codec="zstd",
+                       data_shards=1) as w:
+        w.append(spans)
+    voids = np.frombuffer(bytes(range(24)), dtype="V4").reshape(3, 2)
+    with Dense.create(path("dense-void-raw"), voids.dtype, (2,), codec="raw", data_shards=1) as w:
+        w.append(voids)
     return paths
 
 

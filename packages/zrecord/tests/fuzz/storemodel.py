@@ -34,13 +34,23 @@ HEADER_FIELDS = [
     (21, 3, "reserved0"), (24, 8, "record_count"), (32, 8, "logical_bytes"),
     (40, 8, "stored_bytes"), (48, 4, "index_entry_size"), (52, 4, "dict_size"),
     (56, 8, "index_size"), (64, 8, "index_checksum"), (72, 8, "dict_checksum"),
-    (80, 48, "reserved1"),
+    (80, 8, "required_features"), (88, 4, "dtype_length"), (92, 1, "dtype_unit"),
+    (93, 35, "reserved1"),
 ]
 # (offset, size, name) of every fixed index entry field (spec §4).
 ENTRY_FIELDS = [(0, 8, "offset"), (8, 4, "stored_size"), (12, 1, "shard"), (13, 3, "reserved"),
                 (16, 8, "checksum")]
 ITEMSIZE = {1: 1, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 4, 8: 8, 9: 8, 10: 2, 11: 4, 12: 8, 13: 8,
-            14: 16}
+            14: 16, 15: 8, 16: 8}
+# The parametric dtypes of format 1.1 whose item size is dtype_length times this (S, U, V).
+ITEMSIZE_PER_LENGTH = {17: 1, 18: 4, 19: 1}
+
+
+def itemsize(dtype: int, dtype_length: int) -> int:
+    """A dtype code's item size with its length parameter (spec §3.3); 1 for unknown codes."""
+    if dtype in ITEMSIZE_PER_LENGTH:
+        return ITEMSIZE_PER_LENGTH[dtype] * dtype_length
+    return ITEMSIZE.get(dtype, 1)
 
 _M64 = (1 << 64) - 1
 _P1 = 11400714785074694791
@@ -149,6 +159,9 @@ class Store:
     records: list[Record]
     format_major: int = 1
     format_minor: int = 0
+    dtype_length: int = 0
+    dtype_unit: int = 0
+    required_features: int = 0
 
     @classmethod
     def decode(cls, files: dict[str, bytes]) -> Store:
@@ -172,11 +185,11 @@ class Store:
             shape = [get(e, 24 + 4 * a, 4) for a in range(ndim)] if kind == 2 else []
             records.append(Record(shard, bytes(files[shard_name(shard)][off:off + size]), shape))
         return cls(kind, dtype, ndim, codec, shards, item_shape, dictionary, records,
-                   get(h, 8, 2), get(h, 10, 2))
+                   get(h, 8, 2), get(h, 10, 2), get(h, 88, 4), h[92], get(h, 80, 8))
 
     def logical_size(self, rec: Record) -> int:
         dims = self.item_shape if self.kind == 1 else rec.shape
-        size = ITEMSIZE.get(self.dtype, 1)
+        size = itemsize(self.dtype, self.dtype_length)
         for d in dims:
             size *= d
         return size
@@ -235,6 +248,9 @@ class Store:
         put(h, 56, 8, len(index))
         put(h, 64, 8, xxh64(index))
         put(h, 72, 8, xxh64(self.dictionary) if self.dictionary else 0)
+        put(h, 80, 8, self.required_features & _M64)
+        put(h, 88, 4, self.dtype_length & 0xFFFFFFFF)
+        h[92] = self.dtype_unit & 0xFF
         h += var
         return bytes(h + xxh64(bytes(h)).to_bytes(8, "little"))
 
