@@ -1,10 +1,11 @@
 """The one task runner of the monorepo.
 
 `python -m nox` (no arguments) runs the full test suite: the sessions in
-`nox.options.sessions`. Other sessions (`demo`, `bench`, ...) run by name.
+`nox.options.sessions`. Other sessions (`demo`, `bench`, `release`, `arm64`, ...) run by name.
 
 The distributions are installed from wheels built from their folders once per run (see
-`_pkg`), never from a package index.
+`_pkg`), never from a package index. Those wheels are release builds for this machine (zstd
+built in, docs/decisions/0004-zstd-in-wheels.md), so the tests run what users install.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from __future__ import annotations
 import atexit
 import glob
 import os
+import platform
+import re
 import shutil
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
+from types import ModuleType
 
 import nox
 
@@ -23,13 +28,15 @@ ROOT = Path(__file__).resolve().parent
 ZRECORD = ROOT / "packages" / "zrecord"
 LOADERX = ROOT / "packages" / "loaderx"
 CONVERTER = ROOT / "packages" / "loaderx-converter"
+# The core's own C files (the SIGBUS guard), which every `zig test` of zig/src must compile.
+CORE_C_SOURCES = [str(p) for p in sorted((ROOT / "zig" / "src").glob("*.c"))]
 ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
 TORCH = "torch==2.13.0"
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "converter", "pins", "roundtrip",
-                        "pythons", "fuzz", "distributed", "conformance", "docs"]
+                        "wheelhouse", "pythons", "fuzz", "distributed", "conformance", "docs"]
 nox.options.error_on_missing_interpreters = True
 
 
@@ -46,23 +53,54 @@ PYTHONS = [_interpreter(v) for v in ("3.10", "3.12", "3.13")]
 DEFAULT_PYTHON = _interpreter("3.11")
 
 
-# Wheels built in this nox run, by distribution folder. zrecord's and loaderx's wheels are abi3
-# (CPython 3.10+), so one build serves every session and interpreter: the Zig core and the
-# Cython extensions compile once per run instead of once per session. The `roundtrip` session
-# still builds from the sdists on purpose.
-_WHEELS: dict[Path, str] = {}
+# The CPUs that release wheels are built for (packages/build_support.py ARCHS).
+ARCHS = ("x86_64", "aarch64")
+NATIVE_ARCH = platform.machine()
 
 
-def _pkg(session: nox.Session, folder: Path, *extras: str) -> str:
-    """A requirement for the distribution in `folder`: its wheel of this run, with `extras`."""
-    if folder not in _WHEELS:
+def _build_support() -> ModuleType:
+    """packages/build_support.py, the packages' native build (for its settings and searches)."""
+    if str(ROOT / "packages") not in sys.path:
+        sys.path.insert(0, str(ROOT / "packages"))
+    import build_support
+
+    return build_support
+
+
+def _release_env(session: nox.Session, arch: str) -> dict[str, str]:
+    """The settings of a release build for `arch`: zstd compiled in from the pinned sources.
+
+    The source archive is fetched once with pip into build/ (git-ignored) and handed to every
+    build, so no build fetches anything itself."""
+    support = _build_support()
+    folder = ROOT / "build" / "zstd-sdist"
+    if not (folder / support.ZSTD_SDIST_FILE).is_file():
+        session.run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
+                    ":all:", "--ignore-requires-python", "--dest", str(folder),
+                    support.ZSTD_SDIST_REQUIREMENT, external=True)
+    return {"NATIVE_BUILD_ARCH": arch, "ZRECORD_ZSTD": "static",
+            "ZRECORD_ZSTD_SDIST": str(folder / support.ZSTD_SDIST_FILE)}
+
+
+# Wheels built in this nox run, by distribution folder and CPU. zrecord's and loaderx's wheels
+# are abi3 (CPython 3.10+), so one build serves every session and interpreter: the Zig core,
+# zstd and the Cython extensions compile once per run instead of once per session. The
+# `roundtrip` session still builds from the sdists on purpose, with the default settings of a
+# build from source (the platform's libzstd).
+_WHEELS: dict[tuple[Path, str], str] = {}
+
+
+def _pkg(session: nox.Session, folder: Path, *extras: str, arch: str = NATIVE_ARCH) -> str:
+    """A requirement for the distribution in `folder`: its release wheel of this run for `arch`,
+    with `extras`."""
+    if (folder, arch) not in _WHEELS:
         out = Path(tempfile.mkdtemp(prefix=f"nox-wheel-{folder.name}-"))
         atexit.register(shutil.rmtree, out, True)
         session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir", str(out),
-                    str(folder))
+                    str(folder), env=_release_env(session, arch))
         (wheel,) = out.glob("*.whl")
-        _WHEELS[folder] = str(wheel)
-    return _WHEELS[folder] + (f"[{','.join(extras)}]" if extras else "")
+        _WHEELS[folder, arch] = str(wheel)
+    return _WHEELS[folder, arch] + (f"[{','.join(extras)}]" if extras else "")
 
 
 def _install_all(session: nox.Session, *extras: str) -> None:
@@ -127,6 +165,11 @@ def pythons(session: nox.Session) -> None:
                 *session.posargs)
 
 
+def _libzstd() -> Path:
+    """The platform's libzstd.so.1, found as the packages' build finds it."""
+    return Path(_build_support().find_libzstd(ROOT / "zig"))
+
+
 @nox.session(python=False)
 def zig(session: nox.Session) -> None:
     """The Zig core's own tests (Debug build, safety checks on)."""
@@ -134,13 +177,10 @@ def zig(session: nox.Session) -> None:
                 external=True)
     env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
            "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
-    sys.path.insert(0, str(ZRECORD))
-    from build_support import c_sources, find_libzstd
-
     # The core's C files (the SIGBUS guard) are compiled beside the Zig root module, as in the
     # extension's build.
     session.run(sys.executable, "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "root.zig"),
-                *c_sources(ROOT / "zig"), "-lc", str(find_libzstd()), env=env, external=True)
+                *CORE_C_SOURCES, "-lc", str(_libzstd()), env=env, external=True)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -157,16 +197,13 @@ def conformance(session: nox.Session) -> None:
     conf = ROOT / "conformance"
     session.run("python", str(conf / "run_reference.py"))
     session.run("pytest", "-q", str(conf / "test_conformance.py"), *session.posargs)
-    sys.path.insert(0, str(ZRECORD))
-    from build_support import c_sources, find_libzstd
-
     for folder in ("v1", "v1.1"):
         env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
                "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local"),
                "ZR_CONFORMANCE_DIR": str(conf / folder)}
         session.run("python", "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "conformance_test.zig"),
-                    *c_sources(ROOT / "zig"), "-lc", str(find_libzstd()), "--test-filter",
-                    "conformance v1", env=env)
+                    *CORE_C_SOURCES, "-lc", str(_libzstd()), "--test-filter", "conformance v1",
+                    env=env)
     session.run("python", str(conf / "must_coverage.py"))
     session.run("python", str(conf / "generate.py"), "--check")
 
@@ -235,6 +272,250 @@ print('sdist -> wheel round trip ok')
 """
 
 
+OURS = {"zrecord", "loaderx", "loaderx-converter"}
+
+
+def _requires_dist(wheel: Path, extra: str | None = None) -> list[str]:
+    """The third-party requirements of a wheel: those without a marker, and with `extra` the
+    ones of that extra (markers dropped)."""
+    with zipfile.ZipFile(wheel) as z:
+        (name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        lines = z.read(name).decode().splitlines()
+    out = []
+    for line in lines:
+        if not line.startswith("Requires-Dist:"):
+            continue
+        req, _, marker = line.split(":", 1)[1].partition(";")
+        if marker and not re.search(rf"""extra\s*==\s*['"]{extra}['"]""", marker):
+            continue
+        if re.split(r"[ <>=!~\[]", req.strip(), maxsplit=1)[0].lower() not in OURS:
+            out.append(req.strip())
+    return out
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def wheelhouse(session: nox.Session) -> None:
+    """A new user's install from a wheelhouse, with no compiler: this run's release wheels for
+    this machine (zstd built in) in a folder, `pip install --no-index --find-links` of
+    loaderx-converter and loaderx in a fresh virtual environment whose PATH holds nothing else,
+    then write, read, load and convert (tools/smoke_install.py).
+
+    The third-party dependencies come from the index first, as on a user's machine; the
+    wheelhouse install itself reads nothing but the folder."""
+    tmp = Path(session.create_tmp())
+    house, venv = tmp / "wheelhouse", tmp / "fresh-venv"
+    for folder in (house, venv):
+        shutil.rmtree(folder, ignore_errors=True)
+    house.mkdir()
+    for folder in (ZRECORD, LOADERX, CONVERTER):
+        shutil.copy2(_pkg(session, folder), house)
+    deps = sorted({req for wheel in house.glob("*.whl") for req in _requires_dist(wheel)})
+    session.run("python", "-m", "venv", str(venv))
+    python = str(venv / "bin" / "python")
+    session.run(python, "-m", "pip", "install", "-q", "--only-binary", ":all:", *deps, external=True)
+    bare = {"PATH": str(venv / "bin"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    session.run(python, "-m", "pip", "install", "--no-index", "--find-links", str(house),
+                "loaderx-converter", "loaderx", env=bare, external=True)
+    session.run(python, str(ROOT / "tools" / "smoke_install.py"), _build_support().ZSTD_VERSION,
+                env=bare, external=True)
+
+
+def _audit(session: nox.Session, wheel: Path) -> None:
+    """`auditwheel show` must find `wheel` manylinux_2_28-compatible for its CPU: nothing
+    outside the policy's libraries, no glibc symbol newer than 2.28."""
+    shown = session.run("auditwheel", "show", str(wheel), silent=True)
+    text = " ".join(str(shown).split())
+    session.log(text)
+    tag = wheel.name.removesuffix(".whl").split("-")[-1]  # e.g. manylinux_2_28_x86_64
+    arch = tag.split("_", 3)[3]
+    found = re.search(r'consistent with the following platform tag: "manylinux_(\d+)_(\d+)_(\w+)"', text)
+    if tag != f"manylinux_2_28_{arch}" or found is None or found[3] != arch \
+            or (int(found[1]), int(found[2])) > (2, 28):
+        session.error(f"{wheel.name} is not manylinux_2_28 compatible: {text}")
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def release(session: nox.Session) -> None:
+    """The wheelhouse dist/ of a release, from a clean checkout of HEAD (docs/release.md).
+
+    The three sdists are built from `git archive HEAD`, so nothing uncommitted or built in the
+    working tree reaches them; every wheel is built from its unpacked sdist: zrecord and
+    loaderx as cp310-abi3 manylinux_2_28 wheels for x86-64 and ARM64 (cross-compiled by Zig,
+    zstd built in), loaderx-converter as a pure wheel. Then `twine check --strict` on all of
+    them and `auditwheel show` on each binary wheel. Takes ~10 minutes on 2 cores, cold."""
+    import tomllib  # Python 3.11+: here only, so that nox itself still runs on 3.10
+
+    requires = sorted({req for folder in (ZRECORD, LOADERX, CONVERTER) for req in
+                       tomllib.loads((folder / "pyproject.toml").read_text())["build-system"]["requires"]})
+    session.install(*requires, "build==1.6.1", "twine==7.0.0", "auditwheel==6.8.2")
+    changed = session.run("git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no",
+                          silent=True, external=True)
+    if str(changed).strip():
+        session.warn("the working tree has uncommitted changes; the release is built from HEAD "
+                     "without them")
+    dist = ROOT / "dist"
+    work = Path(session.create_tmp()) / "release"
+    for folder in (dist, work):
+        shutil.rmtree(folder, ignore_errors=True)
+    (work / "checkout").mkdir(parents=True)
+    session.run("git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(work / "head.tar"), "HEAD",
+                external=True)
+    shutil.unpack_archive(work / "head.tar", work / "checkout")
+    for name in ("zrecord", "loaderx", "loaderx-converter"):
+        session.run("python", "-m", "build", "--sdist", "--no-isolation", "--outdir", str(dist),
+                    str(work / "checkout" / "packages" / name))
+    for sdist in sorted(dist.glob("*.tar.gz")):
+        shutil.unpack_archive(sdist, work / "sdists")
+        src = work / "sdists" / sdist.name.removesuffix(".tar.gz")
+        native = (src / "hatch_build.py").is_file()
+        for arch in ARCHS if native else (None,):
+            env = _release_env(session, arch) if arch else {}
+            session.run("python", "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
+                        str(src), env=env)
+    files = sorted(dist.iterdir())
+    session.log("dist: " + ", ".join(f.name for f in files))
+    expected = 3 + 2 * len(ARCHS) + 1
+    if len(files) != expected:
+        session.error(f"expected {expected} files in dist/, found {len(files)}")
+    session.run("twine", "check", "--strict", *(str(f) for f in files))
+    for wheel in files:
+        if wheel.name.endswith(".whl") and "-abi3-" in wheel.name:
+            _audit(session, wheel)
+
+
+# The aarch64 test run ([W1]): a Debian arm64 root with its python3, entered with chroot while
+# qemu-user runs its binaries. Built once (~10 minutes) into build/ and reused.
+ARM64_ROOT = ROOT / "build" / "arm64-root"
+ARM64_PACKAGES = "python3,python3-venv"
+# qemu's own registration for 64-bit little-endian aarch64 ELF files, with flag F (the kernel
+# opens the emulator once, so it also runs binaries inside a chroot).
+QEMU_AARCH64_BINFMT = (
+    r":qemu-aarch64:M::\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    r"\x02\x00\xb7\x00:\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff"
+    r"\xfe\xff\xff\xff:/usr/bin/qemu-aarch64-static:F"
+)
+# Tests left out under emulation. test_torch.py and three of the seed's examples need PyTorch or
+# JAX, and the converter import test needs loaderx-converter with `datasets` and Arrow: all are
+# pure Python above the stores and run natively in `loaderx` and `converter`. qemu-user does not apply RLIMIT_AS to the
+# emulated process, so the tests that expect an allocation past a 1 GiB address-space limit
+# to fail see it succeed; and the fuzz harness's hang self-test gets through 2 executions in
+# its 5 seconds under emulation, before the planted hang. (--deselect takes node IDs, which are
+# relative to each suite's pytest root: packages/zrecord for zrecord's, the repository for
+# loaderx's.)
+ARM64_LEFT_OUT = [
+    "--ignore", "packages/loaderx/tests/test_torch.py",
+    "--deselect", "packages/loaderx/tests/test_seed_examples.py::test_cpu_to_gpu_transfer_with_torch",
+    "--deselect", "packages/loaderx/tests/test_seed_examples.py::test_cpu_to_gpu_transfer_with_pinned_memory",
+    "--deselect", "packages/loaderx/tests/test_seed_examples.py::test_jax_device_put",
+    "--deselect", "packages/loaderx/tests/test_import_paths.py::test_converter_import_with_the_distribution",
+    "--deselect", "tests/test_cli.py::test_r1_07_head_of_huge_records_runs_in_bounded_memory",
+    "--deselect", "tests/test_hostile.py::"
+                  "test_fuzz_harness_catches_crashes_hangs_and_overallocation[memory-overallocation]",
+    "--deselect", "tests/test_hostile.py::"
+                  "test_fuzz_harness_catches_crashes_hangs_and_overallocation[hang-hang input]",
+]
+
+
+def _debian_source() -> tuple[str, str]:
+    """The Debian suite of this machine and the package registry its apt reads it from."""
+    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines()
+                   if "=" in line)
+    suite = release.get("VERSION_CODENAME", "").strip('"')
+    for sources in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        for block in sources.read_text().split("\n\n"):
+            fields = dict(line.split(":", 1) for line in block.splitlines()
+                          if ":" in line and not line.startswith("#"))
+            if suite in fields.get("Suites", "").split():
+                return suite, fields["URIs"].split()[0]
+    for line in Path("/etc/apt/sources.list").read_text().splitlines() if Path(
+            "/etc/apt/sources.list").is_file() else []:
+        words = [w for w in line.split() if not w.startswith("[")]
+        if len(words) >= 3 and words[0] == "deb" and words[2] == suite:
+            return suite, words[1]
+    raise RuntimeError(f"no apt source for Debian {suite!r} on this machine")
+
+
+def _arm64_root(session: nox.Session) -> None:
+    """qemu-user for aarch64 binaries and the Debian arm64 root, made once."""
+    if not (shutil.which("qemu-aarch64-static") and shutil.which("debootstrap")):
+        session.run("apt-get", "update", "-q", external=True)
+        session.run("apt-get", "install", "-y", "-q", "qemu-user-static", "debootstrap", external=True)
+    misc = Path("/proc/sys/fs/binfmt_misc")
+    if not (misc / "register").exists():
+        session.run("mount", "-t", "binfmt_misc", "binfmt_misc", str(misc), external=True)
+    if not (misc / "qemu-aarch64").exists():
+        (misc / "register").write_text(QEMU_AARCH64_BINFMT)
+    suite, mirror = _debian_source()
+    stamp = ARM64_ROOT / ".made-by-noxfile"
+    wanted = f"{suite} {ARM64_PACKAGES}\n"
+    if not (stamp.is_file() and stamp.read_text() == wanted):
+        mounted = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        if any(m.startswith(str(ARM64_ROOT)) for m in mounted):
+            session.error(f"something is mounted below {ARM64_ROOT}; unmount it first")
+        shutil.rmtree(ARM64_ROOT, ignore_errors=True)
+        session.run("debootstrap", "--arch=arm64", "--variant=minbase", f"--include={ARM64_PACKAGES}",
+                    suite, str(ARM64_ROOT), mirror, external=True)
+        stamp.write_text(wanted)
+    # An emulator registered without F (by binfmt-support, say) is looked up inside the root.
+    interpreter = (misc / "qemu-aarch64").read_text().split("interpreter ", 1)[1].split()[0]
+    for path in {interpreter, "/usr/bin/qemu-aarch64-static"}:
+        inside = ARM64_ROOT / path.lstrip("/")
+        inside.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(path), inside)
+
+
+def _in_arm64_root(session: nox.Session, command: str, **kwargs: object) -> object:
+    """Run a shell command inside the arm64 root, with /proc, /dev, /sys and this repository
+    (at its own path) mounted in a private mount namespace that ends with the command."""
+    mounts = " && ".join(
+        [f"mount --rbind /{d} {ARM64_ROOT}/{d}" for d in ("proc", "dev", "sys")]
+        + [f"mkdir -p {ARM64_ROOT}{ROOT}", f"mount --bind {ROOT} {ARM64_ROOT}{ROOT}"])
+    inner = command.replace("'", "'\\''")
+    # Nothing of this machine's environment (nox's PATH and VIRTUAL_ENV, pip's settings)
+    # reaches the root.
+    clean = "env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8"
+    return session.run("unshare", "--mount", "--fork", "sh", "-c",
+                       f"{mounts} && exec chroot {ARM64_ROOT} {clean} sh -c '{inner}'",
+                       external=True, **kwargs)  # type: ignore[arg-type]
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def arm64(session: nox.Session) -> None:
+    """zrecord's and loaderx's tests on this run's aarch64 release wheels, under qemu-user.
+
+    Not in the default list: it needs root on Debian (apt-get, binfmt_misc, chroot) and takes
+    ~15 minutes the first time. The wheels are cross-compiled by Zig on this machine exactly as
+    `release` builds them; Debian's arm64 python3 runs them in a chroot, with NumPy, pytest and
+    zstandard wheels for aarch64 fetched here by pip. By default the tests marked `heavy` or
+    `slow` are left out; `nox -s arm64 -- -m "not heavy"` runs the full suite of `zrecord`
+    (docs/release.md has the figures)."""
+    _arm64_root(session)
+    house = ARM64_ROOT / "wheelhouse"
+    shutil.rmtree(house, ignore_errors=True)
+    house.mkdir()
+    for folder in (ZRECORD, LOADERX):
+        shutil.copy2(_pkg(session, folder, arch="aarch64"), house)
+    version = _in_arm64_root(session, "python3 -c \"import sys; print('%d.%d' % sys.version_info[:2])\"",
+                             silent=True)
+    python = str(version).strip().splitlines()[-1]
+    deps = sorted({req for wheel in house.glob("*.whl") for extra in (None, "test")
+                   for req in _requires_dist(wheel, extra)})
+    session.run("python", "-m", "pip", "download", "-q", "--only-binary", ":all:", "--dest", str(house),
+                "--python-version", python, "--implementation", "cp",
+                *(f"--platform={p}" for p in ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64",
+                                               "manylinux2014_aarch64")), *deps)
+    _in_arm64_root(session, "python3 -m venv --clear /opt/venv && /opt/venv/bin/python -m pip install "
+                   "-q --no-index --find-links /wheelhouse 'zrecord[test]' 'loaderx[test]'")
+    select = session.posargs or ["-m", "not heavy and not slow"]
+    # Both suites run whatever the first one's outcome; the session fails if either failed.
+    runs = [" ".join(f"'{a}'" for a in ["/opt/venv/bin/python", "-m", "pytest", "-q", "-p",
+                                          "no:cacheprovider", *select, suite, *ARM64_LEFT_OUT])
+            for suite in ("packages/zrecord/tests", "packages/loaderx/tests")]
+    _in_arm64_root(session, f"cd {ROOT} && /opt/venv/bin/python -c 'import platform, zrecord; "
+                   f"print(platform.machine(), zrecord.__zstd_version__)' && "
+                   f"{{ {runs[0]}; a=$?; {runs[1]}; b=$?; [ $a = 0 ] && [ $b = 0 ]; }}")
+
+
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff on everything; mypy --strict on the pure-Python code of the three packages; the
@@ -265,28 +546,28 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def docs(session: nox.Session) -> None:
-    """The documentation site, built strictly (a broken link or anchor fails), and docstrings.
+    """The documentation site, built strictly; its reference and its code blocks checked.
 
-    mkdocs cannot take the repository root as its docs folder, so the tracked files are staged
-    into a temporary folder with their relative paths: README, docs/, spec/ and conformance/
-    keep the links that work when browsing the repository. The API reference is generated from
-    the docstrings by mkdocstrings, reading the sources statically (nothing is imported).
+    - docs/check_docstrings.py: every public function, class, method and property has one.
+    - docs/tools/build_site.py: stages the published pages (docs/ without its tools and
+      examples, spec/, the conformance README, the changelogs; not the code, tests or vectors),
+      writes the command-line reference from the installed programs' --help, runs
+      `mkdocs build --strict` (a broken link or anchor fails) and checks that every public
+      name has an entry in the API reference (docs/tools/check_reference.py).
+    - docs/tools/run_snippets.py: runs every Python code block of the pages and READMEs, as
+      printed, with the data each page defines in hidden setup comments.
+
+    The site lands in the session's temporary folder (the last line says where). torch, jax
+    and numba are installed because the pages' examples use them.
     """
-    session.install("mkdocs==1.6.1", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11")
+    _install_all(session, "test")
+    # ruff formats the reference's signatures.
+    session.install("mkdocs==1.6.1", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11",
+                    "ruff==0.17.6", TORCH, "jax", "numba==0.68.1")
     session.run("python", str(ROOT / "docs" / "check_docstrings.py"))
-    stage = Path(session.create_tmp()) / "docs-stage"
-    shutil.rmtree(stage, ignore_errors=True)
-    files = session.run("git", "-C", str(ROOT), "ls-files", "--cached", "--others",
-                        "--exclude-standard", silent=True, external=True)
-    for rel in str(files).splitlines():
-        src = ROOT / rel
-        if src.is_file():
-            (stage / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, stage / "src" / rel)
-    shutil.copy2(ROOT / "docs" / "mkdocs.yml", stage / "mkdocs.yml")
-    session.run("mkdocs", "build", "--strict", "--config-file", str(stage / "mkdocs.yml"),
-                "--site-dir", str(stage / "site"))
-    session.log(f"site: {stage / 'site' / 'index.html'}")
+    work = Path(session.create_tmp()) / "docs"
+    session.run("python", str(ROOT / "docs" / "tools" / "build_site.py"), str(work))
+    session.run("python", str(ROOT / "docs" / "tools" / "run_snippets.py"), *session.posargs)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -299,7 +580,7 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def bench(session: nox.Session) -> None:
-    """Store and loader benchmarks on the real data of ../shared/data (benchmarks/README.md).
+    """Store and loader benchmarks on real data made by benchmarks/prepare_data.py (benchmarks/README.md).
 
     Set LOADERX_BENCH_DATA to the prepared data folder (default ../data) and, to measure the
     published loaderx side by side, LOADERX_PEER_PYTHON to the python of its own venv.
@@ -321,8 +602,10 @@ def bench(session: nox.Session) -> None:
     # The other stores and loaders of bench_matrix.py / bench_loaders.py (benchmarks/README.md).
     session.install("lmdb==2.3.0", "h5py==3.16.0", "array_record==0.8.6", "grain==0.2.18",
                     "numba==0.68.1", "pyarrow==26.0.1")
+    # Pillow for loaderx.transforms.DecodeImages (bench_decode.py): the loaderx[images] extra.
+    session.install(_pkg(session, LOADERX, "images"))
     for script in ("bench_dense.py", "bench_ragged.py", "bench.py", "bench_convert.py",
-                   "bench_matrix.py", "bench_loaders.py", "bench_cold.py"):
+                   "bench_decode.py", "bench_matrix.py", "bench_loaders.py", "bench_cold.py"):
         json_name = {"bench_matrix.py": "matrix.json", "bench_loaders.py": "loaders.json"}
         args = ["--json", str(out / json_name.get(script, script.replace(".py", ".json")))]
         if peer:

@@ -1,7 +1,7 @@
 """End-to-end loader benchmark and sampler micro-benchmark, side by side in one run.
 
 Loaders (each in its own subprocess, so that peak memory is its own), on the real
-`vision_dense.npy` (uint8 (3, 224, 224) photographs) from ../shared/data, batch 256 (36.8 MiB),
+`vision_dense.npy` (uint8 (3, 224, 224) photographs) from benchmarks/prepare_data.py, batch 256 (36.8 MiB),
 an identity collate, `--warmup` batches then `--batches` timed batches:
   loaderx-raw / loaderx-zstd    our DataLoader over zrecord stores (image + label streams)
   loaderx-2.5.9-raw / -zstd     the published loaderx in its own venv (--peer PYTHON)

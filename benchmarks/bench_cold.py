@@ -1,7 +1,7 @@
 """Cold-read benchmark: random gathers and DataLoaders with the data evicted from the page
 cache, beside the storage device's own random-read ceiling, measured in the same run.
 
-Workloads (bench_matrix.WORKLOADS, built by ../shared/data/prepare_data.py):
+Workloads (bench_matrix.WORKLOADS, built by benchmarks/prepare_data.py):
   vision_dense   (N, 3, 224, 224) uint8, 147 KiB per record
   vision_ragged  native-resolution CHW uint8 images, every axis varies (~1.2 MiB mean)
   token_blocks   (M, 512) int32, 2 KiB per record

@@ -1,10 +1,25 @@
-"""Conversion throughput and peak memory: the real Fashion-MNIST DatasetDict into zrecord stores.
+"""Conversion throughput, disk and peak memory on real datasets, beside the published converter.
 
-Each codec is converted in a fresh interpreter, so that its peak RSS (from wait4's rusage) is
-the conversion's own: reading the Arrow files, decoding 70,000 PNG images, writing the stores.
-The data are `hf/fashion_mnist` from ../shared/data/prepare_data.py (a `save_to_disk` folder).
-Target (issue F5): peak RSS under 1 GiB. The converted stores are checked against the source
-(every label, a sample of images) after the timed run.
+Workloads (benchmarks/prepare_data.py, part hf):
+  fmnist          the Fashion-MNIST DatasetDict (`hf/fashion_mnist`, a save_to_disk folder:
+                  70,000 PNG images + ClassLabel), every codec of --codecs
+  fmnist-before   the same with every column stored zstd (named for each column, so nothing is
+                  measured or changed): the sizes before small columns kept raw ([V1] item 3)
+  photos-decode   the 1,493 photographs of `hf/photos` (JPEG/PNG/WebP, modes RGB/RGBA/P/L),
+                  columns image + source, cast to Image(mode="RGB") and decoded to pixels
+  photos-encoded  the same photos kept as their files (images="encoded")
+
+Each conversion runs in a fresh interpreter, so that its peak RSS (wait4's rusage: the
+conversion's own, threads included) is its own: reading the Arrow files, decoding, writing the
+stores. The published loaderx (--peer PYTHON, a venv with loaderx 2.5.9, datasets and Pillow)
+converts fmnist and photos-decode the same way (it has no encoded mode and one codec for every
+column). `--rounds` rounds run every fmnist configuration in turn; rows/s are medians and
+ratios the median of the per-round ratios, with their range. The photo workloads run
+`--photo-rounds` times (decoding 3.8 GiB of pixels takes minutes here). Disk is the blocks
+allocated under the converted root. Every converted root is checked against its source (every
+label, a sample of images, every encoded file for a sample) after the timed run.
+
+Target (issue V1 item 6): fmnist rows/s >= 1.0x the published converter, peak RSS < 1 GiB.
 """
 
 from __future__ import annotations
@@ -19,102 +34,165 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# argv: workload source dest codec
 CHILD = """
-import sys, time
+import sys, time, warnings
 import datasets
-dataset = datasets.load_from_disk(sys.argv[1])
+warnings.simplefilter("ignore")
+workload, source, dest, codec = sys.argv[1:5]
+dataset = datasets.load_from_disk(source)
 try:
     from loaderx_converter import convert
-    kwargs = {"progress": False}
+    ours = True
 except ImportError:  # the published loaderx, in its own virtualenv
     from loaderx.converter import convert
-    kwargs = {}
+    ours = False
+kwargs = {"progress": False} if ours else {}
+if workload.startswith("photos"):
+    dataset = datasets.DatasetDict({"train": dataset.select_columns(["image", "source"])})
+    if workload == "photos-encoded":
+        kwargs["images"] = "encoded"
+    else:
+        dataset = dataset.cast_column("image", datasets.Image(mode="RGB"))
+if workload == "fmnist-before":
+    codec = {"image": codec, "label": codec}
 start = time.perf_counter()
-convert(dataset, sys.argv[2], codec=sys.argv[3], **kwargs)
+convert(dataset, dest, codec=codec, **kwargs)
 print(time.perf_counter() - start)
 """
 
 CHECK = """
-import sys
+import sys, warnings
 import datasets
 import numpy as np
+warnings.simplefilter("ignore")
 try:
-    from zrecord import Dense
+    from zrecord import Dense, Ragged
 except ImportError:
-    from loaderx.zrecord import Dense
-dataset = datasets.load_from_disk(sys.argv[1])
+    from loaderx.zrecord import Dense, Ragged
+workload, source, dest = sys.argv[1:4]
+dataset = datasets.load_from_disk(source)
+if workload.startswith("photos"):
+    dataset = {"train": dataset}
 for split, ds in dataset.items():
-    labels = Dense.open(f"{sys.argv[2]}/{split}/label")
-    assert np.array_equal(labels[:], np.asarray(ds["label"]))
-    images = Dense.open(f"{sys.argv[2]}/{split}/image")
-    for i in range(0, ds.num_rows, 997):
-        assert np.array_equal(images[i], np.asarray(ds[i]["image"]))
+    labels = Dense.open(f"{dest}/{split}/" + ("source" if workload.startswith("photos") else "label"))
+    assert np.array_equal(labels[:], np.asarray(ds["source" if workload.startswith("photos") else "label"]))
+    images = (Dense if workload.startswith("fmnist") else Ragged).open(f"{dest}/{split}/image")
+    step = 97 if workload.startswith("photos") else 997
+    for i in range(0, ds.num_rows, step):
+        if workload == "photos-encoded":
+            want = np.frombuffer(ds.with_format("arrow")[i:i + 1].column("image")[0]["bytes"].as_py(), np.uint8)
+        elif workload == "photos-decode":
+            want = np.asarray(ds[i]["image"].convert("RGB"))
+        else:
+            want = np.asarray(ds[i]["image"])
+        assert np.array_equal(images[i], want), (split, i)
 """
 
 
-def run_one(python: str, source: str, dest: str, codec: str) -> dict[str, float]:
+def disk_bytes(folder: str) -> int:
+    """Bytes allocated to the files under `folder` (st_blocks), what the disk holds."""
+    total = 0
+    for base, _, files in os.walk(folder):
+        for name in files:
+            total += os.lstat(os.path.join(base, name)).st_blocks * 512
+    return total
+
+
+def column_bytes(dest: str) -> dict[str, int]:
+    """Allocated bytes per converted column (summed over splits)."""
+    out: dict[str, int] = {}
+    for split in sorted(os.listdir(dest)):
+        if os.path.isdir(os.path.join(dest, split)):
+            for column in sorted(os.listdir(os.path.join(dest, split))):
+                out[column] = out.get(column, 0) + disk_bytes(os.path.join(dest, split, column))
+    return out
+
+
+def run_one(python: str, workload: str, source: str, dest: str, codec: str) -> dict[str, Any]:
     start = time.perf_counter()
-    proc = subprocess.Popen([python, "-c", CHILD, source, dest, codec],
+    proc = subprocess.Popen([python, "-c", CHILD, workload, source, dest, codec],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"conversion with codec {codec} failed ({proc.returncode})")
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"conversion {workload} with codec {codec} by {python} failed")
     wall = time.perf_counter() - start
-    subprocess.run([python, "-c", CHECK, source, dest], check=True)
+    subprocess.run([python, "-c", CHECK, workload, source, dest], check=True)
     return {"convert_s": float(out.strip().splitlines()[-1]), "process_s": wall,
-            "peak_rss_mib": usage.ru_maxrss / 1024}
+            "peak_rss_mib": usage.ru_maxrss / 1024, "disk_mib": disk_bytes(dest) / 2**20,
+            "columns_mib": {k: v / 2**20 for k, v in column_bytes(dest).items()}}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")))
-    ap.add_argument("--codecs", default="raw,zstd")
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--tmp", default=None)
-    ap.add_argument("--peer", default=None,
-                    help="python of a separate venv holding the published loaderx (and datasets): "
-                         "its converter runs on the same data in the same run")
-    args = ap.parse_args(argv)
-    source = os.path.join(args.data, "hf", "fashion_mnist")
-    if not os.path.isdir(source):
-        print(f"no Fashion-MNIST at {source}; run ../shared/data/prepare_data.py with part hf",
-              file=sys.stderr)
-        return 1
-    import datasets
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
-    import loaderx_converter
 
-    rows_total = sum(ds.num_rows for ds in datasets.load_from_disk(source).values())
-    result = {"date": time.strftime("%Y-%m-%d %H:%M"),
-              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
-              "python": sys.version.split()[0], "datasets": datasets.__version__,
-              "loaderx_converter": loaderx_converter.__version__, "rows": rows_total, "runs": []}
-    tmp = tempfile.mkdtemp(dir=args.tmp)
-    try:
-        for codec in args.codecs.split(","):
-            pythons = [("loaderx-converter", sys.executable)]
-            if args.peer:
-                pythons.append((peer_label(args.peer), args.peer))
-            for label, python in pythons:
-                dest = os.path.join(tmp, f"fmnist-{codec}")
-                r = run_one(python, source, dest, codec)
-                r.update(converter=label, codec=codec, rows_s=rows_total / r["convert_s"])
-                result["runs"].append(r)
-                shutil.rmtree(dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{result['date']}  {result['machine']}  datasets {result['datasets']}  "
-          f"loaderx-converter {result['loaderx_converter']}\n")
-    print(table(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    return 0
+def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (workload, converter, codec): medians over rounds, with the rounds kept."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["workload"], r["converter"], r["codec"]), []).append(r)
+    rows = []
+    for (workload, converter, codec), items in groups.items():
+        rows.append({"workload": workload, "converter": converter, "codec": codec,
+                     "rows": items[0]["rows"],
+                     "rows_s": _median([r["rows_s"] for r in items]),
+                     "convert_s": _median([r["convert_s"] for r in items]),
+                     "peak_rss_mib": max(r["peak_rss_mib"] for r in items),
+                     "disk_mib": items[0]["disk_mib"], "columns_mib": items[0]["columns_mib"],
+                     "rounds": {"rows_s": [r["rows_s"] for r in items]}})
+    return rows
+
+
+def ratio(ours: dict[str, Any], peer: dict[str, Any]) -> str:
+    """Median of the per-round rows/s ratios, with their range."""
+    pairs = sorted(a / b for a, b in zip(ours["rounds"]["rows_s"], peer["rounds"]["rows_s"]))
+    if not pairs:
+        return ""
+    if len(pairs) == 1:
+        return f"{pairs[0]:.2f}x"
+    return f"{_median(pairs):.2f}x ({pairs[0]:.2f}-{pairs[-1]:.2f})"
+
+
+def table(result: dict[str, Any]) -> str:
+    """The Markdown tables of one run (also used by report.py)."""
+    rows = result.get("rows") or summarize(result["runs"])
+    peers = {(r["workload"], r["codec"]): r for r in rows if r["converter"] != "loaderx-converter"}
+    lines = ["### Conversion: real datasets into zrecord stores", "",
+             f"{result['date']}, {result['machine']}, Python {result['python']}, datasets "
+             f"{result['datasets']}; Fashion-MNIST: {result.get('rounds', 1)} round(s), photos: "
+             f"{result.get('photo_rounds', 1)}; rows/s are medians, ratios medians of the "
+             "per-round ratios (range).", "",
+             "| workload | converter | codec | rows/s | vs loaderx 2.5.9 | convert s | "
+             "peak RSS MiB | disk MiB |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        peer = peers.get((r["workload"], r["codec"])) if r["converter"] == "loaderx-converter" \
+            else None
+        lines.append(f"| {r['workload']} | {r['converter']} | {r['codec']} | {r['rows_s']:,.0f} | "
+                     f"{ratio(r, peer) if peer else ''} | {r['convert_s']:.1f} | "
+                     f"{r['peak_rss_mib']:,.0f} | {r['disk_mib']:,.1f} |")
+    before = {r["codec"]: r for r in rows if r["workload"] == "fmnist-before"}
+    after = {r["codec"]: r for r in rows if r["workload"] == "fmnist"
+             and r["converter"] == "loaderx-converter"}
+    if before:
+        lines += ["", "Fashion-MNIST per column (allocated MiB, both splits): every column zstd "
+                  "(before) vs the default, which keeps small columns raw when zstd would grow "
+                  "them (after)", "", "| column | before: zstd | after: default | change |",
+                  "|---|---:|---:|---:|"]
+        b, a = before.get("zstd"), after.get("zstd")
+        if b and a:
+            for column, mib in b["columns_mib"].items():
+                now = a["columns_mib"].get(column, 0.0)
+                lines.append(f"| {column} | {mib:.2f} | {now:.2f} | {now / mib - 1:+.0%} |")
+    return "\n".join(lines)
 
 
 def peer_label(python: str) -> str:
@@ -124,16 +202,72 @@ def peer_label(python: str) -> str:
     return "loaderx-" + out.stdout.strip()
 
 
-def table(result: dict) -> str:
-    """The Markdown table of one run (also used by report.py)."""
-    lines = [f"### Conversion: Fashion-MNIST DatasetDict ({result['rows']:,} rows: image + label)",
-             "", "| converter | codec | rows/s | convert s | peak RSS MiB | RSS < 1024 MiB |",
-             "|---|---|---:|---:|---:|---|"]
-    for r in result["runs"]:
-        ok = "met" if r["peak_rss_mib"] < 1024 else "**missed**"
-        lines.append(f"| {r.get('converter', 'loaderx-converter')} | {r['codec']} | {r['rows_s']:,.0f} | {r['convert_s']:.1f} | "
-                     f"{r['peak_rss_mib']:,.0f} | {ok} |")
-    return "\n".join(lines)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")))
+    ap.add_argument("--codecs", default="raw,zstd")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--photo-rounds", type=int, default=1)
+    ap.add_argument("--workloads", default="fmnist,fmnist-before,photos-decode,photos-encoded")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--tmp", default=None)
+    ap.add_argument("--peer", default=None,
+                    help="python of a separate venv holding the published loaderx (with datasets "
+                         "and Pillow): its converter runs on the same data in the same run")
+    args = ap.parse_args(argv)
+    hf = os.path.join(args.data, "hf")
+    sources = {"fmnist": os.path.join(hf, "fashion_mnist"),
+               "fmnist-before": os.path.join(hf, "fashion_mnist"),
+               "photos-decode": os.path.join(hf, "photos"),
+               "photos-encoded": os.path.join(hf, "photos")}
+    workloads = args.workloads.split(",")
+    for w in workloads:
+        if not os.path.isdir(sources[w]):
+            print(f"no data at {sources[w]}; run benchmarks/prepare_data.py with part hf",
+                  file=sys.stderr)
+            return 1
+    import datasets
+
+    import loaderx_converter
+
+    counts = {w: sum(ds.num_rows for ds in datasets.load_from_disk(sources[w]).values())
+              if w.startswith("fmnist") else datasets.load_from_disk(sources[w]).num_rows
+              for w in workloads}
+    peer = (peer_label(args.peer), args.peer) if args.peer else None
+    plan: list[tuple[int, str, str, str, str]] = []  # (round, workload, codec, label, python)
+    for k in range(args.rounds):
+        for w in workloads:
+            photos = w.startswith("photos")
+            if photos and k >= args.photo_rounds:
+                continue
+            for codec in (["zstd"] if photos or w == "fmnist-before" else args.codecs.split(",")):
+                plan.append((k, w, codec, "loaderx-converter", sys.executable))
+                if peer and w in ("fmnist", "photos-decode"):
+                    plan.append((k, w, codec, *peer))
+    tmp = tempfile.mkdtemp(dir=args.tmp)
+    runs = []
+    try:
+        for k, w, codec, label, python in plan:
+            print(f"round {k + 1}: {w} {codec} {label} ...", file=sys.stderr, flush=True)
+            dest = os.path.join(tmp, f"{w}-{codec}")
+            r = run_one(python, w, sources[w], dest, codec)
+            r.update(round=k, workload=w, converter=label, codec=codec, rows=counts[w],
+                     rows_s=counts[w] / r["convert_s"])
+            runs.append(r)
+            shutil.rmtree(dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result = {"date": time.strftime("%Y-%m-%d %H:%M"),
+              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+              "python": sys.version.split()[0], "datasets": datasets.__version__,
+              "loaderx_converter": loaderx_converter.__version__, "rounds": args.rounds,
+              "photo_rounds": args.photo_rounds, "runs": runs, "rows": summarize(runs)}
+    print(f"{result['date']}  {result['machine']}  datasets {result['datasets']}  "
+          f"loaderx-converter {result['loaderx_converter']}\n")
+    print(table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Dense random-gather benchmark on real data, side by side in one run.
 
-Workloads (built by ../shared/data/prepare_data.py; see benchmarks/README.md):
+Workloads (built by benchmarks/prepare_data.py; see benchmarks/README.md):
   vision  vision_dense.npy   (N, 3, 224, 224) uint8, 147 KiB per record
   tokens  token_blocks.npy   (M, 512) int32, 2 KiB per record
 
@@ -15,6 +15,8 @@ and the ceilings for copying the same batch size, measured in the same run:
 
 Usage: python benchmarks/bench_dense.py [--data DIR] [--workload vision,tokens] [--batch 256]
        [--codecs raw,zstd,zstd_dict] [--seconds 2] [--peer /path/to/venv/bin/python] [--json F]
+       [--zstd-build /path/to/venv/bin/python]   (rows per zstd: this build's and that venv's
+       zrecord, e.g. a release wheel with zstd built in; docs/decisions/0004-zstd-in-wheels.md)
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in [w for w in args.workload.split(",") if w]:
             path = os.path.join(args.data, WORKLOADS[name])
             if not os.path.exists(path):
-                print(f"skipping {name}: {path} is missing (run ../shared/data/prepare_data.py)",
+                print(f"skipping {name}: {path} is missing (run benchmarks/prepare_data.py)",
                       file=sys.stderr)
                 continue
             src = np.load(path, mmap_mode="r")

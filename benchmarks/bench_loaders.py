@@ -1,6 +1,6 @@
 """Loader sweep: loaderx vs PyTorch DataLoader (fork, spawn) vs Grain, plus a CPU-heavy transform.
 
-All on the real `vision_dense.npy` ((N, 3, 224, 224) uint8 photographs from ../shared/data),
+All on the real `vision_dense.npy` ((N, 3, 224, 224) uint8 photographs from benchmarks/prepare_data.py),
 batch 256 (36.8 MiB), every configuration in its own subprocess so that the peak memory is its
 own: batches/s over `--batches` timed batches after `--warmup`, and the peak PSS of the
 process tree (bench.py's PeakPss: /proc/PID/smaps_rollup of the process and its descendants,

@@ -1,6 +1,6 @@
 """The store matrix: zrecord against other record and array stores, on real data, in one run.
 
-Workloads (built by ../shared/data/prepare_data.py; see benchmarks/README.md), those of [F2]:
+Workloads (built by benchmarks/prepare_data.py; see benchmarks/README.md), those of [F2]:
   vision_dense   vision_dense.npy                (N, 3, 224, 224) uint8, 147 KiB per record
   vision_ragged  vision_ragged_payload/index     native-resolution CHW uint8, every axis varies
   token_blocks   token_blocks.npy                (M, 512) int32, 2 KiB per record
@@ -96,7 +96,7 @@ class Workload:
         if self.kind == "dense":
             path = os.path.join(data, file)
             if not os.path.exists(path):
-                raise FileNotFoundError(f"{path} is missing (run ../shared/data/prepare_data.py)")
+                raise FileNotFoundError(f"{path} is missing (run benchmarks/prepare_data.py)")
             full = np.load(path, mmap_mode="r")
             self.dense = full[:records] if records else full
             self.dtype = self.dense.dtype

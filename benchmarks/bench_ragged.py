@@ -1,6 +1,6 @@
 """Ragged random-gather benchmark on real data, side by side in one run.
 
-Workloads (built by ../shared/data/prepare_data.py; see benchmarks/README.md):
+Workloads (built by benchmarks/prepare_data.py; see benchmarks/README.md):
   vision  vision_ragged_payload.npy + vision_ragged_index.npz: native-resolution CHW uint8
           images, every axis varying
   tokens  tokens.npy + offsets.npy: variable-length int32 GPT-2 token records (16..512)
@@ -84,7 +84,7 @@ def load(data: str, name: str) -> Source | None:
         files = ["tokens.npy", "offsets.npy"]
     paths = [os.path.join(data, f) for f in files]
     if not all(os.path.exists(p) for p in paths):
-        print(f"skipping {name}: {paths} missing (run ../shared/data/prepare_data.py)",
+        print(f"skipping {name}: {paths} missing (run benchmarks/prepare_data.py)",
               file=sys.stderr)
         return None
     payload = np.load(paths[0], mmap_mode="r")

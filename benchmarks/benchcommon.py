@@ -61,7 +61,7 @@ __all__ = ["Dense", "Ragged", "train_dict", "zrecord"]
 
 def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
     ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")),
-                    help="output folder of ../shared/data/prepare_data.py")
+                    help="output folder of benchmarks/prepare_data.py")
     ap.add_argument("--workload", default=workloads)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--codecs", default="raw,zstd,zstd_dict")
@@ -79,6 +79,11 @@ def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
                          "durable after close: fsync of every file and folder it wrote "
                          "(default), or os.sync(), which also waits for every other process's "
                          "dirty pages")
+    ap.add_argument("--zstd-build", default=None, metavar="PYTHON",
+                    help="python of a venv whose zrecord runs another zstd (a release wheel with "
+                         "zstd built in, beside this source build on the platform's libzstd): "
+                         "its stores are measured in the same run, and the rows of both builds "
+                         "are labelled zrecord-zstd<version>")
     ap.add_argument("--stores-only", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -229,9 +234,11 @@ def disk_bytes(path: str) -> int:
 
 
 def store_rows(args: argparse.Namespace, script: str, workload: str,
-               python: str, extra: Sequence[str] = ()) -> list[dict[str, Any]]:
+               python: str, extra: Sequence[str] = (),
+               label_zstd: bool = False) -> list[dict[str, Any]]:
     """Run `script --stores-only` under `python` for one workload and the chosen codecs;
-    `extra` are further command-line arguments of the script's own.
+    `extra` are further command-line arguments of the script's own. With `label_zstd` (two
+    builds of zrecord, --zstd-build), the rows are told apart by their zstd version.
 
     Our stores and the peer's are both measured this way, each in a fresh interpreter: a
     Ragged append from a Python source measured ~25% slower in the long-lived benchmark process
@@ -247,7 +254,11 @@ def store_rows(args: argparse.Namespace, script: str, workload: str,
             cmd += ["--tmp", args.tmp]
         subprocess.run([*cmd, *extra], check=True, stdout=subprocess.DEVNULL)
         result = json.loads(Path(out.name).read_text())
-    return result["workloads"][workload]["rows"]  # type: ignore[no-any-return]
+    rows: list[dict[str, Any]] = result["workloads"][workload]["rows"]
+    if label_zstd:  # --zstd-build: two builds of zrecord, told apart by their zstd
+        for row in rows:
+            row["backend"] = row["backend"].replace("zrecord", f"zrecord-zstd{result['zstd']}", 1)
+    return rows
 
 
 def measure_rounds(args: argparse.Namespace, script: str, workload: str,
@@ -259,7 +270,7 @@ def measure_rounds(args: argparse.Namespace, script: str, workload: str,
 
     In a `--stores-only` child, `run_local()` measures this library's stores once. Otherwise
     each round measures the device's sequential write ceiling in the store folder (unless it
-    is a tmpfs), runs our stores and then the peer's in fresh subprocesses of `script`
+    is a tmpfs), runs our stores (and --zstd-build's), then the peer's, in fresh subprocesses of `script`
     (`store_rows`, given `child_args(round)` as further arguments), then `baselines()` in
     this process. Every store row of a round carries that round's ceiling
     (`device_write_mib_s`), so that durable figures can be judged against it round by round.
@@ -271,7 +282,10 @@ def measure_rounds(args: argparse.Namespace, script: str, workload: str,
     for k in range(max(1, args.rounds)):
         extra = child_args(k) if child_args else ()
         ceiling = device_write_ceiling(folder)
-        rows = store_rows(args, script, workload, sys.executable, extra)
+        zstd_build = getattr(args, "zstd_build", None)
+        rows = store_rows(args, script, workload, sys.executable, extra, bool(zstd_build))
+        if zstd_build:
+            rows += store_rows(args, script, workload, zstd_build, extra, True)
         if args.peer:
             rows += store_rows(args, script, workload, args.peer, extra)
         if ceiling is not None:
@@ -342,6 +356,7 @@ def header(args: argparse.Namespace) -> dict[str, Any]:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
         "python": sys.version.split()[0], "numpy": np.__version__, "store": STORE_LABEL,
         "store_version": getattr(zrecord, "__version__", None) if STORE_LABEL == "zrecord" else STORE_LABEL,
+        "zstd": getattr(zrecord, "__zstd_version__", None) if STORE_LABEL == "zrecord" else None,
         "batch": args.batch, "seconds": args.seconds, "rounds": args.rounds, "workloads": {},
     }
 

@@ -6,7 +6,9 @@ docs/benchmarks/gather.png (logical gather throughput per workload and backend).
 matrix.json (bench_matrix.py) and loaders.json (bench_loaders.py) when present: their tables go
 into results.md and their plot into docs/benchmarks/matrix.png. bench_cold.json (bench_cold.py):
 the cold-read tables, and docs/benchmarks/cold.png (each backend's cold gather as a percent of
-the device's QD-32 random-read ceiling).
+the device's QD-32 random-read ceiling). bench_decode.json (bench_decode.py): decoding photos on
+loaderx threads vs PyTorch worker processes, and docs/benchmarks/decode.png (images/s and peak
+PSS by N).
 
 Usage: python benchmarks/report.py [--dir docs/benchmarks]
 """
@@ -326,6 +328,48 @@ def plot_cold(result: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def plot_decode(result: dict[str, Any], path: Path) -> bool:
+    """bench_decode.py: images/s and peak PSS against N, loaderx threads vs PyTorch processes,
+    with the share of an image's time spent decoding."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return False
+    rows = result.get("rows") or []
+    if not rows:
+        return False
+    n = [r["workers"] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for key, label, color in (("loaderx", "loaderx, N threads", "tab:blue"),
+                              ("torch", "PyTorch, N worker processes", "tab:gray")):
+        left.plot(n, [r[f"{key}_images_s"] for r in rows], marker="o", label=label, color=color)
+        right.plot(n, [r[f"{key}_pss_mib"] for r in rows], marker="o", label=label, color=color)
+    steps = result["steps"]["ms_per_image"]
+    decode = steps["open+decode"] / sum(steps.values())
+    left.set_title(f"photos decoded to 224 x 224 (decoding is {decode:.0%} of an image's time)",
+                   fontsize=9)
+    left.set_xlabel("N")
+    left.set_ylabel("images/s")
+    left.set_xticks(n)
+    left.set_ylim(bottom=0)
+    right.set_title("peak PSS of the process tree", fontsize=9)
+    right.set_xlabel("N")
+    right.set_ylabel("MiB")
+    right.set_xticks(n)
+    right.set_ylim(bottom=0)
+    for ax in (left, right):
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{result['date']}, {result['machine'].split(',')[1].strip()}, batch "
+                 f"{result['batch']}, medians of {result['rounds']} rounds", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default=str(ROOT / "docs" / "benchmarks"))
@@ -337,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         if (folder / file).exists():
             results[kind] = json.loads((folder / file).read_text())
     extra = {key: json.loads((folder / f"{key}.json").read_text())
-             for key in ("matrix", "loaders", "bench_cold") if (folder / f"{key}.json").exists()}
+             for key in ("matrix", "loaders", "bench_cold", "bench_decode")
+             if (folder / f"{key}.json").exists()}
     if not results and not extra:
         print(f"no results in {folder}", file=sys.stderr)
         return 1
@@ -366,6 +411,13 @@ def main(argv: list[str] | None = None) -> int:
         lines += cold_tables(extra["bench_cold"])
         if plot_cold(extra["bench_cold"], folder / "cold.png"):
             lines += ["![cold gathers against the device ceiling](cold.png)", ""]
+    if "bench_decode" in extra:
+        from bench_decode import table as decode_table
+
+        lines += ["## Decoding photos on the loader (`bench_decode.py`)", "",
+                  decode_table(extra["bench_decode"]), ""]
+        if plot_decode(extra["bench_decode"], folder / "decode.png"):
+            lines += ["![decoding photos: loaderx threads vs PyTorch processes](decode.png)", ""]
     (folder / "results.md").write_text("\n".join(lines))
     print(f"wrote {folder / 'results.md'}")
     return 0

@@ -1,12 +1,17 @@
-"""Check that every sibling-distribution pin in the monorepo is satisfied by the sibling itself.
+"""Check that every sibling-distribution pin in the monorepo is satisfied by the sibling itself,
+and that each distribution's changelog opens with its version.
 
 loaderx pins zrecord, loaderx-converter pins zrecord, loaderx's extra pins loaderx-converter:
 a release that bumps one version without the pins that name it fails here, not on a user's
-machine. Exits non-zero with one line per broken pin.
+machine. A version is written once, as ``__version__`` in the package's ``__init__.py``, which
+pyproject.toml's ``[tool.hatch.version]`` reads; the first ``## `` heading of CHANGELOG.md must
+name that version, so a bump without its changelog entry fails too. Exits non-zero with one
+line per problem.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -17,12 +22,29 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def read_version(pyproject: Path) -> str:
+    """The distribution's version: the ``__version__`` line of the file that hatch reads."""
+    data = tomllib.loads(pyproject.read_text())
+    if "version" in data["project"]:
+        return str(data["project"]["version"])
+    source = pyproject.parent / data["tool"]["hatch"]["version"]["path"]
+    found = re.search(r'^__version__ = "([^"]+)"$', source.read_text(), re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"{source}: no __version__ line")
+    return found.group(1)
+
+
 def main() -> int:
     projects = {}
+    failures = []
     for pyproject in sorted((ROOT / "packages").glob("*/pyproject.toml")):
         meta = tomllib.loads(pyproject.read_text())["project"]
+        meta["version"] = read_version(pyproject)
         projects[meta["name"]] = meta
-    failures = []
+        heading = re.search(r"^## (\S+)", (pyproject.parent / "CHANGELOG.md").read_text(), re.MULTILINE)
+        if heading is None or heading.group(1) != meta["version"]:
+            failures.append(f"{meta['name']} is {meta['version']}, but its CHANGELOG.md opens with "
+                            f"{heading.group(1) if heading else 'no version heading'}")
     checked = 0
     for name, meta in projects.items():
         reqs = list(meta.get("dependencies", []))
@@ -37,8 +59,8 @@ def main() -> int:
             if not req.specifier.contains(version, prereleases=True):
                 failures.append(f"{name} requires {text}, but {req.name} is {version}")
     for line in failures:
-        print("broken pin:", line)
-    print(f"{checked} sibling pins checked, {len(failures)} broken")
+        print("broken:", line)
+    print(f"{checked} sibling pins and {len(projects)} changelogs checked, {len(failures)} broken")
     return 1 if failures else 0
 
 

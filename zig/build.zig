@@ -14,24 +14,32 @@ const std = @import("std");
 /// guard needs sigsetjmp, which Zig cannot call (see the file's comment).
 const c_sources = [_][]const u8{"src/sigbus_guard.c"};
 
-/// Where common Linux distributions put libzstd.so.1. The versioned file is linked by path
-/// because base images ship it without the unversioned `libzstd.so` development symlink.
-const libzstd_dirs = [_][]const u8{
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib",
-    "/lib/x86_64-linux-gnu",
-};
+/// Where common Linux distributions put libzstd.so.1: the one list, shared with the Python
+/// packages' build (packages/build_support.py). `{arch}` stands for the target's CPU; the
+/// other folders hold the building machine's own libraries and are searched only when the
+/// target's CPU is the machine's.
+const libzstd_dirs = @embedFile("libzstd-dirs.txt");
 
-const dir_list: []const u8 = blk: {
-    var list: []const u8 = "";
-    for (libzstd_dirs, 0..) |dir, i| list = list ++ (if (i == 0) "" else ", ") ++ dir;
-    break :blk list;
-};
+/// The folders of libzstd_dirs that apply to `target`, in order.
+fn libzstdDirs(b: *std.Build, target: std.Build.ResolvedTarget) []const []const u8 {
+    const arch = @tagName(target.result.cpu.arch);
+    const native = target.result.cpu.arch == b.graph.host.result.cpu.arch;
+    var dirs: std.ArrayList([]const u8) = .empty;
+    var lines = std.mem.tokenizeScalar(u8, libzstd_dirs, '\n');
+    while (lines.next()) |raw| {
+        const line = std.mem.trim(u8, raw, " \t\r");
+        if (line.len == 0 or line[0] == '#') continue;
+        if (std.mem.indexOf(u8, line, "{arch}") != null) {
+            dirs.append(b.allocator, std.mem.replaceOwned(u8, b.allocator, line, "{arch}", arch) catch @panic("OOM")) catch @panic("OOM");
+        } else if (native) {
+            dirs.append(b.allocator, line) catch @panic("OOM");
+        }
+    }
+    return dirs.items;
+}
 
-fn findLibzstd(b: *std.Build) ?[]const u8 {
-    for (libzstd_dirs) |dir| {
+fn findLibzstd(b: *std.Build, dirs: []const []const u8) ?[]const u8 {
+    for (dirs) |dir| {
         const path = b.pathJoin(&.{ dir, "libzstd.so.1" });
         std.Io.Dir.accessAbsolute(b.graph.io, path, .{}) catch continue;
         return path;
@@ -68,14 +76,15 @@ pub fn build(b: *std.Build) void {
     });
     for (c_sources) |file| test_module.addCSourceFile(.{ .file = b.path(file) });
     const test_step = b.step("test", "Run the native core's tests");
-    if (findLibzstd(b)) |libzstd| {
+    const dirs = libzstdDirs(b, target);
+    if (findLibzstd(b, dirs)) |libzstd| {
         test_module.addObjectFile(.{ .cwd_relative = libzstd });
         const tests = b.addTest(.{ .root_module = test_module });
         test_step.dependOn(&b.addRunArtifact(tests).step);
     } else {
-        const fail = b.addFail("zrecord needs the platform's zstd library: libzstd.so.1 was not " ++
-            "found in " ++ dir_list ++ ". Install the package libzstd1 (Debian, Ubuntu) or " ++
-            "libzstd (Fedora, RHEL, Arch, Alpine: zstd-libs).");
+        const fail = b.addFail(b.fmt("zrecord needs the platform's zstd library: libzstd.so.1 " ++
+            "was not found in {s}. Install the package libzstd1 (Debian, Ubuntu) or libzstd " ++
+            "(Fedora, RHEL, Arch, Alpine: zstd-libs).", .{std.mem.join(b.allocator, ", ", dirs) catch @panic("OOM")}));
         test_step.dependOn(&fail.step);
     }
 }

@@ -67,7 +67,7 @@ def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> N
                       rank=rank, world_size=world_size)
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(8, 1))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.3)
     checkpoint = root / "checkpoint.pt"
     # Rank 0 reads the checkpoint and sends it to every rank, so other hosts need no copy.
     saved = [torch.load(checkpoint) if rank == 0 and checkpoint.exists() else None]

@@ -1,30 +1,24 @@
-"""Hatchling build hook: builds the native extension (see build_support.py) into the wheel."""
+"""Hatchling build hook: hands hatchling the repository's one native build, build_support.py.
+
+In the repository it lives in packages/; an sdist carries a copy beside this file
+(force-included by pyproject.toml), so the sdist builds without the monorepo around it. What
+this package builds is declared in pyproject.toml's [tool.hatch.build.hooks.custom] table.
+"""
 
 from __future__ import annotations
 
-import os
-import sys
-import sysconfig
+import importlib.util
 from pathlib import Path
-from typing import Any
-
-from hatchling.builders.hooks.plugin.interface import BuildHookInterface
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from build_support import EXTENSION, build_extension  # noqa: E402
 
 
-class CustomBuildHook(BuildHookInterface):
-    PLUGIN_NAME = "custom"
-
-    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
-        if self.target_name != "wheel":
-            return
-        root = Path(self.root)
-        out = build_extension(root, verbose=True)
-        build_data["pure_python"] = False
-        plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
-        build_data["tag"] = f"cp310-abi3-{plat}"
-        if version != "editable":
-            # The extension is git-ignored, so it must be named explicitly for the wheel.
-            build_data["force_include"][str(out)] = f"loaderx/{EXTENSION}"
+def get_build_hook() -> type:
+    here = Path(__file__).resolve().parent
+    for path in (here / "build_support.py", here.parent / "build_support.py"):
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location("build_support", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            hook: type = module.get_build_hook()
+            return hook
+    raise RuntimeError(f"build_support.py is neither in {here} nor in {here.parent}")

@@ -319,7 +319,10 @@ def test_provenance_file_and_layout(tmp_path):
     assert on_disk["provenance"]["source"] == "datasets object"
     assert on_disk["splits"]["test"]["columns"]["x"] == {
         "kind": "Dense", "dtype": "|u1", "item_shape": [], "records": 2,
-        "feature": {"dtype": "uint8", "_type": "Value"}}
+        "feature": {"dtype": "uint8", "_type": "Value"}, "codec": "raw",
+        "codec_choice": {"requested": "zstd", "sample_records": 2, "raw_bytes": 2,
+                         "zstd_bytes": 20, "chosen": "raw",
+                         "why": "zstd would store the sample in 10.00x the bytes of raw"}}
     assert set(on_disk["versions"]) == {"loaderx-converter", "zrecord", "datasets"}
 
 
@@ -336,7 +339,7 @@ def test_zstd_dict_with_one_or_per_column_dictionaries(tmp_path):
         store = zrecord.Dense.open(tmp_path / root / "train" / "a")
         assert store.dict_bytes == d
         np.testing.assert_array_equal(store[:], a)
-    with pytest.raises(ValueError, match="no entry for column 'b'"):
+    with pytest.raises(ValueError, match="column 'b' has codec 'zstd_dict' but no dictionary"):
         convert(ds, tmp_path / "three", codec="zstd_dict", dict_bytes={"a": d}, progress=False)
     assert _nothing_at(tmp_path / "three")
 
@@ -372,10 +375,11 @@ def test_a_failure_while_writing_removes_everything(tmp_path, monkeypatch):
         {"bytes": _png(np.zeros((2, 2), np.uint8)), "path": None}] * 100},
         features=Features({"x": Value("int32"), "img": datasets.Image()}))
 
-    def broken(self, item):
+    def broken(*args):
         raise OSError("disk read failed")
 
     monkeypatch.setattr(_features._ImageReader, "_decode", broken)
+    monkeypatch.setattr(_features._ImageReader, "_zip_into", broken)
     with pytest.raises(OSError, match="disk read failed"):
         convert(ds, tmp_path / "out", progress=False)
     assert _nothing_at(tmp_path / "out")
@@ -419,3 +423,17 @@ def test_fixed_size_binary_becomes_bytes_records_byte_for_byte(tmp_path):
         assert store.dtype == np.dtype("S2")
         assert [r.tobytes() for r in store[:]] == [b"aab\x00", b"", b"zz"]
 
+
+def test_v1_a_png_whose_pixels_do_not_decode_fails_while_writing_and_publishes_nothing(tmp_path):
+    """[V1] item 6: the check pass reads headers only, so a PNG with a sound header and a
+    broken pixel stream is found while writing; the conversion then fails and removes
+    everything."""
+    good = _png(np.arange(64, dtype=np.uint8).reshape(8, 8))
+    start = good.index(b"IDAT") + 4
+    bad = good[:start] + bytes(b ^ 0x5A for b in good[start:start + 12]) + good[start + 12:]
+    ds = Dataset.from_dict({"img": [{"bytes": good, "path": None}] * 50
+                                   + [{"bytes": bad, "path": None}]},
+                           features=Features({"img": datasets.Image()}))
+    with pytest.raises((OSError, ValueError)):
+        convert(ds, tmp_path / "out", progress=False)
+    assert _nothing_at(tmp_path / "out")

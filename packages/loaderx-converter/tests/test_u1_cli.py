@@ -131,7 +131,7 @@ def test_u1_03_exit_statuses(small, tmp_path):
     Dataset.from_dict({"s": ["a", "b"]}).save_to_disk(str(strings))
     for argv, says in (([str(strings), str(tmp_path / "s")], "'s'"),
                        ([str(small), str(tmp_path / "ok")], "must not exist"),
-                       ([str(small), str(tmp_path / "d"), "--data-shards", "0"], "data_shards")):
+                       ([str(small), str(tmp_path / "d"), "--data-shards", "0"], "--data-shards")):
         proc = _cli(*argv, "--quiet")
         assert proc.returncode == 1, (argv, proc.stderr)
         assert _one_error_line(proc).startswith("loaderx-convert: error:") and says in proc.stderr

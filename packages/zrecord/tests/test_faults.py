@@ -80,6 +80,44 @@ def writer_seconds(tmp_path, kind: str, codec: str, appends: int) -> float:
     return elapsed
 
 
+def kill_and_check(tmp_path, k: int, kind: str, codec: str, appends: int,
+                   delay: float | None) -> str:
+    """Start writer `k`, SIGKILL it `delay` seconds after it is ready (None: once it says it
+    is done, i.e. after close()), and check that its path holds nothing or a complete store
+    and that a later writer at or beside it works and cleans up. Returns the outcome."""
+    path = str(tmp_path / f"s{k}")
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, path, kind, codec, str(appends)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    if delay is None:
+        assert proc.stdout.readline().strip() == "done"
+    else:
+        time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    if os.path.exists(path):
+        check_published(path, kind, appends)
+        outcome = "published"
+        # A kill between the rename and the unlink of the writer's lock leaves that free
+        # lock file; the next writer in the directory removes it, whatever its name.
+        with Dense.create(path + "-next", np.uint8, (1,), codec="raw", data_shards=1) as w:
+            w.append(np.array([[k]], np.uint8))
+    else:
+        outcome = "nothing"
+        with pytest.raises(zrecord.StoreNotFoundError):
+            zrecord.open_store(path)
+        # A later writer at the same path works and removes the dead one's leftovers.
+        with Dense.create(path, np.uint8, (1,), codec="raw", data_shards=1) as w:
+            w.append(np.array([[k]], np.uint8))
+        with Dense.open(path) as ds:
+            assert ds[0].tolist() == [k]
+    # A published store's temporary directory was consumed by the rename; an unpublished
+    # one was removed by the create above.
+    leftovers = [e for e in os.listdir(tmp_path) if e.startswith(f".s{k}.zr-tmp-")]
+    assert leftovers == [], leftovers
+    return outcome
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_moments_leaves_nothing_or_a_valid_store(tmp_path):
     """[ZR-PUB-001] [ZR-PUB-002] [ZR-PUB-003] 24 writers (Dense and Ragged, three codecs) are
@@ -93,38 +131,21 @@ def test_sigkill_at_random_moments_leaves_nothing_or_a_valid_store(tmp_path):
     outcomes = {"nothing": 0, "published": 0}
     for k in range(KILLS):
         kind, codec, appends = configs[k % len(configs)]
-        path = str(tmp_path / f"s{k}")
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, path, kind, codec, str(appends)],
-                                stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "ready"
         # Stratified over the write and 25% past its measured length, so that kills land
-        # early, late, during close() and (the last few, even on a loaded machine) after it.
+        # early, late, during close() and (the last few) after it.
         fraction = 1.25 * (k + rng.random()) / KILLS
-        time.sleep(fraction * durations[(kind, codec, appends)])
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-        if os.path.exists(path):
-            check_published(path, kind, appends)
-            outcomes["published"] += 1
-            # A kill between the rename and the unlink of the writer's lock leaves that free
-            # lock file; the next writer in the directory removes it, whatever its name.
-            with Dense.create(path + "-next", np.uint8, (1,), codec="raw", data_shards=1) as w:
-                w.append(np.array([[k]], np.uint8))
-        else:
-            outcomes["nothing"] += 1
-            with pytest.raises(zrecord.StoreNotFoundError):
-                zrecord.open_store(path)
-            # A later writer at the same path works and removes the dead one's leftovers.
-            with Dense.create(path, np.uint8, (1,), codec="raw", data_shards=1) as w:
-                w.append(np.array([[k]], np.uint8))
-            with Dense.open(path) as ds:
-                assert ds[0].tolist() == [k]
-        # A published store's temporary directory was consumed by the rename; an unpublished
-        # one was removed by the create above.
-        leftovers = [e for e in os.listdir(tmp_path) if e.startswith(f".s{k}.zr-tmp-")]
-        assert leftovers == [], leftovers
+        outcome = kill_and_check(tmp_path, k, kind, codec, appends,
+                                 fraction * durations[(kind, codec, appends)])
+        outcomes[outcome] += 1
+    # A machine busier than during the timing runs stretches every write, and a kill meant
+    # for after close() lands before it (or the reverse): then one more writer each, killed
+    # at the moment that outcome needs, so that both are always tested.
+    if outcomes["published"] == 0:
+        outcomes[kill_and_check(tmp_path, KILLS, "dense", "raw", 1, None)] += 1
+    if outcomes["nothing"] == 0:
+        outcomes[kill_and_check(tmp_path, KILLS + 1, "ragged", "zstd", 2, 0.0)] += 1
     print(f"SIGKILL outcomes: {outcomes}")
-    assert sum(outcomes.values()) == KILLS
+    assert KILLS <= sum(outcomes.values()) <= KILLS + 1
     # The random moments must have covered both outcomes, or the test tests less than it says.
     assert outcomes["nothing"] > 0 and outcomes["published"] > 0, outcomes
 

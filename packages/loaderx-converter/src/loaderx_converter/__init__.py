@@ -3,11 +3,14 @@
 ``huggingface()`` resolves a Hub revision to an exact commit and loads that snapshot;
 ``from_local()`` loads a ``save_to_disk`` folder or parquet files; ``convert()`` writes one typed
 zrecord store per column under ``root/split/column`` and publishes the whole tree at once, so
-training needs neither ``datasets`` nor Arrow. The user's import path is ``loaderx.converter``.
+training needs neither ``datasets`` nor Arrow; ``info()`` says what a converted root holds
+(splits, columns, features, ClassLabel names, source). The user's import path is
+``loaderx.converter``.
 """
 
 from loaderx_converter._convert import convert
 from loaderx_converter._hub import Provenance, from_local, huggingface, resolve_revision
+from loaderx_converter._info import ColumnInfo, RootInfo, SplitInfo, info
 from loaderx_converter.errors import (
     ConversionError,
     HubError,
@@ -18,20 +21,25 @@ from loaderx_converter.errors import (
     UnsupportedFeatureError,
 )
 
+# The one place the distribution's version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
 __all__ = [
+    "ColumnInfo",
     "ConversionError",
     "HubError",
     "InconsistentRecordsError",
     "NullValueError",
     "OptionError",
     "Provenance",
+    "RootInfo",
+    "SplitInfo",
     "UnsafePathError",
     "UnsupportedFeatureError",
     "__version__",
     "convert",
     "from_local",
     "huggingface",
+    "info",
     "resolve_revision",
 ]

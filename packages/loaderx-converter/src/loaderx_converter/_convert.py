@@ -6,11 +6,16 @@ Invariants:
   lives in zrecord's locked temporary sibling (``zrecord.staged_directory``, the protocol its
   writers use): a failure removes it, and a later conversion or writer of the same name
   removes it once its process is gone (SIGKILL), whatever PID namespace that process ran in.
-- Everything that can be known before writing is checked before writing: split and column
-  names that cannot be one folder under ``root`` (``_paths``), a ``root`` inside a published
-  store, unsupported features, nulls, non-rectangular nested lists, mixed image modes.
+- Everything that can be known before writing is checked before writing: the options
+  (``_options``), split and column names that cannot be one folder under ``root``
+  (``_paths``), a ``root`` inside a published store, unsupported features, nulls,
+  non-rectangular nested lists, mixed image modes. The check pass reads image headers only,
+  so each image is decoded once, while writing (``_features``).
 - Memory is bounded by the batch, never by the dataset: Arrow data are memory-mapped and read
-  in slices of at most ``batch_rows`` rows.
+  in slices of at most ``BATCH_ROWS_MAX`` rows and about ``BATCH_BYTES_TARGET`` bytes. The
+  check pass learns each image's (and clip's) decoded size from its header, so the write pass
+  cuts its batches by the bytes they decode to (a batch holds one huge image alone, or
+  thousands of thumbnails); what the check pass keeps is nine bytes per image.
 """
 
 from __future__ import annotations
@@ -18,21 +23,28 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 import zrecord
-from loaderx_converter._features import ColumnPlan, Where, reader_for
-from loaderx_converter._hub import PROVENANCE_ATTR, Provenance
+from loaderx_converter import _options
+from loaderx_converter._features import MEDIA_MODES, ColumnPlan, Where, _EncodedReader, reader_for
+from loaderx_converter._hub import Provenance, provenance_of
+from loaderx_converter._options import ColumnOptions, Requested
 from loaderx_converter._paths import PROVENANCE_FILE, check_names, check_root
-from loaderx_converter.errors import OptionError
+from loaderx_converter._spelling import PYTHON, Spelling
+from loaderx_converter.errors import OptionError, UnsafePathError
 
 BATCH_BYTES_TARGET = 32 << 20  # decoded bytes per batch and column that we aim not to exceed
 BATCH_ROWS_MAX = 4096
+PROVENANCE_FORMAT = "loaderx-converter provenance 1"
+# The per-record format of an encoded column of mixed formats is the store "COLUMN.format".
+FORMAT_SUFFIX = ".format"
 
 
 def _splits(dataset: Any) -> dict[str, Any]:
@@ -49,30 +61,8 @@ def _splits(dataset: Any) -> dict[str, Any]:
     raise TypeError(f"convert: expected a datasets.DatasetDict or Dataset; got {type(dataset).__name__}")
 
 
-def _dict_for(dict_bytes: Any, codec: str, column: str) -> bytes | None:
-    if codec != "zstd_dict":
-        return None
-    if isinstance(dict_bytes, Mapping):
-        if column not in dict_bytes:
-            raise ValueError(f"convert: codec 'zstd_dict' and dict_bytes has no entry for column "
-                             f"{column!r}; it has {sorted(dict_bytes)}")
-        return bytes(dict_bytes[column])
-    return bytes(dict_bytes)
-
-
-def _check_arguments(codec: Any, dict_bytes: Any, data_shards: Any) -> None:
-    """zrecord's own checks of the store options, for every column's dictionary, before any
-    work; its errors reach the caller wrapped in an :class:`OptionError`."""
-    dicts = list(dict_bytes.values()) if isinstance(dict_bytes, Mapping) else [dict_bytes]
-    try:
-        for one in dicts or [None]:
-            zrecord.check_store_options(codec=codec, dict_bytes=one, data_shards=data_shards)
-    except zrecord.ZrecordError as exc:
-        raise OptionError(f"convert: {exc} (dict_bytes may also be a dict column -> bytes)"
-                          if codec == "zstd_dict" else f"convert: {exc}") from exc
-
-
-def _select(splits: dict[str, Any], columns: Sequence[str] | None) -> dict[str, list[str]]:
+def _select(splits: dict[str, Any], columns: Sequence[str] | None,
+            spell: Spelling) -> dict[str, list[str]]:
     if isinstance(columns, str):
         raise TypeError(f"convert: columns must be a list of names, not the string {columns!r}")
     chosen = {}
@@ -83,35 +73,44 @@ def _select(splits: dict[str, Any], columns: Sequence[str] | None) -> dict[str, 
             continue
         missing = [c for c in columns if c not in names]
         if missing:
-            raise KeyError(f"convert: split {split!r} has no column(s) {missing}; it has {names}")
+            raise KeyError(f"convert: split {split!r} has no column(s) {missing} (asked for in "
+                           f"{spell.name('columns')}); it has {names}")
         chosen[split] = list(dict.fromkeys(columns))
         if not chosen[split]:
-            raise ValueError("convert: columns=[] selects nothing to convert")
+            raise ValueError(f"convert: {spell.name('columns')} selects nothing to convert")
     return chosen
 
 
 def _batch_rows(ds: Any, columns: list[str]) -> int:
-    """Rows per batch so that one batch of the widest column stays near the byte target."""
+    """Rows per batch so that one batch of the widest column's Arrow data stays near the byte
+    target (what the records decode to is bounded separately, see ``_cuts``)."""
     n = max(1, ds.num_rows)
     table = ds.data.table if hasattr(ds.data, "table") else ds.data
     widest = max((table.column(c).nbytes for c in columns), default=0) / n
-    # Encoded images and audio grow when decoded; allow for it.
-    widest *= 8 if any(_is_media(ds.features[c]) for c in columns) else 1
     return int(max(1, min(BATCH_ROWS_MAX, BATCH_BYTES_TARGET // max(1.0, widest))))
 
 
-def _is_media(feature: Any) -> bool:
-    import datasets
+def _cuts(n: int, rows: int, decoded: np.ndarray | None) -> list[int]:
+    """Batch boundaries over `n` rows: at most `rows` rows per batch and, when `decoded` gives
+    each row's decoded bytes, about BATCH_BYTES_TARGET of them (one row at least)."""
+    if decoded is None:
+        return [*range(0, n, rows), n] if n else [0]
+    ends = np.cumsum(decoded, dtype=np.uint64)
+    cuts = [0]
+    while cuts[-1] < n:
+        start = cuts[-1]
+        before = int(ends[start - 1]) if start else 0
+        fits = int(np.searchsorted(ends, before + BATCH_BYTES_TARGET, side="right"))
+        cuts.append(min(n, start + rows, max(start + 1, fits)))
+    return cuts
 
-    return isinstance(feature, (datasets.Image, datasets.Audio))
 
-
-def _batches(ds: Any, rows: int) -> Any:
-    """(first row, pyarrow.Table) slices of `ds`, honouring any indices mapping."""
-    start = 0
-    for table in ds.with_format("arrow").iter(batch_size=rows):
-        yield start, table
-        start += table.num_rows
+def _batches(ds: Any, cuts: list[int]) -> Iterator[tuple[int, pa.Table]]:
+    """(first row, pyarrow.Table) slices of `ds` between consecutive `cuts`, honouring any
+    indices mapping."""
+    rows = ds.with_format("arrow")
+    for start, end in zip(cuts, cuts[1:]):
+        yield start, rows[start:end]
 
 
 def _column(table: pa.Table, name: str) -> pa.Array:
@@ -135,121 +134,290 @@ def _versions() -> dict[str, str]:
             "datasets": datasets.__version__}
 
 
-def convert(dataset: Any, root: Any, *, codec: str = "zstd", columns: Sequence[str] | None = None,
-            dict_bytes: bytes | Mapping[str, bytes] | None = None, data_shards: int = 4,
-            progress: bool = True) -> dict[str, Any]:
+def convert(dataset: Any, root: Any, *, codec: str | Mapping[str, str] = "zstd",
+            columns: Sequence[str] | None = None,
+            dict_bytes: bytes | Mapping[str, bytes] | None = None,
+            dict_from: str | Sequence[str] | None = None, images: str = "decode",
+            audio: str = "decode", data_shards: int = 4, progress: bool = True) -> dict[str, Any]:
     """Write every (selected) column of every split as a zrecord store under ``root/split/column``.
 
     `dataset` is a ``datasets.DatasetDict`` or a single ``Dataset`` (written as its split name,
     or ``"train"``). Fixed-shape columns become :class:`zrecord.Dense`, variable-shape ones
     :class:`zrecord.Ragged`; values, dtypes and shapes are kept exactly, nothing is filtered,
-    padded or transformed. `codec` is ``"raw"``, ``"zstd"`` or ``"zstd_dict"`` (then
-    `dict_bytes` is one dictionary for every column or a dict column -> dictionary).
-    `columns` selects a subset. `data_shards` is passed to each store.
+    padded or transformed. `columns` selects a subset.
 
-    Unsupported features, nulls and names that cannot be one folder name (``/``, ``..``, a
-    leading ``.``, ...: :class:`UnsafePathError`) raise before anything is written. `root` must
-    not exist and must not lie inside a published zrecord store (missing parent folders are
-    made, as for every zrecord store); it appears, with every store
-    and ``provenance.json``, only when all are written and the row counts agree. Returns the
-    provenance record that was written.
+    `codec` is ``"raw"``, ``"zstd"`` or ``"zstd_dict"``, or a dict column -> codec in which
+    the key ``"*"`` is the default for the other columns. A codec a column gets only as the
+    default is measured against raw on a sample when its records are small (at most 64 bytes:
+    labels, ids), and raw is kept if the codec would not store them in fewer bytes; a codec
+    named for the column is used as it is. ``zstd_dict`` columns need a dictionary:
+    `dict_bytes` (one for every such column, or a dict column -> dictionary, ``"*"`` the
+    default), or `dict_from` (a column name or a list of them) to train each named column's
+    dictionary from its own records. `data_shards` is passed to each store.
+
+    `images` and `audio` say what ``Image`` and ``Audio`` columns hold: ``"decode"`` stores the
+    pixels or samples, as ``datasets`` decodes them; ``"encoded"`` stores each file's bytes,
+    exactly, as a Ragged uint8 record of rank 1, and records the file formats (and, when a
+    column mixes formats, each record's format in the store ``COLUMN.format``).
+
+    Unsupported features, nulls, bad options and names that cannot be one folder name (``/``,
+    ``..``, a leading ``.``, ...: :class:`UnsafePathError`) raise before anything is written.
+    `root` must not exist and must not lie inside a published zrecord store (missing parent
+    folders are made, as for every zrecord store); it appears, with every store and
+    ``provenance.json``, only when all are written and the row counts agree. Returns the
+    provenance record that was written (``loaderx_converter.info(root)`` reads it back).
     """
-    _check_arguments(codec, dict_bytes, data_shards)
+    return run(dataset, root, codec=codec, columns=columns, dict_bytes=dict_bytes,
+               dict_from=dict_from, images=images, audio=audio, data_shards=data_shards,
+               progress=progress, spell=PYTHON)
+
+
+def run(dataset: Any, root: Any, *, codec: Any, columns: Sequence[str] | None, dict_bytes: Any,
+        dict_from: Any, images: str, audio: str, data_shards: int, progress: bool,
+        spell: Spelling) -> dict[str, Any]:
+    """convert() with the words of its errors chosen by `spell` (the command line's own)."""
+    req = _options.request(codec, dict_bytes, dict_from, data_shards, spell)
+    for keyword, value in (("images", images), ("audio", audio)):
+        if value not in MEDIA_MODES:
+            raise OptionError(f"convert: {spell.name(keyword)} must be 'decode' or 'encoded'; "
+                              f"got {value!r}")
     root = Path(os.fspath(root)).absolute()
     if os.path.lexists(root):
         raise FileExistsError(errno.EEXIST, "convert: the destination must not exist", str(root))
     check_root(root)
     splits = _splits(dataset)
-    chosen = _select(splits, columns)
+    chosen = _select(splits, columns, spell)
     check_names(root, chosen)
-
-    readers = {split: {c: reader_for(Where(split, c, splits[split].features[c])) for c in cols}
+    opts = _options.resolve(req, (c for cols in chosen.values() for c in cols), spell)
+    readers = {split: {c: reader_for(Where(split, c, splits[split].features[c], spell),
+                                     images=images, audio=audio) for c in cols}
                for split, cols in chosen.items()}
+    job = _Job(dataset, root, splits, chosen, readers, opts, req, data_shards, progress, spell,
+               {"images": images, "audio": audio})
     with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="loaderx-convert") as pool:
         for by_column in readers.values():
             for reader in by_column.values():
                 reader.pool = pool
-        return _convert(dataset, root, splits, chosen, readers, codec, dict_bytes, data_shards,
-                        progress)
+        return job.run()
 
 
-def _convert(dataset: Any, root: Path, splits: dict[str, Any], chosen: dict[str, list[str]],
-             readers: dict[str, dict[str, Any]], codec: str, dict_bytes: Any, data_shards: int,
-             progress: bool) -> dict[str, Any]:
-    if codec == "zstd_dict":
-        for cols in chosen.values():
+class _Job:
+    """One conversion: the check pass, the choices made from it, then the writes."""
+
+    def __init__(self, dataset: Any, root: Path, splits: dict[str, Any],
+                 chosen: dict[str, list[str]], readers: dict[str, dict[str, Any]],
+                 opts: dict[str, ColumnOptions], req: Requested, data_shards: int,
+                 progress: bool, spell: Spelling, media: dict[str, str]) -> None:
+        self.dataset = dataset
+        self.root = root
+        self.splits = splits
+        self.chosen = chosen
+        self.readers = readers
+        self.opts = opts
+        self.req = req
+        self.data_shards = data_shards
+        self.progress = progress
+        self.spell = spell
+        self.media = media
+        self.plans: dict[str, dict[str, ColumnPlan]] = {}
+        self.formats: dict[str, list[str]] = {}  # encoded column of mixed formats -> names
+
+    def cuts(self, split: str, decoded: bool = True) -> list[int]:
+        """Batch boundaries of a split: by Arrow bytes for the check pass, also by decoded
+        bytes (known from the check pass) for everything that decodes."""
+        ds = self.splits[split]
+        sizes = [np.frombuffer(r.sizes, dtype=np.uint64) for r in self.readers[split].values()
+                 if decoded and getattr(r, "sizes", None) is not None]
+        total = np.asarray(np.sum(sizes, axis=0, dtype=np.uint64)) if sizes else None
+        return _cuts(ds.num_rows, _batch_rows(ds, self.chosen[split]), total)
+
+    def run(self) -> dict[str, Any]:
+        for split, ds in self.splits.items():
+            with _progress(self.progress, ds.num_rows, f"{split}: check") as bar:
+                for row0, table in _batches(ds, self.cuts(split, decoded=False)):
+                    for c in self.chosen[split]:
+                        self.readers[split][c].scan(_column(table, c), row0)
+                    bar.update(table.num_rows)
+            self.plans[split] = {c: self.readers[split][c].plan() for c in self.chosen[split]}
+        self._format_columns()
+        for column, o in self.opts.items():
+            if o.train:
+                split = self._first_split_with(column)
+                with _progress(self.progress, self.splits[split].num_rows,
+                               f"{column}: train dictionary") as bar:
+                    _options.train(o, self._records(split, column, bar), split, column, self.spell)
+
+        with zrecord.staged_directory(self.root) as staged:
+            tmp = Path(staged)
+            self._choose_codecs(tmp)
+            layout = {split: self._write_split(split, tmp / split) for split in self.splits}
+            provenance = provenance_of(self.dataset) or Provenance(source="datasets object")
+            record = {
+                "format": PROVENANCE_FORMAT,
+                "provenance": provenance.to_dict(),
+                "codec": self.req.codec,
+                "options": {**self.req.to_dict(), **self.media, "data_shards": self.data_shards},
+                "versions": _versions(),
+                "splits": layout,
+            }
+            with open(tmp / PROVENANCE_FILE, "w", encoding="utf-8") as f:
+                json.dump(record, f, indent=2)  # in the order of the splits and columns
+                f.write("\n")
+            # Leaving the block flushes every file below `tmp` and renames it to `root`.
+        return record
+
+    def _first_split_with(self, column: str) -> str:
+        """The split whose records stand for the column: the first that has rows."""
+        having = [s for s in self.splits if column in self.chosen[s]]
+        return next((s for s in having if self.splits[s].num_rows), having[0])
+
+    def _format_columns(self) -> None:
+        """Encoded columns of mixed formats get a store of each record's format; its name must
+        be a folder name free in every split (checked here, before anything is written)."""
+        for column in self.opts:
+            names: list[str] = []
+            for split in self.chosen:
+                reader = self.readers[split].get(column)
+                if isinstance(reader, _EncodedReader):
+                    names += [n for n in reader.names if n not in names]
+            if len(names) < 2:
+                continue
+            extra = column + FORMAT_SUFFIX
+            for split, ds in self.splits.items():
+                if column in self.chosen[split] and extra in ds.column_names:
+                    raise UnsafePathError(
+                        f"convert: split {split!r} column {column!r} mixes file formats "
+                        f"{sorted(names)}, and each record's format is written as the store "
+                        f"{extra!r}, but the split has a column of that name; rename it first "
+                        f"(dataset.rename_column({extra!r}, ...))", split=split, column=extra,
+                        reason="is the name of the per-record format store of column "
+                               f"{column!r}")
+            check_names(self.root, {s: [extra] for s, cols in self.chosen.items()
+                                    if column in cols})
+            self.formats[column] = sorted(names)
+
+    def _records(self, split: str, column: str, bar: Any) -> Iterator[np.ndarray]:
+        """Every record of a column, in order (for training its dictionary)."""
+        reader = self.readers[split][column]
+        plan = self.plans[split][column]
+        for row0, table in _batches(self.splits[split], self.cuts(split)):
+            yield from reader.extract(_column(table, column), plan, row0)
+            bar.update(table.num_rows)
+
+    def _choose_codecs(self, scratch: Path) -> None:
+        """Measure the default codec against raw for small columns and for encoded files."""
+        for column, o in self.opts.items():
+            split = self._first_split_with(column)
+            plan = self.plans[split][column]
+            reader = self.readers[split][column]
+            encoded = isinstance(reader, _EncodedReader)
+            if o.named or not (encoded or _options.is_small(plan.kind, plan.record_bytes)):
+                continue
+            sample = self._sample(split, column)
+            if encoded:
+                _options.choose_codec(o, sample, scratch, _options.ENCODED_SAVING_MIN)
+            else:
+                _options.choose_codec(o, np.concatenate(sample) if sample else
+                                      np.empty((0, *(plan.item_shape or ())), plan.dtype),
+                                      scratch)
+
+    def _sample(self, split: str, column: str) -> list[Any]:
+        """The first records of a column, at most CODEC_SAMPLE_RECORDS of them and about
+        CODEC_SAMPLE_BYTES_MAX bytes, read batch by batch (never the whole column at once):
+        Dense batches (arrays) or Ragged records."""
+        reader, plan = self.readers[split][column], self.plans[split][column]
+        taken: list[Any] = []
+        records = total = 0
+        for row0, table in _batches(self.splits[split], self.cuts(split)):
+            got = reader.extract(_column(table, column), plan, row0)
+            if plan.kind == "Dense":
+                got = got[:_options.CODEC_SAMPLE_RECORDS - records]
+                taken.append(got)
+                records, total = records + len(got), total + got.nbytes
+            else:
+                for rec in got:
+                    if records >= _options.CODEC_SAMPLE_RECORDS \
+                            or total >= _options.CODEC_SAMPLE_BYTES_MAX:
+                        break
+                    taken.append(rec)
+                    records, total = records + 1, total + rec.nbytes
+            if records >= _options.CODEC_SAMPLE_RECORDS or total >= _options.CODEC_SAMPLE_BYTES_MAX:
+                break
+        return taken
+
+    def _write_split(self, split: str, folder: Path) -> dict[str, Any]:
+        ds = self.splits[split]
+        cols = self.chosen[split]
+        readers, plans = self.readers[split], self.plans[split]
+        folder.mkdir()
+        writers: dict[str, Any] = {}
+        # Appending (compressing, writing) batch k runs on its own thread, the GIL released,
+        # while batch k + 1 is decoded: two batches of records exist at most.
+        appender = ThreadPoolExecutor(1, thread_name_prefix="loaderx-convert-append")
+        pending: Future[None] | None = None
+        try:
             for c in cols:
-                _dict_for(dict_bytes, codec, c)
-    plans: dict[str, dict[str, ColumnPlan]] = {}
-    for split, ds in splits.items():
-        rows = _batch_rows(ds, chosen[split])
-        with _progress(progress, ds.num_rows, f"{split}: check") as bar:
-            for row0, table in _batches(ds, rows):
-                for c in chosen[split]:
-                    readers[split][c].scan(_column(table, c), row0)
-                bar.update(table.num_rows)
-        plans[split] = {c: readers[split][c].plan() for c in chosen[split]}
-
-    with zrecord.staged_directory(root) as staged:
-        tmp = Path(staged)
-        layout: dict[str, Any] = {}
-        for split, ds in splits.items():
-            layout[split] = _write_split(ds, tmp / split, split, chosen[split], readers[split],
-                                         plans[split], codec, dict_bytes, data_shards, progress)
-        provenance = getattr(dataset, PROVENANCE_ATTR, None) or Provenance(source="datasets object")
-        record = {
-            "format": "loaderx-converter provenance 1",
-            "provenance": provenance.to_dict(),
-            "codec": codec,
-            "versions": _versions(),
-            "splits": layout,
-        }
-        with open(tmp / PROVENANCE_FILE, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=2, sort_keys=True)
-            f.write("\n")
-        # Leaving the block flushes every file below `tmp` and renames it to `root`.
-    return record
-
-
-def _write_split(ds: Any, folder: Path, split: str, cols: list[str], readers: dict[str, Any],
-                 plans: dict[str, ColumnPlan], codec: str, dict_bytes: Any, data_shards: int,
-                 progress: bool) -> dict[str, Any]:
-    folder.mkdir()
-    writers: dict[str, Any] = {}
-    try:
+                plan = plans[c]
+                cls = zrecord.Dense if plan.kind == "Dense" else zrecord.Ragged
+                shape = plan.item_shape if plan.kind == "Dense" else plan.ndim
+                writers[c] = cls.create(folder / c, plan.dtype, shape, codec=self.opts[c].codec,
+                                        data_shards=self.data_shards,
+                                        dict_bytes=self.opts[c].dict_bytes)
+            with _progress(self.progress, ds.num_rows, f"{split}: write") as bar:
+                for row0, table in _batches(ds, self.cuts(split)):
+                    batch = {c: readers[c].extract(_column(table, c), plan=plans[c], row0=row0)
+                             for c in cols}
+                    if pending is not None:
+                        pending.result()
+                    pending = appender.submit(_append, writers, batch)
+                    bar.update(table.num_rows)
+                if pending is not None:
+                    pending.result()
+                    pending = None
+            for c in cols:
+                if c in self.formats:
+                    extra = c + FORMAT_SUFFIX
+                    writers[extra] = zrecord.Dense.create(folder / extra, np.uint8, (),
+                                                          codec="raw", data_shards=1)
+                    writers[extra].append(readers[c].format_codes(self.formats[c]))
+            for w in writers.values():
+                w.close()
+        except BaseException:
+            if pending is not None:
+                pending.exception()  # wait: a writer is aborted only once nothing appends to it
+            for w in writers.values():
+                if not w.closed:
+                    w.abort()
+            raise
+        finally:
+            appender.shutdown(wait=True)
+        columns: dict[str, Any] = {}
+        for name in writers:
+            with zrecord.open_store(folder / name) as store:
+                if len(store) != ds.num_rows:
+                    raise RuntimeError(f"convert: split {split!r} column {name!r} has "
+                                       f"{len(store)} records, expected {ds.num_rows}; nothing "
+                                       "was published")
         for c in cols:
-            plan = plans[c]
-            cls = zrecord.Dense if plan.kind == "Dense" else zrecord.Ragged
-            shape = plan.item_shape if plan.kind == "Dense" else plan.ndim
-            writers[c] = cls.create(folder / c, plan.dtype, shape, codec=codec,
-                                    data_shards=data_shards,
-                                    dict_bytes=_dict_for(dict_bytes, codec, c))
-        rows = _batch_rows(ds, cols)
-        with _progress(progress, ds.num_rows, f"{split}: write") as bar:
-            for row0, table in _batches(ds, rows):
-                for c in cols:
-                    writers[c].append(readers[c].extract(_column(table, c), plans[c], row0))
-                bar.update(table.num_rows)
-        for c in cols:
-            writers[c].close()
-    except BaseException:
-        for w in writers.values():
-            if not w.closed:
-                w.abort()
-        raise
-    columns: dict[str, Any] = {}
-    for c in cols:
-        with zrecord.open_store(folder / c) as store:
-            if len(store) != ds.num_rows:
-                raise RuntimeError(f"convert: split {split!r} column {c!r} has {len(store)} "
-                                   f"records, expected {ds.num_rows}; nothing was published")
-        columns[c] = {**plans[c].describe(), "records": ds.num_rows,
-                      "feature": _feature_dict(ds.features[c])}
-    return {"rows": ds.num_rows, "columns": columns}
+            columns[c] = {**plans[c].describe(), **self.opts[c].describe(),
+                          **readers[c].describe(), "records": ds.num_rows,
+                          "feature": _feature_dict(ds.features[c])}
+            if c in self.formats:
+                extra = c + FORMAT_SUFFIX
+                columns[c]["format_column"] = extra
+                columns[extra] = {"kind": "Dense", "dtype": np.dtype(np.uint8).str,
+                                  "item_shape": [], "codec": "raw", "records": ds.num_rows,
+                                  "feature": {"_type": "ClassLabel", "names": self.formats[c]},
+                                  "derived_from": c}
+        return {"rows": ds.num_rows, "columns": columns}
+
+
+def _append(writers: dict[str, Any], batch: dict[str, Any]) -> None:
+    for column, records in batch.items():
+        writers[column].append(records)
 
 
 def _feature_dict(feature: Any) -> Any:
     import datasets
 
     return datasets.Features({"_": feature}).to_dict()["_"]
-

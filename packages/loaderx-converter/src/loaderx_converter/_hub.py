@@ -5,6 +5,12 @@
 and cache folder passed as arguments, so no process environment variable is needed) and lets
 ``datasets`` decode it from the local snapshot folder. The provenance travels on the returned
 object as ``loaderx_provenance`` and ``convert`` writes it beside the stores.
+
+Invariant: a dataset derived without rewriting its Arrow files (``cast_column``,
+``select_columns``, ``rename_column``, ``select``, ``shuffle``, ...) keeps its provenance. The
+attribute does not survive those calls (they return new objects), so the provenance is also
+remembered by the Arrow files it was loaded from; a ``map`` or ``filter`` that writes new files
+makes a dataset whose values the source no longer describes, and it gets none.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from loaderx_converter.errors import HubError
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 PROVENANCE_ATTR = "loaderx_provenance"
+# Arrow file (absolute path) -> the provenance of the dataset loaded from it, in this process.
+_BY_FILE: dict[str, Provenance] = {}
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,39 @@ class Provenance:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary."""
         return asdict(self)
+
+
+def _arrow_files(dataset: Any) -> list[str]:
+    """The Arrow files behind every split of a Dataset or DatasetDict (empty when any split
+    lives in memory)."""
+    parts = dataset.values() if hasattr(dataset, "values") else [dataset]
+    files: list[str] = []
+    for part in parts:
+        cached = getattr(part, "cache_files", None) or []
+        if not cached:
+            return []
+        files += [os.path.abspath(entry["filename"]) for entry in cached]
+    return files
+
+
+def remember(dataset: Any, provenance: Provenance) -> None:
+    """Attach `provenance` to `dataset` and remember it by the dataset's Arrow files."""
+    setattr(dataset, PROVENANCE_ATTR, provenance)
+    for name in _arrow_files(dataset):
+        _BY_FILE[name] = provenance
+
+
+def provenance_of(dataset: Any) -> Provenance | None:
+    """The provenance of `dataset`: its own attribute, else the one its Arrow files were loaded
+    with (when every file agrees), else None."""
+    found = getattr(dataset, PROVENANCE_ATTR, None)
+    if isinstance(found, Provenance):
+        return found
+    known = {_BY_FILE.get(name) for name in _arrow_files(dataset)}
+    if len(known) == 1:
+        (only,) = known
+        return only
+    return None
 
 
 def _make_api(endpoint: str | None, token: str | None) -> Any:
@@ -123,9 +164,8 @@ def huggingface(repo_id: str, *, revision: str = "main", config: str | None = No
     loaded = datasets.load_dataset(str(folder), name=config, cache_dir=cache_dir)
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({str(loaded.split or "train"): loaded})
-    setattr(loaded, PROVENANCE_ATTR, Provenance(
-        source="huggingface", repo_id=repo_id, config=config, revision=commit,
-        requested_revision=revision, endpoint=endpoint))
+    remember(loaded, Provenance(source="huggingface", repo_id=repo_id, config=config,
+                                revision=commit, requested_revision=revision, endpoint=endpoint))
     return loaded
 
 
@@ -150,6 +190,5 @@ def from_local(path: str, *, config: str | None = None) -> Any:
         raise ValueError(f"{path!r} is neither a save_to_disk folder nor parquet file(s)")
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({str(loaded.split or "train"): loaded})
-    setattr(loaded, PROVENANCE_ATTR, Provenance(source="local", repo_id=os.path.abspath(path),
-                                                config=config))
+    remember(loaded, Provenance(source="local", repo_id=os.path.abspath(path), config=config))
     return loaded

@@ -11,17 +11,21 @@ import argparse
 import importlib.metadata
 import os
 import sys
+from typing import Any
 
 import zrecord
 from loaderx_converter import (
     ConversionError,
     HubError,
+    OptionError,
     UnsafePathError,
     __version__,
-    convert,
     from_local,
     huggingface,
 )
+from loaderx_converter._convert import run
+from loaderx_converter._options import CODECS, DEFAULT_KEY
+from loaderx_converter._spelling import CLI
 from zrecord.console import (
     EXIT_OK,
     EXIT_RUNTIME,
@@ -58,13 +62,107 @@ def _unsafe_name_message(exc: UnsafePathError) -> str:
     return str(exc)
 
 
-def _read_dict(path: str) -> bytes:
-    """An argparse type: the bytes of the --dict file (an unreadable file is a usage error)."""
+def convert(dataset: Any, root: Any, **options: Any) -> dict[str, Any]:
+    """``loaderx_converter.convert`` whose errors name this command's flags (``--columns``,
+    ``--codec label=raw``), not the Python keywords."""
+    return run(dataset, root, spell=CLI, **options)
+
+
+def _columns(text: str) -> list[str]:
+    """``--columns "image, label"``: names separated by commas, spaces around them ignored."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _codec(text: str) -> tuple[str | None, str]:
+    """An argparse type: ``CODEC`` (the default of every column) or ``COLUMN=CODEC``."""
+    column, sep, codec = text.rpartition("=")
+    codec = codec.strip()
+    if codec not in CODECS:
+        raise argparse.ArgumentTypeError(
+            f"{codec!r} is not a codec: raw, zstd or zstd_dict (one column's: COLUMN=CODEC)")
+    if sep and not column.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} names no column before '='")
+    return (column.strip() if sep else None), codec
+
+
+def _read_dict(text: str) -> tuple[str | None, bytes]:
+    """An argparse type: ``FILE`` (every zstd_dict column's dictionary) or ``COLUMN=FILE``, read
+    now (an unreadable file is a usage error)."""
+    column: str | None = None
+    path = text
+    if not os.path.exists(text) and "=" in text:
+        column, path = (part.strip() for part in text.split("=", 1))
     try:
         with open(path, "rb") as f:
-            return f.read()
+            return column, f.read()
     except OSError as exc:
         raise argparse.ArgumentTypeError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+
+
+def _cast(text: str) -> tuple[str, str]:
+    """An argparse type: ``COLUMN=MODE``, an Image column and the Pillow mode to decode it to."""
+    import PIL.Image
+
+    column, sep, mode = text.rpartition("=")
+    if not sep or not column.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not COLUMN=MODE (e.g. image=RGB)")
+    return column.strip(), _mode(mode.strip(), PIL.Image.MODES)
+
+
+def _image_mode(text: str) -> str:
+    import PIL.Image
+
+    return _mode(text.strip(), PIL.Image.MODES)
+
+
+def _mode(mode: str, known: Any) -> str:
+    if mode not in known:
+        raise argparse.ArgumentTypeError(f"{mode!r} is not a Pillow image mode (e.g. RGB, RGBA, "
+                                         f"L): one of {', '.join(known)}")
+    return mode
+
+
+def _per_column(pairs: list[tuple[str | None, Any]] | None, default: Any) -> Any:
+    """[(column or None, value), ...] -> one value, or a dict column -> value with the default
+    under "*" (the later of two values for one column wins)."""
+    if not pairs:
+        return default
+    named = {column: value for column, value in pairs if column is not None}
+    for column, value in pairs:
+        if column is None:
+            default = value
+    if not named:
+        return default
+    return {DEFAULT_KEY: default, **named} if default is not None else named
+
+
+def _apply_casts(dataset: Any, casts: list[tuple[str, str]], image_mode: str | None,
+                 columns: list[str] | None) -> Any:
+    """--cast COLUMN=MODE and --image-mode MODE: the Image columns cast as datasets casts them
+    (their provenance is kept)."""
+    import datasets
+
+    splits = dict(dataset.items())
+    shared = set.intersection(*(set(ds.column_names) for ds in splits.values()))
+    wanted: dict[str, str] = {}
+    if image_mode is not None:
+        for column in shared:
+            if (columns is None or column in columns) and all(
+                    isinstance(ds.features[column], datasets.Image) for ds in splits.values()):
+                wanted[column] = image_mode
+    for column, mode in casts:
+        if column not in shared:
+            raise OptionError(f"--cast {column}={mode}: no column {column!r} in every split; "
+                              f"the columns are {sorted(shared)}")
+        feature = next(iter(splits.values())).features[column]
+        if not isinstance(feature, datasets.Image):
+            raise OptionError(f"--cast {column}={mode}: column {column!r} is {feature!r}, not an "
+                              "Image; --cast sets the mode an Image column is decoded to")
+        wanted[column] = mode
+    for column, mode in wanted.items():
+        feature = next(iter(splits.values())).features[column]
+        dataset = dataset.cast_column(column, datasets.Image(mode=mode, decode=feature.decode))
+    return dataset
 
 
 def _version() -> str:
@@ -85,6 +183,10 @@ _EXAMPLES = [
      "an exact commit (40 hex digits), stored uncompressed"),
     ("loaderx-convert ./saved data/x --columns image,label",
      "two columns of a save_to_disk folder (or parquet file(s))"),
+    ("loaderx-convert ./photos data/photos --images encoded --codec raw",
+     "keep each photo's file as it is (decode later, on the loader's threads)"),
+    ("loaderx-convert ./photos data/rgb --cast image=RGB --codec label=raw",
+     "decode every photo to RGB; labels uncompressed"),
     ("HF_HUB_OFFLINE=1 loaderx-convert ylecun/mnist data/mnist",
      "from the local Hugging Face cache, contacting nothing"),
 ]
@@ -108,17 +210,40 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version(),
                         help="print the versions of loaderx-converter, zrecord and datasets "
                              "and exit")
-    parser.add_argument("--codec", default="zstd", choices=["raw", "zstd", "zstd_dict"],
-                        help="how each record is stored: raw bytes, a zstd frame, or a zstd "
-                             "frame made with the dictionary given by --dict")
-    parser.add_argument("--dict", dest="dict_bytes", metavar="FILE", type=_read_dict,
-                        help="zstd dictionary for --codec zstd_dict (e.g. saved from "
-                             "zrecord.train_dict)")
-    parser.add_argument("--columns", metavar="A,B,...",
-                        help="comma-separated subset of columns (default: all); every split "
-                             "and column name becomes a folder, so names with '/', a NUL, a "
-                             "leading '.', '..' or too many bytes are refused: leave such "
-                             "columns out here")
+    parser.add_argument("--codec", action="append", type=_codec, metavar="[COLUMN=]CODEC",
+                        help="how records are stored: raw, zstd or zstd_dict (zstd frames made "
+                             "with a dictionary: --dict or --dict-from). CODEC alone is the "
+                             "default of every column, COLUMN=CODEC one column's; repeat it "
+                             "for several (e.g. --codec zstd --codec label=raw). A column that "
+                             "gets its codec only as the default and holds small records "
+                             "(labels, ids) or encoded files is stored raw unless the codec "
+                             "makes a sample of it smaller (encoded files: by 5%%) "
+                             "(default: zstd)")
+    parser.add_argument("--dict", dest="dict_bytes", action="append", type=_read_dict,
+                        metavar="[COLUMN=]FILE",
+                        help="a zstd dictionary file for the zstd_dict columns (e.g. saved "
+                             "from zrecord.train_dict), or COLUMN=FILE for one column's")
+    parser.add_argument("--dict-from", action="append", type=_columns, metavar="COLUMN",
+                        help="train a zstd dictionary from this column's own records and store "
+                             "the column with it (codec zstd_dict); comma-separated or "
+                             "repeated for several")
+    parser.add_argument("--columns", metavar="A,B,...", type=_columns,
+                        help="comma-separated subset of columns, spaces allowed (default: "
+                             "all); every split and column name becomes a folder, so names "
+                             "with '/', a NUL, a leading '.', '..' or too many bytes are "
+                             "refused: leave such columns out here")
+    parser.add_argument("--images", choices=["decode", "encoded"], default="decode",
+                        help="decode: store each image's pixels, as datasets decodes them; "
+                             "encoded: store each image file's bytes as they are (a uint8 "
+                             "record), to decode while training")
+    parser.add_argument("--audio", choices=["decode", "encoded"], default="decode",
+                        help="decode: store each clip's samples (float32, channels x samples); "
+                             "encoded: store each audio file's bytes as they are")
+    parser.add_argument("--cast", action="append", type=_cast, metavar="COLUMN=MODE",
+                        help="decode the Image column COLUMN to the Pillow mode MODE (e.g. "
+                             "image=RGB), as Image(mode=...) does; repeat for several columns")
+    parser.add_argument("--image-mode", type=_image_mode, metavar="MODE",
+                        help="decode every Image column to the Pillow mode MODE (e.g. RGB)")
     parser.add_argument("--revision", default="main",
                         help="branch, tag or commit of a Hub dataset; resolved to a commit, "
                              "recorded in ROOT/provenance.json")
@@ -154,10 +279,14 @@ def _run(argv: list[str] | None) -> int:
         else:
             dataset = huggingface(args.source, revision=args.revision, config=args.config,
                                   token=args.token, endpoint=args.endpoint, cache_dir=args.cache_dir)
-        columns = [c for c in args.columns.split(",") if c] if args.columns else None
-        record = convert(dataset, args.root, codec=args.codec, columns=columns,
-                         dict_bytes=args.dict_bytes, data_shards=args.data_shards,
-                         progress=not args.quiet)
+        columns = args.columns or None
+        if args.cast or args.image_mode:
+            dataset = _apply_casts(dataset, args.cast or [], args.image_mode, columns)
+        dict_from = [c for group in args.dict_from or [] for c in group] or None
+        record = convert(dataset, args.root, codec=_per_column(args.codec, "zstd"),
+                         columns=columns, dict_bytes=_per_column(args.dict_bytes, None),
+                         dict_from=dict_from, images=args.images, audio=args.audio,
+                         data_shards=args.data_shards, progress=not args.quiet)
     except BrokenPipeError:
         raise  # a progress bar met a closed stderr: run_tool ends the command quietly
     except UnsafePathError as exc:
@@ -171,8 +300,11 @@ def _run(argv: list[str] | None) -> int:
     for split, info in record["splits"].items():
         for column, col in info["columns"].items():
             shape = col.get("item_shape", f"ndim={col.get('ndim')}")
+            notes = [col.get("codec", "")]
+            if col.get("encoding") == "encoded":
+                notes.append("encoded " + ", ".join(f"{k} {v}" for k, v in col["formats"].items()))
             print(f"{args.root}/{split}/{column}: {col['kind']} {col['dtype']} {shape} "
-                  f"x {col['records']}")
+                  f"x {col['records']} ({'; '.join(n for n in notes if n)})")
     return EXIT_OK
 
 
@@ -185,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     outside the call is touched and an interrupt returns 130.
     """
     return run_tool("loaderx-convert", lambda: _run(argv), as_program=argv is None)
+
+
+# The command line is the interface (docs/api/cli.md); in Python, only main() is public.
+__all__ = ["main"]
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ PyTorch and Ray and are imported only when asked for.
 from loaderx.dataloader import BatchContext, DataLoader, LoaderClosedError
 from loaderx.sampler import Mix, Mode, Sampler
 
+# The one place the distribution's version is written: pyproject.toml reads it from here.
+# 3.x: a new implementation of the loaderx design (the 2.x line is the published original).
 __version__ = "3.0.0a0"
 
 __all__ = ["BatchContext", "DataLoader", "LoaderClosedError", "Mix", "Mode", "Sampler"]

@@ -9,7 +9,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(
         "loaderx.converter needs the optional converter distribution: "
-        "pip install 'loaderx[converter]'"
+        "pip install 'loaderx[converter]' (until it is published, from a clone of the "
+        "repository: pip install ./packages/loaderx-converter; the loaderx on PyPI is "
+        "another project)"
     ) from exc
 
 __all__ = list(getattr(_converter, "__all__", []))

@@ -51,6 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 # A read task yields blocks of about this many bytes (one record at least), so that a worker
 # holds a bounded amount of data however large its range is.
 BLOCK_BYTES_TARGET = 64 << 20
+"""Bytes per block that a read task yields (64 MiB; at least one record per block)."""
 
 
 @dataclass(frozen=True)

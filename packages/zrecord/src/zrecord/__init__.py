@@ -24,7 +24,20 @@ from zrecord.errors import (
     ZrecordError,
 )
 
+# The one place the distribution's version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> str:
+    # ``zrecord.__zstd_version__``: the zstd the codecs run (zrecord/_build_info.py), looked up
+    # on first use: it reads the build's record and may ask the loaded library.
+    if name == "__zstd_version__":
+        from zrecord._build_info import zstd_version
+
+        globals()[name] = version = zstd_version()
+        return version
+    raise AttributeError(f"module 'zrecord' has no attribute {name!r}")
+
 
 __all__ = [
     "ChecksumError",
@@ -41,6 +54,7 @@ __all__ = [
     "StoreNotFoundError",
     "ZrecordError",
     "__version__",
+    "__zstd_version__",
     "check_store_options",
     "enclosing_store",
     "open_store",

@@ -47,6 +47,17 @@ class _Store:
     _kind: int
     _kind_name: str
 
+    path: str
+    """The path the store was opened at, as a string."""
+    dtype: np.dtype[Any]
+    """The NumPy dtype of every record (little-endian)."""
+    ndim: int
+    """The rank of every record: ``len(item_shape)`` for Dense, 1..32 for Ragged."""
+    codec: str
+    """How records are stored: ``"raw"``, ``"zstd"`` or ``"zstd_dict"``."""
+    data_shards: int
+    """The number of shard files (data-NNN.zrd) the records are spread over (1..255)."""
+
     def __init__(self, path: Any, *, _handle: _native.Reader | None = None) -> None:
         self.path = fspath(path)
         # `open_store` passes the handle it opened to learn the kind; the handle frees itself.
@@ -205,6 +216,9 @@ class Dense(_Store):
 
     _kind = KIND_DENSE
     _kind_name = "Dense"
+
+    item_shape: tuple[int, ...]
+    """The shape of every record (``()`` for scalar records)."""
 
     def __init__(self, path: Any, *, _handle: _native.Reader | None = None) -> None:
         super().__init__(path, _handle=_handle)

@@ -56,6 +56,17 @@ class _Writer:
     _kind: int
     _kind_name: str
 
+    path: str
+    """The path the store will be published at, as a string."""
+    dtype: np.dtype[Any]
+    """The NumPy dtype of every record."""
+    ndim: int
+    """The rank of every record."""
+    codec: str
+    """How records are stored: ``"raw"``, ``"zstd"`` or ``"zstd_dict"``."""
+    data_shards: int
+    """The number of shard files written in parallel (1..255)."""
+
     def __init__(self, path: Any, dtype: Any, shape_or_ndim: tuple[int, ...] | int, codec: Any,
                  data_shards: Any, dict_bytes: Any, sync: bool) -> None:
         self.path = fspath(path)

@@ -713,5 +713,9 @@ def main(argv: list[str] | None = None) -> int:
     return run_tool("zrecord", lambda: _run(argv), as_program=argv is None)
 
 
+# The command line is the interface (docs/api/cli.md); in Python, only main() is public.
+__all__ = ["main"]
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -141,3 +141,30 @@ def from_status(name: str, os_errno: int, record: int, shard: int, message: str)
     exc.record = record if record >= 0 else None
     exc.shard = shard if shard >= 0 else None
     return exc
+
+
+# The exception classes are the public API; BY_RESULT_NAME and from_status serve the binding.
+__all__ = [
+    "BadMagicError",
+    "ChecksumError",
+    "ClosedError",
+    "CodecError",
+    "CorruptStoreError",
+    "DecodeError",
+    "FormatError",
+    "ImmutableStoreError",
+    "InvalidArgumentError",
+    "KindMismatchError",
+    "LimitError",
+    "ModeError",
+    "NotPublishedError",
+    "SchemaError",
+    "StoreExistsError",
+    "StoreIndexError",
+    "StoreMemoryError",
+    "StoreNotFoundError",
+    "StoreOSError",
+    "UnsupportedError",
+    "UnsupportedVersionError",
+    "ZrecordError",
+]

@@ -1,0 +1,392 @@
+"""The native build of zrecord and loaderx: one implementation for both packages.
+
+Each package's ``hatch_build.py`` only loads this file: from beside itself in an sdist (each
+package's pyproject.toml force-includes it there, so an sdist builds without the monorepo
+around it) or from ``packages/`` in the repository. What differs between the packages is
+declared in their pyproject.toml, in the ``[tool.hatch.build.hooks.custom]`` table:
+
+- ``module``: the extension, e.g. ``zrecord._native``: ``src/zrecord/_native.pyx`` is
+  cythonized and compiled into ``zrecord/_native.abi3.so``; the package folder is on the
+  include path of Cython and of the C compiler (``.pxd`` and ``.h`` files beside the ``.pyx``).
+- ``zig-core``: also compile the Zig core (``zig/src/root.zig``, ``zig/include``) into the
+  extension, linked with zstd.
+- ``optimize``: Zig's release mode for the extension (default ``ReleaseSafe``).
+
+One ``python -m ziglang build-lib`` call compiles the Cython-generated C file (and the Zig root
+module) into one extension. ``zig build`` is deliberately not used: it compiles its build
+runner first, which costs minutes on a cold cache, while one direct ``build-lib`` call costs
+~20 s cold. Choices that matter to users of the wheels:
+
+- An explicit baseline CPU and glibc 2.28, so the extension runs on any x86-64 or ARM64 Linux
+  from the last years, not only on the machine that built it.
+- The Limited API (``Py_LIMITED_API`` = 3.10), so one ``cp310-abi3`` wheel serves CPython 3.10+.
+- A linker version script that exports the module's ``PyInit_`` function only.
+
+Settings, from the environment (docs/decisions/0004-zstd-in-wheels.md says why zstd has two
+ways in):
+
+- ``NATIVE_BUILD_ARCH``: ``x86_64`` or ``aarch64``, the CPU to build for; default this
+  machine's. Zig cross-compiles. The building interpreter's Python headers serve both targets:
+  under the Limited API only object layouts and type sizes reach the extension, and they are
+  the same on both (64-bit, little-endian, LP64).
+- ``ZRECORD_ZSTD``: ``system`` (default) links the platform's ``libzstd.so.1`` dynamically,
+  found in the folders listed in ``zig/libzstd-dirs.txt`` (the list ``zig/build.zig`` reads
+  too) or at ``ZRECORD_LIBZSTD``; ``static`` compiles the pinned zstd release below for the
+  target and links it in, so the wheel needs no zstd on the user's machine.
+- ``ZRECORD_ZSTD_SDIST``: the pinned zstd source archive, or a folder holding it, so a static
+  build needs no network; otherwise the build fetches it with ``pip download``.
+
+A wheel's platform tag says what it needs: ``manylinux_2_28_<arch>`` when it links nothing but
+glibc (Zig links against its own glibc 2.28 symbol lists), ``linux_<arch>`` when it links the
+platform's libzstd, which is outside the manylinux policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+LIMITED_API = "0x030A0000"
+GLIBC = "2.28"
+ARCHS = ("x86_64", "aarch64")
+
+# The zstd of static builds: zstd's own library sources as the `backports.zstd` sdist on PyPI
+# ships them (src/c/zstd/lib, unmodified). They are fetched into the build folder at build time,
+# never kept in this repository; the hash pins the archive. Bump the five together.
+ZSTD_VERSION = "1.5.7"
+ZSTD_SDIST_REQUIREMENT = "backports.zstd==1.8.0"
+ZSTD_SDIST_FILE = "backports_zstd-1.8.0.tar.gz"
+ZSTD_SDIST_SHA256 = "9dae4f4c481716e3db473d667457b4f508ff7459c0931b567a5c9677fb3db316"
+ZSTD_LIB_IN_SDIST = "src/c/zstd/lib"
+# The parts of zstd's lib/ that zrecord uses: frames, dictionaries, the dictionary trainer.
+# Not `legacy` (pre-1.0 frame formats, which no store holds) nor `deprecated`.
+ZSTD_LIB_PARTS = ("common", "compress", "decompress", "dictBuilder")
+ZSTD_CFLAGS = [
+    "-O3",
+    # zstd's library defaults, made explicit where they matter here: xxhash under zstd's own
+    # names, no legacy formats, no tracing hooks (weak symbols), no debug logging. Not
+    # ZSTD_MULTITHREAD: the core runs its own threads with one context per worker.
+    "-DXXH_NAMESPACE=ZSTD_", "-DZSTD_LEGACY_SUPPORT=0", "-DZSTD_TRACE=0", "-DDEBUGLEVEL=0",
+    # zig cc keeps frame pointers by default; zstd's decoding loops want the register back
+    # (2-3% faster decompression here).
+    "-fomit-frame-pointer",
+]
+
+Log = Callable[[str], None]
+
+
+def zig_target(arch: str) -> str:
+    return f"{arch}-linux-gnu.{GLIBC}"
+
+
+def target_arch() -> str:
+    """The CPU to build for: NATIVE_BUILD_ARCH, else this machine's."""
+    if not sys.platform.startswith("linux"):
+        raise RuntimeError(f"native build: only Linux is supported so far, not {sys.platform}")
+    arch = os.environ.get("NATIVE_BUILD_ARCH") or platform.machine()
+    if arch not in ARCHS:
+        raise RuntimeError(f"native build: unsupported CPU architecture {arch!r} (NATIVE_BUILD_ARCH "
+                           f"or this machine's); supported: {', '.join(ARCHS)}")
+    return arch
+
+
+def zig_dir(root: Path) -> Path:
+    """zrecord's sdist carries its own copy of the Zig core; in the repository it lives at the
+    top level."""
+    for candidate in (root / "zig", root.parent.parent / "zig"):
+        if (candidate / "src" / "root.zig").is_file():
+            return candidate
+    raise RuntimeError(
+        f"native build: cannot find the Zig core (zig/src/root.zig) in {root} or in the "
+        "monorepo two levels up; build from the repository or from an sdist"
+    )
+
+
+def libzstd_dirs(zig: Path, arch: str) -> list[Path]:
+    """The folders to search for libzstd.so.1, read from zig/libzstd-dirs.txt.
+
+    ``{arch}`` in a line stands for the target's CPU; a line without it names a folder of the
+    building machine's own libraries, searched only when building for that machine.
+    """
+    native = arch == platform.machine()
+    dirs = []
+    for line in (zig / "libzstd-dirs.txt").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "{arch}" in line:
+            dirs.append(Path(line.replace("{arch}", arch)))
+        elif native:
+            dirs.append(Path(line))
+    return dirs
+
+
+def find_libzstd(zig: Path, arch: str | None = None) -> Path:
+    """The platform's libzstd.so.1 for `arch` (default: this machine's CPU)."""
+    arch = arch or platform.machine()
+    override = os.environ.get("ZRECORD_LIBZSTD")
+    candidates = ([Path(override)] if override
+                  else [d / "libzstd.so.1" for d in libzstd_dirs(zig, arch)])
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise RuntimeError(
+        f"zrecord build: the zstd library libzstd.so.1 for {arch} was not found (looked in "
+        + ", ".join(str(c.parent) for c in candidates)
+        + "). Install it: Debian/Ubuntu `apt-get install libzstd1`, Fedora/RHEL "
+        "`dnf install libzstd`, Alpine `apk add zstd-libs`; set ZRECORD_LIBZSTD to its path; "
+        "or build zstd in with ZRECORD_ZSTD=static."
+    )
+
+
+# --- the pinned zstd release (static builds) ------------------------------------------------
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _zstd_sdist(cache: Path, log: Log) -> Path:
+    """The pinned source archive: ZRECORD_ZSTD_SDIST, else the cache, else `pip download`."""
+    given = os.environ.get("ZRECORD_ZSTD_SDIST")
+    if given:
+        path = Path(given)
+        if path.is_dir():
+            path = path / ZSTD_SDIST_FILE
+        if not path.is_file():
+            raise RuntimeError(f"zrecord build: ZRECORD_ZSTD_SDIST={given} holds no {ZSTD_SDIST_FILE}")
+    else:
+        path = cache / ZSTD_SDIST_FILE
+        if not path.is_file():
+            log(f"fetching the zstd {ZSTD_VERSION} sources: pip download {ZSTD_SDIST_REQUIREMENT}")
+            cache.mkdir(parents=True, exist_ok=True)
+            # --ignore-requires-python: only the C sources are used, whatever the interpreter.
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                   "--ignore-requires-python", "--dest", str(cache), ZSTD_SDIST_REQUIREMENT]
+            try:
+                subprocess.run(cmd, check=True)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                raise RuntimeError(
+                    f"zrecord build: could not fetch {ZSTD_SDIST_REQUIREMENT} ({exc}); download "
+                    f"{ZSTD_SDIST_FILE} (`pip download --no-deps --no-binary :all: "
+                    f"{ZSTD_SDIST_REQUIREMENT}`) and set ZRECORD_ZSTD_SDIST to it"
+                ) from exc
+    found = _sha256(path)
+    if found != ZSTD_SDIST_SHA256:
+        raise RuntimeError(f"zrecord build: {path} has sha256 {found}, expected "
+                           f"{ZSTD_SDIST_SHA256} ({ZSTD_SDIST_REQUIREMENT})")
+    return path
+
+
+def _zstd_sources(cache: Path, log: Log) -> Path:
+    """zstd's lib/ folder and its LICENSE, unpacked from the pinned archive under `cache`."""
+    lib = cache / f"zstd-{ZSTD_VERSION}" / "lib"
+    done = lib / ".unpacked"
+    if done.is_file() and done.read_text() == ZSTD_SDIST_SHA256:
+        return lib
+    archive = _zstd_sdist(cache, log)
+    shutil.rmtree(lib.parent, ignore_errors=True)
+    lib.mkdir(parents=True)
+    zstd_dir = ZSTD_LIB_IN_SDIST.rpartition("/")[0] + "/"
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar.getmembers():
+            # Regular files only, each written to a path made here from known names: nothing
+            # in the archive decides where a file lands.
+            rest = member.name.partition("/")[2]
+            if not member.isfile() or not rest.startswith(zstd_dir):
+                continue
+            rel = rest[len(zstd_dir):].split("/")
+            wanted = (rel == ["LICENSE"] or (len(rel) == 2 and rel[0] == "lib")
+                      or (len(rel) == 3 and rel[0] == "lib" and rel[1] in ZSTD_LIB_PARTS))
+            if not wanted or any(part in ("", ".", "..") for part in rel):
+                continue
+            target = lib.parent.joinpath(*rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            assert source is not None
+            target.write_bytes(source.read())
+    header = (lib / "zstd.h").read_text()
+    version = ".".join(header.split(f"#define ZSTD_VERSION_{part} ")[1].split()[0]
+                       for part in ("MAJOR", "MINOR", "RELEASE"))
+    if version != ZSTD_VERSION or not (lib.parent / "LICENSE").is_file():
+        raise RuntimeError(f"zrecord build: {archive.name} holds zstd {version} (expected "
+                           f"{ZSTD_VERSION}) or lacks its LICENSE")
+    done.write_text(ZSTD_SDIST_SHA256)
+    return lib
+
+
+def build_static_zstd(build: Path, arch: str, env: dict[str, str], log: Log) -> Path:
+    """libzstd.a of the pinned release for `arch`, compiled by zig cc; reused once built."""
+    cache = build / "zstd"
+    lib = _zstd_sources(cache, log)
+    out = cache / f"zstd-{ZSTD_VERSION}-{arch}" / "libzstd.a"
+    files = sorted(str(f) for part in ZSTD_LIB_PARTS for f in (lib / part).glob("*.c"))
+    if arch == "x86_64":
+        # The hand-written Huffman decoding loop, as in zstd's own x86-64 builds.
+        files.append(str(lib / "decompress" / "huf_decompress_amd64.S"))
+    tmp = out.with_suffix(".tmp.a")
+    cmd = [sys.executable, "-m", "ziglang", "build-lib", "-static", "--name", "zstd",
+           "-target", zig_target(arch), "-mcpu=baseline", "-OReleaseFast", "-fPIC", "-lc",
+           "-cflags", *ZSTD_CFLAGS, "--", *files, f"-femit-bin={tmp}"]
+    stamp = out.with_suffix(".cmd")
+    if out.is_file() and stamp.is_file() and stamp.read_text() == json.dumps(cmd[1:]):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log(f"compiling zstd {ZSTD_VERSION} for {arch} ({len(files)} files)")
+    subprocess.run(cmd, check=True, cwd=out.parent, env=env)
+    os.replace(tmp, out)
+    stamp.write_text(json.dumps(cmd[1:]))
+    return out
+
+
+# --- the extension ----------------------------------------------------------------------------
+
+def _newer(out: Path, inputs: list[Path]) -> bool:
+    return out.exists() and out.stat().st_mtime >= max(p.stat().st_mtime for p in inputs)
+
+
+def _log(message: str) -> None:
+    print(f"native build: {message}", file=sys.stderr)
+
+
+def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict[str, Any]:
+    """Build the extension that `config` describes for target_arch(); return what to ship.
+
+    The result holds `files` (built file -> its path in the wheel), `licenses` (license of
+    what the extension carries -> its name in the wheel's metadata folder), `tag` (the wheel's
+    platform tag) and `native` (whether it was built for this machine). Everything is built under
+    build/native/<arch>[-zstd-<linkage>]/ beside the package, so builds for several targets
+    never overwrite each other; an extension whose inputs and command are unchanged is reused.
+    """
+    arch = target_arch()
+    package, _, name = str(config["module"]).rpartition(".")
+    pkg = root / "src" / package
+    # The Cython sources, then everything else the extension is made of.
+    cython_inputs = sorted(pkg.glob("*.pyx")) + sorted(pkg.glob("*.pxd"))
+    inputs = [*cython_inputs, *sorted(pkg.glob("*.h")), Path(__file__).resolve()]
+    env = dict(os.environ)
+    # Keep Zig's cache inside the build folder unless the caller chose one: a user's pip run
+    # must not depend on a writable home directory.
+    env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(root / "build" / "zig-global-cache"))
+    env.setdefault("ZIG_LOCAL_CACHE_DIR", str(root / "build" / "zig-local-cache"))
+
+    include = ["-I", str(pkg)]
+    core: list[str] = []
+    # The core's own C files (today the SIGBUS guard, zig/src/sigbus_guard.c, which needs
+    # sigsetjmp), compiled with the Cython file; every `zig test` of zig/src names them too.
+    core_c: list[str] = []
+    info: dict[str, str] | None = None
+    licenses: dict[Path, str] = {}
+    flavour = arch
+    if config.get("zig-core"):
+        zig = zig_dir(root)
+        inputs += sorted((zig / "src").rglob("*.zig")) + sorted((zig / "include").glob("*.h"))
+        core_c = [str(p) for p in sorted((zig / "src").glob("*.c"))]
+        inputs += [Path(p) for p in core_c]
+        inputs.append(zig / "libzstd-dirs.txt")
+        include += ["-I", str(zig / "include")]
+        linkage = os.environ.get("ZRECORD_ZSTD") or "system"
+        if linkage == "static":
+            libzstd = build_static_zstd(root / "build", arch, env, log)
+            inputs.append(libzstd)
+            # zstd's BSD license asks binary redistributions to carry its notice.
+            licenses[libzstd.parent.parent / f"zstd-{ZSTD_VERSION}" / "LICENSE"] = "zstd-LICENSE"
+            info = {"zstd_linkage": "static", "zstd_version": ZSTD_VERSION,
+                    "zstd_source": f"{ZSTD_SDIST_REQUIREMENT} sdist, sha256 {ZSTD_SDIST_SHA256}"}
+        elif linkage == "system":
+            libzstd = find_libzstd(zig, arch)
+            info = {"zstd_linkage": "system"}
+        else:
+            raise RuntimeError(f"zrecord build: ZRECORD_ZSTD must be 'system' or 'static', "
+                               f"not {linkage!r}")
+        core = [str(zig / "src" / "root.zig"), str(libzstd)]
+        info["target"] = zig_target(arch)
+        flavour = f"{arch}-zstd-{linkage}"
+
+    build = root / "build" / "native" / flavour
+    build.mkdir(parents=True, exist_ok=True)
+    c_file = build / f"{name}.c"
+    if not _newer(c_file, cython_inputs):
+        subprocess.run([sys.executable, "-m", "cython", "-3", "--fast-fail", *include,
+                        str(pkg / f"{name}.pyx"), "-o", str(c_file)], check=True)
+    exports = build / "exports.map"
+    exports.write_text(f"{{ global: PyInit_{name}; local: *; }};\n")
+    out = build / f"{name}.abi3.so"
+    tmp_out = build / f"{name}.tmp.so"
+    cmd = [sys.executable, "-m", "ziglang", "build-lib", "-dynamic",
+           "-target", zig_target(arch), "-mcpu=baseline", f"-O{config.get('optimize', 'ReleaseSafe')}",
+           "-fPIC", "-lc", "-fstrip", *core,
+           "-cflags", f"-DPy_LIMITED_API={LIMITED_API}", "-O2", "-fno-strict-aliasing", *include,
+           "-I", sysconfig.get_paths()["include"], "--", str(c_file), *core_c,
+           "--version-script", str(exports), f"-femit-bin={tmp_out}"]
+    stamp = build / f"{out.name}.cmd"
+    # The command without the interpreter, which differs between isolated build environments.
+    if not (_newer(out, [*inputs, c_file]) and stamp.is_file()
+            and stamp.read_text() == json.dumps(cmd[1:])):
+        log(" ".join(cmd))
+        subprocess.run(cmd, check=True, cwd=build, env=env)
+        os.replace(tmp_out, out)
+        stamp.write_text(json.dumps(cmd[1:]))
+
+    files = {out: f"{package}/{out.name}"}
+    if info is not None:
+        # What zrecord.__zstd_version__ reads (zrecord/_build_info.py).
+        (build / "_build.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+        files[build / "_build.json"] = f"{package}/_build.json"
+    external = info is not None and info["zstd_linkage"] == "system"
+    tag = f"cp310-abi3-{'linux' if external else 'manylinux_2_28'}_{arch}"
+    return {"files": files, "licenses": licenses, "tag": tag, "native": arch == platform.machine()}
+
+
+def get_build_hook() -> type:
+    """The hatchling hook class; each package's hatch_build.py hands it to hatchling."""
+    from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+    class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
+        """Builds the extension named in the package's hook table into its wheel."""
+
+        PLUGIN_NAME = "custom"
+
+        def dependencies(self) -> list[str]:
+            # A static zstd build fetches zstd's sources with `python -m pip download`, and an
+            # isolated build environment need not have pip.
+            fetch = (self.config.get("zig-core") and os.environ.get("ZRECORD_ZSTD") == "static"
+                     and not os.environ.get("ZRECORD_ZSTD_SDIST"))
+            return ["pip"] if fetch else []
+
+        def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+            if self.target_name != "wheel":
+                return
+            root = Path(self.root)
+            built = build_extension(root, self.config)
+            build_data["pure_python"] = False
+            build_data["tag"] = built["tag"]
+            if version == "editable":
+                # An editable install imports from src/, so the built files go there (they are
+                # git-ignored); only a build for this machine can be imported here.
+                if not built["native"]:
+                    raise RuntimeError("native build: an editable install must be built for this "
+                                       "machine; unset NATIVE_BUILD_ARCH")
+                for path, dest in built["files"].items():
+                    shutil.copy2(path, root / "src" / dest)
+            else:
+                # The built files are outside the package's sources, so each is named here.
+                for path, dest in built["files"].items():
+                    build_data["force_include"][str(path)] = dest
+                for path, dest in built["licenses"].items():
+                    build_data["extra_metadata"][str(path)] = dest
+
+    return NativeBuildHook
