@@ -661,6 +661,24 @@ def table(w: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def measure_workload(w: Workload, backends: list[str], missing: dict[str, str | None],
+                     args: argparse.Namespace, tmp: str) -> dict[str, Any]:
+    """Every backend on one workload, beside the device's write ceiling measured just before
+    them: the workload's entry of the results (without its fs_label)."""
+    w.warm()
+    ceiling = device_write_ceiling(tmp)
+    rows = []
+    for b in backends:
+        if missing[b] is not None:
+            rows.append({"backend": b, "status": missing[b]})
+            continue
+        print(f"{w.name}: {b} ...", file=sys.stderr, flush=True)
+        rows.append(measure(BACKENDS[b], w, args, tmp, ceiling))
+    return {"name": w.name, "kind": w.kind, "records": w.n, "dtype": str(w.dtype),
+            "describe": w.describe(), "logical_mib": w.nbytes / 2**20,
+            "batch": args.batch, "device_write_mib_s": ceiling, "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA",
@@ -698,20 +716,8 @@ def main(argv: list[str] | None = None) -> int:
             except FileNotFoundError as e:
                 print(f"skipping {name}: {e}", file=sys.stderr)
                 continue
-            w.warm()
-            # The device's write ceiling for this workload's backends, measured just before them.
-            ceiling = device_write_ceiling(tmp)
-            rows = []
-            for b in backends:
-                if missing[b] is not None:
-                    rows.append({"backend": b, "status": missing[b]})
-                    continue
-                print(f"{name}: {b} ...", file=sys.stderr, flush=True)
-                rows.append(measure(BACKENDS[b], w, args, tmp, ceiling))
-            entry = {"name": name, "kind": w.kind, "records": w.n, "dtype": str(w.dtype),
-                     "describe": w.describe(), "logical_mib": w.nbytes / 2**20,
-                     "batch": args.batch, "device_write_mib_s": ceiling,
-                     "fs_label": fs_label(results), "rows": rows}
+            entry = measure_workload(w, backends, missing, args, tmp)
+            entry["fs_label"] = fs_label(results)
             results["workloads"][name] = entry
             tables.append(table(entry))
     print(f"{results['date']}  {results['machine']}  python {results['python']}  "
