@@ -1094,14 +1094,11 @@ fn schemaDtypeError(s: *const abi.Schema, problem: format.DtypeProblem, d: *Diag
 
 test "a direct write that the file system refuses is written through the page cache" {
     const t = std.testing;
-    var tmpl = "/tmp/zrecord-direct-XXXXXX".*;
-    const mkdtemp = struct {
-        extern "c" fn mkdtemp(template: [*:0]u8) ?[*:0]u8;
-    }.mkdtemp;
-    _ = mkdtemp(&tmpl) orelse return error.MkdtempFailed;
-    defer sys.rmdir(&tmpl) catch {};
-    var pbuf: [64]u8 = undefined;
-    const path = try std.fmt.bufPrintSentinel(&pbuf, "{s}/s", .{std.mem.sliceTo(&tmpl, 0)}, 0);
+    var td: @import("tests.zig").TempDir = .{};
+    try td.init();
+    defer td.deinitExpectEmpty() catch {};
+    var pbuf: [96]u8 = undefined;
+    const path = td.sub(&pbuf, "s");
     var schema = std.mem.zeroes(abi.Schema);
     schema.kind = 2; // Ragged uint8, one shard, raw
     schema.dtype = 3;
