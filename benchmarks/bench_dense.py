@@ -37,6 +37,7 @@ from benchcommon import (
     device_ceilings,
     disk_bytes,
     finish,
+    fs_label,
     header,
     measure_rounds,
     summarize,
@@ -97,7 +98,7 @@ def run_stores(name: str, src: np.ndarray, args: argparse.Namespace, tmp: str) -
             with Dense.create(p, src.dtype, src.shape[1:], codec=codec, **extra, **kw) as w:
                 w.append(src)
 
-        writes = timed_writes(path, write, src.nbytes)
+        writes = timed_writes(path, write, src.nbytes, args)
         with Dense.open(path) as store:
             verify(store, src, args.batch)
             times = timed_batches(lambda idx, s=store: s[idx], len(src), args.batch,
@@ -147,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                                   lambda n=name, s=src: run_stores(n, s, args, tmp),
                                   lambda s=src, p=path: baseline_rows(s, p, args))
             if not args.stores_only:
-                tables.append(table(f"Dense {name}: {src.shape} {src.dtype}, batch {args.batch}",
-                                    rows, "npy-mmap"))
+                tables.append(table(f"Dense {name}: {src.shape} {src.dtype}, batch {args.batch}; "
+                                    f"{fs_label(results)}", rows, "npy-mmap"))
             results["workloads"][name] = {"shape": list(src.shape), "dtype": str(src.dtype),
                                           "rows": rows}
     finish(args, results, tables)

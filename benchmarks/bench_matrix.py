@@ -6,14 +6,19 @@ Workloads (built by benchmarks/prepare_data.py; see benchmarks/README.md), those
   token_blocks   token_blocks.npy                (M, 512) int32, 2 KiB per record
   tokens         tokens.npy + offsets.npy        variable-length int32 GPT-2 token records
 
-Backends (each one writes the complete source in one go into its own folder, is checked for
-exact dtype, shape, order and values on a full sweep and on independent random batches, and
-only then timed on fresh uniform IID batches; the methodology of benchcommon.py):
+Backends (each one writes the complete source in one go into its own folder, twice: into the
+page cache, and durably, the figure that counts ([P1]): zrecord with its default close(), which
+flushes, every other store followed by flushing every file and folder it wrote
+(benchcommon.sync_tree), beside the device's sequential write ceiling measured in the same
+folder just before each workload; each is then checked for exact dtype, shape, order and values
+on a full sweep and on independent random batches, and only then timed on fresh uniform IID
+batches; the methodology of benchcommon.py):
   zrecord-raw / -zstd / -zstd_dict   our Dense / Ragged stores through the public API
   npy-mmap                           np.save, then fancy indexing on the read-only memory map
                                      (Ragged: one flat payload plus offsets and shapes)
   lmdb                               one key per record (8-byte big-endian index), one
-                                     write transaction, sync off; Ragged values carry their shape
+                                     write transaction, sync off (durable: flushed after close,
+                                     as every other store); Ragged values carry their shape
   arrow-ipc-raw / -zstd              Arrow IPC file, 256-record batches: Dense as a
                                      fixed_size_list column, Ragged as a large_list column plus
                                      one int64 column per axis; gathers read the touched batches
@@ -59,10 +64,15 @@ from benchcommon import (
     Dense,
     Ragged,
     create_kwargs,
+    device_ceilings,
+    device_write_ceiling,
     disk_bytes,
+    fs_label,
     header,
     summarize,
+    sync_tree,
     timed_batches,
+    timed_write,
 )
 
 WORKLOADS = {  # name: (kind, files)
@@ -185,6 +195,11 @@ class Backend:
     def write(self, w: Workload, folder: str) -> None:
         raise NotImplementedError
 
+    def durable_write(self, w: Workload, folder: str) -> None:
+        """`write`, then flush everything it wrote to stable storage."""
+        self.write(w, folder)
+        sync_tree(folder)
+
     def open(self, w: Workload, folder: str) -> tuple[Gather, Callable[[], None]]:
         raise NotImplementedError
 
@@ -193,14 +208,20 @@ class ZrecordBackend(Backend):
     module = "zrecord"
     extra: dict[str, object] = {}  # noqa: RUF012 - replaced per workload by prepare()
 
-    def write(self, w: Workload, folder: str) -> None:
+    def write(self, w: Workload, folder: str, sync: bool = False) -> None:
         path = os.path.join(folder, "store")
         if w.dense is not None:
-            with Dense.create(path, w.dtype, w.item_shape, codec=self.codec, **self.extra) as out:
+            with Dense.create(path, w.dtype, w.item_shape, codec=self.codec, sync=sync,
+                              **self.extra) as out:
                 out.append(w.dense)
         else:
-            with Ragged.create(path, w.dtype, w.ndim, codec=self.codec, **self.extra) as out:
+            with Ragged.create(path, w.dtype, w.ndim, codec=self.codec, sync=sync,
+                               **self.extra) as out:
                 out.append(iter(w.ragged))  # type: ignore[arg-type]
+
+    def durable_write(self, w: Workload, folder: str) -> None:
+        """close() flushes the store, its folder and the folder holding it."""
+        self.write(w, folder, sync=True)
 
     def prepare(self, w: Workload) -> None:
         """Trains the dictionary (zstd_dict) before the write timer starts."""
@@ -546,15 +567,22 @@ def verify(label: str, w: Workload, gather: Gather, batch: int) -> None:
         w.check(label, idx, gather(idx))
 
 
-def measure(backend: Backend, w: Workload, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
+def measure(backend: Backend, w: Workload, args: argparse.Namespace, tmp: str,
+            ceiling: float | None) -> dict[str, Any]:
     folder = os.path.join(tmp, f"{w.name}-{backend.name}")
-    os.makedirs(folder)
     try:
         if isinstance(backend, ZrecordBackend):
             backend.prepare(w)  # dictionary training stays outside the write timing
-        t = time.perf_counter()
-        backend.write(w, folder)
-        write_s = time.perf_counter() - t
+
+        def fresh(write: Callable[[Workload, str], None]) -> Callable[[str], None]:
+            def run(path: str) -> None:
+                os.makedirs(path)
+                write(w, path)
+            return run
+
+        # Into the page cache, then durably; the durable store stays for the gathers.
+        write_mib_s = timed_write(folder, fresh(backend.write), w.nbytes)
+        durable_mib_s = timed_write(folder, fresh(backend.durable_write), w.nbytes)
         gather, close = backend.open(w, folder)
         try:
             verify(backend.name, w, gather, args.batch)
@@ -577,7 +605,10 @@ def measure(backend: Backend, w: Workload, args: argparse.Namespace, tmp: str) -
         finally:
             close()
         row = summarize(backend.name, times, args.batch, w.nbytes / w.n)
-        row["write_mib_s"] = w.nbytes / write_s / 2**20
+        row["write_mib_s"] = write_mib_s
+        row["durable_mib_s"] = durable_mib_s
+        if ceiling is not None:
+            row["device_write_mib_s"] = ceiling
         row["disk_mib"] = disk_bytes(folder) / 2**20
         if note:
             row["note"] = note
@@ -605,21 +636,47 @@ def table(w: dict[str, Any]) -> str:
     ref = next((r for r in rows if r["backend"] == BASE and "mib_s" in r), None)
 
     def ratio(r: dict[str, Any], key: str) -> str:
-        return f"{r[key] / ref[key]:.2f}x" if ref and ref.get(key) else ""
+        return f"{r[key] / ref[key]:.2f}x" if ref and ref.get(key) and key in r else ""
 
-    lines = [f"### {w['name']}: {w['describe']}, {w['logical_mib']:,.1f} MiB, batch {w['batch']}",
-             "", f"| backend | gather MiB/s | gather vs {BASE} | krecords/s | p95 ms | write MiB/s "
-             f"| write vs {BASE} | disk MiB | disk vs {BASE} | note |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    def vs_device(r: dict[str, Any]) -> str:
+        dev = r.get("device_write_mib_s")
+        return f"{r['durable_mib_s'] / dev:.0%}" if dev and "durable_mib_s" in r else ""
+
+    lines = [f"### {w['name']}: {w['describe']}, {w['logical_mib']:,.1f} MiB, batch {w['batch']}"
+             + (f"; {w['fs_label']}" if w.get("fs_label") else ""),
+             "", f"| backend | durable write MiB/s | vs device | durable vs {BASE} | page-cache "
+             f"write MiB/s | gather MiB/s | gather vs {BASE} | krecords/s | p95 ms | disk MiB | "
+             f"disk vs {BASE} | note |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "mib_s" not in r:
-            lines.append(f"| {r['backend']} | | | | | | | | | {r['status']} |")
+            lines.append(f"| {r['backend']} | | | | | | | | | | | {r['status']} |")
             continue
-        lines.append(f"| {r['backend']} | {r['mib_s']:,.0f} | {ratio(r, 'mib_s')} | "
-                     f"{r['krecords_s']:,.1f} | {r['p95_ms']:.2f} | {r['write_mib_s']:,.0f} | "
-                     f"{ratio(r, 'write_mib_s')} | {r['disk_mib']:,.1f} | {ratio(r, 'disk_mib')}"
-                     f" | {r.get('note', '')} |")
+        durable = f"{r['durable_mib_s']:,.0f}" if "durable_mib_s" in r else ""
+        lines.append(f"| {r['backend']} | {durable} | {vs_device(r)} | "
+                     f"{ratio(r, 'durable_mib_s')} | {r['write_mib_s']:,.0f} | "
+                     f"{r['mib_s']:,.0f} | {ratio(r, 'mib_s')} | "
+                     f"{r['krecords_s']:,.1f} | {r['p95_ms']:.2f} | "
+                     f"{r['disk_mib']:,.1f} | {ratio(r, 'disk_mib')} | {r.get('note', '')} |")
     return "\n".join(lines)
+
+
+def measure_workload(w: Workload, backends: list[str], missing: dict[str, str | None],
+                     args: argparse.Namespace, tmp: str) -> dict[str, Any]:
+    """Every backend on one workload, beside the device's write ceiling measured just before
+    them: the workload's entry of the results (without its fs_label)."""
+    w.warm()
+    ceiling = device_write_ceiling(tmp)
+    rows = []
+    for b in backends:
+        if missing[b] is not None:
+            rows.append({"backend": b, "status": missing[b]})
+            continue
+        print(f"{w.name}: {b} ...", file=sys.stderr, flush=True)
+        rows.append(measure(BACKENDS[b], w, args, tmp, ceiling))
+    return {"name": w.name, "kind": w.kind, "records": w.n, "dtype": str(w.dtype),
+            "describe": w.describe(), "logical_mib": w.nbytes / 2**20,
+            "batch": args.batch, "device_write_mib_s": ceiling, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -646,10 +703,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown workload or backend: {unknown}")
     caps = parse_records(args.records, names)
     missing = availability(backends)
-    results = header(argparse.Namespace(batch=args.batch, seconds=args.seconds))
+    results = header(argparse.Namespace(batch=args.batch, seconds=args.seconds, rounds=1))
     results["versions"] = {b: (BACKENDS[b].version() if missing[b] is None else missing[b])
                            for b in backends}
     results["records_cap"] = caps
+    results["device"] = device_ceilings(args.tmp or tempfile.gettempdir())
     tables = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for name in names:
@@ -658,21 +716,13 @@ def main(argv: list[str] | None = None) -> int:
             except FileNotFoundError as e:
                 print(f"skipping {name}: {e}", file=sys.stderr)
                 continue
-            w.warm()
-            rows = []
-            for b in backends:
-                if missing[b] is not None:
-                    rows.append({"backend": b, "status": missing[b]})
-                    continue
-                print(f"{name}: {b} ...", file=sys.stderr, flush=True)
-                rows.append(measure(BACKENDS[b], w, args, tmp))
-            entry = {"name": name, "kind": w.kind, "records": w.n, "dtype": str(w.dtype),
-                     "describe": w.describe(), "logical_mib": w.nbytes / 2**20,
-                     "batch": args.batch, "rows": rows}
+            entry = measure_workload(w, backends, missing, args, tmp)
+            entry["fs_label"] = fs_label(results)
             results["workloads"][name] = entry
             tables.append(table(entry))
     print(f"{results['date']}  {results['machine']}  python {results['python']}  "
           f"numpy {results['numpy']}  {results['store']} {results['store_version']}")
+    print(fs_label(results))
     print("versions: " + "; ".join(f"{k} {v}" for k, v in results["versions"].items()) + "\n")
     print("\n\n".join(tables))
     if args.json:

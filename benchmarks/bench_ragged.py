@@ -32,6 +32,7 @@ from benchcommon import (
     device_ceilings,
     disk_bytes,
     finish,
+    fs_label,
     header,
     measure_rounds,
     summarize,
@@ -124,7 +125,9 @@ def run_stores(name: str, src: Source, args: argparse.Namespace, tmp: str) -> li
             with Ragged.create(p, src.dtype, src.ndim, codec=codec, **extra, **kw) as w:
                 w.append(iter(src))
 
-        writes = timed_writes(path, write, src.nbytes)
+        writes = timed_writes(path, write, src.nbytes, args)
+        if name in args.list_workloads:
+            writes.update(list_writes(src, codec, extra, path + "-list", args))
         with Ragged.open(path) as store:
             verify(store, src, args.batch)
             times = timed_batches(lambda idx, s=store: s[idx], len(src), args.batch,
@@ -135,6 +138,46 @@ def run_stores(name: str, src: Source, args: argparse.Namespace, tmp: str) -> li
         rows.append(row)
         shutil.rmtree(path)
     return rows
+
+
+def list_writes(src: Source, codec: str, extra: dict[str, object], path: str,
+                args: argparse.Namespace) -> dict[str, float]:
+    """The write from a Python list of in-memory arrays, the common way records reach
+    `append`: page-cache and durable MiB/s (`list_write_mib_s`, `list_durable_mib_s`). The
+    list is built before the timer starts; the store is checked and removed."""
+    records = [np.array(src[i]) for i in range(len(src))]
+
+    def write(p: str, kw: dict[str, object]) -> None:
+        with Ragged.create(p, src.dtype, src.ndim, codec=codec, **extra, **kw) as w:
+            w.append(records)
+
+    out = timed_writes(path, write, src.nbytes, args, prefix="list_")
+    with Ragged.open(path) as store:
+        got = store[:]
+        if len(got) != len(records) or not all(
+                a.shape == b.shape and np.array_equal(a, b) for a, b in zip(got, records)):
+            raise AssertionError(f"{STORE_LABEL}: the store written from a list differs")
+    shutil.rmtree(path)
+    return out
+
+
+def list_table(name: str, rows: list[dict]) -> str:
+    """Durable and page-cache writes from a list of in-memory arrays, ours against the peer."""
+    from benchcommon import fmt_ratio, paired_ratio
+
+    peers = {r["backend"].rsplit("-", 1)[1]: r for r in rows if r["backend"].startswith("loaderx-")}
+    lines = [f"### Ragged {name}: append from a list of in-memory arrays", "",
+             "| backend | durable write MiB/s | vs loaderx 2.5.9 | page-cache write MiB/s | "
+             "vs loaderx 2.5.9 |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        if "list_durable_mib_s" not in r:
+            continue
+        peer = peers.get(r["backend"].rsplit("-", 1)[1]) if r["backend"].startswith("zrecord-") else None
+        lines.append(f"| {r['backend']} | {r['list_durable_mib_s']:,.0f} | "
+                     f"{fmt_ratio(paired_ratio(r, peer, 'list_durable_mib_s')) if peer else ''} | "
+                     f"{r['list_write_mib_s']:,.0f} | "
+                     f"{fmt_ratio(paired_ratio(r, peer, 'list_write_mib_s')) if peer else ''} |")
+    return "\n".join(lines)
 
 
 def npy_row(src: Source, args: argparse.Namespace) -> dict:
@@ -148,8 +191,11 @@ def npy_row(src: Source, args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(ap, "vision,tokens")
+    ap.add_argument("--list-workloads", default="tokens",
+                    help="workloads also written from a list of in-memory arrays (default tokens)")
     args = ap.parse_args(argv)
     args.codecs = [c for c in args.codecs.split(",") if c]
+    args.list_workloads = [w for w in args.list_workloads.split(",") if w]
     results = header(args)
     if not args.stores_only:
         results["device"] = device_ceilings(args.tmp or tempfile.gettempdir())
@@ -162,10 +208,14 @@ def main(argv: list[str] | None = None) -> int:
             src.payload[:: 4096 // src.dtype.itemsize].sum()  # warm the page cache
             rows = measure_rounds(args, __file__, name,
                                   lambda n=name, s=src: run_stores(n, s, args, tmp),
-                                  lambda s=src: [npy_row(s, args)])
+                                  lambda s=src: [npy_row(s, args)],
+                                  lambda _k: ["--list-workloads", ",".join(args.list_workloads)])
             if not args.stores_only:
                 tables.append(table(f"Ragged {name}: {len(src)} records, {src.nbytes / 2**20:,.1f} "
-                                    f"MiB {src.dtype}, batch {args.batch}", rows, "npy-mmap"))
+                                    f"MiB {src.dtype}, batch {args.batch}; {fs_label(results)}",
+                                    rows, "npy-mmap"))
+                if name in args.list_workloads:
+                    tables.append(list_table(name, rows))
             results["workloads"][name] = {"records": len(src), "logical_bytes": src.nbytes,
                                           "dtype": str(src.dtype), "rows": rows}
     finish(args, results, tables)

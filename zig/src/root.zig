@@ -334,6 +334,7 @@ test {
     _ = @import("format.zig");
     _ = @import("parallel.zig");
     _ = @import("writer.zig");
+    _ = @import("async_write.zig");
     _ = @import("staging.zig");
     _ = @import("reader.zig");
     _ = @import("readahead.zig");

@@ -118,8 +118,19 @@ pub const Staging = struct {
     /// has made every file inside complete (and durable, with `sync`) before. On failure
     /// nothing is removed: the caller aborts.
     pub fn publish(s: *Staging, sync: bool, d: *Diag) Error!void {
-        if (sync) sys.fsync(s.tmp_fd) catch return d.failOs(error.Io, sys.errno(), "flushing " ++
+        if (sync) try s.syncTmpDir(d);
+        try s.rename(sync, d);
+    }
+
+    /// Flushes the temporary directory itself (the names of the files in it).
+    pub fn syncTmpDir(s: *const Staging, d: *Diag) Error!void {
+        sys.fsync(s.tmp_fd) catch return d.failOs(error.Io, sys.errno(), "flushing " ++
             "the temporary directory '{s}' failed", .{s.tmp_path});
+    }
+
+    /// The second half of `publish`: the rename, then (with `sync`) the parent's flush. The
+    /// caller has made the temporary directory and everything in it durable before.
+    pub fn rename(s: *Staging, sync: bool, d: *Diag) Error!void {
         sys.renameNoReplace(s.tmp_path, s.path) catch {
             const e = sys.errno();
             if (e == sys.EEXIST or e == sys.ENOTEMPTY) return d.failOs(error.Exists, e, "store " ++

@@ -31,6 +31,8 @@ const c = struct {
     extern "c" fn pwritev(fd: c_int, iov: [*]const IoVec, iovcnt: c_int, offset: i64) isize;
     extern "c" fn lseek(fd: c_int, offset: i64, whence: c_int) i64;
     extern "c" fn fsync(fd: c_int) c_int;
+    extern "c" fn fcntl(fd: c_int, cmd: c_int, ...) c_int;
+    extern "c" fn fstatfs(fd: c_int, buf: *[256]u8) c_int;
     extern "c" fn mmap(addr: ?*anyopaque, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) usize;
     extern "c" fn munmap(addr: *anyopaque, len: usize) c_int;
     extern "c" fn madvise(addr: *anyopaque, len: usize, advice: c_int) c_int;
@@ -77,8 +79,9 @@ pub const O_NOFOLLOW: c_int = switch (builtin.cpu.arch) {
     else => @compileError("zrecord: add O_NOFOLLOW for this architecture"),
 };
 
-/// Reads bypass the page cache; offsets, lengths and buffers must be aligned to the device's
-/// logical block size (`direct_align_bytes` covers every common one).
+/// open(2) and fcntl(F_SETFL): read or write around the page cache, straight from the caller's
+/// buffer; offsets, lengths and buffers must be aligned to the device's logical block size
+/// (reads use `direct_align_bytes`; writes ask the file's `directIoAlignment`).
 pub const O_DIRECT: c_int = switch (builtin.cpu.arch) {
     .x86_64 => 0o40000,
     .aarch64 => 0o200000,
@@ -87,6 +90,9 @@ pub const O_DIRECT: c_int = switch (builtin.cpu.arch) {
 /// The alignment of O_DIRECT reads: a multiple of the 512- and 4096-byte logical blocks of
 /// disks, and of the page size of x86_64.
 pub const direct_align_bytes: usize = 4096;
+
+const F_GETFL: c_int = 3;
+const F_SETFL: c_int = 4;
 
 pub const AT_FDCWD: c_int = -100;
 const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
@@ -239,6 +245,43 @@ pub fn fsync(fd: Fd) OsError!void {
     while (c.fsync(fd) != 0) {
         if (errno() != EINTR) return error.Os;
     }
+}
+
+/// Turns O_DIRECT on or off for an open file. Fails (errno EINVAL) where the file system
+/// cannot write around its page cache.
+pub fn setDirect(fd: Fd, on: bool) OsError!void {
+    const flags = c.fcntl(fd, F_GETFL);
+    if (flags < 0) return error.Os;
+    const want = if (on) flags | O_DIRECT else flags & ~O_DIRECT;
+    if (want == flags) return;
+    while (c.fcntl(fd, F_SETFL, want) != 0) {
+        if (errno() != EINTR) return error.Os;
+    }
+}
+
+/// What O_DIRECT asks of buffer addresses and file offsets and lengths on an open file, as
+/// statx(STATX_DIOALIGN) reports it (Linux 6.1 and later): `null` where the kernel or the
+/// file system does not say, a result with `offset == 0` where direct I/O is unsupported.
+pub const DirectIoAlignment = struct { memory: u32, offset: u32 };
+
+pub fn directIoAlignment(fd: Fd) ?DirectIoAlignment {
+    var stx: linux.Statx = undefined;
+    const rc = linux.statx(fd, "", AT_EMPTY_PATH, .{ .DIOALIGN = true }, &stx);
+    if (linux.errno(rc) != .SUCCESS or !stx.mask.DIOALIGN) return null;
+    return .{ .memory = stx.dio_mem_align, .offset = stx.dio_offset_align };
+}
+
+/// Whether the open file lives on a file system held in memory (tmpfs, ramfs), whose writes
+/// never reach a device.
+pub fn isMemoryFs(fd: Fd) bool {
+    // struct statfs starts with f_type, a long, on every 64-bit Linux; 256 bytes hold the
+    // whole struct (120 on x86_64 and aarch64).
+    var buf: [256]u8 align(8) = undefined;
+    if (c.fstatfs(fd, &buf) != 0) return false;
+    const f_type = std.mem.readInt(i64, buf[0..8], builtin.cpu.arch.endian());
+    const tmpfs_magic: i64 = 0x01021994;
+    const ramfs_magic: i64 = 0x858458f6;
+    return f_type == tmpfs_magic or f_type == ramfs_magic;
 }
 
 pub const FileKind = enum { regular, directory, other };
@@ -477,6 +520,17 @@ pub fn copy(dst: []u8, src: []const u8) void {
     std.debug.assert(dst.len == src.len);
     if (dst.len == 0) return;
     _ = c.__mempcpy(dst.ptr, src.ptr, dst.len);
+}
+
+/// Sleeps while the 32-bit word at `word` holds `expected` (or until woken); returns at once
+/// if it holds something else. Spurious returns are possible: callers loop.
+pub fn futexWait(word: *const std.atomic.Value(u32), expected: u32) void {
+    _ = linux.futex_4arg(&word.raw, .{ .cmd = .WAIT, .private = true }, expected, null);
+}
+
+/// Wakes every thread sleeping in `futexWait` on `word`.
+pub fn futexWake(word: *const std.atomic.Value(u32)) void {
+    _ = linux.futex_3arg(&word.raw, .{ .cmd = .WAKE, .private = true }, std.math.maxInt(i32));
 }
 
 pub fn yield() void {

@@ -20,6 +20,14 @@
 //!   batched in the lane buffer and written with one pwrite per `lane_flush_bytes`, and a lane
 //!   buffer is never larger than `lane_buffer_bytes_min` or the bound of the largest record
 //!   it compressed (kept only up to `lane_buffer_keep_bytes_max` between appends).
+//! - A durable writer on a file system that takes O_DIRECT (`Writer.direct`) writes shard
+//!   bytes around the page cache, from its lane buffers, in whole `direct_block_bytes` blocks
+//!   at block-aligned offsets: a run's buffer starts at its shard's last block boundary with
+//!   the bytes of the shard's partial last block in front (`ShardState.tail`), and leaves the
+//!   new partial block there for the next run or for publish. Small flushes go through the
+//!   page cache instead (`direct_write_bytes_min`). So the disk works while the next bytes are
+//!   produced, and `publish` has only metadata and partial blocks left to flush (decision
+//!   record 0001 §18).
 
 const std = @import("std");
 const abi = @import("abi.zig");
@@ -29,6 +37,7 @@ const parallel = @import("parallel.zig");
 const sys = @import("sys.zig");
 const codec = @import("codec.zig");
 const staging = @import("staging.zig");
+const async_write = @import("async_write.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -55,6 +64,25 @@ pub const lane_buffer_bytes_min: usize = 2 << 20;
 pub const lane_buffer_keep_bytes_max: usize = 16 << 20;
 /// pwritev batch for Ragged runs (the Linux IOV_MAX).
 const iov_batch_max: usize = 1024;
+/// Alignment of direct writes: buffer addresses, file offsets and lengths. 4 KiB satisfies
+/// every common device (512-byte and 4 KiB sectors); a file system that asks for more is
+/// written through the page cache.
+pub const direct_block_bytes: usize = 4096;
+/// The lane buffer that raw records are copied into for direct writes: each direct write is
+/// at most this large, and a lane waits for one at a time.
+pub const direct_buffer_bytes: usize = 1 << 20;
+/// A flush of fewer new bytes than this goes through the page cache: a direct write waits
+/// for the device, which costs more than a buffered copy for little data.
+pub const direct_write_bytes_min: usize = 128 << 10;
+/// Raw slices of a direct writer are written by up to this many workers even on fewer CPUs:
+/// each worker waits for the device most of the time, and more writes in flight keep the
+/// device busy.
+pub const direct_workers_min: usize = 4;
+/// Raw slices of a direct writer of at least this many bytes are written in parallel.
+pub const parallel_direct_bytes_min: u64 = 1 << 20;
+/// Records are copied into a direct lane buffer and checksummed there in pieces of this
+/// size, so that the checksum reads bytes still in the CPU cache.
+const copy_piece_bytes: usize = 64 << 10;
 /// Threads that flush a durable store's files at publish.
 const fsync_workers_max: usize = 16;
 /// `startWriteback`'s name for the index file.
@@ -62,20 +90,67 @@ const index_lane: usize = format.data_shards_max;
 
 const State = enum { open, released };
 
-/// Compression state of one worker (see the invariants above).
+const block_align = std.mem.Alignment.fromByteUnits(direct_block_bytes);
+const LaneBuf = []align(direct_block_bytes) u8;
+
+fn alignDown(x: u64) u64 {
+    return x & ~@as(u64, direct_block_bytes - 1);
+}
+
+/// What a direct writer remembers of one shard between runs (see the invariants above).
+const ShardState = struct {
+    /// The bytes of the shard's last partial block: [alignDown(size), size).
+    tail: [direct_block_bytes]u8 = undefined,
+    /// Whether those bytes are already in the file (a buffered flush wrote them).
+    tail_on_disk: bool = false,
+    /// Whether the descriptor has O_DIRECT set now.
+    fd_direct: bool = false,
+    /// Cleared when a direct write of this shard failed with EINVAL (an alignment the file
+    /// system did not announce): the shard is written through the page cache from then on.
+    direct_ok: bool = true,
+};
+
+/// Compression state and output buffers of one worker (see the invariants above).
 const Lane = struct {
     compressor: ?codec.Compressor = null,
-    buf: []u8 = &.{},
+    buf: LaneBuf = &.{},
+    /// A direct writer's second buffer: the one the helper thread writes while `buf` fills.
+    spare: LaneBuf = &.{},
 
     fn deinit(lane: *Lane) void {
         if (lane.compressor) |*c| c.deinit();
         lane.compressor = null;
-        lane.freeBuf();
+        lane.freeBufs();
     }
 
-    fn freeBuf(lane: *Lane) void {
+    fn freeBufs(lane: *Lane) void {
         if (lane.buf.len > 0) alloc.free(lane.buf);
+        if (lane.spare.len > 0) alloc.free(lane.spare);
         lane.buf = &.{};
+        lane.spare = &.{};
+    }
+
+    /// Gives the spare buffer at least `size` bytes (its contents are not kept).
+    fn ensureSpare(lane: *Lane, size: usize, d: *Diag) Error!void {
+        if (lane.spare.len >= size) return;
+        if (lane.spare.len > 0) alloc.free(lane.spare);
+        lane.spare = &.{};
+        lane.spare = alloc.alignedAlloc(u8, block_align, size) catch {
+            return d.fail(error.OutOfMemory, "out of memory allocating a {d}-byte write buffer", .{size});
+        };
+    }
+
+    /// Grows the buffer to at least `size` bytes (a multiple of the block size), keeping its
+    /// first `keep` bytes.
+    fn ensureBuf(lane: *Lane, size: usize, keep: usize, d: *Diag) Error!void {
+        if (lane.buf.len >= size) return;
+        const want = std.mem.alignForward(usize, size, direct_block_bytes);
+        const new = alloc.alignedAlloc(u8, block_align, want) catch {
+            return d.fail(error.OutOfMemory, "out of memory allocating a {d}-byte write buffer", .{want});
+        };
+        if (keep > 0) sys.copy(new[0..keep], lane.buf[0..keep]);
+        if (lane.buf.len > 0) alloc.free(lane.buf);
+        lane.buf = new;
     }
 
     /// Creates the lane's compression context on its first use.
@@ -108,6 +183,10 @@ pub const Writer = struct {
     /// zstd_dict: the store's dictionary compiled once, shared read-only by every lane.
     cdict: ?codec.SharedDict = null,
     lanes: [format.data_shards_max]Lane = @splat(.{}),
+    /// A durable writer whose shard files take O_DIRECT (see the invariants above); then
+    /// `shards` holds one state per shard.
+    direct: bool = false,
+    shards: []ShardState = &.{},
     poisoned: ?Error = null,
     poison_diag: Diag = .{},
 
@@ -170,6 +249,11 @@ pub const Writer = struct {
             w.shard_fds[k] = try w.createFile(shardName(&buf, k), d);
         }
         w.index_fd = try w.createFile("index.zri", d);
+        if (w.flags & abi.write_no_sync == 0 and directWritable(w.shard_fds[0])) {
+            w.shards = alloc.alloc(ShardState, w.header.data_shards) catch return noMemory(d, "the shard states");
+            @memset(w.shards, .{});
+            w.direct = true;
+        }
     }
 
     /// Closes every descriptor and frees every buffer but the handle and its paths.
@@ -184,6 +268,8 @@ pub const Writer = struct {
         w.dict = &.{};
         if (w.scratch.len > 0) alloc.free(w.scratch);
         w.scratch = &.{};
+        if (w.shards.len > 0) alloc.free(w.shards);
+        w.shards = &.{};
         // Compressors borrow the compiled dictionary, so they go first.
         for (&w.lanes) |*lane| lane.deinit();
         if (w.cdict) |*cd| cd.deinit();
@@ -350,13 +436,20 @@ pub const Writer = struct {
             .run_bytes = &run_bytes,
         };
         const compressed = w.header.codec != .raw;
-        const parallel_min = if (compressed) parallel_compress_bytes_min else parallel_write_bytes_min;
+        const cpus = sys.cpuCount();
         // A slice's runs compress at different speeds (records differ in size and
         // compressibility); with two workers per CPU the OS shares the cores among the runs
         // still going, so a slice is not held up by one long run (decision record 0001 §10).
-        const per_cpu: usize = if (compressed) 2 else 1;
+        // Direct raw workers mostly wait for the device, so there are at least
+        // `direct_workers_min` of them (§18).
+        const parallel_min, const workers_max = if (compressed)
+            .{ parallel_compress_bytes_min, 2 * cpus }
+        else if (w.direct)
+            .{ parallel_direct_bytes_min, @max(cpus, direct_workers_min) }
+        else
+            .{ parallel_write_bytes_min, cpus };
         const workers: usize = if (ctx.total_bytes >= parallel_min and shards > 1)
-            @min(shards, per_cpu * sys.cpuCount())
+            @min(shards, workers_max)
         else
             1;
         defer if (compressed) w.trimLanes();
@@ -395,7 +488,7 @@ pub const Writer = struct {
     /// frame's memory for the writer's lifetime.
     fn trimLanes(w: *Writer) void {
         for (&w.lanes) |*lane| {
-            if (lane.buf.len > lane_buffer_keep_bytes_max) lane.freeBuf();
+            if (lane.buf.len > lane_buffer_keep_bytes_max or lane.spare.len > lane_buffer_keep_bytes_max) lane.freeBufs();
         }
     }
 
@@ -418,7 +511,7 @@ pub const Writer = struct {
         // mostly waits for the device, which takes several requests at once.
         if (sync) {
             const files: u64 = @as(u64, w.header.data_shards) + 1;
-            try parallel.run(Writer, w, fsyncFiles, files, @intCast(@min(files, fsync_workers_max)), .contiguous, d);
+            try parallel.run(Writer, w, flushFiles, files, @intCast(@min(files, fsync_workers_max)), .contiguous, d);
         }
         var h = w.header;
         var hasher = w.index_hash;
@@ -433,27 +526,80 @@ pub const Writer = struct {
         sys.pwriteAll(hfd, bytes, 0) catch return d.failOs(error.Io, sys.errno(), "writing " ++
             "'{s}/header.zrh' failed", .{w.stage.tmp_path});
         if (sync) {
-            sys.fsync(hfd) catch return d.failOs(error.Io, sys.errno(), "flushing " ++
-                "'{s}/header.zrh' failed", .{w.stage.tmp_path});
+            // The header and the temporary directory's entries are flushed together; both
+            // are durable before the rename, which is all that [ZR-PUB-002] asks.
+            const last: LastFlush = .{ .w = w, .header_fd = hfd };
+            try parallel.run(LastFlush, &last, LastFlush.run, 2, 2, .contiguous, d);
         }
-        // [ZR-PUB-003] One atomic rename that never replaces an existing path.
-        try w.stage.publish(sync, d);
+        // [ZR-PUB-003] One atomic rename that never replaces an existing path; the parent
+        // directory is flushed after it.
+        try w.stage.rename(sync, d);
     }
 };
 
-/// Flushes files [begin, end) of the writer: shards 0..data_shards-1, then the index.
-fn fsyncFiles(w: *const Writer, begin: u64, end: u64, d: *Diag) Error!void {
+/// The header and the temporary directory, flushed on two threads at publish.
+const LastFlush = struct {
+    w: *Writer,
+    header_fd: Fd,
+
+    fn run(c: *const LastFlush, begin: u64, end: u64, d: *Diag) Error!void {
+        var u = begin;
+        while (u < end) : (u += 1) {
+            if (u == 0) {
+                sys.fsync(c.header_fd) catch return d.failOs(error.Io, sys.errno(), "flushing " ++
+                    "'{s}/header.zrh' failed", .{c.w.stage.tmp_path});
+            } else {
+                try c.w.stage.syncTmpDir(d);
+            }
+        }
+    }
+};
+
+/// Completes and flushes files [begin, end) of the writer: shards 0..data_shards-1 (a direct
+/// writer first writes the partial last block it kept), then the index.
+fn flushFiles(w: *const Writer, begin: u64, end: u64, d: *Diag) Error!void {
     var buf: [16]u8 = undefined;
     var k = begin;
     while (k < end) : (k += 1) {
         const is_index = k == w.header.data_shards;
         const fd = if (is_index) w.index_fd else w.shard_fds[@intCast(k)];
+        if (!is_index and w.direct) try writeTail(w, @intCast(k), d);
         sys.fsync(fd) catch {
             if (!is_index) d.shard = @intCast(k);
             const name: []const u8 = if (is_index) "index.zri" else Writer.shardName(&buf, @intCast(k));
             return d.failOs(error.Io, sys.errno(), "flushing '{s}/{s}' failed", .{ w.stage.tmp_path, name });
         };
     }
+}
+
+/// Writes the partial last block of shard k of a direct writer, unless it is in the file
+/// already, through the page cache: a direct write would have to write a whole block.
+fn writeTail(w: *const Writer, k: usize, d: *Diag) Error!void {
+    const st = &w.shards[k];
+    const size = w.header.shard_sizes[k];
+    const start = alignDown(size);
+    if (size == start or st.tail_on_disk) return;
+    const bytes = st.tail[0..@intCast(size - start)];
+    if (st.fd_direct) {
+        sys.setDirect(w.shard_fds[k], false) catch return writeError(w, k, bytes.len, start, d);
+        st.fd_direct = false;
+    }
+    sys.pwriteAll(w.shard_fds[k], bytes, start) catch return writeError(w, k, bytes.len, start, d);
+    st.tail_on_disk = true;
+}
+
+/// Whether a durable writer can write the shard file `fd` with O_DIRECT from buffers aligned
+/// to `direct_block_bytes`. Memory file systems (tmpfs takes O_DIRECT since Linux 6.6 but
+/// copies anyway) gain nothing from it and say nothing through statx, so where statx is
+/// silent, O_DIRECT is used only if it can be set.
+fn directWritable(fd: Fd) bool {
+    if (sys.directIoAlignment(fd)) |a| {
+        return a.offset != 0 and a.offset <= direct_block_bytes and a.memory <= direct_block_bytes;
+    }
+    if (sys.isMemoryFs(fd)) return false;
+    sys.setDirect(fd, true) catch return false;
+    sys.setDirect(fd, false) catch return false;
+    return true;
 }
 
 /// The records of one slice: a contiguous Dense block, or Ragged pointers and shapes.
@@ -472,7 +618,9 @@ const SliceCtx = struct {
     /// The shard sizes before this slice: run k starts at `start_offsets[k]` of shard k.
     start_offsets: [format.data_shards_max]u64,
     run_bytes: *[format.data_shards_max]u64,
-
+    /// Run k holds records [n * k / s, n * (k + 1) / s) of the slice, whatever their sizes:
+    /// the layout of a store follows from its appends alone, and the conformance vectors that
+    /// zrecord writes pin it (conformance/generate.py --check).
     fn runBounds(ctx: *const SliceCtx, k: u64) [2]u64 {
         const s: u64 = ctx.w.header.data_shards;
         return .{ ctx.n * k / s, ctx.n * (k + 1) / s };
@@ -508,20 +656,33 @@ const SliceCtx = struct {
 /// or one zstd frame per record) and encodes the index entries of its records.
 fn writeLanes(ctx: *const SliceCtx, begin: u64, end: u64, d: *Diag) Error!void {
     const w = ctx.w;
+    // A worker covering shards [begin, end) uses lanes[begin] only (see the invariants).
+    const lane = &w.lanes[@intCast(begin)];
+    // A direct writer's full buffers are written by a helper while the next one fills; it is
+    // spawned on the first such buffer and joined before the worker returns.
+    var helper: async_write.AsyncWriter = .{};
+    defer helper.stop();
+    const h: ?*async_write.AsyncWriter = if (w.direct) &helper else null;
     var k = begin;
     while (k < end) : (k += 1) {
         const kk: usize = @intCast(k);
-        if (w.header.codec == .raw) {
-            var sink: RawSink = .{ .ctx = ctx, .k = kk, .pos = ctx.start_offsets[kk] };
+        const start = ctx.start_offsets[kk];
+        if (w.header.codec != .raw) {
+            var sink: FrameSink = .{ .ctx = ctx, .out = try Out.init(w, kk, lane, h, start, lane_buffer_bytes_min, d) };
+            try lane.ensureCompressor(w, d);
+            try writeRun(ctx, kk, &sink, d);
+        } else if (w.direct) {
+            var sink: CopySink = .{ .ctx = ctx, .out = try Out.init(w, kk, lane, h, start, direct_buffer_bytes, d) };
             try writeRun(ctx, kk, &sink, d);
         } else {
-            // A worker covering shards [begin, end) uses lanes[begin] only (see the invariants).
-            var sink: FrameSink = .{ .ctx = ctx, .k = kk, .lane = &w.lanes[@intCast(begin)], .pos = ctx.start_offsets[kk] };
-            try sink.lane.ensureCompressor(w, d);
+            var sink: RawSink = .{ .ctx = ctx, .k = kk, .pos = start };
             try writeRun(ctx, kk, &sink, d);
         }
     }
 }
+
+/// What a sink stored for one record: its size and checksum.
+const Stored = struct { len: u64, checksum: u64 };
 
 /// Stores run k through `sink` and encodes its records' index entries: the part of a lane's
 /// work that does not depend on the codec.
@@ -532,14 +693,14 @@ fn writeRun(ctx: *const SliceCtx, k: usize, sink: anytype, d: *Diag) Error!void 
     var offset = ctx.start_offsets[k];
     var j = bounds[0];
     while (j < bounds[1]) : (j += 1) {
-        const stored = try sink.put(j, d);
         // [ZR-SUM-001] The checksum covers the stored bytes: the payload for raw, the frame
-        // otherwise. `stored` stays valid until the next `put`.
+        // otherwise.
+        const stored = try sink.put(j, d);
         format.encodeEntry(w.scratch[@intCast(j * es)..][0..es], .{
             .offset = offset,
             .stored_size = @intCast(stored.len),
             .shard = @intCast(k),
-            .checksum = format.xxh64(stored),
+            .checksum = stored.checksum,
         }, ctx.shape(j));
         offset += stored.len;
     }
@@ -547,8 +708,9 @@ fn writeRun(ctx: *const SliceCtx, k: usize, sink: anytype, d: *Diag) Error!void 
     ctx.run_bytes[k] = offset - ctx.start_offsets[k];
 }
 
-/// Raw records go to the shard as they are: a Dense run in one pwrite of its contiguous
-/// block, Ragged records gathered into pwritev batches.
+/// Raw records go to the shard as they are, from the caller's memory through the page cache:
+/// a Dense run in one pwrite of its contiguous block, Ragged records gathered into pwritev
+/// batches. For writers that are not direct.
 const RawSink = struct {
     ctx: *const SliceCtx,
     k: usize,
@@ -558,7 +720,7 @@ const RawSink = struct {
     iov_len: usize = 0,
     iov_bytes: u64 = 0,
 
-    fn put(s: *RawSink, j: u64, d: *Diag) Error![]const u8 {
+    fn put(s: *RawSink, j: u64, d: *Diag) Error!Stored {
         const rec = s.ctx.recordBytes(j);
         if (s.ctx.records == .ragged and rec.len > 0) {
             s.iov[s.iov_len] = .{ .base = rec.ptr, .len = rec.len };
@@ -566,7 +728,7 @@ const RawSink = struct {
             s.iov_bytes += rec.len;
             if (s.iov_len == s.iov.len) try s.flushIov(d);
         }
-        return rec;
+        return .{ .len = rec.len, .checksum = format.xxh64(rec) };
     }
 
     fn flushIov(s: *RawSink, d: *Diag) Error!void {
@@ -598,41 +760,53 @@ const RawSink = struct {
     }
 };
 
+/// Raw records of a direct writer: copied into the lane buffer and checksummed there, piece
+/// by piece while the piece is in the CPU cache, and written in large aligned blocks.
+const CopySink = struct {
+    ctx: *const SliceCtx,
+    out: Out,
+
+    fn put(s: *CopySink, j: u64, d: *Diag) Error!Stored {
+        const rec = s.ctx.recordBytes(j);
+        const o = &s.out;
+        var hasher = format.XxHash64.init(0);
+        var done: usize = 0;
+        while (done < rec.len) {
+            if (o.fill == o.lane.buf.len) try o.flush(d);
+            const n = @min(rec.len - done, o.lane.buf.len - o.fill, copy_piece_bytes);
+            const piece = o.lane.buf[o.fill..][0..n];
+            sys.copy(piece, rec[done..][0..n]);
+            hasher.update(piece);
+            o.fill += n;
+            done += n;
+        }
+        return .{ .len = rec.len, .checksum = hasher.final() };
+    }
+
+    fn finish(s: *CopySink, d: *Diag) Error!void {
+        try s.out.finish(d);
+    }
+};
+
 /// Compressed records: each becomes one zstd frame in the lane buffer ([ZR-COD-001]); frames
 /// are written in batches of `lane_flush_bytes`.
 const FrameSink = struct {
     ctx: *const SliceCtx,
-    k: usize,
-    lane: *Lane,
-    /// Shard offset of lane.buf[0].
-    pos: u64,
-    pending: usize = 0,
+    out: Out,
 
-    fn put(s: *FrameSink, j: u64, d: *Diag) Error![]const u8 {
+    fn put(s: *FrameSink, j: u64, d: *Diag) Error!Stored {
         const w = s.ctx.w;
-        const lane = s.lane;
+        const o = &s.out;
         const rec = s.ctx.recordBytes(j);
         const record = w.header.record_count + j;
         errdefer {
             d.record = @intCast(record);
-            d.shard = @intCast(s.k);
+            d.shard = @intCast(o.k);
         }
-        if (s.pending >= lane_flush_bytes) try s.flush(d);
-        const need = codec.Compressor.bound(rec.len);
-        if (need > lane.buf.len - s.pending) {
-            try s.flush(d);
-            if (need > lane.buf.len) {
-                lane.freeBuf();
-                lane.buf = alloc.alloc(u8, @max(need, lane_buffer_bytes_min)) catch {
-                    return d.fail(error.OutOfMemory, "out of memory allocating a {d}-byte " ++
-                        "buffer to compress record {d} ({d} bytes) of '{s}'", .{
-                        @max(need, lane_buffer_bytes_min), record, rec.len, w.stage.path,
-                    });
-                };
-            }
-        }
-        const compressor = &lane.compressor.?;
-        const size = compressor.compress(lane.buf[s.pending..], rec) catch |err| {
+        if (o.fill - o.on_disk >= lane_flush_bytes) try o.flush(d);
+        try o.reserve(codec.Compressor.bound(rec.len), rec.len, record, d);
+        const compressor = &o.lane.compressor.?;
+        const size = compressor.compress(o.lane.buf[o.fill..], rec) catch |err| {
             return switch (err) {
                 error.OutOfMemory => d.fail(error.OutOfMemory, "out of memory compressing " ++
                     "record {d} ({d} bytes) of '{s}'", .{ record, rec.len, w.stage.path }),
@@ -644,30 +818,188 @@ const FrameSink = struct {
         // field is 32 bits and the limit is the format's ([ZR-IDX-005]).
         if (size > format.stored_size_bytes_max) return d.fail(error.LimitExceeded, "record {d} " ++
             "compresses to {d} bytes, above stored_size_bytes_max {d} (ZR-LIM-001)", .{ record, size, format.stored_size_bytes_max });
-        const frame = lane.buf[s.pending..][0..size];
-        s.pending += size;
-        return frame;
-    }
-
-    fn flush(s: *FrameSink, d: *Diag) Error!void {
-        if (s.pending == 0) return;
-        const w = s.ctx.w;
-        sys.pwriteAll(w.shard_fds[s.k], s.lane.buf[0..s.pending], s.pos) catch {
-            return writeError(w, s.k, s.pending, s.pos, d);
-        };
-        w.startWriteback(s.k, s.pos, s.pending);
-        s.pos += s.pending;
-        s.pending = 0;
+        const frame = o.lane.buf[o.fill..][0..size];
+        o.fill += size;
+        return .{ .len = size, .checksum = format.xxh64(frame) };
     }
 
     fn finish(s: *FrameSink, d: *Diag) Error!void {
-        try s.flush(d);
+        try s.out.finish(d);
     }
 };
 
-fn writeError(w: *Writer, k: usize, len: u64, offset: u64, d: *Diag) Error {
+/// The bytes of one run on their way to shard k, in the lane's buffer. A writer that is not
+/// direct writes them where they belong, as they come. A direct writer starts the buffer at
+/// the shard's last block boundary with the partial block's bytes in front, writes whole
+/// blocks with O_DIRECT (a full buffer on the helper thread while the other buffer fills),
+/// and keeps the new partial block for later (see the invariants).
+const Out = struct {
+    w: *Writer,
+    k: usize,
+    lane: *Lane,
+    helper: ?*async_write.AsyncWriter,
+    /// Shard offset of lane.buf[0].
+    base: u64,
+    /// Bytes of lane.buf in use.
+    fill: usize = 0,
+    /// lane.buf[0..on_disk] is in the file already.
+    on_disk: usize = 0,
+
+    /// Starts run k at shard offset `start` with a lane buffer of at least `buf_min` bytes.
+    fn init(w: *Writer, k: usize, lane: *Lane, helper: ?*async_write.AsyncWriter, start: u64, buf_min: usize, d: *Diag) Error!Out {
+        try lane.ensureBuf(buf_min, 0, d);
+        if (!w.direct) return .{ .w = w, .k = k, .lane = lane, .helper = null, .base = start };
+        const st = &w.shards[k];
+        const base = alignDown(start);
+        const n: usize = @intCast(start - base);
+        sys.copy(lane.buf[0..n], st.tail[0..n]);
+        return .{
+            .w = w,
+            .k = k,
+            .lane = lane,
+            .helper = helper,
+            .base = base,
+            .fill = n,
+            .on_disk = if (st.tail_on_disk) n else 0,
+        };
+    }
+
+    /// Makes room for `need` more bytes (the bound of a `rec_len`-byte record): flushes, and
+    /// grows the buffer if that is not enough.
+    fn reserve(o: *Out, need: usize, rec_len: usize, record: u64, d: *Diag) Error!void {
+        if (need <= o.lane.buf.len - o.fill) return;
+        try o.flush(d);
+        if (need <= o.lane.buf.len - o.fill) return;
+        o.lane.ensureBuf(@max(o.fill + need, lane_buffer_bytes_min), o.fill, d) catch {
+            return d.fail(error.OutOfMemory, "out of memory allocating a {d}-byte buffer to " ++
+                "compress record {d} ({d} bytes) of '{s}'", .{ o.fill + need, record, rec_len, o.w.stage.path });
+        };
+    }
+
+    /// Writes what the buffer holds, except, for a direct writer, the partial last block.
+    fn flush(o: *Out, d: *Diag) Error!void {
+        return o.flushAs(false, d);
+    }
+
+    /// Flushes the run and, for a direct writer, keeps its partial last block.
+    fn finish(o: *Out, d: *Diag) Error!void {
+        try o.flushAs(true, d);
+        if (!o.w.direct) return;
+        const st = &o.w.shards[o.k];
+        std.debug.assert(o.fill < direct_block_bytes);
+        sys.copy(st.tail[0..o.fill], o.lane.buf[0..o.fill]);
+        st.tail_on_disk = o.on_disk == o.fill;
+    }
+
+    /// `final`: the run ends here, so nothing may be left in flight.
+    fn flushAs(o: *Out, final: bool, d: *Diag) Error!void {
+        const w = o.w;
+        if (final) try o.settle(d);
+        const fresh = o.fill - o.on_disk;
+        if (fresh == 0) return;
+        if (!w.direct) {
+            try o.writeBuffered(o.lane.buf[0..o.fill], o.base, d);
+            o.base += o.fill;
+            o.fill = 0;
+            return;
+        }
+        const st = &w.shards[o.k];
+        const whole: usize = @intCast(alignDown(o.fill));
+        if (st.direct_ok and fresh >= direct_write_bytes_min and whole > 0) {
+            if (!final and o.helper != null) return o.postDirect(whole, d);
+            try o.writeDirect(whole, d);
+            o.consume(whole);
+            o.on_disk = 0;
+        } else {
+            try o.settle(d);
+            try o.writeBuffered(o.lane.buf[o.on_disk..o.fill], o.base + o.on_disk, d);
+            o.consume(whole);
+            o.on_disk = o.fill;
+        }
+    }
+
+    /// Hands lane.buf[0..n] to the helper and goes on in the spare buffer, which receives
+    /// the bytes after the first n.
+    fn postDirect(o: *Out, n: usize, d: *Diag) Error!void {
+        const h = o.helper.?;
+        const st = &o.w.shards[o.k];
+        try o.settle(d);
+        try o.lane.ensureSpare(o.lane.buf.len, d);
+        if (!o.setDirect(true) or !st.direct_ok) {
+            try o.writeDirect(n, d); // written through the page cache
+            o.consume(n);
+            o.on_disk = 0;
+            return;
+        }
+        h.post(.{ .fd = o.w.shard_fds[o.k], .bytes = o.lane.buf[0..n], .offset = o.base });
+        const rest = o.fill - n;
+        if (rest > 0) sys.copy(o.lane.spare[0..rest], o.lane.buf[n..o.fill]);
+        std.mem.swap(LaneBuf, &o.lane.buf, &o.lane.spare);
+        o.base += n;
+        o.fill = rest;
+        o.on_disk = 0;
+    }
+
+    /// Waits for the helper's write in flight. One that the file system refused for its
+    /// alignment (EINVAL) is written again through the page cache (its buffer is untouched
+    /// until now), and the shard is written that way from then on.
+    fn settle(o: *Out, d: *Diag) Error!void {
+        const h = o.helper orelse return;
+        const f = h.wait() orelse return;
+        if (f.errno != sys.EINVAL) return writeErrorErrno(o.w, o.k, f.write.bytes.len, f.write.offset, f.errno, d);
+        o.w.shards[o.k].direct_ok = false;
+        try o.writeBuffered(f.write.bytes, f.write.offset, d);
+    }
+
+    /// Drops the first `n` bytes of the buffer (written), moving the rest to its front.
+    fn consume(o: *Out, n: usize) void {
+        const rest = o.fill - n;
+        if (rest > 0 and n > 0) std.mem.copyForwards(u8, o.lane.buf[0..rest], o.lane.buf[n..o.fill]);
+        o.base += n;
+        o.fill = rest;
+    }
+
+    /// Sets or clears O_DIRECT on the shard's descriptor; false if it cannot be set.
+    fn setDirect(o: *Out, on: bool) bool {
+        const st = &o.w.shards[o.k];
+        if (st.fd_direct == on) return true;
+        sys.setDirect(o.w.shard_fds[o.k], on) catch {
+            if (on) st.direct_ok = false;
+            return false;
+        };
+        st.fd_direct = on;
+        return true;
+    }
+
+    /// Writes lane.buf[0..n] (whole blocks at a block boundary) with O_DIRECT on the calling
+    /// thread. Where the file system refuses (EINVAL: an alignment it did not announce), the
+    /// shard is written through the page cache from then on, these bytes included.
+    fn writeDirect(o: *Out, n: usize, d: *Diag) Error!void {
+        const w = o.w;
+        const st = &w.shards[o.k];
+        if (st.direct_ok and o.setDirect(true)) {
+            if (sys.pwriteAll(w.shard_fds[o.k], o.lane.buf[0..n], o.base)) return else |_| {}
+            if (sys.errno() != sys.EINVAL) return writeError(w, o.k, n, o.base, d);
+            st.direct_ok = false;
+        }
+        try o.writeBuffered(o.lane.buf[0..n], o.base, d);
+    }
+
+    fn writeBuffered(o: *Out, bytes: []const u8, offset: u64, d: *Diag) Error!void {
+        const w = o.w;
+        if (w.direct and !o.setDirect(false)) return writeError(w, o.k, bytes.len, offset, d);
+        sys.pwriteAll(w.shard_fds[o.k], bytes, offset) catch return writeError(w, o.k, bytes.len, offset, d);
+        w.startWriteback(o.k, offset, bytes.len);
+    }
+};
+
+fn writeError(w: *const Writer, k: usize, len: u64, offset: u64, d: *Diag) Error {
+    return writeErrorErrno(w, k, len, offset, sys.errno(), d);
+}
+
+fn writeErrorErrno(w: *const Writer, k: usize, len: u64, offset: u64, e: i32, d: *Diag) Error {
     d.shard = @intCast(k);
-    return d.failOs(error.Io, sys.errno(), "writing {d} bytes at offset {d} of " ++
+    return d.failOs(error.Io, e, "writing {d} bytes at offset {d} of " ++
         "'{s}/data-{d:0>3}.zrd' failed", .{ len, offset, w.stage.tmp_path, k });
 }
 
@@ -758,4 +1090,42 @@ fn schemaDtypeError(s: *const abi.Schema, problem: format.DtypeProblem, d: *Diag
         .itemsize_limit => d.fail(error.LimitExceeded, "schema dtype {s} with dtype_length {d} " ++
             "has an item size above itemsize_bytes_max {d} (ZR-LIM-001)", .{ format.dtypeName(s.dtype), s.dtype_length, format.itemsize_bytes_max }),
     };
+}
+
+test "a direct write that the file system refuses is written through the page cache" {
+    const t = std.testing;
+    var td: @import("tests.zig").TempDir = .{};
+    try td.init();
+    defer td.deinitExpectEmpty() catch {};
+    var pbuf: [96]u8 = undefined;
+    const path = td.sub(&pbuf, "s");
+    var schema = std.mem.zeroes(abi.Schema);
+    schema.kind = 2; // Ragged uint8, one shard, raw
+    schema.dtype = 3;
+    schema.ndim = 1;
+    schema.data_shards = 1;
+    var d: Diag = .{};
+    const w = try Writer.open(path, &schema, null, 0, 0, &d);
+    defer w.free();
+    if (!w.direct) return error.SkipZigTest; // /tmp takes no O_DIRECT here
+    const lane = &w.lanes[0];
+    try lane.ensureBuf(2 * direct_block_bytes, 0, &d);
+    for (lane.buf[0 .. 2 * direct_block_bytes], 0..) |*b, i| b.* = @truncate(i *% 7 +% 1);
+    // An offset off the block grid, which every O_DIRECT file refuses with EINVAL, stands for
+    // a file system that asks for more alignment than it announced.
+    var o: Out = .{ .w = w, .k = 0, .lane = lane, .helper = null, .base = 100, .fill = 2 * direct_block_bytes };
+    try o.writeDirect(2 * direct_block_bytes, &d);
+    try t.expect(!w.shards[0].direct_ok);
+    try t.expect(!w.shards[0].fd_direct);
+    // The bytes are in the file all the same, and later flushes go through the page cache.
+    const fd = try sys.openAt(w.stage.tmp_fd, "data-000.zrd", sys.O_RDONLY, 0);
+    defer sys.close(fd);
+    var back: [2 * direct_block_bytes]u8 = undefined;
+    var short = false;
+    try sys.preadAll(fd, &back, 100, &short);
+    try t.expectEqualSlices(u8, lane.buf[0 .. 2 * direct_block_bytes], &back);
+    o.base = 0;
+    o.fill = 2 * direct_block_bytes;
+    try o.flush(&d);
+    try t.expect(!w.shards[0].fd_direct);
 }

@@ -11,14 +11,17 @@ class RaggedChunk:
     nbytes: int
     ndim: int
     arrays: list[np.ndarray]
+    mapped: list[np.ndarray]
     copied: int
     trusted: bool
     def __init__(self, ndim: int) -> None: ...
     def clear(self) -> None: ...
 
+def array_fields_readable() -> bool: ...
 def ragged_collect(it: Iterator[Any], chunk: RaggedChunk, dtype_kind: str, itemsize: int,
                    max_records: int, max_bytes: int, fix: Callable[[Any, int], np.ndarray],
-                   first: int, exact: np.dtype[Any] | None = None) -> bool: ...
+                   first: int, exact: np.dtype[Any] | None = None,
+                   dtype: np.dtype[Any] | None = None) -> bool: ...
 class Writer:
     done: bool
     def __init__(self, path: bytes, kind: int, dtype: int, ndim: int, codec: int,

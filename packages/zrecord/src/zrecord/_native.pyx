@@ -32,6 +32,10 @@ from zrecord._capi cimport *
 
 from numpy import ndarray as _ndarray
 
+# The ndarray type in a C variable: under the Limited API every use of a module-level name is
+# a dictionary lookup, which cost more than the rest of `_take` for a small record.
+cdef object _NDARRAY = _ndarray
+
 from zrecord import errors as _errors
 
 import sys as _sys
@@ -64,6 +68,71 @@ cdef enum:
     ARRAY_ALIGNED = 0x0100
     ARRAY_NOTSWAPPED = 0x0200
     ARRAY_WRITEABLE = 0x0400
+
+
+# The fields that open every NumPy array object (NumPy's PyArrayObject_fields, read directly by
+# NumPy's own C API macros and unchanged from NumPy 1.7 to 2.x), at their offsets on a 64-bit
+# CPython with the GIL: after the 16-byte object header come data, nd, dimensions, strides,
+# base, descr and flags. Reading them costs a few loads where `__array_struct__` allocates a
+# capsule and two blocks per array, which was most of `ragged_collect`'s time per record.
+# `_probe_array_fields` checks every offset against `__array_struct__` at import; if anything
+# differs (another NumPy, a free-threaded or 32-bit CPython), every record takes the capsule.
+DEF FIELD_DATA = 16
+DEF FIELD_ND = 24
+DEF FIELD_DIMS = 32
+DEF FIELD_BASE = 48
+DEF FIELD_DESCR = 56
+DEF FIELD_FLAGS = 64
+
+
+cdef inline char *_field_ptr(object arr, Py_ssize_t offset) noexcept:
+    return (<char *> <PyObject *> arr) + offset
+
+
+cdef bint _probe_array_fields() except -1:
+    """True if the fields of NumPy arrays sit at the offsets above, checked on arrays of
+    several ranks, layouts, bases and dtypes against what `__array_struct__` reports."""
+    import numpy as np
+    cdef object capsule
+    cdef zr_array_interface *ai
+    cdef Py_ssize_t *dims
+    cdef int i, nd, flags
+    cdef int mask = ARRAY_C_CONTIGUOUS | ARRAY_ALIGNED | ARRAY_WRITEABLE
+    if sizeof(void *) != 8 or _sys.implementation.name != "cpython" or \
+            getattr(_sys, "_is_gil_enabled", lambda: True)() is False:
+        return False
+    base = np.arange(2 * 3 * 5, dtype=np.int32).reshape(2, 3, 5)
+    probes = [base, base[:, 1:], base.T, base[1], np.zeros(0, np.float64),
+              np.frombuffer(b"abcdefgh", np.uint8), np.ones((4, 1), np.int16)[::2]]
+    for arr in probes:
+        capsule = arr.__array_struct__
+        ai = <zr_array_interface *> PyCapsule_GetPointer(capsule, NULL)
+        nd = (<int *> _field_ptr(arr, FIELD_ND))[0]
+        flags = (<int *> _field_ptr(arr, FIELD_FLAGS))[0]
+        if (<void **> _field_ptr(arr, FIELD_DATA))[0] != ai.data or nd != ai.nd:
+            return False
+        if (flags & mask) != (ai.flags & mask):
+            return False
+        dims = (<Py_ssize_t **> _field_ptr(arr, FIELD_DIMS))[0]
+        for i in range(nd):
+            if dims[i] != ai.shape[i]:
+                return False
+        if (<PyObject **> _field_ptr(arr, FIELD_DESCR))[0] != <PyObject *> arr.dtype:
+            return False
+        if arr.base is None:
+            if (<PyObject **> _field_ptr(arr, FIELD_BASE))[0] != NULL:
+                return False
+        elif (<PyObject **> _field_ptr(arr, FIELD_BASE))[0] != <PyObject *> arr.base:
+            return False
+    return True
+
+
+cdef bint _ARRAY_FIELDS = _probe_array_fields()
+
+
+def array_fields_readable():
+    """Whether `ragged_collect` reads NumPy arrays' fields directly here (for tests)."""
+    return bool(_ARRAY_FIELDS)
 
 
 cdef int _array(object arr, bint writable, void **ptr, uint64_t *nbytes, int ndim,
@@ -196,6 +265,14 @@ cdef class RaggedChunk:
     cdef readonly uint64_t nbytes
     cdef readonly int ndim
     cdef readonly list arrays
+    # The records that are NumPy memory maps, whose consumed pages the writer releases
+    # (zrecord._pages): looking for them among all records cost a microsecond per record.
+    cdef readonly list mapped
+    # The store's dtype object and item size, set by ragged_collect: records whose dtype is
+    # this very object are read through their fields (`_take_plain`).
+    cdef PyObject *descr
+    cdef object dtype
+    cdef uint64_t itemsize
     # Records copied into `stage` since the chunk was made, for tests and diagnostics.
     cdef readonly uint64_t copied
     # Set by ragged_collect for list and tuple sources, whose records are never copied.
@@ -204,6 +281,7 @@ cdef class RaggedChunk:
     def __init__(self, int ndim):
         self.ndim = ndim
         self.arrays = []
+        self.mapped = []
 
     def __dealloc__(self):
         free(self.ptrs)
@@ -216,6 +294,7 @@ cdef class RaggedChunk:
         self.nbytes = 0
         self.stage_len = 0
         self.arrays = []
+        self.mapped = []
 
     cdef int _grow(self) except -1:
         cdef Py_ssize_t cap = max(64, 2 * self.cap)
@@ -271,7 +350,7 @@ cdef enum MapKind:
 cdef MapKind _map_kind(object arr) except *:
     """Whether `arr` is (a view of) a NumPy memory map, and of which kind. Plain ndarrays are
     answered without an attribute lookup, which costs as much as copying a small record."""
-    if type(arr) is _ndarray or getattr(arr, "_mmap", None) is None:
+    if type(arr) is _NDARRAY or getattr(arr, "_mmap", None) is None:
         return NOT_MAPPED
     return MAPPED_READONLY if getattr(arr, "mode", None) == "r" else MAPPED_WRITABLE
 
@@ -292,9 +371,9 @@ cdef bint _unshared(object rec, bint alone) except -1:
     cdef object nxt = None
     alone = alone and _REFCOUNTS_TRUSTED
     while True:
-        if type(obj) is bytes or (isinstance(obj, _ndarray) and _readonly_map(obj)):
+        if type(obj) is bytes or (isinstance(obj, _NDARRAY) and _readonly_map(obj)):
             return True
-        if not isinstance(obj, _ndarray):
+        if not isinstance(obj, _NDARRAY):
             return False  # another exporter (bytearray, mmap, memoryview, ...) may be written
         nxt = obj.base
         if nxt is None:
@@ -303,6 +382,41 @@ cdef bint _unshared(object rec, bint alone) except -1:
         if Py_REFCNT(nxt) != 2:
             alone = False
         obj = nxt
+
+
+cdef int _take_plain(RaggedChunk chunk, object arr, PyObject *descr, bint alone) except -1:
+    """`_take` for an array of exactly type ndarray whose dtype object is `descr` (the store's
+    own, so kind, size and byte order match), through its fields: 1 if taken, 0 if it must go
+    the general way (another rank, not C-contiguous or not aligned)."""
+    cdef int flags = (<int *> _field_ptr(arr, FIELD_FLAGS))[0]
+    cdef int i
+    cdef uint64_t n
+    cdef Py_ssize_t *dims
+    cdef void *data
+    if (<int *> _field_ptr(arr, FIELD_ND))[0] != chunk.ndim or \
+            (flags & (ARRAY_C_CONTIGUOUS | ARRAY_ALIGNED)) != (ARRAY_C_CONTIGUOUS | ARRAY_ALIGNED):
+        return 0
+    if chunk.count == chunk.cap:
+        chunk._grow()
+    dims = (<Py_ssize_t **> _field_ptr(arr, FIELD_DIMS))[0]
+    n = chunk.itemsize
+    for i in range(chunk.ndim):
+        n *= <uint64_t> dims[i]
+        chunk.shapes[chunk.count * chunk.ndim + i] = <uint64_t> dims[i]
+    data = (<void **> _field_ptr(arr, FIELD_DATA))[0]
+    # An array without a base owns its memory: unshared exactly when the caller's reference is
+    # its only one (`_unshared`, whose other cases need the chain of bases).
+    if chunk.trusted or (n >= STAGE_ALWAYS_BYTES and (
+            _unshared(arr, alone) if (<PyObject **> _field_ptr(arr, FIELD_BASE))[0] != NULL
+            else (alone and _REFCOUNTS_TRUSTED))):
+        chunk.ptrs[chunk.count] = <uint64_t> <uintptr_t> data
+        chunk.staged[chunk.count] = 0
+        chunk.arrays.append(arr)
+    else:
+        chunk._stage(data, n)
+    chunk.count += 1
+    chunk.nbytes += n
+    return 1
 
 
 cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize, bint alone,
@@ -317,7 +431,11 @@ cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize, bint alon
     cdef int i
     cdef MapKind mapped
     cdef int need = ARRAY_C_CONTIGUOUS | ARRAY_ALIGNED | ARRAY_NOTSWAPPED
-    if not isinstance(arr, _ndarray):
+    if chunk.descr != NULL and type(arr) is _NDARRAY and \
+            (<PyObject **> _field_ptr(arr, FIELD_DESCR))[0] == chunk.descr:
+        if _take_plain(chunk, arr, chunk.descr, alone):
+            return 1
+    if not isinstance(arr, _NDARRAY):
         return 0
     capsule = arr.__array_struct__
     ai = <zr_array_interface *> PyCapsule_GetPointer(capsule, NULL)
@@ -341,7 +459,9 @@ cdef int _take(RaggedChunk chunk, object arr, char kind, int itemsize, bint alon
     else:
         chunk._stage(ai.data, n)
         if mapped != NOT_MAPPED:
-            chunk.arrays.append(arr)  # so that the writer releases the consumed pages
+            chunk.arrays.append(arr)
+    if mapped != NOT_MAPPED:
+        chunk.mapped.append(arr)  # so that the writer releases the consumed pages
     chunk.count += 1
     chunk.nbytes += n
     return 1
@@ -354,7 +474,7 @@ cdef int raise_pending() except -1:
 
 def ragged_collect(object it, RaggedChunk chunk, str dtype_kind, int itemsize,
                    Py_ssize_t max_records, uint64_t max_bytes, object fix, uint64_t first,
-                   object exact=None):
+                   object exact=None, object dtype=None):
     """Move records from the iterator `it` into `chunk` until it holds `max_records` records
     or `max_bytes` bytes; return True once `it` is exhausted.
 
@@ -362,11 +482,20 @@ def ragged_collect(object it, RaggedChunk chunk, str dtype_kind, int itemsize,
     dtype (`dtype_kind`, `itemsize`, native byte order), C-contiguous and aligned. Anything
     else goes to `fix(record, record_number)` (numbered from `first`), which raises the
     user-facing error or returns a contiguous copy that is then taken. `exact`, if not None,
-    is the store's dtype, which every record's must equal (datetime units, V<n>).
+    is the store's dtype, which every record's must equal (datetime units, V<n>). `dtype`, the
+    store's NumPy dtype, lets records of exactly that dtype object skip the array interface.
     """
     cdef char kind = ord(dtype_kind)
     cdef object rec
     cdef PyObject *p
+    if dtype is not None and _ARRAY_FIELDS and dtype.itemsize == itemsize and \
+            ord(dtype.kind) == kind and dtype.isnative:
+        chunk.dtype = dtype  # keeps the object, and so the pointer, alive
+        chunk.descr = <PyObject *> dtype
+        chunk.itemsize = itemsize
+    else:
+        chunk.dtype = None
+        chunk.descr = NULL
     while chunk.count < max_records and chunk.nbytes < max_bytes:
         p = PyIter_Next(it)
         if p == NULL:

@@ -264,7 +264,7 @@ class RaggedWriter(_Writer):
         try:
             while not _native.ragged_collect(it, chunk, kind, itemsize, _RAGGED_CHUNK_RECORDS,
                                              _RAGGED_CHUNK_BYTES, self._fix_record,
-                                             first + taken, exact):
+                                             first + taken, exact, self.dtype):
                 taken += chunk.count
                 advance(chunk.count)
                 if chunk.count >= _RAGGED_CHUNK_RECORDS:
@@ -293,7 +293,7 @@ class RaggedWriter(_Writer):
     def _flush(self, chunk: _native.RaggedChunk) -> None:
         try:
             self._handle.append_chunk(chunk)
-            release_mapped_pages(*chunk.arrays)
+            release_mapped_pages(*chunk.mapped)
         finally:
             chunk.clear()
 
