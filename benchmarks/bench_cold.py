@@ -37,12 +37,33 @@ included) and the payload bytes still resident after eviction. Medians over --ro
 
 Cold DataLoaders (vision_dense and tokens): our DataLoader (--loader-workers threads, IID
 Sampler) over our raw store against torch.utils.data.DataLoader (fork, the same number of
-worker processes, a per-sample Dataset over NumPy memory maps of the npy copy, IID sampling
-with replacement), each in its own process: batches/s and the peak PSS of the process tree
-(bench.PeakPss). While a loader runs, a separate process evicts its files every
---evict-interval-ms (30) and records what stays resident right after each eviction: pages a
-process has mapped (PyTorch's memory maps; zrecord's mappings of small-record shards) cannot be
-evicted, so such a loader reads part of its data warm; the tables say how much stayed.
+worker processes, a per-sample Dataset over NumPy memory maps, IID sampling with replacement;
+on request, --loaders torch-fork-random, the same with its maps advised MADV_RANDOM), each in
+its own process: batches/s, records/s, MiB/s, the peak PSS of the process tree
+(bench.PeakPss) and the device bytes it read per batch (read_bytes of the process tree,
+readahead included). Two ways to keep them cold (--cold-method; auto, the default: cgroup
+where this process can make a memory cgroup, else evict, saying why):
+  cgroup  each loader's process tree runs in a memory cgroup of its own (cgroup v1
+          memory.limit_in_bytes or v2 memory.max = --cold-loader-limit, default 1.5 GiB; made
+          below this process's own memory cgroup, the process entering it before it execs the
+          loader, and removed afterwards, also on errors) over a larger dataset: the
+          workload's real records repeated to --cold-loader-bytes (default 4 GiB), as our raw
+          store and as the NumPy files PyTorch maps, built once into
+          --tmp/bench-cold-loader-data outside any timing and checked against the source.
+          Before each loader every file of the dataset is dropped from the page cache
+          (posix_fadvise DONTNEED; nothing has them mapped then). The page cache a process
+          tree brings in is charged to its group, and at the limit the kernel reclaims the
+          group's own pages, mapped ones included, so with the data several times the limit
+          most IID reads are cold for every loader however it reads; no evictor runs. The
+          loaders' libraries are imported once outside the groups first, so that their code
+          is not charged to the limit. The table gives each dataset's size against the limit,
+          the group's peak charge, and the share of the loader's files cached at the end.
+  evict   each loader reads the workload's own files while a separate process evicts them
+          every --evict-interval-ms (30) and records what stays resident right after each
+          eviction. Pages that a process has mapped (PyTorch's memory maps; zrecord's mappings
+          of small-record shards) cannot be evicted, so such a loader reads part of its data
+          warm, while pages hinted but not yet read are evicted; the table says how much
+          stayed.
 
 --larger-than-ram (opt-in, never in CI): writes a raw Dense store of repeated real vision
 records of at least 1.25x MemTotal (refused, before anything is written, if the folder lacks
@@ -53,6 +74,7 @@ every second (page cache excluded: only what the process holds) into the JSON.
 Usage: python benchmarks/bench_cold.py [--workload tokens,vision_dense,...] [--rounds 3]
        [--batches 10 | --seconds S] [--peer /path/to/venv/bin/python] [--tmp DIR] [--json OUT]
        [--parts gather,loaders] [--evict-index] [--larger-than-ram]
+       [--cold-method auto|cgroup|evict] [--cold-loader-bytes 4G] [--cold-loader-limit 1.5G]
 """
 
 from __future__ import annotations
@@ -100,9 +122,13 @@ PAGE = mmap.PAGESIZE
 DEPTHS = (1, 8, 32, 128)
 TOKEN_WORKLOADS = ("token_blocks", "tokens")  # the only ones zstd_dict is measured on
 LOADER_WORKLOADS = ("vision_dense", "tokens")
-LOADERS = ("loaderx", "torch-fork")
+LOADERS = ("loaderx", "torch-fork", "torch-fork-random")  # the last one only on request
 # Room a run needs beyond its stores, and what --larger-than-ram leaves free on the disk.
 HEADROOM_BYTES = 2 << 30
+# Loader figures beyond benchcommon.METRICS that the round medians cover too.
+LOADER_EXTRA = ("cgroup_peak_mib", "resident_start_pct", "resident_pct_max", "limit_hits", "oom_kills")
+CGROUP_ROOT = "/sys/fs/cgroup"
+BYTE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 MAPPED_NOTE = ("posix_fadvise(DONTNEED) cannot evict pages that a process has mapped: a "
                "loader that reads through memory maps keeps what it touched warm")
 
@@ -406,10 +432,11 @@ class RaggedMmapDataset:
     message. The stronger baseline is the fairer one.
     """
 
-    def __init__(self, payload: str, offsets: str) -> None:
+    def __init__(self, payload: str, offsets: str, random: bool = False) -> None:
         self.path = payload
         self.offsets = np.load(offsets)
         self.payload: np.ndarray | None = None
+        self.random = random
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -417,7 +444,34 @@ class RaggedMmapDataset:
     def __getitem__(self, i: int) -> np.ndarray:
         if self.payload is None:
             self.payload = np.load(self.path, mmap_mode="r")
+            if self.random:
+                advise_random(self.payload)
         return np.array(self.payload[self.offsets[i]:self.offsets[i + 1]])
+
+
+def advise_random(arr: Any) -> None:
+    """madvise(MADV_RANDOM) on a NumPy memory map: a page fault then reads its page alone,
+    not the kernel's read-around window (read_ahead_kb, centred on the page)."""
+    arr._mmap.madvise(mmap.MADV_RANDOM)
+
+
+class RandomMmapDataset:
+    """bench.MmapDataset (a per-sample Dataset over a read-only memory map) whose map, opened
+    lazily in each worker, is advised MADV_RANDOM: the loader "torch-fork-random"."""
+
+    def __init__(self, path: str) -> None:
+        from bench import MmapDataset
+
+        self.inner = MmapDataset(path)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, i: int) -> Any:
+        if self.inner.images is None:
+            self.inner.images = np.load(self.inner.path, mmap_mode="r")
+            advise_random(self.inner.images)
+        return self.inner[i]
 
 
 def collate_list(samples: list[Any]) -> list[Any]:
@@ -428,13 +482,13 @@ def collate_list(samples: list[Any]) -> list[Any]:
 def child_loader(args: argparse.Namespace) -> dict[str, Any]:
     """One loader over one workload's cold files, in this process (and its workers)."""
     kind = WORKLOADS[args.workload][0]
-    npy = os.path.join(args.store_root, f"npy-{args.workload}")
+    npy = args.loader_npy or os.path.join(args.store_root, f"npy-{args.workload}")
     if args.loader == "loaderx":
         from loaderx.dataloader import DataLoader
         from loaderx.sampler import Sampler
 
         store = (Dense if kind == "dense" else Ragged).open(
-            store_path(args.store_root, STORE_LABEL, args.workload, "raw"))
+            args.loader_store or store_path(args.store_root, STORE_LABEL, args.workload, "raw"))
         sampler = Sampler(len(store), args.batch, Sampler.Mode.IID, seed=args.seed)
         loader: Any = DataLoader({"x": store}, sampler, workers=args.loader_workers, prefetch=4)
         batches: Any = loader
@@ -443,11 +497,14 @@ def child_loader(args: argparse.Namespace) -> dict[str, Any]:
         import torch
         from bench import MmapDataset
 
+        random = args.loader.endswith("-random")
         if kind == "dense":
-            ds: Any = MmapDataset(os.path.join(npy, "records.npy"))
+            path = os.path.join(npy, "records.npy")
+            ds: Any = RandomMmapDataset(path) if random else MmapDataset(path)
             collate = None
         else:
-            ds = RaggedMmapDataset(os.path.join(npy, "payload.npy"), os.path.join(npy, "offsets.npy"))
+            ds = RaggedMmapDataset(os.path.join(npy, "payload.npy"),
+                                   os.path.join(npy, "offsets.npy"), random)
             collate = collate_list
         sampler = torch.utils.data.RandomSampler(
             ds, replacement=True, num_samples=1 << 40,
@@ -500,6 +557,32 @@ def child_command(args: argparse.Namespace, what: str, *extra: str) -> list[str]
             "--store-root", args.store_root, "--batch", str(args.batch), *extra]
 
 
+def child_result(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The JSON line a loader child printed last, or {"status": why it failed}."""
+    if out.returncode < 0:  # killed: its last words are whatever it printed before
+        return {"status": f"failed: killed by {signal.Signals(-out.returncode).name}"}
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"status": f"failed (exit {out.returncode}): {tail}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def loader_command(args: argparse.Namespace, name: str, workload: str, round_: int,
+                   *extra: str) -> list[str]:
+    return child_command(args, "loader", "--loader", name, "--workload", workload,
+                         "--loader-workers", str(args.loader_workers), "--loader-batches",
+                         str(args.loader_batches), "--loader-seconds", str(args.loader_seconds),
+                         "--loader-warmup", str(args.loader_warmup), "--seed", str(round_), *extra)
+
+
+def finish_row(row: dict[str, Any], args: argparse.Namespace, record_bytes: float) -> None:
+    """Records/s, logical MiB/s and the logical MiB of one batch, from batches/s."""
+    row["batch_mib"] = args.batch * record_bytes / 2**20
+    if "batches_per_s" in row:
+        row["krecords_s"] = row["batches_per_s"] * args.batch / 1e3
+        row["mib_s"] = row["batches_per_s"] * row["batch_mib"]
+
+
 def run_with_evictor(args: argparse.Namespace, files: list[str],
                      cmd: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run `cmd` (a child printing one JSON line last) while a separate process evicts
@@ -514,15 +597,23 @@ def run_with_evictor(args: argparse.Namespace, files: list[str],
         lines = evictor.communicate(timeout=60)[0].strip().splitlines()
     # An evictor stopped before it could install its handler printed nothing.
     samples = json.loads(lines[-1])["samples"] if lines else []
-    if out.returncode != 0:
-        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"status": f"failed (exit {out.returncode}): {tail}"}, {}
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = child_result(out)
+    if "status" in result:
+        return result, {}
     start, end = result.pop("window")
     shares = [pct for t, pct in samples if start <= t <= end]
     return result, {"evictions": len(shares),
                     "resident_pct_mean": float(np.mean(shares)) if shares else float("nan"),
                     "resident_pct_max": float(np.max(shares)) if shares else float("nan")}
+
+
+def loader_row(name: str, w: Workload) -> dict[str, Any]:
+    """A loader's row, with a status if it cannot run here. "backend" keys the round medians,
+    so it names the workload too."""
+    row: dict[str, Any] = {"backend": f"{name}/{w.name}", "loader": name, "workload": w.name}
+    if name.startswith("torch") and importlib.util.find_spec("torch") is None:
+        row["status"] = "torch is not installed (pip install torch)"
+    return row
 
 
 def loader_rows(w: Workload, args: argparse.Namespace, npy: dict[str, str],
@@ -531,38 +622,438 @@ def loader_rows(w: Workload, args: argparse.Namespace, npy: dict[str, str],
     rows = []
     ours = ensure_store(w, "raw", args.store_root, args.batch)
     for name in args.loaders:
-        # "backend" keys the round medians, so it names the workload too.
-        row: dict[str, Any] = {"backend": f"{name}/{w.name}", "loader": name, "workload": w.name}
-        if name.startswith("torch") and importlib.util.find_spec("torch") is None:
-            row["status"] = "torch is not installed (pip install torch)"
+        row = loader_row(name, w)
+        if "status" in row:
             rows.append(row)
             continue
         files = store_files(ours)[0] if name == "loaderx" else \
             [npy["records" if w.kind == "dense" else "payload"]]
-        cmd = child_command(args, "loader", "--loader", name, "--workload", w.name,
-                            "--loader-workers", str(args.loader_workers), "--loader-batches",
-                            str(args.loader_batches), "--loader-seconds", str(args.loader_seconds),
-                            "--loader-warmup", str(args.loader_warmup),
-                            "--seed", str(round_))
-        result, stats = run_with_evictor(args, files, cmd)
+        result, stats = run_with_evictor(args, files, loader_command(args, name, w.name, round_))
         row.update(result)
         if stats:  # evictions during the timed batches, and what each left resident
             row["evictions"] = stats["evictions"]
             row["resident_pct"] = stats["resident_pct_mean"]
             row["resident_pct_max"] = stats["resident_pct_max"]
-        if "batches_per_s" in row:
-            row["krecords_s"] = row["batches_per_s"] * args.batch / 1e3
-            row["mib_s"] = row["batches_per_s"] * args.batch * mean_record_bytes(w) / 2**20
+        finish_row(row, args, mean_record_bytes(w))
         rows.append(row)
     return rows
 
 
 def median_loader_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per-loader medians over the rounds that ran (median_rows), the cgroup figures too."""
     ok = [[r for r in rows if "batches_per_s" in r] for rows in rounds]
     if not ok[0]:
         return rounds[0]
     medians = {r["backend"]: r for r in median_rows(ok)}
+    for name, row in medians.items():
+        seen = [r for rows in ok for r in rows if r["backend"] == name]
+        for key in LOADER_EXTRA:
+            values = [r[key] for r in seen if key in r]
+            if values:
+                row["rounds"][key] = values
+                row[key] = float(np.median(values))
     return [medians.get(r["backend"], r) for r in rounds[0]]
+
+
+# -- cold DataLoaders in a memory cgroup -------------------------------------------------------
+
+
+def parse_bytes(text: str) -> int:
+    """A byte count: 300000000, 512M, 1.5G or 4GiB (binary units)."""
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = t[-1] if t and t[-1] in BYTE_UNITS else ""
+    return int(float(t[:len(t) - len(unit)]) * BYTE_UNITS[unit])
+
+
+def per_workload(text: str, names: tuple[str, ...]) -> dict[str, int]:
+    """`4G` for every workload in `names`, or `vision_dense=4G,tokens=2G`: a bare value sets
+    every workload, NAME=value one of them (later items win). Raises ValueError."""
+    out: dict[str, int] = {}
+    for item in (x for x in text.split(",") if x):
+        name, _, value = item.rpartition("=")
+        if name and name not in names:
+            raise ValueError(f"{name!r} is not one of {list(names)}")
+        out.update({n: parse_bytes(value) for n in ([name] if name else names)})
+    if missing := [n for n in names if n not in out]:
+        raise ValueError(f"no value for {missing} in {text!r}")
+    return out
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+class CgroupUnavailable(RuntimeError):
+    """Why this process cannot bound a child's memory with a cgroup of its own."""
+
+
+def own_cgroup(version: str) -> str:
+    """This process's memory cgroup as /proc/self/cgroup names it ("/": the root)."""
+    for line in read_text("/proc/self/cgroup").splitlines():
+        hier, ctrls, path = line.split(":", 2)
+        if (version == "v1" and "memory" in ctrls.split(",")) or (version == "v2" and hier == "0"):
+            return path
+    return "/"
+
+
+def cgroup_base() -> tuple[str, str]:
+    """(version, folder): where a loader's memory cgroup can be made, checked by making and
+    removing one. The folder is this process's own memory cgroup (on a host's shell, the
+    root; in a container or a session's cgroup, that one), so that a loader stays inside
+    whatever limits and accounting its parent has. Raises CgroupUnavailable with the reason."""
+    if os.path.isfile(os.path.join(CGROUP_ROOT, "memory", "memory.limit_in_bytes")):
+        version, mount = "v1", os.path.join(CGROUP_ROOT, "memory")
+    elif "memory" in read_text(os.path.join(CGROUP_ROOT, "cgroup.controllers")).split():
+        version, mount = "v2", CGROUP_ROOT
+    else:
+        raise CgroupUnavailable(f"no memory controller at {CGROUP_ROOT}/memory (cgroup v1) nor "
+                                f"in {CGROUP_ROOT}/cgroup.controllers (v2)")
+    base = os.path.join(mount, own_cgroup(version).lstrip("/"))
+    if not os.path.isdir(base):  # a path of another cgroup namespace: the mount's root
+        base = mount
+    if version == "v2" and "memory" not in read_text(
+            os.path.join(base, "cgroup.subtree_control")).split():
+        raise CgroupUnavailable(f"the v2 cgroup {base} does not enable the memory controller "
+                                "for its children (cgroup.subtree_control)")
+    try:
+        MemoryCgroup(version, base, "probe", 1 << 30).remove()
+    except OSError as exc:
+        raise CgroupUnavailable(f"cannot make a memory cgroup in {base}: {exc}") from exc
+    return version, base
+
+
+class MemoryCgroup:
+    """A memory cgroup of one loader's process tree, with a limit on what its processes may
+    hold, page cache included. At the limit the kernel reclaims the group's own pages, file
+    pages that a process has mapped as well (which posix_fadvise(DONTNEED) never evicts), so
+    the page cache a loader can keep is bounded whatever way it reads.
+
+    `command` wraps a command line so that its process enters the group before it execs the
+    command: all that it and its children then allocate or bring into the page cache is
+    charged to the group. `remove` (also on leaving a with block) kills what is left in the
+    group (only this benchmark's processes) and removes it.
+    """
+
+    def __init__(self, version: str, base: str, name: str, limit: int) -> None:
+        self.version = version
+        self.path = os.path.join(base, f"zr-bench-{os.getpid()}-{name}")
+        os.mkdir(self.path)
+        try:
+            limit_file = "memory.limit_in_bytes" if version == "v1" else "memory.max"
+            with open(os.path.join(self.path, limit_file), "w") as f:
+                f.write(str(limit))
+        except OSError:
+            self.remove()
+            raise
+
+    def __enter__(self) -> MemoryCgroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def command(self, cmd: list[str]) -> list[str]:
+        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"',
+                os.path.join(self.path, "cgroup.procs"), *cmd]
+
+    def stats(self) -> dict[str, int]:
+        """peak (bytes charged at most; absent where a v2 kernel lacks memory.peak), limit_hits
+        (v1: charges that met the limit; v2: memory.events max) and oom_kills."""
+        def fields(name: str) -> dict[str, int]:
+            pairs = (line.split() for line in read_text(os.path.join(self.path, name)).splitlines())
+            return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
+
+        def number(name: str) -> int | None:
+            text = read_text(os.path.join(self.path, name)).strip()
+            return int(text) if text.isdigit() else None
+
+        if self.version == "v1":
+            out = {"peak": number("memory.max_usage_in_bytes"),
+                   "limit_hits": number("memory.failcnt"),
+                   "oom_kills": fields("memory.oom_control").get("oom_kill")}
+        else:
+            events = fields("memory.events")
+            out = {"peak": number("memory.peak"), "limit_hits": events.get("max"),
+                   "oom_kills": events.get("oom_kill")}
+        return {k: v for k, v in out.items() if v is not None}
+
+    def remove(self) -> None:
+        """Kill the processes left in the group, then remove it (rmdir waits for the kernel
+        to let go of them)."""
+        deadline = time.monotonic() + 10
+        while True:
+            pids = [int(p) for p in read_text(os.path.join(self.path, "cgroup.procs")).split()]
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:  # EBUSY while a process is still on its way out
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+
+def choose_method(args: argparse.Namespace) -> tuple[str, tuple[str, str] | None, str]:
+    """("cgroup", (version, folder), "") or ("evict", None, why not a cgroup)."""
+    if args.cold_method == "evict":
+        return "evict", None, "--cold-method evict"
+    try:
+        return "cgroup", cgroup_base(), ""
+    except CgroupUnavailable as exc:
+        if args.cold_method == "cgroup":
+            raise
+        print(f"bench_cold: no memory cgroup for the DataLoaders ({exc}); falling back to "
+              f"evicting their files every {args.evict_interval_ms:g} ms, where pages that a "
+              "loader has mapped stay warm (the table says how many)", file=sys.stderr)
+        return "evict", None, str(exc)
+
+
+# -- the larger dataset of the cgroup measurement ----------------------------------------------
+
+
+def repeat_spans(n: int, records: int, step: int) -> Any:
+    """(first, stop) spans of source indices whose concatenation is records 0..records-1 of
+    the source repeated (record i is source record i mod n), at most `step` at a time."""
+    done = 0
+    while done < records:
+        first = done % n
+        stop = min(n, first + step, first + records - done)
+        yield first, stop
+        done += stop - first
+
+
+def npy_header(f: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+    np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                             "fortran_order": False, "shape": shape})
+
+
+def write_dense_copies(w: Workload, folder: str, records: int) -> None:
+    """`records` repeated records of Dense `w`: our raw store `store` and `npy/records.npy`."""
+    src = w.dense
+    assert src is not None
+    step = max(1, (64 << 20) // src[0].nbytes)
+    with Dense.create(os.path.join(folder, "store"), w.dtype, w.item_shape, codec="raw") as out, \
+            open(os.path.join(folder, "npy", "records.npy"), "wb") as npy:
+        npy_header(npy, w.dtype, (records, *w.item_shape))
+        for first, stop in repeat_spans(w.n, records, step):
+            chunk = np.ascontiguousarray(src[first:stop])
+            out.append(chunk)
+            npy.write(memoryview(chunk).cast("B"))
+
+
+def write_ragged_copies(w: Workload, folder: str, records: int) -> None:
+    """`records` repeated records of Ragged `w`: our raw store `store`, and for PyTorch's
+    Dataset `npy/payload.npy` (flat) with `npy/offsets.npy` (int64, records + 1)."""
+    src = w.ragged
+    assert src is not None
+    offsets = np.asarray(src.offsets, np.int64) - int(src.offsets[0])
+    flat = src.payload[int(src.offsets[0]):]
+    views = list(src)  # every source record once: a whole repetition is one append
+    total = records // w.n * int(offsets[-1]) + int(offsets[records % w.n])
+    npy = os.path.join(folder, "npy")
+    with Ragged.create(os.path.join(folder, "store"), w.dtype, w.ndim, codec="raw") as out, \
+            open(os.path.join(npy, "payload.npy"), "wb") as payload, \
+            open(os.path.join(npy, "offsets.npy"), "wb") as index:
+        npy_header(payload, w.dtype, (total,))
+        npy_header(index, np.dtype(np.int64), (records + 1,))
+        base = 0
+        for first, stop in repeat_spans(w.n, records, w.n):
+            out.append(views[first:stop])
+            payload.write(memoryview(np.ascontiguousarray(
+                flat[offsets[first]:offsets[stop]])).cast("B"))
+            index.write((offsets[first:stop] - offsets[first] + base).tobytes())
+            base += int(offsets[stop] - offsets[first])
+        index.write(np.int64(base).tobytes())
+
+
+def check_cold_data(w: Workload, folder: str, records: int, batch: int) -> None:
+    """Random records (and the first and last) of the store and of the NumPy files against
+    the source records they repeat: exact dtype, shape, order and values."""
+    idx = np.concatenate([np.random.default_rng(1).integers(0, records, batch), [0, records - 1]])
+    want = idx % w.n
+    store = open_store(w, os.path.join(folder, "store"))
+    try:
+        if len(store) != records:
+            raise AssertionError(f"cold {w.name} store: {len(store)} records, not {records}")
+        w.check(f"cold {w.name} store", want, store[idx])
+    finally:
+        store.close()
+    npy = os.path.join(folder, "npy")
+    if w.kind == "dense":
+        arr: Any = np.load(os.path.join(npy, "records.npy"), mmap_mode="r")
+        got: Any = arr[idx] if len(arr) == records else None
+        del arr
+    else:
+        ds = RaggedMmapDataset(os.path.join(npy, "payload.npy"), os.path.join(npy, "offsets.npy"))
+        got = [ds[int(i)] for i in idx] if len(ds) == records else None
+        del ds
+    if got is None:
+        raise AssertionError(f"cold {w.name} NumPy files: not {records} records")
+    w.check(f"cold {w.name} npy", want, got)
+
+
+def cold_data_plan(w: Workload, cache: str, target: int) -> dict[str, Any]:
+    """Where the larger dataset of `w` for `target` logical bytes lives, and what identifies
+    it: the record count, the source files (name, size, mtime) and this zrecord."""
+    records = max(w.n, math.ceil(target / mean_record_bytes(w)))
+    files = [w.dense.filename] if w.dense is not None else w.ragged.files  # type: ignore[union-attr]
+    key = {"workload": w.name, "records": records, "store": f"{STORE_LABEL} {zrecord_version()}",
+           "source": [[os.path.basename(p), os.path.getsize(p), int(os.path.getmtime(p))]
+                      for p in files]}
+    return {"folder": os.path.join(cache, f"{w.name}-{records}"), "records": records, "key": key}
+
+
+def zrecord_version() -> str:
+    from benchcommon import zrecord
+
+    return str(getattr(zrecord, "__version__", "")) if OURS else STORE_LABEL
+
+
+def cold_data_ready(plan: dict[str, Any]) -> bool:
+    info = read_text(os.path.join(plan["folder"], "manifest.json"))
+    return bool(info) and json.loads(info).get("key") == plan["key"]
+
+
+def ensure_cold_data(w: Workload, cache: str, target: int, batch: int) -> dict[str, Any]:
+    """The larger dataset of `w` for the cgroup measurement: its records repeated in order to
+    at least `target` logical bytes, as our raw store (`store`) and as the NumPy files that
+    PyTorch's Dataset maps (`npy`). Built once, outside any timing, into `cache` (a folder
+    that outlives the run), written durably and checked; reused while its manifest matches."""
+    plan = cold_data_plan(w, cache, target)
+    folder, records = plan["folder"], plan["records"]
+    if not cold_data_ready(plan):
+        shutil.rmtree(folder, ignore_errors=True)
+        part = folder + ".partial"
+        shutil.rmtree(part, ignore_errors=True)
+        os.makedirs(os.path.join(part, "npy"))
+        print(f"  building the {w.name} dataset of {records:,} records "
+              f"({records * mean_record_bytes(w) / 2**30:,.2f} GiB) in {folder} ...",
+              file=sys.stderr, flush=True)
+        t = time.perf_counter()
+        (write_dense_copies if w.kind == "dense" else write_ragged_copies)(w, part, records)
+        fsync_tree(part)
+        check_cold_data(w, part, records, batch)
+        Path(part, "manifest.json").write_text(json.dumps(
+            {"key": plan["key"], "build_s": time.perf_counter() - t}))
+        fsync_tree(part)
+        os.rename(part, folder)
+        print(f"  built in {time.perf_counter() - t:,.0f} s", file=sys.stderr, flush=True)
+    store, npy = os.path.join(folder, "store"), os.path.join(folder, "npy")
+    return {"store": store, "npy": npy, "records": records, "copies": records / w.n,
+            "logical_bytes": records * mean_record_bytes(w), "store_bytes": disk_bytes(store),
+            "npy_bytes": disk_bytes(npy),
+            "build_s": json.loads(read_text(os.path.join(folder, "manifest.json")))["build_s"]}
+
+
+def cold_data_need(workloads: list[Workload], args: argparse.Namespace, cache: str) -> int:
+    """Bytes the datasets still to be built will take: two copies (our store, the NumPy
+    files) of each, plus our Ragged index (32 B a record) and the offsets (8 B a record)."""
+    need = 0
+    for w in workloads:
+        plan = cold_data_plan(w, cache, args.cold_loader_bytes[w.name])
+        if not cold_data_ready(plan):
+            need += math.ceil(2 * plan["records"] * mean_record_bytes(w))
+            need += 40 * plan["records"] if w.kind == "ragged" else 0
+    return need
+
+
+def warm_libraries(args: argparse.Namespace) -> None:
+    """Import the loaders' libraries once in a process outside any loader's cgroup: a file
+    page is charged to the group that first reads it, so their code then stays out of the
+    limit, which bounds each loader's own memory and the data it reads (PyTorch's shared
+    libraries alone are about a GiB, much of it touched at import)."""
+    mods = ["numpy", "zrecord", "loaderx.dataloader"]
+    if any(x.startswith("torch") for x in args.loaders) and importlib.util.find_spec("torch"):
+        mods.append("torch")
+    subprocess.run([sys.executable, "-c", f"import {', '.join(mods)}"], check=False)
+
+
+def percent_resident(paths: list[str]) -> float:
+    return 100.0 * resident_bytes(paths) / max(1, sum(os.path.getsize(p) for p in paths))
+
+
+def folder_files(path: str) -> list[str]:
+    return [os.path.join(d, f) for d, _, files in os.walk(path) for f in sorted(files)]
+
+
+def cgroup_loader_rows(w: Workload, args: argparse.Namespace, data: dict[str, Any],
+                       group: tuple[str, str], round_: int) -> list[dict[str, Any]]:
+    """One round of every loader over the larger dataset of `w`, each in its own process
+    tree inside its own memory cgroup (--cold-loader-limit), started with every file of the
+    dataset dropped from the page cache (nothing has them mapped then). No evictor runs: the
+    limit keeps the page cache small beside the data, so IID reads are mostly cold."""
+    rows = []
+    files = {"loaderx": folder_files(data["store"]), "torch": folder_files(data["npy"])}
+    limit = args.cold_loader_limit[w.name]
+    for name in args.loaders:
+        row = loader_row(name, w)
+        if "status" in row:
+            rows.append(row)
+            continue
+        mine = files["loaderx" if name == "loaderx" else "torch"]
+        evict(files["loaderx"] + files["torch"])
+        row["resident_start_pct"] = percent_resident(mine)
+        cmd = loader_command(args, name, w.name, round_, "--loader-store", data["store"],
+                             "--loader-npy", data["npy"])
+        with MemoryCgroup(*group, f"{name}-{w.name}", limit) as cg:
+            out = subprocess.run(cg.command(cmd), capture_output=True, text=True)
+            stats = cg.stats()
+            row["resident_pct"] = percent_resident(mine)  # what the group kept cached, at the end
+        row.update(child_result(out))
+        row.update({k: v for k, v in stats.items() if k != "peak"})
+        if "peak" in stats:
+            row["cgroup_peak_mib"] = stats["peak"] / 2**20
+        if "status" in row and stats.get("oom_kills"):
+            row["status"] += (f" ({stats['oom_kills']} OOM kill(s) at the {limit / 2**30:.2f} GiB "
+                              "limit: raise --cold-loader-limit)")
+        finish_row(row, args, data["logical_bytes"] / data["records"])
+        rows.append(row)
+    return rows
+
+
+def loader_part(workloads: list[Workload], args: argparse.Namespace, root: str, cache: str,
+                method: tuple[str, tuple[str, str] | None, str]) -> dict[str, Any] | None:
+    """The cold DataLoaders of every loader workload, --rounds rounds each, by `method`
+    (choose_method): in memory cgroups over larger datasets built in `cache`, or beside an
+    evictor over the workload's own files. The "loaders" entry of the results."""
+    ws = [w for w in workloads if w.name in LOADER_WORKLOADS]
+    if not ws:
+        return None
+    kind, group, why = method
+    entry: dict[str, Any] = {"method": kind, "batch": args.batch, "workers": args.loader_workers,
+                             "batches": args.loader_batches, "seconds": args.loader_seconds,
+                             "warmup": args.loader_warmup}
+    if kind == "cgroup":
+        assert group is not None
+        entry.update(cgroup={"version": group[0], "parent": group[1]}, datasets={},
+                     limits={w.name: args.cold_loader_limit[w.name] for w in ws})
+        warm_libraries(args)
+    else:
+        entry.update(evict_interval_ms=args.evict_interval_ms, note=MAPPED_NOTE, fallback=why)
+    rounds: list[list[dict[str, Any]]] = [[] for _ in range(max(1, args.rounds))]
+    for w in ws:
+        print(f"{w.name}: cold DataLoaders ({kind}) ...", file=sys.stderr, flush=True)
+        if kind == "cgroup":
+            data = ensure_cold_data(w, cache, args.cold_loader_bytes[w.name], args.batch)
+            entry["datasets"][w.name] = {k: v for k, v in data.items() if k not in ("store", "npy")}
+            entry["datasets"][w.name]["source_records"] = w.n
+        else:
+            npy = ensure_npy(w, root)
+        for k in range(max(1, args.rounds)):
+            rounds[k] += (cgroup_loader_rows(w, args, data, group, k) if group is not None
+                          else loader_rows(w, args, npy, k))
+    entry["rows"] = median_loader_rows(rounds)
+    return entry
 
 
 # -- larger than RAM ---------------------------------------------------------------------------
@@ -751,10 +1242,57 @@ def coldness(r: dict[str, Any]) -> str:
 
 
 def loader_table(result: dict[str, Any]) -> str:
+    """The cold DataLoader table of either method (results before the cgroup method have
+    no "method": theirs is the evictor)."""
     lo = result["loaders"]
+    return cgroup_loader_table(lo) if lo.get("method") == "cgroup" else evict_loader_table(lo)
+
+
+def cgroup_loader_table(lo: dict[str, Any]) -> str:
+    lines = [f"### Cold DataLoaders in memory cgroups: IID, batch {lo['batch']}, {lo['workers']} "
+             "workers (loaderx: threads; PyTorch: fork processes), at least "
+             f"{lo['batches']} batches and {lo['seconds']:g} s after {lo['warmup']} warm-up, each "
+             f"loader's process tree in a memory cgroup ({lo['cgroup']['version']}) of its own",
+             "", "| loader | workload | batches/s | records/s | MiB/s | peak PSS MiB | cgroup "
+             "peak MiB | device MiB/batch | read amp. | resident at end |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in lo["rows"]:
+        if "batches_per_s" not in r:
+            lines.append(f"| {r['loader']} | {r['workload']} | {r.get('status', '')} | | | | | | | |")
+            continue
+        read = r.get("read_mib_batch")
+        lines.append(f"| {r['loader']} | {r['workload']} | {r['batches_per_s']:,.1f} | "
+                     f"{r['krecords_s'] * 1e3:,.0f} | {r['mib_s']:,.1f} | {r['peak_pss_mib']:,.0f} | "
+                     f"{r.get('cgroup_peak_mib', float('nan')):,.0f} | "
+                     + (f"{read:,.2f} | {read / r['batch_mib']:.2f}x" if read is not None else " | ")
+                     + f" | {r.get('resident_pct', float('nan')):.1f}% |")
+    lines.append("")
+    for name, d in lo["datasets"].items():
+        limit = lo["limits"][name]
+        ratio = d["logical_bytes"] / limit
+        lines.append(f"- {name}: {d['records']:,} records ({d['copies']:.1f} copies of the "
+                     f"{d['source_records']:,} real ones), {d['logical_bytes'] / 2**30:,.2f} GiB; "
+                     f"our raw store {d['store_bytes'] / 2**30:,.2f} GiB, the NumPy files "
+                     f"{d['npy_bytes'] / 2**30:,.2f} GiB; cgroup limit {limit / 2**30:,.2f} GiB: "
+                     f"the data is {ratio:.1f}x the limit"
+                     + (" (UNDER 2x: many reads hit the page cache)" if ratio < 2 else ""))
+    lines += ["", "Each loader ran in its own process tree in a memory cgroup whose limit covers "
+              "its processes' memory and the page cache they bring in, mapped pages included "
+              "(the kernel reclaims those at the limit, which posix_fadvise cannot), after every "
+              "file of the dataset was dropped from the page cache (nothing had them mapped). No "
+              "evictor runs: with the data N times the limit, at most about 1/N of uniform IID "
+              "reads can find their record cached. Device MiB/batch: read_bytes of the process "
+              "tree (/proc/PID/io; readahead included); read amp.: that over a batch's logical "
+              "MiB; cgroup peak: the most the group was charged; resident at end: the loader's "
+              "files in the page cache when it had finished (mincore)."]
+    return "\n".join(lines)
+
+
+def evict_loader_table(lo: dict[str, Any]) -> str:
     lines = [f"### Cold DataLoaders: IID, batch {lo['batch']}, {lo['workers']} workers (loaderx: "
              f"threads; PyTorch: fork processes), at least {lo['batches']} batches and "
-             f"{lo['seconds']:g} s after {lo['warmup']} warm-up, files evicted every {lo['evict_interval_ms']:g} ms by a separate process",
+             f"{lo['seconds']:g} s after {lo['warmup']} warm-up, files evicted every {lo['evict_interval_ms']:g} ms by a separate process"
+             + (f" (no memory cgroup: {lo['fallback']})" if lo.get("fallback") else ""),
              "", "| loader | workload | batches/s | records/s | MiB/s | peak PSS MiB | device "
              "MiB/batch | resident after evict (mean / max) | reads were |",
              "|---|---|---:|---:|---:|---:|---:|---:|---|"]
@@ -774,6 +1312,35 @@ def loader_table(result: dict[str, Any]) -> str:
 
 
 # -- the driver --------------------------------------------------------------------------------
+
+
+def add_loader_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of the cold DataLoader part (--parts loaders)."""
+    ap.add_argument("--loaders", default="loaderx,torch-fork",
+                    help="loaderx, torch-fork (PyTorch's DataLoader over NumPy memory maps), "
+                         "torch-fork-random (the same, its maps advised MADV_RANDOM); default "
+                         "the first two")
+    ap.add_argument("--loader-workers", type=int, default=4)
+    ap.add_argument("--loader-batches", type=int, default=40,
+                    help="at least this many timed batches per loader (default 40) ...")
+    ap.add_argument("--loader-seconds", type=float, default=3.0,
+                    help="... and at least this many seconds of them (default 3)")
+    ap.add_argument("--loader-warmup", type=int, default=3)
+    ap.add_argument("--cold-method", choices=("auto", "cgroup", "evict"), default="auto",
+                    help="how the DataLoaders are kept cold: cgroup (each loader in a memory "
+                         "cgroup over a dataset several times its limit), evict (a process "
+                         "evicts their files every --evict-interval-ms; mapped pages stay "
+                         "warm), auto (default: cgroup where this process can make one)")
+    ap.add_argument("--cold-loader-bytes", default="4G",
+                    help="cgroup method: logical bytes of each larger dataset, the real records "
+                         "repeated (default 4G; or per workload: vision_dense=4G,tokens=2G); "
+                         "built once and kept in --tmp/bench-cold-loader-data")
+    ap.add_argument("--cold-loader-limit", default="1.5G",
+                    help="cgroup method: memory limit of each loader's process tree, page cache "
+                         "included (default 1.5G; or per workload, as above); it must exceed the "
+                         "loader's own peak and be well under the dataset")
+    ap.add_argument("--evict-interval-ms", type=float, default=30.0,
+                    help="evict method: how often the DataLoader runs evict their files (default 30)")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -796,21 +1363,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                          "are page-cache figures")
     ap.add_argument("--ceiling-seconds", type=float, default=2.0,
                     help="seconds of each queue depth's device measurement (default 2)")
-    ap.add_argument("--loaders", default=",".join(LOADERS))
-    ap.add_argument("--loader-workers", type=int, default=4)
-    ap.add_argument("--loader-batches", type=int, default=40,
-                    help="at least this many timed batches per loader (default 40) ...")
-    ap.add_argument("--loader-seconds", type=float, default=3.0,
-                    help="... and at least this many seconds of them (default 3)")
-    ap.add_argument("--loader-warmup", type=int, default=3)
-    ap.add_argument("--evict-interval-ms", type=float, default=30.0,
-                    help="how often the DataLoader runs evict their files (default 30)")
+    add_loader_arguments(ap)
     ap.add_argument("--larger-than-ram", action="store_true",
                     help="opt-in: a store of 1.25x MemTotal, DataLoader IID and CYCLIC over it "
                          "for --ltr-seconds each (writes tens of GiB; not for CI)")
     ap.add_argument("--ltr-seconds", type=float, default=60.0)
     # Internal: child processes, and a fake free-space figure to test the refusal.
-    for name in ("--child", "--store-root", "--loader", "--files", "--ltr-mode", "--ltr-store"):
+    for name in ("--child", "--store-root", "--loader", "--files", "--ltr-mode", "--ltr-store",
+                 "--loader-store", "--loader-npy"):
         ap.add_argument(name, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--assume-free-bytes", type=int, default=None, help=argparse.SUPPRESS)
@@ -826,7 +1386,65 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"unknown {unknown}: workloads are {list(WORKLOADS)}, loaders {list(LOADERS)}, "
                  "parts gather, loaders")
     args.workloads = names
+    try:
+        args.cold_loader_bytes = per_workload(args.cold_loader_bytes, LOADER_WORKLOADS)
+        args.cold_loader_limit = per_workload(args.cold_loader_limit, LOADER_WORKLOADS)
+    except ValueError as exc:
+        ap.error(f"--cold-loader-bytes / --cold-loader-limit: {exc}")
     return args
+
+
+def gather_entry(w: Workload, args: argparse.Namespace, root: str, tmpfs: bool) -> dict[str, Any]:
+    """The cold gathers of `w` (every backend, --rounds rounds) beside its device ceiling."""
+    npy = ensure_npy(w, root)
+    extra = (["--store-root", root, "--batches", str(args.batches)]
+             + (["--evict-index"] if args.evict_index else [])
+             + (["--bypass"] if args.bypass else []))
+    rows = measure_rounds(args, __file__, w.name, list, lambda: [npy_row(w, npy, args)],
+                          lambda k: [*extra, "--seed", str(k)])
+    record = mean_record_bytes(w)
+    ceiling = device.rand_read_depths(npy["records" if w.kind == "dense" else "payload"],
+                                      math.ceil(record), DEPTHS, args.ceiling_seconds)
+    return {"name": w.name, "describe": w.describe(), "records": w.n,
+            "record_bytes_mean": record, "logical_mib": w.nbytes / 2**20,
+            "batch": args.batch, "tmpfs": tmpfs, "ceiling": ceiling,
+            "ceiling_basis": add_ceiling_shares(rows, ceiling, record), "rows": rows}
+
+
+def stores_only(args: argparse.Namespace, results: dict[str, Any]) -> int:
+    """A child of measure_rounds: this library's stores of every workload, measured once."""
+    for name in args.workloads:
+        w = Workload(name, args.data, None)
+        rows = measure_rounds(args, __file__, name, lambda w=w: run_stores(w, args), list)
+        results["workloads"][name] = {"rows": rows}
+    Path(args.json).write_text(json.dumps(results))
+    return 0
+
+
+def load_workloads(args: argparse.Namespace) -> list[Workload]:
+    workloads = []
+    for name in args.workloads:
+        try:
+            workloads.append(Workload(name, args.data, None))
+        except FileNotFoundError as exc:
+            print(f"skipping {name}: {exc}", file=sys.stderr)
+    return workloads
+
+
+def disk_need(workloads: list[Workload], loads: list[Workload], args: argparse.Namespace,
+              method: str, cache: str) -> int:
+    """Bytes a run needs free in --tmp: HEADROOM_BYTES, the gather part's stores (every codec,
+    the peer's and other builds' too, and the npy copy), the evict method's raw store and npy
+    copy, and the cgroup method's larger datasets that are not built yet."""
+    need = HEADROOM_BYTES
+    if "gather" in args.parts:
+        copies = 1 + len(args.codecs) * (1 + bool(args.peer) + len(builds(args)))
+        need += sum(w.nbytes for w in workloads) * copies
+    elif method == "evict":
+        need += sum(2 * w.nbytes for w in loads)
+    if method == "cgroup":
+        need += cold_data_need(loads, args, cache)
+    return need
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -837,12 +1455,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = header(args)
     if args.stores_only:  # a child of measure_rounds: this library's stores, once
-        for name in args.workloads:
-            w = Workload(name, args.data, None)
-            rows = measure_rounds(args, __file__, name, lambda w=w: run_stores(w, args), list)
-            results["workloads"][name] = {"rows": rows}
-        Path(args.json).write_text(json.dumps(results))
-        return 0
+        return stores_only(args, results)
 
     tmp = args.tmp or tempfile.gettempdir()
     tmpfs = device.is_page_cache_only(tmp)
@@ -856,72 +1469,57 @@ def main(argv: list[str] | None = None) -> int:
     if args.larger_than_ram:
         return larger_than_ram(args, tmp, results)
 
-    workloads = []
-    for name in args.workloads:
-        try:
-            workloads.append(Workload(name, args.data, None))
-        except FileNotFoundError as exc:
-            print(f"skipping {name}: {exc}", file=sys.stderr)
+    workloads = load_workloads(args)
     if not workloads:
         print(f"bench_cold: no workload found in {args.data} (--data)", file=sys.stderr)
         return 1
-    copies = 1 + len(args.codecs) * (1 + bool(args.peer) + len(builds(args)))
-    need = sum(w.nbytes for w in workloads) * copies + HEADROOM_BYTES
+    loads = [w for w in workloads if w.name in LOADER_WORKLOADS] if "loaders" in args.parts else []
+    try:
+        method = choose_method(args) if loads else ("evict", None, "")
+    except CgroupUnavailable as exc:
+        print(f"bench_cold: refusing: --cold-method cgroup, but {exc}", file=sys.stderr)
+        return 2
+    cache = os.path.join(tmp, "bench-cold-loader-data")
+    need = disk_need(workloads, loads, args, method[0], cache)
     free = args.assume_free_bytes if args.assume_free_bytes is not None else shutil.disk_usage(tmp).free
     if free < need:
         print(f"bench_cold: refusing: the stores need about {need / 2**30:.1f} GiB in {tmp}, "
-              f"which has {free / 2**30:.1f} GiB free", file=sys.stderr)
+              f"which has {free / 2**30:.1f} GiB free"
+              + (" (a smaller --cold-loader-bytes needs less)" if method[0] == "cgroup" else ""),
+              file=sys.stderr)
         return 2
 
     tables = []
-    q = results["device"]["queue"]
     results.update(codecs=args.codecs, evict_index=args.evict_index, batches=args.batches)
     with tempfile.TemporaryDirectory(dir=tmp, prefix="bench-cold-") as root:
         args.store_root = root
-        loader_round_rows: list[list[dict[str, Any]]] = [[] for _ in range(max(1, args.rounds))]
-        for w in workloads:
-            if "gather" not in args.parts and w.name not in LOADER_WORKLOADS:
-                continue
+        for w in workloads if "gather" in args.parts else []:
             print(f"{w.name} ...", file=sys.stderr, flush=True)
-            npy = ensure_npy(w, root)
-            if "gather" in args.parts:
-                extra = (["--store-root", root, "--batches", str(args.batches)]
-                         + (["--evict-index"] if args.evict_index else [])
-                         + (["--bypass"] if args.bypass else []))
-                rows = measure_rounds(
-                    args, __file__, w.name, list,
-                    lambda w=w, npy=npy: [npy_row(w, npy, args)],
-                    lambda k, extra=extra: [*extra, "--seed", str(k)])
-                record = mean_record_bytes(w)
-                ceiling = device.rand_read_depths(npy["records" if w.kind == "dense" else "payload"],
-                                                  math.ceil(record), DEPTHS, args.ceiling_seconds)
-                entry = {"name": w.name, "describe": w.describe(), "records": w.n,
-                         "record_bytes_mean": record, "logical_mib": w.nbytes / 2**20,
-                         "batch": args.batch, "tmpfs": tmpfs, "ceiling": ceiling,
-                         "ceiling_basis": add_ceiling_shares(rows, ceiling, record), "rows": rows}
-                results["workloads"][w.name] = entry
-                tables.append(table(entry))
-            if "loaders" in args.parts and w.name in LOADER_WORKLOADS:
-                for k in range(max(1, args.rounds)):
-                    loader_round_rows[k] += loader_rows(w, args, npy, k)
-        if loader_round_rows[0]:
-            results["loaders"] = {"batch": args.batch, "workers": args.loader_workers,
-                                  "batches": args.loader_batches, "seconds": args.loader_seconds,
-                                  "warmup": args.loader_warmup,
-                                  "evict_interval_ms": args.evict_interval_ms,
-                                  "note": MAPPED_NOTE,
-                                  "rows": median_loader_rows(loader_round_rows)}
+            entry = gather_entry(w, args, root, tmpfs)
+            results["workloads"][w.name] = entry
+            tables.append(table(entry))
+        loaders = loader_part(loads, args, root, cache, method)
+        if loaders is not None:
+            results["loaders"] = loaders
             tables.append(loader_table(results))
+    report(results, tables, args)
+    return 0
+
+
+def report(results: dict[str, Any], tables: list[str], args: argparse.Namespace) -> None:
+    """Print the run's header line and `tables`; write the JSON (--json)."""
+    dev, q = results["device"], results["device"]["queue"]
     print(f"{results['date']}  {results['machine']}  python {results['python']}  numpy "
           f"{results['numpy']}  {results['store']} {results['store_version']}")
-    print(f"stores on {results['device']['fs']} ({tmp})"
+    print(f"stores on {dev['fs']} ({dev['folder']})"
           + (f", device {q.get('device')}, read_ahead_kb {q.get('read_ahead_kb')}" if q else "")
-          + ("; TMPFS: page-cache figures, not cold reads" if tmpfs else "")
-          + f"; {args.rounds} round(s), medians; {MAPPED_NOTE}.\n")
+          + ("; TMPFS: page-cache figures, not cold reads" if dev["tmpfs"] else "")
+          + f"; {args.rounds} round(s), medians"
+          + (f"; {MAPPED_NOTE}.\n" if results["workloads"] or results.get("loaders", {}).get(
+              "method") == "evict" else ".\n"))
     print("\n\n".join(tables))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
 
 
 if __name__ == "__main__":
