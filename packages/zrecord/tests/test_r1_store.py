@@ -1,4 +1,4 @@
-"""Regression tests for the writer and indexing defects of [R1] (items 1, 2, 3, 9, 13, 14, 15).
+"""Regression tests for the writer and indexing defects of [R1] (items 1, 2, 3, 9, 13, 14, 15, 19).
 
 Each test names its item; each failed on the code before the fix.
 """
@@ -244,3 +244,22 @@ def test_r1_15_indices_beyond_int64_are_store_index_errors(tmp_path, key):
         assert f"index {bad} " in str(info.value)
         with pytest.raises(StoreIndexError):
             ds[2**64]
+
+
+GUIDE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "guides", "zrecord.md")
+
+
+@pytest.mark.skipif(not os.path.isfile(GUIDE), reason="run from a checkout (needs docs/)")
+def test_item_19_the_guide_says_what_negative_indices_do(tmp_path):
+    """[R1] item 19: the guide said negative indices count from the end; the store refuses
+    them (the user's contract: 0..len-1). The guide now says so, and the store still does."""
+    guide = " ".join(open(GUIDE, encoding="utf-8").read().split())
+    assert "a negative index is a `StoreIndexError`, not a position counted from the end" in guide
+    assert "count from the end" not in guide and "counts from the end" not in guide
+    with Dense.create(tmp_path / "s", np.int16, (), codec="raw") as w:
+        w.append(np.arange(5, dtype=np.int16))
+    with Dense.open(tmp_path / "s") as ds:
+        for key in (-1, [0, -1], np.array([-5])):
+            with pytest.raises(StoreIndexError):
+                ds[key]
+        assert ds[-2:].tolist() == [3, 4]  # slices keep Python's rules, as the guide says
