@@ -532,9 +532,9 @@ def lint(session: nox.Session) -> None:
 
     loaderx is type-checked without its optional frameworks' types being required (Ray is
     not installed here; torch is, as its types are what loaderx.torch is written against).
-    stubtest imports the real extension, so loaderx is installed from this run's wheel; the
-    names Cython adds to every module (pickling helpers, doctest table) are allowlisted in
-    packages/loaderx/stubtest-allowlist.txt.
+    stubtest imports the real extensions, so zrecord and loaderx are installed from this run's
+    wheels; the names Cython adds to every module (pickling helpers, doctest table) are
+    allowlisted in each package's stubtest-allowlist.txt.
     """
     session.install("ruff==0.17.6", "mypy==2.4.1", "numpy", "nox", "pytest", TORCH)
     session.install(_pkg(session, ZRECORD), _pkg(session, LOADERX))
@@ -551,6 +551,8 @@ def lint(session: nox.Session) -> None:
     with session.chdir(session.create_tmp()):
         session.run("python", "-m", "mypy.stubtest", "loaderx._sampler", "--allowlist",
                     str(LOADERX / "stubtest-allowlist.txt"))
+        session.run("python", "-m", "mypy.stubtest", "zrecord._native", "--allowlist",
+                    str(ZRECORD / "stubtest-allowlist.txt"))
 
 
 @nox.session(python=DEFAULT_PYTHON)
