@@ -66,15 +66,30 @@ where this process can make a memory cgroup, else evict, saying why):
           stayed.
 
 --larger-than-ram (opt-in, never in CI): writes a raw Dense store of repeated real vision
-records of at least 1.25x MemTotal (refused, before anything is written, if the folder lacks
-the room), then runs our DataLoader IID and CYCLIC over it for --ltr-seconds (>= 60) each:
-batches/s beside the evicted-cache figure of the small store, and the process's RSS and PSS
-every second (page cache excluded: only what the process holds) into the JSON.
+records of at least 1.25x RAM (refused, before anything is written, if the folder lacks the
+room), then runs our DataLoader IID and CYCLIC over it for --ltr-seconds (>= 60) each, every
+run in a process of its own started with the store dropped from the page cache. RAM is
+MemTotal, or with --ltr-memory-limit SIZE the memory limit of a cgroup: each run then has a
+fresh memory cgroup of that limit (made and removed as in the cgroup method above), its page
+cache charged to it, so a store that fits a small disk is still 1.25x the memory the loader
+can use. --ltr-cache auto|bypass|both (default both) runs each sampler over the store as
+opened by default and/or with cache="bypass" (records of 32 KiB and more read with O_DIRECT,
+which does not fill the page cache). Reported per run: batches/s over the whole run and its
+first and last quarter, the process's RSS and PSS every second (page cache excluded: only
+what the process holds; JSON: samples, with the cgroup's charge), the device MiB per batch,
+the cgroup's peak charge against the limit, its limit hits and OOM kills, and the ratio of
+batches/s to two references: the evicted-cache figure (the same loader over the small store
+while a separate process evicts its files every --evict-interval-ms; that evictor also drops
+pages the loader has hinted but not read yet, so the figure can understate cold reads) and
+the cold-pass figure (the same loader over the large store in CYCLIC's first cycle, where no
+record is read twice, started cold, with room for all of it: with --ltr-memory-limit in a
+cgroup of the store's size plus 2 GiB).
 
 Usage: python benchmarks/bench_cold.py [--workload tokens,vision_dense,...] [--rounds 3]
        [--batches 10 | --seconds S] [--peer /path/to/venv/bin/python] [--tmp DIR] [--json OUT]
        [--parts gather,loaders] [--evict-index] [--larger-than-ram]
        [--cold-method auto|cgroup|evict] [--cold-loader-bytes 4G] [--cold-loader-limit 1.5G]
+       [--ltr-seconds 60] [--ltr-memory-limit 4G] [--ltr-cache auto|bypass|both]
 """
 
 from __future__ import annotations
@@ -760,6 +775,11 @@ class MemoryCgroup:
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"',
                 os.path.join(self.path, "cgroup.procs"), *cmd]
 
+    def usage_file(self) -> str:
+        """The file that says what the group is charged now."""
+        return os.path.join(self.path, "memory.usage_in_bytes" if self.version == "v1"
+                            else "memory.current")
+
     def stats(self) -> dict[str, int]:
         """peak (bytes charged at most; absent where a v2 kernel lacks memory.peak), limit_hits
         (v1: charges that met the limit; v2: memory.events max) and oom_kills."""
@@ -1081,28 +1101,55 @@ def process_memory() -> dict[str, float]:
     return out
 
 
+def ltr_sample(start: float, done: int, usage: str | None) -> dict[str, float]:
+    """One per-second sample of a larger-than-RAM run: seconds since the start, batches so
+    far, this process's RSS and PSS and, inside a cgroup, what the group is charged now (its
+    processes' memory and the page cache they brought in)."""
+    out = {"t_s": time.perf_counter() - start, "batches": done, **process_memory()}
+    if usage:
+        text = read_text(usage).strip()
+        if text.isdigit():
+            out["cgroup_mib"] = int(text) / 2**20
+    return out
+
+
+def window_rate(samples: list[dict[str, float]], t0: float, t1: float) -> float:
+    """Batches/s between the samples nearest to `t0` and to `t1` (taken about a second
+    apart, each a little late)."""
+    a = min(samples, key=lambda s: abs(s["t_s"] - t0))
+    b = min(samples, key=lambda s: abs(s["t_s"] - t1))
+    if b["t_s"] <= a["t_s"]:
+        return float("nan")
+    return (b["batches"] - a["batches"]) / (b["t_s"] - a["t_s"])
+
+
 def child_ltr(args: argparse.Namespace) -> dict[str, Any]:
-    """Our DataLoader over the larger-than-RAM store in `--ltr-mode` for --ltr-seconds, with
-    this process's memory sampled every second."""
+    """Our DataLoader over the larger-than-RAM store in `--ltr-mode`, the store opened with
+    `--ltr-cache`, for --ltr-seconds (or --ltr-batches timed batches, if fewer), with this
+    process's memory (and with --ltr-usage its cgroup's charge) sampled every second.
+    Batches/s of the first and last quarter show whether the rate holds once the page cache
+    (or the cgroup's share of it) is full."""
     from loaderx.dataloader import DataLoader
     from loaderx.sampler import Sampler
 
-    store = Dense.open(args.ltr_store)
+    store = Dense.open(args.ltr_store, cache=args.ltr_cache) if args.ltr_cache != "auto" \
+        else Dense.open(args.ltr_store)
     sampler = Sampler(len(store), args.batch, getattr(Sampler.Mode, args.ltr_mode), seed=42)
     loader = DataLoader({"x": store}, sampler, workers=args.loader_workers, prefetch=4)
     for _ in range(2):
         next(loader)
-    samples = []
-    done = 0
+    samples: list[dict[str, float]] = []
+    done, stop = 0, args.ltr_batches or math.inf
     start = time.perf_counter()
     before = read_bytes()
     next_sample = start
     while True:
         now = time.perf_counter()
-        if now >= next_sample:
-            samples.append({"t_s": now - start, "batches": done, **process_memory()})
+        end = now - start >= args.ltr_seconds or done >= stop
+        if now >= next_sample or end:
+            samples.append(ltr_sample(start, done, args.ltr_usage))
             next_sample += 1.0
-        if now - start >= args.ltr_seconds:
+        if end:
             break
         next(loader)
         done += 1
@@ -1110,63 +1157,187 @@ def child_ltr(args: argparse.Namespace) -> dict[str, Any]:
     after = read_bytes()
     loader.close()
     store.close()
-    out: dict[str, Any] = {"mode": args.ltr_mode, "seconds": elapsed, "batches": done,
-                           "batches_per_s": done / elapsed, "samples": samples,
-                           "peak_rss_mib": max(s["rss"] for s in samples),
+    quarter = elapsed / 4
+    out: dict[str, Any] = {"mode": args.ltr_mode, "cache": args.ltr_cache, "seconds": elapsed,
+                           "batches": done, "batches_per_s": done / elapsed,
+                           "rate_first_quarter": window_rate(samples, 0, quarter),
+                           "rate_last_quarter": window_rate(samples, elapsed - quarter, elapsed),
+                           "samples": samples, "peak_rss_mib": max(s["rss"] for s in samples),
                            "peak_pss_mib": max(s["pss"] for s in samples)}
     if before is not None and after is not None:
         out["read_mib_batch"] = (after - before) / max(1, done) / 2**20
     return out
 
 
-def larger_than_ram(args: argparse.Namespace, tmp: str, results: dict[str, Any]) -> int:
-    mem = mem_total_bytes()
-    target = args.ltr_bytes or math.ceil(1.25 * mem)
-    if args.ltr_seconds < 60 and not args.ltr_bytes:
-        print(f"bench_cold --larger-than-ram: --ltr-seconds {args.ltr_seconds} is under 60 s; "
-              "the run must outlast the page cache's warm-up", file=sys.stderr)
-        return 2
+def ltr_target(args: argparse.Namespace) -> tuple[int, str, int]:
+    """(RAM, what RAM means, store bytes). RAM is MemTotal, or with --ltr-memory-limit the
+    limit of the cgroup each run is confined to: on a machine whose disk cannot hold 1.25x
+    its MemTotal, a limited cgroup makes a store that fits the disk larger than the memory
+    the loader can use (its page cache is charged to the group)."""
+    if args.ltr_memory_limit:
+        ram, basis = args.ltr_memory_limit, "cgroup memory limit"
+    else:
+        ram, basis = mem_total_bytes(), "MemTotal"
+    return ram, basis, args.ltr_bytes or math.ceil(1.25 * ram)
+
+
+def ltr_caches(args: argparse.Namespace) -> list[str]:
+    """The cache modes to run: "auto" (the page cache), "bypass" (records of 32 KiB and more
+    read with O_DIRECT, so the runs do not fill the page cache), or both where this zrecord
+    has cache="bypass" (with a note when it has not)."""
+    want = ["auto", "bypass"] if args.ltr_cache == "both" else [args.ltr_cache]
+    if "bypass" in want and not can_bypass():
+        print(f"bench_cold --larger-than-ram: {STORE_LABEL} has no cache=\"bypass\"; running "
+              "cache=\"auto\" only", file=sys.stderr)
+        want = ["auto"]
+    return want
+
+
+def ltr_refusal(args: argparse.Namespace, tmp: str, ram: int, basis: str, target: int) -> str:
+    """Why the run cannot start (checked before anything is written), or ""."""
+    if args.ltr_seconds < args.ltr_min_seconds and not args.ltr_bytes:
+        return (f"--ltr-seconds {args.ltr_seconds:g} is under {args.ltr_min_seconds:g} s; the "
+                "run must outlast the page cache's warm-up")
     free = args.assume_free_bytes if args.assume_free_bytes is not None else shutil.disk_usage(tmp).free
     need = target + HEADROOM_BYTES + (512 << 20)  # + the small store of the evicted-cache figure
     if free < need:
-        print(f"bench_cold --larger-than-ram: refusing: the store needs {target / 2**30:.1f} GiB "
-              f"(1.25 x MemTotal {mem / 2**30:.1f} GiB), plus {(need - target) / 2**30:.1f} GiB "
-              f"of headroom, but {tmp} has {free / 2**30:.1f} GiB free; give --tmp a folder "
-              "with more room", file=sys.stderr)
-        return 2
-    w = Workload("vision_dense", args.data, None)
+        return (f"refusing: the store needs {target / 2**30:.1f} GiB (1.25 x the {basis} "
+                f"{ram / 2**30:.2f} GiB), plus {(need - target) / 2**30:.1f} GiB of headroom, "
+                f"but {tmp} has {free / 2**30:.1f} GiB free; give --tmp a folder with more room"
+                + ("" if args.ltr_memory_limit else " or run in a cgroup (--ltr-memory-limit)"))
+    return ""
+
+
+def write_ltr_store(w: Workload, path: str, target: int) -> dict[str, Any]:
+    """The raw Dense store of `w`'s real records repeated to at least `target` bytes, made
+    durable (so that no dirty page keeps part of it cached)."""
     assert w.dense is not None
-    out: dict[str, Any] = {"mem_total_bytes": mem, "target_bytes": target, "batch": args.batch,
-                           "workers": args.loader_workers,
-                           "evict_interval_ms": args.evict_interval_ms}
+    records = -(-target // w.dense[0].nbytes)
+    t = time.perf_counter()
+    with Dense.create(path, w.dtype, w.item_shape, codec="raw") as writer:
+        left = records
+        while left:
+            chunk = w.dense[:min(left, w.n)]
+            writer.append(chunk)
+            left -= len(chunk)
+            print(f"  wrote {(records - left) * w.dense[0].nbytes / 2**30:,.1f} of "
+                  f"{target / 2**30:,.1f} GiB", file=sys.stderr, flush=True)
+    fsync_tree(path)
+    return {"records": records, "store_bytes": disk_bytes(path), "write_s": time.perf_counter() - t}
+
+
+def run_in_cgroup(cmd: list[str], group: tuple[str, str] | None, name: str, limit: int,
+                  usage: bool = False) -> dict[str, Any]:
+    """Run a child (one JSON line last) in a fresh memory cgroup of `limit` (without `group`,
+    as a plain process): its result, with the group's peak charge (cgroup_peak_mib), limit
+    hits and OOM kills. `usage` passes the group's charge file to the child to sample."""
+    if group is None:
+        return child_result(subprocess.run(cmd, capture_output=True, text=True))
+    with MemoryCgroup(*group, name, limit) as cg:
+        out = subprocess.run(cg.command([*cmd, "--ltr-usage", cg.usage_file()] if usage else cmd),
+                             capture_output=True, text=True)
+        stats = cg.stats()
+    row = child_result(out)
+    row.update({k: v for k, v in stats.items() if k != "peak"})
+    if "peak" in stats:
+        row["cgroup_peak_mib"] = stats["peak"] / 2**20
+    if "status" in row and stats.get("oom_kills"):
+        row["status"] += f" ({stats['oom_kills']} OOM kill(s) at {limit / 2**30:.2f} GiB)"
+    return row
+
+
+def ltr_run(args: argparse.Namespace, path: str, mode: str, cache: str,
+            group: tuple[str, str] | None) -> dict[str, Any]:
+    """One larger-than-RAM run in its own process, started with the store dropped from the
+    page cache; with `group`, inside a fresh memory cgroup of --ltr-memory-limit, whose peak
+    charge, limit hits and OOM kills join the row."""
+    evict(folder_files(path))
+    cmd = child_command(args, "ltr", "--ltr-mode", mode, "--ltr-cache", cache, "--ltr-store", path,
+                        "--ltr-seconds", str(args.ltr_seconds),
+                        "--loader-workers", str(args.loader_workers))
+    print(f"  {mode}, cache={cache}, for {args.ltr_seconds:g} s"
+          + (f" in a cgroup of {args.ltr_memory_limit / 2**30:.2f} GiB" if group else "") + " ...",
+          file=sys.stderr, flush=True)
+    row: dict[str, Any] = {"mode": mode, "cache": cache}
+    row.update(run_in_cgroup(cmd, group, f"ltr-{cache}-{mode}", args.ltr_memory_limit or 0,
+                             usage=True))
+    if "status" in row and row.get("oom_kills"):
+        row["status"] += ": raise --ltr-memory-limit"
+    return row
+
+
+def ltr_reference(w: Workload, args: argparse.Namespace) -> dict[str, Any]:
+    """The figure the mode has always compared with: the same DataLoader (cache "auto") over
+    the small store of `w`'s own records while a separate process evicts its files every
+    --evict-interval-ms (loader_rows). The evictor also drops pages the loader has hinted
+    but not read yet, so this figure can read each record twice and understate cold reads."""
+    npy = ensure_npy(w, args.store_root)
+    one = argparse.Namespace(**{**vars(args), "loaders": ["loaderx"]})
+    return loader_rows(w, one, npy, 0)[0]
+
+
+def ltr_cold_pass(args: argparse.Namespace, path: str, records: int, store_bytes: int,
+                  group: tuple[str, str] | None) -> dict[str, Any]:
+    """A second, evictor-free reference: the same DataLoader (cache "auto") over the large
+    store itself in CYCLIC's first cycle, a permutation, so that no record is read twice:
+    started with the store dropped from the page cache, in a cgroup with room for all of it
+    (nothing is reclaimed), and stopped 10 batches before the cycle ends (the warm-up and the
+    batches in flight stay inside it). Every read is cold, whichever sampler it is then
+    compared with: both read whole random records."""
+    cycle = records // args.batch  # the full batches of a cycle
+    limit = store_bytes + HEADROOM_BYTES
+    evict(folder_files(path))
+    cmd = child_command(args, "ltr", "--ltr-mode", "CYCLIC", "--ltr-cache", "auto",
+                        "--ltr-store", path, "--ltr-seconds", "600", "--ltr-batches",
+                        str(max(1, cycle - 10)), "--loader-workers", str(args.loader_workers))
+    print(f"  cold pass: CYCLIC's first cycle, {max(1, cycle - 10)} batches ...", file=sys.stderr,
+          flush=True)
+    row = run_in_cgroup(cmd, group, "ltr-cold-pass", limit, usage=True)
+    row.update(cycle_batches=cycle, limit_bytes=limit if group else None)
+    return row
+
+
+def larger_than_ram(args: argparse.Namespace, tmp: str, results: dict[str, Any]) -> int:
+    """--larger-than-ram: the store of 1.25x RAM (MemTotal, or the cgroup limit), the
+    evicted-cache and cold-pass references, then IID and CYCLIC for every cache mode, each in
+    a process of its own (with --ltr-memory-limit, each in a fresh memory cgroup of that
+    limit). Everything that could refuse the run is checked before anything is written."""
+    ram, basis, target = ltr_target(args)
+    why = ltr_refusal(args, tmp, ram, basis, target)
+    group = None
+    if not why and args.ltr_memory_limit:
+        try:
+            group = cgroup_base()
+        except CgroupUnavailable as exc:
+            why = f"refusing: --ltr-memory-limit needs a memory cgroup, but {exc}"
+    if why:
+        print(f"bench_cold --larger-than-ram: {why}", file=sys.stderr)
+        return 2
+    caches = ltr_caches(args)
+    w = Workload("vision_dense", args.data, None)
+    out: dict[str, Any] = {"mem_total_bytes": mem_total_bytes(), "ram_bytes": ram, "ram_basis": basis,
+                           "memory_limit_bytes": args.ltr_memory_limit, "target_bytes": target,
+                           "batch": args.batch, "workers": args.loader_workers, "caches": caches,
+                           "evict_interval_ms": args.evict_interval_ms, "runs": []}
+    if group is not None:
+        out["cgroup"] = {"version": group[0], "parent": group[1]}
     with tempfile.TemporaryDirectory(dir=tmp, prefix="bench-cold-ltr-") as root:
         args.store_root = root
         path = store_path(root, STORE_LABEL, "larger-than-ram", "raw")
-        records = -(-target // w.dense[0].nbytes)
-        t = time.perf_counter()
-        with Dense.create(path, w.dtype, w.item_shape, codec="raw") as writer:
-            left = records
-            while left:
-                chunk = w.dense[:min(left, w.n)]
-                writer.append(chunk)
-                left -= len(chunk)
-                print(f"  wrote {(records - left) * w.dense[0].nbytes / 2**30:,.1f} of "
-                      f"{target / 2**30:,.1f} GiB", file=sys.stderr, flush=True)
-        out["records"] = records
-        out["store_bytes"] = disk_bytes(path)
-        out["write_s"] = time.perf_counter() - t
-        # The evicted-cache figure: the same loader over the small store, kept cold.
-        npy = ensure_npy(w, root)
-        cold = loader_rows(w, argparse.Namespace(**{**vars(args), "loaders": ["loaderx"]}), npy, 0)[0]
-        out["evicted_cache"] = cold
-        out["runs"] = []
-        for mode in ("IID", "CYCLIC"):
-            cmd = child_command(args, "ltr", "--ltr-mode", mode, "--ltr-store", path,
-                                "--ltr-seconds", str(args.ltr_seconds),
-                                "--loader-workers", str(args.loader_workers))
-            print(f"  {mode} for {args.ltr_seconds} s ...", file=sys.stderr, flush=True)
-            res = subprocess.run(cmd, check=True, capture_output=True, text=True)
-            out["runs"].append(json.loads(res.stdout.strip().splitlines()[-1]))
+        out.update(write_ltr_store(w, path, target))
+        out["store_over_ram"] = out["store_bytes"] / ram
+        out["evicted_cache"] = ltr_reference(w, args)
+        if group is not None:
+            warm_libraries(argparse.Namespace(loaders=["loaderx"]))
+        out["cold_pass"] = ltr_cold_pass(args, path, out["records"], out["store_bytes"], group)
+        refs = {k: out[k].get("batches_per_s") for k in ("evicted_cache", "cold_pass")}
+        for cache in caches:
+            for mode in ("IID", "CYCLIC"):
+                run = ltr_run(args, path, mode, cache, group)
+                for key, ref in refs.items():
+                    if ref and "batches_per_s" in run:
+                        run[f"vs_{key}"] = run["batches_per_s"] / ref
+                out["runs"].append(run)
     results["larger_than_ram"] = out
     print(ltr_table(out))
     if args.json:
@@ -1174,26 +1345,83 @@ def larger_than_ram(args: argparse.Namespace, tmp: str, results: dict[str, Any])
     return 0
 
 
+def ltr_ratios(r: dict[str, Any], refs: dict[str, float | None]) -> str:
+    """A run's batches/s over each reference's ("-" where one is missing)."""
+    out = []
+    for key, ref in refs.items():
+        ratio = r.get(f"vs_{key}") or (r["batches_per_s"] / ref if ref else None)
+        out.append(f"{ratio:.2f}x" if ratio else "-")
+    return " / ".join(out)
+
+
+def ltr_row(r: dict[str, Any], refs: dict[str, float | None], limit: float | None) -> str:
+    """One run's table row (results written before --ltr-cache and --ltr-memory-limit have
+    neither the cache nor the cgroup figures)."""
+    head = f"| {r['mode']} | {r.get('cache', 'auto')} |"
+    if "batches_per_s" not in r:
+        return head + f" {r.get('status', '')} |" + " |" * 7
+    first, last = r["samples"][0], r["samples"][-1]
+    group = ""
+    if "cgroup_peak_mib" in r:
+        group = f"{r['cgroup_peak_mib']:,.0f}" + (f" ({r['cgroup_peak_mib'] * 2**20 / limit:.0%})"
+                                                   if limit else "")
+    hits = f"{r.get('limit_hits', '')} / {r.get('oom_kills', '')}" if "limit_hits" in r else ""
+    quarter, t = r["seconds"] / 4, r["seconds"]
+    rates = (r.get("rate_first_quarter", window_rate(r["samples"], 0, quarter)),
+             r.get("rate_last_quarter", window_rate(r["samples"], t - quarter, t)))
+    return (head + f" {t:.0f} | {r['batches_per_s']:.1f} / {rates[0]:.1f} / {rates[1]:.1f} | "
+            f"{ltr_ratios(r, refs)} | "
+            f"{first['rss']:,.0f} / {last['rss']:,.0f} / {r['peak_rss_mib']:,.0f} | "
+            f"{first['pss']:,.0f} / {last['pss']:,.0f} / {r['peak_pss_mib']:,.0f} | {group} | "
+            f"{hits} | {r.get('read_mib_batch', float('nan')):,.1f} |")
+
+
+def ltr_references(out: dict[str, Any]) -> str:
+    """The note that says what the ratios compare with."""
+    ref, cold = out["evicted_cache"], out["evicted_cache"].get("batches_per_s")
+    text = (f"Evicted-cache figure: the same loader (cache \"auto\") over the {ref['workload']} "
+            f"store of the real records, its files evicted every {out['evict_interval_ms']:g} ms "
+            "by a separate process, no memory limit: "
+            + (f"{cold:.1f} batches/s, {ref.get('read_mib_batch', float('nan')):.1f} device "
+               f"MiB/batch ({ref.get('resident_pct', float('nan')):.0f}% resident after each "
+               "eviction; the evictor also drops pages the loader has hinted but not read yet, "
+               "so this figure can understate cold reads)" if cold else ref.get("status", "")) + ".")
+    cp = out.get("cold_pass")
+    if cp:
+        room = (f"in a cgroup of {cp['limit_bytes'] / 2**30:.2f} GiB (room for all of it)"
+                if cp.get("limit_bytes") else "with no cgroup")
+        text += (" Cold-pass figure: the same loader (cache \"auto\") over this store in the "
+                 "first cycle of CYCLIC (a permutation: no record read twice), started with it "
+                 f"dropped from the page cache, {room}, {cp.get('batches', 0)} of the cycle's "
+                 f"{cp['cycle_batches']} batches: "
+                 + (f"{cp['batches_per_s']:.1f} batches/s, {cp.get('read_mib_batch', float('nan')):.1f} "
+                    "device MiB/batch." if "batches_per_s" in cp else cp.get("status", "") + "."))
+    return text
+
+
 def ltr_table(out: dict[str, Any]) -> str:
-    cold = out["evicted_cache"].get("batches_per_s")
-    lines = [f"### Larger than RAM: {out['store_bytes'] / 2**30:,.1f} GiB raw Dense store "
-             f"(MemTotal {out['mem_total_bytes'] / 2**30:,.1f} GiB), our DataLoader, batch "
-             f"{out['batch']}, {out['workers']} workers", "",
-             "| sampler | seconds | batches/s | vs evicted-cache figure | RSS MiB first / last / "
-             "peak | PSS MiB first / last / peak | device MiB/batch |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in out["runs"]:
-        ratio = f"{r['batches_per_s'] / cold:.2f}x" if cold else ""
-        first, last = r["samples"][0], r["samples"][-1]
-        lines.append(f"| {r['mode']} | {r['seconds']:.0f} | {r['batches_per_s']:.1f} | {ratio} | "
-                     f"{first['rss']:,.0f} / {last['rss']:,.0f} / {r['peak_rss_mib']:,.0f} | "
-                     f"{first['pss']:,.0f} / {last['pss']:,.0f} / {r['peak_pss_mib']:,.0f} | "
-                     f"{r.get('read_mib_batch', float('nan')):,.1f} |")
-    lines.append(f"\nEvicted-cache figure (the same loader over the {out['evicted_cache']['workload']} "
-                 f"store, its files evicted every {out['evict_interval_ms']:g} ms): "
-                 + (f"{cold:.1f} batches/s" if cold else out["evicted_cache"].get("status", ""))
-                 + ". RSS and PSS are this process's, sampled every second (JSON: samples); "
-                 "page-cache pages it has not mapped are in neither.")
+    """The larger-than-RAM table: what RAM meant (MemTotal or the cgroup limit), the store
+    against it, and each run against the evicted-cache figure (and the cold-pass figure)."""
+    refs = {k: out.get(k, {}).get("batches_per_s") for k in ("evicted_cache", "cold_pass")}
+    ram = out.get("ram_bytes", out["mem_total_bytes"])
+    limit = out.get("memory_limit_bytes")
+    where = (f"the {limit / 2**30:,.2f} GiB memory limit of the cgroup ({out['cgroup']['version']}) "
+             f"each run had to itself (MemTotal {out['mem_total_bytes'] / 2**30:,.1f} GiB)"
+             if limit else f"MemTotal {ram / 2**30:,.1f} GiB")
+    lines = [f"### Larger than RAM: {out['store_bytes'] / 2**30:,.2f} GiB raw Dense store = "
+             f"{out['store_bytes'] / ram:.2f}x {where}; our DataLoader, batch {out['batch']}, "
+             f"{out['workers']} workers", "",
+             "| sampler | cache | seconds | batches/s (whole / first / last quarter) | vs "
+             "evicted-cache / cold-pass figure | RSS MiB first / last / peak | PSS MiB first / "
+             "last / peak | cgroup peak MiB (of limit) | limit hits / OOM kills | device "
+             "MiB/batch |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [ltr_row(r, refs, limit) for r in out["runs"]]
+    lines.append("\n" + ltr_references(out) + " Every run starts with the store dropped from "
+                 "the page cache. RSS and PSS are the loader process's, sampled every second "
+                 "(JSON: samples); page-cache pages it has not mapped are in neither."
+                 + (" Each run had a fresh memory cgroup of its own, whose charge covers its "
+                    "memory and the page cache it brought in (JSON: samples' cgroup_mib); limit "
+                    "hits: charges that met the limit (v1 failcnt, v2 events max)." if limit else ""))
     return "\n".join(lines)
 
 
@@ -1343,6 +1571,29 @@ def add_loader_arguments(ap: argparse.ArgumentParser) -> None:
                     help="evict method: how often the DataLoader runs evict their files (default 30)")
 
 
+def add_ltr_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of --larger-than-ram, and its hidden knobs: --ltr-bytes (a store of that
+    size, whatever RAM is) and --ltr-min-seconds (60; smaller for smoke tests only) for tests,
+    --ltr-batches for the cold-pass child."""
+    ap.add_argument("--larger-than-ram", action="store_true",
+                    help="opt-in: a store of 1.25x RAM (MemTotal, or --ltr-memory-limit), "
+                         "DataLoader IID and CYCLIC over it for --ltr-seconds each (writes tens "
+                         "of GiB without --ltr-memory-limit; not for CI)")
+    ap.add_argument("--ltr-seconds", type=float, default=60.0,
+                    help="seconds of each larger-than-RAM run (default 60, the minimum)")
+    ap.add_argument("--ltr-memory-limit", type=parse_bytes, default=None, metavar="SIZE",
+                    help="RAM is this memory limit (e.g. 4G): the store is 1.25x it, and each "
+                         "run is confined to a fresh memory cgroup of this limit, page cache "
+                         "included (default: RAM is MemTotal, no cgroup)")
+    ap.add_argument("--ltr-cache", choices=("auto", "bypass", "both"), default="both",
+                    help="how the runs open the store: auto (the page cache), bypass "
+                         "(cache=\"bypass\": records of 32 KiB and more read with O_DIRECT), "
+                         "both (default: each sampler with each)")
+    ap.add_argument("--ltr-bytes", type=parse_bytes, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--ltr-min-seconds", type=float, default=60.0, help=argparse.SUPPRESS)
+    ap.add_argument("--ltr-batches", type=int, default=0, help=argparse.SUPPRESS)
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(ap, ",".join(WORKLOADS))
@@ -1364,17 +1615,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--ceiling-seconds", type=float, default=2.0,
                     help="seconds of each queue depth's device measurement (default 2)")
     add_loader_arguments(ap)
-    ap.add_argument("--larger-than-ram", action="store_true",
-                    help="opt-in: a store of 1.25x MemTotal, DataLoader IID and CYCLIC over it "
-                         "for --ltr-seconds each (writes tens of GiB; not for CI)")
-    ap.add_argument("--ltr-seconds", type=float, default=60.0)
+    add_ltr_arguments(ap)
     # Internal: child processes, and a fake free-space figure to test the refusal.
     for name in ("--child", "--store-root", "--loader", "--files", "--ltr-mode", "--ltr-store",
-                 "--loader-store", "--loader-npy"):
+                 "--loader-store", "--loader-npy", "--ltr-usage"):
         ap.add_argument(name, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--assume-free-bytes", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--ltr-bytes", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.codecs = [c for c in args.codecs.split(",") if c]
     args.loaders = [x for x in args.loaders.split(",") if x]
