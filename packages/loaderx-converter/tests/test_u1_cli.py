@@ -66,12 +66,20 @@ def test_u1_01_version():
     assert (module.returncode, module.stdout) == (0, proc.stdout)
 
 
+def _foreground() -> None:
+    """Run in a child before exec: SIGINT as a terminal's foreground job has it. A job started
+    in the background by a shell without job control (CI runners, `cmd &` in a script) inherits
+    SIGINT ignored, and a program started so rightly keeps ignoring it (nohup relies on that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_u1_02_ctrl_c_prints_one_line_and_publishes_nothing(large, tmp_path):
     """[U1] item 2: Ctrl-C while stores are written prints one line, no traceback, removes the
     temporary folder, and ends the process by SIGINT (a shell's status 130)."""
     root = tmp_path / "out"
     proc = subprocess.Popen([str(CONVERT_SCRIPT), str(large), str(root), "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_foreground)
     deadline = time.monotonic() + 120
     while not _temporaries(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.001)

@@ -313,18 +313,27 @@ def _wait_until_open(pid: int, folder: str, timeout: float = 60.0) -> None:
     pytest.fail(f"process {pid} never opened a file in {folder}")
 
 
+def _foreground() -> None:
+    """Run in a child before exec: SIGINT as a terminal's foreground job has it. A job started
+    in the background by a shell without job control (CI runners, `cmd &` in a script) inherits
+    SIGINT ignored, and a program started so rightly keeps ignoring it (nohup relies on that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_u1_02_ctrl_c_prints_one_line_and_ends_by_sigint(long_store, slow_verify_store):
     """[U1] item 2: Ctrl-C during `head` or `verify` prints one line, no traceback, and the
     process ends by SIGINT, which a shell reports as status 130 (subprocess: -SIGINT)."""
     proc = subprocess.Popen([str(ZRECORD_SCRIPT), "head", long_store, "-n", "1000000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_foreground)
     assert proc.stdout.readline().startswith("[0] shape ()")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert (proc.returncode, err) == (-signal.SIGINT, "zrecord: interrupted\n")
 
     proc = subprocess.Popen([str(ZRECORD_SCRIPT), "verify", slow_verify_store],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_foreground)
     _wait_until_open(proc.pid, slow_verify_store)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -339,6 +348,7 @@ def test_u1_02_ctrl_c_in_a_shell_gives_130_and_stops_its_loop(long_store):
     head = f"'{ZRECORD_SCRIPT}' head '{long_store}' -n 1000000"
     loop = subprocess.Popen(["bash", "-c", f"for s in 1 2; do {head}; echo next >&2; done"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_foreground,
                             start_new_session=True)
     loop.stdout.readline()
     os.killpg(loop.pid, signal.SIGINT)
@@ -346,7 +356,8 @@ def test_u1_02_ctrl_c_in_a_shell_gives_130_and_stops_its_loop(long_store):
     assert (loop.returncode, err) == (-signal.SIGINT, "zrecord: interrupted\n")
 
     shell = subprocess.Popen(["bash", "-c", f"{head}; echo status $? >&2"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_foreground)
     shell.stdout.readline()
     (child,) = _children(shell.pid)
     os.kill(child, signal.SIGINT)
