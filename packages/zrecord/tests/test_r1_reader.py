@@ -270,6 +270,7 @@ SPARSE_INDEX_SCRIPT = """
 """
 
 
+@pytest.mark.slow  # 9 s of the kernel's memory accounting; not the interpreter's concern
 def test_r1_08_sparse_index_does_not_cost_its_claimed_size_at_open(tmp_path):
     """[R1] item 8: open read index.zri into memory as large as the file claimed, before its
     checksum could say anything: a sparse 3 GiB index (no byte on disk) with a header that
