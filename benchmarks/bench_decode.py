@@ -1,6 +1,6 @@
 """Decoding real photos while training: loaderx threads vs PyTorch worker processes.
 
-The 1,493 photographs of `hf/photos` (../shared/data/prepare_data.py: JPEG, PNG and WebP files
+The 1,493 photographs of `hf/photos` (benchmarks/prepare_data.py: JPEG, PNG and WebP files
 as they were shipped, modes RGB/RGBA/P/L, median 400 x 512, up to 2048 on the long side) are
 converted once with `loaderx-convert --images encoded` into a Ragged uint8 store, and their
 bytes are also written as one flat NumPy array plus offsets (the same bytes). Then, each in a
@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(CHILDREN[args.child](args)))
         return 0
     if not os.path.isdir(os.path.join(args.data, "hf", "photos")):
-        print(f"no photos at {args.data}/hf/photos; run ../shared/data/prepare_data.py with "
+        print(f"no photos at {args.data}/hf/photos; run benchmarks/prepare_data.py with "
               "part hf", file=sys.stderr)
         return 1
     import datasets

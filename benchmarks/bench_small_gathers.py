@@ -13,7 +13,7 @@ Workloads (synthetic, shaped like the token data of benchmarks/README.md):
   dense-2k     Dense int32 (512,) records (2 KiB token blocks), raw, 65,536 records
   ragged-230   Ragged int32 records of 16..100 tokens (~230 B on average), raw, 127,633 records
 
-With --data (the output folder of ../shared/data/prepare_data.py), the real workloads of
+With --data (the output folder of benchmarks/prepare_data.py), the real workloads of
 bench_dense.py and bench_ragged.py can be named too, as WORKLOAD/CODEC with CODEC raw, zstd or
 zstd_dict: vision-dense, tokens-dense (token blocks), vision-ragged, tokens-ragged. This is how
 a change's effect on every warm row of those scripts is measured in one process, batch by batch
