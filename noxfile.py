@@ -210,14 +210,15 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def fuzz(session: nox.Session) -> None:
-    """Fuzz the reader with mutated valid stores for ZRECORD_FUZZ_SECONDS (default 60).
+    """Fuzz the reader with mutated valid stores for ZRECORD_FUZZ_SECONDS (default 30: a smoke run
+    that keeps CI under 15 minutes; long runs set it, e.g. 600).
 
     Crashes, hangs, overallocations and inconsistent reads fail the session; each finding's
     store and its replay command land in fuzz-findings/ under the session's temporary folder,
     or under ZRECORD_FUZZ_FINDINGS when set. ZRECORD_FUZZ_SEED picks another input sequence.
     """
     session.install(_pkg(session, ZRECORD, "test"), "xxhash")  # xxhash only speeds up the mutator
-    seconds = os.environ.get("ZRECORD_FUZZ_SECONDS", "60")
+    seconds = os.environ.get("ZRECORD_FUZZ_SECONDS", "30")
     findings = os.environ.get("ZRECORD_FUZZ_FINDINGS",
                               os.path.join(session.create_tmp(), "fuzz-findings"))
     session.run("python", str(ZRECORD / "tests" / "fuzz" / "fuzz_store.py"), "--seconds", seconds,
