@@ -294,10 +294,12 @@ class DataLoader:
         self._length = length
         self._pending: collections.deque[tuple[int, concurrent.futures.Future[Any]]] = \
             collections.deque()
-        # Steps drawn and hinted to the streams (read-ahead), after those in _pending.
+        # Steps drawn and hinted to the streams (read-ahead), after those in _pending. Without
+        # read-ahead a step is submitted as soon as it is drawn, and its gather hints a cold
+        # batch itself (zrecord): a hint at the draw would repeat that work.
         self._drawn: collections.deque[np.ndarray] = collections.deque()
         self._hinted = [s.prefetch for s in streams.values()
-                        if callable(getattr(s, "prefetch", None))]
+                        if callable(getattr(s, "prefetch", None))] if self._readahead else []
         self._stats = _Stats()
         # Guards _closed and _pending: close() may run on another thread while the consumer is
         # inside next().
