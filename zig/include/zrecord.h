@@ -146,6 +146,13 @@ int zr_writer_append_ragged(zr_writer *w, const uint64_t *ptrs, const uint64_t *
 /* Records appended so far. */
 uint64_t zr_writer_count(const zr_writer *w);
 
+/* A durable writer on a file system that takes O_DIRECT writes the first bytes of a store
+ * through the page cache (writeback started behind each write) and the rest with O_DIRECT;
+ * this sets how many more bytes, shared evenly among the shards, go the first way (default:
+ * 256 MiB or 1/32 of the machine's memory, whichever is less; 0: every large write is direct
+ * from now on). No effect on other writers. For tests and measurements. */
+int zr_writer_set_page_cache_bytes(zr_writer *w, uint64_t bytes, zr_status *st);
+
 /* Flushes, writes header.zrh, renames the temporary directory to the path (failing with
  * ZR_E_EXISTS if something appeared there meanwhile). On failure the temporary directory is
  * removed. Either way the writer's resources are released, except the handle itself. */

@@ -105,6 +105,12 @@ pub export fn zr_writer_count(w: ?*const Writer) u64 {
     return if (w) |wr| wr.count() else 0;
 }
 
+pub export fn zr_writer_set_page_cache_bytes(w: ?*Writer, bytes: u64, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (w) |wr| wr.setPageCacheBytes(bytes) else nullArgument(&d, "writer");
+    return finish(st, result, &d);
+}
+
 pub export fn zr_writer_publish(w: ?*Writer, st: ?*Status) c_int {
     var d: Diag = .{};
     const result: Error!void = if (w) |wr| wr.publish(&d) else nullArgument(&d, "writer");

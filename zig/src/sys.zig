@@ -573,6 +573,18 @@ pub fn forkGeneration() u32 {
     return fork_generation.load(.seq_cst);
 }
 
+extern "c" fn sysconf(name: c_int) c_long;
+const sc_pagesize: c_int = 30; // _SC_PAGESIZE on Linux (glibc and musl)
+const sc_phys_pages: c_int = 85; // _SC_PHYS_PAGES on Linux (glibc and musl)
+
+/// The machine's physical memory in bytes, or null where sysconf cannot tell.
+pub fn physicalMemoryBytes() ?u64 {
+    const pages = sysconf(sc_phys_pages);
+    const size = sysconf(sc_pagesize);
+    if (pages <= 0 or size <= 0) return null;
+    return @as(u64, @intCast(pages)) *| @as(u64, @intCast(size));
+}
+
 var cpu_count_cached: usize = 0;
 
 /// Logical CPUs this process may run on (at least 1), cached after the first call.
@@ -591,5 +603,6 @@ test "sys wrappers report errno" {
     try std.testing.expect(!(try exists("/nonexistent-zrecord-path")));
     try std.testing.expect(try exists("/"));
     try std.testing.expect(cpuCount() >= 1);
+    try std.testing.expect(physicalMemoryBytes().? >= 64 << 20);
     try std.testing.expect(randomU64() != randomU64());
 }

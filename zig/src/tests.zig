@@ -102,6 +102,10 @@ test "dense round trip: several shards, uneven split, sync and no-sync" {
     const schema = schemaOf(1, 3, &.{7}, 3);
     var w: ?*Writer = null;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path, &schema, null, 0, 0, &w, &st));
+    // The page-cache budget can be set on any writer (a no-op where it is not direct), but
+    // not on a null one.
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_set_page_cache_bytes(w, 0, &st));
+    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_writer_set_page_cache_bytes(null, 0, &st));
     var data: [7 * 40]u8 = undefined;
     for (&data, 0..) |*b, i| b.* = pattern(i);
     // Calls of 10, 1, 0 and 29 records: runs of 0 records happen when a call has fewer

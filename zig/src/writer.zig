@@ -20,14 +20,16 @@
 //!   batched in the lane buffer and written with one pwrite per `lane_flush_bytes`, and a lane
 //!   buffer is never larger than `lane_buffer_bytes_min` or the bound of the largest record
 //!   it compressed (kept only up to `lane_buffer_keep_bytes_max` between appends).
-//! - A durable writer on a file system that takes O_DIRECT (`Writer.direct`) writes shard
-//!   bytes around the page cache, from its lane buffers, in whole `direct_block_bytes` blocks
-//!   at block-aligned offsets: a run's buffer starts at its shard's last block boundary with
-//!   the bytes of the shard's partial last block in front (`ShardState.tail`), and leaves the
-//!   new partial block there for the next run or for publish. Small flushes go through the
-//!   page cache instead (`direct_write_bytes_min`). So the disk works while the next bytes are
-//!   produced, and `publish` has only metadata and partial blocks left to flush (decision
-//!   record 0001 §18).
+//! - A durable writer on a file system that takes O_DIRECT (`Writer.direct`) writes each
+//!   shard's first bytes (its share of `page_cache_bytes_max`, `ShardState.buffered_left`)
+//!   through the page cache with writeback started behind them, and the rest around the page
+//!   cache, from its lane buffers, in whole `direct_block_bytes` blocks at block-aligned
+//!   offsets: a run's buffer starts at its shard's last block boundary with the bytes of the
+//!   shard's partial last block in front (`ShardState.tail`), and leaves the new partial block
+//!   there for the next run or for publish. Small flushes go through the page cache too
+//!   (`direct_write_bytes_min`). Both ways share one buffer discipline, so a shard switches at
+//!   any flush. So the disk works while the next bytes are produced, and `publish` has little
+//!   left to flush (decision record 0001 §18).
 
 const std = @import("std");
 const abi = @import("abi.zig");
@@ -83,6 +85,13 @@ pub const parallel_direct_bytes_min: u64 = 1 << 20;
 /// Records are copied into a direct lane buffer and checksummed there in pieces of this
 /// size, so that the checksum reads bytes still in the CPU cache.
 const copy_piece_bytes: usize = 64 << 10;
+/// A durable direct writer writes the first bytes of a store through the page cache, with
+/// writeback started behind each write, and only then with O_DIRECT: stores up to this size
+/// are written at the speed of the page cache and flushed in one go by publish, which on the
+/// disks measured beats direct writes; beyond it, direct writes spare the page cache the
+/// reclaim and throttling that made buffered writes of gigabytes 2-3x slower (decision record
+/// 0001 §18). At most 1/32 of the machine's memory.
+pub const page_cache_bytes_max: u64 = 256 << 20;
 /// Threads that flush a durable store's files at publish.
 const fsync_workers_max: usize = 16;
 /// `startWriteback`'s name for the index file.
@@ -108,6 +117,9 @@ const ShardState = struct {
     /// Cleared when a direct write of this shard failed with EINVAL (an alignment the file
     /// system did not announce): the shard is written through the page cache from then on.
     direct_ok: bool = true,
+    /// Bytes this shard may still write through the page cache before its writes go around
+    /// it (its share of the writer's `page_cache_bytes`).
+    buffered_left: u64 = 0,
 };
 
 /// Compression state and output buffers of one worker (see the invariants above).
@@ -253,6 +265,7 @@ pub const Writer = struct {
             w.shards = alloc.alloc(ShardState, w.header.data_shards) catch return noMemory(d, "the shard states");
             @memset(w.shards, .{});
             w.direct = true;
+            w.setPageCacheBytes(pageCacheBytesDefault());
         }
     }
 
@@ -297,6 +310,13 @@ pub const Writer = struct {
 
     pub fn count(w: *const Writer) u64 {
         return w.header.record_count;
+    }
+
+    /// Lets the shards of a direct writer write `bytes` more (shared evenly) through the page
+    /// cache before their writes go direct; 0 makes every large write direct from now on.
+    /// No effect on a writer that is not direct (zr_writer_set_page_cache_bytes).
+    pub fn setPageCacheBytes(w: *Writer, bytes: u64) void {
+        for (w.shards) |*st| st.buffered_left = bytes / w.header.data_shards;
     }
 
     fn checkUsable(w: *Writer, d: *Diag) Error!void {
@@ -592,6 +612,12 @@ fn writeTail(w: *const Writer, k: usize, d: *Diag) Error!void {
 /// to `direct_block_bytes`. Memory file systems (tmpfs takes O_DIRECT since Linux 6.6 but
 /// copies anyway) gain nothing from it and say nothing through statx, so where statx is
 /// silent, O_DIRECT is used only if it can be set.
+/// The default `page_cache_bytes` of a direct writer.
+fn pageCacheBytesDefault() u64 {
+    const ram = sys.physicalMemoryBytes() orelse return page_cache_bytes_max;
+    return @min(page_cache_bytes_max, ram / 32);
+}
+
 fn directWritable(fd: Fd) bool {
     if (sys.directIoAlignment(fd)) |a| {
         return a.offset != 0 and a.offset <= direct_block_bytes and a.memory <= direct_block_bytes;
@@ -905,7 +931,7 @@ const Out = struct {
         }
         const st = &w.shards[o.k];
         const whole: usize = @intCast(alignDown(o.fill));
-        if (st.direct_ok and fresh >= direct_write_bytes_min and whole > 0) {
+        if (st.direct_ok and st.buffered_left == 0 and fresh >= direct_write_bytes_min and whole > 0) {
             if (!final and o.helper != null) return o.postDirect(whole, d);
             try o.writeDirect(whole, d);
             o.consume(whole);
@@ -913,6 +939,7 @@ const Out = struct {
         } else {
             try o.settle(d);
             try o.writeBuffered(o.lane.buf[o.on_disk..o.fill], o.base + o.on_disk, d);
+            st.buffered_left -|= fresh;
             o.consume(whole);
             o.on_disk = o.fill;
         }

@@ -1,8 +1,9 @@
 """Durable writes: the order of flushes that makes publication atomic, and the direct-I/O path.
 
-A durable writer ([P1], decision record 0001 section 18) writes shard bytes with O_DIRECT from
-aligned buffers where the file system allows, keeps each shard's partial last block for later,
-and publishes in this order ([ZR-PUB-002], [ZR-PUB-003]): every shard (partial block written
+A durable writer ([P1], decision record 0001 section 18) writes the first bytes of a store
+through the page cache (its page-cache budget, 256 MiB by default) and the rest with O_DIRECT
+from aligned buffers where the file system allows, keeps each shard's partial last block for
+later, and publishes in this order ([ZR-PUB-002], [ZR-PUB-003]): every shard (partial block written
 first) and the index flushed; then header.zrh created, written and flushed together with the
 temporary directory; then the rename; then the parent directory flushed. The first tests read
 that order from the system calls of real writes (strace); the others check that every way of
@@ -28,29 +29,38 @@ WRITER = textwrap.dedent("""
     import sys, numpy as np
     from zrecord import Dense, Ragged
     path, kind, codec, sync = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+    budget = int(sys.argv[5]) if len(sys.argv) > 5 else None  # the page-cache budget
     rng = np.random.default_rng(5)
     if kind == "dense":
         data = rng.integers(0, 255, (700, 3000), dtype=np.uint8)
         with Dense.create(path, np.uint8, (3000,), codec=codec, data_shards=3, sync=sync) as w:
+            if budget is not None:
+                w._handle.set_page_cache_bytes(budget)
             w.append(data[:3])          # a few KB: through the page cache
-            w.append(data[3:600])       # MBs: whole blocks with O_DIRECT
+            w.append(data[3:600])       # MBs: whole blocks with O_DIRECT, past the budget
             w.append(data[600:])
     else:
         recs = [rng.integers(0, 1000, rng.integers(0, 20000), dtype=np.int32) for _ in range(400)]
         with Ragged.create(path, np.int32, 1, codec=codec, data_shards=2, sync=sync) as w:
+            if budget is not None:
+                w._handle.set_page_cache_bytes(budget)
             w.append(recs[:5])
             w.append(recs[5:])
 """)
 
-CALLS = "openat,close,fsync,fdatasync,rename,renameat,renameat2,pwrite64,pwritev,fcntl"
+CALLS = ("openat,close,fsync,fdatasync,rename,renameat,renameat2,pwrite64,pwritev,fcntl,"
+         "sync_file_range")
 
 
-def trace(tmp_path, kind: str, codec: str, sync: bool = True) -> tuple[list[str], str]:
-    """The system calls of one write, in the order strace saw them start or finish."""
+def trace(tmp_path, kind: str, codec: str, sync: bool = True,
+          budget: int | None = None) -> tuple[list[str], str]:
+    """The system calls of one write, in the order strace saw them start or finish; `budget`
+    sets the writer's page-cache budget (default: the library's)."""
     out = tmp_path / "trace.txt"
     path = str(tmp_path / "store")
+    extra = [] if budget is None else [str(budget)]
     subprocess.run(["strace", "-f", "-qq", "-e", f"trace={CALLS}", "-o", str(out),
-                    sys.executable, "-c", WRITER, path, kind, codec, "1" if sync else "0"],
+                    sys.executable, "-c", WRITER, path, kind, codec, "1" if sync else "0", *extra],
                    check=True, timeout=300)
     with zrecord.open_store(path) as store:
         store.verify()
@@ -125,13 +135,15 @@ def strace_available():
         pytest.skip(f"strace cannot trace here: {probe.stderr[-200:]!r}")
 
 
+@pytest.mark.parametrize("budget", [None, 0], ids=["page-cache-first", "direct"])
 @pytest.mark.parametrize("kind,codec", [("dense", "raw"), ("ragged", "raw"), ("dense", "zstd"),
                                         ("ragged", "zstd")])
 def test_publish_flushes_data_then_header_then_rename_then_parent(tmp_path, strace_available, kind,
-                                                                  codec):
+                                                                  codec, budget):
     """[ZR-PUB-002] [ZR-PUB-003] data and index durable before the header exists; the header and
-    the temporary directory durable before the rename; the parent flushed after it."""
-    ev = Events(trace(tmp_path, kind, codec)[0])
+    the temporary directory durable before the rename; the parent flushed after it. Whether the
+    shard bytes went through the page cache (a small store, the default) or around it."""
+    ev = Events(trace(tmp_path, kind, codec, budget=budget)[0])
     shards = r"/data-\d{3}\.zrd$"
     header_open = ev.find("openat", r"/header\.zrh$")
     renames = [c for c in ev.calls if c["name"].startswith("rename")]
@@ -162,26 +174,79 @@ def test_publish_flushes_data_then_header_then_rename_then_parent(tmp_path, stra
     assert parent_syncs, "the parent directory is not flushed after the rename"
 
 
+def direct_writes(lines: list[str]) -> list[re.Match]:
+    """The shard writes of a trace made while their descriptor had O_DIRECT set: (descriptor,
+    size, offset, result) of each, in the order they started."""
+    fd_direct: dict[str, bool] = {}
+    found = []
+    for call in Events(lines).calls:
+        m = re.match(r"fcntl\((\d+), F_SETFL, (.*)\)", call["text"])
+        if m:
+            fd_direct[m.group(1)] = "O_DIRECT" in m.group(2)
+            continue
+        m = re.match(r"pwrite64\((\d+), .*, (\d+), (\d+)\)\s*=\s*(\d+)$", call["text"])
+        if m and fd_direct.get(m.group(1)):
+            found.append(m)
+    return found
+
+
 def test_durable_writer_writes_around_the_page_cache(tmp_path, strace_available):
-    """A durable writer on a disk file system writes whole blocks with O_DIRECT; a writer with
-    sync=False never flushes and never asks for O_DIRECT."""
+    """A durable writer on a disk file system writes whole blocks with O_DIRECT once its
+    page-cache budget is spent (0 here); a writer with sync=False never flushes and never asks
+    for O_DIRECT."""
     if zrecord_fs_is_memory(tmp_path):
         pytest.skip("the test folder is on a memory file system")
-    lines, _ = trace(tmp_path, "dense", "raw")
+    lines, _ = trace(tmp_path, "dense", "raw", budget=0)
     direct = [line for line in lines if "F_SETFL" in line and "O_DIRECT" in line]
     assert direct, "no shard was switched to O_DIRECT"
-    ev = Events(lines)
-    writes = ev.find("pwrite64", r"/data-\d{3}\.zrd$")
     # The big append goes out in block-aligned pieces at block-aligned offsets.
-    sizes = [re.search(r", (\d+), (\d+)\)\s*=\s*(\d+)$", c["text"]) for c in writes]
-    aligned = [m for m in sizes if m and m.group(1) == m.group(3)
-               and int(m.group(1)) % 4096 == 0 and int(m.group(2)) % 4096 == 0]
-    assert len(aligned) >= 3, [c["text"][-40:] for c in writes]
+    aligned = [m for m in direct_writes(lines) if m.group(2) == m.group(4)
+               and int(m.group(2)) % 4096 == 0 and int(m.group(3)) % 4096 == 0]
+    assert len(aligned) >= 3, direct_writes(lines)
 
     shutil.rmtree(tmp_path / "store")
     lines, _ = trace(tmp_path, "dense", "raw", sync=False)
     assert not [line for line in lines if "O_DIRECT" in line and "F_SETFL" in line]
     assert not Events(lines).find("fsync", r".")
+
+
+def test_small_durable_store_is_written_through_the_page_cache(tmp_path, strace_available):
+    """Within its page-cache budget (256 MiB by default) a durable writer never asks for
+    O_DIRECT: it writes through the page cache, starts writeback behind each write
+    (sync_file_range) and leaves the rest to publish's flushes."""
+    if zrecord_fs_is_memory(tmp_path):
+        pytest.skip("the test folder is on a memory file system")
+    lines, _ = trace(tmp_path, "dense", "raw")
+    assert not [line for line in lines if "F_SETFL" in line and "O_DIRECT" in line]
+    ev = Events(lines)
+    shards = r"/data-\d{3}\.zrd$"
+    assert len({c["file"] for c in ev.find("sync_file_range", shards)}) == 3
+    assert len({c["file"] for c in ev.find("fsync", shards)}) == 3
+
+
+def test_spent_budget_turns_the_writes_direct_mid_store(tmp_path, strace_available):
+    """A store larger than the page-cache budget starts through the page cache and goes on with
+    O_DIRECT on every shard once its share of the budget is spent; the store verifies."""
+    if zrecord_fs_is_memory(tmp_path):
+        pytest.skip("the test folder is on a memory file system")
+    lines, _ = trace(tmp_path, "ragged", "raw", budget=4 << 20)  # ~16 MB over 2 shards
+    fd_of = {}
+    for call in Events(lines).calls:
+        if call["name"] == "openat" and re.search(r"/data-\d{3}\.zrd$", call.get("file", "")):
+            fd_of[re.search(r"= (\d+)$", call["text"]).group(1)] = call["file"]
+    direct = direct_writes(lines)
+    assert {fd_of[m.group(1)] for m in direct} == set(fd_of.values()), "a shard never went direct"
+    # Before its first direct write, each shard took at least its 2 MiB share buffered.
+    buffered = dict.fromkeys(fd_of, 0)
+    went_direct: set[str] = set()
+    for call in Events(lines).calls:
+        m = re.match(r"fcntl\((\d+), F_SETFL, .*O_DIRECT", call["text"])
+        if m:
+            went_direct.add(m.group(1))
+        m = re.match(r"pwrite64\((\d+), .*, (\d+), \d+\)\s*=", call["text"])
+        if m and m.group(1) in fd_of and m.group(1) not in went_direct:
+            buffered[m.group(1)] += int(m.group(2))
+    assert all(n >= 2 << 20 for n in buffered.values()), buffered
 
 
 def test_memory_file_system_is_written_through_the_page_cache(tmp_path, strace_available):
@@ -196,7 +261,7 @@ def test_memory_file_system_is_written_through_the_page_cache(tmp_path, strace_a
     try:
         out = tmp_path / "trace.txt"
         subprocess.run(["strace", "-f", "-qq", "-e", f"trace={CALLS}", "-o", str(out),
-                        sys.executable, "-c", WRITER, str(store), "dense", "raw", "1"],
+                        sys.executable, "-c", WRITER, str(store), "dense", "raw", "1", "0"],
                        check=True, timeout=300)
         lines = out.read_text().splitlines()
         assert not [line for line in lines if "F_SETFL" in line and "O_DIRECT" in line]
@@ -215,17 +280,22 @@ def zrecord_fs_is_memory(path) -> bool:
 # -- the direct-I/O path stores exactly what was appended -----------------------------------------
 
 
+@pytest.mark.parametrize("budget", [0, 2_500_000, None], ids=["direct", "switch", "default"])
 @pytest.mark.parametrize("codec", ["raw", "zstd"])
 @pytest.mark.parametrize("shards", [1, 3])
-def test_appends_of_every_size_round_trip_through_direct_writes(tmp_path, codec, shards):
+def test_appends_of_every_size_round_trip_through_direct_writes(tmp_path, codec, shards, budget):
     """Appends that end inside a block, on a block boundary, below and above the size that goes
     around the page cache, and records larger than a lane buffer: every byte lands where the
-    index says, and each shard is exactly as long as its records (partial blocks included)."""
+    index says, and each shard is exactly as long as its records (partial blocks included).
+    With every large write direct, with the page-cache budget spent mid-store, and with the
+    default budget (all of it through the page cache)."""
     rng = np.random.default_rng(shards)
     sizes = [1, 4095, 4096, 4097, 5, 130_000, 1 << 20, (1 << 20) + 3, 3 << 20, 7, 0, 200_000, 1]
     recs = [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
     path = str(tmp_path / "s")
     with Ragged.create(path, np.uint8, 1, codec=codec, data_shards=shards) as w:
+        if budget is not None:
+            w._handle.set_page_cache_bytes(budget)
         for k in range(0, len(recs), 2):  # several appends, each starting mid-block
             w.append(recs[k:k + 2])
         w.append([])
@@ -248,6 +318,7 @@ def test_dense_append_one_record_at_a_time_then_a_large_one(tmp_path):
     data = rng.integers(0, 1 << 30, (3000, 333), dtype=np.int32)  # 1332-byte records
     path = str(tmp_path / "d")
     with Dense.create(path, np.int32, (333,), codec="raw", data_shards=2) as w:
+        w._handle.set_page_cache_bytes(0)
         for i in range(1000):
             w.append(data[i:i + 1])
         w.append(data[1000:])

@@ -66,6 +66,7 @@ cdef extern from "zrecord.h" nogil:
     int zr_writer_append_ragged(zr_writer *w, const uint64_t *ptrs, const uint64_t *shapes,
                                 uint64_t count, zr_status *st)
     uint64_t zr_writer_count(const zr_writer *w)
+    int zr_writer_set_page_cache_bytes(zr_writer *w, uint64_t nbytes, zr_status *st)
     int zr_writer_publish(zr_writer *w, zr_status *st)
     void zr_writer_abort(zr_writer *w)
     void zr_writer_free(zr_writer *w)

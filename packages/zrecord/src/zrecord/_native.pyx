@@ -584,6 +584,17 @@ cdef class Writer:
             n = zr_writer_count(self.w)
         return n
 
+    def set_page_cache_bytes(self, uint64_t nbytes):
+        """How many more bytes a durable writer on an O_DIRECT-capable file system writes
+        through the page cache before its writes go direct (zrecord.h
+        zr_writer_set_page_cache_bytes). For tests and measurements."""
+        cdef zr_status st
+        cdef int rc
+        with nogil:
+            rc = zr_writer_set_page_cache_bytes(self.w, nbytes, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
     def publish(self):
         """Publish the store (once); the writer is done whatever the outcome."""
         cdef zr_status st
