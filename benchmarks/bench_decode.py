@@ -7,7 +7,8 @@ bytes are also written as one flat NumPy array plus offsets (the same bytes). Th
 fresh process so that its memory is its own, at N = 1, 2, 4:
 
   loaderx   DataLoader over the Ragged store, transform=DecodeImages(size=(224, 224)),
-            workers=N threads, prefetch N + 1 (N batches in flight)
+            workers=N threads, prefetch 2N + 1 (2N batches in flight besides the one the
+            consumer holds, as many as PyTorch's default prefetch_factor 2 keeps)
   torch     torch.utils.data.DataLoader over a per-sample Dataset reading the flat NumPy
             memory map, num_workers=N (fork), prefetch_factor 2, persistent workers; each
             sample decoded by the same function (DecodeImages.decode_one), default collate
@@ -93,7 +94,7 @@ def child_loaderx(args: argparse.Namespace) -> dict[str, Any]:
     store = zrecord.Ragged.open(os.path.join(args.work, "photos", "train", "image"))
     order = _order(len(store), args.batch, args.warmup + args.batches)
     loader = DataLoader({"image": store}, FixedOrder(order), DecodeImages("image", size=SIZE),
-                        workers=args.workers, prefetch=args.workers + 1)
+                        workers=args.workers, prefetch=2 * args.workers + 1)
     peak = PeakPss()
     for _ in range(args.warmup):
         next(loader)

@@ -7,7 +7,7 @@ batch of a fixed shape, ready for a model::
     from loaderx.transforms import DecodeImages
 
     decode = DecodeImages("image", size=(224, 224))            # -> (B, 224, 224, 3) uint8
-    loader = DataLoader(streams, sampler, transform=decode, workers=4, prefetch=6)
+    loader = DataLoader(streams, sampler, transform=decode, workers=4, prefetch=9)
 
 Invariants:
 - Threads, not processes: Pillow releases the GIL while it decodes, converts and resamples, so
