@@ -63,6 +63,12 @@ ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["OURS", "Dense", "Ragged", "train_dict", "zrecord"]
 
 
+def work_folder(path: str) -> str:
+    """--tmp: the folder, made (with its parents) if it does not exist yet."""
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
     ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")),
                     help="output folder of benchmarks/prepare_data.py")
@@ -70,7 +76,8 @@ def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--codecs", default="raw,zstd,zstd_dict")
     ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--tmp", default=None, help="folder for the stores (default: a temp dir)")
+    ap.add_argument("--tmp", default=None, type=work_folder,
+                    help="folder for the stores, made if missing (default: a temp dir)")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--peer", default=None,
                     help="python of a separate venv holding the published loaderx: its stores "

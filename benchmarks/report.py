@@ -271,12 +271,13 @@ def cold_tables(result: dict[str, Any]) -> list[str]:
            f"{dev.get('fs')}" + (f" (device {queue.get('device')}, read_ahead_kb "
                                  f"{queue.get('read_ahead_kb')})" if queue else "")
            + ("; TMPFS: page-cache figures, not cold reads" if dev.get("tmpfs") else "")
-           + f"; batch {result['batch']}; {result.get('rounds', 1)} round(s) of "
-           f"{result.get('batches')} timed batches per backend, medians. Every batch: the store "
-           "opened fresh, its payload evicted (posix_fadvise DONTNEED)"
-           + (" with its index" if result.get("evict_index") else "")
-           + ", one IID gather timed. Ceilings: random O_DIRECT reads of the mean record size "
-           "over a file of the workload's size in the same folder.", ""]
+           + (f"; batch {result['batch']}; {result.get('rounds', 1)} round(s) of "
+              f"{result.get('batches')} timed batches per backend, medians. Every batch: the "
+              "store opened fresh, its payload evicted (posix_fadvise DONTNEED)"
+              + (" with its index" if result.get("evict_index") else "")
+              + ", one IID gather timed. Ceilings: random O_DIRECT reads of the mean record "
+              "size over a file of the workload's size in the same folder."
+              if result.get("workloads") else "."), ""]
     for workload in result.get("workloads", {}).values():
         out += [cold_table(workload), ""]
     if "loaders" in result:
