@@ -25,6 +25,10 @@ import pytest
 import zrecord
 from zrecord import Dense, Ragged
 
+# Traced processes and direct I/O exercise the kernel and the native core, not the interpreter:
+# run once, in the zrecord session, not once per CPython.
+pytestmark = pytest.mark.slow
+
 WRITER = textwrap.dedent("""
     import sys, numpy as np
     from zrecord import Dense, Ragged
