@@ -118,7 +118,7 @@ const ShardState = struct {
     /// system did not announce): the shard is written through the page cache from then on.
     direct_ok: bool = true,
     /// Bytes this shard may still write through the page cache before its writes go around
-    /// it (its share of the writer's `page_cache_bytes`).
+    /// it (its share of the writer's page-cache budget, `Writer.setPageCacheBytes`).
     buffered_left: u64 = 0,
 };
 
@@ -608,16 +608,17 @@ fn writeTail(w: *const Writer, k: usize, d: *Diag) Error!void {
     st.tail_on_disk = true;
 }
 
-/// Whether a durable writer can write the shard file `fd` with O_DIRECT from buffers aligned
-/// to `direct_block_bytes`. Memory file systems (tmpfs takes O_DIRECT since Linux 6.6 but
-/// copies anyway) gain nothing from it and say nothing through statx, so where statx is
-/// silent, O_DIRECT is used only if it can be set.
-/// The default `page_cache_bytes` of a direct writer.
+/// The default page-cache budget of a direct writer: `page_cache_bytes_max`, or 1/32 of the
+/// machine's memory where that is less.
 fn pageCacheBytesDefault() u64 {
     const ram = sys.physicalMemoryBytes() orelse return page_cache_bytes_max;
     return @min(page_cache_bytes_max, ram / 32);
 }
 
+/// Whether a durable writer can write the shard file `fd` with O_DIRECT from buffers aligned
+/// to `direct_block_bytes`. Memory file systems (tmpfs takes O_DIRECT since Linux 6.6 but
+/// copies anyway) gain nothing from it and say nothing through statx, so where statx is
+/// silent, O_DIRECT is used only if it can be set.
 fn directWritable(fd: Fd) bool {
     if (sys.directIoAlignment(fd)) |a| {
         return a.offset != 0 and a.offset <= direct_block_bytes and a.memory <= direct_block_bytes;

@@ -168,6 +168,7 @@ def _zrecord(*argv: str, limit: bool = True):
                           preexec_fn=_limit_memory if limit else None)
 
 
+@pytest.mark.slow  # the kernel's memory accounting, not the interpreter's concern: run once
 def test_r1_07_head_of_huge_records_runs_in_bounded_memory(huge_stores):
     """[R1] item 7: `zrecord head --json` on a small store of 2 GiB zstd records was OOM-killed:
     it decoded every shown record whole (and at once) and called tolist() on it. Under a 1 GiB
@@ -203,6 +204,7 @@ def test_r1_07_head_of_huge_records_runs_in_bounded_memory(huge_stores):
     assert proc.stderr.count("\n") == 1 and "out of memory" in proc.stderr
 
 
+@pytest.mark.slow  # the kernel's memory accounting, not the interpreter's concern: run once
 def test_r1_07_stats_info_verify_of_huge_records_run_in_bounded_memory(huge_stores):
     """[R1] item 7: `verify` decodes each compressed record whole (in native code), so under
     the limit it reported the out-of-memory failure as CORRUPT (exit 1). Records above
@@ -320,6 +322,7 @@ def _foreground() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow  # signals and pipes between processes: run once, in the zrecord session
 def test_u1_02_ctrl_c_prints_one_line_and_ends_by_sigint(long_store, slow_verify_store):
     """[U1] item 2: Ctrl-C during `head` or `verify` prints one line, no traceback, and the
     process ends by SIGINT, which a shell reports as status 130 (subprocess: -SIGINT)."""
@@ -340,6 +343,7 @@ def test_u1_02_ctrl_c_prints_one_line_and_ends_by_sigint(long_store, slow_verify
     assert (proc.returncode, out, err) == (-signal.SIGINT, "", "zrecord: interrupted\n")
 
 
+@pytest.mark.slow  # signals and pipes between processes: run once, in the zrecord session
 def test_u1_02_ctrl_c_in_a_shell_gives_130_and_stops_its_loop(long_store):
     """[U1] item 2: what a terminal's Ctrl-C does (SIGINT to the whole foreground group): a
     shell loop over stores stops at once, because zrecord dies by the signal (had it exited
@@ -407,6 +411,7 @@ def _into_closed_pipe(*argv: str) -> subprocess.CompletedProcess[str]:
         os.close(write_end)
 
 
+@pytest.mark.slow  # signals and pipes between processes: run once, in the zrecord session
 def test_u1_02_a_closed_pipe_ends_quietly(long_store, stores, tmp_path):
     """[U1] item 2: `zrecord head S | head -1` and output into a pipe nobody reads any more
     end quietly, with status 141 as cat's (SIGPIPE), never "Exception ignored ... BrokenPipeError"
