@@ -102,10 +102,13 @@ def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> N
                     "loaders": loaders}, root / "checkpoint.tmp")
         os.replace(root / "checkpoint.tmp", checkpoint)
         print(f"rank 0: stopped before step {loaders[0]['step']}, loss {loss.item():.4f}")
-    dist.barrier()
     loader.close()
     for store in streams.values():
         store.close()
+    # The model holds the process group: release it before destroying the group, and let
+    # every rank get here first, so that gloo's threads stop while the interpreter is whole.
+    del model, optimizer
+    dist.barrier()
     dist.destroy_process_group()
 
 
