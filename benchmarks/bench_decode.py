@@ -390,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=24)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tmp", default=None)
+    ap.add_argument("--tmp", default=None, type=lambda p: os.makedirs(p, exist_ok=True) or p,
+                    help="folder for the stores, made if missing (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--peer", default=None, help=argparse.SUPPRESS)  # nox passes it to all
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)

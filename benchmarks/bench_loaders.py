@@ -290,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--records", type=int, default=None, help="cap the source (default: all)")
     ap.add_argument("--only", default=None, help="comma-separated configuration names")
-    ap.add_argument("--tmp", default=None)
+    ap.add_argument("--tmp", default=None, type=lambda p: os.makedirs(p, exist_ok=True) or p,
+                    help="folder for the stores, made if missing (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--peer", default=None, help="accepted for the nox loop; not used here")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)

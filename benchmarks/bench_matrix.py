@@ -73,6 +73,7 @@ from benchcommon import (
     sync_tree,
     timed_batches,
     timed_write,
+    work_folder,
 )
 
 WORKLOADS = {  # name: (kind, files)
@@ -692,7 +693,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="cap records per workload: N for all, or name=N,... (default: all)")
     ap.add_argument("--slow-batch-s", type=float, default=1.0)
     ap.add_argument("--slow-batches", type=int, default=3)
-    ap.add_argument("--tmp", default=None, help="folder for the stores (default: a temp dir)")
+    ap.add_argument("--tmp", default=None, type=work_folder,
+                    help="folder for the stores, made if missing (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--peer", default=None, help="accepted for the nox loop; not used here")
     args = ap.parse_args(argv)

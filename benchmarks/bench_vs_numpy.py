@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--batches", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--tmp", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    ap.add_argument("--tmp", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                    type=lambda p: os.makedirs(p, exist_ok=True) or p,
+                    help="folder for the stores, made if missing")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         source = np.load(Path(args.data) / f"{args.workload}.npy", mmap_mode="r")
