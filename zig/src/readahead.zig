@@ -79,11 +79,23 @@ pub const Span = struct {
     len: u64,
 };
 
+/// Gathers after a prefetch that hinted (`Estimate.notePrefetch`) that read the batches they
+/// find in the page cache with pread rather than through the mappings: a loader prefetches
+/// every step, so this only has to outlast the steps between two prefetch calls.
+pub const prefetched_gathers: u32 = 8;
+
 /// The reader's estimate of whether its store is in the page cache.
 pub const Estimate = struct {
     /// A reader starts out expecting cold data: its first gather samples before it hints, so
     /// a warm store costs that gather a few system calls, not a probe's worth of waiting.
     cold: std.atomic.Value(bool) = .init(true),
+    /// Gathers left that follow a prefetch which found its records outside the page cache and
+    /// hinted them. Their records are in the page cache because they were hinted, not because
+    /// the store stays there: copying them through the mappings would map every page (and
+    /// the kernel maps up to 16 cached neighbours with each fault) into the process, where
+    /// they count as its memory and cost the kernel unmapping work when it reclaims them. A
+    /// prefetch that finds its records resident sets this to 0: the store is warm.
+    prefetched: std.atomic.Value(u32) = .init(0),
 
     pub fn expectsCold(e: *const Estimate) bool {
         return e.cold.load(.monotonic);
@@ -91,6 +103,22 @@ pub const Estimate = struct {
 
     pub fn set(e: *Estimate, cold: bool) void {
         if (e.cold.load(.monotonic) != cold) e.cold.store(cold, .monotonic);
+    }
+
+    /// A prefetch call sampled its records: `hinted` when it found them outside the page
+    /// cache and hinted them.
+    pub fn notePrefetch(e: *Estimate, hinted: bool) void {
+        const want: u32 = if (hinted) prefetched_gathers else 0;
+        if (e.prefetched.load(.monotonic) != want) e.prefetched.store(want, .monotonic);
+    }
+
+    /// Whether this gather follows a prefetch that hinted; counts it.
+    pub fn takePrefetched(e: *Estimate) bool {
+        var left = e.prefetched.load(.monotonic);
+        while (left > 0) {
+            left = e.prefetched.cmpxchgWeak(left, left - 1, .monotonic, .monotonic) orelse return true;
+        }
+        return false;
     }
 };
 
@@ -288,4 +316,16 @@ test "samples spread over the batch; the next records are the ones after a probe
     try std.testing.expect(b.sampleResident(10, 12));
     try std.testing.expectEqualSlices(u64, &.{ 10, 11 }, f.asked[0..f.asked_count]);
     try std.testing.expect(b.sampleResident(5, 5));
+}
+
+test "a prefetch that hinted lets the next gathers read with pread; one that found its records cached ends that" {
+    var e: Estimate = .{};
+    try std.testing.expect(!e.takePrefetched());
+    e.notePrefetch(true);
+    for (0..prefetched_gathers) |_| try std.testing.expect(e.takePrefetched());
+    try std.testing.expect(!e.takePrefetched());
+    e.notePrefetch(true);
+    try std.testing.expect(e.takePrefetched());
+    e.notePrefetch(false);
+    try std.testing.expect(!e.takePrefetched());
 }

@@ -53,10 +53,13 @@
 //!   is reported, so overlapping Ragged outputs cannot fake one.
 //! - Cold batches (readahead.zig): a batch that the reader's estimate and a mincore sample
 //!   find outside the page cache is hinted ahead of its reads (posix_fadvise WILLNEED) and
-//!   every record of it is read with pread, none through the mappings; a batch expected warm is
-//!   read as before, each share timing its first records. Either way each record is checked
-//!   exactly as above. Hints and samples are system calls about files and mappings, never a
-//!   touch of a mapped byte, and keep no state across calls but the estimate (one atomic).
+//!   every record of it is read with pread, none through the mappings; so is a batch found in
+//!   the page cache just after a prefetch call hinted records (unhinted: they were brought in
+//!   for this read, and mapping them would charge their pages to the process); a batch
+//!   expected warm is read as before, each share timing its first records. Either way each
+//!   record is checked exactly as above. Hints and samples are system calls about files and
+//!   mappings, never a touch of a mapped byte, and keep no state across calls but the
+//!   estimate (two atomics).
 //! - Cache bypass (`bypass`, ZR_OPEN_CACHE_BYPASS): records that use pread and fit a scratch
 //!   buffer are read with O_DIRECT, in whole aligned blocks, into a worker's page-aligned
 //!   scratch buffer, checked there and copied or decoded out; they are never hinted.
@@ -870,14 +873,17 @@ pub const Reader = struct {
     /// Runs `work` over the positions of the batch `base` (whose output holds `bytes`
     /// logical bytes). A batch that the estimate expects cold, and that a residency sample
     /// confirms, is hinted ahead of its reads (`GatherCtx.hintAhead`) and read with pread;
-    /// any other batch is read as it always was, with each share probing its first records
-    /// (`probed`) in case the estimate is wrong.
+    /// one that follows a prefetch which hinted (readahead.Estimate.prefetched) is sampled
+    /// too, and read with pread, unhinted, when the sample finds it resident; any other batch
+    /// is read as it always was, with each share probing its first records (`probed`) in
+    /// case the estimate is wrong.
     fn runBatch(r: *Reader, base: *const GatherCtx, bytes: u64, threads: u32, comptime work: anytype, d: *Diag) Error!void {
         // A store whose every record is read with O_DIRECT has nothing to hint or probe.
         const mode: readahead.Mode = if (r.bypass and r.pread_every_record) .mapped else r.readMode();
         const n = base.n;
         var cold = mode == .hinted;
-        if (mode == .auto and r.estimate.expectsCold()) {
+        const prefetched = mode == .auto and r.estimate.takePrefetched();
+        if (mode == .auto and (r.estimate.expectsCold() or prefetched)) {
             cold = !base.batch().sampleResident(0, n);
             r.estimate.set(cold);
         }
@@ -890,6 +896,10 @@ pub const Reader = struct {
             // their first reads go out unhinted) was 15% faster than hinting first.
             ctx.cold = true;
             ctx.frontier = &frontier;
+        } else if (prefetched) {
+            // Found in the page cache after a prefetch hinted it: read with pread, unhinted,
+            // so that its pages stay out of the mappings (readahead.Estimate.prefetched).
+            ctx.cold = true;
         } else {
             ctx.probe = mode == .auto;
             ctx.hinted = &hinted;
@@ -924,7 +934,11 @@ pub const Reader = struct {
         const mode = r.readMode();
         if (mode == .mapped) return;
         const ctx: GatherCtx = .{ .r = r, .idx = idx.?, .out = undefined, .n = @min(n, readahead.prefetch_records_max) };
-        if (mode == .auto and ctx.batch().sampleResident(0, ctx.n)) return;
+        if (mode == .auto) {
+            const resident = ctx.batch().sampleResident(0, ctx.n);
+            r.estimate.notePrefetch(!resident);
+            if (resident) return;
+        }
         ctx.batch().hint(0, r.runEnd(&ctx, 0, readahead.window_bytes_max, readahead.window_records_max));
     }
 

@@ -352,6 +352,37 @@ test "an evicted store is found cold and read hinted; once read, it is found war
     try td.deinitExpectEmpty();
 }
 
+test "gathers after a prefetch that hinted read with pread; a prefetch of cached records ends that" {
+    var td: TempDir = .{};
+    try td.init();
+    const rs = 1024;
+    const n = 2000;
+    const data = try randomData(6, n * rs);
+    defer gpa.free(data);
+    try tz.writeDense(&td, "d", codec_raw, "", 2, rs, data, &.{n});
+    var all: [n]u64 = undefined;
+    for (&all, 0..) |*v, i| v.* = i;
+    const evicted = try evict(&td, "d", 2);
+    const r = try tz.openOk(&td, "d");
+    var buf: [200]u64 = undefined;
+    const idx = batchOf(&buf, n, 8);
+    var st: Status = undefined;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, idx.ptr, idx.len, &st));
+    // Where the eviction took, the prefetch found the batch cold and hinted it.
+    if (evicted) try testing.expectEqual(readahead.prefetched_gathers, r.estimate.prefetched.load(.monotonic));
+    try tz.expectDenseGather(r, data, rs, idx, 1);
+    if (evicted) try testing.expectEqual(readahead.prefetched_gathers - 1, r.estimate.prefetched.load(.monotonic));
+    // Every record is cached now: a prefetch finds its batch resident, and gathers go back
+    // to the mappings.
+    try tz.expectDenseGather(r, data, rs, &all, 0);
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, idx.ptr, idx.len, &st));
+    try testing.expectEqual(@as(u32, 0), r.estimate.prefetched.load(.monotonic));
+    try tz.expectDenseGather(r, data, rs, idx, 1);
+    root.zr_reader_free(r);
+    td.removeStore("d", 2);
+    try td.deinitExpectEmpty();
+}
+
 fn openBypass(td: *const TempDir, name: []const u8) !*Reader {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;

@@ -177,6 +177,53 @@ def run_child(script: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+def mapped_shard_kib(path: str) -> int:
+    """KiB of this process's mappings of a store's shard files that are mapped in (Rss in
+    /proc/self/smaps): pages a gather copied through the reader's mappings."""
+    shards = {os.path.realpath(os.path.join(path, name)) for name in os.listdir(path)
+              if name.startswith("data-")}
+    total, ours = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and ":" not in fields[0]:
+                ours = len(fields) >= 6 and fields[5] in shards
+            elif ours and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+def test_batches_prefetched_from_disk_are_read_without_mapping_their_pages(tmp_path, rng, codec):
+    """A loader prefetches every batch ahead of its gather, so a gather finds a cold store's
+    records in the page cache: they are read with pread, never mapped into the process
+    (where they would count as its memory); a warm store's prefetch finds its records cached,
+    and gathers copy them through the mappings as before."""
+    path = os.fspath(tmp_path / "d")
+    n = 4000
+    data = rng.integers(0, 1 << 30, size=(n, 512), dtype=np.int32)  # 2 KiB records
+    with Dense.create(path, np.int32, (512,), codec=codec) as w:
+        w.append(data)
+    batches = [np.random.default_rng(seed).integers(0, n, 256) for seed in range(3)]
+    evict(path)
+    evicted = resident_pages(path) == 0  # a tmpfs keeps its pages
+    with Dense.open(path) as store:
+        for idx in batches:
+            evict(path)  # (pages mapped by an earlier gather would stay)
+            store.prefetch(idx)
+            # Every page in the cache before the gather, whatever the hints have done so far.
+            for name in os.listdir(path):
+                with open(os.path.join(path, name), "rb") as f:
+                    f.read()
+            np.testing.assert_array_equal(store[idx], data[idx])
+        if evicted:
+            assert mapped_shard_kib(path) == 0
+        # The store is in the page cache now: a prefetch finds that, and the mappings serve.
+        store.prefetch(batches[0])
+        np.testing.assert_array_equal(store[batches[0]], data[batches[0]])
+        assert mapped_shard_kib(path) > 0
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_truncated_shard_is_corrupt_store_error_in_every_mode(tmp_path, rng, mode):
     # In a child: a regression would end the process with SIGBUS.
