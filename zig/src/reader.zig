@@ -897,9 +897,12 @@ pub const Reader = struct {
             ctx.cold = true;
             ctx.frontier = &frontier;
         } else if (prefetched) {
-            // Found in the page cache after a prefetch hinted it: read with pread, unhinted,
-            // so that its pages stay out of the mappings (readahead.Estimate.prefetched).
+            // Found in the page cache after a prefetch hinted it: read with pread, so that its
+            // pages stay out of the mappings (readahead.Estimate.prefetched), and probed like a
+            // warm batch, since the kernel may have dropped hinted pages before this read.
             ctx.cold = true;
+            ctx.probe = true;
+            ctx.hinted = &hinted;
         } else {
             ctx.probe = mode == .auto;
             ctx.hinted = &hinted;
@@ -1150,8 +1153,9 @@ const GatherCtx = struct {
     n: u64,
     /// Verify: position `pos` is record `start + pos`, and `idx` is not used.
     in_order: bool = false,
-    /// The batch was hinted: every non-empty record is read with pread, none through the
-    /// mappings (whose pages would stay mapped into the process).
+    /// Every non-empty record is read with pread, none through the mappings (whose pages
+    /// would stay mapped into the process): the batch was hinted, or found cached just after
+    /// a prefetch hinted it.
     cold: bool = false,
     /// Each share times its first records (`probed`); set with `hinted`.
     probe: bool = false,
@@ -1293,17 +1297,20 @@ fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!
 }
 
 /// The share [begin, end) of a batch through `range(ctx, cold, begin, end, args..., d)`.
-/// A cold batch reads every record with pread (`cold` true). A batch expected warm is read as
-/// before cold batches existed (`cold` false); when it probes, its first
-/// readahead.probe_records records are timed apart from the rest, and if they were slow the
-/// rest of the batch is hinted (`GatherCtx.onSlow`). The loop over the rest is the same code
-/// as without a probe: the probe costs two clock reads per share.
+/// A batch read with pread (`GatherCtx.cold`) passes `cold` true, any other false. A batch
+/// that probes (`GatherCtx.probe`: one expected warm, or one found cached after a prefetch)
+/// has its first readahead.probe_records records timed apart from the rest, and if they were
+/// slow the rest of the batch is hinted (`GatherCtx.onSlow`). The loop over the rest is the
+/// same code as without a probe: the probe costs two clock reads per share.
 fn probed(ctx: *const GatherCtx, begin: u64, end: u64, args: anytype, comptime range: anytype, d: *Diag) Error!void {
-    if (ctx.cold) return @call(.auto, range, .{ ctx, true, begin, end } ++ args ++ .{d});
-    if (!ctx.probe or end <= begin) return @call(.auto, range, .{ ctx, false, begin, end } ++ args ++ .{d});
+    return if (ctx.cold) probedAs(true, ctx, begin, end, args, range, d) else probedAs(false, ctx, begin, end, args, range, d);
+}
+
+fn probedAs(comptime cold: bool, ctx: *const GatherCtx, begin: u64, end: u64, args: anytype, comptime range: anytype, d: *Diag) Error!void {
+    if (!ctx.probe or end <= begin) return @call(.auto, range, .{ ctx, cold, begin, end } ++ args ++ .{d});
     const mid = @min(end, begin + readahead.probe_records);
     const start = sys.monotonicNs();
-    try @call(.auto, range, .{ ctx, false, begin, mid } ++ args ++ .{d});
+    try @call(.auto, range, .{ ctx, cold, begin, mid } ++ args ++ .{d});
     const took = sys.monotonicNs() -% start;
     if (took > (mid - begin) * readahead.probe_ns_per_record) {
         var bytes: u64 = 0;
@@ -1311,7 +1318,7 @@ fn probed(ctx: *const GatherCtx, begin: u64, end: u64, args: anytype, comptime r
         while (j < mid) : (j += 1) bytes += format.decodeEntry(ctx.r.entryBytes(ctx.record(j))).stored_size;
         if (readahead.slow(took, mid - begin, bytes)) ctx.onSlow(mid, end);
     }
-    return @call(.auto, range, .{ ctx, false, mid, end } ++ args ++ .{d});
+    return @call(.auto, range, .{ ctx, cold, mid, end } ++ args ++ .{d});
 }
 
 /// gatherDenseWork for compressed records, and for raw records of size zero.
