@@ -324,63 +324,73 @@ test "set_reads refuses an unknown mode and a null reader" {
     try td.deinitExpectEmpty();
 }
 
-test "an evicted store is found cold and read hinted; once read, it is found warm" {
-    var td: TempDir = .{};
-    try td.init();
+/// A raw Dense store "d" of `n` records of `rs` bytes in two shards, evicted from the page
+/// cache (`evicted`: whether that took, which only the file system decides) and opened.
+const EvictedDense = struct {
     const rs = 1024;
     const n = 2000;
-    const data = try randomData(4, n * rs);
-    defer gpa.free(data);
-    try tz.writeDense(&td, "d", codec_raw, "", 2, rs, data, &.{n});
-    var all: [n]u64 = undefined;
-    for (&all, 0..) |*v, i| v.* = i;
-    const evicted = try evict(&td, "d", 2);
-    const r = try tz.openOk(&td, "d");
-    try testing.expect(r.estimate.expectsCold());
+    td: TempDir = .{},
+    data: []u8 = &.{},
+    all: [n]u64 = undefined,
+    r: *Reader = undefined,
+    evicted: bool = false,
+
+    fn init(s: *EvictedDense, seed: u64) !void {
+        try s.td.init();
+        s.data = try randomData(seed, n * rs);
+        try tz.writeDense(&s.td, "d", codec_raw, "", 2, rs, s.data, &.{n});
+        for (&s.all, 0..) |*v, i| v.* = i;
+        s.evicted = try evict(&s.td, "d", 2);
+        s.r = try tz.openOk(&s.td, "d");
+    }
+
+    fn gather(s: *const EvictedDense, idx: []const u64, threads: u32) !void {
+        try tz.expectDenseGather(s.r, s.data, rs, idx, threads);
+    }
+
+    fn deinit(s: *EvictedDense) !void {
+        root.zr_reader_free(s.r);
+        s.td.removeStore("d", 2);
+        gpa.free(s.data);
+        try s.td.deinitExpectEmpty();
+    }
+};
+
+test "an evicted store is found cold and read hinted; once read, it is found warm" {
+    var s: EvictedDense = .{};
+    try s.init(4);
+    try testing.expect(s.r.estimate.expectsCold());
     var buf: [200]u64 = undefined;
-    const idx = batchOf(&buf, n, 5);
-    try tz.expectDenseGather(r, data, rs, idx, 1);
-    // Only the file system decides whether the eviction took; where it did, the sample found
-    // the batch cold, and the estimate stays so.
-    if (evicted) try testing.expect(r.estimate.expectsCold());
+    const idx = batchOf(&buf, EvictedDense.n, 5);
+    try s.gather(idx, 1);
+    // Where the eviction took, the sample found the batch cold, and the estimate stays so.
+    if (s.evicted) try testing.expect(s.r.estimate.expectsCold());
     // Every record read once is in the page cache now, so the next batch samples warm.
-    try tz.expectDenseGather(r, data, rs, &all, 0);
-    try tz.expectDenseGather(r, data, rs, idx, 1);
-    try testing.expect(!r.estimate.expectsCold());
-    root.zr_reader_free(r);
-    td.removeStore("d", 2);
-    try td.deinitExpectEmpty();
+    try s.gather(&s.all, 0);
+    try s.gather(idx, 1);
+    try testing.expect(!s.r.estimate.expectsCold());
+    try s.deinit();
 }
 
 test "gathers after a prefetch that hinted read with pread; a prefetch of cached records ends that" {
-    var td: TempDir = .{};
-    try td.init();
-    const rs = 1024;
-    const n = 2000;
-    const data = try randomData(6, n * rs);
-    defer gpa.free(data);
-    try tz.writeDense(&td, "d", codec_raw, "", 2, rs, data, &.{n});
-    var all: [n]u64 = undefined;
-    for (&all, 0..) |*v, i| v.* = i;
-    const evicted = try evict(&td, "d", 2);
-    const r = try tz.openOk(&td, "d");
+    var s: EvictedDense = .{};
+    try s.init(6);
     var buf: [200]u64 = undefined;
-    const idx = batchOf(&buf, n, 8);
+    const idx = batchOf(&buf, EvictedDense.n, 8);
+    const credit = &s.r.estimate.prefetched;
     var st: Status = undefined;
-    try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, idx.ptr, idx.len, &st));
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(s.r, idx.ptr, idx.len, &st));
     // Where the eviction took, the prefetch found the batch cold and hinted it.
-    if (evicted) try testing.expectEqual(readahead.prefetched_gathers, r.estimate.prefetched.load(.monotonic));
-    try tz.expectDenseGather(r, data, rs, idx, 1);
-    if (evicted) try testing.expectEqual(readahead.prefetched_gathers - 1, r.estimate.prefetched.load(.monotonic));
+    if (s.evicted) try testing.expectEqual(readahead.prefetched_gathers, credit.load(.monotonic));
+    try s.gather(idx, 1);
+    if (s.evicted) try testing.expectEqual(readahead.prefetched_gathers - 1, credit.load(.monotonic));
     // Every record is cached now: a prefetch finds its batch resident, and gathers go back
     // to the mappings.
-    try tz.expectDenseGather(r, data, rs, &all, 0);
-    try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, idx.ptr, idx.len, &st));
-    try testing.expectEqual(@as(u32, 0), r.estimate.prefetched.load(.monotonic));
-    try tz.expectDenseGather(r, data, rs, idx, 1);
-    root.zr_reader_free(r);
-    td.removeStore("d", 2);
-    try td.deinitExpectEmpty();
+    try s.gather(&s.all, 0);
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(s.r, idx.ptr, idx.len, &st));
+    try testing.expectEqual(@as(u32, 0), credit.load(.monotonic));
+    try s.gather(idx, 1);
+    try s.deinit();
 }
 
 fn openBypass(td: *const TempDir, name: []const u8) !*Reader {
