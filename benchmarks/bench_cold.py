@@ -1570,8 +1570,11 @@ def add_loader_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--loader-workers", type=int, default=4)
     ap.add_argument("--loader-batches", type=int, default=40,
                     help="at least this many timed batches per loader (default 40) ...")
-    ap.add_argument("--loader-seconds", type=float, default=3.0,
-                    help="... and at least this many seconds of them (default 3)")
+    # 10 s, not 3: a cold tokens loader's batch rate on this project's virtual disk moved
+    # 0.8-3.7x against PyTorch's between runs of 3 s windows, and held 4.7-5.9x in every
+    # round of 10 s windows (docs/benchmarks.md, "Cold reads").
+    ap.add_argument("--loader-seconds", type=float, default=10.0,
+                    help="... and at least this many seconds of them (default 10)")
     ap.add_argument("--loader-warmup", type=int, default=3)
     ap.add_argument("--cold-method", choices=("auto", "cgroup", "evict"), default="auto",
                     help="how the DataLoaders are kept cold: cgroup (each loader in a memory "
