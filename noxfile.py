@@ -38,9 +38,6 @@ nox.options.reuse_existing_virtualenvs = False
 nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "converter", "pins", "roundtrip",
                         "wheelhouse", "pythons", "fuzz", "distributed", "conformance", "docs"]
 nox.options.error_on_missing_interpreters = True
-# pip byte-compiles every module it installs (torch alone has thousands, ~13 s per session
-# here); the sessions import a small part of them, which Python compiles on first import.
-os.environ.setdefault("PIP_COMPILE", "false")
 
 
 def _interpreter(version: str) -> str:
