@@ -54,11 +54,12 @@
 //! - Cold batches (readahead.zig): a batch that the reader's estimate and a mincore sample
 //!   find outside the page cache is hinted ahead of its reads (posix_fadvise WILLNEED) and
 //!   every record of it is read with pread, none through the mappings; so is a batch found in
-//!   the page cache just after a prefetch call hinted records (unhinted: they were brought in
-//!   for this read, and mapping them would charge their pages to the process); a batch
-//!   expected warm is read as before, each share timing its first records. Either way each
-//!   record is checked exactly as above. Hints and samples are system calls about files and
-//!   mappings, never a touch of a mapped byte, and keep no state across calls but the
+//!   the page cache just after a prefetch call hinted records (they were brought in for this
+//!   read, and mapping them would charge their pages to the process), each share timing its
+//!   first records as a warm batch's do; any other batch expected warm is read as before
+//!   (small records through the mappings), each share timing its first records. Either way
+//!   each record is checked exactly as above. Hints and samples are system calls about files
+//!   and mappings, never a touch of a mapped byte, and keep no state across calls but the
 //!   estimate (two atomics).
 //! - Cache bypass (`bypass`, ZR_OPEN_CACHE_BYPASS): records that use pread and fit a scratch
 //!   buffer are read with O_DIRECT, in whole aligned blocks, into a worker's page-aligned
@@ -874,9 +875,9 @@ pub const Reader = struct {
     /// logical bytes). A batch that the estimate expects cold, and that a residency sample
     /// confirms, is hinted ahead of its reads (`GatherCtx.hintAhead`) and read with pread;
     /// one that follows a prefetch which hinted (readahead.Estimate.prefetched) is sampled
-    /// too, and read with pread, unhinted, when the sample finds it resident; any other batch
-    /// is read as it always was, with each share probing its first records (`probed`) in
-    /// case the estimate is wrong.
+    /// too, and when the sample finds it resident it is read with pread, each share probing
+    /// its first records (`probed`); any other batch is read as it always was, through the
+    /// mappings where records are small, with the same probe in case the estimate is wrong.
     fn runBatch(r: *Reader, base: *const GatherCtx, bytes: u64, threads: u32, comptime work: anytype, d: *Diag) Error!void {
         // A store whose every record is read with O_DIRECT has nothing to hint or probe.
         const mode: readahead.Mode = if (r.bypass and r.pread_every_record) .mapped else r.readMode();
