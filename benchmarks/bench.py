@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from device import work_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--peer", default=None, help="python of a venv with the published loaderx")
     ap.add_argument("--only", default=None, help="comma-separated subset of " + ",".join(LOADERS))
-    ap.add_argument("--tmp", default=None, type=lambda p: os.makedirs(p, exist_ok=True) or p,
+    ap.add_argument("--tmp", default=None, type=work_folder,
                     help="folder for the stores, made if missing (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from device import work_folder
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # argv: workload source dest codec
@@ -210,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--photo-rounds", type=int, default=1)
     ap.add_argument("--workloads", default="fmnist,fmnist-before,photos-decode,photos-encoded")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--tmp", default=None, type=lambda p: os.makedirs(p, exist_ok=True) or p,
+    ap.add_argument("--tmp", default=None, type=work_folder,
                     help="folder for the stores, made if missing (default: a temp dir)")
     ap.add_argument("--peer", default=None,
                     help="python of a separate venv holding the published loaderx (with datasets "

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from device import work_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -390,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=24)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tmp", default=None, type=lambda p: os.makedirs(p, exist_ok=True) or p,
+    ap.add_argument("--tmp", default=None, type=work_folder,
                     help="folder for the stores, made if missing (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--peer", default=None, help=argparse.SUPPRESS)  # nox passes it to all

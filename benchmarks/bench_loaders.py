@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 from bench import MmapDataset, PeakPss, timed
+from device import work_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 MEAN = np.array([0.485, 0.456, 0.406], np.float32) * 255
@@ -290,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--records", type=int, default=None, help="cap the source (default: all)")
     ap.add_argument("--only", default=None, help="comma-separated configuration names")
-    ap.add_argument("--tmp", default=None, type=lambda p: os.makedirs(p, exist_ok=True) or p,
+    ap.add_argument("--tmp", default=None, type=work_folder,
                     help="folder for the stores, made if missing (default: a temp dir)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--peer", default=None, help="accepted for the nox loop; not used here")

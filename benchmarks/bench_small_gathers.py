@@ -43,6 +43,7 @@ import time
 from typing import Any
 
 import numpy as np
+from device import work_folder
 
 WORKLOADS = ("dense-2k", "ragged-230")
 REAL = ("vision-dense", "tokens-dense", "vision-ragged", "tokens-ragged")
@@ -167,7 +168,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--batches", type=int, default=2000, help="batches per build per round")
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--tmp", default=None, type=lambda p: os.makedirs(p, exist_ok=True) or p,
+    ap.add_argument("--tmp", default=None, type=work_folder,
                     help="folder for the stores, made if missing (default: a temp dir)")
     ap.add_argument("--workload", default=",".join(WORKLOADS),
                     help=f"comma-separated, of {', '.join(WORKLOADS)} (default both), and with "

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from device import work_folder
 
 import zrecord
 
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--tmp", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
-                    type=lambda p: os.makedirs(p, exist_ok=True) or p,
+                    type=work_folder,
                     help="folder for the stores, made if missing")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from device import work_folder
 
 try:  # our packages
     import zrecord
@@ -61,12 +62,6 @@ except ImportError:  # the published loaderx, run as a black-box peer in its own
 
 ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["OURS", "Dense", "Ragged", "train_dict", "zrecord"]
-
-
-def work_folder(path: str) -> str:
-    """--tmp: the folder, made (with its parents) if it does not exist yet."""
-    os.makedirs(path, exist_ok=True)
-    return path
 
 
 def add_arguments(ap: argparse.ArgumentParser, workloads: str) -> None:

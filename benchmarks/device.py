@@ -32,6 +32,12 @@ from typing import Any
 ALIGN = 4096
 
 
+def work_folder(path: str) -> str:
+    """A --tmp argument: the folder, made (with its parents) if it does not exist yet."""
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def fs_type(path: str) -> str:
     """The file system type holding `path` (ext4, xfs, tmpfs, ...), from /proc/mounts."""
     real = os.path.realpath(path)
