@@ -897,14 +897,11 @@ pub const Reader = struct {
             // their first reads go out unhinted) was 15% faster than hinting first.
             ctx.cold = true;
             ctx.frontier = &frontier;
-        } else if (prefetched) {
-            // Found in the page cache after a prefetch hinted it: read with pread, so that its
-            // pages stay out of the mappings (readahead.Estimate.prefetched), and probed like a
-            // warm batch, since the kernel may have dropped hinted pages before this read.
-            ctx.cold = true;
-            ctx.probe = true;
-            ctx.hinted = &hinted;
         } else {
+            // Found in the page cache after a prefetch hinted it: read with pread, so that its
+            // pages stay out of the mappings (readahead.Estimate.prefetched). Probed like any
+            // warm batch: the kernel may have dropped hinted pages before this read.
+            ctx.cold = prefetched;
             ctx.probe = mode == .auto;
             ctx.hinted = &hinted;
         }
