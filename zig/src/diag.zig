@@ -143,6 +143,11 @@ pub const Diag = struct {
         return err;
     }
 
+    /// Fails with error.OutOfMemory, saying what could not be allocated.
+    pub fn noMemory(d: *Diag, what: []const u8) Error {
+        return d.fail(error.OutOfMemory, "out of memory allocating {s}", .{what});
+    }
+
     /// Like `fail`, for an OS call that set errno; the message gains the errno's description.
     pub fn failOs(
         d: *Diag,

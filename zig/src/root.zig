@@ -343,6 +343,8 @@ test {
     _ = @import("async_write.zig");
     _ = @import("staging.zig");
     _ = @import("reader.zig");
+    _ = @import("reader_open.zig");
+    _ = @import("gather.zig");
     _ = @import("readahead.zig");
     _ = @import("abi.zig");
     _ = @import("tests.zig");

@@ -16,6 +16,7 @@ const abi = @import("abi.zig");
 const t = @import("tests.zig");
 const tz = @import("tests_zstd.zig");
 const reader_mod = @import("reader.zig");
+const gather_mod = @import("gather.zig");
 const readahead = @import("readahead.zig");
 const sys = @import("sys.zig");
 
@@ -29,7 +30,7 @@ const codec_raw: u8 = 0;
 const codec_zstd: u8 = 1;
 const codec_zstd_dict: u8 = 2;
 const modes = [_]readahead.Mode{ .mapped, .hinted, .auto };
-const threshold: usize = @intCast(reader_mod.pread_record_bytes_min);
+const threshold: usize = @intCast(gather_mod.pread_record_bytes_min);
 
 extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
 

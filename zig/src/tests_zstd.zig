@@ -15,6 +15,7 @@ const format = @import("format.zig");
 const t = @import("tests.zig");
 const writer_mod = @import("writer.zig");
 const reader_mod = @import("reader.zig");
+const gather_mod = @import("gather.zig");
 
 const testing = std.testing;
 const gpa = testing.allocator;
@@ -341,7 +342,7 @@ test "large compressed batches take the threaded write, gather and verify paths"
     const rs = 4096;
     const n = 700; // 2.8 MiB: above the compressed write and read thresholds
     comptime std.debug.assert(rs * n > writer_mod.parallel_compress_bytes_min);
-    comptime std.debug.assert(rs * n > 2 * reader_mod.gather_compressed_parallel_bytes_min);
+    comptime std.debug.assert(rs * n > 2 * gather_mod.gather_compressed_parallel_bytes_min);
     const data = try gpa.alloc(u8, rs * n);
     defer gpa.free(data);
     fillWords(random, data);
@@ -379,7 +380,7 @@ test "large compressed batches take the threaded write, gather and verify paths"
             }
         }
     };
-    var results: [reader_mod.decoder_slots_count + 4]c_int = @splat(0);
+    var results: [gather_mod.decoder_slots_count + 4]c_int = @splat(0);
     var threads: [results.len]std.Thread = undefined;
     for (&threads, &results) |*th, *res| th.* = try std.Thread.spawn(.{}, Worker.main, .{ r, data, idx, res });
     for (threads) |th| th.join();

@@ -23,7 +23,7 @@ from zrecord import Dense, Ragged, open_store, train_dict
 from zrecord.errors import ClosedError, CorruptStoreError, StoreIndexError
 
 MODES = (0, 1, 2)
-PREAD_BYTES = 32 << 10  # reader.zig pread_record_bytes_min
+PREAD_BYTES = 32 << 10  # gather.zig pread_record_bytes_min
 
 
 def evict(path: str) -> None:
