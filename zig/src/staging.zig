@@ -56,8 +56,8 @@ pub const Staging = struct {
             "'{s}' has no final name component; a path like 'dir/name' is required", .{path});
         var s: Staging = .{};
         errdefer s.deinit();
-        s.path = alloc.dupeSentinel(u8, path, 0) catch return noMemory(d, "the store path");
-        s.parent = alloc.dupeSentinel(u8, parts.parent, 0) catch return noMemory(d, "the store path");
+        s.path = alloc.dupeSentinel(u8, path, 0) catch return d.noMemory("the store path");
+        s.parent = alloc.dupeSentinel(u8, parts.parent, 0) catch return d.noMemory("the store path");
         s.name = s.path[parts.name_start..][0..parts.name.len];
         try refuseInsideStore(s.parent, s.path, d);
         try makeParents(s.parent, s.path, d);
@@ -80,10 +80,10 @@ pub const Staging = struct {
         while (true) : (attempt += 1) {
             const tmp = std.fmt.allocPrintSentinel(alloc, "{s}/.{s}" ++ tmp_marker ++ "{x:0>16}", .{
                 s.parent, s.name, sys.randomU64(),
-            }, 0) catch return noMemory(d, "the temporary path");
+            }, 0) catch return d.noMemory("the temporary path");
             const lock = std.fmt.allocPrintSentinel(alloc, "{s}" ++ lock_suffix, .{tmp}, 0) catch {
                 alloc.free(tmp);
-                return noMemory(d, "the temporary path");
+                return d.noMemory("the temporary path");
             };
             const fd = sys.open(lock, sys.O_RDWR | sys.O_CREAT | sys.O_EXCL | sys.O_NOFOLLOW, 0o666) catch {
                 const e = sys.errno();
@@ -215,9 +215,6 @@ fn tempError(d: *Diag, e: i32, path: []const u8, parent: []const u8) Error {
         "'{s}'", .{ path, parent });
 }
 
-fn noMemory(d: *Diag, what: []const u8) Error {
-    return d.fail(error.OutOfMemory, "out of memory allocating {s}", .{what});
-}
 
 const PathParts = struct { parent: []const u8, name: []const u8, name_start: usize };
 

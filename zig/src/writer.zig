@@ -170,7 +170,7 @@ const Lane = struct {
         if (lane.compressor != null) return;
         const shared: ?*const codec.SharedDict = if (w.cdict) |*cd| cd else null;
         lane.compressor = codec.Compressor.init(codec.default_level, shared) catch |err| switch (err) {
-            error.OutOfMemory => return noMemory(d, "a zstd compression context"),
+            error.OutOfMemory => return d.noMemory("a zstd compression context"),
             // The level is a valid constant and the dictionary was compiled at open.
             else => unreachable,
         };
@@ -222,7 +222,7 @@ pub const Writer = struct {
         }
         const h = try validateSchema(schema, dict_ptr, dict_size, d);
 
-        const w = alloc.create(Writer) catch return noMemory(d, "the writer handle");
+        const w = alloc.create(Writer) catch return d.noMemory("the writer handle");
         w.* = .{
             .flags = flags,
             .header = h,
@@ -232,11 +232,11 @@ pub const Writer = struct {
         };
         errdefer w.destroy();
         if (dict_size > 0) {
-            w.dict = alloc.dupe(u8, dict_ptr.?[0..dict_size]) catch return noMemory(d, "the dictionary");
+            w.dict = alloc.dupe(u8, dict_ptr.?[0..dict_size]) catch return d.noMemory("the dictionary");
         }
         if (h.codec == .zstd_dict) {
             w.cdict = codec.SharedDict.initCompress(w.dict, codec.default_level) catch |err| switch (err) {
-                error.OutOfMemory => return noMemory(d, "the compression dictionary"),
+                error.OutOfMemory => return d.noMemory("the compression dictionary"),
                 else => return d.fail(error.InvalidArgument, "the {d}-byte dictionary given for " ++
                     "store '{s}' is not a valid zstd dictionary (it starts with the zstd " ++
                     "dictionary magic but breaks spec section 6.3: a Dictionary_ID of 0, " ++
@@ -262,7 +262,7 @@ pub const Writer = struct {
         }
         w.index_fd = try w.createFile("index.zri", d);
         if (w.flags & abi.write_no_sync == 0 and directWritable(w.shard_fds[0])) {
-            w.shards = alloc.alloc(ShardState, w.header.data_shards) catch return noMemory(d, "the shard states");
+            w.shards = alloc.alloc(ShardState, w.header.data_shards) catch return d.noMemory("the shard states");
             @memset(w.shards, .{});
             w.direct = true;
             w.setPageCacheBytes(pageCacheBytesDefault());
@@ -350,7 +350,7 @@ pub const Writer = struct {
         if (w.scratch.len >= need) return;
         if (w.scratch.len > 0) alloc.free(w.scratch);
         w.scratch = &.{};
-        w.scratch = alloc.alloc(u8, need) catch return noMemory(d, "the index scratch buffer");
+        w.scratch = alloc.alloc(u8, need) catch return d.noMemory("the index scratch buffer");
     }
 
     fn sliceRecordsMax(w: *const Writer) u64 {
@@ -537,7 +537,7 @@ pub const Writer = struct {
         var hasher = w.index_hash;
         h.index_checksum = hasher.final();
         const size: usize = @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, @intCast(w.dict.len)));
-        const bytes = alloc.alloc(u8, size) catch return noMemory(d, "the header");
+        const bytes = alloc.alloc(u8, size) catch return d.noMemory("the header");
         defer alloc.free(bytes);
         format.encodeHeader(&h, w.dict, bytes);
 
@@ -1031,9 +1031,6 @@ fn writeErrorErrno(w: *const Writer, k: usize, len: u64, offset: u64, e: i32, d:
         "'{s}/data-{d:0>3}.zrd' failed", .{ len, offset, w.stage.tmp_path, k });
 }
 
-fn noMemory(d: *Diag, what: []const u8) Error {
-    return d.fail(error.OutOfMemory, "out of memory allocating {s}", .{what});
-}
 
 /// Validates a schema at the ABI and returns the header it starts.
 fn validateSchema(
