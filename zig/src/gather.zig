@@ -92,7 +92,7 @@ pub const GuardRange = extern struct {
     len: usize = 0,
 };
 
-/// One guarded region (sigbus_guard.c's struct zr_guard), on the stack of runGuarded.
+/// One guarded region (sigbus_guard.c's struct zr_guard), in the `Share` of runShare.
 const Guard = extern struct {
     ranges: [*]const GuardRange,
     range_count: usize,
@@ -408,21 +408,23 @@ fn workerCount(r: *const Reader, bytes: u64, n: u64, threads: u32, cold: bool) u
 /// Reader.gatherDense once its arguments have passed: records idx[0..n) into `out`, which
 /// holds exactly `bytes` (null only when that is zero).
 pub fn dense(r: *Reader, idx: [*]const u64, n: u64, out: ?[*]u8, bytes: u64, threads: u32, d: *Diag) Error!void {
-    const ctx: GatherCtx = .{ .r = r, .idx = idx, .out = out orelse undefined, .n = n };
+    const ctx: GatherCtx = .{ .r = r, .job = .{ .dense = .{ .idx = idx, .out = outSlice(out, bytes) } }, .n = n };
     return runBatch(r, &ctx, bytes, threads, gatherDenseWork, d);
 }
 
 /// Reader.gatherRagged once its arguments have passed: record idx[i] at out + offsets[i],
-/// `bytes` logical bytes in all (`out` is null only when that is zero).
-pub fn ragged(r: *Reader, idx: [*]const u64, n: u64, out: ?[*]u8, offsets: [*]const u64, bytes: u64, threads: u32, d: *Diag) Error!void {
-    const ctx: GatherCtx = .{ .r = r, .idx = idx, .out = out orelse undefined, .offsets = offsets, .n = n };
+/// `bytes` logical bytes in all, within an output of `out_size` bytes (`out` is null only when
+/// `bytes` is zero).
+pub fn ragged(r: *Reader, idx: [*]const u64, n: u64, out: ?[*]u8, out_size: u64, offsets: [*]const u64, bytes: u64, threads: u32, d: *Diag) Error!void {
+    const job: Job = .{ .ragged = .{ .idx = idx, .out = outSlice(out, out_size), .offsets = offsets } };
+    const ctx: GatherCtx = .{ .r = r, .job = job, .n = n };
     return runBatch(r, &ctx, bytes, threads, gatherRaggedWork, d);
 }
 
 /// Reader.prefetch once its arguments have passed and its mode is not `mapped`: hints the
 /// first records of idx[0..n), unless (in mode `auto`) a sample finds them in the page cache.
 pub fn prefetch(r: *Reader, idx: [*]const u64, n: u64, mode: readahead.Mode) void {
-    const ctx: GatherCtx = .{ .r = r, .idx = idx, .out = undefined, .n = @min(n, readahead.prefetch_records_max) };
+    const ctx: GatherCtx = .{ .r = r, .job = .{ .prefetch = .{ .idx = idx } }, .n = @min(n, readahead.prefetch_records_max) };
     if (mode == .auto) {
         const resident = ctx.batch().sampleResident(0, ctx.n);
         r.estimate.notePrefetch(!resident);
@@ -444,8 +446,14 @@ pub fn verify(r: *Reader, start: u64, n: u64, d: *Diag) Error!void {
     // long ranges, which cost next to nothing where the store is in the page cache and
     // turn one read per page into long reads where it is not.
     var frontier: std.atomic.Value(u64) = .init(0);
-    const ctx: GatherCtx = .{ .r = r, .idx = undefined, .out = undefined, .start = start, .n = n, .in_order = true, .frontier = &frontier };
+    const ctx: GatherCtx = .{ .r = r, .job = .{ .verify = .{ .start = start } }, .n = n, .frontier = &frontier };
     try parallel.run(GatherCtx, &ctx, verifyWork, n, workerCount(r, total, n, 0, false), .claimed, d);
+}
+
+/// The caller's output as a slice: `len` bytes at `out`, or none when `out` is null (which
+/// callers allow only when no record has a byte to write).
+fn outSlice(out: ?[*]u8, len: u64) []u8 {
+    return if (out) |p| p[0..@intCast(len)] else &.{};
 }
 
 /// A worker's buffer for the length of its share of one call: reused across its records,
@@ -471,16 +479,23 @@ const Scratch = struct {
     }
 };
 
+/// What a call asks of its workers, with the arrays that only that call has.
+const Job = union(enum) {
+    /// Dense records idx[pos] into out[pos * record_size ..].
+    dense: struct { idx: [*]const u64, out: []u8 },
+    /// Ragged records idx[pos] into out[offsets[pos] ..].
+    ragged: struct { idx: [*]const u64, out: []u8, offsets: [*]const u64 },
+    /// Records start + pos, checked (and decoded into scratch), not returned.
+    verify: struct { start: u64 },
+    /// Records idx[pos], hinted only.
+    prefetch: struct { idx: [*]const u64 },
+};
+
 const GatherCtx = struct {
     r: *Reader,
-    idx: [*]const u64,
-    out: [*]u8,
-    offsets: [*]const u64 = undefined,
-    start: u64 = 0,
+    job: Job,
     /// Positions in the batch.
     n: u64,
-    /// Verify: position `pos` is record `start + pos`, and `idx` is not used.
-    in_order: bool = false,
     /// Every non-empty record is read with pread, none through the mappings (whose pages
     /// would stay mapped into the process): the batch was hinted, or found cached just after
     /// a prefetch hinted it.
@@ -498,7 +513,10 @@ const GatherCtx = struct {
 
     /// The record at position `pos`.
     fn record(ctx: *const GatherCtx, pos: u64) u64 {
-        return if (ctx.in_order) ctx.start + pos else ctx.idx[@intCast(pos)];
+        return switch (ctx.job) {
+            .verify => |v| v.start + pos,
+            inline else => |j| j.idx[@intCast(pos)],
+        };
     }
 
     /// The stored bytes of the record at position `pos`, for readahead.Batch.
@@ -552,12 +570,14 @@ const GatherCtx = struct {
     }
 };
 
-/// What one worker holds for one share of a call: acquired before its guarded region and
-/// released after it, so that a SIGBUS ending the region leaks nothing.
+/// What one worker holds for one share [begin, end) of a call: acquired before its guarded
+/// region and released after it, so that a SIGBUS ending the region leaks nothing.
 const Share = struct {
     lease: ?DecoderLease = null,
     scratch: Scratch = .{},
     decode_scratch: Scratch = .{},
+    /// The share's guarded region, when it has one (`runShare`).
+    guard: Guard,
 
     fn deinit(s: *Share, faulted: bool) void {
         if (s.lease) |*l| {
@@ -569,42 +589,68 @@ const Share = struct {
     }
 };
 
-/// The body of a guarded region: a worker's share [begin, end) of a call. It must store each
-/// record's number in `guard.record` (volatile) before touching the record's mapped bytes, and
+/// The work of one share [begin, end) of a call. Inside a guarded region it must store each
+/// record's number in `share.guard` (volatile) before touching the record's mapped bytes, and
 /// must not allocate or lock anything that a jump out of it would leave behind (see
 /// sigbus_guard.c); what it needs lives in `share`.
-const GuardedWork = fn (ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void;
+const ShareWork = fn (ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *Diag) Error!void;
 
-/// Runs `work` on [begin, end) inside the SIGBUS guard: a shard truncated after open (or whose
-/// storage fails) makes the mapped copy fault, and the share then fails with ZR_E_CORRUPT
-/// naming the record instead of killing the process.
-fn runGuarded(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag, comptime work: GuardedWork) Error!void {
+/// Whether a share runs inside the SIGBUS guard: any share that may touch a mapping must.
+const Guarding = enum { guarded, unguarded };
+
+/// Runs `work` on [begin, end) with a fresh `Share`. Guarded, a shard truncated after open (or
+/// whose storage fails) makes the mapped copy fault, and the share then fails with
+/// ZR_E_CORRUPT naming the record instead of killing the process.
+fn runShare(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag, comptime guarding: Guarding, comptime work: ShareWork) Error!void {
     const r = ctx.r;
-    var share: Share = .{};
+    var share: Share = .{ .guard = .{ .ranges = &r.guard_ranges, .range_count = r.header.data_shards } };
     if (r.compressed()) share.lease = try acquireDecoder(r, d);
     var faulted = false;
     defer share.deinit(faulted);
-    var guard: Guard = .{ .ranges = &r.guard_ranges, .range_count = r.header.data_shards };
+    if (guarding == .unguarded) return work(ctx, begin, end, &share, d);
     const Frame = struct {
         ctx: *const GatherCtx,
         begin: u64,
         end: u64,
         share: *Share,
-        guard: *Guard,
         d: *Diag,
         result: Error!void = {},
 
         fn body(arg: ?*anyopaque) callconv(.c) void {
             const f: *@This() = @ptrCast(@alignCast(arg.?));
-            f.result = work(f.ctx, f.begin, f.end, f.share, f.guard, f.d);
+            f.result = work(f.ctx, f.begin, f.end, f.share, f.d);
         }
     };
-    var frame: Frame = .{ .ctx = ctx, .begin = begin, .end = end, .share = &share, .guard = &guard, .d = d };
-    if (zr_guard_run(&guard, Frame.body, &frame) != 0) {
+    var frame: Frame = .{ .ctx = ctx, .begin = begin, .end = end, .share = &share, .d = d };
+    if (zr_guard_run(&share.guard, Frame.body, &frame) != 0) {
         faulted = true;
-        return mappingFault(r, guard.currentRecord(), d);
+        return mappingFault(r, share.guard.currentRecord(), d);
     }
     return frame.result;
+}
+
+/// `range` with the probe of a batch that probes (`GatherCtx.probe`: one expected warm, or
+/// one found cached after a prefetch): the share's first readahead.probe_records records are
+/// timed apart from the rest, and if they were slow the rest of the batch is hinted
+/// (`GatherCtx.onSlow`). The loop over the rest is the same code as without a probe: the
+/// probe costs two clock reads per share.
+fn probed(comptime range: ShareWork) ShareWork {
+    return struct {
+        fn run(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *Diag) Error!void {
+            if (!ctx.probe or end <= begin) return range(ctx, begin, end, share, d);
+            const mid = @min(end, begin + readahead.probe_records);
+            const start = sys.monotonicNs();
+            try range(ctx, begin, mid, share, d);
+            const took = sys.monotonicNs() -% start;
+            if (took > (mid - begin) * readahead.probe_ns_per_record) {
+                var bytes: u64 = 0;
+                var j = begin;
+                while (j < mid) : (j += 1) bytes += format.decodeEntry(ctx.r.entryBytes(ctx.record(j))).stored_size;
+                if (readahead.slow(took, mid - begin, bytes)) ctx.onSlow(mid, end);
+            }
+            return range(ctx, mid, end, share, d);
+        }
+    }.run;
 }
 
 /// Copies (raw) or decodes positions [begin, end) of a Dense batch. The checksum is verified
@@ -618,54 +664,26 @@ fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!
     const rs: usize = @intCast(r.record_size);
     if (!r.compressed() and rs > 0) {
         // Records read with pread never touch a mapping, so they need no guard.
-        if (rs >= pread_record_bytes_min or ctx.cold) return probed(ctx, begin, end, .{}, gatherDenseRawPread, d);
-        return runGuarded(ctx, begin, end, d, gatherDenseRaw);
+        if (rs >= pread_record_bytes_min or ctx.cold) return runShare(ctx, begin, end, d, .unguarded, probed(gatherDenseRawPread));
+        return runShare(ctx, begin, end, d, .guarded, probed(gatherDenseRaw));
     }
-    return runGuarded(ctx, begin, end, d, gatherDenseDecode);
-}
-
-/// The share [begin, end) of a batch through `range(ctx, cold, begin, end, args..., d)`.
-/// A batch read with pread (`GatherCtx.cold`) passes `cold` true, any other false. A batch
-/// that probes (`GatherCtx.probe`: one expected warm, or one found cached after a prefetch)
-/// has its first readahead.probe_records records timed apart from the rest, and if they were
-/// slow the rest of the batch is hinted (`GatherCtx.onSlow`). The loop over the rest is the
-/// same code as without a probe: the probe costs two clock reads per share.
-fn probed(ctx: *const GatherCtx, begin: u64, end: u64, args: anytype, comptime range: anytype, d: *Diag) Error!void {
-    return if (ctx.cold) probedAs(true, ctx, begin, end, args, range, d) else probedAs(false, ctx, begin, end, args, range, d);
-}
-
-fn probedAs(comptime cold: bool, ctx: *const GatherCtx, begin: u64, end: u64, args: anytype, comptime range: anytype, d: *Diag) Error!void {
-    if (!ctx.probe or end <= begin) return @call(.auto, range, .{ ctx, cold, begin, end } ++ args ++ .{d});
-    const mid = @min(end, begin + readahead.probe_records);
-    const start = sys.monotonicNs();
-    try @call(.auto, range, .{ ctx, cold, begin, mid } ++ args ++ .{d});
-    const took = sys.monotonicNs() -% start;
-    if (took > (mid - begin) * readahead.probe_ns_per_record) {
-        var bytes: u64 = 0;
-        var j = begin;
-        while (j < mid) : (j += 1) bytes += format.decodeEntry(ctx.r.entryBytes(ctx.record(j))).stored_size;
-        if (readahead.slow(took, mid - begin, bytes)) ctx.onSlow(mid, end);
-    }
-    return @call(.auto, range, .{ ctx, cold, mid, end } ++ args ++ .{d});
+    return runShare(ctx, begin, end, d, .guarded, probed(gatherDenseDecode));
 }
 
 /// gatherDenseWork for compressed records, and for raw records of size zero.
-fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
-    return probed(ctx, begin, end, .{ share, guard }, gatherDenseDecodeRange, d);
-}
-
-fn gatherDenseDecodeRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
+fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *Diag) Error!void {
     const r = ctx.r;
+    const job = ctx.job.dense;
     const rs: usize = @intCast(r.record_size);
     var j = begin;
     while (j < end) : (j += 1) {
-        const rec = ctx.idx[@intCast(j)];
-        guard.setRecord(rec);
+        const rec = job.idx[@intCast(j)];
+        share.guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        const pread = if (cold) e.stored_size > 0 else usesPread(r, e);
+        const pread = if (ctx.cold) e.stored_size > 0 else usesPread(r, e);
         const src = try storedView(r, rec, e, pread, &share.scratch, d);
         if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
-        const dst: []u8 = if (rs > 0) ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs] else &.{};
+        const dst: []u8 = if (rs > 0) job.out[@as(usize, @intCast(j)) * rs ..][0..rs] else &.{};
         if (share.lease) |*l| {
             try decodeRecord(r, l.get(), rec, e, src, dst, d);
         } else if (rs > 0) sys.copy(dst, src);
@@ -685,57 +703,49 @@ const gather_prefetch_record_bytes: usize = 256;
 /// that is not cold: the same checks and copies, with the index entries and record starts of
 /// later positions prefetched (a prefetch never faults, even on a page past the end of a
 /// truncated file).
-fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
-    _ = share;
-    return probed(ctx, begin, end, .{guard}, gatherDenseRawRange, d);
-}
-
-fn gatherDenseRawRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, guard: *Guard, d: *Diag) Error!void {
-    std.debug.assert(!cold); // cold batches read raw records with gatherDenseRawPread
+fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *Diag) Error!void {
     const r = ctx.r;
+    const job = ctx.job.dense;
     const rs: usize = @intCast(r.record_size);
     const es = r.entry_size;
-    const idx = ctx.idx;
     const pf_bytes = @min(rs, gather_prefetch_record_bytes);
     var j = begin;
     while (j < end) : (j += 1) {
         if (j + gather_prefetch_entry_ahead < end) {
-            const ahead = idx[@intCast(j + gather_prefetch_entry_ahead)];
+            const ahead = job.idx[@intCast(j + gather_prefetch_entry_ahead)];
             // Out-of-range indices were rejected by checkIndices before any worker started.
             @prefetch(r.index.ptr + @as(usize, @intCast(ahead)) * es, .{});
         }
         if (j + gather_prefetch_record_ahead < end) {
-            const ahead = format.decodeEntry(r.entryBytes(idx[@intCast(j + gather_prefetch_record_ahead)]));
+            const ahead = format.decodeEntry(r.entryBytes(job.idx[@intCast(j + gather_prefetch_record_ahead)]));
             const p = r.maps[ahead.shard].ptr + @as(usize, @intCast(ahead.offset));
             var off: usize = 0;
             while (off < pf_bytes) : (off += 64) @prefetch(p + off, .{});
         }
-        const rec = idx[@intCast(j)];
-        guard.setRecord(rec);
+        const rec = job.idx[@intCast(j)];
+        share.guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
         const src = storedBytes(r, e);
         if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
-        sys.copy(ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs], src);
+        sys.copy(job.out[@as(usize, @intCast(j)) * rs ..][0..rs], src);
     }
 }
 
 /// gatherDenseWork for raw records of at least `pread_record_bytes_min` bytes, and for every
 /// raw record of a cold batch: each is read with pread straight into its slot of the output
 /// and checked there, so no page of the mapping is touched.
-fn gatherDenseRawPread(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, d: *Diag) Error!void {
-    _ = cold;
+fn gatherDenseRawPread(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *Diag) Error!void {
     const r = ctx.r;
+    const job = ctx.job.dense;
     const rs: usize = @intCast(r.record_size);
-    var scratch: Scratch = .{};
-    defer scratch.deinit();
     var j = begin;
     while (j < end) : (j += 1) {
-        const rec = ctx.idx[@intCast(j)];
+        const rec = job.idx[@intCast(j)];
         const e = format.decodeEntry(r.entryBytes(rec));
-        const dst = ctx.out[@as(usize, @intCast(j)) * rs ..][0..rs];
+        const dst = job.out[@as(usize, @intCast(j)) * rs ..][0..rs];
         if (readsDirect(r, e)) {
             // The aligned blocks land in private memory, checked before they are copied out.
-            const src = try readDirect(r, rec, e, &scratch, d);
+            const src = try readDirect(r, rec, e, &share.scratch, d);
             if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
             sys.copy(dst, src);
             continue;
@@ -747,30 +757,30 @@ fn gatherDenseRawPread(ctx: *const GatherCtx, comptime cold: bool, begin: u64, e
 
 fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
     ctx.hintAhead(end);
-    return runGuarded(ctx, begin, end, d, gatherRagged);
+    return runShare(ctx, begin, end, d, .guarded, probed(gatherRagged));
 }
 
-fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
-    return probed(ctx, begin, end, .{ share, guard }, gatherRaggedRange, d);
-}
-
-fn gatherRaggedRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
+/// Copies (raw) or decodes positions [begin, end) of a Ragged batch, each record to its
+/// offset in the output, with the checks of gatherDenseWork.
+fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *Diag) Error!void {
     const r = ctx.r;
+    const job = ctx.job.ragged;
     var j = begin;
     while (j < end) : (j += 1) {
-        const rec = ctx.idx[@intCast(j)];
-        guard.setRecord(rec);
+        const rec = job.idx[@intCast(j)];
+        share.guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
-        const pread = if (cold) e.stored_size > 0 else usesPread(r, e);
+        const pread = if (ctx.cold) e.stored_size > 0 else usesPread(r, e);
+        const at: usize = @intCast(job.offsets[@intCast(j)]);
         if (share.lease) |*l| {
             const src = try storedView(r, rec, e, pread, &share.scratch, d);
             if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
             const size: usize = @intCast(r.logicalSize(rec));
-            const dst: []u8 = if (size > 0) ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..size] else &.{};
+            const dst: []u8 = if (size > 0) job.out[at..][0..size] else &.{};
             try decodeRecord(r, l.get(), rec, e, src, dst, d);
         } else if (pread) {
             // Raw: the stored size is the logical size ([ZR-IDX-004]).
-            const dst = ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..e.stored_size];
+            const dst = job.out[at..][0..e.stored_size];
             if (readsDirect(r, e)) {
                 const src = try readDirect(r, rec, e, &share.scratch, d);
                 if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
@@ -782,24 +792,25 @@ fn gatherRaggedRange(ctx: *const GatherCtx, comptime cold: bool, begin: u64, end
         } else {
             const src = storedBytes(r, e);
             if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
-            if (src.len > 0) sys.copy(ctx.out[@intCast(ctx.offsets[@intCast(j)])..][0..src.len], src);
+            if (src.len > 0) sys.copy(job.out[at..][0..src.len], src);
         }
     }
 }
 
 fn verifyWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {
     ctx.hintAhead(end);
-    return runGuarded(ctx, begin, end, d, verifyRecords);
+    return runShare(ctx, begin, end, d, .guarded, verifyRecords);
 }
 
 /// Checks every record's checksum (reading large ones with pread into a scratch buffer) and,
 /// for compressed codecs, decodes it into a second scratch buffer.
-fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, guard: *Guard, d: *Diag) Error!void {
+fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *Diag) Error!void {
     const r = ctx.r;
+    const start = ctx.job.verify.start;
     var j = begin;
     while (j < end) : (j += 1) {
-        const rec = ctx.start + j;
-        guard.setRecord(rec);
+        const rec = start + j;
+        share.guard.setRecord(rec);
         const e = format.decodeEntry(r.entryBytes(rec));
         const src = try storedView(r, rec, e, usesPread(r, e), &share.scratch, d);
         try checkRecord(r, rec, e, src, d);
@@ -809,7 +820,6 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, gua
         }
     }
 }
-
 
 // ---- tests ------------------------------------------------------------------------------
 
@@ -920,7 +930,7 @@ test "a slow probe hints the rest of the batch only when the next records are no
         const r = try tz.openOk(&td, "s");
         r.estimate.set(false);
         var hinted: std.atomic.Value(bool) = .init(false);
-        const ctx: GatherCtx = .{ .r = r, .idx = &idx, .out = undefined, .n = idx.len, .probe = true, .hinted = &hinted };
+        const ctx: GatherCtx = .{ .r = r, .job = .{ .prefetch = .{ .idx = &idx } }, .n = idx.len, .probe = true, .hinted = &hinted };
         ctx.onSlow(4, 16);
         // Resident: the time went elsewhere (another process, a first touch), nothing changes.
         try std.testing.expectEqual(cold, r.estimate.expectsCold());

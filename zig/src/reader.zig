@@ -248,7 +248,7 @@ pub const Reader = struct {
         }
         if (total > 0 and out == null) return d.fail(error.InvalidArgument, "gather_ragged got a " ++
             "null output buffer for {d} bytes", .{total});
-        return gather.ragged(r, idx.?, n, out, offsets.?, total, threads, d);
+        return gather.ragged(r, idx.?, n, out, out_size, offsets.?, total, threads, d);
     }
 
     /// How this reader reads batches not known to be in the page cache.
