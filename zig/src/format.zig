@@ -289,6 +289,14 @@ pub const Header = struct {
     }
 };
 
+/// Fails the build if `T` has padding: every byte of an on-disk struct is one of its fields,
+/// so a field added or resized without its neighbours moved cannot leave bytes unwritten.
+fn assertNoPadding(comptime T: type) void {
+    var fields_bytes: usize = 0;
+    for (@typeInfo(T).@"struct".field_types) |F| fields_bytes += @sizeOf(F);
+    std.debug.assert(fields_bytes == @sizeOf(T));
+}
+
 /// The fixed part of `header.zrh` (spec §3.1), field for field. Both supported targets are
 /// little-endian, so the struct's bytes are the file's bytes (checked at compile time).
 pub const FixedHeader = extern struct {
@@ -323,6 +331,7 @@ pub const FixedHeader = extern struct {
 comptime {
     std.debug.assert(@import("builtin").cpu.arch.endian() == .little);
     std.debug.assert(@sizeOf(FixedHeader) == header_fixed_bytes);
+    assertNoPadding(FixedHeader);
     // The offsets of spec §3.1's table; a field out of place fails the build.
     const offsets = .{ .{ "format_major", 8 }, .{ "format_minor", 10 }, .{ "header_size", 12 },
         .{ "kind", 16 }, .{ "dtype", 17 }, .{ "ndim", 18 }, .{ "codec", 19 }, .{ "data_shards", 20 },
@@ -645,33 +654,36 @@ fn reservedError(d: *Diag, name: []const u8, field: []const u8, off: usize, b: u
         "reserved bytes must be zero (ZR-HDR-005)", .{ name, b, off, field });
 }
 
-/// One decoded index entry (spec §4). `shape` is meaningful for Ragged entries only.
-pub const Entry = struct {
+/// The fixed part of an index entry (spec §4), field for field: the whole entry of a Dense
+/// store, followed in a Ragged store by its shape (ndim u32 axes) and zero padding to a
+/// multiple of 8 bytes. As with `FixedHeader`, the struct's bytes are the file's bytes.
+pub const Entry = extern struct {
     offset: u64,
     stored_size: u32,
     shard: u8,
+    reserved: [3]u8 = @splat(0),
     checksum: u64,
 };
 
+comptime {
+    std.debug.assert(@sizeOf(Entry) == index_entry_fixed_bytes);
+    assertNoPadding(Entry);
+    const offsets = .{ .{ "offset", 0 }, .{ "stored_size", 8 }, .{ "shard", 12 }, .{ "reserved", 13 }, .{ "checksum", 16 } };
+    for (offsets) |pair| std.debug.assert(@offsetOf(Entry, pair[0]) == pair[1]);
+}
+
+/// The fixed part of the entry at the start of `bytes` (one whole entry, or more).
 pub fn decodeEntry(bytes: []const u8) Entry {
-    return .{
-        .offset = get(u64, bytes, 0),
-        .stored_size = get(u32, bytes, 8),
-        .shard = bytes[12],
-        .checksum = get(u64, bytes, 16),
-    };
+    return std.mem.bytesToValue(Entry, bytes[0..index_entry_fixed_bytes]);
 }
 
 /// Encodes one entry; `out.len` is the entry size and `shape` has ndim axes (Ragged) or none.
+/// The reserved bytes and the padding are written as zero, whatever `e.reserved` holds.
 pub fn encodeEntry(out: []u8, e: Entry, shape: []const u64) void {
-    put(u64, out, 0, e.offset);
-    put(u32, out, 8, e.stored_size);
-    out[12] = e.shard;
-    out[13] = 0;
-    out[14] = 0;
-    out[15] = 0;
-    put(u64, out, 16, e.checksum);
-    var pos: usize = 24;
+    var fixed = e;
+    fixed.reserved = @splat(0);
+    @memcpy(out[0..index_entry_fixed_bytes], std.mem.asBytes(&fixed));
+    var pos: usize = index_entry_fixed_bytes;
     for (shape) |dim| {
         put(u32, out, pos, @intCast(dim));
         pos += 4;
@@ -681,7 +693,7 @@ pub fn encodeEntry(out: []u8, e: Entry, shape: []const u64) void {
 
 /// The shape axes of a Ragged entry.
 pub fn entryDim(bytes: []const u8, axis: usize) u64 {
-    return get(u32, bytes, 24 + 4 * axis);
+    return get(u32, bytes, index_entry_fixed_bytes + 4 * axis);
 }
 
 pub const EntryError = error{ Corrupt, LimitExceeded };
@@ -699,7 +711,7 @@ pub fn validateEntry(h: *const Header, bytes: []const u8, i: u64, path: []const 
     }
     d.shard = e.shard;
     // [ZR-IDX-003]
-    if (bytes[13] != 0 or bytes[14] != 0 or bytes[15] != 0) {
+    if (!std.mem.allEqual(u8, &e.reserved, 0)) {
         return d.fail(error.Corrupt, "store '{s}': index entry of record {d} has non-zero " ++
             "reserved bytes (ZR-IDX-003)", .{ path, i });
     }
@@ -726,7 +738,7 @@ pub fn validateEntry(h: *const Header, bytes: []const u8, i: u64, path: []const 
                     "non-zero axes times the itemsize exceed extent_bytes_max {d}: no NumPy " ++
                     "array has that shape (ZR-IDX-007)", .{ path, i, extent_bytes_max });
             }
-            const pad_start = 24 + 4 * @as(usize, h.ndim);
+            const pad_start = index_entry_fixed_bytes + 4 * @as(usize, h.ndim);
             for (bytes[pad_start..]) |b| if (b != 0) {
                 return d.fail(error.Corrupt, "store '{s}': index entry of record {d} has " ++
                     "non-zero padding (ZR-IDX-003)", .{ path, i });

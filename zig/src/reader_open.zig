@@ -200,7 +200,8 @@ fn validateIndex(r: *Reader, d: *Diag) Error!void {
         const bytes = r.entryBytes(i);
         const logical = try format.validateEntry(&r.header, bytes, i, r.path, d);
         // Saturating sums: a crafted index cannot wrap them around to the expected value.
-        shard_sums[bytes[12]] +|= format.decodeEntry(bytes).stored_size;
+        const e = format.decodeEntry(bytes);
+        shard_sums[e.shard] +|= e.stored_size;
         logical_sum +|= logical;
     }
     // [ZR-DAT-001]
