@@ -337,7 +337,7 @@ fn writeFile(dir: []const u8, name: []const u8, bytes: []const u8) !void {
 test "conformance v1: dict_size above dict_size_bytes_max is a limit error (no vector: 16 MiB)" {
     // The one reader limit without a conformance vector: a store that breaks only this rule
     // has a header of more than 16 MiB. Built here, in a temporary directory, instead.
-    const tests = @import("tests.zig");
+    const tests = @import("testing.zig");
     var td: tests.TempDir = .{};
     try td.init();
     var pbuf: [256]u8 = undefined;

@@ -824,8 +824,7 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: 
 // ---- tests ------------------------------------------------------------------------------
 
 test "a checksum mismatch found in the caller's output is confirmed by a second read" {
-    const t = @import("tests.zig");
-    const tz = @import("tests_zstd.zig");
+    const t = @import("testing.zig");
     const root = @import("root.zig");
     const gpa = std.testing.allocator;
     var td: t.TempDir = .{};
@@ -834,8 +833,8 @@ test "a checksum mismatch found in the caller's output is confirmed by a second 
     const data = try gpa.alloc(u8, 2 * rs);
     defer gpa.free(data);
     for (data, 0..) |*b, i| b.* = t.pattern(i);
-    try tz.writeDense(&td, "s", 0, "", 1, rs, data, &.{2});
-    const r = try tz.openOk(&td, "s");
+    try t.writeDense(&td, "s", 0, "", 1, rs, data, &.{2});
+    const r = try t.openOk(&td, "s");
     // What an overlapping output or another thread of the caller might leave in the slot.
     const dst = try gpa.alloc(u8, rs);
     defer gpa.free(dst);
@@ -862,16 +861,15 @@ extern "c" fn dup2(old: c_int, new: c_int) c_int;
 test "a shard truncated after open fails the mapped gather and verify with ZR_E_CORRUPT, not SIGBUS" {
     // [R1] item 6: records under pread_record_bytes_min are copied from the shard's mapping,
     // and a page past the new end of a truncated file raised SIGBUS there.
-    const t = @import("tests.zig");
-    const tz = @import("tests_zstd.zig");
+    const t = @import("testing.zig");
     const root = @import("root.zig");
     var td: t.TempDir = .{};
     try td.init();
     const rs = 2048;
     var data: [16 * rs]u8 = undefined;
     for (&data, 0..) |*b, i| b.* = t.pattern(i);
-    try tz.writeDense(&td, "s", 0, "", 1, rs, &data, &.{16});
-    const r = try tz.openOk(&td, "s");
+    try t.writeDense(&td, "s", 0, "", 1, rs, &data, &.{16});
+    const r = try t.openOk(&td, "s");
     var pbuf: [256]u8 = undefined;
     // Records 0 and 1 keep their bytes; record 2 starts on the first page past the new end.
     try std.testing.expectEqual(@as(c_int, 0), truncate(td.sub(&pbuf, "s/data-000.zrd"), 2 * rs));
@@ -913,21 +911,19 @@ test "a shard truncated after open fails the mapped gather and verify with ZR_E_
 test "a slow probe hints the rest of the batch only when the next records are not in the page cache" {
     // The probe's timing is not under a test's control; what it triggers is: GatherCtx.onSlow
     // asks mincore about the next records before it trusts the clock.
-    const t = @import("tests.zig");
-    const tz = @import("tests_zstd.zig");
-    const tr = @import("tests_readahead.zig");
+    const t = @import("testing.zig");
     const root = @import("root.zig");
     var td: t.TempDir = .{};
     try td.init();
     const rs = 4096;
     var data: [64 * rs]u8 = undefined;
     for (&data, 0..) |*b, i| b.* = t.pattern(i);
-    try tz.writeDense(&td, "s", 0, "", 1, rs, &data, &.{64});
+    try t.writeDense(&td, "s", 0, "", 1, rs, &data, &.{64});
     var idx: [64]u64 = undefined;
     for (&idx, 0..) |*v, i| v.* = 63 - i;
     for ([_]bool{ false, true }) |evicting| {
-        const cold = evicting and try tr.evict(&td, "s", 1);
-        const r = try tz.openOk(&td, "s");
+        const cold = evicting and try t.evict(&td, "s", 1);
+        const r = try t.openOk(&td, "s");
         r.estimate.set(false);
         var hinted: std.atomic.Value(bool) = .init(false);
         const ctx: GatherCtx = .{ .r = r, .job = .{ .prefetch = .{ .idx = &idx } }, .n = idx.len, .probe = true, .hinted = &hinted };
@@ -938,7 +934,7 @@ test "a slow probe hints the rest of the batch only when the next records are no
         // A second share that finds its records slow hints only its own rest.
         ctx.onSlow(20, 24);
         try std.testing.expectEqual(cold, hinted.load(.monotonic));
-        try tz.expectDenseGather(r, &data, rs, &idx, 1);
+        try t.expectDenseGather(r, &data, rs, &idx, 1);
         root.zr_reader_free(r);
     }
     td.removeStore("s", 1);

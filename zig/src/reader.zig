@@ -422,17 +422,16 @@ test "a child forked while calls are in flight and a decoder slot is held can cl
     // reader counting a call that no thread of the child would ever finish, and the child's
     // close waited forever. The thread inside the call is stood in for by its marks: a count
     // in flight and a held decoder slot.
-    const t = @import("tests.zig");
-    const tz = @import("tests_zstd.zig");
+    const t = @import("testing.zig");
     const root = @import("root.zig");
     var td: t.TempDir = .{};
     try td.init();
     var data: [64 * 16]u8 = undefined;
     for (&data, 0..) |*b, i| b.* = t.pattern(i / 3);
-    try tz.writeDense(&td, "s", 1, "", 1, 64, &data, &.{16});
-    const r = try tz.openOk(&td, "s");
+    try t.writeDense(&td, "s", 1, "", 1, 64, &data, &.{16});
+    const r = try t.openOk(&td, "s");
     // A gather that needs a decoder creates the slot's context.
-    try tz.expectDenseGather(r, &data, 64, &.{ 3, 1 }, 1);
+    try t.expectDenseGather(r, &data, 64, &.{ 3, 1 }, 1);
     var d: Diag = .{};
     try r.enter(&d);
     const slot = &r.decoders[0];

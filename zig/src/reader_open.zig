@@ -387,8 +387,7 @@ extern "c" fn mkfifo(path: [*:0]const u8, mode: c_uint) c_int;
 test "a FIFO in place of a store file is refused at open, not waited on" {
     // Found by review of the fuzz harness's file mutations: open(2) of a FIFO for reading
     // blocks until a writer appears, so before O_NONBLOCK such a store hung its opener forever.
-    const t = @import("tests.zig");
-    const tz = @import("tests_zstd.zig");
+    const t = @import("testing.zig");
     const root = @import("root.zig");
     var td: t.TempDir = .{};
     try td.init();
@@ -397,7 +396,7 @@ test "a FIFO in place of a store file is refused at open, not waited on" {
     for (names, 0..) |name, k| {
         var sbuf: [8]u8 = undefined;
         const store = std.fmt.bufPrint(&sbuf, "s{d}", .{k}) catch unreachable;
-        try tz.writeDense(&td, store, 0, "", 1, 2, &data, &.{2});
+        try t.writeDense(&td, store, 0, "", 1, 2, &data, &.{2});
         var rbuf: [64]u8 = undefined;
         const rel = std.fmt.bufPrint(&rbuf, "{s}/{s}", .{ store, name }) catch unreachable;
         var pbuf: [256]u8 = undefined;
@@ -419,8 +418,7 @@ extern "c" fn symlink(target: [*:0]const u8, link: [*:0]const u8) c_int;
 test "a symbolic link in place of a store file is refused at open, not followed" {
     // [R1] item 4: a shard linked to a file outside the store was read, and its size and the
     // checksums of its bytes appeared in messages ([ZR-GEN-004]).
-    const t = @import("tests.zig");
-    const tz = @import("tests_zstd.zig");
+    const t = @import("testing.zig");
     const root = @import("root.zig");
     var td: t.TempDir = .{};
     try td.init();
@@ -431,7 +429,7 @@ test "a symbolic link in place of a store file is refused at open, not followed"
     for (names, 0..) |name, k| {
         var sbuf: [8]u8 = undefined;
         const store = std.fmt.bufPrint(&sbuf, "s{d}", .{k}) catch unreachable;
-        try tz.writeDense(&td, store, 0, "", 1, 2, &data, &.{2});
+        try t.writeDense(&td, store, 0, "", 1, 2, &data, &.{2});
         var rbuf: [64]u8 = undefined;
         const rel = std.fmt.bufPrint(&rbuf, "{s}/{s}", .{ store, name }) catch unreachable;
         // The link points at the store's own file, moved out of the store: the same bytes, the
@@ -456,8 +454,7 @@ test "an index larger than the check buffer is checked in chunks before it is co
     // [R1] item 8: open used to allocate what index.zri claimed before its checksum said
     // anything. An index above index_check_chunk_bytes is now hashed through that buffer
     // first; a valid one opens and reads, a byte changed in its last chunk fails open.
-    const t = @import("tests.zig");
-    const tz = @import("tests_zstd.zig");
+    const t = @import("testing.zig");
     const root = @import("root.zig");
     const gpa = std.testing.allocator;
     var td: t.TempDir = .{};
@@ -466,10 +463,10 @@ test "an index larger than the check buffer is checked in chunks before it is co
     const data = try gpa.alloc(u8, n);
     defer gpa.free(data);
     for (data, 0..) |*b, i| b.* = t.pattern(i);
-    try tz.writeDense(&td, "s", 0, "", 2, 1, data, &.{n});
-    const r = try tz.openOk(&td, "s");
+    try t.writeDense(&td, "s", 0, "", 2, 1, data, &.{n});
+    const r = try t.openOk(&td, "s");
     try std.testing.expect(r.index.len > index_check_chunk_bytes);
-    try tz.expectDenseGather(r, data, 1, &.{ n - 1, 0, n / 2 }, 1);
+    try t.expectDenseGather(r, data, 1, &.{ n - 1, 0, n / 2 }, 1);
     root.zr_reader_free(r);
     // The reserved bytes of the last entry: past the first chunk, and caught by the checksum.
     try t.patchFile(&td, "s/index.zri", (n - 1) * format.index_entry_fixed_bytes + 13, &.{1});
@@ -486,15 +483,14 @@ test "the layout check finds bytes no record covers, in record order or not" {
     // [R1] item 10: overlapping entries whose sizes add up left shard bytes under no checksum.
     // The entries of an opened reader's private index copy are rewritten in place: the layout
     // check reads only offsets, sizes and shards.
-    const t = @import("tests.zig");
-    const tz = @import("tests_zstd.zig");
+    const t = @import("testing.zig");
     const root = @import("root.zig");
     var td: t.TempDir = .{};
     try td.init();
     var data: [4 * 8]u8 = undefined;
     for (&data, 0..) |*b, i| b.* = t.pattern(i);
-    try tz.writeDense(&td, "s", 0, "", 1, 8, &data, &.{4});
-    const r = try tz.openOk(&td, "s");
+    try t.writeDense(&td, "s", 0, "", 1, 8, &data, &.{4});
+    const r = try t.openOk(&td, "s");
     var d: Diag = .{};
     try checkLayout(r, &d);
     const index: []u8 = @constCast(r.index);

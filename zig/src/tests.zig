@@ -5,6 +5,7 @@
 //!   that leaves anything behind fails (the final rmdir requires an empty directory).
 
 const std = @import("std");
+const t = @import("testing.zig");
 const root = @import("root.zig");
 const abi = @import("abi.zig");
 const sys = @import("sys.zig");
@@ -16,98 +17,24 @@ const Status = abi.Status;
 const Writer = writer_mod.Writer;
 const Reader = @import("reader.zig").Reader;
 
-const ZR_E_INVALID_ARGUMENT = abi.Result.invalid_argument.code();
-const ZR_E_IO = abi.Result.io.code();
-const ZR_E_NOT_FOUND = abi.Result.not_found.code();
-const ZR_E_EXISTS = abi.Result.exists.code();
-const ZR_E_INDEX = abi.Result.index.code();
-const ZR_E_CLOSED = abi.Result.closed.code();
-const ZR_E_CORRUPT = abi.Result.corrupt.code();
-const ZR_E_CHECKSUM = abi.Result.checksum.code();
-const ZR_E_NOT_PUBLISHED = abi.Result.not_published.code();
-const ZR_E_UNSUPPORTED = abi.Result.unsupported.code();
-const ZR_E_LIMIT = abi.Result.limit.code();
 
-extern "c" fn mkdtemp(template: [*:0]u8) ?[*:0]u8;
 extern "c" fn system(cmd: [*:0]const u8) c_int;
 
-pub const TempDir = struct {
-    buf: [64]u8 = undefined,
-    len: usize = 0,
-
-    pub fn init(t: *TempDir) !void {
-        const tmpl = "/tmp/zrecord-test-XXXXXX";
-        @memcpy(t.buf[0..tmpl.len], tmpl);
-        t.buf[tmpl.len] = 0;
-        t.len = tmpl.len;
-        if (mkdtemp(@ptrCast(&t.buf)) == null) return error.MkdtempFailed;
-    }
-
-    pub fn sub(t: *const TempDir, buf: []u8, name: []const u8) [:0]u8 {
-        return std.fmt.bufPrintSentinel(buf, "{s}/{s}", .{ t.buf[0..t.len], name }, 0) catch unreachable;
-    }
-
-    /// Removes a published store (its files are known) and then the temp dir, which must be
-    /// empty by then.
-    pub fn removeStore(t: *const TempDir, name: []const u8, shards: usize) void {
-        var buf: [256]u8 = undefined;
-        const p = t.sub(&buf, name);
-        const dfd = sys.open(p, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch return;
-        defer sys.close(dfd);
-        var nb: [16]u8 = undefined;
-        for (0..shards) |k| sys.unlinkAt(dfd, std.fmt.bufPrintSentinel(&nb, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable) catch {};
-        sys.unlinkAt(dfd, "index.zri") catch {};
-        sys.unlinkAt(dfd, "header.zrh") catch {};
-        sys.rmdir(p) catch {};
-    }
-
-    pub fn deinitExpectEmpty(t: *TempDir) !void {
-        const p: [*:0]const u8 = @ptrCast(&t.buf);
-        sys.rmdir(p) catch return error.TempDirNotEmpty;
-    }
-};
-
-pub fn schemaOf(kind: u8, dtype: u8, shape: []const u64, shards: u8) abi.Schema {
-    var s = std.mem.zeroes(abi.Schema);
-    s.kind = kind;
-    s.dtype = dtype;
-    s.ndim = @intCast(shape.len);
-    s.codec = 0;
-    s.data_shards = shards;
-    @memcpy(s.item_shape[0..shape.len], shape);
-    return s;
-}
-
-pub fn msg(st: *const Status) []const u8 {
-    return std.mem.sliceTo(&st.message, 0);
-}
-
-pub fn expectContains(hay: []const u8, needle: []const u8) !void {
-    if (std.mem.indexOf(u8, hay, needle) == null) {
-        std.debug.print("message '{s}' lacks '{s}'\n", .{ hay, needle });
-        return error.TestExpectedContains;
-    }
-}
-
-pub fn pattern(i: usize) u8 {
-    return @truncate(i *% 131 +% 7);
-}
-
 test "dense round trip: several shards, uneven split, sync and no-sync" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     var st: Status = undefined;
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, "dense");
-    const schema = schemaOf(1, 3, &.{7}, 3);
+    const schema = t.schemaOf(1, 3, &.{7}, 3);
     var w: ?*Writer = null;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path, &schema, null, 0, 0, &w, &st));
     // The page-cache budget can be set on any writer (a no-op where it is not direct), but
     // not on a null one.
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_set_page_cache_bytes(w, 0, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_writer_set_page_cache_bytes(null, 0, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_writer_set_page_cache_bytes(null, 0, &st));
     var data: [7 * 40]u8 = undefined;
-    for (&data, 0..) |*b, i| b.* = pattern(i);
+    for (&data, 0..) |*b, i| b.* = t.pattern(i);
     // Calls of 10, 1, 0 and 29 records: runs of 0 records happen when a call has fewer
     // records than shards.
     var done: usize = 0;
@@ -117,7 +44,7 @@ test "dense round trip: several shards, uneven split, sync and no-sync" {
     }
     try testing.expectEqual(@as(u64, 40), root.zr_writer_count(w));
     // A size that does not match count * record_size is refused and changes nothing.
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_writer_append_dense(w, &data, 8, 1, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_writer_append_dense(w, &data, 8, 1, &st));
     try testing.expectEqual(@as(u64, 40), root.zr_writer_count(w));
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
     root.zr_writer_free(w);
@@ -138,20 +65,20 @@ test "dense round trip: several shards, uneven split, sync and no-sync" {
     for (idx, 0..) |rec, j| try testing.expectEqualSlices(u8, data[rec * 7 ..][0..7], out[j * 7 ..][0..7]);
     // Out-of-range index: ZR_E_INDEX naming position and value.
     const bad = [_]u64{ 1, 40 };
-    try testing.expectEqual(@as(c_int, ZR_E_INDEX), root.zr_reader_gather_dense(r, &bad, 2, &out, 14, 0, &st));
-    try expectContains(msg(&st), "index 40 at position 1");
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_dense(r, &idx, idx.len, &out, out.len - 1, 0, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INDEX), root.zr_reader_gather_dense(r, &bad, 2, &out, 14, 0, &st));
+    try t.expectContains(t.msg(&st), "index 40 at position 1");
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_dense(r, &idx, idx.len, &out, out.len - 1, 0, &st));
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, 40, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_INDEX), root.zr_reader_verify(r, 39, 2, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INDEX), root.zr_reader_verify(r, 39, 2, &st));
     root.zr_reader_close(r);
     root.zr_reader_close(r);
-    try testing.expectEqual(@as(c_int, ZR_E_CLOSED), root.zr_reader_gather_dense(r, &idx, idx.len, &out, out.len, 0, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_CLOSED), root.zr_reader_gather_dense(r, &idx, idx.len, &out, out.len, 0, &st));
     root.zr_reader_free(r);
     td.removeStore("dense", 3);
 
     // Zero-size records (an axis of length 0), with NO_SYNC.
     const path0 = td.sub(&pbuf, "empty");
-    const schema0 = schemaOf(1, 12, &.{ 0, 3 }, 2);
+    const schema0 = t.schemaOf(1, 12, &.{ 0, 3 }, 2);
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path0, &schema0, null, 0, 1, &w, &st));
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_dense(w, null, 0, 5, &st));
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
@@ -165,17 +92,17 @@ test "dense round trip: several shards, uneven split, sync and no-sync" {
 }
 
 test "dense parallel write and gather (large batches)" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     var st: Status = undefined;
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, "big");
     const rs = 4096;
     const n = 2600; // about 10 MiB: above both parallel thresholds
-    const schema = schemaOf(1, 11, &.{1024}, 5);
+    const schema = t.schemaOf(1, 11, &.{1024}, 5);
     const data = try testing.allocator.alloc(u8, rs * n);
     defer testing.allocator.free(data);
-    for (data, 0..) |*b, i| b.* = pattern(i);
+    for (data, 0..) |*b, i| b.* = t.pattern(i);
     var w: ?*Writer = null;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path, &schema, null, 0, 1, &w, &st));
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_dense(w, data.ptr, data.len, n, &st));
@@ -201,12 +128,12 @@ test "dense parallel write and gather (large batches)" {
 }
 
 test "ragged round trip with zero-size records" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     var st: Status = undefined;
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, "ragged");
-    const schema = schemaOf(2, 4, &.{ 0, 0 }, 3); // int16, ndim 2
+    const schema = t.schemaOf(2, 4, &.{ 0, 0 }, 3); // int16, ndim 2
     var w: ?*Writer = null;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path, &schema, null, 0, 0, &w, &st));
     const shapes = [_]u64{ 2, 3, 0, 5, 1, 1, 4, 0, 3, 3, 1, 7, 0, 0 };
@@ -222,11 +149,11 @@ test "ragged round trip with zero-size records" {
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_ragged(w, ptrs[4..].ptr, shapes[8..].ptr, n - 4, &st));
     // Limits name the record by its writer-wide index.
     const huge = [_]u64{ 1 << 32, 1 };
-    try testing.expectEqual(@as(c_int, ZR_E_LIMIT), root.zr_writer_append_ragged(w, &ptrs, &huge, 1, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_LIMIT), root.zr_writer_append_ragged(w, &ptrs, &huge, 1, &st));
     try testing.expectEqual(@as(i64, n), st.record);
-    try expectContains(msg(&st), "dim_max");
+    try t.expectContains(t.msg(&st), "dim_max");
     const too_big = [_]u64{ 1 << 30, 2 };
-    try testing.expectEqual(@as(c_int, ZR_E_LIMIT), root.zr_writer_append_ragged(w, &ptrs, &too_big, 1, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_LIMIT), root.zr_writer_append_ragged(w, &ptrs, &too_big, 1, &st));
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
     root.zr_writer_free(w);
 
@@ -251,42 +178,34 @@ test "ragged round trip with zero-size records" {
         try testing.expectEqualSlices(u8, want, out[@intCast(offsets[j])..][0..@intCast(sizes[j])]);
     }
     // An output too small for the last record is refused.
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, total - 1, 0, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_dense(r, &idx, 1, &out, 12, 0, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, total - 1, 0, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_dense(r, &idx, 1, &out, 12, 0, &st));
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, n, &st));
     root.zr_reader_free(r);
     td.removeStore("ragged", 3);
     try td.deinitExpectEmpty();
 }
 
-fn writeSmallDense(td: *const TempDir, name: []const u8, shards: u8, n: usize) !void {
+fn writeSmallDense(td: *const t.TempDir, name: []const u8, shards: u8, n: usize) !void {
     var st: Status = undefined;
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, name);
-    const schema = schemaOf(1, 3, &.{16}, shards);
+    const schema = t.schemaOf(1, 3, &.{16}, shards);
     var w: ?*Writer = null;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path, &schema, null, 0, 1, &w, &st));
     defer root.zr_writer_free(w);
     var data: [16 * 64]u8 = undefined;
-    for (&data, 0..) |*b, i| b.* = pattern(i);
+    for (&data, 0..) |*b, i| b.* = t.pattern(i);
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_dense(w, &data, n * 16, n, &st));
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
 }
 
-pub fn patchFile(td: *const TempDir, rel: []const u8, offset: u64, bytes: []const u8) !void {
-    var pbuf: [256]u8 = undefined;
-    const p = td.sub(&pbuf, rel);
-    const fd = try sys.open(p, sys.O_WRONLY, 0);
-    defer sys.close(fd);
-    try sys.pwriteAll(fd, bytes, offset);
-}
-
 test "a flipped byte in a shard fails the record's checksum, naming it" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     try writeSmallDense(&td, "s", 2, 10);
     // Shard 1 holds records 5..9; its byte 20 is inside record 6.
-    try patchFile(&td, "s/data-001.zrd", 20, "\xff");
+    try t.patchFile(&td, "s/data-001.zrd", 20, "\xff");
     var st: Status = undefined;
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, "s");
@@ -296,15 +215,15 @@ test "a flipped byte in a shard fails the record's checksum, naming it" {
     const ok = [_]u64{ 0, 5 };
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(r, &ok, 2, &out, 32, 0, &st));
     const idx = [_]u64{ 0, 6 };
-    try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, &out, 32, 0, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, &out, 32, 0, &st));
     try testing.expectEqual(@as(i64, 6), st.record);
     try testing.expectEqual(@as(i32, 1), st.shard);
-    try expectContains(msg(&st), "record 6");
-    try expectContains(msg(&st), "data-001.zrd");
-    try expectContains(msg(&st), path);
+    try t.expectContains(t.msg(&st), "record 6");
+    try t.expectContains(t.msg(&st), "data-001.zrd");
+    try t.expectContains(t.msg(&st), path);
     // The failure is not remembered as verified: it fails again, and verify finds it.
-    try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, &out, 32, 0, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_verify(r, 0, 10, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, &out, 32, 0, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_verify(r, 0, 10, &st));
     try testing.expectEqual(@as(i64, 6), st.record);
     root.zr_reader_free(r);
     td.removeStore("s", 2);
@@ -312,77 +231,75 @@ test "a flipped byte in a shard fails the record's checksum, naming it" {
 }
 
 test "open rejects broken stores: shard size, index checksum, header, missing shard" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     var st: Status = undefined;
     var pbuf: [256]u8 = undefined;
     var r: ?*Reader = null;
 
     try writeSmallDense(&td, "a", 2, 10);
-    try patchFile(&td, "a/data-000.zrd", 80, "x"); // one byte past the end
-    try testing.expectEqual(@as(c_int, ZR_E_CORRUPT), root.zr_reader_open(td.sub(&pbuf, "a"), &r, &st));
-    try expectContains(msg(&st), "data-000.zrd");
+    try t.patchFile(&td, "a/data-000.zrd", 80, "x"); // one byte past the end
+    try testing.expectEqual(@as(c_int, t.ZR_E_CORRUPT), root.zr_reader_open(td.sub(&pbuf, "a"), &r, &st));
+    try t.expectContains(t.msg(&st), "data-000.zrd");
     try testing.expect(r == null);
     td.removeStore("a", 2);
 
     try writeSmallDense(&td, "b", 2, 10);
-    try patchFile(&td, "b/index.zri", 30, "\x01");
-    try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_open(td.sub(&pbuf, "b"), &r, &st));
-    try expectContains(msg(&st), "index.zri");
+    try t.patchFile(&td, "b/index.zri", 30, "\x01");
+    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_open(td.sub(&pbuf, "b"), &r, &st));
+    try t.expectContains(t.msg(&st), "index.zri");
     td.removeStore("b", 2);
 
     try writeSmallDense(&td, "c", 2, 10);
-    try patchFile(&td, "c/header.zrh", 0, "\x00");
-    try testing.expectEqual(@as(c_int, ZR_E_BAD_MAGIC_CODE), root.zr_reader_open(td.sub(&pbuf, "c"), &r, &st));
-    try patchFile(&td, "c/header.zrh", 0, "\x89");
-    try patchFile(&td, "c/header.zrh", 8, "\x02");
+    try t.patchFile(&td, "c/header.zrh", 0, "\x00");
+    try testing.expectEqual(@as(c_int, t.ZR_E_BAD_MAGIC), root.zr_reader_open(td.sub(&pbuf, "c"), &r, &st));
+    try t.patchFile(&td, "c/header.zrh", 0, "\x89");
+    try t.patchFile(&td, "c/header.zrh", 8, "\x02");
     try testing.expectEqual(abi.Result.version.code(), root.zr_reader_open(td.sub(&pbuf, "c"), &r, &st));
-    try expectContains(msg(&st), "2.0");
+    try t.expectContains(t.msg(&st), "2.0");
     td.removeStore("c", 2);
 
     try writeSmallDense(&td, "d", 3, 10);
     try sys.unlinkAt(sys.AT_FDCWD, td.sub(&pbuf, "d/data-002.zrd"));
-    try testing.expectEqual(@as(c_int, ZR_E_CORRUPT), root.zr_reader_open(td.sub(&pbuf, "d"), &r, &st));
-    try expectContains(msg(&st), "data-002.zrd");
+    try testing.expectEqual(@as(c_int, t.ZR_E_CORRUPT), root.zr_reader_open(td.sub(&pbuf, "d"), &r, &st));
+    try t.expectContains(t.msg(&st), "data-002.zrd");
     td.removeStore("d", 2);
 
-    try testing.expectEqual(@as(c_int, ZR_E_NOT_FOUND), root.zr_reader_open(td.sub(&pbuf, "nothing"), &r, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_NOT_FOUND), root.zr_reader_open(td.sub(&pbuf, "nothing"), &r, &st));
     try td.deinitExpectEmpty();
 }
 
-const ZR_E_BAD_MAGIC_CODE = abi.Result.bad_magic.code();
-const ZR_E_IMMUTABLE = abi.Result.immutable.code();
 
 test "unpublished directory, existing path, missing parent, abort leaves nothing" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     var st: Status = undefined;
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, "x");
-    const schema = schemaOf(1, 1, &.{}, 4);
+    const schema = t.schemaOf(1, 1, &.{}, 4);
     var w: ?*Writer = null;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path, &schema, null, 0, 0, &w, &st));
     const one = [_]u8{1};
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_dense(w, &one, 1, 1, &st));
     // The temporary directory is a sibling whose name starts with '.' and holds '.zr-tmp-'.
     const tmp = w.?.stage.tmp_path;
-    try expectContains(tmp, "/.x.zr-tmp-");
+    try t.expectContains(tmp, "/.x.zr-tmp-");
     var r: ?*Reader = null;
-    try testing.expectEqual(@as(c_int, ZR_E_NOT_PUBLISHED), root.zr_reader_open(tmp, &r, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_NOT_PUBLISHED), root.zr_reader_open(tmp, &r, &st));
     try testing.expect(!(try sys.exists(path)));
     root.zr_writer_abort(w);
     root.zr_writer_abort(w);
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_writer_publish(w, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_writer_publish(w, &st));
     root.zr_writer_free(w);
 
     // An existing path is refused at open, and at publish if it appears meanwhile.
     try sys.mkdir(path, 0o755);
-    try testing.expectEqual(@as(c_int, ZR_E_EXISTS), root.zr_writer_open(path, &schema, null, 0, 0, &w, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_EXISTS), root.zr_writer_open(path, &schema, null, 0, 0, &w, &st));
     try testing.expect(w == null);
     try sys.rmdir(path);
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path, &schema, null, 0, 0, &w, &st));
     try sys.mkdir(path, 0o755);
-    try testing.expectEqual(@as(c_int, ZR_E_EXISTS), root.zr_writer_publish(w, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_EXISTS), root.zr_writer_publish(w, &st));
     root.zr_writer_abort(w);
     root.zr_writer_free(w);
     try sys.rmdir(path);
@@ -393,22 +310,22 @@ test "unpublished directory, existing path, missing parent, abort leaves nothing
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
     root.zr_writer_free(w);
     // Nothing may be created inside a published store, at any depth.
-    try testing.expectEqual(@as(c_int, ZR_E_IMMUTABLE), root.zr_writer_open(td.sub(&mbuf, "made/x/y"), &schema, null, 0, 0, &w, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_IMMUTABLE), root.zr_writer_open(td.sub(&mbuf, "made/x/a/b/y"), &schema, null, 0, 0, &w, &st));
-    try expectContains(msg(&st), "inside the published store");
+    try testing.expectEqual(@as(c_int, t.ZR_E_IMMUTABLE), root.zr_writer_open(td.sub(&mbuf, "made/x/y"), &schema, null, 0, 0, &w, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_IMMUTABLE), root.zr_writer_open(td.sub(&mbuf, "made/x/a/b/y"), &schema, null, 0, 0, &w, &st));
+    try t.expectContains(t.msg(&st), "inside the published store");
     try testing.expect(!(try sys.exists(td.sub(&mbuf, "made/x/a"))));
     td.removeStore("made/x", 4);
     try sys.rmdir(td.sub(&mbuf, "made"));
     const ffd = try sys.open(td.sub(&mbuf, "file"), sys.O_WRONLY | sys.O_CREAT, 0o644);
     sys.close(ffd);
-    try testing.expectEqual(@as(c_int, ZR_E_NOT_FOUND), root.zr_writer_open(td.sub(&mbuf, "file/x"), &schema, null, 0, 0, &w, &st));
-    try expectContains(msg(&st), "file");
+    try testing.expectEqual(@as(c_int, t.ZR_E_NOT_FOUND), root.zr_writer_open(td.sub(&mbuf, "file/x"), &schema, null, 0, 0, &w, &st));
+    try t.expectContains(t.msg(&st), "file");
     try sys.unlinkAt(sys.AT_FDCWD, td.sub(&mbuf, "file"));
     try td.deinitExpectEmpty();
 }
 
 test "writer schema validation" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     var st: Status = undefined;
     var pbuf: [256]u8 = undefined;
@@ -416,52 +333,52 @@ test "writer schema validation" {
     var w: ?*Writer = null;
     const Case = struct { s: abi.Schema, code: c_int, flags: u32 = 0 };
     var cases: [10]Case = undefined;
-    cases[0] = .{ .s = schemaOf(3, 1, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT };
-    cases[1] = .{ .s = schemaOf(1, 15, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT };
-    cases[2] = .{ .s = schemaOf(1, 0, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT };
-    cases[3] = .{ .s = schemaOf(1, 1, &.{}, 0), .code = ZR_E_LIMIT };
-    cases[4] = .{ .s = schemaOf(2, 1, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT };
-    cases[5] = .{ .s = schemaOf(1, 14, &.{ 1 << 20, (1 << 7) + 1 }, 1), .code = ZR_E_LIMIT };
-    cases[6] = .{ .s = schemaOf(1, 1, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT, .flags = 2 };
+    cases[0] = .{ .s = t.schemaOf(3, 1, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT };
+    cases[1] = .{ .s = t.schemaOf(1, 15, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT };
+    cases[2] = .{ .s = t.schemaOf(1, 0, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT };
+    cases[3] = .{ .s = t.schemaOf(1, 1, &.{}, 0), .code = t.ZR_E_LIMIT };
+    cases[4] = .{ .s = t.schemaOf(2, 1, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT };
+    cases[5] = .{ .s = t.schemaOf(1, 14, &.{ 1 << 20, (1 << 7) + 1 }, 1), .code = t.ZR_E_LIMIT };
+    cases[6] = .{ .s = t.schemaOf(1, 1, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT, .flags = 2 };
     // zstd_dict without a dictionary (ZR-COD-002).
-    cases[7] = .{ .s = schemaOf(1, 1, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT };
+    cases[7] = .{ .s = t.schemaOf(1, 1, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT };
     cases[7].s.codec = 2;
-    cases[8] = .{ .s = schemaOf(1, 1, &.{}, 1), .code = ZR_E_LIMIT };
+    cases[8] = .{ .s = t.schemaOf(1, 1, &.{}, 1), .code = t.ZR_E_LIMIT };
     cases[8].s.ndim = 33;
-    cases[9] = .{ .s = schemaOf(1, 1, &.{}, 1), .code = ZR_E_INVALID_ARGUMENT };
+    cases[9] = .{ .s = t.schemaOf(1, 1, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT };
     cases[9].s.codec = 9;
     for (cases) |c| {
         try testing.expectEqual(c.code, root.zr_writer_open(path, &c.s, null, 0, c.flags, &w, &st));
         try testing.expect(w == null);
-        try testing.expect(msg(&st).len > 0);
+        try testing.expect(t.msg(&st).len > 0);
     }
     // A dictionary is only for zstd_dict.
-    const s = schemaOf(1, 1, &.{}, 1);
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_writer_open(path, &s, "abc", 3, 0, &w, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_writer_open(null, &s, null, 0, 0, &w, &st));
+    const s = t.schemaOf(1, 1, &.{}, 1);
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_writer_open(path, &s, "abc", 3, 0, &w, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_writer_open(null, &s, null, 0, 0, &w, &st));
     try td.deinitExpectEmpty();
 }
 
 test "a failed append poisons the writer; abort cleans up" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     var st: Status = undefined;
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, "p");
-    const schema = schemaOf(1, 3, &.{4}, 2);
+    const schema = t.schemaOf(1, 3, &.{4}, 2);
     var w: ?*Writer = null;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path, &schema, null, 0, 0, &w, &st));
     // Closing shard 1's descriptor behind the writer's back makes its next write fail (EBADF).
     sys.close(w.?.shard_fds[1]);
     const data: [16]u8 = @splat(0);
-    try testing.expectEqual(@as(c_int, ZR_E_IO), root.zr_writer_append_dense(w, &data, 16, 4, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_IO), root.zr_writer_append_dense(w, &data, 16, 4, &st));
     try testing.expect(st.os_errno != 0);
     try testing.expectEqual(@as(i32, 1), st.shard);
-    try expectContains(msg(&st), "data-001.zrd");
-    try testing.expectEqual(@as(c_int, ZR_E_IO), root.zr_writer_append_dense(w, &data, 4, 1, &st));
-    try expectContains(msg(&st), "unusable");
+    try t.expectContains(t.msg(&st), "data-001.zrd");
+    try testing.expectEqual(@as(c_int, t.ZR_E_IO), root.zr_writer_append_dense(w, &data, 4, 1, &st));
+    try t.expectContains(t.msg(&st), "unusable");
     w.?.shard_fds[1] = -1;
-    try testing.expectEqual(@as(c_int, ZR_E_IO), root.zr_writer_publish(w, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_IO), root.zr_writer_publish(w, &st));
     root.zr_writer_abort(w);
     root.zr_writer_free(w);
     try testing.expect(!(try sys.exists(path)));
@@ -469,7 +386,7 @@ test "a failed append poisons the writer; abort cleans up" {
 }
 
 test "close waits for concurrent gathers, later calls get ZR_E_CLOSED" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     try writeSmallDense(&td, "c", 3, 64);
     var st: Status = undefined;
@@ -493,12 +410,12 @@ test "close waits for concurrent gathers, later calls get ZR_E_CLOSED" {
     };
     var results: [4]c_int = @splat(0);
     var threads: [4]std.Thread = undefined;
-    for (&threads, &results) |*t, *res| t.* = try std.Thread.spawn(.{}, Worker.main, .{ r.?, res });
+    for (&threads, &results) |*th, *res| th.* = try std.Thread.spawn(.{}, Worker.main, .{ r.?, res });
     var i: usize = 0;
     while (i < 20000) : (i += 1) std.atomic.spinLoopHint();
     root.zr_reader_close(r);
-    for (threads) |t| t.join();
-    for (results) |res| try testing.expectEqual(@as(c_int, ZR_E_CLOSED), res);
+    for (threads) |th| th.join();
+    for (results) |res| try testing.expectEqual(@as(c_int, t.ZR_E_CLOSED), res);
     root.zr_reader_free(r);
     td.removeStore("c", 3);
     try td.deinitExpectEmpty();
@@ -511,14 +428,14 @@ test "xxh64 through the ABI" {
 }
 
 test "open and gather never panic on any single-byte corruption of header or index" {
-    var td: TempDir = .{};
+    var td: t.TempDir = .{};
     try td.init();
     var pbuf: [256]u8 = undefined;
     // A Ragged store exercises the most fields (shapes in the index).
     const path = td.sub(&pbuf, "f");
     {
         var st: Status = undefined;
-        const schema = schemaOf(2, 6, &.{ 0, 0 }, 3);
+        const schema = t.schemaOf(2, 6, &.{ 0, 0 }, 3);
         var w: ?*Writer = null;
         try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(path, &schema, null, 0, 1, &w, &st));
         defer root.zr_writer_free(w);
@@ -543,7 +460,7 @@ test "open and gather never panic on any single-byte corruption of header or ind
             for ([_]u8{ 0x01, 0x80, 0xff }) |flip| {
                 for ([_]bool{ false, true }) |reseal| {
                     const b = [_]u8{original[@intCast(pos)] ^ flip};
-                    try patchFile(&td, rel, pos, &b);
+                    try t.patchFile(&td, rel, pos, &b);
                     // Resealing recomputes the checksums, so that the structural checks behind them
                     // see the corrupt value.
                     if (reseal) try resealStore(&td);
@@ -562,7 +479,7 @@ test "open and gather never panic on any single-byte corruption of header or ind
                         try testing.expect(r == null);
                         try testing.expect(std.mem.sliceTo(&st.message, 0).len > 0);
                     }
-                    try patchFile(&td, rel, pos, original[@intCast(pos)..][0..1]);
+                    try t.patchFile(&td, rel, pos, original[@intCast(pos)..][0..1]);
                     if (reseal) try resealStore(&td);
                 }
             }
@@ -572,24 +489,14 @@ test "open and gather never panic on any single-byte corruption of header or ind
     try td.deinitExpectEmpty();
 }
 
-pub fn readWhole(td: *const TempDir, rel: []const u8, buf: []u8) ![]u8 {
-    var pbuf: [256]u8 = undefined;
-    const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
-    defer sys.close(fd);
-    const size: usize = @intCast((try sys.fstat(fd)).size);
-    var short = false;
-    try sys.preadAll(fd, buf[0..size], 0, &short);
-    return buf[0..size];
-}
-
 /// Rewrites store f's index checksum and header checksum to match the current bytes.
-fn resealStore(td: *const TempDir) !void {
-    var ibuf: [512]u8 = undefined;
-    var hbuf: [512]u8 = undefined;
-    const index = try readWhole(td, "f/index.zri", &ibuf);
-    const header = try readWhole(td, "f/header.zrh", &hbuf);
+fn resealStore(td: *const t.TempDir) !void {
+    const index = try t.readAlloc(td, "f/index.zri");
+    defer std.testing.allocator.free(index);
+    const header = try t.readAlloc(td, "f/header.zrh");
+    defer std.testing.allocator.free(header);
     if (header.len < 136) return;
     std.mem.writeInt(u64, header[64..72], format.xxh64(index), .little);
-    std.mem.writeInt(u64, header[header.len - 8 ..][0..8], format.xxh64(header[0 .. header.len - 8]), .little);
-    try patchFile(td, "f/header.zrh", 0, header);
+    t.sealHeader(header);
+    try t.patchFile(td, "f/header.zrh", 0, header);
 }

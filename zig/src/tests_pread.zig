@@ -12,8 +12,7 @@
 const std = @import("std");
 const root = @import("root.zig");
 const abi = @import("abi.zig");
-const t = @import("tests.zig");
-const tz = @import("tests_zstd.zig");
+const t = @import("testing.zig");
 const reader_mod = @import("reader.zig");
 const gather_mod = @import("gather.zig");
 const sys = @import("sys.zig");
@@ -24,62 +23,35 @@ const Status = abi.Status;
 const Reader = reader_mod.Reader;
 const TempDir = t.TempDir;
 
-const ZR_E_CORRUPT = abi.Result.corrupt.code();
-const ZR_E_CHECKSUM = abi.Result.checksum.code();
 
-const codec_raw: u8 = 0;
-const codec_zstd: u8 = 1;
-const codec_zstd_dict: u8 = 2;
 const threshold: usize = @intCast(gather_mod.pread_record_bytes_min);
 
 extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
-
-/// Inverts one byte of a file.
-fn flipByte(td: *const TempDir, rel: []const u8, offset: u64) !void {
-    var pbuf: [256]u8 = undefined;
-    const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
-    var b: [1]u8 = undefined;
-    var short = false;
-    sys.preadAll(fd, &b, offset, &short) catch |err| {
-        sys.close(fd);
-        return err;
-    };
-    sys.close(fd);
-    b[0] = ~b[0];
-    try t.patchFile(td, rel, offset, &b);
-}
-
-fn randomBytes(seed: u64, len: usize) ![]u8 {
-    const buf = try gpa.alloc(u8, len);
-    var prng = std.Random.DefaultPrng.init(seed);
-    prng.random().bytes(buf);
-    return buf;
-}
 
 test "pread path: raw, zstd and zstd_dict Dense round trips around the threshold" {
     var td: TempDir = .{};
     try td.init();
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try tz.trainRowsDict(&dict_buf)];
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     const n = 9;
-    for ([_]u8{ codec_raw, codec_zstd, codec_zstd_dict }) |codec| {
+    for ([_]u8{ t.codec_raw, t.codec_zstd, t.codec_zstd_dict }) |codec| {
         for ([_]usize{ threshold - 1, threshold, threshold + 1, 3 * threshold }) |rs| {
-            const data = try randomBytes(rs, n * rs);
+            const data = try t.randomBytes(rs, n * rs);
             defer gpa.free(data);
-            const d: []const u8 = if (codec == codec_zstd_dict) dict else "";
-            try tz.writeDense(&td, "d", codec, d, 2, rs, data, &.{ 4, 5 });
-            const r = try tz.openOk(&td, "d");
+            const d: []const u8 = if (codec == t.codec_zstd_dict) dict else "";
+            try t.writeDense(&td, "d", codec, d, 2, rs, data, &.{ 4, 5 });
+            const r = try t.openOk(&td, "d");
             // Raw records are exactly rs bytes; random bytes compress to a little more.
-            if (codec == codec_raw) try testing.expectEqual(rs >= threshold, r.pread_every_record);
-            if (codec != codec_raw) try testing.expect(r.pread_every_record);
+            if (codec == t.codec_raw) try testing.expectEqual(rs >= threshold, r.pread_every_record);
+            if (codec != t.codec_raw) try testing.expect(r.pread_every_record);
             const idx = [_]u64{ 8, 0, 3, 3, 7, 1, 4 };
             // First with the checksums checked, then from the verified bitmap.
-            try tz.expectDenseGather(r, data, rs, &idx, 1);
-            try tz.expectDenseGather(r, data, rs, &idx, 1);
+            try t.expectDenseGather(r, data, rs, &idx, 1);
+            try t.expectDenseGather(r, data, rs, &idx, 1);
             // A batch large enough for several workers, each with its own scratch buffer.
             var big: [96]u64 = undefined;
             for (&big, 0..) |*v, j| v.* = (j * 5) % n;
-            try tz.expectDenseGather(r, data, rs, &big, 2);
+            try t.expectDenseGather(r, data, rs, &big, 2);
             var st: Status = undefined;
             try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, n, &st));
             root.zr_reader_free(r);
@@ -93,12 +65,12 @@ test "pread path: Ragged round trips with small and large records, mixed and mos
     var td: TempDir = .{};
     try td.init();
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try tz.trainRowsDict(&dict_buf)];
-    const big = try randomBytes(1, 1 << 20);
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
+    const big = try t.randomBytes(1, 1 << 20);
     defer gpa.free(big);
     var small: [100]u8 = undefined;
     var prng = std.Random.DefaultPrng.init(2);
-    tz.fillWords(prng.random(), &small);
+    t.fillWords(prng.random(), &small);
 
     // Mostly small: only the records of at least the threshold are read with pread.
     var mixed: [48][]const u8 = undefined;
@@ -112,14 +84,14 @@ test "pread path: Ragged round trips with small and large records, mixed and mos
     const large = [_][]const u8{ "", small[0..10], big[0 .. threshold - 1], big[7..][0..threshold], big[9..], small[0..1] };
     const large_idx = [_]u64{ 4, 1, 0, 3, 2, 5, 4, 1 };
 
-    for ([_]u8{ codec_raw, codec_zstd, codec_zstd_dict }) |codec| {
-        const d: []const u8 = if (codec == codec_zstd_dict) dict else "";
+    for ([_]u8{ t.codec_raw, t.codec_zstd, t.codec_zstd_dict }) |codec| {
+        const d: []const u8 = if (codec == t.codec_zstd_dict) dict else "";
         for ([_]u8{ 1, 3 }) |shards| {
             for ([_]bool{ false, true }) |mostly_large| {
                 const recs: []const []const u8 = if (mostly_large) &large else &mixed;
                 const idx: []const u64 = if (mostly_large) &large_idx else &mixed_idx;
-                _ = try tz.raggedRoundTrip(&td, codec, d, shards, recs, idx, 2);
-                const r = try tz.openOk(&td, "r");
+                _ = try t.raggedRoundTrip(&td, codec, d, shards, recs, idx, 2);
+                const r = try t.openOk(&td, "r");
                 try testing.expectEqual(mostly_large, r.pread_every_record);
                 root.zr_reader_free(r);
                 td.removeStore("r", shards);
@@ -131,9 +103,9 @@ test "pread path: Ragged round trips with small and large records, mixed and mos
 
 /// Writes 10 Dense records of `rs` random bytes over 2 shards (records 5..9 in data-001.zrd).
 fn writeLargeDense(td: *const TempDir, codec: u8, rs: usize) ![]u8 {
-    const data = try randomBytes(rs + codec, 10 * rs);
+    const data = try t.randomBytes(rs + codec, 10 * rs);
     errdefer gpa.free(data);
-    try tz.writeDense(td, "s", codec, "", 2, rs, data, &.{10});
+    try t.writeDense(td, "s", codec, "", 2, rs, data, &.{10});
     return data;
 }
 
@@ -142,16 +114,16 @@ test "pread path: a flipped byte fails the checksum, naming store, file and reco
     try td.init();
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, "s");
-    for ([_]u8{ codec_raw, codec_zstd }) |codec| {
+    for ([_]u8{ t.codec_raw, t.codec_zstd }) |codec| {
         const rs = 2 * threshold;
         const data = try writeLargeDense(&td, codec, rs);
         defer gpa.free(data);
-        const r0 = try tz.openOk(&td, "s");
-        const e = try tz.entryOf(&td, "s", 6, r0.entry_size);
+        const r0 = try t.openOk(&td, "s");
+        const e = try t.entryOf(&td, "s", 6, r0.entry_size);
         root.zr_reader_free(r0);
         try testing.expectEqual(@as(u8, 1), e.shard);
-        try flipByte(&td, "s/data-001.zrd", e.offset + e.stored_size / 2);
-        const r = try tz.openOk(&td, "s");
+        try t.flipByte(&td, "s/data-001.zrd", e.offset + e.stored_size / 2);
+        const r = try t.openOk(&td, "s");
         try testing.expect(r.pread_every_record);
         const out = try gpa.alloc(u8, 2 * rs);
         defer gpa.free(out);
@@ -161,38 +133,38 @@ test "pread path: a flipped byte fails the checksum, naming store, file and reco
         const idx = [_]u64{ 0, 6 };
         // Twice: a failed record is not remembered as verified.
         for (0..2) |_| {
-            try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, out.ptr, out.len, 0, &st));
+            try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, out.ptr, out.len, 0, &st));
             try testing.expectEqual(@as(i64, 6), st.record);
             try testing.expectEqual(@as(i32, 1), st.shard);
             try t.expectContains(t.msg(&st), "record 6");
             try t.expectContains(t.msg(&st), "data-001.zrd");
             try t.expectContains(t.msg(&st), path);
         }
-        try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_verify(r, 0, 10, &st));
+        try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_verify(r, 0, 10, &st));
         try testing.expectEqual(@as(i64, 6), st.record);
         root.zr_reader_free(r);
         td.removeStore("s", 2);
     }
 
     // A large raw Ragged record among small ones, read with pread into the caller's output.
-    const big = try randomBytes(3, 2 * threshold);
+    const big = try t.randomBytes(3, 2 * threshold);
     defer gpa.free(big);
     var recs: [40][]const u8 = undefined;
     for (&recs) |*rec| rec.* = big[0..50];
     recs[3] = big;
-    _ = try tz.raggedRoundTrip(&td, codec_raw, "", 1, &recs, &.{ 3, 0 }, 1);
-    const r0 = try tz.openOk(&td, "r");
+    _ = try t.raggedRoundTrip(&td, t.codec_raw, "", 1, &recs, &.{ 3, 0 }, 1);
+    const r0 = try t.openOk(&td, "r");
     try testing.expect(!r0.pread_every_record);
-    const e = try tz.entryOf(&td, "r", 3, r0.entry_size);
+    const e = try t.entryOf(&td, "r", 3, r0.entry_size);
     root.zr_reader_free(r0);
-    try flipByte(&td, "r/data-000.zrd", e.offset + 100);
-    const r = try tz.openOk(&td, "r");
+    try t.flipByte(&td, "r/data-000.zrd", e.offset + 100);
+    const r = try t.openOk(&td, "r");
     const out = try gpa.alloc(u8, big.len + 50);
     defer gpa.free(out);
     var st: Status = undefined;
     const idx = [_]u64{ 0, 3 };
     const offsets = [_]u64{ 0, 50 };
-    try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st));
     try testing.expectEqual(@as(i64, 3), st.record);
     try t.expectContains(t.msg(&st), "record 3");
     try t.expectContains(t.msg(&st), "data-000.zrd");
@@ -206,12 +178,12 @@ test "pread path: a shard truncated after open is ZR_E_CORRUPT naming file and r
     try td.init();
     var pbuf: [256]u8 = undefined;
     var fbuf: [256]u8 = undefined;
-    for ([_]u8{ codec_raw, codec_zstd }) |codec| {
+    for ([_]u8{ t.codec_raw, t.codec_zstd }) |codec| {
         const rs = 2 * threshold;
         const data = try writeLargeDense(&td, codec, rs);
         defer gpa.free(data);
-        const r = try tz.openOk(&td, "s");
-        const e = try tz.entryOf(&td, "s", 9, r.entry_size);
+        const r = try t.openOk(&td, "s");
+        const e = try t.entryOf(&td, "s", 9, r.entry_size);
         // Record 9 is the last one of data-001.zrd: cut the file in the middle of it.
         try testing.expectEqual(@as(c_int, 0), truncate(td.sub(&fbuf, "s/data-001.zrd"), @intCast(e.offset + e.stored_size / 2)));
         const out = try gpa.alloc(u8, 2 * rs);
@@ -221,14 +193,14 @@ test "pread path: a shard truncated after open is ZR_E_CORRUPT naming file and r
         try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(r, &ok, 2, out.ptr, out.len, 0, &st));
         try testing.expectEqualSlices(u8, data[5 * rs ..][0..rs], out[rs..]);
         const idx = [_]u64{ 0, 9 };
-        try testing.expectEqual(@as(c_int, ZR_E_CORRUPT), root.zr_reader_gather_dense(r, &idx, 2, out.ptr, out.len, 0, &st));
+        try testing.expectEqual(@as(c_int, t.ZR_E_CORRUPT), root.zr_reader_gather_dense(r, &idx, 2, out.ptr, out.len, 0, &st));
         try testing.expectEqual(@as(i64, 9), st.record);
         try testing.expectEqual(@as(i32, 1), st.shard);
         try t.expectContains(t.msg(&st), "record 9");
         try t.expectContains(t.msg(&st), "data-001.zrd");
         try t.expectContains(t.msg(&st), "truncated");
         try t.expectContains(t.msg(&st), td.sub(&pbuf, "s"));
-        try testing.expectEqual(@as(c_int, ZR_E_CORRUPT), root.zr_reader_verify(r, 0, 10, &st));
+        try testing.expectEqual(@as(c_int, t.ZR_E_CORRUPT), root.zr_reader_verify(r, 0, 10, &st));
         try testing.expectEqual(@as(i64, 9), st.record);
         root.zr_reader_free(r);
         td.removeStore("s", 2);
@@ -236,22 +208,22 @@ test "pread path: a shard truncated after open is ZR_E_CORRUPT naming file and r
 
     // Ragged raw, a large record among small ones (the small ones stay on the mapping and
     // lie before the cut).
-    const big = try randomBytes(4, 2 * threshold);
+    const big = try t.randomBytes(4, 2 * threshold);
     defer gpa.free(big);
     var recs: [40][]const u8 = undefined;
     for (&recs) |*rec| rec.* = big[0..50];
     recs[39] = big;
-    _ = try tz.raggedRoundTrip(&td, codec_raw, "", 1, &recs, &.{ 39, 0 }, 1);
-    const r = try tz.openOk(&td, "r");
+    _ = try t.raggedRoundTrip(&td, t.codec_raw, "", 1, &recs, &.{ 39, 0 }, 1);
+    const r = try t.openOk(&td, "r");
     try testing.expect(!r.pread_every_record);
-    const e = try tz.entryOf(&td, "r", 39, r.entry_size);
+    const e = try t.entryOf(&td, "r", 39, r.entry_size);
     try testing.expectEqual(@as(c_int, 0), truncate(td.sub(&fbuf, "r/data-000.zrd"), @intCast(e.offset + 1)));
     const out = try gpa.alloc(u8, big.len + 50);
     defer gpa.free(out);
     var st: Status = undefined;
     const idx = [_]u64{ 0, 39 };
     const offsets = [_]u64{ 0, 50 };
-    try testing.expectEqual(@as(c_int, ZR_E_CORRUPT), root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_CORRUPT), root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st));
     try testing.expectEqual(@as(i64, 39), st.record);
     try t.expectContains(t.msg(&st), "data-000.zrd");
     try t.expectContains(t.msg(&st), "truncated");

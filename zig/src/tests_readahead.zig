@@ -13,8 +13,7 @@
 const std = @import("std");
 const root = @import("root.zig");
 const abi = @import("abi.zig");
-const t = @import("tests.zig");
-const tz = @import("tests_zstd.zig");
+const t = @import("testing.zig");
 const reader_mod = @import("reader.zig");
 const gather_mod = @import("gather.zig");
 const readahead = @import("readahead.zig");
@@ -26,9 +25,6 @@ const Status = abi.Status;
 const Reader = reader_mod.Reader;
 const TempDir = t.TempDir;
 
-const codec_raw: u8 = 0;
-const codec_zstd: u8 = 1;
-const codec_zstd_dict: u8 = 2;
 const modes = [_]readahead.Mode{ .mapped, .hinted, .auto };
 const threshold: usize = @intCast(gather_mod.pread_record_bytes_min);
 
@@ -39,48 +35,18 @@ fn setMode(r: *Reader, mode: readahead.Mode) !void {
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_set_reads(r, @intFromEnum(mode), &st));
 }
 
-/// Flushes a store's shard files and asks the kernel to drop them from the page cache; returns
-/// whether the first page of every non-empty shard is gone (a tmpfs keeps them).
-pub fn evict(td: *const TempDir, store: []const u8, shards: usize) !bool {
-    var gone = true;
-    for (0..shards) |k| {
-        var rbuf: [64]u8 = undefined;
-        const rel = try std.fmt.bufPrint(&rbuf, "{s}/data-{d:0>3}.zrd", .{ store, k });
-        var pbuf: [256]u8 = undefined;
-        const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
-        defer sys.close(fd);
-        try sys.fsync(fd);
-        sys.fadviseRange(fd, 0, std.math.maxInt(i64), 4); // POSIX_FADV_DONTNEED
-        const size = (try sys.fstat(fd)).size;
-        if (size == 0) continue;
-        const map = try sys.mmapRead(fd, @intCast(size));
-        defer sys.munmap(map);
-        var vec: [1]u8 = undefined;
-        if (sys.resident(map.ptr, 1, &vec) orelse true) gone = false;
-    }
-    return gone;
-}
-
-/// Random bytes for `n` records of `rs` bytes (compressed records stay about as large).
-fn randomData(seed: u64, len: usize) ![]u8 {
-    const buf = try gpa.alloc(u8, len);
-    var prng = std.Random.DefaultPrng.init(seed);
-    prng.random().bytes(buf);
-    return buf;
-}
-
 /// Text-like bytes, which compress.
 fn textData(seed: u64, len: usize) ![]u8 {
     const buf = try gpa.alloc(u8, len);
     var prng = std.Random.DefaultPrng.init(seed);
-    tz.fillWords(prng.random(), buf);
+    t.fillWords(prng.random(), buf);
     return buf;
 }
 
 fn writeRagged(td: *const TempDir, name: []const u8, codec: u8, dict: []const u8, shards: u8, recs: []const []const u8) !void {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
-    const schema = tz.schemaWith(2, 3, &.{0}, shards, codec); // uint8, rank 1
+    const schema = t.schemaWith(2, 3, &.{0}, shards, codec); // uint8, rank 1
     var w: ?*@import("writer.zig").Writer = null;
     const dict_ptr: ?[*]const u8 = if (dict.len > 0) dict.ptr else null;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&pbuf, name), &schema, dict_ptr, dict.len, 1, &w, &st));
@@ -130,26 +96,26 @@ test "every read mode returns the same Dense records, small and large, raw and c
     var td: TempDir = .{};
     try td.init();
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try tz.trainRowsDict(&dict_buf)];
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     const n = 40;
-    for ([_]u8{ codec_raw, codec_zstd, codec_zstd_dict }) |codec| {
+    for ([_]u8{ t.codec_raw, t.codec_zstd, t.codec_zstd_dict }) |codec| {
         for ([_]usize{ 300, 4096 + 5, threshold + 1 }) |rs| {
-            const data = if (codec == codec_raw) try randomData(rs, n * rs) else try textData(rs, n * rs);
+            const data = if (codec == t.codec_raw) try t.randomBytes(rs, n * rs) else try textData(rs, n * rs);
             defer gpa.free(data);
-            const d: []const u8 = if (codec == codec_zstd_dict) dict else "";
-            try tz.writeDense(&td, "d", codec, d, 3, rs, data, &.{ 17, 23 });
+            const d: []const u8 = if (codec == t.codec_zstd_dict) dict else "";
+            try t.writeDense(&td, "d", codec, d, 3, rs, data, &.{ 17, 23 });
             for (modes) |mode| {
                 for ([_]u32{ 1, 4 }) |threads| {
                     // Evicted first where the file system can, so that the adaptive mode
                     // meets both cold and warm batches.
-                    _ = try evict(&td, "d", 3);
-                    const r = try tz.openOk(&td, "d");
+                    _ = try t.evict(&td, "d", 3);
+                    const r = try t.openOk(&td, "d");
                     try setMode(r, mode);
                     var buf: [64]u64 = undefined;
                     const idx = batchOf(&buf, n, rs + threads);
                     // First with the checksums checked, then from the verified bitmap.
-                    try tz.expectDenseGather(r, data, rs, idx, threads);
-                    try tz.expectDenseGather(r, data, rs, idx, threads);
+                    try t.expectDenseGather(r, data, rs, idx, threads);
+                    try t.expectDenseGather(r, data, rs, idx, threads);
                     var st: Status = undefined;
                     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, n, &st));
                     root.zr_reader_free(r);
@@ -165,16 +131,16 @@ test "every read mode returns the same Ragged records, empty ones included" {
     var td: TempDir = .{};
     try td.init();
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try tz.trainRowsDict(&dict_buf)];
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     const text = try textData(9, 3 * threshold);
     defer gpa.free(text);
     const recs = [_][]const u8{ "", text[0..1], text[5..300], text[0 .. 2 * threshold], "", text[7..5000], text[100 .. threshold + 100], text[1..2] };
-    for ([_]u8{ codec_raw, codec_zstd, codec_zstd_dict }) |codec| {
-        const d: []const u8 = if (codec == codec_zstd_dict) dict else "";
+    for ([_]u8{ t.codec_raw, t.codec_zstd, t.codec_zstd_dict }) |codec| {
+        const d: []const u8 = if (codec == t.codec_zstd_dict) dict else "";
         try writeRagged(&td, "r", codec, d, 2, &recs);
         for (modes) |mode| {
-            _ = try evict(&td, "r", 2);
-            const r = try tz.openOk(&td, "r");
+            _ = try t.evict(&td, "r", 2);
+            const r = try t.openOk(&td, "r");
             try setMode(r, mode);
             const idx = [_]u64{ 3, 0, 2, 2, 7, 4, 6, 5, 1, 3 };
             try expectRaggedGather(r, &recs, &idx, 1);
@@ -191,15 +157,15 @@ test "a flipped byte fails its record's checksum in every read mode" {
     try td.init();
     for ([_]usize{ 512, threshold }) |rs| {
         const n = 8;
-        const data = try randomData(rs, n * rs);
+        const data = try t.randomBytes(rs, n * rs);
         defer gpa.free(data);
         for (modes) |mode| {
-            try tz.writeDense(&td, "d", codec_raw, "", 1, rs, data, &.{n});
+            try t.writeDense(&td, "d", t.codec_raw, "", 1, rs, data, &.{n});
             // Record 5 lies at offset 5 * rs of the only shard.
             var b: [1]u8 = .{~data[5 * rs + 3]};
             try t.patchFile(&td, "d/data-000.zrd", 5 * rs + 3, &b);
-            _ = try evict(&td, "d", 1);
-            const r = try tz.openOk(&td, "d");
+            _ = try t.evict(&td, "d", 1);
+            const r = try t.openOk(&td, "d");
             try setMode(r, mode);
             const idx = [_]u64{ 1, 5, 2 };
             const out = try gpa.alloc(u8, idx.len * rs);
@@ -208,13 +174,13 @@ test "a flipped byte fails its record's checksum in every read mode" {
             // Verify first, on the store as cold as the file system allows (it hints ahead).
             try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_verify(r, 0, n, &st));
             try testing.expectEqual(@as(i64, 5), st.record);
-            _ = try evict(&td, "d", 1);
+            _ = try t.evict(&td, "d", 1);
             try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_gather_dense(r, &idx, idx.len, out.ptr, out.len, 1, &st));
             try testing.expectEqual(@as(i64, 5), st.record);
             try t.expectContains(t.msg(&st), "record 5 ");
             // The records before it and after it still read.
             const good = [_]u64{ 1, 2 };
-            try tz.expectDenseGather(r, data, rs, &good, 1);
+            try t.expectDenseGather(r, data, rs, &good, 1);
             root.zr_reader_free(r);
             td.removeStore("d", 1);
         }
@@ -227,11 +193,11 @@ test "a shard truncated after open fails with ZR_E_CORRUPT in every read mode" {
     try td.init();
     const rs = 2048;
     const n = 16;
-    const data = try randomData(1, n * rs);
+    const data = try t.randomBytes(1, n * rs);
     defer gpa.free(data);
     for (modes) |mode| {
-        try tz.writeDense(&td, "d", codec_raw, "", 1, rs, data, &.{n});
-        const r = try tz.openOk(&td, "d");
+        try t.writeDense(&td, "d", t.codec_raw, "", 1, rs, data, &.{n});
+        const r = try t.openOk(&td, "d");
         try setMode(r, mode);
         var pbuf: [256]u8 = undefined;
         try testing.expectEqual(@as(c_int, 0), truncate(td.sub(&pbuf, "d/data-000.zrd"), 2 * rs));
@@ -245,7 +211,7 @@ test "a shard truncated after open fails with ZR_E_CORRUPT in every read mode" {
         try testing.expect(st.record >= 2);
         // Prefetching what is left of the shard, or past its end, is a hint and fails nothing.
         try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, &idx, n, &st));
-        try tz.expectDenseGather(r, data, rs, idx[0..2], 1);
+        try t.expectDenseGather(r, data, rs, idx[0..2], 1);
         root.zr_reader_free(r);
         td.removeStore("d", 1);
     }
@@ -257,13 +223,13 @@ test "prefetch takes every valid batch in every mode and refuses invalid argumen
     try td.init();
     const rs = 700;
     const n = 300;
-    const data = try randomData(2, n * rs);
+    const data = try t.randomBytes(2, n * rs);
     defer gpa.free(data);
-    try tz.writeDense(&td, "d", codec_raw, "", 2, rs, data, &.{ 100, 200 });
+    try t.writeDense(&td, "d", t.codec_raw, "", 2, rs, data, &.{ 100, 200 });
     var st: Status = undefined;
     for (modes) |mode| {
-        _ = try evict(&td, "d", 2);
-        const r = try tz.openOk(&td, "d");
+        _ = try t.evict(&td, "d", 2);
+        const r = try t.openOk(&td, "d");
         try setMode(r, mode);
         var buf: [256]u64 = undefined;
         const idx = batchOf(&buf, n, 3);
@@ -271,7 +237,7 @@ test "prefetch takes every valid batch in every mode and refuses invalid argumen
         // Twice, and with nothing to do.
         try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, idx.ptr, idx.len, &st));
         try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, null, 0, &st));
-        try tz.expectDenseGather(r, data, rs, idx, 1);
+        try t.expectDenseGather(r, data, rs, idx, 1);
         const bad = [_]u64{ 4, n };
         try testing.expectEqual(abi.Result.index.code(), root.zr_reader_prefetch(r, &bad, bad.len, &st));
         try t.expectContains(t.msg(&st), "index 300 at position 1");
@@ -290,19 +256,19 @@ test "more records than one prefetch hints, and more than one sort buffer holds,
     try td.init();
     const rs = 8;
     const n = readahead.prefetch_records_max + 3 * readahead.hint_sort_records;
-    const data = try randomData(3, n * rs);
+    const data = try t.randomBytes(3, n * rs);
     defer gpa.free(data);
-    try tz.writeDense(&td, "d", codec_raw, "", 4, rs, data, &.{n});
+    try t.writeDense(&td, "d", t.codec_raw, "", 4, rs, data, &.{n});
     const idx = try gpa.alloc(u64, n + 5);
     defer gpa.free(idx);
     for (idx, 0..) |*v, i| v.* = (i * 7919) % n;
     var st: Status = undefined;
     for ([_]readahead.Mode{ .hinted, .auto }) |mode| {
-        _ = try evict(&td, "d", 4);
-        const r = try tz.openOk(&td, "d");
+        _ = try t.evict(&td, "d", 4);
+        const r = try t.openOk(&td, "d");
         try setMode(r, mode);
         try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, idx.ptr, idx.len, &st));
-        try tz.expectDenseGather(r, data, rs, idx, 0);
+        try t.expectDenseGather(r, data, rs, idx, 0);
         root.zr_reader_free(r);
     }
     td.removeStore("d", 4);
@@ -313,8 +279,8 @@ test "set_reads refuses an unknown mode and a null reader" {
     var td: TempDir = .{};
     try td.init();
     const data = [_]u8{ 1, 2, 3, 4 };
-    try tz.writeDense(&td, "d", codec_raw, "", 1, 2, &data, &.{2});
-    const r = try tz.openOk(&td, "d");
+    try t.writeDense(&td, "d", t.codec_raw, "", 1, 2, &data, &.{2});
+    const r = try t.openOk(&td, "d");
     var st: Status = undefined;
     try testing.expectEqual(abi.Result.invalid_argument.code(), root.zr_reader_set_reads(r, 3, &st));
     try t.expectContains(t.msg(&st), "unknown read mode 3");
@@ -338,15 +304,15 @@ const EvictedDense = struct {
 
     fn init(s: *EvictedDense, seed: u64) !void {
         try s.td.init();
-        s.data = try randomData(seed, n * rs);
-        try tz.writeDense(&s.td, "d", codec_raw, "", 2, rs, s.data, &.{n});
+        s.data = try t.randomBytes(seed, n * rs);
+        try t.writeDense(&s.td, "d", t.codec_raw, "", 2, rs, s.data, &.{n});
         for (&s.all, 0..) |*v, i| v.* = i;
-        s.evicted = try evict(&s.td, "d", 2);
-        s.r = try tz.openOk(&s.td, "d");
+        s.evicted = try t.evict(&s.td, "d", 2);
+        s.r = try t.openOk(&s.td, "d");
     }
 
     fn gather(s: *const EvictedDense, idx: []const u64, threads: u32) !void {
-        try tz.expectDenseGather(s.r, s.data, rs, idx, threads);
+        try t.expectDenseGather(s.r, s.data, rs, idx, threads);
     }
 
     fn deinit(s: *EvictedDense) !void {
@@ -427,21 +393,21 @@ test "cache bypass reads every kind and codec the same and leaves large records 
     var td: TempDir = .{};
     try td.init();
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try tz.trainRowsDict(&dict_buf)];
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     const n = 12;
     // Large records at offsets that are not multiples of the O_DIRECT alignment.
     const rs = threshold + 4097;
-    for ([_]u8{ codec_raw, codec_zstd, codec_zstd_dict }) |codec| {
-        const data = try randomData(rs + codec, n * rs);
+    for ([_]u8{ t.codec_raw, t.codec_zstd, t.codec_zstd_dict }) |codec| {
+        const data = try t.randomBytes(rs + codec, n * rs);
         defer gpa.free(data);
-        const d: []const u8 = if (codec == codec_zstd_dict) dict else "";
-        try tz.writeDense(&td, "d", codec, d, 2, rs, data, &.{ 5, 7 });
-        const evicted = try evict(&td, "d", 2);
+        const d: []const u8 = if (codec == t.codec_zstd_dict) dict else "";
+        try t.writeDense(&td, "d", codec, d, 2, rs, data, &.{ 5, 7 });
+        const evicted = try t.evict(&td, "d", 2);
         const r = try openBypass(&td, "d");
         try testing.expect(r.bypass);
         const idx = [_]u64{ 11, 0, 5, 5, 6, 1, 10, 3, 2, 9, 8, 7, 4 };
-        try tz.expectDenseGather(r, data, rs, &idx, 1);
-        try tz.expectDenseGather(r, data, rs, &idx, 0);
+        try t.expectDenseGather(r, data, rs, &idx, 1);
+        try t.expectDenseGather(r, data, rs, &idx, 0);
         var st: Status = undefined;
         try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, n, &st));
         try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch(r, &idx, idx.len, &st));
@@ -456,9 +422,9 @@ test "cache bypass reads every kind and codec the same and leaves large records 
     const text = try textData(10, 3 * threshold);
     defer gpa.free(text);
     const recs = [_][]const u8{ text[0..100], "", text[0 .. threshold + 1], text[3..4], text[9 .. 2 * threshold + 9], text[50..3000] };
-    for ([_]u8{ codec_raw, codec_zstd }) |codec| {
+    for ([_]u8{ t.codec_raw, t.codec_zstd }) |codec| {
         try writeRagged(&td, "r", codec, "", 1, &recs);
-        _ = try evict(&td, "r", 1);
+        _ = try t.evict(&td, "r", 1);
         const r = try openBypass(&td, "r");
         const idx = [_]u64{ 4, 0, 2, 1, 5, 3, 2 };
         try expectRaggedGather(r, &recs, &idx, 1);
@@ -474,10 +440,10 @@ test "cache bypass: a flipped byte fails its checksum, a truncated shard is ZR_E
     try td.init();
     const rs = threshold + 100;
     const n = 6;
-    const data = try randomData(11, n * rs);
+    const data = try t.randomBytes(11, n * rs);
     defer gpa.free(data);
     var st: Status = undefined;
-    try tz.writeDense(&td, "d", codec_raw, "", 1, rs, data, &.{n});
+    try t.writeDense(&td, "d", t.codec_raw, "", 1, rs, data, &.{n});
     var b: [1]u8 = .{~data[4 * rs + 7]};
     try t.patchFile(&td, "d/data-000.zrd", 4 * rs + 7, &b);
     const r = try openBypass(&td, "d");
@@ -494,7 +460,7 @@ test "cache bypass: a flipped byte fails its checksum, a truncated shard is ZR_E
     try testing.expectEqual(abi.Result.corrupt.code(), root.zr_reader_gather_dense(r, &two, two.len, out.ptr, out.len, 1, &st));
     try testing.expectEqual(@as(i64, 2), st.record);
     try t.expectContains(t.msg(&st), "truncated");
-    try tz.expectDenseGather(r, data, rs, &.{ 1, 0 }, 1);
+    try t.expectDenseGather(r, data, rs, &.{ 1, 0 }, 1);
     root.zr_reader_free(r);
     td.removeStore("d", 1);
     try td.deinitExpectEmpty();
@@ -504,7 +470,7 @@ test "open_ex refuses unknown flags" {
     var td: TempDir = .{};
     try td.init();
     const data = [_]u8{ 1, 2 };
-    try tz.writeDense(&td, "d", codec_raw, "", 1, 2, &data, &.{1});
+    try t.writeDense(&td, "d", t.codec_raw, "", 1, 2, &data, &.{1});
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     var r: ?*Reader = null;

@@ -12,7 +12,7 @@ const root = @import("root.zig");
 const abi = @import("abi.zig");
 const sys = @import("sys.zig");
 const format = @import("format.zig");
-const t = @import("tests.zig");
+const t = @import("testing.zig");
 const writer_mod = @import("writer.zig");
 const reader_mod = @import("reader.zig");
 const gather_mod = @import("gather.zig");
@@ -24,181 +24,45 @@ const Writer = writer_mod.Writer;
 const Reader = reader_mod.Reader;
 const TempDir = t.TempDir;
 
-const ZR_E_INVALID_ARGUMENT = abi.Result.invalid_argument.code();
-const ZR_E_CORRUPT = abi.Result.corrupt.code();
-const ZR_E_CHECKSUM = abi.Result.checksum.code();
-const ZR_E_LIMIT = abi.Result.limit.code();
-const ZR_E_DECODE = abi.Result.decode.code();
-
-const codec_zstd: u8 = 1;
-const codec_zstd_dict: u8 = 2;
-const dtype_uint8: u8 = 3;
-
-pub fn schemaWith(kind: u8, dtype: u8, shape: []const u64, shards: u8, codec: u8) abi.Schema {
-    var s = t.schemaOf(kind, dtype, shape, shards);
-    s.codec = codec;
-    return s;
-}
-
-/// Text-like bytes: they compress well, but not to nothing.
-pub fn fillWords(random: std.Random, buf: []u8) void {
-    const words = [_][]const u8{ "alpha ", "beta ", "gamma ", "delta ", "epsilon ", "zeta ", "eta " };
-    var i: usize = 0;
-    while (i < buf.len) {
-        const word = words[random.uintLessThan(usize, words.len)];
-        const n = @min(word.len, buf.len - i);
-        @memcpy(buf[i..][0..n], word[0..n]);
-        i += n;
-    }
-}
-
-/// `count` similar small JSON rows, as a store of user records might hold: their
-/// concatenation (owned by the caller) and their sizes.
-fn makeRows(random: std.Random, sizes: []u64) ![]u8 {
-    var list: std.ArrayList(u8) = .empty;
-    errdefer list.deinit(gpa);
-    const names = [_][]const u8{ "ada", "grace", "linus", "ken", "barbara", "edsger" };
-    const cities = [_][]const u8{ "London", "Paris", "Zurich", "Oslo", "Lisbon" };
-    var line: [256]u8 = undefined;
-    for (sizes) |*size| {
-        const text = try std.fmt.bufPrint(&line,
-            \\{{"id":{d},"name":"{s}","city":"{s}","score":{d},"active":{s},"tags":["user","v2"]}}
-        , .{
-            random.int(u32),
-            names[random.uintLessThan(usize, names.len)],
-            cities[random.uintLessThan(usize, cities.len)],
-            random.uintLessThan(u32, 100000),
-            if (random.boolean()) "true" else "false",
-        });
-        try list.appendSlice(gpa, text);
-        size.* = text.len;
-    }
-    return list.toOwnedSlice(gpa);
-}
-
-/// Trains a dictionary on 2000 rows through the ABI; returns its length in `out`.
-pub fn trainRowsDict(out: []u8) !usize {
-    var prng = std.Random.DefaultPrng.init(42);
-    var sizes: [2000]u64 = undefined;
-    const rows = try makeRows(prng.random(), &sizes);
-    defer gpa.free(rows);
-    var st: Status = undefined;
-    var len: u64 = 0;
-    try testing.expectEqual(@as(c_int, 0), root.zr_train_dict(rows.ptr, rows.len, &sizes, sizes.len, out.ptr, out.len, &len, &st));
-    try testing.expect(len > 0 and len <= out.len);
-    return @intCast(len);
-}
-
-pub fn openOk(td: *const TempDir, name: []const u8) !*Reader {
-    var pbuf: [256]u8 = undefined;
-    var st: Status = undefined;
-    var r: ?*Reader = null;
-    const rc = root.zr_reader_open(td.sub(&pbuf, name), &r, &st);
-    if (rc != 0) std.debug.print("open failed: {s}\n", .{t.msg(&st)});
-    try testing.expectEqual(@as(c_int, 0), rc);
-    return r.?;
-}
-
-fn readAlloc(td: *const TempDir, rel: []const u8) ![]u8 {
-    var pbuf: [256]u8 = undefined;
-    const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
-    defer sys.close(fd);
-    const size: usize = @intCast((try sys.fstat(fd)).size);
-    const buf = try gpa.alloc(u8, size);
-    errdefer gpa.free(buf);
-    var short = false;
-    try sys.preadAll(fd, buf, 0, &short);
-    return buf;
-}
-
-fn storeFile(buf: []u8, store: []const u8, file: []const u8) []const u8 {
-    return std.fmt.bufPrint(buf, "{s}/{s}", .{ store, file }) catch unreachable;
-}
-
-fn sealHeader(header: []u8) void {
-    std.mem.writeInt(u64, header[header.len - 8 ..][0..8], format.xxh64(header[0 .. header.len - 8]), .little);
-}
-
 /// Recomputes record `rec`'s checksum from its stored bytes, then the index checksum and the
 /// header checksum, so that a corrupted frame passes every checksum.
 fn resealRecord(td: *const TempDir, store: []const u8, rec: u64) !void {
     var b1: [128]u8 = undefined;
-    const header = try readAlloc(td, storeFile(&b1, store, "header.zrh"));
+    const header = try t.readAlloc(td, t.storeFile(&b1, store, "header.zrh"));
     defer gpa.free(header);
-    const index = try readAlloc(td, storeFile(&b1, store, "index.zri"));
+    const index = try t.readAlloc(td, t.storeFile(&b1, store, "index.zri"));
     defer gpa.free(index);
     const es: usize = std.mem.readInt(u32, header[48..52], .little);
     const e = format.decodeEntry(index[@intCast(rec * es)..][0..es]);
     var nb: [32]u8 = undefined;
     const shard_name = try std.fmt.bufPrint(&nb, "data-{d:0>3}.zrd", .{e.shard});
-    const shard = try readAlloc(td, storeFile(&b1, store, shard_name));
+    const shard = try t.readAlloc(td, t.storeFile(&b1, store, shard_name));
     defer gpa.free(shard);
     const sum = format.xxh64(shard[@intCast(e.offset)..][0..e.stored_size]);
     std.mem.writeInt(u64, index[@intCast(rec * es + 16)..][0..8], sum, .little);
-    try t.patchFile(td, storeFile(&b1, store, "index.zri"), 0, index);
+    try t.patchFile(td, t.storeFile(&b1, store, "index.zri"), 0, index);
     std.mem.writeInt(u64, header[64..72], format.xxh64(index), .little);
-    sealHeader(header);
-    try t.patchFile(td, storeFile(&b1, store, "header.zrh"), 0, header);
-}
-
-pub fn entryOf(td: *const TempDir, store: []const u8, rec: u64, es: usize) !format.Entry {
-    var b1: [128]u8 = undefined;
-    const index = try readAlloc(td, storeFile(&b1, store, "index.zri"));
-    defer gpa.free(index);
-    return format.decodeEntry(index[@intCast(rec * es)..][0..es]);
-}
-
-/// Writes `n` Dense records of `rs` uint8 bytes (text-like, from `data`) in calls of the
-/// given sizes.
-pub fn writeDense(td: *const TempDir, name: []const u8, codec: u8, dict: []const u8, shards: u8, rs: u64, data: []const u8, calls: []const usize) !void {
-    var pbuf: [256]u8 = undefined;
-    var st: Status = undefined;
-    const schema = schemaWith(1, dtype_uint8, &.{rs}, shards, codec);
-    var w: ?*Writer = null;
-    const dict_ptr: ?[*]const u8 = if (dict.len > 0) dict.ptr else null;
-    const rc = root.zr_writer_open(td.sub(&pbuf, name), &schema, dict_ptr, dict.len, 1, &w, &st);
-    if (rc != 0) std.debug.print("writer_open failed: {s}\n", .{t.msg(&st)});
-    try testing.expectEqual(@as(c_int, 0), rc);
-    defer root.zr_writer_free(w);
-    var done: usize = 0;
-    for (calls) |n| {
-        const bytes = n * rs;
-        const p: ?*const anyopaque = if (bytes == 0) null else @ptrCast(data[done * rs ..].ptr);
-        try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_dense(w, p, bytes, n, &st));
-        done += n;
-    }
-    try testing.expectEqual(@as(u64, done), root.zr_writer_count(w));
-    try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
-}
-
-pub fn expectDenseGather(r: *Reader, data: []const u8, rs: usize, idx: []const u64, threads: u32) !void {
-    const out = try gpa.alloc(u8, idx.len * rs);
-    defer gpa.free(out);
-    @memset(out, 0xAA);
-    var st: Status = undefined;
-    const rc = root.zr_reader_gather_dense(r, idx.ptr, idx.len, if (out.len > 0) out.ptr else null, out.len, threads, &st);
-    if (rc != 0) std.debug.print("gather_dense failed: {s}\n", .{t.msg(&st)});
-    try testing.expectEqual(@as(c_int, 0), rc);
-    for (idx, 0..) |rec, j| try testing.expectEqualSlices(u8, data[@intCast(rec * rs)..][0..rs], out[j * rs ..][0..rs]);
+    t.sealHeader(header);
+    try t.patchFile(td, t.storeFile(&b1, store, "header.zrh"), 0, header);
 }
 
 test "zstd and zstd_dict Dense round trips over one and several shards" {
     var td: TempDir = .{};
     try td.init();
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try trainRowsDict(&dict_buf)];
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     var prng = std.Random.DefaultPrng.init(7);
     const rs = 96;
     const n = 50;
     var data: [rs * n]u8 = undefined;
-    fillWords(prng.random(), &data);
+    t.fillWords(prng.random(), &data);
 
-    for ([_]u8{ codec_zstd, codec_zstd_dict }) |codec| {
+    for ([_]u8{ t.codec_zstd, t.codec_zstd_dict }) |codec| {
         for ([_]u8{ 1, 4 }) |shards| {
-            const d: []const u8 = if (codec == codec_zstd_dict) dict else "";
+            const d: []const u8 = if (codec == t.codec_zstd_dict) dict else "";
             // Calls of 10, 1, 0 and 39 records: runs of 0 records happen on several shards.
-            try writeDense(&td, "d", codec, d, shards, rs, &data, &.{ 10, 1, 0, 39 });
-            const r = try openOk(&td, "d");
+            try t.writeDense(&td, "d", codec, d, shards, rs, &data, &.{ 10, 1, 0, 39 });
+            const r = try t.openOk(&td, "d");
             var info: abi.Info = undefined;
             root.zr_reader_info(r, &info);
             try testing.expectEqual(codec, info.schema.codec);
@@ -215,8 +79,8 @@ test "zstd and zstd_dict Dense round trips over one and several shards" {
             }
             const idx = [_]u64{ 49, 0, 5, 5, 17, 10, 11, 48 };
             // Twice: first with the checksums checked, then from the verified bitmap.
-            try expectDenseGather(r, &data, rs, &idx, 0);
-            try expectDenseGather(r, &data, rs, &idx, 0);
+            try t.expectDenseGather(r, &data, rs, &idx, 0);
+            try t.expectDenseGather(r, &data, rs, &idx, 0);
             var st: Status = undefined;
             try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, n, &st));
             root.zr_reader_free(r);
@@ -227,13 +91,13 @@ test "zstd and zstd_dict Dense round trips over one and several shards" {
     // Zero-size Dense records still store one (tiny) frame each.
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
-    const schema0 = schemaWith(1, 12, &.{ 0, 3 }, 2, codec_zstd);
+    const schema0 = t.schemaWith(1, 12, &.{ 0, 3 }, 2, t.codec_zstd);
     var w: ?*Writer = null;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&pbuf, "z"), &schema0, null, 0, 1, &w, &st));
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_dense(w, null, 0, 5, &st));
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
     root.zr_writer_free(w);
-    const r = try openOk(&td, "z");
+    const r = try t.openOk(&td, "z");
     var info: abi.Info = undefined;
     root.zr_reader_info(r, &info);
     try testing.expectEqual(@as(u64, 0), info.logical_bytes);
@@ -246,88 +110,28 @@ test "zstd and zstd_dict Dense round trips over one and several shards" {
     try td.deinitExpectEmpty();
 }
 
-/// Writes the given Ragged uint8 records, checks shapes, gather (in `idx` order) and verify.
-pub fn raggedRoundTrip(td: *const TempDir, codec: u8, dict: []const u8, shards: u8, recs: []const []const u8, idx: []const u64, threads: u32) !u64 {
-    var pbuf: [256]u8 = undefined;
-    var st: Status = undefined;
-    const schema = schemaWith(2, dtype_uint8, &.{0}, shards, codec);
-    var w: ?*Writer = null;
-    const dict_ptr: ?[*]const u8 = if (dict.len > 0) dict.ptr else null;
-    try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&pbuf, "r"), &schema, dict_ptr, dict.len, 1, &w, &st));
-    const ptrs = try gpa.alloc(u64, recs.len);
-    defer gpa.free(ptrs);
-    const shapes = try gpa.alloc(u64, recs.len);
-    defer gpa.free(shapes);
-    var logical: u64 = 0;
-    for (recs, ptrs, shapes) |rec, *p, *s| {
-        p.* = if (rec.len == 0) 0 else @intFromPtr(rec.ptr);
-        s.* = rec.len;
-        logical += rec.len;
-    }
-    // Two calls, so that the second one's offsets start past the first one's frames.
-    const half = recs.len / 2;
-    try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_ragged(w, ptrs.ptr, shapes.ptr, half, &st));
-    try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_ragged(w, ptrs[half..].ptr, shapes[half..].ptr, recs.len - half, &st));
-    try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
-    root.zr_writer_free(w);
-
-    const r = try openOk(td, "r");
-    defer root.zr_reader_free(r);
-    var info: abi.Info = undefined;
-    root.zr_reader_info(r, &info);
-    try testing.expectEqual(logical, info.logical_bytes);
-    const out_shapes = try gpa.alloc(u64, idx.len);
-    defer gpa.free(out_shapes);
-    const sizes = try gpa.alloc(u64, idx.len);
-    defer gpa.free(sizes);
-    try testing.expectEqual(@as(c_int, 0), root.zr_reader_shapes(r, idx.ptr, idx.len, out_shapes.ptr, sizes.ptr, &st));
-    const offsets = try gpa.alloc(u64, idx.len);
-    defer gpa.free(offsets);
-    var total: u64 = 0;
-    for (idx, 0..) |rec, j| {
-        try testing.expectEqual(@as(u64, recs[@intCast(rec)].len), out_shapes[j]);
-        try testing.expectEqual(@as(u64, recs[@intCast(rec)].len), sizes[j]);
-        offsets[j] = total;
-        total += sizes[j];
-    }
-    const out = try gpa.alloc(u8, @intCast(total));
-    defer gpa.free(out);
-    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, if (total > 0) out.ptr else null, offsets.ptr, total, threads, &st);
-    if (rc != 0) std.debug.print("gather_ragged failed: {s}\n", .{t.msg(&st)});
-    try testing.expectEqual(@as(c_int, 0), rc);
-    for (idx, 0..) |rec, j| {
-        try testing.expectEqualSlices(u8, recs[@intCast(rec)], out[@intCast(offsets[j])..][0..@intCast(sizes[j])]);
-    }
-    if (total > 0) {
-        // An output one byte short of the last record is refused before anything is decoded.
-        try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, total - 1, threads, &st));
-    }
-    try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, recs.len, &st));
-    return info.stored_bytes;
-}
-
 test "Ragged round trips with records of 0 bytes, 1 byte and 1 MiB" {
     var td: TempDir = .{};
     try td.init();
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try trainRowsDict(&dict_buf)];
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     var prng = std.Random.DefaultPrng.init(8);
     const random = prng.random();
     const big_text = try gpa.alloc(u8, 1 << 20);
     defer gpa.free(big_text);
-    fillWords(random, big_text);
+    t.fillWords(random, big_text);
     const big_random = try gpa.alloc(u8, 1 << 20);
     defer gpa.free(big_random);
     random.bytes(big_random);
     var small: [5000]u8 = undefined;
-    fillWords(random, &small);
+    t.fillWords(random, &small);
     const one = [_]u8{0x5A};
     const recs = [_][]const u8{ "", &one, big_text, big_random, small[0..100], "", small[0..1], &small, big_text[3..] };
     const idx = [_]u64{ 8, 1, 0, 3, 5, 2, 4, 6, 7, 0, 2 };
-    for ([_]u8{ codec_zstd, codec_zstd_dict }) |codec| {
-        const d: []const u8 = if (codec == codec_zstd_dict) dict else "";
+    for ([_]u8{ t.codec_zstd, t.codec_zstd_dict }) |codec| {
+        const d: []const u8 = if (codec == t.codec_zstd_dict) dict else "";
         for ([_]u8{ 1, 3 }) |shards| {
-            _ = try raggedRoundTrip(&td, codec, d, shards, &recs, &idx, 0);
+            _ = try t.raggedRoundTrip(&td, codec, d, shards, &recs, &idx, 0);
             td.removeStore("r", shards);
         }
     }
@@ -345,13 +149,13 @@ test "large compressed batches take the threaded write, gather and verify paths"
     comptime std.debug.assert(rs * n > 2 * gather_mod.gather_compressed_parallel_bytes_min);
     const data = try gpa.alloc(u8, rs * n);
     defer gpa.free(data);
-    fillWords(random, data);
-    try writeDense(&td, "big", codec_zstd, "", 4, rs, data, &.{n});
-    const r = try openOk(&td, "big");
+    t.fillWords(random, data);
+    try t.writeDense(&td, "big", t.codec_zstd, "", 4, rs, data, &.{n});
+    const r = try t.openOk(&td, "big");
     const idx = try gpa.alloc(u64, n);
     defer gpa.free(idx);
     for (idx, 0..) |*v, i| v.* = (i * 7919) % n;
-    for ([_]u32{ 0, 3, 1 }) |threads| try expectDenseGather(r, data, rs, idx, threads);
+    for ([_]u32{ 0, 3, 1 }) |threads| try t.expectDenseGather(r, data, rs, idx, threads);
     var st: Status = undefined;
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, n, &st));
 
@@ -390,7 +194,7 @@ test "large compressed batches take the threaded write, gather and verify paths"
 
     // Ragged with a dictionary, also above both thresholds.
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try trainRowsDict(&dict_buf)];
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     const recs = try gpa.alloc([]const u8, 400);
     defer gpa.free(recs);
     var off: usize = 0;
@@ -403,7 +207,7 @@ test "large compressed batches take the threaded write, gather and verify paths"
     const ridx = try gpa.alloc(u64, recs.len);
     defer gpa.free(ridx);
     for (ridx, 0..) |*v, i| v.* = (i * 37) % recs.len;
-    _ = try raggedRoundTrip(&td, codec_zstd_dict, dict, 5, recs, ridx, 0);
+    _ = try t.raggedRoundTrip(&td, t.codec_zstd_dict, dict, 5, recs, ridx, 0);
     td.removeStore("r", 5);
     try td.deinitExpectEmpty();
 }
@@ -414,27 +218,27 @@ test "a flipped byte in a compressed record fails its checksum, naming it" {
     var prng = std.Random.DefaultPrng.init(10);
     const rs = 200;
     var data: [rs * 10]u8 = undefined;
-    fillWords(prng.random(), &data);
-    try writeDense(&td, "s", codec_zstd, "", 2, rs, &data, &.{10});
+    t.fillWords(prng.random(), &data);
+    try t.writeDense(&td, "s", t.codec_zstd, "", 2, rs, &data, &.{10});
     // Shard 1 holds records 5..9.
-    const e = try entryOf(&td, "s", 6, 24);
+    const e = try t.entryOf(&td, "s", 6, 24);
     try testing.expectEqual(@as(u8, 1), e.shard);
     try t.patchFile(&td, "s/data-001.zrd", e.offset + e.stored_size / 2, &.{0xff});
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, "s");
-    const r = try openOk(&td, "s");
+    const r = try t.openOk(&td, "s");
     var st: Status = undefined;
     var out: [2 * rs]u8 = undefined;
     const ok = [_]u64{ 0, 5 };
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(r, &ok, 2, &out, out.len, 0, &st));
     const idx = [_]u64{ 0, 6 };
-    try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, &out, out.len, 0, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, &out, out.len, 0, &st));
     try testing.expectEqual(@as(i64, 6), st.record);
     try testing.expectEqual(@as(i32, 1), st.shard);
     try t.expectContains(t.msg(&st), "record 6");
     try t.expectContains(t.msg(&st), "data-001.zrd");
     try t.expectContains(t.msg(&st), path);
-    try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_verify(r, 0, 10, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_verify(r, 0, 10, &st));
     try testing.expectEqual(@as(i64, 6), st.record);
     root.zr_reader_free(r);
     td.removeStore("s", 2);
@@ -449,13 +253,13 @@ test "a corrupt frame with a recomputed checksum is ZR_E_DECODE, never a panic" 
     const rs = 200;
     const n = 10;
     var data: [rs * n]u8 = undefined;
-    fillWords(random, &data);
-    try writeDense(&td, "f", codec_zstd, "", 2, rs, &data, &.{n});
+    t.fillWords(random, &data);
+    try t.writeDense(&td, "f", t.codec_zstd, "", 2, rs, &data, &.{n});
     var pbuf: [256]u8 = undefined;
     const path = td.sub(&pbuf, "f");
-    const e = try entryOf(&td, "f", 7, 24);
+    const e = try t.entryOf(&td, "f", 7, 24);
     try testing.expectEqual(@as(u8, 1), e.shard);
-    const shard = try readAlloc(&td, "f/data-001.zrd");
+    const shard = try t.readAlloc(&td, "f/data-001.zrd");
     defer gpa.free(shard);
     const frame = shard[@intCast(e.offset)..][0..e.stored_size];
     const all = [_]u64{ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
@@ -465,14 +269,14 @@ test "a corrupt frame with a recomputed checksum is ZR_E_DECODE, never a panic" 
     // A broken magic: not a zstd frame at all.
     try t.patchFile(&td, "f/data-001.zrd", e.offset, &.{frame[0] ^ 0x01});
     try resealRecord(&td, "f", 7);
-    var r = try openOk(&td, "f");
-    try testing.expectEqual(@as(c_int, ZR_E_DECODE), root.zr_reader_gather_dense(r, &all, n, &out, out.len, 0, &st));
+    var r = try t.openOk(&td, "f");
+    try testing.expectEqual(@as(c_int, t.ZR_E_DECODE), root.zr_reader_gather_dense(r, &all, n, &out, out.len, 0, &st));
     try testing.expectEqual(@as(i64, 7), st.record);
     try testing.expectEqual(@as(i32, 1), st.shard);
     try t.expectContains(t.msg(&st), "record 7");
     try t.expectContains(t.msg(&st), "data-001.zrd");
     try t.expectContains(t.msg(&st), path);
-    try testing.expectEqual(@as(c_int, ZR_E_DECODE), root.zr_reader_verify(r, 0, n, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_DECODE), root.zr_reader_verify(r, 0, n, &st));
     try testing.expectEqual(@as(i64, 7), st.record);
     root.zr_reader_free(r);
     try t.patchFile(&td, "f/data-001.zrd", e.offset, frame[0..1]);
@@ -484,8 +288,8 @@ test "a corrupt frame with a recomputed checksum is ZR_E_DECODE, never a panic" 
     try testing.expectEqual(@as(u8, rs), frame[5]);
     try t.patchFile(&td, "f/data-001.zrd", e.offset + 5, &.{rs - 1});
     try resealRecord(&td, "f", 7);
-    r = try openOk(&td, "f");
-    try testing.expectEqual(@as(c_int, ZR_E_DECODE), root.zr_reader_gather_dense(r, &all, n, &out, out.len, 0, &st));
+    r = try t.openOk(&td, "f");
+    try testing.expectEqual(@as(c_int, t.ZR_E_DECODE), root.zr_reader_gather_dense(r, &all, n, &out, out.len, 0, &st));
     try testing.expectEqual(@as(i64, 7), st.record);
     try t.expectContains(t.msg(&st), "logical size");
     root.zr_reader_free(r);
@@ -499,9 +303,9 @@ test "a corrupt frame with a recomputed checksum is ZR_E_DECODE, never a panic" 
         for (0..1 + random.uintLessThan(usize, 3)) |_| mutant[random.uintLessThan(usize, mutant.len)] = random.int(u8);
         try t.patchFile(&td, "f/data-001.zrd", e.offset, mutant);
         try resealRecord(&td, "f", 7);
-        r = try openOk(&td, "f");
+        r = try t.openOk(&td, "f");
         const rc = root.zr_reader_gather_dense(r, &all, n, &out, out.len, 0, &st);
-        try testing.expect(rc == 0 or rc == ZR_E_DECODE);
+        try testing.expect(rc == 0 or rc == t.ZR_E_DECODE);
         if (rc != 0) decode_errors += 1;
         try testing.expectEqual(rc, root.zr_reader_verify(r, 0, n, &st));
         root.zr_reader_free(r);
@@ -515,16 +319,16 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
     var td: TempDir = .{};
     try td.init();
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try trainRowsDict(&dict_buf)];
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     var prng = std.Random.DefaultPrng.init(12);
     const random = prng.random();
     var sizes: [40]u64 = undefined;
-    const rows = try makeRows(random, &sizes);
+    const rows = try t.makeRows(random, &sizes);
     defer gpa.free(rows);
     {
         var pbuf: [256]u8 = undefined;
         var st: Status = undefined;
-        const schema = schemaWith(2, dtype_uint8, &.{0}, 2, codec_zstd_dict);
+        const schema = t.schemaWith(2, t.dtype_uint8, &.{0}, 2, t.codec_zstd_dict);
         var w: ?*Writer = null;
         try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&pbuf, "c"), &schema, dict.ptr, dict.len, 1, &w, &st));
         defer root.zr_writer_free(w);
@@ -537,7 +341,7 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
         try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_ragged(w, &ptrs, &sizes, sizes.len, &st));
         try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
     }
-    const original = try readAlloc(&td, "c/header.zrh");
+    const original = try t.readAlloc(&td, "c/header.zrh");
     defer gpa.free(original);
     const header = try gpa.alloc(u8, original.len);
     defer gpa.free(header);
@@ -559,10 +363,10 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
     // Without a recomputed dict_checksum, any change is a checksum error at open.
     @memcpy(header, original);
     header[dict_offset + 100] ^= 0x40;
-    sealHeader(header);
+    t.sealHeader(header);
     try t.patchFile(&td, "c/header.zrh", 0, header);
     var r: ?*Reader = null;
-    try testing.expectEqual(@as(c_int, ZR_E_CHECKSUM), root.zr_reader_open(path, &r, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_open(path, &r, &st));
     try t.expectContains(t.msg(&st), "dict_checksum");
 
     // With every checksum recomputed: a changed magic or ID, or garbage tables, is an error at
@@ -578,25 +382,25 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
         const end = @min(dict.len, c.pos + c.len);
         if (c.len == 1) header[dict_offset + c.pos] ^= 0xA5 else random.bytes(header[dict_offset + c.pos .. dict_offset + end]);
         std.mem.writeInt(u64, header[72..80], format.xxh64(header[dict_offset..][0..dict.len]), .little);
-        sealHeader(header);
+        t.sealHeader(header);
         try t.patchFile(&td, "c/header.zrh", 0, header);
         r = null;
         const rc = root.zr_reader_open(path, &r, &st);
         if (rc != 0) {
-            try testing.expectEqual(@as(c_int, ZR_E_CORRUPT), rc);
+            try testing.expectEqual(@as(c_int, t.ZR_E_CORRUPT), rc);
             try t.expectContains(t.msg(&st), "dictionary");
             try testing.expect(r == null);
             continue;
         }
         const g = root.zr_reader_gather_ragged(r, &all, all.len, out.ptr, &offsets, total, 0, &st);
-        try testing.expect(g == 0 or g == ZR_E_DECODE);
-        if (c.must_fail) try testing.expectEqual(@as(c_int, ZR_E_DECODE), g);
+        try testing.expect(g == 0 or g == t.ZR_E_DECODE);
+        if (c.must_fail) try testing.expectEqual(@as(c_int, t.ZR_E_DECODE), g);
         const v = root.zr_reader_verify(r, 0, all.len, &st);
-        try testing.expect(v == 0 or v == ZR_E_DECODE);
+        try testing.expect(v == 0 or v == t.ZR_E_DECODE);
         root.zr_reader_free(r);
     }
     try t.patchFile(&td, "c/header.zrh", 0, original);
-    r = try openOk(&td, "c");
+    r = try t.openOk(&td, "c");
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_ragged(r, &all, all.len, out.ptr, &offsets, total, 0, &st));
     try testing.expectEqualSlices(u8, rows, out);
     root.zr_reader_free(r);
@@ -610,38 +414,38 @@ test "zr_train_dict validates its arguments and says when the data is too little
     var len: u64 = 99;
     const tiny = "tiny sample data";
     const tiny_sizes = [_]u64{ 4, 4, 4, 4 };
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, dict.len, &len, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, dict.len, &len, &st));
     try testing.expectEqual(@as(u64, 0), len);
     try t.expectContains(t.msg(&st), "4 samples");
     try t.expectContains(t.msg(&st), "16 bytes");
     try t.expectContains(t.msg(&st), "more representative data");
     // No samples, sizes that do not add up, overflowing sizes.
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 0, &dict, dict.len, &len, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 3, &dict, dict.len, &len, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 0, &dict, dict.len, &len, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 3, &dict, dict.len, &len, &st));
     try t.expectContains(t.msg(&st), "add up to 12");
     const huge = [_]u64{ std.math.maxInt(u64), 17 };
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &huge, 2, &dict, dict.len, &len, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &huge, 2, &dict, dict.len, &len, &st));
     // Capacity limits.
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, 255, &len, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, 255, &len, &st));
     try t.expectContains(t.msg(&st), "255");
-    try testing.expectEqual(@as(c_int, ZR_E_LIMIT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, format.dict_size_bytes_max + 1, &len, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_LIMIT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, format.dict_size_bytes_max + 1, &len, &st));
     try t.expectContains(t.msg(&st), "dict_size_bytes_max");
     // Null pointers.
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, null, dict.len, &len, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, null, 4, &dict, dict.len, &len, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, dict.len, null, &st));
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_train_dict(null, 16, &tiny_sizes, 4, &dict, dict.len, &len, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, null, dict.len, &len, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, null, 4, &dict, dict.len, &len, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, dict.len, null, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(null, 16, &tiny_sizes, 4, &dict, dict.len, &len, &st));
 }
 
 test "a trained dictionary makes 2000 similar small records smaller than plain zstd" {
     var td: TempDir = .{};
     try td.init();
     var dict_buf: [16 << 10]u8 = undefined;
-    const dict = dict_buf[0..try trainRowsDict(&dict_buf)];
+    const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     var prng = std.Random.DefaultPrng.init(13);
     var sizes: [2000]u64 = undefined;
     // Fresh rows of the same kind, not the training samples.
-    const rows = try makeRows(prng.random(), &sizes);
+    const rows = try t.makeRows(prng.random(), &sizes);
     defer gpa.free(rows);
     const recs = try gpa.alloc([]const u8, sizes.len);
     defer gpa.free(recs);
@@ -651,9 +455,9 @@ test "a trained dictionary makes 2000 similar small records smaller than plain z
         off += @intCast(size);
     }
     const idx = [_]u64{ 1999, 0, 7, 1000, 7 };
-    const plain = try raggedRoundTrip(&td, codec_zstd, "", 3, recs, &idx, 0);
+    const plain = try t.raggedRoundTrip(&td, t.codec_zstd, "", 3, recs, &idx, 0);
     td.removeStore("r", 3);
-    const with_dict = try raggedRoundTrip(&td, codec_zstd_dict, dict, 3, recs, &idx, 0);
+    const with_dict = try t.raggedRoundTrip(&td, t.codec_zstd_dict, dict, 3, recs, &idx, 0);
     td.removeStore("r", 3);
     try testing.expect(with_dict * 2 < plain);
     try testing.expect(plain < rows.len);
@@ -666,25 +470,25 @@ test "writer dictionaries: raw-content works, malformed and oversized are refuse
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     var w: ?*Writer = null;
-    const schema = schemaWith(1, dtype_uint8, &.{64}, 1, codec_zstd_dict);
+    const schema = t.schemaWith(1, t.dtype_uint8, &.{64}, 1, t.codec_zstd_dict);
     // The zstd dictionary magic followed by garbage entropy tables.
     var bad: [512]u8 = undefined;
     var prng = std.Random.DefaultPrng.init(14);
     prng.random().bytes(&bad);
     std.mem.writeInt(u32, bad[0..4], 0xEC30A437, .little);
-    try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_writer_open(td.sub(&pbuf, "w"), &schema, &bad, bad.len, 1, &w, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_writer_open(td.sub(&pbuf, "w"), &schema, &bad, bad.len, 1, &w, &st));
     try t.expectContains(t.msg(&st), "not a valid zstd dictionary");
     try testing.expect(w == null);
     // Too large a dictionary is refused before it is read.
-    try testing.expectEqual(@as(c_int, ZR_E_LIMIT), root.zr_writer_open(td.sub(&pbuf, "w"), &schema, &bad, format.dict_size_bytes_max + 1, 1, &w, &st));
+    try testing.expectEqual(@as(c_int, t.ZR_E_LIMIT), root.zr_writer_open(td.sub(&pbuf, "w"), &schema, &bad, format.dict_size_bytes_max + 1, 1, &w, &st));
     // Any bytes without the magic are a raw-content dictionary, which zstd accepts.
     const raw_dict = "alpha beta gamma delta epsilon zeta eta alpha beta gamma delta epsilon zeta eta";
     var data: [64 * 20]u8 = undefined;
-    fillWords(prng.random(), &data);
-    try writeDense(&td, "w", codec_zstd_dict, raw_dict, 1, 64, &data, &.{20});
-    const r = try openOk(&td, "w");
+    t.fillWords(prng.random(), &data);
+    try t.writeDense(&td, "w", t.codec_zstd_dict, raw_dict, 1, 64, &data, &.{20});
+    const r = try t.openOk(&td, "w");
     const idx = [_]u64{ 19, 3, 0 };
-    try expectDenseGather(r, &data, 64, &idx, 0);
+    try t.expectDenseGather(r, &data, 64, &idx, 0);
     root.zr_reader_free(r);
     td.removeStore("w", 1);
     try td.deinitExpectEmpty();

@@ -1119,7 +1119,7 @@ fn schemaDtypeError(s: *const abi.Schema, problem: format.DtypeProblem, d: *Diag
 
 test "a direct write that the file system refuses is written through the page cache" {
     const t = std.testing;
-    var td: @import("tests.zig").TempDir = .{};
+    var td: @import("testing.zig").TempDir = .{};
     try td.init();
     defer td.deinitExpectEmpty() catch {};
     var pbuf: [96]u8 = undefined;

@@ -1,0 +1,344 @@
+//! Helpers shared by the Zig test files: a fresh folder per test, stores written and read
+//! through the C ABI, files patched in place, messages checked, data made.
+//!
+//! Invariants:
+//! - Each test works in its own fresh directory under /tmp (`TempDir`) and removes it at the
+//!   end; a test that leaves anything behind fails (the final rmdir needs an empty directory).
+//! - Helpers go through the C ABI (root.zig), as every binding does, unless a name says
+//!   otherwise; they fail the calling test with the call's message when a call fails.
+
+const std = @import("std");
+const root = @import("root.zig");
+const abi = @import("abi.zig");
+const sys = @import("sys.zig");
+const format = @import("format.zig");
+const Reader = @import("reader.zig").Reader;
+const Writer = @import("writer.zig").Writer;
+
+const testing = std.testing;
+const gpa = testing.allocator;
+const Status = abi.Status;
+
+pub const ZR_E_INVALID_ARGUMENT = abi.Result.invalid_argument.code();
+pub const ZR_E_IO = abi.Result.io.code();
+pub const ZR_E_NOT_FOUND = abi.Result.not_found.code();
+pub const ZR_E_EXISTS = abi.Result.exists.code();
+pub const ZR_E_NO_MEMORY = abi.Result.no_memory.code();
+pub const ZR_E_INDEX = abi.Result.index.code();
+pub const ZR_E_CLOSED = abi.Result.closed.code();
+pub const ZR_E_BAD_MAGIC = abi.Result.bad_magic.code();
+pub const ZR_E_VERSION = abi.Result.version.code();
+pub const ZR_E_CORRUPT = abi.Result.corrupt.code();
+pub const ZR_E_CHECKSUM = abi.Result.checksum.code();
+pub const ZR_E_NOT_PUBLISHED = abi.Result.not_published.code();
+pub const ZR_E_UNSUPPORTED = abi.Result.unsupported.code();
+pub const ZR_E_LIMIT = abi.Result.limit.code();
+pub const ZR_E_DECODE = abi.Result.decode.code();
+pub const ZR_E_IMMUTABLE = abi.Result.immutable.code();
+
+pub const codec_raw: u8 = 0;
+pub const codec_zstd: u8 = 1;
+pub const codec_zstd_dict: u8 = 2;
+pub const dtype_uint8: u8 = 3;
+
+extern "c" fn mkdtemp(template: [*:0]u8) ?[*:0]u8;
+
+pub const TempDir = struct {
+    buf: [64]u8 = undefined,
+    len: usize = 0,
+
+    pub fn init(t: *TempDir) !void {
+        const tmpl = "/tmp/zrecord-test-XXXXXX";
+        @memcpy(t.buf[0..tmpl.len], tmpl);
+        t.buf[tmpl.len] = 0;
+        t.len = tmpl.len;
+        if (mkdtemp(@ptrCast(&t.buf)) == null) return error.MkdtempFailed;
+    }
+
+    pub fn sub(t: *const TempDir, buf: []u8, name: []const u8) [:0]u8 {
+        return std.fmt.bufPrintSentinel(buf, "{s}/{s}", .{ t.buf[0..t.len], name }, 0) catch unreachable;
+    }
+
+    /// Removes a published store (its files are known) and then the temp dir, which must be
+    /// empty by then.
+    pub fn removeStore(t: *const TempDir, name: []const u8, shards: usize) void {
+        var buf: [256]u8 = undefined;
+        const p = t.sub(&buf, name);
+        const dfd = sys.open(p, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch return;
+        defer sys.close(dfd);
+        var nb: [16]u8 = undefined;
+        for (0..shards) |k| sys.unlinkAt(dfd, std.fmt.bufPrintSentinel(&nb, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable) catch {};
+        sys.unlinkAt(dfd, "index.zri") catch {};
+        sys.unlinkAt(dfd, "header.zrh") catch {};
+        sys.rmdir(p) catch {};
+    }
+
+    pub fn deinitExpectEmpty(t: *TempDir) !void {
+        const p: [*:0]const u8 = @ptrCast(&t.buf);
+        sys.rmdir(p) catch return error.TempDirNotEmpty;
+    }
+};
+
+pub fn schemaOf(kind: u8, dtype: u8, shape: []const u64, shards: u8) abi.Schema {
+    var s = std.mem.zeroes(abi.Schema);
+    s.kind = kind;
+    s.dtype = dtype;
+    s.ndim = @intCast(shape.len);
+    s.codec = 0;
+    s.data_shards = shards;
+    @memcpy(s.item_shape[0..shape.len], shape);
+    return s;
+}
+
+pub fn msg(st: *const Status) []const u8 {
+    return std.mem.sliceTo(&st.message, 0);
+}
+
+pub fn expectContains(hay: []const u8, needle: []const u8) !void {
+    if (std.mem.indexOf(u8, hay, needle) == null) {
+        std.debug.print("message '{s}' lacks '{s}'\n", .{ hay, needle });
+        return error.TestExpectedContains;
+    }
+}
+
+pub fn pattern(i: usize) u8 {
+    return @truncate(i *% 131 +% 7);
+}
+
+pub fn patchFile(td: *const TempDir, rel: []const u8, offset: u64, bytes: []const u8) !void {
+    var pbuf: [256]u8 = undefined;
+    const p = td.sub(&pbuf, rel);
+    const fd = try sys.open(p, sys.O_WRONLY, 0);
+    defer sys.close(fd);
+    try sys.pwriteAll(fd, bytes, offset);
+}
+
+pub fn schemaWith(kind: u8, dtype: u8, shape: []const u64, shards: u8, codec: u8) abi.Schema {
+    var s = schemaOf(kind, dtype, shape, shards);
+    s.codec = codec;
+    return s;
+}
+
+/// Text-like bytes: they compress well, but not to nothing.
+pub fn fillWords(random: std.Random, buf: []u8) void {
+    const words = [_][]const u8{ "alpha ", "beta ", "gamma ", "delta ", "epsilon ", "zeta ", "eta " };
+    var i: usize = 0;
+    while (i < buf.len) {
+        const word = words[random.uintLessThan(usize, words.len)];
+        const n = @min(word.len, buf.len - i);
+        @memcpy(buf[i..][0..n], word[0..n]);
+        i += n;
+    }
+}
+
+/// `count` similar small JSON rows, as a store of user records might hold: their
+/// concatenation (owned by the caller) and their sizes.
+pub fn makeRows(random: std.Random, sizes: []u64) ![]u8 {
+    var list: std.ArrayList(u8) = .empty;
+    errdefer list.deinit(gpa);
+    const names = [_][]const u8{ "ada", "grace", "linus", "ken", "barbara", "edsger" };
+    const cities = [_][]const u8{ "London", "Paris", "Zurich", "Oslo", "Lisbon" };
+    var line: [256]u8 = undefined;
+    for (sizes) |*size| {
+        const text = try std.fmt.bufPrint(&line,
+            \\{{"id":{d},"name":"{s}","city":"{s}","score":{d},"active":{s},"tags":["user","v2"]}}
+        , .{
+            random.int(u32),
+            names[random.uintLessThan(usize, names.len)],
+            cities[random.uintLessThan(usize, cities.len)],
+            random.uintLessThan(u32, 100000),
+            if (random.boolean()) "true" else "false",
+        });
+        try list.appendSlice(gpa, text);
+        size.* = text.len;
+    }
+    return list.toOwnedSlice(gpa);
+}
+
+/// Trains a dictionary on 2000 rows through the ABI; returns its length in `out`.
+pub fn trainRowsDict(out: []u8) !usize {
+    var prng = std.Random.DefaultPrng.init(42);
+    var sizes: [2000]u64 = undefined;
+    const rows = try makeRows(prng.random(), &sizes);
+    defer gpa.free(rows);
+    var st: Status = undefined;
+    var len: u64 = 0;
+    try testing.expectEqual(@as(c_int, 0), root.zr_train_dict(rows.ptr, rows.len, &sizes, sizes.len, out.ptr, out.len, &len, &st));
+    try testing.expect(len > 0 and len <= out.len);
+    return @intCast(len);
+}
+
+pub fn openOk(td: *const TempDir, name: []const u8) !*Reader {
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    var r: ?*Reader = null;
+    const rc = root.zr_reader_open(td.sub(&pbuf, name), &r, &st);
+    if (rc != 0) std.debug.print("open failed: {s}\n", .{msg(&st)});
+    try testing.expectEqual(@as(c_int, 0), rc);
+    return r.?;
+}
+
+pub fn readAlloc(td: *const TempDir, rel: []const u8) ![]u8 {
+    var pbuf: [256]u8 = undefined;
+    const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
+    defer sys.close(fd);
+    const size: usize = @intCast((try sys.fstat(fd)).size);
+    const buf = try gpa.alloc(u8, size);
+    errdefer gpa.free(buf);
+    var short = false;
+    try sys.preadAll(fd, buf, 0, &short);
+    return buf;
+}
+
+pub fn storeFile(buf: []u8, store: []const u8, file: []const u8) []const u8 {
+    return std.fmt.bufPrint(buf, "{s}/{s}", .{ store, file }) catch unreachable;
+}
+
+pub fn sealHeader(header: []u8) void {
+    std.mem.writeInt(u64, header[header.len - 8 ..][0..8], format.xxh64(header[0 .. header.len - 8]), .little);
+}
+
+pub fn entryOf(td: *const TempDir, store: []const u8, rec: u64, es: usize) !format.Entry {
+    var b1: [128]u8 = undefined;
+    const index = try readAlloc(td, storeFile(&b1, store, "index.zri"));
+    defer gpa.free(index);
+    return format.decodeEntry(index[@intCast(rec * es)..][0..es]);
+}
+
+/// Writes `n` Dense records of `rs` uint8 bytes (text-like, from `data`) in calls of the
+/// given sizes.
+pub fn writeDense(td: *const TempDir, name: []const u8, codec: u8, dict: []const u8, shards: u8, rs: u64, data: []const u8, calls: []const usize) !void {
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    const schema = schemaWith(1, dtype_uint8, &.{rs}, shards, codec);
+    var w: ?*Writer = null;
+    const dict_ptr: ?[*]const u8 = if (dict.len > 0) dict.ptr else null;
+    const rc = root.zr_writer_open(td.sub(&pbuf, name), &schema, dict_ptr, dict.len, 1, &w, &st);
+    if (rc != 0) std.debug.print("writer_open failed: {s}\n", .{msg(&st)});
+    try testing.expectEqual(@as(c_int, 0), rc);
+    defer root.zr_writer_free(w);
+    var done: usize = 0;
+    for (calls) |n| {
+        const bytes = n * rs;
+        const p: ?*const anyopaque = if (bytes == 0) null else @ptrCast(data[done * rs ..].ptr);
+        try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_dense(w, p, bytes, n, &st));
+        done += n;
+    }
+    try testing.expectEqual(@as(u64, done), root.zr_writer_count(w));
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
+}
+
+pub fn expectDenseGather(r: *Reader, data: []const u8, rs: usize, idx: []const u64, threads: u32) !void {
+    const out = try gpa.alloc(u8, idx.len * rs);
+    defer gpa.free(out);
+    @memset(out, 0xAA);
+    var st: Status = undefined;
+    const rc = root.zr_reader_gather_dense(r, idx.ptr, idx.len, if (out.len > 0) out.ptr else null, out.len, threads, &st);
+    if (rc != 0) std.debug.print("gather_dense failed: {s}\n", .{msg(&st)});
+    try testing.expectEqual(@as(c_int, 0), rc);
+    for (idx, 0..) |rec, j| try testing.expectEqualSlices(u8, data[@intCast(rec * rs)..][0..rs], out[j * rs ..][0..rs]);
+}
+
+/// Inverts one byte of a file.
+pub fn flipByte(td: *const TempDir, rel: []const u8, offset: u64) !void {
+    var pbuf: [256]u8 = undefined;
+    const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
+    var b: [1]u8 = undefined;
+    var short = false;
+    sys.preadAll(fd, &b, offset, &short) catch |err| {
+        sys.close(fd);
+        return err;
+    };
+    sys.close(fd);
+    b[0] = ~b[0];
+    try patchFile(td, rel, offset, &b);
+}
+
+pub fn randomBytes(seed: u64, len: usize) ![]u8 {
+    const buf = try gpa.alloc(u8, len);
+    var prng = std.Random.DefaultPrng.init(seed);
+    prng.random().bytes(buf);
+    return buf;
+}
+
+/// Flushes a store's shard files and asks the kernel to drop them from the page cache; returns
+/// whether the first page of every non-empty shard is gone (a tmpfs keeps them).
+pub fn evict(td: *const TempDir, store: []const u8, shards: usize) !bool {
+    var gone = true;
+    for (0..shards) |k| {
+        var rbuf: [64]u8 = undefined;
+        const rel = try std.fmt.bufPrint(&rbuf, "{s}/data-{d:0>3}.zrd", .{ store, k });
+        var pbuf: [256]u8 = undefined;
+        const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
+        defer sys.close(fd);
+        try sys.fsync(fd);
+        sys.fadviseRange(fd, 0, std.math.maxInt(i64), 4); // POSIX_FADV_DONTNEED
+        const size = (try sys.fstat(fd)).size;
+        if (size == 0) continue;
+        const map = try sys.mmapRead(fd, @intCast(size));
+        defer sys.munmap(map);
+        var vec: [1]u8 = undefined;
+        if (sys.resident(map.ptr, 1, &vec) orelse true) gone = false;
+    }
+    return gone;
+}
+
+/// Writes the given Ragged uint8 records, checks shapes, gather (in `idx` order) and verify.
+pub fn raggedRoundTrip(td: *const TempDir, codec: u8, dict: []const u8, shards: u8, recs: []const []const u8, idx: []const u64, threads: u32) !u64 {
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    const schema = schemaWith(2, dtype_uint8, &.{0}, shards, codec);
+    var w: ?*Writer = null;
+    const dict_ptr: ?[*]const u8 = if (dict.len > 0) dict.ptr else null;
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&pbuf, "r"), &schema, dict_ptr, dict.len, 1, &w, &st));
+    const ptrs = try gpa.alloc(u64, recs.len);
+    defer gpa.free(ptrs);
+    const shapes = try gpa.alloc(u64, recs.len);
+    defer gpa.free(shapes);
+    var logical: u64 = 0;
+    for (recs, ptrs, shapes) |rec, *p, *s| {
+        p.* = if (rec.len == 0) 0 else @intFromPtr(rec.ptr);
+        s.* = rec.len;
+        logical += rec.len;
+    }
+    // Two calls, so that the second one's offsets start past the first one's frames.
+    const half = recs.len / 2;
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_ragged(w, ptrs.ptr, shapes.ptr, half, &st));
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_ragged(w, ptrs[half..].ptr, shapes[half..].ptr, recs.len - half, &st));
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
+    root.zr_writer_free(w);
+
+    const r = try openOk(td, "r");
+    defer root.zr_reader_free(r);
+    var info: abi.Info = undefined;
+    root.zr_reader_info(r, &info);
+    try testing.expectEqual(logical, info.logical_bytes);
+    const out_shapes = try gpa.alloc(u64, idx.len);
+    defer gpa.free(out_shapes);
+    const sizes = try gpa.alloc(u64, idx.len);
+    defer gpa.free(sizes);
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_shapes(r, idx.ptr, idx.len, out_shapes.ptr, sizes.ptr, &st));
+    const offsets = try gpa.alloc(u64, idx.len);
+    defer gpa.free(offsets);
+    var total: u64 = 0;
+    for (idx, 0..) |rec, j| {
+        try testing.expectEqual(@as(u64, recs[@intCast(rec)].len), out_shapes[j]);
+        try testing.expectEqual(@as(u64, recs[@intCast(rec)].len), sizes[j]);
+        offsets[j] = total;
+        total += sizes[j];
+    }
+    const out = try gpa.alloc(u8, @intCast(total));
+    defer gpa.free(out);
+    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, if (total > 0) out.ptr else null, offsets.ptr, total, threads, &st);
+    if (rc != 0) std.debug.print("gather_ragged failed: {s}\n", .{msg(&st)});
+    try testing.expectEqual(@as(c_int, 0), rc);
+    for (idx, 0..) |rec, j| {
+        try testing.expectEqualSlices(u8, recs[@intCast(rec)], out[@intCast(offsets[j])..][0..@intCast(sizes[j])]);
+    }
+    if (total > 0) {
+        // An output one byte short of the last record is refused before anything is decoded.
+        try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, total - 1, threads, &st));
+    }
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, recs.len, &st));
+    return info.stored_bytes;
+}
