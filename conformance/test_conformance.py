@@ -5,7 +5,8 @@ Valid cases: `zrecord.open_store` gives the expected kind, dtype, shape and exac
 one record at a time and as one batch, and `verify()` passes. Invalid cases: the exact
 exception class of the case's error code (spec section 9) is raised when the store is opened
 (phase "open"); for phase "read", when its records are read and when it is verified; for phase
-"verify", when it is verified (reading its records may succeed).
+"verify", when it is verified (reading its records succeeds, or fails with the case's
+`read_error`).
 """
 
 from __future__ import annotations
@@ -98,12 +99,19 @@ def test_invalid(folder: Path, case: dict[str, Any]) -> None:
         _check_exact(info, case)
         return
     if case["phase"] == "verify":
-        # Every record reads; verify finds the layout broken ([ZR-IDX-008]).
+        # Every record reads, or (with `read_error`) a record fails by its own rule; verify
+        # checks the layout first and finds it broken ([ZR-IDX-008]).
         with zrecord.open_store(path) as store:
-            for i in range(len(store)):
-                store[i]
-            with _raises(case) as info:
-                store.verify()
+            if "read_error" in case:
+                with pytest.raises(EXCEPTIONS[case["read_error"]]) as read_info:
+                    for i in range(len(store)):
+                        store[i]
+                assert type(read_info.value) is EXCEPTIONS[case["read_error"]], repr(read_info.value)
+            else:
+                for i in range(len(store)):
+                    store[i]
+        with zrecord.open_store(path) as store, _raises(case) as info:
+            store.verify()
         _check_exact(info, case)
         return
     # Phase "read": a reader may reject the store at open already; zrecord checks record
