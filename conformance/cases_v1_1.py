@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from reference import dictionary as refdict
+from reference import reader as ref
 from reference import writer as rw
 
 # ---- record contents ------------------------------------------------------------------------
@@ -180,6 +181,7 @@ def cases(g: Any, gen: Any) -> None:
     _dictionary_cases(g, gen)
     _frame_cases(g, gen)
     _path_cases(g, gen)
+    _settled_cases(g, gen)
 
 
 def _dtype_cases(g: Any, gen: Any) -> None:
@@ -464,6 +466,13 @@ def _header_cases(g: Any, gen: Any) -> None:
     )
 
 
+def duplicated_range(gen: Any) -> Any:
+    """Four equal float32 (2, 3) records in one shard, record 1 naming record 0's bytes [0, 24):
+    the sums add up, every record reads, and bytes [24, 48) lie under no checksum."""
+    same = gen.pattern("float32", (2, 3), 0)
+    return gen.dense_base(data_shards=1, records=[same] * 4).eset(1, 0, 8, 0)
+
+
 def _index_cases(g: Any, gen: Any) -> None:
     recs = [np.zeros((2**32 - 1, 2**31, 0), np.uint8), np.arange(2, dtype=np.uint8).reshape(1, 2, 1)]
     g.valid(
@@ -510,9 +519,7 @@ def _index_cases(g: Any, gen: Any) -> None:
         files=f.seal_index().done(),
     )
     # Layout ([ZR-IDX-008]): found by a whole-store verification.
-    same = gen.pattern("float32", (2, 3), 0)
-    f = gen.dense_base(data_shards=1, records=[same] * 4)
-    f.eset(1, 0, 8, 0)
+    f = duplicated_range(gen)
     g.invalid(
         "ranges_duplicate_record",
         error="corrupt",
@@ -841,4 +848,148 @@ def _path_cases(g: Any, gen: Any) -> None:
         description="the store path is a symbolic link to the store directory beside it: followed",
         records=recs,
         make=behind_link,
+    )
+
+
+# ---- choices an independent reader found open, settled ([H2]) -------------------------------
+
+
+def sequence_block(literals: bytes, offset: int, match_length: int) -> bytes:
+    """A last Compressed block (RFC 8878 section 3.1.1.3) of one sequence: `literals` as raw
+    literals, then a match of `match_length` (3 to 34) bytes from `offset` (at least 1) bytes
+    back. The three symbol types use RLE_Mode, whose tables read no state bits, so the
+    bitstream holds only the offset's extra bits under its end mark."""
+    assert len(literals) < 32 and 3 <= match_length <= 34 and offset >= 1
+    offset_value = offset + 3  # values 1 to 3 are repeat codes
+    offset_code = offset_value.bit_length() - 1
+    bits = (1 << offset_code) | (offset_value - (1 << offset_code))
+    body = (bytes([len(literals) << 3]) + literals  # Raw_Literals_Block, 1-byte header
+            + bytes([1, 0b01010100, len(literals), offset_code, match_length - 3])
+            + bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
+    return (1 | (2 << 1) | (len(body) << 3)).to_bytes(3, "little") + body
+
+
+def windowed_header(content_size: int) -> bytes:
+    """A frame header with a window descriptor of 1 KiB (exponent 0) and a 4-byte content
+    size: blocks up to 1 KiB are within Block_Maximum_Size ([ZR-COD-013])."""
+    return b"\x28\xb5\x2f\xfd" + bytes([2 << 6, 0]) + content_size.to_bytes(4, "little")
+
+
+def raw_block(payload: bytes, last: bool) -> bytes:
+    return (int(last) | (len(payload) << 3)).to_bytes(3, "little") + payload
+
+
+def executed(history: bytes, literals: bytes, offset: int, match_length: int) -> bytes:
+    """What sequence_block's sequence appends to `history` (RFC 8878 section 3.1.1.4)."""
+    out = bytearray(history + literals)
+    for _ in range(match_length):
+        out.append(out[-offset])
+    return bytes(out)
+
+
+def _settled_cases(g: Any, gen: Any) -> None:
+    # Point 1: a dtype that takes no unit, with a dtype_unit that is no unit code at all. The
+    # known-unit check of step 2.8 is for datetime64 and timedelta64 only ([ZR-HDR-019]).
+    for name, descr, what in (("int32_with_unknown_unit_200", "<i4", "int32 (a 1.0 dtype)"),
+                              ("bytes_with_unknown_unit_200", "|S3", "bytes (S3)")):
+        recs = [values_of(descr, (2,), s) for s in range(2)]
+        f = gen.Files(rw.build_store(kind="dense", dtype=descr, item_shape=(2,), data_shards=1, records=recs))
+        g.invalid(
+            name,
+            error="corrupt",
+            phase="open",
+            spec=["ZR-HDR-019", "ZR-ERR-003"],
+            description=f"dtype {what} with dtype_unit 200, which is no unit code: a dtype that "
+            "takes no unit must have dtype_unit 0, so this is corrupt, not an unknown unit "
+            "(unsupported) (re-sealed)",
+            files=f.hset(92, 1, 200).seal().done(),
+        )
+    # Point 4: the layout (step 9) is verified before any record's checksum (step 7).
+    f = duplicated_range(gen)
+    f.eset(3, 16, 8, f.eget(3, 16, 8) ^ 1)
+    g.invalid(
+        "ranges_gap_and_record_checksum",
+        error="corrupt",
+        phase="verify",
+        read_error="checksum",
+        spec=["ZR-IDX-008", "ZR-ERR-004", "ZR-ERR-005", "ZR-SUM-001"],
+        description="four equal records; record 1 names record 0's range, leaving bytes [24, 48) "
+        "under no checksum, and record 3's checksum is wrong: reading record 3 fails with "
+        "checksum, and a verification, which checks the layout first, reports corrupt",
+        files=f.seal_index().done(),
+    )
+    # Point 5: magic and version are judged from the first 12 bytes, before the file's size.
+    files = gen.dense_base().done()
+    garbage = b"this file is not a zrecord header\n"
+    files["header.zrh"] = garbage + bytes(ref.HEADER_SIZE_BYTES_MAX + 1 - len(garbage))
+    g.invalid(
+        "header_oversized_without_magic",
+        error="bad_magic",
+        phase="open",
+        spec=["ZR-HDR-001", "ZR-HDR-022", "ZR-ERR-003"],
+        description="header.zrh is 16,779,649 bytes (header_size_bytes_max + 1) of text and "
+        "zeros: the magic is judged from its first bytes before its size, so bad_magic, not corrupt",
+        files=files,
+    )
+    _settled_frame_cases(g, gen)
+
+
+def _settled_frame_cases(g: Any, gen: Any) -> None:
+    # Point 7: matches on which decoders differ, settled by [ZR-COD-014].
+    first = gen.text_record(0, 10)
+    lits = b"abcd"
+
+    def store(last: bytes, codec: int, dictionary: bytes = b"", size: int = 8) -> dict[str, bytes]:
+        return rw.build(
+            kind="ragged", dtype_code=3, ndim=1, codec_code=codec, data_shards=1,
+            records=[rw.Stored((10,), 10, rw.zstd_frame(bytes(first))), rw.Stored((size,), size, last)],
+            dictionary=dictionary,
+        )
+
+    g.invalid(
+        "zstd_match_before_frame_start",
+        error="decode",
+        phase="read",
+        spec=["ZR-COD-014", "ZR-COD-015", "ZR-IDX-005"],
+        description="codec zstd: record 1's frame (window 1 KiB) has 4 literals, then a match "
+        "from offset 5, one byte before the frame's first",
+        files=store(windowed_header(8) + sequence_block(lits, 5, 4), 1),
+    )
+    dictionary = b"0123456789ABCDEF"
+    g.invalid(
+        "zstd_dict_match_before_dictionary",
+        error="decode",
+        phase="read",
+        spec=["ZR-COD-014", "ZR-COD-015", "ZR-IDX-005", "ZR-COD-007"],
+        description="codec zstd_dict with a 16-byte raw-content dictionary: record 1's frame has "
+        "4 literals, then a match from offset 21, one byte before the dictionary's first",
+        files=store(windowed_header(8) + sequence_block(lits, 21, 4), 2, dictionary),
+    )
+    at_start = executed(dictionary, lits, 20, 4)[len(dictionary):]
+    recs = [first, np.frombuffer(at_start, np.uint8).copy()]
+    files = store(windowed_header(8) + sequence_block(lits, 20, 4), 2, dictionary)
+    g.valid(
+        "zstd_dict_match_at_dictionary_start",
+        writer="reference",
+        spec=["ZR-COD-014", "ZR-COD-015", "ZR-COD-007"],
+        description="codec zstd_dict with a 16-byte raw-content dictionary: record 1's frame has "
+        "4 literals, then a match from offset 20, the dictionary's first byte: within the history",
+        records=recs,
+        make=lambda p: rw.write_files(p, files),
+    )
+    history = bytes((k * 7) % 251 for k in range(2048))
+    record = executed(history, lits, 1500, 4)
+    frame = (windowed_header(len(record)) + raw_block(history[:1024], False)
+             + raw_block(history[1024:], False) + sequence_block(lits, 1500, 4))
+    recs_far = [first, np.frombuffer(record, np.uint8).copy()]
+    far = store(frame, 1, size=len(record))
+    g.valid(
+        "zstd_match_beyond_window_within_record",
+        writer="reference",
+        spec=["ZR-COD-014", "ZR-COD-015", "ZR-COD-013"],
+        description="codec zstd: a 2,056-byte record whose frame declares a 1 KiB window, holds "
+        "two raw blocks of 1 KiB, then a match from offset 1,500: farther back than the window, "
+        "within the record, so valid (offsets are bounded by the history, not the window)",
+        records=recs_far,
+        make=lambda p: rw.write_files(p, far),
     )

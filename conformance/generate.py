@@ -177,12 +177,16 @@ class Generator:
         description: str,
         files: dict[str, bytes] | None,
         post: Callable[[Path], None] | None = None,
+        read_error: str | None = None,
     ) -> None:
         """An invalid case: a store of `files` that a reader must reject with `error`.
 
         `post(store_path)` may alter the written directory in ways `files` cannot express; with
-        `files` None nothing is written but what `post` makes.
+        `files` None nothing is written but what `post` makes. `read_error` (phase "verify"
+        only) is the code with which reading a record fails, for a store whose records also
+        break a rule of their own (spec section 9.4).
         """
+        assert read_error is None or phase == "verify", name
         d = self._case_dir("invalid", name)
         if files is None:
             pass
@@ -203,6 +207,8 @@ class Generator:
                 "error": error,
                 "error_number": ref.ERROR_CODES_1_1[error],
                 "phase": phase,
+                **({"read_error": read_error, "read_error_number": ref.ERROR_CODES_1_1[read_error]}
+                   if read_error is not None else {}),
             }
         )
 

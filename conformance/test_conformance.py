@@ -5,7 +5,8 @@ Valid cases: `zrecord.open_store` gives the expected kind, dtype, shape and exac
 one record at a time and as one batch, and `verify()` passes. Invalid cases: the exact
 exception class of the case's error code (spec section 9) is raised when the store is opened
 (phase "open"); for phase "read", when its records are read and when it is verified; for phase
-"verify", when it is verified (reading its records may succeed).
+"verify", when it is verified (reading its records succeeds, or fails with the case's
+`read_error`).
 """
 
 from __future__ import annotations
@@ -98,12 +99,19 @@ def test_invalid(folder: Path, case: dict[str, Any]) -> None:
         _check_exact(info, case)
         return
     if case["phase"] == "verify":
-        # Every record reads; verify finds the layout broken ([ZR-IDX-008]).
+        # Every record reads, or (with `read_error`) a record fails by its own rule; verify
+        # checks the layout first and finds it broken ([ZR-IDX-008]).
         with zrecord.open_store(path) as store:
-            for i in range(len(store)):
-                store[i]
-            with _raises(case) as info:
-                store.verify()
+            if "read_error" in case:
+                with pytest.raises(EXCEPTIONS[case["read_error"]]) as read_info:
+                    for i in range(len(store)):
+                        store[i]
+                assert type(read_info.value) is EXCEPTIONS[case["read_error"]], repr(read_info.value)
+            else:
+                for i in range(len(store)):
+                    store[i]
+        with zrecord.open_store(path) as store, _raises(case) as info:
+            store.verify()
         _check_exact(info, case)
         return
     # Phase "read": a reader may reject the store at open already; zrecord checks record
@@ -197,3 +205,66 @@ def test_the_hex_dump_of_the_spec_is_the_minimal_vector() -> None:
     shard = re.search(r"`data-000\.zrd`, 8 bytes: `([0-9a-f ]+)` .*? `([0-9a-f ]+)`", section)
     assert shard is not None
     assert bytes.fromhex(shard.group(1) + shard.group(2)) == (store / "data-000.zrd").read_bytes()
+
+
+def test_the_reference_reader_judges_the_store_path_by_enoent_and_enotdir(tmp_path: Path) -> None:
+    """[ZR-GEN-005] [ZR-GEN-009] The reference reader, like the core: a path through a regular
+    file is not_published (ENOTDIR), a loop of links and a name too long are errors of the
+    system (OSError), not not_found."""
+    import errno
+    import os
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    from reference.reader import FormatViolation
+    from reference.reader import open_store as reference_open
+
+    (tmp_path / "file").write_bytes(b"not a store")
+    with pytest.raises(FormatViolation) as info:
+        reference_open(tmp_path / "file" / "store")
+    assert info.value.code == "not_published"
+    with pytest.raises(FormatViolation) as info:
+        reference_open(tmp_path / "missing" / "store")
+    assert info.value.code == "not_found"
+    os.symlink("b", tmp_path / "a")
+    os.symlink("a", tmp_path / "b")
+    for path, code in ((tmp_path / "a", errno.ELOOP), (tmp_path / ("x" * 300), errno.ENAMETOOLONG)):
+        with pytest.raises(OSError) as os_info:
+            reference_open(path)
+        assert os_info.value.errno == code and not isinstance(os_info.value, FormatViolation)
+
+
+def test_the_reference_reader_bounds_every_block_by_block_maximum_size(tmp_path: Path) -> None:
+    """[ZR-COD-013] Raw, RLE and Compressed blocks above Block_Maximum_Size (min(window,
+    128 KiB)) are decode, although libzstd's one-shot decoder takes Raw and RLE ones (and,
+    before 1.5.6, Compressed ones); two blocks of exactly the window read."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    import cases_v1_1 as cases
+    from reference import writer as rw
+    from reference.reader import FormatViolation
+    from reference.reader import open_store as reference_open
+
+    def block(block_type: int, size: int, last: bool = True) -> bytes:
+        return (int(last) | (block_type << 1) | (size << 3)).to_bytes(3, "little")
+
+    payload = bytes(range(256)) * 8
+    single_8 = b"\x28\xb5\x2f\xfd\xa0" + (8).to_bytes(4, "little")  # single segment: window 8
+    frames = {
+        "raw": (cases.windowed_header(2048) + block(0, 2048) + payload, 2048),
+        "rle": (cases.windowed_header(2048) + block(1, 2048) + b"x", 2048),
+        "compressed": (single_8 + cases.sequence_block(b"abcd", 2, 4), 8),
+        "ok": (cases.windowed_header(2048) + block(0, 1024, False) + payload[:1024]
+               + block(0, 1024) + payload[1024:], 2048),
+    }
+    for name, (frame, size) in frames.items():
+        rw.write_files(tmp_path / name, rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1,
+                                                 data_shards=1, records=[rw.Stored((size,), size, frame)]))
+        store = reference_open(tmp_path / name)
+        if name == "ok":
+            assert store.read(0).tobytes() == payload
+            continue
+        with pytest.raises(FormatViolation) as info:
+            store.read(0)
+        assert (info.value.code, info.value.rule) == ("decode", "ZR-COD-013"), name

@@ -8,8 +8,10 @@ rule that fails raises `FormatViolation` with the conformance error code of spec
 the requirement ID.
 
 Zstd-format dictionaries are checked by the algorithm of spec section 6.3 (`dictionary.py`),
-and frame headers are read here (spec section 6.2); `zstandard` only decodes frames that
-passed both.
+and frame headers and block headers are read here (spec section 6.2); `zstandard` only decodes
+frames that passed both. A failure of the system (permission denied, an I/O error, a store path
+the system cannot resolve for a reason other than ENOENT or ENOTDIR) is no FormatViolation: it
+propagates as the OSError it is ([ZR-GEN-009]).
 
 It never imports zrecord. It reads whole files into memory, which is fine for the conformance
 vectors and nothing else.
@@ -46,6 +48,15 @@ ITEMSIZE_BYTES_MAX = 2**31 - 1
 EXTENT_BYTES_MAX = 2**63 - 1
 UNIT_COUNT_MAX = 2**31 - 1
 WINDOW_SIZE_FLOOR = 2**27
+BLOCK_SIZE_BYTES_MAX = 2**17  # RFC 8878's 128 KiB bound of Block_Maximum_Size
+# libzstd bounds what a Compressed block decodes to by Block_Maximum_Size from 1.5.6 on
+# ([ZR-COD-013]); with an older one the reference reader would accept frames the spec rejects.
+ZSTD_VERSION_FLOOR = (1, 5, 6)
+if tuple(zstandard.ZSTD_VERSION) < ZSTD_VERSION_FLOOR:
+    raise ImportError(
+        f"the reference reader needs zstandard built with libzstd >= 1.5.6 (spec ZR-COD-013); "
+        f"this one has {'.'.join(map(str, zstandard.ZSTD_VERSION))}"
+    )
 HEADER_SIZE_BYTES_MAX = HEADER_FIXED_BYTES + 8 * NDIM_MAX + 8 * DATA_SHARDS_MAX + DICT_SIZE_BYTES_MAX + 8
 
 # Dtype codes of format 1.0, spec section 3.3: code -> little-endian NumPy dtype.
@@ -217,6 +228,9 @@ class Store:
         cap = window_size_max(logical_size)
         if fh.window_size > cap:
             raise fail("ZR-COD-008", f"the frame's window of {fh.window_size} bytes is above {cap}")
+        block_problem = check_block_sizes(stored, fh)
+        if block_problem is not None:
+            raise fail("ZR-COD-013", block_problem)
         zdict = zstandard.ZstdCompressionDict(self.dictionary) if self.codec == "zstd_dict" else None
         try:
             out = zstandard.ZstdDecompressor(dict_data=zdict, max_window_size=cap).decompress(
@@ -261,6 +275,7 @@ class FrameHeader:
     content_size: int | None
     dict_id: int
     has_checksum: bool
+    size: int  # bytes from the frame magic to the first block header
 
 
 def parse_frame_header(stored: bytes) -> FrameHeader | str:
@@ -293,7 +308,28 @@ def parse_frame_header(stored: bytes) -> FrameHeader | str:
         content = _u(stored, pos, fcs_size) + (256 if fcs_size == 2 else 0)
     if single:
         window = content
-    return FrameHeader(window, content, dict_id, bool(fhd & 4))
+    return FrameHeader(window, content, dict_id, bool(fhd & 4), size)
+
+
+def check_block_sizes(stored: bytes, fh: FrameHeader) -> str | None:
+    """[ZR-COD-013] Every block of the frame within Block_Maximum_Size, min(Window_Size,
+    128 KiB) (RFC 8878 section 3.1.1.2.4): the Block_Size of a Raw or Compressed block and the
+    repeat count of an RLE block. libzstd's one-shot decoder leaves Raw and RLE blocks unchecked,
+    so the block headers are walked here; a walk that runs off the stored bytes stops, and the
+    decoder then rejects the truncated frame. What a Compressed block decodes to is bounded by
+    libzstd itself from 1.5.6 on (ZSTD_VERSION_FLOOR)."""
+    block_max = min(fh.window_size, BLOCK_SIZE_BYTES_MAX)
+    pos = fh.size
+    while pos + 3 <= len(stored):
+        h = _u(stored, pos, 3)
+        last, block_type, block_size = h & 1, (h >> 1) & 3, h >> 3
+        if block_type != 3 and block_size > block_max:
+            kind = ("raw", "RLE", "compressed")[block_type]
+            return f"a {kind} block of {block_size} bytes, above Block_Maximum_Size {block_max}"
+        pos += 3 + (1 if block_type == 1 else block_size)
+        if last:
+            break
+    return None
 
 
 def window_size_max(logical_size: int) -> int:
@@ -304,19 +340,38 @@ def window_size_max(logical_size: int) -> int:
     return cap
 
 
-def _store_file(path: str) -> bytes | None:
-    """The bytes of a store file; None if the directory has no entry of that name
-    ([ZR-GEN-006]); a symbolic link or anything but a regular file is corrupt ([ZR-GEN-004])."""
+def _open_store_dir(path: str) -> int:
+    """[ZR-GEN-005] The store path, links followed, opened as a directory: ENOENT is
+    not_found, ENOTDIR (a file, a link to one, a path through a file) is not_published; any
+    other failure is environmental ([ZR-GEN-009]) and raised as the OSError it is."""
     try:
-        st = os.lstat(path)
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        raise FormatViolation("not_found", "ZR-GEN-005", f"nothing exists at {path}") from None
+    except NotADirectoryError:
+        raise FormatViolation("not_published", "ZR-GEN-005", f"{path} is not a directory") from None
+
+
+def _store_file(dfd: int, path: str, name: str) -> bytes | None:
+    """The bytes of store file `name` of the directory open as `dfd`; None if the directory
+    has no entry of that name ([ZR-GEN-006]); a symbolic link or anything but a regular file is
+    corrupt ([ZR-GEN-004]). Any other failure of the system is environmental ([ZR-GEN-009]):
+    it propagates as an OSError, never as a FormatViolation."""
+    try:
+        st = os.lstat(name, dir_fd=dfd)
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(st.st_mode):
-        raise FormatViolation("corrupt", "ZR-GEN-004", f"{path} is a symbolic link")
+        raise FormatViolation("corrupt", "ZR-GEN-004", f"{path}/{name} is a symbolic link")
     if not stat.S_ISREG(st.st_mode):
-        raise FormatViolation("corrupt", "ZR-GEN-004", f"{path} is not a regular file")
-    with open(path, "rb") as f:
-        return f.read()
+        raise FormatViolation("corrupt", "ZR-GEN-004", f"{path}/{name} is not a regular file")
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    if len(data) != st.st_size:
+        # [ZR-GEN-009] A file that changed size while it was read is corrupt, not environmental.
+        raise FormatViolation("corrupt", "ZR-GEN-009", f"{path}/{name} changed size while it was read")
+    return data
 
 
 def decode_header(h: bytes) -> dict:
@@ -469,11 +524,16 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     """Validates everything the spec lets a reader check without record data (spec section 9)."""
     path = os.fspath(path)
     # Step 1: the store path ([ZR-GEN-005]), then header.zrh ([ZR-PUB-004], [ZR-GEN-004]).
-    if not os.path.exists(path):
-        raise FormatViolation("not_found", "ZR-GEN-005", f"nothing exists at {path}")
-    if not os.path.isdir(path):
-        raise FormatViolation("not_published", "ZR-GEN-005", f"{path} is not a directory")
-    header = _store_file(os.path.join(path, "header.zrh"))
+    dfd = _open_store_dir(path)
+    try:
+        return _open_in(dfd, path)
+    finally:
+        os.close(dfd)
+
+
+def _open_in(dfd: int, path: str) -> Store:
+    """open_store's steps 1 (header.zrh) to 6 on the store directory open as `dfd`."""
+    header = _store_file(dfd, path, "header.zrh")
     if header is None:
         raise FormatViolation("not_published", "ZR-PUB-004", f"{path} has no header.zrh")
     # Step 2: the header on its own.
@@ -500,7 +560,7 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     )
     # Step 3: the shard files, in shard order.
     for k, want in enumerate(f["shard_sizes"]):
-        data = _store_file(os.path.join(path, f"data-{k:03d}.zrd"))
+        data = _store_file(dfd, path, f"data-{k:03d}.zrd")
         if data is None:
             raise FormatViolation("corrupt", "ZR-GEN-006", f"shard file data-{k:03d}.zrd missing")
         if len(data) != want:
@@ -509,7 +569,7 @@ def open_store(path: str | os.PathLike[str]) -> Store:
             )
         store.shards.append(data)
     # Step 4: the index file.
-    index = _store_file(os.path.join(path, "index.zri"))
+    index = _store_file(dfd, path, "index.zri")
     if index is None:
         raise FormatViolation("corrupt", "ZR-GEN-006", "index.zri missing")
     if len(index) != f["index_size"]:

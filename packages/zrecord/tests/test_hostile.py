@@ -8,9 +8,12 @@ inputs the fuzzer (tests/fuzz/fuzz_store.py) found; the others pin the checks it
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -23,6 +26,7 @@ from zrecord.errors import (
     DecodeError,
     FormatError,
     LimitError,
+    StoreOSError,
     ZrecordError,
 )
 
@@ -361,6 +365,92 @@ def test_the_store_path_nothing_there_or_not_a_directory(tmp_path):
     (tmp_path / "file").write_bytes(b"\x89ZREC\r\n\x1a")
     with pytest.raises(zrecord.errors.NotPublishedError, match="not a directory"):
         zrecord.open_store(str(tmp_path / "file"))
+    # ENOTDIR on the way to the path is the same outcome as at its end.
+    with pytest.raises(zrecord.errors.NotPublishedError, match="not a directory"):
+        zrecord.open_store(str(tmp_path / "file" / "store"))
+
+
+@contextlib.contextmanager
+def _file_permissions_enforced() -> Iterator[None]:
+    """Makes permission bits apply to this thread: root reads a file of mode 000 through
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, so for root both are dropped from the calling
+    thread's effective set (capabilities are per thread on Linux; the core opens stores in the
+    calling thread) and restored afterwards."""
+    if os.geteuid() != 0:
+        yield
+        return
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    version_3 = 0x20080522  # _LINUX_CAPABILITY_VERSION_3: two Data words
+    saved = (Data * 2)()
+    if libc.capget(ctypes.byref(Header(version_3, 0)), saved) != 0:
+        pytest.skip("capget failed: cannot drop root's permission override here")
+    dropped = (Data * 2)(*[Data(d.effective, d.permitted, d.inheritable) for d in saved])
+    dropped[0].effective &= ~((1 << 1) | (1 << 2))  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+    if libc.capset(ctypes.byref(Header(version_3, 0)), dropped) != 0:
+        pytest.skip("capset failed: cannot drop root's permission override here")
+    try:
+        yield
+    finally:
+        assert libc.capset(ctypes.byref(Header(version_3, 0)), saved) == 0
+
+
+def _expect_os_error(path: str, code: int) -> None:
+    """[ZR-GEN-009] An environmental failure is StoreOSError with the system's errno, not a
+    format code (FormatError and its subclasses, or StoreNotFoundError)."""
+    with pytest.raises(StoreOSError) as info:
+        zrecord.open_store(path)
+    assert info.value.errno == code, repr(info.value)
+    assert not isinstance(info.value, (FormatError, zrecord.errors.StoreNotFoundError))
+
+
+def test_store_path_failures_other_than_enoent_and_enotdir_are_os_errors(tmp_path):
+    """[ZR-GEN-005] [ZR-GEN-009] A loop of links at the path or on the way to it (ELOOP) and a
+    name longer than the system allows (ENAMETOOLONG) are errors of the system, not
+    not_found."""
+    os.symlink("b", tmp_path / "a")
+    os.symlink("a", tmp_path / "b")
+    _expect_os_error(str(tmp_path / "a"), errno.ELOOP)
+    _expect_os_error(str(tmp_path / "a" / "store"), errno.ELOOP)
+    _expect_os_error(str(tmp_path / ("x" * 300)), errno.ENAMETOOLONG)
+
+
+def test_store_files_the_reader_may_not_read_are_os_errors_not_corrupt(tmp_path):
+    """[ZR-GEN-009] Permission denied (EACCES) on header.zrh, index.zri, a shard file, the
+    store directory or a directory on the way to it is StoreOSError naming the file: the store
+    is fine, so it is neither corrupt nor missing."""
+    files = dense_store((2,), [np.arange(2, dtype="<i4").tobytes()] * 2, shards=2).encode()
+    locked: list[tuple[str, str]] = []
+    for name in ("header.zrh", "index.zri", "data-001.zrd"):
+        path = write(str(tmp_path / name), files)
+        os.chmod(os.path.join(path, name), 0)
+        locked.append((path, name))
+    unreadable = write(str(tmp_path / "dir"), files)
+    os.chmod(unreadable, 0o300)  # searchable, not readable: the directory cannot be opened
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    behind = write(str(parent / "s"), files)
+    os.chmod(parent, 0o600)  # not searchable: nothing inside it can be reached
+    try:
+        with _file_permissions_enforced():
+            for path, name in locked:
+                with pytest.raises(StoreOSError, match=name) as info:
+                    zrecord.open_store(path)
+                assert info.value.errno == errno.EACCES, repr(info.value)
+                assert not isinstance(info.value, FormatError)
+            _expect_os_error(unreadable, errno.EACCES)
+            _expect_os_error(behind, errno.EACCES)
+    finally:
+        os.chmod(parent, 0o700)
+        os.chmod(unreadable, 0o700)
 
 
 def test_a_header_above_the_largest_valid_size_is_corrupt_before_it_is_read(tmp_path):
