@@ -182,6 +182,7 @@ def cases(g: Any, gen: Any) -> None:
     _frame_cases(g, gen)
     _path_cases(g, gen)
     _settled_cases(g, gen)
+    _block_size_cases(g, gen)
 
 
 def _dtype_cases(g: Any, gen: Any) -> None:
@@ -992,4 +993,54 @@ def _settled_frame_cases(g: Any, gen: Any) -> None:
         "within the record, so valid (offsets are bounded by the history, not the window)",
         records=recs_far,
         make=lambda p: rw.write_files(p, far),
+    )
+
+
+def _block_size_cases(g: Any, gen: Any) -> None:
+    # [ZR-COD-013] Block_Maximum_Size, min(window, 128 KiB), bounds every block. libzstd's
+    # one-shot decoder checks no Raw or RLE block against it, and before 1.5.6 no Compressed
+    # block either.
+    first = gen.text_record(0, 10)
+    payload = bytes(range(256)) * 8
+
+    def store(last: bytes, size: int) -> dict[str, bytes]:
+        return rw.build(
+            kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1,
+            records=[rw.Stored((10,), 10, rw.zstd_frame(bytes(first))), rw.Stored((size,), size, last)],
+        )
+
+    def block(block_type: int, size: int, last: bool = True) -> bytes:
+        return (int(last) | (block_type << 1) | (size << 3)).to_bytes(3, "little")
+
+    rle_literals = (1 | (1 << 2) | (2000 << 4)).to_bytes(2, "little") + b"z" + b"\x00"
+    single_8 = b"\x28\xb5\x2f\xfd\xa0" + (8).to_bytes(4, "little")  # single segment: window 8
+    bad = [
+        ("zstd_raw_block_above_block_maximum_size", windowed_header(2048) + block(0, 2048) + payload,
+         2048, "a Raw block of 2,048 bytes in a frame whose window is 1 KiB"),
+        ("zstd_rle_block_above_block_maximum_size", windowed_header(2048) + block(1, 2048) + b"x",
+         2048, "an RLE block repeating a byte 2,048 times in a frame whose window is 1 KiB"),
+        ("zstd_compressed_block_larger_than_window", single_8 + sequence_block(b"abcd", 2, 4), 8,
+         "a single-segment frame of content size 8 (its window) holding an 11-byte Compressed block"),
+        ("zstd_compressed_block_decoding_past_window",
+         windowed_header(2000) + block(2, len(rle_literals)) + rle_literals, 2000,
+         "a 5-byte Compressed block of 2,000 RLE literals in a frame whose window is 1 KiB"),
+    ]
+    for name, frame, size, what in bad:
+        g.invalid(
+            name,
+            error="decode",
+            phase="read",
+            spec=["ZR-COD-013", "ZR-COD-015", "ZR-IDX-005"],
+            description=f"codec zstd: record 1 is {what}: above Block_Maximum_Size",
+            files=store(frame, size),
+        )
+    ok = store(windowed_header(2048) + block(0, 1024, False) + payload[:1024] + block(0, 1024) + payload[1024:], 2048)
+    g.valid(
+        "zstd_blocks_at_block_maximum_size",
+        writer="reference",
+        spec=["ZR-COD-013"],
+        description="codec zstd: a 2,048-byte record in two Raw blocks of 1 KiB, exactly the "
+        "frame's window",
+        records=[first, np.frombuffer(payload, np.uint8).copy()],
+        make=lambda p: rw.write_files(p, ok),
     )

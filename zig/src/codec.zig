@@ -98,6 +98,12 @@ extern fn ZSTD_getFrameContentSize(src: ?*const anyopaque, src_size: usize) c_ul
 extern fn ZSTD_findFrameCompressedSize(src: ?*const anyopaque, src_size: usize) usize;
 extern fn ZSTD_getDictID_fromDict(dict: ?*const anyopaque, dict_size: usize) c_uint;
 extern fn ZSTD_DCtx_setParameter(dctx: *ZSTD_DCtx, param: c_int, value: c_int) usize;
+// The buffer-less streaming decoder (zstd.h, static-linking section; exported by libzstd.so
+// since 1.0): one call per frame header, block header and block, each returning what it wrote.
+extern fn ZSTD_decompressBegin(dctx: *ZSTD_DCtx) usize;
+extern fn ZSTD_decompressBegin_usingDDict(dctx: *ZSTD_DCtx, ddict: *const ZSTD_DDict) usize;
+extern fn ZSTD_nextSrcSizeToDecompress(dctx: *ZSTD_DCtx) usize;
+extern fn ZSTD_decompressContinue(dctx: *ZSTD_DCtx, dst: ?*anyopaque, dst_capacity: usize, src: ?*const anyopaque, src_size: usize) usize;
 
 /// ZSTD_d_windowLogMax of zstd.h's ZSTD_dParameter (stable since 1.4.0).
 const zstd_d_window_log_max: c_int = 100;
@@ -125,6 +131,8 @@ const dictionary_magic: u32 = 0xEC30A437;
 /// (zstd_errors.h). Only allocation failure is told apart, so that it surfaces as
 /// OutOfMemory rather than as a codec failure.
 const zstd_error_memory_allocation: usize = 64;
+const zstd_error_corruption_detected: usize = 20;
+const zstd_error_src_size_wrong: usize = 72;
 
 fn isError(code: usize) bool {
     return ZSTD_isError(code) != 0;
@@ -353,15 +361,58 @@ pub const Decompressor = struct {
             self.window_log_max = log;
         }
 
-        const result = if (self.ddict) |ddict|
-            ZSTD_decompress_usingDDict(self.dctx, dst.ptr, dst.len, src.ptr, src.len, ddict)
+        // [ZR-COD-013] The stored size of every block, from its header; what a Compressed
+        // block decodes to is known only by decoding it. A frame of at most one block's worth
+        // of content cannot hold a block that decodes to more, so it is decoded in one call;
+        // a larger one block by block, each block's output checked (libzstd checks neither
+        // before 1.5.6, and no Raw or RLE block in its one-shot decoder at all).
+        const block_max = @min(fh.window_size, block_size_max);
+        if (blockOverMax(src[fh.size..], block_max)) {
+            self.reason = "a block of its zstd frame is larger than Block_Maximum_Size, the " ++
+                "frame's window or 128 KiB, whichever is smaller (ZR-COD-013)";
+            return error.DecodeFailed;
+        }
+        const result = if (content_size <= block_max)
+            self.decodeWhole(dst, src)
         else
-            ZSTD_decompressDCtx(self.dctx, dst.ptr, dst.len, src.ptr, src.len);
+            self.decodeByBlock(dst, src, block_max);
         if (isError(result)) {
             self.last_code = result;
             return if (isAllocationError(result)) error.OutOfMemory else error.DecodeFailed;
         }
         if (result != dst.len) return error.DecodeFailed;
+    }
+
+    /// Decodes `src` in one call; returns what libzstd returns.
+    fn decodeWhole(self: *Decompressor, dst: []u8, src: []const u8) usize {
+        return if (self.ddict) |ddict|
+            ZSTD_decompress_usingDDict(self.dctx, dst.ptr, dst.len, src.ptr, src.len, ddict)
+        else
+            ZSTD_decompressDCtx(self.dctx, dst.ptr, dst.len, src.ptr, src.len);
+    }
+
+    /// Decodes `src` one frame header, block header and block at a time; returns the bytes
+    /// written or a libzstd error code. A block that writes more than `block_max` bytes ends it
+    /// with `reason` set ([ZR-COD-013]); the caller has checked that `src` is one whole frame.
+    fn decodeByBlock(self: *Decompressor, dst: []u8, src: []const u8, block_max: u64) usize {
+        const begun = if (self.ddict) |ddict| ZSTD_decompressBegin_usingDDict(self.dctx, ddict) else ZSTD_decompressBegin(self.dctx);
+        if (isError(begun)) return begun;
+        var in: usize = 0;
+        var out: usize = 0;
+        while (true) {
+            const want = ZSTD_nextSrcSizeToDecompress(self.dctx);
+            if (want == 0) return out;
+            if (want > src.len - in) return zstdError(zstd_error_src_size_wrong);
+            const wrote = ZSTD_decompressContinue(self.dctx, dst.ptr + out, dst.len - out, src.ptr + in, want);
+            if (isError(wrote)) return wrote;
+            if (wrote > block_max) {
+                self.reason = "a block of its zstd frame decodes to more than Block_Maximum_Size, " ++
+                    "the frame's window or 128 KiB, whichever is smaller (ZR-COD-013)";
+                return zstdError(zstd_error_corruption_detected);
+            }
+            in += want;
+            out += wrote;
+        }
     }
 };
 
@@ -380,6 +431,33 @@ fn windowLogMax(logical: u64) u6 {
 }
 
 /// What spec §6.2 reads from a frame header (RFC 8878 §3.1.1.1).
+/// The largest Block_Maximum_Size of any frame (RFC 8878 §3.1.1.2.4): 128 KiB.
+const block_size_max: u64 = 128 << 10;
+
+/// Whether a block of the frame whose blocks start at `blocks` (after its frame header) has a
+/// Block_Size above `block_max`: the stored size of a Raw or Compressed block, the repeat
+/// count of an RLE block ([ZR-COD-013]). Reads only block headers, each 3 bytes; a frame that
+/// ends early is left to the decoder, which refuses it.
+fn blockOverMax(blocks: []const u8, block_max: u64) bool {
+    var pos: usize = 0;
+    while (blocks.len - pos >= 3) {
+        const header = std.mem.readInt(u24, blocks[pos..][0..3], .little);
+        const size: u64 = header >> 3;
+        if (size > block_max) return true;
+        // Block_Type 1 (RLE) stores one byte for `size` repeats; 0 (Raw) and 2 (Compressed)
+        // store `size` bytes; 3 is reserved and refused by the decoder.
+        const stored: u64 = if ((header >> 1) & 3 == 1) 1 else size;
+        if (header & 1 != 0 or stored > blocks.len - pos - 3) return false;
+        pos += 3 + @as(usize, @intCast(stored));
+    }
+    return false;
+}
+
+/// The value libzstd returns for error `code` (`0 - code`).
+fn zstdError(code: usize) usize {
+    return 0 -% code;
+}
+
 pub const FrameHeader = struct {
     window_size: u64,
     content_size: ?u64,

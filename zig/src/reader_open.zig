@@ -103,7 +103,7 @@ fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
     try format.checkMagicVersion(prefix[0..prefix_len], hname, d);
     if (st.size > format.header_size_bytes_max) {
         return d.fail(error.Corrupt, "'{s}' has {d} bytes, more than the largest valid " ++
-            "header ({d} bytes) (ZR-HDR-003)", .{ hname, st.size, format.header_size_bytes_max });
+            "header ({d} bytes) (ZR-HDR-022)", .{ hname, st.size, format.header_size_bytes_max });
     }
     const bytes = alloc.alloc(u8, @intCast(st.size)) catch return d.noMemory("the header");
     errdefer alloc.free(bytes);

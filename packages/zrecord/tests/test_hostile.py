@@ -232,12 +232,12 @@ def test_record_count_larger_than_the_index_file_is_refused_before_allocating(tm
 
 
 def test_oversized_header_file_is_refused_without_reading_it(tmp_path):
-    """[ZR-HDR-003] a sparse 1 GiB header.zrh is refused on its size alone."""
+    """[ZR-HDR-022] a sparse 1 GiB header.zrh is refused on its size alone."""
     files = dense_store((2,), [np.arange(2, dtype="<i4").tobytes()]).encode()
     path = write(str(tmp_path / "s"), files)
     with open(os.path.join(path, "header.zrh"), "r+b") as f:
         f.truncate(1 << 30)
-    with pytest.raises(CorruptStoreError, match="ZR-HDR-003"):
+    with pytest.raises(CorruptStoreError, match="ZR-HDR-022"):
         Dense.open(path)
 
 
