@@ -35,7 +35,7 @@ from zrecord._dtypes import (
 )
 from zrecord._pages import release_mapped_pages
 from zrecord._paths import fspath, native_path
-from zrecord._progress import progress_bar
+from zrecord.console import progress_bar
 from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
 
 # Writers hand the native core at most this much input per call; it bounds the memory a
@@ -181,7 +181,8 @@ class DenseWriter(_Writer):
         """Append every record of `data` (shape ``(n, *item_shape)``), in order.
 
         Returns after the complete input has been written. `data` may be a memory map of any
-        size; it is consumed in bounded chunks. ``progress=True`` shows a bar (tqdm).
+        size; it is consumed in bounded chunks. ``progress=True`` shows progress on stderr
+        (:func:`zrecord.console.progress_bar`: a bar on a terminal, plain lines elsewhere).
         """
         with self._lock:
             self._check_open()
@@ -226,7 +227,8 @@ class RaggedWriter(_Writer):
         native writer in bounded chunks. Chunks of many small records are written (without
         the GIL) on a helper thread while the calling thread already collects the next, so
         iterating a Python source and writing overlap; at most two chunks are held, and the
-        helper is joined before `append` returns or raises. ``progress=True`` shows a bar.
+        helper is joined before `append` returns or raises. ``progress=True`` shows progress
+        as :meth:`DenseWriter.append` does.
         """
         with self._lock:
             self._check_open()
