@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from zrecord import __version__
-from zrecord._reader import Dense, Ragged, open_store
+from zrecord._reader import DenseReader, RaggedReader, open_store
 from zrecord._tree import (
     ALIVE,
     DIRECTORIES_MAX,
@@ -130,14 +130,14 @@ def _human(n: float) -> str:
     return f"{n:,.1f} TiB"  # pragma: no cover - loop always returns
 
 
-def _info(store: Dense | Ragged) -> dict[str, Any]:
+def _info(store: DenseReader | RaggedReader) -> dict[str, Any]:
     info = store.info()
     info["compression_ratio"] = (info["logical_bytes"] / info["stored_bytes"]
                                  if info["stored_bytes"] else None)
     return info
 
 
-def cmd_info(store: Dense | Ragged, args: argparse.Namespace) -> int:
+def cmd_info(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
     """``zrecord info``: schema, counts, codec, shards, sizes and compression ratio."""
     info = _info(store)
     if args.json:
@@ -158,11 +158,11 @@ def cmd_info(store: Dense | Ragged, args: argparse.Namespace) -> int:
     return 0
 
 
-def _decoded_bytes(store: Dense | Ragged, start: int, stop: int) -> np.ndarray:
+def _decoded_bytes(store: DenseReader | RaggedReader, start: int, stop: int) -> np.ndarray:
     """Decoded bytes of records ``[start, stop)`` as float64 (exact below 2**53, and a shape
     from a hostile header cannot overflow it); no record data is read."""
     itemsize = store.dtype.itemsize
-    if isinstance(store, Dense):
+    if isinstance(store, DenseReader):
         return np.full(stop - start, float(math.prod(store.item_shape) * itemsize))
     # shapes() gives the axes as int64; view them as the unsigned values they are.
     shapes = store.shapes(slice(start, stop)).view(np.uint64)
@@ -171,7 +171,7 @@ def _decoded_bytes(store: Dense | Ragged, start: int, stop: int) -> np.ndarray:
     return sizes
 
 
-def _verify_runs(store: Dense | Ragged, limit: int) -> Iterator[tuple[int, int, bool]]:
+def _verify_runs(store: DenseReader | RaggedReader, limit: int) -> Iterator[tuple[int, int, bool]]:
     """(start, stop, skip) runs that cover every record in order: records to verify in one
     native call (skip False), or records above `limit` that are not decoded (skip True).
 
@@ -198,7 +198,7 @@ def _verify_runs(store: Dense | Ragged, limit: int) -> Iterator[tuple[int, int, 
                     yield start, min(b, start + (1 if k == 1 else step)), False
 
 
-def _verify_store(store: Dense | Ragged, args: argparse.Namespace,
+def _verify_store(store: DenseReader | RaggedReader, args: argparse.Namespace,
                   desc: str) -> tuple[int, dict[str, Any], str]:
     """Check every record of `store`, showing progress as `desc`: (exit status, the result
     for --json, the line for people)."""
@@ -242,7 +242,7 @@ def _verify_store(store: Dense | Ragged, args: argparse.Namespace,
                                            f"checked in {seconds:.2f} s")
 
 
-def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
+def cmd_verify(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
     """``zrecord verify``: every checksum; exit status 1 naming the first corrupt record."""
     status, result, line = _verify_store(store, args, store.path)
     print(_dumps(result) if args.json else line)
@@ -418,16 +418,16 @@ class _Shown:
         return f"{title}:\n  " + text.replace("\n", "\n  ")
 
 
-def _describe(store: Dense | Ragged, i: int) -> _Shown:
+def _describe(store: DenseReader | RaggedReader, i: int) -> _Shown:
     """Record `i`'s shape and decoded size, from the index alone (no record data read)."""
-    if isinstance(store, Ragged):
+    if isinstance(store, RaggedReader):
         shape = tuple(int(d) for d in store.shapes(i)[0].view(np.uint64))
     else:
         shape = store.item_shape
     return _Shown(i, shape, store.dtype, math.prod(shape) * store.dtype.itemsize)
 
 
-def _show(store: Dense | Ragged, i: int, values: int, limit: int) -> _Shown:
+def _show(store: DenseReader | RaggedReader, i: int, values: int, limit: int) -> _Shown:
     shown = _describe(store, i)
     if shown.nbytes > limit:
         return shown
@@ -445,7 +445,7 @@ def _show(store: Dense | Ragged, i: int, values: int, limit: int) -> _Shown:
     return shown
 
 
-def cmd_head(store: Dense | Ragged, args: argparse.Namespace) -> int:
+def cmd_head(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
     """``zrecord head``: the first ``-n`` records, at most ``--values`` values of each."""
     count = min(args.n, len(store))
     limit = args.max_record_bytes
@@ -479,11 +479,11 @@ def _distribution(values: np.ndarray) -> dict[str, float]:
             "max": float(q[4]), "mean": float(values.mean())}
 
 
-def cmd_stats(store: Dense | Ragged, args: argparse.Namespace) -> int:
+def cmd_stats(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
     """``zrecord stats``: the distribution of record sizes."""
     n = len(store)
     stats: dict[str, Any] = {"path": store.path, "kind": store.info()["kind"], "records": n}
-    if isinstance(store, Ragged):
+    if isinstance(store, RaggedReader):
         shapes = store.shapes()
         sizes = shapes.prod(axis=1) * store.dtype.itemsize if n else np.zeros(0)
         stats["record_bytes"] = _distribution(sizes.astype(np.float64))
