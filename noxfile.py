@@ -528,8 +528,9 @@ def arm64(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff on everything; mypy --strict on the pure-Python code of the three packages; the
-    compiled modules' stubs checked against the built extension by mypy.stubtest.
+    """ruff on everything; mypy --strict on the pure-Python code of the three packages and on
+    the typing snippets of zrecord's public API (packages/zrecord/tests/typing); the compiled
+    modules' stubs checked against the built extension by mypy.stubtest.
 
     loaderx is type-checked without its optional frameworks' types being required (Ray is
     not installed here; torch is, as its types are what loaderx.torch is written against).
@@ -548,6 +549,10 @@ def lint(session: nox.Session) -> None:
     session.run("mypy", "--ignore-missing-imports", "--strict",
                 str(CONVERTER / "src" / "loaderx_converter"),
                 env={"MYPYPATH": f"{CONVERTER / 'src'}:{ZRECORD / 'src'}"})
+    # What users' code sees of zrecord's types: uses that must type-check, and uses each of
+    # which must be rejected with its own error (readers have no append, writers no indexing).
+    session.run("python", str(ZRECORD / "tests" / "typing" / "check_types.py"),
+                env={"MYPYPATH": str(ZRECORD / "src")})
     # From a folder outside the checkout, so the installed wheel (not src/) is imported.
     with session.chdir(session.create_tmp()):
         session.run("python", "-m", "mypy.stubtest", "loaderx._sampler", "--allowlist",

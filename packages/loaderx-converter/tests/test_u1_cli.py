@@ -188,3 +188,15 @@ def test_u1_04_help_is_plain_text_with_defaults_statuses_and_examples():
     for status in ("0 ", "1 ", "2 ", "3 ", "130 "):
         assert f"\n  {status}" in text, status
     assert "\n  loaderx-convert ylecun/mnist data/mnist\n" in text
+
+
+def test_u2_07_progress_into_a_pipe_is_a_few_plain_lines(small, tmp_path):
+    """[U2] item 7: with stderr not a terminal (a CI log, `2> log`), progress bars were tqdm's
+    redraws joined by carriage returns into one very long line. Progress there is now plain
+    lines, one per pass (check, write) of each split when the work is short."""
+    proc = _cli(str(small), str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert [line.split(" done in ")[0] for line in lines] == [
+        "train: check: 5/5 rows (100%)", "train: write: 5/5 rows (100%)"], proc.stderr

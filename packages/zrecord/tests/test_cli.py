@@ -568,11 +568,14 @@ def test_u1_05_info_on_a_folder_lists_its_stores(tmp_path):
     proc = _cli("info", str(root), "--json", "--max-depth", "2")
     shallow = _strict_json(proc.stdout)
     assert len(shallow["stores"]) == 4 and shallow["truncated"] is True
-    # `zrecord info STORE` is unchanged; the other commands point to `info` for a folder.
+    # `zrecord info STORE` is unchanged; head and stats point to `info` for a folder (verify
+    # verifies every store below it: test_u2_03_*).
     assert _cli("info", str(root / "train" / "image")).stdout.startswith(
         f"{root / 'train' / 'image'}: Dense store")
-    proc = _cli("verify", str(root))
-    assert proc.returncode == 1 and "is a folder, not a store; it holds 5 store(s)" in proc.stderr
+    for command in ("head", "stats"):
+        proc = _cli(command, str(root))
+        assert proc.returncode == 1
+        assert "is a folder, not a store; it holds 5 store(s)" in proc.stderr
 
 
 def test_u1_05_info_on_unfinished_writes_and_empty_folders(tmp_path):
@@ -631,3 +634,82 @@ def test_u1_05_the_walk_is_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(_tree, "DIRECTORIES_MAX", 2)
     found = _tree.survey(str(tmp_path), 6)
     assert found.truncated and len(found.stores) < 5
+
+
+# A progress line on a pipe (zrecord.console.progress_bar), e.g.
+# "train/image: 6/6 records (100%) done in 0.0 s, 2,513 records/s".
+_DONE_LINE = r"(?P<desc>.+): (?P<done>[0-9,]+)/(?P<total>[0-9,]+) records \(100%\) done in [0-9.,]+ s(, [0-9,]+ records/s)?"
+
+
+def test_u2_03_verify_on_a_folder_verifies_every_store(tmp_path):
+    """[U2] item 3: `zrecord verify ROOT` on a folder of stores (a converted dataset) said it
+    was a folder and exited 1, while `zrecord info ROOT` listed the stores. It now verifies
+    every store below it: one result line per store, one progress line per store on stderr,
+    a last line naming the stores that failed; --json gives one object."""
+    import re
+
+    root = tmp_path / "mnist"
+    _tree_of_stores(root)
+    names = ["extra/a/b/deep", "test/audio", "test/image", "train/audio", "train/image"]
+    proc = _cli("verify", str(root))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split(": ")[0] for line in lines[:5]] == names
+    assert all(line.split(": ")[1] == "OK" for line in lines[:5]), lines
+    assert lines[5:] == [f"{root}: 5 of 5 stores OK"]
+    # Progress to a pipe is a plain line per store, never a bar redrawn with carriage returns.
+    assert "\r" not in proc.stderr
+    progress = [re.fullmatch(_DONE_LINE, line) for line in proc.stderr.splitlines()]
+    assert all(progress) and [m["desc"] for m in progress] == names, proc.stderr
+    assert [m["done"] for m in progress] == ["3", "2", "2", "6", "6"]
+
+    listing = _strict_json(_cli("verify", str(root), "--json").stdout)
+    assert listing["kind"] == "folder" and listing["ok"] is True and listing["failed"] == []
+    assert [(s["path"], s["ok"], s["records_checked"]) for s in listing["stores"]] == [
+        (name, True, n) for name, n in zip(names, (3, 2, 2, 6, 6))]
+    shallow = _strict_json(_cli("verify", str(root), "--json", "--max-depth", "2").stdout)
+    assert len(shallow["stores"]) == 4 and shallow["truncated"] is True
+
+    # One corrupt store: the others are still checked, and the last line names it.
+    shard = max((root / "test" / "audio").glob("data-*.zrd"), key=os.path.getsize)
+    data = bytearray(shard.read_bytes())
+    data[0] ^= 1
+    shard.write_bytes(bytes(data))
+    proc = _cli("verify", str(root), "-q")
+    assert (proc.returncode, proc.stderr) == (1, "")
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("test/audio: CORRUPT: ") and shard.name in lines[1]
+    assert lines[-1] == f"{root}: 4 of 5 stores OK; FAILED: test/audio"
+    listing = _strict_json(_cli("verify", str(root), "--json").stdout)
+    assert listing["ok"] is False and listing["failed"] == ["test/audio"]
+    assert [s["ok"] for s in listing["stores"]] == [True, False, True, True, True]
+    assert listing["stores"][1]["record"] is not None
+
+
+def test_u2_03_verify_on_a_folder_exit_statuses(tmp_path):
+    """[U2] item 3: a folder whose stores could not all be checked exits 3 (as `verify STORE`
+    does), one holding something that is not a valid store exits 1, and a folder without
+    stores exits 1 and says so."""
+    root = tmp_path / "data"
+    with Dense.create(root / "small", np.int8, (4,), codec="zstd") as w:
+        w.append(np.zeros((3, 4), np.int8))
+    with Dense.create(root / "large", np.int16, (1024,), codec="zstd") as w:
+        w.append(np.zeros((2, 1024), np.int16))
+    proc = _cli("verify", str(root), "-q", "--max-record-bytes", "1K")
+    assert proc.returncode == 3
+    assert proc.stdout.splitlines()[0].startswith("large: INCOMPLETE: 0 of 2 records checked")
+    assert proc.stdout.splitlines()[-1] == f"{root}: 1 of 2 stores OK; FAILED: large"
+    listing = _strict_json(_cli("verify", str(root), "--json", "--max-record-bytes", "1K").stdout)
+    assert listing["ok"] is None and listing["failed"] == ["large"]
+
+    (root / "broken").mkdir()
+    (root / "broken" / "index.zri").write_bytes(b"")
+    proc = _cli("verify", str(root), "-q")
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[-1] == f"{root}: 2 of 2 stores OK; FAILED: broken"
+    assert "broken: has index.zri but no header.zrh" in proc.stdout
+
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    proc = _cli("verify", str(tmp_path / "empty"))
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert "is neither a store nor a folder holding stores" in proc.stderr

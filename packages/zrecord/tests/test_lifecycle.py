@@ -334,14 +334,87 @@ def test_reprs_show_schema_count_and_size(store_path):
 
 
 def test_appends_show_progress_when_asked(store_path, capsys):
-    """[U1]: progress=True shows a bar (on stderr) for Dense and Ragged appends."""
-    pytest.importorskip("tqdm")
+    """[U1]: progress=True shows progress (on stderr) for Dense and Ragged appends; [U2] item
+    7: where stderr is not a terminal (here pytest's capture), as plain lines, not as tqdm
+    bars joined by carriage returns into one long line."""
+    import re
+
     with Dense.create(store_path, np.int16, (2,), codec="raw") as w:
         w.append(np.zeros((10, 2), np.int16), progress=True)
     with Ragged.create(store_path + "r", np.int16, 1, codec="raw") as rw:
         rw.append((np.zeros(3, np.int16) for _ in range(7)), progress=True)
         rw.append([np.zeros(1, np.int16)] * 4)
     err = capsys.readouterr().err
-    assert "10.0/10.0" in err and "7.00records" in err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert re.fullmatch(re.escape(store_path) + r": 10/10 records \(100%\) done in [0-9.]+ s.*",
+                        lines[0])
+    # A generator's length is not known: a count without a share.
+    assert re.fullmatch(re.escape(store_path + "r") + r": 7 records done in [0-9.]+ s.*", lines[1])
     with Ragged.open(store_path + "r") as rs:
         assert len(rs) == 11
+
+
+def test_u2_07_progress_lines_come_at_intervals_and_not_after_an_error(capsys, monkeypatch):
+    """[U2] item 7: away from a terminal, progress is one line per interval while work goes
+    on and one when it is done; work ended by an exception (Ctrl-C included) adds no line."""
+    from zrecord import console
+
+    with console.progress_bar(True, 30, "job", "rows") as advance:
+        for _ in range(3):
+            advance(10)
+    assert capsys.readouterr().err.count("\n") == 1  # the interval (15 s) never passed
+    monkeypatch.setattr(console, "PROGRESS_LINES_INTERVAL_S", 0.0)
+    with pytest.raises(KeyboardInterrupt):
+        with console.progress_bar(True, 30, "job", "rows") as advance:
+            for _ in range(3):
+                advance(10)
+            raise KeyboardInterrupt
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" after ")[0] for line in lines] == [
+        "job: 10/30 rows (33%)", "job: 20/30 rows (67%)", "job: 30/30 rows (100%)"]
+    with console.progress_bar(False, 30, "job") as advance:
+        advance(30)
+    assert capsys.readouterr().err == ""
+
+
+def test_u2_07_progress_on_a_terminal_is_a_bar(tmp_path):
+    """[U2] item 7: on a terminal (here a pseudo-terminal) progress is still tqdm's bar,
+    redrawn in place."""
+    import fcntl
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    pytest.importorskip("tqdm")
+    script = ("import sys, numpy as np\n"
+              "from zrecord import Dense\n"
+              "assert sys.stderr.isatty()\n"
+              "with Dense.create(sys.argv[1], np.int8, (), codec='raw') as w:\n"
+              "    w.append(np.zeros(5, np.int8), progress=True)\n")
+    parent, child = pty.openpty()
+    # A new pseudo-terminal is 0 columns wide, where tqdm draws nothing: make it 80 wide.
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "s")],
+                              stderr=child, stdout=subprocess.PIPE, timeout=60)
+        os.close(child)
+        child = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(parent, 4096)
+            except OSError:  # EIO: the terminal's other side is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if child >= 0:
+            os.close(child)
+        os.close(parent)
+    assert proc.returncode == 0
+    assert b"\r" in shown and b"100%|" in shown and b"5.00/5" in shown, shown

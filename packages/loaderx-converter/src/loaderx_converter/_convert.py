@@ -23,7 +23,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from loaderx_converter._options import ColumnOptions, Requested
 from loaderx_converter._paths import PROVENANCE_FILE, check_names, check_root
 from loaderx_converter._spelling import PYTHON, Spelling
 from loaderx_converter.errors import OptionError, UnsafePathError
+from zrecord.console import progress_bar
 
 BATCH_BYTES_TARGET = 32 << 20  # decoded bytes per batch and column that we aim not to exceed
 BATCH_ROWS_MAX = 4096
@@ -116,13 +117,6 @@ def _batches(ds: Any, cuts: list[int]) -> Iterator[tuple[int, pa.Table]]:
 def _column(table: pa.Table, name: str) -> pa.Array:
     col = table.column(name)
     return col.chunk(0) if col.num_chunks == 1 else pa.concat_arrays(col.chunks)
-
-
-def _progress(enabled: bool, total: int, desc: str) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="rows", unit_scale=True, disable=not enabled,
-                dynamic_ncols=True)
 
 
 def _versions() -> dict[str, str]:
@@ -233,19 +227,20 @@ class _Job:
 
     def run(self) -> dict[str, Any]:
         for split, ds in self.splits.items():
-            with _progress(self.progress, ds.num_rows, f"{split}: check") as bar:
+            with progress_bar(self.progress, ds.num_rows, f"{split}: check", "rows") as advance:
                 for row0, table in _batches(ds, self.cuts(split, decoded=False)):
                     for c in self.chosen[split]:
                         self.readers[split][c].scan(_column(table, c), row0)
-                    bar.update(table.num_rows)
+                    advance(table.num_rows)
             self.plans[split] = {c: self.readers[split][c].plan() for c in self.chosen[split]}
         self._format_columns()
         for column, o in self.opts.items():
             if o.train:
                 split = self._first_split_with(column)
-                with _progress(self.progress, self.splits[split].num_rows,
-                               f"{column}: train dictionary") as bar:
-                    _options.train(o, self._records(split, column, bar), split, column, self.spell)
+                with progress_bar(self.progress, self.splits[split].num_rows,
+                                  f"{column}: train dictionary", "rows") as advance:
+                    _options.train(o, self._records(split, column, advance), split, column,
+                                   self.spell)
 
         with zrecord.staged_directory(self.root) as staged:
             tmp = Path(staged)
@@ -296,13 +291,14 @@ class _Job:
                                     if column in cols})
             self.formats[column] = sorted(names)
 
-    def _records(self, split: str, column: str, bar: Any) -> Iterator[np.ndarray]:
+    def _records(self, split: str, column: str,
+                 advance: Callable[[int], object]) -> Iterator[np.ndarray]:
         """Every record of a column, in order (for training its dictionary)."""
         reader = self.readers[split][column]
         plan = self.plans[split][column]
         for row0, table in _batches(self.splits[split], self.cuts(split)):
             yield from reader.extract(_column(table, column), plan, row0)
-            bar.update(table.num_rows)
+            advance(table.num_rows)
 
     def _choose_codecs(self, scratch: Path) -> None:
         """Measure the default codec against raw for small columns and for encoded files."""
@@ -363,14 +359,14 @@ class _Job:
                 writers[c] = cls.create(folder / c, plan.dtype, shape, codec=self.opts[c].codec,
                                         data_shards=self.data_shards,
                                         dict_bytes=self.opts[c].dict_bytes)
-            with _progress(self.progress, ds.num_rows, f"{split}: write") as bar:
+            with progress_bar(self.progress, ds.num_rows, f"{split}: write", "rows") as advance:
                 for row0, table in _batches(ds, self.cuts(split)):
                     batch = {c: readers[c].extract(_column(table, c), plan=plans[c], row0=row0)
                              for c in cols}
                     if pending is not None:
                         pending.result()
                     pending = appender.submit(_append, writers, batch)
-                    bar.update(table.num_rows)
+                    advance(table.num_rows)
                 if pending is not None:
                     pending.result()
                     pending = None

@@ -256,7 +256,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-shards", type=int, default=4, metavar="N",
                         help="data files per store, 1 to 255: the write parallelism of each "
                              "store")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress on stderr (else a bar on a terminal, and plain lines "
+                             "elsewhere)")
     return parser
 
 

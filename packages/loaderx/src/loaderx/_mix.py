@@ -47,6 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from loaderx._sampler_api import TOPOLOGY, U64_MAX, Sampler, _check_topology, reshard_state
+from loaderx.dataloader import _type_name
 
 # The longest schedule period (table entries). Weights whose exact period is longer are
 # rounded to multiples of 1/PERIOD_MAX.
@@ -188,13 +189,13 @@ class _Concat:
         """For the DataLoader's repr: the first source's schema, and how many sources."""
         first = self.parts[0]
         if isinstance(first, _FixedShapeStream):
-            schema = f"{type(first).__name__} {first.dtype} {tuple(first.item_shape)}"
+            schema = f"{_type_name(first)} {first.dtype} {tuple(first.item_shape)}"
         elif isinstance(first, _VariableShapeStream):
-            schema = f"{type(first).__name__} {first.dtype} ndim={first.ndim}"
+            schema = f"{_type_name(first)} {first.dtype} ndim={first.ndim}"
         elif isinstance(first, np.ndarray):
             schema = f"ndarray {first.dtype} {tuple(first.shape[1:])}"
         else:
-            schema = type(first).__name__
+            schema = _type_name(first)
         return f"{schema} mixed from {len(self.parts)} sources"
 
     def __getitem__(self, idx: Any) -> Any:

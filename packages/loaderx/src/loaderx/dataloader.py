@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+import zrecord
 from loaderx._sampler_api import reshard_state
 
 STATE_VERSION = 1
@@ -226,10 +227,19 @@ def _describe_stream(stream: Any) -> str:
         return f"ndarray {stream.dtype} {tuple(stream.shape[1:])}"
     item_shape = getattr(stream, "item_shape", None)
     if dtype is not None and item_shape is not None:
-        return f"{type(stream).__name__} {dtype} {tuple(item_shape)}"
+        return f"{_type_name(stream)} {dtype} {tuple(item_shape)}"
     ndim = getattr(stream, "ndim", None)
     if dtype is not None and ndim is not None:
-        return f"{type(stream).__name__} {dtype} ndim={ndim}"
+        return f"{_type_name(stream)} {dtype} ndim={ndim}"
+    return _type_name(stream)
+
+
+def _type_name(stream: Any) -> str:
+    """The name reprs and messages give a stream's type: a zrecord store's kind (``Dense``,
+    ``Ragged``: an opened store's own type is ``DenseReader``, say), else its type's name."""
+    for kind in (zrecord.Dense, zrecord.Ragged):
+        if isinstance(stream, kind):
+            return kind.__name__
     return type(stream).__name__
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from zrecord import Dense, Ragged, open_store
+from zrecord import Dense, DenseReader, Ragged, RaggedReader, open_store
 
 try:
     import pyarrow as pa
@@ -119,7 +119,7 @@ def _ragged_arrow(records: list[np.ndarray], dtype: np.dtype[Any], ndim: int,
 def _describe(name: Any, value: Any) -> _Column:
     if not isinstance(name, str):
         raise TypeError(f"column names must be str; got {name!r}")
-    if isinstance(value, (Dense, Ragged)):
+    if isinstance(value, (DenseReader, RaggedReader)):  # a writer cannot be read
         store, owned = value, False
     elif isinstance(value, (str, os.PathLike)):
         store, owned = open_store(value), True

@@ -4,12 +4,17 @@ A store is an ordered sequence of NumPy records written once by an append-only w
 published atomically by ``close()``. :class:`Dense` stores one fixed-shape array per record,
 :class:`Ragged` one variable-shape array (fixed dtype and rank) per record. The logical ID of a
 record is its append position. The on-disk format is specified in ``spec/format-v1.md``.
+
+``Dense.open`` returns a :class:`DenseReader` and ``Dense.create`` a :class:`DenseWriter`
+(likewise for Ragged): distinct types, so a type checker rejects appending to a reader or
+indexing a writer; both are instances of their kind (``isinstance(x, Dense)``).
 """
 
 from zrecord._dict import train_dict
 from zrecord._dtypes import check_store_options
+from zrecord._kinds import Dense, Ragged
 from zrecord._paths import enclosing_store
-from zrecord._reader import Dense, Ragged, open_store
+from zrecord._reader import DenseReader, RaggedReader, open_store
 from zrecord._staging import staged_directory
 from zrecord._writer import DenseWriter, RaggedWriter
 from zrecord.errors import (
@@ -44,10 +49,12 @@ __all__ = [
     "ClosedError",
     "CorruptStoreError",
     "Dense",
+    "DenseReader",
     "DenseWriter",
     "FormatError",
     "ImmutableStoreError",
     "Ragged",
+    "RaggedReader",
     "RaggedWriter",
     "StoreExistsError",
     "StoreIndexError",

@@ -1,4 +1,5 @@
-"""Read-only Dense and Ragged stores.
+"""Read-only Dense and Ragged stores: DenseReader and RaggedReader (``Dense.open``,
+``Ragged.open``, ``open_store``).
 
 Invariants of this module:
 - Readers are safe to use from many threads. ``close()`` waits for native calls in flight; any
@@ -16,18 +17,18 @@ Invariants of this module:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import numpy as np
 
 from zrecord import _native
 from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_info, numpy_can_hold
 from zrecord._index import index_error, normalise
+from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
 from zrecord._progress import human_bytes
-from zrecord._writer import DenseWriter, RaggedWriter
 from zrecord.errors import (
     ClosedError,
     KindMismatchError,
@@ -43,8 +44,24 @@ CACHE_MODES = {"auto": 0, "bypass": 1}
 _ITER_BLOCK_BYTES = 4 << 20
 _ITER_BLOCK_RECORDS = 4096
 
+# The keys that select one record, and those that select a batch (``_index.normalise``).
+Position = int | np.integer[Any]
+Positions = slice | Sequence[Position] | np.ndarray
 
-class _Store:
+
+class _Records(Protocol):
+    """What a read of a batch returns: one stacked array (Dense) or a list of arrays (Ragged);
+    either way a sequence of records."""
+
+    def __getitem__(self, i: int, /) -> np.ndarray: ...
+
+    def __iter__(self) -> Iterator[np.ndarray]: ...
+
+
+_Batch = TypeVar("_Batch", bound=_Records)
+
+
+class _Store(_Kind, Generic[_Batch]):
     """Shared machinery of Dense and Ragged readers."""
 
     _kind: int
@@ -151,9 +168,6 @@ class _Store:
             self._handle.close()
             self._pool.close()
 
-    def __enter__(self) -> Any:
-        return self
-
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.close()
 
@@ -164,11 +178,15 @@ class _Store:
         if self._closed:
             raise ClosedError(f"the {self._kind_name} store {self.path!r} is closed")
 
-    def append(self, *args: Any, **kwargs: Any) -> None:
-        """Always raises ModeError: a published store is immutable; write a new store instead."""
-        raise ModeError(f"an opened {self._kind_name} store is read-only: {self.path!r} was "
-                        f"published and is immutable; write a new store with "
-                        f"{self._kind_name}.create")
+    if not TYPE_CHECKING:
+        # A reader has no append for type checkers (they reject the call before it runs);
+        # at run time a call says why it cannot be.
+        def append(self, *args: Any, **kwargs: Any) -> None:
+            """Always raises ModeError: a published store is immutable; write a new store
+            instead."""
+            raise ModeError(f"an opened {self._kind_name} store is read-only: {self.path!r} "
+                            f"was published and is immutable; write a new store with "
+                            f"{self._kind_name}.create")
 
     def verify(self, start: int = 0, stop: int | None = None) -> None:
         """Check every stored byte of records ``[start, stop)`` against its checksum."""
@@ -178,14 +196,20 @@ class _Store:
             raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{self._len}")
         self._handle.verify(start, stop - start)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[np.ndarray]:
         self._check_open()
         block = self._iter_block_records()
         for start in range(0, self._len, block):
             batch = self._gather(np.arange(start, min(start + block, self._len), dtype=np.uint64))
             yield from batch
 
-    def __getitem__(self, key: Any) -> Any:
+    @overload
+    def __getitem__(self, key: Position) -> np.ndarray: ...
+
+    @overload
+    def __getitem__(self, key: Positions) -> _Batch: ...
+
+    def __getitem__(self, key: Position | Positions) -> np.ndarray | _Batch:
         self._check_open()
         idx = normalise(key, self._len, self.path)
         if isinstance(idx, int):
@@ -195,7 +219,7 @@ class _Store:
         except StoreIndexError:
             raise index_error(idx, key, self._len, self.path) from None
 
-    def prefetch(self, key: Any) -> None:
+    def prefetch(self, key: Position | Positions) -> None:
         """Start reading the records ``store[key]`` would return from disk into the page cache,
         and return without waiting for them.
 
@@ -222,7 +246,7 @@ class _Store:
     def _iter_block_records(self) -> int:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
 
-    def _gather(self, idx: np.ndarray) -> Any:
+    def _gather(self, idx: np.ndarray) -> _Batch:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
 
     def __repr__(self) -> str:
@@ -230,20 +254,21 @@ class _Store:
         schema, the record count and the bytes on disk."""
         state = "closed" if self._closed else (f"{self._len:,} records, "
                                                f"{human_bytes(self.stored_bytes)}")
-        return f"<{type(self).__name__} {self.path!r} {self.dtype} {self._shape_text()} " \
+        return f"<{self._kind_name} {self.path!r} {self.dtype} {self._shape_text()} " \
                f"{self.codec}, {state}>"
 
     def _shape_text(self) -> str:
         return f"ndim={self.ndim}"
 
 
-class Dense(_Store):
-    """A published Dense store: one fixed-shape array per record.
+class DenseReader(_Store[np.ndarray], Dense):
+    """A published Dense store opened for reading (:meth:`Dense.open`): one fixed-shape array
+    per record.
 
-    Create one with :meth:`Dense.create` (an append-only :class:`DenseWriter`), read one with
-    :meth:`Dense.open`. ``store[i]`` is record ``i`` (shape ``item_shape``); ``store[[i, j]]``,
-    ``store[i, j]``, ``store[a:b]`` and integer arrays return a stacked ``(n, *item_shape)``
-    array in the requested order.
+    ``store[i]`` is record ``i`` (shape ``item_shape``); ``store[[i, j]]``, ``store[i, j]``,
+    ``store[a:b]`` and integer arrays return a stacked ``(n, *item_shape)`` array in the
+    requested order. It is an instance of :class:`Dense`, as a writer is; it has no
+    ``append``.
     """
 
     _kind = KIND_DENSE
@@ -264,33 +289,6 @@ class Dense(_Store):
                              "which cannot be a NumPy shape (its non-zero axes times the "
                              f"itemsize {self.dtype.itemsize} exceed {np.iinfo(np.intp).max})")
 
-    @classmethod
-    def create(cls, path: Any, dtype: Any, item_shape: Any, *, codec: Any, data_shards: int = 4,
-               dict_bytes: bytes | None = None, sync: bool = True) -> DenseWriter:
-        """Start a new Dense store at `path` (which must not exist).
-
-        `dtype` and `item_shape` are the schema and are never inferred. `codec` is required:
-        ``"raw"``, ``"zstd"`` or ``"zstd_dict"`` (with `dict_bytes`). `data_shards` (1..255)
-        sets write parallelism. `sync=False` skips flushing to stable storage before
-        publishing (the store is still published atomically). Nothing appears at `path` until
-        the writer's ``close()``.
-        """
-        return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync)
-
-    @classmethod
-    def open(cls, path: Any, *, cache: str = "auto") -> Dense:
-        """Open the published Dense store at `path` for reading.
-
-        `cache` says how records reach memory. ``"auto"`` (the default) reads through the
-        page cache, so that later epochs of a dataset that fits in RAM read from memory;
-        batches found cold are read from disk many records at a time. ``"bypass"`` reads
-        records of 32 KiB or more (and every record of a store whose records average that)
-        with O_DIRECT, around the page cache: for datasets larger than RAM, whose pages would
-        only push other data out. It fails with an OSError where the file system refuses
-        O_DIRECT. See "Cold data and datasets larger than RAM" in the zrecord guide.
-        """
-        return cls(path, cache=cache)
-
     def _iter_block_records(self) -> int:
         return max(1, min(_ITER_BLOCK_RECORDS, _ITER_BLOCK_BYTES // max(1, self._record_size)))
 
@@ -310,37 +308,23 @@ class Dense(_Store):
         return out
 
 
-class Ragged(_Store):
-    """A published Ragged store: arrays of one dtype and rank whose shapes vary per record.
+class RaggedReader(_Store[list[np.ndarray]], Ragged):
+    """A published Ragged store opened for reading (:meth:`Ragged.open`): arrays of one dtype
+    and rank whose shapes vary per record.
 
     ``store[i]`` is record ``i`` with its exact shape; any collection of indices returns a list
-    of arrays in the requested order. Nothing is ever padded.
+    of arrays in the requested order. Nothing is ever padded. It is an instance of
+    :class:`Ragged`, as a writer is; it has no ``append``.
     """
 
     _kind = KIND_RAGGED
     _kind_name = "Ragged"
 
-    @classmethod
-    def create(cls, path: Any, dtype: Any, ndim: Any, *, codec: Any, data_shards: int = 4,
-               dict_bytes: bytes | None = None, sync: bool = True) -> RaggedWriter:
-        """Start a new Ragged store at `path` (which must not exist).
-
-        `dtype` and `ndim` (1..32) are the schema; every axis of every record may vary, zero
-        included. Other arguments as in :meth:`Dense.create`.
-        """
-        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync)
-
-    @classmethod
-    def open(cls, path: Any, *, cache: str = "auto") -> Ragged:
-        """Open the published Ragged store at `path` for reading; `cache` as in
-        :meth:`Dense.open`."""
-        return cls(path, cache=cache)
-
     def _iter_block_records(self) -> int:
         mean = self.nbytes / self._len if self._len else 1
         return max(1, min(_ITER_BLOCK_RECORDS, int(_ITER_BLOCK_BYTES // max(1.0, mean))))
 
-    def shapes(self, key: Any = slice(None)) -> np.ndarray:
+    def shapes(self, key: Position | Positions = slice(None)) -> np.ndarray:
         """The shapes of the selected records, as an ``(n, ndim)`` int64 array (no data read)."""
         self._check_open()
         idx = normalise(key, self._len, self.path)
@@ -385,12 +369,13 @@ class Ragged(_Store):
                 for s, e, shp in zip(starts.tolist(), ends.tolist(), shape_list)]
 
 
-def open_store(path: Any, *, cache: str = "auto") -> Dense | Ragged:
+def open_store(path: Any, *, cache: str = "auto") -> DenseReader | RaggedReader:
     """Open the published store at `path`, whichever kind it is; `cache` as in
     :meth:`Dense.open`."""
     text = fspath(path)
     handle = _native.Reader(native_path(text), _cache_flags(cache))
-    cls = Dense if handle.info()["kind"] == KIND_DENSE else Ragged
+    cls: type[DenseReader | RaggedReader] = (DenseReader if handle.info()["kind"] == KIND_DENSE
+                                             else RaggedReader)
     return cls(text, cache=cache, _handle=handle)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,9 +33,10 @@ from zrecord._dtypes import (
     item_shape_tuple,
     ndim_value,
 )
+from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._pages import release_mapped_pages
 from zrecord._paths import fspath, native_path
-from zrecord._progress import progress_bar
+from zrecord.console import progress_bar
 from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
 
 # Writers hand the native core at most this much input per call; it bounds the memory a
@@ -50,7 +51,7 @@ _RAGGED_CHUNK_BYTES = _CHUNK_BYTES
 _RAGGED_CHUNK_RECORDS = 8192
 
 
-class _Writer:
+class _Writer(_Kind):
     """Shared machinery of DenseWriter and RaggedWriter (one native handle, one lock)."""
 
     _kind: int
@@ -125,9 +126,6 @@ class _Writer:
         with self._lock:
             self._handle.abort()
 
-    def __enter__(self) -> Any:
-        return self
-
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
             self.close()
@@ -139,13 +137,16 @@ class _Writer:
 
     # -- misuse ----------------------------------------------------------------------------
 
-    def __getitem__(self, key: Any) -> Any:
-        raise ModeError(f"a {self._kind_name} writer cannot be read; close() it to publish "
-                        f"{self.path!r}, then {self._kind_name}.open(path) to read")
+    if not TYPE_CHECKING:
+        # A writer cannot be read: type checkers reject indexing and iterating it before
+        # they run; at run time they say what to do instead.
+        def __getitem__(self, key: Any) -> Any:
+            raise ModeError(f"a {self._kind_name} writer cannot be read; close() it to "
+                            f"publish {self.path!r}, then {self._kind_name}.open(path) to read")
 
-    def __iter__(self) -> Iterator[Any]:
-        raise ModeError(f"a {self._kind_name} writer cannot be iterated; close() it to publish "
-                        f"{self.path!r}, then {self._kind_name}.open(path) to read")
+        def __iter__(self) -> Iterator[Any]:
+            raise ModeError(f"a {self._kind_name} writer cannot be iterated; close() it to "
+                            f"publish {self.path!r}, then {self._kind_name}.open(path) to read")
 
     def _check_array(self, value: Any, what: str) -> np.ndarray:
         if not isinstance(value, np.ndarray):
@@ -164,8 +165,9 @@ class _Writer:
         return f"<{type(self).__name__} {self.path!r} {self.dtype} {shape} {self.codec}, {state}>"
 
 
-class DenseWriter(_Writer):
-    """Append-only builder of a Dense store; returned by :meth:`Dense.create`."""
+class DenseWriter(_Writer, Dense):
+    """Append-only builder of a Dense store; returned by :meth:`Dense.create`. It is an
+    instance of :class:`Dense`, as a reader is; it cannot be indexed or iterated."""
 
     _kind = KIND_DENSE
     _kind_name = "Dense"
@@ -181,7 +183,8 @@ class DenseWriter(_Writer):
         """Append every record of `data` (shape ``(n, *item_shape)``), in order.
 
         Returns after the complete input has been written. `data` may be a memory map of any
-        size; it is consumed in bounded chunks. ``progress=True`` shows a bar (tqdm).
+        size; it is consumed in bounded chunks. ``progress=True`` shows progress on stderr
+        (:func:`zrecord.console.progress_bar`: a bar on a terminal, plain lines elsewhere).
         """
         with self._lock:
             self._check_open()
@@ -209,8 +212,9 @@ class DenseWriter(_Writer):
                 release_mapped_pages(chunk)
 
 
-class RaggedWriter(_Writer):
-    """Append-only builder of a Ragged store; returned by :meth:`Ragged.create`."""
+class RaggedWriter(_Writer, Ragged):
+    """Append-only builder of a Ragged store; returned by :meth:`Ragged.create`. It is an
+    instance of :class:`Ragged`, as a reader is; it cannot be indexed or iterated."""
 
     _kind = KIND_RAGGED
     _kind_name = "Ragged"
@@ -226,7 +230,8 @@ class RaggedWriter(_Writer):
         native writer in bounded chunks. Chunks of many small records are written (without
         the GIL) on a helper thread while the calling thread already collects the next, so
         iterating a Python source and writing overlap; at most two chunks are held, and the
-        helper is joined before `append` returns or raises. ``progress=True`` shows a bar.
+        helper is joined before `append` returns or raises. ``progress=True`` shows progress
+        as :meth:`DenseWriter.append` does.
         """
         with self._lock:
             self._check_open()

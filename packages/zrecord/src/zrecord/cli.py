@@ -3,7 +3,8 @@
   zrecord info PATH          schema, counts, codec, shards, sizes, compression ratio; for a
                              folder, a table of the stores below it
   zrecord verify PATH        check every record's checksum (and that compressed records
-                             decode); exit 1 naming the first corrupt record
+                             decode); exit 1 naming the first corrupt record; for a folder,
+                             every store below it, naming the stores that failed
   zrecord head PATH [-n N]   the first N records, summarised
   zrecord stats PATH         distribution of record sizes (and of shapes, for Ragged)
 
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from zrecord import __version__
-from zrecord._reader import Dense, Ragged, open_store
+from zrecord._reader import DenseReader, RaggedReader, open_store
 from zrecord._tree import (
     ALIVE,
     DIRECTORIES_MAX,
@@ -61,9 +62,11 @@ from zrecord.console import (
     EXIT_OK,
     EXIT_RUNTIME,
     EXIT_USAGE,
+    PROGRESS_LINES_INTERVAL_S,
     HelpFormatter,
     epilog,
     paragraph,
+    progress_bar,
     run_tool,
     say,
 )
@@ -127,14 +130,14 @@ def _human(n: float) -> str:
     return f"{n:,.1f} TiB"  # pragma: no cover - loop always returns
 
 
-def _info(store: Dense | Ragged) -> dict[str, Any]:
+def _info(store: DenseReader | RaggedReader) -> dict[str, Any]:
     info = store.info()
     info["compression_ratio"] = (info["logical_bytes"] / info["stored_bytes"]
                                  if info["stored_bytes"] else None)
     return info
 
 
-def cmd_info(store: Dense | Ragged, args: argparse.Namespace) -> int:
+def cmd_info(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
     """``zrecord info``: schema, counts, codec, shards, sizes and compression ratio."""
     info = _info(store)
     if args.json:
@@ -155,20 +158,11 @@ def cmd_info(store: Dense | Ragged, args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(done: int, total: int, started: float, nbytes: int) -> None:
-    width = 30
-    filled = width * done // max(1, total)
-    rate = nbytes / max(1e-9, time.perf_counter() - started)
-    sys.stderr.write(f"\rverifying [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} "
-                     f"records, {_human(rate)}/s")
-    sys.stderr.flush()
-
-
-def _decoded_bytes(store: Dense | Ragged, start: int, stop: int) -> np.ndarray:
+def _decoded_bytes(store: DenseReader | RaggedReader, start: int, stop: int) -> np.ndarray:
     """Decoded bytes of records ``[start, stop)`` as float64 (exact below 2**53, and a shape
     from a hostile header cannot overflow it); no record data is read."""
     itemsize = store.dtype.itemsize
-    if isinstance(store, Dense):
+    if isinstance(store, DenseReader):
         return np.full(stop - start, float(math.prod(store.item_shape) * itemsize))
     # shapes() gives the axes as int64; view them as the unsigned values they are.
     shapes = store.shapes(slice(start, stop)).view(np.uint64)
@@ -177,7 +171,7 @@ def _decoded_bytes(store: Dense | Ragged, start: int, stop: int) -> np.ndarray:
     return sizes
 
 
-def _verify_runs(store: Dense | Ragged, limit: int) -> Iterator[tuple[int, int, bool]]:
+def _verify_runs(store: DenseReader | RaggedReader, limit: int) -> Iterator[tuple[int, int, bool]]:
     """(start, stop, skip) runs that cover every record in order: records to verify in one
     native call (skip False), or records above `limit` that are not decoded (skip True).
 
@@ -204,39 +198,32 @@ def _verify_runs(store: Dense | Ragged, limit: int) -> Iterator[tuple[int, int, 
                     yield start, min(b, start + (1 if k == 1 else step)), False
 
 
-def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
-    """``zrecord verify``: every checksum; exit status 1 naming the first corrupt record."""
+def _verify_store(store: DenseReader | RaggedReader, args: argparse.Namespace,
+                  desc: str) -> tuple[int, dict[str, Any], str]:
+    """Check every record of `store`, showing progress as `desc`: (exit status, the result
+    for --json, the line for people)."""
     n = len(store)
-    mean = store.stored_bytes / n if n else 1
     limit = args.max_record_bytes
     started = time.perf_counter()
-    show = not args.json and not args.quiet and sys.stderr.isatty()
     checked = skipped = 0
     first_skipped: int | None = None
-    corrupt: ZrecordError | None = None
     try:
-        for start, stop, skip in _verify_runs(store, limit):
-            if skip:
-                skipped += stop - start
-                first_skipped = start if first_skipped is None else first_skipped
-            else:
-                store.verify(start, stop)
-                checked += stop - start
-            if show:
-                _progress(stop, n, started, int(stop * mean))
+        # A corrupt record ends the bar by the exception, so no "done" line follows it.
+        with progress_bar(not args.json and not args.quiet, n, desc) as advance:
+            for start, stop, skip in _verify_runs(store, limit):
+                if skip:
+                    skipped += stop - start
+                    first_skipped = start if first_skipped is None else first_skipped
+                else:
+                    store.verify(start, stop)
+                    checked += stop - start
+                advance(stop - start)
     except ZrecordError as exc:
         if isinstance(exc, (MemoryError, StoreOSError)):
             raise  # the store could not be checked; nothing says it is corrupt
-        corrupt = exc
-    finally:
-        if show:
-            sys.stderr.write("\n")  # whatever comes next (Ctrl-C's line too) starts a line
-    if corrupt is not None:
-        result = {"path": store.path, "ok": False, "records_checked": checked,
-                  "records_skipped": skipped, "record": corrupt.record, "shard": corrupt.shard,
-                  "error": str(corrupt)}
-        print(_dumps(result) if args.json else f"CORRUPT: {corrupt}")
-        return EXIT_INVALID
+        return EXIT_INVALID, {"path": store.path, "ok": False, "records_checked": checked,
+                              "records_skipped": skipped, "record": exc.record,
+                              "shard": exc.shard, "error": str(exc)}, f"CORRUPT: {exc}"
     seconds = time.perf_counter() - started
     if skipped:
         assert first_skipped is not None
@@ -246,19 +233,75 @@ def cmd_verify(store: Dense | Ragged, args: argparse.Namespace) -> int:
                    f"checked (the first: record {first_skipped}, {size}). verify decodes a "
                    "compressed record whole: raise --max-record-bytes to check them, with "
                    "that much memory free")
-        if args.json:
-            print(_dumps({"path": store.path, "ok": None, "records_checked": checked,
-                          "records_skipped": skipped, "first_skipped": first_skipped,
-                          "max_record_bytes": limit, "seconds": seconds, "error": message}))
-        else:
-            print(f"INCOMPLETE: {message}")
-        return EXIT_RUNTIME
+        return EXIT_RUNTIME, {"path": store.path, "ok": None, "records_checked": checked,
+                              "records_skipped": skipped, "first_skipped": first_skipped,
+                              "max_record_bytes": limit, "seconds": seconds,
+                              "error": message}, f"INCOMPLETE: {message}"
+    return EXIT_OK, {"path": store.path, "ok": True, "records_checked": n, "records_skipped": 0,
+                     "seconds": seconds}, (f"OK: {n:,} records, {_human(store.stored_bytes)} "
+                                           f"checked in {seconds:.2f} s")
+
+
+def cmd_verify(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
+    """``zrecord verify``: every checksum; exit status 1 naming the first corrupt record."""
+    status, result, line = _verify_store(store, args, store.path)
+    print(_dumps(result) if args.json else line)
+    return status
+
+
+def _verify_one_of(args: argparse.Namespace, root: str,
+                   rel: str) -> tuple[int, dict[str, Any], str]:
+    """Verify the store at `rel` below folder `root`; a store that does not open, or that
+    the system fails to read, is a result too, so that the other stores are still checked."""
+    try:
+        with open_store(os.path.join(root, rel)) as store:
+            status, result, line = _verify_store(store, args, rel)
+    except BrokenPipeError:
+        raise  # the reader went away: run_tool ends the command quietly
+    except (ZrecordError, OSError, MemoryError) as exc:
+        status = _status_of(exc)
+        what = "ERROR" if status == EXIT_RUNTIME else "NOT A VALID STORE"
+        result, line = {"ok": None if status == EXIT_RUNTIME else False,
+                        "error": str(exc)}, f"{what}: {exc}"
+    return status, {**result, "path": rel}, f"{rel}: {line}"
+
+
+def _verify_folder(args: argparse.Namespace, path: str, found: Survey) -> int:
+    """``zrecord verify FOLDER``: verify every store below the folder, one after the other.
+    Exit 1 when a store is corrupt or not a valid store, else 3 when one could not be
+    checked whole, else 0; the last line names the stores that failed."""
+    started = time.perf_counter()
+    results: list[dict[str, Any]] = []
+    failed: list[str] = []
+    statuses = set()
+    for entry in found.stores:
+        status, result, line = _verify_one_of(args, path, entry["path"])
+        results.append(result)
+        if status != EXIT_OK:
+            failed.append(entry["path"])
+        statuses.add(status)
+        if not args.json:
+            print(line, flush=True)  # each store as it is done, in step with the progress
+    for problem in found.problems:
+        failed.append(problem["path"])
+        statuses.add(problem["status"])
+    status = (EXIT_INVALID if EXIT_INVALID in statuses or not found.stores
+              else EXIT_RUNTIME if EXIT_RUNTIME in statuses else EXIT_OK)
     if args.json:
-        print(_dumps({"path": store.path, "ok": True, "records_checked": n,
-                      "records_skipped": 0, "seconds": seconds}))
-    else:
-        print(f"OK: {n:,} records, {_human(store.stored_bytes)} checked in {seconds:.2f} s")
-    return 0
+        print(_dumps({"path": path, "kind": "folder",
+                      "ok": {EXIT_OK: True, EXIT_RUNTIME: None}.get(status, False),
+                      "stores": results, "failed": failed, "unfinished": found.unfinished,
+                      "problems": [{"path": p["path"], "error": p["error"]}
+                                   for p in found.problems],
+                      "links_not_followed": found.links_not_followed,
+                      "truncated": found.truncated,
+                      "seconds": time.perf_counter() - started}))
+        return status
+    _print_leftovers(found, args.max_depth)
+    n, ok = len(found.stores), sum(r["ok"] is True for r in results)
+    print(f"{path}: {ok:,} of {n:,} store{'s' if n != 1 else ''} OK"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return status
 
 
 # JSON (RFC 8259) has no NaN or infinities; they are written as these strings (the spellings
@@ -375,16 +418,16 @@ class _Shown:
         return f"{title}:\n  " + text.replace("\n", "\n  ")
 
 
-def _describe(store: Dense | Ragged, i: int) -> _Shown:
+def _describe(store: DenseReader | RaggedReader, i: int) -> _Shown:
     """Record `i`'s shape and decoded size, from the index alone (no record data read)."""
-    if isinstance(store, Ragged):
+    if isinstance(store, RaggedReader):
         shape = tuple(int(d) for d in store.shapes(i)[0].view(np.uint64))
     else:
         shape = store.item_shape
     return _Shown(i, shape, store.dtype, math.prod(shape) * store.dtype.itemsize)
 
 
-def _show(store: Dense | Ragged, i: int, values: int, limit: int) -> _Shown:
+def _show(store: DenseReader | RaggedReader, i: int, values: int, limit: int) -> _Shown:
     shown = _describe(store, i)
     if shown.nbytes > limit:
         return shown
@@ -402,7 +445,7 @@ def _show(store: Dense | Ragged, i: int, values: int, limit: int) -> _Shown:
     return shown
 
 
-def cmd_head(store: Dense | Ragged, args: argparse.Namespace) -> int:
+def cmd_head(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
     """``zrecord head``: the first ``-n`` records, at most ``--values`` values of each."""
     count = min(args.n, len(store))
     limit = args.max_record_bytes
@@ -436,11 +479,11 @@ def _distribution(values: np.ndarray) -> dict[str, float]:
             "max": float(q[4]), "mean": float(values.mean())}
 
 
-def cmd_stats(store: Dense | Ragged, args: argparse.Namespace) -> int:
+def cmd_stats(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
     """``zrecord stats``: the distribution of record sizes."""
     n = len(store)
     stats: dict[str, Any] = {"path": store.path, "kind": store.info()["kind"], "records": n}
-    if isinstance(store, Ragged):
+    if isinstance(store, RaggedReader):
         shapes = store.shapes()
         sizes = shapes.prod(axis=1) * store.dtype.itemsize if n else np.zeros(0)
         stats["record_bytes"] = _distribution(sizes.astype(np.float64))
@@ -473,7 +516,8 @@ COMMANDS = {"info": cmd_info, "verify": cmd_verify, "head": cmd_head, "stats": c
 _SUMMARIES = {
     "info": "schema, counts, codec, shards, sizes and compression ratio of a store; for a "
             "folder that is not a store, a table of the stores below it",
-    "verify": "check every record's checksum (and that compressed records decode)",
+    "verify": "check every record's checksum (and that compressed records decode); for a "
+              "folder that is not a store, of every store below it",
     "head": "the first records, at most --values values of each",
     "stats": "distribution of record sizes (and of shapes, for Ragged stores)",
 }
@@ -482,7 +526,8 @@ _EXAMPLES = {
              ("zrecord info data/mnist", "every store below a folder, as a table"),
              ("zrecord info data/mnist --json", "the same for scripts")],
     "verify": [("zrecord verify data/mnist/train/image", "exit status 0: every record intact"),
-               ("zrecord verify STORE --json -q", "one JSON object, no progress bar"),
+               ("zrecord verify data/mnist", "every store below a folder"),
+               ("zrecord verify STORE --json", "one JSON object, no progress"),
                ("zrecord verify STORE --max-record-bytes 2G", "also decode records up to 2 GiB")],
     "head": [("zrecord head STORE -n 3", "the first 3 records, summarised"),
              ("zrecord head STORE --values 20 --json", "up to 20 values of each, as JSON"),
@@ -490,7 +535,7 @@ _EXAMPLES = {
     "stats": [("zrecord stats STORE", "record sizes: min, p10, median, p90, max, mean"),
               ("zrecord stats STORE --json", "the same for scripts")],
 }
-# Levels below a folder that `info` searches for stores (flag --max-depth): a converted
+# Levels below a folder that `info` and `verify` search for stores (flag --max-depth): a converted
 # dataset keeps its stores two levels down (ROOT/split/column).
 TREE_DEPTH_DEFAULT = 6
 
@@ -513,13 +558,13 @@ def _parser() -> argparse.ArgumentParser:
                            epilog=epilog(STATUSES, _EXAMPLES[name]))
         p.add_argument("path", metavar="PATH",
                        help="a store (a folder holding header.zrh)"
-                            + ("; or a folder of stores, listed as a table" if name == "info"
-                               else ""))
+                            + {"info": "; or a folder of stores, listed as a table",
+                               "verify": "; or a folder of stores, each verified"}.get(name, ""))
         p.add_argument("--json", action="store_true",
                        help="machine-readable output, strict JSON (RFC 8259)"
                             + (": non-finite values as \"NaN\", \"Infinity\", \"-Infinity\", "
                                "complex ones as [real, imag]" if name == "head" else ""))
-        if name == "info":
+        if name in ("info", "verify"):
             p.add_argument("--max-depth", type=_count, default=TREE_DEPTH_DEFAULT, metavar="N",
                            help="when PATH is a folder: look for stores at most N levels "
                                 "below it (symbolic links are not followed)")
@@ -542,7 +587,9 @@ def _parser() -> argparse.ArgumentParser:
                                    "and are always checked whole)"))
         if name == "verify":
             p.add_argument("-q", "--quiet", action="store_true",
-                           help="no progress bar (there is none unless stderr is a terminal)")
+                           help="no progress on stderr (else a bar on a terminal, and "
+                                f"elsewhere a line every {PROGRESS_LINES_INTERVAL_S:.0f} s and "
+                                "one per store checked; none with --json)")
     return ap
 
 
@@ -601,24 +648,34 @@ def _not_a_store(args: argparse.Namespace, exc: BaseException) -> int:
 
 
 def _folder(args: argparse.Namespace, path: str) -> int:
-    """PATH is a folder, not a store: `info` lists the stores below it; the other commands
-    need one store and say where to find them."""
+    """PATH is a folder, not a store: `info` lists the stores below it and `verify` verifies
+    them; the other commands need one store and say where to find them."""
     command = f"zrecord {args.command}"
     describe = args.command == "info"
+    searched = args.command in ("info", "verify")
     try:
-        found = survey(path, args.max_depth if describe else TREE_DEPTH_DEFAULT, describe=describe)
+        found = survey(path, args.max_depth if searched else TREE_DEPTH_DEFAULT,
+                       describe=describe)
     except OSError as exc:
         say(f"{command}: cannot read the folder {path!r}: {exc}")
         return _status_of(exc)
     for entries in (found.stores, found.unfinished, found.problems):
         entries.sort(key=lambda e: str(e["path"]))
-    if not describe:
+    if not searched:
         first = os.path.join(path, found.stores[0]["path"]) if found.stores else ""
         held = (f"it holds {len(found.stores)} store(s), such as {first!r}; "
                 f"'zrecord info {path}' lists them" if found.stores
                 else "no store was found below it")
         say(f"{command}: {path!r} is a folder, not a store; {held}")
         return EXIT_INVALID
+    if not (found.stores or found.unfinished or found.problems) and not args.json:
+        deeper = (f" (searched {args.max_depth} levels deep; --max-depth searches deeper)"
+                  if found.truncated else "")
+        say(f"{command}: {path!r} is neither a store nor a folder holding stores or "
+            f"unfinished writes{deeper}")
+        return EXIT_INVALID
+    if args.command == "verify":
+        return _verify_folder(args, path, found)
     statuses = {p["status"] for p in found.problems}
     status = (EXIT_INVALID if EXIT_INVALID in statuses or not found.stores
               else EXIT_RUNTIME if statuses else EXIT_OK)
@@ -629,11 +686,6 @@ def _folder(args: argparse.Namespace, path: str) -> int:
                                    for p in found.problems],
                       "links_not_followed": found.links_not_followed,
                       "truncated": found.truncated}))
-    elif not (found.stores or found.unfinished or found.problems):
-        deeper = (f" (searched {args.max_depth} levels deep; --max-depth searches deeper)"
-                  if found.truncated else "")
-        say(f"{command}: {path!r} is neither a store nor a folder holding stores or "
-            f"unfinished writes{deeper}")
     else:
         _print_folder(path, found, args.max_depth)
     return status
@@ -660,6 +712,13 @@ def _print_folder(path: str, found: Survey, depth: int) -> None:
         records = sum(s["records"] for s in found.stores)
         size = sum(s["disk_bytes"] for s in found.stores)
         out.write(f"  total: {records:,} records, {_human(size)} on disk\n")
+    _print_leftovers(found, depth)
+
+
+def _print_leftovers(found: Survey, depth: int) -> None:
+    """What a folder's listing or verification says after its stores: unfinished writes,
+    what is not a valid store, and what the walk left out."""
+    out = sys.stdout
     if found.unfinished:
         out.write("unfinished or aborted writes (not stores):\n")
         for u in found.unfinished:

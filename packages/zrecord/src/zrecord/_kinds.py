@@ -1,0 +1,142 @@
+"""The two kinds of store, :class:`Dense` and :class:`Ragged`, and the types that a kind's
+readers and writers share.
+
+Invariants of this module:
+- A store is read through a reader and built through a writer, never both: ``Dense.open``
+  returns a :class:`~zrecord.DenseReader` (indexing, iteration, ``verify``; no ``append``) and
+  ``Dense.create`` a :class:`~zrecord.DenseWriter` (``append``; ``close()`` publishes; no
+  indexing). A type checker therefore refuses ``Dense.open(p).append(x)`` and
+  ``Dense.create(...)[0]`` before they run; at run time both raise ``ModeError``.
+- Readers and writers of a kind are both instances of it: ``isinstance(x, Dense)`` says which
+  kind of store `x` is, ``isinstance(x, DenseReader)`` whether it can be read.
+- This module imports neither the reader nor the writer module at import time: both derive
+  their classes from the kinds here, so ``create`` and ``open`` import them when called.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from zrecord._reader import DenseReader, RaggedReader
+    from zrecord._writer import DenseWriter, RaggedWriter
+
+_Self = TypeVar("_Self", bound="_Kind")
+
+
+class _Kind(ABC):
+    """What every reader and writer of a store has: the schema, a length and a lifetime."""
+
+    path: str
+    """The store's path, as a string."""
+    dtype: np.dtype[Any]
+    """The NumPy dtype of every record."""
+    ndim: int
+    """The rank of every record: ``len(item_shape)`` for Dense, 1..32 for Ragged."""
+    codec: str
+    """How records are stored: ``"raw"``, ``"zstd"`` or ``"zstd_dict"``."""
+    data_shards: int
+    """The number of shard files (data-NNN.zrd) the records are spread over (1..255)."""
+
+    def __new__(cls: type[_Self], *args: Any, **kwargs: Any) -> _Self:
+        if cls in (Dense, Ragged):
+            # Before readers had their own type, Dense(path) opened a reader.
+            raise TypeError(f"{cls.__name__} is a kind of store, not a store: read one with "
+                            f"{cls.__name__}.open(path) or write one with "
+                            f"{cls.__name__}.create(...); got {cls.__name__}(...)")
+        return super().__new__(cls)
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool:
+        """True once the reader or writer is closed (a writer also once aborted)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """A reader releases the store; a writer publishes it (see each type)."""
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """The number of records: stored (a reader) or appended so far (a writer)."""
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    @abstractmethod
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """Close on leaving ``with`` (a writer that leaves by an exception aborts instead)."""
+
+
+class Dense(_Kind):
+    """A Dense store: one fixed-shape array per record.
+
+    Create one with :meth:`Dense.create` (an append-only :class:`~zrecord.DenseWriter`), read
+    one with :meth:`Dense.open` (a read-only :class:`~zrecord.DenseReader`). Both are
+    instances of ``Dense``.
+    """
+
+    item_shape: tuple[int, ...]
+    """The shape of every record (``()`` for scalar records)."""
+
+    @classmethod
+    def create(cls, path: Any, dtype: Any, item_shape: Any, *, codec: Any, data_shards: int = 4,
+               dict_bytes: bytes | None = None, sync: bool = True) -> DenseWriter:
+        """Start a new Dense store at `path` (which must not exist).
+
+        `dtype` and `item_shape` are the schema and are never inferred. `codec` is required:
+        ``"raw"``, ``"zstd"`` or ``"zstd_dict"`` (with `dict_bytes`). `data_shards` (1..255)
+        sets write parallelism. `sync=False` skips flushing to stable storage before
+        publishing (the store is still published atomically). Nothing appears at `path` until
+        the writer's ``close()``.
+        """
+        from zrecord._writer import DenseWriter
+
+        return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync)
+
+    @classmethod
+    def open(cls, path: Any, *, cache: str = "auto") -> DenseReader:
+        """Open the published Dense store at `path` for reading.
+
+        `cache` says how records reach memory. ``"auto"`` (the default) reads through the
+        page cache, so that later epochs of a dataset that fits in RAM read from memory;
+        batches found cold are read from disk many records at a time. ``"bypass"`` reads
+        records of 32 KiB or more (and every record of a store whose records average that)
+        with O_DIRECT, around the page cache: for datasets larger than RAM, whose pages would
+        only push other data out. It fails with an OSError where the file system refuses
+        O_DIRECT. See "Cold data and datasets larger than RAM" in the zrecord guide.
+        """
+        from zrecord._reader import DenseReader
+
+        return DenseReader(path, cache=cache)
+
+
+class Ragged(_Kind):
+    """A Ragged store: arrays of one dtype and rank whose shapes vary per record.
+
+    Create one with :meth:`Ragged.create` (an append-only :class:`~zrecord.RaggedWriter`),
+    read one with :meth:`Ragged.open` (a read-only :class:`~zrecord.RaggedReader`). Both are
+    instances of ``Ragged``.
+    """
+
+    @classmethod
+    def create(cls, path: Any, dtype: Any, ndim: Any, *, codec: Any, data_shards: int = 4,
+               dict_bytes: bytes | None = None, sync: bool = True) -> RaggedWriter:
+        """Start a new Ragged store at `path` (which must not exist).
+
+        `dtype` and `ndim` (1..32) are the schema; every axis of every record may vary, zero
+        included. Other arguments as in :meth:`Dense.create`.
+        """
+        from zrecord._writer import RaggedWriter
+
+        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync)
+
+    @classmethod
+    def open(cls, path: Any, *, cache: str = "auto") -> RaggedReader:
+        """Open the published Ragged store at `path` for reading; `cache` as in
+        :meth:`Dense.open`."""
+        from zrecord._reader import RaggedReader
+
+        return RaggedReader(path, cache=cache)
