@@ -190,7 +190,8 @@ void zr_staging_free(zr_staging *s);
 /* ---- reader ---------------------------------------------------------------------------- */
 
 /* Opens and validates a published store: header and index checksums, every structural rule of
- * the spec that does not need record data. The same as zr_reader_open_ex with flags 0. */
+ * the spec that does not need record data. The same as zr_reader_open_ex with flags 0. Each
+ * record's checksum is read from index.zri when the record is first read. */
 int zr_reader_open(const char *path, zr_reader **out, zr_status *st);
 
 /* Reader flags. ZR_OPEN_CACHE_BYPASS: records read with pread (those of at least 32 KiB, and
@@ -200,8 +201,43 @@ int zr_reader_open(const char *path, zr_reader **out, zr_status *st);
  * ZR_E_IO (errno EINVAL) where the file system refuses O_DIRECT. */
 #define ZR_OPEN_CACHE_BYPASS 1u
 
-/* zr_reader_open with ZR_OPEN_* flags; an unknown flag is ZR_E_INVALID_ARGUMENT. */
+/* ZR_OPEN_VALIDATE_INDEX: read and validate index.zri at open even where the index cache
+ * folder holds a compact index built from that very file (and write the cache file anew). */
+#define ZR_OPEN_VALIDATE_INDEX 2u
+
+/* zr_reader_open with ZR_OPEN_* flags and no index cache folder; an unknown flag is
+ * ZR_E_INVALID_ARGUMENT. */
 int zr_reader_open_ex(const char *path, uint32_t flags, zr_reader **out, zr_status *st);
+
+typedef struct zr_open_opts {
+    uint32_t flags;       /* ZR_OPEN_* */
+    uint32_t reserved;    /* zero */
+    /* The folder of compact index files that the readers of this host share (created if
+     * missing), or NULL for none. Open maps the file built from the store's index.zri when it
+     * is there and intact (spec §9.5), so that it neither reads nor validates index.zri again;
+     * otherwise it validates index.zri, builds the compact index and writes it there (a folder
+     * it cannot write is no error: the index is then kept in memory). */
+    const char *index_cache;
+} zr_open_opts;
+
+/* zr_reader_open with options; `opts` must not be NULL. */
+int zr_reader_open_opts(const char *path, const zr_open_opts *opts, zr_reader **out,
+                        zr_status *st);
+
+/* How a reader's compact index was made (zr_index_info.source). */
+enum {
+    ZR_INDEX_BUILT = 0,        /* validated and built at open, kept in memory only */
+    ZR_INDEX_BUILT_CACHED = 1, /* validated and built at open, and written to the cache folder */
+    ZR_INDEX_CACHED = 2        /* mapped from the cache folder */
+};
+
+typedef struct zr_index_info {
+    uint64_t resident_bytes; /* bytes of the compact index (a shared, read-only mapping) */
+    uint32_t source;         /* ZR_INDEX_* */
+    uint32_t reserved;
+} zr_index_info;
+
+void zr_reader_index_info(const zr_reader *r, zr_index_info *out);
 
 void zr_reader_info(const zr_reader *r, zr_info *out);
 

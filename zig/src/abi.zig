@@ -95,7 +95,27 @@ pub const write_no_sync: u32 = 1;
 pub const write_flags_known: u32 = write_no_sync;
 /// zrecord.h ZR_OPEN_CACHE_BYPASS.
 pub const open_cache_bypass: u32 = 1;
-pub const open_flags_known: u32 = open_cache_bypass;
+/// zrecord.h ZR_OPEN_VALIDATE_INDEX: read and validate index.zri even where the index cache
+/// holds a compact index built from it.
+pub const open_validate_index: u32 = 2;
+pub const open_flags_known: u32 = open_cache_bypass | open_validate_index;
+
+/// zrecord.h zr_open_opts.
+pub const OpenOpts = extern struct {
+    flags: u32,
+    reserved: u32,
+    /// The index cache folder, or null for none.
+    index_cache: ?[*:0]const u8,
+};
+
+/// zrecord.h zr_index_info.
+pub const IndexInfo = extern struct {
+    /// Bytes of the compact index's mapping: block headers and bit fields.
+    resident_bytes: u64,
+    /// ZR_INDEX_* of zrecord.h (reader.IndexSource).
+    source: u32,
+    reserved: u32,
+};
 
 comptime {
     std.debug.assert(@sizeOf(Status) == 4120);

@@ -33,7 +33,9 @@ const parallel = @import("parallel.zig");
 const sys = @import("sys.zig");
 const codec = @import("codec.zig");
 const readahead = @import("readahead.zig");
+const compact = @import("compact.zig");
 const Reader = @import("reader.zig").Reader;
+const Location = compact.Location;
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -169,7 +171,7 @@ fn acquireDecoder(r: *Reader, d: *Diag) Error!DecoderLease {
 
 /// Decodes record `rec`, whose checksum has passed, into exactly `dst`
 /// ([ZR-IDX-005]).
-fn decodeRecord(r: *const Reader, dec: *codec.Decompressor, rec: u64, e: format.Entry, src: []const u8, dst: []u8, d: *Diag) Error!void {
+fn decodeRecord(r: *const Reader, dec: *codec.Decompressor, rec: u64, e: Location, src: []const u8, dst: []u8, d: *Diag) Error!void {
     dec.decompress(dst, src) catch |err| {
         d.record = @intCast(rec);
         d.shard = e.shard;
@@ -194,7 +196,7 @@ fn decodeRecord(r: *const Reader, dec: *codec.Decompressor, rec: u64, e: format.
 }
 
 /// The stored bytes of a record; in bounds by the validation done at open.
-fn storedBytes(r: *const Reader, e: format.Entry) []const u8 {
+fn storedBytes(r: *const Reader, e: Location) []const u8 {
     return r.maps[e.shard][@intCast(e.offset)..][0..e.stored_size];
 }
 
@@ -207,9 +209,9 @@ fn markVerified(r: *const Reader, rec: u64) void {
     _ = @atomicRmw(u64, &r.verified[@intCast(rec / 64)], .Or, @as(u64, 1) << @intCast(rec % 64), .monotonic);
 }
 
-/// [ZR-SUM-001] Checks a record's stored bytes against the index.
-fn checkRecord(r: *const Reader, rec: u64, e: format.Entry, stored: []const u8, d: *Diag) Error!void {
-    if (format.xxh64(stored) == e.checksum) {
+/// [ZR-SUM-001] Checks a record's stored bytes against `want`, its checksum in the index.
+fn checkRecord(r: *const Reader, rec: u64, e: Location, stored: []const u8, want: u64, d: *Diag) Error!void {
+    if (format.xxh64(stored) == want) {
         markVerified(r, rec);
         return;
     }
@@ -217,24 +219,44 @@ fn checkRecord(r: *const Reader, rec: u64, e: format.Entry, stored: []const u8, 
     d.shard = e.shard;
     return d.fail(error.ChecksumMismatch, "store '{s}': record {d} is corrupt: its {d} stored " ++
         "bytes at offset {d} of data-{d:0>3}.zrd do not match the index's checksum " ++
-        "0x{x:0>16} (ZR-SUM-001)", .{ r.path, rec, e.stored_size, e.offset, e.shard, e.checksum });
+        "0x{x:0>16} (ZR-SUM-001)", .{ r.path, rec, e.stored_size, e.offset, e.shard, want });
+}
+
+/// `checkRecord` for a record this reader has not checked yet; nothing for one it has.
+fn checkOnce(r: *const Reader, rec: u64, e: Location, stored: []const u8, d: *Diag) Error!void {
+    if (!isVerified(r, rec)) try checkRecord(r, rec, e, stored, try checksumOf(r, rec, d), d);
+}
+
+/// Record `rec`'s checksum, read from index.zri: the compact index does not keep checksums,
+/// which a reader needs once per record.
+fn checksumOf(r: *const Reader, rec: u64, d: *Diag) Error!u64 {
+    var sum: [8]u8 = undefined;
+    var short = false;
+    const at = rec * r.entry_size + @offsetOf(format.Entry, "checksum");
+    sys.preadAll(r.index_fd, &sum, at, &short) catch {
+        d.record = @intCast(rec);
+        if (short) return d.fail(error.Corrupt, "store '{s}': index.zri ended before the entry of " ++
+            "record {d}: the file was truncated after the store was opened (ZR-PUB-005)", .{ r.path, rec });
+        return d.failOs(error.Io, sys.errno(), "store '{s}': reading the checksum of record {d} from index.zri failed", .{ r.path, rec });
+    };
+    return std.mem.readInt(u64, &sum, .little);
 }
 
 /// Whether a record is read with pread(2) rather than from the mapping. Empty records
 /// need neither.
-fn usesPread(r: *const Reader, e: format.Entry) bool {
+fn usesPread(r: *const Reader, e: Location) bool {
     return e.stored_size >= pread_record_bytes_min or (r.pread_every_record and e.stored_size > 0);
 }
 
 /// Whether record `e` is read with O_DIRECT (`bypass`).
-fn readsDirect(r: *const Reader, e: format.Entry) bool {
+fn readsDirect(r: *const Reader, e: Location) bool {
     return r.bypass and usesPread(r, e) and e.stored_size <= pread_scratch_bytes_max;
 }
 
 /// Reads record `rec`'s stored bytes with O_DIRECT, for `bypass`: the aligned blocks that
 /// hold them go into `scratch` (page-aligned), and the result borrows the record's bytes
 /// from it. A file that ends before the record's last byte was truncated after open.
-fn readDirect(r: *const Reader, rec: u64, e: format.Entry, scratch: *Scratch, d: *Diag) Error![]const u8 {
+fn readDirect(r: *const Reader, rec: u64, e: Location, scratch: *Scratch, d: *Diag) Error![]const u8 {
     const a: u64 = sys.direct_align_bytes;
     const first = e.offset - e.offset % a;
     const end = e.offset + e.stored_size;
@@ -265,7 +287,7 @@ fn readDirect(r: *const Reader, rec: u64, e: format.Entry, scratch: *Scratch, d:
 /// Reads record `rec`'s stored bytes into `buf` (exactly `e.stored_size` bytes) with
 /// pread(2). Partial reads are continued and EINTR retried (sys.preadAll); a file that ends
 /// first was truncated after open, which is corruption, not a crash.
-fn readStored(r: *const Reader, rec: u64, e: format.Entry, buf: []u8, d: *Diag) Error!void {
+fn readStored(r: *const Reader, rec: u64, e: Location, buf: []u8, d: *Diag) Error!void {
     std.debug.assert(buf.len == e.stored_size);
     var short = false;
     sys.preadAll(r.fds[e.shard], buf, e.offset, &short) catch {
@@ -280,12 +302,15 @@ fn readStored(r: *const Reader, rec: u64, e: format.Entry, buf: []u8, d: *Diag) 
     };
 }
 
-/// [ZR-SUM-001] Checks a record read into the caller's output. Another position of an
-/// overlapping Ragged output, or another thread of the caller, may have written into `dst`
-/// since it was read, so a mismatch is confirmed on a second read into private memory
-/// before it is reported; if that read passes, it is copied into `dst`.
-fn checkInOutput(r: *const Reader, rec: u64, e: format.Entry, dst: []u8, d: *Diag) Error!void {
-    if (format.xxh64(dst) == e.checksum) {
+/// [ZR-SUM-001] Checks a record read into the caller's output, unless this reader has checked
+/// it before. Another position of an overlapping Ragged output, or another thread of the
+/// caller, may have written into `dst` since it was read, so a mismatch is confirmed on a
+/// second read into private memory before it is reported; if that read passes, it is copied
+/// into `dst`.
+fn checkOutputOnce(r: *const Reader, rec: u64, e: Location, dst: []u8, d: *Diag) Error!void {
+    if (isVerified(r, rec)) return;
+    const want = try checksumOf(r, rec, d);
+    if (format.xxh64(dst) == want) {
         markVerified(r, rec);
         return;
     }
@@ -295,7 +320,7 @@ fn checkInOutput(r: *const Reader, rec: u64, e: format.Entry, dst: []u8, d: *Dia
     };
     defer alloc.free(again);
     try readStored(r, rec, e, again, d);
-    try checkRecord(r, rec, e, again, d);
+    try checkRecord(r, rec, e, again, want, d);
     @memcpy(dst, again);
 }
 
@@ -305,7 +330,7 @@ fn mappingFault(r: *const Reader, rec: u64, d: *Diag) Error {
     if (rec >= r.header.record_count) return d.fail(error.Corrupt, "store '{s}': a shard file " ++
         "could not be read through its mapping (SIGBUS): it was truncated after the store was " ++
         "opened, or its storage failed (ZR-PUB-005)", .{r.path});
-    const e = format.decodeEntry(r.entryBytes(rec));
+    const e = r.location(rec);
     d.record = @intCast(rec);
     d.shard = e.shard;
     return d.fail(error.Corrupt, "store '{s}': the {d} stored bytes of record {d} at offset {d} " ++
@@ -315,7 +340,7 @@ fn mappingFault(r: *const Reader, rec: u64, d: *Diag) Error {
 
 /// Record `rec`'s stored bytes: from the mapping, or for a large record read with pread
 /// into `scratch`, whose contents the result then borrows.
-fn storedView(r: *const Reader, rec: u64, e: format.Entry, pread: bool, scratch: *Scratch, d: *Diag) Error![]const u8 {
+fn storedView(r: *const Reader, rec: u64, e: Location, pread: bool, scratch: *Scratch, d: *Diag) Error![]const u8 {
     if (readsDirect(r, e)) return readDirect(r, rec, e, scratch, d);
     if (!pread or e.stored_size > pread_scratch_bytes_max) return storedBytes(r, e);
     const buf = try scratch.get(e.stored_size, rec, d);
@@ -366,7 +391,7 @@ fn runEnd(r: *const Reader, ctx: *const GatherCtx, begin: u64, bytes_max: u64, r
     var end = begin;
     var stored: u64 = 0;
     while (end < ctx.n and end - begin < records_max) {
-        const size = format.decodeEntry(r.entryBytes(ctx.record(end))).stored_size;
+        const size = r.location(ctx.record(end)).stored_size;
         if (end > begin and stored + size > bytes_max) break;
         stored += size;
         end += 1;
@@ -430,7 +455,7 @@ pub fn prefetch(r: *Reader, idx: [*]const u64, n: u64, mode: readahead.Mode) voi
         r.estimate.notePrefetch(!resident);
         if (resident) return;
     }
-    ctx.batch().hint(0, runEnd(r, &ctx, 0, readahead.window_bytes_max, readahead.window_records_max));
+    ctx.hint(0, runEnd(r, &ctx, 0, readahead.window_bytes_max, readahead.window_records_max));
 }
 
 /// Reader.verify once its range has passed and the layout check with it: checks and (for
@@ -440,7 +465,7 @@ pub fn verify(r: *Reader, start: u64, n: u64, d: *Diag) Error!void {
     var i: u64 = start;
     // Hashing reads the stored bytes; decoding writes the logical ones.
     while (i < start + n) : (i += 1) {
-        total += if (r.compressed()) r.logicalSize(i) else format.decodeEntry(r.entryBytes(i)).stored_size;
+        total += if (r.compressed()) r.logicalSize(i) else r.location(i).stored_size;
     }
     // Verify reads every record of the range once, in record order: its hints coalesce into
     // long ranges, which cost next to nothing where the store is in the page cache and
@@ -521,7 +546,7 @@ const GatherCtx = struct {
 
     /// The stored bytes of the record at position `pos`, for readahead.Batch.
     pub fn span(ctx: *const GatherCtx, pos: u64) readahead.Span {
-        const e = format.decodeEntry(ctx.r.entryBytes(ctx.record(pos)));
+        const e = ctx.r.location(ctx.record(pos));
         // Records read with O_DIRECT never go through the page cache: nothing to hint or ask.
         if (readsDirect(ctx.r, e)) return .{ .shard = e.shard, .offset = e.offset, .len = 0 };
         return .{ .shard = e.shard, .offset = e.offset, .len = e.stored_size };
@@ -552,7 +577,7 @@ const GatherCtx = struct {
         const target = runEnd(ctx.r, ctx, end, readahead.ahead_bytes, readahead.window_records_max);
         var h = f.load(.monotonic);
         while (h < target) {
-            h = f.cmpxchgWeak(h, target, .monotonic, .monotonic) orelse return ctx.batch().hint(h, target);
+            h = f.cmpxchgWeak(h, target, .monotonic, .monotonic) orelse return ctx.hint(h, target);
         }
     }
 
@@ -565,8 +590,34 @@ const GatherCtx = struct {
         if (b.nextResident(next, ctx.n)) return;
         ctx.r.estimate.set(true);
         if (!ctx.hinted.?.swap(true, .monotonic)) {
-            b.hint(next, runEnd(ctx.r, ctx, next, readahead.window_bytes_max, readahead.window_records_max));
-        } else b.hint(next, share_end);
+            ctx.hint(next, runEnd(ctx.r, ctx, next, readahead.window_bytes_max, readahead.window_records_max));
+        } else ctx.hint(next, share_end);
+    }
+
+    /// Starts reading positions [begin, end) into the page cache: the records' bytes, and the
+    /// index entries of those this reader has not checked yet, whose checksums it reads then.
+    fn hint(ctx: *const GatherCtx, begin: u64, end: u64) void {
+        ctx.batch().hint(begin, end);
+        const entries: EntrySpans = .{ .ctx = ctx };
+        const b: readahead.Batch(EntrySpans) = .{ .src = &entries };
+        b.hint(begin, end);
+    }
+};
+
+/// The index entries of a batch's records that the reader has not checked yet, as spans for
+/// readahead.Batch's hints (the one shard they name is index.zri).
+const EntrySpans = struct {
+    ctx: *const GatherCtx,
+
+    pub fn span(s: *const EntrySpans, pos: u64) readahead.Span {
+        const rec = s.ctx.record(pos);
+        if (isVerified(s.ctx.r, rec)) return .{ .shard = 0, .offset = 0, .len = 0 };
+        const es = s.ctx.r.entry_size;
+        return .{ .shard = 0, .offset = rec * es, .len = es };
+    }
+
+    pub fn advise(s: *const EntrySpans, sp: readahead.Span) void {
+        sys.fadviseRange(s.ctx.r.index_fd, sp.offset, sp.len, sys.POSIX_FADV_WILLNEED);
     }
 };
 
@@ -576,6 +627,8 @@ const Share = struct {
     lease: ?DecoderLease = null,
     scratch: Scratch = .{},
     decode_scratch: Scratch = .{},
+    /// Verify's checksums, read in record order.
+    sums: SumReader = .{},
     /// The share's guarded region, when it has one (`runShare`).
     guard: Guard,
 
@@ -586,6 +639,36 @@ const Share = struct {
         }
         s.scratch.deinit();
         s.decode_scratch.deinit();
+    }
+};
+
+/// The checksums of consecutive records, read from index.zri a buffer at a time: verify reads
+/// every record of its range in record order, and one read per checksum would cost a system
+/// call per record.
+const SumReader = struct {
+    buf: [sum_buffer_bytes]u8 = undefined,
+    /// The records whose entries `buf` holds: [first, first + count).
+    first: u64 = 0,
+    count: u64 = 0,
+
+    const sum_buffer_bytes = 16 << 10;
+
+    fn get(s: *SumReader, r: *const Reader, rec: u64, d: *Diag) Error!u64 {
+        const es = r.entry_size;
+        if (rec < s.first or rec >= s.first + s.count) {
+            const n = @min(sum_buffer_bytes / es, r.header.record_count - rec);
+            var short = false;
+            sys.preadAll(r.index_fd, s.buf[0..@intCast(n * es)], rec * es, &short) catch {
+                d.record = @intCast(rec);
+                if (short) return d.fail(error.Corrupt, "store '{s}': index.zri ended before the entry of " ++
+                    "record {d}: the file was truncated after the store was opened (ZR-PUB-005)", .{ r.path, rec });
+                return d.failOs(error.Io, sys.errno(), "store '{s}': reading the entries of records from {d} in index.zri failed", .{ r.path, rec });
+            };
+            s.first = rec;
+            s.count = n;
+        }
+        const at: usize = @intCast((rec - s.first) * es);
+        return format.decodeEntry(s.buf[at..][0..es]).checksum;
     }
 };
 
@@ -645,7 +728,7 @@ fn probed(comptime range: ShareWork) ShareWork {
             if (took > (mid - begin) * readahead.probe_ns_per_record) {
                 var bytes: u64 = 0;
                 var j = begin;
-                while (j < mid) : (j += 1) bytes += format.decodeEntry(ctx.r.entryBytes(ctx.record(j))).stored_size;
+                while (j < mid) : (j += 1) bytes += ctx.r.location(ctx.record(j)).stored_size;
                 if (readahead.slow(took, mid - begin, bytes)) ctx.onSlow(mid, end);
             }
             return range(ctx, mid, end, share, d);
@@ -679,10 +762,10 @@ fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share,
     while (j < end) : (j += 1) {
         const rec = job.idx[@intCast(j)];
         share.guard.setRecord(rec);
-        const e = format.decodeEntry(r.entryBytes(rec));
+        const e = r.location(rec);
         const pread = if (ctx.cold) e.stored_size > 0 else usesPread(r, e);
         const src = try storedView(r, rec, e, pread, &share.scratch, d);
-        if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
+        try checkOnce(r, rec, e, src, d);
         const dst: []u8 = if (rs > 0) job.out[@as(usize, @intCast(j)) * rs ..][0..rs] else &.{};
         if (share.lease) |*l| {
             try decodeRecord(r, l.get(), rec, e, src, dst, d);
@@ -690,11 +773,13 @@ fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share,
     }
 }
 
-/// Batch positions ahead of the copy at which a raw gather prefetches a record's index entry,
-/// and then (once that entry has arrived) the start of its bytes. With fresh random indices each
-/// record costs two dependent cache misses, its entry and then its data; for small records
-/// they, not the copy, set the pace, and prefetching overlaps them with earlier copies.
+/// Batch positions ahead of the copy at which a raw gather prefetches a record's block header
+/// of the compact index, then (once that has arrived) the record's bit fields, then (once
+/// those have) the start of its bytes. With fresh random indices each record costs dependent
+/// cache misses, its index and then its data; for small records they, not the copy, set the
+/// pace, and prefetching overlaps them with earlier copies.
 const gather_prefetch_entry_ahead: u64 = 16;
+const gather_prefetch_bits_ahead: u64 = 12;
 const gather_prefetch_record_ahead: u64 = 8;
 /// Bytes of a record's start that are prefetched; the hardware prefetcher streams the rest.
 const gather_prefetch_record_bytes: usize = 256;
@@ -707,26 +792,28 @@ fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d:
     const r = ctx.r;
     const job = ctx.job.dense;
     const rs: usize = @intCast(r.record_size);
-    const es = r.entry_size;
     const pf_bytes = @min(rs, gather_prefetch_record_bytes);
+    var ring: [gather_prefetch_record_ahead]Location = undefined;
     var j = begin;
     while (j < end) : (j += 1) {
-        if (j + gather_prefetch_entry_ahead < end) {
-            const ahead = job.idx[@intCast(j + gather_prefetch_entry_ahead)];
-            // Out-of-range indices were rejected by checkIndices before any worker started.
-            @prefetch(r.index.ptr + @as(usize, @intCast(ahead)) * es, .{});
-        }
+        // Out-of-range indices were rejected by checkIndices before any worker started.
+        if (j + gather_prefetch_entry_ahead < end) @prefetch(r.compact.headerOf(job.idx[@intCast(j + gather_prefetch_entry_ahead)]), .{});
+        if (j + gather_prefetch_bits_ahead < end) r.compact.prefetchBits(job.idx[@intCast(j + gather_prefetch_bits_ahead)]);
+        const rec = job.idx[@intCast(j)];
+        const slot: usize = @intCast(j % gather_prefetch_record_ahead);
+        // The location found for the prefetch, `gather_prefetch_record_ahead` positions ago;
+        // its slot then takes the location of the record as far ahead.
+        const e = if (j >= begin + gather_prefetch_record_ahead) ring[slot] else r.location(rec);
         if (j + gather_prefetch_record_ahead < end) {
-            const ahead = format.decodeEntry(r.entryBytes(job.idx[@intCast(j + gather_prefetch_record_ahead)]));
+            const ahead = r.location(job.idx[@intCast(j + gather_prefetch_record_ahead)]);
+            ring[slot] = ahead;
             const p = r.maps[ahead.shard].ptr + @as(usize, @intCast(ahead.offset));
             var off: usize = 0;
             while (off < pf_bytes) : (off += 64) @prefetch(p + off, .{});
         }
-        const rec = job.idx[@intCast(j)];
         share.guard.setRecord(rec);
-        const e = format.decodeEntry(r.entryBytes(rec));
         const src = storedBytes(r, e);
-        if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
+        try checkOnce(r, rec, e, src, d);
         sys.copy(job.out[@as(usize, @intCast(j)) * rs ..][0..rs], src);
     }
 }
@@ -741,17 +828,17 @@ fn gatherDenseRawPread(ctx: *const GatherCtx, begin: u64, end: u64, share: *Shar
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = job.idx[@intCast(j)];
-        const e = format.decodeEntry(r.entryBytes(rec));
+        const e = r.location(rec);
         const dst = job.out[@as(usize, @intCast(j)) * rs ..][0..rs];
         if (readsDirect(r, e)) {
             // The aligned blocks land in private memory, checked before they are copied out.
             const src = try readDirect(r, rec, e, &share.scratch, d);
-            if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
+            try checkOnce(r, rec, e, src, d);
             sys.copy(dst, src);
             continue;
         }
         try readStored(r, rec, e, dst, d);
-        if (!isVerified(r, rec)) try checkInOutput(r, rec, e, dst, d);
+        try checkOutputOnce(r, rec, e, dst, d);
     }
 }
 
@@ -769,12 +856,12 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
     while (j < end) : (j += 1) {
         const rec = job.idx[@intCast(j)];
         share.guard.setRecord(rec);
-        const e = format.decodeEntry(r.entryBytes(rec));
+        const e = r.location(rec);
         const pread = if (ctx.cold) e.stored_size > 0 else usesPread(r, e);
         const at: usize = @intCast(job.offsets[@intCast(j)]);
         if (share.lease) |*l| {
             const src = try storedView(r, rec, e, pread, &share.scratch, d);
-            if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
+            try checkOnce(r, rec, e, src, d);
             const size: usize = @intCast(r.logicalSize(rec));
             const dst: []u8 = if (size > 0) job.out[at..][0..size] else &.{};
             try decodeRecord(r, l.get(), rec, e, src, dst, d);
@@ -783,15 +870,15 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
             const dst = job.out[at..][0..e.stored_size];
             if (readsDirect(r, e)) {
                 const src = try readDirect(r, rec, e, &share.scratch, d);
-                if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
+                try checkOnce(r, rec, e, src, d);
                 sys.copy(dst, src);
                 continue;
             }
             try readStored(r, rec, e, dst, d);
-            if (!isVerified(r, rec)) try checkInOutput(r, rec, e, dst, d);
+            try checkOutputOnce(r, rec, e, dst, d);
         } else {
             const src = storedBytes(r, e);
-            if (!isVerified(r, rec)) try checkRecord(r, rec, e, src, d);
+            try checkOnce(r, rec, e, src, d);
             if (src.len > 0) sys.copy(job.out[at..][0..src.len], src);
         }
     }
@@ -811,9 +898,9 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: 
     while (j < end) : (j += 1) {
         const rec = start + j;
         share.guard.setRecord(rec);
-        const e = format.decodeEntry(r.entryBytes(rec));
+        const e = r.location(rec);
         const src = try storedView(r, rec, e, usesPread(r, e), &share.scratch, d);
-        try checkRecord(r, rec, e, src, d);
+        try checkRecord(r, rec, e, src, try share.sums.get(r, rec, d), d);
         if (share.lease) |*l| {
             const size: usize = @intCast(r.logicalSize(rec));
             try decodeRecord(r, l.get(), rec, e, src, try share.decode_scratch.get(size, rec, d), d);
@@ -840,7 +927,7 @@ test "a checksum mismatch found in the caller's output is confirmed by a second 
     defer gpa.free(dst);
     @memset(dst, 0x5A);
     var d: Diag = .{};
-    try checkInOutput(r, 1, format.decodeEntry(r.entryBytes(1)), dst, &d);
+    try checkOutputOnce(r, 1, r.location(1), dst, &d);
     try std.testing.expect(isVerified(r, 1));
     try std.testing.expectEqualSlices(u8, data[rs..], dst);
     root.zr_reader_free(r);

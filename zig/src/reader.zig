@@ -30,6 +30,7 @@ const codec = @import("codec.zig");
 const readahead = @import("readahead.zig");
 const gather = @import("gather.zig");
 const reader_open = @import("reader_open.zig");
+const compact = @import("compact.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -57,6 +58,17 @@ fn lowOf(word: u64) u32 {
     return @truncate(word);
 }
 
+/// How a reader's compact index was made.
+pub const IndexSource = enum(u32) {
+    /// Built from index.zri at open, kept in memory only (no cache folder, or it was not
+    /// writable).
+    built = 0,
+    /// Built from index.zri at open and written to the cache folder for later opens.
+    built_cached = 1,
+    /// Loaded from the cache folder, built by an earlier open of the same index file.
+    cached = 2,
+};
+
 pub const Reader = struct {
     /// Calls in flight, with the fork generation they were counted in (see packGen).
     flight: std.atomic.Value(u64) = .init(0),
@@ -74,7 +86,8 @@ pub const Reader = struct {
     guard_ranges: [format.data_shards_max]gather.GuardRange = @splat(.{}),
     /// One read-only descriptor per shard, for the pread path; -1 where none is open.
     fds: [format.data_shards_max]sys.Fd = @splat(-1),
-    /// Whether every record is read with pread, not only large ones (set by validateIndex).
+    /// Whether every record is read with pread, not only large ones: the store's records
+    /// average at least `gather.pread_record_bytes_min` stored bytes.
     pread_every_record: bool = false,
     /// Opened with ZR_OPEN_CACHE_BYPASS: records read with pread (and at most
     /// `gather.pread_scratch_bytes_max` stored bytes) are read with O_DIRECT through `direct_fds`,
@@ -84,7 +97,21 @@ pub const Reader = struct {
     direct_fds: [format.data_shards_max]sys.Fd = @splat(-1),
     /// Whether `reader_open.checkLayout` has passed; verify runs it until it has.
     layout_checked: std.atomic.Value(bool) = .init(false),
-    index: []u8 = &.{},
+    /// Where every record is (compact.zig), in a read-only shared mapping of `compact_map`.
+    compact: compact.View = .{ .headers = &.{}, .bits = &.{}, .ndim = 0, .header_bytes = 0, .record_count = 0 },
+    compact_map: Map = &.{},
+    /// How the compact index was made (zr_reader_index_info).
+    index_source: IndexSource = .built,
+    /// index.zri, kept open: each record's checksum is read from it when the record is first
+    /// checked.
+    index_fd: sys.Fd = -1,
+    /// Loaded from a cache file: one bit per block of the compact index, set once the block's
+    /// records have been checked against the header (`reader_open.checkBlock`); empty when
+    /// this reader built the index from index.zri, whose every entry it validated.
+    blocks_checked: []u64 = &.{},
+    /// Whether verify has hashed index.zri itself (a cached index skips that at open).
+    index_hashed: std.atomic.Value(bool) = .init(false),
+    /// One bit per record: its checksum has passed in this reader ([ZR-SUM-002]).
     verified: []u64 = &.{},
     /// zstd_dict: the header's dictionary compiled for decompression.
     ddict: ?codec.SharedDict = null,
@@ -118,21 +145,22 @@ pub const Reader = struct {
         return r;
     }
 
-    /// Opens and validates the store at `path_c` (zr_reader_open_ex; reader_open.zig).
-    pub fn open(path_c: [*:0]const u8, flags: u32, d: *Diag) Error!*Reader {
-        return reader_open.open(path_c, flags, d);
+    /// Opens and validates the store at `path_c` (zr_reader_open_opts; reader_open.zig).
+    pub fn open(path_c: [*:0]const u8, opts: reader_open.Options, d: *Diag) Error!*Reader {
+        return reader_open.open(path_c, opts, d);
     }
 
-    pub fn entryBytes(r: *const Reader, rec: u64) []const u8 {
-        return r.index[@intCast(rec * r.entry_size)..][0..r.entry_size];
+    /// Where record `rec` is; in bounds of its shard once the record's block has passed
+    /// (every block, unless the index came from a cache file: `checkIndices`).
+    pub inline fn location(r: *const Reader, rec: u64) compact.Location {
+        return r.compact.location(rec);
     }
 
-    /// A record's logical size; its shape was validated against the limits at open.
+    /// A record's logical size; its shape was validated against the limits.
     pub fn logicalSize(r: *const Reader, rec: u64) u64 {
         if (r.header.kind == .dense) return r.record_size;
-        const bytes = r.entryBytes(rec);
         var dims: [format.ndim_max]u64 = undefined;
-        for (dims[0..r.header.ndim], 0..) |*dim, axis| dim.* = format.entryDim(bytes, axis);
+        r.compact.shape(rec, dims[0..r.header.ndim]);
         return format.logicalSize(dims[0..r.header.ndim], r.itemsize).?;
     }
 
@@ -163,6 +191,8 @@ pub const Reader = struct {
         _ = r.flight.fetchSub(1, .seq_cst);
     }
 
+    /// Checks every index against the record count and, when the compact index came from a
+    /// cache file, the block of every index against the store (reader_open.checkBlock).
     fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
         var i: u64 = 0;
         while (i < n) : (i += 1) {
@@ -170,6 +200,9 @@ pub const Reader = struct {
             if (v >= r.header.record_count) return d.fail(error.IndexOutOfRange, "index {d} at " ++
                 "position {d} is out of range for store '{s}' of {d} records", .{ v, i, r.path, r.header.record_count });
         }
+        if (r.blocks_checked.len == 0) return;
+        i = 0;
+        while (i < n) : (i += 1) try reader_open.ensureBlock(r, idx[@intCast(i)] / compact.block_records, d);
     }
 
     pub fn gatherDense(r: *Reader, idx: ?[*]const u64, n: u64, out: ?[*]u8, out_size: u64, threads: u32, d: *Diag) Error!void {
@@ -211,9 +244,8 @@ pub const Reader = struct {
                     sizes_out.?[@intCast(i)] = r.record_size;
                 },
                 .ragged => {
-                    const bytes = r.entryBytes(rec);
-                    for (dst, 0..) |*v, axis| v.* = format.entryDim(bytes, axis);
-                    sizes_out.?[@intCast(i)] = r.logicalSize(rec);
+                    r.compact.shape(rec, dst);
+                    sizes_out.?[@intCast(i)] = format.logicalSize(dst, r.itemsize).?;
                 },
             }
         }
@@ -281,6 +313,16 @@ pub const Reader = struct {
             return d.fail(error.IndexOutOfRange, "verify range [{d}, {d}+{d}) is out of range " ++
                 "for store '{s}' of {d} records", .{ start, start, n, r.path, r.header.record_count });
         }
+        // A compact index from the cache folder: open read neither index.zri nor (but for the
+        // blocks gathers used) the cache file's entries; verification checks both, first.
+        if (!r.index_hashed.load(.acquire)) {
+            try reader_open.checkIndexChecksum(r, d);
+            r.index_hashed.store(true, .release);
+        }
+        if (r.blocks_checked.len > 0) {
+            var blk: u64 = 0;
+            while (blk < r.compact.blockCount()) : (blk += 1) try reader_open.ensureBlock(r, blk, d);
+        }
         // Record checksums prove only the bytes of records; that they prove the whole store
         // rests on the layout, which no range of records can see alone. Checked once per
         // reader, whichever range is verified first; a failure is reported by every verify.
@@ -317,7 +359,7 @@ pub const Reader = struct {
         return r.header_bytes[r.header.dict_offset..][0..r.header.dict_size];
     }
 
-    /// Unmaps and closes the shards and frees the index and bitmap (not the handle, path or
+    /// Unmaps and closes the shards and the index and frees the bitmaps (not the handle, path or
     /// header).
     pub fn releaseFiles(r: *Reader) void {
         for (&r.maps, &r.guard_ranges) |*m, *g| {
@@ -331,8 +373,13 @@ pub const Reader = struct {
             if (dfd.* >= 0) sys.close(dfd.*);
             dfd.* = -1;
         }
-        if (r.index.len > 0) alloc.free(r.index);
-        r.index = &.{};
+        if (r.compact_map.len > 0) sys.munmap(r.compact_map);
+        r.compact_map = &.{};
+        r.compact.record_count = 0;
+        if (r.index_fd >= 0) sys.close(r.index_fd);
+        r.index_fd = -1;
+        if (r.blocks_checked.len > 0) alloc.free(r.blocks_checked);
+        r.blocks_checked = &.{};
         if (r.verified.len > 0) alloc.free(r.verified);
         r.verified = &.{};
         // Decompressors borrow the compiled dictionary, so they go first.

@@ -182,16 +182,33 @@ pub export fn zr_reader_open(path: ?[*:0]const u8, out: ?*?*Reader, st: ?*Status
 }
 
 pub export fn zr_reader_open_ex(path: ?[*:0]const u8, flags: u32, out: ?*?*Reader, st: ?*Status) c_int {
+    const opts: abi.OpenOpts = .{ .flags = flags, .reserved = 0, .index_cache = null };
+    return zr_reader_open_opts(path, &opts, out, st);
+}
+
+pub export fn zr_reader_open_opts(path: ?[*:0]const u8, opts: ?*const abi.OpenOpts, out: ?*?*Reader, st: ?*Status) c_int {
     var d: Diag = .{};
     const result: Error!void = blk: {
         const o = out orelse break :blk nullArgument(&d, "out");
         o.* = null;
         const p = path orelse break :blk nullArgument(&d, "path");
-        if (flags & ~abi.open_flags_known != 0) break :blk d.fail(error.InvalidArgument, "unknown " ++
-            "open flags 0x{x}; only ZR_OPEN_CACHE_BYPASS (0x1) is defined", .{flags});
-        o.* = Reader.open(p, flags, &d) catch |err| break :blk err;
+        const op = opts orelse break :blk nullArgument(&d, "opts");
+        if (op.flags & ~abi.open_flags_known != 0) break :blk d.fail(error.InvalidArgument, "unknown " ++
+            "open flags 0x{x}; only ZR_OPEN_CACHE_BYPASS (0x1) and ZR_OPEN_VALIDATE_INDEX (0x2) " ++
+            "are defined", .{op.flags});
+        if (op.reserved != 0) break :blk d.fail(error.InvalidArgument, "zr_open_opts.reserved must be zero", .{});
+        const cache: ?[:0]const u8 = if (op.index_cache) |c| std.mem.sliceTo(c, 0) else null;
+        if (cache) |c| if (c.len == 0) break :blk d.fail(error.InvalidArgument, "the index cache folder is an empty path; pass NULL for none", .{});
+        o.* = Reader.open(p, .{ .flags = op.flags, .index_cache = cache }, &d) catch |err| break :blk err;
     };
     return finish(st, result, &d);
+}
+
+/// Fills `out` with how `r`'s compact index was made and what it holds in memory.
+pub export fn zr_reader_index_info(r: ?*const Reader, out: ?*abi.IndexInfo) void {
+    const rd = r orelse return;
+    const o = out orelse return;
+    o.* = .{ .resident_bytes = rd.compact.bytes(), .source = @intFromEnum(rd.index_source), .reserved = 0 };
 }
 
 pub export fn zr_reader_info(r: ?*const Reader, out: ?*abi.Info) void {
@@ -336,6 +353,7 @@ test {
     _ = @import("tests_zstd.zig");
     _ = @import("tests_pread.zig");
     _ = @import("tests_readahead.zig");
+    _ = @import("tests_index.zig");
     _ = @import("sys.zig");
     _ = @import("format.zig");
     _ = @import("parallel.zig");
@@ -345,6 +363,7 @@ test {
     _ = @import("reader.zig");
     _ = @import("reader_open.zig");
     _ = @import("gather.zig");
+    _ = @import("compact.zig");
     _ = @import("readahead.zig");
     _ = @import("abi.zig");
     _ = @import("tests.zig");

@@ -104,6 +104,7 @@ pub const path_bytes_max: usize = 4096;
 const AT_EMPTY_PATH: u32 = 0x1000;
 const PROT_READ: c_int = 1;
 const MAP_SHARED: c_int = 1;
+const MFD_CLOEXEC: u32 = 1;
 pub const MADV_RANDOM: c_int = 1;
 pub const POSIX_FADV_RANDOM: c_int = 1;
 pub const POSIX_FADV_WILLNEED: c_int = 3;
@@ -126,6 +127,7 @@ pub const EINVAL: i32 = 22;
 pub const ENOSYS: i32 = 38;
 pub const ENOTEMPTY: i32 = 39;
 pub const ELOOP: i32 = 40;
+pub const ENAMETOOLONG: i32 = 36;
 
 /// Largest single read or write Linux performs (0x7ffff000); larger requests are looped.
 const io_chunk_bytes_max: usize = 0x7fff_f000;
@@ -312,6 +314,77 @@ pub fn fstat(fd: Fd) OsError!FileStat {
     const end = c.lseek(fd, 0, SEEK_END);
     if (end < 0) return error.Os;
     return .{ .size = @intCast(end), .kind = .regular };
+}
+
+/// What tells one version of a file from another without reading it: the file (device and
+/// inode), its size, and the times of its last change of contents and of status. A file
+/// rewritten in place, replaced, truncated or extended has another identity.
+pub const FileIdentity = extern struct {
+    dev_major: u32,
+    dev_minor: u32,
+    ino: u64,
+    size: u64,
+    mtime_sec: i64,
+    mtime_nsec: u64,
+    ctime_sec: i64,
+    ctime_nsec: u64,
+};
+
+/// The identity of an open file, through statx.
+pub fn fileIdentity(fd: Fd) OsError!FileIdentity {
+    var stx: linux.Statx = undefined;
+    const want: linux.STATX = .{ .INO = true, .SIZE = true, .MTIME = true, .CTIME = true };
+    const rc = linux.statx(fd, "", AT_EMPTY_PATH, want, &stx);
+    const e = linux.errno(rc);
+    if (e != .SUCCESS) {
+        setErrno(@intCast(@backingInt(e)));
+        return error.Os;
+    }
+    return .{
+        .dev_major = stx.dev_major,
+        .dev_minor = stx.dev_minor,
+        .ino = stx.ino,
+        .size = stx.size,
+        .mtime_sec = stx.mtime.sec,
+        .mtime_nsec = stx.mtime.nsec,
+        .ctime_sec = stx.ctime.sec,
+        .ctime_nsec = stx.ctime.nsec,
+    };
+}
+
+/// An anonymous file in memory (memfd_create), closed on exec: shared by the processes that
+/// map it (forked children inherit the mapping), gone with its last descriptor and mapping.
+pub fn memfd(name: [*:0]const u8) OsError!Fd {
+    const rc = linux.memfd_create(name, MFD_CLOEXEC);
+    const e = linux.errno(rc);
+    if (e != .SUCCESS) {
+        setErrno(@intCast(@backingInt(e)));
+        return error.Os;
+    }
+    return @intCast(rc);
+}
+
+/// Renames `old` to `new`, replacing what is at `new` (rename(2)).
+pub fn rename(old: [*:0]const u8, new: [*:0]const u8) OsError!void {
+    if (c.rename(old, new) != 0) return error.Os;
+}
+
+/// Creates directory `path` and its missing parents with `mode`; an existing directory is
+/// success.
+pub fn mkdirAll(path: [:0]const u8, mode: c_uint) OsError!void {
+    var buf: [path_bytes_max]u8 = undefined;
+    if (path.len >= buf.len) {
+        setErrno(ENAMETOOLONG);
+        return error.Os;
+    }
+    @memcpy(buf[0..path.len], path);
+    var i: usize = 1;
+    while (i <= path.len) : (i += 1) {
+        if (i < path.len and path[i] != '/') continue;
+        buf[i] = 0;
+        if (c.mkdir(@ptrCast(&buf), mode) != 0 and errno() != EEXIST) return error.Os;
+        if (i < path.len) buf[i] = '/';
+    }
 }
 
 /// Maps a whole file read-only and shared, so that concurrent readers share the page cache.

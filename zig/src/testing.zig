@@ -198,6 +198,18 @@ pub fn sealHeader(header: []u8) void {
     std.mem.writeInt(u64, header[header.len - 8 ..][0..8], format.xxh64(header[0 .. header.len - 8]), .little);
 }
 
+/// Rewrites store `store`'s index checksum and header checksum to match its index.zri as it is.
+pub fn resealIndex(td: *const TempDir, store: []const u8) !void {
+    var b1: [128]u8 = undefined;
+    const header = try readAlloc(td, storeFile(&b1, store, "header.zrh"));
+    defer gpa.free(header);
+    const index = try readAlloc(td, storeFile(&b1, store, "index.zri"));
+    defer gpa.free(index);
+    std.mem.writeInt(u64, header[64..72], format.xxh64(index), .little);
+    sealHeader(header);
+    try patchFile(td, storeFile(&b1, store, "header.zrh"), 0, header);
+}
+
 pub fn entryOf(td: *const TempDir, store: []const u8, rec: u64, es: usize) !format.Entry {
     var b1: [128]u8 = undefined;
     const index = try readAlloc(td, storeFile(&b1, store, "index.zri"));

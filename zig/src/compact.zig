@@ -1,0 +1,560 @@
+//! The compact index: what a gather needs of each record's index entry (shard, offset, stored
+//! size and, for Ragged stores, the shape), packed so that a store of billions of records fits
+//! in memory, in a file that every process on the host maps once.
+//!
+//! Records are packed in blocks of `block_records`. Each block has a fixed-size header (bases
+//! and bit widths) and its records' fields as fixed-width bit fields, each the difference to
+//! the block's base. Offsets are predicted from the block's first offset and its mean stored
+//! size, so that records laid back to back in record order (as every writer of this package
+//! lays a shard) cost only the bits of their deviation from that line; a Dense raw store costs
+//! no bit per record at all. Checksums are not kept: the reader reads each record's checksum
+//! from index.zri when it first checks that record.
+//!
+//! The file (`Builder`, `headerFits`): a 152-byte header (padded to 192) (`FileHeader`: the identity of the index it
+//! was built from, sizes, and checksums of its two regions), the block headers, then the bit
+//! fields, then zero padding for the bit reads' 16-byte loads.
+//!
+//! Invariants:
+//! - A `View` answers only for records below its record count; what it answers was validated
+//!   when the file was built, or is validated by the reader before use (`checkBlock`), so a
+//!   damaged file can fail a call, never make one read outside a shard.
+//! - Building is streaming: memory is one block of pending records plus two write buffers,
+//!   whatever the record count.
+//! - Decoding a record reads one block header and at most five 16-byte loads of bit fields; no
+//!   allocation, no branch on the data beyond the width of each field.
+
+const std = @import("std");
+const format = @import("format.zig");
+const sys = @import("sys.zig");
+
+pub const block_records: u64 = 64;
+
+/// Where a record's stored bytes are.
+pub const Location = struct {
+    offset: u64,
+    stored_size: u32,
+    shard: u8,
+};
+
+/// The fixed part of a block header; the dimension widths (`ndim` bytes) and bases (`ndim`
+/// u32, 4-aligned) follow it, and the whole header is padded to a multiple of 8 bytes.
+///
+/// A block has up to two segments, records [0, split) and [split, n): a writer that splits
+/// each append into contiguous runs, one per shard, makes at most one run start inside most
+/// blocks. Each segment's offsets are predicted from its own first offset on a line of slope
+/// `slope`, and its shards counted from its own first shard.
+const BlockFixed = extern struct {
+    /// Per segment: the offset predicted for the segment's first record, less the block's
+    /// smallest deviation.
+    offset_base: [2]u64,
+    /// Byte position of the block's first record in the bit region.
+    bits_at: u64,
+    /// The offset predicted grows by this much per record: the block's mean stored size.
+    slope: u64,
+    stored_base: u32,
+    /// Bits per record, all fields together.
+    record_bits: u16,
+    /// Per segment: the shard of its first record.
+    shard_base: [2]u8,
+    /// The first record of the second segment (`block_records` when there is none).
+    split: u8,
+    offset_bits: u8,
+    stored_bits: u8,
+    shard_bits: u8,
+    /// offset_bits + stored_bits + shard_bits: zero for a block of one run of records of one
+    /// size (a Dense raw store's), whose records then need no bit read at all.
+    location_bits: u8,
+    reserved: [3]u8 = @splat(0),
+};
+
+comptime {
+    std.debug.assert(@sizeOf(BlockFixed) == 48);
+}
+
+/// The size of a block header for records of `ndim` axes (0 for Dense): whole cache lines,
+/// so that the header of a record is one line to fetch (for up to 3 axes).
+pub fn blockHeaderBytes(ndim: u8) usize {
+    const bases = dimBasesAt(ndim);
+    return std.mem.alignForward(usize, bases + 4 * @as(usize, ndim), cache_line_bytes);
+}
+
+const cache_line_bytes: usize = 64;
+
+/// Where a block header's dimension widths start.
+const dim_bits_at: usize = @sizeOf(BlockFixed);
+
+fn dimBasesAt(ndim: u8) usize {
+    return std.mem.alignForward(usize, @sizeOf(BlockFixed) + ndim, 4);
+}
+
+/// Bytes after the bit fields that the 16-byte loads of `readBits` may touch.
+pub const bits_padding: usize = 16;
+
+fn readBits(bits: []const u8, pos: u64, width: u8) u64 {
+    if (width == 0) return 0;
+    const at: usize = @intCast(pos >> 3);
+    const shift: u7 = @intCast(pos & 7);
+    if (width <= 56) return (std.mem.readInt(u64, bits[at..][0..8], .little) >> @intCast(shift)) & lowBits(width);
+    const word = std.mem.readInt(u128, bits[at..][0..16], .little);
+    const mask: u128 = (@as(u128, 1) << @intCast(width)) - 1;
+    return @intCast((word >> shift) & mask);
+}
+
+/// A mask of the low `width` bits, `width` < 64.
+fn lowBits(width: u8) u64 {
+    return (@as(u64, 1) << @intCast(width)) -% 1;
+}
+
+fn bitsFor(value: u64) u8 {
+    return @intCast(64 - @clz(value));
+}
+
+/// A read-only view of a compact index: its block headers and bit fields.
+pub const View = struct {
+    headers: []const u8,
+    /// With `bits_padding` readable bytes after the last field.
+    bits: []const u8,
+    ndim: u8,
+    header_bytes: usize,
+    record_count: u64,
+
+    fn fixedOf(v: *const View, rec: u64) *align(1) const BlockFixed {
+        return @ptrCast(v.headers.ptr + @as(usize, @intCast(rec / block_records)) * v.header_bytes);
+    }
+
+    /// Where record `rec` (< record_count) is.
+    pub inline fn location(v: *const View, rec: u64) Location {
+        const f = v.fixedOf(rec);
+        const i = rec % block_records;
+        const fields = f.location_bits;
+        var dev: u64 = 0;
+        var stored: u64 = 0;
+        var shard: u64 = 0;
+        if (fields != 0) {
+            const pos = f.bits_at * 8 + i * f.record_bits;
+            if (fields <= 56) {
+                // The common case: the three fields in one 8-byte load.
+                const at: usize = @intCast(pos >> 3);
+                const word = std.mem.readInt(u64, v.bits[at..][0..8], .little) >> @intCast(pos & 7);
+                dev = word & lowBits(f.offset_bits);
+                stored = (word >> @intCast(f.offset_bits)) & lowBits(f.stored_bits);
+                shard = (word >> @intCast(f.offset_bits + f.stored_bits)) & lowBits(f.shard_bits);
+            } else {
+                dev = readBits(v.bits, pos, f.offset_bits);
+                stored = readBits(v.bits, pos + f.offset_bits, f.stored_bits);
+                shard = readBits(v.bits, pos + f.offset_bits + f.stored_bits, f.shard_bits);
+            }
+        }
+        const second = i >= f.split;
+        const j = if (second) i - f.split else i;
+        return .{
+            .offset = (if (second) f.offset_base[1] else f.offset_base[0]) +% f.slope *% j +% dev,
+            .stored_size = @truncate(f.stored_base +% stored),
+            .shard = (if (second) f.shard_base[1] else f.shard_base[0]) +% @as(u8, @truncate(shard)),
+        };
+    }
+
+    /// The first `out.len` axes of Ragged record `rec`'s shape.
+    pub inline fn shape(v: *const View, rec: u64, out: []u64) void {
+        const f = v.fixedOf(rec);
+        const head: [*]const u8 = @ptrCast(f);
+        const bases = head + dimBasesAt(v.ndim);
+        var pos = f.bits_at * 8 + (rec % block_records) * f.record_bits + f.location_bits;
+        for (out, 0..) |*o, k| {
+            const w = head[dim_bits_at + k];
+            o.* = std.mem.readInt(u32, bases[4 * k ..][0..4], .little) + readBits(v.bits, pos, w);
+            pos += w;
+        }
+    }
+
+    /// The bytes of the block header that holds record `rec`, for prefetching.
+    pub fn headerOf(v: *const View, rec: u64) [*]const u8 {
+        return v.headers.ptr + @as(usize, @intCast((rec / block_records) * v.header_bytes));
+    }
+
+    /// Prefetches the bit fields of record `rec`, whose block header is in the cache (if its
+    /// block has any).
+    pub fn prefetchBits(v: *const View, rec: u64) void {
+        const f = v.fixedOf(rec);
+        if (f.location_bits == 0) return;
+        const pos = f.bits_at * 8 + (rec % block_records) * f.record_bits;
+        @prefetch(v.bits.ptr + @as(usize, @intCast(pos >> 3)), .{});
+    }
+
+    pub fn blockCount(v: *const View) u64 {
+        return (v.record_count + block_records - 1) / block_records;
+    }
+
+    /// The resident size of the view: headers and bit fields.
+    pub fn bytes(v: *const View) u64 {
+        return v.headers.len + v.bits.len;
+    }
+};
+
+/// One record as the builder takes it.
+pub const Pending = struct {
+    offset: u64,
+    stored_size: u32,
+    shard: u8,
+    dims: [format.ndim_max]u32 = undefined,
+};
+
+/// Where the builder's bytes go: two streams, written at their own positions of one file.
+const Stream = struct {
+    fd: sys.Fd,
+    pos: u64,
+    buf: []u8,
+    len: usize = 0,
+    hasher: format.XxHash64 = .init(0),
+
+    fn put(s: *Stream, bytes: []const u8) sys.OsError!void {
+        var rest = bytes;
+        while (rest.len > 0) {
+            const n = @min(rest.len, s.buf.len - s.len);
+            @memcpy(s.buf[s.len..][0..n], rest[0..n]);
+            s.len += n;
+            rest = rest[n..];
+            if (s.len == s.buf.len) try s.flush();
+        }
+    }
+
+    fn flush(s: *Stream) sys.OsError!void {
+        if (s.len == 0) return;
+        s.hasher.update(s.buf[0..s.len]);
+        try sys.pwriteAll(s.fd, s.buf[0..s.len], s.pos);
+        s.pos += s.len;
+        s.len = 0;
+    }
+};
+
+/// The header of a compact index file. Both supported targets are little-endian, so the
+/// struct's bytes are the file's bytes.
+pub const FileHeader = extern struct {
+    magic: [8]u8 = file_magic,
+    version: u32 = file_version,
+    header_bytes: u32 = @sizeOf(FileHeader),
+    /// The store's header checksum and the index file's identity: the key of the file.
+    store_header_checksum: u64,
+    index: sys.FileIdentity,
+    record_count: u64,
+    ndim: u8,
+    reserved: [3]u8 = @splat(0),
+    block_records: u32 = @intCast(block_records),
+    headers_at: u64,
+    headers_len: u64,
+    bits_at: u64,
+    bits_len: u64,
+    headers_checksum: u64 = 0,
+    bits_checksum: u64 = 0,
+    /// XXH64 of this header with this field zero.
+    checksum: u64 = 0,
+
+    pub fn seal(h: *FileHeader) void {
+        h.checksum = 0;
+        h.checksum = format.xxh64(std.mem.asBytes(h));
+    }
+
+    pub fn sealed(h: FileHeader) bool {
+        var copy = h;
+        copy.checksum = 0;
+        return h.checksum == format.xxh64(std.mem.asBytes(&copy));
+    }
+};
+
+/// Where the block headers start in the file: after the file header, on a cache line.
+const headers_at: u64 = std.mem.alignForward(u64, @sizeOf(FileHeader), cache_line_bytes);
+
+pub const file_magic = [8]u8{ 'Z', 'R', 'I', 'D', 'X', '\r', '\n', 0x1a };
+pub const file_version: u32 = 1;
+
+comptime {
+    std.debug.assert(@sizeOf(FileHeader) == 152);
+}
+
+/// Builds a compact index into `fd` from records given in record order.
+pub const Builder = struct {
+    header: FileHeader,
+    headers: Stream,
+    bits: Stream,
+    pending: [block_records]Pending = undefined,
+    count: usize = 0,
+    built: u64 = 0,
+    block_buf: [512]u8 = undefined,
+    bits_buf: [block_records * (64 + 32 + 8 + 32 * format.ndim_max) / 8 + 8]u8 = undefined,
+
+    /// `buf` is split between the two streams; at least 2 * 4096 bytes.
+    pub fn init(fd: sys.Fd, key: FileHeader, buf: []u8) Builder {
+        const hb = blockHeaderBytes(key.ndim);
+        const blocks = (key.record_count + block_records - 1) / block_records;
+        var h = key;
+        h.headers_at = headers_at;
+        h.headers_len = blocks * hb;
+        h.bits_at = h.headers_at + h.headers_len;
+        const half = buf.len / 2;
+        return .{
+            .header = h,
+            .headers = .{ .fd = fd, .pos = h.headers_at, .buf = buf[0..half] },
+            .bits = .{ .fd = fd, .pos = h.bits_at, .buf = buf[half..] },
+        };
+    }
+
+    pub fn add(b: *Builder, p: Pending) sys.OsError!void {
+        b.pending[b.count] = p;
+        b.count += 1;
+        if (b.count == block_records) try b.flushBlock();
+    }
+
+    fn flushBlock(b: *Builder) sys.OsError!void {
+        const ps = b.pending[0..b.count];
+        const ndim = b.header.ndim;
+        var stored_min: u32 = std.math.maxInt(u32);
+        var stored_max: u32 = 0;
+        var stored_sum: u64 = 0;
+        // The second segment starts at the first record that does not follow its predecessor
+        // in the same shard.
+        var split: usize = ps.len;
+        for (ps, 0..) |p, i| {
+            stored_min = @min(stored_min, p.stored_size);
+            stored_max = @max(stored_max, p.stored_size);
+            stored_sum += p.stored_size;
+            if (i > 0 and split == ps.len) {
+                const q = ps[i - 1];
+                if (p.shard != q.shard or p.offset != q.offset +% q.stored_size) split = i;
+            }
+        }
+        const slope: u64 = stored_sum / ps.len;
+        const first = [2]usize{ 0, split };
+        // Deviations from each segment's line, exact in i128; one minimum for both.
+        var dev_min: i128 = std.math.maxInt(i128);
+        var dev_max: i128 = std.math.minInt(i128);
+        var shard_max: u8 = 0;
+        for (ps, 0..) |p, i| {
+            const seg: usize = @intFromBool(i >= split);
+            const dev = deviation(ps, first[seg], slope, i);
+            dev_min = @min(dev_min, dev);
+            dev_max = @max(dev_max, dev);
+            shard_max = @max(shard_max, p.shard -% ps[first[seg]].shard);
+        }
+        var fixed: BlockFixed = .{
+            .offset_base = .{ 0, 0 },
+            .bits_at = b.bits.pos + b.bits.len - b.header.bits_at,
+            .slope = slope,
+            .stored_base = stored_min,
+            .record_bits = 0,
+            .shard_base = .{ ps[0].shard, if (split < ps.len) ps[split].shard else 0 },
+            .split = @intCast(split),
+            .offset_bits = bitsFor(@intCast(dev_max - dev_min)),
+            .stored_bits = bitsFor(stored_max - stored_min),
+            .shard_bits = bitsFor(shard_max),
+            .location_bits = 0,
+        };
+        // At most 64 + 32 + 8 bits; a u8 holds it.
+        fixed.location_bits = fixed.offset_bits + fixed.stored_bits + fixed.shard_bits;
+        for (first, 0..) |f0, seg| {
+            if (f0 < ps.len) fixed.offset_base[seg] = @truncate(@as(u128, @bitCast(@as(i128, ps[f0].offset) + dev_min)));
+        }
+        var dim_min: [format.ndim_max]u32 = @splat(std.math.maxInt(u32));
+        var dim_max: [format.ndim_max]u32 = @splat(0);
+        for (ps) |p| for (0..ndim) |k| {
+            dim_min[k] = @min(dim_min[k], p.dims[k]);
+            dim_max[k] = @max(dim_max[k], p.dims[k]);
+        };
+        var dim_bits: [format.ndim_max]u8 = undefined;
+        var record_bits: u32 = @as(u32, fixed.offset_bits) + fixed.stored_bits + fixed.shard_bits;
+        for (0..ndim) |k| {
+            dim_bits[k] = bitsFor(dim_max[k] - dim_min[k]);
+            record_bits += dim_bits[k];
+        }
+        fixed.record_bits = @intCast(record_bits);
+        // The header.
+        const hb = blockHeaderBytes(ndim);
+        const head = b.block_buf[0..hb];
+        @memset(head, 0);
+        @memcpy(head[0..@sizeOf(BlockFixed)], std.mem.asBytes(&fixed));
+        @memcpy(head[dim_bits_at..][0..ndim], dim_bits[0..ndim]);
+        for (0..ndim) |k| std.mem.writeInt(u32, head[dimBasesAt(ndim) + 4 * k ..][0..4], dim_min[k], .little);
+        try b.headers.put(head);
+        // The bit fields, byte-aligned per block.
+        const nbytes = (ps.len * record_bits + 7) / 8;
+        const out = b.bits_buf[0 .. nbytes + 8];
+        @memset(out, 0);
+        var pos: u64 = 0;
+        for (ps, 0..) |p, i| {
+            const seg: usize = @intFromBool(i >= split);
+            pos = writeBits(out, pos, @intCast(deviation(ps, first[seg], slope, i) - dev_min), fixed.offset_bits);
+            pos = writeBits(out, pos, p.stored_size - stored_min, fixed.stored_bits);
+            pos = writeBits(out, pos, p.shard -% ps[first[seg]].shard, fixed.shard_bits);
+            for (0..ndim) |k| pos = writeBits(out, pos, p.dims[k] - dim_min[k], dim_bits[k]);
+        }
+        try b.bits.put(out[0..nbytes]);
+        b.built += ps.len;
+        b.count = 0;
+    }
+
+    /// Writes the last block, the padding and the file header; returns the header.
+    pub fn finish(b: *Builder) sys.OsError!FileHeader {
+        if (b.count > 0) try b.flushBlock();
+        std.debug.assert(b.built == b.header.record_count);
+        try b.bits.put(&@as([bits_padding]u8, @splat(0)));
+        try b.headers.flush();
+        try b.bits.flush();
+        var h = b.header;
+        h.bits_len = b.bits.pos - h.bits_at;
+        h.headers_checksum = b.headers.hasher.final();
+        h.bits_checksum = b.bits.hasher.final();
+        h.seal();
+        try sys.pwriteAll(b.headers.fd, std.mem.asBytes(&h), 0);
+        return h;
+    }
+};
+
+/// How far record `i`'s offset lies from the line of its segment, which starts at record
+/// `first` and grows by `slope` per record.
+fn deviation(ps: []const Pending, first: usize, slope: u64, i: usize) i128 {
+    const predicted = @as(i128, ps[first].offset) + @as(i128, slope) * @as(i128, @intCast(i - first));
+    return @as(i128, ps[i].offset) - predicted;
+}
+
+/// Writes the low `width` bits of `value` at bit `pos` of `out` (zeroed beforehand); returns
+/// the position after them.
+fn writeBits(out: []u8, pos: u64, value: u64, width: u8) u64 {
+    if (width == 0) return pos;
+    var v: u128 = @as(u128, value) << @intCast(pos & 7);
+    var at: usize = @intCast(pos >> 3);
+    var left: u32 = width + @as(u32, @intCast(pos & 7));
+    while (left > 0) : (at += 1) {
+        out[at] |= @truncate(v);
+        v >>= 8;
+        left -|= 8;
+    }
+    return pos + width;
+}
+
+/// Whether `file_len` bytes can hold what `h` says, and `h` is a sealed file header of this
+/// version for the given key fields.
+pub fn headerFits(h: FileHeader, file_len: u64) bool {
+    if (!std.mem.eql(u8, &h.magic, &file_magic) or h.version != file_version) return false;
+    if (h.header_bytes != @sizeOf(FileHeader) or h.block_records != block_records or !h.sealed()) return false;
+    if (h.ndim > format.ndim_max) return false;
+    const blocks = (h.record_count + block_records - 1) / block_records;
+    const hb = blockHeaderBytes(h.ndim);
+    if (h.headers_at != headers_at or h.headers_len != std.math.mul(u64, blocks, hb) catch return false) return false;
+    if (h.bits_at != h.headers_at + h.headers_len or h.bits_len < bits_padding) return false;
+    return h.bits_at + h.bits_len == file_len;
+}
+
+/// The view of a mapped compact index file whose header passed `headerFits`.
+pub fn viewOf(h: FileHeader, map: []const u8) View {
+    return .{
+        .headers = map[@intCast(h.headers_at)..][0..@intCast(h.headers_len)],
+        .bits = map[@intCast(h.bits_at)..][0..@intCast(h.bits_len)],
+        .ndim = h.ndim,
+        .header_bytes = blockHeaderBytes(h.ndim),
+        .record_count = h.record_count,
+    };
+}
+
+/// Whether the regions of a mapped file match the checksums of its header.
+pub fn regionsMatch(h: FileHeader, v: View) bool {
+    return format.xxh64(v.headers) == h.headers_checksum and format.xxh64(v.bits) == h.bits_checksum;
+}
+
+/// Whether every field of block `blk` stays inside the view (its bit fields end before the
+/// padding), so that decoding its records reads nothing outside the mapping. What the
+/// records say is checked against the store by the reader.
+pub fn blockInBounds(v: *const View, blk: u64) bool {
+    const at: usize = @intCast(blk * v.header_bytes);
+    const f = std.mem.bytesToValue(BlockFixed, v.headers[at..][0..@sizeOf(BlockFixed)]);
+    const widths = v.headers[at + dim_bits_at ..][0..v.ndim];
+    var sum: u32 = @as(u32, f.offset_bits) + f.stored_bits + f.shard_bits;
+    if (f.offset_bits > 64 or f.stored_bits > 32 or f.shard_bits > 8) return false;
+    if (f.location_bits != sum) return false;
+    for (widths) |w| {
+        if (w > 32) return false;
+        sum += w;
+    }
+    if (sum != f.record_bits) return false;
+    const n = @min(block_records, v.record_count - blk * block_records);
+    const end_bits = std.math.mul(u64, f.bits_at, 8) catch return false;
+    const last = end_bits +| n * sum;
+    return last <= (v.bits.len - bits_padding) * 8;
+}
+
+// ---- tests ------------------------------------------------------------------------------
+
+const testing = std.testing;
+
+fn buildInto(fd: sys.Fd, ndim: u8, recs: []const Pending) !FileHeader {
+    var buf: [8192]u8 = undefined;
+    var key: FileHeader = .{ .store_header_checksum = 7, .index = std.mem.zeroes(sys.FileIdentity), .record_count = recs.len, .ndim = ndim, .headers_at = 0, .headers_len = 0, .bits_at = 0, .bits_len = 0 };
+    key.seal();
+    var b = Builder.init(fd, key, &buf);
+    for (recs) |r| try b.add(r);
+    return b.finish();
+}
+
+test "every record decodes to what was built: back to back, shuffled, several shards, wide fields" {
+    const n = 1000;
+    var recs: [n]Pending = undefined;
+    var prng = std.Random.DefaultPrng.init(11);
+    const random = prng.random();
+    for ([_]u8{ 0, 1, 3 }) |ndim| {
+        for (0..3) |layout| {
+            var next: [3]u64 = .{ 0, 0, 1 << 40 };
+            for (&recs, 0..) |*r, i| {
+                const size: u32 = switch (layout) {
+                    0 => 2048,
+                    1 => random.intRangeAtMost(u32, 0, 400),
+                    else => random.int(u32),
+                };
+                const shard: u8 = switch (layout) {
+                    0 => 0,
+                    1 => @intCast(i * 3 / n),
+                    else => random.uintLessThan(u8, 3),
+                };
+                r.* = .{ .offset = if (layout == 2) random.int(u64) else next[shard], .stored_size = size, .shard = shard };
+                next[shard] += size;
+                for (0..ndim) |k| r.dims[k] = if (layout == 2) random.int(u32) else random.intRangeAtMost(u32, 16, 100 + @as(u32, @intCast(k)));
+            }
+            const fd = try sys.memfd("compact-test");
+            defer sys.close(fd);
+            const h = try buildInto(fd, ndim, &recs);
+            const len = h.bits_at + h.bits_len;
+            try testing.expect(headerFits(h, len));
+            const map = try sys.mmapRead(fd, @intCast(len));
+            defer sys.munmap(map);
+            const v = viewOf(h, map);
+            try testing.expect(regionsMatch(h, v));
+            var blk: u64 = 0;
+            while (blk < v.blockCount()) : (blk += 1) try testing.expect(blockInBounds(&v, blk));
+            for (recs, 0..) |r, i| {
+                const loc = v.location(i);
+                try testing.expectEqual(r.offset, loc.offset);
+                try testing.expectEqual(r.stored_size, loc.stored_size);
+                try testing.expectEqual(r.shard, loc.shard);
+                var got: [format.ndim_max]u64 = undefined;
+                v.shape(i, got[0..ndim]);
+                for (0..ndim) |k| try testing.expectEqual(@as(u64, r.dims[k]), got[k]);
+            }
+            // A Dense raw layout costs no bit per record, only the block headers; three runs of
+            // records of up to 400 bytes, back to back, about 20 bits each.
+            if (layout == 0 and ndim == 0) try testing.expectEqual(@as(u64, bits_padding), h.bits_len);
+            if (layout == 1 and ndim == 0) try testing.expect(h.bits_len < 3 * n);
+        }
+    }
+}
+
+test "a file header that does not fit its file, or is not sealed, is refused" {
+    const fd = try sys.memfd("compact-test");
+    defer sys.close(fd);
+    var recs: [3]Pending = undefined;
+    for (&recs, 0..) |*r, i| r.* = .{ .offset = i * 8, .stored_size = 8, .shard = 0 };
+    var h = try buildInto(fd, 0, &recs);
+    const len = h.bits_at + h.bits_len;
+    try testing.expect(headerFits(h, len));
+    try testing.expect(!headerFits(h, len + 1));
+    h.record_count += 64;
+    try testing.expect(!headerFits(h, len));
+    h.seal();
+    try testing.expect(!headerFits(h, len));
+}

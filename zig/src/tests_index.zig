@@ -1,0 +1,249 @@
+//! End-to-end tests of the compact index and its cache folder through the C ABI: an index is
+//! built, written to the cache, and loaded by later opens; a cache file that is damaged, stale
+//! or crafted is never trusted to send a read outside the store.
+//!
+//! Invariants:
+//! - As in tests.zig, each test works in its own fresh directory under /tmp (the cache folder
+//!   inside it) and removes it; a test that leaves anything behind fails.
+
+const std = @import("std");
+const root = @import("root.zig");
+const abi = @import("abi.zig");
+const sys = @import("sys.zig");
+const format = @import("format.zig");
+const compact = @import("compact.zig");
+const t = @import("testing.zig");
+const Reader = @import("reader.zig").Reader;
+const IndexSource = @import("reader.zig").IndexSource;
+
+const testing = std.testing;
+const gpa = testing.allocator;
+const Status = abi.Status;
+const TempDir = t.TempDir;
+
+fn openWith(td: *const TempDir, store: []const u8, flags: u32) !*Reader {
+    var pbuf: [256]u8 = undefined;
+    var cbuf: [256]u8 = undefined;
+    const opts: abi.OpenOpts = .{ .flags = flags, .reserved = 0, .index_cache = td.sub(&cbuf, "cache") };
+    var st: Status = undefined;
+    var r: ?*Reader = null;
+    const rc = root.zr_reader_open_opts(td.sub(&pbuf, store), &opts, &r, &st);
+    if (rc != 0) std.debug.print("open failed: {s}\n", .{t.msg(&st)});
+    try testing.expectEqual(@as(c_int, 0), rc);
+    return r.?;
+}
+
+fn sourceOf(r: *const Reader) IndexSource {
+    var info: abi.IndexInfo = undefined;
+    root.zr_reader_index_info(r, &info);
+    return @enumFromInt(info.source);
+}
+
+/// The one cache file of the test's cache folder; its name goes into `buf`.
+fn cacheFile(td: *const TempDir, buf: []u8) ![:0]const u8 {
+    var cbuf: [256]u8 = undefined;
+    const fd = try sys.open(td.sub(&cbuf, "cache"), sys.O_RDONLY | sys.O_DIRECTORY, 0);
+    defer sys.close(fd);
+    var dir = sys.Dir.open(fd) orelse return error.NoDir;
+    defer dir.close();
+    var found: ?[:0]const u8 = null;
+    while (dir.next()) |name| {
+        try testing.expect(found == null);
+        found = try std.fmt.bufPrintSentinel(buf, "cache/{s}", .{name}, 0);
+    }
+    return found orelse error.NoCacheFile;
+}
+
+/// Removes the cache folder and every file in it.
+fn removeCache(td: *const TempDir) void {
+    var cbuf: [256]u8 = undefined;
+    const path = td.sub(&cbuf, "cache");
+    const fd = sys.open(path, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch return;
+    defer sys.close(fd);
+    var names: [8][128]u8 = undefined;
+    var count: usize = 0;
+    if (sys.Dir.open(fd)) |dir_const| {
+        var dir = dir_const;
+        defer dir.close();
+        while (dir.next()) |name| : (count += 1) {
+            if (count == names.len or name.len >= names[0].len) break;
+            @memcpy(names[count][0 .. name.len + 1], name[0 .. name.len + 1]);
+        }
+    }
+    for (names[0..count]) |*name| sys.unlinkAt(fd, @ptrCast(name)) catch {};
+    sys.rmdir(path) catch {};
+}
+
+fn writeTokens(td: *const TempDir, n: usize) ![]const []const u8 {
+    const recs = try gpa.alloc([]const u8, n);
+    var prng = std.Random.DefaultPrng.init(5);
+    for (recs, 0..) |*rec, i| {
+        const buf = try gpa.alloc(u8, prng.random().intRangeAtMost(usize, 0, 300));
+        for (buf, 0..) |*b, k| b.* = t.pattern(i + k);
+        rec.* = buf;
+    }
+    _ = try t.raggedRoundTrip(td, t.codec_raw, "", 3, recs, &.{ 0, @intCast(n - 1), @intCast(n / 2) }, 1);
+    return recs;
+}
+
+fn freeTokens(recs: []const []const u8) void {
+    for (recs) |rec| gpa.free(rec);
+    gpa.free(recs);
+}
+
+/// A store "r" of `n` Ragged records of 0 to 300 bytes in three shards, in a fresh folder with a
+/// cache folder beside it.
+const Tokens = struct {
+    td: TempDir = .{},
+    recs: []const []const u8 = &.{},
+
+    /// `primed`: opened once, so that the cache folder holds its compact index.
+    fn init(f: *Tokens, n: usize, primed: bool) !void {
+        try f.td.init();
+        f.recs = try writeTokens(&f.td, n);
+        if (primed) root.zr_reader_free(try openWith(&f.td, "r", 0));
+    }
+
+    fn deinit(f: *Tokens) !void {
+        freeTokens(f.recs);
+        removeCache(&f.td);
+        f.td.removeStore("r", 3);
+        try f.td.deinitExpectEmpty();
+    }
+};
+
+fn expectRagged(r: *Reader, recs: []const []const u8, idx: []const u64) !void {
+    var total: usize = 0;
+    for (idx) |i| total += recs[@intCast(i)].len;
+    const out = try gpa.alloc(u8, total + 1);
+    defer gpa.free(out);
+    const offsets = try gpa.alloc(u64, idx.len);
+    defer gpa.free(offsets);
+    var at: u64 = 0;
+    for (idx, offsets) |i, *o| {
+        o.* = at;
+        at += recs[@intCast(i)].len;
+    }
+    var st: Status = undefined;
+    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, out.len, 1, &st);
+    if (rc != 0) std.debug.print("gather_ragged failed: {s}\n", .{t.msg(&st)});
+    try testing.expectEqual(@as(c_int, 0), rc);
+    for (idx, offsets) |i, o| try testing.expectEqualSlices(u8, recs[@intCast(i)], out[@intCast(o)..][0..recs[@intCast(i)].len]);
+}
+
+test "the first open builds the compact index into the cache, later opens load it and read the same" {
+    const n = 1000;
+    var f: Tokens = .{};
+    try f.init(n, false);
+    const td = &f.td;
+    const recs = f.recs;
+    const idx = [_]u64{ 999, 0, 500, 63, 64, 65, 128, 3 };
+    const r1 = try openWith(td, "r", 0);
+    try testing.expectEqual(IndexSource.built_cached, sourceOf(r1));
+    try expectRagged(r1, recs, &idx);
+    const r2 = try openWith(td, "r", 0);
+    try testing.expectEqual(IndexSource.cached, sourceOf(r2));
+    try expectRagged(r2, recs, &idx);
+    var st: Status = undefined;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r2, 0, n, &st));
+    // Three shards of records of 0 to 300 bytes, back to back: far below the 32 bytes of
+    // their index entries.
+    var info: abi.IndexInfo = undefined;
+    root.zr_reader_index_info(r2, &info);
+    try testing.expect(info.resident_bytes < 6 * n);
+    // Full validation builds again, and replaces the file.
+    const r3 = try openWith(td, "r", abi.open_validate_index);
+    try testing.expectEqual(IndexSource.built_cached, sourceOf(r3));
+    try expectRagged(r3, recs, &idx);
+    for ([_]*Reader{ r1, r2, r3 }) |r| root.zr_reader_free(r);
+    // Without a cache folder nothing is written.
+    const r4 = try t.openOk(td, "r");
+    try testing.expectEqual(IndexSource.built, sourceOf(r4));
+    root.zr_reader_free(r4);
+    try f.deinit();
+}
+
+test "a damaged, truncated or stale cache file is not used: the index is built again" {
+    const n = 300;
+    var f: Tokens = .{};
+    try f.init(n, true);
+    const td = &f.td;
+    const recs = f.recs;
+    const idx = [_]u64{ 299, 0, 150 };
+    var nbuf: [256]u8 = undefined;
+    var pbuf: [256]u8 = undefined;
+    for (0..3) |damage| {
+        const rel = try cacheFile(td, &nbuf);
+        switch (damage) {
+            // A flipped bit in the bit fields: their checksum fails.
+            0 => {
+                const bytes = try t.readAlloc(td, rel);
+                defer gpa.free(bytes);
+                try t.patchFile(td, rel, bytes.len - compact.bits_padding - 1, &.{~bytes[bytes.len - compact.bits_padding - 1]});
+            },
+            1 => try testing.expectEqual(@as(c_int, 0), truncate(td.sub(&pbuf, rel), 200)),
+            // index.zri rewritten with the same bytes: its identity changes.
+            else => {
+                const index = try t.readAlloc(td, "r/index.zri");
+                defer gpa.free(index);
+                try t.patchFile(td, "r/index.zri", 0, index);
+            },
+        }
+        const r = try openWith(td, "r", 0);
+        try testing.expectEqual(IndexSource.built_cached, sourceOf(r));
+        try expectRagged(r, recs, &idx);
+        root.zr_reader_free(r);
+    }
+    try f.deinit();
+}
+
+extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
+
+test "a cache file sealed anew with a record outside its shard fails the gather, never reads outside" {
+    const n = 300;
+    var f: Tokens = .{};
+    try f.init(n, true);
+    const td = &f.td;
+    const recs = f.recs;
+    var nbuf: [256]u8 = undefined;
+    const rel = try cacheFile(td, &nbuf);
+    const bytes = try t.readAlloc(td, rel);
+    defer gpa.free(bytes);
+    var h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
+    // Block 2's offset base moves far past every shard's end; its checksums are made to match.
+    const blk_at: usize = @intCast(h.headers_at + 2 * compact.blockHeaderBytes(h.ndim));
+    std.mem.writeInt(u64, bytes[blk_at..][0..8], 1 << 40, .little);
+    h.headers_checksum = format.xxh64(bytes[@intCast(h.headers_at)..][0..@intCast(h.headers_len)]);
+    h.seal();
+    @memcpy(bytes[0..@sizeOf(compact.FileHeader)], std.mem.asBytes(&h));
+    try t.patchFile(td, rel, 0, bytes);
+    const r = try openWith(td, "r", 0);
+    try testing.expectEqual(IndexSource.cached, sourceOf(r));
+    // Block 0 is sound, block 2 (records 128..191) is not.
+    try expectRagged(r, recs, &.{ 0, 5 });
+    var out: [4096]u8 = undefined;
+    const idx = [_]u64{130};
+    const offsets = [_]u64{0};
+    var st: Status = undefined;
+    try testing.expectEqual(t.ZR_E_CORRUPT, root.zr_reader_gather_ragged(r, &idx, 1, &out, &offsets, out.len, 1, &st));
+    try t.expectContains(t.msg(&st), "cache file is damaged");
+    try testing.expectEqual(t.ZR_E_CORRUPT, root.zr_reader_verify(r, 0, n, &st));
+    root.zr_reader_free(r);
+    try f.deinit();
+}
+
+test "verify of a reader whose index came from the cache checks index.zri itself" {
+    const n = 300;
+    var f: Tokens = .{};
+    try f.init(n, true);
+    const td = &f.td;
+    const r = try openWith(td, "r", 0);
+    try testing.expectEqual(IndexSource.cached, sourceOf(r));
+    // The index changes after open (an unchecked checksum byte of a record no gather read).
+    try t.patchFile(td, "r/index.zri", 200 * 32 + 16, &.{0xEE});
+    var st: Status = undefined;
+    try testing.expectEqual(t.ZR_E_CHECKSUM, root.zr_reader_verify(r, 0, 1, &st));
+    try t.expectContains(t.msg(&st), "index_checksum");
+    root.zr_reader_free(r);
+    try f.deinit();
+}
