@@ -148,6 +148,32 @@ RESULT_CODES = {
 }
 
 
+# The C header's other constants (format version, kinds, codecs, limits, flags) by name, with
+# the values the C compiler saw in zrecord.h: the one table that zrecord's Python modules read.
+CONSTANTS = {
+    "ZR_FORMAT_MAJOR": ZR_FORMAT_MAJOR,
+    "ZR_FORMAT_MINOR": ZR_FORMAT_MINOR,
+    "ZR_KIND_DENSE": ZR_KIND_DENSE,
+    "ZR_KIND_RAGGED": ZR_KIND_RAGGED,
+    "ZR_CODEC_RAW": ZR_CODEC_RAW,
+    "ZR_CODEC_ZSTD": ZR_CODEC_ZSTD,
+    "ZR_CODEC_ZSTD_DICT": ZR_CODEC_ZSTD_DICT,
+    "ZR_NDIM_MAX": ZR_NDIM_MAX,
+    "ZR_DATA_SHARDS_MAX": ZR_DATA_SHARDS_MAX,
+    "ZR_RECORD_SIZE_BYTES_MAX": ZR_RECORD_SIZE_BYTES_MAX,
+    "ZR_DIM_MAX": ZR_DIM_MAX,
+    "ZR_DICT_SIZE_BYTES_MAX": ZR_DICT_SIZE_BYTES_MAX,
+    "ZR_RECORD_COUNT_MAX": ZR_RECORD_COUNT_MAX,
+    "ZR_ITEMSIZE_BYTES_MAX": ZR_ITEMSIZE_BYTES_MAX,
+    "ZR_UNIT_COUNT_MAX": ZR_UNIT_COUNT_MAX,
+    "ZR_WRITE_NO_SYNC": ZR_WRITE_NO_SYNC,
+    "ZR_OPEN_CACHE_BYPASS": ZR_OPEN_CACHE_BYPASS,
+    "ZR_READS_AUTO": ZR_READS_AUTO,
+    "ZR_READS_MAPPED": ZR_READS_MAPPED,
+    "ZR_READS_HINTED": ZR_READS_HINTED,
+}
+
+
 # The Ragged collector (RaggedChunk, ragged_collect), kept in its own file: it is the one
 # part of this module that works record by record rather than binding a native call.
 include "_ragged_collect.pxi"
@@ -179,7 +205,7 @@ cdef class Writer:
         schema.ndim = ndim
         schema.codec = codec
         schema.data_shards = data_shards
-        for i in range(min(len(item_shape), 32)):
+        for i in range(min(len(item_shape), ZR_NDIM_MAX)):
             schema.item_shape[i] = item_shape[i]
         if dict_bytes is not None:
             d = dict_bytes
@@ -292,7 +318,7 @@ cdef class Reader:
             "codec": info.schema.codec,
             "data_shards": info.schema.data_shards,
             "item_shape": tuple(info.schema.item_shape[i] for i in range(ndim))
-            if info.schema.kind == 1 else None,
+            if info.schema.kind == ZR_KIND_DENSE else None,
             "format_version": (info.format_major, info.format_minor),
             "dict_size": info.dict_size,
             "record_count": info.record_count,

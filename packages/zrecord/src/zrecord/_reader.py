@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from zrecord import _native
-from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_info, numpy_can_hold
+from zrecord._dtypes import (
+    CODEC_NAMES,
+    KIND_DENSE,
+    KIND_RAGGED,
+    OPEN_CACHE_BYPASS,
+    dtype_from_info,
+    numpy_can_hold,
+)
 from zrecord._index import index_error, normalise
 from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
@@ -37,7 +44,7 @@ from zrecord.errors import (
 )
 
 # What `cache=` takes at open, and the native open flags of each (zrecord.h ZR_OPEN_*).
-CACHE_MODES = {"auto": 0, "bypass": 1}
+CACHE_MODES = {"auto": 0, "bypass": OPEN_CACHE_BYPASS}
 
 # Iteration reads ahead in blocks of about this size, so it costs one native call per block.
 _ITER_BLOCK_BYTES = 4 << 20
