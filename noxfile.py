@@ -418,7 +418,7 @@ ARM64_LEFT_OUT = [
     "--deselect", "packages/loaderx/tests/test_seed_examples.py::test_cpu_to_gpu_transfer_with_pinned_memory",
     "--deselect", "packages/loaderx/tests/test_seed_examples.py::test_jax_device_put",
     "--deselect", "packages/loaderx/tests/test_import_paths.py::test_converter_import_with_the_distribution",
-    "--deselect", "tests/test_cli.py::test_r1_07_head_of_huge_records_runs_in_bounded_memory",
+    "--deselect", "tests/test_cli.py::test_head_of_huge_records_runs_in_bounded_memory",
     "--deselect", "tests/test_hostile.py::"
                   "test_fuzz_harness_catches_crashes_hangs_and_overallocation[memory-overallocation]",
     "--deselect", "tests/test_hostile.py::"

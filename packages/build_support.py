@@ -7,7 +7,8 @@ declared in their pyproject.toml, in the ``[tool.hatch.build.hooks.custom]`` tab
 
 - ``module``: the extension, e.g. ``zrecord._native``: ``src/zrecord/_native.pyx`` is
   cythonized and compiled into ``zrecord/_native.abi3.so``; the package folder is on the
-  include path of Cython and of the C compiler (``.pxd`` and ``.h`` files beside the ``.pyx``).
+  include path of Cython and of the C compiler (``.pxd``, ``.pxi`` and ``.h`` files beside
+  the ``.pyx``).
 - ``zig-core``: also compile the Zig core (``zig/src/root.zig``, ``zig/include``) into the
   extension, linked with zstd.
 - ``optimize``: Zig's release mode for the extension (default ``ReleaseSafe``).
@@ -274,8 +275,10 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
     arch = target_arch()
     package, _, name = str(config["module"]).rpartition(".")
     pkg = root / "src" / package
-    # The Cython sources, then everything else the extension is made of.
-    cython_inputs = sorted(pkg.glob("*.pyx")) + sorted(pkg.glob("*.pxd"))
+    # Everything the extension is made of, the Cython sources first: the module, its .pxd
+    # declarations and the .pxi files it includes (compiled into it as if written there).
+    cython_inputs = [*sorted(pkg.glob("*.pyx")), *sorted(pkg.glob("*.pxd")),
+                     *sorted(pkg.glob("*.pxi"))]
     inputs = [*cython_inputs, *sorted(pkg.glob("*.h")), Path(__file__).resolve()]
     env = dict(os.environ)
     # Keep Zig's cache inside the build folder unless the caller chose one: a user's pip run

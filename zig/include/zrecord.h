@@ -76,6 +76,8 @@ const char *zr_result_name(int code);
 #define ZR_DIM_MAX 4294967295ULL
 #define ZR_DICT_SIZE_BYTES_MAX 16777216ULL
 #define ZR_RECORD_COUNT_MAX 281474976710656ULL
+#define ZR_ITEMSIZE_BYTES_MAX 2147483647ULL /* NumPy keeps an item size in a C int */
+#define ZR_UNIT_COUNT_MAX 2147483647ULL /* of datetime64/timedelta64; NumPy's C int too */
 
 /* Writer flags. */
 #define ZR_WRITE_NO_SYNC 1u /* skip fsync before publishing (benchmarks, scratch data) */

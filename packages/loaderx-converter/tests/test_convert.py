@@ -424,7 +424,7 @@ def test_fixed_size_binary_becomes_bytes_records_byte_for_byte(tmp_path):
         assert [r.tobytes() for r in store[:]] == [b"aab\x00", b"", b"zz"]
 
 
-def test_v1_a_png_whose_pixels_do_not_decode_fails_while_writing_and_publishes_nothing(tmp_path):
+def test_a_png_whose_pixels_do_not_decode_fails_while_writing_and_publishes_nothing(tmp_path):
     """[V1] item 6: the check pass reads headers only, so a PNG with a sound header and a
     broken pixel stream is found while writing; the conversion then fails and removes
     everything."""

@@ -81,7 +81,7 @@ def test_errors_exit_1_when_there_is_no_store(tmp_path, capsys):
     assert code == 1 and "zrecord info:" in err
 
 
-def test_r1_16_head_refuses_negative_counts(stores, capsys):
+def test_head_refuses_negative_counts(stores, capsys):
     """[R1] item 16: `zrecord head -n -3` printed all but the last three records (a negative
     slice bound). A negative count is a usage error: exit 2, argparse style, nothing printed."""
     for argv, given in ((["-n", "-3"], "-3"), (["-n=-1"], "-1")):
@@ -103,7 +103,7 @@ def _strict_json(text: str):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "complex128"])
-def test_r1_18_head_json_is_strict_json(tmp_path, capsys, dtype):
+def test_head_json_is_strict_json(tmp_path, capsys, dtype):
     """[R1] item 18: `zrecord head --json` wrote NaN and Infinity, which JSON (RFC 8259) does
     not have, so strict parsers refused the whole output. Non-finite values are now the
     strings "NaN", "Infinity" and "-Infinity" (complex values: [real, imag] pairs of those)."""
@@ -130,7 +130,7 @@ def test_r1_18_head_json_is_strict_json(tmp_path, capsys, dtype):
         assert code == 0 and _strict_json(out)
 
 
-# ---- [R1] item 7: memory bounded independently of record size -------------------------------
+# ---- memory bounded independently of record size ([R1] item 7) -------------------------------
 
 GiB = 1 << 30
 MEMORY_LIMIT_BYTES = 1 * GiB
@@ -169,7 +169,7 @@ def _zrecord(*argv: str, limit: bool = True):
 
 
 @pytest.mark.slow  # the kernel's memory accounting, not the interpreter's concern: run once
-def test_r1_07_head_of_huge_records_runs_in_bounded_memory(huge_stores):
+def test_head_of_huge_records_runs_in_bounded_memory(huge_stores):
     """[R1] item 7: `zrecord head --json` on a small store of 2 GiB zstd records was OOM-killed:
     it decoded every shown record whole (and at once) and called tolist() on it. Under a 1 GiB
     address-space limit, head (text and JSON) now answers at once: records above
@@ -205,7 +205,7 @@ def test_r1_07_head_of_huge_records_runs_in_bounded_memory(huge_stores):
 
 
 @pytest.mark.slow  # the kernel's memory accounting, not the interpreter's concern: run once
-def test_r1_07_stats_info_verify_of_huge_records_run_in_bounded_memory(huge_stores):
+def test_stats_info_verify_of_huge_records_run_in_bounded_memory(huge_stores):
     """[R1] item 7: `verify` decodes each compressed record whole (in native code), so under
     the limit it reported the out-of-memory failure as CORRUPT (exit 1). Records above
     --max-record-bytes are now skipped and reported, exit 3 (nothing was found corrupt, but
@@ -229,7 +229,7 @@ def test_r1_07_stats_info_verify_of_huge_records_run_in_bounded_memory(huge_stor
     assert proc.returncode == 0 and _strict_json(proc.stdout)["ok"] is True, proc.stdout
 
 
-def test_r1_07_head_summarises_long_records(tmp_path, capsys):
+def test_head_summarises_long_records(tmp_path, capsys):
     """[R1] item 7: head shows at most --values values per record (first and last halves,
     flat in row-major order), whole records as nested lists, in a documented JSON shape."""
     path = str(tmp_path / "s")
@@ -249,7 +249,7 @@ def test_r1_07_head_summarises_long_records(tmp_path, capsys):
     assert info.value.code == 2
 
 
-# ---- [U1]: the command line behaves like a Unix tool ------------------------------------------
+# ---- the command line behaves like a Unix tool ([U1]) ------------------------------------------
 
 ZRECORD_SCRIPT = Path(sys.executable).parent / "zrecord"
 
@@ -281,7 +281,7 @@ def slow_verify_store(tmp_path_factory):
     return path
 
 
-def test_u1_01_version():
+def test_version_prints_the_version_and_exits_0():
     """[U1] item 1: `zrecord --version` prints the version and exits 0 (it was a usage error);
     `python -m zrecord.cli` is the same program."""
     import zrecord
@@ -323,7 +323,7 @@ def _foreground() -> None:
 
 
 @pytest.mark.slow  # signals and pipes between processes: run once, in the zrecord session
-def test_u1_02_ctrl_c_prints_one_line_and_ends_by_sigint(long_store, slow_verify_store):
+def test_ctrl_c_prints_one_line_and_ends_by_sigint(long_store, slow_verify_store):
     """[U1] item 2: Ctrl-C during `head` or `verify` prints one line, no traceback, and the
     process ends by SIGINT, which a shell reports as status 130 (subprocess: -SIGINT)."""
     proc = subprocess.Popen([str(ZRECORD_SCRIPT), "head", long_store, "-n", "1000000"],
@@ -344,7 +344,7 @@ def test_u1_02_ctrl_c_prints_one_line_and_ends_by_sigint(long_store, slow_verify
 
 
 @pytest.mark.slow  # signals and pipes between processes: run once, in the zrecord session
-def test_u1_02_ctrl_c_in_a_shell_gives_130_and_stops_its_loop(long_store):
+def test_ctrl_c_in_a_shell_gives_130_and_stops_its_loop(long_store):
     """[U1] item 2: what a terminal's Ctrl-C does (SIGINT to the whole foreground group): a
     shell loop over stores stops at once, because zrecord dies by the signal (had it exited
     130, bash would have gone on with the next store); a shell that only zrecord's signal
@@ -385,7 +385,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_u1_02_in_process_interrupt_returns_130(stores, capsys, monkeypatch):
+def test_in_process_interrupt_returns_130(stores, capsys, monkeypatch):
     """[U1] item 2: called as a function (`main([...])`), an interrupt returns 130 and leaves
     the caller's process and signal handlers alone."""
     import zrecord.cli as cli
@@ -412,7 +412,7 @@ def _into_closed_pipe(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow  # signals and pipes between processes: run once, in the zrecord session
-def test_u1_02_a_closed_pipe_ends_quietly(long_store, stores, tmp_path):
+def test_a_closed_pipe_ends_quietly(long_store, stores, tmp_path):
     """[U1] item 2: `zrecord head S | head -1` and output into a pipe nobody reads any more
     end quietly, with status 141 as cat's (SIGPIPE), never "Exception ignored ... BrokenPipeError"
     from the interpreter's final flush (status 120)."""
@@ -444,9 +444,9 @@ def test_u1_02_a_closed_pipe_ends_quietly(long_store, stores, tmp_path):
         assert proc.returncode in (0, 141) and proc.stderr == "", argv
 
 
-def test_u1_03_exit_statuses(stores, tmp_path):
+def test_exit_statuses_tell_invalid_input_usage_and_runtime_failures_apart(stores, tmp_path):
     """[U1] item 3: 0 success, 1 not a valid store or a corrupt record, 2 usage, 3 a runtime
-    error (here: too many open files, and memory in test_r1_07_*); runtime errors exited 2,
+    error (here: too many open files, and memory in the bounded-memory tests above); runtime errors exited 2,
     like usage errors."""
     import resource
 
@@ -484,7 +484,7 @@ def test_u1_03_exit_statuses(stores, tmp_path):
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
-def test_u1_04_help_is_plain_text_with_defaults_statuses_and_examples():
+def test_help_is_plain_text_with_defaults_statuses_and_examples():
     """[U1] item 4: every --help is plain text (no reST ``literals`` or :roles:), every
     argument has help, defaults are shown, and the epilog gives the exit statuses and an
     example."""
@@ -525,7 +525,7 @@ def _tree_of_stores(root: Path) -> None:
     (root / ".cache" / "x").mkdir(parents=True)
 
 
-def test_u1_05_info_on_a_folder_lists_its_stores(tmp_path):
+def test_info_on_a_folder_lists_its_stores(tmp_path):
     """[U1] item 5: `zrecord info` on a folder of stores (a converted dataset) said it was "an
     unfinished or aborted write". It now lists the stores below it, recursively, as a table
     and as JSON; symbolic links are not followed (out of the tree, or to a store twice)."""
@@ -569,7 +569,7 @@ def test_u1_05_info_on_a_folder_lists_its_stores(tmp_path):
     shallow = _strict_json(proc.stdout)
     assert len(shallow["stores"]) == 4 and shallow["truncated"] is True
     # `zrecord info STORE` is unchanged; head and stats point to `info` for a folder (verify
-    # verifies every store below it: test_u2_03_*).
+    # verifies every store below it: test_verify_on_a_folder_*).
     assert _cli("info", str(root / "train" / "image")).stdout.startswith(
         f"{root / 'train' / 'image'}: Dense store")
     for command in ("head", "stats"):
@@ -578,7 +578,7 @@ def test_u1_05_info_on_a_folder_lists_its_stores(tmp_path):
         assert "is a folder, not a store; it holds 5 store(s)" in proc.stderr
 
 
-def test_u1_05_info_on_unfinished_writes_and_empty_folders(tmp_path):
+def test_info_on_unfinished_writes_and_empty_folders(tmp_path):
     """[U1] item 5: a writer's temporary directory is reported as an unfinished or aborted
     write, saying whether its writer is alive (its lock is held, [ZR-PUB-006]) or gone; a
     folder holding neither stores nor temporaries says so. Both exit 1."""
@@ -624,7 +624,7 @@ def test_u1_05_info_on_unfinished_writes_and_empty_folders(tmp_path):
     assert "is neither a store nor a folder holding stores or unfinished writes" in proc.stderr
 
 
-def test_u1_05_the_walk_is_bounded(tmp_path, monkeypatch):
+def test_info_walk_below_a_folder_is_bounded(tmp_path, monkeypatch):
     """[U1] item 5: the walk below a folder reads at most DIRECTORIES_MAX directories (and
     --max-depth levels) and says when a bound stopped it (`zrecord info /` ends)."""
     from zrecord import _tree
@@ -641,7 +641,7 @@ def test_u1_05_the_walk_is_bounded(tmp_path, monkeypatch):
 _DONE_LINE = r"(?P<desc>.+): (?P<done>[0-9,]+)/(?P<total>[0-9,]+) records \(100%\) done in [0-9.,]+ s(, [0-9,]+ records/s)?"
 
 
-def test_u2_03_verify_on_a_folder_verifies_every_store(tmp_path):
+def test_verify_on_a_folder_verifies_every_store(tmp_path):
     """[U2] item 3: `zrecord verify ROOT` on a folder of stores (a converted dataset) said it
     was a folder and exited 1, while `zrecord info ROOT` listed the stores. It now verifies
     every store below it: one result line per store, one progress line per store on stderr,
@@ -686,7 +686,7 @@ def test_u2_03_verify_on_a_folder_verifies_every_store(tmp_path):
     assert listing["stores"][1]["record"] is not None
 
 
-def test_u2_03_verify_on_a_folder_exit_statuses(tmp_path):
+def test_verify_on_a_folder_exit_statuses(tmp_path):
     """[U2] item 3: a folder whose stores could not all be checked exits 3 (as `verify STORE`
     does), one holding something that is not a valid store exits 1, and a folder without
     stores exits 1 and says so."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -148,3 +150,37 @@ def test_seed_padding_recipe(ragged):
         padded[i, :len(r)] = r
     assert padded.shape == (3, 5)
     np.testing.assert_array_equal(padded[1], [0, 1, 2, 3, 0])
+
+
+@pytest.mark.parametrize("key", [[2**63], [0, 2**64], [-(2**63) - 1],
+                                 np.array([1, 2**63], dtype=np.uint64)])
+def test_indices_beyond_int64_are_store_index_errors(tmp_path, key):
+    """[R1] item 15: `s[[2**63]]` raises StoreIndexError naming the value, like `s[2**64]`."""
+    with Dense.create(tmp_path / "s", np.uint8, (1,), codec="raw") as w:
+        w.append(np.ones((3, 1), np.uint8))
+    with Dense.open(tmp_path / "s") as ds:
+        with pytest.raises(StoreIndexError) as info:
+            ds[key]
+        bad = [int(k) for k in key if not 0 <= int(k) < 3][0]
+        assert f"index {bad} " in str(info.value)
+        with pytest.raises(StoreIndexError):
+            ds[2**64]
+
+
+GUIDE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "guides", "zrecord.md")
+
+
+@pytest.mark.skipif(not os.path.isfile(GUIDE), reason="run from a checkout (needs docs/)")
+def test_the_guide_says_what_negative_indices_do(tmp_path):
+    """[R1] item 19: the guide said negative indices count from the end; the store refuses
+    them (the user's contract: 0..len-1). The guide now says so, and the store still does."""
+    guide = " ".join(open(GUIDE, encoding="utf-8").read().split())
+    assert "a negative index is a `StoreIndexError`, not a position counted from the end" in guide
+    assert "count from the end" not in guide and "counts from the end" not in guide
+    with Dense.create(tmp_path / "s", np.int16, (), codec="raw") as w:
+        w.append(np.arange(5, dtype=np.int16))
+    with Dense.open(tmp_path / "s") as ds:
+        for key in (-1, [0, -1], np.array([-5])):
+            with pytest.raises(StoreIndexError):
+                ds[key]
+        assert ds[-2:].tolist() == [3, 4]  # slices keep Python's rules, as the guide says

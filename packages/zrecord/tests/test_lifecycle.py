@@ -356,7 +356,7 @@ def test_appends_show_progress_when_asked(store_path, capsys):
         assert len(rs) == 11
 
 
-def test_u2_07_progress_lines_come_at_intervals_and_not_after_an_error(capsys, monkeypatch):
+def test_progress_lines_come_at_intervals_and_not_after_an_error(capsys, monkeypatch):
     """[U2] item 7: away from a terminal, progress is one line per interval while work goes
     on and one when it is done; work ended by an exception (Ctrl-C included) adds no line."""
     from zrecord import console
@@ -379,7 +379,7 @@ def test_u2_07_progress_lines_come_at_intervals_and_not_after_an_error(capsys, m
     assert capsys.readouterr().err == ""
 
 
-def test_u2_07_progress_on_a_terminal_is_a_bar(tmp_path):
+def test_progress_on_a_terminal_is_a_bar(tmp_path):
     """[U2] item 7: on a terminal (here a pseudo-terminal) progress is still tqdm's bar,
     redrawn in place."""
     import fcntl

@@ -15,7 +15,7 @@ from zrecord import Dense, DenseReader, DenseWriter, Ragged, RaggedReader, Ragge
 from zrecord.errors import ModeError
 
 
-def test_u2_05_readers_and_writers_are_distinct_types_of_one_kind(tmp_path):
+def test_readers_and_writers_are_distinct_types_of_one_kind(tmp_path):
     """`open` returns a reader type (no append), `create` a writer type (no indexing); both
     are instances of their kind, and reprs keep naming the kind."""
     cases = [(Dense, DenseReader, DenseWriter, (2,)), (Ragged, RaggedReader, RaggedWriter, 1)]
@@ -41,7 +41,7 @@ def test_u2_05_readers_and_writers_are_distinct_types_of_one_kind(tmp_path):
         Dense(tmp_path / "Dense")
 
 
-def test_u2_05_the_accepted_typing_uses_run(tmp_path):
+def test_the_accepted_typing_uses_run(tmp_path):
     """typing/accepted.py is what mypy must accept; run, each of its uses works as typed."""
     uses = runpy.run_path(str(Path(__file__).parent / "typing" / "accepted.py"))
     uses["main"](str(tmp_path))

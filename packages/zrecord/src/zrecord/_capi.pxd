@@ -21,6 +21,30 @@ cdef extern from "zrecord.h" nogil:
         ZR_E_LIMIT
         ZR_E_DECODE
         ZR_E_IMMUTABLE
+    # The format constants, limits and flags (#defines of zrecord.h): declared here once, by
+    # name only, so that the C compiler gives each the header's value. _native.CONSTANTS
+    # exports them by these names.
+    const uint16_t ZR_FORMAT_MAJOR
+    const uint16_t ZR_FORMAT_MINOR
+    const uint8_t ZR_KIND_DENSE
+    const uint8_t ZR_KIND_RAGGED
+    const uint8_t ZR_CODEC_RAW
+    const uint8_t ZR_CODEC_ZSTD
+    const uint8_t ZR_CODEC_ZSTD_DICT
+    const uint64_t ZR_NDIM_MAX
+    const uint64_t ZR_DATA_SHARDS_MAX
+    const uint64_t ZR_RECORD_SIZE_BYTES_MAX
+    const uint64_t ZR_DIM_MAX
+    const uint64_t ZR_DICT_SIZE_BYTES_MAX
+    const uint64_t ZR_RECORD_COUNT_MAX
+    const uint64_t ZR_ITEMSIZE_BYTES_MAX
+    const uint64_t ZR_UNIT_COUNT_MAX
+    const uint32_t ZR_WRITE_NO_SYNC
+    const uint32_t ZR_OPEN_CACHE_BYPASS
+    const uint32_t ZR_READS_AUTO
+    const uint32_t ZR_READS_MAPPED
+    const uint32_t ZR_READS_HINTED
+
     const char *zr_result_name(int code)
     const char *zr_dtype_info(uint8_t code, uint32_t *itemsize)
     const char *zr_datetime_unit(uint8_t code)

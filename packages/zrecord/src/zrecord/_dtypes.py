@@ -15,8 +15,10 @@ import numpy as np
 from zrecord import _native
 from zrecord.errors import CodecError, LimitError, SchemaError
 
-KIND_DENSE = 1
-KIND_RAGGED = 2
+# The native core's constants (zrecord.h, through the binding's one table of them).
+_C = _native.CONSTANTS
+KIND_DENSE = _C["ZR_KIND_DENSE"]
+KIND_RAGGED = _C["ZR_KIND_RAGGED"]
 
 
 
@@ -46,16 +48,20 @@ _KIND_CODES: dict[str, int] = {kind: code for code, kind in _PARAMETRIC.items()}
 _UNITS: dict[int, str] = dict(_native.datetime_units())
 _UNIT_CODES: dict[str, int] = {name: code for code, name in _UNITS.items()}
 # NumPy keeps a datetime unit count and an item size in a C int.
-UNIT_COUNT_MAX = (1 << 31) - 1
-ITEMSIZE_BYTES_MAX = (1 << 31) - 1
+UNIT_COUNT_MAX = _C["ZR_UNIT_COUNT_MAX"]
+ITEMSIZE_BYTES_MAX = _C["ZR_ITEMSIZE_BYTES_MAX"]
 
-CODECS = {"raw": 0, "zstd": 1, "zstd_dict": 2}
+CODECS = {"raw": _C["ZR_CODEC_RAW"], "zstd": _C["ZR_CODEC_ZSTD"],
+          "zstd_dict": _C["ZR_CODEC_ZSTD_DICT"]}
 CODEC_NAMES = {code: name for name, code in CODECS.items()}
 
-NDIM_MAX = 32
-DATA_SHARDS_MAX = 255
-RECORD_SIZE_BYTES_MAX = 1 << 31
-DICT_SIZE_BYTES_MAX = 1 << 24
+NDIM_MAX = _C["ZR_NDIM_MAX"]
+DATA_SHARDS_MAX = _C["ZR_DATA_SHARDS_MAX"]
+RECORD_SIZE_BYTES_MAX = _C["ZR_RECORD_SIZE_BYTES_MAX"]
+DICT_SIZE_BYTES_MAX = _C["ZR_DICT_SIZE_BYTES_MAX"]
+# Flags of zr_writer_open and zr_staging_publish, and of zr_reader_open_ex.
+WRITE_NO_SYNC = _C["ZR_WRITE_NO_SYNC"]
+OPEN_CACHE_BYPASS = _C["ZR_OPEN_CACHE_BYPASS"]
 # NumPy indexes arrays with a signed pointer-sized integer and refuses any shape whose non-zero
 # axes multiply (times the itemsize) past it, even when another axis is zero. The format allows
 # such empty records; they are refused at the Python boundary with a LimitError.

@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 import numpy as np
 
 from zrecord import _native
-from zrecord._dtypes import CODEC_NAMES, KIND_DENSE, KIND_RAGGED, dtype_from_info, numpy_can_hold
+from zrecord._dtypes import (
+    CODEC_NAMES,
+    KIND_DENSE,
+    KIND_RAGGED,
+    OPEN_CACHE_BYPASS,
+    dtype_from_info,
+    numpy_can_hold,
+)
 from zrecord._index import index_error, normalise
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._paths import fspath, native_path
@@ -38,7 +45,7 @@ from zrecord.errors import (
 )
 
 # What `cache=` takes at open, and the native open flags of each (zrecord.h ZR_OPEN_*).
-CACHE_MODES = {"auto": 0, "bypass": 1}
+CACHE_MODES = {"auto": 0, "bypass": OPEN_CACHE_BYPASS}
 
 # Iteration reads ahead in blocks of about this size, so it costs one native call per block.
 _ITER_BLOCK_BYTES = 4 << 20

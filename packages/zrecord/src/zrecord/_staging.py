@@ -18,9 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from zrecord import _native
+from zrecord._dtypes import WRITE_NO_SYNC
 from zrecord._paths import fspath, native_path
-
-_NO_SYNC = 1  # ZR_WRITE_NO_SYNC
 
 
 @contextmanager
@@ -44,7 +43,7 @@ def staged_directory(path: Any, *, sync: bool = True) -> Iterator[str]:
         stage.abort()
         raise
     try:
-        stage.publish(0 if sync else _NO_SYNC)
+        stage.publish(0 if sync else WRITE_NO_SYNC)
     except BaseException:
         stage.abort()
         raise

@@ -27,6 +27,7 @@ from zrecord import _native
 from zrecord._dtypes import (
     KIND_DENSE,
     KIND_RAGGED,
+    WRITE_NO_SYNC,
     codec_code,
     data_shards_value,
     dtype_code,
@@ -87,7 +88,7 @@ class _Writer(_Kind):
         # published store and removes stale temporaries of this name (zrecord.h). The handle
         # aborts the write if it is collected unpublished.
         self._handle = _native.Writer(native_path(self.path), self._kind, dcode, ndim, ccode,
-                                      shards, item_shape, dict_data, 0 if sync else 1,
+                                      shards, item_shape, dict_data, 0 if sync else WRITE_NO_SYNC,
                                       dlength, dunit)
 
     def __del__(self) -> None:

@@ -92,7 +92,7 @@ def _run_shell(code: str, cwd: Path) -> None:
         assert proc.returncode == 0, proc.stderr
 
 
-def test_v1_guide_photo_collection_from_the_command_line_and_from_python(folder, capsys):
+def test_the_guides_photo_collection_runs_from_the_command_line_and_from_python(folder, capsys):
     pytest.importorskip("loaderx.transforms")  # the guide trains with loaderx
     cli, python, text = blocks("photos-cli"), blocks("photos-python"), blocks("text")
     assert [lang for lang, _ in cli] == ["sh"] and len(python) == 2 and len(text) == 1

@@ -1,11 +1,15 @@
-"""Issue [U1]: `loaderx-convert` behaves like a Unix tool: --version, distinct and documented
-exit statuses, one line for Ctrl-C, quiet on a closed pipe, plain-text help. Every test runs
-the real console script."""
+"""The `loaderx-convert` command line. It behaves like a Unix tool ([U1]): --version, distinct
+and documented exit statuses, one line for Ctrl-C, quiet on a closed pipe, plain-text help. It
+can do what the API does ([V1] item 4): per-column codecs, encoded images, casts, trained
+dictionaries, with errors that name its flags, not Python keywords. Every test runs the real
+console script, on save_to_disk folders of real ``datasets`` objects."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import io
+import json
 import os
 import re
 import resource
@@ -15,9 +19,11 @@ import sys
 import time
 from pathlib import Path
 
+import datasets
 import numpy as np
+import PIL.Image
 import pytest
-from datasets import Dataset, Features, Sequence, Value
+from datasets import ClassLabel, Dataset, Features, List, Sequence, Value
 
 import zrecord
 from loaderx_converter import __version__
@@ -28,6 +34,10 @@ CONVERT_SCRIPT = Path(sys.executable).parent / "loaderx-convert"
 def _cli(*argv: str, **kwargs) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(CONVERT_SCRIPT), *argv], capture_output=True, text=True,
                           timeout=300, **kwargs)
+
+
+def _quiet_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return _cli(*argv, "--quiet")
 
 
 def _temporaries(folder: Path) -> list[str]:
@@ -54,7 +64,7 @@ def large(tmp_path_factory) -> Path:
     return path
 
 
-def test_u1_01_version():
+def test_version_names_this_zrecord_and_datasets_versions():
     """[U1] item 1: --version names this package's version and the zrecord and datasets
     versions it runs with, and exits 0."""
     proc = _cli("--version")
@@ -73,7 +83,7 @@ def _foreground() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_u1_02_ctrl_c_prints_one_line_and_publishes_nothing(large, tmp_path):
+def test_ctrl_c_prints_one_line_and_publishes_nothing(large, tmp_path):
     """[U1] item 2: Ctrl-C while stores are written prints one line, no traceback, removes the
     temporary folder, and ends the process by SIGINT (a shell's status 130)."""
     root = tmp_path / "out"
@@ -90,7 +100,7 @@ def test_u1_02_ctrl_c_prints_one_line_and_publishes_nothing(large, tmp_path):
     assert not root.exists() and _temporaries(tmp_path) == []
 
 
-def test_u1_02_in_process_interrupt_returns_130(monkeypatch, capsys, small, tmp_path):
+def test_in_process_interrupt_returns_130(monkeypatch, capsys, small, tmp_path):
     """[U1] item 2: as a function, main([...]) returns 130 and leaves signal handlers alone."""
     import loaderx_converter.cli as cli
 
@@ -104,7 +114,7 @@ def test_u1_02_in_process_interrupt_returns_130(monkeypatch, capsys, small, tmp_
     assert signal.getsignal(signal.SIGINT) is before
 
 
-def test_u1_02_a_closed_pipe_ends_quietly(small, tmp_path):
+def test_a_closed_pipe_ends_quietly(small, tmp_path):
     """[U1] item 2: output into a pipe whose reader is gone ends quietly (141, as cat's
     SIGPIPE; argparse's --help and --version ignore the failed write: 0), never with
     "Exception ignored ... BrokenPipeError" from the interpreter's final flush. The
@@ -129,7 +139,7 @@ def _one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def test_u1_03_exit_statuses(small, tmp_path):
+def test_exit_statuses_tell_unconvertible_usage_and_system_failures_apart(small, tmp_path):
     """[U1] item 3: 0 published; 1 the dataset cannot be converted as asked; 2 usage; 3 the
     system failed (the Hub unreachable, a write refused). Runtime failures exited 1, like a
     dataset that cannot be converted."""
@@ -170,7 +180,7 @@ def test_u1_03_exit_statuses(small, tmp_path):
     assert not (tmp_path / "f").exists()
 
 
-def test_u1_04_help_is_plain_text_with_defaults_statuses_and_examples():
+def test_help_is_plain_text_with_defaults_statuses_and_examples():
     """[U1] item 4: --help is plain text, every argument has help, defaults are shown, and the
     epilog gives the exit statuses and examples."""
     from loaderx_converter.cli import _parser
@@ -190,7 +200,7 @@ def test_u1_04_help_is_plain_text_with_defaults_statuses_and_examples():
     assert "\n  loaderx-convert ylecun/mnist data/mnist\n" in text
 
 
-def test_u2_07_progress_into_a_pipe_is_a_few_plain_lines(small, tmp_path):
+def test_progress_into_a_pipe_is_a_few_plain_lines(small, tmp_path):
     """[U2] item 7: with stderr not a terminal (a CI log, `2> log`), progress bars were tqdm's
     redraws joined by carriage returns into one very long line. Progress there is now plain
     lines, one per pass (check, write) of each split when the work is short."""
@@ -200,3 +210,121 @@ def test_u2_07_progress_into_a_pipe_is_a_few_plain_lines(small, tmp_path):
     lines = proc.stderr.splitlines()
     assert [line.split(" done in ")[0] for line in lines] == [
         "train: check: 5/5 rows (100%)", "train: write: 5/5 rows (100%)"], proc.stderr
+
+
+# ---- what the API can do, from the command line ([V1] item 4) ------------------------------
+
+
+def _png(array: np.ndarray, fmt: str = "PNG") -> bytes:
+    buf = io.BytesIO()
+    PIL.Image.fromarray(array).save(buf, format=fmt)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> Path:
+    """Grey PNGs and RGB JPEGs of one size (mixed modes), labels, a text column, and a
+    compressible uint8 vector column."""
+    rng = np.random.default_rng(0)
+    n = 1200
+    files = [_png(rng.integers(0, 255, (6, 6), dtype=np.uint8)) if i % 2 else
+             _png(rng.integers(0, 255, (6, 6, 3), dtype=np.uint8), "JPEG") for i in range(n)]
+    path = tmp_path_factory.mktemp("mixed") / "saved"
+    Dataset.from_dict(
+        {"image": [{"bytes": f, "path": None} for f in files],
+         "label": rng.integers(0, 3, n).tolist(), "caption": ["a photo"] * n,
+         "vec": rng.integers(0, 4, (n, 96)).astype(np.uint8).tolist()},
+        features=Features({"image": datasets.Image(), "label": ClassLabel(names=["a", "b", "c"]),
+                           "caption": Value("string"),
+                           "vec": List(Value("uint8"), length=96)})).save_to_disk(str(path))
+    return path
+
+
+def test_columns_with_spaces_encoded_images_and_per_column_codecs(mixed, tmp_path):
+    root = tmp_path / "out"
+    proc = _quiet_cli(str(mixed), str(root), "--columns", " image , label, vec ", "--images",
+                "encoded", "--codec", "zstd", "--codec", "label=raw", "--codec", "vec=raw")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((root / "provenance.json").read_text())
+    cols = record["splits"]["train"]["columns"]
+    assert list(cols) == ["image", "image.format", "label", "vec"]
+    assert cols["image"]["encoding"] == "encoded"
+    assert cols["image"]["formats"] == {"JPEG": 600, "PNG": 600}
+    assert cols["label"]["codec"] == "raw" and "codec_choice" not in cols["label"]
+    assert record["options"]["codec"] == {"*": "zstd", "label": "raw", "vec": "raw"}
+    assert f"{root}/train/image: Ragged |u1 ndim=1 x 1200" in proc.stdout
+
+
+@pytest.mark.parametrize("flags", [["--cast", "image=RGB"], ["--image-mode", "RGB"]])
+def test_cast_and_image_mode_decode_to_one_mode(mixed, tmp_path, flags):
+    root = tmp_path / "out"
+    proc = _quiet_cli(str(mixed), str(root), "--columns", "image,label", *flags)
+    assert proc.returncode == 0, proc.stderr
+    with zrecord.Dense.open(root / "train" / "image") as store:
+        assert store.item_shape == (6, 6, 3)
+        saved = datasets.load_from_disk(str(mixed))
+        np.testing.assert_array_equal(store[1], np.asarray(saved[1]["image"].convert("RGB")))
+    record = json.loads((root / "provenance.json").read_text())
+    assert record["splits"]["train"]["columns"]["image"]["feature"]["mode"] == "RGB"
+    assert record["provenance"]["source"] == "local"  # the cast kept the provenance
+
+
+def test_dictionaries_from_a_column_and_from_a_file(mixed, tmp_path):
+    proc = _quiet_cli(str(mixed), str(tmp_path / "a"), "--columns", "vec,label", "--dict-from", "vec")
+    assert proc.returncode == 0, proc.stderr
+    with zrecord.Dense.open(tmp_path / "a" / "train" / "vec") as store:
+        assert store.codec == "zstd_dict" and store.dict_bytes
+        (tmp_path / "vec.dict").write_bytes(store.dict_bytes)
+    proc = _quiet_cli(str(mixed), str(tmp_path / "b"), "--columns", "vec", "--codec", "vec=zstd_dict",
+                "--dict", f"vec={tmp_path / 'vec.dict'}")
+    assert proc.returncode == 0, proc.stderr
+    assert zrecord.Dense.open(tmp_path / "b" / "train" / "vec").dict_bytes == \
+        (tmp_path / "vec.dict").read_bytes()
+
+
+@pytest.mark.parametrize("argv, says, never", [
+    ([], "Leave 'caption' out with --columns", "columns=["),
+    (["--columns", "image"], "--cast image=RGB (or --image-mode RGB", "cast_column"),
+    (["--columns", "vec", "--codec", "vec=zstd_dict"], "--dict vec=FILE, or have one trained "
+                                                         "with --dict-from vec", "dict_bytes"),
+    (["--columns", "vec", "--codec", "nope=raw"], "--codec names column(s) ['nope']", "codec="),
+    (["--columns", "image", "--cast", "label=RGB"], "--cast label=RGB: column 'label' is", ""),
+    (["--columns", "image, nope"], "asked for in --columns", "columns="),
+])
+def test_errors_name_the_flags(mixed, tmp_path, argv, says, never):
+    proc = _quiet_cli(str(mixed), str(tmp_path / "out"), *argv)
+    line = _one_error_line(proc)
+    assert proc.returncode == 1, proc.stderr
+    assert says in line, line
+    assert not never or never not in line, line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--codec", "lz4"], "argument --codec: 'lz4' is not a codec"),
+    (["--codec", "=raw"], "names no column"),
+    (["--cast", "image"], "argument --cast: 'image' is not COLUMN=MODE"),
+    (["--image-mode", "RGBQ"], "argument --image-mode: 'RGBQ' is not a Pillow image mode"),
+    (["--images", "bytes"], "argument --images: invalid choice"),
+])
+def test_bad_flag_values_are_usage_errors(mixed, tmp_path, argv, says):
+    proc = _quiet_cli(str(mixed), str(tmp_path / "out"), *argv)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+
+
+def test_audio_encoded_from_the_command_line(tmp_path):
+    import soundfile
+
+    clips = []
+    for n in (3, 50):
+        buf = io.BytesIO()
+        soundfile.write(buf, np.zeros((n, 2), np.float32), 8000, format="FLAC")
+        clips.append(buf.getvalue())
+    saved = tmp_path / "saved"
+    Dataset.from_dict({"audio": [{"bytes": c, "path": None} for c in clips]}).cast_column(
+        "audio", datasets.Audio()).save_to_disk(str(saved))
+    proc = _quiet_cli(str(saved), str(tmp_path / "out"), "--audio", "encoded")
+    assert proc.returncode == 0, proc.stderr
+    assert "encoded FLAC 2" in proc.stdout
+    with zrecord.Ragged.open(tmp_path / "out" / "train" / "audio") as store:
+        assert [r.tobytes() for r in store[:]] == clips

@@ -1,5 +1,7 @@
-"""Regressions of issue [R1]: names that escape the destination, destinations inside published
-stores, and planted temporaries."""
+"""The converter writes only where it is told: column and split names that would leave the
+destination are refused, so are destinations inside published stores, and planted temporaries
+beside the destination are left alone. These are the converter's regressions of the
+hostile-input trial [R1]; each test cites its item."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def _bad_column_names(tmp_path: Path) -> list[str]:
             ".x.zr-tmp-1-0123456789abcdef", "x" * 240, "é" * 120]
 
 
-def test_r1_01_column_name_traversal(tmp_path):
+def test_column_names_that_would_leave_the_root_are_refused(tmp_path):
     """[R1] item 1: a column named "/abs/x" (or "../..", "a/b", "..", ...) was joined onto
     root/split and published a store outside root, outside the atomic publish. Every column
     name is now checked before anything is written; nothing appears anywhere."""
@@ -55,7 +57,7 @@ def test_r1_01_column_name_traversal(tmp_path):
         assert zrecord.Dense.open(root / "train" / "ok")[:].tolist() == [1, 2]
 
 
-def test_r1_01_split_name_traversal(tmp_path):
+def test_split_names_that_would_leave_the_root_are_refused(tmp_path):
     """[R1] item 1: a split name is a path component too ("../esc" published root/../esc);
     so is "provenance.json", which would have collided with the file written beside the
     splits after every store was written."""
@@ -74,7 +76,7 @@ def test_r1_01_split_name_traversal(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_r1_01_root_inside_a_published_store(tmp_path):
+def test_a_root_inside_a_published_store_is_refused(tmp_path):
     """[R1] item 1: a destination inside a published store (which is immutable, its folder
     included) was written into it; it is refused, also through a symbolic link."""
     store = tmp_path / "store"
@@ -97,7 +99,7 @@ def _parquet(path: Path, columns: dict[str, list[int]]) -> None:
     pq.write_table(pa.table({name: pa.array(v, pa.int64()) for name, v in columns.items()}), path)
 
 
-def test_r1_01_cli_column_name_traversal(tmp_path):
+def test_the_cli_refuses_column_names_that_would_leave_the_root(tmp_path):
     """[R1] item 1: `loaderx-convert f.parquet root` with a column named "/abs/dir" published
     a store at /abs/dir. The console script now refuses it in one line that names the column
     and the --columns way out, writes nothing, and converts with --columns."""
@@ -119,7 +121,7 @@ def test_r1_01_cli_column_name_traversal(tmp_path):
     assert not outside.exists()
 
 
-def test_r1_01_cli_root_inside_a_published_store(tmp_path):
+def test_the_cli_refuses_a_root_inside_a_published_store(tmp_path):
     """[R1] item 1: the console script refuses a destination inside a published store."""
     _parquet(tmp_path / "f.parquet", {"ok": [1, 2, 3]})
     with zrecord.Dense.create(tmp_path / "store", np.int8, (), codec="raw") as w:
@@ -137,7 +139,7 @@ def _dead_pid() -> int:
     return int(proc.stdout)
 
 
-def test_r1_09_malformed_temporaries_are_ignored(tmp_path):
+def test_malformed_temporaries_are_ignored(tmp_path):
     """[R1] item 9: a planted sibling ".NAME.convert-tmp-99999999999999999999-x" made convert
     raise OverflowError (os.kill of a PID no pid_t holds); other malformed names raised
     ValueError ("²" passes str.isdigit) or were read as PIDs. Conversions now publish through

@@ -1,4 +1,4 @@
-"""Issue [V1] "Real datasets through the converter": encoded media kept as bytes, per-column
+"""Real datasets through the converter ([V1]): encoded media kept as bytes, per-column
 codecs that never inflate small columns, metadata in one call, null elements by position, and
 one decoding pass. Every test converts real ``datasets`` objects; the tests named ``*_real_*``
 also read the prepared real data (../shared/data/prepare_data.py) when it is present."""
@@ -99,10 +99,10 @@ def _nothing_at(root: Path) -> bool:
     return not os.path.lexists(root) and not siblings
 
 
-# -- item 1: encoded media -------------------------------------------------------------------
+# -- encoded media ([V1] item 1) -------------------------------------------------------------
 
 
-def test_v1_01_encoded_images_are_the_files_bytes_with_their_formats(tmp_path):
+def test_encoded_images_are_the_files_bytes_with_their_formats(tmp_path):
     """[V1] item 1: images="encoded" stores each file's bytes exactly (Ragged uint8, rank 1),
     records the formats in the provenance, and each record's format in "img.format" (a
     ClassLabel column) when the column mixes formats."""
@@ -128,7 +128,7 @@ def test_v1_01_encoded_images_are_the_files_bytes_with_their_formats(tmp_path):
     assert record["options"]["images"] == "encoded"
 
 
-def test_v1_01_one_format_needs_no_format_column_and_decode_false_is_accepted(tmp_path):
+def test_one_format_needs_no_format_column_and_decode_false_is_accepted(tmp_path):
     files = [_encode(np.full((3, 3), k, np.uint8), "PNG") for k in range(4)]
     ds = _images(files, datasets.Image(decode=False))
     record = convert(ds, tmp_path / "out", images="encoded", progress=False)
@@ -140,7 +140,7 @@ def test_v1_01_one_format_needs_no_format_column_and_decode_false_is_accepted(tm
         convert(ds, tmp_path / "decoded", progress=False)
 
 
-def test_v1_01_image_paths_are_read_from_disk_in_both_modes(tmp_path):
+def test_image_paths_are_read_from_disk_in_both_modes(tmp_path):
     """Image columns made from files on disk hold paths, not bytes: both modes read them."""
     rng = np.random.default_rng(1)
     paths, arrays = [], []
@@ -158,7 +158,7 @@ def test_v1_01_image_paths_are_read_from_disk_in_both_modes(tmp_path):
             np.testing.assert_array_equal(got, want)
 
 
-def test_v1_01_encoded_audio_is_the_files_bytes(tmp_path):
+def test_encoded_audio_is_the_files_bytes(tmp_path):
     import soundfile
 
     clips = []
@@ -173,14 +173,14 @@ def test_v1_01_encoded_audio_is_the_files_bytes(tmp_path):
     assert _store_bytes(tmp_path / "out" / "train" / "audio") == clips
 
 
-def test_v1_01_an_image_column_of_non_images_fails_before_writing(tmp_path):
+def test_an_image_column_of_non_images_fails_before_writing(tmp_path):
     ds = _images([_encode(np.zeros((2, 2), np.uint8), "PNG"), b"not an image at all"])
     with pytest.raises(InconsistentRecordsError, match="row 1 is not an image file"):
         convert(ds, tmp_path / "out", images="encoded", progress=False)
     assert _nothing_at(tmp_path / "out")
 
 
-def test_v1_01_the_format_column_name_must_be_free(tmp_path):
+def test_the_format_column_name_must_be_free(tmp_path):
     ds = _images([_encode(np.zeros((2, 2), np.uint8), "PNG"),
                   _encode(np.zeros((2, 2), np.uint8), "GIF")]).add_column("img.format", [1, 2])
     with pytest.raises(UnsafePathError, match="img.format"):
@@ -188,13 +188,13 @@ def test_v1_01_the_format_column_name_must_be_free(tmp_path):
     assert _nothing_at(tmp_path / "out")
 
 
-def test_v1_01_bad_media_option(tmp_path):
+def test_a_bad_images_option_is_an_option_error(tmp_path):
     with pytest.raises(OptionError, match="images must be 'decode' or 'encoded'"):
         convert(_images([]), tmp_path / "out", images="bytes", progress=False)
 
 
 @needs_data
-def test_v1_01_real_photos_encoded_are_their_files_and_cost_what_the_files_cost(tmp_path):
+def test_real_photos_encoded_are_their_files_and_cost_what_the_files_cost(tmp_path):
     photos = datasets.load_from_disk(str(DATA / "hf" / "photos")).select(range(120))
     record = convert(photos, tmp_path / "out", images="encoded", columns=["image", "source"],
                      codec="raw", progress=False)
@@ -206,7 +206,7 @@ def test_v1_01_real_photos_encoded_are_their_files_and_cost_what_the_files_cost(
         assert store.stored_bytes == sum(len(f) for f in files)
 
 
-# -- item 3: per-column codecs ---------------------------------------------------------------
+# -- per-column codecs ([V1] item 3) ---------------------------------------------------------
 
 
 def _labelled(n: int = 3000) -> Dataset:
@@ -220,7 +220,7 @@ def _labelled(n: int = 3000) -> Dataset:
                            "id": Value("int64"), "zeros": List(Value("uint8"), length=64)}))
 
 
-def test_v1_03_small_columns_never_grow_under_the_default_codec(tmp_path):
+def test_small_columns_never_grow_under_the_default_codec(tmp_path):
     """[V1] item 3: labels and ids under the default zstd would take more bytes than raw; the
     default is measured against raw on a sample and the choice is recorded. A compressible
     small column keeps zstd; a large column is never measured."""
@@ -236,7 +236,7 @@ def test_v1_03_small_columns_never_grow_under_the_default_codec(tmp_path):
             assert store.codec == "raw" and store.stored_bytes == store.nbytes
 
 
-def test_v1_03_a_codec_named_for_a_column_is_used_as_it_is(tmp_path):
+def test_a_codec_named_for_a_column_is_used_as_it_is(tmp_path):
     record = convert(_labelled(), tmp_path / "out", codec={"*": "raw", "label": "zstd"},
                      progress=False)
     cols = record["splits"]["train"]["columns"]
@@ -247,7 +247,7 @@ def test_v1_03_a_codec_named_for_a_column_is_used_as_it_is(tmp_path):
         assert store.codec == "zstd"
 
 
-def test_v1_03_dictionaries_per_column_and_trained_from_a_column(tmp_path):
+def test_dictionaries_per_column_and_trained_from_a_column(tmp_path):
     ds = _labelled()
     d = zrecord.train_dict(np.asarray(ds["x"], np.uint8), dict_size=1024)
     record = convert(ds, tmp_path / "one", codec={"x": "zstd_dict", "*": "zstd"},
@@ -271,14 +271,14 @@ def test_v1_03_dictionaries_per_column_and_trained_from_a_column(tmp_path):
     ({"dict_from": ["nope"]}, r"dict_from names column\(s\) \['nope'\]"),
     ({"dict_bytes": {"x": b""}, "codec": {"x": "zstd_dict"}}, "dictionary for column 'x'"),
 ])
-def test_v1_03_option_errors_before_writing(tmp_path, kwargs, match):
+def test_option_errors_before_writing(tmp_path, kwargs, match):
     with pytest.raises(OptionError, match=match):
         convert(_labelled(50), tmp_path / "out", progress=False, **kwargs)
     assert _nothing_at(tmp_path / "out")
 
 
 @needs_data
-def test_v1_03_real_fashion_mnist_labels_stay_raw(tmp_path):
+def test_real_fashion_mnist_labels_stay_raw(tmp_path):
     fm = datasets.load_from_disk(str(DATA / "hf" / "fashion_mnist"))
     small = DatasetDict({"test": fm["test"].select(range(2000))})
     record = convert(small, tmp_path / "out", progress=False)
@@ -287,10 +287,10 @@ def test_v1_03_real_fashion_mnist_labels_stay_raw(tmp_path):
     assert record["splits"]["test"]["columns"]["image"]["codec"] == "zstd"
 
 
-# -- item 5: metadata ------------------------------------------------------------------------
+# -- metadata ([V1] item 5) ------------------------------------------------------------------
 
 
-def test_v1_05_info_reads_splits_columns_features_and_label_names(tmp_path):
+def test_info_reads_splits_columns_features_and_label_names(tmp_path):
     rng = np.random.default_rng(3)
     ds = Dataset.from_dict(
         {"img": [{"bytes": _encode(rng.integers(0, 255, (4, 5, 3), dtype=np.uint8), "PNG"),
@@ -319,14 +319,14 @@ def test_v1_05_info_reads_splits_columns_features_and_label_names(tmp_path):
         info(tmp_path / "out" / "train")
 
 
-def test_v1_05_info_is_reexported_as_loaderx_converter_info(tmp_path):
+def test_info_is_reexported_as_loaderx_converter_info(tmp_path):
     converter = pytest.importorskip("loaderx.converter")
     import loaderx_converter
 
     assert converter.info is loaderx_converter.info
 
 
-def test_v1_05_cast_column_keeps_the_provenance_of_the_source(tmp_path):
+def test_cast_column_keeps_the_provenance_of_the_source(tmp_path):
     """[V1] item 5: cast_column (and select_columns, select) return new objects without the
     provenance attribute; the provenance is found again by the Arrow files."""
     saved = tmp_path / "saved"
@@ -356,13 +356,13 @@ def test_v1_05_cast_column_keeps_the_provenance_of_the_source(tmp_path):
     ([[[1]], [[2], None]], List(List(Value("int32"))), "row 1, element 1 is null"),
     ([[1], None], Sequence(Value("int32")), "row 1 is null"),
 ])
-def test_v1_05_a_null_inside_a_list_is_named_by_row_and_element(tmp_path, data, feature, where):
+def test_a_null_inside_a_list_is_named_by_row_and_element(tmp_path, data, feature, where):
     ds = Dataset.from_dict({"s": data}, features=Features({"s": feature}))
     with pytest.raises(NullValueError, match=where):
         convert(ds, tmp_path / "out", progress=False)
 
 
-def test_v1_05_nulls_are_found_in_later_batches_at_their_row(tmp_path, monkeypatch):
+def test_nulls_are_found_in_later_batches_at_their_row(tmp_path, monkeypatch):
     from loaderx_converter import _convert
 
     monkeypatch.setattr(_convert, "BATCH_ROWS_MAX", 7)
@@ -373,11 +373,11 @@ def test_v1_05_nulls_are_found_in_later_batches_at_their_row(tmp_path, monkeypat
         convert(ds, tmp_path / "out", progress=False)
 
 
-# -- item 6: one decoding pass ---------------------------------------------------------------
+# -- one decoding pass ([V1] item 6) ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("depth, colour", sorted(PNG_MODES))
-def test_v1_06_png_headers_agree_with_pillow(depth, colour):
+def test_png_headers_agree_with_pillow(depth, colour):
     """The header reader's mode for every PNG colour type and bit depth is Pillow's."""
     rng = np.random.default_rng(depth * 10 + colour)
     for interlace in (0, 1):
@@ -389,7 +389,7 @@ def test_v1_06_png_headers_agree_with_pillow(depth, colour):
         assert (header.zip_rawmode is not None) == (depth == 8 and not interlace)
 
 
-def test_v1_06_jpeg_and_webp_headers_and_orientation_agree_with_pillow():
+def test_jpeg_and_webp_headers_and_orientation_agree_with_pillow():
     rng = np.random.default_rng(5)
     pixels = rng.integers(0, 255, (6, 10, 3), dtype=np.uint8)
     files = [_encode(pixels, "JPEG"), _encode(pixels, "JPEG", mode="L"),
@@ -416,7 +416,7 @@ def test_v1_06_jpeg_and_webp_headers_and_orientation_agree_with_pillow():
 
 
 @pytest.mark.parametrize("colour", sorted(_CHANNELS))
-def test_v1_06_pngs_decode_exactly_as_datasets_decodes_them(tmp_path, colour):
+def test_pngs_decode_exactly_as_datasets_decodes_them(tmp_path, colour):
     """Random samples under random filters, for every 8-bit colour type (decoded in place for
     L, P and RGBA), interlaced ones too: every record equals dataset[i] as an array."""
     rng = np.random.default_rng(colour)
@@ -434,7 +434,7 @@ def test_v1_06_pngs_decode_exactly_as_datasets_decodes_them(tmp_path, colour):
         store.close()
 
 
-def test_v1_06_each_image_is_decoded_once(tmp_path, monkeypatch):
+def test_each_image_is_decoded_once(tmp_path, monkeypatch):
     """The check pass reads headers only: decoding happens once per image, while writing."""
     from loaderx_converter import _features
 
@@ -459,7 +459,7 @@ def test_v1_06_each_image_is_decoded_once(tmp_path, monkeypatch):
 
 
 @needs_data
-def test_v1_06_real_fashion_mnist_decodes_as_datasets_does(tmp_path):
+def test_real_fashion_mnist_decodes_as_datasets_does(tmp_path):
     fm = datasets.load_from_disk(str(DATA / "hf" / "fashion_mnist"))["test"].select(range(3000))
     convert(fm, tmp_path / "out", progress=False)
     images = zrecord.Dense.open(tmp_path / "out" / "train" / "image")
@@ -468,7 +468,7 @@ def test_v1_06_real_fashion_mnist_decodes_as_datasets_does(tmp_path):
 
 
 @needs_data
-def test_v1_06_real_photos_headers_agree_with_pillow():
+def test_real_photos_headers_agree_with_pillow():
     photos = datasets.load_from_disk(str(DATA / "hf" / "photos"))
     column = photos.with_format("arrow")[:].column("image").to_pylist()
     read = 0
@@ -485,7 +485,7 @@ def test_v1_06_real_photos_headers_agree_with_pillow():
     assert read > 0.95 * len(column)
 
 
-def test_v1_provenance_records_the_options(tmp_path):
+def test_provenance_records_the_options(tmp_path):
     record = convert(_labelled(20), tmp_path / "out", codec={"x": "raw"}, progress=False)
     on_disk = json.loads((tmp_path / "out" / "provenance.json").read_text())
     assert on_disk["options"] == {"codec": {"*": "zstd", "x": "raw"}, "images": "decode",
@@ -493,7 +493,7 @@ def test_v1_provenance_records_the_options(tmp_path):
     assert on_disk == record
 
 
-def test_v1_03_the_codec_sample_is_read_batch_by_batch_and_bounded(tmp_path, monkeypatch):
+def test_the_codec_sample_is_read_batch_by_batch_and_bounded(tmp_path, monkeypatch):
     """Choosing an encoded column's codec read the first 4,096 rows as one table, and so
     copied a column spread over several Arrow files whole (+408 MiB on the real photos); the
     sample now stops at its byte budget, read in the conversion's batches."""
@@ -510,7 +510,7 @@ def test_v1_03_the_codec_sample_is_read_batch_by_batch_and_bounded(tmp_path, mon
     assert choice["sample_records"] == -(-1000 // size)
 
 
-def test_v1_06_write_batches_are_cut_by_the_bytes_images_decode_to(tmp_path, monkeypatch):
+def test_write_batches_are_cut_by_the_bytes_images_decode_to(tmp_path, monkeypatch):
     """Batches were sized from the files' bytes times 8; a few large photos in one batch
     decoded to far more (the real photos, decoded: peak RSS 1.1 GiB). The check pass now
     learns each image's decoded size from its header, and a batch decodes to about

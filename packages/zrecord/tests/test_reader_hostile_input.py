@@ -1,7 +1,9 @@
-"""Regressions of issue [R1], a hostile-input trial of the native reader.
+"""The native reader given hostile input: symbolic links out of a store, a fork while another
+thread gathers, a shard truncated after open, an index that claims more than it holds, shard
+bytes that no record covers, and paths long enough to crowd an error message out.
 
-Each test is named after the item of [R1] it pins and failed on the reader before that item's
-fix. Stores are built with the writer or, where one rule must be broken on its own, byte by
+These are the regressions of the hostile-input trial [R1]: each test cites its item and failed
+on the reader before that item's fix. Stores are built with the writer or, where one rule must be broken on its own, byte by
 byte through tests/fuzz/storemodel.py (which reseals every checksum the change does not
 concern). Anything that could kill or hang the process on a regression (SIGBUS, a close that
 never returns, gigabytes of memory) runs in a child process with a timeout.
@@ -43,7 +45,7 @@ def write_files(path: str, files: dict[str, bytes]) -> str:
     return path
 
 
-# ---- item 4: symbolic links out of a store -----------------------------------------------
+# ---- symbolic links out of a store ([R1] item 4) -----------------------------------------
 
 
 def _checksums_of(data: bytes, record_bytes: int) -> list[str]:
@@ -57,7 +59,7 @@ def _checksums_of(data: bytes, record_bytes: int) -> list[str]:
 
 @pytest.mark.parametrize("name", ["data-000.zrd", "index.zri", "header.zrh"])
 @pytest.mark.parametrize("same_size", [False, True])
-def test_r1_04_symlink_out_of_the_store_is_refused_without_disclosing_the_target(
+def test_symlink_out_of_the_store_is_refused_without_disclosing_the_target(
         tmp_path, name, same_size):
     """[R1] item 4: a store file that is a symbolic link to a file outside the store was
     followed: open errors printed the target's size, and checksum errors the XXH64 of its
@@ -88,7 +90,7 @@ def test_r1_04_symlink_out_of_the_store_is_refused_without_disclosing_the_target
         assert digest not in message.lower()
 
 
-def test_r1_04_symlinked_store_directory_opens(tmp_path):
+def test_symlinked_store_directory_opens(tmp_path):
     """[R1] item 4: the store path itself may be a symbolic link to the store directory
     ([ZR-GEN-004]); only the files inside must not be links."""
     real = str(tmp_path / "real")
@@ -101,7 +103,7 @@ def test_r1_04_symlinked_store_directory_opens(tmp_path):
         assert [r.tolist() for r in rs[:]] == [[0, 1, 2], [], [0, 1, 2, 3, 4]]
 
 
-# ---- item 5: fork while another thread gathers ---------------------------------------------
+# ---- fork while another thread gathers ([R1] item 5) ---------------------------------------
 
 
 def _wait_child(pid: int, timeout: float) -> int:
@@ -119,7 +121,7 @@ def _wait_child(pid: int, timeout: float) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("codec", ["raw", "zstd"])
-def test_r1_05_fork_during_gather_child_closes(tmp_path, codec):
+def test_fork_during_gather_child_closes(tmp_path, codec):
     """[R1] item 5: a process forked while another thread was inside a gather gave the child
     a copy of the reader whose count of calls in flight included that thread, which does not
     exist in the child; the child's close() (or its finalizer at exit) then waited forever.
@@ -169,7 +171,7 @@ def test_r1_05_fork_during_gather_child_closes(tmp_path, codec):
 
 
 @pytest.mark.slow
-def test_r1_05_fork_while_the_batch_pool_lock_is_held_child_closes(tmp_path):
+def test_fork_while_the_batch_pool_lock_is_held_child_closes(tmp_path):
     """[R1] item 5, the Python half: a thread that held the store's batch-pool lock at the
     moment of fork left it locked in the child, where `close()` waited for it forever. The
     child now replaces the locks of its pools (os.register_at_fork). The parent's thread is
@@ -195,7 +197,7 @@ def test_r1_05_fork_while_the_batch_pool_lock_is_held_child_closes(tmp_path):
     ds.close()
 
 
-# ---- item 6: a shard truncated after open, on the mapping path ----------------------------
+# ---- a shard truncated after open, on the mapping path ([R1] item 6) ----------------------
 
 
 TRUNCATE_SCRIPT = """
@@ -226,7 +228,7 @@ TRUNCATE_SCRIPT = """
                                             ("dense", "zstd", "gather"),
                                             ("dense", "raw", "verify"),
                                             ("ragged", "zstd", "verify")])
-def test_r1_06_shard_truncated_after_open_is_corrupt_store_error_not_sigbus(
+def test_shard_truncated_after_open_is_corrupt_store_error_not_sigbus(
         tmp_path, kind, codec, how):
     """[R1] item 6: records under 32 KiB are copied from the shard's mapping, and a shard cut
     short after open killed the process with SIGBUS there. The copy now runs under a SIGBUS
@@ -253,7 +255,7 @@ def test_r1_06_shard_truncated_after_open_is_corrupt_store_error_not_sigbus(
     assert int(first.split()[1]) >= 1
 
 
-# ---- item 8: open allocates what the index claims ------------------------------------------
+# ---- open allocates what the index claims ([R1] item 8) ------------------------------------
 
 
 SPARSE_INDEX_SCRIPT = """
@@ -271,7 +273,7 @@ SPARSE_INDEX_SCRIPT = """
 
 
 @pytest.mark.slow  # 9 s of the kernel's memory accounting; not the interpreter's concern
-def test_r1_08_sparse_index_does_not_cost_its_claimed_size_at_open(tmp_path):
+def test_sparse_index_does_not_cost_its_claimed_size_at_open(tmp_path):
     """[R1] item 8: open read index.zri into memory as large as the file claimed, before its
     checksum could say anything: a sparse 3 GiB index (no byte on disk) with a header that
     matches it cost 3 GiB of RSS. The index is now streamed through its checksum in fixed
@@ -295,7 +297,7 @@ def test_r1_08_sparse_index_does_not_cost_its_claimed_size_at_open(tmp_path):
     assert int(hwm_kib) < 256 * 1024, f"peak RSS {int(hwm_kib) >> 10} MiB"
 
 
-# ---- item 10: verify proves every shard byte is covered -------------------------------------
+# ---- verify proves every shard byte is covered ([R1] item 10) -------------------------------
 
 
 def overlapping_store(tmp_path, name: str) -> str:
@@ -317,7 +319,7 @@ def overlapping_store(tmp_path, name: str) -> str:
     return write_files(str(tmp_path / name), files)
 
 
-def test_r1_10_verify_catches_bytes_no_record_covers(tmp_path):
+def test_verify_catches_bytes_no_record_covers(tmp_path):
     """[R1] item 10: with two overlapping entries whose checksums still add up, shard bytes
     [12, 16) were covered by no checksum, and verify said OK after they changed. verify() (and
     `zrecord verify`) now checks that every shard byte lies in exactly one record's stored
@@ -344,7 +346,7 @@ def test_r1_10_verify_catches_bytes_no_record_covers(tmp_path):
     assert main(["verify", path, "--json", "-q"]) == 1
 
 
-def test_r1_10_verify_accepts_an_exact_layout_out_of_record_order(tmp_path):
+def test_verify_accepts_an_exact_layout_out_of_record_order(tmp_path):
     """[R1] item 10: writers may lay records out in any order (spec §5); a shard covered
     exactly, though not in record order, verifies. A gap between such records is found."""
     shard = bytes(range(24))
@@ -371,7 +373,7 @@ def test_r1_10_verify_accepts_an_exact_layout_out_of_record_order(tmp_path):
             ds.verify()
 
 
-# ---- item 17: long paths in error messages --------------------------------------------------
+# ---- long paths in error messages ([R1] item 17) --------------------------------------------
 
 
 def _deep_dir(tmp_path, total: int) -> str:
@@ -385,7 +387,7 @@ def _deep_dir(tmp_path, total: int) -> str:
 
 
 @pytest.mark.parametrize("length", [1000, 3900])
-def test_r1_17_long_path_message_keeps_the_cause_and_the_record(tmp_path, length):
+def test_long_path_message_keeps_the_cause_and_the_record(tmp_path, length):
     """[R1] item 17: native messages were cut at 511 bytes, so with a long store path only the
     path survived. The buffer now holds 4096 bytes, and a message that still does not fit loses
     the middle of its path, never the cause, the record or the file."""
