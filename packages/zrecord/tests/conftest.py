@@ -34,3 +34,12 @@ def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -
     if dt.kind == "b":
         return (raw % 2).astype(bool).reshape(shape)
     return raw.view(dt).reshape(shape)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Readers write compact indexes to an index cache folder (``ZRECORD_INDEX_CACHE``); a test
+    run uses its own, not the user's ``~/.cache``, unless the environment names one."""
+    if "ZRECORD_INDEX_CACHE" not in os.environ:
+        import tempfile
+
+        os.environ["ZRECORD_INDEX_CACHE"] = tempfile.mkdtemp(prefix="zrecord-test-index-")

@@ -41,6 +41,7 @@ cdef extern from "zrecord.h" nogil:
     const uint64_t ZR_UNIT_COUNT_MAX
     const uint32_t ZR_WRITE_NO_SYNC
     const uint32_t ZR_OPEN_CACHE_BYPASS
+    const uint32_t ZR_OPEN_VALIDATE_INDEX
     const uint32_t ZR_READS_AUTO
     const uint32_t ZR_READS_MAPPED
     const uint32_t ZR_READS_HINTED
@@ -105,6 +106,26 @@ cdef extern from "zrecord.h" nogil:
 
     int zr_reader_open(const char *path, zr_reader **out, zr_status *st)
     int zr_reader_open_ex(const char *path, uint32_t flags, zr_reader **out, zr_status *st)
+
+    ctypedef struct zr_open_opts:
+        uint32_t flags
+        uint32_t reserved
+        const char *index_cache
+
+    int zr_reader_open_opts(const char *path, const zr_open_opts *opts, zr_reader **out,
+                            zr_status *st)
+
+    enum:
+        ZR_INDEX_BUILT
+        ZR_INDEX_BUILT_CACHED
+        ZR_INDEX_CACHED
+
+    ctypedef struct zr_index_info:
+        uint64_t resident_bytes
+        uint32_t source
+        uint32_t reserved
+
+    void zr_reader_index_info(const zr_reader *r, zr_index_info *out)
     void zr_reader_info(const zr_reader *r, zr_info *out)
     uint64_t zr_reader_dict(const zr_reader *r, uint8_t *out, uint64_t capacity)
     int zr_reader_gather_dense(zr_reader *r, const uint64_t *idx, uint64_t count, void *out,

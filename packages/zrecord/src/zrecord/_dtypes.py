@@ -62,6 +62,7 @@ DICT_SIZE_BYTES_MAX = _C["ZR_DICT_SIZE_BYTES_MAX"]
 # Flags of zr_writer_open and zr_staging_publish, and of zr_reader_open_ex.
 WRITE_NO_SYNC = _C["ZR_WRITE_NO_SYNC"]
 OPEN_CACHE_BYPASS = _C["ZR_OPEN_CACHE_BYPASS"]
+OPEN_VALIDATE_INDEX = _C["ZR_OPEN_VALIDATE_INDEX"]
 # NumPy indexes arrays with a signed pointer-sized integer and refuses any shape whose non-zero
 # axes multiply (times the itemsize) past it, even when another axis is zero. The format allows
 # such empty records; they are refused at the Python boundary with a LimitError.

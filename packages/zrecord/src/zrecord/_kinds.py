@@ -97,7 +97,8 @@ class Dense(_Kind):
         return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync)
 
     @classmethod
-    def open(cls, path: Any, *, cache: str = "auto") -> DenseReader:
+    def open(cls, path: Any, *, cache: str = "auto", index_cache: Any = "auto",
+             validate: str = "cached") -> DenseReader:
         """Open the published Dense store at `path` for reading.
 
         `cache` says how records reach memory. ``"auto"`` (the default) reads through the
@@ -107,10 +108,21 @@ class Dense(_Kind):
         with O_DIRECT, around the page cache: for datasets larger than RAM, whose pages would
         only push other data out. It fails with an OSError where the file system refuses
         O_DIRECT. See "Cold data and datasets larger than RAM" in the zrecord guide.
+
+        `index_cache` is the folder where readers of this host keep the compact indexes they
+        build (a few bytes per record, shared by every process that opens the store): the
+        first open of a store validates its whole index and writes its compact index there;
+        later opens map that file instead (spec §9.5). ``"auto"`` (the default) is the folder
+        ``ZRECORD_INDEX_CACHE`` names (``off`` for none), else ``~/.cache/zrecord/index``;
+        None keeps the compact index in this process's memory. A folder that cannot be
+        written is no error. `validate` is ``"cached"`` (the default: trust such a file when
+        the index it was built from is the same file, unchanged) or ``"full"`` (read and
+        validate index.zri anyway, and write the file anew). See "Large stores: the index" in
+        the zrecord guide.
         """
         from zrecord._reader import DenseReader
 
-        return DenseReader(path, cache=cache)
+        return DenseReader(path, cache=cache, index_cache=index_cache, validate=validate)
 
 
 class Ragged(_Kind):
@@ -134,9 +146,10 @@ class Ragged(_Kind):
         return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync)
 
     @classmethod
-    def open(cls, path: Any, *, cache: str = "auto") -> RaggedReader:
-        """Open the published Ragged store at `path` for reading; `cache` as in
+    def open(cls, path: Any, *, cache: str = "auto", index_cache: Any = "auto",
+             validate: str = "cached") -> RaggedReader:
+        """Open the published Ragged store at `path` for reading; the arguments as in
         :meth:`Dense.open`."""
         from zrecord._reader import RaggedReader
 
-        return RaggedReader(path, cache=cache)
+        return RaggedReader(path, cache=cache, index_cache=index_cache, validate=validate)

@@ -168,6 +168,7 @@ CONSTANTS = {
     "ZR_UNIT_COUNT_MAX": ZR_UNIT_COUNT_MAX,
     "ZR_WRITE_NO_SYNC": ZR_WRITE_NO_SYNC,
     "ZR_OPEN_CACHE_BYPASS": ZR_OPEN_CACHE_BYPASS,
+    "ZR_OPEN_VALIDATE_INDEX": ZR_OPEN_VALIDATE_INDEX,
     "ZR_READS_AUTO": ZR_READS_AUTO,
     "ZR_READS_MAPPED": ZR_READS_MAPPED,
     "ZR_READS_HINTED": ZR_READS_HINTED,
@@ -288,14 +289,28 @@ cdef class Reader:
 
     cdef zr_reader *r
 
-    def __cinit__(self, bytes path, uint32_t flags=0):
+    def __cinit__(self, bytes path, uint32_t flags=0, bytes index_cache=None):
         cdef zr_status st
         cdef const char *cpath = path
+        cdef zr_open_opts opts
         cdef int rc
+        memset(&opts, 0, sizeof(opts))
+        opts.flags = flags
+        opts.index_cache = NULL if index_cache is None else <const char *>index_cache
         with nogil:
-            rc = zr_reader_open_ex(cpath, flags, &self.r, &st)
+            rc = zr_reader_open_opts(cpath, &opts, &self.r, &st)
         if rc != 0:
             _fail(rc, &st)
+
+    def index_info(self):
+        """How the compact index was made (``source``: ``"built"``, ``"built_cached"`` or
+        ``"cached"``) and its size in bytes (``resident_bytes``)."""
+        cdef zr_index_info info
+        with nogil:
+            zr_reader_index_info(self.r, &info)
+        names = {ZR_INDEX_BUILT: "built", ZR_INDEX_BUILT_CACHED: "built_cached",
+                 ZR_INDEX_CACHED: "cached"}
+        return {"source": names[info.source], "resident_bytes": info.resident_bytes}
 
     def __dealloc__(self):
         if self.r != NULL:

@@ -28,10 +28,12 @@ from zrecord._dtypes import (
     KIND_DENSE,
     KIND_RAGGED,
     OPEN_CACHE_BYPASS,
+    OPEN_VALIDATE_INDEX,
     dtype_from_info,
     numpy_can_hold,
 )
 from zrecord._index import index_error, normalise
+from zrecord._index_cache import AUTO, budget_bytes, folder_for, prune
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
@@ -44,8 +46,10 @@ from zrecord.errors import (
     StoreIndexError,
 )
 
-# What `cache=` takes at open, and the native open flags of each (zrecord.h ZR_OPEN_*).
+# What `cache=` and `validate=` take at open, and the native open flags of each (zrecord.h
+# ZR_OPEN_*).
 CACHE_MODES = {"auto": 0, "bypass": OPEN_CACHE_BYPASS}
+VALIDATE_MODES = {"cached": 0, "full": OPEN_VALIDATE_INDEX}
 
 # Iteration reads ahead in blocks of about this size, so it costs one native call per block.
 _ITER_BLOCK_BYTES = 4 << 20
@@ -86,14 +90,16 @@ class _Store(_Kind, Generic[_Batch]):
     """The number of shard files (data-NNN.zrd) the records are spread over (1..255)."""
     cache: str
     """How the store reads records: ``"auto"`` or ``"bypass"`` (see ``open``)."""
+    index_cache: str | None
+    """The index cache folder the store was opened with, or None (see ``open``)."""
 
-    def __init__(self, path: Any, *, cache: str = "auto",
-                 _handle: _native.Reader | None = None) -> None:
+    def __init__(self, path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
+                 validate: str = "cached", _handle: _native.Reader | None = None) -> None:
         self.path = fspath(path)
-        flags = _cache_flags(cache)
         self.cache = cache
+        self.index_cache = folder_for(index_cache)
         # `open_store` passes the handle it opened to learn the kind; the handle frees itself.
-        handle = _handle if _handle is not None else _native.Reader(native_path(self.path), flags)
+        handle = _handle if _handle is not None else _open_handle(self.path, cache, self.index_cache, validate)
         info = handle.info()
         if info["kind"] != self._kind:
             other = "Ragged" if self._kind == KIND_DENSE else "Dense"
@@ -167,6 +173,17 @@ class _Store(_Kind, Generic[_Batch]):
             "dict_bytes": int(self._info["dict_size"]),
             "digest": self._digest,
         }
+
+    def index_info(self) -> dict[str, Any]:
+        """How this reader found where its records are: ``source`` is ``"built"`` (index.zri
+        validated at open, the compact index kept in memory), ``"built_cached"`` (the same,
+        and written to the index cache folder) or ``"cached"`` (mapped from that folder);
+        ``resident_bytes`` is the compact index's size, shared by the processes of this host
+        that map the same file; ``folder`` is the index cache folder, or None."""
+        self._check_open()
+        info = self._handle.index_info()
+        return {"source": info["source"], "resident_bytes": int(info["resident_bytes"]),
+                "folder": self.index_cache}
 
     def close(self) -> None:
         """Release the store. Waits for reads in flight; later reads raise ClosedError."""
@@ -284,9 +301,10 @@ class DenseReader(_Store[np.ndarray], Dense):
     item_shape: tuple[int, ...]
     """The shape of every record (``()`` for scalar records)."""
 
-    def __init__(self, path: Any, *, cache: str = "auto",
-                 _handle: _native.Reader | None = None) -> None:
-        super().__init__(path, cache=cache, _handle=_handle)
+    def __init__(self, path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
+                 validate: str = "cached", _handle: _native.Reader | None = None) -> None:
+        super().__init__(path, cache=cache, index_cache=index_cache, validate=validate,
+                         _handle=_handle)
         self.item_shape: tuple[int, ...] = tuple(int(d) for d in self._info["item_shape"])
         self._record_size = int(self._info["record_size"])
         if not numpy_can_hold(self.item_shape, self.dtype.itemsize):
@@ -376,17 +394,29 @@ class RaggedReader(_Store[list[np.ndarray]], Ragged):
                 for s, e, shp in zip(starts.tolist(), ends.tolist(), shape_list)]
 
 
-def open_store(path: Any, *, cache: str = "auto") -> DenseReader | RaggedReader:
-    """Open the published store at `path`, whichever kind it is; `cache` as in
+def open_store(path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
+               validate: str = "cached") -> DenseReader | RaggedReader:
+    """Open the published store at `path`, whichever kind it is; the arguments as in
     :meth:`Dense.open`."""
     text = fspath(path)
-    handle = _native.Reader(native_path(text), _cache_flags(cache))
+    folder = folder_for(index_cache)
+    handle = _open_handle(text, cache, folder, validate)
     cls: type[DenseReader | RaggedReader] = (DenseReader if handle.info()["kind"] == KIND_DENSE
                                              else RaggedReader)
-    return cls(text, cache=cache, _handle=handle)
+    return cls(text, cache=cache, index_cache=folder, validate=validate, _handle=handle)
 
 
-def _cache_flags(cache: Any) -> int:
-    if not isinstance(cache, str) or cache not in CACHE_MODES:
-        raise ValueError(f"cache must be one of {', '.join(map(repr, CACHE_MODES))}; got {cache!r}")
-    return CACHE_MODES[cache]
+def _mode_flags(name: str, value: Any, modes: dict[str, int]) -> int:
+    if not isinstance(value, str) or value not in modes:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, modes))}; got {value!r}")
+    return modes[value]
+
+
+def _open_handle(path: str, cache: Any, folder: str | None, validate: Any) -> _native.Reader:
+    """The native reader of the store at `path`, opened with the index cache `folder`; a
+    compact index it built and wrote there may push the folder past its bound (prune)."""
+    flags = _mode_flags("cache", cache, CACHE_MODES) | _mode_flags("validate", validate, VALIDATE_MODES)
+    handle = _native.Reader(native_path(path), flags, None if folder is None else native_path(folder))
+    if folder is not None and handle.index_info()["source"] == "built_cached":
+        prune(folder, budget_bytes())
+    return handle
