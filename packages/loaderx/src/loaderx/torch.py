@@ -48,6 +48,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     ) from exc
 
 from loaderx.dataloader import DataLoader, _callable_name, _describe_stream, stream_digests
+from loaderx.protocols import Stream
 from loaderx.sampler import Mode, Sampler
 
 
@@ -65,7 +66,7 @@ def to_tensors(batch: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_same_stores(streams: Mapping[str, Any], group: Any = None) -> dict[str, str | None]:
+def check_same_stores(streams: Mapping[str, Stream], group: Any = None) -> dict[str, str | None]:
     """Check that every rank of the process group reads the same stores; call it on every
     rank after opening the streams, before training. Returns this rank's ``{name: digest}``.
 
@@ -120,7 +121,7 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
     documentation for why worker processes are refused.
     """
 
-    def __init__(self, streams: Mapping[str, Any], batch_size: int, mode: Mode | str,
+    def __init__(self, streams: Mapping[str, Stream], batch_size: int, mode: Mode | str,
                  seed: int = 0, transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
                  steps: int | None = None, workers: int = 4, prefetch: int = 4,
                  rank: int | None = None, world_size: int | None = None,
