@@ -15,13 +15,15 @@ makes a dataset whose values the source no longer describes, and it gets none.
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from loaderx_converter.errors import HubError
+from loaderx_converter.errors import HubError, SourceError, SourceNotFoundError
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 PROVENANCE_ATTR = "loaderx_provenance"
@@ -161,7 +163,8 @@ def huggingface(repo_id: str, *, revision: str = "main", config: str | None = No
         where = "the local cache" if offline else (endpoint or "the Hub")
         raise HubError(f"could not get dataset {repo_id!r} at commit {commit} from {where} "
                        f"({type(exc).__name__}: {exc})") from exc
-    loaded = datasets.load_dataset(str(folder), name=config, cache_dir=cache_dir)
+    loaded = _load(lambda: datasets.load_dataset(str(folder), name=config, cache_dir=cache_dir),
+                   f"dataset {repo_id!r} at commit {commit}")
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({str(loaded.split or "train"): loaded})
     remember(loaded, Provenance(source="huggingface", repo_id=repo_id, config=config,
@@ -169,25 +172,39 @@ def huggingface(repo_id: str, *, revision: str = "main", config: str | None = No
     return loaded
 
 
+def _load(load: Callable[[], Any], what: str) -> Any:
+    """``load()``, with the errors by which ``datasets`` (and pyarrow under it) refuse a source
+    (an unknown configuration, a file that is not parquet: ValueError and its kin) as one
+    :class:`SourceError` whose cause is theirs. Operating-system errors pass through."""
+    try:
+        return load()
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SourceError(f"datasets could not load {what}: {type(exc).__name__}: "
+                          f"{exc}") from exc
+
+
 def from_local(path: str, *, config: str | None = None) -> Any:
     """Load a local ``save_to_disk`` folder, a parquet file, or a folder of parquet files.
 
-    Returns a DatasetDict (a single dataset becomes split ``"train"``) with provenance.
+    Returns a DatasetDict (a single dataset becomes split ``"train"``) with provenance. Nothing
+    at `path` is a :class:`SourceNotFoundError` (a FileNotFoundError); a path that is none of
+    these, or that ``datasets`` cannot load, a :class:`SourceError`.
     """
     import datasets
 
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no dataset at {path!r}")
+        raise SourceNotFoundError(errno.ENOENT, "no such file or directory", path)
+    what = repr(path) + (f" (config {config!r})" if config is not None else "")
     if os.path.isdir(path) and (os.path.exists(os.path.join(path, "dataset_dict.json"))
                                 or os.path.exists(os.path.join(path, "state.json"))):
-        loaded = datasets.load_from_disk(path)
+        loaded = _load(lambda: datasets.load_from_disk(path), what)
     elif os.path.isfile(path) and path.endswith(".parquet"):
-        loaded = datasets.Dataset.from_parquet(path)
+        loaded = _load(lambda: datasets.Dataset.from_parquet(path), what)
     elif os.path.isdir(path) and glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True):
-        loaded = datasets.load_dataset(path, name=config)
+        loaded = _load(lambda: datasets.load_dataset(path, name=config), what)
     else:
-        raise ValueError(f"{path!r} is neither a save_to_disk folder nor parquet file(s)")
+        raise SourceError(f"{path!r} is neither a save_to_disk folder nor parquet file(s)")
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({str(loaded.split or "train"): loaded})
     remember(loaded, Provenance(source="local", repo_id=os.path.abspath(path), config=config))

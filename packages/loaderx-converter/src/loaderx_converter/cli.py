@@ -24,7 +24,7 @@ from loaderx_converter import (
     huggingface,
 )
 from loaderx_converter._convert import run
-from loaderx_converter._options import CODECS, DEFAULT_KEY
+from loaderx_converter._options import DEFAULT_KEY
 from loaderx_converter._spelling import CLI
 from zrecord.console import (
     EXIT_OK,
@@ -77,9 +77,10 @@ def _codec(text: str) -> tuple[str | None, str]:
     """An argparse type: ``CODEC`` (the default of every column) or ``COLUMN=CODEC``."""
     column, sep, codec = text.rpartition("=")
     codec = codec.strip()
-    if codec not in CODECS:
+    if codec not in zrecord.CODECS:
         raise argparse.ArgumentTypeError(
-            f"{codec!r} is not a codec: raw, zstd or zstd_dict (one column's: COLUMN=CODEC)")
+            f"{codec!r} is not a codec: {', '.join(zrecord.CODECS)} (one column's: "
+            "COLUMN=CODEC)")
     if sep and not column.strip():
         raise argparse.ArgumentTypeError(f"{text!r} names no column before '='")
     return (column.strip() if sep else None), codec
@@ -211,8 +212,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="print the versions of loaderx-converter, zrecord and datasets "
                              "and exit")
     parser.add_argument("--codec", action="append", type=_codec, metavar="[COLUMN=]CODEC",
-                        help="how records are stored: raw, zstd or zstd_dict (zstd frames made "
-                             "with a dictionary: --dict or --dict-from). CODEC alone is the "
+                        help=f"how records are stored: {', '.join(zrecord.CODECS)} "
+                             "(zstd_dict: zstd frames made with a dictionary: --dict or "
+                             "--dict-from). CODEC alone is the "
                              "default of every column, COLUMN=CODEC one column's; repeat it "
                              "for several (e.g. --codec zstd --codec label=raw). A column that "
                              "gets its codec only as the default and holds small records "
@@ -261,14 +263,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _status_of(exc: BaseException) -> int:
-    """The exit status for an error: the dataset or the options (1), or the system (3)."""
+    """The exit status for an error `_run` explains: the dataset, the source or the options
+    (1), or the system (3)."""
     if isinstance(exc, HubError):
         return EXIT_RUNTIME  # the Hub, the network or the cache did not deliver
-    if isinstance(exc, (ConversionError, FileExistsError)):
+    if isinstance(exc, ConversionError):
         return EXIT_UNCONVERTIBLE  # also ROOT exists: nothing was written
     if isinstance(exc, (MemoryError, OSError)):
-        return EXIT_RUNTIME
-    return EXIT_UNCONVERTIBLE  # ValueError, KeyError, TypeError: a bad option or column
+        return EXIT_RUNTIME  # zrecord's OSErrors too: a write the system refused
+    return EXIT_UNCONVERTIBLE  # zrecord refused a value (a record over a limit, say)
 
 
 def _run(argv: list[str] | None) -> int:
@@ -292,10 +295,11 @@ def _run(argv: list[str] | None) -> int:
     except UnsafePathError as exc:
         say(f"loaderx-convert: error: {_unsafe_name_message(exc)}")
         return EXIT_UNCONVERTIBLE
-    except (ConversionError, OSError, MemoryError, ValueError, KeyError, TypeError) as exc:
-        # KeyError's str() is the repr of its message; say the message itself.
-        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        say(f"loaderx-convert: error: {text}")
+    except (ConversionError, zrecord.ZrecordError, OSError, MemoryError) as exc:
+        # Only what the message explains: the converter's refusals, zrecord's (a value over a
+        # format limit), and the system's. Anything else is a bug, and its traceback is the
+        # report to file.
+        say(f"loaderx-convert: error: {exc}")
         return _status_of(exc)
     for split, info in record["splits"].items():
         for column, col in info["columns"].items():

@@ -7,7 +7,7 @@ record is its append position. The on-disk format is specified in ``spec/format-
 """
 
 from zrecord._dict import train_dict
-from zrecord._dtypes import check_store_options
+from zrecord._dtypes import CODECS, check_store_options
 from zrecord._paths import enclosing_store
 from zrecord._reader import Dense, Ragged, open_store
 from zrecord._staging import staged_directory
@@ -40,6 +40,7 @@ def __getattr__(name: str) -> str:
 
 
 __all__ = [
+    "CODECS",
     "ChecksumError",
     "ClosedError",
     "CorruptStoreError",

@@ -49,8 +49,13 @@ _UNIT_CODES: dict[str, int] = {name: code for code, name in _UNITS.items()}
 UNIT_COUNT_MAX = (1 << 31) - 1
 ITEMSIZE_BYTES_MAX = (1 << 31) - 1
 
-CODECS = {"raw": 0, "zstd": 1, "zstd_dict": 2}
-CODEC_NAMES = {code: name for name, code in CODECS.items()}
+# Codec name -> the codec code a store's header holds (spec/format-v1.md).
+CODE_OF_CODEC = {"raw": 0, "zstd": 1, "zstd_dict": 2}
+CODEC_NAMES = {code: name for name, code in CODE_OF_CODEC.items()}
+CODECS: tuple[str, ...] = tuple(CODE_OF_CODEC)
+"""The codec names ``create(..., codec=...)`` and ``check_store_options`` accept, in the order
+of their codes: ``("raw", "zstd", "zstd_dict")``. A tool that offers the codecs (a command
+line's choices, a message) takes them from here rather than keeping its own list."""
 
 NDIM_MAX = 32
 DATA_SHARDS_MAX = 255
@@ -177,9 +182,9 @@ def ndim_value(ndim: Any) -> int:
 
 def codec_code(codec: Any, dict_bytes: Any) -> tuple[int, bytes | None]:
     """Validate codec and dictionary arguments; return the codec code and the dictionary."""
-    if codec not in CODECS:
-        raise CodecError(f"codec must be one of 'raw', 'zstd', 'zstd_dict' (it is required and "
-                         f"never inferred); got {codec!r}")
+    if codec not in CODE_OF_CODEC:
+        raise CodecError(f"codec must be one of {', '.join(map(repr, CODECS))} (it is required "
+                         f"and never inferred); got {codec!r}")
     if codec == "zstd_dict":
         if dict_bytes is None:
             raise CodecError("codec 'zstd_dict' needs dict_bytes: train one with "
@@ -192,11 +197,11 @@ def codec_code(codec: Any, dict_bytes: Any) -> tuple[int, bytes | None]:
         if len(data) > DICT_SIZE_BYTES_MAX:
             raise LimitError(f"dict_bytes has {len(data)} bytes; dict_size_bytes_max is "
                              f"{DICT_SIZE_BYTES_MAX}")
-        return CODECS[codec], data
+        return CODE_OF_CODEC[codec], data
     if dict_bytes is not None:
         raise CodecError(f"dict_bytes is only used by codec 'zstd_dict'; got codec {codec!r} "
                          "with a dictionary")
-    return CODECS[codec], None
+    return CODE_OF_CODEC[codec], None
 
 
 def check_store_options(*, codec: Any, dict_bytes: Any = None, data_shards: Any = 4) -> None:
