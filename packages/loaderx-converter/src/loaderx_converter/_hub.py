@@ -26,6 +26,12 @@ from typing import Any
 from loaderx_converter.errors import HubError, SourceError, SourceNotFoundError
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# A Hub dataset id: owner/name, each part letters, digits, '_', '-' and '.', neither starting
+# nor ending with '-' or '.' (the Hub's own rule, which also forbids '--' and '..', checked in
+# is_hub_id). Everything else a user may give as a source (/abs, ./rel, ../up, ~/home, a/b/c,
+# a bare name) is a local path.
+_HUB_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+_HUB_ID = re.compile(rf"^{_HUB_PART}/{_HUB_PART}$")
 PROVENANCE_ATTR = "loaderx_provenance"
 # Arrow file (absolute path) -> the provenance of the dataset loaded from it, in this process.
 _BY_FILE: dict[str, Provenance] = {}
@@ -80,6 +86,24 @@ def provenance_of(dataset: Any) -> Provenance | None:
     return None
 
 
+def is_hub_id(source: str) -> bool:
+    """True when `source` is a bare Hub dataset id, ``owner/name`` (one slash, nothing before
+    the owner: no ``/``, ``./``, ``../`` or ``~``); every other string is a local path."""
+    return bool(_HUB_ID.match(source)) and "--" not in source and ".." not in source
+
+
+def _check_hub_id(repo_id: Any, caller: str) -> None:
+    """Refuse, before any cache path is built from it or the Hub is asked, a `repo_id` that is
+    not ``owner/name``: a local path given to a Hub function gets a way to load it instead."""
+    if isinstance(repo_id, str) and is_hub_id(repo_id):
+        return
+    given = repr(repo_id) if isinstance(repo_id, str) else type(repo_id).__name__
+    hint = ("; a local save_to_disk folder or parquet file is loaded with from_local(path)"
+            if isinstance(repo_id, str) else "")
+    raise SourceError(f"{caller}: the Hub dataset id must be owner/name (e.g. ylecun/mnist); "
+                      f"got {given}{hint}")
+
+
 def _make_api(endpoint: str | None, token: str | None) -> Any:
     """The Hub client; tests replace this function with one returning a fake."""
     import huggingface_hub
@@ -115,8 +139,10 @@ def resolve_revision(repo_id: str, revision: str, *, api: Any = None, cache_dir:
     """The commit hash that `revision` of dataset `repo_id` names.
 
     A 40-hex commit is returned as it is. Offline, the cache's record of the branch or tag is
-    used. Online, the Hub's dataset info is asked (``api.dataset_info(...).sha``).
+    used. Online, the Hub's dataset info is asked (``api.dataset_info(...).sha``). A `repo_id`
+    that is not ``owner/name`` is a :class:`SourceError`.
     """
+    _check_hub_id(repo_id, "resolve_revision")
     if _COMMIT.match(revision):
         return revision
     if offline if offline is not None else _offline():
@@ -148,7 +174,10 @@ def huggingface(repo_id: str, *, revision: str = "main", config: str | None = No
     a private or gated repository, both without environment variables. `config` selects a
     configuration when the repository has several. With ``HF_HUB_OFFLINE=1`` a populated cache
     is used and nothing is contacted. Fails fast with :class:`HubError` when neither works.
+    `repo_id` is ``owner/name``; anything else (a local path: see :func:`from_local`) is a
+    :class:`SourceError`, before anything is asked.
     """
+    _check_hub_id(repo_id, "huggingface")
     import datasets
     import huggingface_hub
 

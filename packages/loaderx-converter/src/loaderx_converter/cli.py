@@ -18,12 +18,14 @@ from loaderx_converter import (
     ConversionError,
     HubError,
     OptionError,
+    SourceNotFoundError,
     UnsafePathError,
     __version__,
     from_local,
     huggingface,
 )
 from loaderx_converter._convert import run
+from loaderx_converter._hub import is_hub_id
 from loaderx_converter._options import DEFAULT_KEY
 from loaderx_converter._spelling import CLI
 from zrecord.console import (
@@ -41,8 +43,9 @@ EXIT_UNCONVERTIBLE = 1  # the dataset cannot be converted as asked; running agai
 # The exit statuses of --help (zrecord.console.STATUSES_COMMON follow).
 STATUSES = [
     (EXIT_OK, "success: ROOT is published"),
-    (EXIT_UNCONVERTIBLE, "the dataset cannot be converted as asked (unsupported feature, null,\n"
-                         "unsafe split or column name, bad option value, ROOT exists)"),
+    (EXIT_UNCONVERTIBLE, "the dataset cannot be converted as asked (no such SOURCE, unsupported\n"
+                         "feature, null, unsafe split or column name, bad option value, ROOT\n"
+                         "exists)"),
     (EXIT_USAGE, "usage error (unknown option, missing argument, unreadable --dict file)"),
     (EXIT_RUNTIME, "the system failed (I/O error, the Hub or the network, out of memory)"),
 ]
@@ -203,8 +206,10 @@ def _parser() -> argparse.ArgumentParser:
             "file(s) / a folder of them."),
         epilog=epilog(STATUSES, _EXAMPLES))
     parser.add_argument("source", metavar="SOURCE",
-                        help="Hub dataset id (e.g. ylecun/mnist), or a local path: a "
-                             "save_to_disk folder, a parquet file or a folder of them")
+                        help="Hub dataset id owner/name (e.g. ylecun/mnist), or a local path: "
+                             "a save_to_disk folder, a parquet file or a folder of them. A path "
+                             "that exists is local; any other SOURCE but a bare owner/name is "
+                             "a local path that does not exist")
     parser.add_argument("root", metavar="ROOT",
                         help="destination folder; must not exist, nor lie inside a published "
                              "zrecord store")
@@ -268,20 +273,37 @@ def _status_of(exc: BaseException) -> int:
     if isinstance(exc, HubError):
         return EXIT_RUNTIME  # the Hub, the network or the cache did not deliver
     if isinstance(exc, ConversionError):
-        return EXIT_UNCONVERTIBLE  # also ROOT exists: nothing was written
+        return EXIT_UNCONVERTIBLE  # also no such SOURCE, or ROOT exists: nothing was written
     if isinstance(exc, (MemoryError, OSError)):
         return EXIT_RUNTIME  # zrecord's OSErrors too: a write the system refused
     return EXIT_UNCONVERTIBLE  # zrecord refused a value (a record over a limit, say)
 
 
+def _load(args: argparse.Namespace) -> Any:
+    """The dataset SOURCE names: an existing path is local; otherwise a bare owner/name is a
+    Hub id and anything else a local path that does not exist."""
+    source = args.source
+    if os.path.exists(source) or not is_hub_id(source):
+        try:
+            return from_local(source, config=args.config)
+        except SourceNotFoundError as exc:
+            if not any(sep in source for sep in "/\\") and not source.startswith(("~", ".")):
+                # A bare name may be meant as a Hub id; those have an owner.
+                raise SourceNotFoundError(f"{exc}; a Hub dataset id is owner/name (e.g. "
+                                          "ylecun/mnist)") from None
+            raise
+    try:
+        return huggingface(source, revision=args.revision, config=args.config,
+                           token=args.token, endpoint=args.endpoint, cache_dir=args.cache_dir)
+    except HubError as exc:
+        raise HubError(f"{exc} (SOURCE {source!r} is read as a Hub dataset id: there is no "
+                       "such local path either)") from exc
+
+
 def _run(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if os.path.exists(args.source):
-            dataset = from_local(args.source, config=args.config)
-        else:
-            dataset = huggingface(args.source, revision=args.revision, config=args.config,
-                                  token=args.token, endpoint=args.endpoint, cache_dir=args.cache_dir)
+        dataset = _load(args)
         columns = args.columns or None
         if args.cast or args.image_mode:
             dataset = _apply_casts(dataset, args.cast or [], args.image_mode, columns)

@@ -57,8 +57,8 @@ class ColumnKindError(ConversionError, ValueError):
 class SourceError(ConversionError, ValueError):
     """The source is not one the converter reads: a local path that is neither a
     ``save_to_disk`` folder nor parquet file(s), or one ``datasets`` cannot load (an unknown
-    configuration, say: the error of ``datasets`` is the ``__cause__``); a ``provenance.json``
-    that is not the converter's."""
+    configuration, say: the error of ``datasets`` is the ``__cause__``); a Hub dataset id that
+    is not ``owner/name``; a ``provenance.json`` that is not the converter's."""
 
 
 class SourceNotFoundError(ConversionError, FileNotFoundError):
