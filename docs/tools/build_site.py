@@ -11,11 +11,16 @@ addresses and sends links to other repository files to the repository host. The 
 is read from the package sources by mkdocstrings (nothing is imported); the command-line
 reference is the installed programs' ``--help`` (docs/tools/cli_reference.py), so the
 packages must be installed. ``nox -s docs`` runs this script.
+
+Pages speak to their readers: a staged page other than a changelog or a decision record
+(docs/decisions/, which are history) that names a work item of the project's tracker
+(``[F6]``, ``[V1] item 2``) or calls loaderx 2.5.9 "the peer" fails the build.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +30,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CONFIG = ROOT / "docs" / "mkdocs.yml"
 CLI_PAGE = "docs/api/cli.md"
+# A tracker tag is one capital letter and a number in brackets, as in "[S1]" or "[V1] item 2";
+# the specification's requirement IDs ("[ZR-HDR-004]") are not.
+_TRACKER_WORDS = re.compile(r"\[[A-Z][0-9]+\]|\[[A-Z][0-9]+ item|(?i:\bthe peer\b)")
 
 sys.path.insert(0, str(HERE))
 
@@ -63,6 +71,20 @@ def stage(dest: Path) -> list[str]:
     return staged
 
 
+def tracker_words(pages: Path, staged: list[str]) -> list[str]:
+    """``path:line: text`` for every tracker tag or "the peer" on a staged page that readers
+    read as documentation (not the changelogs, not the decision records)."""
+    found = []
+    for rel in staged:  # the command-line page as generated, with the programs' --help
+        if not rel.endswith(".md") or rel.endswith("CHANGELOG.md") or \
+                rel.startswith("docs/decisions/"):
+            continue
+        for number, line in enumerate((pages / rel).read_text().splitlines(), 1):
+            if _TRACKER_WORDS.search(line):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    return found
+
+
 def main() -> int:
     import check_reference  # griffe: imported here, so that published() needs nothing
 
@@ -71,6 +93,11 @@ def main() -> int:
     site = work / "site"
     staged = stage(pages)
     print(f"staged {len(staged)} files into {pages}")
+    found = tracker_words(pages, staged)
+    if found:
+        print("pages name work items of the tracker (say what the section is about) or call "
+              "loaderx 2.5.9 'the peer':\n  " + "\n  ".join(found), file=sys.stderr)
+        return 1
     env = {**os.environ, "LOADERX_DOCS_STAGE": str(pages)}
     subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
                     str(CONFIG), "--site-dir", str(site)], env=env, check=True)

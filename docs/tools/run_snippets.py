@@ -20,6 +20,11 @@ site and on the repository host):
   working directory (``sh`` blocks are not run otherwise: they install or build things).
 - ``<!-- snippet: fresh -->``: a new namespace and working directory from this block on.
 
+The home page's first Python block (docs/index.md), the example a new reader copies first,
+must run for real: not skipped, and before anything installs the offline stand-in for the
+Hugging Face Hub (``snippet_fixtures.offline_hub``). Every page runs with HF_HUB_OFFLINE=1, so
+that block is checked to need no network. A later block may use the stand-in.
+
 Other comments directly above a block (``<!-- ddp_gloo.py -->``) are ignored. The pages are
 the published pages (docs/, without its tools) and the READMEs of the repository and of the
 packages. ``nox -s docs`` runs this script with the three packages, torch and jax installed.
@@ -42,6 +47,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_TIMEOUT_S = 900
+HOME = ROOT / "docs" / "index.md"
 _FENCE = re.compile(r"^(`{3,})(\S*)\s*$")
 _DIRECTIVE = re.compile(r"^<!--\s*snippet:\s*(\S+)\s*(.*?)\s*-->\s*$")
 
@@ -154,9 +160,36 @@ def run_page(page: Path, workdir: Path) -> list[dict[str, object]]:
             results.append({"where": where, "status": "failed",
                             "detail": out.getvalue()[-4000:] + traceback.format_exc(limit=8)})
             continue
-        results.append({"where": where, "status": "ok",
+        results.append({"where": where, "status": "ok", "lang": block.lang,
+                        "hub_stand_in": _hub_stand_in(),
                         "detail": f"{time.perf_counter() - started:.1f} s"})
+    if page.resolve() == HOME:
+        results += _first_example_problems(page, results)
     return results
+
+
+def _hub_stand_in() -> bool:
+    """Whether a block of this page has installed the offline Hub stand-in."""
+    fixtures = sys.modules.get("snippet_fixtures")
+    return bool(getattr(fixtures, "HUB_STAND_IN", False))
+
+
+def _first_example_problems(page: Path, results: list[dict[str, object]]) -> list[dict[str, object]]:
+    """A failure when the page's first Python block did not run for real (see the module
+    docstring); none when it did."""
+    first = next((b for b in parse(page.read_text()) if b.lang in ("python", "py")), None)
+    if first is None:
+        return []
+    where = f"{page.relative_to(ROOT)}:{first.line}"
+    result = next((r for r in results if r["where"] == where), None)
+    if result is not None and result["status"] == "ok" and not result.get("hub_stand_in"):
+        return []
+    why = ("it did not run" if result is None or result["status"] != "ok"
+           else "it ran with the offline Hub stand-in (snippet_fixtures.offline_hub)")
+    return [{"where": where, "status": "failed",
+             "detail": f"the home page's first example must run as printed, offline and "
+                       f"without stand-ins, since a new reader copies it first; {why}. Give it "
+                       "data made in the snippet, and show the Hub after it."}]
 
 
 def pages() -> list[Path]:

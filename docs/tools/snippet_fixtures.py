@@ -10,6 +10,10 @@ from typing import Any
 
 import numpy as np
 
+# True once offline_hub() has replaced huggingface(): run_snippets.py checks that the home
+# page's first example ran before it.
+HUB_STAND_IN = False
+
 
 def digits(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """`n` 28x28 uint8 images of the digits 0-9 drawn in white on black, and their labels:
@@ -57,6 +61,8 @@ def offline_hub() -> None:
                                  f"not {repo_id!r}")
         return mnist_dataset()
 
+    global HUB_STAND_IN
+    HUB_STAND_IN = True
     loaderx_converter.huggingface = huggingface
     try:
         import loaderx.converter

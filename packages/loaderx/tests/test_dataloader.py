@@ -236,6 +236,44 @@ def test_duck_typed_streams_and_custom_sampler():
     np.testing.assert_array_equal(b1["f"], features[[5, 4, 3]])
 
 
+def test_streams_and_samplers_satisfy_the_protocols(streams):
+    """The loader's seams are the protocols of loaderx.protocols: zrecord stores, arrays and
+    Mix streams are Streams; Sampler and Mix are BatchSamplers; a list is neither."""
+    from loaderx.protocols import BatchSampler, Stream
+    from loaderx.sampler import Mix
+
+    mix = Mix([{"y": streams["y"]}, {"y": np.arange(7)}], [1, 1], batch_size=4)
+    for stream in (*streams.values(), np.zeros(3), *mix.streams.values()):
+        assert isinstance(stream, Stream)
+    assert isinstance(Sampler(N, 2, Mode.IID), BatchSampler) and isinstance(mix, BatchSampler)
+    assert not isinstance([1, 2], BatchSampler) and not isinstance(3, Stream)
+
+
+def test_wrong_streams_or_sampler_say_what_was_given_and_what_is_required(streams):
+    sampler = Sampler(N, 2, Mode.IID)
+    with pytest.raises(TypeError, match=r"non-empty dict .*Streams.*; got dict \{\}"):
+        DataLoader({}, sampler)
+    with pytest.raises(TypeError, match=r"got list \["):
+        DataLoader([streams["x"]], sampler)  # a list of stores, not a dict
+    with pytest.raises(TypeError, match=r"stream 'n' \(int\) has no __len__ and no "
+                                        r"__getitem__: a Stream needs __len__ and batch"):
+        DataLoader({"n": 5}, sampler)
+    with pytest.raises(TypeError, match=r"stream 's' \(set\) has no __getitem__: a Stream"):
+        DataLoader({"s": {1, 2}}, sampler)
+    with pytest.raises(TypeError, match=r"stream 'z' \(ndarray\) has no usable __len__ "
+                                        r"\(.*\): a Stream needs a length"):
+        DataLoader({"z": np.array(3.0)}, sampler)  # a 0-d array has __len__ but no length
+    with pytest.raises(TypeError, match=r"sampler must be a BatchSampler .*next\(\) method"
+                                        r".*; got list \[1, 2, 3\]"):
+        DataLoader(streams, [1, 2, 3])
+
+    class NoNext:
+        next = None  # an attribute that is not a method is not a sampler
+
+    with pytest.raises(TypeError, match="got NoNext"):
+        DataLoader(streams, NoNext())
+
+
 def test_stats_show_where_the_time_goes(streams):
     def slow(batch):
         time.sleep(0.005)

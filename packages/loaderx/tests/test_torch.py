@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from loaderx.sampler import Sampler
+from loaderx.sampler import Mix, Sampler
 from loaderx.torch import TorchIterable, distributed_rank_and_world_size, to_tensors
 from loaderx.zrecord import Dense, Ragged
 
@@ -41,6 +41,65 @@ def test_with_torch_dataloader(streams):
     idx = Sampler(N, 8, Sampler.Mode.CYCLIC, seed=1).batch(4)
     assert torch.equal(batches[4]["x"][:, 0], torch.from_numpy(idx.astype(np.float32) * 3))
     assert [len(t) for t in batches[4]["t"]] == [int(i) % 4 for i in idx]
+
+
+def test_a_sampler_is_accepted_as_dataloader_takes_it(streams):
+    """TorchIterable(streams, sampler) is built the way DataLoader(streams, sampler) is; it
+    failed with a missing-argument error (batch_size, mode). The same run either way, with
+    the sampler positional or by name, a positional transform, and a Mix."""
+    expect = [b["x"] for b in TorchIterable(streams, 8, "cyclic", seed=1, steps=5)]
+    for ds in (TorchIterable(streams, Sampler(N, 8, "cyclic", seed=1), steps=5),
+               TorchIterable(streams=streams, sampler=Sampler(N, 8, "cyclic", seed=1), steps=5),
+               TorchIterable(streams, Sampler(N, 8, "cyclic", seed=1), to_tensors, steps=5)):
+        got = [b["x"] for b in torch.utils.data.DataLoader(ds, batch_size=None)]
+        assert len(got) == 5 and all(torch.equal(a, b) for a, b in zip(got, expect, strict=True))
+    raw = next(iter(TorchIterable(streams, Sampler(N, 8, "cyclic", seed=1), None)))
+    np.testing.assert_array_equal(raw["x"], expect[0].numpy())
+    mix = Mix([streams, streams], [1, 3], batch_size=8)
+    batch = next(iter(TorchIterable(mix.streams, mix, steps=1)))
+    assert batch["x"].shape == (8, 3) and isinstance(batch["t"], list)
+
+
+def test_a_given_sampler_resumes_and_shows_in_the_repr(streams):
+    full = [b["x"] for b in TorchIterable(streams, Sampler(N, 8, "iid", seed=2), steps=9)]
+    ds = TorchIterable(streams, Sampler(N, 8, "iid", seed=2), steps=4)
+    head = [b["x"] for b in ds]
+    again = TorchIterable(streams, Sampler(N, 8, "iid", seed=2), steps=9)
+    again.load_state_dict(ds.state_dict())
+    tail = [b["x"] for b in again]
+    assert all(torch.equal(a, b) for a, b in zip(head + tail, full, strict=True))
+    assert repr(ds).startswith("<TorchIterable 2 streams of 120 records: x=Dense float32 (3,), "
+                               "t=Ragged int64 ndim=1; sampler Sampler(length=120, batch_size=8, "
+                               "mode=Sampler.Mode.IID, seed=2, rank=0, world_size=1) at step ")
+    assert repr(ds).endswith("; steps=4; workers=4 prefetch=4; transform=to_tensors; "
+                             "next step 4>")
+
+
+@pytest.mark.parametrize(("args", "kwargs", "why"), [
+    ((), {}, "gives no sampler and does not fit the second form: missing a required argument: "
+             "'batch_size'"),
+    ((8,), {}, "missing a required argument: 'mode'"),
+    (([1, 2],), {"mode": "iid"}, r"batch_size must be an integer; got list \[1, 2\]"),
+    ((Sampler(N, 8, "iid"), "cyclic"), {},
+     "transform must be callable or None; got str 'cyclic'"),
+    ((Sampler(N, 8, "iid"),), {"rank": 1},
+     "gives a sampler but does not fit the first form: got an unexpected keyword argument "
+     "'rank'"),
+    ((8,), {"sampler": Sampler(N, 8, "iid")}, "multiple values for argument 'sampler'"),
+    ((), {"sampler": [1, 2]}, "sampler must be a BatchSampler .*; got list"),
+])
+def test_a_call_that_fits_neither_form_names_both(streams, args, kwargs, why):
+    with pytest.raises(TypeError, match=why) as caught:
+        TorchIterable(streams, *args, **kwargs)
+    assert "TorchIterable(streams, sampler, transform=to_tensors, *, steps=None" in str(caught.value)
+    assert "or TorchIterable(streams, batch_size, mode, seed=0" in str(caught.value)
+
+
+def test_streams_are_checked_when_the_dataset_is_built(streams):
+    with pytest.raises(TypeError, match=r"non-empty dict .*; got list"):
+        TorchIterable([streams["x"]], 8, "iid")
+    with pytest.raises(ValueError, match=r"same length; got x=120, y=3"):
+        TorchIterable({"x": streams["x"], "y": np.zeros(3)}, Sampler(3, 1, "iid"))
 
 
 def test_resume_continues_where_the_last_iteration_stopped(streams):

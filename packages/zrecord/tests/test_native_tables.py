@@ -126,7 +126,7 @@ def test_the_python_modules_read_the_header_constants() -> None:
 
     c = header_constants()
     assert (_dtypes.KIND_DENSE, _dtypes.KIND_RAGGED) == (c["ZR_KIND_DENSE"], c["ZR_KIND_RAGGED"])
-    assert _dtypes.CODECS == {"raw": c["ZR_CODEC_RAW"], "zstd": c["ZR_CODEC_ZSTD"],
+    assert _dtypes.CODE_OF_CODEC == {"raw": c["ZR_CODEC_RAW"], "zstd": c["ZR_CODEC_ZSTD"],
                               "zstd_dict": c["ZR_CODEC_ZSTD_DICT"]}
     assert (_dtypes.NDIM_MAX, _dtypes.DATA_SHARDS_MAX, _dtypes.RECORD_SIZE_BYTES_MAX,
             _dtypes.DICT_SIZE_BYTES_MAX, _dtypes.ITEMSIZE_BYTES_MAX, _dtypes.UNIT_COUNT_MAX) == (

@@ -12,11 +12,18 @@ from loaderx_converter._convert import convert
 from loaderx_converter._hub import Provenance, from_local, huggingface, resolve_revision
 from loaderx_converter._info import ColumnInfo, RootInfo, SplitInfo, info
 from loaderx_converter.errors import (
+    ArgumentTypeError,
+    ColumnKindError,
+    ColumnNotFoundError,
     ConversionError,
+    DestinationExistsError,
     HubError,
     InconsistentRecordsError,
     NullValueError,
     OptionError,
+    SourceError,
+    SourceNotFoundError,
+    SplitNotFoundError,
     UnsafePathError,
     UnsupportedFeatureError,
 )
@@ -25,15 +32,22 @@ from loaderx_converter.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentTypeError",
     "ColumnInfo",
+    "ColumnKindError",
+    "ColumnNotFoundError",
     "ConversionError",
+    "DestinationExistsError",
     "HubError",
     "InconsistentRecordsError",
     "NullValueError",
     "OptionError",
     "Provenance",
     "RootInfo",
+    "SourceError",
+    "SourceNotFoundError",
     "SplitInfo",
+    "SplitNotFoundError",
     "UnsafePathError",
     "UnsupportedFeatureError",
     "__version__",

@@ -38,7 +38,14 @@ from loaderx_converter._hub import Provenance, provenance_of
 from loaderx_converter._options import ColumnOptions, Requested
 from loaderx_converter._paths import PROVENANCE_FILE, check_names, check_root
 from loaderx_converter._spelling import PYTHON, Spelling
-from loaderx_converter.errors import OptionError, UnsafePathError
+from loaderx_converter.errors import (
+    ArgumentTypeError,
+    ColumnNotFoundError,
+    DestinationExistsError,
+    OptionError,
+    UnsafePathError,
+    _IncompleteWriteError,
+)
 from zrecord.console import progress_bar
 
 BATCH_BYTES_TARGET = 32 << 20  # decoded bytes per batch and column that we aim not to exceed
@@ -56,16 +63,18 @@ def _splits(dataset: Any) -> dict[str, Any]:
     if isinstance(dataset, datasets.Dataset):
         return {str(dataset.split or "train"): dataset}
     if isinstance(dataset, (datasets.IterableDataset, datasets.IterableDatasetDict)):
-        raise TypeError("convert: streaming (Iterable) datasets are not supported; load the "
+        raise ArgumentTypeError("convert: streaming (Iterable) datasets are not supported; load the "
                         "dataset without streaming=True (Arrow files are memory-mapped, so this "
                         "does not load it into memory)")
-    raise TypeError(f"convert: expected a datasets.DatasetDict or Dataset; got {type(dataset).__name__}")
+    raise ArgumentTypeError(f"convert: expected a datasets.DatasetDict or Dataset; got "
+                            f"{type(dataset).__name__}")
 
 
 def _select(splits: dict[str, Any], columns: Sequence[str] | None,
             spell: Spelling) -> dict[str, list[str]]:
     if isinstance(columns, str):
-        raise TypeError(f"convert: columns must be a list of names, not the string {columns!r}")
+        raise ArgumentTypeError(f"convert: {spell.name('columns')} must be a list of names, not "
+                                f"the string {columns!r}")
     chosen = {}
     for split, ds in splits.items():
         names = list(ds.column_names)
@@ -74,11 +83,11 @@ def _select(splits: dict[str, Any], columns: Sequence[str] | None,
             continue
         missing = [c for c in columns if c not in names]
         if missing:
-            raise KeyError(f"convert: split {split!r} has no column(s) {missing} (asked for in "
-                           f"{spell.name('columns')}); it has {names}")
+            raise ColumnNotFoundError(f"convert: split {split!r} has no column(s) {missing} "
+                                      f"(asked for in {spell.name('columns')}); it has {names}")
         chosen[split] = list(dict.fromkeys(columns))
         if not chosen[split]:
-            raise ValueError(f"convert: {spell.name('columns')} selects nothing to convert")
+            raise OptionError(f"convert: {spell.name('columns')} selects nothing to convert")
     return chosen
 
 
@@ -156,8 +165,10 @@ def convert(dataset: Any, root: Any, *, codec: str | Mapping[str, str] = "zstd",
 
     Unsupported features, nulls, bad options and names that cannot be one folder name (``/``,
     ``..``, a leading ``.``, ...: :class:`UnsafePathError`) raise before anything is written.
-    `root` must not exist and must not lie inside a published zrecord store (missing parent
-    folders are made, as for every zrecord store); it appears, with every store and
+    Each refusal is a :class:`ConversionError` (and the matching builtin: see
+    ``loaderx_converter.errors``). `root` must not exist (:class:`DestinationExistsError`) and
+    must not lie inside a published zrecord store (missing parent folders are made, as for
+    every zrecord store); it appears, with every store and
     ``provenance.json``, only when all are written and the row counts agree. Returns the
     provenance record that was written (``loaderx_converter.info(root)`` reads it back).
     """
@@ -175,9 +186,13 @@ def run(dataset: Any, root: Any, *, codec: Any, columns: Sequence[str] | None, d
         if value not in MEDIA_MODES:
             raise OptionError(f"convert: {spell.name(keyword)} must be 'decode' or 'encoded'; "
                               f"got {value!r}")
+    if not isinstance(root, (str, os.PathLike)):
+        raise ArgumentTypeError(f"convert: root must be a path (str or os.PathLike); got "
+                                f"{type(root).__name__}")
     root = Path(os.fspath(root)).absolute()
     if os.path.lexists(root):
-        raise FileExistsError(errno.EEXIST, "convert: the destination must not exist", str(root))
+        raise DestinationExistsError(errno.EEXIST, "convert: the destination must not exist",
+                                     str(root))
     check_root(root)
     splits = _splits(dataset)
     chosen = _select(splits, columns, spell)
@@ -391,9 +406,9 @@ class _Job:
         for name in writers:
             with zrecord.open_store(folder / name) as store:
                 if len(store) != ds.num_rows:
-                    raise RuntimeError(f"convert: split {split!r} column {name!r} has "
-                                       f"{len(store)} records, expected {ds.num_rows}; nothing "
-                                       "was published")
+                    raise _IncompleteWriteError(
+                        f"convert: split {split!r} column {name!r} has {len(store)} records, "
+                        f"expected {ds.num_rows}; nothing was published")
         for c in cols:
             columns[c] = {**plans[c].describe(), **self.opts[c].describe(),
                           **readers[c].describe(), "records": ds.num_rows,

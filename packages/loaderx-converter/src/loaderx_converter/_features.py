@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import abc
 import array
 import io
 import os
@@ -202,7 +203,7 @@ def _null_error(where: Where, row: int, element: tuple[int, ...] = ()) -> NullVa
         f"{where.spelling.leave_out(where.column)}")
 
 
-class _Reader:
+class _Reader(abc.ABC):
     """Base of the per-feature readers; see the module docstring for the protocol."""
 
     pool: Any = None  # a concurrent.futures executor set by convert(), or None: one thread
@@ -215,11 +216,13 @@ class _Reader:
         if found is not None:
             raise _null_error(self.where, row0 + found[0], found[1])
 
+    @abc.abstractmethod
     def plan(self) -> ColumnPlan:
-        raise NotImplementedError
+        """The column's store kind, dtype and shape, once the check pass has seen every row."""
 
+    @abc.abstractmethod
     def extract(self, arr: pa.Array, plan: ColumnPlan, row0: int) -> Any:
-        raise NotImplementedError
+        """The records of `arr` (rows from `row0`) as the writer of `plan` appends them."""
 
     def describe(self) -> dict[str, Any]:
         """What the provenance says about this column beyond its plan (none by default)."""

@@ -15,15 +15,23 @@ makes a dataset whose values the source no longer describes, and it gets none.
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from loaderx_converter.errors import HubError
+from loaderx_converter.errors import HubError, SourceError, SourceNotFoundError
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# A Hub dataset id: owner/name, each part letters, digits, '_', '-' and '.', neither starting
+# nor ending with '-' or '.' (the Hub's own rule, which also forbids '--' and '..', checked in
+# is_hub_id). Everything else a user may give as a source (/abs, ./rel, ../up, ~/home, a/b/c,
+# a bare name) is a local path.
+_HUB_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+_HUB_ID = re.compile(rf"^{_HUB_PART}/{_HUB_PART}$")
 PROVENANCE_ATTR = "loaderx_provenance"
 # Arrow file (absolute path) -> the provenance of the dataset loaded from it, in this process.
 _BY_FILE: dict[str, Provenance] = {}
@@ -78,6 +86,24 @@ def provenance_of(dataset: Any) -> Provenance | None:
     return None
 
 
+def is_hub_id(source: str) -> bool:
+    """True when `source` is a bare Hub dataset id, ``owner/name`` (one slash, nothing before
+    the owner: no ``/``, ``./``, ``../`` or ``~``); every other string is a local path."""
+    return bool(_HUB_ID.match(source)) and "--" not in source and ".." not in source
+
+
+def _check_hub_id(repo_id: Any, caller: str) -> None:
+    """Refuse, before any cache path is built from it or the Hub is asked, a `repo_id` that is
+    not ``owner/name``: a local path given to a Hub function gets a way to load it instead."""
+    if isinstance(repo_id, str) and is_hub_id(repo_id):
+        return
+    given = repr(repo_id) if isinstance(repo_id, str) else type(repo_id).__name__
+    hint = ("; a local save_to_disk folder or parquet file is loaded with from_local(path)"
+            if isinstance(repo_id, str) else "")
+    raise SourceError(f"{caller}: the Hub dataset id must be owner/name (e.g. ylecun/mnist); "
+                      f"got {given}{hint}")
+
+
 def _make_api(endpoint: str | None, token: str | None) -> Any:
     """The Hub client; tests replace this function with one returning a fake."""
     import huggingface_hub
@@ -113,8 +139,10 @@ def resolve_revision(repo_id: str, revision: str, *, api: Any = None, cache_dir:
     """The commit hash that `revision` of dataset `repo_id` names.
 
     A 40-hex commit is returned as it is. Offline, the cache's record of the branch or tag is
-    used. Online, the Hub's dataset info is asked (``api.dataset_info(...).sha``).
+    used. Online, the Hub's dataset info is asked (``api.dataset_info(...).sha``). A `repo_id`
+    that is not ``owner/name`` is a :class:`SourceError`.
     """
+    _check_hub_id(repo_id, "resolve_revision")
     if _COMMIT.match(revision):
         return revision
     if offline if offline is not None else _offline():
@@ -146,7 +174,10 @@ def huggingface(repo_id: str, *, revision: str = "main", config: str | None = No
     a private or gated repository, both without environment variables. `config` selects a
     configuration when the repository has several. With ``HF_HUB_OFFLINE=1`` a populated cache
     is used and nothing is contacted. Fails fast with :class:`HubError` when neither works.
+    `repo_id` is ``owner/name``; anything else (a local path: see :func:`from_local`) is a
+    :class:`SourceError`, before anything is asked.
     """
+    _check_hub_id(repo_id, "huggingface")
     import datasets
     import huggingface_hub
 
@@ -161,7 +192,8 @@ def huggingface(repo_id: str, *, revision: str = "main", config: str | None = No
         where = "the local cache" if offline else (endpoint or "the Hub")
         raise HubError(f"could not get dataset {repo_id!r} at commit {commit} from {where} "
                        f"({type(exc).__name__}: {exc})") from exc
-    loaded = datasets.load_dataset(str(folder), name=config, cache_dir=cache_dir)
+    loaded = _load(lambda: datasets.load_dataset(str(folder), name=config, cache_dir=cache_dir),
+                   f"dataset {repo_id!r} at commit {commit}")
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({str(loaded.split or "train"): loaded})
     remember(loaded, Provenance(source="huggingface", repo_id=repo_id, config=config,
@@ -169,25 +201,39 @@ def huggingface(repo_id: str, *, revision: str = "main", config: str | None = No
     return loaded
 
 
+def _load(load: Callable[[], Any], what: str) -> Any:
+    """``load()``, with the errors by which ``datasets`` (and pyarrow under it) refuse a source
+    (an unknown configuration, a file that is not parquet: ValueError and its kin) as one
+    :class:`SourceError` whose cause is theirs. Operating-system errors pass through."""
+    try:
+        return load()
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SourceError(f"datasets could not load {what}: {type(exc).__name__}: "
+                          f"{exc}") from exc
+
+
 def from_local(path: str, *, config: str | None = None) -> Any:
     """Load a local ``save_to_disk`` folder, a parquet file, or a folder of parquet files.
 
-    Returns a DatasetDict (a single dataset becomes split ``"train"``) with provenance.
+    Returns a DatasetDict (a single dataset becomes split ``"train"``) with provenance. Nothing
+    at `path` is a :class:`SourceNotFoundError` (a FileNotFoundError); a path that is none of
+    these, or that ``datasets`` cannot load, a :class:`SourceError`.
     """
     import datasets
 
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no dataset at {path!r}")
+        raise SourceNotFoundError(errno.ENOENT, "no such file or directory", path)
+    what = repr(path) + (f" (config {config!r})" if config is not None else "")
     if os.path.isdir(path) and (os.path.exists(os.path.join(path, "dataset_dict.json"))
                                 or os.path.exists(os.path.join(path, "state.json"))):
-        loaded = datasets.load_from_disk(path)
+        loaded = _load(lambda: datasets.load_from_disk(path), what)
     elif os.path.isfile(path) and path.endswith(".parquet"):
-        loaded = datasets.Dataset.from_parquet(path)
+        loaded = _load(lambda: datasets.Dataset.from_parquet(path), what)
     elif os.path.isdir(path) and glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True):
-        loaded = datasets.load_dataset(path, name=config)
+        loaded = _load(lambda: datasets.load_dataset(path, name=config), what)
     else:
-        raise ValueError(f"{path!r} is neither a save_to_disk folder nor parquet file(s)")
+        raise SourceError(f"{path!r} is neither a save_to_disk folder nor parquet file(s)")
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({str(loaded.split or "train"): loaded})
     remember(loaded, Provenance(source="local", repo_id=os.path.abspath(path), config=config))

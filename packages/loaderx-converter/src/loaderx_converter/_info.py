@@ -17,6 +17,13 @@ import numpy as np
 
 import zrecord
 from loaderx_converter._paths import PROVENANCE_FILE
+from loaderx_converter.errors import (
+    ColumnKindError,
+    ColumnNotFoundError,
+    SourceError,
+    SourceNotFoundError,
+    SplitNotFoundError,
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,11 @@ class SplitInfo:
     columns: dict[str, ColumnInfo]
 
     def __getitem__(self, column: str) -> ColumnInfo:
-        return self.columns[column]
+        try:
+            return self.columns[column]
+        except KeyError:
+            raise ColumnNotFoundError(f"split {self.name!r} has no column {column!r}; its "
+                                      f"columns: {list(self.columns)}") from None
 
 
 @dataclass(frozen=True)
@@ -66,7 +77,11 @@ class RootInfo:
     record: dict[str, Any]  # the whole of provenance.json
 
     def __getitem__(self, split: str) -> SplitInfo:
-        return self.splits[split]
+        try:
+            return self.splits[split]
+        except KeyError:
+            raise SplitNotFoundError(f"{self.root!r} has no split {split!r}; its splits: "
+                                     f"{list(self.splits)}") from None
 
     def label_names(self, column: str, split: str | None = None) -> list[str]:
         """The ClassLabel names of `column` (in the first split that has it, or `split`)."""
@@ -74,17 +89,18 @@ class RootInfo:
             if (split is None or name == split) and column in s.columns:
                 names = s.columns[column].label_names
                 if names is None:
-                    raise ValueError(f"column {column!r} is not a ClassLabel column; its "
-                                     f"feature is {s.columns[column].feature}")
+                    raise ColumnKindError(f"column {column!r} is not a ClassLabel column; its "
+                                          f"feature is {s.columns[column].feature}")
                 return names
-        raise KeyError(f"no column {column!r}" + (f" in split {split!r}" if split else "")
-                       + f"; columns: {sorted({c for s in self.splits.values() for c in s.columns})}")
+        raise ColumnNotFoundError(
+            f"no column {column!r}" + (f" in split {split!r}" if split else "") +
+            f"; columns: {sorted({c for s in self.splits.values() for c in s.columns})}")
 
     def features(self, split: str | None = None) -> Any:
         """The columns' Hugging Face features as a ``datasets.Features`` (needs ``datasets``)."""
         import datasets
 
-        s = self.splits[split] if split is not None else next(iter(self.splits.values()))
+        s = self[split] if split is not None else next(iter(self.splits.values()))
         return datasets.Features.from_dict({c: col.feature for c, col in s.columns.items()})
 
     def __str__(self) -> str:
@@ -123,8 +139,9 @@ def info(root: Any) -> RootInfo:
     formats and the source of the converted dataset at `root`.
 
     Schemas and counts come from the stores themselves; the rest from ``provenance.json``.
-    Raises FileNotFoundError when `root` holds no ``provenance.json`` (a single zrecord store
-    is described by ``zrecord info`` and ``open_store(path).info()``).
+    Raises :class:`SourceNotFoundError` (a FileNotFoundError) when `root` holds no
+    ``provenance.json`` (a single zrecord store is described by ``zrecord info`` and
+    ``open_store(path).info()``), :class:`SourceError` when that file is not the converter's.
     """
     root = os.path.abspath(os.fspath(root))
     path = os.path.join(root, PROVENANCE_FILE)
@@ -132,11 +149,15 @@ def info(root: Any) -> RootInfo:
         with open(path, encoding="utf-8") as f:
             record = json.load(f)
     except FileNotFoundError:
-        raise FileNotFoundError(
+        raise SourceNotFoundError(
             f"{root!r} is not a converted dataset root: it has no {PROVENANCE_FILE} (a single "
             "zrecord store is described by `zrecord info PATH`)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{path!r} is not a loaderx-converter provenance file: it is not "
+                          f"JSON ({exc})") from exc
     if not isinstance(record, dict) or "splits" not in record:
-        raise ValueError(f"{path!r} is not a loaderx-converter provenance file")
+        raise SourceError(f"{path!r} is not a loaderx-converter provenance file: it has no "
+                          "'splits'")
     splits = {}
     for split, entry in record["splits"].items():
         columns = {}

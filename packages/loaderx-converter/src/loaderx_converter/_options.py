@@ -34,7 +34,6 @@ from loaderx_converter._spelling import Spelling
 from loaderx_converter.errors import OptionError
 
 DEFAULT_KEY = "*"
-CODECS = ("raw", "zstd", "zstd_dict")
 # Records at most this large (Dense) are "small": the default codec must earn its place.
 SMALL_RECORD_BYTES_MAX = 64
 # Records written twice (raw is computed, the codec is written) to choose a column's codec;
@@ -119,10 +118,11 @@ def request(codec: Any, dict_bytes: Any, dict_from: Any, data_shards: Any,
     """Check the form of every option before the dataset is touched."""
     default, codecs = _split(codec, "codec", "zstd", spell)
     for column, value in [(None, default), *codecs.items()]:
-        if not isinstance(value, str) or value not in CODECS:
+        # zrecord's list: a codec it gains is one the converter offers.
+        if not isinstance(value, str) or value not in zrecord.CODECS:
             whose = f" for column {column!r}" if column else ""
-            raise OptionError(f"convert: {spell.name('codec')}{whose} must be one of 'raw', "
-                              f"'zstd', 'zstd_dict'; got {value!r}")
+            raise OptionError(f"convert: {spell.name('codec')}{whose} must be one of "
+                              f"{', '.join(map(repr, zrecord.CODECS))}; got {value!r}")
     dict_default, dicts = _split(dict_bytes, "dict_bytes", None, spell)
     if dict_default is not None:
         dict_default = _dict(dict_default, None, spell)

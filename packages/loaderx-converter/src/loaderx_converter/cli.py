@@ -18,13 +18,15 @@ from loaderx_converter import (
     ConversionError,
     HubError,
     OptionError,
+    SourceNotFoundError,
     UnsafePathError,
     __version__,
     from_local,
     huggingface,
 )
 from loaderx_converter._convert import run
-from loaderx_converter._options import CODECS, DEFAULT_KEY
+from loaderx_converter._hub import is_hub_id
+from loaderx_converter._options import DEFAULT_KEY
 from loaderx_converter._spelling import CLI
 from zrecord.console import (
     EXIT_OK,
@@ -41,8 +43,9 @@ EXIT_UNCONVERTIBLE = 1  # the dataset cannot be converted as asked; running agai
 # The exit statuses of --help (zrecord.console.STATUSES_COMMON follow).
 STATUSES = [
     (EXIT_OK, "success: ROOT is published"),
-    (EXIT_UNCONVERTIBLE, "the dataset cannot be converted as asked (unsupported feature, null,\n"
-                         "unsafe split or column name, bad option value, ROOT exists)"),
+    (EXIT_UNCONVERTIBLE, "the dataset cannot be converted as asked (no such SOURCE, unsupported\n"
+                         "feature, null, unsafe split or column name, bad option value, ROOT\n"
+                         "exists)"),
     (EXIT_USAGE, "usage error (unknown option, missing argument, unreadable --dict file)"),
     (EXIT_RUNTIME, "the system failed (I/O error, the Hub or the network, out of memory)"),
 ]
@@ -77,9 +80,10 @@ def _codec(text: str) -> tuple[str | None, str]:
     """An argparse type: ``CODEC`` (the default of every column) or ``COLUMN=CODEC``."""
     column, sep, codec = text.rpartition("=")
     codec = codec.strip()
-    if codec not in CODECS:
+    if codec not in zrecord.CODECS:
         raise argparse.ArgumentTypeError(
-            f"{codec!r} is not a codec: raw, zstd or zstd_dict (one column's: COLUMN=CODEC)")
+            f"{codec!r} is not a codec: {', '.join(zrecord.CODECS)} (one column's: "
+            "COLUMN=CODEC)")
     if sep and not column.strip():
         raise argparse.ArgumentTypeError(f"{text!r} names no column before '='")
     return (column.strip() if sep else None), codec
@@ -202,8 +206,10 @@ def _parser() -> argparse.ArgumentParser:
             "file(s) / a folder of them."),
         epilog=epilog(STATUSES, _EXAMPLES))
     parser.add_argument("source", metavar="SOURCE",
-                        help="Hub dataset id (e.g. ylecun/mnist), or a local path: a "
-                             "save_to_disk folder, a parquet file or a folder of them")
+                        help="Hub dataset id owner/name (e.g. ylecun/mnist), or a local path: "
+                             "a save_to_disk folder, a parquet file or a folder of them. A path "
+                             "that exists is local; any other SOURCE but a bare owner/name is "
+                             "a local path that does not exist")
     parser.add_argument("root", metavar="ROOT",
                         help="destination folder; must not exist, nor lie inside a published "
                              "zrecord store")
@@ -211,8 +217,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="print the versions of loaderx-converter, zrecord and datasets "
                              "and exit")
     parser.add_argument("--codec", action="append", type=_codec, metavar="[COLUMN=]CODEC",
-                        help="how records are stored: raw, zstd or zstd_dict (zstd frames made "
-                             "with a dictionary: --dict or --dict-from). CODEC alone is the "
+                        help=f"how records are stored: {', '.join(zrecord.CODECS)} "
+                             "(zstd_dict: zstd frames made with a dictionary: --dict or "
+                             "--dict-from). CODEC alone is the "
                              "default of every column, COLUMN=CODEC one column's; repeat it "
                              "for several (e.g. --codec zstd --codec label=raw). A column that "
                              "gets its codec only as the default and holds small records "
@@ -263,24 +270,42 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _status_of(exc: BaseException) -> int:
-    """The exit status for an error: the dataset or the options (1), or the system (3)."""
+    """The exit status for an error `_run` explains: the dataset, the source or the options
+    (1), or the system (3)."""
     if isinstance(exc, HubError):
         return EXIT_RUNTIME  # the Hub, the network or the cache did not deliver
-    if isinstance(exc, (ConversionError, FileExistsError)):
-        return EXIT_UNCONVERTIBLE  # also ROOT exists: nothing was written
+    if isinstance(exc, ConversionError):
+        return EXIT_UNCONVERTIBLE  # also no such SOURCE, or ROOT exists: nothing was written
     if isinstance(exc, (MemoryError, OSError)):
-        return EXIT_RUNTIME
-    return EXIT_UNCONVERTIBLE  # ValueError, KeyError, TypeError: a bad option or column
+        return EXIT_RUNTIME  # zrecord's OSErrors too: a write the system refused
+    return EXIT_UNCONVERTIBLE  # zrecord refused a value (a record over a limit, say)
+
+
+def _load(args: argparse.Namespace) -> Any:
+    """The dataset SOURCE names: an existing path is local; otherwise a bare owner/name is a
+    Hub id and anything else a local path that does not exist."""
+    source = args.source
+    if os.path.exists(source) or not is_hub_id(source):
+        try:
+            return from_local(source, config=args.config)
+        except SourceNotFoundError as exc:
+            if not any(sep in source for sep in "/\\") and not source.startswith(("~", ".")):
+                # A bare name may be meant as a Hub id; those have an owner.
+                raise SourceNotFoundError(f"{exc}; a Hub dataset id is owner/name (e.g. "
+                                          "ylecun/mnist)") from None
+            raise
+    try:
+        return huggingface(source, revision=args.revision, config=args.config,
+                           token=args.token, endpoint=args.endpoint, cache_dir=args.cache_dir)
+    except HubError as exc:
+        raise HubError(f"{exc} (SOURCE {source!r} is read as a Hub dataset id: there is no "
+                       "such local path either)") from exc
 
 
 def _run(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if os.path.exists(args.source):
-            dataset = from_local(args.source, config=args.config)
-        else:
-            dataset = huggingface(args.source, revision=args.revision, config=args.config,
-                                  token=args.token, endpoint=args.endpoint, cache_dir=args.cache_dir)
+        dataset = _load(args)
         columns = args.columns or None
         if args.cast or args.image_mode:
             dataset = _apply_casts(dataset, args.cast or [], args.image_mode, columns)
@@ -294,10 +319,11 @@ def _run(argv: list[str] | None) -> int:
     except UnsafePathError as exc:
         say(f"loaderx-convert: error: {_unsafe_name_message(exc)}")
         return EXIT_UNCONVERTIBLE
-    except (ConversionError, OSError, MemoryError, ValueError, KeyError, TypeError) as exc:
-        # KeyError's str() is the repr of its message; say the message itself.
-        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        say(f"loaderx-convert: error: {text}")
+    except (ConversionError, zrecord.ZrecordError, OSError, MemoryError) as exc:
+        # Only what the message explains: the converter's refusals, zrecord's (a value over a
+        # format limit), and the system's. Anything else is a bug, and its traceback is the
+        # report to file.
+        say(f"loaderx-convert: error: {exc}")
         return _status_of(exc)
     for split, info in record["splits"].items():
         for column, col in info["columns"].items():

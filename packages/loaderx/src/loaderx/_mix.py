@@ -28,10 +28,10 @@ Semantics (per-record mixing with a deterministic schedule):
 - Indices are positions in the concatenation of the sources (source ``k``'s record ``i`` is
   ``offsets[k] + i``); ``Mix.streams`` gathers them back from each source, so
   ``DataLoader(mix.streams, mix)`` delivers mixed batches unchanged in the loader.
-- Dependencies: a stream is anything with ``len`` and batch indexing (``Stream``); Mix checks
-  that a stream agrees across sources when it has a Dense store's schema (``dtype``,
-  ``item_shape``), a Ragged store's (``dtype``, ``ndim``, ``shapes``) or is an ndarray, and
-  imports no zrecord class. Samplers come from ``loaderx._sampler_api``, which imports
+- Dependencies: a stream is anything with ``len`` and batch indexing
+  (``loaderx.protocols.Stream``); Mix checks that a stream agrees across sources when it has
+  a Dense store's schema (``dtype``, ``item_shape``), a Ragged store's (``dtype``, ``ndim``,
+  ``shapes``) or is an ndarray, and imports no zrecord class. Samplers come from ``loaderx._sampler_api``, which imports
   nothing of Mix, so there is no import cycle.
 """
 
@@ -48,19 +48,12 @@ import numpy as np
 
 from loaderx._sampler_api import TOPOLOGY, U64_MAX, Sampler, _check_topology, reshard_state
 from loaderx.dataloader import _type_name
+from loaderx.protocols import Stream
 
 # The longest schedule period (table entries). Weights whose exact period is longer are
 # rounded to multiples of 1/PERIOD_MAX.
 PERIOD_MAX = 1 << 16
 _SEED_STEP = 0x9E3779B97F4A7C15
-
-
-class Stream(Protocol):
-    """What Mix needs from each stream of a source: a length and batch indexing."""
-
-    def __len__(self) -> int: ...
-
-    def __getitem__(self, index: Any, /) -> Any: ...
 
 
 @runtime_checkable
@@ -82,7 +75,7 @@ class _VariableShapeStream(Stream, Protocol):
     def shapes(self, key: Any = ..., /) -> np.ndarray: ...
 
 
-class _BatchSampler(Protocol):
+class _StepSampler(Protocol):
     """What Mix needs from a source's sampler: any step's indices, and their count."""
 
     batch_size: int
@@ -292,7 +285,7 @@ class _Sources:
         # The samplers Mix builds read one global batch per step, so that a source's record
         # stream does not depend on how the global batch is split into ranks (elastic resume).
         self.global_batch = self.batch_size * world_size
-        self.samplers: list[_BatchSampler] = []
+        self.samplers: list[_StepSampler] = []
         self.lengths: list[int] = []
         for k, (streams, sampler) in enumerate(parsed):
             sampler, length = self._resolve(k, streams, sampler, mode, seed)
@@ -300,7 +293,7 @@ class _Sources:
             self.lengths.append(length)
 
     def _resolve(self, k: int, streams: dict[str, Stream] | None, sampler: Any, mode: Any,
-                 seed: int) -> tuple[_BatchSampler, int]:
+                 seed: int) -> tuple[_StepSampler, int]:
         """Source `k`'s sampler (built when not given) and its record count."""
         n = None if streams is None else len(next(iter(streams.values())))
         if sampler is None:

@@ -1,9 +1,10 @@
 """The step-based, thread-pool prefetching DataLoader: endless by default.
 
 ``DataLoader(streams, sampler, transform=None, *, workers=4, prefetch=4, readahead=2,
-state=None)`` turns a
-dict of equal-length streams (zrecord stores, or any object with ``__len__`` and batch
-indexing) and a sampler into an iterator of batches ``{name: values}``: every stream
+state=None)`` turns a dict of equal-length streams (zrecord stores, or any
+``loaderx.protocols.Stream``: an object with ``__len__`` and batch indexing) and a sampler
+(``Sampler``, ``Mix``, or any ``loaderx.protocols.BatchSampler``: an object whose ``next()``
+returns the next step's indices) into an iterator of batches ``{name: values}``: every stream
 is gathered at the same indices, so record ``i`` lines up across them. Dense streams give
 stacked arrays, Ragged streams lists of arrays; nothing is padded. The iterator is as long as
 the sampler: endless for the default ``Sampler``, ``len(sampler)`` steps for one built with
@@ -63,13 +64,14 @@ import operator
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
 import numpy as np
 
 import zrecord
 from loaderx._sampler_api import reshard_state
+from loaderx.protocols import BatchSampler, Stream, _Prefetching, _Resumable, _Seekable
 
 STATE_VERSION = 1
 
@@ -154,7 +156,7 @@ def _wants_context(transform: Callable[..., Any]) -> bool:
     return len(required) >= 2
 
 
-def _run_step(streams: dict[str, Any], transform: Callable[..., Any] | None,
+def _run_step(streams: dict[str, Stream], transform: Callable[..., Any] | None,
               stats: _Stats, indices: np.ndarray, ctx: BatchContext | None) -> Any:
     """Runs on a worker thread: gather every stream at `indices`, then transform (with `ctx`
     as its second argument when given).
@@ -182,7 +184,7 @@ def _run_step(streams: dict[str, Any], transform: Callable[..., Any] | None,
     return out
 
 
-def stream_digests(streams: Mapping[str, Any]) -> dict[str, str | None]:
+def stream_digests(streams: Mapping[str, Stream]) -> dict[str, str | None]:
     """``{name: digest}`` of a dict of streams: a zrecord store's ``digest`` (its header
     checksum), a Mix stream's digest of its sources' digests, None for a stream without one
     (a NumPy array, say). Equal digests mean the same records in the same order, so this is
@@ -195,7 +197,7 @@ def stream_digests(streams: Mapping[str, Any]) -> dict[str, str | None]:
     return out
 
 
-def _check_digests(saved: Mapping[str, Any], streams: Mapping[str, Any]) -> None:
+def _check_digests(saved: Mapping[str, Any], streams: Mapping[str, Stream]) -> None:
     """Refuse to resume on data other than the state was saved with."""
     current = stream_digests(streams)
     for name, digest in saved.items():
@@ -215,7 +217,7 @@ def _check_digests(saved: Mapping[str, Any], streams: Mapping[str, Any]) -> None
                              "so the saved position would not mean the same records")
 
 
-def _describe_stream(stream: Any) -> str:
+def _describe_stream(stream: Stream) -> str:
     """A short description of one stream for reprs: kind, dtype and record shape when known
     (``Dense float32 (2, 3)``, ``Ragged int32 ndim=1``, ``ndarray int64 ()``). A stream may
     describe itself with a ``describe()`` method (Mix's streams do)."""
@@ -243,6 +245,41 @@ def _type_name(stream: Any) -> str:
     return type(stream).__name__
 
 
+def _given(value: object) -> str:
+    """How an error message names a wrong argument: its type, and a short repr."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _stream_lengths(streams: Mapping[str, Stream]) -> dict[str, int]:
+    """``{name: len(stream)}`` after checking that `streams` is a non-empty dict of streams of
+    one length; the errors say what was given and what a stream needs."""
+    if not isinstance(streams, Mapping) or not streams:
+        raise TypeError("streams must be a non-empty dict {name: store} of Streams (zrecord "
+                        "stores, NumPy arrays: anything with __len__ and batch indexing); "
+                        f"got {_given(streams)}")
+    lengths = {}
+    for name, stream in streams.items():
+        if not isinstance(stream, Stream):
+            missing = [m for m in ("__len__", "__getitem__") if not hasattr(stream, m)]
+            raise TypeError(f"stream {name!r} ({type(stream).__name__}) has no "
+                            f"{' and no '.join(missing)}: a Stream needs __len__ and batch "
+                            "indexing (__getitem__ with an index array), as a zrecord store or "
+                            "a NumPy array has")
+        try:
+            lengths[name] = len(stream)
+        except TypeError as exc:
+            raise TypeError(f"stream {name!r} ({type(stream).__name__}) has no usable "
+                            f"__len__ ({exc}): a Stream needs a length, the number of its "
+                            "records") from exc
+    if len(set(lengths.values())) > 1:
+        raise ValueError("all streams must have the same length; got " +
+                         ", ".join(f"{k}={v}" for k, v in lengths.items()))
+    return lengths
+
+
 def _callable_name(fn: Any) -> str:
     """A callable's name for reprs, without the ``<locals>`` path of a nested function."""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
@@ -255,29 +292,15 @@ class DataLoader:
     """Iterator of index-aligned batches from a dict of streams, as long as its sampler
     (endless by default). See the module docs."""
 
-    def __init__(self, streams: Mapping[str, Any], sampler: Any,
+    def __init__(self, streams: Mapping[str, Stream], sampler: BatchSampler,
                  transform: Callable[..., Any] | None = None, *,
                  workers: int = 4, prefetch: int = 4, readahead: int = 2,
                  state: Mapping[str, Any] | None = None) -> None:
-        if not isinstance(streams, Mapping) or not streams:
-            raise TypeError("streams must be a non-empty dict {name: store}; got "
-                            f"{type(streams).__name__}")
-        lengths = {}
-        for name, stream in streams.items():
-            if not hasattr(stream, "__getitem__"):
-                raise TypeError(f"stream {name!r} ({type(stream).__name__}) has no batch "
-                                "indexing (__getitem__)")
-            try:
-                lengths[name] = len(stream)
-            except TypeError as exc:
-                raise TypeError(f"stream {name!r} ({type(stream).__name__}) has no "
-                                "__len__") from exc
-        if len(set(lengths.values())) > 1:
-            raise ValueError("all streams must have the same length; got " +
-                             ", ".join(f"{k}={v}" for k, v in lengths.items()))
-        if not callable(getattr(sampler, "next", None)):
-            raise TypeError(f"sampler must have a next() method returning an index array; got "
-                            f"{type(sampler).__name__}")
+        lengths = _stream_lengths(streams)
+        if not (isinstance(sampler, BatchSampler) and callable(sampler.next)):
+            raise TypeError("sampler must be a BatchSampler (a Sampler, a Mix, or any object "
+                            "with a next() method returning the next step's index array); "
+                            f"got {_given(sampler)}")
         sampler_length = getattr(sampler, "length", None)
         length = next(iter(lengths.values()))
         if sampler_length is not None and sampler_length > length:
@@ -309,7 +332,8 @@ class DataLoader:
         # batch itself (zrecord): a hint at the draw would repeat that work.
         self._drawn: collections.deque[np.ndarray] = collections.deque()
         self._hinted = [s.prefetch for s in streams.values()
-                        if callable(getattr(s, "prefetch", None))] if self._readahead else []
+                        if isinstance(s, _Prefetching) and callable(s.prefetch)] \
+            if self._readahead else []
         self._stats = _Stats()
         # Guards _closed and _pending: close() may run on another thread while the consumer is
         # inside next().
@@ -429,6 +453,8 @@ class DataLoader:
         """The number of steps of the run, from step 0, when the sampler is finite (a
         ``Sampler`` with ``passes``); an endless loader has no ``len()``."""
         try:
+            if not isinstance(self._sampler, Sized):
+                raise TypeError  # a sampler without __len__ is endless, as an endless Sampler
             return len(self._sampler)
         except TypeError:
             raise TypeError("an endless DataLoader has no len(); build its Sampler with "
@@ -451,7 +477,7 @@ class DataLoader:
         digests = stream_digests(self._streams)
         if any(d is not None for d in digests.values()):
             state["digests"] = digests
-        if hasattr(self._sampler, "state_dict"):
+        if isinstance(self._sampler, _Resumable):
             sampler_state = dict(self._sampler.state_dict())
             sampler_state["step"] = self._next_step
             state["sampler"] = sampler_state
@@ -487,9 +513,9 @@ class DataLoader:
             raise ValueError(f"state was saved for streams {saved}, but this loader has "
                              f"{current}")
         step = operator.index(state["step"])
-        if "sampler" in state and hasattr(self._sampler, "load_state_dict"):
+        if "sampler" in state and isinstance(self._sampler, _Resumable):
             self._sampler.load_state_dict({**state["sampler"], "step": step})
-        elif hasattr(self._sampler, "seek"):
+        elif isinstance(self._sampler, _Seekable):
             self._sampler.seek(step)
         else:
             raise TypeError(f"cannot resume: the sampler ({type(self._sampler).__name__}) has no "

@@ -1,9 +1,12 @@
 """PyTorch integration: a loaderx pipeline as a ``torch.utils.data.IterableDataset``.
 
-``TorchIterable`` builds the Sampler and DataLoader when iteration starts, taking ``rank`` and
-``world_size`` from ``torch.distributed`` when a process group is initialised (or from the
-arguments), so every process of a distributed job reads its own disjoint share of each step
-and all processes run the same number of steps. Batches are converted to tensors by
+``TorchIterable(streams, batch_size, mode, seed)`` builds the Sampler and DataLoader when
+iteration starts, taking ``rank`` and ``world_size`` from ``torch.distributed`` when a process
+group is initialised (or from the arguments), so every process of a distributed job reads its
+own disjoint share of each step and all processes run the same number of steps.
+``TorchIterable(streams, sampler)`` takes a sampler built beforehand (a ``Sampler`` with its
+own rank and world size, a ``Mix``, any ``BatchSampler``), as ``DataLoader(streams, sampler)``
+does. Batches are converted to tensors by
 ``to_tensors`` unless another transform is given. Hand it to
 ``torch.utils.data.DataLoader(dataset, batch_size=None)`` or iterate it directly.
 
@@ -30,9 +33,10 @@ Invariants:
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -47,7 +51,14 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
         "for your CUDA/ROCm/CPU build at https://pytorch.org/get-started/locally/"
     ) from exc
 
-from loaderx.dataloader import DataLoader, _callable_name, _describe_stream, stream_digests
+from loaderx.dataloader import (
+    DataLoader,
+    _callable_name,
+    _describe_stream,
+    _stream_lengths,
+    stream_digests,
+)
+from loaderx.protocols import BatchSampler, Stream
 from loaderx.sampler import Mode, Sampler
 
 
@@ -65,7 +76,7 @@ def to_tensors(batch: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_same_stores(streams: Mapping[str, Any], group: Any = None) -> dict[str, str | None]:
+def check_same_stores(streams: Mapping[str, Stream], group: Any = None) -> dict[str, str | None]:
     """Check that every rank of the process group reads the same stores; call it on every
     rank after opening the streams, before training. Returns this rank's ``{name: digest}``.
 
@@ -112,45 +123,141 @@ _ONE_PROCESS = ("Pass num_workers=0 to torch.utils.data.DataLoader: loaderx pref
                 "its own threads, so set TorchIterable(workers=...) for parallel reads instead.")
 
 
+def _sampler_form(streams: Mapping[str, Stream], sampler: BatchSampler,
+                  transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
+                  steps: int | None = None, workers: int = 4, prefetch: int = 4) -> None:
+    """The signature of ``TorchIterable(streams, sampler, ...)`` (only bound, never run)."""
+
+
+def _size_form(streams: Mapping[str, Stream], batch_size: int, mode: Mode | str, seed: int = 0,
+               transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
+               steps: int | None = None, workers: int = 4, prefetch: int = 4,
+               rank: int | None = None, world_size: int | None = None,
+               passes: int | None = None) -> None:
+    """The signature of ``TorchIterable(streams, batch_size, mode, ...)`` (only bound)."""
+
+
+def _spell(form: Callable[..., None]) -> str:
+    """``TorchIterable(streams, sampler, transform=to_tensors, *, steps=None, ...)``: a form's
+    call as an error message shows it, without the annotations."""
+    parts = []
+    for parameter in inspect.signature(form).parameters.values():
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and "*" not in parts:
+            parts.append("*")
+        default = parameter.default
+        if default is inspect.Parameter.empty:
+            parts.append(parameter.name)
+        else:
+            shown = _callable_name(default) if callable(default) else repr(default)
+            parts.append(f"{parameter.name}={shown}")
+    return f"TorchIterable({', '.join(parts)})"
+
+
+# The two calls TorchIterable accepts, as error messages spell them.
+_FORMS = (f"{_spell(_sampler_form)}, as DataLoader(streams, sampler) takes a Sampler, a Mix or "
+          f"any BatchSampler; or {_spell(_size_form)}, which builds the Sampler for each "
+          "process")
+
+
+def _bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """(True when the call gives a sampler, its arguments by name, defaults filled in) for a
+    ``TorchIterable(...)`` call; a TypeError naming both accepted forms when it matches
+    neither. A sampler is recognised by type, so ``TorchIterable(streams, Sampler(...))``
+    never reads the sampler as a batch size."""
+    given_sampler = "sampler" in kwargs or (len(args) > 1 and isinstance(args[1], BatchSampler))
+    form = _sampler_form if given_sampler else _size_form
+    try:
+        bound = inspect.signature(form).bind(*args, **kwargs)
+    except TypeError as exc:
+        fit = "gives a sampler but does not fit the first form" if given_sampler else \
+            "gives no sampler and does not fit the second form"
+        raise TypeError(f"TorchIterable takes {_FORMS}; this call {fit}: {exc}") from None
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    if given_sampler and not (isinstance(values["sampler"], BatchSampler) and
+                              callable(values["sampler"].next)):
+        raise TypeError(f"TorchIterable sampler must be a BatchSampler (a next() method "
+                        f"returning the next step's indices); got "
+                        f"{type(values['sampler']).__name__}. It takes {_FORMS}")
+    if not given_sampler:
+        try:
+            operator.index(values["batch_size"])
+        except TypeError:
+            raise TypeError(f"TorchIterable batch_size must be an integer; got "
+                            f"{type(values['batch_size']).__name__} "
+                            f"{values['batch_size']!r}. It takes {_FORMS}") from None
+    transform = values["transform"]
+    if transform is not None and not callable(transform):
+        raise TypeError(f"TorchIterable transform must be callable or None; got "
+                        f"{type(transform).__name__} {transform!r}. It takes {_FORMS}")
+    return given_sampler, values
+
+
 class TorchIterable(IterableDataset):  # type: ignore[type-arg]
     """An endless (or `steps`-long) iterable of batches for PyTorch training loops.
+
+    Two calls build one: ``TorchIterable(streams, sampler)``, the way ``DataLoader(streams,
+    sampler)`` is built, with a ``Sampler``, a ``Mix`` or any ``BatchSampler`` (its rank and
+    world size are the sampler's); or ``TorchIterable(streams, batch_size, mode, seed=0)``,
+    which builds a ``Sampler`` for each process with ``rank`` and ``world_size`` from the
+    arguments, else from ``torch.distributed``. Both take ``transform=to_tensors``, ``steps``,
+    ``workers`` and ``prefetch``; ``rank``, ``world_size`` and ``passes`` are the second
+    form's (give them to the Sampler in the first). A call that fits neither is a TypeError
+    that spells both.
 
     Use it with ``torch.utils.data.DataLoader(dataset, batch_size=None)`` and the default
     ``num_workers=0``; ``workers`` sets loaderx's own reading threads. See the module
     documentation for why worker processes are refused.
     """
 
-    def __init__(self, streams: Mapping[str, Any], batch_size: int, mode: Mode | str,
-                 seed: int = 0, transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
-                 steps: int | None = None, workers: int = 4, prefetch: int = 4,
+    @overload
+    def __init__(self, streams: Mapping[str, Stream], sampler: BatchSampler,
+                 transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
+                 steps: int | None = None, workers: int = 4, prefetch: int = 4) -> None: ...
+
+    @overload
+    def __init__(self, streams: Mapping[str, Stream], batch_size: int, mode: Mode | str,
+                 seed: int = 0, transform: Callable[[dict[str, Any]], Any] | None = to_tensors,
+                 *, steps: int | None = None, workers: int = 4, prefetch: int = 4,
                  rank: int | None = None, world_size: int | None = None,
-                 passes: int | None = None) -> None:
+                 passes: int | None = None) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
-        self.streams = dict(streams)
-        self.batch_size = batch_size
-        self.mode = mode
-        self.seed = seed
-        self.transform = transform
+        given_sampler, values = _bind(args, kwargs)
+        _stream_lengths(values["streams"])  # the DataLoader's checks, before iteration starts
+        self.streams: dict[str, Stream] = dict(values["streams"])
+        # The sampler given to the first form; None when each iteration builds its own.
+        self._sampler: BatchSampler | None = values["sampler"] if given_sampler else None
+        self.batch_size: int | None = values.get("batch_size")
+        self.mode: Mode | str | None = values.get("mode")
+        self.seed: int | None = values.get("seed")
+        self.rank: int | None = values.get("rank")
+        self.world_size: int | None = values.get("world_size")
+        self.passes: int | None = values.get("passes")
+        self.transform: Callable[[dict[str, Any]], Any] | None = values["transform"]
+        steps = values["steps"]
         if steps is not None:
             steps = operator.index(steps)
             if steps < 0:
                 raise ValueError(f"TorchIterable steps must be >= 0 or None; got {steps}")
-        self.steps = steps
-        self.workers = workers
-        self.prefetch = prefetch
-        self.rank = rank
-        self.world_size = world_size
-        self.passes = passes
+        self.steps: int | None = steps
+        self.workers: int = values["workers"]
+        self.prefetch: int = values["prefetch"]
         self._state: dict[str, Any] | None = None
 
-    def sampler(self) -> Sampler:
-        """The Sampler for this process: rank and world size from the arguments, else from
-        torch.distributed."""
+    def sampler(self) -> BatchSampler:
+        """The sampler for this process: the one given to ``TorchIterable(streams,
+        sampler)``, else a new ``Sampler`` with rank and world size from the arguments, else
+        from torch.distributed."""
+        if self._sampler is not None:
+            return self._sampler
+        assert self.batch_size is not None and self.mode is not None  # the second form's
         rank, world = distributed_rank_and_world_size()
         rank = rank if self.rank is None else self.rank
         world = world if self.world_size is None else self.world_size
         length = len(next(iter(self.streams.values())))
-        return Sampler(length, self.batch_size, self.mode, self.seed, rank=rank,
+        return Sampler(length, self.batch_size, self.mode, self.seed or 0, rank=rank,
                        world_size=world, passes=self.passes)
 
     def __iter__(self) -> Iterator[Any]:
@@ -164,11 +271,13 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         sampler = self.sampler()
         state = self._state
         saved = None if state is None else state.get("sampler")
-        if state is not None and isinstance(saved, Mapping) and \
-                saved.get("world_size") != sampler.world_size:
+        world = getattr(sampler, "world_size", None)
+        if state is not None and isinstance(saved, Mapping) and world is not None and \
+                saved.get("world_size") != world:
             # Elastic resume: a state of another world size, rewritten for this rank. The
             # DataLoader then refuses it unless batch_size keeps the global batch.
-            state = DataLoader.reshard(state, world_size=sampler.world_size, rank=sampler.rank)
+            state = DataLoader.reshard(state, world_size=world,
+                                       rank=getattr(sampler, "rank", 0))
         with DataLoader(self.streams, sampler, self.transform, workers=self.workers,
                         prefetch=self.prefetch, state=state) as loader:
             while self.steps is None or step < self.steps:
@@ -186,21 +295,25 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         prefetch=4; transform=to_tensors; next step 4>``."""
         n = len(next(iter(self.streams.values())))
         streams = ", ".join(f"{k}={_describe_stream(v)}" for k, v in self.streams.items())
-        mode = self.mode.name.lower() if isinstance(self.mode, Mode) else str(self.mode).lower()
         run = f" steps={self.steps}" if self.steps is not None else ""
         run += f" passes={self.passes}" if self.passes is not None else ""
+        transform = "none" if self.transform is None else _callable_name(self.transform)
+        step = 0 if self._state is None else self._state["step"]
+        head = (f"<TorchIterable {len(self.streams)} stream"
+                f"{'s' if len(self.streams) > 1 else ''} of {n:,} records: {streams}; ")
+        tail = (f"workers={self.workers} prefetch={self.prefetch}; transform={transform}; "
+                f"next step {step}>")
+        if self._sampler is not None:
+            return f"{head}sampler {self._sampler!r}{';' + run if run else ''}; {tail}"
+        mode = self.mode.name.lower() if isinstance(self.mode, Mode) else str(self.mode).lower()
         if self.rank is None and self.world_size is None:
             ranks = "rank and world_size from torch.distributed"
         else:
             ranks = (f"rank={'from torch.distributed' if self.rank is None else self.rank} "
                      f"world_size="
                      f"{'from torch.distributed' if self.world_size is None else self.world_size}")
-        transform = "none" if self.transform is None else _callable_name(self.transform)
-        step = 0 if self._state is None else self._state["step"]
-        return (f"<TorchIterable {len(self.streams)} stream{'s' if len(self.streams) > 1 else ''}"
-                f" of {n:,} records: {streams}; batch_size={self.batch_size} mode={mode} "
-                f"seed={self.seed}{run}; {ranks}; workers={self.workers} "
-                f"prefetch={self.prefetch}; transform={transform}; next step {step}>")
+        return (f"{head}batch_size={self.batch_size} mode={mode} seed={self.seed}{run}; "
+                f"{ranks}; {tail}")
 
     def __getstate__(self) -> dict[str, Any]:
         # Only PyTorch worker processes started by spawn or forkserver pickle the dataset.

@@ -11,7 +11,7 @@ indexing a writer; both are instances of their kind (``isinstance(x, Dense)``).
 """
 
 from zrecord._dict import train_dict
-from zrecord._dtypes import check_store_options
+from zrecord._dtypes import CODECS, check_store_options
 from zrecord._kinds import Dense, Ragged
 from zrecord._paths import enclosing_store
 from zrecord._reader import DenseReader, RaggedReader, open_store
@@ -45,6 +45,7 @@ def __getattr__(name: str) -> str:
 
 
 __all__ = [
+    "CODECS",
     "ChecksumError",
     "ClosedError",
     "CorruptStoreError",

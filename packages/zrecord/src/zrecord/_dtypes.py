@@ -51,9 +51,14 @@ _UNIT_CODES: dict[str, int] = {name: code for code, name in _UNITS.items()}
 UNIT_COUNT_MAX = _C["ZR_UNIT_COUNT_MAX"]
 ITEMSIZE_BYTES_MAX = _C["ZR_ITEMSIZE_BYTES_MAX"]
 
-CODECS = {"raw": _C["ZR_CODEC_RAW"], "zstd": _C["ZR_CODEC_ZSTD"],
-          "zstd_dict": _C["ZR_CODEC_ZSTD_DICT"]}
-CODEC_NAMES = {code: name for name, code in CODECS.items()}
+# Codec name -> the codec code a store's header holds (spec/format-v1.md), from zrecord.h.
+CODE_OF_CODEC = {"raw": _C["ZR_CODEC_RAW"], "zstd": _C["ZR_CODEC_ZSTD"],
+                 "zstd_dict": _C["ZR_CODEC_ZSTD_DICT"]}
+CODEC_NAMES = {code: name for name, code in CODE_OF_CODEC.items()}
+CODECS: tuple[str, ...] = tuple(CODE_OF_CODEC)
+"""The codec names ``create(..., codec=...)`` and ``check_store_options`` accept, in the order
+of their codes: ``("raw", "zstd", "zstd_dict")``. A tool that offers the codecs (a command
+line's choices, a message) takes them from here rather than keeping its own list."""
 
 NDIM_MAX = _C["ZR_NDIM_MAX"]
 DATA_SHARDS_MAX = _C["ZR_DATA_SHARDS_MAX"]
@@ -184,9 +189,9 @@ def ndim_value(ndim: Any) -> int:
 
 def codec_code(codec: Any, dict_bytes: Any) -> tuple[int, bytes | None]:
     """Validate codec and dictionary arguments; return the codec code and the dictionary."""
-    if codec not in CODECS:
-        raise CodecError(f"codec must be one of 'raw', 'zstd', 'zstd_dict' (it is required and "
-                         f"never inferred); got {codec!r}")
+    if codec not in CODE_OF_CODEC:
+        raise CodecError(f"codec must be one of {', '.join(map(repr, CODECS))} (it is required "
+                         f"and never inferred); got {codec!r}")
     if codec == "zstd_dict":
         if dict_bytes is None:
             raise CodecError("codec 'zstd_dict' needs dict_bytes: train one with "
@@ -199,11 +204,11 @@ def codec_code(codec: Any, dict_bytes: Any) -> tuple[int, bytes | None]:
         if len(data) > DICT_SIZE_BYTES_MAX:
             raise LimitError(f"dict_bytes has {len(data)} bytes; dict_size_bytes_max is "
                              f"{DICT_SIZE_BYTES_MAX}")
-        return CODECS[codec], data
+        return CODE_OF_CODEC[codec], data
     if dict_bytes is not None:
         raise CodecError(f"dict_bytes is only used by codec 'zstd_dict'; got codec {codec!r} "
                          "with a dictionary")
-    return CODECS[codec], None
+    return CODE_OF_CODEC[codec], None
 
 
 def check_store_options(*, codec: Any, dict_bytes: Any = None, data_shards: Any = 4) -> None:
