@@ -279,29 +279,35 @@ print('sdist -> wheel round trip ok')
 
 @nox.session(python=DEFAULT_PYTHON)
 def wheelhouse(session: nox.Session) -> None:
-    """A new user's install from a wheelhouse, with no compiler: this run's release wheels for
-    this machine (zstd built in) in a folder, `pip install --no-index --find-links` of
-    loaderx-converter and loaderx in a fresh virtual environment whose PATH holds nothing else,
-    then write, read, load and convert (tools/smoke_install.py).
-
-    The third-party dependencies come from the index first, as on a user's machine; the
-    wheelhouse install itself reads nothing but the folder."""
-    tmp = Path(session.create_tmp())
-    house, venv = tmp / "wheelhouse", tmp / "fresh-venv"
+    """A new user's install from a wheelhouse, with no compiler, exactly as README.md says:
+    this run's release wheels for this machine (zstd built in) in a folder `dist`, with the
+    wheels of their third-party dependencies fetched by the release's own code
+    (tools/release.py --deps-only); then the README's `pip install --no-index --find-links
+    dist ...` line, read from README.md and run as written beside that folder in a fresh
+    virtual environment, with an empty environment (`env -i`: PATH holds only the fresh
+    environment's bin/, no pip configuration); then write, read, load and convert
+    (tools/smoke_install.py)."""
+    tmp = Path(session.create_tmp()).resolve()  # absolute: the install runs from inside it
+    house, venv = tmp / "dist", tmp / "fresh-venv"
     for folder in (house, venv):
         shutil.rmtree(folder, ignore_errors=True)
     house.mkdir()
     for folder in (ZRECORD, LOADERX, CONVERTER):
         shutil.copy2(_pkg(session, folder), house)
-    deps = sorted({req for wheel in house.glob("*.whl") for req in _release().requires_dist(wheel)})
+    session.run("python", str(ROOT / "tools" / "release.py"), "--deps-only", "--dist", str(house))
     session.run("python", "-m", "venv", str(venv))
-    python = str(venv / "bin" / "python")
-    session.run(python, "-m", "pip", "install", "-q", "--only-binary", ":all:", *deps, external=True)
-    bare = {"PATH": str(venv / "bin"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    session.run(python, "-m", "pip", "install", "--no-index", "--find-links", str(house),
-                "loaderx-converter", "loaderx", env=bare, external=True)
-    session.run(python, str(ROOT / "tools" / "smoke_install.py"), _build_support().ZSTD_VERSION,
-                env=bare, external=True)
+    # Nothing of this machine's environment (nox's PATH and VIRTUAL_ENV, pip's settings) reaches
+    # the install; HOME is the session's folder, so no user configuration or cache is read.
+    bare = ["env", "-i", f"PATH={venv / 'bin'}", f"HOME={tmp}", f"PIP_CONFIG_FILE={os.devnull}",
+            "HF_HUB_OFFLINE=1", "HF_DATASETS_OFFLINE=1"]
+    line = _release().readme_install_line(ROOT / "README.md")
+    program = shutil.which(line[0], path=str(venv / "bin"))
+    if program is None:
+        session.error(f"README.md's install line runs {line[0]!r}, which the fresh environment lacks")
+    with session.chdir(tmp):
+        session.run(*bare, program, *line[1:], external=True)
+    session.run(*bare, str(venv / "bin" / "python"), str(ROOT / "tools" / "smoke_install.py"),
+                _build_support().ZSTD_VERSION, external=True)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -313,9 +319,16 @@ def release(session: nox.Session) -> None:
     loaderx as cp310-abi3 manylinux_2_28 wheels for x86-64 and ARM64 (cross-compiled by Zig,
     zstd built in), loaderx-converter as a pure wheel. Then `twine check --strict` on all of
     them and `auditwheel show` on each binary wheel (tools/release.py). Takes ~10 minutes on 2
-    cores, cold."""
+    cores, cold.
+
+    Then the wheels of every third-party dependency (loaderx's converter extra included) for
+    this session's CPython and this machine's CPU are fetched into dist/ too, so that the
+    README's `pip install --no-index --find-links dist 'loaderx[converter]'` works as written,
+    and that line is resolved from dist/ alone. `nox -s release -- --deps-python python3.12`
+    (repeatable) adds another CPython's."""
     session.install(*_build_requires(), "build==1.6.1", "twine==7.0.0", "auditwheel==6.8.2")
-    session.run("python", str(ROOT / "tools" / "release.py"), "--work", session.create_tmp())
+    session.run("python", str(ROOT / "tools" / "release.py"), "--work", session.create_tmp(),
+                *session.posargs)
 
 
 @nox.session(python=DEFAULT_PYTHON)

@@ -9,18 +9,28 @@ The three sdists are built from `git archive HEAD`, so nothing uncommitted or bu
 working tree reaches them; every wheel is built from its unpacked sdist: zrecord and loaderx as
 cp310-abi3 manylinux_2_28 wheels for every CPU of build_support.ARCHS (cross-compiled by Zig,
 zstd built in), loaderx-converter as a pure wheel. Then `twine check --strict` on all of them
-and `auditwheel show` on each binary wheel. Exits non-zero on the first thing that fails.
+and `auditwheel show` on each binary wheel. Last, the wheels of every third-party
+dependency for the running CPython (and each --deps-python) on this machine's CPU land in
+dist/ beside them, and the README's `pip install --no-index --find-links dist ...` line must
+resolve from dist/ alone. Exits non-zero on the first thing that fails.
+
+    python tools/release.py --deps-only --dist FOLDER
+
+fetches the dependencies' wheels for the project's wheels already in FOLDER and checks the
+README's line against them: the `wheelhouse` session's install uses this, the release's code.
 
 The noxfile imports this file too: `release_env` gives every session's wheels the settings of
-a release build, and `requires_dist` reads a wheel's third-party requirements. So this module
-imports nothing beyond the standard library and runs on the oldest supported CPython.
+a release build, and `readme_install_line` is what the `wheelhouse` session runs. So this
+module imports nothing beyond the standard library and runs on the oldest supported CPython.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -31,6 +41,9 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("zrecord", "loaderx", "loaderx-converter")
 OURS = {"zrecord", "loaderx", "loaderx-converter"}
+# The extras whose requirements the wheelhouse carries beside each distribution's own, by wheel
+# name: the README installs 'loaderx[converter]'.
+WHEELHOUSE_EXTRAS = {"loaderx": "[converter]"}
 
 
 def build_support() -> ModuleType:
@@ -42,10 +55,13 @@ def build_support() -> ModuleType:
     return build_support
 
 
-def run(*command: str, env: dict[str, str] | None = None, capture: bool = False) -> str:
-    """Run `command`, printed first as a session prints it; its output when `capture`."""
-    print("+ " + " ".join(command), file=sys.stderr, flush=True)
-    done = subprocess.run(command, check=True, text=True, env={**os.environ, **(env or {})},
+def run(*command: str, env: dict[str, str] | None = None, capture: bool = False,
+        cwd: Path | None = None, base: dict[str, str] | None = None) -> str:
+    """Run `command`, printed first as a session prints it; its output when `capture`.
+    `env` is added to `base`, by default this process's environment."""
+    print("+ " + (f"(in {cwd}) " if cwd else "") + " ".join(command), file=sys.stderr, flush=True)
+    done = subprocess.run(command, check=True, text=True, cwd=cwd,
+                          env={**(os.environ if base is None else base), **(env or {})},
                           stdout=subprocess.PIPE if capture else None)
     return done.stdout if capture else ""
 
@@ -125,18 +141,86 @@ def build(dist: Path, work: Path) -> list[Path]:
     return files
 
 
+def own_wheels(house: Path) -> list[Path]:
+    """The project's wheels in `house` that this machine can install: the pure ones and those
+    built for its CPU."""
+    arch = platform.machine()
+    return sorted(wheel for wheel in house.glob("*.whl")
+                  if wheel.name.split("-")[0].replace("_", "-") in OURS
+                  and wheel.name.endswith(("-any.whl", f"_{arch}.whl")))
+
+
+def readme_install_line(readme: Path) -> list[str]:
+    """The words of the README's install from the wheelhouse (`pip install --no-index ...`)."""
+    lines = [line for line in readme.read_text().splitlines()
+             if line.startswith("pip install --no-index")]
+    if len(lines) != 1:
+        raise SystemExit(f"{readme}: expected one line starting `pip install --no-index` (the "
+                         f"install from the wheelhouse), found {len(lines)}")
+    return shlex.split(lines[0], comments=True)
+
+
+def download_dependencies(house: Path, python: str, readme: Path) -> list[Path]:
+    """Fetch into `house` wheels of every third-party distribution that the project's wheels
+    there need at run time on the CPython `python` and this machine's CPU, then check that the
+    README's install line resolves from `house` alone. Returns the files added.
+
+    pip resolves the project's own wheel files (loaderx's with its converter extra, which the
+    README installs), so the set is what an install needs, transitive requirements and
+    environment markers included. Markers are evaluated for the interpreter that runs pip, and
+    so another CPython needs its own run (`python` is that interpreter), never pip's
+    --python-version. Wheels only: a dependency without a wheel for the target fails here, not
+    on a machine without a compiler."""
+    ours = own_wheels(house)
+    if not ours:
+        raise SystemExit(f"{house}: none of the project's wheels for {platform.machine()}")
+    before = set(house.iterdir())
+    wanted = [f"{wheel}{WHEELHOUSE_EXTRAS.get(wheel.name.split('-')[0], '')}" for wheel in ours]
+    run(python, "-m", "pip", "download", "-q", "--only-binary", ":all:", "--dest", str(house), *wanted)
+    added = sorted(set(house.iterdir()) - before)
+    size = sum(f.stat().st_size for f in added) / 2**20
+    print(f"dependencies for {python}: {len(added)} wheels, {size:.0f} MiB", file=sys.stderr)
+    words = readme_install_line(readme)
+    if words[:2] != ["pip", "install"] or words.count("--find-links") != 1 \
+            or words[words.index("--find-links") + 1:][:1] != [house.name]:
+        raise SystemExit(f"{readme}: the install line is {shlex.join(words)}, but the check "
+                         f"needs `pip install ... --find-links {house.name} ...` for {house}")
+    # As on a machine with nothing but the folder: no pip configuration, no index.
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    run(python, "-m", *words, "--dry-run", "--ignore-installed", "-q", cwd=house.parent,
+        base=bare, env={"PIP_CONFIG_FILE": os.devnull})
+    return added
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", type=Path, required=True,
+    ap.add_argument("--work", type=Path,
                     help="a scratch folder (emptied first) for the checkout and the unpacked sdists")
     ap.add_argument("--dist", type=Path, default=ROOT / "dist",
-                    help="where the release lands (emptied first; default dist/)")
+                    help="the wheelhouse (emptied first unless --deps-only; default dist/)")
+    ap.add_argument("--deps-python", action="append", metavar="PYTHON",
+                    help="a CPython for which dist/ gets the dependencies' wheels (repeatable; "
+                         "default the one running this script)")
+    ap.add_argument("--deps-only", action="store_true",
+                    help="only fetch the dependencies' wheels for the project's wheels already in "
+                         "--dist, and check the README's install line against them")
     args = ap.parse_args(argv)
-    files = build(args.dist, args.work / "release")
+    pythons = args.deps_python or [sys.executable]
+    if args.deps_only:
+        for python in pythons:
+            download_dependencies(args.dist, python, ROOT / "README.md")
+        return 0
+    if args.work is None:
+        ap.error("--work is required to build a release")
+    work = args.work / "release"
+    files = build(args.dist, work)
     run(sys.executable, "-m", "twine", "check", "--strict", *(str(f) for f in files))
     for wheel in files:
         if wheel.name.endswith(".whl") and "-abi3-" in wheel.name:
             audit(wheel)
+    # The README of the released commit, as the sdists are.
+    for python in pythons:
+        download_dependencies(args.dist, python, work / "checkout" / "README.md")
     return 0
 
 
