@@ -76,8 +76,7 @@ def _release() -> ModuleType:
 # Wheels built in this nox run, by distribution folder and CPU. zrecord's and loaderx's wheels
 # are abi3 (CPython 3.10+), so one build serves every session and interpreter: the Zig core,
 # zstd and the Cython extensions compile once per run instead of once per session. The
-# `roundtrip` session still builds from the sdists on purpose, with the default settings of a
-# build from source (the platform's libzstd).
+# `roundtrip` session still builds from the sdists on purpose, with the same settings.
 _WHEELS: dict[tuple[Path, str], str] = {}
 
 
@@ -235,6 +234,13 @@ def _build_requires() -> list[str]:
 def roundtrip(session: nox.Session) -> None:
     """Build each sdist, then a wheel from that sdist in a clean folder, install and import.
 
+    The wheels are built as `release` builds them for this machine (tools/release.py
+    release_env: zstd compiled in from the pinned sources), and each must carry the release's
+    tag: cp310-abi3-manylinux_2_28_<cpu> for zrecord and loaderx, py3-none-any for the
+    converter. A build from source with the default settings links the platform's libzstd and
+    is tagged linux_<cpu> (what `pip install packages/zrecord` and an editable install build;
+    docs/release.md).
+
     The builds run in this session's environment, with the union of the three pyproject.toml
     [build-system] requirements installed once (an isolated environment per build cost about
     a minute of CI); the test sessions' wheels are built in isolation and check those lists.
@@ -250,10 +256,20 @@ def roundtrip(session: nox.Session) -> None:
             clean.mkdir(parents=True)
             shutil.unpack_archive(str(sdist), str(clean))
             (src,) = list(clean.iterdir())
+            native = (src / "hatch_build.py").is_file()
             session.run("python", "-m", "build", "--no-isolation", "--wheel", "--outdir",
-                        str(tmp_path / "wheels"), str(src))
+                        str(tmp_path / "wheels"), str(src),
+                        env=_release().release_env(NATIVE_ARCH) if native else None)
         wheels = sorted(str(p) for p in (tmp_path / "wheels").glob("*.whl"))
         session.log("wheels: " + ", ".join(os.path.basename(w) for w in wheels))
+        for wheel in wheels:
+            # name-version-python-abi-platform.whl; the release's tags (docs/release.md).
+            name, _, tags = os.path.basename(wheel).removesuffix(".whl").split("-", 2)
+            want = ("py3-none-any" if name == "loaderx_converter"
+                    else f"cp310-abi3-manylinux_2_28_{NATIVE_ARCH}")
+            if tags != want:
+                session.error(f"{os.path.basename(wheel)} is tagged {tags}; a release wheel of "
+                              f"{name} is {want}")
         session.install(*wheels)
     session.run("python", "-c", ROUNDTRIP_CHECK)
 
