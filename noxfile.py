@@ -14,11 +14,9 @@ import atexit
 import glob
 import os
 import platform
-import re
 import shutil
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from types import ModuleType
 
@@ -53,8 +51,6 @@ PYTHONS = [_interpreter(v) for v in ("3.10", "3.12", "3.13")]
 DEFAULT_PYTHON = _interpreter("3.11")
 
 
-# The CPUs that release wheels are built for (packages/build_support.py ARCHS).
-ARCHS = ("x86_64", "aarch64")
 NATIVE_ARCH = platform.machine()
 
 
@@ -67,26 +63,20 @@ def _build_support() -> ModuleType:
     return build_support
 
 
-def _release_env(session: nox.Session, arch: str) -> dict[str, str]:
-    """The settings of a release build for `arch`: zstd compiled in from the pinned sources.
+def _release() -> ModuleType:
+    """tools/release.py, which the `release` session runs: imported here for the settings of a
+    release build (`release_env`), which every session's wheels use."""
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools"))
+    import release
 
-    The source archive is fetched once with pip into build/ (git-ignored) and handed to every
-    build, so no build fetches anything itself."""
-    support = _build_support()
-    folder = ROOT / "build" / "zstd-sdist"
-    if not (folder / support.ZSTD_SDIST_FILE).is_file():
-        session.run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
-                    ":all:", "--ignore-requires-python", "--dest", str(folder),
-                    support.ZSTD_SDIST_REQUIREMENT, external=True)
-    return {"NATIVE_BUILD_ARCH": arch, "ZRECORD_ZSTD": "static",
-            "ZRECORD_ZSTD_SDIST": str(folder / support.ZSTD_SDIST_FILE)}
+    return release
 
 
 # Wheels built in this nox run, by distribution folder and CPU. zrecord's and loaderx's wheels
 # are abi3 (CPython 3.10+), so one build serves every session and interpreter: the Zig core,
 # zstd and the Cython extensions compile once per run instead of once per session. The
-# `roundtrip` session still builds from the sdists on purpose, with the default settings of a
-# build from source (the platform's libzstd).
+# `roundtrip` session still builds from the sdists on purpose, with the same settings.
 _WHEELS: dict[tuple[Path, str], str] = {}
 
 
@@ -97,7 +87,7 @@ def _pkg(session: nox.Session, folder: Path, *extras: str, arch: str = NATIVE_AR
         out = Path(tempfile.mkdtemp(prefix=f"nox-wheel-{folder.name}-"))
         atexit.register(shutil.rmtree, out, True)
         session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir", str(out),
-                    str(folder), env=_release_env(session, arch))
+                    str(folder), env=_release().release_env(arch))
         (wheel,) = out.glob("*.whl")
         _WHEELS[folder, arch] = str(wheel)
     return _WHEELS[folder, arch] + (f"[{','.join(extras)}]" if extras else "")
@@ -244,6 +234,13 @@ def _build_requires() -> list[str]:
 def roundtrip(session: nox.Session) -> None:
     """Build each sdist, then a wheel from that sdist in a clean folder, install and import.
 
+    The wheels are built as `release` builds them for this machine (tools/release.py
+    release_env: zstd compiled in from the pinned sources), and each must carry the release's
+    tag: cp310-abi3-manylinux_2_28_<cpu> for zrecord and loaderx, py3-none-any for the
+    converter. A build from source with the default settings links the platform's libzstd and
+    is tagged linux_<cpu> (what `pip install packages/zrecord` and an editable install build;
+    docs/release.md).
+
     The builds run in this session's environment, with the union of the three pyproject.toml
     [build-system] requirements installed once (an isolated environment per build cost about
     a minute of CI); the test sessions' wheels are built in isolation and check those lists.
@@ -259,10 +256,20 @@ def roundtrip(session: nox.Session) -> None:
             clean.mkdir(parents=True)
             shutil.unpack_archive(str(sdist), str(clean))
             (src,) = list(clean.iterdir())
+            native = (src / "hatch_build.py").is_file()
             session.run("python", "-m", "build", "--no-isolation", "--wheel", "--outdir",
-                        str(tmp_path / "wheels"), str(src))
+                        str(tmp_path / "wheels"), str(src),
+                        env=_release().release_env(NATIVE_ARCH) if native else None)
         wheels = sorted(str(p) for p in (tmp_path / "wheels").glob("*.whl"))
         session.log("wheels: " + ", ".join(os.path.basename(w) for w in wheels))
+        for wheel in wheels:
+            # name-version-python-abi-platform.whl; the release's tags (docs/release.md).
+            name, _, tags = os.path.basename(wheel).removesuffix(".whl").split("-", 2)
+            want = ("py3-none-any" if name == "loaderx_converter"
+                    else f"cp310-abi3-manylinux_2_28_{NATIVE_ARCH}")
+            if tags != want:
+                session.error(f"{os.path.basename(wheel)} is tagged {tags}; a release wheel of "
+                              f"{name} is {want}")
         session.install(*wheels)
     session.run("python", "-c", ROUNDTRIP_CHECK)
 
@@ -286,66 +293,37 @@ print('sdist -> wheel round trip ok')
 """
 
 
-OURS = {"zrecord", "loaderx", "loaderx-converter"}
-
-
-def _requires_dist(wheel: Path, extra: str | None = None) -> list[str]:
-    """The third-party requirements of a wheel: those without a marker, and with `extra` the
-    ones of that extra (markers dropped)."""
-    with zipfile.ZipFile(wheel) as z:
-        (name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
-        lines = z.read(name).decode().splitlines()
-    out = []
-    for line in lines:
-        if not line.startswith("Requires-Dist:"):
-            continue
-        req, _, marker = line.split(":", 1)[1].partition(";")
-        if marker and not re.search(rf"""extra\s*==\s*['"]{extra}['"]""", marker):
-            continue
-        if re.split(r"[ <>=!~\[]", req.strip(), maxsplit=1)[0].lower() not in OURS:
-            out.append(req.strip())
-    return out
-
-
 @nox.session(python=DEFAULT_PYTHON)
 def wheelhouse(session: nox.Session) -> None:
-    """A new user's install from a wheelhouse, with no compiler: this run's release wheels for
-    this machine (zstd built in) in a folder, `pip install --no-index --find-links` of
-    loaderx-converter and loaderx in a fresh virtual environment whose PATH holds nothing else,
-    then write, read, load and convert (tools/smoke_install.py).
-
-    The third-party dependencies come from the index first, as on a user's machine; the
-    wheelhouse install itself reads nothing but the folder."""
-    tmp = Path(session.create_tmp())
-    house, venv = tmp / "wheelhouse", tmp / "fresh-venv"
+    """A new user's install from a wheelhouse, with no compiler, exactly as README.md says:
+    this run's release wheels for this machine (zstd built in) in a folder `dist`, with the
+    wheels of their third-party dependencies fetched by the release's own code
+    (tools/release.py --deps-only); then the README's `pip install --no-index --find-links
+    dist ...` line, read from README.md and run as written beside that folder in a fresh
+    virtual environment, with an empty environment (`env -i`: PATH holds only the fresh
+    environment's bin/, no pip configuration); then write, read, load and convert
+    (tools/smoke_install.py)."""
+    tmp = Path(session.create_tmp()).resolve()  # absolute: the install runs from inside it
+    house, venv = tmp / "dist", tmp / "fresh-venv"
     for folder in (house, venv):
         shutil.rmtree(folder, ignore_errors=True)
     house.mkdir()
     for folder in (ZRECORD, LOADERX, CONVERTER):
         shutil.copy2(_pkg(session, folder), house)
-    deps = sorted({req for wheel in house.glob("*.whl") for req in _requires_dist(wheel)})
+    session.run("python", str(ROOT / "tools" / "release.py"), "--deps-only", "--dist", str(house))
     session.run("python", "-m", "venv", str(venv))
-    python = str(venv / "bin" / "python")
-    session.run(python, "-m", "pip", "install", "-q", "--only-binary", ":all:", *deps, external=True)
-    bare = {"PATH": str(venv / "bin"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    session.run(python, "-m", "pip", "install", "--no-index", "--find-links", str(house),
-                "loaderx-converter", "loaderx", env=bare, external=True)
-    session.run(python, str(ROOT / "tools" / "smoke_install.py"), _build_support().ZSTD_VERSION,
-                env=bare, external=True)
-
-
-def _audit(session: nox.Session, wheel: Path) -> None:
-    """`auditwheel show` must find `wheel` manylinux_2_28-compatible for its CPU: nothing
-    outside the policy's libraries, no glibc symbol newer than 2.28."""
-    shown = session.run("auditwheel", "show", str(wheel), silent=True)
-    text = " ".join(str(shown).split())
-    session.log(text)
-    tag = wheel.name.removesuffix(".whl").split("-")[-1]  # e.g. manylinux_2_28_x86_64
-    arch = tag.split("_", 3)[3]
-    found = re.search(r'consistent with the following platform tag: "manylinux_(\d+)_(\d+)_(\w+)"', text)
-    if tag != f"manylinux_2_28_{arch}" or found is None or found[3] != arch \
-            or (int(found[1]), int(found[2])) > (2, 28):
-        session.error(f"{wheel.name} is not manylinux_2_28 compatible: {text}")
+    # Nothing of this machine's environment (nox's PATH and VIRTUAL_ENV, pip's settings) reaches
+    # the install; HOME is the session's folder, so no user configuration or cache is read.
+    bare = ["env", "-i", f"PATH={venv / 'bin'}", f"HOME={tmp}", f"PIP_CONFIG_FILE={os.devnull}",
+            "HF_HUB_OFFLINE=1", "HF_DATASETS_OFFLINE=1"]
+    line = _release().readme_install_line(ROOT / "README.md")
+    program = shutil.which(line[0], path=str(venv / "bin"))
+    if program is None:
+        session.error(f"README.md's install line runs {line[0]!r}, which the fresh environment lacks")
+    with session.chdir(tmp):
+        session.run(*bare, program, *line[1:], external=True)
+    session.run(*bare, str(venv / "bin" / "python"), str(ROOT / "tools" / "smoke_install.py"),
+                _build_support().ZSTD_VERSION, external=True)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -356,137 +334,17 @@ def release(session: nox.Session) -> None:
     working tree reaches them; every wheel is built from its unpacked sdist: zrecord and
     loaderx as cp310-abi3 manylinux_2_28 wheels for x86-64 and ARM64 (cross-compiled by Zig,
     zstd built in), loaderx-converter as a pure wheel. Then `twine check --strict` on all of
-    them and `auditwheel show` on each binary wheel. Takes ~10 minutes on 2 cores, cold."""
+    them and `auditwheel show` on each binary wheel (tools/release.py). Takes ~10 minutes on 2
+    cores, cold.
+
+    Then the wheels of every third-party dependency (loaderx's converter extra included) for
+    this session's CPython and this machine's CPU are fetched into dist/ too, so that the
+    README's `pip install --no-index --find-links dist 'loaderx[converter]'` works as written,
+    and that line is resolved from dist/ alone. `nox -s release -- --deps-python python3.12`
+    (repeatable) adds another CPython's."""
     session.install(*_build_requires(), "build==1.6.1", "twine==7.0.0", "auditwheel==6.8.2")
-    changed = session.run("git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no",
-                          silent=True, external=True)
-    if str(changed).strip():
-        session.warn("the working tree has uncommitted changes; the release is built from HEAD "
-                     "without them")
-    dist = ROOT / "dist"
-    work = Path(session.create_tmp()) / "release"
-    for folder in (dist, work):
-        shutil.rmtree(folder, ignore_errors=True)
-    (work / "checkout").mkdir(parents=True)
-    session.run("git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(work / "head.tar"), "HEAD",
-                external=True)
-    shutil.unpack_archive(work / "head.tar", work / "checkout")
-    for name in ("zrecord", "loaderx", "loaderx-converter"):
-        session.run("python", "-m", "build", "--sdist", "--no-isolation", "--outdir", str(dist),
-                    str(work / "checkout" / "packages" / name))
-    for sdist in sorted(dist.glob("*.tar.gz")):
-        shutil.unpack_archive(sdist, work / "sdists")
-        src = work / "sdists" / sdist.name.removesuffix(".tar.gz")
-        native = (src / "hatch_build.py").is_file()
-        for arch in ARCHS if native else (None,):
-            env = _release_env(session, arch) if arch else {}
-            session.run("python", "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
-                        str(src), env=env)
-    files = sorted(dist.iterdir())
-    session.log("dist: " + ", ".join(f.name for f in files))
-    expected = 3 + 2 * len(ARCHS) + 1
-    if len(files) != expected:
-        session.error(f"expected {expected} files in dist/, found {len(files)}")
-    session.run("twine", "check", "--strict", *(str(f) for f in files))
-    for wheel in files:
-        if wheel.name.endswith(".whl") and "-abi3-" in wheel.name:
-            _audit(session, wheel)
-
-
-# The aarch64 test run ([W1]): a Debian arm64 root with its python3, entered with chroot while
-# qemu-user runs its binaries. Built once (~10 minutes) into build/ and reused.
-ARM64_ROOT = ROOT / "build" / "arm64-root"
-ARM64_PACKAGES = "python3,python3-venv"
-# qemu's own registration for 64-bit little-endian aarch64 ELF files, with flag F (the kernel
-# opens the emulator once, so it also runs binaries inside a chroot).
-QEMU_AARCH64_BINFMT = (
-    r":qemu-aarch64:M::\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-    r"\x02\x00\xb7\x00:\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff"
-    r"\xfe\xff\xff\xff:/usr/bin/qemu-aarch64-static:F"
-)
-# Tests left out under emulation. test_torch.py and three of the seed's examples need PyTorch or
-# JAX, and the converter import test needs loaderx-converter with `datasets` and Arrow: all are
-# pure Python above the stores and run natively in `loaderx` and `converter`. qemu-user does not apply RLIMIT_AS to the
-# emulated process, so the tests that expect an allocation past a 1 GiB address-space limit
-# to fail see it succeed; and the fuzz harness's hang self-test gets through 2 executions in
-# its 5 seconds under emulation, before the planted hang. (--deselect takes node IDs, which are
-# relative to each suite's pytest root: packages/zrecord for zrecord's, the repository for
-# loaderx's.)
-ARM64_LEFT_OUT = [
-    "--ignore", "packages/loaderx/tests/test_torch.py",
-    "--deselect", "packages/loaderx/tests/test_seed_examples.py::test_cpu_to_gpu_transfer_with_torch",
-    "--deselect", "packages/loaderx/tests/test_seed_examples.py::test_cpu_to_gpu_transfer_with_pinned_memory",
-    "--deselect", "packages/loaderx/tests/test_seed_examples.py::test_jax_device_put",
-    "--deselect", "packages/loaderx/tests/test_import_paths.py::test_converter_import_with_the_distribution",
-    "--deselect", "tests/test_cli.py::test_head_of_huge_records_runs_in_bounded_memory",
-    "--deselect", "tests/test_hostile.py::"
-                  "test_fuzz_harness_catches_crashes_hangs_and_overallocation[memory-overallocation]",
-    "--deselect", "tests/test_hostile.py::"
-                  "test_fuzz_harness_catches_crashes_hangs_and_overallocation[hang-hang input]",
-]
-
-
-def _debian_source() -> tuple[str, str]:
-    """The Debian suite of this machine and the package registry its apt reads it from."""
-    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines()
-                   if "=" in line)
-    suite = release.get("VERSION_CODENAME", "").strip('"')
-    for sources in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
-        for block in sources.read_text().split("\n\n"):
-            fields = dict(line.split(":", 1) for line in block.splitlines()
-                          if ":" in line and not line.startswith("#"))
-            if suite in fields.get("Suites", "").split():
-                return suite, fields["URIs"].split()[0]
-    for line in Path("/etc/apt/sources.list").read_text().splitlines() if Path(
-            "/etc/apt/sources.list").is_file() else []:
-        words = [w for w in line.split() if not w.startswith("[")]
-        if len(words) >= 3 and words[0] == "deb" and words[2] == suite:
-            return suite, words[1]
-    raise RuntimeError(f"no apt source for Debian {suite!r} on this machine")
-
-
-def _arm64_root(session: nox.Session) -> None:
-    """qemu-user for aarch64 binaries and the Debian arm64 root, made once."""
-    if not (shutil.which("qemu-aarch64-static") and shutil.which("debootstrap")):
-        session.run("apt-get", "update", "-q", external=True)
-        session.run("apt-get", "install", "-y", "-q", "qemu-user-static", "debootstrap", external=True)
-    misc = Path("/proc/sys/fs/binfmt_misc")
-    if not (misc / "register").exists():
-        session.run("mount", "-t", "binfmt_misc", "binfmt_misc", str(misc), external=True)
-    if not (misc / "qemu-aarch64").exists():
-        (misc / "register").write_text(QEMU_AARCH64_BINFMT)
-    suite, mirror = _debian_source()
-    stamp = ARM64_ROOT / ".made-by-noxfile"
-    wanted = f"{suite} {ARM64_PACKAGES}\n"
-    if not (stamp.is_file() and stamp.read_text() == wanted):
-        mounted = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-        if any(m.startswith(str(ARM64_ROOT)) for m in mounted):
-            session.error(f"something is mounted below {ARM64_ROOT}; unmount it first")
-        shutil.rmtree(ARM64_ROOT, ignore_errors=True)
-        session.run("debootstrap", "--arch=arm64", "--variant=minbase", f"--include={ARM64_PACKAGES}",
-                    suite, str(ARM64_ROOT), mirror, external=True)
-        stamp.write_text(wanted)
-    # An emulator registered without F (by binfmt-support, say) is looked up inside the root.
-    interpreter = (misc / "qemu-aarch64").read_text().split("interpreter ", 1)[1].split()[0]
-    for path in {interpreter, "/usr/bin/qemu-aarch64-static"}:
-        inside = ARM64_ROOT / path.lstrip("/")
-        inside.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(os.path.realpath(path), inside)
-
-
-def _in_arm64_root(session: nox.Session, command: str, **kwargs: object) -> object:
-    """Run a shell command inside the arm64 root, with /proc, /dev, /sys and this repository
-    (at its own path) mounted in a private mount namespace that ends with the command."""
-    mounts = " && ".join(
-        [f"mount --rbind /{d} {ARM64_ROOT}/{d}" for d in ("proc", "dev", "sys")]
-        + [f"mkdir -p {ARM64_ROOT}{ROOT}", f"mount --bind {ROOT} {ARM64_ROOT}{ROOT}"])
-    inner = command.replace("'", "'\\''")
-    # Nothing of this machine's environment (nox's PATH and VIRTUAL_ENV, pip's settings)
-    # reaches the root.
-    clean = "env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8"
-    return session.run("unshare", "--mount", "--fork", "sh", "-c",
-                       f"{mounts} && exec chroot {ARM64_ROOT} {clean} sh -c '{inner}'",
-                       external=True, **kwargs)  # type: ignore[arg-type]
+    session.run("python", str(ROOT / "tools" / "release.py"), "--work", session.create_tmp(),
+                *session.posargs)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -496,34 +354,13 @@ def arm64(session: nox.Session) -> None:
     Not in the default list: it needs root on Debian (apt-get, binfmt_misc, chroot) and takes
     ~15 minutes the first time. The wheels are cross-compiled by Zig on this machine exactly as
     `release` builds them; Debian's arm64 python3 runs them in a chroot, with NumPy, pytest and
-    zstandard wheels for aarch64 fetched here by pip. By default the tests marked `heavy` or
-    `slow` are left out; `nox -s arm64 -- -m "not heavy"` runs the full suite of `zrecord`
-    (docs/release.md has the figures)."""
-    _arm64_root(session)
-    house = ARM64_ROOT / "wheelhouse"
-    shutil.rmtree(house, ignore_errors=True)
-    house.mkdir()
-    for folder in (ZRECORD, LOADERX):
-        shutil.copy2(_pkg(session, folder, arch="aarch64"), house)
-    version = _in_arm64_root(session, "python3 -c \"import sys; print('%d.%d' % sys.version_info[:2])\"",
-                             silent=True)
-    python = str(version).strip().splitlines()[-1]
-    deps = sorted({req for wheel in house.glob("*.whl") for extra in (None, "test")
-                   for req in _requires_dist(wheel, extra)})
-    session.run("python", "-m", "pip", "download", "-q", "--only-binary", ":all:", "--dest", str(house),
-                "--python-version", python, "--implementation", "cp",
-                *(f"--platform={p}" for p in ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64",
-                                               "manylinux2014_aarch64")), *deps)
-    _in_arm64_root(session, "python3 -m venv --clear /opt/venv && /opt/venv/bin/python -m pip install "
-                   "-q --no-index --find-links /wheelhouse 'zrecord[test]' 'loaderx[test]'")
-    select = session.posargs or ["-m", "not heavy and not slow"]
-    # Both suites run whatever the first one's outcome; the session fails if either failed.
-    runs = [" ".join(f"'{a}'" for a in ["/opt/venv/bin/python", "-m", "pytest", "-q", "-p",
-                                          "no:cacheprovider", *select, suite, *ARM64_LEFT_OUT])
-            for suite in ("packages/zrecord/tests", "packages/loaderx/tests")]
-    _in_arm64_root(session, f"cd {ROOT} && /opt/venv/bin/python -c 'import platform, zrecord; "
-                   f"print(platform.machine(), zrecord.__zstd_version__)' && "
-                   f"{{ {runs[0]}; a=$?; {runs[1]}; b=$?; [ $a = 0 ] && [ $b = 0 ]; }}")
+    zstandard wheels for aarch64 fetched here by pip (tools/arm64.py). By default the tests
+    marked `heavy` or `slow` are left out; `nox -s arm64 -- -m "not heavy"` runs the full suite
+    of `zrecord` (docs/release.md has the figures)."""
+    tool = str(ROOT / "tools" / "arm64.py")
+    session.run("python", tool, "root")
+    wheels = [_pkg(session, folder, arch="aarch64") for folder in (ZRECORD, LOADERX)]
+    session.run("python", tool, "test", *wheels, "--", *session.posargs)
 
 
 @nox.session(python=DEFAULT_PYTHON)

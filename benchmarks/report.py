@@ -260,8 +260,8 @@ def plot_matrix_loaders(matrix: dict[str, Any] | None, loaders: dict[str, Any] |
 
 def cold_tables(result: dict[str, Any]) -> list[str]:
     """bench_cold.py: cold gathers per workload, the cold DataLoaders, larger-than-RAM runs."""
-    from bench_cold import loader_table, ltr_table
-    from bench_cold import table as cold_table
+    from cold_report import loader_table, ltr_table
+    from cold_report import table as cold_table
 
     dev = result.get("device", {})
     queue = dev.get("queue", {})
