@@ -36,6 +36,8 @@ ways in):
   target and links it in, so the wheel needs no zstd on the user's machine.
 - ``ZRECORD_ZSTD_SDIST``: the pinned zstd source archive, or a folder holding it, so a static
   build needs no network; otherwise the build fetches it with ``pip download``.
+- ``ZRECORD_ZSTD_BUILD``: a folder where a static build keeps the compiled library, shared by
+  builds from several source trees (default: ``build/`` beside the package).
 
 A wheel's platform tag says what it needs: ``manylinux_2_28_<arch>`` when it links nothing but
 glibc (Zig links against its own glibc 2.28 symbol lists), ``linux_<arch>`` when it links the
@@ -303,7 +305,10 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
         include += ["-I", str(zig / "include")]
         linkage = os.environ.get("ZRECORD_ZSTD") or "system"
         if linkage == "static":
-            libzstd = build_static_zstd(root / "build", arch, env, log)
+            # ZRECORD_ZSTD_BUILD: a folder that builds share for the compiled library (the
+            # release's builds of one run, sdists unpacked elsewhere included).
+            shared = os.environ.get("ZRECORD_ZSTD_BUILD")
+            libzstd = build_static_zstd(Path(shared) if shared else root / "build", arch, env, log)
             inputs.append(libzstd)
             # zstd's BSD license asks binary redistributions to carry its notice.
             licenses[libzstd.parent.parent / f"zstd-{ZSTD_VERSION}" / "LICENSE"] = "zstd-LICENSE"

@@ -70,14 +70,17 @@ def release_env(arch: str) -> dict[str, str]:
     """The settings of a release build for `arch`: zstd compiled in from the pinned sources.
 
     The source archive is fetched once with pip into build/ (git-ignored) and handed to every
-    build, so no build fetches anything itself."""
+    build, so no build fetches anything itself; the library is compiled once into
+    build/zstd-static/ and linked by every build, so a wheel built from an unpacked sdist does
+    not compile it again."""
     support = build_support()
     folder = ROOT / "build" / "zstd-sdist"
     if not (folder / support.ZSTD_SDIST_FILE).is_file():
         run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
             "--ignore-requires-python", "--dest", str(folder), support.ZSTD_SDIST_REQUIREMENT)
     return {"NATIVE_BUILD_ARCH": arch, "ZRECORD_ZSTD": "static",
-            "ZRECORD_ZSTD_SDIST": str(folder / support.ZSTD_SDIST_FILE)}
+            "ZRECORD_ZSTD_SDIST": str(folder / support.ZSTD_SDIST_FILE),
+            "ZRECORD_ZSTD_BUILD": str(ROOT / "build" / "zstd-static")}
 
 
 def requires_dist(wheel: Path, extra: str | None = None) -> list[str]:
