@@ -132,6 +132,7 @@ fn expectRagged(r: *Reader, recs: []const []const u8, idx: []const u64) !void {
 }
 
 test "the first open builds the compact index into the cache, later opens load it and read the same" {
+    // [ZR-ERR-006] the later open relies on the first one's validation of the same index file.
     const n = 1000;
     var f: Tokens = .{};
     try f.init(n, false);
@@ -164,6 +165,8 @@ test "the first open builds the compact index into the cache, later opens load i
 }
 
 test "a damaged, truncated or stale cache file is not used: the index is built again" {
+    // [ZR-ERR-006] a record that is not complete, fails its own checksums, or was made from
+    // another version of index.zri is not relied on.
     const n = 300;
     var f: Tokens = .{};
     try f.init(n, true);
@@ -200,6 +203,7 @@ test "a damaged, truncated or stale cache file is not used: the index is built a
 extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
 
 test "a cache file sealed anew with a record outside its shard fails the gather, never reads outside" {
+    // [ZR-ERR-007] what the cache file says is checked against the store before a read.
     const n = 300;
     var f: Tokens = .{};
     try f.init(n, true);
@@ -233,6 +237,7 @@ test "a cache file sealed anew with a record outside its shard fails the gather,
 }
 
 test "verify of a reader whose index came from the cache checks index.zri itself" {
+    // [ZR-ERR-007] a verification reads index.zri again, whatever was remembered.
     const n = 300;
     var f: Tokens = .{};
     try f.init(n, true);

@@ -22,6 +22,7 @@ def _tokens(path, n=2000, seed=0):
 
 
 def test_the_second_open_maps_the_index_the_first_built(tmp_path):
+    """[ZR-ERR-006] a later open of the same index file maps the validation the first made."""
     recs = _tokens(tmp_path / "t")
     cache = tmp_path / "cache"
     with Ragged.open(tmp_path / "t", index_cache=cache) as first:
