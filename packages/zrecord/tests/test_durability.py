@@ -35,9 +35,12 @@ WRITER = textwrap.dedent("""
     path, kind, codec, sync = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
     budget = int(sys.argv[5]) if len(sys.argv) > 5 else None  # the page-cache budget
     rng = np.random.default_rng(5)
+    # index_cache=None: the trace is of the write alone, not of the open that would write the
+    # compact index to the cache folder after it.
     if kind == "dense":
         data = rng.integers(0, 255, (700, 3000), dtype=np.uint8)
-        with Dense.create(path, np.uint8, (3000,), codec=codec, data_shards=3, sync=sync) as w:
+        with Dense.create(path, np.uint8, (3000,), codec=codec, data_shards=3, sync=sync,
+                          index_cache=None) as w:
             if budget is not None:
                 w._handle.set_page_cache_bytes(budget)
             w.append(data[:3])          # a few KB: through the page cache
@@ -45,7 +48,8 @@ WRITER = textwrap.dedent("""
             w.append(data[600:])
     else:
         recs = [rng.integers(0, 1000, rng.integers(0, 20000), dtype=np.int32) for _ in range(400)]
-        with Ragged.create(path, np.int32, 1, codec=codec, data_shards=2, sync=sync) as w:
+        with Ragged.create(path, np.int32, 1, codec=codec, data_shards=2, sync=sync,
+                           index_cache=None) as w:
             if budget is not None:
                 w._handle.set_page_cache_bytes(budget)
             w.append(recs[:5])

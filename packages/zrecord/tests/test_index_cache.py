@@ -108,3 +108,16 @@ def test_an_open_that_writes_the_folder_prunes_it(tmp_path, monkeypatch):
     with Ragged.open(tmp_path / "t", index_cache=cache):
         pass
     assert not old.exists() and len(os.listdir(cache)) == 1
+
+
+def test_publishing_writes_the_compact_index_for_the_first_reader(tmp_path):
+    cache = tmp_path / "cache"
+    with Dense.create(tmp_path / "d", np.int32, (4,), codec="raw", index_cache=cache) as w:
+        w.append(np.arange(400, dtype=np.int32).reshape(100, 4))
+    assert len(os.listdir(cache)) == 1
+    with Dense.open(tmp_path / "d", index_cache=cache) as ds:
+        assert ds.index_info()["source"] == "cached"
+        np.testing.assert_array_equal(ds[99], [396, 397, 398, 399])
+    with Dense.create(tmp_path / "e", np.int32, (4,), codec="raw", index_cache=None) as w:
+        w.append(np.zeros((3, 4), np.int32))
+    assert len(os.listdir(cache)) == 1

@@ -83,18 +83,22 @@ class Dense(_Kind):
 
     @classmethod
     def create(cls, path: Any, dtype: Any, item_shape: Any, *, codec: Any, data_shards: int = 4,
-               dict_bytes: bytes | None = None, sync: bool = True) -> DenseWriter:
+               dict_bytes: bytes | None = None, sync: bool = True,
+               index_cache: Any = "auto") -> DenseWriter:
         """Start a new Dense store at `path` (which must not exist).
 
         `dtype` and `item_shape` are the schema and are never inferred. `codec` is required:
         ``"raw"``, ``"zstd"`` or ``"zstd_dict"`` (with `dict_bytes`). `data_shards` (1..255)
         sets write parallelism. `sync=False` skips flushing to stable storage before
         publishing (the store is still published atomically). Nothing appears at `path` until
-        the writer's ``close()``.
+        the writer's ``close()``, which then also writes the store's compact index to the
+        index cache folder `index_cache` (as in :meth:`Dense.open`; None for none), so that
+        the first reader on this host need not validate the index.
         """
         from zrecord._writer import DenseWriter
 
-        return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync)
+        return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync,
+                           index_cache)
 
     @classmethod
     def open(cls, path: Any, *, cache: str = "auto", index_cache: Any = "auto",
@@ -135,7 +139,8 @@ class Ragged(_Kind):
 
     @classmethod
     def create(cls, path: Any, dtype: Any, ndim: Any, *, codec: Any, data_shards: int = 4,
-               dict_bytes: bytes | None = None, sync: bool = True) -> RaggedWriter:
+               dict_bytes: bytes | None = None, sync: bool = True,
+               index_cache: Any = "auto") -> RaggedWriter:
         """Start a new Ragged store at `path` (which must not exist).
 
         `dtype` and `ndim` (1..32) are the schema; every axis of every record may vary, zero
@@ -143,7 +148,7 @@ class Ragged(_Kind):
         """
         from zrecord._writer import RaggedWriter
 
-        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync)
+        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync, index_cache)
 
     @classmethod
     def open(cls, path: Any, *, cache: str = "auto", index_cache: Any = "auto",

@@ -36,6 +36,7 @@ from zrecord._dtypes import (
 )
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._pages import release_mapped_pages
+from zrecord._index_cache import AUTO, folder_for
 from zrecord._paths import fspath, native_path
 from zrecord.console import progress_bar
 from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
@@ -70,8 +71,9 @@ class _Writer(_Kind):
     """The number of shard files written in parallel (1..255)."""
 
     def __init__(self, path: Any, dtype: Any, shape_or_ndim: tuple[int, ...] | int, codec: Any,
-                 data_shards: Any, dict_bytes: Any, sync: bool) -> None:
+                 data_shards: Any, dict_bytes: Any, sync: bool, index_cache: Any = AUTO) -> None:
         self.path = fspath(path)
+        self._index_folder = folder_for(index_cache)
         self.dtype, dcode, dlength, dunit = dtype_code(dtype)
         ccode, dict_data = codec_code(codec, dict_bytes)
         shards = data_shards_value(data_shards)
@@ -121,6 +123,13 @@ class _Writer(_Kind):
                 raise ZrecordError(f"{self.path!r} was not published and the writer published "
                                    f"nothing: {self._poisoned}")
             self._handle.publish()
+            if self._index_folder is not None:
+                # The first open of the store on this host validates its index and writes the
+                # compact index to the cache folder; doing it now, while the index is in the
+                # page cache, spares the first reader that pass.
+                from zrecord._reader import _open_handle
+
+                _open_handle(self.path, "auto", self._index_folder, "cached").close()
 
     def abort(self) -> None:
         """Discard everything appended; nothing is published. Idempotent."""
@@ -174,9 +183,9 @@ class DenseWriter(_Writer, Dense):
     _kind_name = "Dense"
 
     def __init__(self, path: Any, dtype: Any, item_shape: Any, codec: Any, data_shards: Any,
-                 dict_bytes: Any, sync: bool) -> None:
+                 dict_bytes: Any, sync: bool, index_cache: Any = AUTO) -> None:
         shape = item_shape_tuple(item_shape)
-        super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync)
+        super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync, index_cache)
         self.item_shape: tuple[int, ...] = shape
         self._record_size = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
 
@@ -221,8 +230,9 @@ class RaggedWriter(_Writer, Ragged):
     _kind_name = "Ragged"
 
     def __init__(self, path: Any, dtype: Any, ndim: Any, codec: Any, data_shards: Any,
-                 dict_bytes: Any, sync: bool) -> None:
-        super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync)
+                 dict_bytes: Any, sync: bool, index_cache: Any = AUTO) -> None:
+        super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync,
+                         index_cache)
 
     def append(self, records: Iterable[np.ndarray], *, progress: bool = False) -> None:
         """Append every array of the finite iterable `records`, in order.
