@@ -93,11 +93,13 @@ pub const bits_padding: usize = 16;
 fn readBits(bits: []const u8, pos: u64, width: u8) u64 {
     if (width == 0) return 0;
     const at: usize = @intCast(pos >> 3);
-    const shift: u7 = @intCast(pos & 7);
-    if (width <= 56) return (std.mem.readInt(u64, bits[at..][0..8], .little) >> @intCast(shift)) & lowBits(width);
-    const word = std.mem.readInt(u128, bits[at..][0..16], .little);
-    const mask: u128 = (@as(u128, 1) << @intCast(width)) - 1;
-    return @intCast((word >> shift) & mask);
+    const shift: u6 = @intCast(pos & 7);
+    const low = std.mem.readInt(u64, bits[at..][0..8], .little) >> shift;
+    if (width <= 56) return low & lowBits(width);
+    // Up to 64 bits from a position up to 7 bits into its byte: the rest is in the next word.
+    const high = std.mem.readInt(u64, bits[at + 8 ..][0..8], .little);
+    const joined = if (shift == 0) low else low | (high << @intCast(64 - @as(u7, shift)));
+    return if (width == 64) joined else joined & lowBits(width);
 }
 
 /// A mask of the low `width` bits, `width` < 64.
@@ -280,7 +282,7 @@ pub const Builder = struct {
     count: usize = 0,
     built: u64 = 0,
     block_buf: [512]u8 = undefined,
-    bits_buf: [block_records * (64 + 32 + 8 + 32 * format.ndim_max) / 8 + 8]u8 = undefined,
+    bits_buf: [block_records * (64 + 32 + 8 + 32 * format.ndim_max) / 8 + 16]u8 = undefined,
 
     /// `buf` is split between the two streams; at least 2 * 4096 bytes.
     pub fn init(fd: sys.Fd, key: FileHeader, buf: []u8) Builder {
@@ -325,14 +327,15 @@ pub const Builder = struct {
         const slope: u64 = stored_sum / ps.len;
         const first = [2]usize{ 0, split };
         // Deviations from each segment's line, exact in i128; one minimum for both.
+        var devs: [block_records]i128 = undefined;
         var dev_min: i128 = std.math.maxInt(i128);
         var dev_max: i128 = std.math.minInt(i128);
         var shard_max: u8 = 0;
         for (ps, 0..) |p, i| {
             const seg: usize = @intFromBool(i >= split);
-            const dev = deviation(ps, first[seg], slope, i);
-            dev_min = @min(dev_min, dev);
-            dev_max = @max(dev_max, dev);
+            devs[i] = deviation(ps, first[seg], slope, i);
+            dev_min = @min(dev_min, devs[i]);
+            dev_max = @max(dev_max, devs[i]);
             shard_max = @max(shard_max, p.shard -% ps[first[seg]].shard);
         }
         var fixed: BlockFixed = .{
@@ -376,12 +379,12 @@ pub const Builder = struct {
         try b.headers.put(head);
         // The bit fields, byte-aligned per block.
         const nbytes = (ps.len * record_bits + 7) / 8;
-        const out = b.bits_buf[0 .. nbytes + 8];
+        const out = b.bits_buf[0 .. nbytes + 16];
         @memset(out, 0);
         var pos: u64 = 0;
         for (ps, 0..) |p, i| {
             const seg: usize = @intFromBool(i >= split);
-            pos = writeBits(out, pos, @intCast(deviation(ps, first[seg], slope, i) - dev_min), fixed.offset_bits);
+            pos = writeBits(out, pos, @intCast(devs[i] - dev_min), fixed.offset_bits);
             pos = writeBits(out, pos, p.stored_size - stored_min, fixed.stored_bits);
             pos = writeBits(out, pos, p.shard -% ps[first[seg]].shard, fixed.shard_bits);
             for (0..ndim) |k| pos = writeBits(out, pos, p.dims[k] - dim_min[k], dim_bits[k]);
@@ -415,19 +418,19 @@ fn deviation(ps: []const Pending, first: usize, slope: u64, i: usize) i128 {
     return @as(i128, ps[i].offset) - predicted;
 }
 
-/// Writes the low `width` bits of `value` at bit `pos` of `out` (zeroed beforehand); returns
-/// the position after them.
+/// Writes the low `width` bits of `value` at bit `pos` of `out` (zeroed beforehand, with 16
+/// bytes to spare after the last field); returns the position after them.
 fn writeBits(out: []u8, pos: u64, value: u64, width: u8) u64 {
     if (width == 0) return pos;
-    var v: u128 = @as(u128, value) << @intCast(pos & 7);
-    var at: usize = @intCast(pos >> 3);
-    var left: u32 = width + @as(u32, @intCast(pos & 7));
-    while (left > 0) : (at += 1) {
-        out[at] |= @truncate(v);
-        v >>= 8;
-        left -|= 8;
-    }
+    const at: usize = @intCast(pos >> 3);
+    const word: u128 = @as(u128, value) << @intCast(pos & 7);
+    orWord(out[at..][0..8], @truncate(word));
+    if (width + (pos & 7) > 64) orWord(out[at + 8 ..][0..8], @intCast(word >> 64));
     return pos + width;
+}
+
+fn orWord(bytes: *[8]u8, value: u64) void {
+    std.mem.writeInt(u64, bytes, std.mem.readInt(u64, bytes, .little) | value, .little);
 }
 
 /// Whether `file_len` bytes can hold what `h` says, and `h` is a sealed file header of this

@@ -698,10 +698,22 @@ pub fn entryDim(bytes: []const u8, axis: usize) u64 {
 
 pub const EntryError = error{ Corrupt, LimitExceeded };
 
+/// What validateEntry needs of a header's dtype and shape, worked out once per index rather than
+/// once per entry.
+pub const EntrySizes = struct {
+    itemsize: u64,
+    /// Dense: every record's logical size; Ragged: 0.
+    record_size: u64,
+
+    pub fn of(h: *const Header) EntrySizes {
+        return .{ .itemsize = h.itemsize(), .record_size = if (h.kind == .dense) h.recordSize() else 0 };
+    }
+};
+
 /// Validates entry `i` in isolation against the header and the shard sizes (spec §4), in the
-/// order of spec §9.3 ([ZR-ERR-003]), and returns its logical size. `path` names the store in
-/// messages.
-pub fn validateEntry(h: *const Header, bytes: []const u8, i: u64, path: []const u8, d: *Diag) EntryError!u64 {
+/// order of spec §9.3 ([ZR-ERR-003]), and returns its logical size. `sizes` is
+/// `EntrySizes.of(h)`; `path` names the store in messages.
+pub fn validateEntry(h: *const Header, sizes: EntrySizes, bytes: []const u8, i: u64, path: []const u8, d: *Diag) EntryError!u64 {
     const e = decodeEntry(bytes);
     d.record = @intCast(i);
     // [ZR-IDX-001]
@@ -724,16 +736,16 @@ pub fn validateEntry(h: *const Header, bytes: []const u8, i: u64, path: []const 
     // [ZR-IDX-004]
     var logical: u64 = undefined;
     switch (h.kind) {
-        .dense => logical = h.recordSize(),
+        .dense => logical = sizes.record_size,
         .ragged => {
             var dims: [ndim_max]u64 = undefined;
             for (dims[0..h.ndim], 0..) |*dim, axis| dim.* = entryDim(bytes, axis);
-            logical = logicalSize(dims[0..h.ndim], h.itemsize()) orelse {
+            logical = logicalSize(dims[0..h.ndim], sizes.itemsize) orelse {
                 return d.fail(error.LimitExceeded, "store '{s}': record {d} has a shape whose " ++
                     "size exceeds record_size_bytes_max {d} (ZR-IDX-004)", .{ path, i, record_size_bytes_max });
             };
             // [ZR-IDX-007]
-            if (!extentFits(dims[0..h.ndim], h.itemsize())) {
+            if (!extentFits(dims[0..h.ndim], sizes.itemsize)) {
                 return d.fail(error.LimitExceeded, "store '{s}': record {d} has a shape whose " ++
                     "non-zero axes times the itemsize exceed extent_bytes_max {d}: no NumPy " ++
                     "array has that shape (ZR-IDX-007)", .{ path, i, extent_bytes_max });
@@ -950,36 +962,36 @@ test "index entry validation" {
     var d: Diag = .{};
     var e: [24]u8 = undefined;
     encodeEntry(&e, .{ .offset = 160, .stored_size = 80, .shard = 0, .checksum = 1 }, &.{});
-    try testing.expectEqual(@as(u64, 80), try validateEntry(&h, &e, 0, "s", &d));
+    try testing.expectEqual(@as(u64, 80), try validateEntry(&h, .of(&h), &e, 0, "s", &d));
     // [ZR-IDX-002] offset past the end
     encodeEntry(&e, .{ .offset = 161, .stored_size = 80, .shard = 0, .checksum = 1 }, &.{});
-    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 3, "s", &d));
+    try testing.expectError(error.Corrupt, validateEntry(&h, .of(&h), &e, 3, "s", &d));
     try testing.expectEqual(@as(i64, 3), d.record);
     // [ZR-IDX-002] offset + size overflows 64 bits
     encodeEntry(&e, .{ .offset = std.math.maxInt(u64) - 7, .stored_size = 80, .shard = 1, .checksum = 1 }, &.{});
-    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 0, "s", &d));
+    try testing.expectError(error.Corrupt, validateEntry(&h, .of(&h), &e, 0, "s", &d));
     // [ZR-IDX-001] shard out of range
     encodeEntry(&e, .{ .offset = 0, .stored_size = 80, .shard = 3, .checksum = 1 }, &.{});
-    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 0, "s", &d));
+    try testing.expectError(error.Corrupt, validateEntry(&h, .of(&h), &e, 0, "s", &d));
     // [ZR-IDX-003] reserved
     encodeEntry(&e, .{ .offset = 0, .stored_size = 80, .shard = 0, .checksum = 1 }, &.{});
     e[14] = 1;
-    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 0, "s", &d));
+    try testing.expectError(error.Corrupt, validateEntry(&h, .of(&h), &e, 0, "s", &d));
     // [ZR-IDX-004] raw stored size must be the logical size
     encodeEntry(&e, .{ .offset = 0, .stored_size = 79, .shard = 0, .checksum = 1 }, &.{});
-    try testing.expectError(error.Corrupt, validateEntry(&h, &e, 0, "s", &d));
+    try testing.expectError(error.Corrupt, validateEntry(&h, .of(&h), &e, 0, "s", &d));
 
     // Ragged: shape limits and padding.
     var r: Header = .{ .kind = .ragged, .dtype = 12, .ndim = 1, .codec = .raw, .data_shards = 1 };
     r.shard_sizes[0] = 1 << 40;
     var re: [32]u8 = undefined;
     encodeEntry(&re, .{ .offset = 0, .stored_size = 24, .shard = 0, .checksum = 1 }, &.{3});
-    try testing.expectEqual(@as(u64, 24), try validateEntry(&r, &re, 0, "s", &d));
+    try testing.expectEqual(@as(u64, 24), try validateEntry(&r, .of(&r), &re, 0, "s", &d));
     encodeEntry(&re, .{ .offset = 0, .stored_size = 0, .shard = 0, .checksum = 1 }, &.{(1 << 28) + 1});
-    try testing.expectError(error.LimitExceeded, validateEntry(&r, &re, 0, "s", &d));
+    try testing.expectError(error.LimitExceeded, validateEntry(&r, .of(&r), &re, 0, "s", &d));
     encodeEntry(&re, .{ .offset = 0, .stored_size = 24, .shard = 0, .checksum = 1 }, &.{3});
     re[30] = 1;
-    try testing.expectError(error.Corrupt, validateEntry(&r, &re, 0, "s", &d));
+    try testing.expectError(error.Corrupt, validateEntry(&r, .of(&r), &re, 0, "s", &d));
 }
 
 test "logical size limits" {

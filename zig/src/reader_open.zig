@@ -246,6 +246,7 @@ fn streamIndex(r: *Reader, id: sys.FileIdentity, out_fd: sys.Fd, d: *Diag) Strea
     const buf = alloc.alloc(u8, chunk_bytes + 2 * build_buffer_bytes) catch return d.noMemory("the buffers to build the compact index");
     defer alloc.free(buf);
     var builder = compact.Builder.init(out_fd, index_cache.keyOf(r, id), buf[chunk_bytes..]);
+    const sizes: format.EntrySizes = .of(h);
     var hasher = format.XxHash64.init(0);
     var shard_sums: [format.data_shards_max]u64 = @splat(0);
     var logical_sum: u64 = 0;
@@ -265,7 +266,7 @@ fn streamIndex(r: *Reader, id: sys.FileIdentity, out_fd: sys.Fd, d: *Diag) Strea
             rec += 1;
         }) {
             const bytes = chunk[at..][0..es];
-            const logical = format.validateEntry(h, bytes, rec, r.path, d) catch |err| {
+            const logical = format.validateEntry(h, sizes, bytes, rec, r.path, d) catch |err| {
                 failed = err;
                 break;
             };
@@ -332,7 +333,7 @@ fn checkBlock(r: *const Reader, blk: u64, d: *Diag) Error!void {
         r.compact.shape(rec, shape[0..ndim]);
         format.encodeEntry(entry[0..es], .{ .offset = loc.offset, .stored_size = loc.stored_size, .shard = loc.shard, .checksum = 0 }, shape[0..ndim]);
         var scratch: Diag = .{};
-        _ = format.validateEntry(h, entry[0..es], rec, r.path, &scratch) catch return cacheDamaged(r, rec, d);
+        _ = format.validateEntry(h, .of(h), entry[0..es], rec, r.path, &scratch) catch return cacheDamaged(r, rec, d);
     }
 }
 
