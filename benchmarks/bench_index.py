@@ -166,13 +166,14 @@ def pss(kind: str, path: Path, cache: Path, mode: str, procs: int, steps: int, w
             line = c.stdout.readline() if c.stdout else ""
             if not line.startswith("{"):
                 raise RuntimeError(f"a {mode} process failed (exit {c.wait()})")
-        totals: dict[str, float] = {"Pss": 0.0, "Pss_Anon": 0.0, "Pss_File": 0.0}
+        totals: dict[str, float] = {"Pss": 0.0, "Pss_Anon": 0.0, "Pss_File": 0.0, "index": 0.0}
         for c in children:
             with open(f"/proc/{c.pid}/smaps_rollup") as f:
                 for line in f:
                     key = line.split(":", 1)[0]
                     if key in totals:
                         totals[key] += int(line.split()[1]) / 1024
+            totals["index"] += index_pss(c.pid) / 1024
     finally:
         for c in children:
             if c.stdin:
@@ -180,7 +181,23 @@ def pss(kind: str, path: Path, cache: Path, mode: str, procs: int, steps: int, w
                 c.stdin.close()
             c.wait()
     return {"pss_mib": totals["Pss"], "pss_anon_mib": totals["Pss_Anon"],
-            "pss_file_mib": totals["Pss_File"], "per_process_mib": totals["Pss"] / procs}
+            "pss_file_mib": totals["Pss_File"], "index_pss_mib": totals["index"],
+            "per_process_mib": totals["Pss"] / procs}
+
+
+def index_pss(pid: int) -> int:
+    """KiB of PSS of the process's mappings of an index: a compact index file (.zrx, or the
+    anonymous memory file of one) or NumPy's offsets (-offsets.npy)."""
+    total, counting = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+                name = head[5] if len(head) > 5 else ""
+                counting = name.endswith(".zrx") or "zrecord-index" in name or name.endswith("-offsets.npy")
+            elif counting and line.startswith("Pss:"):
+                total += int(line.split()[1])
+    return total
 
 
 def gathers(kind: str, path: Path, cache: Path, seconds: float) -> dict[str, float]:
@@ -210,29 +227,37 @@ def gathers(kind: str, path: Path, cache: Path, seconds: float) -> dict[str, flo
     out = {}
     for name, make, files in (("zrecord", zr, ["data-000.zrd", "index.zri"]),
                               ("numpy", np_maps, ["data-000.zrd"])):
-        fn, close = make()
-        fn(np.sort(pool))
-        out[f"{name}_warm"] = _rate(lambda: fn(rng.choice(pool, BATCH)), seconds)
-        close()
-        del fn
-        gc.collect()
-        # Cold: the reader (or the maps) made anew after the files' pages are dropped, since
-        # pages that a mapping holds cannot be; the first read of each record, as an epoch's.
-        state: dict[str, Any] = {}
-
-        def fresh() -> None:
-            if "close" in state:
-                state.pop("close")()
-                # NumPy's maps go with the last reference to them: pages a mapping holds
-                # would stay in the page cache.
-                state.pop("fn")
-                gc.collect()
-            evict([str(path / f) for f in files])
-            state["fn"], state["close"] = make()
-
-        out[f"{name}_cold"] = _rate(lambda: state["fn"](rng.integers(0, n, BATCH)), seconds, before=fresh)
-        state["close"]()
+        out[f"{name}_warm"], out[f"{name}_cold"] = _warm_cold(
+            make, [str(path / f) for f in files], n, pool, rng, seconds)
     return out
+
+
+def _warm_cold(make: Any, files: list[str], n: int, pool: np.ndarray, rng: np.random.Generator,
+               seconds: float) -> tuple[float, float]:
+    """Warm then cold records/s of the gather function that `make()` returns with its close."""
+    fn, close = make()
+    fn(np.sort(pool))
+    warm = _rate(lambda: fn(rng.choice(pool, BATCH)), seconds)
+    close()
+    fn = None  # NumPy's maps go with their last reference
+    gc.collect()
+    # Cold: the reader (or the maps) made anew after the files' pages are dropped, since
+    # pages that a mapping holds cannot be; the first read of each record, as an epoch's.
+    state: dict[str, Any] = {}
+
+    def fresh() -> None:
+        if "close" in state:
+            state.pop("close")()
+            # NumPy's maps go with the last reference to them: pages a mapping holds
+            # would stay in the page cache.
+            state.pop("fn")
+            gc.collect()
+        evict(files)
+        state["fn"], state["close"] = make()
+
+    cold = _rate(lambda: state["fn"](rng.integers(0, n, BATCH)), seconds, before=fresh)
+    state["close"]()
+    return warm, cold
 
 
 def _rate(batch: Any, seconds: float, before: Any = None) -> float:
@@ -280,7 +305,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def table(results: dict[str, Any], procs: list[int]) -> str:
     head = ("| store | records | open, first (validated) | open, cached | NumPy open | index B/record "
-            "(NumPy) | " + " | ".join(f"PSS {p} proc. MiB (NumPy)" for p in procs)
+            "(NumPy) | " + " | ".join(f"PSS of {p}: all / index, MiB (NumPy)" for p in procs)
             + " | warm rec/s (NumPy) | cold rec/s (NumPy) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results["rows"]:
@@ -290,7 +315,9 @@ def table(results: dict[str, Any], procs: list[int]) -> str:
                  f"{r['resident_bytes_per_record']:.2f} ({r['numpy_index_bytes_per_record']:.0f})"]
         for p in procs:
             pz = r["pss"][str(p)]
-            cells.append(f"{pz['zrecord']['pss_mib']:,.0f} ({pz['numpy']['pss_mib']:,.0f})")
+            z, q = pz["zrecord"], pz["numpy"]
+            cells.append(f"{z['pss_mib']:,.0f} / {z['index_pss_mib']:,.0f} "
+                         f"({q['pss_mib']:,.0f} / {q['index_pss_mib']:,.0f})")
         cells.append(f"{g['zrecord_warm']:,.0f} ({g['numpy_warm']:,.0f})")
         cells.append(f"{g['zrecord_cold']:,.0f} ({g['numpy_cold']:,.0f})")
         lines.append("| " + " | ".join(cells) + " |")

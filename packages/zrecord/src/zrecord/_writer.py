@@ -34,9 +34,9 @@ from zrecord._dtypes import (
     item_shape_tuple,
     ndim_value,
 )
+from zrecord._index_cache import AUTO, folder_for
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._pages import release_mapped_pages
-from zrecord._index_cache import AUTO, folder_for
 from zrecord._paths import fspath, native_path
 from zrecord.console import progress_bar
 from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
