@@ -142,7 +142,7 @@ else:
         n = len(offs) - 1
         for _ in range(steps):
             idx = rng.integers(0, n, 256)
-            [payload[offs[i]:offs[i + 1]].view(np.int32) for i in idx]
+            [payload[offs[i]:offs[i + 1]].view(np.int32).copy() for i in idx]
     else:
         recs = payload.view(np.int32).reshape(-1, int(sys.argv[7]))
         for _ in range(steps):
@@ -214,7 +214,8 @@ def gathers(kind: str, path: Path, cache: Path, seconds: float) -> dict[str, flo
             offs = np.load(f"{path}-offsets.npy", mmap_mode="r")
 
             def ragged(idx: np.ndarray) -> Any:
-                return [payload[offs[i]:offs[i + 1]].view(np.int32) for i in idx]
+                # Copied, as a reader's records are: a view would read nothing.
+                return [payload[offs[i]:offs[i + 1]].view(np.int32).copy() for i in idx]
             return ragged, lambda: None
         recs = payload.view(np.int32).reshape(len(payload) // 4 // width, width)
         return recs.__getitem__, lambda: None
@@ -273,31 +274,49 @@ def _rate(batch: Any, seconds: float, before: Any = None) -> float:
     return done * BATCH / spent
 
 
+PARTS = ("open", "pss", "gathers")
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(args.tmp)
     cache = folder / "index-cache"
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.platform(),
         "python": platform.python_version(), "numpy": np.__version__, "rows": []}
+    earlier: dict[tuple[str, int], dict[str, Any]] = {}
+    if args.update:
+        old = json.loads(Path(args.update).read_text())
+        earlier = {(r["kind"], r["records"]): r for r in old["rows"]}
+        results["parts_dates"] = old.get("parts_dates", {p: old["date"] for p in PARTS})
+    results.setdefault("parts_dates", {})
+    for p in args.parts:
+        results["parts_dates"][p] = results["date"]
     for size in args.sizes:
-        for kind in args.kinds:
+        for kind in ("ragged", "dense"):
             if kind == "ragged" and size >= 10**9:
                 continue  # 32 GB of index and 18 GB of payload: Dense shows 10^9 (see --help)
+            if kind not in args.kinds:
+                if (kind, size) in earlier:
+                    results["rows"].append(earlier[(kind, size)])
+                continue
             print(f"{kind} {size:,}: writing or reusing the store", file=sys.stderr, flush=True)
-            row = build(kind, size, folder)
+            row = earlier.get((kind, size)) or build(kind, size, folder)
             path = folder / f"{kind}-{size}"
             width = 1 if kind == "dense" and size >= 10**9 else 4
-            print(f"{kind} {size:,}: open", file=sys.stderr, flush=True)
-            row["open"] = open_times(kind, path, cache, args.rounds)
-            row["resident_bytes_per_record"] = row["open"]["cached"]["resident_bytes"] / size + 1 / 8
-            row["numpy_index_bytes_per_record"] = 8.0 if kind == "ragged" else 0.0
-            row["pss"] = {}
-            for procs in args.procs:
-                print(f"{kind} {size:,}: PSS of {procs} processes", file=sys.stderr, flush=True)
-                row["pss"][str(procs)] = {m: pss(kind, path, cache, m, procs, args.steps, width)
-                                          for m in ("zrecord", "numpy")}
-            print(f"{kind} {size:,}: gathers", file=sys.stderr, flush=True)
-            row["gathers"] = gathers(kind, path, cache, args.seconds)
+            if "open" in args.parts:
+                print(f"{kind} {size:,}: open", file=sys.stderr, flush=True)
+                row["open"] = open_times(kind, path, cache, args.rounds)
+                row["resident_bytes_per_record"] = row["open"]["cached"]["resident_bytes"] / size + 1 / 8
+                row["numpy_index_bytes_per_record"] = 8.0 if kind == "ragged" else 0.0
+            if "pss" in args.parts:
+                row["pss"] = {}
+                for procs in args.procs:
+                    print(f"{kind} {size:,}: PSS of {procs} processes", file=sys.stderr, flush=True)
+                    row["pss"][str(procs)] = {m: pss(kind, path, cache, m, procs, args.steps, width)
+                                              for m in ("zrecord", "numpy")}
+            if "gathers" in args.parts:
+                print(f"{kind} {size:,}: gathers", file=sys.stderr, flush=True)
+                row["gathers"] = gathers(kind, path, cache, args.seconds)
             results["rows"].append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     return results
@@ -358,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--procs", default="1,4,8", type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--seconds", type=float, default=3.0, help="time per gather measurement")
+    ap.add_argument("--parts", default=",".join(PARTS), type=lambda s: s.split(","),
+                    help="what to measure: open, pss, gathers (default all)")
+    ap.add_argument("--update", metavar="JSON",
+                    help="an earlier --json: its figures are kept for the parts and kinds not "
+                         "measured now (parts_dates says when each part was measured)")
     ap.add_argument("--json")
     ap.add_argument("--plot")
     args = ap.parse_args(argv)

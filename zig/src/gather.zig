@@ -627,7 +627,8 @@ const Share = struct {
     lease: ?DecoderLease = null,
     scratch: Scratch = .{},
     decode_scratch: Scratch = .{},
-    /// Verify's checksums, read in record order.
+    /// Verify's checksums, read in record order (its buffer allocated for verify's shares
+    /// only: a gather's shares would pay to set up 16 KiB they never use).
     sums: SumReader = .{},
     /// The share's guarded region, when it has one (`runShare`).
     guard: Guard,
@@ -639,6 +640,7 @@ const Share = struct {
         }
         s.scratch.deinit();
         s.decode_scratch.deinit();
+        if (s.sums.buf.len > 0) alloc.free(s.sums.buf);
     }
 };
 
@@ -646,12 +648,16 @@ const Share = struct {
 /// every record of its range in record order, and one read per checksum would cost a system
 /// call per record.
 const SumReader = struct {
-    buf: [sum_buffer_bytes]u8 = undefined,
+    buf: []u8 = &.{},
     /// The records whose entries `buf` holds: [first, first + count).
     first: u64 = 0,
     count: u64 = 0,
 
     const sum_buffer_bytes = 16 << 10;
+
+    fn init(s: *SumReader, d: *Diag) Error!void {
+        s.buf = alloc.alloc(u8, sum_buffer_bytes) catch return d.noMemory("a buffer for the checksums verify reads");
+    }
 
     fn get(s: *SumReader, r: *const Reader, rec: u64, d: *Diag) Error!u64 {
         const es = r.entry_size;
@@ -687,9 +693,10 @@ const Guarding = enum { guarded, unguarded };
 fn runShare(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag, comptime guarding: Guarding, comptime work: ShareWork) Error!void {
     const r = ctx.r;
     var share: Share = .{ .guard = .{ .ranges = &r.guard_ranges, .range_count = r.header.data_shards } };
-    if (r.compressed()) share.lease = try acquireDecoder(r, d);
     var faulted = false;
     defer share.deinit(faulted);
+    if (r.compressed()) share.lease = try acquireDecoder(r, d);
+    if (ctx.job == .verify) try share.sums.init(d);
     if (guarding == .unguarded) return work(ctx, begin, end, &share, d);
     const Frame = struct {
         ctx: *const GatherCtx,
