@@ -287,10 +287,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.update:
         old = json.loads(Path(args.update).read_text())
         earlier = {(r["kind"], r["records"]): r for r in old["rows"]}
-        results["parts_dates"] = old.get("parts_dates", {p: old["date"] for p in PARTS})
-    results.setdefault("parts_dates", {})
-    for p in args.parts:
-        results["parts_dates"][p] = results["date"]
     for size in args.sizes:
         for kind in ("ragged", "dense"):
             if kind == "ragged" and size >= 10**9:
@@ -317,6 +313,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if "gathers" in args.parts:
                 print(f"{kind} {size:,}: gathers", file=sys.stderr, flush=True)
                 row["gathers"] = gathers(kind, path, cache, args.seconds)
+            # When each part of the row was measured (an --update keeps the others' dates).
+            row.setdefault("measured", {}).update({p: results["date"] for p in args.parts})
             results["rows"].append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     return results
@@ -381,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="what to measure: open, pss, gathers (default all)")
     ap.add_argument("--update", metavar="JSON",
                     help="an earlier --json: its figures are kept for the parts and kinds not "
-                         "measured now (parts_dates says when each part was measured)")
+                         "measured now (each row's `measured` says when each part was)")
     ap.add_argument("--json")
     ap.add_argument("--plot")
     args = ap.parse_args(argv)
