@@ -31,6 +31,10 @@ CORE_C_SOURCES = [str(p) for p in sorted((ROOT / "zig" / "src").glob("*.c"))]
 ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
 TORCH = "torch==2.13.0"
 
+# pip writes no bytecode at install: four sessions install torch and jax (~1.5 GB, tens of
+# thousands of modules, most never imported); compiling them cost 18 s of each 52 s install
+# here, and the modules the tests import are compiled on first import instead (+0.5 s).
+os.environ.setdefault("PIP_NO_COMPILE", "1")
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "converter", "pins", "roundtrip",
@@ -97,6 +101,15 @@ def _install_all(session: nox.Session, *extras: str) -> None:
     session.install(*(_pkg(session, folder, *extras) for folder in (ZRECORD, LOADERX, CONVERTER)))
 
 
+def _drop_venv(session: nox.Session) -> None:
+    """Under CI, remove a session's virtual environment once it has passed: those with torch
+    hold 1-2 GB each, and CI machines can have only a few GB of disk free (one ran out
+    mid-suite, and every later session failed to create its own). Locally they stay, for
+    `nox -r`; `docs` (the last session) keeps its own, which holds the built site."""
+    if os.environ.get("CI") and isinstance(session.virtualenv.location, str):
+        shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+
+
 @nox.session(python=DEFAULT_PYTHON)
 def zrecord(session: nox.Session) -> None:
     """zrecord's tests, alone: nothing from loaderx is installed."""
@@ -116,6 +129,7 @@ def loaderx(session: nox.Session) -> None:
     _install_all(session, "test")
     session.install(TORCH, "jax")
     session.run("pytest", "-q", str(LOADERX / "tests"), *session.posargs)
+    _drop_venv(session)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -141,17 +155,18 @@ def distributed(session: nox.Session) -> None:
     session.run("pytest", "-q", *(str(LOADERX / "tests" / name) for name in
                                   ("test_ray.py", "test_elastic.py", "test_digests.py")),
                 *session.posargs)
+    _drop_venv(session)
 
 
 @nox.session(python=PYTHONS)
 def pythons(session: nox.Session) -> None:
     """zrecord's tests on the other supported CPythons, with the one abi3 wheel of this run.
 
-    The 8 GiB memory tests (`heavy`) and the process-level ones (`slow`: kills, fuzz
-    self-tests, concurrency) exercise the OS and the native core, not the interpreter; they
-    run once, in `zrecord`."""
+    The 8 GiB memory tests (`heavy`), the process-level ones (`slow`: kills, fuzz
+    self-tests, concurrency) and those against a server process (`remote`) exercise the OS,
+    the native core and the network, not the interpreter; they run once, in `zrecord`."""
     session.install(_pkg(session, ZRECORD, "test"))
-    session.run("pytest", "-q", "-m", "not heavy and not slow", str(ZRECORD / "tests"),
+    session.run("pytest", "-q", "-m", "not heavy and not slow and not remote", str(ZRECORD / "tests"),
                 *session.posargs)
 
 
@@ -396,6 +411,7 @@ def lint(session: nox.Session) -> None:
                     str(LOADERX / "stubtest-allowlist.txt"))
         session.run("python", "-m", "mypy.stubtest", "zrecord._native", "--allowlist",
                     str(ZRECORD / "stubtest-allowlist.txt"))
+    _drop_venv(session)
 
 
 @nox.session(python=DEFAULT_PYTHON)
