@@ -31,10 +31,6 @@ CORE_C_SOURCES = [str(p) for p in sorted((ROOT / "zig" / "src").glob("*.c"))]
 ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
 TORCH = "torch==2.13.0"
 
-# pip writes no bytecode at install: four sessions install torch and jax (~1.5 GB, tens of
-# thousands of modules, most never imported); compiling them cost 18 s of each 52 s install
-# here, and the modules the tests import are compiled on first import instead (+0.5 s).
-os.environ.setdefault("PIP_NO_COMPILE", "1")
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "converter", "pins", "roundtrip",
