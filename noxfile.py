@@ -108,8 +108,9 @@ def _drop_venv(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def zrecord(session: nox.Session) -> None:
-    """zrecord's tests, alone: nothing from loaderx is installed."""
-    session.install(_pkg(session, ZRECORD, "test"))
+    """zrecord's tests, alone: nothing from loaderx is installed. The `remote` tests run here
+    only, against a moto_server they start (the test-remote extra)."""
+    session.install(_pkg(session, ZRECORD, "test", "test-remote"))
     session.run("python", "-c", "import importlib.util as u; "
                 "assert u.find_spec('loaderx') is None, 'loaderx must not be installed'")
     session.run("pytest", "-q", str(ZRECORD / "tests"), *session.posargs)
@@ -366,7 +367,7 @@ def arm64(session: nox.Session) -> None:
     ~15 minutes the first time. The wheels are cross-compiled by Zig on this machine exactly as
     `release` builds them; Debian's arm64 python3 runs them in a chroot, with NumPy, pytest and
     zstandard wheels for aarch64 fetched here by pip (tools/arm64.py). By default the tests
-    marked `heavy` or `slow` are left out; `nox -s arm64 -- -m "not heavy"` runs the full suite
+    marked `heavy`, `slow` or `remote` are left out; `nox -s arm64 -- -m "not heavy and not remote"` runs the full suite
     of `zrecord` (docs/release.md has the figures)."""
     tool = str(ROOT / "tools" / "arm64.py")
     session.run("python", tool, "root")
