@@ -18,8 +18,9 @@ items (16 bytes; at 10^9 records of 1 item, 4 bytes, to fit the disk). Then, per
 - warm and cold random gathers, records/s: warm, batches drawn from a pool of records read
   once before timing; cold, the store's files (or NumPy's) evicted from the page cache
   (posix_fadvise DONTNEED) and the reader (or the maps) made anew before every batch, fresh
-  records every batch: a first epoch's reads, each record's checksum read from index.zri too
-  (the compact index, like NumPy's offsets, stays in memory).
+  records every batch: a first epoch's reads (the compact index, with the low half of each
+  record's checksum, stays in memory, like NumPy's offsets; index.zri is evicted too, which
+  readers before zrecord's file version 2 of the compact index read a checksum from).
 
 Usage: python benchmarks/bench_index.py --tmp DIR [--sizes 1e6,1e7,1e8,1e9]
        [--kinds ragged,dense] [--rounds 3] [--procs 1,4,8] [--steps 40]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from bench import PeakPss
 from bench_matrix import WORKLOADS, Workload
-from benchcommon import OURS, STORE_LABEL, Dense, Ragged, disk_bytes, median_rows
+from benchcommon import OURS, STORE_LABEL, Dense, Ragged, builds, disk_bytes, median_rows
 from cold_gather import ensure_npy, ensure_store, mean_record_bytes, open_store, store_files, store_path
 from cold_probe import (
     CgroupUnavailable,
@@ -183,8 +183,9 @@ def child_evictor(args: argparse.Namespace) -> dict[str, Any]:
     return {"samples": samples}
 
 
-def child_command(args: argparse.Namespace, what: str, *extra: str) -> list[str]:
-    return [sys.executable, SCRIPT, "--child", what, "--data", args.data,
+def child_command(args: argparse.Namespace, what: str, *extra: str,
+                  python: str = sys.executable) -> list[str]:
+    return [python, SCRIPT, "--child", what, "--data", args.data,
             "--store-root", args.store_root, "--batch", str(args.batch), *extra]
 
 
@@ -199,11 +200,24 @@ def child_result(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def loader_command(args: argparse.Namespace, name: str, workload: str, round_: int,
-                   *extra: str) -> list[str]:
+                   *extra: str, python: str = sys.executable) -> list[str]:
     return child_command(args, "loader", "--loader", name, "--workload", workload,
                          "--loader-workers", str(args.loader_workers), "--loader-batches",
                          str(args.loader_batches), "--loader-seconds", str(args.loader_seconds),
-                         "--loader-warmup", str(args.loader_warmup), "--seed", str(round_), *extra)
+                         "--loader-warmup", str(args.loader_warmup), "--seed", str(round_), *extra,
+                         python=python)
+
+
+def loader_runs(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """(label, loader, python) of every loader a round runs: each of --loaders, and loaderx
+    once more for each --builds entry ("loaderx@NAME", run by that build's python), right
+    after this build's, so that the two readers meet the same disk minutes apart."""
+    runs = []
+    for name in args.loaders:
+        runs.append((name, name, sys.executable))
+        if name == "loaderx":
+            runs += [(f"loaderx@{build}", name, python) for build, python in builds(args)]
+    return runs
 
 
 def finish_row(row: dict[str, Any], args: argparse.Namespace, record_bytes: float) -> None:
@@ -239,8 +253,8 @@ def run_with_evictor(args: argparse.Namespace, files: list[str],
 
 
 def loader_row(name: str, w: Workload) -> dict[str, Any]:
-    """A loader's row, with a status if it cannot run here. "backend" keys the round medians,
-    so it names the workload too."""
+    """A loader's row (`name`: its label, loader_runs), with a status if it cannot run here.
+    "backend" keys the round medians, so it names the workload too."""
     row: dict[str, Any] = {"backend": f"{name}/{w.name}", "loader": name, "workload": w.name}
     if name.startswith("torch") and importlib.util.find_spec("torch") is None:
         row["status"] = "torch is not installed (pip install torch)"
@@ -252,14 +266,15 @@ def loader_rows(w: Workload, args: argparse.Namespace, npy: dict[str, str],
     """One round of every loader over `w`, each in its own process beside an evictor."""
     rows = []
     ours = ensure_store(w, "raw", args.store_root, args.batch)
-    for name in args.loaders:
-        row = loader_row(name, w)
+    for label, name, python in loader_runs(args):
+        row = loader_row(label, w)
         if "status" in row:
             rows.append(row)
             continue
         files = store_files(ours)[0] if name == "loaderx" else \
             [npy["records" if w.kind == "dense" else "payload"]]
-        result, stats = run_with_evictor(args, files, loader_command(args, name, w.name, round_))
+        result, stats = run_with_evictor(args, files, loader_command(args, name, w.name, round_,
+                                                                     python=python))
         row.update(result)
         if stats:  # evictions during the timed batches, and what each left resident
             row["evictions"] = stats["evictions"]
@@ -473,8 +488,8 @@ def cgroup_loader_rows(w: Workload, args: argparse.Namespace, data: dict[str, An
     rows = []
     files = {"loaderx": folder_files(data["store"]), "torch": folder_files(data["npy"])}
     limit = args.cold_loader_limit[w.name]
-    for name in args.loaders:
-        row = loader_row(name, w)
+    for label, name, python in loader_runs(args):
+        row = loader_row(label, w)
         if "status" in row:
             rows.append(row)
             continue
@@ -482,8 +497,8 @@ def cgroup_loader_rows(w: Workload, args: argparse.Namespace, data: dict[str, An
         evict(files["loaderx"] + files["torch"])
         row["resident_start_pct"] = percent_resident(mine)
         cmd = loader_command(args, name, w.name, round_, "--loader-store", data["store"],
-                             "--loader-npy", data["npy"])
-        with MemoryCgroup(*group, f"{name}-{w.name}", limit) as cg:
+                             "--loader-npy", data["npy"], python=python)
+        with MemoryCgroup(*group, f"{label.replace('@', '-')}-{w.name}", limit) as cg:
             out = subprocess.run(cg.command(cmd), capture_output=True, text=True)
             stats = cg.stats()
             row["resident_pct"] = percent_resident(mine)  # what the group kept cached, at the end

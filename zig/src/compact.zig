@@ -7,12 +7,14 @@
 //! the block's base. Offsets are predicted from the block's first offset and its mean stored
 //! size, so that records laid back to back in record order (as every writer of this package
 //! lays a shard) cost only the bits of their deviation from that line; a Dense raw store costs
-//! no bit per record at all. Checksums are not kept: the reader reads each record's checksum
-//! from index.zri when it first checks that record.
+//! no bit per record at all. Of each record's checksum the low 32 bits are kept, 4 bytes per
+//! record in record order: what a record's first read is checked against (spec §9.5); the
+//! whole 64 bits stay in index.zri, which verification reads.
 //!
-//! The file (`Builder`, `headerFits`): a 152-byte header (padded to 192) (`FileHeader`: the identity of the index it
-//! was built from, sizes, and checksums of its two regions), the block headers, then the bit
-//! fields, then zero padding for the bit reads' 16-byte loads.
+//! The file (`Builder`, `headerFits`): a 176-byte header (padded to 192) (`FileHeader`: the
+//! identity of the index it was built from, sizes, and checksums of its three regions), the
+//! block headers, the checksums' low halves, then the bit fields, then zero padding for the
+//! bit reads' 16-byte loads.
 //!
 //! Invariants:
 //! - A `View` answers only for records below its record count; what it answers was validated
@@ -43,7 +45,7 @@ pub const Location = struct {
 /// each append into contiguous runs, one per shard, makes at most one run start inside most
 /// blocks. Each segment's offsets are predicted from its own first offset on a line of slope
 /// `slope`, and its shards counted from its own first shard.
-const BlockFixed = extern struct {
+pub const BlockFixed = extern struct {
     /// Per segment: the offset predicted for the segment's first record, less the block's
     /// smallest deviation.
     offset_base: [2]u64,
@@ -116,6 +118,8 @@ pub const View = struct {
     headers: []const u8,
     /// With `bits_padding` readable bytes after the last field.
     bits: []const u8,
+    /// 4 bytes per record: the low 32 bits of its checksum.
+    sums: []const u8,
     ndim: u8,
     header_bytes: usize,
     record_count: u64,
@@ -187,9 +191,14 @@ pub const View = struct {
         return (v.record_count + block_records - 1) / block_records;
     }
 
-    /// The resident size of the view: headers and bit fields.
+    /// The low 32 bits of record `rec`'s checksum (< record_count).
+    pub inline fn sum(v: *const View, rec: u64) u32 {
+        return std.mem.readInt(u32, v.sums[@intCast(4 * rec)..][0..4], .little);
+    }
+
+    /// The resident size of the view: headers, checksums and bit fields.
     pub fn bytes(v: *const View) u64 {
-        return v.headers.len + v.bits.len;
+        return v.headers.len + v.sums.len + v.bits.len;
     }
 };
 
@@ -198,10 +207,12 @@ pub const Pending = struct {
     offset: u64,
     stored_size: u32,
     shard: u8,
+    /// The low 32 bits of the record's checksum.
+    sum: u32,
     dims: [format.ndim_max]u32 = undefined,
 };
 
-/// Where the builder's bytes go: two streams, written at their own positions of one file.
+/// Where the builder's bytes go: three streams, written at their own positions of one file.
 const Stream = struct {
     fd: sys.Fd,
     pos: u64,
@@ -246,8 +257,12 @@ pub const FileHeader = extern struct {
     headers_len: u64,
     bits_at: u64,
     bits_len: u64,
+    /// The low 32 bits of every record's checksum, u32 little-endian in record order.
+    sums_at: u64 = 0,
+    sums_len: u64 = 0,
     headers_checksum: u64 = 0,
     bits_checksum: u64 = 0,
+    sums_checksum: u64 = 0,
     /// XXH64 of this header with this field zero.
     checksum: u64 = 0,
 
@@ -267,10 +282,11 @@ pub const FileHeader = extern struct {
 const headers_at: u64 = std.mem.alignForward(u64, @sizeOf(FileHeader), cache_line_bytes);
 
 pub const file_magic = [8]u8{ 'Z', 'R', 'I', 'D', 'X', '\r', '\n', 0x1a };
-pub const file_version: u32 = 1;
+/// 2: the checksums' low halves (version 1 files are built again).
+pub const file_version: u32 = 2;
 
 comptime {
-    std.debug.assert(@sizeOf(FileHeader) == 152);
+    std.debug.assert(@sizeOf(FileHeader) == 176);
 }
 
 /// Builds a compact index into `fd` from records given in record order.
@@ -278,25 +294,29 @@ pub const Builder = struct {
     header: FileHeader,
     headers: Stream,
     bits: Stream,
+    sums: Stream,
     pending: [block_records]Pending = undefined,
     count: usize = 0,
     built: u64 = 0,
     block_buf: [512]u8 = undefined,
     bits_buf: [block_records * (64 + 32 + 8 + 32 * format.ndim_max) / 8 + 16]u8 = undefined,
 
-    /// `buf` is split between the two streams; at least 2 * 4096 bytes.
+    /// `buf` is split between the three streams; at least 3 * 4096 bytes.
     pub fn init(fd: sys.Fd, key: FileHeader, buf: []u8) Builder {
         const hb = blockHeaderBytes(key.ndim);
         const blocks = (key.record_count + block_records - 1) / block_records;
         var h = key;
         h.headers_at = headers_at;
         h.headers_len = blocks * hb;
-        h.bits_at = h.headers_at + h.headers_len;
-        const half = buf.len / 2;
+        h.sums_at = h.headers_at + h.headers_len;
+        h.sums_len = 4 * key.record_count;
+        h.bits_at = bitsAt(h.sums_at, h.sums_len);
+        const third = buf.len / 3;
         return .{
             .header = h,
-            .headers = .{ .fd = fd, .pos = h.headers_at, .buf = buf[0..half] },
-            .bits = .{ .fd = fd, .pos = h.bits_at, .buf = buf[half..] },
+            .headers = .{ .fd = fd, .pos = h.headers_at, .buf = buf[0..third] },
+            .sums = .{ .fd = fd, .pos = h.sums_at, .buf = buf[third..][0..third] },
+            .bits = .{ .fd = fd, .pos = h.bits_at, .buf = buf[2 * third ..] },
         };
     }
 
@@ -390,6 +410,9 @@ pub const Builder = struct {
             for (0..ndim) |k| pos = writeBits(out, pos, p.dims[k] - dim_min[k], dim_bits[k]);
         }
         try b.bits.put(out[0..nbytes]);
+        var sums: [4 * block_records]u8 = undefined;
+        for (ps, 0..) |p, i| std.mem.writeInt(u32, sums[4 * i ..][0..4], p.sum, .little);
+        try b.sums.put(sums[0 .. 4 * ps.len]);
         b.built += ps.len;
         b.count = 0;
     }
@@ -400,10 +423,13 @@ pub const Builder = struct {
         std.debug.assert(b.built == b.header.record_count);
         try b.bits.put(&@as([bits_padding]u8, @splat(0)));
         try b.headers.flush();
+        try b.sums.flush();
         try b.bits.flush();
         var h = b.header;
+        std.debug.assert(b.sums.pos == h.sums_at + h.sums_len);
         h.bits_len = b.bits.pos - h.bits_at;
         h.headers_checksum = b.headers.hasher.final();
+        h.sums_checksum = b.sums.hasher.final();
         h.bits_checksum = b.bits.hasher.final();
         h.seal();
         try sys.pwriteAll(b.headers.fd, std.mem.asBytes(&h), 0);
@@ -442,8 +468,17 @@ pub fn headerFits(h: FileHeader, file_len: u64) bool {
     const blocks = (h.record_count + block_records - 1) / block_records;
     const hb = blockHeaderBytes(h.ndim);
     if (h.headers_at != headers_at or h.headers_len != std.math.mul(u64, blocks, hb) catch return false) return false;
-    if (h.bits_at != h.headers_at + h.headers_len or h.bits_len < bits_padding) return false;
-    return h.bits_at + h.bits_len == file_len;
+    if (h.sums_at != h.headers_at + h.headers_len) return false;
+    if (h.sums_len != std.math.mul(u64, h.record_count, 4) catch return false) return false;
+    const sums_end = std.math.add(u64, h.sums_at, h.sums_len) catch return false;
+    if (sums_end > std.math.maxInt(u64) - 8) return false;
+    if (h.bits_at != bitsAt(h.sums_at, h.sums_len) or h.bits_len < bits_padding) return false;
+    return (std.math.add(u64, h.bits_at, h.bits_len) catch return false) == file_len;
+}
+
+/// The bit fields start on the first 8-byte boundary after the checksums.
+fn bitsAt(sums_at: u64, sums_len: u64) u64 {
+    return std.mem.alignForward(u64, sums_at + sums_len, 8);
 }
 
 /// The view of a mapped compact index file whose header passed `headerFits`.
@@ -451,6 +486,7 @@ pub fn viewOf(h: FileHeader, map: []const u8) View {
     return .{
         .headers = map[@intCast(h.headers_at)..][0..@intCast(h.headers_len)],
         .bits = map[@intCast(h.bits_at)..][0..@intCast(h.bits_len)],
+        .sums = map[@intCast(h.sums_at)..][0..@intCast(h.sums_len)],
         .ndim = h.ndim,
         .header_bytes = blockHeaderBytes(h.ndim),
         .record_count = h.record_count,
@@ -459,7 +495,8 @@ pub fn viewOf(h: FileHeader, map: []const u8) View {
 
 /// Whether the regions of a mapped file match the checksums of its header.
 pub fn regionsMatch(h: FileHeader, v: View) bool {
-    return format.xxh64(v.headers) == h.headers_checksum and format.xxh64(v.bits) == h.bits_checksum;
+    return format.xxh64(v.headers) == h.headers_checksum and format.xxh64(v.bits) == h.bits_checksum and
+        format.xxh64(v.sums) == h.sums_checksum;
 }
 
 /// Whether every field of block `blk` stays inside the view (its bit fields end before the
@@ -488,7 +525,7 @@ pub fn blockInBounds(v: *const View, blk: u64) bool {
 const testing = std.testing;
 
 fn buildInto(fd: sys.Fd, ndim: u8, recs: []const Pending) !FileHeader {
-    var buf: [8192]u8 = undefined;
+    var buf: [3 * 4096]u8 = undefined;
     var key: FileHeader = .{ .store_header_checksum = 7, .index = std.mem.zeroes(sys.FileIdentity), .record_count = recs.len, .ndim = ndim, .headers_at = 0, .headers_len = 0, .bits_at = 0, .bits_len = 0 };
     key.seal();
     var b = Builder.init(fd, key, &buf);
@@ -515,7 +552,7 @@ test "every record decodes to what was built: back to back, shuffled, several sh
                     1 => @intCast(i * 3 / n),
                     else => random.uintLessThan(u8, 3),
                 };
-                r.* = .{ .offset = if (layout == 2) random.int(u64) else next[shard], .stored_size = size, .shard = shard };
+                r.* = .{ .offset = if (layout == 2) random.int(u64) else next[shard], .stored_size = size, .shard = shard, .sum = random.int(u32) };
                 next[shard] += size;
                 for (0..ndim) |k| r.dims[k] = if (layout == 2) random.int(u32) else random.intRangeAtMost(u32, 16, 100 + @as(u32, @intCast(k)));
             }
@@ -538,6 +575,7 @@ test "every record decodes to what was built: back to back, shuffled, several sh
                 var got: [format.ndim_max]u64 = undefined;
                 v.shape(i, got[0..ndim]);
                 for (0..ndim) |k| try testing.expectEqual(@as(u64, r.dims[k]), got[k]);
+                try testing.expectEqual(r.sum, v.sum(i));
             }
             // A Dense raw layout costs no bit per record, only the block headers; three runs of
             // records of up to 400 bytes, back to back, about 20 bits each.
@@ -551,7 +589,7 @@ test "a file header that does not fit its file, or is not sealed, is refused" {
     const fd = try sys.memfd("compact-test");
     defer sys.close(fd);
     var recs: [3]Pending = undefined;
-    for (&recs, 0..) |*r, i| r.* = .{ .offset = i * 8, .stored_size = 8, .shard = 0 };
+    for (&recs, 0..) |*r, i| r.* = .{ .offset = i * 8, .stored_size = 8, .shard = 0, .sum = @intCast(i) };
     var h = try buildInto(fd, 0, &recs);
     const len = h.bits_at + h.bits_len;
     try testing.expect(headerFits(h, len));

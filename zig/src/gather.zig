@@ -200,7 +200,9 @@ fn storedBytes(r: *const Reader, e: Location) []const u8 {
     return r.maps[e.shard][@intCast(e.offset)..][0..e.stored_size];
 }
 
-fn isVerified(r: *const Reader, rec: u64) bool {
+/// Whether record `rec`'s checksum has passed in this reader (which implies its place was
+/// checked before it was read).
+pub fn isVerified(r: *const Reader, rec: u64) bool {
     const word = @atomicLoad(u64, &r.verified[@intCast(rec / 64)], .monotonic);
     return word & (@as(u64, 1) << @intCast(rec % 64)) != 0;
 }
@@ -209,37 +211,45 @@ fn markVerified(r: *const Reader, rec: u64) void {
     _ = @atomicRmw(u64, &r.verified[@intCast(rec / 64)], .Or, @as(u64, 1) << @intCast(rec % 64), .monotonic);
 }
 
+/// What a record's stored bytes are checked against: the whole checksum of its index entry
+/// (verify, from index.zri) or its low 32 bits, which the compact index keeps (first reads;
+/// spec §9.5).
+pub const Want = struct {
+    value: u64,
+    mask: u64,
+
+    fn whole(sum: u64) Want {
+        return .{ .value = sum, .mask = std.math.maxInt(u64) };
+    }
+
+    fn low(sum: u32) Want {
+        return .{ .value = sum, .mask = std.math.maxInt(u32) };
+    }
+};
+
 /// [ZR-SUM-001] Checks a record's stored bytes against `want`, its checksum in the index.
-fn checkRecord(r: *const Reader, rec: u64, e: Location, stored: []const u8, want: u64, d: *Diag) Error!void {
-    if (format.xxh64(stored) == want) {
+fn checkRecord(r: *const Reader, rec: u64, e: Location, stored: []const u8, want: Want, d: *Diag) Error!void {
+    if (format.xxh64(stored) & want.mask == want.value) {
         markVerified(r, rec);
         return;
     }
     d.record = @intCast(rec);
     d.shard = e.shard;
+    const part = if (want.mask == std.math.maxInt(u64)) "" else "the low 32 bits of ";
     return d.fail(error.ChecksumMismatch, "store '{s}': record {d} is corrupt: its {d} stored " ++
-        "bytes at offset {d} of data-{d:0>3}.zrd do not match the index's checksum " ++
-        "0x{x:0>16} (ZR-SUM-001)", .{ r.path, rec, e.stored_size, e.offset, e.shard, want });
+        "bytes at offset {d} of data-{d:0>3}.zrd do not match {s}the index's checksum " ++
+        "(0x{x}) (ZR-SUM-001)", .{ r.path, rec, e.stored_size, e.offset, e.shard, part, want.value });
 }
 
 /// `checkRecord` for a record this reader has not checked yet; nothing for one it has.
 fn checkOnce(r: *const Reader, rec: u64, e: Location, stored: []const u8, d: *Diag) Error!void {
-    if (!isVerified(r, rec)) try checkRecord(r, rec, e, stored, try checksumOf(r, rec, d), d);
+    if (!isVerified(r, rec)) try checkRecord(r, rec, e, stored, firstReadSum(r, rec), d);
 }
 
-/// Record `rec`'s checksum, read from index.zri: the compact index does not keep checksums,
-/// which a reader needs once per record.
-fn checksumOf(r: *const Reader, rec: u64, d: *Diag) Error!u64 {
-    var sum: [8]u8 = undefined;
-    var short = false;
-    const at = rec * r.entry_size + @offsetOf(format.Entry, "checksum");
-    sys.preadAll(r.index_fd, &sum, at, &short) catch {
-        d.record = @intCast(rec);
-        if (short) return d.fail(error.Corrupt, "store '{s}': index.zri ended before the entry of " ++
-            "record {d}: the file was truncated after the store was opened (ZR-PUB-005)", .{ r.path, rec });
-        return d.failOs(error.Io, sys.errno(), "store '{s}': reading the checksum of record {d} from index.zri failed", .{ r.path, rec });
-    };
-    return std.mem.readInt(u64, &sum, .little);
+/// What a record's first read is checked against: the low half of its checksum, from the
+/// compact index, in memory beside the record's place (index.zri is read by verify only).
+fn firstReadSum(r: *const Reader, rec: u64) Want {
+    return .low(r.compact.sum(rec));
 }
 
 /// Whether a record is read with pread(2) rather than from the mapping. Empty records
@@ -309,8 +319,8 @@ fn readStored(r: *const Reader, rec: u64, e: Location, buf: []u8, d: *Diag) Erro
 /// into `dst`.
 fn checkOutputOnce(r: *const Reader, rec: u64, e: Location, dst: []u8, d: *Diag) Error!void {
     if (isVerified(r, rec)) return;
-    const want = try checksumOf(r, rec, d);
-    if (format.xxh64(dst) == want) {
+    const want = firstReadSum(r, rec);
+    if (format.xxh64(dst) & want.mask == want.value) {
         markVerified(r, rec);
         return;
     }
@@ -594,30 +604,9 @@ const GatherCtx = struct {
         } else ctx.hint(next, share_end);
     }
 
-    /// Starts reading positions [begin, end) into the page cache: the records' bytes, and the
-    /// index entries of those this reader has not checked yet, whose checksums it reads then.
+    /// Starts reading positions [begin, end) into the page cache.
     fn hint(ctx: *const GatherCtx, begin: u64, end: u64) void {
         ctx.batch().hint(begin, end);
-        const entries: EntrySpans = .{ .ctx = ctx };
-        const b: readahead.Batch(EntrySpans) = .{ .src = &entries };
-        b.hint(begin, end);
-    }
-};
-
-/// The index entries of a batch's records that the reader has not checked yet, as spans for
-/// readahead.Batch's hints (the one shard they name is index.zri).
-const EntrySpans = struct {
-    ctx: *const GatherCtx,
-
-    pub fn span(s: *const EntrySpans, pos: u64) readahead.Span {
-        const rec = s.ctx.record(pos);
-        if (isVerified(s.ctx.r, rec)) return .{ .shard = 0, .offset = 0, .len = 0 };
-        const es = s.ctx.r.entry_size;
-        return .{ .shard = 0, .offset = rec * es, .len = es };
-    }
-
-    pub fn advise(s: *const EntrySpans, sp: readahead.Span) void {
-        sys.fadviseRange(s.ctx.r.index_fd, sp.offset, sp.len, sys.POSIX_FADV_WILLNEED);
     }
 };
 
@@ -907,7 +896,7 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: 
         share.guard.setRecord(rec);
         const e = r.location(rec);
         const src = try storedView(r, rec, e, usesPread(r, e), &share.scratch, d);
-        try checkRecord(r, rec, e, src, try share.sums.get(r, rec, d), d);
+        try checkRecord(r, rec, e, src, .whole(try share.sums.get(r, rec, d)), d);
         if (share.lease) |*l| {
             const size: usize = @intCast(r.logicalSize(rec));
             try decodeRecord(r, l.get(), rec, e, src, try share.decode_scratch.get(size, rec, d), d);

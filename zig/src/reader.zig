@@ -98,15 +98,16 @@ pub const Reader = struct {
     /// Whether `reader_open.checkLayout` has passed; verify runs it until it has.
     layout_checked: std.atomic.Value(bool) = .init(false),
     /// Where every record is (compact.zig), in a read-only shared mapping of `compact_map`.
-    compact: compact.View = .{ .headers = &.{}, .bits = &.{}, .ndim = 0, .header_bytes = 0, .record_count = 0 },
+    compact: compact.View = .{ .headers = &.{}, .bits = &.{}, .sums = &.{}, .ndim = 0, .header_bytes = 0, .record_count = 0 },
     compact_map: Map = &.{},
     /// How the compact index was made (zr_reader_index_info).
     index_source: IndexSource = .built,
-    /// index.zri, kept open: each record's checksum is read from it when the record is first
-    /// checked.
+    /// index.zri, kept open for verify, which checks records against their whole checksums
+    /// (a record's first read checks the low half the compact index keeps).
     index_fd: sys.Fd = -1,
     /// Loaded from a cache file: one bit per block of the compact index, set once the block's
-    /// records have been checked against the header (`reader_open.checkBlock`); empty when
+    /// records have been checked against the header (`reader_open.ensureBlock`, by verify;
+    /// gathers check the records they read: `checkIndices`); empty when
     /// this reader built the index from index.zri, whose every entry it validated.
     blocks_checked: []u64 = &.{},
     /// Whether verify has hashed index.zri itself (a cached index skips that at open).
@@ -150,8 +151,8 @@ pub const Reader = struct {
         return reader_open.open(path_c, opts, d);
     }
 
-    /// Where record `rec` is; in bounds of its shard once the record's block has passed
-    /// (every block, unless the index came from a cache file: `checkIndices`).
+    /// Where record `rec` is; in bounds of its shard once the record has passed
+    /// (every record, unless the index came from a cache file: `checkIndices`).
     pub inline fn location(r: *const Reader, rec: u64) compact.Location {
         return r.compact.location(rec);
     }
@@ -192,7 +193,7 @@ pub const Reader = struct {
     }
 
     /// Checks every index against the record count and, when the compact index came from a
-    /// cache file, the block of every index against the store (reader_open.checkBlock).
+    /// cache file, every record not read before against the store (reader_open.ensureRecord).
     fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
         var i: u64 = 0;
         while (i < n) : (i += 1) {
@@ -202,7 +203,10 @@ pub const Reader = struct {
         }
         if (r.blocks_checked.len == 0) return;
         i = 0;
-        while (i < n) : (i += 1) try reader_open.ensureBlock(r, idx[@intCast(i)] / compact.block_records, d);
+        while (i < n) : (i += 1) {
+            const rec = idx[@intCast(i)];
+            if (!gather.isVerified(r, rec)) try reader_open.ensureRecord(r, rec, d);
+        }
     }
 
     pub fn gatherDense(r: *Reader, idx: ?[*]const u64, n: u64, out: ?[*]u8, out_size: u64, threads: u32, d: *Diag) Error!void {

@@ -148,10 +148,10 @@ test "the first open builds the compact index into the cache, later opens load i
     var st: Status = undefined;
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r2, 0, n, &st));
     // Three shards of records of 0 to 300 bytes, back to back: far below the 32 bytes of
-    // their index entries.
+    // their index entries, 4 of them the checksum's low half.
     var info: abi.IndexInfo = undefined;
     root.zr_reader_index_info(r2, &info);
-    try testing.expect(info.resident_bytes < 6 * n);
+    try testing.expect(info.resident_bytes < 10 * n);
     // Full validation builds again, and replaces the file.
     const r3 = try openWith(td, "r", abi.open_validate_index);
     try testing.expectEqual(IndexSource.built_cached, sourceOf(r3));
@@ -202,35 +202,81 @@ test "a damaged, truncated or stale cache file is not used: the index is built a
 
 extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
 
+/// Edits the cache file of `f`'s store with `edit` (given the file's bytes and header), seals
+/// it anew (the checksums of its regions and of its header made to match), and opens the store,
+/// which must map the crafted file.
+fn openCrafted(f: *Tokens, comptime edit: fn (bytes: []u8, h: compact.FileHeader) anyerror!void) !*Reader {
+    var nbuf: [256]u8 = undefined;
+    const rel = try cacheFile(&f.td, &nbuf);
+    const bytes = try t.readAlloc(&f.td, rel);
+    defer gpa.free(bytes);
+    var h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
+    try edit(bytes, h);
+    h.headers_checksum = format.xxh64(bytes[@intCast(h.headers_at)..][0..@intCast(h.headers_len)]);
+    h.sums_checksum = format.xxh64(bytes[@intCast(h.sums_at)..][0..@intCast(h.sums_len)]);
+    h.bits_checksum = format.xxh64(bytes[@intCast(h.bits_at)..][0..@intCast(h.bits_len)]);
+    h.seal();
+    @memcpy(bytes[0..@sizeOf(compact.FileHeader)], std.mem.asBytes(&h));
+    try t.patchFile(&f.td, rel, 0, bytes);
+    const r = try openWith(&f.td, "r", 0);
+    try testing.expectEqual(IndexSource.cached, sourceOf(r));
+    return r;
+}
+
+/// A gather of `idx` fails as corrupt, naming the damaged cache file and record `rec`.
+fn expectCacheDamaged(r: *Reader, idx: []const u64, rec: u64) !void {
+    var out: [1 << 16]u8 = undefined;
+    var offsets: [8]u64 = undefined;
+    for (offsets[0..idx.len], 0..) |*o, i| o.* = 1024 * i;
+    var st: Status = undefined;
+    try testing.expectEqual(t.ZR_E_CORRUPT, root.zr_reader_gather_ragged(r, idx.ptr, idx.len, &out, &offsets, out.len, 1, &st));
+    try t.expectContains(t.msg(&st), "cache file is damaged");
+    var buf: [32]u8 = undefined;
+    try t.expectContains(t.msg(&st), try std.fmt.bufPrint(&buf, "record {d} ", .{rec}));
+}
+
+/// Block 2's offset base moved far past every shard's end.
+fn moveBlock2(bytes: []u8, h: compact.FileHeader) !void {
+    const blk_at: usize = @intCast(h.headers_at + 2 * compact.blockHeaderBytes(h.ndim));
+    std.mem.writeInt(u64, bytes[blk_at..][0..8], 1 << 40, .little);
+}
+
+/// The low bit of record 131's stored size (block 2's fourth record) flipped: a raw record
+/// whose stored size no longer matches its shape.
+fn resizeRecord131(bytes: []u8, h: compact.FileHeader) !void {
+    const blk_at: usize = @intCast(h.headers_at + 2 * compact.blockHeaderBytes(h.ndim));
+    const fixed = std.mem.bytesToValue(compact.BlockFixed, bytes[blk_at..][0..@sizeOf(compact.BlockFixed)]);
+    try testing.expect(fixed.stored_bits > 0);
+    const pos: u64 = fixed.bits_at * 8 + 3 * @as(u64, fixed.record_bits) + fixed.offset_bits;
+    bytes[@intCast(h.bits_at + pos / 8)] ^= @as(u8, 1) << @intCast(pos % 8);
+}
+
 test "a cache file sealed anew with a record outside its shard fails the gather, never reads outside" {
     // [ZR-ERR-007] what the cache file says is checked against the store before a read.
     const n = 300;
     var f: Tokens = .{};
     try f.init(n, true);
-    const td = &f.td;
-    const recs = f.recs;
-    var nbuf: [256]u8 = undefined;
-    const rel = try cacheFile(td, &nbuf);
-    const bytes = try t.readAlloc(td, rel);
-    defer gpa.free(bytes);
-    var h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
-    // Block 2's offset base moves far past every shard's end; its checksums are made to match.
-    const blk_at: usize = @intCast(h.headers_at + 2 * compact.blockHeaderBytes(h.ndim));
-    std.mem.writeInt(u64, bytes[blk_at..][0..8], 1 << 40, .little);
-    h.headers_checksum = format.xxh64(bytes[@intCast(h.headers_at)..][0..@intCast(h.headers_len)]);
-    h.seal();
-    @memcpy(bytes[0..@sizeOf(compact.FileHeader)], std.mem.asBytes(&h));
-    try t.patchFile(td, rel, 0, bytes);
-    const r = try openWith(td, "r", 0);
-    try testing.expectEqual(IndexSource.cached, sourceOf(r));
+    const r = try openCrafted(&f, moveBlock2);
     // Block 0 is sound, block 2 (records 128..191) is not.
-    try expectRagged(r, recs, &.{ 0, 5 });
-    var out: [4096]u8 = undefined;
-    const idx = [_]u64{130};
-    const offsets = [_]u64{0};
+    try expectRagged(r, f.recs, &.{ 0, 5 });
+    try expectCacheDamaged(r, &.{130}, 130);
     var st: Status = undefined;
-    try testing.expectEqual(t.ZR_E_CORRUPT, root.zr_reader_gather_ragged(r, &idx, 1, &out, &offsets, out.len, 1, &st));
-    try t.expectContains(t.msg(&st), "cache file is damaged");
+    try testing.expectEqual(t.ZR_E_CORRUPT, root.zr_reader_verify(r, 0, n, &st));
+    root.zr_reader_free(r);
+    try f.deinit();
+}
+
+test "a gather checks each record it reads from a cache file, not only the first of its block" {
+    // [ZR-ERR-007] gathers check single records of a cached index: one record that passed
+    // must not vouch for a damaged neighbour in its block.
+    const n = 300;
+    var f: Tokens = .{};
+    try f.init(n, true);
+    const r = try openCrafted(&f, resizeRecord131);
+    try expectRagged(r, f.recs, &.{ 128, 130, 132 });
+    try expectCacheDamaged(r, &.{ 129, 131 }, 131);
+    try expectRagged(r, f.recs, &.{129});
+    var st: Status = undefined;
     try testing.expectEqual(t.ZR_E_CORRUPT, root.zr_reader_verify(r, 0, n, &st));
     root.zr_reader_free(r);
     try f.deinit();

@@ -9,8 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from zrecord import Dense, Ragged, open_store
+from zrecord import Dense, Ragged, _native, open_store
 from zrecord._index_cache import folder_for, prune
+from zrecord.errors import ChecksumError
 
 
 def _tokens(path, n=2000, seed=0):
@@ -33,8 +34,9 @@ def test_the_second_open_maps_the_index_the_first_built(tmp_path):
     with open_store(tmp_path / "t", index_cache=cache) as second:
         info = second.index_info()
         assert info["source"] == "cached"
-        # 2,000 token records of up to 100 items: a few bytes each, not the 32 of index.zri.
-        assert info["resident_bytes"] < 6 * len(recs)
+        # 2,000 token records of up to 100 items: a few bytes each (4 of them the low half of
+        # the checksum), not the 32 of index.zri.
+        assert info["resident_bytes"] < 10 * len(recs)
         idx = np.random.default_rng(1).permutation(len(recs))[:500]
         for got, i in zip(second[idx], idx):
             np.testing.assert_array_equal(got, recs[i])
@@ -47,12 +49,12 @@ def test_the_second_open_maps_the_index_the_first_built(tmp_path):
     assert len(os.listdir(cache)) == 1
 
 
-def test_a_dense_raw_store_costs_one_byte_per_record(tmp_path):
+def test_a_dense_raw_store_costs_five_bytes_per_record(tmp_path):
     with Dense.create(tmp_path / "d", np.uint8, (16,), codec="raw", data_shards=4) as w:
         w.append(np.zeros((64_000, 16), np.uint8))
     with Dense.open(tmp_path / "d", index_cache=None) as ds:
-        # 1,000 block headers of 64 bytes, and no bit field.
-        assert ds.index_info()["resident_bytes"] <= 64_000 + 64
+        # 1,000 block headers of 64 bytes, 4 bytes of checksum per record, and no bit field.
+        assert ds.index_info()["resident_bytes"] <= 64_000 + 4 * 64_000 + 64
 
 
 def test_a_folder_that_cannot_be_written_is_no_error(tmp_path):
@@ -121,3 +123,34 @@ def test_publishing_writes_the_compact_index_for_the_first_reader(tmp_path):
     with Dense.create(tmp_path / "e", np.int32, (4,), codec="raw", index_cache=None) as w:
         w.append(np.zeros((3, 4), np.int32))
     assert len(os.listdir(cache)) == 1
+
+
+def _reseal_index(store) -> None:
+    """After index.zri was edited: its checksum in the header, then the header's own."""
+    index = np.fromfile(store / "index.zri", np.uint8)
+    header = bytearray((store / "header.zrh").read_bytes())
+    header[64:72] = _native.xxh64(index).to_bytes(8, "little")
+    header[-8:] = _native.xxh64(np.frombuffer(bytes(header[:-8]), np.uint8)).to_bytes(8, "little")
+    (store / "header.zrh").write_bytes(bytes(header))
+
+
+@pytest.mark.parametrize("index_cache", ["folder", None])
+def test_first_reads_check_the_low_half_of_a_checksum_and_verify_all_of_it(tmp_path, index_cache):
+    """[ZR-SUM-004] a record whose checksum differs from its bytes' XXH64 only in the high 32
+    bits reads (the compact index keeps the low half), and verification reports it."""
+    recs = [np.arange(i, dtype=np.int32) for i in range(1, 11)]
+    with Ragged.create(tmp_path / "t", np.int32, 1, codec="raw", data_shards=1, index_cache=None) as w:
+        w.append(recs)
+    index = bytearray((tmp_path / "t" / "index.zri").read_bytes())
+    entry = len(index) // len(recs)
+    index[3 * entry + 16 + 5] ^= 0x10  # bit 44 of record 3's checksum
+    (tmp_path / "t" / "index.zri").write_bytes(bytes(index))
+    _reseal_index(tmp_path / "t")
+    cache = tmp_path / "cache" if index_cache else None
+    for _ in range(2):  # built, then (with a folder) mapped from the cache
+        with Ragged.open(tmp_path / "t", index_cache=cache) as store:
+            for got, want in zip(store[list(range(10))], recs):
+                np.testing.assert_array_equal(got, want)
+            with pytest.raises(ChecksumError, match="record 3 is corrupt") as info:
+                store.verify()
+            assert info.value.record == 3
