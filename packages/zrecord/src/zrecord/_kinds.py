@@ -16,6 +16,7 @@ Invariants of this module:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -102,8 +103,10 @@ class Dense(_Kind):
 
     @classmethod
     def open(cls, path: Any, *, cache: str = "auto", index_cache: Any = "auto",
-             validate: str = "cached") -> DenseReader:
-        """Open the published Dense store at `path` for reading.
+             validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
+             ) -> DenseReader:
+        """Open the published Dense store at `path` for reading: a local path, or the URL of a
+        store in object storage (``s3://bucket/prefix``) or on a web server (``https://...``).
 
         `cache` says how records reach memory. ``"auto"`` (the default) reads through the
         page cache, so that later epochs of a dataset that fits in RAM read from memory;
@@ -123,10 +126,22 @@ class Dense(_Kind):
         the index it was built from is the same file, unchanged) or ``"full"`` (read and
         validate index.zri anyway, and write the file anew). See "Large stores: the index" in
         the zrecord guide.
+
+        A URL is read by byte range (``pip install 'zrecord[remote]'``): open fetches the
+        header and the index, and each gather fetches the records it lacks, neighbours
+        coalesced, many requests in flight, each checked against its checksum as a local read
+        is. `storage_options` configures it: ``endpoint_url``, ``region``,
+        ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token`` (else the
+        ``AWS_*`` environment variables, else ``~/.aws/credentials``), ``cache_dir`` (a folder
+        where processes of the host share what was fetched; default: a private temporary
+        folder removed at ``close()``), ``max_in_flight`` (32), ``gap_bytes`` (16 KiB),
+        ``request_bytes_max`` (8 MiB), ``timeout_s``, ``connect_timeout_s``, ``retries`` and
+        ``retry_timeout_s``. See the object-storage guide.
         """
         from zrecord._reader import DenseReader
 
-        return DenseReader(path, cache=cache, index_cache=index_cache, validate=validate)
+        return DenseReader(path, cache=cache, index_cache=index_cache, validate=validate,
+                           storage_options=storage_options)
 
 
 class Ragged(_Kind):
@@ -152,9 +167,11 @@ class Ragged(_Kind):
 
     @classmethod
     def open(cls, path: Any, *, cache: str = "auto", index_cache: Any = "auto",
-             validate: str = "cached") -> RaggedReader:
-        """Open the published Ragged store at `path` for reading; the arguments as in
-        :meth:`Dense.open`."""
+             validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
+             ) -> RaggedReader:
+        """Open the published Ragged store at `path` (a local path or a URL) for reading; the
+        arguments as in :meth:`Dense.open`."""
         from zrecord._reader import RaggedReader
 
-        return RaggedReader(path, cache=cache, index_cache=index_cache, validate=validate)
+        return RaggedReader(path, cache=cache, index_cache=index_cache, validate=validate,
+                            storage_options=storage_options)

@@ -17,7 +17,7 @@ Invariants of this module:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import numpy as np
@@ -38,12 +38,14 @@ from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
 from zrecord._progress import human_bytes
+from zrecord._remote import Mirror, is_url, redact
 from zrecord.errors import (
     ClosedError,
     KindMismatchError,
     LimitError,
     ModeError,
     StoreIndexError,
+    ZrecordError,
 )
 
 # What `cache=` and `validate=` take at open, and the native open flags of each (zrecord.h
@@ -94,12 +96,21 @@ class _Store(_Kind, Generic[_Batch]):
     """The index cache folder the store was opened with, or None (see ``open``)."""
 
     def __init__(self, path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
-                 validate: str = "cached", _handle: _native.Reader | None = None) -> None:
-        self.path = fspath(path)
+                 validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
+                 _handle: _native.Reader | None = None, _remote: Mirror | None = None) -> None:
+        self.path = redact(path) if is_url(path) else fspath(path)
         self.cache = cache
         self.index_cache = folder_for(index_cache)
-        # `open_store` passes the handle it opened to learn the kind; the handle frees itself.
-        handle = _handle if _handle is not None else _open_handle(self.path, cache, self.index_cache, validate)
+        # `open_store` passes the handle (and mirror) it opened to learn the kind; the handle
+        # frees itself.
+        self._remote = _remote
+        if _handle is None:
+            if is_url(path):
+                self._remote, handle = _open_remote(path, cache, index_cache, validate, storage_options)
+            else:
+                handle = _open_handle(self.path, cache, self.index_cache, validate)
+        else:
+            handle = _handle
         info = handle.info()
         if info["kind"] != self._kind:
             other = "Ragged" if self._kind == KIND_DENSE else "Dense"
@@ -191,6 +202,13 @@ class _Store(_Kind, Generic[_Batch]):
             self._closed = True
             self._handle.close()
             self._pool.close()
+            if self._remote is not None:
+                self._remote.close()
+
+    def remote_stats(self) -> dict[str, int] | None:
+        """For a store opened by URL: the ranged GETs its gathers made so far (``requests``)
+        and the bytes they brought (``bytes``); None for a local store."""
+        return None if self._remote is None else self._remote.stats()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.close()
@@ -218,13 +236,17 @@ class _Store(_Kind, Generic[_Batch]):
         stop = self._len if stop is None else stop
         if not 0 <= start <= stop <= self._len:
             raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{self._len}")
+        if self._remote is not None:
+            self._remote.read(np.arange(start, stop, dtype=np.uint64),
+                              lambda _: self._handle.verify(start, stop - start))
+            return
         self._handle.verify(start, stop - start)
 
     def __iter__(self) -> Iterator[np.ndarray]:
         self._check_open()
         block = self._iter_block_records()
         for start in range(0, self._len, block):
-            batch = self._gather(np.arange(start, min(start + block, self._len), dtype=np.uint64))
+            batch = self._read(np.arange(start, min(start + block, self._len), dtype=np.uint64))
             yield from batch
 
     @overload
@@ -237,9 +259,9 @@ class _Store(_Kind, Generic[_Batch]):
         self._check_open()
         idx = normalise(key, self._len, self.path)
         if isinstance(idx, int):
-            return self._gather(np.array([idx], dtype=np.uint64))[0]
+            return self._read(np.array([idx], dtype=np.uint64))[0]
         try:
-            return self._gather(idx)
+            return self._read(idx)
         except StoreIndexError:
             raise index_error(idx, key, self._len, self.path) from None
 
@@ -269,6 +291,12 @@ class _Store(_Kind, Generic[_Batch]):
 
     def _iter_block_records(self) -> int:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
+
+    def _read(self, idx: np.ndarray) -> _Batch:
+        """`_gather(idx)`, for a remote store once its mirror holds the records."""
+        if self._remote is None:
+            return self._gather(idx)
+        return self._remote.read(idx, self._gather)
 
     def _gather(self, idx: np.ndarray) -> _Batch:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
@@ -302,9 +330,10 @@ class DenseReader(_Store[np.ndarray], Dense):
     """The shape of every record (``()`` for scalar records)."""
 
     def __init__(self, path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
-                 validate: str = "cached", _handle: _native.Reader | None = None) -> None:
+                 validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
+                 _handle: _native.Reader | None = None, _remote: Mirror | None = None) -> None:
         super().__init__(path, cache=cache, index_cache=index_cache, validate=validate,
-                         _handle=_handle)
+                         storage_options=storage_options, _handle=_handle, _remote=_remote)
         self.item_shape: tuple[int, ...] = tuple(int(d) for d in self._info["item_shape"])
         self._record_size = int(self._info["record_size"])
         if not numpy_can_hold(self.item_shape, self.dtype.itemsize):
@@ -395,15 +424,37 @@ class RaggedReader(_Store[list[np.ndarray]], Ragged):
 
 
 def open_store(path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
-               validate: str = "cached") -> DenseReader | RaggedReader:
-    """Open the published store at `path`, whichever kind it is; the arguments as in
-    :meth:`Dense.open`."""
-    text = fspath(path)
-    folder = folder_for(index_cache)
-    handle = _open_handle(text, cache, folder, validate)
+               validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
+               ) -> DenseReader | RaggedReader:
+    """Open the published store at `path` (a local path or a URL), whichever kind it is; the
+    arguments as in :meth:`Dense.open`."""
+    remote: Mirror | None = None
+    if is_url(path):
+        text = path
+        remote, handle = _open_remote(path, cache, index_cache, validate, storage_options)
+    else:
+        text = fspath(path)
+        handle = _open_handle(text, cache, folder_for(index_cache), validate)
     cls: type[DenseReader | RaggedReader] = (DenseReader if handle.info()["kind"] == KIND_DENSE
                                              else RaggedReader)
-    return cls(text, cache=cache, index_cache=folder, validate=validate, _handle=handle)
+    return cls(text, cache=cache, index_cache=index_cache, validate=validate, _handle=handle,
+               _remote=remote)
+
+
+def _open_remote(url: str, cache: Any, index_cache: Any, validate: Any,
+                 storage_options: Mapping[str, Any] | None) -> tuple[Mirror, _native.Reader]:
+    """The mirror of the store at `url` and the native reader of it. A private mirror (no
+    ``cache_dir``) keeps its compact index in memory: no index cache file outlives it."""
+    mirror = Mirror(url, storage_options)
+    folder = folder_for(index_cache) if mirror.options["cache_dir"] is not None else None
+    try:
+        return mirror, _open_handle(mirror.store_path, cache, folder, validate)
+    except ZrecordError as exc:
+        mirror.close()
+        raise mirror.relabel(exc) from None
+    except BaseException:
+        mirror.close()
+        raise
 
 
 def _mode_flags(name: str, value: Any, modes: dict[str, int]) -> int:

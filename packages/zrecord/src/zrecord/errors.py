@@ -96,6 +96,17 @@ class StoreOSError(ZrecordError, OSError):
     """The operating system refused a file operation (disk full, permissions, ...)."""
 
 
+class RemoteError(StoreOSError):
+    """A request to the object store or web server of a remote store failed after its retries
+    (or was refused: access denied). The message names the URL and the object, never a
+    credential."""
+
+
+class StoreChangedError(RemoteError):
+    """An object of a remote store is no longer the one seen at open (its ETag changed, or it
+    is shorter): the store was replaced under the reader; open it again."""
+
+
 class StoreMemoryError(ZrecordError, MemoryError):
     """The native core could not allocate memory."""
 
@@ -158,7 +169,9 @@ __all__ = [
     "LimitError",
     "ModeError",
     "NotPublishedError",
+    "RemoteError",
     "SchemaError",
+    "StoreChangedError",
     "StoreExistsError",
     "StoreIndexError",
     "StoreMemoryError",

@@ -1,0 +1,495 @@
+"""Stores read from object storage (``s3://``) and web servers (``http(s)://``) by byte range.
+
+A remote store is read through a *mirror*: a local folder laid out as a store, whose
+``header.zrh`` and ``index.zri`` are the objects fetched whole at open and whose shard files
+are sparse files of the objects' sizes, filled record by record as gathers need them. The
+native reader opens the mirror as it opens any store, so every check of the spec (§9) runs on
+the fetched header and index, and every record is checked against its checksum when it is
+first read, whatever the network did.
+
+Invariants of this module:
+- Open fetches ``header.zrh`` and ``index.zri`` once and notes every object's ETag; every later
+  request carries ``If-Match`` with the ETag seen at open, so a store replaced under a reader
+  fails its next fetch (:class:`~zrecord.errors.StoreChangedError`) and is never mixed.
+- A gather first fetches the records of its batch that the mirror does not hold: sorted by
+  shard and offset, neighbours whose gap is at most ``gap_bytes`` coalesced into one ranged GET
+  of at most ``request_bytes_max`` bytes, ``max_in_flight`` requests at once. A record is marked
+  present (one bit per record, ``present.bits`` beside the mirror) only after its bytes are
+  written; a failed fetch fails the whole gather, never returns part of a batch.
+- A record whose bytes in the mirror fail their checksum (a damaged or half-written mirror) is
+  fetched once more and checked again; a second failure is the store's own corruption.
+- Messages name the URL and the object, never the mirror's path, a credential or a query
+  string.
+- Without ``cache_dir`` the mirror is a private temporary folder, removed at ``close()``; with
+  one, processes that open the same store (same URL and ETags) share one mirror.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import errno as _errno
+import hashlib
+import os
+import shutil
+import struct
+import tempfile
+import threading
+import urllib.parse
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import numpy as np
+
+from zrecord.errors import (
+    ChecksumError,
+    CorruptStoreError,
+    NotPublishedError,
+    RemoteError,
+    StoreChangedError,
+    StoreNotFoundError,
+    ZrecordError,
+)
+
+SCHEMES = ("s3://", "http://", "https://")
+
+# Header fields the mirror is laid out from (spec §3.1); the native reader validates them all.
+_HEADER_FIXED_BYTES = 128
+_KIND_DENSE = 1
+
+# Tuning keys of `storage_options` and their defaults; every other key configures the client.
+DEFAULTS: dict[str, Any] = {
+    "max_in_flight": 32,
+    "gap_bytes": 16 << 10,
+    "request_bytes_max": 8 << 20,
+    "timeout_s": 30.0,
+    "connect_timeout_s": 5.0,
+    "retries": 8,
+    "retry_timeout_s": 60.0,
+    "cache_dir": None,
+}
+# Client keys: ours, then what obstore's S3 configuration calls them.
+_S3_KEYS = {
+    "endpoint_url": "endpoint",
+    "region": "region",
+    "aws_access_key_id": "access_key_id",
+    "aws_secret_access_key": "secret_access_key",
+    "aws_session_token": "session_token",
+    "skip_signature": "skip_signature",
+}
+
+_T = TypeVar("_T")
+
+
+def is_url(path: Any) -> bool:
+    """Whether `path` names a remote store (a str starting with s3://, http:// or https://)."""
+    return isinstance(path, str) and path.startswith(SCHEMES)
+
+
+def redact(url: str) -> str:
+    """`url` without user information, query or fragment: what messages may show."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _import_obstore() -> Any:
+    try:
+        import obstore
+    except ImportError:
+        raise ImportError("reading stores over s3:// and http(s):// needs the obstore client: "
+                          "pip install 'zrecord[remote]'") from None
+    return obstore
+
+
+class _Client:
+    """One store's objects through obstore: whole gets, heads and ranged gets with If-Match."""
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        obstore = _import_obstore()
+        from obstore.store import HTTPStore, S3Store
+
+        self._obstore = obstore
+        self.url = url.rstrip("/")
+        self.shown = redact(self.url)
+        # Plain dicts for obstore's TypedDicts (RetryConfig, ClientConfig, S3Config).
+        retry: Any = {"max_retries": int(options["retries"]),
+                 "backoff": {"init_backoff": timedelta(milliseconds=50),
+                             "max_backoff": timedelta(seconds=5), "base": 2.0},
+                 "retry_timeout": timedelta(seconds=float(options["retry_timeout_s"]))}
+        client: Any = {"timeout": timedelta(seconds=float(options["timeout_s"])),
+                  "connect_timeout": timedelta(seconds=float(options["connect_timeout_s"]))}
+        if self.url.startswith("s3://"):
+            bucket, _, prefix = self.url[len("s3://"):].partition("/")
+            if not bucket:
+                raise ValueError(f"an s3:// URL names a bucket and a prefix, s3://BUCKET/PREFIX; got {self.shown!r}")
+            config: Any = {ours: options[key] for key, ours in _S3_KEYS.items() if options.get(key) is not None}
+            config.update(_profile_credentials(config))
+            endpoint = config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
+            if endpoint:
+                # MinIO-style servers: path-style requests, and plain HTTP when the endpoint is.
+                config.setdefault("virtual_hosted_style_request", False)
+                if str(endpoint).startswith("http://"):
+                    client["allow_http"] = True
+            self.store: Any = S3Store(bucket, prefix=prefix or None, config=config,
+                                 client_options=client, retry_config=retry)
+        else:
+            client["allow_http"] = self.url.startswith("http://")
+            self.store = HTTPStore.from_url(self.url, client_options=client, retry_config=retry)
+
+    def where(self, name: str) -> str:
+        return f"{self.shown}/{name}" if name else self.shown
+
+    def get(self, name: str) -> tuple[bytes, str | None]:
+        """The whole object `name` and its ETag; FileNotFoundError when there is none."""
+        result = self._call(name, lambda: self._obstore.get(self.store, name))
+        return bytes(self._call(name, result.bytes)), result.meta.get("e_tag")
+
+    def head(self, name: str) -> tuple[int, str | None] | None:
+        """(size, ETag) of object `name`, or None when there is none."""
+        try:
+            meta = self._call(name, lambda: self._obstore.head(self.store, name))
+        except FileNotFoundError:
+            return None
+        return int(meta["size"]), meta.get("e_tag")
+
+    def get_range(self, name: str, start: int, end: int, etag: str | None) -> bytes:
+        """Bytes [start, end) of object `name`, which must still have ETag `etag`."""
+        options: dict[str, Any] = {"range": (start, end)}
+        if etag is not None:
+            options["if_match"] = etag
+        result = self._call(name, lambda: self._obstore.get(self.store, name, options=options))
+        data = bytes(self._call(name, result.bytes))
+        if len(data) != end - start:
+            raise StoreChangedError(_errno.EIO, f"{self.where(name)}: asked for bytes {start}-{end - 1} "
+                                    f"and got {len(data)} bytes: the object is shorter than at open "
+                                    "(truncated or replaced)")
+        return data
+
+    def any_object(self) -> bool:
+        """Whether anything lies under the store's prefix (S3: a listing; HTTP: index.zri or the
+        first shard answer a HEAD)."""
+        if self.url.startswith("s3://"):
+            def first() -> bool:
+                for chunk in self._obstore.list(self.store, chunk_size=1):
+                    return bool(chunk)
+                return False
+            return self._call("", first)
+        return any(self.head(n) is not None for n in ("index.zri", "data-000.zrd"))
+
+    def _call(self, name: str, fn: Callable[[], _T]) -> _T:
+        """`fn()`, with obstore's errors as zrecord's, naming the object (never a secret)."""
+        exc_mod = self._obstore.exceptions
+        try:
+            return fn()
+        except FileNotFoundError:
+            raise
+        except exc_mod.PreconditionError:
+            raise StoreChangedError(_errno.ESTALE, f"{self.where(name)} changed after the store was "
+                                    "opened (its ETag is not the one seen at open): the store was "
+                                    "replaced; open it again to read the new one") from None
+        except (exc_mod.PermissionDeniedError, exc_mod.UnauthenticatedError) as exc:
+            raise RemoteError(_errno.EACCES, f"{self.where(name)}: access denied "
+                              f"({type(exc).__name__}); check the credentials (AWS_ACCESS_KEY_ID and "
+                              "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage_options)") from None
+        except exc_mod.BaseError as exc:
+            if "NoSuchBucket" in str(exc):
+                bucket = self.url[len("s3://"):].partition("/")[0]
+                raise StoreNotFoundError(f"no store at {self.shown}: the bucket {bucket!r} does "
+                                         "not exist") from None
+            raise RemoteError(_errno.EIO, f"{self.where(name)}: the request failed after its retries: "
+                              f"{_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:400] if text else type(exc).__name__
+
+
+def _profile_credentials(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Keys and region from ~/.aws/credentials and ~/.aws/config (AWS_PROFILE, else default)
+    where neither `config` nor the environment gives them: what AWS's own tools would use."""
+    if "access_key_id" in config or os.environ.get("AWS_ACCESS_KEY_ID"):
+        return {}
+    import configparser
+
+    profile = os.environ.get("AWS_PROFILE", "default")
+    found: dict[str, Any] = {}
+    files = ((os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"), profile),
+             (os.environ.get("AWS_CONFIG_FILE", "~/.aws/config"),
+              profile if profile == "default" else f"profile {profile}"))
+    for path, section in files:
+        parser = configparser.RawConfigParser()
+        with contextlib.suppress(OSError, configparser.Error):
+            parser.read(os.path.expanduser(path))
+        if not parser.has_section(section):
+            continue
+        for key, ours in (("aws_access_key_id", "access_key_id"),
+                          ("aws_secret_access_key", "secret_access_key"),
+                          ("aws_session_token", "session_token"), ("region", "region")):
+            if parser.has_option(section, key) and ours not in config and ours not in found:
+                found[ours] = parser.get(section, key)
+    return found
+
+
+def storage_settings(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`storage_options` with the defaults filled in; unknown keys are an error."""
+    options = dict(DEFAULTS)
+    for key, value in (storage_options or {}).items():
+        if key not in DEFAULTS and key not in _S3_KEYS:
+            known = ", ".join(sorted([*DEFAULTS, *_S3_KEYS]))
+            raise ValueError(f"unknown storage option {key!r}; known: {known}")
+        options[key] = value
+    for key in ("max_in_flight", "request_bytes_max"):
+        if int(options[key]) < 1:
+            raise ValueError(f"storage option {key} must be at least 1; got {options[key]!r}")
+    if int(options["gap_bytes"]) < 0:
+        raise ValueError(f"storage option gap_bytes must not be negative; got {options['gap_bytes']!r}")
+    return options
+
+
+def _layout(header: bytes) -> tuple[int, int, int, list[int]] | None:
+    """(record_count, index_entry_size, index_size, shard sizes) from a header's bytes, or None
+    when they are too short or not a zrecord header: the native open then reports what is wrong."""
+    if len(header) < _HEADER_FIXED_BYTES + 8 or header[:8] != b"\x89ZREC\r\n\x1a":
+        return None
+    kind, ndim, shards = header[16], header[18], header[20]
+    records, = struct.unpack_from("<Q", header, 24)
+    entry, = struct.unpack_from("<I", header, 48)
+    index_size, = struct.unpack_from("<Q", header, 56)
+    at = _HEADER_FIXED_BYTES + (8 * ndim if kind == _KIND_DENSE else 0)
+    if at + 8 * shards > len(header) - 8:
+        return None
+    return records, entry, index_size, list(struct.unpack_from(f"<{shards}Q", header, at))
+
+
+class Mirror:
+    """The local mirror of one remote store, and the fetches that fill it (module docstring)."""
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None) -> None:
+        self.options = storage_settings(storage_options)
+        self.client = _Client(url, self.options)
+        self.url = self.client.shown
+        self._private: tempfile.TemporaryDirectory[str] | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._fds: dict[int, int] = {}
+        self.requests = 0
+        self.bytes_fetched = 0
+        header, header_etag = self._fetch_header()
+        index, index_etag = self._fetch_whole("index.zri")
+        layout = _layout(header)
+        self.etags: dict[str, str | None] = {"header.zrh": header_etag, "index.zri": index_etag}
+        shard_sizes: list[int | None] = []
+        if layout is not None:
+            for k in range(len(layout[3])):
+                head = self.client.head(_shard(k))
+                shard_sizes.append(None if head is None else head[0])
+                self.etags[_shard(k)] = None if head is None else head[1]
+        self.root = self._place(header, index, shard_sizes)
+        self.store_path = os.path.join(self.root, "store")
+        self._entries(layout, index)
+
+    # -- open ---------------------------------------------------------------------------------
+
+    def _fetch_header(self) -> tuple[bytes, str | None]:
+        try:
+            return self.client.get("header.zrh")
+        except FileNotFoundError:
+            if self.client.any_object():
+                raise NotPublishedError(f"{self.url} is not a published store: it has objects but no "
+                                        "header.zrh, which is uploaded last (an upload in progress or "
+                                        "interrupted?)") from None
+            raise StoreNotFoundError(f"no store at {self.url}: nothing there") from None
+
+    def _fetch_whole(self, name: str) -> tuple[bytes | None, str | None]:
+        try:
+            return self.client.get(name)
+        except FileNotFoundError:
+            return None, None
+
+    def _place(self, header: bytes, index: bytes | None, shard_sizes: list[int | None]) -> str:
+        """The mirror folder for these objects: made in a temporary folder beside it and renamed
+        into place, so that processes sharing `cache_dir` find it complete or not at all."""
+        key = hashlib.sha256("\n".join([self.client.url, *(f"{k}={v}" for k, v in sorted(
+            self.etags.items()))]).encode() + header).hexdigest()[:32]
+        base = self.options["cache_dir"]
+        if base is None:
+            self._private = tempfile.TemporaryDirectory(prefix="zrecord-remote-")
+            base = self._private.name
+        os.makedirs(base, exist_ok=True)
+        final = os.path.join(base, key)
+        if os.path.isfile(os.path.join(final, "store", "header.zrh")):
+            with open(os.path.join(final, "store", "header.zrh"), "rb") as f:
+                if f.read() == header:
+                    return final
+            shutil.rmtree(final, ignore_errors=True)
+        tmp = os.path.join(base, f".{key}.{uuid.uuid4().hex[:8]}.tmp")
+        store = os.path.join(tmp, "store")
+        os.makedirs(store)
+        try:
+            if index is not None:
+                _write(os.path.join(store, "index.zri"), index)
+            for k, size in enumerate(shard_sizes):
+                if size is not None:
+                    with open(os.path.join(store, _shard(k)), "wb") as f:
+                        f.truncate(size)
+            _write(os.path.join(store, "header.zrh"), header)
+            try:
+                os.rename(tmp, final)
+            except OSError:  # another process placed it first
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return final
+
+    def _entries(self, layout: tuple[int, int, int, list[int]] | None, index: bytes | None) -> None:
+        """Where each record lies, from the mirror's index.zri, and the presence bits."""
+        self._offsets = self._sizes = self._shards = np.empty(0, np.uint64)
+        self._present: np.ndarray = np.zeros(0, np.uint8)
+        if layout is None or index is None:
+            return  # the native open fails on these files and says why
+        records, entry, _, self._shard_sizes = layout
+        if records == 0 or entry < 16 or len(index) != records * entry:
+            return
+        table = np.memmap(os.path.join(self.store_path, "index.zri"), np.uint8, "r").reshape(records, entry)
+        self._offsets = table[:, 0:8].copy().view("<u8").ravel()
+        self._sizes = table[:, 8:12].copy().view("<u4").ravel().astype(np.uint64)
+        self._shards = table[:, 12].astype(np.int64)
+        bits = os.path.join(self.root, "present.bits")
+        with open(bits, "ab") as f:
+            if f.tell() < (records + 7) // 8:
+                f.truncate((records + 7) // 8)
+        self._present = np.memmap(bits, np.uint8, "r+", shape=((records + 7) // 8,))
+
+    def relabel(self, exc: ZrecordError) -> ZrecordError:
+        """`exc` with the mirror's path in its message replaced by the URL."""
+        local = self.store_path
+        if isinstance(exc, OSError) and exc.strerror:
+            exc.strerror = exc.strerror.replace(local, self.url)
+        elif exc.args and isinstance(exc.args[0], str):
+            exc.args = (exc.args[0].replace(local, self.url), *exc.args[1:])
+        return exc
+
+    # -- gathers ------------------------------------------------------------------------------
+
+    def read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
+        """`gather(idx)` over the mirror, after fetching what it lacks; a record that fails its
+        checksum there is fetched once more."""
+        self.ensure(idx)
+        refetched: set[int] = set()
+        while True:
+            try:
+                return gather(idx)
+            except ChecksumError as exc:
+                if exc.record is None or exc.record in refetched:
+                    raise self.relabel(exc) from None
+                refetched.add(exc.record)
+                self.ensure(np.array([exc.record], np.uint64), force=True)
+            except ZrecordError as exc:
+                raise self.relabel(exc) from None
+
+    def ensure(self, idx: np.ndarray, *, force: bool = False) -> None:
+        """Fetch the records of `idx` that the mirror does not hold (all of them with `force`)."""
+        if self._present.shape[0] == 0 or idx.shape[0] == 0:
+            return
+        recs = np.unique(idx.astype(np.int64))
+        recs = recs[(recs >= 0) & (recs < self._offsets.shape[0])]
+        if not force:
+            recs = recs[(self._present[recs >> 3] >> (recs & 7).astype(np.uint8)) & 1 == 0]
+        if recs.shape[0] == 0:
+            return
+        empty = self._sizes[recs] == 0
+        self._mark(recs[empty])
+        recs = recs[~empty]
+        runs = self._runs(recs)
+        if not runs:
+            return
+        pool = self._executor()
+        futures = [pool.submit(self._fetch_run, *run) for run in runs]
+        errors = []
+        for fut in concurrent.futures.as_completed(futures):
+            exc = fut.exception()
+            if exc is not None:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def _runs(self, recs: np.ndarray) -> list[tuple[int, int, int, np.ndarray]]:
+        """(shard, start, end, records) of each ranged GET: records sorted by place, neighbours
+        whose gap is at most gap_bytes joined while the request stays within request_bytes_max."""
+        shards, offsets, sizes = self._shards[recs], self._offsets[recs], self._sizes[recs]
+        order = np.lexsort((offsets, shards))
+        recs, shards, offsets, ends = recs[order], shards[order], offsets[order], offsets[order] + sizes[order]
+        for k in np.unique(shards).tolist():
+            if k >= len(self._shard_sizes) or int(ends[shards == k].max()) > self._shard_sizes[k]:
+                raise CorruptStoreError(f"{self.url}: index.zri places a record past the end of "
+                                        f"{_shard(int(k))}")
+        gap, most = int(self.options["gap_bytes"]), int(self.options["request_bytes_max"])
+        runs = []
+        first = 0
+        for i in range(1, recs.shape[0] + 1):
+            if (i == recs.shape[0] or shards[i] != shards[first] or int(offsets[i]) > int(ends[i - 1]) + gap
+                    or int(ends[i]) - int(offsets[first]) > most):
+                runs.append((int(shards[first]), int(offsets[first]), int(ends[first:i].max()), recs[first:i]))
+                first = i
+        return runs
+
+    def _fetch_run(self, shard: int, start: int, end: int, recs: np.ndarray) -> None:
+        name = _shard(shard)
+        data = self.client.get_range(name, start, end, self.etags.get(name))
+        os.pwrite(self._fd(shard), data, start)
+        with self._lock:
+            self.requests += 1
+            self.bytes_fetched += len(data)
+        self._mark(recs)
+
+    def _mark(self, recs: np.ndarray) -> None:
+        if recs.shape[0]:
+            np.bitwise_or.at(self._present, recs >> 3, (1 << (recs & 7)).astype(np.uint8))
+
+    def _fd(self, shard: int) -> int:
+        with self._lock:
+            fd = self._fds.get(shard)
+            if fd is None:
+                fd = self._fds[shard] = os.open(os.path.join(self.store_path, _shard(shard)), os.O_WRONLY)
+            return fd
+
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    int(self.options["max_in_flight"]), thread_name_prefix="zrecord-fetch")
+            return self._pool
+
+    def stats(self) -> dict[str, int]:
+        """Ranged GETs made for gathers so far, and the bytes they brought."""
+        with self._lock:
+            return {"requests": self.requests, "bytes": self.bytes_fetched}
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+            fds, self._fds = self._fds, {}
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for fd in fds.values():
+            os.close(fd)
+        self._present = np.zeros(0, np.uint8)
+        if self._private is not None:
+            self._private.cleanup()
+            self._private = None
+
+
+def _shard(k: int) -> str:
+    return f"data-{k:03d}.zrd"
+
+
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
