@@ -158,3 +158,46 @@ def test_a_missing_bucket_and_bad_options_fail_clearly_without_the_secret(s3_ser
     assert secret not in str(info.value)
     with pytest.raises(ValueError, match="unknown storage option 'endpoint'"):
         Dense.open("s3://b/x", storage_options={"endpoint": "x"})
+
+
+def test_publish_uploads_the_header_last_and_never_over_a_store(s3_server, s3_bucket, local_stores,
+                                                                monkeypatch, capsys):
+    """[ZR-PUB-007] [ZR-PUB-008] an interrupted upload is not a store; a published one is not
+    replaced; the CLI says the same."""
+    import zrecord._publish as pub
+    from zrecord import publish
+    from zrecord.cli import main
+    from zrecord.errors import StoreExistsError
+
+    root, recs, _ = local_stores
+    opts = _options(s3_server)
+    url = s3_bucket.url("pub/tokens")
+    real_put = pub._put
+
+    def dies_at_the_header(client, path, mode):
+        if path.name == "header.zrh":
+            raise KeyboardInterrupt  # the process is stopped before publishing
+        return real_put(client, path, mode)
+
+    monkeypatch.setattr(pub, "_put", dies_at_the_header)
+    with pytest.raises(KeyboardInterrupt):
+        publish(root / "tokens", url, storage_options=opts)
+    assert sorted(s3_bucket.keys("pub/")) == [f"pub/tokens/{n}" for n in sorted(ORDER[:-1])]
+    with pytest.raises(NotPublishedError):
+        Ragged.open(url, storage_options=opts)
+    monkeypatch.setattr(pub, "_put", real_put)
+    local = Ragged.open(root / "tokens")
+    assert publish(root / "tokens", url, storage_options=opts) == local.digest
+    with Ragged.open(url, storage_options=opts) as ds:
+        assert ds.digest == local.digest
+        np.testing.assert_array_equal(ds[len(recs) - 1], recs[-1])
+    with pytest.raises(StoreExistsError, match="already holds a published store"):
+        publish(root / "tokens", url, storage_options=opts)
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    assert main(["publish", str(root / "images"), s3_bucket.url("pub/images"), "--json"]) == 0
+    assert f'"digest": "{Dense.open(root / "images").digest}"' in capsys.readouterr().out
+    assert main(["publish", str(root / "images"), s3_bucket.url("pub/images"), "-q"]) == 2
+    assert "already holds a published store" in capsys.readouterr().err
+    assert main(["info", s3_bucket.url("pub/images"), "--json"]) == 0
+    assert '"records": 300' in capsys.readouterr().out

@@ -14,6 +14,7 @@ from zrecord._dict import train_dict
 from zrecord._dtypes import CODECS, check_store_options
 from zrecord._kinds import Dense, Ragged
 from zrecord._paths import enclosing_store
+from zrecord._publish import publish
 from zrecord._reader import DenseReader, RaggedReader, open_store
 from zrecord._staging import staged_directory
 from zrecord._writer import DenseWriter, RaggedWriter
@@ -66,6 +67,7 @@ __all__ = [
     "check_store_options",
     "enclosing_store",
     "open_store",
+    "publish",
     "staged_directory",
     "train_dict",
 ]

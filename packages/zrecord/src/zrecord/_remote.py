@@ -188,6 +188,8 @@ class _Client:
             return fn()
         except FileNotFoundError:
             raise
+        except exc_mod.AlreadyExistsError:
+            raise FileExistsError(_errno.EEXIST, f"{self.where(name)} exists") from None
         except exc_mod.PreconditionError:
             raise StoreChangedError(_errno.ESTALE, f"{self.where(name)} changed after the store was "
                                     "opened (its ETag is not the one seen at open): the store was "

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from zrecord import __version__
+from zrecord._publish import publish
 from zrecord._reader import DenseReader, RaggedReader, open_store
 from zrecord._tree import (
     ALIVE,
@@ -70,7 +71,13 @@ from zrecord.console import (
     run_tool,
     say,
 )
-from zrecord.errors import StoreNotFoundError, StoreOSError, ZrecordError
+from zrecord.errors import (
+    FormatError,
+    StoreExistsError,
+    StoreNotFoundError,
+    StoreOSError,
+    ZrecordError,
+)
 
 EXIT_INVALID = 1  # the store is not a valid store, or verification found it corrupt
 # The exit statuses of --help (console.STATUSES_COMMON follow).
@@ -534,6 +541,10 @@ _EXAMPLES = {
              ("zrecord head STORE -n 100 | head -5", "a closed pipe ends it quietly")],
     "stats": [("zrecord stats STORE", "record sizes: min, p10, median, p90, max, mean"),
               ("zrecord stats STORE --json", "the same for scripts")],
+    "publish": [("zrecord publish data/tokens s3://bucket/corpora/tokens", "upload, header last"),
+                ("zrecord publish STORE s3://b/p --endpoint-url http://minio:9000",
+                 "to a MinIO-style server"),
+                ("zrecord info s3://bucket/corpora/tokens", "any command reads a URL too")],
 }
 # Levels below a folder that `info` and `verify` search for stores (flag --max-depth): a converted
 # dataset keeps its stores two levels down (ROOT/split/column).
@@ -590,7 +601,46 @@ def _parser() -> argparse.ArgumentParser:
                            help="no progress on stderr (else a bar on a terminal, and "
                                 f"elsewhere a line every {PROGRESS_LINES_INTERVAL_S:.0f} s and "
                                 "one per store checked; none with --json)")
+    _publish_parser(sub)
     return ap
+
+
+_PUBLISH_SUMMARY = ("upload a local store to object storage so that no reader sees it half "
+                    "uploaded: verified first, header.zrh last, never over a published store")
+
+
+def _publish_parser(sub: Any) -> None:
+    p = sub.add_parser("publish", help=_PUBLISH_SUMMARY, formatter_class=HelpFormatter,
+                       description=paragraph(_PUBLISH_SUMMARY[:1].upper() + _PUBLISH_SUMMARY[1:]
+                                             + ". Credentials, region and endpoint come as "
+                                             "AWS's tools take them (AWS_* variables, "
+                                             "~/.aws/credentials, AWS_PROFILE)."),
+                       epilog=epilog(STATUSES, _EXAMPLES["publish"]))
+    p.add_argument("path", metavar="PATH", help="the local store to upload")
+    p.add_argument("url", metavar="URL", help="where: s3://BUCKET/PREFIX")
+    p.add_argument("--endpoint-url", metavar="URL", default=None,
+                   help="an S3-compatible server (MinIO, Ceph, R2, ...) instead of AWS")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output, strict JSON (RFC 8259)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
+
+def _publish(args: argparse.Namespace) -> int:
+    """zrecord publish PATH URL."""
+    options = {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
+    try:
+        digest = publish(args.path, args.url, storage_options=options,
+                         progress=not (args.quiet or args.json))
+    except (ZrecordError, OSError, MemoryError, ValueError, ImportError) as exc:
+        say(f"zrecord publish: {exc}")
+        usage = isinstance(exc, (ValueError, ImportError, StoreExistsError)) and \
+            not isinstance(exc, FormatError)
+        return EXIT_USAGE if usage else _status_of(exc)
+    if args.json:
+        print(_dumps({"path": args.path, "url": args.url, "digest": digest}))
+    else:
+        print(f"{args.path} published at {args.url} (digest {digest})")
+    return EXIT_OK
 
 
 def _status_of(exc: BaseException) -> int:
@@ -736,6 +786,8 @@ def _print_leftovers(found: Survey, depth: int) -> None:
 
 def _run(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "publish":
+        return _publish(args)
     command = f"zrecord {args.command}"
     path = args.path
     # A temporary is never a published store, even once its writer wrote a header into it.
