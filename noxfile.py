@@ -108,8 +108,9 @@ def _drop_venv(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def zrecord(session: nox.Session) -> None:
-    """zrecord's tests, alone: nothing from loaderx is installed. The `remote` tests run here
-    only, against a moto_server they start (the test-remote extra)."""
+    """zrecord's tests, alone: nothing from loaderx is installed. zrecord's `remote` tests run
+    here only, against a moto_server they start (the test-remote extra); loaderx's (the
+    DataLoader over URLs, an HTTP server in a thread) run in its own session."""
     session.install(_pkg(session, ZRECORD, "test", "test-remote"))
     session.run("python", "-c", "import importlib.util as u; "
                 "assert u.find_spec('loaderx') is None, 'loaderx must not be installed'")
@@ -124,7 +125,8 @@ def loaderx(session: nox.Session) -> None:
     multi-GB CUDA build); jax installs its CPU build.
     """
     _install_all(session, "test")
-    session.install(TORCH, "jax")
+    # The DataLoader over stores opened by URL (tests/test_remote.py) reads through obstore.
+    session.install(TORCH, "jax", _pkg(session, ZRECORD, "remote"))
     session.run("pytest", "-q", str(LOADERX / "tests"), *session.posargs)
     _drop_venv(session)
 

@@ -774,7 +774,13 @@ class _Server(ThreadingHTTPServer):
         self.records: list[RequestRecord] = []
         self.connections: set[socket.socket] = set()
         self.lock = threading.Lock()
+        # Faults for the next ranged GETs, in order (RangeHTTPServer.inject).
+        self.faults: list[str] = []
         super().__init__(address, _RangeHandler)
+
+    def next_fault(self) -> str | None:
+        with self.lock:
+            return self.faults.pop(0) if self.faults else None
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.lock:
@@ -885,6 +891,16 @@ class _RangeHandler(BaseHTTPRequestHandler):
 
             span: tuple[int, int] | None = None
             range_header = self.headers.get("Range")
+            fault = self.server.next_fault() if range_header is not None and send_body else None
+            if fault == "503":
+                self._reply(503, "SlowDown: reduce your request rate\n", {"Retry-After": "0"})
+                return
+            if fault == "drop":  # the connection ends before any answer
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                self._record(0, 0)
+                return
             if range_header is not None and self.server.accept_ranges:
                 if_range = self.headers.get("If-Range")
                 if if_range is None or if_range.strip() in (etag, last_modified):
@@ -908,12 +924,14 @@ class _RangeHandler(BaseHTTPRequestHandler):
                 self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
             self.end_headers()
             sent = 0
+            if fault == "truncate":  # the headers promise `length` bytes; half of them come
+                length = length // 2
             if send_body and length > 0:
                 try:
                     sent = self.connection.sendfile(f, offset=first, count=length)
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
-                if sent != length:
+                if sent != length or fault == "truncate":
                     self.close_connection = True  # the body is short: the connection is unusable
             self._record(status, sent)
 
@@ -968,6 +986,24 @@ class RangeHTTPServer:
     def requests(self) -> list[RequestRecord]:
         with self._server.lock:
             return list(self._server.records)
+
+    def inject(self, *faults: str) -> None:
+        """Misbehave on the next ranged GETs, one fault each, in order: ``"503"`` (SlowDown,
+        ``Retry-After: 0``), ``"drop"`` (the connection ends with no answer) or ``"truncate"``
+        (the headers promise the range, half of it comes, the connection ends)."""
+        unknown = set(faults) - {"503", "drop", "truncate"}
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}")
+        with self._server.lock:
+            self._server.faults.extend(faults)
+
+    def clear_faults(self) -> None:
+        with self._server.lock:
+            self._server.faults.clear()
+
+    def pending_faults(self) -> int:
+        with self._server.lock:
+            return len(self._server.faults)
 
     def clear_requests(self) -> None:
         with self._server.lock:

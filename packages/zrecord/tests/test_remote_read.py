@@ -156,6 +156,19 @@ def test_a_missing_bucket_and_bad_options_fail_clearly_without_the_secret(s3_ser
     with pytest.raises(RemoteError, match="s3://b/x/header.zrh: the request failed") as info:
         Dense.open("s3://b/x", storage_options=dead)
     assert secret not in str(info.value)
+    # A server that takes the connection and never answers: the request times out, no hang.
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        mute = _options(s3_server, endpoint_url=f"http://127.0.0.1:{silent.getsockname()[1]}",
+                        retries=0, timeout_s=1)
+        start = time.monotonic()
+        with pytest.raises(RemoteError, match="header.zrh: the request failed"):
+            Dense.open("s3://b/x", storage_options=mute)
+        assert time.monotonic() - start < 5
     with pytest.raises(ValueError, match="unknown storage option 'endpoint'"):
         Dense.open("s3://b/x", storage_options={"endpoint": "x"})
 
@@ -201,3 +214,50 @@ def test_publish_uploads_the_header_last_and_never_over_a_store(s3_server, s3_bu
     assert "already holds a published store" in capsys.readouterr().err
     assert main(["info", s3_bucket.url("pub/images"), "--json"]) == 0
     assert '"records": 300' in capsys.readouterr().out
+
+
+def _served_tokens(http_folder, local_stores) -> str:
+    root = local_stores[0]
+    for name in ORDER:
+        http_folder.write(f"tokens/{name}", (root / "tokens" / name).read_bytes())
+    return http_folder.url_for("tokens")
+
+
+def test_throttling_drops_and_short_bodies_are_retried(http_folder, local_stores):
+    _, recs, _ = local_stores
+    url = _served_tokens(http_folder, local_stores)
+    server = http_folder.server
+    idx = [3, 250, 599]
+    with Ragged.open(url, storage_options={"gap_bytes": 0}) as ds:
+        server.inject("503", "503", "drop", "truncate", "503")
+        for got, i in zip(ds[idx], idx):
+            np.testing.assert_array_equal(got, recs[i])
+        assert server.pending_faults() == 0
+
+
+def test_a_retry_budget_spent_fails_the_whole_batch_in_bounded_time(http_folder, local_stores):
+    import time
+
+    _, recs, _ = local_stores
+    url = _served_tokens(http_folder, local_stores)
+    server = http_folder.server
+    with Ragged.open(url, storage_options={"retries": 2, "retry_timeout_s": 5, "gap_bytes": 0}) as ds:
+        server.inject(*["503"] * 12)
+        start = time.monotonic()
+        with pytest.raises(RemoteError, match=r"/tokens/data-00\d.zrd: the request failed after its retries"):
+            ds[[1, 300]]
+        assert time.monotonic() - start < 10
+        server.clear_faults()
+        # Nothing of the failed batch was marked held: the same batch now reads whole.
+        for got, i in zip(ds[[1, 300]], [1, 300]):
+            np.testing.assert_array_equal(got, recs[i])
+
+
+def test_a_server_without_range_support_is_named(tmp_path, local_stores):
+    from remote_servers import RangeHTTPServer
+
+    root = local_stores[0]
+    with RangeHTTPServer(root, accept_ranges=False) as server, \
+            Ragged.open(server.url_for("tokens")) as ds:
+        with pytest.raises(RemoteError, match="does not answer Range requests"):
+            ds[[5]]

@@ -165,9 +165,10 @@ class _Client:
         result = self._call(name, lambda: self._obstore.get(self.store, name, options=options))
         data = bytes(self._call(name, result.bytes))
         if len(data) != end - start:
+            why = ("the object is shorter than at open (truncated or replaced)" if len(data) < end - start
+                   else "the server does not answer Range requests (it sent more)")
             raise StoreChangedError(_errno.EIO, f"{self.where(name)}: asked for bytes {start}-{end - 1} "
-                                    f"and got {len(data)} bytes: the object is shorter than at open "
-                                    "(truncated or replaced)")
+                                    f"and got {len(data)} bytes: {why}")
         return data
 
     def any_object(self) -> bool:
@@ -198,6 +199,9 @@ class _Client:
             raise RemoteError(_errno.EACCES, f"{self.where(name)}: access denied "
                               f"({type(exc).__name__}); check the credentials (AWS_ACCESS_KEY_ID and "
                               "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage_options)") from None
+        except exc_mod.NotSupportedError:
+            raise RemoteError(_errno.EOPNOTSUPP, f"{self.where(name)}: the server does not answer "
+                              "Range requests, which reading a store by URL needs") from None
         except exc_mod.BaseError as exc:
             if "NoSuchBucket" in str(exc):
                 bucket = self.url[len("s3://"):].partition("/")[0]
