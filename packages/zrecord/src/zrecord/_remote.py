@@ -26,7 +26,7 @@ Invariants of this module:
 
 from __future__ import annotations
 
-import concurrent.futures
+import asyncio
 import contextlib
 import errno as _errno
 import hashlib
@@ -61,8 +61,8 @@ _KIND_DENSE = 1
 
 # Tuning keys of `storage_options` and their defaults; every other key configures the client.
 DEFAULTS: dict[str, Any] = {
-    "max_in_flight": 32,
-    "gap_bytes": 16 << 10,
+    "max_in_flight": 64,
+    "gap_bytes": 4 << 10,
     "request_bytes_max": 8 << 20,
     "timeout_s": 30.0,
     "connect_timeout_s": 5.0,
@@ -157,13 +157,20 @@ class _Client:
             return None
         return int(meta["size"]), meta.get("e_tag")
 
-    def get_range(self, name: str, start: int, end: int, etag: str | None) -> bytes:
-        """Bytes [start, end) of object `name`, which must still have ETag `etag`."""
+    async def get_range(self, name: str, start: int, end: int, etag: str | None) -> bytes:
+        """Bytes [start, end) of object `name`, which must still have ETag `etag`: a coroutine,
+        so that one event loop keeps hundreds of requests in flight without a thread each."""
         options: dict[str, Any] = {"range": (start, end)}
         if etag is not None:
             options["if_match"] = etag
-        result = self._call(name, lambda: self._obstore.get(self.store, name, options=options))
-        data = bytes(self._call(name, result.bytes))
+        try:
+            result = await self._obstore.get_async(self.store, name, options=options)
+            data = bytes(await result.bytes_async())
+        except Exception as exc:
+            mapped = self._translate(name, exc)
+            if mapped is exc:
+                raise
+            raise mapped from None
         if len(data) != end - start:
             why = ("the object is shorter than at open (truncated or replaced)" if len(data) < end - start
                    else "the server does not answer Range requests (it sent more)")
@@ -183,32 +190,39 @@ class _Client:
         return any(self.head(n) is not None for n in ("index.zri", "data-000.zrd"))
 
     def _call(self, name: str, fn: Callable[[], _T]) -> _T:
-        """`fn()`, with obstore's errors as zrecord's, naming the object (never a secret)."""
-        exc_mod = self._obstore.exceptions
+        """`fn()`, with obstore's errors as zrecord's (`_translate`)."""
         try:
             return fn()
-        except FileNotFoundError:
-            raise
-        except exc_mod.AlreadyExistsError:
-            raise FileExistsError(_errno.EEXIST, f"{self.where(name)} exists") from None
-        except exc_mod.PreconditionError:
-            raise StoreChangedError(_errno.ESTALE, f"{self.where(name)} changed after the store was "
-                                    "opened (its ETag is not the one seen at open): the store was "
-                                    "replaced; open it again to read the new one") from None
-        except (exc_mod.PermissionDeniedError, exc_mod.UnauthenticatedError) as exc:
-            raise RemoteError(_errno.EACCES, f"{self.where(name)}: access denied "
-                              f"({type(exc).__name__}); check the credentials (AWS_ACCESS_KEY_ID and "
-                              "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage_options)") from None
-        except exc_mod.NotSupportedError:
-            raise RemoteError(_errno.EOPNOTSUPP, f"{self.where(name)}: the server does not answer "
-                              "Range requests, which reading a store by URL needs") from None
-        except exc_mod.BaseError as exc:
-            if "NoSuchBucket" in str(exc):
-                bucket = self.url[len("s3://"):].partition("/")[0]
-                raise StoreNotFoundError(f"no store at {self.shown}: the bucket {bucket!r} does "
-                                         "not exist") from None
-            raise RemoteError(_errno.EIO, f"{self.where(name)}: the request failed after its retries: "
-                              f"{_first_line(exc)}") from None
+        except Exception as exc:
+            mapped = self._translate(name, exc)
+            if mapped is exc:
+                raise
+            raise mapped from None
+
+    def _translate(self, name: str, exc: Exception) -> Exception:
+        """zrecord's error for obstore's `exc` on object `name`, naming the object (never a
+        secret); `exc` itself when it is no obstore error, or FileNotFoundError."""
+        exc_mod = self._obstore.exceptions
+        where = self.where(name)
+        if isinstance(exc, FileNotFoundError) or not isinstance(exc, exc_mod.BaseError):
+            return exc
+        if isinstance(exc, exc_mod.AlreadyExistsError):
+            return FileExistsError(_errno.EEXIST, f"{where} exists")
+        if isinstance(exc, exc_mod.PreconditionError):
+            return StoreChangedError(_errno.ESTALE, f"{where} changed after the store was opened "
+                                     "(its ETag is not the one seen at open): the store was "
+                                     "replaced; open it again to read the new one")
+        if isinstance(exc, (exc_mod.PermissionDeniedError, exc_mod.UnauthenticatedError)):
+            return RemoteError(_errno.EACCES, f"{where}: access denied ({type(exc).__name__}); "
+                               "check the credentials (AWS_ACCESS_KEY_ID and "
+                               "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage_options)")
+        if isinstance(exc, exc_mod.NotSupportedError):
+            return RemoteError(_errno.EOPNOTSUPP, f"{where}: the server does not answer Range "
+                               "requests, which reading a store by URL needs")
+        if "NoSuchBucket" in str(exc):
+            bucket = self.url[len("s3://"):].partition("/")[0]
+            return StoreNotFoundError(f"no store at {self.shown}: the bucket {bucket!r} does not exist")
+        return RemoteError(_errno.EIO, f"{where}: the request failed after its retries: {_first_line(exc)}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -281,7 +295,9 @@ class Mirror:
         self.client = _Client(url, self.options)
         self.url = self.client.shown
         self._private: tempfile.TemporaryDirectory[str] | None = None
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._slots: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}
         self.requests = 0
@@ -416,15 +432,7 @@ class Mirror:
         runs = self._runs(recs)
         if not runs:
             return
-        pool = self._executor()
-        futures = [pool.submit(self._fetch_run, *run) for run in runs]
-        errors = []
-        for fut in concurrent.futures.as_completed(futures):
-            exc = fut.exception()
-            if exc is not None:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        asyncio.run_coroutine_threadsafe(self._fetch_runs(runs), self._loop()).result()
 
     def _runs(self, recs: np.ndarray) -> list[tuple[int, int, int, np.ndarray]]:
         """(shard, start, end, records) of each ranged GET: records sorted by place, neighbours
@@ -446,9 +454,21 @@ class Mirror:
                 first = i
         return runs
 
-    def _fetch_run(self, shard: int, start: int, end: int, recs: np.ndarray) -> None:
+    async def _fetch_runs(self, runs: list[tuple[int, int, int, np.ndarray]]) -> None:
+        """Every run's GET, at most max_in_flight of this reader's at once; the first failure
+        cancels the rest and is raised."""
+        tasks = [asyncio.ensure_future(self._fetch_run(*run)) for run in runs]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def _fetch_run(self, shard: int, start: int, end: int, recs: np.ndarray) -> None:
         name = _shard(shard)
-        data = self.client.get_range(name, start, end, self.etags.get(name))
+        assert self._slots is not None
+        async with self._slots:
+            data = await self.client.get_range(name, start, end, self.etags.get(name))
         os.pwrite(self._fd(shard), data, start)
         with self._lock:
             self.requests += 1
@@ -466,12 +486,25 @@ class Mirror:
                 fd = self._fds[shard] = os.open(os.path.join(self.store_path, _shard(shard)), os.O_WRONLY)
             return fd
 
-    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The reader's event loop, in a daemon thread of its own, started on first use."""
         with self._lock:
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    int(self.options["max_in_flight"]), thread_name_prefix="zrecord-fetch")
-            return self._pool
+            if self._event_loop is None:
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    self._slots = asyncio.Semaphore(int(self.options["max_in_flight"]))
+                    started.set()
+                    loop.run_forever()
+                    loop.close()
+
+                self._thread = threading.Thread(target=run, name="zrecord-fetch", daemon=True)
+                self._thread.start()
+                started.wait()
+                self._event_loop = loop
+            return self._event_loop
 
     def stats(self) -> dict[str, int]:
         """Ranged GETs made for gathers so far, and the bytes they brought."""
@@ -480,10 +513,12 @@ class Mirror:
 
     def close(self) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
+            loop, self._event_loop = self._event_loop, None
             fds, self._fds = self._fds, {}
-        if pool is not None:
-            pool.shutdown(wait=True)
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            if self._thread is not None:
+                self._thread.join()
         for fd in fds.values():
             os.close(fd)
         self._present = np.zeros(0, np.uint8)
