@@ -20,14 +20,30 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   and shard HEADs, then the first gather of ``--batch`` random records); then batches of a
   random permutation (each record fetched once) for ``--seconds``: records/s, MiB/s, requests
   per record, and read amplification (bytes fetched over bytes delivered).
+- loaderx's DataLoader (4 worker threads, 8 batches prefetched) over a fresh remote reader, one
+  whole random pass over the first ``--loader-records`` records: time to the first batch,
+  records/s, and amplification (every byte fetched was delivered).
 - the same gathers from the local store (the page cache warm): the upper bound.
+- with ``--peers PYTHON`` (and ``--server s3rver``): MosaicML Streaming and LitData
+  (benchmarks/remote_peers.py, in that Python) write the same records in their formats, upload
+  them, and read them by index in a random order through their own caches bounded to
+  ``--cache-share`` of the dataset: time to the first batch, records/s, bytes through the link
+  per byte delivered, and the peak size of the cache folder.
+
+Read amplification comes two ways: payload (record bytes fetched over bytes delivered, the
+reader's own count) and wire (everything the proxy carried down, open's header and index and
+every response's HTTP headers included, over bytes delivered).
 
 Targets (issue O1): large records >= 80% of (a); small records >= 70% of (b) at the same
-requests in flight. The peers (MosaicML Streaming, LitData) are not in this script yet.
+requests in flight; time to first batch <= 1/10 of the peers'; DataLoader >= 2x the better
+peer at the same cache budget, read amplification <= 1.2.
 
 Usage: python benchmarks/bench_remote.py [--data DIR] [--workloads vision_dense,tokens]
-       [--link same-region-s3|fast-lan|loopback] [--rounds 3] [--seconds 5] [--batch 256]
-       [--in-flight 32] [--tmp DIR] [--json OUT]
+       [--link same-region-s3|fast-lan|loopback] [--server http|s3rver --s3rver PATH]
+       [--peers PYTHON] [--cache-share 0.1] [--rounds 3] [--seconds 5] [--batch 256]
+       [--in-flight 64] [--loader-records 8192] [--tmp DIR] [--json OUT]
+(s3rver: `npm install s3rver@3.7.1`; the peers' Python: a virtualenv with
+`pip install mosaicml-streaming==0.13.0 litdata==0.2.76 boto3 torch`.)
 """
 
 from __future__ import annotations
@@ -37,11 +53,15 @@ import concurrent.futures
 import json
 import os
 import platform
+import re
+import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -76,36 +96,85 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
     raise RuntimeError(f"{what} did not listen on {port}")
 
 
-class Link:
-    """The server and the proxy in front of it, as processes."""
+class Server:
+    """The object server, as a process: the Range HTTP server over the stores' folder, or
+    s3rver (npm s3rver 3.7.1, `--s3rver PATH` to its executable) with a bucket "bench" the
+    stores are published to (zrecord.publish, straight to the server, not through the link)."""
 
-    def __init__(self, root: Path, profile: str) -> None:
-        self.server_port, self.port = free_port(), free_port()
-        code = ("import sys, time; sys.path.insert(0, sys.argv[1]); "
-                "from remote_servers import RangeHTTPServer; "
-                "s = RangeHTTPServer(sys.argv[2], port=int(sys.argv[3]), record_requests=False); "
-                "time.sleep(1e9)")
-        self.server = subprocess.Popen([sys.executable, "-c", code, str(TESTS), str(root),
-                                        str(self.server_port)])
-        wait_port(self.server_port, self.server, "the HTTP server")
-        self.proxy = subprocess.Popen([sys.executable, str(TESTS / "netlink.py"), "--target",
-                                       f"127.0.0.1:{self.server_port}", "--profile", profile,
-                                       "--listen-port", str(self.port)], stdout=subprocess.DEVNULL)
-        wait_port(self.port, self.proxy, "the link proxy")
+    def __init__(self, kind: str, root: Path, s3rver: str | None) -> None:
+        self.kind, self.port = kind, free_port()
+        if kind == "http":
+            code = ("import sys, time; sys.path.insert(0, sys.argv[1]); "
+                    "from remote_servers import RangeHTTPServer; "
+                    "s = RangeHTTPServer(sys.argv[2], port=int(sys.argv[3]), record_requests=False); "
+                    "time.sleep(1e9)")
+            self.proc = subprocess.Popen([sys.executable, "-c", code, str(TESTS), str(root), str(self.port)])
+        else:
+            if not s3rver:
+                raise SystemExit("--server s3rver needs --s3rver PATH (npm install s3rver@3.7.1)")
+            data = root / "s3rver-data"
+            data.mkdir()
+            self.proc = subprocess.Popen([s3rver, "-d", str(data), "-a", "127.0.0.1", "-p", str(self.port),
+                                          "--silent", "--allow-mismatched-signatures",
+                                          "--configure-bucket", "bench"], stdout=subprocess.DEVNULL)
+        wait_port(self.port, self.proc, f"the {kind} server")
 
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{name}"
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def publish(self, local: str, name: str) -> None:
+        if self.kind == "s3rver":
+            zrecord.publish(local, f"s3://bench/{name}", storage_options=S3_KEYS | {"endpoint_url": self.endpoint},
+                            verify=False)
+
+    def store(self, port: int, name: str) -> tuple[str, dict[str, Any]]:
+        """The URL of store `name` through the link at `port`, and its storage options."""
+        if self.kind == "http":
+            return f"http://127.0.0.1:{port}/{name}", {}
+        return f"s3://bench/{name}", S3_KEYS | {"endpoint_url": f"http://127.0.0.1:{port}"}
 
     def close(self) -> None:
-        for p in (self.proxy, self.server):
-            p.terminate()
-            p.wait(10)
+        self.proc.terminate()
+        self.proc.wait(10)
 
 
-def client(url: str) -> Any:
-    from obstore.store import HTTPStore
+S3_KEYS = {"aws_access_key_id": "S3RVER", "aws_secret_access_key": "S3RVER", "region": "us-east-1"}
 
-    return HTTPStore.from_url(url, client_options={"allow_http": True})
+
+class Proxy:
+    """A fresh link proxy (netlink.py, a process) in front of the server for one measurement;
+    after it: the bytes it carried down (`bytes_down`), which read amplification is made of."""
+
+    def __init__(self, server: Server, profile: str) -> None:
+        self.server, self.profile, self.port = server, profile, free_port()
+        self.bytes_down = 0
+
+    def __enter__(self) -> Proxy:
+        self.proc = subprocess.Popen([sys.executable, str(TESTS / "netlink.py"), "--target",
+                                      f"127.0.0.1:{self.server.port}", "--profile", self.profile,
+                                      "--listen-port", str(self.port)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        wait_port(self.port, self.proc, "the link proxy")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        err = self.proc.communicate(timeout=30)[1]
+        found = re.search(r"(\d+) bytes down", err)
+        self.bytes_down = int(found.group(1)) if found else 0
+
+
+def client(server: Server, port: int, name: str) -> Any:
+    """An obstore client of store `name`'s objects through the link at `port`."""
+    from obstore.store import HTTPStore, S3Store
+
+    if server.kind == "http":
+        return HTTPStore.from_url(f"http://127.0.0.1:{port}/{name}", client_options={"allow_http": True})
+    return S3Store("bench", prefix=name, config={"endpoint": f"http://127.0.0.1:{port}",
+                                                   "access_key_id": "S3RVER", "secret_access_key": "S3RVER",
+                                                   "region": "us-east-1", "virtual_hosted_style_request": False},
+                   client_options={"allow_http": True})
 
 
 def parallel_gets(store: Any, name: str, ranges: list[tuple[int, int]], in_flight: int,
@@ -115,6 +184,7 @@ def parallel_gets(store: Any, name: str, ranges: list[tuple[int, int]], in_fligh
     import obstore
 
     done = [0, 0]
+    lock = threading.Lock()
     stop = time.monotonic() + seconds
 
     def worker(k: int) -> None:
@@ -122,8 +192,9 @@ def parallel_gets(store: Any, name: str, ranges: list[tuple[int, int]], in_fligh
         while time.monotonic() < stop:
             a, b = ranges[i % len(ranges)]
             data = obstore.get_range(store, name, start=a, end=b)
-            done[0] += 1
-            done[1] += len(data)
+            with lock:
+                done[0] += 1
+                done[1] += len(data)
             i += in_flight
 
     start = time.monotonic()
@@ -132,55 +203,87 @@ def parallel_gets(store: Any, name: str, ranges: list[tuple[int, int]], in_fligh
     return time.monotonic() - start, done[0], done[1]
 
 
-def ceiling(link: Link, store_name: str, record_bytes: int, args: argparse.Namespace) -> dict[str, Any]:
-    """The link's bandwidth and small-request rate through the proxy and server."""
+def ceiling(server: Server, name: str, record_bytes: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The link's bandwidth and small-request rate through a proxy and the server."""
     import obstore
 
-    folder = Path(args.root) / store_name
+    folder = Path(args.root) / name
     shard = max(folder.glob("data-*.zrd"), key=lambda p: p.stat().st_size)
     size = shard.stat().st_size
-    store = client(link.url(store_name))
-    t = time.monotonic()
-    whole = len(obstore.get(store, shard.name).bytes())
-    one = whole / (time.monotonic() - t)
-    chunks = [(a, min(size, a + CHUNK)) for a in range(0, size, CHUNK)]
-    el, _, nbytes = parallel_gets(store, shard.name, chunks, args.in_flight, args.seconds)
-    rng = np.random.default_rng(0)
-    starts = rng.integers(0, max(1, size - record_bytes), 4096)
-    small = [(int(a), int(a) + record_bytes) for a in starts]
-    el2, reqs, _ = parallel_gets(store, shard.name, small, args.in_flight, args.seconds)
+    with Proxy(server, args.link) as px:
+        store = client(server, px.port, name)
+        t = time.monotonic()
+        whole = len(obstore.get(store, shard.name).bytes())
+        one = whole / (time.monotonic() - t)
+        chunks = [(a, min(size, a + CHUNK)) for a in range(0, size, CHUNK)]
+        el, _, nbytes = parallel_gets(store, shard.name, chunks, args.in_flight, args.seconds)
+        rng = np.random.default_rng(0)
+        starts = rng.integers(0, max(1, size - record_bytes), 4096)
+        small = [(int(a), int(a) + record_bytes) for a in starts]
+        el2, reqs, _ = parallel_gets(store, shard.name, small, args.in_flight, args.seconds)
     return {"one_connection_mib_s": one / 2**20, "bandwidth_mib_s": nbytes / el / 2**20,
-            "request_rate": reqs / el, "probe_record_bytes": record_bytes}
+            "request_rate": reqs / el2, "probe_record_bytes": record_bytes}
 
 
-def remote_run(url: str, kind: str, n: int, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+def remote_run(server: Server, name: str, kind: str, n: int, args: argparse.Namespace,
+               seed: int) -> dict[str, Any]:
     """A fresh remote reader: time to first batch, then a random permutation in batches."""
     cls = Dense if kind == "dense" else Ragged
     order = np.random.default_rng(seed).permutation(n).astype(np.uint64)
-    t = time.monotonic()
-    store = cls.open(url, storage_options={"max_in_flight": args.in_flight})
-    opened = time.monotonic() - t
-    try:
-        store[order[:args.batch]]
-        first = time.monotonic() - t
-        before = store.remote_stats()
-        delivered, records, k = 0, 0, args.batch
-        start = time.monotonic()
-        while time.monotonic() - start < args.seconds and k < n:
-            idx = order[k:k + args.batch]
-            got = store[idx]
-            delivered += _nbytes(got)
-            records += len(idx)
-            k += args.batch
-        el = time.monotonic() - start
-        after = store.remote_stats()
-    finally:
-        store.close()
-    reqs, fetched = after["requests"] - before["requests"], after["bytes"] - before["bytes"]
+    with Proxy(server, args.link) as px:
+        url, options = server.store(px.port, name)
+        t = time.monotonic()
+        store = cls.open(url, storage_options=options | {"max_in_flight": args.in_flight})
+        opened = time.monotonic() - t
+        try:
+            first_got = store[order[:args.batch]]
+            first = time.monotonic() - t
+            delivered_all = _nbytes(first_got)
+            before = store.remote_stats()
+            records, delivered, el = timed_batches(store, order, args.batch, args)
+            after = store.remote_stats()
+        finally:
+            store.close()
+    reqs = after["requests"] - before["requests"]
     return {"open_s": opened, "first_batch_s": first, "records_s": records / el,
             "mib_s": delivered / el / 2**20, "requests_s": reqs / el,
             "requests_per_record": reqs / max(1, records),
-            "read_amplification": fetched / max(1, delivered), "records": records}
+            "payload_amplification": (after["bytes"] - before["bytes"]) / max(1, delivered),
+            "read_amplification": px.bytes_down / max(1, delivered + delivered_all), "records": records}
+
+
+def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Namespace,
+               seed: int) -> dict[str, Any]:
+    """loaderx's DataLoader over a fresh remote reader, for one whole CYCLIC pass over the first
+    `--loader-records` records (each read once, in random order): time to the first batch, then
+    records/s while the loader prefetches ahead. A whole pass, so that every byte fetched was
+    delivered (what the loader prefetches past the pass is held already: the next pass reads the
+    same records)."""
+    from loaderx.dataloader import DataLoader
+    from loaderx.sampler import Sampler
+
+    cls = Dense if kind == "dense" else Ragged
+    length = min(n, args.loader_records)
+    steps = length // args.batch
+    with Proxy(server, args.link) as px:
+        url, options = server.store(px.port, name)
+        t = time.monotonic()
+        store = cls.open(url, storage_options=options | {"max_in_flight": args.in_flight})
+        try:
+            with DataLoader({"x": store}, Sampler(length, args.batch, Sampler.Mode.CYCLIC, seed=seed),
+                            workers=args.loader_workers, prefetch=args.loader_workers * 2) as loader:
+                delivered = _nbytes(next(loader)["x"])
+                first = time.monotonic() - t
+                start = time.monotonic()
+                for _ in range(steps - 1):
+                    delivered += _nbytes(next(loader)["x"])
+                el = time.monotonic() - start
+            fetched = store.remote_stats()["bytes"]
+        finally:
+            store.close()
+    return {"first_batch_s": first, "records_s": (steps - 1) * args.batch / el, "records": steps * args.batch,
+            "payload_amplification": fetched / max(1, delivered),
+            "read_amplification": px.bytes_down / max(1, delivered)}
 
 
 def local_run(path: str, kind: str, n: int, args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -188,15 +291,62 @@ def local_run(path: str, kind: str, n: int, args: argparse.Namespace, seed: int)
     order = np.random.default_rng(seed).permutation(n).astype(np.uint64)
     with cls.open(path) as store:
         store[order]  # the page cache warm: the upper bound
-        delivered, records, k = 0, 0, 0
-        start = time.monotonic()
-        while time.monotonic() - start < args.seconds and k < n:
-            got = store[order[k:k + args.batch]]
-            delivered += _nbytes(got)
-            records += len(got)
-            k += args.batch
-        el = time.monotonic() - start
+        records, delivered, el = timed_batches(store, order, 0, args)
     return {"records_s": records / el, "mib_s": delivered / el / 2**20}
+
+
+def timed_batches(store: Any, order: np.ndarray, k: int, args: argparse.Namespace) -> tuple[int, int, float]:
+    """Batches of `order` from position `k` on, for --seconds or to its end: (records, bytes
+    delivered, seconds)."""
+    delivered, records = 0, 0
+    start = time.monotonic()
+    while time.monotonic() - start < args.seconds and k < order.shape[0]:
+        got = store[order[k:k + args.batch]]
+        delivered += _nbytes(got)
+        records += len(got)
+        k += args.batch
+    return records, delivered, time.monotonic() - start
+
+
+def peer_stores(args: argparse.Namespace, server: Server, name: str, dataset_bytes: int) -> dict[str, dict[str, Any]]:
+    """Each peer's copy of workload `name`, written locally and uploaded to the server. Shards
+    are a quarter of the cache budget: MDS refuses a cache smaller than four shards, and on the
+    terabyte datasets these tools serve, their default 64 MiB shards are as small beside it."""
+    out = {}
+    shard = max(64 << 10, int(args.cache_share * dataset_bytes / 4))
+    for peer in args.peer_names:
+        local = Path(args.root) / f"{peer}-{name}"
+        info = json.loads(_peer(args, "write", "--peer", peer, "--data", args.data, "--workload", name,
+                                "--out", str(local), "--shard-bytes", str(shard)))
+        info["shard_bytes"] = shard
+        _peer(args, "upload", "--src", str(local), "--bucket", "bench", "--prefix", f"{peer}/{name}",
+              "--endpoint", server.endpoint)
+        out[peer] = info
+    return out
+
+
+def peer_run(args: argparse.Namespace, server: Server, peer: str, name: str, n: int, dataset_bytes: int,
+             seed: int) -> dict[str, Any]:
+    """One peer reading `name` in a random order through its own cache (--cache-share of the
+    dataset), through a fresh link proxy."""
+    cache = Path(args.root) / f"cache-{peer}-{name}-{seed}"
+    with Proxy(server, args.link) as px:
+        got = json.loads(_peer(args, "read", "--peer", peer, "--url", f"s3://bench/{peer}/{name}",
+                               "--endpoint", f"http://127.0.0.1:{px.port}", "--cache", str(cache),
+                               "--cache-bytes", str(max(1, int(args.cache_share * dataset_bytes))),
+                               "--records", str(n), "--batch", str(args.batch),
+                               "--seconds", str(args.seconds), "--seed", str(seed)))
+    shutil.rmtree(cache, ignore_errors=True)
+    got["read_amplification"] = px.bytes_down / max(1, got["delivered_bytes"])
+    return got
+
+
+def _peer(args: argparse.Namespace, *argv: str) -> str:
+    out = subprocess.run([args.peers, str(HERE / "remote_peers.py"), *argv], capture_output=True,
+                         text=True, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"remote_peers.py {argv[0]} failed: {out.stderr.strip()[-2000:]}")
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "{}"
 
 
 def _nbytes(batch: Any) -> int:
@@ -204,23 +354,43 @@ def _nbytes(batch: Any) -> int:
 
 
 def med(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {k: statistics.median(r[k] for r in rows) for k in rows[0]} | {"rounds": rows}
+    keys = [k for k, v in rows[0].items() if isinstance(v, (int, float))]
+    return {k: statistics.median(r[k] for r in rows) for k in keys} | {"rounds": rows}
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = [f"### Remote reads over {results['link']}, batch {results['batch']}, "
-             f"{results['in_flight']} requests in flight",
+    lines = [f"### Remote reads over {results['link']} ({results['server']} server), batch "
+             f"{results['batch']}, {results['in_flight']} requests in flight",
              "", "| workload | record | link MiB/s (1 conn.) | link small req/s | zrecord records/s | "
-             "MiB/s | % of link | req/s (% of link rate) | req/record | read amp. | first batch s | "
-             "local records/s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "MiB/s | % of link | req/s (% of link rate) | req/record | payload amp. | wire amp. | "
+             "first batch s | DataLoader records/s | local records/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, w in results["workloads"].items():
-        c, r, lo = w["ceiling"], w["remote"], w["local"]
+        c, r, lo, dl = w["ceiling"], w["remote"], w["local"], w["loader"]
         lines.append(
             f"| {name} | {w['record_bytes']:,.0f} B | {c['bandwidth_mib_s']:,.0f} ({c['one_connection_mib_s']:,.0f}) | "
             f"{c['request_rate']:,.0f} | {r['records_s']:,.0f} | {r['mib_s']:,.1f} | "
             f"{100 * r['mib_s'] / c['bandwidth_mib_s']:.0f}% | {r['requests_s']:,.0f} "
             f"({100 * r['requests_s'] / c['request_rate']:.0f}%) | {r['requests_per_record']:.2f} | "
-            f"{r['read_amplification']:.2f} | {r['first_batch_s']:.2f} | {lo['records_s']:,.0f} |")
+            f"{r['payload_amplification']:.2f} | {r['read_amplification']:.2f} | "
+            f"{r['first_batch_s']:.2f} | {dl['records_s']:,.0f} | "
+            f"{lo['records_s']:,.0f} |")
+    peers = [(name, peer, p) for name, w in results["workloads"].items() for peer, p in w.get("peers", {}).items()]
+    if peers:
+        lines += ["", f"Peers, each through its own cache bounded to {100 * results['cache_share']:.0f}% "
+                  "of the dataset, reading the same records in the same random order by index:", "",
+                  "| workload | reader | first batch s | records/s | payload amp. | wire amp. | peak cache MiB |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for name, w in results["workloads"].items():
+            r, dl = w["remote"], w["loader"]
+            lines.append(f"| {name} | zrecord (gathers) | {r['first_batch_s']:.2f} | {r['records_s']:,.0f} | "
+                         f"{r['payload_amplification']:.2f} | {r['read_amplification']:.2f} | "
+                         "(mirror: what was read) |")
+            lines.append(f"| {name} | zrecord (DataLoader) | {dl['first_batch_s']:.2f} | {dl['records_s']:,.0f} | "
+                         f"{dl['payload_amplification']:.2f} | {dl['read_amplification']:.2f} | |")
+            for peer, p in w.get("peers", {}).items():
+                lines.append(f"| {name} | {peer} | {p['first_batch_s']:.2f} | {p['records_s']:,.0f} | "
+                             f"| {p['read_amplification']:.2f} | {p['peak_cache_bytes'] / 2**20:,.1f} |")
     return "\n".join(lines)
 
 
@@ -229,17 +399,28 @@ def main() -> int:
     ap.add_argument("--data", default=str(HERE.parent.parent / "data"))
     ap.add_argument("--workloads", default="vision_dense,tokens")
     ap.add_argument("--link", default="same-region-s3", choices=("same-region-s3", "fast-lan", "loopback"))
+    ap.add_argument("--server", default="http", choices=("http", "s3rver"))
+    ap.add_argument("--s3rver", default=None, help="the s3rver executable (npm install s3rver@3.7.1)")
+    ap.add_argument("--peers", default=None, help="a python with mosaicml-streaming, litdata, boto3 (needs --server s3rver)")
+    ap.add_argument("--peer-names", default="mds,litdata", type=lambda s: s.split(","))
+    ap.add_argument("--cache-share", type=float, default=0.10, help="the peers' cache budget, a share of the dataset")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--in-flight", type=int, default=32)
+    ap.add_argument("--in-flight", type=int, default=64)
+    ap.add_argument("--loader-workers", type=int, default=4)
+    ap.add_argument("--loader-records", type=int, default=8192,
+                    help="the DataLoader reads one whole pass over this many records")
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.peers and args.server != "s3rver":
+        ap.error("--peers needs --server s3rver (the peers read s3:// URLs)")
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.platform(),
                                "cpus": os.cpu_count(), "zrecord": zrecord.__version__, "link": args.link,
-                               "batch": args.batch, "in_flight": args.in_flight, "rounds": args.rounds,
-                               "seconds": args.seconds, "workloads": {}}
+                               "server": args.server, "batch": args.batch, "in_flight": args.in_flight,
+                               "rounds": args.rounds, "seconds": args.seconds,
+                               "cache_share": args.cache_share, "workloads": {}}
     with tempfile.TemporaryDirectory(dir=args.tmp, prefix="bench-remote-") as root:
         args.root = root
         stores = {}
@@ -247,20 +428,28 @@ def main() -> int:
             w = Workload(name, args.data, None)
             path = ensure_store(w, "raw", root, args.batch)
             stores[name] = (w, os.path.basename(path))
-        link = Link(Path(root), args.link)
+        server = Server(args.server, Path(root), args.s3rver)
         try:
             for name, (w, base) in stores.items():
+                server.publish(os.path.join(root, base), base)
                 record = w.nbytes / w.n
                 print(f"{name}: {w.n:,} records of {record:,.0f} B ...", file=sys.stderr, flush=True)
-                rounds: dict[str, list[dict[str, Any]]] = {"ceiling": [], "remote": [], "local": []}
+                peers = peer_stores(args, server, name, w.nbytes) if args.peers else {}
+                rounds: dict[str, list[dict[str, Any]]] = {"ceiling": [], "remote": [], "loader": [], "local": []}
+                peer_rounds: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
                 for k in range(args.rounds):
-                    rounds["ceiling"].append(ceiling(link, base, max(1, round(record)), args))
-                    rounds["remote"].append(remote_run(link.url(base), w.kind, w.n, args, k))
+                    rounds["ceiling"].append(ceiling(server, base, max(1, round(record)), args))
+                    rounds["remote"].append(remote_run(server, base, w.kind, w.n, args, k))
+                    rounds["loader"].append(loader_run(server, base, w.kind, w.n, args, k))
                     rounds["local"].append(local_run(os.path.join(root, base), w.kind, w.n, args, k))
+                    for peer in peers:
+                        peer_rounds[peer].append(peer_run(args, server, peer, name, w.n, w.nbytes, k))
                 results["workloads"][name] = {"records": w.n, "record_bytes": record,
-                                              **{part: med(rows) for part, rows in rounds.items()}}
+                                              **{part: med(rows) for part, rows in rounds.items()},
+                                              "peers": {p: med(rows) for p, rows in peer_rounds.items()},
+                                              "peer_stores": peers}
         finally:
-            link.close()
+            server.close()
     text = table(results)
     print(text)
     if args.json:

@@ -134,9 +134,10 @@ class Dense(_Kind):
         ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token`` (else the
         ``AWS_*`` environment variables, else ``~/.aws/credentials``), ``cache_dir`` (a folder
         where processes of the host share what was fetched; default: a private temporary
-        folder removed at ``close()``), ``max_in_flight`` (64), ``gap_bytes`` (4 KiB),
-        ``request_bytes_max`` (8 MiB), ``timeout_s``, ``connect_timeout_s``, ``retries`` and
-        ``retry_timeout_s``. See the object-storage guide.
+        folder removed at ``close()``), ``max_in_flight`` (64), ``gap_bytes`` (``"auto"``: the
+        mean stored record, at most 64 KiB), ``request_bytes_max`` (8 MiB), ``timeout_s``,
+        ``connect_timeout_s``, ``retries`` and ``retry_timeout_s``. See the object-storage
+        guide.
         """
         from zrecord._reader import DenseReader
 

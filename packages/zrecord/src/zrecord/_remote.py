@@ -62,7 +62,9 @@ _KIND_DENSE = 1
 # Tuning keys of `storage_options` and their defaults; every other key configures the client.
 DEFAULTS: dict[str, Any] = {
     "max_in_flight": 64,
-    "gap_bytes": 4 << 10,
+    # "auto": the store's mean stored record, at most GAP_AUTO_MAX: a request joins neighbours
+    # with about one record between them, so that it costs at most about twice its bytes.
+    "gap_bytes": "auto",
     "request_bytes_max": 8 << 20,
     "timeout_s": 30.0,
     "connect_timeout_s": 5.0,
@@ -79,6 +81,8 @@ _S3_KEYS = {
     "aws_session_token": "session_token",
     "skip_signature": "skip_signature",
 }
+
+GAP_AUTO_MAX = 64 << 10
 
 _T = TypeVar("_T")
 
@@ -267,8 +271,8 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> dict[str, Any
     for key in ("max_in_flight", "request_bytes_max"):
         if int(options[key]) < 1:
             raise ValueError(f"storage option {key} must be at least 1; got {options[key]!r}")
-    if int(options["gap_bytes"]) < 0:
-        raise ValueError(f"storage option gap_bytes must not be negative; got {options['gap_bytes']!r}")
+    if options["gap_bytes"] != "auto" and int(options["gap_bytes"]) < 0:
+        raise ValueError(f"storage option gap_bytes must be 'auto' or at least 0; got {options['gap_bytes']!r}")
     return options
 
 
@@ -374,6 +378,7 @@ class Mirror:
         """Where each record lies, from the mirror's index.zri, and the presence bits."""
         self._offsets = self._sizes = self._shards = np.empty(0, np.uint64)
         self._present: np.ndarray = np.zeros(0, np.uint8)
+        self._gap = 0
         if layout is None or index is None:
             return  # the native open fails on these files and says why
         records, entry, _, self._shard_sizes = layout
@@ -388,6 +393,8 @@ class Mirror:
             if f.tell() < (records + 7) // 8:
                 f.truncate((records + 7) // 8)
         self._present = np.memmap(bits, np.uint8, "r+", shape=((records + 7) // 8,))
+        gap = self.options["gap_bytes"]
+        self._gap = int(gap) if gap != "auto" else min(GAP_AUTO_MAX, int(self._sizes.mean()))
 
     def relabel(self, exc: ZrecordError) -> ZrecordError:
         """`exc` with the mirror's path in its message replaced by the URL."""
@@ -444,7 +451,7 @@ class Mirror:
             if k >= len(self._shard_sizes) or int(ends[shards == k].max()) > self._shard_sizes[k]:
                 raise CorruptStoreError(f"{self.url}: index.zri places a record past the end of "
                                         f"{_shard(int(k))}")
-        gap, most = int(self.options["gap_bytes"]), int(self.options["request_bytes_max"])
+        gap, most = self._gap, int(self.options["request_bytes_max"])
         runs = []
         first = 0
         for i in range(1, recs.shape[0] + 1):
