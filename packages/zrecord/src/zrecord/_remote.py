@@ -31,6 +31,7 @@ import contextlib
 import errno as _errno
 import hashlib
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -230,8 +231,11 @@ class _Client:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of a client error, without what could hold a secret: user information
+    and query strings of the URLs in it."""
     text = str(exc).strip().splitlines()
-    return text[0][:400] if text else type(exc).__name__
+    line = text[0][:400] if text else type(exc).__name__
+    return re.sub(r"\?[^\s]*", "", re.sub(r"://[^/@\s]+@", "://", line))
 
 
 def _profile_credentials(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,27 @@
+"""What a store opened by URL takes and says before any request: which paths are URLs, the
+storage options it accepts, and messages that never show a secret."""
+
+from __future__ import annotations
+
+import pytest
+
+from zrecord._remote import _first_line, is_url, redact, storage_settings
+
+
+def test_urls_and_what_messages_show_of_them():
+    assert is_url("s3://b/p") and is_url("https://h/p") and is_url("http://h:8/p")
+    assert not is_url("/data/s3://x") and not is_url(b"s3://b") and not is_url("file:///x")
+    assert redact("https://user:pw@host:8443/a/b?token=s3cr3t#frag") == "https://host:8443/a/b"
+    line = _first_line(Exception("GET http://k:secret@h:1/b/obj?X-Amz-Signature=abc failed\nmore"))
+    assert line == "GET http://h:1/b/obj failed"
+
+
+def test_storage_options_are_checked():
+    settings = storage_settings({"max_in_flight": 8, "endpoint_url": "http://127.0.0.1:9000"})
+    assert settings["max_in_flight"] == 8 and settings["gap_bytes"] == "auto"
+    with pytest.raises(ValueError, match="unknown storage option 'endpoint'; known: "):
+        storage_settings({"endpoint": "x"})
+    with pytest.raises(ValueError, match="max_in_flight must be at least 1"):
+        storage_settings({"max_in_flight": 0})
+    with pytest.raises(ValueError, match="gap_bytes must be 'auto' or at least 0"):
+        storage_settings({"gap_bytes": -1})
