@@ -39,6 +39,8 @@ def publish(source: Any, url: str, *, storage_options: Mapping[str, Any] | None 
     same prefix replaces them. `storage_options` as for ``Dense.open``; `progress` shows the
     bytes uploaded on stderr.
     """
+    if is_url(source):
+        raise ValueError(f"publish uploads a local store; got the URL {source!r} as the source")
     if not is_url(url) or not url.startswith("s3://"):
         raise ValueError(f"publish uploads to object storage: give an s3://BUCKET/PREFIX URL; got {url!r}")
     options = storage_settings(storage_options)

@@ -388,10 +388,13 @@ class Mirror:
         records, entry, _, self._shard_sizes = layout
         if records == 0 or entry < 16 or len(index) != records * entry:
             return
-        table = np.memmap(os.path.join(self.store_path, "index.zri"), np.uint8, "r").reshape(records, entry)
-        self._offsets = table[:, 0:8].copy().view("<u8").ravel()
-        self._sizes = table[:, 8:12].copy().view("<u4").ravel().astype(np.uint64)
-        self._shards = table[:, 12].astype(np.int64)
+        # Views into the mirror's index.zri (spec §4: offset u64 at 0, stored_size u32 at 8, shard
+        # u8 at 12 of each entry), not copies: the page cache holds them once for the host.
+        table = np.memmap(os.path.join(self.store_path, "index.zri"), np.uint8, "r")
+        field = {"offsets": ("<u8", 0), "sizes": ("<u4", 8), "shards": ("u1", 12)}
+        views = {name: np.ndarray((records,), dtype, buffer=table, offset=at, strides=(entry,))
+                 for name, (dtype, at) in field.items()}
+        self._offsets, self._sizes, self._shards = views["offsets"], views["sizes"], views["shards"]
         bits = os.path.join(self.root, "present.bits")
         with open(bits, "ab") as f:
             if f.tell() < (records + 7) // 8:
@@ -533,6 +536,7 @@ class Mirror:
         for fd in fds.values():
             os.close(fd)
         self._present = np.zeros(0, np.uint8)
+        self._offsets = self._sizes = self._shards = np.empty(0, np.uint64)
         if self._private is not None:
             self._private.cleanup()
             self._private = None
