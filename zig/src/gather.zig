@@ -213,8 +213,8 @@ fn markVerified(r: *const Reader, rec: u64) void {
 
 /// What a record's stored bytes are checked against: the whole checksum of its index entry
 /// (verify, from index.zri) or its low 32 bits, which the compact index keeps (first reads;
-/// spec §9.5).
-pub const Want = struct {
+/// [ZR-SUM-004]).
+const Want = struct {
     value: u64,
     mask: u64,
 
@@ -225,11 +225,15 @@ pub const Want = struct {
     fn low(sum: u32) Want {
         return .{ .value = sum, .mask = std.math.maxInt(u32) };
     }
+
+    fn matches(w: Want, stored: []const u8) bool {
+        return format.xxh64(stored) & w.mask == w.value;
+    }
 };
 
 /// [ZR-SUM-001] Checks a record's stored bytes against `want`, its checksum in the index.
 fn checkRecord(r: *const Reader, rec: u64, e: Location, stored: []const u8, want: Want, d: *Diag) Error!void {
-    if (format.xxh64(stored) & want.mask == want.value) {
+    if (want.matches(stored)) {
         markVerified(r, rec);
         return;
     }
@@ -320,7 +324,7 @@ fn readStored(r: *const Reader, rec: u64, e: Location, buf: []u8, d: *Diag) Erro
 fn checkOutputOnce(r: *const Reader, rec: u64, e: Location, dst: []u8, d: *Diag) Error!void {
     if (isVerified(r, rec)) return;
     const want = firstReadSum(r, rec);
-    if (format.xxh64(dst) & want.mask == want.value) {
+    if (want.matches(dst)) {
         markVerified(r, rec);
         return;
     }

@@ -67,18 +67,9 @@ def publish(source: Any, url: str, *, storage_options: Mapping[str, Any] | None 
 
 def _put(client: _Client, path: Path, mode: str) -> int:
     """Upload `path` as the object of its name; check the size the server reports."""
-    obstore = client._obstore
-    name = path.name
-    size = path.stat().st_size
-    multipart = size >= MULTIPART_PART_BYTES
-
-    def put() -> Any:
-        with open(path, "rb") as f:
-            return obstore.put(client.store, name, f, mode=mode, use_multipart=multipart,
-                               chunk_size=MULTIPART_PART_BYTES)
-
+    name, size = path.name, path.stat().st_size
     try:
-        client._call(name, put)
+        client.put(name, str(path), create=mode == "create", part_bytes=MULTIPART_PART_BYTES)
     except FileExistsError:  # only a conditional create fails so
         raise StoreExistsError(f"{client.where(name)} appeared while publishing: another "
                                "writer published a store at this prefix first") from None

@@ -105,10 +105,7 @@ class _Store(_Kind, Generic[_Batch]):
         # frees itself.
         self._remote = _remote
         if _handle is None:
-            if is_url(path):
-                self._remote, handle = _open_remote(path, cache, index_cache, validate, storage_options)
-            else:
-                handle = _open_handle(self.path, cache, self.index_cache, validate)
+            self._remote, handle = _open_any(path, cache, index_cache, validate, storage_options)
         else:
             handle = _handle
         info = handle.info()
@@ -428,17 +425,19 @@ def open_store(path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
                ) -> DenseReader | RaggedReader:
     """Open the published store at `path` (a local path or a URL), whichever kind it is; the
     arguments as in :meth:`Dense.open`."""
-    remote: Mirror | None = None
-    if is_url(path):
-        text = path
-        remote, handle = _open_remote(path, cache, index_cache, validate, storage_options)
-    else:
-        text = fspath(path)
-        handle = _open_handle(text, cache, folder_for(index_cache), validate)
+    remote, handle = _open_any(path, cache, index_cache, validate, storage_options)
     cls: type[DenseReader | RaggedReader] = (DenseReader if handle.info()["kind"] == KIND_DENSE
                                              else RaggedReader)
-    return cls(text, cache=cache, index_cache=index_cache, validate=validate, _handle=handle,
+    return cls(path, cache=cache, index_cache=index_cache, validate=validate, _handle=handle,
                _remote=remote)
+
+
+def _open_any(path: Any, cache: Any, index_cache: Any, validate: Any,
+              storage_options: Mapping[str, Any] | None) -> tuple[Mirror | None, _native.Reader]:
+    """The native reader of the store at `path`: a local path, or a URL through its mirror."""
+    if is_url(path):
+        return _open_remote(path, cache, index_cache, validate, storage_options)
+    return None, _open_handle(fspath(path), cache, folder_for(index_cache), validate)
 
 
 def _open_remote(url: str, cache: Any, index_cache: Any, validate: Any,

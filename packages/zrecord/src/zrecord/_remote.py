@@ -38,7 +38,7 @@ import tempfile
 import threading
 import urllib.parse
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -168,14 +168,9 @@ class _Client:
         options: dict[str, Any] = {"range": (start, end)}
         if etag is not None:
             options["if_match"] = etag
-        try:
+        with self._errors(name):
             result = await self._obstore.get_async(self.store, name, options=options)
             data = bytes(await result.bytes_async())
-        except Exception as exc:
-            mapped = self._translate(name, exc)
-            if mapped is exc:
-                raise
-            raise mapped from None
         if len(data) != end - start:
             why = ("the object is shorter than at open (truncated or replaced)" if len(data) < end - start
                    else "the server does not answer Range requests (it sent more)")
@@ -194,10 +189,25 @@ class _Client:
             return self._call("", first)
         return any(self.head(n) is not None for n in ("index.zri", "data-000.zrd"))
 
+    def put(self, name: str, path: str, *, create: bool, part_bytes: int) -> None:
+        """Upload the file at `path` as object `name`: multipart in parts of `part_bytes` when it
+        is at least that large; with `create`, only where no such object exists
+        (FileExistsError otherwise)."""
+        multipart = os.path.getsize(path) >= part_bytes
+        with open(path, "rb") as f, self._errors(name):
+            self._obstore.put(self.store, name, f, mode="create" if create else "overwrite",
+                              use_multipart=multipart, chunk_size=part_bytes)
+
     def _call(self, name: str, fn: Callable[[], _T]) -> _T:
-        """`fn()`, with obstore's errors as zrecord's (`_translate`)."""
-        try:
+        """`fn()`, with obstore's errors as zrecord's (`_errors`)."""
+        with self._errors(name):
             return fn()
+
+    @contextlib.contextmanager
+    def _errors(self, name: str) -> Iterator[None]:
+        """obstore's errors inside the block raised as zrecord's (`_translate`)."""
+        try:
+            yield
         except Exception as exc:
             mapped = self._translate(name, exc)
             if mapped is exc:
