@@ -207,6 +207,13 @@ int zr_reader_open(const char *path, zr_reader **out, zr_status *st);
  * folder holds a compact index built from that very file (and write the cache file anew). */
 #define ZR_OPEN_VALIDATE_INDEX 2u
 
+/* ZR_OPEN_CHECK_EVERY_READ: check every read of a record against its checksum, not only its
+ * first, and read every record with pread, never through a mapping: for stores whose shard
+ * files another process may change under the reader, such as the local cache of a store read
+ * over a network (a record evicted from it reads back as a hole of zeros, which fails its
+ * checksum; one copied through a mapping could change between its check and its copy). */
+#define ZR_OPEN_CHECK_EVERY_READ 4u
+
 /* zr_reader_open with ZR_OPEN_* flags and no index cache folder; an unknown flag is
  * ZR_E_INVALID_ARGUMENT. */
 int zr_reader_open_ex(const char *path, uint32_t flags, zr_reader **out, zr_status *st);

@@ -98,7 +98,11 @@ pub const open_cache_bypass: u32 = 1;
 /// zrecord.h ZR_OPEN_VALIDATE_INDEX: read and validate index.zri even where the index cache
 /// holds a compact index built from it.
 pub const open_validate_index: u32 = 2;
-pub const open_flags_known: u32 = open_cache_bypass | open_validate_index;
+/// zrecord.h ZR_OPEN_CHECK_EVERY_READ: every read of a record is checked against its checksum,
+/// and read with pread (never copied through a mapping): the shard files are a cache that
+/// other processes fill and punch holes in while this reader has them open.
+pub const open_check_every_read: u32 = 4;
+pub const open_flags_known: u32 = open_cache_bypass | open_validate_index | open_check_every_read;
 
 /// zrecord.h zr_open_opts.
 pub const OpenOpts = extern struct {

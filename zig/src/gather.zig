@@ -207,7 +207,9 @@ pub fn isVerified(r: *const Reader, rec: u64) bool {
     return word & (@as(u64, 1) << @intCast(rec % 64)) != 0;
 }
 
+/// Nothing for a reader opened with ZR_OPEN_CHECK_EVERY_READ, which checks every read.
 fn markVerified(r: *const Reader, rec: u64) void {
+    if (r.check_every_read) return;
     _ = @atomicRmw(u64, &r.verified[@intCast(rec / 64)], .Or, @as(u64, 1) << @intCast(rec % 64), .monotonic);
 }
 
@@ -356,7 +358,9 @@ fn mappingFault(r: *const Reader, rec: u64, d: *Diag) Error {
 /// into `scratch`, whose contents the result then borrows.
 fn storedView(r: *const Reader, rec: u64, e: Location, pread: bool, scratch: *Scratch, d: *Diag) Error![]const u8 {
     if (readsDirect(r, e)) return readDirect(r, rec, e, scratch, d);
-    if (!pread or e.stored_size > pread_scratch_bytes_max) return storedBytes(r, e);
+    // A reader that checks every read never decodes from a mapping, whose bytes could change
+    // between the check and the decode (ZR_OPEN_CHECK_EVERY_READ).
+    if (!pread or (e.stored_size > pread_scratch_bytes_max and !r.check_every_read)) return storedBytes(r, e);
     const buf = try scratch.get(e.stored_size, rec, d);
     try readStored(r, rec, e, buf, d);
     return buf;
@@ -747,7 +751,7 @@ fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!
     const rs: usize = @intCast(r.record_size);
     if (!r.compressed() and rs > 0) {
         // Records read with pread never touch a mapping, so they need no guard.
-        if (rs >= pread_record_bytes_min or ctx.cold) return runShare(ctx, begin, end, d, .unguarded, probed(gatherDenseRawPread));
+        if (rs >= pread_record_bytes_min or ctx.cold or r.check_every_read) return runShare(ctx, begin, end, d, .unguarded, probed(gatherDenseRawPread));
         return runShare(ctx, begin, end, d, .guarded, probed(gatherDenseRaw));
     }
     return runShare(ctx, begin, end, d, .guarded, probed(gatherDenseDecode));

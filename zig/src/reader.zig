@@ -87,12 +87,15 @@ pub const Reader = struct {
     /// One read-only descriptor per shard, for the pread path; -1 where none is open.
     fds: [format.data_shards_max]sys.Fd = @splat(-1),
     /// Whether every record is read with pread, not only large ones: the store's records
-    /// average at least `gather.pread_record_bytes_min` stored bytes.
+    /// average at least `gather.pread_record_bytes_min` stored bytes, or `check_every_read`.
     pread_every_record: bool = false,
     /// Opened with ZR_OPEN_CACHE_BYPASS: records read with pread (and at most
     /// `gather.pread_scratch_bytes_max` stored bytes) are read with O_DIRECT through `direct_fds`,
     /// never into the page cache, and never hinted.
     bypass: bool = false,
+    /// ZR_OPEN_CHECK_EVERY_READ: no record is remembered as verified (gather.markVerified),
+    /// and every record is read with pread (`pread_every_record`).
+    check_every_read: bool = false,
     /// One O_DIRECT descriptor per non-empty shard when `bypass`; -1 elsewhere.
     direct_fds: [format.data_shards_max]sys.Fd = @splat(-1),
     /// Whether `reader_open.checkLayout` has passed; verify runs it until it has.
@@ -140,6 +143,7 @@ pub const Reader = struct {
             .entry_size = h.index_entry_size,
             .opened_gen = gen,
             .bypass = flags & abi.open_cache_bypass != 0,
+            .check_every_read = flags & abi.open_check_every_read != 0,
         };
         r.flight.store(packGen(gen, 0), .seq_cst);
         r.state.store(packGen(gen, state_open), .seq_cst);

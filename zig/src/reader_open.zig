@@ -90,7 +90,8 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
     try mapShards(r, dfd, d);
     if (r.bypass) try openDirect(r, dfd, d);
     try loadIndex(r, dfd, opts, d);
-    r.pread_every_record = h.record_count > 0 and h.stored_bytes / h.record_count >= gather.pread_record_bytes_min;
+    r.pread_every_record = r.check_every_read or
+        (h.record_count > 0 and h.stored_bytes / h.record_count >= gather.pread_record_bytes_min);
     const words: usize = @intCast((h.record_count + 63) / 64);
     r.verified = alloc.alloc(u64, words) catch return d.noMemory("the verification bitmap");
     @memset(r.verified, 0);

@@ -231,3 +231,69 @@ test "pread path: a shard truncated after open is ZR_E_CORRUPT naming file and r
     td.removeStore("r", 1);
     try td.deinitExpectEmpty();
 }
+
+fn openFlags(td: *const TempDir, name: []const u8, flags: u32) !*Reader {
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    var r: ?*Reader = null;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_open_ex(td.sub(&pbuf, name), flags, &r, &st));
+    return r.?;
+}
+
+test "ZR_OPEN_CHECK_EVERY_READ: a record changed after it was read fails its checksum on the next read; without the flag the first check stands" {
+    var td: TempDir = .{};
+    try td.init();
+    const rs = 64;
+    for ([_]u8{ t.codec_raw, t.codec_zstd }) |codec| {
+        const data = try t.randomBytes(7 + codec, 32 * rs);
+        defer gpa.free(data);
+        try t.writeDense(&td, "s", codec, "", 1, rs, data, &.{32});
+        const plain = try t.openOk(&td, "s");
+        const checked = try openFlags(&td, "s", abi.open_check_every_read);
+        // Small records, read with pread all the same: never copied through a mapping.
+        try testing.expect(!plain.pread_every_record);
+        try testing.expect(checked.pread_every_record);
+        const e = try t.entryOf(&td, "s", 3, plain.entry_size);
+        var out: [2 * rs]u8 = undefined;
+        var st: Status = undefined;
+        const idx = [_]u64{ 1, 3 };
+        for ([_]*Reader{ plain, checked }) |r| {
+            try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(r, &idx, 2, &out, out.len, 1, &st));
+            try testing.expectEqualSlices(u8, data[3 * rs ..][0..rs], out[rs..]);
+        }
+        try t.flipByte(&td, "s/data-000.zrd", e.offset + e.stored_size / 2);
+        // The plain reader remembers record 3 as checked (what a published store promises:
+        // its files never change); the checking one reads it again and refuses it, every time.
+        if (codec == t.codec_raw) try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(plain, &idx, 2, &out, out.len, 1, &st));
+        for (0..2) |_| {
+            try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_dense(checked, &idx, 2, &out, out.len, 1, &st));
+            try testing.expectEqual(@as(i64, 3), st.record);
+        }
+        // Once the bytes are right again (a cache that fetched the record anew), it reads.
+        try t.flipByte(&td, "s/data-000.zrd", e.offset + e.stored_size / 2);
+        try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(checked, &idx, 2, &out, out.len, 1, &st));
+        try testing.expectEqualSlices(u8, data[3 * rs ..][0..rs], out[rs..]);
+        root.zr_reader_free(plain);
+        root.zr_reader_free(checked);
+        td.removeStore("s", 1);
+    }
+    // Ragged, raw: the same through the caller's output.
+    const bytes = try t.randomBytes(11, 40 * 50);
+    defer gpa.free(bytes);
+    var recs: [40][]const u8 = undefined;
+    for (&recs, 0..) |*rec, i| rec.* = bytes[i * 50 ..][0..50];
+    _ = try t.raggedRoundTrip(&td, t.codec_raw, "", 1, &recs, &.{ 39, 0 }, 1);
+    const r = try openFlags(&td, "r", abi.open_check_every_read);
+    const e = try t.entryOf(&td, "r", 5, r.entry_size);
+    var out: [100]u8 = undefined;
+    var st: Status = undefined;
+    const idx = [_]u64{ 4, 5 };
+    const offsets = [_]u64{ 0, 50 };
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_ragged(r, &idx, 2, &out, &offsets, out.len, 1, &st));
+    try t.flipByte(&td, "r/data-000.zrd", e.offset + 10);
+    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_ragged(r, &idx, 2, &out, &offsets, out.len, 1, &st));
+    try testing.expectEqual(@as(i64, 5), st.record);
+    root.zr_reader_free(r);
+    td.removeStore("r", 1);
+    try td.deinitExpectEmpty();
+}

@@ -25,3 +25,8 @@ def test_storage_options_are_checked():
         storage_settings({"max_in_flight": 0})
     with pytest.raises(ValueError, match="gap_bytes must be 'auto' or at least 0"):
         storage_settings({"gap_bytes": -1})
+    assert storage_settings({"cache_bytes": 64 << 20})["cache_bytes"] == 64 << 20
+    with pytest.raises(ValueError, match=r"cache_bytes must be at least 4194304 \(4 MiB"):
+        storage_settings({"cache_bytes": 1 << 20})
+    with pytest.raises(ValueError, match="cache_bytes must be a number of bytes or None; got '1G'"):
+        storage_settings({"cache_bytes": "1G"})

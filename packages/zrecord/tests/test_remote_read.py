@@ -95,11 +95,19 @@ def test_http_gathers_and_a_shared_cache_folder(http_folder, local_stores, tmp_p
         b[idx]
         assert b.remote_stats()["requests"] == 0
         # Damage the mirror's copy of every shard: the checksums notice, the records are
-        # fetched again, and the reader returns the right bytes.
+        # fetched again, and the reader returns the right bytes, although it had read them.
         (mirror,) = [p for p in (tmp_path / "mirrors").iterdir() if not p.name.startswith(".")]
-        for shard in sorted((mirror / "store").glob("data-*.zrd")):
-            with open(shard, "r+b") as f:
-                f.write(b"\xff" * 64)
+
+        def damage() -> None:
+            for shard in sorted((mirror / "store").glob("data-*.zrd")):
+                with open(shard, "r+b") as f:
+                    f.write(b"\xff" * 64)
+
+        damage()
+        for got, i in zip(b[idx], idx):
+            np.testing.assert_array_equal(got, recs[i])
+        assert b.remote_stats()["requests"] > 0
+        damage()
     with Ragged.open(url, storage_options=cache) as c:
         for got, i in zip(c[idx], idx):
             np.testing.assert_array_equal(got, recs[i])
@@ -261,3 +269,83 @@ def test_a_server_without_range_support_is_named(tmp_path, local_stores):
             Ragged.open(server.url_for("tokens")) as ds:
         with pytest.raises(RemoteError, match="does not answer Range requests"):
             ds[[5]]
+
+
+@pytest.fixture(scope="module")
+def large_records(tmp_path_factory):
+    """A Dense raw store of 1,200 records of 16 KiB (19 MiB) over three shards."""
+    root = tmp_path_factory.mktemp("remote-large")
+    data = np.random.default_rng(5).integers(0, 255, (1200, 16 << 10), dtype=np.uint8)
+    with Dense.create(root / "big", np.uint8, (16 << 10,), codec="raw", data_shards=3, index_cache=None) as w:
+        w.append(data)
+    return root / "big", data
+
+
+def _serve(http_folder, folder, name: str) -> str:
+    for part in ORDER:
+        http_folder.write(f"{name}/{part}", (folder / part).read_bytes())
+    return http_folder.url_for(name)
+
+
+def test_a_cache_budget_bounds_the_mirror_and_keeps_what_was_used_last(http_folder, large_records,
+                                                                        tmp_path):
+    folder, data = large_records
+    url = _serve(http_folder, folder, "big")
+    budget = 6 << 20
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": budget}
+    rng = np.random.default_rng(6)
+    hot = np.arange(100, 116)  # 256 KiB read between every other batch: never evicted
+    with Dense.open(url, storage_options=opts) as ds:
+        np.testing.assert_array_equal(ds[hot], data[hot])
+        for _ in range(40):
+            idx = rng.integers(0, len(data), 32)
+            np.testing.assert_array_equal(ds[idx], data[idx])
+            assert ds.remote_stats()["cache_bytes"] <= budget
+            before = ds.remote_stats()["requests"]
+            np.testing.assert_array_equal(ds[hot], data[hot])
+            assert ds.remote_stats()["requests"] == before
+        stats = ds.remote_stats()
+        # 40 batches of 512 KiB through a 6 MiB budget: most of it was evicted along the way.
+        assert stats["evictions"] > 0 and stats["evicted_bytes"] >= 8 << 20
+        assert stats["bytes"] >= stats["evicted_bytes"]
+    # A reader opening the mirror later with a smaller budget first shrinks it to that.
+    with Dense.open(url, storage_options={**opts, "cache_bytes": 4 << 20}) as ds:
+        assert ds.remote_stats()["cache_bytes"] <= 4 << 20
+        np.testing.assert_array_equal(ds[hot], data[hot])
+
+
+def test_readers_sharing_a_budgeted_cache_never_see_an_evicted_record(http_folder, large_records,
+                                                                       tmp_path):
+    """One reader evicts (its fetches overflow the shared budget) while another reads the same
+    mirror in another thread: records punched out under the reader fail their checksums there
+    and are fetched again; every batch is right."""
+    import threading
+
+    folder, data = large_records
+    url = _serve(http_folder, folder, "big")
+    opts = {"cache_dir": str(tmp_path / "shared"), "cache_bytes": 4 << 20}
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def churn() -> None:
+        rng = np.random.default_rng(7)
+        try:
+            with Dense.open(url, storage_options=opts) as other:
+                while not stop.is_set():
+                    other[rng.integers(0, len(data), 32)]
+        except Exception as exc:  # noqa: BLE001 - any failure is reported below
+            failures.append(exc)
+
+    with Dense.open(url, storage_options=opts) as ds:
+        worker = threading.Thread(target=churn)
+        worker.start()
+        try:
+            rng = np.random.default_rng(8)
+            for _ in range(60):
+                idx = rng.integers(0, 200, 64)  # a smaller set, read again and again
+                np.testing.assert_array_equal(ds[idx], data[idx])
+        finally:
+            stop.set()
+            worker.join()
+        assert not failures, failures
+        assert ds.remote_stats()["evictions"] > 0

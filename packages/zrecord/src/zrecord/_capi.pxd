@@ -42,6 +42,7 @@ cdef extern from "zrecord.h" nogil:
     const uint32_t ZR_WRITE_NO_SYNC
     const uint32_t ZR_OPEN_CACHE_BYPASS
     const uint32_t ZR_OPEN_VALIDATE_INDEX
+    const uint32_t ZR_OPEN_CHECK_EVERY_READ
     const uint32_t ZR_READS_AUTO
     const uint32_t ZR_READS_MAPPED
     const uint32_t ZR_READS_HINTED

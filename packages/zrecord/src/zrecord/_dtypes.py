@@ -68,6 +68,7 @@ DICT_SIZE_BYTES_MAX = _C["ZR_DICT_SIZE_BYTES_MAX"]
 WRITE_NO_SYNC = _C["ZR_WRITE_NO_SYNC"]
 OPEN_CACHE_BYPASS = _C["ZR_OPEN_CACHE_BYPASS"]
 OPEN_VALIDATE_INDEX = _C["ZR_OPEN_VALIDATE_INDEX"]
+OPEN_CHECK_EVERY_READ = _C["ZR_OPEN_CHECK_EVERY_READ"]
 # NumPy indexes arrays with a signed pointer-sized integer and refuses any shape whose non-zero
 # axes multiply (times the itemsize) past it, even when another axis is zero. The format allows
 # such empty records; they are refused at the Python boundary with a LimitError.

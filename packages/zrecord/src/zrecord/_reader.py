@@ -28,6 +28,7 @@ from zrecord._dtypes import (
     KIND_DENSE,
     KIND_RAGGED,
     OPEN_CACHE_BYPASS,
+    OPEN_CHECK_EVERY_READ,
     OPEN_VALIDATE_INDEX,
     dtype_from_info,
     numpy_can_hold,
@@ -447,7 +448,7 @@ def _open_remote(url: str, cache: Any, index_cache: Any, validate: Any,
     mirror = Mirror(url, storage_options)
     folder = folder_for(index_cache) if mirror.options["cache_dir"] is not None else None
     try:
-        return mirror, _open_handle(mirror.store_path, cache, folder, validate)
+        return mirror, _open_handle(mirror.store_path, cache, folder, validate, OPEN_CHECK_EVERY_READ)
     except ZrecordError as exc:
         mirror.close()
         raise mirror.relabel(exc) from None
@@ -462,10 +463,11 @@ def _mode_flags(name: str, value: Any, modes: dict[str, int]) -> int:
     return modes[value]
 
 
-def _open_handle(path: str, cache: Any, folder: str | None, validate: Any) -> _native.Reader:
-    """The native reader of the store at `path`, opened with the index cache `folder`; a
-    compact index it built and wrote there may push the folder past its bound (prune)."""
-    flags = _mode_flags("cache", cache, CACHE_MODES) | _mode_flags("validate", validate, VALIDATE_MODES)
+def _open_handle(path: str, cache: Any, folder: str | None, validate: Any, flags: int = 0) -> _native.Reader:
+    """The native reader of the store at `path`, opened with the index cache `folder` and
+    `flags` besides those of `cache` and `validate`; a compact index it built and wrote there
+    may push the folder past its bound (prune)."""
+    flags |= _mode_flags("cache", cache, CACHE_MODES) | _mode_flags("validate", validate, VALIDATE_MODES)
     handle = _native.Reader(native_path(path), flags, None if folder is None else native_path(folder))
     if folder is not None and handle.index_info()["source"] == "built_cached":
         prune(folder, budget_bytes())

@@ -16,8 +16,13 @@ Invariants of this module:
   of at most ``request_bytes_max`` bytes, ``max_in_flight`` requests at once. A record is marked
   present (one bit per record, ``present.bits`` beside the mirror) only after its bytes are
   written; a failed fetch fails the whole gather, never returns part of a batch.
-- A record whose bytes in the mirror fail their checksum (a damaged or half-written mirror) is
-  fetched once more and checked again; a second failure is the store's own corruption.
+- The native reader of a mirror checks every read of a record against its checksum, not only the
+  first (ZR_OPEN_CHECK_EVERY_READ): the mirror's files change while it reads them. A record
+  whose bytes there fail (a damaged or half-written mirror, or one punched out by an eviction
+  meanwhile) is fetched once more, and once more for each eviction since the gather began (at
+  most ``_REFETCHES_MAX`` times); a record that fails after that is the store's own corruption.
+- With ``cache_bytes`` the mirror's shard files hold at most that many bytes after each fetch:
+  the least recently used chunks are punched out (``_mirror_cache``).
 - Messages name the URL and the object, never the mirror's path, a credential or a query
   string.
 - Without ``cache_dir`` the mirror is a private temporary folder, removed at ``close()``; with
@@ -44,6 +49,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from zrecord._mirror_cache import Budget, parse_budget
 from zrecord.errors import (
     ChecksumError,
     CorruptStoreError,
@@ -72,6 +78,7 @@ DEFAULTS: dict[str, Any] = {
     "retries": 8,
     "retry_timeout_s": 60.0,
     "cache_dir": None,
+    "cache_bytes": None,
 }
 # Client keys: ours, then what obstore's S3 configuration calls them.
 _S3_KEYS = {
@@ -84,6 +91,8 @@ _S3_KEYS = {
 }
 
 GAP_AUTO_MAX = 64 << 10
+# The most times one gather fetches one record again after its bytes in the mirror failed.
+_REFETCHES_MAX = 8
 
 _T = TypeVar("_T")
 
@@ -285,6 +294,7 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> dict[str, Any
     for key in ("max_in_flight", "request_bytes_max"):
         if int(options[key]) < 1:
             raise ValueError(f"storage option {key} must be at least 1; got {options[key]!r}")
+    options["cache_bytes"] = parse_budget(options["cache_bytes"])
     if options["gap_bytes"] != "auto" and int(options["gap_bytes"]) < 0:
         raise ValueError(f"storage option gap_bytes must be 'auto' or at least 0; got {options['gap_bytes']!r}")
     return options
@@ -318,6 +328,7 @@ class Mirror:
         self._slots: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}
+        self._budget: Budget | None = None
         self.requests = 0
         self.bytes_fetched = 0
         header, header_etag = self._fetch_header()
@@ -412,6 +423,12 @@ class Mirror:
         self._present = np.memmap(bits, np.uint8, "r+", shape=((records + 7) // 8,))
         gap = self.options["gap_bytes"]
         self._gap = int(gap) if gap != "auto" else min(GAP_AUTO_MAX, int(self._sizes.mean()))
+        if self.options["cache_bytes"] is not None:
+            paths = [os.path.join(self.store_path, _shard(k)) for k in range(len(self._shard_sizes))]
+            self._budget = Budget(self.root, [p if os.path.exists(p) else None for p in paths],
+                                  self._shard_sizes, (self._offsets, self._sizes, self._shards),
+                                  self._present, self.options["cache_bytes"])
+            self._budget.check()  # a mirror left larger by an earlier reader or budget
 
     def relabel(self, exc: ZrecordError) -> ZrecordError:
         """`exc` with the mirror's path in its message replaced by the URL."""
@@ -426,19 +443,32 @@ class Mirror:
 
     def read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         """`gather(idx)` over the mirror, after fetching what it lacks; a record that fails its
-        checksum there is fetched once more."""
+        checksum there is fetched again (module docstring)."""
+        evictions = self._evictions()
         self.ensure(idx)
-        refetched: set[int] = set()
+        refetched: dict[int, int] = {}
         while True:
             try:
-                return gather(idx)
+                result = gather(idx)
             except ChecksumError as exc:
-                if exc.record is None or exc.record in refetched:
+                rec = exc.record
+                allowed = min(_REFETCHES_MAX, 1 + self._evictions() - evictions)
+                if rec is None or refetched.get(rec, 0) >= allowed:
                     raise self.relabel(exc) from None
-                refetched.add(exc.record)
-                self.ensure(np.array([exc.record], np.uint64), force=True)
+                refetched[rec] = refetched.get(rec, 0) + 1
+                # What an eviction took since has lost its bit and comes back with the rest;
+                # the failed record is fetched whatever its bit says.
+                self.ensure(idx)
+                self.ensure(np.array([rec], np.uint64), force=True)
+                continue
             except ZrecordError as exc:
                 raise self.relabel(exc) from None
+            if self._budget is not None:
+                self._budget.touch(np.asarray(idx, dtype=np.int64))
+            return result
+
+    def _evictions(self) -> int:
+        return 0 if self._budget is None else self._budget.evictions()
 
     def ensure(self, idx: np.ndarray, *, force: bool = False) -> None:
         """Fetch the records of `idx` that the mirror does not hold (all of them with `force`)."""
@@ -457,6 +487,8 @@ class Mirror:
         if not runs:
             return
         asyncio.run_coroutine_threadsafe(self._fetch_runs(runs), self._loop()).result()
+        if self._budget is not None:
+            self._budget.check(keep=self._budget.chunks_of(np.asarray(idx, dtype=np.int64)))
 
     def _runs(self, recs: np.ndarray) -> list[tuple[int, int, int, np.ndarray]]:
         """(shard, start, end, records) of each ranged GET: records sorted by place, neighbours
@@ -494,6 +526,8 @@ class Mirror:
         async with self._slots:
             data = await self.client.get_range(name, start, end, self.etags.get(name))
         os.pwrite(self._fd(shard), data, start)
+        if self._budget is not None:
+            self._budget.wrote(shard, start, start + len(data))
         with self._lock:
             self.requests += 1
             self.bytes_fetched += len(data)
@@ -531,9 +565,14 @@ class Mirror:
             return self._event_loop
 
     def stats(self) -> dict[str, int]:
-        """Ranged GETs made for gathers so far, and the bytes they brought."""
+        """Ranged GETs made for gathers so far and the bytes they brought; with a budget, the
+        bytes the mirror holds now and those this reader's evictions freed."""
         with self._lock:
-            return {"requests": self.requests, "bytes": self.bytes_fetched}
+            out = {"requests": self.requests, "bytes": self.bytes_fetched}
+        if self._budget is not None:
+            out.update(cache_bytes=self._budget.used(), evicted_bytes=self._budget.evicted_bytes,
+                       evictions=self._budget.evictions())
+        return out
 
     def close(self) -> None:
         with self._lock:
@@ -545,6 +584,9 @@ class Mirror:
                 self._thread.join()
         for fd in fds.values():
             os.close(fd)
+        if self._budget is not None:
+            self._budget.close()
+            self._budget = None
         self._present = np.zeros(0, np.uint8)
         self._offsets = self._sizes = self._shards = np.empty(0, np.uint64)
         if self._private is not None:

@@ -1,0 +1,240 @@
+"""The byte budget of a remote store's mirror (``storage_options["cache_bytes"]``): which parts
+of its sparse shard files were used last, and the eviction that punches the least recently
+used parts out when the mirror holds more than its budget.
+
+Invariants of this module:
+- Correctness never depends on it. The native reader of a mirror checks every read against the
+  record's checksum (``ZR_OPEN_CHECK_EVERY_READ``), so a record read while its bytes are being
+  punched out reads as zeros, fails, and is fetched again (``Mirror.read``). Eviction keeps the
+  presence bits honest so that such retries stay rare: a chunk's records lose their bit, and
+  the eviction count goes up, before its bytes are punched.
+- The unit is a chunk: ``CHUNK_BYTES`` of one shard file. ``lru.u64`` beside the mirror holds,
+  per chunk, the time (ns since the epoch) of its last write or read, 0 for a chunk holding
+  nothing this module knows of; its first word counts evictions, for ``Mirror.read``.
+- What the mirror holds is what its shard files have allocated (``st_blocks``), measured after
+  every fetch, not an estimate kept in memory: several processes share one mirror.
+- One eviction at a time per mirror on a host: an exclusive ``flock`` on ``lru.u64`` (and a lock
+  for the threads of this process), never waited for: whoever finds it taken leaves the work to
+  the holder. Readers and fetches take no lock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno as _errno
+import fcntl
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+# Chunks of 256 KiB: 4 bytes of LRU state per MiB of store, and a punch frees at most this much
+# of records that were still wanted.
+CHUNK_BYTES = 256 << 10
+# The smallest budget: a batch fetched must fit, or the eviction after it would punch out what
+# the gather is about to read.
+BUDGET_MIN_BYTES = 16 * CHUNK_BYTES
+# An eviction frees down to this share of the budget, so that it runs once per tenth of the
+# budget fetched rather than after every fetch.
+LOW_WATER = 0.9
+
+_FALLOC_FL_KEEP_SIZE = 1
+_FALLOC_FL_PUNCH_HOLE = 2
+_libc: Any = None
+
+
+def _punch(fd: int, offset: int, length: int) -> None:
+    """Deallocate bytes [offset, offset + length) of the file `fd`, keeping its size (the range
+    then reads as zeros)."""
+    global _libc
+    if _libc is None:
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        lib.fallocate.restype = ctypes.c_int
+        _libc = lib
+    if _libc.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def parse_budget(value: Any) -> int | None:
+    """``cache_bytes``: None (no bound) or a whole number of bytes of at least BUDGET_MIN_BYTES."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"storage option cache_bytes must be a number of bytes or None; got {value!r}")
+    if int(value) < BUDGET_MIN_BYTES:
+        raise ValueError(f"storage option cache_bytes must be at least {BUDGET_MIN_BYTES} "
+                         f"({BUDGET_MIN_BYTES >> 20} MiB, room for the batches being read); got {value}")
+    return int(value)
+
+
+class Budget:
+    """The LRU state and eviction of one mirror (module docstring)."""
+
+    def __init__(self, root: str, shard_paths: list[str | None], shard_sizes: list[int],
+                 places: tuple[np.ndarray, np.ndarray, np.ndarray], present: np.ndarray,
+                 budget: int) -> None:
+        self.budget = budget
+        self._paths = shard_paths
+        self._offsets, self._sizes, self._shards = places
+        self._present = present
+        counts = [-(-size // CHUNK_BYTES) if path is not None else 0
+                  for path, size in zip(shard_paths, shard_sizes)]
+        self._base = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+        self._probe_punch(root)
+        path = os.path.join(root, "lru.u64")
+        words = 1 + int(self._base[-1])
+        with open(path, "ab") as f:
+            if f.tell() < 8 * words:
+                f.truncate(8 * words)
+        self._words = np.memmap(path, "<u8", "r+", shape=(words,))
+        self._stamps = self._words[1:]
+        self._lock_fd = os.open(path, os.O_RDWR)
+        self._thread_lock = threading.Lock()
+        self._fds: dict[int, int] = {}
+        self._by_shard: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.evicted_bytes = 0
+
+    @staticmethod
+    def _probe_punch(root: str) -> None:
+        probe = os.path.join(root, f".punch-{os.getpid()}-{threading.get_ident()}")
+        fd = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, b"\0" * 8192)
+            _punch(fd, 0, 4096)
+        except OSError as exc:
+            if exc.errno in (_errno.EOPNOTSUPP, _errno.ENOSYS, _errno.EINVAL):
+                raise ValueError("storage option cache_bytes needs a cache folder on a file system "
+                                 "that can punch holes in files (fallocate PUNCH_HOLE: ext4, xfs, "
+                                 "btrfs, tmpfs); this one cannot") from None
+            raise
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+
+    # -- what was used ----------------------------------------------------------------------
+
+    def _chunks(self, shards: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Every chunk that the byte ranges [starts, ends) of `shards` touch."""
+        keep = ends > starts
+        shards, starts, ends = shards[keep].astype(np.int64), starts[keep].astype(np.int64), ends[keep].astype(np.int64)
+        first: np.ndarray = self._base[shards] + starts // CHUNK_BYTES
+        last: np.ndarray = self._base[shards] + (ends - 1) // CHUNK_BYTES
+        if first.size == 0 or int((last - first).max()) == 0:
+            return first
+        spans = last - first + 1
+        within = np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
+        out: np.ndarray = np.repeat(first, spans) + within
+        return out
+
+    def chunks_of(self, recs: np.ndarray) -> np.ndarray:
+        """The chunks that records `recs` lie in."""
+        recs = recs[(recs >= 0) & (recs < self._offsets.shape[0])]
+        offsets = self._offsets[recs]
+        return self._chunks(self._shards[recs], offsets, offsets + self._sizes[recs])
+
+    def touch(self, recs: np.ndarray) -> None:
+        """Records `recs` were read now."""
+        self._stamps[self.chunks_of(recs)] = time.time_ns()
+
+    def wrote(self, shard: int, start: int, end: int) -> None:
+        """Bytes [start, end) of shard `shard` were written now."""
+        self._stamps[self._chunks(np.array([shard]), np.array([start]), np.array([end]))] = time.time_ns()
+
+    def used(self) -> int:
+        """Bytes the shard files hold on disk."""
+        return sum(os.stat(p).st_blocks * 512 for p in self._paths if p is not None)
+
+    def evictions(self) -> int:
+        """Evictions of this mirror so far, by every process on the host."""
+        return int(self._words[0])
+
+    # -- eviction ---------------------------------------------------------------------------
+
+    def check(self, keep: np.ndarray | None = None) -> None:
+        """After a fetch: evict, least recently used chunks first, down to LOW_WATER of the
+        budget when the mirror holds more than the budget, never the chunks `keep` (those of
+        the batch being read: a batch larger than the budget would otherwise punch out its own
+        records); nothing when another thread or process is evicting it."""
+        if self.used() <= self.budget or not self._thread_lock.acquire(blocking=False):
+            return
+        try:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            try:
+                self._evict(keep)
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        finally:
+            self._thread_lock.release()
+
+    def _evict(self, keep: np.ndarray | None) -> None:
+        used = self.used()
+        target = int(self.budget * LOW_WATER)
+        if used <= self.budget:
+            return
+        held = self._stamps != 0
+        if keep is not None:
+            held[keep] = False
+        held = np.flatnonzero(held)
+        order = held[np.argsort(self._stamps[held], kind="stable")]
+        at = 0
+        while used > target and at < order.shape[0]:
+            n = max(1, -(-(used - target) // CHUNK_BYTES))
+            chunks, at = order[at:at + n], at + n
+            self._forget(chunks)
+            self._words[0] += 1
+            self._stamps[chunks] = 0
+            for c in chunks.tolist():
+                shard = int(np.searchsorted(self._base, c, side="right")) - 1
+                start = (c - int(self._base[shard])) * CHUNK_BYTES
+                _punch(self._fd(shard), start, CHUNK_BYTES)
+            now = self.used()
+            self.evicted_bytes += max(0, used - now)
+            used = now
+
+    def _forget(self, chunks: np.ndarray) -> None:
+        """Clear the presence bits of every record whose bytes lie in `chunks`."""
+        shard_of = np.searchsorted(self._base, chunks, side="right") - 1
+        found = []
+        for shard in np.unique(shard_of).tolist():
+            ids, starts = self._places_of(shard)
+            a = (chunks[shard_of == shard] - self._base[shard]) * CHUNK_BYTES
+            lo = np.maximum(np.searchsorted(starts, a, side="right") - 1, 0)
+            hi = np.searchsorted(starts, a + CHUNK_BYTES, side="left")
+            for x, y in zip(lo.tolist(), hi.tolist()):
+                found.append(ids[x:y])
+        if found:
+            recs = np.concatenate(found).astype(np.int64)
+            np.bitwise_and.at(self._present, recs >> 3, ~(1 << (recs & 7)).astype(np.uint8))
+
+    def _places_of(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
+        """The records of `shard` sorted by offset, and their offsets (built once)."""
+        if shard not in self._by_shard:
+            ids = np.flatnonzero(self._shards == shard)
+            starts = np.asarray(self._offsets[ids], dtype=np.int64)
+            if starts.shape[0] > 1 and bool((np.diff(starts) < 0).any()):
+                order = np.argsort(starts, kind="stable")
+                ids, starts = ids[order], starts[order]
+            self._by_shard[shard] = (ids, starts)
+        return self._by_shard[shard]
+
+    def _fd(self, shard: int) -> int:
+        fd = self._fds.get(shard)
+        if fd is None:
+            path = self._paths[shard]
+            assert path is not None  # a chunk exists only where the shard does
+            fd = self._fds[shard] = os.open(path, os.O_WRONLY)
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+        os.close(self._lock_fd)
+        self._by_shard = {}
