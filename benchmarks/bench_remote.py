@@ -20,9 +20,12 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   and shard HEADs, then the first gather of ``--batch`` random records); then batches of a
   random permutation (each record fetched once) for ``--seconds``: records/s, MiB/s, requests
   per record, and read amplification (bytes fetched over bytes delivered).
-- loaderx's DataLoader (4 worker threads, 8 batches prefetched) over a fresh remote reader, one
-  whole random pass over the first ``--loader-records`` records: time to the first batch,
-  records/s, and amplification (every byte fetched was delivered).
+- loaderx's DataLoader (4 worker threads, 8 batches prefetched, 2 steps read ahead) over a
+  fresh remote reader whose mirror is bounded to ``--cache-share`` of the dataset
+  (``cache_bytes``, at least 4 MiB), one whole random pass over the first ``--loader-records``
+  records: time to the first batch, records/s, amplification (every byte fetched was
+  delivered) and the mirror's peak size; and the same with ``readahead=0`` (the read-ahead
+  steps' prefetch starts their ranged GETs early; without it only the batches in flight fetch).
 - the same gathers from the local store (the page cache warm): the upper bound.
 - with ``--peers PYTHON`` (and ``--server s3rver``): MosaicML Streaming and LitData
   (benchmarks/remote_peers.py, in that Python) write the same records in their formats, upload
@@ -253,7 +256,7 @@ def remote_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
 
 
 def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Namespace,
-               seed: int) -> dict[str, Any]:
+               seed: int, dataset_bytes: int, readahead: int = 2) -> dict[str, Any]:
     """loaderx's DataLoader over a fresh remote reader, for one whole CYCLIC pass over the first
     `--loader-records` records (each read once, in random order): time to the first batch, then
     records/s while the loader prefetches ahead. A whole pass, so that every byte fetched was
@@ -267,23 +270,29 @@ def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
     steps = length // args.batch
     with Proxy(server, args.link) as px:
         url, options = server.store(px.port, name)
+        budget = max(4 << 20, int(args.cache_share * dataset_bytes))
         t = time.monotonic()
-        store = cls.open(url, storage_options=options | {"max_in_flight": args.in_flight})
+        store = cls.open(url, storage_options=options | {"max_in_flight": args.in_flight,
+                                                         "cache_bytes": budget})
+        peak = 0
         try:
             with DataLoader({"x": store}, Sampler(length, args.batch, Sampler.Mode.CYCLIC, seed=seed),
-                            workers=args.loader_workers, prefetch=args.loader_workers * 2) as loader:
+                            workers=args.loader_workers, prefetch=args.loader_workers * 2,
+                            readahead=readahead) as loader:
                 delivered = _nbytes(next(loader)["x"])
                 first = time.monotonic() - t
                 start = time.monotonic()
                 for _ in range(steps - 1):
                     delivered += _nbytes(next(loader)["x"])
+                    peak = max(peak, store.remote_stats()["cache_bytes"])
                 el = time.monotonic() - start
             fetched = store.remote_stats()["bytes"]
         finally:
             store.close()
     return {"first_batch_s": first, "records_s": (steps - 1) * args.batch / el, "records": steps * args.batch,
             "payload_amplification": fetched / max(1, delivered),
-            "read_amplification": px.bytes_down / max(1, delivered)}
+            "read_amplification": px.bytes_down / max(1, delivered),
+            "cache_budget_bytes": budget, "peak_cache_bytes": peak}
 
 
 def local_run(path: str, kind: str, n: int, args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -363,17 +372,17 @@ def table(results: dict[str, Any]) -> str:
              f"{results['batch']}, {results['in_flight']} requests in flight",
              "", "| workload | record | link MiB/s (1 conn.) | link small req/s | zrecord records/s | "
              "MiB/s | % of link | req/s (% of link rate) | req/record | payload amp. | wire amp. | "
-             "first batch s | DataLoader records/s | local records/s |",
+             "first batch s | DataLoader records/s (no read-ahead) | local records/s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, w in results["workloads"].items():
-        c, r, lo, dl = w["ceiling"], w["remote"], w["local"], w["loader"]
+        c, r, lo, dl, dl0 = w["ceiling"], w["remote"], w["local"], w["loader"], w["loader_no_readahead"]
         lines.append(
             f"| {name} | {w['record_bytes']:,.0f} B | {c['bandwidth_mib_s']:,.0f} ({c['one_connection_mib_s']:,.0f}) | "
             f"{c['request_rate']:,.0f} | {r['records_s']:,.0f} | {r['mib_s']:,.1f} | "
             f"{100 * r['mib_s'] / c['bandwidth_mib_s']:.0f}% | {r['requests_s']:,.0f} "
             f"({100 * r['requests_s'] / c['request_rate']:.0f}%) | {r['requests_per_record']:.2f} | "
             f"{r['payload_amplification']:.2f} | {r['read_amplification']:.2f} | "
-            f"{r['first_batch_s']:.2f} | {dl['records_s']:,.0f} | "
+            f"{r['first_batch_s']:.2f} | {dl['records_s']:,.0f} ({dl0['records_s']:,.0f}) | "
             f"{lo['records_s']:,.0f} |")
     peers = [(name, peer, p) for name, w in results["workloads"].items() for peer, p in w.get("peers", {}).items()]
     if peers:
@@ -387,7 +396,8 @@ def table(results: dict[str, Any]) -> str:
                          f"{r['payload_amplification']:.2f} | {r['read_amplification']:.2f} | "
                          "(mirror: what was read) |")
             lines.append(f"| {name} | zrecord (DataLoader) | {dl['first_batch_s']:.2f} | {dl['records_s']:,.0f} | "
-                         f"{dl['payload_amplification']:.2f} | {dl['read_amplification']:.2f} | |")
+                         f"{dl['payload_amplification']:.2f} | {dl['read_amplification']:.2f} | "
+                         f"{dl['peak_cache_bytes'] / 2**20:,.1f} (budget {dl['cache_budget_bytes'] / 2**20:,.1f}) |")
             for peer, p in w.get("peers", {}).items():
                 lines.append(f"| {name} | {peer} | {p['first_batch_s']:.2f} | {p['records_s']:,.0f} | "
                              f"| {p['read_amplification']:.2f} | {p['peak_cache_bytes'] / 2**20:,.1f} |")
@@ -435,12 +445,15 @@ def main() -> int:
                 record = w.nbytes / w.n
                 print(f"{name}: {w.n:,} records of {record:,.0f} B ...", file=sys.stderr, flush=True)
                 peers = peer_stores(args, server, name, w.nbytes) if args.peers else {}
-                rounds: dict[str, list[dict[str, Any]]] = {"ceiling": [], "remote": [], "loader": [], "local": []}
+                rounds: dict[str, list[dict[str, Any]]] = {"ceiling": [], "remote": [], "loader": [],
+                                                           "loader_no_readahead": [], "local": []}
                 peer_rounds: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
                 for k in range(args.rounds):
                     rounds["ceiling"].append(ceiling(server, base, max(1, round(record)), args))
                     rounds["remote"].append(remote_run(server, base, w.kind, w.n, args, k))
-                    rounds["loader"].append(loader_run(server, base, w.kind, w.n, args, k))
+                    rounds["loader"].append(loader_run(server, base, w.kind, w.n, args, k, w.nbytes))
+                    rounds["loader_no_readahead"].append(loader_run(server, base, w.kind, w.n, args, k,
+                                                                    w.nbytes, readahead=0))
                     rounds["local"].append(local_run(os.path.join(root, base), w.kind, w.n, args, k))
                     for peer in peers:
                         peer_rounds[peer].append(peer_run(args, server, peer, name, w.n, w.nbytes, k))

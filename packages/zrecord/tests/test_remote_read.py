@@ -349,3 +349,27 @@ def test_readers_sharing_a_budgeted_cache_never_see_an_evicted_record(http_folde
             worker.join()
         assert not failures, failures
         assert ds.remote_stats()["evictions"] > 0
+
+
+def test_a_prefetch_fetches_ahead_and_the_gather_does_not_ask_again(http_folder, local_stores):
+    _, recs, _ = local_stores
+    url = _served_tokens(http_folder, local_stores)
+    idx = np.random.default_rng(9).integers(0, len(recs), 64)
+    with Ragged.open(url) as alone:
+        alone[idx]
+        asked = alone.remote_stats()["requests"]
+    with Ragged.open(url) as ds:
+        ds.prefetch(idx)
+        for got, i in zip(ds[idx], idx):
+            np.testing.assert_array_equal(got, recs[i])
+        assert ds.remote_stats()["requests"] == asked  # the gather waited for the prefetch
+        ds.prefetch(idx)  # all held: nothing to fetch
+        assert ds.remote_stats()["requests"] == asked
+    # A prefetch that fails says nothing; the gather that needs the records fetches them.
+    server = http_folder.server
+    with Ragged.open(url, storage_options={"retries": 0, "gap_bytes": 1 << 20}) as ds:
+        server.inject("503")
+        ds.prefetch([10, 11, 12])
+        for got, i in zip(ds[[10, 11, 12]], [10, 11, 12]):
+            np.testing.assert_array_equal(got, recs[i])
+        assert server.pending_faults() == 0

@@ -276,6 +276,11 @@ class _Store(_Kind, Generic[_Batch]):
         the device's queue is full. At most the first 16,384 records and 64 MiB of stored
         bytes of one call are hinted. See "Cold data and datasets larger than RAM" in the
         zrecord guide.
+
+        For a store opened by URL it also starts the ranged GETs of the records the local
+        mirror lacks (the same 16,384 records and 64 MiB at most) and returns without waiting;
+        a later read of those records waits for them instead of asking again. A fetch that
+        fails here is not raised: the read that needs the records fetches them and raises.
         """
         self._check_open()
         idx = normalise(key, self._len, self.path)
@@ -286,6 +291,8 @@ class _Store(_Kind, Generic[_Batch]):
                 self._handle.prefetch(idx, idx.shape[0])
             except StoreIndexError:
                 raise index_error(idx, key, self._len, self.path) from None
+            if self._remote is not None:
+                self._remote.prefetch(idx)
 
     def _iter_block_records(self) -> int:
         raise NotImplementedError  # pragma: no cover - defined by subclasses

@@ -23,6 +23,9 @@ Invariants of this module:
   most ``_REFETCHES_MAX`` times); a record that fails after that is the store's own corruption.
 - With ``cache_bytes`` the mirror's shard files hold at most that many bytes after each fetch:
   the least recently used chunks are punched out (``_mirror_cache``).
+- ``prefetch`` starts the fetches of records a reader will read soon and does not wait; a
+  gather that needs records whose prefetch is still under way waits for it (and for its
+  failure fetches them itself), so no record is asked for twice at once by one reader.
 - Messages name the URL and the object, never the mirror's path, a credential or a query
   string.
 - Without ``cache_dir`` the mirror is a private temporary folder, removed at ``close()``; with
@@ -32,6 +35,7 @@ Invariants of this module:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno as _errno
 import hashlib
@@ -93,6 +97,9 @@ _S3_KEYS = {
 GAP_AUTO_MAX = 64 << 10
 # The most times one gather fetches one record again after its bytes in the mirror failed.
 _REFETCHES_MAX = 8
+# What one prefetch call fetches at most (the local prefetch's bounds, readahead.zig).
+PREFETCH_RECORDS_MAX = 16 << 10
+PREFETCH_BYTES_MAX = 64 << 20
 
 _T = TypeVar("_T")
 
@@ -329,6 +336,8 @@ class Mirror:
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}
         self._budget: Budget | None = None
+        # Prefetches under way: the records each fetches, and its future.
+        self._pending: list[tuple[np.ndarray, concurrent.futures.Future[None]]] = []
         self.requests = 0
         self.bytes_fetched = 0
         header, header_etag = self._fetch_header()
@@ -446,6 +455,9 @@ class Mirror:
         checksum there is fetched again (module docstring)."""
         evictions = self._evictions()
         self.ensure(idx)
+        if self._budget is not None:
+            # After every gather's fetches, and after those its prefetches made for it.
+            self._budget.check(keep=self._budget.chunks_of(np.asarray(idx, dtype=np.int64)))
         refetched: dict[int, int] = {}
         while True:
             try:
@@ -471,24 +483,61 @@ class Mirror:
         return 0 if self._budget is None else self._budget.evictions()
 
     def ensure(self, idx: np.ndarray, *, force: bool = False) -> None:
-        """Fetch the records of `idx` that the mirror does not hold (all of them with `force`)."""
-        if self._present.shape[0] == 0 or idx.shape[0] == 0:
-            return
-        recs = np.unique(idx.astype(np.int64))
-        recs = recs[(recs >= 0) & (recs < self._offsets.shape[0])]
-        if not force:
-            recs = recs[(self._present[recs >> 3] >> (recs & 7).astype(np.uint8)) & 1 == 0]
+        """Fetch the records of `idx` that the mirror does not hold (all of them with `force`),
+        after waiting for the prefetches under way that fetch any of them."""
+        recs = self._missing(idx, force=force)
         if recs.shape[0] == 0:
             return
-        empty = self._sizes[recs] == 0
-        self._mark(recs[empty])
-        recs = recs[~empty]
+        if not force and self._wait_prefetches(recs):
+            recs = self._missing(recs)
         runs = self._runs(recs)
         if not runs:
             return
         asyncio.run_coroutine_threadsafe(self._fetch_runs(runs), self._loop()).result()
-        if self._budget is not None:
-            self._budget.check(keep=self._budget.chunks_of(np.asarray(idx, dtype=np.int64)))
+
+    def prefetch(self, idx: np.ndarray) -> None:
+        """Start fetching the records of `idx` that the mirror lacks and no prefetch is fetching
+        (of the first PREFETCH_RECORDS_MAX positions, the lowest-numbered records up to
+        PREFETCH_BYTES_MAX stored bytes), without waiting."""
+        recs = self._missing(idx[:PREFETCH_RECORDS_MAX])
+        if recs.shape[0] == 0:
+            return
+        with self._lock:
+            self._pending = [(r, f) for r, f in self._pending if not f.done()]
+            busy = [r for r, _ in self._pending]
+        if busy:
+            recs = recs[~np.isin(recs, np.concatenate(busy))]
+        recs = recs[np.cumsum(self._sizes[recs], dtype=np.uint64) <= PREFETCH_BYTES_MAX]
+        runs = self._runs(recs)
+        if not runs:
+            return
+        future = asyncio.run_coroutine_threadsafe(self._fetch_runs(runs), self._loop())
+        with self._lock:
+            self._pending.append((recs, future))
+
+    def _wait_prefetches(self, recs: np.ndarray) -> bool:
+        """Wait for the prefetches under way that fetch any of `recs`; whether there were any.
+        Their failures are left to the caller, which fetches what is still missing."""
+        with self._lock:
+            waits = [f for r, f in self._pending if not f.done() and np.isin(recs, r).any()]
+        for future in waits:
+            with contextlib.suppress(Exception):
+                future.result()
+        return bool(waits)
+
+    def _missing(self, idx: np.ndarray, *, force: bool = False) -> np.ndarray:
+        """The distinct valid records of `idx` with bytes that the mirror does not hold (all of
+        them with `force`); empty records are marked held on the way."""
+        if self._present.shape[0] == 0 or idx.shape[0] == 0:
+            return np.empty(0, np.int64)
+        recs = np.unique(idx.astype(np.int64))
+        recs = recs[(recs >= 0) & (recs < self._offsets.shape[0])]
+        if not force:
+            recs = recs[(self._present[recs >> 3] >> (recs & 7).astype(np.uint8)) & 1 == 0]
+        empty = self._sizes[recs] == 0
+        self._mark(recs[empty])
+        out: np.ndarray = recs[~empty]
+        return out
 
     def _runs(self, recs: np.ndarray) -> list[tuple[int, int, int, np.ndarray]]:
         """(shard, start, end, records) of each ranged GET: records sorted by place, neighbours
@@ -578,7 +627,11 @@ class Mirror:
         with self._lock:
             loop, self._event_loop = self._event_loop, None
             fds, self._fds = self._fds, {}
+            self._pending = []
         if loop is not None:
+            # Prefetches still under way are cancelled, and end, before their files close.
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(_cancel_tasks(), loop).result(timeout=30)
             loop.call_soon_threadsafe(loop.stop)
             if self._thread is not None:
                 self._thread.join()
@@ -592,6 +645,14 @@ class Mirror:
         if self._private is not None:
             self._private.cleanup()
             self._private = None
+
+
+async def _cancel_tasks() -> None:
+    """Cancel every other task of the running loop and wait until they have ended."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _shard(k: int) -> str:
