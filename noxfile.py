@@ -33,7 +33,9 @@ TORCH = "torch==2.13.0"
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
-nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "converter", "pins", "roundtrip",
+# loaderx-converter's tests run in the `loaderx` session, which installs it anyway: a session
+# of their own cost the suite another environment of the same wheels (about a minute in CI).
+nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "pins", "roundtrip",
                         "wheelhouse", "pythons", "fuzz", "distributed", "conformance", "docs"]
 nox.options.error_on_missing_interpreters = True
 
@@ -119,7 +121,8 @@ def zrecord(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def loaderx(session: nox.Session) -> None:
-    """loaderx's tests (with the seed's examples), zrecord installed beside it.
+    """loaderx's tests (with the seed's examples), zrecord installed beside it, then
+    loaderx-converter's in the same environment (the `converter` session alone).
 
     torch is pinned to the CPU wheel this machine kind carries (an unpinned torch would pull a
     multi-GB CUDA build); jax installs its CPU build.
@@ -128,12 +131,13 @@ def loaderx(session: nox.Session) -> None:
     # The DataLoader over stores opened by URL (tests/test_remote.py) reads through obstore.
     session.install(TORCH, "jax", _pkg(session, ZRECORD, "remote"))
     session.run("pytest", "-q", str(LOADERX / "tests"), *session.posargs)
+    session.run("pytest", "-q", str(CONVERTER / "tests"), *session.posargs)
     _drop_venv(session)
 
 
 @nox.session(python=DEFAULT_PYTHON)
 def converter(session: nox.Session) -> None:
-    """loaderx-converter's tests."""
+    """loaderx-converter's tests alone (in the suite they run in the `loaderx` session)."""
     _install_all(session, "test")
     session.run("pytest", "-q", str(CONVERTER / "tests"), *session.posargs)
 

@@ -20,12 +20,13 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   and shard HEADs, then the first gather of ``--batch`` random records); then batches of a
   random permutation (each record fetched once) for ``--seconds``: records/s, MiB/s, requests
   per record, and read amplification (bytes fetched over bytes delivered).
-- loaderx's DataLoader (4 worker threads, 8 batches prefetched, 2 steps read ahead) over a
-  fresh remote reader whose mirror is bounded to ``--cache-share`` of the dataset
-  (``cache_bytes``, at least 4 MiB), one whole random pass over the first ``--loader-records``
-  records: time to the first batch, records/s, amplification (every byte fetched was
-  delivered) and the mirror's peak size; and the same with ``readahead=0`` (the read-ahead
-  steps' prefetch starts their ranged GETs early; without it only the batches in flight fetch).
+- loaderx's DataLoader (4 worker threads) over a fresh remote reader whose mirror is bounded to
+  ``--cache-share`` of the dataset (``cache_bytes``, at least 4 MiB), one whole random pass over
+  the first ``--loader-records`` records: time to the first batch, records/s, amplification
+  (every byte fetched was delivered) and the mirror's peak size. Its window (batches in flight
+  plus steps read ahead: 7 + 2 at most) is cut to what the budget holds, since records fetched
+  and not read yet are not evicted; and the same with ``readahead=0`` (the read-ahead steps'
+  prefetch starts their ranged GETs early; without it only the batches in flight fetch).
 - the same gathers from the local store (the page cache warm): the upper bound.
 - with ``--peers PYTHON`` (and ``--server s3rver``): MosaicML Streaming and LitData
   (benchmarks/remote_peers.py, in that Python) write the same records in their formats, upload
@@ -271,13 +272,17 @@ def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
     with Proxy(server, args.link) as px:
         url, options = server.store(px.port, name)
         budget = max(4 << 20, int(args.cache_share * dataset_bytes))
+        # Batches the budget holds; the window (prefetch - 1 in flight, plus readahead) fits it.
+        fits = max(1, budget // max(1, args.batch * dataset_bytes // n))
+        prefetch = min(args.loader_workers * 2, fits + 1)
+        readahead = min(readahead, max(0, fits - (prefetch - 1)))
         t = time.monotonic()
         store = cls.open(url, storage_options=options | {"max_in_flight": args.in_flight,
                                                          "cache_bytes": budget})
         peak = 0
         try:
             with DataLoader({"x": store}, Sampler(length, args.batch, Sampler.Mode.CYCLIC, seed=seed),
-                            workers=args.loader_workers, prefetch=args.loader_workers * 2,
+                            workers=args.loader_workers, prefetch=prefetch,
                             readahead=readahead) as loader:
                 delivered = _nbytes(next(loader)["x"])
                 first = time.monotonic() - t
@@ -292,7 +297,8 @@ def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
     return {"first_batch_s": first, "records_s": (steps - 1) * args.batch / el, "records": steps * args.batch,
             "payload_amplification": fetched / max(1, delivered),
             "read_amplification": px.bytes_down / max(1, delivered),
-            "cache_budget_bytes": budget, "peak_cache_bytes": peak}
+            "cache_budget_bytes": budget, "peak_cache_bytes": peak, "prefetch": prefetch,
+            "readahead": readahead}
 
 
 def local_run(path: str, kind: str, n: int, args: argparse.Namespace, seed: int) -> dict[str, Any]:

@@ -614,7 +614,7 @@ class S3Server(S3ServerBase):
 
     def __init__(self, *, port: int | None = None, executable: str | os.PathLike[str] | None = None,
                  startup_timeout: float = 60.0,
-                 credentials: S3Credentials | None = None) -> None:
+                 credentials: S3Credentials | None = None, authenticate: bool = False) -> None:
         found = os.fspath(executable) if executable is not None else _find_executable("moto_server")
         if found is None or not os.path.isfile(found):
             raise ServerUnavailable(
@@ -623,11 +623,20 @@ class S3Server(S3ServerBase):
                 "pip install -e 'packages/zrecord[test,test-remote]')"
             )
         self.executable = found
+        self.authenticate = authenticate
         super().__init__(credentials or S3Credentials("zrecord-test-key", "zrecord-test-secret"),
                          host=LOOPBACK, port=port, startup_timeout=startup_timeout)
 
     def _argv(self, port: int) -> list[str]:
         return [self.executable, "-H", self.host, "-p", str(port)]
+
+    def _popen_env(self) -> dict[str, str]:
+        """With `authenticate`, moto checks every request's access key and signature against
+        its IAM users (it has none: every key is refused), as S3 does."""
+        env = dict(os.environ)
+        if self.authenticate:
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
+        return env
 
     def reset(self) -> None:
         """Drop every bucket and object (moto's ``POST /moto-api/reset``)."""

@@ -308,6 +308,19 @@ def test_a_cache_budget_bounds_the_mirror_and_keeps_what_was_used_last(http_fold
         # 40 batches of 512 KiB through a 6 MiB budget: most of it was evicted along the way.
         assert stats["evictions"] > 0 and stats["evicted_bytes"] >= 8 << 20
         assert stats["bytes"] >= stats["evicted_bytes"]
+        # Records fetched ahead and not read yet (a loader's read-ahead) outlive later
+        # batches' evictions, although those batches were used after them.
+        ahead = np.arange(1000, 1032)
+        ds.prefetch(ahead)
+        for _, future in list(ds._remote._pending):
+            future.result()
+        for _ in range(16):
+            idx = rng.integers(0, 900, 32)
+            np.testing.assert_array_equal(ds[idx], data[idx])
+        before = ds.remote_stats()
+        assert before["evictions"] > stats["evictions"]
+        np.testing.assert_array_equal(ds[ahead], data[ahead])
+        assert ds.remote_stats()["requests"] == before["requests"]
     # A reader opening the mirror later with a smaller budget first shrinks it to that.
     with Dense.open(url, storage_options={**opts, "cache_bytes": 4 << 20}) as ds:
         assert ds.remote_stats()["cache_bytes"] <= 4 << 20
@@ -373,3 +386,57 @@ def test_a_prefetch_fetches_ahead_and_the_gather_does_not_ask_again(http_folder,
         for got, i in zip(ds[[10, 11, 12]], [10, 11, 12]):
             np.testing.assert_array_equal(got, recs[i])
         assert server.pending_faults() == 0
+
+
+def test_a_server_restarted_mid_run_is_waited_for(tmp_path, local_stores):
+    """The server goes away between two batches (its connections dropped, nothing listening)
+    and comes back on the same port a second later, serving the same files: the retries carry
+    the next gather across, and it returns the right records."""
+    import threading
+    import time
+
+    from remote_servers import RangeHTTPServer
+
+    root, recs, _ = local_stores
+    server = RangeHTTPServer(root)
+    port, url = server.port, server.url_for("tokens")
+    back: list[RangeHTTPServer] = []
+
+    def restart() -> None:
+        time.sleep(1.0)
+        back.append(RangeHTTPServer(root, port=port))
+
+    try:
+        with Ragged.open(url, storage_options={"gap_bytes": 0, "retry_timeout_s": 30}) as ds:
+            ds[[1, 2]]
+            server.close()
+            thread = threading.Thread(target=restart)
+            thread.start()
+            start = time.monotonic()
+            idx = [300, 599, 3]
+            got = ds[idx]
+            waited = time.monotonic() - start
+            thread.join()
+            assert 0.9 <= waited < 15  # it did wait for the server, within the retry budget
+            for g, i in zip(got, idx):
+                np.testing.assert_array_equal(g, recs[i])
+            assert len(back) == 1 and back[0].requests()  # answered by the restarted server
+    finally:
+        server.close()
+        for b in back:
+            b.close()
+
+
+def test_wrong_credentials_are_access_denied_naming_the_url_never_the_secret():
+    """moto_server checking signatures (its IAM mode, where no key is known): what a reader
+    with keys S3 does not accept gets."""
+    from remote_servers import S3Server
+
+    secret = "wrong-secret-value-0123456789"
+    with S3Server(authenticate=True) as server:
+        opts = {"endpoint_url": server.endpoint_url, "region": "us-east-1", "retries": 0,
+                "aws_access_key_id": "AKIAWRONGKEY", "aws_secret_access_key": secret}
+        with pytest.raises(RemoteError, match=r"s3://b/store/header.zrh: access denied") as info:
+            Dense.open("s3://b/store", storage_options=opts)
+        assert info.value.errno == 13 and secret not in str(info.value)
+        assert "check the credentials" in str(info.value)

@@ -10,7 +10,11 @@ Invariants of this module:
   the eviction count goes up, before its bytes are punched.
 - The unit is a chunk: ``CHUNK_BYTES`` of one shard file. ``lru.u64`` beside the mirror holds,
   per chunk, the time (ns since the epoch) of its last write or read, 0 for a chunk holding
-  nothing this module knows of; its first word counts evictions, for ``Mirror.read``.
+  nothing this module knows of, with ``FRESH`` set when that was a write (fetched, not read
+  since); its first word counts evictions, for ``Mirror.read``.
+- Fresh chunks are evicted only after ``FRESH_NS``: they hold records fetched for batches in
+  flight or read ahead, and punching them out would make their gather fetch them again. So a
+  mirror exceeds its budget by at most what its readers fetched and have not read yet.
 - What the mirror holds is what its shard files have allocated (``st_blocks``), measured after
   every fetch, not an estimate kept in memory: several processes share one mirror.
 - One eviction at a time per mirror on a host: an exclusive ``flock`` on ``lru.u64`` (and a lock
@@ -39,6 +43,10 @@ BUDGET_MIN_BYTES = 16 * CHUNK_BYTES
 # An eviction frees down to this share of the budget, so that it runs once per tenth of the
 # budget fetched rather than after every fetch.
 LOW_WATER = 0.9
+# Stamp bit of a chunk written and not read since, and how long that protects it from eviction
+# (a reader that fetched ahead and died leaves such chunks behind).
+FRESH = 1 << 63
+FRESH_NS = 60 * 10**9
 
 _FALLOC_FL_KEEP_SIZE = 1
 _FALLOC_FL_PUNCH_HOLE = 2
@@ -141,8 +149,9 @@ class Budget:
         self._stamps[self.chunks_of(recs)] = time.time_ns()
 
     def wrote(self, shard: int, start: int, end: int) -> None:
-        """Bytes [start, end) of shard `shard` were written now."""
-        self._stamps[self._chunks(np.array([shard]), np.array([start]), np.array([end]))] = time.time_ns()
+        """Bytes [start, end) of shard `shard` were written now, to be read soon (FRESH)."""
+        chunks = self._chunks(np.array([shard]), np.array([start]), np.array([end]))
+        self._stamps[chunks] = np.uint64(time.time_ns() | FRESH)
 
     def used(self) -> int:
         """Bytes the shard files hold on disk."""
@@ -178,11 +187,14 @@ class Budget:
         target = int(self.budget * LOW_WATER)
         if used <= self.budget:
             return
-        held = self._stamps != 0
+        stamps = np.array(self._stamps)  # one snapshot: readers and fetches go on meanwhile
+        when = stamps & np.uint64(FRESH - 1)
+        fresh = (stamps & np.uint64(FRESH)) != 0
+        held = (stamps != 0) & ~(fresh & (when > np.uint64(max(0, time.time_ns() - FRESH_NS))))
         if keep is not None:
             held[keep] = False
         held = np.flatnonzero(held)
-        order = held[np.argsort(self._stamps[held], kind="stable")]
+        order = held[np.argsort(when[held], kind="stable")]
         at = 0
         while used > target and at < order.shape[0]:
             n = max(1, -(-(used - target) // CHUNK_BYTES))

@@ -79,7 +79,9 @@ DEFAULTS: dict[str, Any] = {
     "request_bytes_max": 8 << 20,
     "timeout_s": 30.0,
     "connect_timeout_s": 5.0,
-    "retries": 8,
+    # 20 retries with backoff from 100 ms to 5 s: about 40 s of waiting, so a server restart
+    # is ridden out; 8 from 50 ms were spent in under a second against a closed port.
+    "retries": 20,
     "retry_timeout_s": 60.0,
     "cache_dir": None,
     "cache_bytes": None,
@@ -139,7 +141,7 @@ class _Client:
         self.shown = redact(self.url)
         # Plain dicts for obstore's TypedDicts (RetryConfig, ClientConfig, S3Config).
         retry: Any = {"max_retries": int(options["retries"]),
-                 "backoff": {"init_backoff": timedelta(milliseconds=50),
+                 "backoff": {"init_backoff": timedelta(milliseconds=100),
                              "max_backoff": timedelta(seconds=5), "base": 2.0},
                  "retry_timeout": timedelta(seconds=float(options["retry_timeout_s"]))}
         client: Any = {"timeout": timedelta(seconds=float(options["timeout_s"])),
