@@ -30,6 +30,7 @@ import fcntl
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -84,8 +85,9 @@ class Budget:
 
     def __init__(self, root: str, shard_paths: list[str | None], shard_sizes: list[int],
                  places: tuple[np.ndarray, np.ndarray, np.ndarray], present: np.ndarray,
-                 budget: int) -> None:
+                 budget: int, fd_of: Callable[[int], int]) -> None:
         self.budget = budget
+        self._fd = fd_of  # the mirror's writable descriptor of a shard
         self._paths = shard_paths
         self._offsets, self._sizes, self._shards = places
         self._present = present
@@ -102,7 +104,6 @@ class Budget:
         self._stamps = self._words[1:]
         self._lock_fd = os.open(path, os.O_RDWR)
         self._thread_lock = threading.Lock()
-        self._fds: dict[int, int] = {}
         self._by_shard: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.evicted_bytes = 0
 
@@ -144,9 +145,9 @@ class Budget:
         offsets = self._offsets[recs]
         return self._chunks(self._shards[recs], offsets, offsets + self._sizes[recs])
 
-    def touch(self, recs: np.ndarray) -> None:
-        """Records `recs` were read now."""
-        self._stamps[self.chunks_of(recs)] = time.time_ns()
+    def touch(self, chunks: np.ndarray) -> None:
+        """Chunks `chunks` (``chunks_of`` a batch) were read now."""
+        self._stamps[chunks] = time.time_ns()
 
     def wrote(self, shard: int, start: int, end: int) -> None:
         """Bytes [start, end) of shard `shard` were written now, to be read soon (FRESH)."""
@@ -236,17 +237,6 @@ class Budget:
             self._by_shard[shard] = (ids, starts)
         return self._by_shard[shard]
 
-    def _fd(self, shard: int) -> int:
-        fd = self._fds.get(shard)
-        if fd is None:
-            path = self._paths[shard]
-            assert path is not None  # a chunk exists only where the shard does
-            fd = self._fds[shard] = os.open(path, os.O_WRONLY)
-        return fd
-
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds = {}
         os.close(self._lock_fd)
         self._by_shard = {}

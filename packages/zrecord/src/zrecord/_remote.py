@@ -438,7 +438,7 @@ class Mirror:
             paths = [os.path.join(self.store_path, _shard(k)) for k in range(len(self._shard_sizes))]
             self._budget = Budget(self.root, [p if os.path.exists(p) else None for p in paths],
                                   self._shard_sizes, (self._offsets, self._sizes, self._shards),
-                                  self._present, self.options["cache_bytes"])
+                                  self._present, self.options["cache_bytes"], self._fd)
             self._budget.check()  # a mirror left larger by an earlier reader or budget
 
     def relabel(self, exc: ZrecordError) -> ZrecordError:
@@ -457,9 +457,11 @@ class Mirror:
         checksum there is fetched again (module docstring)."""
         evictions = self._evictions()
         self.ensure(idx)
+        chunks = None
         if self._budget is not None:
             # After every gather's fetches, and after those its prefetches made for it.
-            self._budget.check(keep=self._budget.chunks_of(np.asarray(idx, dtype=np.int64)))
+            chunks = self._budget.chunks_of(np.asarray(idx, dtype=np.int64))
+            self._budget.check(keep=chunks)
         refetched: dict[int, int] = {}
         while True:
             try:
@@ -477,8 +479,8 @@ class Mirror:
                 continue
             except ZrecordError as exc:
                 raise self.relabel(exc) from None
-            if self._budget is not None:
-                self._budget.touch(np.asarray(idx, dtype=np.int64))
+            if self._budget is not None and chunks is not None:
+                self._budget.touch(chunks)
             return result
 
     def _evictions(self) -> int:
