@@ -531,11 +531,11 @@ class _Connection:
         lost_out = self.up if is_client else self.down
         lost_in = self.down if is_client else self.up
         lost_in.drop()
-        if lost_out.dest is None:
-            # The target connection does not exist yet; there is nobody to reset but the client.
-            self.reset_all()
-        else:
-            lost_out.push_marker(_RESET)
+        # Also while the target connection is still being made (only the client can be lost
+        # then): on a real path the SYN is ahead of the data and the reset, so the target gets
+        # the connection, the bytes, then the reset; the pipe holds them until it exists. If the
+        # connect fails, _connect ends everything.
+        lost_out.push_marker(_RESET)
 
     def pipe_finished(self) -> None:
         if self.up.eof_delivered and self.down.eof_delivered:

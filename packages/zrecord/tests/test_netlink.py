@@ -180,9 +180,11 @@ def test_counters_count_connections_and_bytes() -> None:
 def test_round_trip_costs_one_rtt_and_a_new_connection_one_more() -> None:
     rtt = 0.040
     with _serve_through(_echo, Link("rtt40", rtt_s=rtt)) as (_, proxy):
+        # A first request waits for the simulated handshake, then makes its own round trip. The
+        # handshake's clock starts when the proxy accepts, which can be before this thread runs
+        # again after connect() (a busy machine once had it 3 ms before), so time from the connect.
+        start = time.monotonic()
         with _connect(proxy) as sock:
-            # A first request waits for the simulated handshake, then makes its own round trip.
-            start = time.monotonic()
             sock.sendall(b"ping")
             assert _recv_exact(sock, 4) == b"ping"
             first = time.monotonic() - start
@@ -348,6 +350,31 @@ def test_reset_is_delivered_after_the_data_before_it(who: str) -> None:
             assert _wait_for(lambda: "server" in seen, timeout=15.0), \
                 f"server side: {server.errors!r}; proxy: {proxy.stats()!r}"
             got, how = seen["server"]
+        assert (len(got), how) == (len(payload), "reset")
+        assert got == payload
+        assert _wait_for(lambda: proxy.stats().connections_active == 0)
+
+
+def test_a_reset_before_the_target_connection_exists_follows_the_data() -> None:
+    # The client sends and resets before the proxy's connection to the server exists (it waits
+    # one one-way delay, 100 ms here): the server must still get the connection, the bytes, then
+    # the reset, as it would on a real path, where the SYN is ahead of both. (The proxy used to
+    # drop the connection without a word; a busy CI machine hit that with the test above.)
+    payload = os.urandom(256 << 10)
+    seen: dict[str, tuple[bytes, str]] = {}
+
+    def handler(conn: socket.socket) -> None:
+        seen["server"] = _read_until_error(conn)
+
+    with _serve_through(handler, Link("rtt200", rtt_s=0.200)) as (server, proxy):
+        sock = _connect(proxy)
+        sock.sendall(payload)
+        _reset_after_sent(sock)
+        # The reset left the client before the connect did.
+        assert proxy.stats().bytes_up == 0
+        assert _wait_for(lambda: "server" in seen), \
+            f"server side: {server.errors!r}; proxy: {proxy.stats()!r}"
+        got, how = seen["server"]
         assert (len(got), how) == (len(payload), "reset")
         assert got == payload
         assert _wait_for(lambda: proxy.stats().connections_active == 0)
