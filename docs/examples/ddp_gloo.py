@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.distributed.nn  # noqa: F401  before any process group: see the end of train()
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
@@ -105,8 +106,12 @@ def train(rank: int, world_size: int, root: Path, steps: int, stop_at: int) -> N
     loader.close()
     for store in streams.values():
         store.close()
-    # The model holds the process group: release it before destroying the group, and let
-    # every rank get here first, so that gloo's threads stop while the interpreter is whole.
+    # Destroying the group stops gloo's threads, but only once nothing holds the group. The
+    # model does, so release it first. torch.distributed.nn does too if it is first imported
+    # while a group exists (DDP imports it through torch._dynamo in torch 2.13): its functions
+    # take group.WORLD as a default argument, which then keeps the group and its threads
+    # until the interpreter's exit, where gloo's teardown can abort the process ("terminate
+    # called without an active exception"). Hence its import at the top, before any group.
     del model, optimizer
     dist.barrier()
     dist.destroy_process_group()

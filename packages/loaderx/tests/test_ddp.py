@@ -77,6 +77,38 @@ def test_resume_from_the_shared_checkpoint_is_exact(runs):
         assert torch.equal(tensor, b["model"][name]), name
 
 
+_THREADS_AFTER_TRAIN = """
+import importlib.util, os, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("ddp_gloo", sys.argv[1])
+example = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(example)
+example.train(0, 1, Path(sys.argv[2]), 3, 3)
+print([open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")])
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_the_process_group_and_its_threads_are_gone_when_train_returns(tmp_path):
+    """CI saw ranks abort at exit in gloo's teardown ("terminate called without an active
+    exception") after their work was done: the group outlived destroy_process_group(), held
+    by torch.distributed.nn's default arguments (imported by DDP while the group existed),
+    so gloo's threads ran into the interpreter's exit. One process, one rank: when train()
+    returns, no gloo or TCPStore thread is left."""
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    done = subprocess.run([sys.executable, "-c", _THREADS_AFTER_TRAIN, str(EXAMPLE),
+                           str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    threads = done.stdout.strip().splitlines()[-1]
+    assert "gloo" not in threads and "tcpstore" not in threads, threads
+
+
 def test_the_guide_shows_the_example_verbatim():
     guide = GUIDE.read_text()
     start = guide.index("<!-- ddp_gloo.py -->\n```python\n") + len("<!-- ddp_gloo.py -->\n```python\n")
