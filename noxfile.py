@@ -39,6 +39,13 @@ nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "pins", "roundtrip"
                         "wheelhouse", "pythons", "fuzz", "distributed", "conformance", "docs"]
 nox.options.error_on_missing_interpreters = True
 
+# Readers of large stores keep compact indexes in a cache folder (the user's ~/.cache by
+# default). Every session here (tests, docs, demo, benchmarks) uses a folder of this run
+# instead, removed at its end, so a run never leaves files in the user's cache.
+if "ZRECORD_INDEX_CACHE" not in os.environ:
+    os.environ["ZRECORD_INDEX_CACHE"] = tempfile.mkdtemp(prefix="nox-zrecord-index-")
+    atexit.register(shutil.rmtree, os.environ["ZRECORD_INDEX_CACHE"], True)
+
 
 def _interpreter(version: str) -> str:
     """Prefer pyenv's exact interpreters (their shims need PYENV_VERSION), else PATH."""

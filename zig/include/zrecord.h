@@ -225,9 +225,22 @@ typedef struct zr_open_opts {
      * missing), or NULL for none. Open maps the file built from the store's index.zri when it
      * is there and intact (spec §9.5), so that it neither reads nor validates index.zri again;
      * otherwise it validates index.zri, builds the compact index and writes it there (a folder
-     * it cannot write is no error: the index is then kept in memory). */
+     * it cannot write is no error: the index is then kept in memory). Only files that this
+     * process's effective user owns and nobody else can write are used (spec ZR-ERR-008). */
     const char *index_cache;
+    /* Indexes of fewer records never use the folder (validating them costs little); 0: the
+     * default, 65,536. */
+    uint64_t index_cache_records_min;
+    /* The folder's bound in bytes: after an open writes a file there, and at most every 10
+     * minutes (or when the file is large against the bound), this user's files of stores that
+     * are gone or changed are removed, then the least recently used beyond the bound (the
+     * newest stays); 0: the default, 16 GiB. */
+    uint64_t index_cache_bytes;
 } zr_open_opts;
+
+/* What 0 in zr_open_opts.index_cache_records_min and .index_cache_bytes stands for. */
+#define ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT 65536u
+#define ZR_INDEX_CACHE_BYTES_DEFAULT 17179869184ull
 
 /* zr_reader_open with options; `opts` must not be NULL. */
 int zr_reader_open_opts(const char *path, const zr_open_opts *opts, zr_reader **out,
@@ -247,6 +260,20 @@ typedef struct zr_index_info {
 } zr_index_info;
 
 void zr_reader_index_info(const zr_reader *r, zr_index_info *out);
+
+/* What zr_index_cache_prune found and did among this user's files of the folder. */
+typedef struct zr_prune_stats {
+    uint64_t kept;          /* compact index files kept */
+    uint64_t kept_bytes;
+    uint64_t removed;       /* files removed, stale temporaries included */
+    uint64_t removed_bytes;
+} zr_prune_stats;
+
+/* Prunes the index cache folder `folder` now, as an open does when pruning is due (see
+ * zr_open_opts.index_cache_bytes), to `budget_bytes` of this user's files. A folder that does
+ * not exist is no error (nothing is kept). */
+int zr_index_cache_prune(const char *folder, uint64_t budget_bytes, zr_prune_stats *out,
+                         zr_status *st);
 
 void zr_reader_info(const zr_reader *r, zr_info *out);
 

@@ -103,6 +103,10 @@ pub const open_validate_index: u32 = 2;
 /// other processes fill and punch holes in while this reader has them open.
 pub const open_check_every_read: u32 = 4;
 pub const open_flags_known: u32 = open_cache_bypass | open_validate_index | open_check_every_read;
+/// zrecord.h ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT and ZR_INDEX_CACHE_BYTES_DEFAULT: what
+/// zr_open_opts' 0 means (index_cache.Policy).
+pub const index_cache_records_min_default: u64 = 1 << 16;
+pub const index_cache_bytes_default: u64 = 16 << 30;
 
 /// zrecord.h zr_open_opts.
 pub const OpenOpts = extern struct {
@@ -110,6 +114,10 @@ pub const OpenOpts = extern struct {
     reserved: u32,
     /// The index cache folder, or null for none.
     index_cache: ?[*:0]const u8,
+    /// Indexes of fewer records never use the folder; 0: the default (index_cache.Policy).
+    index_cache_records_min: u64 = 0,
+    /// The bound of the folder in bytes; 0: the default (index_cache.Policy).
+    index_cache_bytes: u64 = 0,
 };
 
 /// zrecord.h zr_index_info.
@@ -122,6 +130,9 @@ pub const IndexInfo = extern struct {
 };
 
 comptime {
+    format.assertNoPadding(OpenOpts);
+    format.assertNoPadding(IndexInfo);
+    std.debug.assert(@sizeOf(OpenOpts) == 32);
     std.debug.assert(@sizeOf(Status) == 4120);
     std.debug.assert(@offsetOf(Status, "record") == 8);
     std.debug.assert(@offsetOf(Status, "message") == 24);

@@ -11,10 +11,11 @@
 //! record in record order: what a record's first read is checked against (spec §9.5); the
 //! whole 64 bits stay in index.zri, which verification reads.
 //!
-//! The file (`Builder`, `headerFits`): a 176-byte header (padded to 192) (`FileHeader`: the
-//! identity of the index it was built from, sizes, and checksums of its three regions), the
-//! block headers, the checksums' low halves, then the bit fields, then zero padding for the
-//! bit reads' 16-byte loads.
+//! The file (`Builder`, `headerFits`): a 192-byte header (`FileHeader`: the identity of the
+//! index it was built from, sizes, and checksums of its three regions), the block headers, the
+//! checksums' low halves, then the bit fields, then zero padding for the bit reads' 16-byte
+//! loads, and last the absolute path of the store it was built from (which only the cache
+//! folder's pruning reads, to tell whether that store still exists: index_cache.zig).
 //!
 //! Invariants:
 //! - A `View` answers only for records below its record count; what it answers was validated
@@ -260,6 +261,11 @@ pub const FileHeader = extern struct {
     /// The low 32 bits of every record's checksum, u32 little-endian in record order.
     sums_at: u64 = 0,
     sums_len: u64 = 0,
+    /// The store's absolute path (no terminating NUL), right after the bit fields' padding;
+    /// not covered by a checksum: nothing but pruning reads it, and a wrong one only makes
+    /// pruning keep or remove this file early.
+    path_at: u64 = 0,
+    path_len: u64 = 0,
     headers_checksum: u64 = 0,
     bits_checksum: u64 = 0,
     sums_checksum: u64 = 0,
@@ -282,16 +288,21 @@ pub const FileHeader = extern struct {
 const headers_at: u64 = std.mem.alignForward(u64, @sizeOf(FileHeader), cache_line_bytes);
 
 pub const file_magic = [8]u8{ 'Z', 'R', 'I', 'D', 'X', '\r', '\n', 0x1a };
-/// 2: the checksums' low halves (version 1 files are built again).
-pub const file_version: u32 = 2;
+/// 2: the checksums' low halves; 3: the store's path (files of older versions are built
+/// again, and pruned).
+pub const file_version: u32 = 3;
 
 comptime {
-    std.debug.assert(@sizeOf(FileHeader) == 176);
+    std.debug.assert(@sizeOf(FileHeader) == 192);
+    format.assertNoPadding(FileHeader);
+    format.assertNoPadding(BlockFixed);
 }
 
 /// Builds a compact index into `fd` from records given in record order.
 pub const Builder = struct {
     header: FileHeader,
+    /// The store's absolute path, written after the bit fields (`FileHeader.path_at`).
+    path: []const u8,
     headers: Stream,
     bits: Stream,
     sums: Stream,
@@ -301,8 +312,10 @@ pub const Builder = struct {
     block_buf: [512]u8 = undefined,
     bits_buf: [block_records * (64 + 32 + 8 + 32 * format.ndim_max) / 8 + 16]u8 = undefined,
 
-    /// `buf` is split between the three streams; at least 3 * 4096 bytes.
-    pub fn init(fd: sys.Fd, key: FileHeader, buf: []u8) Builder {
+    /// `buf` is split between the three streams; at least 3 * 4096 bytes. `path` (at most
+    /// `path_bytes_max` bytes) is the store's, borrowed until `finish`.
+    pub fn init(fd: sys.Fd, key: FileHeader, path: []const u8, buf: []u8) Builder {
+        std.debug.assert(path.len <= path_bytes_max);
         const hb = blockHeaderBytes(key.ndim);
         const blocks = (key.record_count + block_records - 1) / block_records;
         var h = key;
@@ -314,6 +327,7 @@ pub const Builder = struct {
         const third = buf.len / 3;
         return .{
             .header = h,
+            .path = path,
             .headers = .{ .fd = fd, .pos = h.headers_at, .buf = buf[0..third] },
             .sums = .{ .fd = fd, .pos = h.sums_at, .buf = buf[third..][0..third] },
             .bits = .{ .fd = fd, .pos = h.bits_at, .buf = buf[2 * third ..] },
@@ -428,6 +442,9 @@ pub const Builder = struct {
         var h = b.header;
         std.debug.assert(b.sums.pos == h.sums_at + h.sums_len);
         h.bits_len = b.bits.pos - h.bits_at;
+        h.path_at = b.bits.pos;
+        h.path_len = b.path.len;
+        try sys.pwriteAll(b.headers.fd, b.path, h.path_at);
         h.headers_checksum = b.headers.hasher.final();
         h.sums_checksum = b.sums.hasher.final();
         h.bits_checksum = b.bits.hasher.final();
@@ -464,7 +481,9 @@ fn orWord(bytes: *[8]u8, value: u64) void {
 pub fn headerFits(h: FileHeader, file_len: u64) bool {
     if (!std.mem.eql(u8, &h.magic, &file_magic) or h.version != file_version) return false;
     if (h.header_bytes != @sizeOf(FileHeader) or h.block_records != block_records or !h.sealed()) return false;
-    if (h.ndim > format.ndim_max) return false;
+    // Found by compact_fuzz.zig: a sealed header with a record count near 2^64 overflowed the
+    // block count below (a panic, not a refusal).
+    if (h.ndim > format.ndim_max or h.record_count > format.record_count_max) return false;
     const blocks = (h.record_count + block_records - 1) / block_records;
     const hb = blockHeaderBytes(h.ndim);
     if (h.headers_at != headers_at or h.headers_len != std.math.mul(u64, blocks, hb) catch return false) return false;
@@ -473,7 +492,17 @@ pub fn headerFits(h: FileHeader, file_len: u64) bool {
     const sums_end = std.math.add(u64, h.sums_at, h.sums_len) catch return false;
     if (sums_end > std.math.maxInt(u64) - 8) return false;
     if (h.bits_at != bitsAt(h.sums_at, h.sums_len) or h.bits_len < bits_padding) return false;
-    return (std.math.add(u64, h.bits_at, h.bits_len) catch return false) == file_len;
+    if (h.path_at != (std.math.add(u64, h.bits_at, h.bits_len) catch return false)) return false;
+    if (h.path_len > path_bytes_max) return false;
+    return (std.math.add(u64, h.path_at, h.path_len) catch return false) == file_len;
+}
+
+/// The longest store path a file records (Linux's PATH_MAX without its NUL).
+pub const path_bytes_max: usize = sys.path_bytes_max - 1;
+
+/// Bytes of a file whose header `h` passed `headerFits`.
+pub fn fileBytes(h: FileHeader) u64 {
+    return h.path_at + h.path_len;
 }
 
 /// The bit fields start on the first 8-byte boundary after the checksums.
@@ -528,7 +557,7 @@ fn buildInto(fd: sys.Fd, ndim: u8, recs: []const Pending) !FileHeader {
     var buf: [3 * 4096]u8 = undefined;
     var key: FileHeader = .{ .store_header_checksum = 7, .index = std.mem.zeroes(sys.FileIdentity), .record_count = recs.len, .ndim = ndim, .headers_at = 0, .headers_len = 0, .bits_at = 0, .bits_len = 0 };
     key.seal();
-    var b = Builder.init(fd, key, &buf);
+    var b = Builder.init(fd, key, "/stores/t", &buf);
     for (recs) |r| try b.add(r);
     return b.finish();
 }
@@ -559,7 +588,7 @@ test "every record decodes to what was built: back to back, shuffled, several sh
             const fd = try sys.memfd("compact-test");
             defer sys.close(fd);
             const h = try buildInto(fd, ndim, &recs);
-            const len = h.bits_at + h.bits_len;
+            const len = fileBytes(h);
             try testing.expect(headerFits(h, len));
             const map = try sys.mmapRead(fd, @intCast(len));
             defer sys.munmap(map);
@@ -591,7 +620,7 @@ test "a file header that does not fit its file, or is not sealed, is refused" {
     var recs: [3]Pending = undefined;
     for (&recs, 0..) |*r, i| r.* = .{ .offset = i * 8, .stored_size = 8, .shard = 0, .sum = @intCast(i) };
     var h = try buildInto(fd, 0, &recs);
-    const len = h.bits_at + h.bits_len;
+    const len = fileBytes(h);
     try testing.expect(headerFits(h, len));
     try testing.expect(!headerFits(h, len + 1));
     h.record_count += 64;

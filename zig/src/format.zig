@@ -291,7 +291,7 @@ pub const Header = struct {
 
 /// Fails the build if `T` has padding: every byte of an on-disk struct is one of its fields,
 /// so a field added or resized without its neighbours moved cannot leave bytes unwritten.
-fn assertNoPadding(comptime T: type) void {
+pub fn assertNoPadding(comptime T: type) void {
     var fields_bytes: usize = 0;
     for (@typeInfo(T).@"struct".field_types) |F| fields_bytes += @sizeOf(F);
     std.debug.assert(fields_bytes == @sizeOf(T));

@@ -1,40 +1,106 @@
-//! The cache folder of compact indexes: one file per index file a reader of this host has
-//! validated, which later readers of the same index file map instead of reading and
-//! validating the index again (spec §9.5).
+//! The cache folder of compact indexes, and the one owner of a compact index that a reader did
+//! not build itself: one file per index file that a reader of this user on this host has
+//! validated, which later readers of the same index file map instead of reading and validating
+//! the index again (spec §9.5); the checks of what such a file says before a gather or a
+//! verification uses it; and the folder's bound.
 //!
 //! Invariants:
-//! - A cache file is named by the store's header checksum and the index file's device and
-//!   inode, and holds the index file's whole identity (size, times of change) and checksums of
-//!   its own regions; a file that differs in any of these, or is not complete, is not used, and
-//!   the index is validated and built again (and the file replaced).
+//! - Trust ([ZR-ERR-008]): a cache file is used only when this process's effective user made
+//!   it and nobody else can have changed it since: a regular file, opened without following a
+//!   symbolic link, owned by the effective user and writable by nobody else (`trusted`). Its
+//!   checksums are not secret: anyone who can read a store can seal a file that points each
+//!   record at another record's bytes, whose checksum it copies, so its checksums only guard
+//!   against accidents, and its owner against other users. Files are created 0600 and named
+//!   with the user's id, so users sharing a folder never collide.
+//! - A cache file is named by the store's header checksum, the index file's device and inode
+//!   and the user, and holds the index file's whole identity (size, times of change) and
+//!   checksums of its own regions; a file that differs in any of these, or is not complete, is
+//!   not used, and the index is validated and built again (and the file replaced).
+//! - What a loaded file says is checked against the store before a record it describes is
+//!   read ([ZR-ERR-007]): `ensureRecord` for each record a gather reads, `ensureBlock` for each
+//!   block a verification covers. A file crafted by its own user can fail a call, never send a
+//!   read outside a shard.
 //! - A file is written under a temporary name in the cache folder and renamed into place
 //!   complete, so a reader never maps a file another process is still writing; readers that
-//!   mapped a file that is replaced keep their mapping.
+//!   mapped a file that is replaced or removed keep their mapping.
+//! - The folder is bounded (`maybePrune`): indexes of fewer than `Policy.records_min` records
+//!   are never written (validating them at open costs a few milliseconds at most); after a
+//!   reader writes a file, the folder is pruned when it was last pruned `prune_interval_s`
+//!   ago or more, or when the new file is large against the bound. Pruning removes this user's
+//!   files of stores that are gone or changed, of older file versions, and stale temporaries,
+//!   then the least recently used beyond the bound (the newest stays). A load refreshes its
+//!   file's time of change (at most hourly), so "least recently used" means used, not written.
+//!   Pruning costs O(files) at most once per interval, not per open, and never waits for
+//!   another process that prunes.
 //! - Nothing here fails an open: a cache that cannot be read, created or written leaves the
 //!   index to be built in memory. Only running out of memory is an error.
 
 const std = @import("std");
+const abi = @import("abi.zig");
 const diag_mod = @import("diag.zig");
+const format = @import("format.zig");
 const sys = @import("sys.zig");
 const compact = @import("compact.zig");
-const Reader = @import("reader.zig").Reader;
+const reader_mod = @import("reader.zig");
 
+const Reader = reader_mod.Reader;
+const IndexSource = reader_mod.IndexSource;
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
 const alloc = std.heap.c_allocator;
+const Map = []align(std.heap.page_size_min) const u8;
+
+/// How readers use the cache folder (zrecord.h zr_open_opts; 0 there means the default).
+pub const Policy = struct {
+    /// Indexes of fewer records are validated at every open and never written to the folder.
+    records_min: u64 = records_min_default,
+    /// The folder's bound: what pruning keeps of this user's files, in bytes.
+    budget_bytes: u64 = budget_bytes_default,
+};
+
+/// About 5 ms of validation at a first open (60-80 ns per entry), against a file of at least
+/// 320 KiB in the folder.
+pub const records_min_default: u64 = abi.index_cache_records_min_default;
+pub const budget_bytes_default: u64 = abi.index_cache_bytes_default;
+/// Pruning runs at most this often, unless the file just written is at least
+/// 1/`prune_large_share` of the bound: a bound is exceeded by at most what readers write
+/// within one interval in files smaller than that.
+pub const prune_interval_s: i64 = 600;
+const prune_large_share: u64 = 16;
+/// Temporary files of a reader that died are removed once they are this old.
+pub const stale_temp_s: i64 = 24 * 3600;
+/// A load refreshes its file's time of change when it is older than this.
+const touch_interval_s: i64 = 3600;
+const file_suffix = ".zrx";
+const temp_marker = ".zrx.tmp-";
 
 /// The path of the cache file of an index file, in a fixed buffer.
 pub const Name = struct {
     buf: [sys.path_bytes_max]u8 = undefined,
 
     /// The path in folder `dir` for the store of header checksum `header_checksum` whose
-    /// index file is `id`; null when the path would be too long.
-    pub fn init(n: *Name, dir: []const u8, header_checksum: u64, id: sys.FileIdentity) ?[:0]const u8 {
-        return std.fmt.bufPrintSentinel(&n.buf, "{s}/{x:0>16}-{x}-{x}-{x}.zrx", .{
-            std.mem.trimEnd(u8, dir, "/"), header_checksum, id.dev_major, id.dev_minor, id.ino,
+    /// index file is `id`, for user `uid`; null when the path would be too long.
+    pub fn init(n: *Name, dir: []const u8, header_checksum: u64, id: sys.FileIdentity, uid: u32) ?[:0]const u8 {
+        return std.fmt.bufPrintSentinel(&n.buf, "{s}/{x:0>16}-{x}-{x}-{x}-{d}" ++ file_suffix, .{
+            std.mem.trimEnd(u8, dir, "/"), header_checksum, id.dev_major, id.dev_minor, id.ino, uid,
         }, 0) catch null;
     }
 };
+
+/// A reader's compact index: its mapping and view, how it was made, and, for one loaded from
+/// a cache file, one bit per block whose records have all been checked against the store
+/// (empty for an index the reader built, whose every entry it validated).
+pub const Loaded = struct {
+    map: Map,
+    view: compact.View,
+    source: IndexSource,
+    blocks_checked: []u64 = &.{},
+};
+
+/// [ZR-ERR-008] Whether a cache file of status `st` can only have been made by this user.
+pub fn trusted(st: sys.FileStat) bool {
+    return st.kind == .regular and st.uid == sys.geteuid() and st.perm & 0o022 == 0;
+}
 
 /// The key fields of the compact index file of `r`'s index file `id` (compact.FileHeader).
 pub fn keyOf(r: *const Reader, id: sys.FileIdentity) compact.FileHeader {
@@ -50,40 +116,106 @@ pub fn keyOf(r: *const Reader, id: sys.FileIdentity) compact.FileHeader {
     };
 }
 
-/// Maps the cache file at `path` into `r` if it is the intact compact index of `r`'s index
-/// file `id`; false (and `r` unchanged) otherwise.
-pub fn load(r: *Reader, path: [:0]const u8, id: sys.FileIdentity, d: *Diag) Error!bool {
-    const fd = sys.open(path, sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC, 0) catch return false;
+fn keyMatches(h: compact.FileHeader, key: compact.FileHeader) bool {
+    return h.store_header_checksum == key.store_header_checksum and h.record_count == key.record_count and
+        h.ndim == key.ndim and std.mem.eql(u8, std.mem.asBytes(&h.index), std.mem.asBytes(&key.index));
+}
+
+/// The compact index in the cache file at `path`, if that file is trusted and is the intact
+/// compact index of `r`'s index file `id`; null otherwise.
+pub fn load(r: *const Reader, path: [:0]const u8, id: sys.FileIdentity, d: *Diag) Error!?Loaded {
+    const fd = sys.open(path, sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC, 0) catch return null;
     defer sys.close(fd);
-    const st = sys.fstat(fd) catch return false;
-    if (st.kind != .regular) return false;
+    const st = sys.fstat(fd) catch return null;
+    if (!trusted(st) or st.size < @sizeOf(compact.FileHeader)) return null;
     var h: compact.FileHeader = undefined;
-    if (st.size < @sizeOf(compact.FileHeader)) return false;
     var short = false;
-    sys.preadAll(fd, std.mem.asBytes(&h), 0, &short) catch return false;
-    if (!compact.headerFits(h, st.size)) return false;
-    const key = keyOf(r, id);
-    if (h.store_header_checksum != key.store_header_checksum or h.record_count != key.record_count or
-        h.ndim != key.ndim or !std.mem.eql(u8, std.mem.asBytes(&h.index), std.mem.asBytes(&key.index))) return false;
-    const len = std.math.cast(usize, st.size) orelse return false;
-    const map = sys.mmapRead(fd, len) catch return false;
+    sys.preadAll(fd, std.mem.asBytes(&h), 0, &short) catch return null;
+    if (!compact.headerFits(h, st.size) or !keyMatches(h, keyOf(r, id))) return null;
+    const len = std.math.cast(usize, st.size) orelse return null;
+    const map = sys.mmapRead(fd, len) catch return null;
     const view = compact.viewOf(h, map);
     if (!compact.regionsMatch(h, view)) {
         sys.munmap(map);
-        return false;
+        return null;
     }
     const words: usize = @intCast((view.blockCount() + 63) / 64);
-    const checked = alloc.alloc(u64, words) catch {
+    const checked = alloc.alloc(u64, @max(words, 1)) catch {
         sys.munmap(map);
         return d.noMemory("the bitmap of checked index blocks");
     };
     @memset(checked, 0);
-    r.compact_map = map;
-    r.compact = view;
-    r.blocks_checked = checked;
-    r.index_source = .cached;
-    return true;
+    if (sys.nowSeconds() - st.mtime_sec > touch_interval_s) sys.touch(fd) catch {};
+    std.debug.assert(view.record_count == r.header.record_count);
+    return .{ .map = map, .view = view, .source = .cached, .blocks_checked = checked };
 }
+
+// ---- checks of a loaded file against the store ([ZR-ERR-007]) ---------------------------
+
+/// Marks block `blk` of a compact index loaded from a cache file as checked, after checking
+/// its records against the store the way open checks entries ([ZR-ERR-002] step 5). Verify
+/// checks whole blocks; gathers check only the records they read (`ensureRecord`).
+pub fn ensureBlock(r: *const Reader, blk: u64, d: *Diag) Error!void {
+    std.debug.assert(r.blocks_checked.len > 0);
+    std.debug.assert(blk < r.compact.blockCount());
+    if (blockChecked(r, blk)) return;
+    try checkBlockBounds(r, blk, d);
+    var rec = blk * compact.block_records;
+    const end = @min(r.header.record_count, rec + compact.block_records);
+    while (rec < end) : (rec += 1) try checkEntry(r, rec, d);
+    _ = @atomicRmw(u64, &r.blocks_checked[@intCast(blk / 64)], .Or, blockBit(blk), .release);
+}
+
+/// `ensureBlock` for one record: its block's header and its own entry, unless the whole block
+/// was checked. A gather of random records from a fresh reader touches a new block with
+/// almost every record, and checking the block's 64 entries for each made cold gathers 0.7x
+/// as fast; the caller skips records whose checksum has passed, which were checked before.
+pub fn ensureRecord(r: *const Reader, rec: u64, d: *Diag) Error!void {
+    std.debug.assert(r.blocks_checked.len > 0);
+    std.debug.assert(rec < r.header.record_count);
+    const blk = rec / compact.block_records;
+    if (blockChecked(r, blk)) return;
+    try checkBlockBounds(r, blk, d);
+    try checkEntry(r, rec, d);
+}
+
+fn blockBit(blk: u64) u64 {
+    return @as(u64, 1) << @intCast(blk % 64);
+}
+
+fn blockChecked(r: *const Reader, blk: u64) bool {
+    return @atomicLoad(u64, &r.blocks_checked[@intCast(blk / 64)], .acquire) & blockBit(blk) != 0;
+}
+
+fn checkBlockBounds(r: *const Reader, blk: u64, d: *Diag) Error!void {
+    if (!compact.blockInBounds(&r.compact, blk)) return cacheDamaged(r, blk * compact.block_records, d);
+}
+
+/// Checks record `rec`'s place and shape, decoded from a block whose header is in bounds,
+/// with the rules open applies to index entries.
+fn checkEntry(r: *const Reader, rec: u64, d: *Diag) Error!void {
+    const h = &r.header;
+    var entry: [format.index_entry_fixed_bytes + 4 * format.ndim_max + 4]u8 = undefined;
+    const es: usize = r.entry_size;
+    std.debug.assert(es <= entry.len);
+    const loc = r.location(rec);
+    var shape: [format.ndim_max]u64 = undefined;
+    const ndim: usize = if (h.kind == .ragged) h.ndim else 0;
+    r.compact.shape(rec, shape[0..ndim]);
+    format.encodeEntry(entry[0..es], .{ .offset = loc.offset, .stored_size = loc.stored_size, .shard = loc.shard, .checksum = 0 }, shape[0..ndim]);
+    var scratch: Diag = .{};
+    _ = format.validateEntry(h, .of(h), entry[0..es], rec, r.path, &scratch) catch return cacheDamaged(r, rec, d);
+}
+
+fn cacheDamaged(r: *const Reader, rec: u64, d: *Diag) Error {
+    d.record = @intCast(rec);
+    return d.fail(error.Corrupt, "store '{s}': the compact index loaded from the index cache " ++
+        "says where record {d} is, and that place is not in the store: the cache file is " ++
+        "damaged; open the store with full index validation (or delete the cache folder's " ++
+        "files) to rebuild it", .{ r.path, rec });
+}
+
+// ---- writing a file ------------------------------------------------------------------------
 
 /// Where a compact index is built: a temporary file of the cache folder, published by a rename
 /// once complete, or an anonymous memory file.
@@ -104,7 +236,8 @@ pub const Output = struct {
                 sys.mkdirAll(dir_z, 0o755) catch {};
             } else |_| {}
             if (std.fmt.bufPrintSentinel(&o.tmp_buf, "{s}.tmp-{d}-{x}", .{ path, sys.getpid(), sys.randomU64() }, 0)) |tmp| {
-                if (sys.open(tmp, sys.O_RDWR | sys.O_CREAT | sys.O_EXCL | sys.O_NOFOLLOW | sys.O_CLOEXEC, 0o644)) |fd| {
+                // 0600: no other user can use the file (`trusted`), so none needs to read it.
+                if (sys.open(tmp, sys.O_RDWR | sys.O_CREAT | sys.O_EXCL | sys.O_NOFOLLOW | sys.O_CLOEXEC, 0o600)) |fd| {
                     o.fd = fd;
                     o.tmp_len = tmp.len;
                     return o;
@@ -121,7 +254,7 @@ pub const Output = struct {
 
     /// Drops the temporary file, if any, for a memory file.
     pub fn fallBack(o: *Output) void {
-        o.dropFile();
+        o.close();
         o.fd = sys.memfd("zrecord-index") catch blk: {
             o.errno = sys.errno();
             break :blk -1;
@@ -131,19 +264,13 @@ pub const Output = struct {
     /// Renames the temporary file into place; false for a memory file or a failed rename.
     pub fn publish(o: *Output) bool {
         if (o.tmp_len == 0) return false;
+        std.debug.assert(o.fd >= 0);
         sys.rename(o.tmpPath(), o.final.?) catch {
-            o.dropFile();
+            o.close();
             return false;
         };
         o.tmp_len = 0;
         return true;
-    }
-
-    fn dropFile(o: *Output) void {
-        if (o.tmp_len > 0) sys.unlinkAt(sys.AT_FDCWD, o.tmpPath()) catch {};
-        o.tmp_len = 0;
-        if (o.fd >= 0) sys.close(o.fd);
-        o.fd = -1;
     }
 
     /// Closes the file (a mapping of it stays valid) and removes an unpublished one.
@@ -154,3 +281,135 @@ pub const Output = struct {
         o.fd = -1;
     }
 };
+
+// ---- the folder's bound ---------------------------------------------------------------------
+
+/// What one pruning found and did, among this user's files.
+pub const PruneStats = extern struct {
+    /// Compact index files kept, and their bytes.
+    kept: u64 = 0,
+    kept_bytes: u64 = 0,
+    /// Files removed (stale temporaries included), and their bytes.
+    removed: u64 = 0,
+    removed_bytes: u64 = 0,
+};
+
+comptime {
+    format.assertNoPadding(PruneStats);
+}
+
+/// After a reader wrote a `written`-byte file into the folder `dir`: prunes it when it is due
+/// (module invariants). The folder's stamp file, one per user, holds the time of the last
+/// pruning; its lock, never waited for, lets one process prune at a time.
+pub fn maybePrune(dir: [:0]const u8, policy: Policy, written: u64) void {
+    const dfd = sys.open(dir, sys.O_RDONLY | sys.O_DIRECTORY | sys.O_CLOEXEC, 0) catch return;
+    defer sys.close(dfd);
+    var name_buf: [48]u8 = undefined;
+    const uid = sys.geteuid();
+    const stamp_name = std.fmt.bufPrintSentinel(&name_buf, ".prune-stamp-{d}", .{uid}, 0) catch unreachable;
+    const flags = sys.O_RDWR | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC;
+    var due = written *| prune_large_share >= policy.budget_bytes;
+    const stamp = sys.openAt(dfd, stamp_name, flags, 0) catch blk: {
+        due = true;
+        break :blk sys.openAt(dfd, stamp_name, flags | sys.O_CREAT, 0o600) catch return;
+    };
+    defer sys.close(stamp);
+    const st = sys.fstat(stamp) catch return;
+    if (!trusted(st)) return;
+    const now = sys.nowSeconds();
+    if (!due and now - st.mtime_sec < prune_interval_s) return;
+    sys.flock(stamp, sys.LOCK_EX | sys.LOCK_NB) catch return;
+    sys.touch(stamp) catch {};
+    _ = prune(dfd, policy.budget_bytes, now) catch {};
+}
+
+const Kept = struct {
+    mtime_sec: i64,
+    size: u64,
+    name_at: usize,
+    name_len: usize,
+
+    fn older(_: void, a: Kept, b: Kept) bool {
+        return a.mtime_sec < b.mtime_sec;
+    }
+};
+
+/// Prunes the cache folder open as `dfd` (module invariants) at time `now` (seconds since the
+/// epoch), keeping at most `budget` bytes of this user's current files (and the newest in any
+/// case). Files of other users, and names that are not the cache's, are left alone.
+pub fn prune(dfd: sys.Fd, budget: u64, now: i64) error{OutOfMemory}!PruneStats {
+    var stats: PruneStats = .{};
+    var kept: std.ArrayList(Kept) = .empty;
+    defer kept.deinit(alloc);
+    var names: std.ArrayList(u8) = .empty;
+    defer names.deinit(alloc);
+    var dir = sys.Dir.open(dfd) orelse return stats;
+    defer dir.close();
+    while (dir.next()) |name| {
+        const st = sys.fstatAt(dfd, name) catch continue;
+        if (!trusted(st)) continue;
+        const is_temp = std.mem.indexOf(u8, name, temp_marker) != null;
+        if (!is_temp and !std.mem.endsWith(u8, name, file_suffix)) continue;
+        const keep = if (is_temp) now - st.mtime_sec <= stale_temp_s else isCurrent(dfd, name, st.size);
+        if (!keep) {
+            if (remove(dfd, name)) {
+                stats.removed += 1;
+                stats.removed_bytes += st.size;
+            }
+            continue;
+        }
+        if (is_temp) continue;
+        try kept.append(alloc, .{ .mtime_sec = st.mtime_sec, .size = st.size, .name_at = names.items.len, .name_len = name.len });
+        try names.appendSlice(alloc, name[0 .. name.len + 1]);
+    }
+    std.mem.sort(Kept, kept.items, {}, Kept.older);
+    var total: u64 = 0;
+    for (kept.items) |k| total += k.size;
+    var dropped: usize = 0;
+    // The newest file always stays: it was just written, for a reader that maps it now.
+    for (kept.items[0..kept.items.len -| 1]) |k| {
+        if (total <= budget) break;
+        total -= k.size;
+        dropped += 1;
+        if (remove(dfd, names.items[k.name_at..][0..k.name_len :0])) {
+            stats.removed += 1;
+            stats.removed_bytes += k.size;
+        }
+    }
+    stats.kept = kept.items.len - dropped;
+    stats.kept_bytes = total;
+    return stats;
+}
+
+fn remove(dfd: sys.Fd, name: [*:0]const u8) bool {
+    sys.unlinkAt(dfd, name) catch return false;
+    return true;
+}
+
+/// Whether the cache file `name` (`size` bytes) of the folder `dfd` is of this version and
+/// was built from the index file its store holds now. A store that cannot be reached for
+/// another reason than its absence (a folder it cannot search, a file system not mounted)
+/// keeps its file.
+fn isCurrent(dfd: sys.Fd, name: [*:0]const u8, size: u64) bool {
+    const fd = sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC, 0) catch return true;
+    defer sys.close(fd);
+    var h: compact.FileHeader = undefined;
+    var short = false;
+    if (size < @sizeOf(compact.FileHeader)) return false;
+    sys.preadAll(fd, std.mem.asBytes(&h), 0, &short) catch return !short;
+    if (!compact.headerFits(h, size)) return false;
+    var path: [sys.path_bytes_max]u8 = undefined;
+    const suffix = "/index.zri";
+    const len: usize = @intCast(h.path_len);
+    if (len == 0 or len + suffix.len >= path.len) return false;
+    sys.preadAll(fd, path[0..len], h.path_at, &short) catch return !short;
+    @memcpy(path[len..][0..suffix.len], suffix);
+    path[len + suffix.len] = 0;
+    const index_fd = sys.open(path[0 .. len + suffix.len :0], sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC, 0) catch {
+        const e = sys.errno();
+        return e != sys.ENOENT and e != sys.ENOTDIR;
+    };
+    defer sys.close(index_fd);
+    const id = sys.fileIdentity(index_fd) catch return true;
+    return std.mem.eql(u8, std.mem.asBytes(&id), std.mem.asBytes(&h.index));
+}

@@ -31,6 +31,7 @@ const readahead = @import("readahead.zig");
 const gather = @import("gather.zig");
 const reader_open = @import("reader_open.zig");
 const compact = @import("compact.zig");
+const index_cache = @import("index_cache.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -109,7 +110,7 @@ pub const Reader = struct {
     /// (a record's first read checks the low half the compact index keeps).
     index_fd: sys.Fd = -1,
     /// Loaded from a cache file: one bit per block of the compact index, set once the block's
-    /// records have been checked against the header (`reader_open.ensureBlock`, by verify;
+    /// records have been checked against the header (`index_cache.ensureBlock`, by verify;
     /// gathers check the records they read: `checkIndices`); empty when
     /// this reader built the index from index.zri, whose every entry it validated.
     blocks_checked: []u64 = &.{},
@@ -197,7 +198,7 @@ pub const Reader = struct {
     }
 
     /// Checks every index against the record count and, when the compact index came from a
-    /// cache file, every record not read before against the store (reader_open.ensureRecord).
+    /// cache file, every record not read before against the store (index_cache.ensureRecord).
     fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
         var i: u64 = 0;
         while (i < n) : (i += 1) {
@@ -209,7 +210,7 @@ pub const Reader = struct {
         i = 0;
         while (i < n) : (i += 1) {
             const rec = idx[@intCast(i)];
-            if (!gather.isVerified(r, rec)) try reader_open.ensureRecord(r, rec, d);
+            if (!gather.isVerified(r, rec)) try index_cache.ensureRecord(r, rec, d);
         }
     }
 
@@ -329,7 +330,7 @@ pub const Reader = struct {
         }
         if (r.blocks_checked.len > 0) {
             var blk: u64 = 0;
-            while (blk < r.compact.blockCount()) : (blk += 1) try reader_open.ensureBlock(r, blk, d);
+            while (blk < r.compact.blockCount()) : (blk += 1) try index_cache.ensureBlock(r, blk, d);
         }
         // Record checksums prove only the bytes of records; that they prove the whole store
         // rests on the layout, which no range of records can see alone. Checked once per
@@ -365,6 +366,18 @@ pub const Reader = struct {
 
     pub fn dict(r: *const Reader) []const u8 {
         return r.header_bytes[r.header.dict_offset..][0..r.header.dict_size];
+    }
+
+    /// Takes the compact index that open made or loaded (reader_open.loadIndex): the one place
+    /// that sets the reader's index fields, which only `releaseFiles` clears.
+    pub fn adoptIndex(r: *Reader, l: index_cache.Loaded) void {
+        std.debug.assert(r.compact_map.len == 0 and r.blocks_checked.len == 0);
+        std.debug.assert(l.view.record_count == r.header.record_count);
+        std.debug.assert((l.source == .cached) == (l.blocks_checked.len > 0));
+        r.compact_map = l.map;
+        r.compact = l.view;
+        r.index_source = l.source;
+        r.blocks_checked = l.blocks_checked;
     }
 
     /// Unmaps and closes the shards and the index and frees the bitmaps (not the handle, path or

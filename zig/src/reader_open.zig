@@ -45,6 +45,8 @@ pub const Options = struct {
     /// The folder of compact index files shared by the readers of this host; null keeps the
     /// compact index in memory only.
     index_cache: ?[:0]const u8 = null,
+    /// Which indexes go to that folder, and its bound.
+    index_cache_policy: index_cache.Policy = .{},
 };
 
 /// Opens the store at `path_c` and checks every rule that needs no record data.
@@ -89,7 +91,7 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
     }
     try mapShards(r, dfd, d);
     if (r.bypass) try openDirect(r, dfd, d);
-    try loadIndex(r, dfd, opts, d);
+    r.adoptIndex(try loadIndex(r, dfd, opts, d));
     r.pread_every_record = r.check_every_read or
         (h.record_count > 0 and h.stored_bytes / h.record_count >= gather.pread_record_bytes_min);
     const words: usize = @intCast((h.record_count + 63) / 64);
@@ -181,10 +183,11 @@ fn openDirect(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
     d.shard = -1;
 }
 
-/// Opens index.zri and makes the compact index: loaded from the cache folder when a file
-/// built from this very index file is there and intact (unless `opts` asks for full
-/// validation), else built by `buildIndex`, which validates every entry.
-fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!void {
+/// Opens index.zri and makes the compact index: loaded from the cache folder when a trusted
+/// file built from this very index file is there and intact (unless `opts` asks for full
+/// validation), else built by `buildIndex`, which validates every entry. Indexes of fewer
+/// records than the policy's minimum never use the folder.
+fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache.Loaded {
     const st = try openRegular(dfd, r.path, "index.zri", d) orelse return d.failOs(error.Corrupt,
         sys.ENOENT, "store '{s}' is missing its index.zri (ZR-GEN-001)", .{r.path});
     // Kept open for verify, which reads the whole checksums; releaseFiles closes it, on failure too.
@@ -196,11 +199,16 @@ fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!void {
         "'{s}/index.zri' is too large for this platform", .{r.path});
     const id = sys.fileIdentity(st.fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat '{s}/index.zri'", .{r.path});
     var name: index_cache.Name = .{};
-    const cache = if (opts.index_cache) |dir| name.init(dir, r.header.header_checksum, id) else null;
+    const policy = opts.index_cache_policy;
+    const dir = if (r.header.record_count >= policy.records_min) opts.index_cache else null;
+    const cache = if (dir) |c| name.init(c, r.header.header_checksum, id, sys.geteuid()) else null;
     if (cache) |c| if (opts.flags & abi.open_validate_index == 0) {
-        if (try index_cache.load(r, c, id, d)) return;
+        if (try index_cache.load(r, c, id, d)) |loaded| return loaded;
     };
-    try buildIndex(r, id, cache, d);
+    var store_path: [sys.path_bytes_max]u8 = undefined;
+    const built = try buildIndex(r, id, cache, sys.fdPath(dfd, &store_path) orelse "", d);
+    if (built.source == .built_cached) index_cache.maybePrune(dir.?, policy, built.map.len);
+    return built;
 }
 
 /// Builds the compact index from index.zri, validating on the way what open validates
@@ -209,14 +217,15 @@ fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!void {
 /// first entry that fails is reported only once the checksum has passed, so a damaged index
 /// is reported as one whatever its entries say. With `cache`, the index is built in a
 /// temporary file of the cache folder and renamed into place once complete; without one (or
-/// when that file cannot be written) in an anonymous memory file.
-fn buildIndex(r: *Reader, id: sys.FileIdentity, cache: ?[:0]const u8, d: *Diag) Error!void {
+/// when that file cannot be written) in an anonymous memory file. `store_path` is the
+/// store's absolute path, which the file records for pruning.
+fn buildIndex(r: *Reader, id: sys.FileIdentity, cache: ?[:0]const u8, store_path: []const u8, d: *Diag) Error!index_cache.Loaded {
     var out = index_cache.Output.create(cache);
     defer out.close();
     var attempt: u8 = 0;
     while (true) : (attempt += 1) {
         if (out.fd < 0) return d.failOs(error.Io, out.errno, "cannot create a memory file for the index of store '{s}'", .{r.path});
-        const written = streamIndex(r, id, out.fd, d) catch |err| switch (err) {
+        const written = streamIndex(r, id, out.fd, store_path, d) catch |err| switch (err) {
             // The cache folder could not take the file (full, read-only): once more, in memory.
             error.CacheWrite => {
                 if (attempt > 0) return d.failOs(error.Io, out.errno, "cannot write the compact index of store '{s}' to memory", .{r.path});
@@ -225,28 +234,26 @@ fn buildIndex(r: *Reader, id: sys.FileIdentity, cache: ?[:0]const u8, d: *Diag) 
             },
             else => |e| return e,
         };
-        const len: usize = @intCast(written.bits_at + written.bits_len);
-        r.compact_map = sys.mmapRead(out.fd, len) catch {
+        const map = sys.mmapRead(out.fd, @intCast(compact.fileBytes(written))) catch {
             const e = sys.errno();
             return d.failOs(if (e == sys.ENOMEM) error.OutOfMemory else error.Io, e, "cannot map the compact index of store '{s}'", .{r.path});
         };
-        r.compact = compact.viewOf(written, r.compact_map);
-        r.index_source = if (out.publish()) .built_cached else .built;
         r.index_hashed.store(true, .release);
-        return;
+        return .{ .map = map, .view = compact.viewOf(written, map), .source = if (out.publish()) .built_cached else .built };
     }
 }
 
 const StreamError = Error || error{CacheWrite};
 
 /// streamIndex's one pass over index.zri into `out_fd`; returns the compact file's header.
-fn streamIndex(r: *Reader, id: sys.FileIdentity, out_fd: sys.Fd, d: *Diag) StreamError!compact.FileHeader {
+fn streamIndex(r: *Reader, id: sys.FileIdentity, out_fd: sys.Fd, store_path: []const u8, d: *Diag) StreamError!compact.FileHeader {
     const h = &r.header;
     const es: usize = r.entry_size;
     const chunk_bytes = index_check_chunk_bytes / es * es;
     const buf = alloc.alloc(u8, chunk_bytes + 3 * build_buffer_bytes) catch return d.noMemory("the buffers to build the compact index");
     defer alloc.free(buf);
-    var builder = compact.Builder.init(out_fd, index_cache.keyOf(r, id), buf[chunk_bytes..]);
+    const path = store_path[0..@min(store_path.len, compact.path_bytes_max)];
+    var builder = compact.Builder.init(out_fd, index_cache.keyOf(r, id), path, buf[chunk_bytes..]);
     const sizes: format.EntrySizes = .of(h);
     var hasher = format.XxHash64.init(0);
     var shard_sums: [format.data_shards_max]u64 = @splat(0);
@@ -306,66 +313,6 @@ fn checkSums(r: *const Reader, shard_sums: *const [format.data_shards_max]u64, l
     }
     if (logical_sum != r.header.logical_bytes) return d.fail(error.Corrupt, "store '{s}': the " ++
         "records add up to {d} logical bytes, but the header's logical_bytes says {d}", .{ r.path, logical_sum, r.header.logical_bytes });
-}
-
-/// Marks block `blk` of a compact index loaded from a cache file as checked, after checking
-/// its records against the store the way open checks entries ([ZR-ERR-002] step 5): a cache
-/// file is input, and one damaged or made to match (its checksums are not secret) must fail a
-/// call, not send a gather outside a shard. Verify checks whole blocks; gathers check only the
-/// records they read (`ensureRecord`).
-pub fn ensureBlock(r: *const Reader, blk: u64, d: *Diag) Error!void {
-    if (blockChecked(r, blk)) return;
-    try checkBlockBounds(r, blk, d);
-    var rec = blk * compact.block_records;
-    const end = @min(r.header.record_count, rec + compact.block_records);
-    while (rec < end) : (rec += 1) try checkEntry(r, rec, d);
-    _ = @atomicRmw(u64, &r.blocks_checked[@intCast(blk / 64)], .Or, blockBit(blk), .release);
-}
-
-/// `ensureBlock` for one record: its block's header and its own entry, unless the whole block
-/// was checked. A gather of random records from a fresh reader touches a new block with
-/// almost every record, and checking the block's 64 entries for each made cold gathers 0.7x
-/// as fast; the caller skips records whose checksum has passed, which were checked before.
-pub fn ensureRecord(r: *const Reader, rec: u64, d: *Diag) Error!void {
-    const blk = rec / compact.block_records;
-    if (blockChecked(r, blk)) return;
-    try checkBlockBounds(r, blk, d);
-    try checkEntry(r, rec, d);
-}
-
-fn blockBit(blk: u64) u64 {
-    return @as(u64, 1) << @intCast(blk % 64);
-}
-
-fn blockChecked(r: *const Reader, blk: u64) bool {
-    return @atomicLoad(u64, &r.blocks_checked[@intCast(blk / 64)], .acquire) & blockBit(blk) != 0;
-}
-
-fn checkBlockBounds(r: *const Reader, blk: u64, d: *Diag) Error!void {
-    if (!compact.blockInBounds(&r.compact, blk)) return cacheDamaged(r, blk * compact.block_records, d);
-}
-
-/// Checks record `rec`'s place and shape, decoded from a block whose header is in bounds,
-/// with the rules open applies to index entries.
-fn checkEntry(r: *const Reader, rec: u64, d: *Diag) Error!void {
-    const h = &r.header;
-    var entry: [format.index_entry_fixed_bytes + 4 * format.ndim_max + 4]u8 = undefined;
-    const es: usize = r.entry_size;
-    const loc = r.location(rec);
-    var shape: [format.ndim_max]u64 = undefined;
-    const ndim: usize = if (h.kind == .ragged) h.ndim else 0;
-    r.compact.shape(rec, shape[0..ndim]);
-    format.encodeEntry(entry[0..es], .{ .offset = loc.offset, .stored_size = loc.stored_size, .shard = loc.shard, .checksum = 0 }, shape[0..ndim]);
-    var scratch: Diag = .{};
-    _ = format.validateEntry(h, .of(h), entry[0..es], rec, r.path, &scratch) catch return cacheDamaged(r, rec, d);
-}
-
-fn cacheDamaged(r: *const Reader, rec: u64, d: *Diag) Error {
-    d.record = @intCast(rec);
-    return d.fail(error.Corrupt, "store '{s}': the compact index loaded from the index cache " ++
-        "says where record {d} is, and that place is not in the store: the cache file is " ++
-        "damaged; open the store with full index validation (or delete the cache folder's " ++
-        "files) to rebuild it", .{ r.path, rec });
 }
 
 /// Checks that every byte of every shard lies in exactly one record's stored range

@@ -17,6 +17,8 @@ const writer_mod = @import("writer.zig");
 const dictionary = @import("dictionary.zig");
 const staging = @import("staging.zig");
 const readahead = @import("readahead.zig");
+const index_cache = @import("index_cache.zig");
+const sys = @import("sys.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -199,7 +201,30 @@ pub export fn zr_reader_open_opts(path: ?[*:0]const u8, opts: ?*const abi.OpenOp
         if (op.reserved != 0) break :blk d.fail(error.InvalidArgument, "zr_open_opts.reserved must be zero", .{});
         const cache: ?[:0]const u8 = if (op.index_cache) |c| std.mem.sliceTo(c, 0) else null;
         if (cache) |c| if (c.len == 0) break :blk d.fail(error.InvalidArgument, "the index cache folder is an empty path; pass NULL for none", .{});
-        o.* = Reader.open(p, .{ .flags = op.flags, .index_cache = cache }, &d) catch |err| break :blk err;
+        const policy: index_cache.Policy = .{
+            .records_min = if (op.index_cache_records_min == 0) index_cache.records_min_default else op.index_cache_records_min,
+            .budget_bytes = if (op.index_cache_bytes == 0) index_cache.budget_bytes_default else op.index_cache_bytes,
+        };
+        o.* = Reader.open(p, .{ .flags = op.flags, .index_cache = cache, .index_cache_policy = policy }, &d) catch |err| break :blk err;
+    };
+    return finish(st, result, &d);
+}
+
+/// Prunes the index cache folder `folder` now, whenever it was last pruned, to `budget_bytes`
+/// of this user's files (index_cache.prune); a folder that does not exist holds nothing.
+pub export fn zr_index_cache_prune(folder: ?[*:0]const u8, budget_bytes: u64, out: ?*index_cache.PruneStats, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const f = folder orelse break :blk nullArgument(&d, "folder");
+        const o = out orelse break :blk nullArgument(&d, "out");
+        o.* = .{};
+        const dfd = sys.open(f, sys.O_RDONLY | sys.O_DIRECTORY | sys.O_CLOEXEC, 0) catch {
+            const e = sys.errno();
+            if (e == sys.ENOENT) break :blk;
+            break :blk d.failOs(error.Io, e, "cannot open the index cache folder '{s}'", .{std.mem.sliceTo(f, 0)});
+        };
+        defer sys.close(dfd);
+        o.* = index_cache.prune(dfd, budget_bytes, sys.nowSeconds()) catch break :blk d.noMemory("the list of index cache files");
     };
     return finish(st, result, &d);
 }
@@ -364,6 +389,7 @@ test {
     _ = @import("reader_open.zig");
     _ = @import("gather.zig");
     _ = @import("compact.zig");
+    _ = @import("compact_fuzz.zig");
     _ = @import("readahead.zig");
     _ = @import("abi.zig");
     _ = @import("tests.zig");

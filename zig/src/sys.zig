@@ -55,6 +55,9 @@ const c = struct {
     extern "c" fn fdopendir(fd: c_int) ?*anyopaque;
     extern "c" fn readdir(dir: *anyopaque) ?*std.c.dirent;
     extern "c" fn closedir(dir: *anyopaque) c_int;
+    extern "c" fn geteuid() c_uint;
+    extern "c" fn futimens(fd: c_int, times: ?*const [2]linux.timespec) c_int;
+    extern "c" fn readlink(path: [*:0]const u8, buf: [*]u8, size: usize) isize;
 };
 
 // Open flags differ between architectures for O_DIRECTORY and O_NOFOLLOW.
@@ -108,6 +111,7 @@ const MFD_CLOEXEC: u32 = 1;
 pub const MADV_RANDOM: c_int = 1;
 pub const POSIX_FADV_RANDOM: c_int = 1;
 pub const POSIX_FADV_WILLNEED: c_int = 3;
+const CLOCK_REALTIME: c_int = 0;
 const CLOCK_MONOTONIC: c_int = 1;
 const SEEK_END: c_int = 2;
 const S_IFMT: u32 = 0o170000;
@@ -291,22 +295,36 @@ pub const FileKind = enum { regular, directory, other };
 pub const FileStat = struct {
     size: u64,
     kind: FileKind,
+    /// The owner, and the permission bits (mode & 0o7777); `uid_unknown` and 0o7777 where the
+    /// system could not tell (the lseek fallback), so that a check of ownership fails.
+    uid: u32 = uid_unknown,
+    perm: u32 = 0o7777,
+    /// The time of the last change of contents, in whole seconds since the epoch.
+    mtime_sec: i64 = 0,
 };
 
-/// The size and type of an open file, through statx (lseek where statx is unavailable).
+/// No user has this id (it is (uid_t)-1, which chown(2) reads as "no change").
+pub const uid_unknown: u32 = std.math.maxInt(u32);
+
+const stat_want: linux.STATX = .{ .TYPE = true, .MODE = true, .UID = true, .MTIME = true, .SIZE = true };
+
+fn statOf(stx: *const linux.Statx) FileStat {
+    const mode: u32 = stx.mode;
+    const kind: FileKind = switch (mode & S_IFMT) {
+        S_IFREG => .regular,
+        S_IFDIR => .directory,
+        else => .other,
+    };
+    return .{ .size = stx.size, .kind = kind, .uid = stx.uid, .perm = mode & 0o7777, .mtime_sec = stx.mtime.sec };
+}
+
+/// The size, type, owner and permissions of an open file, through statx (lseek where statx is
+/// unavailable: the size only).
 pub fn fstat(fd: Fd) OsError!FileStat {
     var stx: linux.Statx = undefined;
-    const rc = linux.statx(fd, "", AT_EMPTY_PATH, .{ .TYPE = true, .SIZE = true }, &stx);
+    const rc = linux.statx(fd, "", AT_EMPTY_PATH, stat_want, &stx);
     const e = linux.errno(rc);
-    if (e == .SUCCESS) {
-        const mode: u32 = stx.mode;
-        const kind: FileKind = switch (mode & S_IFMT) {
-            S_IFREG => .regular,
-            S_IFDIR => .directory,
-            else => .other,
-        };
-        return .{ .size = stx.size, .kind = kind };
-    }
+    if (e == .SUCCESS) return statOf(&stx);
     if (e != .NOSYS and e != .PERM) {
         setErrno(@intCast(@backingInt(e)));
         return error.Os;
@@ -314,6 +332,42 @@ pub fn fstat(fd: Fd) OsError!FileStat {
     const end = c.lseek(fd, 0, SEEK_END);
     if (end < 0) return error.Os;
     return .{ .size = @intCast(end), .kind = .regular };
+}
+
+/// `fstat` of the entry `name` of the directory `dir`, not following a symbolic link (a link
+/// is `.other`).
+pub fn fstatAt(dir: Fd, name: [*:0]const u8) OsError!FileStat {
+    var stx: linux.Statx = undefined;
+    const rc = linux.statx(dir, name, AT_SYMLINK_NOFOLLOW, stat_want, &stx);
+    const e = linux.errno(rc);
+    if (e != .SUCCESS) {
+        setErrno(@intCast(@backingInt(e)));
+        return error.Os;
+    }
+    return statOf(&stx);
+}
+
+/// The effective user id of this process.
+pub fn geteuid() u32 {
+    return c.geteuid();
+}
+
+/// Sets the times of last access and change of contents of an open file to now.
+pub fn touch(fd: Fd) OsError!void {
+    if (c.futimens(fd, null) != 0) return error.Os;
+}
+
+/// The absolute path the kernel knows for the open file or directory `fd` (its
+/// /proc/self/fd link), in `out`; null where it cannot tell (no /proc, a deleted file, a path
+/// too long).
+pub fn fdPath(fd: Fd, out: *[path_bytes_max]u8) ?[]const u8 {
+    var link: [48]u8 = undefined;
+    const name = std.fmt.bufPrintSentinel(&link, "/proc/self/fd/{d}", .{fd}, 0) catch return null;
+    const n = c.readlink(name, out, out.len);
+    if (n <= 0 or n >= out.len) return null;
+    const path = out[0..@intCast(n)];
+    if (path[0] != '/' or std.mem.endsWith(u8, path, " (deleted)")) return null;
+    return path;
 }
 
 /// What tells one version of a file from another without reading it: the file (device and
@@ -448,6 +502,13 @@ pub fn resident(base: [*]const u8, len: usize, vec: []u8) ?bool {
 
 /// Nanoseconds on CLOCK_MONOTONIC (through the vDSO where the kernel offers it: tens of
 /// nanoseconds, no system call).
+/// Seconds since the epoch (the real-time clock), 0 where it cannot be read.
+pub fn nowSeconds() i64 {
+    var ts: linux.timespec = undefined;
+    if (c.clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return ts.sec;
+}
+
 pub fn monotonicNs() u64 {
     var ts: linux.timespec = undefined;
     if (c.clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;

@@ -24,7 +24,8 @@ const TempDir = t.TempDir;
 fn openWith(td: *const TempDir, store: []const u8, flags: u32) !*Reader {
     var pbuf: [256]u8 = undefined;
     var cbuf: [256]u8 = undefined;
-    const opts: abi.OpenOpts = .{ .flags = flags, .reserved = 0, .index_cache = td.sub(&cbuf, "cache") };
+    // Every index uses the folder, however small (the default leaves small ones in memory).
+    const opts: abi.OpenOpts = .{ .flags = flags, .reserved = 0, .index_cache = td.sub(&cbuf, "cache"), .index_cache_records_min = 1 };
     var st: Status = undefined;
     var r: ?*Reader = null;
     const rc = root.zr_reader_open_opts(td.sub(&pbuf, store), &opts, &r, &st);
@@ -48,6 +49,8 @@ fn cacheFile(td: *const TempDir, buf: []u8) ![:0]const u8 {
     defer dir.close();
     var found: ?[:0]const u8 = null;
     while (dir.next()) |name| {
+        // The folder's pruning stamp (index_cache.maybePrune) is no cache file.
+        if (std.mem.startsWith(u8, name, ".prune-stamp-")) continue;
         try testing.expect(found == null);
         found = try std.fmt.bufPrintSentinel(buf, "cache/{s}", .{name}, 0);
     }
@@ -182,7 +185,9 @@ test "a damaged, truncated or stale cache file is not used: the index is built a
             0 => {
                 const bytes = try t.readAlloc(td, rel);
                 defer gpa.free(bytes);
-                try t.patchFile(td, rel, bytes.len - compact.bits_padding - 1, &.{~bytes[bytes.len - compact.bits_padding - 1]});
+                const h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
+                const last: usize = @intCast(h.bits_at + h.bits_len - compact.bits_padding - 1);
+                try t.patchFile(td, rel, last, &.{~bytes[last]});
             },
             1 => try testing.expectEqual(@as(c_int, 0), truncate(td.sub(&pbuf, rel), 200)),
             // index.zri rewritten with the same bytes: its identity changes.
@@ -295,6 +300,102 @@ test "verify of a reader whose index came from the cache checks index.zri itself
     var st: Status = undefined;
     try testing.expectEqual(t.ZR_E_CHECKSUM, root.zr_reader_verify(r, 0, 1, &st));
     try t.expectContains(t.msg(&st), "index_checksum");
+    root.zr_reader_free(r);
+    try f.deinit();
+}
+
+test "fuzz: sealed cache files with random damage fail calls as corrupt, never read outside the store" {
+    // [ZR-ERR-007] what a trusted cache file says is checked before a read: a file its own
+    // user damaged and sealed anew can fail gathers, prefetches and verify, never crash them.
+    const n = 300;
+    var f: Tokens = .{};
+    try f.init(n, true);
+    const td = &f.td;
+    var prng = std.Random.DefaultPrng.init(0x1dc);
+    const random = prng.random();
+    var nbuf: [256]u8 = undefined;
+    var idx: [n]u64 = undefined;
+    for (&idx, 0..) |*v, i| v.* = i;
+    var cached: usize = 0;
+    for (0..60) |_| {
+        const rel = try cacheFile(td, &nbuf);
+        const bytes = try t.readAlloc(td, rel);
+        defer gpa.free(bytes);
+        var h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
+        // Damage in the block headers and bit fields, where the places of records are.
+        const first: usize = @intCast(h.headers_at);
+        const last: usize = @intCast(h.bits_at + h.bits_len);
+        for (0..random.intRangeAtMost(usize, 1, 6)) |_| bytes[random.intRangeLessThan(usize, first, last)] ^= @as(u8, 1) << random.int(u3);
+        h.headers_checksum = format.xxh64(bytes[first..][0..@intCast(h.headers_len)]);
+        h.sums_checksum = format.xxh64(bytes[@intCast(h.sums_at)..][0..@intCast(h.sums_len)]);
+        h.bits_checksum = format.xxh64(bytes[@intCast(h.bits_at)..][0..@intCast(h.bits_len)]);
+        h.seal();
+        @memcpy(bytes[0..@sizeOf(compact.FileHeader)], std.mem.asBytes(&h));
+        try t.patchFile(td, rel, 0, bytes);
+        const r = try openWith(td, "r", 0);
+        defer root.zr_reader_free(r);
+        cached += @intFromBool(sourceOf(r) == .cached);
+        var st: Status = undefined;
+        const calls = [_]c_int{
+            root.zr_reader_prefetch(r, &idx, n, &st),
+            root.zr_reader_shapes(r, &idx, n, &shape_out, &size_out, &st),
+            root.zr_reader_verify(r, 0, n, &st),
+        };
+        for (calls) |rc| if (rc != 0 and rc != t.ZR_E_CORRUPT and rc != t.ZR_E_CHECKSUM) {
+            std.debug.print("unexpected result {d}: {s}\n", .{ rc, t.msg(&st) });
+            return error.TestUnexpectedResult;
+        };
+        // Each record alone: a damaged one fails, the others read what was written.
+        for (0..n) |i| gatherOne(r, f.recs, i) catch |err| switch (err) {
+            error.Corrupt => {},
+            else => return err,
+        };
+        // Full validation rebuilds the file for the next round.
+        root.zr_reader_free(try openWith(td, "r", abi.open_validate_index));
+    }
+    try testing.expect(cached > 0);
+    try f.deinit();
+}
+
+var shape_out: [300]u64 = undefined;
+var size_out: [300]u64 = undefined;
+
+/// Gathers record `i` alone: error.Corrupt where the call fails as corrupt or checksum; a
+/// gather that succeeds must return the record's bytes.
+fn gatherOne(r: *Reader, recs: []const []const u8, i: usize) !void {
+    var out: [512]u8 = undefined;
+    var offsets = [_]u64{0};
+    var st: Status = undefined;
+    const one = [_]u64{i};
+    const rc = root.zr_reader_gather_ragged(r, &one, 1, &out, &offsets, out.len, 1, &st);
+    if (rc == t.ZR_E_CORRUPT or rc == t.ZR_E_CHECKSUM) return error.Corrupt;
+    if (rc != 0) {
+        std.debug.print("unexpected result {d}: {s}\n", .{ rc, t.msg(&st) });
+        return error.TestUnexpectedResult;
+    }
+    // A place changed by the damage holds other bytes, which fail the record's checksum.
+    try testing.expectEqualSlices(u8, recs[i], out[0..recs[i].len]);
+}
+
+extern "c" fn chmod(path: [*:0]const u8, mode: c_uint) c_int;
+
+test "a cache file that others may write is not trusted: the index is built again" {
+    // [ZR-ERR-008] only a file that this user owns and nobody else can write is relied on.
+    const n = 300;
+    var f: Tokens = .{};
+    try f.init(n, true);
+    var nbuf: [256]u8 = undefined;
+    var pbuf: [256]u8 = undefined;
+    for ([_]c_uint{ 0o620, 0o602 }) |mode| {
+        const rel = try cacheFile(&f.td, &nbuf);
+        try testing.expectEqual(@as(c_int, 0), chmod(f.td.sub(&pbuf, rel), mode));
+        const r = try openWith(&f.td, "r", 0);
+        try testing.expectEqual(IndexSource.built_cached, sourceOf(r));
+        try expectRagged(r, f.recs, &.{ 0, 299 });
+        root.zr_reader_free(r);
+    }
+    const r = try openWith(&f.td, "r", 0);
+    try testing.expectEqual(IndexSource.cached, sourceOf(r));
     root.zr_reader_free(r);
     try f.deinit();
 }

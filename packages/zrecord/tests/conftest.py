@@ -38,11 +38,15 @@ def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -
 
 def pytest_configure(config: pytest.Config) -> None:
     """Readers write compact indexes to an index cache folder (``ZRECORD_INDEX_CACHE``); a test
-    run uses its own, not the user's ``~/.cache``, unless the environment names one."""
+    run uses its own, not the user's ``~/.cache``, unless the environment names one, and
+    removes it at its end."""
     if "ZRECORD_INDEX_CACHE" not in os.environ:
+        import atexit
+        import shutil
         import tempfile
 
         os.environ["ZRECORD_INDEX_CACHE"] = tempfile.mkdtemp(prefix="zrecord-test-index-")
+        atexit.register(shutil.rmtree, os.environ["ZRECORD_INDEX_CACHE"], True)
 
 
 # --- Servers on loopback for the `remote` tests (remote_servers.py) ---------------------------

@@ -4,6 +4,7 @@ finds, what the folder may hold, and that no folder problem fails an open."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import numpy as np
@@ -22,15 +23,28 @@ def _tokens(path, n=2000, seed=0):
     return recs
 
 
-def test_the_second_open_maps_the_index_the_first_built(tmp_path):
+@pytest.fixture
+def every_index(monkeypatch):
+    """Every index uses the cache folder, however small: the default keeps indexes of fewer
+    than 65,536 records in memory, and the tests' stores are small."""
+    monkeypatch.setenv("ZRECORD_INDEX_CACHE_RECORDS_MIN", "1")
+
+
+def _cache_files(folder) -> list[str]:
+    """The compact index files of `folder` (not its pruning stamp)."""
+    return sorted(n for n in os.listdir(folder) if n.endswith(".zrx"))
+
+
+def test_the_second_open_maps_the_index_the_first_built(tmp_path, every_index):
     """[ZR-ERR-006] a later open of the same index file maps the validation the first made."""
     recs = _tokens(tmp_path / "t")
     cache = tmp_path / "cache"
     with Ragged.open(tmp_path / "t", index_cache=cache) as first:
         info = first.index_info()
         assert info["source"] == "built_cached" and info["folder"] == str(cache)
-        files = os.listdir(cache)
-        assert len(files) == 1 and files[0].endswith(".zrx")
+        files = _cache_files(cache)
+        assert len(files) == 1 and files[0].endswith(f"-{os.geteuid()}.zrx")
+        assert os.stat(cache / files[0]).st_mode & 0o777 == 0o600
     with open_store(tmp_path / "t", index_cache=cache) as second:
         info = second.index_info()
         assert info["source"] == "cached"
@@ -46,7 +60,25 @@ def test_the_second_open_maps_the_index_the_first_built(tmp_path):
     with Ragged.open(tmp_path / "t", index_cache=None) as none:
         assert none.index_info() == {"source": "built", "resident_bytes": none.index_info()["resident_bytes"],
                                      "folder": None}
-    assert len(os.listdir(cache)) == 1
+    assert len(_cache_files(cache)) == 1
+
+
+def test_small_indexes_stay_in_memory_and_their_writers_write_nothing(tmp_path, monkeypatch):
+    """An index of fewer than ZRECORD_INDEX_CACHE_RECORDS_MIN records (default 65,536) is
+    validated at every open, in a few milliseconds, and never written to the folder: stores of
+    tests and small experiments do not fill the user's cache, and their writers pay nothing."""
+    cache = tmp_path / "cache"
+    with Dense.create(tmp_path / "d", np.int32, (4,), codec="raw", index_cache=cache) as w:
+        w.append(np.zeros((1000, 4), np.int32))
+    with Dense.open(tmp_path / "d", index_cache=cache) as ds:
+        assert ds.index_info()["source"] == "built"
+    assert not cache.exists()
+    monkeypatch.setenv("ZRECORD_INDEX_CACHE_RECORDS_MIN", "1000")
+    with Dense.open(tmp_path / "d", index_cache=cache) as ds:
+        assert ds.index_info()["source"] == "built_cached"
+    monkeypatch.setenv("ZRECORD_INDEX_CACHE_RECORDS_MIN", "-1")
+    with pytest.raises(ValueError, match="ZRECORD_INDEX_CACHE_RECORDS_MIN must be at least 0; got -1"):
+        Dense.open(tmp_path / "d", index_cache=cache)
 
 
 def test_a_dense_raw_store_costs_five_bytes_per_record(tmp_path):
@@ -83,46 +115,194 @@ def test_the_folder_comes_from_the_argument_the_environment_or_the_user_cache(mo
         Dense.open(tmp_path / "missing", validate="lazy")
 
 
-def test_the_folder_keeps_the_newest_files_within_its_bound(tmp_path, monkeypatch):
-    now = time.time()
-    for age, name in ((300, "a.zrx"), (200, "b.zrx"), (100, "c.zrx")):
-        (tmp_path / name).write_bytes(b"x" * 1000)
-        os.utime(tmp_path / name, (now - age, now - age))
-    stale, fresh = tmp_path / "d.zrx.tmp-1-2", tmp_path / "e.zrx.tmp-3-4"
-    for f, age in ((stale, 2 * 24 * 3600), (fresh, 10)):
-        f.write_bytes(b"y")
-        os.utime(f, (now - age, now - age))
-    assert sorted(prune(str(tmp_path), 2000)) == ["a.zrx", "d.zrx.tmp-1-2"]
-    assert sorted(os.listdir(tmp_path)) == ["b.zrx", "c.zrx", "e.zrx.tmp-3-4"]
-    # The newest file stays, however small the bound.
-    assert prune(str(tmp_path), 0) == ["b.zrx"]
-    assert sorted(os.listdir(tmp_path)) == ["c.zrx", "e.zrx.tmp-3-4"]
+def _dense(path, n=300):
+    with Dense.create(path, np.uint8, (1,), codec="raw", index_cache=None) as w:
+        w.append((np.arange(n) % 256).astype(np.uint8).reshape(n, 1))
 
 
-def test_an_open_that_writes_the_folder_prunes_it(tmp_path, monkeypatch):
+def _age(path, seconds):
+    when = time.time() - seconds
+    os.utime(path, (when, when))
+
+
+def _cache_file_of(cache, store) -> str:
+    """The name of the cache file of `store`'s index (named by its inode and the user)."""
+    ino = os.stat(os.path.join(store, "index.zri")).st_ino
+    (name,) = [f for f in _cache_files(cache) if f.endswith(f"-{ino:x}-{os.geteuid()}.zrx")]
+    return name
+
+
+def test_pruning_removes_files_of_stores_gone_or_changed_then_the_least_recently_used(tmp_path, every_index):
+    """The folder is bounded: files of stores that no longer exist (or whose index changed)
+    and stale temporaries go first, then the least recently used beyond the bound; the newest
+    file and names that are not the cache's stay."""
     cache = tmp_path / "cache"
-    cache.mkdir()
-    old = cache / "0000000000000000-0-0-0.zrx"
-    old.write_bytes(b"x" * 4096)
-    os.utime(old, (1, 1))
-    monkeypatch.setenv("ZRECORD_INDEX_CACHE_BYTES", "100")
-    _tokens(tmp_path / "t", n=50)
-    with Ragged.open(tmp_path / "t", index_cache=cache):
+    for name in "abcde":
+        _dense(tmp_path / name)
+        with Dense.open(tmp_path / name, index_cache=cache):
+            pass
+    file_of = {name: _cache_file_of(cache, tmp_path / name) for name in "abcde"}
+    size = (cache / file_of["c"]).stat().st_size
+    shutil.rmtree(tmp_path / "a")  # gone
+    index_b = tmp_path / "b" / "index.zri"
+    index_b.write_bytes(index_b.read_bytes())  # the same bytes, another identity
+    (cache / "notes.txt").write_text("not a cache file")
+    stale, fresh = cache / "x.zrx.tmp-1-2", cache / "y.zrx.tmp-3-4"
+    for f, age in ((stale, 2 * 24 * 3600), (fresh, 10)):
+        f.write_bytes(b"t")
+        _age(f, age)
+    out = prune(str(cache), 1 << 30)
+    assert (out["removed"], out["kept"], out["kept_bytes"]) == (3, 3, 3 * size), out
+    assert _cache_files(cache) == sorted(file_of[n] for n in "cde")
+    assert not stale.exists() and fresh.exists() and (cache / "notes.txt").exists()
+    # By last use (a load refreshes a file's time): d long ago, then c, then e.
+    for name, age in (("c", 200), ("d", 300), ("e", 100)):
+        _age(cache / file_of[name], age)
+    out = prune(str(cache), size)
+    assert (out["kept"], out["removed"]) == (1, 2)
+    assert _cache_files(cache) == [file_of["e"]]
+    # However small the bound, the newest file stays.
+    assert prune(str(cache), 0)["kept"] == 1
+
+
+def test_a_load_marks_its_file_used(tmp_path, every_index):
+    cache = tmp_path / "cache"
+    _dense(tmp_path / "a")
+    with Dense.open(tmp_path / "a", index_cache=cache):
         pass
-    assert not old.exists() and len(os.listdir(cache)) == 1
+    path = cache / _cache_file_of(cache, tmp_path / "a")
+    _age(path, 7200)
+    with Dense.open(tmp_path / "a", index_cache=cache) as a:
+        assert a.index_info()["source"] == "cached"
+    assert time.time() - path.stat().st_mtime < 60
 
 
-def test_publishing_writes_the_compact_index_for_the_first_reader(tmp_path):
+def test_pruning_leaves_other_users_files_and_older_versions_go(tmp_path, every_index):
+    cache = tmp_path / "cache"
+    for name in "ab":
+        _dense(tmp_path / name)
+        with Dense.open(tmp_path / name, index_cache=cache):
+            pass
+    theirs, older = _cache_files(cache)
+    data = bytearray((cache / older).read_bytes())
+    data[8:12] = (2).to_bytes(4, "little")  # a version-2 file: never loaded again
+    (cache / older).write_bytes(bytes(data))
+    if os.geteuid() == 0:
+        os.chown(cache / theirs, 54321, 54321)
+    else:
+        os.chmod(cache / theirs, 0o666)  # writable by others: not this user's to trust
+    out = prune(str(cache), 0)
+    assert _cache_files(cache) == [theirs]
+    assert out == {"kept": 0, "kept_bytes": 0, "removed": 1, "removed_bytes": len(data)}
+
+
+def test_an_open_prunes_when_due_and_not_at_every_open(tmp_path, every_index, monkeypatch):
+    """Pruning costs O(files): an open that writes a file prunes when the last pruning is ten
+    minutes old (the stamp's time) or the new file is large against the bound, not every time."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ZRECORD_INDEX_CACHE_BYTES", str(1 << 30))
+    for name in "abc":
+        _dense(tmp_path / name)
+    with Dense.open(tmp_path / "a", index_cache=cache):
+        pass  # the first pruning of the folder: it had no stamp
+    stamp = cache / f".prune-stamp-{os.geteuid()}"
+    assert stamp.exists()
+    shutil.rmtree(tmp_path / "a")
+    with Dense.open(tmp_path / "b", index_cache=cache):
+        pass  # pruned 0 s ago: not due
+    assert len(_cache_files(cache)) == 2
+    _age(stamp, 601)
+    with Dense.open(tmp_path / "c", index_cache=cache):
+        pass  # due: a's file goes
+    assert len(_cache_files(cache)) == 2
+    assert all(Dense.open(tmp_path / n, index_cache=cache).index_info()["source"] == "cached" for n in "bc")
+    # A file large against the bound prunes at once: with a bound of one byte, only it stays.
+    shutil.rmtree(tmp_path / "b")
+    _dense(tmp_path / "d")
+    monkeypatch.setenv("ZRECORD_INDEX_CACHE_BYTES", "1")
+    with Dense.open(tmp_path / "d", index_cache=cache):
+        pass
+    assert len(_cache_files(cache)) == 1
+
+
+def test_a_large_store_is_primed_by_its_writer(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZRECORD_INDEX_CACHE_RECORDS_MIN", "100")
     cache = tmp_path / "cache"
     with Dense.create(tmp_path / "d", np.int32, (4,), codec="raw", index_cache=cache) as w:
         w.append(np.arange(400, dtype=np.int32).reshape(100, 4))
-    assert len(os.listdir(cache)) == 1
+    assert len(_cache_files(cache)) == 1
     with Dense.open(tmp_path / "d", index_cache=cache) as ds:
         assert ds.index_info()["source"] == "cached"
         np.testing.assert_array_equal(ds[99], [396, 397, 398, 399])
     with Dense.create(tmp_path / "e", np.int32, (4,), codec="raw", index_cache=None) as w:
-        w.append(np.zeros((3, 4), np.int32))
-    assert len(os.listdir(cache)) == 1
+        w.append(np.zeros((300, 4), np.int32))
+    with Dense.create(tmp_path / "f", np.int32, (4,), codec="raw", index_cache=cache) as w:
+        w.append(np.zeros((99, 4), np.int32))
+    assert len(_cache_files(cache)) == 1
+
+
+def _reseal_cache_file(data: bytearray) -> None:
+    """A compact index file's header checksum (its last 8 bytes, over the 192-byte header with
+    that field zero) made to match its header again: anyone can compute it."""
+    header = bytearray(data[:192])
+    header[184:192] = bytes(8)
+    data[184:192] = _native.xxh64(np.frombuffer(bytes(header), np.uint8)).to_bytes(8, "little")
+
+
+def test_a_cache_file_planted_by_another_user_is_never_used(tmp_path, every_index):
+    """[ZR-ERR-008] Store B holds A's shard bytes with its index reversed; B's compact index
+    file, re-keyed to A (A's header checksum and index identity, which anyone who can read A
+    can compute) and resealed, planted under A's name: a reader must not use it. Before the
+    fix it was used, and A[0:4] read [255, 254, 253, 252]."""
+    cache = tmp_path / "cache"
+    _dense(tmp_path / "A", 256)
+    shutil.copytree(tmp_path / "A", tmp_path / "B")
+    index = bytearray((tmp_path / "B" / "index.zri").read_bytes())
+    entry = len(index) // 256
+    entries = [index[i * entry:(i + 1) * entry] for i in range(256)]
+    (tmp_path / "B" / "index.zri").write_bytes(b"".join(reversed(entries)))
+    _reseal_index(tmp_path / "B")
+    with Dense.open(tmp_path / "B", index_cache=cache) as b:
+        assert b[0:4].ravel().tolist() == [255, 254, 253, 252]
+    (b_file,) = _cache_files(cache)
+    with Dense.open(tmp_path / "A", index_cache=cache):
+        pass
+    (a_file,) = set(_cache_files(cache)) - {b_file}
+    a_key = (cache / a_file).read_bytes()[16:88]
+    planted = bytearray((cache / b_file).read_bytes())
+    planted[16:88] = a_key
+    _reseal_cache_file(planted)
+    os.unlink(cache / a_file)
+    (cache / a_file).write_bytes(bytes(planted))
+    os.chmod(cache / a_file, 0o600)
+    # Owned by the reading user, the planted file is taken as its own work (the trust model:
+    # a user's cache holds what that user made); owned by another, or writable by others, never.
+    for plant in ("other user", "writable by others"):
+        if plant == "other user":
+            if os.geteuid() != 0:
+                continue  # only root can give a file away
+            os.chown(cache / a_file, 54321, 54321)
+        else:
+            os.chown(cache / a_file, os.geteuid(), os.getegid())
+            os.chmod(cache / a_file, 0o666)
+        with Dense.open(tmp_path / "A", index_cache=cache) as a:
+            assert a.index_info()["source"] == "built_cached"
+            assert a[0:4].ravel().tolist() == [0, 1, 2, 3]
+        # The reader replaced the planted file with its own.
+        assert (cache / a_file).stat().st_uid == os.geteuid()
+        (cache / a_file).write_bytes(bytes(planted))
+
+
+def test_a_cache_file_reached_through_a_symbolic_link_is_not_used(tmp_path, every_index):
+    cache = tmp_path / "cache"
+    _dense(tmp_path / "A")
+    with Dense.open(tmp_path / "A", index_cache=cache):
+        pass
+    (name,) = _cache_files(cache)
+    os.rename(cache / name, tmp_path / "elsewhere.zrx")
+    os.symlink(tmp_path / "elsewhere.zrx", cache / name)
+    with Dense.open(tmp_path / "A", index_cache=cache) as a:
+        assert a.index_info()["source"] != "cached"
 
 
 def _reseal_index(store) -> None:
@@ -135,7 +315,7 @@ def _reseal_index(store) -> None:
 
 
 @pytest.mark.parametrize("index_cache", ["folder", None])
-def test_first_reads_check_the_low_half_of_a_checksum_and_verify_all_of_it(tmp_path, index_cache):
+def test_first_reads_check_the_low_half_of_a_checksum_and_verify_all_of_it(tmp_path, index_cache, every_index):
     """[ZR-SUM-004] a record whose checksum differs from its bytes' XXH64 only in the high 32
     bits reads (the compact index keeps the low half), and verification reports it."""
     recs = [np.arange(i, dtype=np.int32) for i in range(1, 11)]

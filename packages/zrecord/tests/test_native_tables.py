@@ -94,7 +94,8 @@ ZIG_ENUMS = {"KIND": ("format.zig", "Kind"), "CODEC": ("format.zig", "Codec"),
 ZIG_CONSTS = {"format.zig": ["format_major", "format_minor", "ndim_max", "data_shards_max",
                              "record_size_bytes_max", "dim_max", "dict_size_bytes_max",
                              "record_count_max", "itemsize_bytes_max", "unit_count_max"],
-              "abi.zig": ["write_no_sync", "open_cache_bypass", "open_validate_index", "open_check_every_read"]}
+              "abi.zig": ["write_no_sync", "open_cache_bypass", "open_validate_index", "open_check_every_read",
+                          "index_cache_records_min_default", "index_cache_bytes_default"]}
 
 
 def zig_constants() -> dict[str, int]:

@@ -43,6 +43,8 @@ cdef extern from "zrecord.h" nogil:
     const uint32_t ZR_OPEN_CACHE_BYPASS
     const uint32_t ZR_OPEN_VALIDATE_INDEX
     const uint32_t ZR_OPEN_CHECK_EVERY_READ
+    const uint64_t ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT
+    const uint64_t ZR_INDEX_CACHE_BYTES_DEFAULT
     const uint32_t ZR_READS_AUTO
     const uint32_t ZR_READS_MAPPED
     const uint32_t ZR_READS_HINTED
@@ -112,6 +114,17 @@ cdef extern from "zrecord.h" nogil:
         uint32_t flags
         uint32_t reserved
         const char *index_cache
+        uint64_t index_cache_records_min
+        uint64_t index_cache_bytes
+
+    ctypedef struct zr_prune_stats:
+        uint64_t kept
+        uint64_t kept_bytes
+        uint64_t removed
+        uint64_t removed_bytes
+
+    int zr_index_cache_prune(const char *folder, uint64_t budget_bytes, zr_prune_stats *out,
+                             zr_status *st)
 
     int zr_reader_open_opts(const char *path, const zr_open_opts *opts, zr_reader **out,
                             zr_status *st)

@@ -1,31 +1,30 @@
 """The index cache folder: where readers keep the compact indexes they build, so that the next
-open of the same store on this host maps one instead of validating index.zri again.
+open of the same store on this host, by the same user, maps one instead of validating
+index.zri again (spec §9.5).
 
 Invariants of this module:
 - The folder is chosen in one place (`folder_for`): an explicit path, else the environment
   (``ZRECORD_INDEX_CACHE``: a path, or ``off``), else ``$XDG_CACHE_HOME/zrecord/index`` (or
-  ``~/.cache/zrecord/index``). The native core creates it, writes files there under temporary
-  names and renames them into place complete; it never fails an open because of the folder.
-- The folder is bounded (`prune`): after a reader writes a file, the oldest files beyond
-  ``ZRECORD_INDEX_CACHE_BYTES`` (default 16 GiB) are removed, never the newest. A reader that
-  mapped a removed file keeps its mapping; the next open builds the index again.
+  ``~/.cache/zrecord/index``).
+- Everything else about the folder belongs to the native core (index_cache.zig): which files
+  it trusts (only this user's), which indexes it writes (``ZRECORD_INDEX_CACHE_RECORDS_MIN``
+  records or more, default 65,536), and how it bounds the folder (``ZRECORD_INDEX_CACHE_BYTES``,
+  default 16 GiB: files of stores that are gone are removed, then the least recently used).
+  This module only reads those settings from the environment (`policy`) and hands them over.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
-from zrecord._paths import fspath
+from zrecord import _native
+from zrecord._paths import fspath, native_path
 
 # What `index_cache=` takes besides a path: "auto" (the environment's folder, or the user's
 # cache folder) and None (keep compact indexes in memory only).
 AUTO = "auto"
 OFF_WORDS = ("", "off", "none", "0")
-DEFAULT_BUDGET_BYTES = 16 << 30
-# Temporary files of a writer that died are removed once they are this old.
-STALE_TEMP_SECONDS = 24 * 3600
 
 
 def folder_for(index_cache: Any) -> str | None:
@@ -44,55 +43,37 @@ def folder_for(index_cache: Any) -> str | None:
         raise TypeError(f"index_cache must be a folder path, 'auto' or None; got {index_cache!r}") from None
 
 
-def budget_bytes() -> int:
-    """The folder's size bound: ``ZRECORD_INDEX_CACHE_BYTES`` (bytes), else 16 GiB."""
-    text = os.environ.get("ZRECORD_INDEX_CACHE_BYTES")
+def _env_count(name: str, least: int) -> int | None:
+    text = os.environ.get(name)
     if not text:
-        return DEFAULT_BUDGET_BYTES
+        return None
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"ZRECORD_INDEX_CACHE_BYTES must be a number of bytes; got {text!r}") from None
-    if value < 0:
-        raise ValueError(f"ZRECORD_INDEX_CACHE_BYTES must not be negative; got {value}")
+        raise ValueError(f"{name} must be a whole number; got {text!r}") from None
+    if value < least:
+        raise ValueError(f"{name} must be at least {least}; got {value}")
     return value
 
 
-def prune(folder: str, budget: int) -> list[str]:
-    """Removes the oldest compact index files of `folder` until the rest fit in `budget` bytes
-    (the newest file always stays), and temporary files older than a day; returns the names
-    removed. Files that vanish meanwhile (another process pruning) are skipped."""
-    files: list[tuple[float, int, str]] = []
-    removed: list[str] = []
-    now = time.time()
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return removed
-    for entry in entries:
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if ".zrx.tmp-" in entry.name:
-            if now - st.st_mtime > STALE_TEMP_SECONDS and _unlink(entry.path):
-                removed.append(entry.name)
-        elif entry.name.endswith(".zrx") and entry.is_file(follow_symlinks=False):
-            files.append((st.st_mtime, st.st_size, entry.name))
-    files.sort()
-    total = sum(size for _, size, _ in files)
-    for _, size, name in files[:-1]:
-        if total <= budget:
-            break
-        if _unlink(os.path.join(folder, name)):
-            removed.append(name)
-            total -= size
-    return removed
+def policy() -> tuple[int, int]:
+    """(records_min, budget_bytes) for the native open, from ``ZRECORD_INDEX_CACHE_RECORDS_MIN``
+    and ``ZRECORD_INDEX_CACHE_BYTES``; 0 leaves the core's default. A budget of 0 bytes keeps
+    only the newest file, as a budget of 1 does."""
+    records = _env_count("ZRECORD_INDEX_CACHE_RECORDS_MIN", 0)
+    budget = _env_count("ZRECORD_INDEX_CACHE_BYTES", 0)
+    return (0 if records is None else max(records, 1)), (0 if budget is None else max(budget, 1))
 
 
-def _unlink(path: str) -> bool:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return False
-    return True
+def records_min() -> int:
+    """The fewest records an index must have to be written to the folder."""
+    records, _ = policy()
+    return records or int(_native.CONSTANTS["ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT"])
+
+
+def prune(folder: str, budget: int) -> dict[str, int]:
+    """Prune `folder` now to `budget` bytes of this user's files (what an open does when
+    pruning is due): the files of stores that are gone or changed, of older versions and stale
+    temporaries first, then the least recently used; the newest stays. What was kept and
+    removed, by count and bytes."""
+    return _native.prune_index_cache(native_path(folder), max(int(budget), 1))

@@ -92,9 +92,10 @@ class Dense(_Kind):
         ``"raw"``, ``"zstd"`` or ``"zstd_dict"`` (with `dict_bytes`). `data_shards` (1..255)
         sets write parallelism. `sync=False` skips flushing to stable storage before
         publishing (the store is still published atomically). Nothing appears at `path` until
-        the writer's ``close()``, which then also writes the store's compact index to the
-        index cache folder `index_cache` (as in :meth:`Dense.open`; None for none), so that
-        the first reader on this host need not validate the index.
+        the writer's ``close()``, which then also writes the compact index of a store of
+        65,536 records or more to the index cache folder `index_cache` (as in
+        :meth:`Dense.open`; None for none), so that the first reader on this host need not
+        validate the index.
         """
         from zrecord._writer import DenseWriter
 
@@ -117,12 +118,14 @@ class Dense(_Kind):
         O_DIRECT. See "Cold data and datasets larger than RAM" in the zrecord guide.
 
         `index_cache` is the folder where readers of this host keep the compact indexes they
-        build (a few bytes per record, shared by every process that opens the store): the
-        first open of a store validates its whole index and writes its compact index there;
-        later opens map that file instead (spec §9.5). ``"auto"`` (the default) is the folder
-        ``ZRECORD_INDEX_CACHE`` names (``off`` for none), else ``~/.cache/zrecord/index``;
-        None keeps the compact index in this process's memory. A folder that cannot be
-        written is no error. `validate` is ``"cached"`` (the default: trust such a file when
+        build (a few bytes per record, shared by every process of the user that opens the
+        store): the first open of a store of 65,536 records or more
+        (``ZRECORD_INDEX_CACHE_RECORDS_MIN``) validates its whole index and writes its compact
+        index there; later opens map that file instead, if this user made it (spec §9.5).
+        ``"auto"`` (the default) is the folder ``ZRECORD_INDEX_CACHE`` names (``off`` for
+        none), else ``~/.cache/zrecord/index``; None keeps the compact index in this
+        process's memory. A folder that cannot be written is no error; it is kept within
+        ``ZRECORD_INDEX_CACHE_BYTES`` (16 GiB by default), files of stores that are gone first. `validate` is ``"cached"`` (the default: trust such a file when
         the index it was built from is the same file, unchanged) or ``"full"`` (read and
         validate index.zri anyway, and write the file anew). See "Large stores: the index" in
         the zrecord guide.

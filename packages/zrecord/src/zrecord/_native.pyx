@@ -170,6 +170,8 @@ CONSTANTS = {
     "ZR_OPEN_CACHE_BYPASS": ZR_OPEN_CACHE_BYPASS,
     "ZR_OPEN_VALIDATE_INDEX": ZR_OPEN_VALIDATE_INDEX,
     "ZR_OPEN_CHECK_EVERY_READ": ZR_OPEN_CHECK_EVERY_READ,
+    "ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT": ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT,
+    "ZR_INDEX_CACHE_BYTES_DEFAULT": ZR_INDEX_CACHE_BYTES_DEFAULT,
     "ZR_READS_AUTO": ZR_READS_AUTO,
     "ZR_READS_MAPPED": ZR_READS_MAPPED,
     "ZR_READS_HINTED": ZR_READS_HINTED,
@@ -290,7 +292,8 @@ cdef class Reader:
 
     cdef zr_reader *r
 
-    def __cinit__(self, bytes path, uint32_t flags=0, bytes index_cache=None):
+    def __cinit__(self, bytes path, uint32_t flags=0, bytes index_cache=None,
+                  uint64_t index_cache_records_min=0, uint64_t index_cache_bytes=0):
         cdef zr_status st
         cdef const char *cpath = path
         cdef zr_open_opts opts
@@ -298,6 +301,8 @@ cdef class Reader:
         memset(&opts, 0, sizeof(opts))
         opts.flags = flags
         opts.index_cache = NULL if index_cache is None else <const char *>index_cache
+        opts.index_cache_records_min = index_cache_records_min
+        opts.index_cache_bytes = index_cache_bytes
         with nogil:
             rc = zr_reader_open_opts(cpath, &opts, &self.r, &st)
         if rc != 0:
@@ -495,6 +500,21 @@ def train_dict(object samples, object sizes, uint64_t count, uint64_t capacity):
         return out[:out_size]
     finally:
         free(out)
+
+
+def prune_index_cache(bytes folder, uint64_t budget_bytes):
+    """Prune the index cache folder `folder` now to `budget_bytes` of this user's files
+    (zrecord.h zr_index_cache_prune); what it kept and removed."""
+    cdef zr_status st
+    cdef zr_prune_stats out
+    cdef const char *cfolder = folder
+    cdef int rc
+    with nogil:
+        rc = zr_index_cache_prune(cfolder, budget_bytes, &out, &st)
+    if rc != 0:
+        _fail(rc, &st)
+    return {"kept": out.kept, "kept_bytes": out.kept_bytes, "removed": out.removed,
+            "removed_bytes": out.removed_bytes}
 
 
 def xxh64(object data):

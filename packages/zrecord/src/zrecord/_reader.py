@@ -34,7 +34,7 @@ from zrecord._dtypes import (
     numpy_can_hold,
 )
 from zrecord._index import index_error, normalise
-from zrecord._index_cache import AUTO, budget_bytes, folder_for, prune
+from zrecord._index_cache import AUTO, folder_for, policy
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
@@ -472,10 +472,9 @@ def _mode_flags(name: str, value: Any, modes: dict[str, int]) -> int:
 
 def _open_handle(path: str, cache: Any, folder: str | None, validate: Any, flags: int = 0) -> _native.Reader:
     """The native reader of the store at `path`, opened with the index cache `folder` and
-    `flags` besides those of `cache` and `validate`; a compact index it built and wrote there
-    may push the folder past its bound (prune)."""
+    `flags` besides those of `cache` and `validate`; the core writes and bounds the folder by
+    the environment's policy (_index_cache.policy)."""
     flags |= _mode_flags("cache", cache, CACHE_MODES) | _mode_flags("validate", validate, VALIDATE_MODES)
-    handle = _native.Reader(native_path(path), flags, None if folder is None else native_path(folder))
-    if folder is not None and handle.index_info()["source"] == "built_cached":
-        prune(folder, budget_bytes())
-    return handle
+    records_min, budget = policy()
+    return _native.Reader(native_path(path), flags, None if folder is None else native_path(folder),
+                          records_min, budget)

@@ -34,7 +34,7 @@ from zrecord._dtypes import (
     item_shape_tuple,
     ndim_value,
 )
-from zrecord._index_cache import AUTO, folder_for
+from zrecord._index_cache import AUTO, folder_for, records_min
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._pages import release_mapped_pages
 from zrecord._paths import fspath, native_path
@@ -123,10 +123,12 @@ class _Writer(_Kind):
                 raise ZrecordError(f"{self.path!r} was not published and the writer published "
                                    f"nothing: {self._poisoned}")
             self._handle.publish()
-            if self._index_folder is not None:
-                # The first open of the store on this host validates its index and writes the
-                # compact index to the cache folder; doing it now, while the index is in the
-                # page cache, spares the first reader that pass.
+            if self._index_folder is not None and len(self) >= records_min():
+                # The first open of a large store on this host validates its index and writes
+                # the compact index to the cache folder; doing it now, while the index is in the
+                # page cache, spares the first reader that pass. A small store's index is
+                # never cached (validating it costs the first reader a few milliseconds), so
+                # its writer does nothing here.
                 from zrecord._reader import _open_handle
 
                 _open_handle(self.path, "auto", self._index_folder, "cached").close()
