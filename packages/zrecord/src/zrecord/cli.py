@@ -12,7 +12,9 @@ Every command takes ``--json`` for output that scripts can parse: strict JSON (R
 Errors print one line to stderr. Exit statuses (``zrecord.console``): 0 success; 1 PATH is
 not a valid store (nothing there, a folder, an unfinished write, corrupt) or ``verify`` found
 a corrupt record; 2 usage; 3 the system failed (I/O, permissions, memory) or ``verify`` could
-not check every record; 130 Ctrl-C; 141 the reader of the output went away.
+not check every record; 130 Ctrl-C; 141 the reader of the output went away. Names and paths
+(which come from disk) are printed with every character that is not printable escaped, so
+that no name can drive the terminal.
 
 Invariant: every command runs in memory bounded independently of record size. ``info`` and
 ``stats`` read no record data. The read API decodes a record whole, so ``head`` and ``verify``
@@ -69,8 +71,8 @@ from zrecord.console import (
     paragraph,
     progress_bar,
     run_tool,
-    say,
 )
+from zrecord.console import say as _say_raw
 from zrecord.errors import (
     FormatError,
     StoreExistsError,
@@ -129,6 +131,35 @@ def _byte_size(text: str) -> int:
     return int(match.group(1)) * _SIZE_UNITS[unit]
 
 
+def _shown(text: str) -> str:
+    """`text` with every character that is not printable written as Python's repr writes it
+    (``\\x1b``, ``\\n``, ``\\u202e``), and a byte of a name that is not UTF-8 (decoded by
+    Python as a lone surrogate) as ``\\xNN``.
+
+    Store names and paths come from disk and from other people's files: printed raw, an
+    escape sequence in one would drive the terminal (recolour, retitle, move the cursor or
+    hide the rest of the line), and a byte that is not UTF-8 would end the command with an
+    encoding error. Backslashes are left alone, so that a message quoting a name with
+    ``{name!r}`` is not escaped twice.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode turns a byte b that is not UTF-8 into U+DC00 + b
+        return f"\\x{code - 0xDC00:02x}"
+    return repr(ch)[1:-1]
+
+
+def say(line: str) -> None:
+    """One line on stderr (``zrecord.console.say``), with what is not printable escaped
+    (`_shown`): error messages quote paths and names from disk."""
+    _say_raw(_shown(line))
+
+
 def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -153,7 +184,7 @@ def cmd_info(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int
     shape = (f"item_shape {tuple(info['item_shape'])}" if info["kind"] == "Dense"
              else f"ndim {info['ndim']} (shapes vary per record)")
     ratio = info["compression_ratio"]
-    print(f"{info['path']}: {info['kind']} store, format {'.'.join(map(str, info['format_version']))}")
+    print(f"{_shown(info['path'])}: {info['kind']} store, format {'.'.join(map(str, info['format_version']))}")
     print(f"  records       {info['records']:,}")
     print(f"  dtype         {info['dtype']}, {shape}")
     print(f"  codec         {info['codec']}" + (f" (dictionary {_human(info['dict_bytes'])})"
@@ -251,8 +282,8 @@ def _verify_store(store: DenseReader | RaggedReader, args: argparse.Namespace,
 
 def cmd_verify(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
     """``zrecord verify``: every checksum; exit status 1 naming the first corrupt record."""
-    status, result, line = _verify_store(store, args, store.path)
-    print(_dumps(result) if args.json else line)
+    status, result, line = _verify_store(store, args, _shown(store.path))
+    print(_dumps(result) if args.json else _shown(line))
     return status
 
 
@@ -262,7 +293,7 @@ def _verify_one_of(args: argparse.Namespace, root: str,
     the system fails to read, is a result too, so that the other stores are still checked."""
     try:
         with open_store(os.path.join(root, rel)) as store:
-            status, result, line = _verify_store(store, args, rel)
+            status, result, line = _verify_store(store, args, _shown(rel))
     except BrokenPipeError:
         raise  # the reader went away: run_tool ends the command quietly
     except (ZrecordError, OSError, MemoryError) as exc:
@@ -288,7 +319,7 @@ def _verify_folder(args: argparse.Namespace, path: str, found: Survey) -> int:
             failed.append(entry["path"])
         statuses.add(status)
         if not args.json:
-            print(line, flush=True)  # each store as it is done, in step with the progress
+            print(_shown(line), flush=True)  # each store as it is done, in step with the progress
     for problem in found.problems:
         failed.append(problem["path"])
         statuses.add(problem["status"])
@@ -306,8 +337,8 @@ def _verify_folder(args: argparse.Namespace, path: str, found: Survey) -> int:
         return status
     _print_leftovers(found, args.max_depth)
     n, ok = len(found.stores), sum(r["ok"] is True for r in results)
-    print(f"{path}: {ok:,} of {n:,} store{'s' if n != 1 else ''} OK"
-          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(_shown(f"{path}: {ok:,} of {n:,} store{'s' if n != 1 else ''} OK"
+                 + (f"; FAILED: {', '.join(failed)}" if failed else "")))
     return status
 
 
@@ -504,7 +535,7 @@ def cmd_stats(store: DenseReader | RaggedReader, args: argparse.Namespace) -> in
     if args.json:
         print(_dumps(stats))
         return 0
-    print(f"{store.path}: {stats['kind']}, {n:,} records")
+    print(f"{_shown(store.path)}: {stats['kind']}, {n:,} records")
     rb = stats["record_bytes"]
     if "all" in rb:
         print(f"  record size   {_human(rb['all'])} (fixed)")
@@ -639,7 +670,7 @@ def _publish(args: argparse.Namespace) -> int:
     if args.json:
         print(_dumps({"path": args.path, "url": args.url, "digest": digest}))
     else:
-        print(f"{args.path} published at {args.url} (digest {digest})")
+        print(_shown(f"{args.path} published at {args.url} (digest {digest})"))
     return EXIT_OK
 
 
@@ -751,12 +782,12 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
 def _print_folder(path: str, found: Survey, depth: int) -> None:
     out = sys.stdout
     n = len(found.stores)
-    out.write(f"{path}: a folder holding {n:,} store{'s' if n != 1 else ''}\n")
+    out.write(f"{_shown(path)}: a folder holding {n:,} store{'s' if n != 1 else ''}\n")
     if found.stores:
         rows = [["path", "kind", "dtype", "shape", "records", "codec", "size"]]
         for s in found.stores:
             shape = (str(tuple(s["item_shape"])) if s["kind"] == "Dense" else f"ndim {s['ndim']}")
-            rows.append([s["path"], s["kind"], s["dtype"], shape, f"{s['records']:,}",
+            rows.append([_shown(s["path"]), s["kind"], s["dtype"], shape, f"{s['records']:,}",
                          s["codec"], _human(s["disk_bytes"])])
         out.write("\n".join(_table(rows, right={4, 6})) + "\n")
         records = sum(s["records"] for s in found.stores)
@@ -772,11 +803,11 @@ def _print_leftovers(found: Survey, depth: int) -> None:
     if found.unfinished:
         out.write("unfinished or aborted writes (not stores):\n")
         for u in found.unfinished:
-            out.write(f"  {u['path']}: {_WRITER_SAYS[u['writer']]}\n")
+            out.write(f"  {_shown(u['path'])}: {_WRITER_SAYS[u['writer']]}\n")
     if found.problems:
         out.write("not valid stores, or not readable:\n")
         for p in found.problems:
-            out.write(f"  {p['path']}: {p['error']}\n")
+            out.write(_shown(f"  {p['path']}: {p['error']}") + "\n")
     if found.links_not_followed:
         out.write(f"{found.links_not_followed:,} symbolic link(s) to folders not followed\n")
     if found.truncated:
