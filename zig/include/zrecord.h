@@ -192,8 +192,10 @@ void zr_staging_free(zr_staging *s);
 /* ---- reader ---------------------------------------------------------------------------- */
 
 /* Opens and validates a published store: header and index checksums, every structural rule of
- * the spec that does not need record data. The same as zr_reader_open_ex with flags 0. Each
- * record's checksum is read from index.zri when the record is first read. */
+ * the spec that does not need record data. The same as zr_reader_open_ex with flags 0 (no
+ * index cache folder). A record's first read is checked against the low 32 bits of its
+ * checksum, which the compact index keeps (spec ZR-SUM-004); zr_reader_verify compares all 64,
+ * read from index.zri. */
 int zr_reader_open(const char *path, zr_reader **out, zr_status *st);
 
 /* Reader flags. ZR_OPEN_CACHE_BYPASS: records read with pread (those of at least 32 KiB, and

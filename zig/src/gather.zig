@@ -417,9 +417,6 @@ fn runEnd(r: *const Reader, ctx: *const GatherCtx, begin: u64, bytes_max: u64, r
     return end;
 }
 
-/// Starts reading records idx[0..n) into the page cache and returns without waiting for
-/// them (zr_reader_prefetch): nothing when a residency sample finds them there, or the
-
 /// Workers for a batch of `n` records and `bytes` output: the calling thread alone below
 /// the parallel threshold of the store's codec; otherwise `threads`, or with 0 one per
 /// bytes-per-worker up to the CPUs and `gather_auto_workers_max`. For compressed stores
@@ -502,7 +499,7 @@ fn outSlice(out: ?[*]u8, len: u64) []u8 {
 /// A worker's buffer for the length of its share of one call: reused across its records,
 /// grown to the largest size asked of it, and freed when the share ends.
 const Scratch = struct {
-    /// Aligned for O_DIRECT reads (`Reader.readDirect`).
+    /// Aligned for O_DIRECT reads (`readDirect`).
     buf: []align(sys.direct_align_bytes) u8 = &.{},
 
     fn get(s: *Scratch, size: usize, rec: u64, d: *Diag) Error![]u8 {
@@ -941,7 +938,6 @@ test "a checksum mismatch found in the caller's output is confirmed by a second 
 
 extern "c" fn fork() c_int;
 extern "c" fn waitpid(pid: c_int, status: *c_int, options: c_int) c_int;
-extern "c" fn alarm(seconds: c_uint) c_uint;
 extern "c" fn _exit(code: c_int) noreturn;
 
 

@@ -533,5 +533,3 @@ test "a child forked while calls are in flight and a decoder slot is held can cl
 }
 
 extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
-extern "c" fn raise(sig: c_int) c_int;
-extern "c" fn dup2(old: c_int, new: c_int) c_int;

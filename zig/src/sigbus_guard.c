@@ -1,6 +1,6 @@
 /*
  * sigbus_guard.c: turns a SIGBUS raised by reading a shard mapping into an error the reader
- * can report, for reader.zig's gathers and verify.
+ * can report, for the gathers and verification of gather.zig.
  *
  * A read-only shared mapping of a file that someone truncates after it was mapped raises SIGBUS
  * on the first touch of a page past the new end of the file (or of a page the storage fails to
@@ -33,7 +33,7 @@
  *   and returns NULL on a thread that never set the key.
  * - A guarded region must not hold a lock or leave half-made state at any instruction that
  *   can touch a registered range: the jump skips everything between the fault and
- *   zr_guard_run. reader.zig's guarded bodies copy, hash and decode only; they acquire their
+ *   zr_guard_run. gather.zig's guarded bodies copy, hash and decode only; they acquire their
  *   decoder and scratch buffers outside the region.
  * - The guard costs one sigsetjmp (no system call: the signal mask is not saved) and two
  *   pthread_setspecific calls per region, and the body's store of the current record number
@@ -46,13 +46,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A byte range the region may fault in; mirrors reader.zig's GuardRange. */
+/* A byte range the region may fault in; mirrors gather.zig's GuardRange. */
 struct zr_guard_range {
     const uint8_t *base;
     size_t len;
 };
 
-/* One guarded region; mirrors reader.zig's Guard, which owns it. */
+/* One guarded region; mirrors gather.zig's Guard, which owns it. */
 struct zr_guard {
     const struct zr_guard_range *ranges;
     size_t range_count;

@@ -18,7 +18,6 @@ const Writer = writer_mod.Writer;
 const Reader = @import("reader.zig").Reader;
 
 
-extern "c" fn system(cmd: [*:0]const u8) c_int;
 
 test "dense round trip: several shards, uneven split, sync and no-sync" {
     var td: t.TempDir = .{};
