@@ -137,8 +137,10 @@ class _Client:
         from obstore.store import HTTPStore, S3Store
 
         self._obstore = obstore
+        bucket, prefix = _checked_url(url)
         self.url = url.rstrip("/")
         self.shown = redact(self.url)
+        self.bucket = bucket
         # Plain dicts for obstore's TypedDicts (RetryConfig, ClientConfig, S3Config).
         retry: Any = {"max_retries": int(options["retries"]),
                  "backoff": {"init_backoff": timedelta(milliseconds=100),
@@ -146,23 +148,28 @@ class _Client:
                  "retry_timeout": timedelta(seconds=float(options["retry_timeout_s"]))}
         client: Any = {"timeout": timedelta(seconds=float(options["timeout_s"])),
                   "connect_timeout": timedelta(seconds=float(options["connect_timeout_s"]))}
-        if self.url.startswith("s3://"):
-            bucket, _, prefix = self.url[len("s3://"):].partition("/")
-            if not bucket:
-                raise ValueError(f"an s3:// URL names a bucket and a prefix, s3://BUCKET/PREFIX; got {self.shown!r}")
-            config: Any = {ours: options[key] for key, ours in _S3_KEYS.items() if options.get(key) is not None}
-            config.update(_profile_credentials(config))
-            endpoint = config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
-            if endpoint:
-                # MinIO-style servers: path-style requests, and plain HTTP when the endpoint is.
-                config.setdefault("virtual_hosted_style_request", False)
-                if str(endpoint).startswith("http://"):
-                    client["allow_http"] = True
-            self.store: Any = S3Store(bucket, prefix=prefix or None, config=config,
-                                 client_options=client, retry_config=retry)
-        else:
-            client["allow_http"] = self.url.startswith("http://")
-            self.store = HTTPStore.from_url(self.url, client_options=client, retry_config=retry)
+        try:
+            if bucket is not None:
+                config: Any = {ours: options[key] for key, ours in _S3_KEYS.items() if options.get(key) is not None}
+                config.update(_profile_credentials(config))
+                endpoint = config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
+                if endpoint:
+                    # MinIO-style servers: path-style requests, and plain HTTP when the endpoint is.
+                    config.setdefault("virtual_hosted_style_request", False)
+                    if str(endpoint).startswith("http://"):
+                        client["allow_http"] = True
+                self.store: Any = S3Store(bucket, prefix=prefix or None, config=config,
+                                          client_options=client, retry_config=retry)
+            else:
+                client["allow_http"] = self.url.startswith("http://")
+                self.store = HTTPStore.from_url(self.url, client_options=client, retry_config=retry)
+        except BaseException as exc:
+            if not isinstance(exc, (ValueError, obstore.exceptions.BaseError)) and not _is_panic(exc):
+                raise
+            # Settings the client refuses (an unknown key, an endpoint that is no URL): the
+            # caller's input, said with the URL and never with the settings' values.
+            raise ValueError(f"{self.shown}: the object storage client refuses these settings: "
+                             f"{_first_line(exc)}") from None
 
     def where(self, name: str) -> str:
         return f"{self.shown}/{name}" if name else self.shown
@@ -231,6 +238,13 @@ class _Client:
             if mapped is exc:
                 raise
             raise mapped from None
+        except BaseException as exc:
+            # A panic in obstore's Rust code reaches Python as pyo3's PanicException, a
+            # BaseException that `except Exception` (ours and the caller's) would miss.
+            if not _is_panic(exc):
+                raise
+            raise RemoteError(_errno.EIO, f"{self.where(name)}: the object storage client failed "
+                              f"(a panic in obstore): {_first_line(exc)}") from None
 
     def _translate(self, name: str, exc: Exception) -> Exception:
         """zrecord's error for obstore's `exc` on object `name`, naming the object (never a
@@ -253,8 +267,7 @@ class _Client:
             return RemoteError(_errno.EOPNOTSUPP, f"{where}: the server does not answer Range "
                                "requests, which reading a store by URL needs")
         if "NoSuchBucket" in str(exc):
-            bucket = self.url[len("s3://"):].partition("/")[0]
-            return StoreNotFoundError(f"no store at {self.shown}: the bucket {bucket!r} does not exist")
+            return StoreNotFoundError(f"no store at {self.shown}: the bucket {self.bucket!r} does not exist")
         return RemoteError(_errno.EIO, f"{where}: the request failed after its retries: {_first_line(exc)}")
 
 
@@ -262,8 +275,39 @@ def _first_line(exc: BaseException) -> str:
     """The first line of a client error, without what could hold a secret: user information
     and query strings of the URLs in it."""
     text = str(exc).strip().splitlines()
-    line = text[0][:400] if text else type(exc).__name__
-    return re.sub(r"\?[^\s]*", "", re.sub(r"://[^/@\s]+@", "://", line))
+    return _scrub(text[0][:400] if text else type(exc).__name__)
+
+
+def _scrub(text: str) -> str:
+    """`text` without the user information, query strings and fragments of URLs in it: what a
+    message may show of text that does not parse as one URL (redact's regex twin)."""
+    return re.sub(r"[?#][^\s]*", "", re.sub(r"://[^/@\s]+@", "://", text))
+
+
+def _checked_url(url: str) -> tuple[str | None, str]:
+    """(bucket, prefix) of an s3:// URL, (None, "") of an http(s):// one; ValueError naming the
+    URL (scrubbed) when it names no bucket or no host, or does not parse."""
+    if url.startswith("s3://"):
+        # Not urlsplit: an S3 key may hold '?' and '#', which are part of the prefix here.
+        bucket, _, prefix = url[len("s3://"):].partition("/")
+        if not bucket:
+            raise ValueError(f"an s3:// URL names a bucket and a prefix, s3://BUCKET/PREFIX; "
+                             f"got {_scrub(url)!r}, which names no bucket")
+        return bucket, prefix.rstrip("/")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, _ = parts.hostname, parts.port  # .port raises on a port that is no number
+    except ValueError as exc:
+        raise ValueError(f"{_scrub(url)!r} is not a valid URL: {exc}") from None
+    if not host:
+        raise ValueError(f"an {parts.scheme}:// URL names a host, {parts.scheme}://HOST/PATH; "
+                         f"got {_scrub(url)!r}, which names no host")
+    return None, ""
+
+
+def _is_panic(exc: BaseException) -> bool:
+    """Whether `exc` is pyo3's PanicException (a panic in Rust code, such as obstore's)."""
+    return type(exc).__name__ == "PanicException" and not isinstance(exc, Exception)
 
 
 def _profile_credentials(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -828,6 +828,10 @@ def _run(argv: list[str] | None) -> int:
         store = open_store(path)
     except (ZrecordError, OSError, MemoryError) as exc:
         return _not_a_store(args, exc)
+    except ValueError as exc:
+        # A URL that names no bucket or host, or storage settings the client refuses.
+        say(f"{command}: {exc}")
+        return EXIT_USAGE
     with store:
         try:
             return COMMANDS[args.command](store, args)
