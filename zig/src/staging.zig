@@ -4,8 +4,11 @@
 //! Invariants:
 //! - The temporary directory `<parent>/.<name>.zr-tmp-<16 hex>` is created only once its lock
 //!   file `<parent>/.<name>.zr-tmp-<16 hex>.lock` exists and this process holds an exclusive
-//!   flock(2) on it ([ZR-PUB-006]). The lock is held until the directory has been renamed to
-//!   the store's path or removed; only then is the lock file unlinked and closed.
+//!   flock(2) on it ([ZR-PUB-006]), taken while the file still lies under that name (another
+//!   writer's reap can take a lock file in the instant between its create and its flock; the
+//!   creator then starts again under a fresh name, `lockNew`). The lock is held until the
+//!   directory has been renamed to the store's path or removed; only then is the lock file
+//!   unlinked and closed.
 //! - A temporary is stale exactly when its lock can be taken. A flock belongs to an open file
 //!   description and is released by the kernel when the last process holding it dies, in any
 //!   PID namespace and on NFS (where the client maps it onto byte-range locks), so neither a
@@ -34,6 +37,11 @@ const lock_suffix = ".lock";
 const remove_depth_max: u32 = 32;
 /// Parent directories `makeParents` creates or checks for one path.
 const parents_depth_max: usize = 256;
+/// Fresh lock files `createLocked` makes after others' reaps took the previous ones (each time
+/// a reap has to fall into the instant between a create and its lock, so a few suffice).
+const lock_taken_retries_max: usize = 64;
+/// flock(2)'s "held by another open file" (EAGAIN, which is EWOULDBLOCK on Linux).
+const EWOULDBLOCK: i32 = 11;
 
 pub const Staging = struct {
     /// The store's path, its parent directory and final component, as given.
@@ -77,6 +85,7 @@ pub const Staging = struct {
 
     fn createLocked(s: *Staging, d: *Diag) Error!void {
         var attempt: usize = 0;
+        var taken: usize = 0;
         while (true) : (attempt += 1) {
             const tmp = std.fmt.allocPrintSentinel(alloc, "{s}/.{s}" ++ tmp_marker ++ "{x:0>16}", .{
                 s.parent, s.name, sys.randomU64(),
@@ -96,15 +105,26 @@ pub const Staging = struct {
             s.tmp_path = tmp;
             s.lock_path = lock;
             s.lock_fd = fd;
-            break;
-        }
-        // The file is new and private to this call, so the lock is free unless flock itself
-        // is unsupported; then no liveness can be shown, and the write is refused rather than
-        // left to be reaped as stale.
-        sys.flock(s.lock_fd, sys.LOCK_EX | sys.LOCK_NB) catch {
+            const outcome = lockNew(fd, lock);
+            if (outcome == .locked) break;
+            if (outcome == .taken and taken < lock_taken_retries_max) {
+                // Another writer's reap took this file in the instant before its lock and
+                // unlinks it (or already has): start again under a fresh name. The reap
+                // removes the file; this writer can no longer tell that the name is its own.
+                taken += 1;
+                sys.close(fd);
+                alloc.free(tmp);
+                alloc.free(lock);
+                s.tmp_path = "";
+                s.lock_path = "";
+                s.lock_fd = -1;
+                continue;
+            }
+            // flock itself is unsupported, or the lock was taken again and again: no liveness
+            // can be shown, and the write is refused rather than left to be reaped as stale.
             return d.failOs(error.Io, sys.errno(), "cannot lock '{s}', which marks the " ++
                 "temporary directory of store '{s}' as in use", .{ s.lock_path, s.path });
-        };
+        }
         sys.mkdir(s.tmp_path, 0o777) catch return tempError(d, sys.errno(), s.path, s.parent);
         s.tmp_fd = sys.open(s.tmp_path, sys.O_RDONLY | sys.O_DIRECTORY | sys.O_NOFOLLOW, 0) catch {
             const e = sys.errno();
@@ -207,6 +227,35 @@ pub const Staging = struct {
         s.* = .{};
     }
 };
+
+const LockOutcome = enum { locked, taken, failed };
+
+/// Takes the lock of the lock file just created as `lock` and open as `fd`, and checks that
+/// `lock` still names that file: `.locked` when both hold, `.taken` when another process took
+/// the file first, `.failed` (errno set) when flock or a check failed otherwise.
+///
+/// A lock file exists unlocked for an instant between its O_EXCL create and its flock. A
+/// writer reaping stale temporaries in the same directory (`reapOne`) may open it then, find
+/// its lock free and its temporary absent, as for a lock left by a writer killed after its
+/// rename, and unlink it. Its creator then either finds the lock held (the reap holds it
+/// until its unlink is done) or takes it after the reap closed it, on a file no longer in the
+/// directory, which no later writer could see as alive. Both show here, and the creator starts
+/// again under a fresh name. Once this returns `.locked` the file is safe: a reap removes
+/// only what it has locked itself. (Making the reap leave young lock files instead would need
+/// a clock and a guess at how long an instant is.)
+fn lockNew(fd: Fd, lock: [:0]const u8) LockOutcome {
+    sys.flock(fd, sys.LOCK_EX | sys.LOCK_NB) catch {
+        return if (sys.errno() == EWOULDBLOCK) .taken else .failed;
+    };
+    const mine = sys.fileIdentity(fd) catch return .failed;
+    const named = sys.open(lock, sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK, 0) catch {
+        return if (sys.errno() == sys.ENOENT) .taken else .failed;
+    };
+    defer sys.close(named);
+    const now = sys.fileIdentity(named) catch return .failed;
+    const same = now.ino == mine.ino and now.dev_major == mine.dev_major and now.dev_minor == mine.dev_minor;
+    return if (same) .locked else .taken;
+}
 
 fn tempError(d: *Diag, e: i32, path: []const u8, parent: []const u8) Error {
     if (e == sys.ENOENT or e == sys.ENOTDIR) return d.failOs(error.NotFound, e, "the parent " ++
@@ -387,15 +436,22 @@ test "splitPath" {
     try t.expect(splitPath("a/..") == null);
 }
 
-// [ZR-PUB-006]
-test "a temporary is removed exactly when its lock can be taken" {
-    const t = std.testing;
-    var tmpl = "/tmp/zrecord-staging-XXXXXX".*;
+/// A new private directory for a test, its path in `tmpl`.
+fn testDir(tmpl: *[27:0]u8) ![:0]const u8 {
+    tmpl.* = "/tmp/zrecord-staging-XXXXXX".*;
     const mkdtemp = struct {
         extern "c" fn mkdtemp(template: [*:0]u8) ?[*:0]u8;
     }.mkdtemp;
-    const root = std.mem.sliceTo(mkdtemp(&tmpl) orelse return error.MkdtempFailed, 0);
-    const rootz: [:0]const u8 = tmpl[0..root.len :0];
+    _ = mkdtemp(tmpl) orelse return error.MkdtempFailed;
+    return tmpl;
+}
+
+// [ZR-PUB-006]
+test "a temporary is removed exactly when its lock can be taken" {
+    const t = std.testing;
+    var tmpl: [27:0]u8 = undefined;
+    const rootz = try testDir(&tmpl);
+    const root: []const u8 = rootz;
     var buf: [256]u8 = undefined;
     const live = try std.fmt.bufPrintSentinel(&buf, "{s}/.s.zr-tmp-4000000000-live", .{root}, 0);
     try sys.mkdir(live, 0o777);
@@ -436,4 +492,41 @@ test "a temporary is removed exactly when its lock can be taken" {
     try sys.rmdir(other);
     try sys.unlinkAt(sys.AT_FDCWD, try std.fmt.bufPrintSentinel(&fbuf, "{s}.lock", .{other}, 0));
     try sys.rmdir(rootz);
+}
+
+// [ZR-PUB-006]
+test "a lock file that a reap took before its creator locked it is not used" {
+    const t = std.testing;
+    var tmpl: [27:0]u8 = undefined;
+    const root = try testDir(&tmpl);
+    var buf: [256]u8 = undefined;
+    const lock = try std.fmt.bufPrintSentinel(&buf, "{s}/.s.zr-tmp-1.lock", .{root}, 0);
+
+    // A reap holds the lock (it opened the file first): the creator must not proceed.
+    var fd = try sys.open(lock, sys.O_RDWR | sys.O_CREAT | sys.O_EXCL, 0o666);
+    const reap = try sys.open(lock, sys.O_RDWR, 0);
+    try sys.flock(reap, sys.LOCK_EX | sys.LOCK_NB);
+    try t.expectEqual(LockOutcome.taken, lockNew(fd, lock));
+    // The reap unlinked it and let go: the lock is free, but on a file no longer named.
+    try sys.unlinkAt(sys.AT_FDCWD, lock);
+    sys.close(reap);
+    try t.expectEqual(LockOutcome.taken, lockNew(fd, lock));
+    sys.close(fd);
+
+    // A file of another inode under the name is not this creator's either.
+    fd = try sys.open(lock, sys.O_RDWR | sys.O_CREAT | sys.O_EXCL, 0o666);
+    try sys.unlinkAt(sys.AT_FDCWD, lock);
+    sys.close(try sys.open(lock, sys.O_RDWR | sys.O_CREAT | sys.O_EXCL, 0o666));
+    try t.expectEqual(LockOutcome.taken, lockNew(fd, lock));
+    sys.close(fd);
+    try sys.unlinkAt(sys.AT_FDCWD, lock);
+
+    // Untouched, it is locked, and a reap now leaves it (and its temporary) alone.
+    fd = try sys.open(lock, sys.O_RDWR | sys.O_CREAT | sys.O_EXCL, 0o666);
+    try t.expectEqual(LockOutcome.locked, lockNew(fd, lock));
+    reapStale(root, "s");
+    try t.expect(try sys.exists(lock));
+    sys.close(fd);
+    try sys.unlinkAt(sys.AT_FDCWD, lock);
+    try sys.rmdir(root);
 }
