@@ -5,10 +5,15 @@ timing."""
 
 from __future__ import annotations
 
+import queue
+import threading
+import time
+
 import numpy as np
 import pytest
 
-from zrecord import Dense, open_store, publish
+from zrecord import Dense, _mirror_cache, open_store, publish
+from zrecord._mirror_cache import CHUNK_BYTES
 from zrecord._remote import _Client, storage_settings
 from zrecord.cli import main
 from zrecord.errors import RemoteError
@@ -16,7 +21,7 @@ from zrecord.errors import RemoteError
 pytestmark = pytest.mark.remote
 
 ORDER = ("index.zri", "data-000.zrd", "header.zrh")
-# Records of 20,000 bytes: not a divisor of the mirror's chunks, so some records lie in two.
+# Records of 20,000 bytes: not a divisor of CHUNK_BYTES, so some records lie in two chunks.
 RECORD_BYTES = 20_000
 RECORDS = 320  # 6.4 MB: more than the smallest budget (4 MiB), which the eviction tests use
 
@@ -82,3 +87,130 @@ def test_a_panic_in_the_client_is_a_remote_error_naming_the_url():
     with pytest.raises(RemoteError, match=r"http://127.0.0.1:9/store/header.zrh: .*panic") as info:
         client.get("header.zrh")
     assert isinstance(info.value, Exception)
+
+
+# --- [R2] 12: records punched out under a reader by other readers' evictions ----------------
+
+
+def _straddler(ds) -> tuple[int, int]:
+    """A record of `ds` that lies in two chunks, and the first of them."""
+    mirror = ds._remote
+    starts = mirror._offsets.astype(np.int64)
+    ends = starts + mirror._sizes.astype(np.int64) - 1
+    rec = int(np.flatnonzero(starts // CHUNK_BYTES != ends // CHUNK_BYTES)[2])
+    return rec, int(starts[rec] // CHUNK_BYTES)
+
+
+def _before_gathers(monkeypatch, ds, action) -> list[int]:
+    """Run `action(k)` before the k-th gather of `ds` (k from 1) from now on; the list returned
+    holds the gathers made so far."""
+    real = ds._gather
+    calls: list[int] = []
+
+    def gather(idx):
+        calls.append(len(calls) + 1)
+        action(len(calls))
+        return real(idx)
+
+    monkeypatch.setattr(ds, "_gather", gather)
+    return calls
+
+
+def _age(budget, oldest: list[int]) -> None:
+    """Make every chunk that holds something read a while ago, `oldest` (in order) before all
+    the others: the next eviction takes them first."""
+    now = time.time_ns() - 1_000_000_000
+    held = np.array(budget._stamps) != 0
+    budget._stamps[held] = now
+    for k, c in enumerate(oldest):
+        budget._stamps[c] = k + 1
+
+
+def test_a_record_in_two_chunks_of_one_eviction_read_between_their_punches(http_folder, straddling,
+                                                                           tmp_path, monkeypatch):
+    """Another reader's eviction punches the two chunks of a record one after the other, and
+    this reader reads the record between the punches: the first punch fails its gather, the
+    refetch is punched again by the second. Was: ChecksumError for an intact record (one count
+    for the eviction's whole batch, taken before this read began, so no second refetch)."""
+    folder, data = straddling
+    url = _serve(http_folder, folder)
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": _mirror_cache.BUDGET_MIN_BYTES}
+    with Dense.open(url, storage_options=opts) as ds, Dense.open(url, storage_options=opts) as other:
+        rec, first = _straddler(ds)
+        ds._remote.ensure(np.arange(RECORDS))  # the whole store: over the budget, not evicted yet
+        _age(other._remote._budget, [first, first + 1])
+
+        punches: queue.Queue[object] = queue.Queue()
+        go = threading.Semaphore(0)
+        free = threading.Event()
+        failures: list[BaseException] = []
+
+        def evict() -> None:
+            try:
+                other._remote._budget.check()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+            finally:
+                punches.put("done")
+
+        thread = threading.Thread(target=evict)
+        real_punch = _mirror_cache._punch
+
+        def gated(fd: int, offset: int, length: int) -> None:
+            # The evicting thread stops before each punch until the test lets it go on.
+            if threading.current_thread() is thread and not free.is_set():
+                punches.put(offset // CHUNK_BYTES)
+                assert go.acquire(timeout=20), "the test never let the punch go on"
+            real_punch(fd, offset, length)
+
+        monkeypatch.setattr(_mirror_cache, "_punch", gated)
+        thread.start()
+        try:
+            assert punches.get(timeout=20) == first  # stopped before punching the record's first chunk
+            def punch_once_more(k: int) -> None:
+                # Before each of the first two gathers, the evictor punches once more: the
+                # record's first chunk, then the next chunk it chose; then it goes on alone.
+                if k > 2:
+                    free.set()
+                go.release()
+                if k <= 2:
+                    punches.get(timeout=20)
+
+            calls = _before_gathers(monkeypatch, ds, punch_once_more)
+            np.testing.assert_array_equal(ds[[rec]][0], data[rec])
+            assert len(calls) >= 2  # the first punch did fail a gather
+        finally:
+            free.set()
+            for _ in range(64):
+                go.release()
+            thread.join(timeout=20)
+        assert not failures, failures
+        assert other.remote_stats()["evictions"] > 0
+
+
+def test_a_reader_without_a_budget_counts_the_punches_of_readers_with_one(http_folder, straddling,
+                                                                          tmp_path, monkeypatch):
+    """A reader of a shared mirror without a budget of its own, whose record another reader's
+    evictions punch out twice during one read. Was: ChecksumError, since a reader without a
+    budget counted no evictions at all and allowed one refetch."""
+    folder, data = straddling
+    url = _serve(http_folder, folder)
+    shared = {"cache_dir": str(tmp_path / "c")}
+    with Dense.open(url, storage_options=shared) as ds, \
+            Dense.open(url, storage_options={**shared, "cache_bytes": 4 << 20}) as other:
+        rec = 7
+        chunk = int(ds._remote._offsets[rec]) // CHUNK_BYTES
+        ds[[rec]]
+        budget = other._remote._budget
+
+        def evict(k: int) -> None:
+            # Before each of the first two gathers, the other reader fills the mirror past its
+            # budget and evicts, the record's chunk first.
+            if k <= 2:
+                other._remote.ensure(np.arange(RECORDS))
+                _age(budget, [chunk])
+                budget.check()
+
+        calls = _before_gathers(monkeypatch, ds, evict)
+        np.testing.assert_array_equal(ds[[rec]][0], data[rec])
+        assert len(calls) == 3

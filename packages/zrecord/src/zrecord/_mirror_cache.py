@@ -6,15 +6,25 @@ Invariants of this module:
 - Correctness never depends on it. The native reader of a mirror checks every read against the
   record's checksum (``ZR_OPEN_CHECK_EVERY_READ``), so a record read while its bytes are being
   punched out reads as zeros, fails, and is fetched again (``Mirror.read``). Eviction keeps the
-  presence bits honest so that such retries stay rare: a chunk's records lose their bit, and
-  the eviction count goes up, before its bytes are punched.
-- The unit is a chunk: ``CHUNK_BYTES`` of one shard file. ``lru.u64`` beside the mirror holds,
+  presence bits honest so that such retries stay rare: a chunk's records lose their bit before
+  its bytes are punched.
+- Every punch is counted, so that a reader can tell a record punched under it from a corrupt
+  one: the first word of ``lru.u64`` (the *punch word*) goes up by one just before a chunk is
+  punched and by one again just after, so it is odd while a punch is under way and
+  ``punches_since`` counts the punch under way at a reader's first look as one that came after
+  it. Each punch damages a record's bytes at most once between two fetches of it (a fetch that
+  follows the punch finds the punch complete: the file system orders them), so a record read
+  fails at most once more than the punches counted since the read began (``Mirror.read``).
+  Readers of a mirror without a budget of their own read the word too (``PunchWord``).
+- The unit is a chunk: ``CHUNK_BYTES`` of one shard file. ``lru.u64`` holds after its punch word,
   per chunk, the time (ns since the epoch) of its last write or read, 0 for a chunk holding
   nothing this module knows of, with ``FRESH`` set when that was a write (fetched, not read
-  since); its first word counts evictions, for ``Mirror.read``.
+  since).
 - Fresh chunks are evicted only after ``FRESH_NS``: they hold records fetched for batches in
   flight or read ahead, and punching them out would make their gather fetch them again. So a
-  mirror exceeds its budget by at most what its readers fetched and have not read yet.
+  mirror exceeds its budget by at most what its readers fetched and have not read yet. An
+  eviction chooses from a snapshot of the stamps and passes over a chunk whose stamp changed
+  since (fetched or read meanwhile).
 - What the mirror holds is what its shard files have allocated (``st_blocks``), measured after
   every fetch, not an estimate kept in memory: several processes share one mirror.
 - One eviction at a time per mirror on a host: an exclusive ``flock`` on ``lru.u64`` (and a lock
@@ -159,7 +169,11 @@ class Budget:
         return sum(os.stat(p).st_blocks * 512 for p in self._paths if p is not None)
 
     def evictions(self) -> int:
-        """Evictions of this mirror so far, by every process on the host."""
+        """Chunks punched out of this mirror so far, by every process on the host."""
+        return self.punch_word() >> 1
+
+    def punch_word(self) -> int:
+        """The punch word now (module docstring; compare two with ``punches_since``)."""
         return int(self._words[0])
 
     # -- eviction ---------------------------------------------------------------------------
@@ -200,16 +214,25 @@ class Budget:
         while used > target and at < order.shape[0]:
             n = max(1, -(-(used - target) // CHUNK_BYTES))
             chunks, at = order[at:at + n], at + n
-            self._forget(chunks)
-            self._words[0] += 1
-            self._stamps[chunks] = 0
             for c in chunks.tolist():
-                shard = int(np.searchsorted(self._base, c, side="right")) - 1
-                start = (c - int(self._base[shard])) * CHUNK_BYTES
-                _punch(self._fd(shard), start, CHUNK_BYTES)
+                if self._stamps[c] == stamps[c]:  # not fetched or read since the snapshot
+                    self._punch_chunk(c)
             now = self.used()
             self.evicted_bytes += max(0, used - now)
             used = now
+
+    def _punch_chunk(self, c: int) -> None:
+        """Punch chunk `c` out: its records lose their bits first, and the punch word is odd
+        while the punch is under way (module docstring)."""
+        self._forget(np.array([c], np.int64))
+        shard = int(np.searchsorted(self._base, c, side="right")) - 1
+        start = (c - int(self._base[shard])) * CHUNK_BYTES
+        self._words[0] += 1
+        try:
+            self._stamps[c] = 0
+            _punch(self._fd(shard), start, CHUNK_BYTES)
+        finally:
+            self._words[0] += 1
 
     def _forget(self, chunks: np.ndarray) -> None:
         """Clear the presence bits of every record whose bytes lie in `chunks`."""
@@ -240,3 +263,26 @@ class Budget:
     def close(self) -> None:
         os.close(self._lock_fd)
         self._by_shard = {}
+
+
+def punches_since(before: int, now: int) -> int:
+    """The punches begun between two looks at a punch word, `before` and `now`, the one under
+    way at the first look included (module docstring)."""
+    return (now - (before & ~1) + 1) >> 1
+
+
+class PunchWord:
+    """The punch word of a shared mirror, for a reader without a budget of its own: readers
+    with one punch its records all the same. 0 until one of them has made ``lru.u64``."""
+
+    def __init__(self, root: str) -> None:
+        self._path = os.path.join(root, "lru.u64")
+        self._word: np.memmap[Any, np.dtype[np.uint64]] | None = None
+
+    def __call__(self) -> int:
+        if self._word is None:
+            try:
+                self._word = np.memmap(self._path, "<u8", "r", shape=(1,))
+            except (OSError, ValueError):  # not made yet, or being made (still empty)
+                return 0
+        return int(self._word[0])

@@ -19,8 +19,9 @@ Invariants of this module:
 - The native reader of a mirror checks every read of a record against its checksum, not only the
   first (ZR_OPEN_CHECK_EVERY_READ): the mirror's files change while it reads them. A record
   whose bytes there fail (a damaged or half-written mirror, or one punched out by an eviction
-  meanwhile) is fetched once more, and once more for each eviction since the gather began (at
-  most ``_REFETCHES_MAX`` times); a record that fails after that is the store's own corruption.
+  meanwhile) is fetched once more, and once more for each chunk punched out of the mirror since
+  the gather began, by any of its readers (at most ``_REFETCHES_MAX`` times); a record that
+  fails after that is the store's own corruption.
 - With ``cache_bytes`` the mirror's shard files hold at most that many bytes after each fetch:
   the least recently used chunks are punched out (``_mirror_cache``).
 - ``prefetch`` starts the fetches of records a reader will read soon and does not wait; a
@@ -53,7 +54,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from zrecord._mirror_cache import Budget, parse_budget
+from zrecord._mirror_cache import Budget, PunchWord, parse_budget, punches_since
 from zrecord.errors import (
     ChecksumError,
     CorruptStoreError,
@@ -371,6 +372,9 @@ def _layout(header: bytes) -> tuple[int, int, int, list[int]] | None:
 class Mirror:
     """The local mirror of one remote store, and the fetches that fill it (module docstring)."""
 
+    # The punch word of a shared mirror read without a budget, made on first use (_punch_word).
+    _shared_punches: PunchWord | None = None
+
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None) -> None:
         self.options = storage_settings(storage_options)
         self.client = _Client(url, self.options)
@@ -499,7 +503,7 @@ class Mirror:
     def read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         """`gather(idx)` over the mirror, after fetching what it lacks; a record that fails its
         checksum there is fetched again (module docstring)."""
-        evictions = self._evictions()
+        before = self._punch_word()
         self.ensure(idx)
         chunks = None
         if self._budget is not None:
@@ -512,7 +516,10 @@ class Mirror:
                 result = gather(idx)
             except ChecksumError as exc:
                 rec = exc.record
-                allowed = min(_REFETCHES_MAX, 1 + self._evictions() - evictions)
+                # Once for bytes that were bad before (a damaged or half-written mirror), and
+                # once for each punch since the read began, by any reader of the mirror: each
+                # damages a record at most once (_mirror_cache's module docstring).
+                allowed = min(_REFETCHES_MAX, 1 + punches_since(before, self._punch_word()))
                 if rec is None or refetched.get(rec, 0) >= allowed:
                     raise self.relabel(exc) from None
                 refetched[rec] = refetched.get(rec, 0) + 1
@@ -527,8 +534,16 @@ class Mirror:
                 self._budget.touch(chunks)
             return result
 
-    def _evictions(self) -> int:
-        return 0 if self._budget is None else self._budget.evictions()
+    def _punch_word(self) -> int:
+        """The mirror's punch word (_mirror_cache): this reader's budget's, else that of the
+        readers with a budget that share the mirror, else 0 (a private mirror, no budget)."""
+        if self._budget is not None:
+            return self._budget.punch_word()
+        if self.options["cache_dir"] is None:
+            return 0
+        if self._shared_punches is None:
+            self._shared_punches = PunchWord(self.root)
+        return self._shared_punches()
 
     def ensure(self, idx: np.ndarray, *, force: bool = False) -> None:
         """Fetch the records of `idx` that the mirror does not hold (all of them with `force`),
