@@ -65,7 +65,7 @@ pub const Result = enum(c_int) {
     immutable = -18,
 
     pub fn code(r: Result) c_int {
-        return @intFromEnum(r);
+        return @backingInt(r);
     }
 };
 

@@ -333,13 +333,7 @@ comptime {
     std.debug.assert(@sizeOf(FixedHeader) == header_fixed_bytes);
     assertNoPadding(FixedHeader);
     // The offsets of spec §3.1's table; a field out of place fails the build.
-    const offsets = .{ .{ "format_major", 8 }, .{ "format_minor", 10 }, .{ "header_size", 12 },
-        .{ "kind", 16 }, .{ "dtype", 17 }, .{ "ndim", 18 }, .{ "codec", 19 }, .{ "data_shards", 20 },
-        .{ "reserved0", 21 }, .{ "record_count", 24 }, .{ "logical_bytes", 32 },
-        .{ "stored_bytes", 40 }, .{ "index_entry_size", 48 }, .{ "dict_size", 52 },
-        .{ "index_size", 56 }, .{ "index_checksum", 64 }, .{ "dict_checksum", 72 },
-        .{ "required_features", 80 }, .{ "dtype_length", 88 }, .{ "dtype_unit", 92 },
-        .{ "reserved1", 93 } };
+    const offsets = .{ .{ "format_major", 8 }, .{ "format_minor", 10 }, .{ "header_size", 12 }, .{ "kind", 16 }, .{ "dtype", 17 }, .{ "ndim", 18 }, .{ "codec", 19 }, .{ "data_shards", 20 }, .{ "reserved0", 21 }, .{ "record_count", 24 }, .{ "logical_bytes", 32 }, .{ "stored_bytes", 40 }, .{ "index_entry_size", 48 }, .{ "dict_size", 52 }, .{ "index_size", 56 }, .{ "index_checksum", 64 }, .{ "dict_checksum", 72 }, .{ "required_features", 80 }, .{ "dtype_length", 88 }, .{ "dtype_unit", 92 }, .{ "reserved1", 93 } };
     for (offsets) |pair| std.debug.assert(@offsetOf(FixedHeader, pair[0]) == pair[1]);
 }
 
@@ -520,8 +514,8 @@ fn dtypeError(d: *Diag, name: []const u8, code: u8, length: u32, unit: u8, probl
 /// header size they imply ([ZR-HDR-003]); returns the header with every fixed field set. The
 /// codes were checked by `checkCodes`.
 fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!Header {
-    const kind: Kind = @enumFromInt(f.kind);
-    const codec: Codec = @enumFromInt(f.codec);
+    const kind: Kind = @fromBackingInt(@intCast(f.kind));
+    const codec: Codec = @fromBackingInt(@intCast(f.codec));
     // [ZR-HDR-007]
     if (f.data_shards < data_shards_min) {
         return d.fail(error.LimitExceeded, "'{s}' has data_shards 0; data_shards must be in " ++

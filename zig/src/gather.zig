@@ -41,7 +41,6 @@ const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
 const alloc = std.heap.c_allocator;
 
-
 /// Batches with less output than this run on the calling thread: spawning a worker costs
 /// 50 to 90 µs, about what copying 4 MiB costs.
 pub const gather_parallel_bytes_min: u64 = 4 << 20;
@@ -939,7 +938,6 @@ test "a checksum mismatch found in the caller's output is confirmed by a second 
 extern "c" fn fork() c_int;
 extern "c" fn waitpid(pid: c_int, status: *c_int, options: c_int) c_int;
 extern "c" fn _exit(code: c_int) noreturn;
-
 
 extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
 extern "c" fn raise(sig: c_int) c_int;

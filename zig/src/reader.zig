@@ -124,7 +124,7 @@ pub const Reader = struct {
     /// Whether gathers expect the store's records to be in the page cache (readahead.zig).
     estimate: readahead.Estimate = .{},
     /// A readahead.Mode: how batches not known to be in the page cache are read.
-    reads: std.atomic.Value(u8) = .init(@intFromEnum(readahead.Mode.auto)),
+    reads: std.atomic.Value(u8) = .init(@backingInt(readahead.Mode.auto)),
 
     /// Allocates the handle of a store whose header `h` was decoded from `header_bytes`,
     /// which the handle owns from here on (freed by `free`, or here on failure); open then
@@ -294,11 +294,11 @@ pub const Reader = struct {
 
     /// How this reader reads batches not known to be in the page cache.
     pub fn readMode(r: *const Reader) readahead.Mode {
-        return @enumFromInt(r.reads.load(.monotonic));
+        return @fromBackingInt(@intCast(r.reads.load(.monotonic)));
     }
 
     pub fn setReadMode(r: *Reader, mode: readahead.Mode) void {
-        r.reads.store(@intFromEnum(mode), .monotonic);
+        r.reads.store(@backingInt(mode), .monotonic);
     }
 
     /// Starts reading records idx[0..n) into the page cache and returns without waiting for

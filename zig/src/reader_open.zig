@@ -102,8 +102,7 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
 
 fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
     // [ZR-PUB-004]
-    const st = try openRegular(dfd, path, "header.zrh", d) orelse return d.failOs(error.NotPublished,
-        sys.ENOENT, "'{s}' has no header.zrh: it is not a published zrecord store (an " ++
+    const st = try openRegular(dfd, path, "header.zrh", d) orelse return d.failOs(error.NotPublished, sys.ENOENT, "'{s}' has no header.zrh: it is not a published zrecord store (an " ++
         "unfinished or aborted write leaves such a directory) (ZR-PUB-004)", .{path});
     const hfd = st.fd;
     defer sys.close(hfd);
@@ -132,8 +131,7 @@ fn mapShards(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
         const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
         d.shard = @intCast(k);
         // [ZR-GEN-001]
-        const st = try openRegular(dfd, r.path, name, d) orelse return d.failOs(error.Corrupt,
-            sys.ENOENT, "store '{s}' is missing its shard file {s} (the header names {d} " ++
+        const st = try openRegular(dfd, r.path, name, d) orelse return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' is missing its shard file {s} (the header names {d} " ++
             "shards) (ZR-GEN-001)", .{ r.path, name, r.header.data_shards });
         const fd = st.fd;
         // Kept open for the pread path; releaseFiles closes it, on failure too.
@@ -188,8 +186,7 @@ fn openDirect(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
 /// validation), else built by `buildIndex`, which validates every entry. Indexes of fewer
 /// records than the policy's minimum never use the folder.
 fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache.Loaded {
-    const st = try openRegular(dfd, r.path, "index.zri", d) orelse return d.failOs(error.Corrupt,
-        sys.ENOENT, "store '{s}' is missing its index.zri (ZR-GEN-001)", .{r.path});
+    const st = try openRegular(dfd, r.path, "index.zri", d) orelse return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' is missing its index.zri (ZR-GEN-001)", .{r.path});
     // Kept open for verify, which reads the whole checksums; releaseFiles closes it, on failure too.
     r.index_fd = st.fd;
     // [ZR-HDR-011] The size is checked before anything is read or allocated from it.
@@ -543,7 +540,6 @@ test "a symbolic link in place of a store file is refused at open, not followed"
     }
     try td.deinitExpectEmpty();
 }
-
 
 test "an index larger than the read buffer is read in chunks and checked whole" {
     // [R1] item 8: open used to allocate what index.zri claimed before its checksum said

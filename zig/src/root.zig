@@ -155,8 +155,7 @@ pub export fn zr_staging_publish(s: ?*staging.Staging, flags: u32, st: ?*Status)
     var d: Diag = .{};
     const result: Error!void = blk: {
         const stage = s orelse break :blk nullArgument(&d, "staging");
-        if (flags & ~abi.write_flags_known != 0) break :blk d.fail(error.InvalidArgument,
-            "unknown staging flags 0x{x}; only ZR_WRITE_NO_SYNC (0x1) is defined", .{flags});
+        if (flags & ~abi.write_flags_known != 0) break :blk d.fail(error.InvalidArgument, "unknown staging flags 0x{x}; only ZR_WRITE_NO_SYNC (0x1) is defined", .{flags});
         if (stage.tmp_path.len == 0) break :blk d.fail(error.InvalidArgument, "the staged " ++
             "directory for '{s}' was already published or aborted", .{stage.path});
         const sync = flags & abi.write_no_sync == 0;
@@ -233,7 +232,7 @@ pub export fn zr_index_cache_prune(folder: ?[*:0]const u8, budget_bytes: u64, ou
 pub export fn zr_reader_index_info(r: ?*const Reader, out: ?*abi.IndexInfo) void {
     const rd = r orelse return;
     const o = out orelse return;
-    o.* = .{ .resident_bytes = rd.compact.bytes(), .source = @intFromEnum(rd.index_source), .reserved = 0 };
+    o.* = .{ .resident_bytes = rd.compact.bytes(), .source = @backingInt(rd.index_source), .reserved = 0 };
 }
 
 pub export fn zr_reader_info(r: ?*const Reader, out: ?*abi.Info) void {
@@ -314,9 +313,9 @@ pub export fn zr_reader_set_reads(r: ?*Reader, mode: u32, st: ?*Status) c_int {
     var d: Diag = .{};
     const result: Error!void = blk: {
         const rd = r orelse break :blk nullArgument(&d, "reader");
-        if (mode > @intFromEnum(readahead.Mode.hinted)) break :blk d.fail(error.InvalidArgument, "unknown " ++
+        if (mode > @backingInt(readahead.Mode.hinted)) break :blk d.fail(error.InvalidArgument, "unknown " ++
             "read mode {d}; ZR_READS_AUTO (0), ZR_READS_MAPPED (1) and ZR_READS_HINTED (2) are defined", .{mode});
-        rd.setReadMode(@enumFromInt(mode));
+        rd.setReadMode(@fromBackingInt(@intCast(mode)));
     };
     return finish(st, result, &d);
 }

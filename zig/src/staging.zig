@@ -264,7 +264,6 @@ fn tempError(d: *Diag, e: i32, path: []const u8, parent: []const u8) Error {
         "'{s}'", .{ path, parent });
 }
 
-
 const PathParts = struct { parent: []const u8, name: []const u8, name_start: usize };
 
 /// Splits a path into its parent directory and final component, ignoring trailing slashes.
@@ -331,8 +330,7 @@ fn makeParents(parent: [:0]const u8, path: []const u8, d: *Diag) Error!void {
         buf[i] = 0;
         sys.mkdir(buf[0..i :0], 0o777) catch {
             const e = sys.errno();
-            if (e != sys.EEXIST) return d.failOs(if (e == sys.ENOTDIR) error.NotFound else error.Io, e,
-                "cannot create directory '{s}' for store path '{s}'", .{ buf[0..i], path });
+            if (e != sys.EEXIST) return d.failOs(if (e == sys.ENOTDIR) error.NotFound else error.Io, e, "cannot create directory '{s}' for store path '{s}'", .{ buf[0..i], path });
         };
         buf[i] = saved;
     }

@@ -17,8 +17,6 @@ const Status = abi.Status;
 const Writer = writer_mod.Writer;
 const Reader = @import("reader.zig").Reader;
 
-
-
 test "dense round trip: several shards, uneven split, sync and no-sync" {
     var td: t.TempDir = .{};
     try td.init();
@@ -267,7 +265,6 @@ test "open rejects broken stores: shard size, index checksum, header, missing sh
     try testing.expectEqual(@as(c_int, t.ZR_E_NOT_FOUND), root.zr_reader_open(td.sub(&pbuf, "nothing"), &r, &st));
     try td.deinitExpectEmpty();
 }
-
 
 test "unpublished directory, existing path, missing parent, abort leaves nothing" {
     var td: t.TempDir = .{};

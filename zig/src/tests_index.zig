@@ -37,7 +37,7 @@ fn openWith(td: *const TempDir, store: []const u8, flags: u32) !*Reader {
 fn sourceOf(r: *const Reader) IndexSource {
     var info: abi.IndexInfo = undefined;
     root.zr_reader_index_info(r, &info);
-    return @enumFromInt(info.source);
+    return @fromBackingInt(@intCast(info.source));
 }
 
 /// The one cache file of the test's cache folder; its name goes into `buf`.

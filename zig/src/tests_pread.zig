@@ -23,7 +23,6 @@ const Status = abi.Status;
 const Reader = reader_mod.Reader;
 const TempDir = t.TempDir;
 
-
 const threshold: usize = @intCast(gather_mod.pread_record_bytes_min);
 
 extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;

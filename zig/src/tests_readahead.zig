@@ -32,7 +32,7 @@ extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
 
 fn setMode(r: *Reader, mode: readahead.Mode) !void {
     var st: Status = undefined;
-    try testing.expectEqual(@as(c_int, 0), root.zr_reader_set_reads(r, @intFromEnum(mode), &st));
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_set_reads(r, @backingInt(mode), &st));
 }
 
 /// Text-like bytes, which compress.

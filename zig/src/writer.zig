@@ -1031,7 +1031,6 @@ fn writeErrorErrno(w: *const Writer, k: usize, len: u64, offset: u64, e: i32, d:
         "'{s}/data-{d:0>3}.zrd' failed", .{ len, offset, w.stage.tmp_path, k });
 }
 
-
 /// Validates a schema at the ABI and returns the header it starts.
 fn validateSchema(
     s: *const abi.Schema,
