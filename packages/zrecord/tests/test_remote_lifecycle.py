@@ -16,7 +16,7 @@ from zrecord import Dense, _mirror_cache, open_store, publish
 from zrecord._mirror_cache import CHUNK_BYTES
 from zrecord._remote import _Client, storage_settings
 from zrecord.cli import main
-from zrecord.errors import RemoteError
+from zrecord.errors import ClosedError, RemoteError
 
 pytestmark = pytest.mark.remote
 
@@ -214,3 +214,81 @@ def test_a_reader_without_a_budget_counts_the_punches_of_readers_with_one(http_f
         calls = _before_gathers(monkeypatch, ds, evict)
         np.testing.assert_array_equal(ds[[rec]][0], data[rec])
         assert len(calls) == 3
+
+
+# --- [R2] 11: a gather racing close() ------------------------------------------------------
+
+
+def _held_fetches(monkeypatch) -> threading.Event:
+    """Every ranged GET of this process waits until it is cancelled; the event is set once one
+    has begun."""
+    import asyncio
+
+    begun = threading.Event()
+
+    async def never(self, name, start, end, etag):
+        begun.set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(_Client, "get_range", never)
+    return begun
+
+
+def _in_thread(fn) -> tuple[threading.Thread, list[BaseException]]:
+    """`fn()` in a thread of its own; the list gets what it raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - the test checks what it was
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, raised
+
+
+@pytest.mark.parametrize("prefetched", [False, True])
+def test_a_gather_whose_fetch_close_cancels_raises_closed_error(http_folder, straddling, monkeypatch,
+                                                                 prefetched):
+    """close() while a gather waits for its ranged GET, or for the prefetch that fetches its
+    records. Was: concurrent.futures.CancelledError out of the gather."""
+    folder, _ = straddling
+    url = _serve(http_folder, folder)
+    begun = _held_fetches(monkeypatch)
+    ds = Dense.open(url)
+    if prefetched:
+        ds.prefetch([3, 4])
+    thread, raised = _in_thread(lambda: ds[[3, 4]])
+    assert begun.wait(timeout=20)
+    ds.close()
+    thread.join(timeout=20)
+    assert not thread.is_alive(), "the gather still waits after close()"
+    assert len(raised) == 1 and isinstance(raised[0], ClosedError), raised
+    assert url in str(raised[0])
+
+
+def test_gathers_in_a_loop_racing_close_end_in_closed_error(http_folder, straddling):
+    """Gathers of records the mirror lacks, one after another in a thread, while the main
+    thread closes the store: each run ends within a bounded time, with ClosedError."""
+    folder, data = straddling
+    url = _serve(http_folder, folder)
+    for attempt in range(6):
+        ds = Dense.open(url, storage_options={"gap_bytes": 0})
+        rng = np.random.default_rng(attempt)
+        started = threading.Event()
+
+        def gather_forever(ds=ds, rng=rng, started=started) -> None:
+            while True:
+                idx = rng.integers(0, RECORDS, 4)
+                np.testing.assert_array_equal(ds[idx], data[idx])
+                started.set()
+
+        thread, raised = _in_thread(gather_forever)
+        assert started.wait(timeout=20)
+        time.sleep(0.002 * attempt)  # close at different points of a gather
+        ds.close()
+        thread.join(timeout=20)
+        assert not thread.is_alive(), "a gather still waits after close()"
+        assert len(raised) == 1 and isinstance(raised[0], ClosedError), raised

@@ -27,6 +27,8 @@ Invariants of this module:
 - ``prefetch`` starts the fetches of records a reader will read soon and does not wait; a
   gather that needs records whose prefetch is still under way waits for it (and for its
   failure fetches them itself), so no record is asked for twice at once by one reader.
+- ``close()`` cancels the fetches under way and waits for them to end; a gather or prefetch
+  that races it raises :class:`~zrecord.errors.ClosedError`, and none starts after it.
 - Messages name the URL and the object, never the mirror's path, a credential or a query
   string.
 - Without ``cache_dir`` the mirror is a private temporary folder, removed at ``close()``; with
@@ -57,6 +59,7 @@ import numpy as np
 from zrecord._mirror_cache import Budget, PunchWord, parse_budget, punches_since
 from zrecord.errors import (
     ChecksumError,
+    ClosedError,
     CorruptStoreError,
     NotPublishedError,
     RemoteError,
@@ -374,6 +377,8 @@ class Mirror:
 
     # The punch word of a shared mirror read without a budget, made on first use (_punch_word).
     _shared_punches: PunchWord | None = None
+    # Set by close(), under the lock: no fetch starts after it (_submit).
+    _closed = False
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None) -> None:
         self.options = storage_settings(storage_options)
@@ -502,7 +507,11 @@ class Mirror:
 
     def read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         """`gather(idx)` over the mirror, after fetching what it lacks; a record that fails its
-        checksum there is fetched again (module docstring)."""
+        checksum there is fetched again (module docstring). ClosedError once close() has begun."""
+        with self._unless_closed():
+            return self._read(idx, gather)
+
+    def _read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         before = self._punch_word()
         self.ensure(idx)
         chunks = None
@@ -556,12 +565,16 @@ class Mirror:
         runs = self._runs(recs)
         if not runs:
             return
-        asyncio.run_coroutine_threadsafe(self._fetch_runs(runs), self._loop()).result()
+        self._submit(runs).result()
 
     def prefetch(self, idx: np.ndarray) -> None:
         """Start fetching the records of `idx` that the mirror lacks and no prefetch is fetching
         (of the first PREFETCH_RECORDS_MAX positions, the lowest-numbered records up to
-        PREFETCH_BYTES_MAX stored bytes), without waiting."""
+        PREFETCH_BYTES_MAX stored bytes), without waiting. ClosedError once close() has begun."""
+        with self._unless_closed():
+            self._prefetch(idx)
+
+    def _prefetch(self, idx: np.ndarray) -> None:
         recs = self._missing(idx[:PREFETCH_RECORDS_MAX])
         if recs.shape[0] == 0:
             return
@@ -574,9 +587,33 @@ class Mirror:
         runs = self._runs(recs)
         if not runs:
             return
-        future = asyncio.run_coroutine_threadsafe(self._fetch_runs(runs), self._loop())
+        future = self._submit(runs)
         with self._lock:
             self._pending.append((recs, future))
+
+    def _submit(self, runs: list[tuple[int, int, int, np.ndarray]]) -> concurrent.futures.Future[None]:
+        """Start `_fetch_runs(runs)` on the event loop; ClosedError once close() has begun.
+        Under the lock that close() takes to begin: every fetch started before close() is
+        queued on the loop before the cancellation close() queues, so none outlives it (nor
+        leaves its waiter waiting on a loop that has stopped)."""
+        with self._lock:
+            if self._closed:
+                raise self._closed_error()
+            return asyncio.run_coroutine_threadsafe(self._fetch_runs(runs), self._loop())
+
+    @contextlib.contextmanager
+    def _unless_closed(self) -> Iterator[None]:
+        """What fails in the block once close() has begun raised as ClosedError: a fetch that
+        close() cancelled (CancelledError), or the arrays close() emptied under a gather."""
+        try:
+            yield
+        except Exception as exc:
+            if not self._closed or isinstance(exc, ClosedError):
+                raise
+            raise self._closed_error() from None
+
+    def _closed_error(self) -> ClosedError:
+        return ClosedError(f"the store {self.url!r} is closed")
 
     def _wait_prefetches(self, recs: np.ndarray) -> bool:
         """Wait for the prefetches under way that fetch any of `recs`; whether there were any.
@@ -657,24 +694,24 @@ class Mirror:
             return fd
 
     def _loop(self) -> asyncio.AbstractEventLoop:
-        """The reader's event loop, in a daemon thread of its own, started on first use."""
-        with self._lock:
-            if self._event_loop is None:
-                loop = asyncio.new_event_loop()
-                started = threading.Event()
+        """The reader's event loop, in a daemon thread of its own, started on first use; the
+        caller holds the lock."""
+        if self._event_loop is None:
+            loop = asyncio.new_event_loop()
+            started = threading.Event()
 
-                def run() -> None:
-                    asyncio.set_event_loop(loop)
-                    self._slots = asyncio.Semaphore(int(self.options["max_in_flight"]))
-                    started.set()
-                    loop.run_forever()
-                    loop.close()
+            def run() -> None:
+                asyncio.set_event_loop(loop)
+                self._slots = asyncio.Semaphore(int(self.options["max_in_flight"]))
+                started.set()
+                loop.run_forever()
+                loop.close()
 
-                self._thread = threading.Thread(target=run, name="zrecord-fetch", daemon=True)
-                self._thread.start()
-                started.wait()
-                self._event_loop = loop
-            return self._event_loop
+            self._thread = threading.Thread(target=run, name="zrecord-fetch", daemon=True)
+            self._thread.start()
+            started.wait()
+            self._event_loop = loop
+        return self._event_loop
 
     def stats(self) -> dict[str, int]:
         """Ranged GETs made for gathers so far and the bytes they brought; with a budget, the
@@ -688,11 +725,13 @@ class Mirror:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             loop, self._event_loop = self._event_loop, None
             fds, self._fds = self._fds, {}
             self._pending = []
         if loop is not None:
-            # Prefetches still under way are cancelled, and end, before their files close.
+            # Fetches still under way (prefetches, and gathers racing this close) are cancelled,
+            # and end, before their files close; their waiters get ClosedError (_submit).
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(_cancel_tasks(), loop).result(timeout=30)
             loop.call_soon_threadsafe(loop.stop)
