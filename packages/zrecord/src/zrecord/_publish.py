@@ -1,30 +1,73 @@
 """Publishing a local store to object storage (``zrecord.publish``, ``zrecord publish``).
 
 Invariants of this module (spec §7.1):
-- Only a store that opens and passes ``verify()`` is uploaded: a damaged local copy is never
-  published.
-- ``header.zrh`` is uploaded last, after every shard object and ``index.zri`` have been
-  uploaded in full (multipart uploads completed) and their sizes checked, and only where no
-  ``header.zrh`` exists (a conditional create where the server supports it). An upload
-  interrupted at any point therefore leaves a prefix that readers report as not published.
+- Only a store that opens and passes ``verify()`` is uploaded, and only bytes checked on their
+  way up: ``header.zrh`` is read once and must be the header the verified open read (its
+  checksum is the store's digest); ``index.zri`` is read once and must match the header's
+  ``index_checksum``; each shard is read once, in parts, and every record in it is checked
+  against its checksum in that index before the upload ends. A file that changed after
+  ``verify()`` fails its upload, and nothing is published.
+- Before it uploads anything, a publisher holds the prefix's claim, ``PREFIX/publish.claim``
+  ([ZR-PUB-009]): made by a conditional create, or taken from a publisher that released it or
+  left it unrefreshed for ``CLAIM_STALE_S`` by a conditional replace of the version read, so
+  two publishers never both hold it. Only the holder uploads, and only after checking (once
+  it holds the claim) that the prefix holds no ``header.zrh``. The holder refreshes the claim
+  (a conditional replace of its own version) every ``CLAIM_REFRESH_S``, and before any write
+  more than ``CLAIM_REFRESH_S`` after its last refresh; a refresh that fails (the claim was
+  taken over) stops every upload before its end.
+- ``header.zrh`` goes last, by conditional create: after every other object was uploaded
+  whole and found on the server with the size and ETag its upload gave, and right after one
+  more refresh of the claim. An upload interrupted at any point leaves a prefix that readers
+  report as not published; a failed publisher releases its claim.
+- The claim stays after publication, so a later publisher stops at it (or at ``header.zrh``)
+  and never writes over a published store's objects. Readers ignore it.
 - Nothing of the local store is changed.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
 import errno as _errno
-from collections.abc import Mapping
+import functools
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from zrecord._reader import open_store
-from zrecord._remote import _Client, is_url, storage_settings
-from zrecord.console import progress_bar
-from zrecord.errors import RemoteError, StoreExistsError
+import numpy as np
 
-# Objects at least this large go up as multipart uploads of parts this large (S3's minimum).
+from zrecord import _native
+from zrecord._reader import open_store
+from zrecord._remote import _Client, _import_obstore, is_url, storage_settings
+from zrecord.console import progress_bar
+from zrecord.errors import (
+    ChecksumError,
+    CorruptStoreError,
+    RemoteError,
+    StoreChangedError,
+    StoreExistsError,
+)
+
+# Objects at least this large go up as multipart uploads of parts this large (S3's minimum);
+# a shard is read and checked in parts of this size too.
 MULTIPART_PART_BYTES = 8 << 20
+# The claim object (spec §7.1, [ZR-PUB-009]), its refresh period, and how long a claim left
+# unrefreshed stays another publisher's: far above the period, a request's retries
+# (retry_timeout_s) and the clock differences S3 tolerates (15 minutes), as staleness is read
+# from the server's Last-Modified against this host's clock.
+CLAIM = "publish.claim"
+CLAIM_REFRESH_S = 30.0
+CLAIM_STALE_S = 1800.0
+# Conditional takes of a claim tried before giving up (each lost to another publisher).
+_CLAIM_ATTEMPTS = 4
+# The most bytes of a claim object read; a claim is a few hundred.
+_CLAIM_BYTES_MAX = 4096
 
 
 def publish(source: Any, url: str, *, storage_options: Mapping[str, Any] | None = None,
@@ -32,12 +75,18 @@ def publish(source: Any, url: str, *, storage_options: Mapping[str, Any] | None 
     """Upload the published local store at `source` to `url` (``s3://bucket/prefix``) so that
     no reader ever sees it half uploaded, and return the store's digest.
 
-    The store is opened (and, unless `verify` is false, verified) first. Shards and
+    The store is opened (and, unless `verify` is false, verified) first; every byte uploaded is
+    checked against the store's checksums on its way up, so a local copy damaged meanwhile is
+    refused (``ChecksumError``, ``CorruptStoreError``) with nothing published. The publisher
+    first takes the prefix's claim (``PREFIX/publish.claim``): ``StoreExistsError`` when the
+    prefix holds a published store or another publisher holds the claim. Shards and
     ``index.zri`` go up in parallel (multipart above 8 MiB); ``header.zrh``, which publishes
-    the store, goes last and only if the prefix holds none. An interrupted upload leaves
-    objects that no reader opens (they report ``NotPublishedError``); publishing again to the
-    same prefix replaces them. `storage_options` as for ``Dense.open``; `progress` shows the
-    bytes uploaded on stderr.
+    the store, goes last. An interrupted upload leaves objects that no reader opens (they
+    report ``NotPublishedError``) and releases the claim, so publishing again to the same
+    prefix replaces them; a publisher that was killed leaves its claim, and the prefix is
+    refused until the claim has gone unrefreshed for ``CLAIM_STALE_S`` (30 minutes), or its
+    object is deleted. `storage_options` as for ``Dense.open``; `progress` shows the bytes
+    uploaded on stderr.
     """
     if is_url(source):
         raise ValueError(f"publish uploads a local store; got the URL {source!r} as the source")
@@ -49,32 +98,352 @@ def publish(source: Any, url: str, *, storage_options: Mapping[str, Any] | None 
             store.verify()
         digest = store.digest
         folder = Path(store.path)
-        shards = [folder / f"data-{k:03d}.zrd" for k in range(store.data_shards)]
     client = _Client(url, options)
-    if client.head("header.zrh") is not None:
-        raise StoreExistsError(f"{client.shown} already holds a published store (its header.zrh "
-                               "exists); published stores are immutable: publish to a new prefix")
-    body = [*shards, folder / "index.zri"]
-    total = sum(p.stat().st_size for p in body) + (folder / "header.zrh").stat().st_size
-    with progress_bar(progress, total, f"{client.shown}: publish", unit="B") as update:
-        workers = max(1, min(len(body), int(options["max_in_flight"]) // 4 or 1))
-        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="zrecord-put") as pool:
-            for done in [pool.submit(_put, client, p, "overwrite") for p in body]:
-                update(done.result())
-        update(_put(client, folder / "header.zrh", "create"))
+    local = _LocalStore(folder, digest)
+    _refuse_published(client)
+    claim = _Claim.take(client, digest)
+    try:
+        # A store published by a writer that takes no claim (an older zrecord) is never
+        # written over: it is looked for again now that the claim is held.
+        _refuse_published(client)
+        claim.start_refreshing()
+        with progress_bar(progress, local.total_bytes, f"{client.shown}: publish", unit="B") as update:
+            etags = _upload_body(client, local, claim, int(options["max_in_flight"]), update)
+            _check_uploaded(client, local, etags)
+            claim.refresh()  # proves, just before the header, that the claim is still ours
+            _upload_header(client, local.header)
+            update(len(local.header))
+    except BaseException:
+        claim.release()
+        raise
+    finally:
+        claim.stop_refreshing()
     return digest
 
 
-def _put(client: _Client, path: Path, mode: str) -> int:
-    """Upload `path` as the object of its name; check the size the server reports."""
-    name, size = path.name, path.stat().st_size
+class _LocalStore:
+    """The files of the local store, read for the upload: ``header.zrh`` and ``index.zri``
+    whole (and checked), the shards as a plan of which records lie where in each."""
+
+    def __init__(self, folder: Path, digest: str) -> None:
+        self.folder = folder
+        self.header = _read_checked_header(folder / "header.zrh", digest)
+        h = self.header
+        shards = h[20]
+        ndim, dense = h[18], h[16] == 1
+        sizes_at = 128 + (8 * ndim if dense else 0)
+        self.shard_sizes = [int(v) for v in np.frombuffer(h, "<u8", shards, sizes_at)]
+        records, entry = int.from_bytes(h[24:32], "little"), int.from_bytes(h[48:52], "little")
+        self.index = (folder / "index.zri").read_bytes()
+        expected_sum = int.from_bytes(h[64:72], "little")
+        if len(self.index) != records * entry or _xxh64(self.index) != expected_sum:
+            raise ChecksumError(f"{folder / 'index.zri'} changed after the store was opened: it no "
+                                f"longer matches index_checksum {expected_sum:016x} of header.zrh; "
+                                "nothing was published")
+        table = np.frombuffer(self.index, np.uint8).reshape(records, entry)
+        self.offsets = table[:, 0:8].copy().view("<u8").ravel()
+        self.sizes = table[:, 8:12].copy().view("<u4").ravel().astype(np.uint64)
+        self.shards = table[:, 12].copy()
+        self.checksums = table[:, 16:24].copy().view("<u8").ravel()
+        self.total_bytes = sum(self.shard_sizes) + len(self.index) + len(self.header)
+
+    def shard_path(self, k: int) -> Path:
+        return self.folder / f"data-{k:03d}.zrd"
+
+    def records_of(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(record numbers, starts, ends) of the non-empty records of shard `k` in the order
+        they lie; they tile the shard ([ZR-IDX-008]), so every byte uploaded is checked."""
+        recs = np.flatnonzero((self.shards == k) & (self.sizes > 0))
+        recs = recs[np.argsort(self.offsets[recs], kind="stable")]
+        starts = self.offsets[recs]
+        ends = starts + self.sizes[recs]
+        tiled = bool(starts[0] == 0 and np.array_equal(starts[1:], ends[:-1])) if recs.size else True
+        if not tiled or (int(ends[-1]) if recs.size else 0) != self.shard_sizes[k]:
+            raise CorruptStoreError(f"{self.shard_path(k)}: the records of index.zri do not cover "
+                                    "the shard exactly ([ZR-IDX-008]); nothing was published")
+        return recs, starts, ends
+
+
+def _xxh64(data: bytes | np.ndarray) -> int:
+    arr = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
+    return int(_native.xxh64(arr))
+
+
+def _read_checked_header(path: Path, digest: str) -> bytes:
+    """``header.zrh``, which must still be the header of `digest` (its checksum)."""
+    header = path.read_bytes()
+    ok = len(header) >= 136 and int.from_bytes(header[-8:], "little") == int(digest, 16) \
+        and _xxh64(header[:-8]) == int(digest, 16)
+    if not ok:
+        raise ChecksumError(f"{path} changed after the store was opened: it is no longer the "
+                            f"header of digest {digest}; nothing was published")
+    return header
+
+
+def _refuse_published(client: _Client) -> None:
+    if client.head("header.zrh") is not None:
+        raise StoreExistsError(f"{client.shown} already holds a published store (its header.zrh "
+                               "exists); published stores are immutable: publish to a new prefix")
+
+
+def _upload_body(client: _Client, local: _LocalStore, claim: _Claim, max_in_flight: int,
+                 update: Callable[[int], object]) -> dict[str, str | None]:
+    """Upload every shard and ``index.zri`` in parallel; the ETag each upload gave, by name.
+    A failure stops the uploads still running at their next part, and is raised once they
+    have ended (the claim must not be released while any is in flight)."""
+    jobs: list[tuple[str, Callable[[], Any], int]] = [
+        (local.shard_path(k).name, functools.partial(_shard_parts, local, k, claim), size)
+        for k, size in enumerate(local.shard_sizes)]
+    jobs.append(("index.zri", lambda: local.index, len(local.index)))
+    workers = max(1, min(len(jobs), max_in_flight // 4 or 1))
+    etags: dict[str, str | None] = {}
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="zrecord-put") as pool:
+        futures = {pool.submit(_put_body, client, name, data, size, claim): (name, size)
+                   for name, data, size in jobs}
+        try:
+            for done in concurrent.futures.as_completed(futures):
+                name, size = futures[done]
+                etags[name] = done.result()
+                update(size)
+        except BaseException:
+            claim.cancel()
+            for future in futures:
+                future.cancel()
+            raise
+    return etags
+
+
+def _put_body(client: _Client, name: str, data: Callable[[], Any], size: int,
+              claim: _Claim) -> str | None:
+    """Upload one object other than the header, only while the claim is ours; its ETag."""
+    claim.check()
+    body = data()
+    if size < MULTIPART_PART_BYTES and not isinstance(body, bytes):
+        body = b"".join(body)  # checked whole before the one request that uploads it
+        claim.check()
+    return client.put(name, body, size=size, part_bytes=MULTIPART_PART_BYTES)
+
+
+def _shard_parts(local: _LocalStore, k: int, claim: _Claim) -> Iterator[bytes]:
+    """The bytes of shard `k`, read once in parts, each record checked against its checksum
+    as soon as it has been read whole: the upload they feed ends (its multipart upload is
+    completed) only after the last record was checked. Holds at most one part and one
+    record."""
+    path, size = local.shard_path(k), local.shard_sizes[k]
+    recs, starts, ends = local.records_of(k)
+    done = 0  # records checked
+    base = 0  # the file offset of the first byte held
+    held: list[bytes] = []
+    held_bytes = 0
+    with open(path, "rb") as f:
+        while base + held_bytes < size:
+            claim.check()
+            part = f.read(min(MULTIPART_PART_BYTES, size - base - held_bytes))
+            if not part:
+                raise CorruptStoreError(f"{path} is shorter than header.zrh says ({size} bytes): "
+                                        "it changed after the store was opened; nothing was "
+                                        "published")
+            held.append(part)
+            held_bytes += len(part)
+            stop = int(np.searchsorted(ends, base + held_bytes, side="right"))
+            if stop > done:
+                data = b"".join(held) if len(held) > 1 else held[0]
+                view = np.frombuffer(data, np.uint8)
+                for j in range(done, stop):
+                    rec = view[int(starts[j]) - base:int(ends[j]) - base]
+                    if _xxh64(rec) != int(local.checksums[recs[j]]):
+                        raise _changed_record(path, k, int(recs[j]), int(starts[j]), int(ends[j]))
+                cut = int(ends[stop - 1]) - base
+                held, held_bytes, base, done = [data[cut:]], len(data) - cut, base + cut, stop
+            yield part
+        if f.read(1):
+            raise CorruptStoreError(f"{path} is longer than header.zrh says ({size} bytes): it "
+                                    "changed after the store was opened; nothing was published")
+    claim.check()
+
+
+def _changed_record(path: Path, shard: int, rec: int, start: int, end: int) -> ChecksumError:
+    exc = ChecksumError(f"{path}: record {rec} (bytes {start}-{end - 1}) no longer matches its "
+                        "checksum in index.zri: the file changed after the store was verified; "
+                        "nothing was published")
+    exc.record, exc.shard = rec, shard
+    return exc
+
+
+def _check_uploaded(client: _Client, local: _LocalStore, etags: Mapping[str, str | None]) -> None:
+    """Every object uploaded is on the server with its size, and is still the version this
+    publisher uploaded (ETag): nothing else wrote it meanwhile."""
+    sizes = {local.shard_path(k).name: s for k, s in enumerate(local.shard_sizes)}
+    sizes["index.zri"] = len(local.index)
+    for name, size in sizes.items():
+        head = client.head(name)
+        if head is None or head[0] != size:
+            raise RemoteError(_errno.EIO, f"{client.where(name)}: uploaded {size} bytes, but the "
+                              f"server reports {'no object' if head is None else f'{head[0]} bytes'}")
+        if etags.get(name) is not None and head[1] is not None and head[1] != etags[name]:
+            raise StoreExistsError(f"{client.where(name)} changed after this publisher uploaded it "
+                                   "(another writer wrote it); nothing was published")
+
+
+def _upload_header(client: _Client, header: bytes) -> None:
+    """Publish: ``header.zrh``, only where none exists."""
     try:
-        client.put(name, str(path), create=mode == "create", part_bytes=MULTIPART_PART_BYTES)
+        client.put("header.zrh", header, create=True, part_bytes=MULTIPART_PART_BYTES)
     except FileExistsError:  # only a conditional create fails so
-        raise StoreExistsError(f"{client.where(name)} appeared while publishing: another "
+        raise StoreExistsError(f"{client.where('header.zrh')} appeared while publishing: another "
                                "writer published a store at this prefix first") from None
-    head = client.head(name)
-    if head is None or head[0] != size:
-        raise RemoteError(_errno.EIO, f"{client.where(name)}: uploaded {size} bytes, but the server "
-                          f"reports {'no object' if head is None else f'{head[0]} bytes'}")
-    return size
+
+
+def _now_text(at: float | None = None) -> str:
+    moment = datetime.datetime.fromtimestamp(time.time() if at is None else at, datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Claim:
+    """This publisher's hold on a prefix: the claim object's content and the ETag of the
+    version it last wrote (module docstring)."""
+
+    def __init__(self, client: _Client, record: dict[str, Any], etag: str | None) -> None:
+        self.client = client
+        self.record = record
+        self.etag = etag
+        self.refreshed = time.monotonic()
+        self.lost: StoreExistsError | None = None
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def take(cls, client: _Client, digest: str) -> _Claim:
+        """Create the claim, or take over a released or stale one; StoreExistsError while
+        another publisher holds it."""
+        record = {"claim": "zrecord publish", "version": 1, "token": uuid.uuid4().hex,
+                  "digest": digest, "host": socket.gethostname(), "pid": os.getpid(),
+                  "claimed_at": _now_text(), "refreshed_at": _now_text(), "refreshes": 0,
+                  "state": "publishing"}
+        body = json.dumps(record).encode()
+        for _ in range(_CLAIM_ATTEMPTS):
+            try:
+                return cls(client, record, client.put(CLAIM, body, create=True,
+                                                      part_bytes=MULTIPART_PART_BYTES))
+            except FileExistsError:
+                pass
+            found = _read_claim(client)
+            if found is None:
+                continue  # removed meanwhile: create it again
+            held, etag, modified = found
+            if held.get("state") != "released" and time.time() - modified < CLAIM_STALE_S:
+                raise _busy(client, held, modified)
+            try:
+                # Only the version judged stale is replaced: of two publishers taking it over,
+                # one fails here and then finds the other's fresh claim.
+                return cls(client, record, client.put(CLAIM, body, if_match=etag,
+                                                      part_bytes=MULTIPART_PART_BYTES))
+            except StoreChangedError:
+                continue
+        raise StoreExistsError(f"{client.where(CLAIM)}: other publishers took the claim of this "
+                               f"prefix {_CLAIM_ATTEMPTS} times while this one tried to; retry, "
+                               "or publish to another prefix")
+
+    def refresh(self) -> None:
+        """Write the claim again over the version this publisher wrote last: a new
+        Last-Modified, and a new ETag (the content changes) for any taker to fail on.
+        StoreExistsError when it is no longer that version (taken over)."""
+        with self._lock:
+            if self.lost is not None:
+                raise self.lost
+            self.record["refreshes"] += 1
+            self.record["refreshed_at"] = _now_text()
+            try:
+                self.etag = self.client.put(CLAIM, json.dumps(self.record).encode(),
+                                            if_match=self.etag, part_bytes=MULTIPART_PART_BYTES)
+            except StoreChangedError:
+                self.lost = StoreExistsError(
+                    f"{self.client.where(CLAIM)} was taken over by another publisher while this "
+                    f"one uploaded (it found the claim unrefreshed for {CLAIM_STALE_S:.0f} s: was "
+                    "this process stopped or cut off that long?); nothing of this store was "
+                    "published and the other publisher's objects are not touched again")
+                raise self.lost from None
+            self.refreshed = time.monotonic()
+
+    def check(self) -> None:
+        """Raise unless this publisher may still write: the claim not lost, the publish not
+        cancelled, and the claim refreshed within CLAIM_REFRESH_S (else refreshed now)."""
+        if self._cancelled.is_set():
+            raise StoreExistsError(f"{self.client.shown}: publish cancelled")
+        if self.lost is not None:
+            raise self.lost
+        if time.monotonic() - self.refreshed > CLAIM_REFRESH_S:
+            self.refresh()
+
+    def cancel(self) -> None:
+        """Make the uploads still running stop at their next part."""
+        self._cancelled.set()
+
+    def start_refreshing(self) -> None:
+        def run() -> None:
+            while not self._stop.wait(CLAIM_REFRESH_S):
+                try:
+                    self.refresh()
+                except StoreExistsError:
+                    return  # lost: the uploads stop at their next check
+                except Exception:  # noqa: BLE001 - a failed request is tried again next period
+                    continue
+
+        self._thread = threading.Thread(target=run, name="zrecord-claim", daemon=True)
+        self._thread.start()
+
+    def stop_refreshing(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def release(self) -> None:
+        """Mark the claim released, if it is still this publisher's, so that publishing again
+        need not wait for it to go stale. Best effort: this runs on failure paths."""
+        self.stop_refreshing()
+        with self._lock:
+            if self.lost is not None:
+                return
+            self.record["state"] = "released"
+            self.record["refreshed_at"] = _now_text()
+            try:
+                self.client.put(CLAIM, json.dumps(self.record).encode(), if_match=self.etag,
+                                part_bytes=MULTIPART_PART_BYTES)
+            except Exception:  # noqa: BLE001 - the error that led here matters more
+                pass
+
+
+def _read_claim(client: _Client) -> tuple[dict[str, Any], str | None, float] | None:
+    """The claim object's content (empty where it is not a claim zrecord wrote), its ETag and
+    the server's Last-Modified (seconds since the epoch); None where there is none."""
+    obstore = _import_obstore()
+    # `_Client.get` gives no Last-Modified; its error translation is reused for this request.
+    try:
+        result = client._call(CLAIM, lambda: obstore.get(client.store, CLAIM))
+        data = bytes(client._call(CLAIM, result.bytes))
+    except FileNotFoundError:
+        return None
+    try:
+        held = json.loads(data[:_CLAIM_BYTES_MAX])
+    except ValueError:
+        held = {}
+    if not isinstance(held, dict):
+        held = {}
+    return held, result.meta.get("e_tag"), result.meta["last_modified"].timestamp()
+
+
+def _busy(client: _Client, held: Mapping[str, Any], modified: float) -> StoreExistsError:
+    """The error for a claim another publisher holds, saying who and until when."""
+    def shown(key: str) -> str:  # what another program wrote: quoted, and cut short
+        value = held.get(key, "?")
+        return str(value) if type(value) is int else repr(str(value)[:100])
+
+    return StoreExistsError(
+        f"{client.shown}: another publisher is publishing a store here (claimed at "
+        f"{shown('claimed_at')} by host {shown('host')}, pid {shown('pid')}, for the store of "
+        f"digest {shown('digest')}; last refreshed {_now_text(modified)}), or it crashed: retry after "
+        f"{_now_text(modified + CLAIM_STALE_S)}, when an unrefreshed claim may be taken over; or, "
+        f"if you know that no publisher runs, delete {client.where(CLAIM)}; or publish to another "
+        "prefix")

@@ -218,14 +218,35 @@ class _Client:
             return self._call("", first)
         return any(self.head(n) is not None for n in ("index.zri", "data-000.zrd"))
 
-    def put(self, name: str, path: str, *, create: bool, part_bytes: int) -> None:
-        """Upload the file at `path` as object `name`: multipart in parts of `part_bytes` when it
-        is at least that large; with `create`, only where no such object exists
-        (FileExistsError otherwise)."""
-        multipart = os.path.getsize(path) >= part_bytes
-        with open(path, "rb") as f, self._errors(name):
-            self._obstore.put(self.store, name, f, mode="create" if create else "overwrite",
-                              use_multipart=multipart, chunk_size=part_bytes)
+    def put(self, name: str, data: bytes | Iterator[bytes], *, size: int | None = None,
+            create: bool = False, if_match: str | None = None, part_bytes: int) -> str | None:
+        """Upload `data` as object `name` and return the ETag the server gave it (None where it
+        gives none). `data` is the object's bytes, or an iterator of them (`size` then says how
+        many in all); an exception the iterator raises ends the upload, and no object is made.
+        Multipart in parts of `part_bytes` when the object is at least that large. With
+        `create`, only where no such object exists (FileExistsError otherwise); with
+        `if_match`, only where the object's ETag is still `if_match` (StoreChangedError
+        otherwise: another writer replaced it, or removed it)."""
+        if create and if_match is not None:
+            raise ValueError("put: create and if_match exclude each other")
+        size = len(data) if isinstance(data, bytes) else size
+        if size is None:
+            raise ValueError("put: give the size of an object uploaded from an iterator")
+        mode: Any = "create" if create else "overwrite" if if_match is None else {"e_tag": if_match}
+        # A conditional put is one request (obstore makes no multipart upload of one).
+        multipart = size >= part_bytes and mode == "overwrite"
+        with self._errors(name):
+            try:
+                result = self._obstore.put(self.store, name, data, mode=mode,
+                                           use_multipart=multipart, chunk_size=part_bytes)
+            except (self._obstore.exceptions.PreconditionError, FileNotFoundError):
+                if if_match is None:
+                    raise
+                raise StoreChangedError(_errno.ESTALE, f"{self.where(name)} was not replaced: it "
+                                        f"is no longer the version {if_match} (another writer "
+                                        "replaced or removed it)") from None
+        etag = result.get("e_tag")
+        return None if etag is None else str(etag)
 
     def _call(self, name: str, fn: Callable[[], _T]) -> _T:
         """`fn()`, with obstore's errors as zrecord's (`_errors`)."""
