@@ -46,3 +46,15 @@ def test_the_accepted_typing_uses_run(tmp_path):
     uses = runpy.run_path(str(Path(__file__).parent / "typing" / "accepted.py"))
     uses["main"](str(tmp_path))
     assert (tmp_path / "data-d").is_dir() and (tmp_path / "tokens-copy").is_dir()
+
+
+def test_the_storage_options_type_names_exactly_the_keys_open_accepts():
+    """[H3] B6: zrecord.StorageOptions is what a type checker holds storage_options to; the
+    run-time check (unknown keys are an error) must accept the same keys, no more, no less."""
+    from zrecord import _remote
+
+    typed = set(zrecord.StorageOptions.__annotations__)
+    assert typed == set(_remote.DEFAULTS) | set(_remote._S3_KEYS)
+    _remote.storage_settings({key: None for key in ("cache_dir", "cache_bytes")})
+    with pytest.raises(ValueError, match="unknown storage option 'endpoint'"):
+        _remote.storage_settings({"endpoint": "http://127.0.0.1:9"})

@@ -40,7 +40,7 @@ def _record_bytes(rec: Any, where: str) -> np.ndarray:
     return flat[:RECORD_SAMPLE_BYTES_MAX]
 
 
-def train_dict(source: Any, *, dict_size: int = DICT_SIZE_BYTES_DEFAULT,
+def train_dict(source: np.ndarray | Iterable[np.ndarray], *, dict_size: int = DICT_SIZE_BYTES_DEFAULT,
                sample_bytes_max: int = SAMPLE_BYTES_MAX_DEFAULT, seed: int = 0) -> bytes:
     """Train a zstd dictionary from representative, settled records.
 
@@ -64,14 +64,16 @@ def train_dict(source: Any, *, dict_size: int = DICT_SIZE_BYTES_DEFAULT,
         raise SchemaError(f"train_dict: source must be a numpy array, an open store or an "
                           f"iterable of numpy arrays; got {type(source).__name__} (wrap bytes "
                           "with np.frombuffer(...) and pass [array])")
+    # A store or an array is sampled at random positions; other iterables from the start.
+    indexable: Any = source
     if isinstance(source, np.ndarray) or (hasattr(source, "__len__") and hasattr(source, "__getitem__")
                                           and not isinstance(source, (list, tuple))):
-        n = len(source)
+        n = len(indexable)
         if isinstance(source, np.ndarray) and source.ndim == 0:
             raise SchemaError("train_dict: a 0-d array holds no records")
         order = np.random.default_rng(seed).permutation(n) if n else np.empty(0, np.int64)
         for i in order:
-            rec = _record_bytes(np.asarray(source[int(i)]), f"record {int(i)}")
+            rec = _record_bytes(np.asarray(indexable[int(i)]), f"record {int(i)}")
             if total + rec.nbytes > budget:
                 break
             samples.append(rec)

@@ -8,12 +8,15 @@ exactly, with a message that says what was given and what is accepted.
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 
 from zrecord import _native
 from zrecord.errors import CodecError, LimitError, SchemaError
+
+if TYPE_CHECKING:
+    from zrecord._types import Codec, DictBytes
 
 # The native core's constants (zrecord.h, through the binding's one table of them).
 _C = _native.CONSTANTS
@@ -212,7 +215,8 @@ def codec_code(codec: Any, dict_bytes: Any) -> tuple[int, bytes | None]:
     return CODE_OF_CODEC[codec], None
 
 
-def check_store_options(*, codec: Any, dict_bytes: Any = None, data_shards: Any = 4) -> None:
+def check_store_options(*, codec: Codec, dict_bytes: DictBytes | None = None,
+                        data_shards: SupportsIndex = 4) -> None:
     """Check the options of ``Dense.create``/``Ragged.create`` without creating anything.
 
     Raises what ``create`` would (``CodecError``, ``LimitError``, ``SchemaError``), so a tool

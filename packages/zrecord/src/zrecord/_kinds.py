@@ -16,10 +16,22 @@ Invariants of this module:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, SupportsIndex, TypeVar
 
 import numpy as np
+
+from zrecord._types import (
+    CacheMode,
+    Codec,
+    DictBytes,
+    DTypeLike,
+    IndexCache,
+    ItemShape,
+    PathLike,
+    StorageOptions,
+    StoreLocation,
+    Validate,
+)
 
 if TYPE_CHECKING:
     from zrecord._reader import DenseReader, RaggedReader
@@ -83,9 +95,9 @@ class Dense(_Kind):
     """The shape of every record (``()`` for scalar records)."""
 
     @classmethod
-    def create(cls, path: Any, dtype: Any, item_shape: Any, *, codec: Any, data_shards: int = 4,
-               dict_bytes: bytes | None = None, sync: bool = True,
-               index_cache: Any = "auto") -> DenseWriter:
+    def create(cls, path: PathLike, dtype: DTypeLike, item_shape: ItemShape, *, codec: Codec,
+               data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
+               sync: bool = True, index_cache: IndexCache = "auto") -> DenseWriter:
         """Start a new Dense store at `path` (which must not exist).
 
         `dtype` and `item_shape` are the schema and are never inferred. `codec` is required:
@@ -103,9 +115,9 @@ class Dense(_Kind):
                            index_cache)
 
     @classmethod
-    def open(cls, path: Any, *, cache: str = "auto", index_cache: Any = "auto",
-             validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
-             ) -> DenseReader:
+    def open(cls, path: StoreLocation, *, cache: CacheMode = "auto",
+             index_cache: IndexCache = "auto", validate: Validate = "cached",
+             storage_options: StorageOptions | None = None) -> DenseReader:
         """Open the published Dense store at `path` for reading: a local path, or the URL of a
         store in object storage (``s3://bucket/prefix``) or on a web server (``https://...``).
 
@@ -157,9 +169,9 @@ class Ragged(_Kind):
     """
 
     @classmethod
-    def create(cls, path: Any, dtype: Any, ndim: Any, *, codec: Any, data_shards: int = 4,
-               dict_bytes: bytes | None = None, sync: bool = True,
-               index_cache: Any = "auto") -> RaggedWriter:
+    def create(cls, path: PathLike, dtype: DTypeLike, ndim: SupportsIndex, *, codec: Codec,
+               data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
+               sync: bool = True, index_cache: IndexCache = "auto") -> RaggedWriter:
         """Start a new Ragged store at `path` (which must not exist).
 
         `dtype` and `ndim` (1..32) are the schema; every axis of every record may vary, zero
@@ -170,9 +182,9 @@ class Ragged(_Kind):
         return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync, index_cache)
 
     @classmethod
-    def open(cls, path: Any, *, cache: str = "auto", index_cache: Any = "auto",
-             validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
-             ) -> RaggedReader:
+    def open(cls, path: StoreLocation, *, cache: CacheMode = "auto",
+             index_cache: IndexCache = "auto", validate: Validate = "cached",
+             storage_options: StorageOptions | None = None) -> RaggedReader:
         """Open the published Ragged store at `path` (a local path or a URL) for reading; the
         arguments as in :meth:`Dense.open`."""
         from zrecord._reader import RaggedReader

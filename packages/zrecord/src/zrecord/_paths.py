@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zrecord._types import PathLike
 
 # The file whose presence makes a directory a published store (spec §2, [ZR-PUB-003]).
 HEADER_NAME = "header.zrh"
@@ -46,7 +49,7 @@ def _is_store_dir(path: str) -> bool:
         return False
 
 
-def enclosing_store(path: Any) -> str | None:
+def enclosing_store(path: PathLike) -> str | None:
     """The published store that `path` is, or lies inside, else None.
 
     Walks from `path` (which need not exist) up to the filesystem root, returning the first

@@ -45,6 +45,7 @@ import numpy as np
 from zrecord import _native
 from zrecord._reader import open_store
 from zrecord._remote import _Client, _import_obstore, is_url, storage_settings
+from zrecord._types import PathLike, StorageOptions
 from zrecord.console import progress_bar
 from zrecord.errors import (
     ChecksumError,
@@ -70,7 +71,7 @@ _CLAIM_ATTEMPTS = 4
 _CLAIM_BYTES_MAX = 4096
 
 
-def publish(source: Any, url: str, *, storage_options: Mapping[str, Any] | None = None,
+def publish(source: PathLike, url: str, *, storage_options: StorageOptions | None = None,
             progress: bool = False, verify: bool = True) -> str:
     """Upload the published local store at `source` to `url` (``s3://bucket/prefix``) so that
     no reader ever sees it half uploaded, and return the store's digest.

@@ -40,6 +40,7 @@ from zrecord._paths import fspath, native_path
 from zrecord._pool import BlockPool
 from zrecord._progress import human_bytes
 from zrecord._remote import Mirror, is_url, redact
+from zrecord._types import CacheMode, IndexCache, StorageOptions, StoreLocation, Validate
 from zrecord.errors import (
     ClosedError,
     KindMismatchError,
@@ -96,8 +97,9 @@ class _Store(_Kind, Generic[_Batch]):
     index_cache: str | None
     """The index cache folder the store was opened with, or None (see ``open``)."""
 
-    def __init__(self, path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
-                 validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
+    def __init__(self, path: StoreLocation, *, cache: CacheMode = "auto",
+                 index_cache: IndexCache = AUTO, validate: Validate = "cached",
+                 storage_options: StorageOptions | None = None,
                  _handle: _native.Reader | None = None, _remote: Mirror | None = None) -> None:
         self.path = redact(path) if is_url(path) else fspath(path)
         self.cache = cache
@@ -334,8 +336,9 @@ class DenseReader(_Store[np.ndarray], Dense):
     item_shape: tuple[int, ...]
     """The shape of every record (``()`` for scalar records)."""
 
-    def __init__(self, path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
-                 validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
+    def __init__(self, path: StoreLocation, *, cache: CacheMode = "auto",
+                 index_cache: IndexCache = AUTO, validate: Validate = "cached",
+                 storage_options: StorageOptions | None = None,
                  _handle: _native.Reader | None = None, _remote: Mirror | None = None) -> None:
         super().__init__(path, cache=cache, index_cache=index_cache, validate=validate,
                          storage_options=storage_options, _handle=_handle, _remote=_remote)
@@ -428,9 +431,9 @@ class RaggedReader(_Store[list[np.ndarray]], Ragged):
                 for s, e, shp in zip(starts.tolist(), ends.tolist(), shape_list)]
 
 
-def open_store(path: Any, *, cache: str = "auto", index_cache: Any = AUTO,
-               validate: str = "cached", storage_options: Mapping[str, Any] | None = None,
-               ) -> DenseReader | RaggedReader:
+def open_store(path: StoreLocation, *, cache: CacheMode = "auto",
+               index_cache: IndexCache = AUTO, validate: Validate = "cached",
+               storage_options: StorageOptions | None = None) -> DenseReader | RaggedReader:
     """Open the published store at `path` (a local path or a URL), whichever kind it is; the
     arguments as in :meth:`Dense.open`."""
     remote, handle = _open_any(path, cache, index_cache, validate, storage_options)

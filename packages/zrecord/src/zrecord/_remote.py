@@ -52,7 +52,7 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -110,7 +110,7 @@ PREFETCH_BYTES_MAX = 64 << 20
 _T = TypeVar("_T")
 
 
-def is_url(path: Any) -> bool:
+def is_url(path: object) -> TypeGuard[str]:
     """Whether `path` names a remote store (a str starting with s3://, http:// or https://)."""
     return isinstance(path, str) and path.startswith(SCHEMES)
 

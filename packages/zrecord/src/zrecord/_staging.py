@@ -15,15 +15,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from zrecord import _native
 from zrecord._dtypes import WRITE_NO_SYNC
 from zrecord._paths import fspath, native_path
+from zrecord._types import PathLike
 
 
 @contextmanager
-def staged_directory(path: Any, *, sync: bool = True) -> Iterator[str]:
+def staged_directory(path: PathLike, *, sync: bool = True) -> Iterator[str]:
     """Build a directory tree, then publish it at `path` in one atomic rename.
 
     Yields the temporary directory (a hidden sibling of `path`) to build in: stores created

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from zrecord._index_cache import AUTO, folder_for, records_min
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._pages import release_mapped_pages
 from zrecord._paths import fspath, native_path
+from zrecord._types import Codec, DictBytes, DTypeLike, IndexCache, ItemShape, PathLike
 from zrecord.console import progress_bar
 from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
 
@@ -70,8 +71,9 @@ class _Writer(_Kind):
     data_shards: int
     """The number of shard files written in parallel (1..255)."""
 
-    def __init__(self, path: Any, dtype: Any, shape_or_ndim: tuple[int, ...] | int, codec: Any,
-                 data_shards: Any, dict_bytes: Any, sync: bool, index_cache: Any = AUTO) -> None:
+    def __init__(self, path: PathLike, dtype: DTypeLike, shape_or_ndim: tuple[int, ...] | int,
+                 codec: Codec, data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
+                 index_cache: IndexCache = AUTO) -> None:
         self.path = fspath(path)
         self._index_folder = folder_for(index_cache)
         self.dtype, dcode, dlength, dunit = dtype_code(dtype)
@@ -184,8 +186,9 @@ class DenseWriter(_Writer, Dense):
     _kind = KIND_DENSE
     _kind_name = "Dense"
 
-    def __init__(self, path: Any, dtype: Any, item_shape: Any, codec: Any, data_shards: Any,
-                 dict_bytes: Any, sync: bool, index_cache: Any = AUTO) -> None:
+    def __init__(self, path: PathLike, dtype: DTypeLike, item_shape: ItemShape, codec: Codec,
+                 data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
+                 index_cache: IndexCache = AUTO) -> None:
         shape = item_shape_tuple(item_shape)
         super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync, index_cache)
         self.item_shape: tuple[int, ...] = shape
@@ -231,8 +234,9 @@ class RaggedWriter(_Writer, Ragged):
     _kind = KIND_RAGGED
     _kind_name = "Ragged"
 
-    def __init__(self, path: Any, dtype: Any, ndim: Any, codec: Any, data_shards: Any,
-                 dict_bytes: Any, sync: bool, index_cache: Any = AUTO) -> None:
+    def __init__(self, path: PathLike, dtype: DTypeLike, ndim: SupportsIndex, codec: Codec,
+                 data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
+                 index_cache: IndexCache = AUTO) -> None:
         super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync,
                          index_cache)
 

@@ -61,6 +61,7 @@ from zrecord._tree import (
     temporaries_of,
     writer_state,
 )
+from zrecord._types import StorageOptions
 from zrecord.console import (
     EXIT_OK,
     EXIT_RUNTIME,
@@ -658,7 +659,7 @@ def _publish_parser(sub: Any) -> None:
 
 def _publish(args: argparse.Namespace) -> int:
     """zrecord publish PATH URL."""
-    options = {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
+    options: StorageOptions = {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
     try:
         digest = publish(args.path, args.url, storage_options=options,
                          progress=not (args.quiet or args.json))

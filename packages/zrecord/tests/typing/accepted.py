@@ -23,6 +23,9 @@ from zrecord import (
     Ragged,
     RaggedReader,
     RaggedWriter,
+    StorageOptions,
+    check_store_options,
+    enclosing_store,
     open_store,
     train_dict,
 )
@@ -91,6 +94,25 @@ def ragged(folder: str) -> None:
             copy.append(rs2[:])
 
 
+def arguments(folder: str) -> None:
+    """The entry points' parameters as users pass them: pathlib paths, dtype-likes, shapes as
+    lists, literal words, a storage_options dict literal."""
+    import pathlib
+
+    path = pathlib.Path(folder) / "typed"
+    with Dense.create(path, "<u2", [3], codec="raw", data_shards=np.int64(2), index_cache=None) as w:
+        w.append(np.zeros((2, 3), np.uint16))
+    with Dense.open(path, cache="bypass", validate="full", index_cache="auto") as r:
+        assert r.item_shape == (3,)
+    with Ragged.create(os.fsencode(path) + b"-r", np.float32, 2, codec="zstd", sync=False) as rw:
+        rw.append([np.zeros((1, 2), np.float32)])
+    options: StorageOptions = {"endpoint_url": "http://127.0.0.1:9000", "max_in_flight": 8,
+                               "gap_bytes": "auto", "cache_bytes": None}
+    assert options["gap_bytes"] == "auto"
+    check_store_options(codec="zstd_dict", dict_bytes=b"\x37\xa4\x30\xec" + bytes(8))
+    assert enclosing_store(path / "inside") == str(path)
+
+
 def either_kind(folder: str) -> None:
     store = open_store(os.path.join(folder, "data"))
     assert_type(store, DenseReader | RaggedReader)
@@ -107,6 +129,7 @@ def main(folder: str) -> None:
     dense(folder)
     ragged(folder)
     either_kind(folder)
+    arguments(folder)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zrecord import Dense, Ragged, open_store
+from zrecord import Dense, Ragged, StorageOptions, open_store
 
 
 def readers_cannot_append(path: str, data: np.ndarray) -> None:
@@ -43,3 +43,17 @@ def records_have_their_kind_s_types(path: str) -> None:
     dense.shapes()  # E: attr-defined: "DenseReader" has no attribute "shapes"
     Dense(path)  # E: abstract: Cannot instantiate abstract class "Dense"
     print(batch, one)
+
+
+def arguments_are_checked(path: str) -> None:
+    Dense.create(path, np.uint8, (2,), codec="lz4")  # E: arg-type: Argument "codec" to "create" of "Dense"
+    Dense.create(path, np.uint8, (2,))  # E: call-arg: Missing named argument "codec"
+    Ragged.create(path, np.uint8, 1.5, codec="raw")  # E: arg-type: Argument 3 to "create" of "Ragged"
+    Dense.open(path, cache="bypas")  # E: arg-type: Argument "cache" to "open" of "Dense"
+    Ragged.open(path, validate="lazy")  # E: arg-type: Argument "validate" to "open" of "Ragged"
+    open_store(3)  # E: arg-type: Argument 1 to "open_store"
+    Dense.open(path, index_cache=5)  # E: arg-type: Argument "index_cache" to "open" of "Dense"
+    Dense.open(path, storage_options={"endpoint": "http://x"})  # E: arg-type: "StorageOptions | None"
+    Dense.open(path, storage_options={"max_in_flight": "64"})  # E: arg-type: "StorageOptions | None"
+    bad: StorageOptions = {"endpoint": "http://x"}  # E: typeddict-unknown-key: "endpoint"
+    print(bad)
