@@ -58,3 +58,9 @@ def test_the_storage_options_type_names_exactly_the_keys_open_accepts():
     _remote.storage_settings({key: None for key in ("cache_dir", "cache_bytes")})
     with pytest.raises(ValueError, match="unknown storage option 'endpoint'"):
         _remote.storage_settings({"endpoint": "http://127.0.0.1:9"})
+
+
+def test_the_codec_type_lists_the_codecs():
+    import typing
+
+    assert set(typing.get_args(zrecord.Codec)) == set(zrecord.CODECS)

@@ -369,11 +369,16 @@ class _Job:
         try:
             for c in cols:
                 plan = plans[c]
-                cls = zrecord.Dense if plan.kind == "Dense" else zrecord.Ragged
-                shape = plan.item_shape if plan.kind == "Dense" else plan.ndim
-                writers[c] = cls.create(folder / c, plan.dtype, shape, codec=self.opts[c].codec,
-                                        data_shards=self.data_shards,
-                                        dict_bytes=self.opts[c].dict_bytes)
+                o = self.opts[c]
+                if plan.kind == "Dense":
+                    writers[c] = zrecord.Dense.create(
+                        folder / c, plan.dtype, plan.item_shape or (), codec=o.codec,
+                        data_shards=self.data_shards, dict_bytes=o.dict_bytes)
+                else:
+                    assert plan.ndim is not None, f"a Ragged plan without ndim: {plan}"
+                    writers[c] = zrecord.Ragged.create(
+                        folder / c, plan.dtype, plan.ndim, codec=o.codec,
+                        data_shards=self.data_shards, dict_bytes=o.dict_bytes)
             with progress_bar(self.progress, ds.num_rows, f"{split}: write", "rows") as advance:
                 for row0, table in _batches(ds, self.cuts(split)):
                     batch = {c: readers[c].extract(_column(table, c), plan=plans[c], row0=row0)

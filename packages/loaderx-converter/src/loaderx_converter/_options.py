@@ -50,7 +50,7 @@ DICT_SAMPLE_BYTES_MAX = 32 << 20
 class ColumnOptions:
     """The store options of one column, and where they came from."""
 
-    codec: str
+    codec: zrecord.Codec
     named: bool  # the user named this column in `codec` (so it is used as it is)
     dict_bytes: bytes | None = None
     train: bool = False  # dict_from: train the dictionary from this column
@@ -72,8 +72,8 @@ class ColumnOptions:
 class Requested:
     """The options as given, split into defaults and per-column values, checked for form."""
 
-    codec: str
-    codecs: dict[str, str]
+    codec: zrecord.Codec
+    codecs: dict[str, zrecord.Codec]
     dict_default: bytes | None
     dicts: dict[str, bytes]
     dict_from: tuple[str, ...]

@@ -17,7 +17,7 @@ from zrecord._paths import enclosing_store
 from zrecord._publish import publish
 from zrecord._reader import DenseReader, RaggedReader, open_store
 from zrecord._staging import staged_directory
-from zrecord._types import StorageOptions
+from zrecord._types import Codec, StorageOptions
 from zrecord._writer import DenseWriter, RaggedWriter
 from zrecord.errors import (
     ChecksumError,
@@ -50,6 +50,7 @@ __all__ = [
     "CODECS",
     "ChecksumError",
     "ClosedError",
+    "Codec",
     "CorruptStoreError",
     "Dense",
     "DenseReader",

@@ -25,6 +25,7 @@ StoreLocation = PathLike
 DTypeLike = npt.DTypeLike
 # A Dense record's shape: a sequence of sizes, or one int for one axis; () for scalars.
 ItemShape = SupportsIndex | Sequence[SupportsIndex]
+# How records are stored (zrecord.CODECS lists the same words at run time).
 Codec = Literal["raw", "zstd", "zstd_dict"]
 # How records reach memory: through the page cache, or around it (O_DIRECT) for large ones.
 CacheMode = Literal["auto", "bypass"]
