@@ -5,6 +5,7 @@ timing."""
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -292,3 +293,124 @@ def test_gathers_in_a_loop_racing_close_end_in_closed_error(http_folder, straddl
         thread.join(timeout=20)
         assert not thread.is_alive(), "a gather still waits after close()"
         assert len(raised) == 1 and isinstance(raised[0], ClosedError), raised
+
+
+# --- [R2] 4: fork() after reads by URL ----------------------------------------------------
+
+
+def _forked(fn, timeout_s: float = 20) -> tuple:
+    """What `fn()` returned in a child forked now, as ("returned", value), or what it raised, as
+    ("raised", class name, message); the test fails if the child is still busy after
+    `timeout_s` (it is killed). The child never returns into pytest."""
+    import pickle
+    import select
+    import signal
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            try:
+                out: tuple = ("returned", fn())
+            except BaseException as exc:  # noqa: BLE001 - the parent checks what it was
+                out = ("raised", type(exc).__name__, str(exc))
+            os.write(w, pickle.dumps(out))
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        ready, _, _ = select.select([r], [], [], timeout_s)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"the forked child was still busy after {timeout_s} s (a hang)")
+        chunks = []
+        while chunk := os.read(r, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    return pickle.loads(b"".join(chunks))
+
+
+def test_a_child_forked_after_reads_by_url_reads_what_the_mirror_holds_and_never_hangs(
+        http_folder, straddling):
+    """Was: the child's first fetch waited forever (on the parent's event loop, whose thread
+    the child does not have; and obstore's client does not work in a child forked after it ran),
+    and the child's close() removed the parent's private mirror."""
+    folder, data = straddling
+    url = _serve(http_folder, folder)
+    ds = Dense.open(url)
+    held = np.arange(10)
+    np.testing.assert_array_equal(ds[held], data[held])
+
+    def child():
+        same = bool(np.array_equal(ds[held], data[held]))  # the mirror's records: no request
+        outcomes = []
+        for fetch in (lambda: ds[[200, 201]], lambda: Dense.open(url)):
+            try:
+                fetch()
+                outcomes.append("fetched")
+            except RemoteError as exc:
+                outcomes.append(str(exc))
+        ds.prefetch([300])  # a prefetch that cannot fetch says nothing
+        ds.close()
+        return same, outcomes
+
+    result = _forked(child)
+    assert result[0] == "returned", result
+    same, outcomes = result[1]
+    assert same
+    for said in outcomes:
+        assert "forked" in said and "'spawn'" in said and url in said, said
+    # The parent's private mirror, its event loop and its client are as they were.
+    assert os.path.isdir(os.path.join(ds._remote.root, "store"))
+    idx = np.array([200, 201, 300])
+    np.testing.assert_array_equal(ds[idx], data[idx])
+    ds.close()
+
+
+def test_a_child_forked_while_a_prefetch_is_under_way_never_waits_for_it(http_folder, straddling,
+                                                                         monkeypatch):
+    """Was: a gather in the child of records the parent's prefetch was fetching waited forever
+    for that prefetch, which runs in the parent only."""
+    import asyncio
+
+    folder, data = straddling
+    url = _serve(http_folder, folder)
+    parent = os.getpid()
+    release = threading.Event()
+    begun = threading.Event()
+    real_get_range = _Client.get_range
+
+    async def held_in_the_parent(self, name, start, end, etag):
+        # In the parent, each ranged GET waits until the test releases it (30 s at most).
+        if os.getpid() == parent:
+            begun.set()
+            until = time.monotonic() + 30
+            while not release.is_set() and time.monotonic() < until:
+                await asyncio.sleep(0.005)
+        return await real_get_range(self, name, start, end, etag)
+
+    monkeypatch.setattr(_Client, "get_range", held_in_the_parent)
+    with Dense.open(url, storage_options={"gap_bytes": 0}) as ds:
+        release.set()
+        ds[[0]]
+        release.clear()
+        begun.clear()
+        ds.prefetch([100, 101])
+        assert begun.wait(timeout=20)
+
+        def child():
+            first = bool(np.array_equal(ds[[0]], data[[0]]))
+            try:
+                ds[[100]]
+                return first, "fetched"
+            except RemoteError as exc:
+                return first, str(exc)
+
+        result = _forked(child)
+        release.set()
+        assert result[0] == "returned", result
+        assert result[1][0] and "forked" in result[1][1], result
+        np.testing.assert_array_equal(ds[[100, 101]], data[[100, 101]])

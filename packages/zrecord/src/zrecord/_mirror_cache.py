@@ -29,7 +29,8 @@ Invariants of this module:
   every fetch, not an estimate kept in memory: several processes share one mirror.
 - One eviction at a time per mirror on a host: an exclusive ``flock`` on ``lru.u64`` (and a lock
   for the threads of this process), never waited for: whoever finds it taken leaves the work to
-  the holder. Readers and fetches take no lock.
+  the holder. Readers and fetches take no lock. A forked child opens ``lru.u64`` again for its
+  flock (``after_fork``): through the parent's descriptor it would share the parent's lock.
 """
 
 from __future__ import annotations
@@ -196,6 +197,17 @@ class Budget:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         finally:
             self._thread_lock.release()
+
+    def after_fork(self) -> None:
+        """In a process forked from this budget's: an eviction lock of its own. The inherited
+        descriptor shares the parent's open file description, whose flock the parent may hold,
+        so flock through it would not exclude the parent's evictions (nor the parent's, this
+        process's); and the thread lock may have been held by a thread that is not here."""
+        path = self._words.filename
+        assert path is not None  # a memmap of lru.u64, made by __init__
+        inherited, self._lock_fd = self._lock_fd, os.open(path, os.O_RDWR)
+        os.close(inherited)
+        self._thread_lock = threading.Lock()
 
     def _evict(self, keep: np.ndarray | None) -> None:
         used = self.used()

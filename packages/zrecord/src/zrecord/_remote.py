@@ -31,8 +31,14 @@ Invariants of this module:
   that races it raises :class:`~zrecord.errors.ClosedError`, and none starts after it.
 - Messages name the URL and the object, never the mirror's path, a credential or a query
   string.
-- Without ``cache_dir`` the mirror is a private temporary folder, removed at ``close()``; with
-  one, processes that open the same store (same URL and ETags) share one mirror.
+- Without ``cache_dir`` the mirror is a private temporary folder, removed at ``close()`` by the
+  process that opened it; with one, processes that open the same store (same URL and ETags)
+  share one mirror.
+- fork(): a child forked after reads (or during them, on other threads) reads what the mirror
+  holds and closes its copy; it drops the parent's event loop, prefetches, locks and client on
+  first use (``Mirror._adopt``). It cannot fetch: obstore's client does not work in a process
+  forked after it ran, so a fetch there raises :class:`~zrecord.errors.RemoteError` saying so
+  and how to start workers instead, never waits forever (``_client_runs``).
 """
 
 from __future__ import annotations
@@ -142,6 +148,8 @@ class _Client:
 
         self._obstore = obstore
         bucket, prefix = _checked_url(url)
+        # The process that made this client: a forked child makes its own (Mirror._adopt).
+        self.pid = os.getpid()
         self.url = url.rstrip("/")
         self.shown = redact(self.url)
         self.bucket = bucket
@@ -255,7 +263,9 @@ class _Client:
 
     @contextlib.contextmanager
     def _errors(self, name: str) -> Iterator[None]:
-        """obstore's errors inside the block raised as zrecord's (`_translate`)."""
+        """obstore's errors inside the block raised as zrecord's (`_translate`); the block is
+        an obstore request, refused in a process where obstore cannot run (`_client_runs`)."""
+        _client_runs(self.where(name))
         try:
             yield
         except Exception as exc:
@@ -294,6 +304,41 @@ class _Client:
         if "NoSuchBucket" in str(exc):
             return StoreNotFoundError(f"no store at {self.shown}: the bucket {self.bucket!r} does not exist")
         return RemoteError(_errno.EIO, f"{where}: the request failed after its retries: {_first_line(exc)}")
+
+
+# The process where obstore's client first ran here. Its first request starts a tokio runtime
+# whose threads a process forked afterwards does not have, and every request of such a child,
+# on any client, waits forever (tokio-rs/tokio#4301; obstore 0.12 has no check of its own).
+_client_ran_in: int | None = None
+
+
+def _client_runs(where: str) -> None:
+    """Note that obstore's client runs in this process, or refuse with RemoteError in a child
+    forked after it ran in an ancestor (module comment above): a clear error, never a hang."""
+    global _client_ran_in
+    if _client_ran_in is None:
+        _client_ran_in = os.getpid()
+    elif _client_ran_in != os.getpid():
+        raise RemoteError(_errno.EOPNOTSUPP, f"{where}: cannot fetch in this process: it was forked "
+                          "(os.fork(), or a worker of multiprocessing's or a DataLoader's 'fork' "
+                          "start method) after its parent had fetched from object storage, and the "
+                          "client (obstore's tokio runtime) does not work in such a child. The "
+                          "records the mirror holds are read all the same; to fetch, start workers "
+                          "with 'spawn' or 'forkserver' (DataLoader(multiprocessing_context="
+                          "'spawn')), or fork before opening stores by URL")
+
+
+# Held while a forked child adopts a mirror (Mirror._adopt); made anew in every child, since a
+# thread of the parent may have held it at the fork.
+_adopting = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _adopting
+    _adopting = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -529,6 +574,7 @@ class Mirror:
     def read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         """`gather(idx)` over the mirror, after fetching what it lacks; a record that fails its
         checksum there is fetched again (module docstring). ClosedError once close() has begun."""
+        self._adopt()
         with self._unless_closed():
             return self._read(idx, gather)
 
@@ -578,6 +624,7 @@ class Mirror:
     def ensure(self, idx: np.ndarray, *, force: bool = False) -> None:
         """Fetch the records of `idx` that the mirror does not hold (all of them with `force`),
         after waiting for the prefetches under way that fetch any of them."""
+        self._adopt()
         recs = self._missing(idx, force=force)
         if recs.shape[0] == 0:
             return
@@ -592,6 +639,7 @@ class Mirror:
         """Start fetching the records of `idx` that the mirror lacks and no prefetch is fetching
         (of the first PREFETCH_RECORDS_MAX positions, the lowest-numbered records up to
         PREFETCH_BYTES_MAX stored bytes), without waiting. ClosedError once close() has begun."""
+        self._adopt()
         with self._unless_closed():
             self._prefetch(idx)
 
@@ -635,6 +683,34 @@ class Mirror:
 
     def _closed_error(self) -> ClosedError:
         return ClosedError(f"the store {self.url!r} is closed")
+
+    def _adopt(self) -> None:
+        """In a process forked from the one that used this mirror last (os.fork(), 'fork'
+        workers), first drop what belongs to the parent: its event loop (whose thread is not
+        here: a fetch queued on it would wait forever), its prefetches (they run and end in the
+        parent), a lock one of its threads may have held, its budget's eviction lock, and its
+        client (whose connections are the parent's sockets): this process makes its own on
+        first use. A private mirror stays the parent's to remove."""
+        if self.client.pid == os.getpid():
+            return
+        with _adopting:
+            if self.client.pid == os.getpid():
+                return
+            self._lock = threading.Lock()
+            self._event_loop = None
+            self._thread = None
+            self._slots = None
+            self._pending = []
+            if self._budget is not None:
+                self._budget.after_fork()
+            if self._private is not None:
+                # TemporaryDirectory removes the folder by a weakref.finalize (CPython's
+                # _finalizer), which would run when this process drops it or exits.
+                finalizer = getattr(self._private, "_finalizer", None)
+                if finalizer is not None:
+                    finalizer.detach()
+                self._private = None
+            self.client = _Client(self.client.url, self.options)
 
     def _wait_prefetches(self, recs: np.ndarray) -> bool:
         """Wait for the prefetches under way that fetch any of `recs`; whether there were any.
@@ -737,6 +813,7 @@ class Mirror:
     def stats(self) -> dict[str, int]:
         """Ranged GETs made for gathers so far and the bytes they brought; with a budget, the
         bytes the mirror holds now and those this reader's evictions freed."""
+        self._adopt()
         with self._lock:
             out = {"requests": self.requests, "bytes": self.bytes_fetched}
         if self._budget is not None:
@@ -745,6 +822,7 @@ class Mirror:
         return out
 
     def close(self) -> None:
+        self._adopt()
         with self._lock:
             self._closed = True
             loop, self._event_loop = self._event_loop, None
