@@ -359,3 +359,19 @@ def test_a_large_shard_is_checked_part_by_part(s3_server, s3_bucket, large_store
         ds.verify()
         np.testing.assert_array_equal(ds[len(ds) - 1], last)
     assert time.perf_counter() - started < 60
+
+
+def test_a_prefix_that_holds_a_store_is_refused_before_the_source_is_verified(
+        s3_server, s3_bucket, two_stores, monkeypatch):
+    """Verifying the source reads all of it; a prefix that already holds a store (or a URL
+    without a bucket) is refused first, in a moment."""
+    opts = _options(s3_server)
+    url = s3_bucket.url("first")
+    publish(two_stores["a"], url, storage_options=opts)
+    verified = []
+    monkeypatch.setattr(_Store, "verify", lambda self, *a, **k: verified.append(self.path))
+    with pytest.raises(StoreExistsError, match="already holds a published store"):
+        publish(two_stores["b"], url, storage_options=opts)
+    with pytest.raises(ValueError, match="names no bucket|bucket"):
+        publish(two_stores["b"], "s3://", storage_options=opts)
+    assert verified == []

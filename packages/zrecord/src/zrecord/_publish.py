@@ -94,14 +94,16 @@ def publish(source: PathLike, url: str, *, storage_options: StorageOptions | Non
     if not is_url(url) or not url.startswith("s3://"):
         raise ValueError(f"publish uploads to object storage: give an s3://BUCKET/PREFIX URL; got {url!r}")
     options = storage_settings(storage_options)
+    # The URL and the prefix are judged before the store is verified, which reads all of it:
+    # a URL without a bucket, or a prefix that holds a store, fails in a moment.
+    client = _Client(url, options)
+    _refuse_published(client)
     with open_store(source, index_cache=None) as store:
         if verify:
             store.verify()
         digest = store.digest
         folder = Path(store.path)
-    client = _Client(url, options)
     local = _LocalStore(folder, digest)
-    _refuse_published(client)
     claim = _Claim.take(client, digest)
     try:
         # A store published by a writer that takes no claim (an older zrecord) is never
