@@ -30,3 +30,16 @@ def test_storage_options_are_checked():
         storage_settings({"cache_bytes": 1 << 20})
     with pytest.raises(ValueError, match="cache_bytes must be a number of bytes or None; got '1G'"):
         storage_settings({"cache_bytes": "1G"})
+
+
+def test_a_url_that_does_not_parse_is_a_value_error_naming_it_without_its_secret():
+    """urlsplit's own ValueError ('Invalid IPv6 URL') escaped from the reader's constructor,
+    before the URL's check; it now gets the check's message, with no user information."""
+    from zrecord import Dense
+    from zrecord._remote import redact
+
+    assert redact("http://user:pw@[::1/x") == "http://(a URL that does not parse)"
+    for url in ("http://[::1/x", "http://user:pw@[::1/x", "https://h:99999/x"):
+        with pytest.raises(ValueError, match="is not a valid URL") as info:
+            Dense.open(url)
+        assert "pw" not in str(info.value) and "user" not in str(info.value)

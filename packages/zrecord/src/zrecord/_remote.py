@@ -122,11 +122,16 @@ def is_url(path: object) -> TypeGuard[str]:
 
 
 def redact(url: str) -> str:
-    """`url` without user information, query or fragment: what messages may show."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    """`url` without user information, query or fragment: what messages may show. A URL that
+    does not parse (an unclosed IPv6 bracket, a port that is no number) is shown by its scheme
+    only, since where its secret parts end cannot be told."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return f"{url.partition('://')[0]}://(a URL that does not parse)"
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
