@@ -33,14 +33,28 @@ fn buildFile(random: std.Random, ndim: u8, n: usize, layout: u8) ![]u8 {
     const fd = try sys.memfd("compact-fuzz");
     defer sys.close(fd);
     var buf: [3 * 4096]u8 = undefined;
-    var key: compact.FileHeader = .{ .store_header_checksum = random.int(u64), .index = std.mem.zeroes(sys.FileIdentity), .record_count = n, .ndim = ndim, .headers_at = 0, .headers_len = 0, .bits_at = 0, .bits_len = 0 };
+    var key: compact.FileHeader = .{
+        .store_header_checksum = random.int(u64),
+        .index = std.mem.zeroes(sys.FileIdentity),
+        .record_count = n,
+        .ndim = ndim,
+        .headers_at = 0,
+        .headers_len = 0,
+        .bits_at = 0,
+        .bits_len = 0,
+    };
     key.seal();
     var b = compact.Builder.init(fd, key, "/fuzz/store", &buf);
     var next: [3]u64 = .{ 0, 0, 0 };
     for (0..n) |i| {
         const shard: u8 = if (layout == 0) 0 else @intCast(if (layout == 1) i * 3 / n else random.uintLessThan(u8, 3));
         const size: u32 = if (layout == 2) random.int(u32) else random.intRangeAtMost(u32, 0, 500);
-        var p: compact.Pending = .{ .offset = if (layout == 2) random.int(u64) else next[shard], .stored_size = size, .shard = shard, .sum = random.int(u32) };
+        var p: compact.Pending = .{
+            .offset = if (layout == 2) random.int(u64) else next[shard],
+            .stored_size = size,
+            .shard = shard,
+            .sum = random.int(u32),
+        };
         next[shard] += size;
         for (0..ndim) |k| p.dims[k] = if (layout == 2) random.int(u32) else random.intRangeAtMost(u32, 1, 300);
         try b.add(p);

@@ -67,7 +67,9 @@ pub const TempDir = struct {
         const dfd = sys.open(p, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch return;
         defer sys.close(dfd);
         var nb: [16]u8 = undefined;
-        for (0..shards) |k| sys.unlinkAt(dfd, std.fmt.bufPrintSentinel(&nb, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable) catch {};
+        for (0..shards) |k| {
+            sys.unlinkAt(dfd, std.fmt.bufPrintSentinel(&nb, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable) catch {};
+        }
         sys.unlinkAt(dfd, "index.zri") catch {};
         sys.unlinkAt(dfd, "header.zrh") catch {};
         sys.rmdir(p) catch {};
@@ -163,7 +165,10 @@ pub fn trainRowsDict(out: []u8) !usize {
     defer gpa.free(rows);
     var st: Status = undefined;
     var len: u64 = 0;
-    try testing.expectEqual(@as(c_int, 0), root.zr_train_dict(rows.ptr, rows.len, &sizes, sizes.len, out.ptr, out.len, &len, &st));
+    try testing.expectEqual(
+        @as(c_int, 0),
+        root.zr_train_dict(rows.ptr, rows.len, &sizes, sizes.len, out.ptr, out.len, &len, &st),
+    );
     try testing.expect(len > 0 and len <= out.len);
     return @intCast(len);
 }
@@ -219,7 +224,16 @@ pub fn entryOf(td: *const TempDir, store: []const u8, rec: u64, es: usize) !form
 
 /// Writes `n` Dense records of `rs` uint8 bytes (text-like, from `data`) in calls of the
 /// given sizes.
-pub fn writeDense(td: *const TempDir, name: []const u8, codec: u8, dict: []const u8, shards: u8, rs: u64, data: []const u8, calls: []const usize) !void {
+pub fn writeDense(
+    td: *const TempDir,
+    name: []const u8,
+    codec: u8,
+    dict: []const u8,
+    shards: u8,
+    rs: u64,
+    data: []const u8,
+    calls: []const usize,
+) !void {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     const schema = schemaWith(1, dtype_uint8, &.{rs}, shards, codec);
@@ -245,7 +259,8 @@ pub fn expectDenseGather(r: *Reader, data: []const u8, rs: usize, idx: []const u
     defer gpa.free(out);
     @memset(out, 0xAA);
     var st: Status = undefined;
-    const rc = root.zr_reader_gather_dense(r, idx.ptr, idx.len, if (out.len > 0) out.ptr else null, out.len, threads, &st);
+    const out_ptr = if (out.len > 0) out.ptr else null;
+    const rc = root.zr_reader_gather_dense(r, idx.ptr, idx.len, out_ptr, out.len, threads, &st);
     if (rc != 0) std.debug.print("gather_dense failed: {s}\n", .{msg(&st)});
     try testing.expectEqual(@as(c_int, 0), rc);
     for (idx, 0..) |rec, j| try testing.expectEqualSlices(u8, data[@intCast(rec * rs)..][0..rs], out[j * rs ..][0..rs]);
@@ -295,14 +310,18 @@ pub fn evict(td: *const TempDir, store: []const u8, shards: usize) !bool {
     return gone;
 }
 
-/// Writes the given Ragged uint8 records, checks shapes, gather (in `idx` order) and verify.
-pub fn raggedRoundTrip(td: *const TempDir, codec: u8, dict: []const u8, shards: u8, recs: []const []const u8, idx: []const u64, threads: u32) !u64 {
+/// Writes `recs` as the Ragged store "r" of `td`, in two appends, and returns their logical
+/// size in bytes.
+fn writeRaggedInTwoCalls(td: *const TempDir, codec: u8, dict: []const u8, shards: u8, recs: []const []const u8) !u64 {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     const schema = schemaWith(2, dtype_uint8, &.{0}, shards, codec);
     var w: ?*Writer = null;
     const dict_ptr: ?[*]const u8 = if (dict.len > 0) dict.ptr else null;
-    try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&pbuf, "r"), &schema, dict_ptr, dict.len, 1, &w, &st));
+    try testing.expectEqual(
+        @as(c_int, 0),
+        root.zr_writer_open(td.sub(&pbuf, "r"), &schema, dict_ptr, dict.len, 1, &w, &st),
+    );
     const ptrs = try gpa.alloc(u64, recs.len);
     defer gpa.free(ptrs);
     const shapes = try gpa.alloc(u64, recs.len);
@@ -316,10 +335,27 @@ pub fn raggedRoundTrip(td: *const TempDir, codec: u8, dict: []const u8, shards: 
     // Two calls, so that the second one's offsets start past the first one's frames.
     const half = recs.len / 2;
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_ragged(w, ptrs.ptr, shapes.ptr, half, &st));
-    try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_ragged(w, ptrs[half..].ptr, shapes[half..].ptr, recs.len - half, &st));
+    try testing.expectEqual(
+        @as(c_int, 0),
+        root.zr_writer_append_ragged(w, ptrs[half..].ptr, shapes[half..].ptr, recs.len - half, &st),
+    );
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
     root.zr_writer_free(w);
+    return logical;
+}
 
+/// Writes the given Ragged uint8 records, checks shapes, gather (in `idx` order) and verify.
+pub fn raggedRoundTrip(
+    td: *const TempDir,
+    codec: u8,
+    dict: []const u8,
+    shards: u8,
+    recs: []const []const u8,
+    idx: []const u64,
+    threads: u32,
+) !u64 {
+    const logical = try writeRaggedInTwoCalls(td, codec, dict, shards, recs);
+    var st: Status = undefined;
     const r = try openOk(td, "r");
     defer root.zr_reader_free(r);
     var info: abi.Info = undefined;
@@ -341,7 +377,8 @@ pub fn raggedRoundTrip(td: *const TempDir, codec: u8, dict: []const u8, shards: 
     }
     const out = try gpa.alloc(u8, @intCast(total));
     defer gpa.free(out);
-    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, if (total > 0) out.ptr else null, offsets.ptr, total, threads, &st);
+    const out_ptr = if (total > 0) out.ptr else null;
+    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out_ptr, offsets.ptr, total, threads, &st);
     if (rc != 0) std.debug.print("gather_ragged failed: {s}\n", .{msg(&st)});
     try testing.expectEqual(@as(c_int, 0), rc);
     for (idx, 0..) |rec, j| {
@@ -349,7 +386,10 @@ pub fn raggedRoundTrip(td: *const TempDir, codec: u8, dict: []const u8, shards: 
     }
     if (total > 0) {
         // An output one byte short of the last record is refused before anything is decoded.
-        try testing.expectEqual(@as(c_int, ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, total - 1, threads, &st));
+        try testing.expectEqual(
+            @as(c_int, ZR_E_INVALID_ARGUMENT),
+            root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, total - 1, threads, &st),
+        );
     }
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, recs.len, &st));
     return info.stored_bytes;

@@ -64,12 +64,18 @@ test "dense round trip: several shards, uneven split, sync and no-sync" {
     const bad = [_]u64{ 1, 40 };
     try testing.expectEqual(@as(c_int, t.ZR_E_INDEX), root.zr_reader_gather_dense(r, &bad, 2, &out, 14, 0, &st));
     try t.expectContains(t.msg(&st), "index 40 at position 1");
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_dense(r, &idx, idx.len, &out, out.len - 1, 0, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_reader_gather_dense(r, &idx, idx.len, &out, out.len - 1, 0, &st),
+    );
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, 40, &st));
     try testing.expectEqual(@as(c_int, t.ZR_E_INDEX), root.zr_reader_verify(r, 39, 2, &st));
     root.zr_reader_close(r);
     root.zr_reader_close(r);
-    try testing.expectEqual(@as(c_int, t.ZR_E_CLOSED), root.zr_reader_gather_dense(r, &idx, idx.len, &out, out.len, 0, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_CLOSED),
+        root.zr_reader_gather_dense(r, &idx, idx.len, &out, out.len, 0, &st),
+    );
     root.zr_reader_free(r);
     td.removeStore("dense", 3);
 
@@ -115,7 +121,10 @@ test "dense parallel write and gather (large batches)" {
     defer testing.allocator.free(out);
     for ([_]u32{ 0, 3 }) |threads| {
         @memset(out, 0);
-        try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(r, idx.ptr, n, out.ptr, out.len, threads, &st));
+        try testing.expectEqual(
+            @as(c_int, 0),
+            root.zr_reader_gather_dense(r, idx.ptr, n, out.ptr, out.len, threads, &st),
+        );
         for (idx, 0..) |rec, j| try testing.expectEqualSlices(u8, data[rec * rs ..][0..rs], out[j * rs ..][0..rs]);
     }
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, n, &st));
@@ -169,14 +178,23 @@ test "ragged round trip with zero-size records" {
         total += sizes[j];
     }
     var out: [512]u8 = undefined;
-    try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, total, 0, &st));
+    try testing.expectEqual(
+        @as(c_int, 0),
+        root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, total, 0, &st),
+    );
     for (idx, 0..) |rec, j| {
         const want = std.mem.sliceAsBytes(bufs[rec][0..@intCast(sizes[j] / 2)]);
         try testing.expectEqualSlices(u8, want, out[@intCast(offsets[j])..][0..@intCast(sizes[j])]);
     }
     // An output too small for the last record is refused.
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, total - 1, 0, &st));
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_reader_gather_dense(r, &idx, 1, &out, 12, 0, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, total - 1, 0, &st),
+    );
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_reader_gather_dense(r, &idx, 1, &out, 12, 0, &st),
+    );
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, n, &st));
     root.zr_reader_free(r);
     td.removeStore("ragged", 3);
@@ -306,15 +324,24 @@ test "unpublished directory, existing path, missing parent, abort leaves nothing
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
     root.zr_writer_free(w);
     // Nothing may be created inside a published store, at any depth.
-    try testing.expectEqual(@as(c_int, t.ZR_E_IMMUTABLE), root.zr_writer_open(td.sub(&mbuf, "made/x/y"), &schema, null, 0, 0, &w, &st));
-    try testing.expectEqual(@as(c_int, t.ZR_E_IMMUTABLE), root.zr_writer_open(td.sub(&mbuf, "made/x/a/b/y"), &schema, null, 0, 0, &w, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_IMMUTABLE),
+        root.zr_writer_open(td.sub(&mbuf, "made/x/y"), &schema, null, 0, 0, &w, &st),
+    );
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_IMMUTABLE),
+        root.zr_writer_open(td.sub(&mbuf, "made/x/a/b/y"), &schema, null, 0, 0, &w, &st),
+    );
     try t.expectContains(t.msg(&st), "inside the published store");
     try testing.expect(!(try sys.exists(td.sub(&mbuf, "made/x/a"))));
     td.removeStore("made/x", 4);
     try sys.rmdir(td.sub(&mbuf, "made"));
     const ffd = try sys.open(td.sub(&mbuf, "file"), sys.O_WRONLY | sys.O_CREAT, 0o644);
     sys.close(ffd);
-    try testing.expectEqual(@as(c_int, t.ZR_E_NOT_FOUND), root.zr_writer_open(td.sub(&mbuf, "file/x"), &schema, null, 0, 0, &w, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_NOT_FOUND),
+        root.zr_writer_open(td.sub(&mbuf, "file/x"), &schema, null, 0, 0, &w, &st),
+    );
     try t.expectContains(t.msg(&st), "file");
     try sys.unlinkAt(sys.AT_FDCWD, td.sub(&mbuf, "file"));
     try td.deinitExpectEmpty();

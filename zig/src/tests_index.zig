@@ -25,7 +25,12 @@ fn openWith(td: *const TempDir, store: []const u8, flags: u32) !*Reader {
     var pbuf: [256]u8 = undefined;
     var cbuf: [256]u8 = undefined;
     // Every index uses the folder, however small (the default leaves small ones in memory).
-    const opts: abi.OpenOpts = .{ .flags = flags, .reserved = 0, .index_cache = td.sub(&cbuf, "cache"), .index_cache_records_min = 1 };
+    const opts: abi.OpenOpts = .{
+        .flags = flags,
+        .reserved = 0,
+        .index_cache = td.sub(&cbuf, "cache"),
+        .index_cache_records_min = 1,
+    };
     var st: Status = undefined;
     var r: ?*Reader = null;
     const rc = root.zr_reader_open_opts(td.sub(&pbuf, store), &opts, &r, &st);
@@ -131,7 +136,9 @@ fn expectRagged(r: *Reader, recs: []const []const u8, idx: []const u64) !void {
     const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, out.len, 1, &st);
     if (rc != 0) std.debug.print("gather_ragged failed: {s}\n", .{t.msg(&st)});
     try testing.expectEqual(@as(c_int, 0), rc);
-    for (idx, offsets) |i, o| try testing.expectEqualSlices(u8, recs[@intCast(i)], out[@intCast(o)..][0..recs[@intCast(i)].len]);
+    for (idx, offsets) |i, o| {
+        try testing.expectEqualSlices(u8, recs[@intCast(i)], out[@intCast(o)..][0..recs[@intCast(i)].len]);
+    }
 }
 
 test "the first open builds the compact index into the cache, later opens load it and read the same" {
@@ -234,7 +241,10 @@ fn expectCacheDamaged(r: *Reader, idx: []const u64, rec: u64) !void {
     var offsets: [8]u64 = undefined;
     for (offsets[0..idx.len], 0..) |*o, i| o.* = 1024 * i;
     var st: Status = undefined;
-    try testing.expectEqual(t.ZR_E_CORRUPT, root.zr_reader_gather_ragged(r, idx.ptr, idx.len, &out, &offsets, out.len, 1, &st));
+    try testing.expectEqual(
+        t.ZR_E_CORRUPT,
+        root.zr_reader_gather_ragged(r, idx.ptr, idx.len, &out, &offsets, out.len, 1, &st),
+    );
     try t.expectContains(t.msg(&st), "cache file is damaged");
     var buf: [32]u8 = undefined;
     try t.expectContains(t.msg(&st), try std.fmt.bufPrint(&buf, "record {d} ", .{rec}));
@@ -325,7 +335,9 @@ test "fuzz: sealed cache files with random damage fail calls as corrupt, never r
         // Damage in the block headers and bit fields, where the places of records are.
         const first: usize = @intCast(h.headers_at);
         const last: usize = @intCast(h.bits_at + h.bits_len);
-        for (0..random.intRangeAtMost(usize, 1, 6)) |_| bytes[random.intRangeLessThan(usize, first, last)] ^= @as(u8, 1) << random.int(u3);
+        for (0..random.intRangeAtMost(usize, 1, 6)) |_| {
+            bytes[random.intRangeLessThan(usize, first, last)] ^= @as(u8, 1) << random.int(u3);
+        }
         h.headers_checksum = format.xxh64(bytes[first..][0..@intCast(h.headers_len)]);
         h.sums_checksum = format.xxh64(bytes[@intCast(h.sums_at)..][0..@intCast(h.sums_len)]);
         h.bits_checksum = format.xxh64(bytes[@intCast(h.bits_at)..][0..@intCast(h.bits_len)]);

@@ -80,7 +80,9 @@ test "pread path: Ragged round trips with small and large records, mixed and mos
     mixed[41] = big[3..][0 .. 200 << 10];
     const mixed_idx = [_]u64{ 41, 0, 5, 17, 30, 2, 17, 47, 41, 1 };
     // Mostly large: every record, the small ones too, is read with pread.
-    const large = [_][]const u8{ "", small[0..10], big[0 .. threshold - 1], big[7..][0..threshold], big[9..], small[0..1] };
+    const large = [_][]const u8{
+        "", small[0..10], big[0 .. threshold - 1], big[7..][0..threshold], big[9..], small[0..1],
+    };
     const large_idx = [_]u64{ 4, 1, 0, 3, 2, 5, 4, 1 };
 
     for ([_]u8{ t.codec_raw, t.codec_zstd, t.codec_zstd_dict }) |codec| {
@@ -132,7 +134,10 @@ test "pread path: a flipped byte fails the checksum, naming store, file and reco
         const idx = [_]u64{ 0, 6 };
         // Twice: a failed record is not remembered as verified.
         for (0..2) |_| {
-            try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, out.ptr, out.len, 0, &st));
+            try testing.expectEqual(
+                @as(c_int, t.ZR_E_CHECKSUM),
+                root.zr_reader_gather_dense(r, &idx, 2, out.ptr, out.len, 0, &st),
+            );
             try testing.expectEqual(@as(i64, 6), st.record);
             try testing.expectEqual(@as(i32, 1), st.shard);
             try t.expectContains(t.msg(&st), "record 6");
@@ -163,7 +168,10 @@ test "pread path: a flipped byte fails the checksum, naming store, file and reco
     var st: Status = undefined;
     const idx = [_]u64{ 0, 3 };
     const offsets = [_]u64{ 0, 50 };
-    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_CHECKSUM),
+        root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st),
+    );
     try testing.expectEqual(@as(i64, 3), st.record);
     try t.expectContains(t.msg(&st), "record 3");
     try t.expectContains(t.msg(&st), "data-000.zrd");
@@ -184,7 +192,10 @@ test "pread path: a shard truncated after open is ZR_E_CORRUPT naming file and r
         const r = try t.openOk(&td, "s");
         const e = try t.entryOf(&td, "s", 9, r.entry_size);
         // Record 9 is the last one of data-001.zrd: cut the file in the middle of it.
-        try testing.expectEqual(@as(c_int, 0), truncate(td.sub(&fbuf, "s/data-001.zrd"), @intCast(e.offset + e.stored_size / 2)));
+        try testing.expectEqual(
+            @as(c_int, 0),
+            truncate(td.sub(&fbuf, "s/data-001.zrd"), @intCast(e.offset + e.stored_size / 2)),
+        );
         const out = try gpa.alloc(u8, 2 * rs);
         defer gpa.free(out);
         var st: Status = undefined;
@@ -192,7 +203,10 @@ test "pread path: a shard truncated after open is ZR_E_CORRUPT naming file and r
         try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(r, &ok, 2, out.ptr, out.len, 0, &st));
         try testing.expectEqualSlices(u8, data[5 * rs ..][0..rs], out[rs..]);
         const idx = [_]u64{ 0, 9 };
-        try testing.expectEqual(@as(c_int, t.ZR_E_CORRUPT), root.zr_reader_gather_dense(r, &idx, 2, out.ptr, out.len, 0, &st));
+        try testing.expectEqual(
+            @as(c_int, t.ZR_E_CORRUPT),
+            root.zr_reader_gather_dense(r, &idx, 2, out.ptr, out.len, 0, &st),
+        );
         try testing.expectEqual(@as(i64, 9), st.record);
         try testing.expectEqual(@as(i32, 1), st.shard);
         try t.expectContains(t.msg(&st), "record 9");
@@ -222,7 +236,10 @@ test "pread path: a shard truncated after open is ZR_E_CORRUPT naming file and r
     var st: Status = undefined;
     const idx = [_]u64{ 0, 39 };
     const offsets = [_]u64{ 0, 50 };
-    try testing.expectEqual(@as(c_int, t.ZR_E_CORRUPT), root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_CORRUPT),
+        root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st),
+    );
     try testing.expectEqual(@as(i64, 39), st.record);
     try t.expectContains(t.msg(&st), "data-000.zrd");
     try t.expectContains(t.msg(&st), "truncated");
@@ -239,7 +256,8 @@ fn openFlags(td: *const TempDir, name: []const u8, flags: u32) !*Reader {
     return r.?;
 }
 
-test "ZR_OPEN_CHECK_EVERY_READ: a record changed after it was read fails its checksum on the next read; without the flag the first check stands" {
+// Without the flag, the first check stands.
+test "ZR_OPEN_CHECK_EVERY_READ: a record changed after it was read fails its checksum on the next read" {
     var td: TempDir = .{};
     try td.init();
     const rs = 64;
@@ -263,9 +281,15 @@ test "ZR_OPEN_CHECK_EVERY_READ: a record changed after it was read fails its che
         try t.flipByte(&td, "s/data-000.zrd", e.offset + e.stored_size / 2);
         // The plain reader remembers record 3 as checked (what a published store promises:
         // its files never change); the checking one reads it again and refuses it, every time.
-        if (codec == t.codec_raw) try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(plain, &idx, 2, &out, out.len, 1, &st));
+        if (codec == t.codec_raw) try testing.expectEqual(
+            @as(c_int, 0),
+            root.zr_reader_gather_dense(plain, &idx, 2, &out, out.len, 1, &st),
+        );
         for (0..2) |_| {
-            try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_dense(checked, &idx, 2, &out, out.len, 1, &st));
+            try testing.expectEqual(
+                @as(c_int, t.ZR_E_CHECKSUM),
+                root.zr_reader_gather_dense(checked, &idx, 2, &out, out.len, 1, &st),
+            );
             try testing.expectEqual(@as(i64, 3), st.record);
         }
         // Once the bytes are right again (a cache that fetched the record anew), it reads.
@@ -290,7 +314,10 @@ test "ZR_OPEN_CHECK_EVERY_READ: a record changed after it was read fails its che
     const offsets = [_]u64{ 0, 50 };
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_ragged(r, &idx, 2, &out, &offsets, out.len, 1, &st));
     try t.flipByte(&td, "r/data-000.zrd", e.offset + 10);
-    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_ragged(r, &idx, 2, &out, &offsets, out.len, 1, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_CHECKSUM),
+        root.zr_reader_gather_ragged(r, &idx, 2, &out, &offsets, out.len, 1, &st),
+    );
     try testing.expectEqual(@as(i64, 5), st.record);
     root.zr_reader_free(r);
     td.removeStore("r", 1);

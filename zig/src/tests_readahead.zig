@@ -43,13 +43,23 @@ fn textData(seed: u64, len: usize) ![]u8 {
     return buf;
 }
 
-fn writeRagged(td: *const TempDir, name: []const u8, codec: u8, dict: []const u8, shards: u8, recs: []const []const u8) !void {
+fn writeRagged(
+    td: *const TempDir,
+    name: []const u8,
+    codec: u8,
+    dict: []const u8,
+    shards: u8,
+    recs: []const []const u8,
+) !void {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     const schema = t.schemaWith(2, 3, &.{0}, shards, codec); // uint8, rank 1
     var w: ?*@import("writer.zig").Writer = null;
     const dict_ptr: ?[*]const u8 = if (dict.len > 0) dict.ptr else null;
-    try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&pbuf, name), &schema, dict_ptr, dict.len, 1, &w, &st));
+    try testing.expectEqual(
+        @as(c_int, 0),
+        root.zr_writer_open(td.sub(&pbuf, name), &schema, dict_ptr, dict.len, 1, &w, &st),
+    );
     defer root.zr_writer_free(w);
     const ptrs = try gpa.alloc(u64, recs.len);
     defer gpa.free(ptrs);
@@ -134,7 +144,10 @@ test "every read mode returns the same Ragged records, empty ones included" {
     const dict = dict_buf[0..try t.trainRowsDict(&dict_buf)];
     const text = try textData(9, 3 * threshold);
     defer gpa.free(text);
-    const recs = [_][]const u8{ "", text[0..1], text[5..300], text[0 .. 2 * threshold], "", text[7..5000], text[100 .. threshold + 100], text[1..2] };
+    const recs = [_][]const u8{
+        "", text[0..1],    text[5..300],                 text[0 .. 2 * threshold],
+        "", text[7..5000], text[100 .. threshold + 100], text[1..2],
+    };
     for ([_]u8{ t.codec_raw, t.codec_zstd, t.codec_zstd_dict }) |codec| {
         const d: []const u8 = if (codec == t.codec_zstd_dict) dict else "";
         try writeRagged(&td, "r", codec, d, 2, &recs);
@@ -175,7 +188,10 @@ test "a flipped byte fails its record's checksum in every read mode" {
             try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_verify(r, 0, n, &st));
             try testing.expectEqual(@as(i64, 5), st.record);
             _ = try t.evict(&td, "d", 1);
-            try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_gather_dense(r, &idx, idx.len, out.ptr, out.len, 1, &st));
+            try testing.expectEqual(
+                abi.Result.checksum.code(),
+                root.zr_reader_gather_dense(r, &idx, idx.len, out.ptr, out.len, 1, &st),
+            );
             try testing.expectEqual(@as(i64, 5), st.record);
             try t.expectContains(t.msg(&st), "record 5 ");
             // The records before it and after it still read.
@@ -206,7 +222,10 @@ test "a shard truncated after open fails with ZR_E_CORRUPT in every read mode" {
         const out = try gpa.alloc(u8, n * rs);
         defer gpa.free(out);
         var st: Status = undefined;
-        try testing.expectEqual(abi.Result.corrupt.code(), root.zr_reader_gather_dense(r, &idx, n, out.ptr, out.len, 1, &st));
+        try testing.expectEqual(
+            abi.Result.corrupt.code(),
+            root.zr_reader_gather_dense(r, &idx, n, out.ptr, out.len, 1, &st),
+        );
         try t.expectContains(t.msg(&st), "truncated");
         try testing.expect(st.record >= 2);
         // Prefetching what is left of the shard, or past its end, is a hint and fails nothing.
@@ -424,7 +443,9 @@ test "cache bypass reads every kind and codec the same and leaves large records 
     // Ragged: small records through the page cache, large ones around it, in one store.
     const text = try textData(10, 3 * threshold);
     defer gpa.free(text);
-    const recs = [_][]const u8{ text[0..100], "", text[0 .. threshold + 1], text[3..4], text[9 .. 2 * threshold + 9], text[50..3000] };
+    const recs = [_][]const u8{
+        text[0..100], "", text[0 .. threshold + 1], text[3..4], text[9 .. 2 * threshold + 9], text[50..3000],
+    };
     for ([_]u8{ t.codec_raw, t.codec_zstd }) |codec| {
         try writeRagged(&td, "r", codec, "", 1, &recs);
         _ = try t.evict(&td, "r", 1);
@@ -453,14 +474,20 @@ test "cache bypass: a flipped byte fails its checksum, a truncated shard is ZR_E
     const idx = [_]u64{ 0, 4 };
     const out = try gpa.alloc(u8, idx.len * rs);
     defer gpa.free(out);
-    try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_gather_dense(r, &idx, idx.len, out.ptr, out.len, 1, &st));
+    try testing.expectEqual(
+        abi.Result.checksum.code(),
+        root.zr_reader_gather_dense(r, &idx, idx.len, out.ptr, out.len, 1, &st),
+    );
     try testing.expectEqual(@as(i64, 4), st.record);
     try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_verify(r, 0, n, &st));
     // Cut inside record 2: records 0 and 1 still read, record 2 is reported truncated.
     var pbuf: [256]u8 = undefined;
     try testing.expectEqual(@as(c_int, 0), truncate(td.sub(&pbuf, "d/data-000.zrd"), 2 * rs + 10));
     const two = [_]u64{ 1, 2 };
-    try testing.expectEqual(abi.Result.corrupt.code(), root.zr_reader_gather_dense(r, &two, two.len, out.ptr, out.len, 1, &st));
+    try testing.expectEqual(
+        abi.Result.corrupt.code(),
+        root.zr_reader_gather_dense(r, &two, two.len, out.ptr, out.len, 1, &st),
+    );
     try testing.expectEqual(@as(i64, 2), st.record);
     try t.expectContains(t.msg(&st), "truncated");
     try t.expectDenseGather(r, data, rs, &.{ 1, 0 }, 1);

@@ -232,7 +232,10 @@ test "a flipped byte in a compressed record fails its checksum, naming it" {
     const ok = [_]u64{ 0, 5 };
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_dense(r, &ok, 2, &out, out.len, 0, &st));
     const idx = [_]u64{ 0, 6 };
-    try testing.expectEqual(@as(c_int, t.ZR_E_CHECKSUM), root.zr_reader_gather_dense(r, &idx, 2, &out, out.len, 0, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_CHECKSUM),
+        root.zr_reader_gather_dense(r, &idx, 2, &out, out.len, 0, &st),
+    );
     try testing.expectEqual(@as(i64, 6), st.record);
     try testing.expectEqual(@as(i32, 1), st.shard);
     try t.expectContains(t.msg(&st), "record 6");
@@ -330,7 +333,10 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
         var st: Status = undefined;
         const schema = t.schemaWith(2, t.dtype_uint8, &.{0}, 2, t.codec_zstd_dict);
         var w: ?*Writer = null;
-        try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&pbuf, "c"), &schema, dict.ptr, dict.len, 1, &w, &st));
+        try testing.expectEqual(
+            @as(c_int, 0),
+            root.zr_writer_open(td.sub(&pbuf, "c"), &schema, dict.ptr, dict.len, 1, &w, &st),
+        );
         defer root.zr_writer_free(w);
         var ptrs: [sizes.len]u64 = undefined;
         var off: usize = 0;
@@ -347,7 +353,10 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
     defer gpa.free(header);
     const dict_offset = 128 + 8 * 2; // Ragged: no item_shape, two shard sizes
     try testing.expectEqualSlices(u8, dict, original[dict_offset..][0..dict.len]);
-    const all = [_]u64{ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39 };
+    const all = [_]u64{
+        0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+        20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39,
+    };
     var offsets: [all.len]u64 = undefined;
     var total: u64 = 0;
     for (&offsets, sizes) |*o, size| {
@@ -376,11 +385,18 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
     defer cases.deinit(gpa);
     for (0..8) |pos| try cases.append(gpa, .{ .pos = pos, .len = 1, .must_fail = true });
     try cases.append(gpa, .{ .pos = 8, .len = 200, .must_fail = true });
-    for (0..60) |_| try cases.append(gpa, .{ .pos = random.uintLessThan(usize, dict.len), .len = 1, .must_fail = false });
+    for (0..60) |_| try cases.append(gpa, .{
+        .pos = random.uintLessThan(usize, dict.len),
+        .len = 1,
+        .must_fail = false,
+    });
     for (cases.items) |c| {
         @memcpy(header, original);
         const end = @min(dict.len, c.pos + c.len);
-        if (c.len == 1) header[dict_offset + c.pos] ^= 0xA5 else random.bytes(header[dict_offset + c.pos .. dict_offset + end]);
+        if (c.len == 1)
+            header[dict_offset + c.pos] ^= 0xA5
+        else
+            random.bytes(header[dict_offset + c.pos .. dict_offset + end]);
         std.mem.writeInt(u64, header[72..80], format.xxh64(header[dict_offset..][0..dict.len]), .little);
         t.sealHeader(header);
         try t.patchFile(&td, "c/header.zrh", 0, header);
@@ -401,7 +417,10 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
     }
     try t.patchFile(&td, "c/header.zrh", 0, original);
     r = try t.openOk(&td, "c");
-    try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_ragged(r, &all, all.len, out.ptr, &offsets, total, 0, &st));
+    try testing.expectEqual(
+        @as(c_int, 0),
+        root.zr_reader_gather_ragged(r, &all, all.len, out.ptr, &offsets, total, 0, &st),
+    );
     try testing.expectEqualSlices(u8, rows, out);
     root.zr_reader_free(r);
     td.removeStore("c", 2);
@@ -414,27 +433,57 @@ test "zr_train_dict validates its arguments and says when the data is too little
     var len: u64 = 99;
     const tiny = "tiny sample data";
     const tiny_sizes = [_]u64{ 4, 4, 4, 4 };
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, dict.len, &len, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, dict.len, &len, &st),
+    );
     try testing.expectEqual(@as(u64, 0), len);
     try t.expectContains(t.msg(&st), "4 samples");
     try t.expectContains(t.msg(&st), "16 bytes");
     try t.expectContains(t.msg(&st), "more representative data");
     // No samples, sizes that do not add up, overflowing sizes.
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 0, &dict, dict.len, &len, &st));
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 3, &dict, dict.len, &len, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 0, &dict, dict.len, &len, &st),
+    );
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 3, &dict, dict.len, &len, &st),
+    );
     try t.expectContains(t.msg(&st), "add up to 12");
     const huge = [_]u64{ std.math.maxInt(u64), 17 };
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &huge, 2, &dict, dict.len, &len, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_train_dict(tiny, tiny.len, &huge, 2, &dict, dict.len, &len, &st),
+    );
     // Capacity limits.
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, 255, &len, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, 255, &len, &st),
+    );
     try t.expectContains(t.msg(&st), "255");
-    try testing.expectEqual(@as(c_int, t.ZR_E_LIMIT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, format.dict_size_bytes_max + 1, &len, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_LIMIT),
+        root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, format.dict_size_bytes_max + 1, &len, &st),
+    );
     try t.expectContains(t.msg(&st), "dict_size_bytes_max");
     // Null pointers.
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, null, dict.len, &len, &st));
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, null, 4, &dict, dict.len, &len, &st));
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, dict.len, null, &st));
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_train_dict(null, 16, &tiny_sizes, 4, &dict, dict.len, &len, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, null, dict.len, &len, &st),
+    );
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_train_dict(tiny, tiny.len, null, 4, &dict, dict.len, &len, &st),
+    );
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_train_dict(tiny, tiny.len, &tiny_sizes, 4, &dict, dict.len, null, &st),
+    );
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_train_dict(null, 16, &tiny_sizes, 4, &dict, dict.len, &len, &st),
+    );
 }
 
 test "a trained dictionary makes 2000 similar small records smaller than plain zstd" {
@@ -476,11 +525,17 @@ test "writer dictionaries: raw-content works, malformed and oversized are refuse
     var prng = std.Random.DefaultPrng.init(14);
     prng.random().bytes(&bad);
     std.mem.writeInt(u32, bad[0..4], 0xEC30A437, .little);
-    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_writer_open(td.sub(&pbuf, "w"), &schema, &bad, bad.len, 1, &w, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_INVALID_ARGUMENT),
+        root.zr_writer_open(td.sub(&pbuf, "w"), &schema, &bad, bad.len, 1, &w, &st),
+    );
     try t.expectContains(t.msg(&st), "not a valid zstd dictionary");
     try testing.expect(w == null);
     // Too large a dictionary is refused before it is read.
-    try testing.expectEqual(@as(c_int, t.ZR_E_LIMIT), root.zr_writer_open(td.sub(&pbuf, "w"), &schema, &bad, format.dict_size_bytes_max + 1, 1, &w, &st));
+    try testing.expectEqual(
+        @as(c_int, t.ZR_E_LIMIT),
+        root.zr_writer_open(td.sub(&pbuf, "w"), &schema, &bad, format.dict_size_bytes_max + 1, 1, &w, &st),
+    );
     // Any bytes without the magic are a raw-content dictionary, which zstd accepts.
     const raw_dict = "alpha beta gamma delta epsilon zeta eta alpha beta gamma delta epsilon zeta eta";
     var data: [64 * 20]u8 = undefined;
