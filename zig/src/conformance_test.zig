@@ -141,7 +141,13 @@ fn message(st: *const Status) []const u8 {
 }
 
 /// Reads record `i` into a new buffer (caller frees); returns the ZR_E_* code on failure.
-fn readRecord(r: *Reader, info: *const abi.Info, i: u64, shape: []u64, st: *Status) !union(enum) { ok: []u8, err: c_int } {
+fn readRecord(
+    r: *Reader,
+    info: *const abi.Info,
+    i: u64,
+    shape: []u64,
+    st: *Status,
+) !union(enum) { ok: []u8, err: c_int } {
     const idx = [1]u64{i};
     if (info.schema.kind == 1) {
         const n: usize = @intCast(info.record_size);
@@ -179,7 +185,6 @@ fn nameIndex(names: []const []const u8, name: []const u8) ?usize {
 }
 
 fn runValid(c: *const Ctx) !void {
-    const case = c.case;
     var st: Status = undefined;
     const o = openStore(c, &st);
     if (o.rc != 0) return c.fail("open returned {d}: {s}", .{ o.rc, message(&st) });
@@ -187,31 +192,62 @@ fn runValid(c: *const Ctx) !void {
     defer root.zr_reader_free(r);
     var info: abi.Info = undefined;
     root.zr_reader_info(r, &info);
+    var descr_buf: [64]u8 = undefined;
+    const descr = try expectSchema(c, &info, &descr_buf);
+    const total = try expectEachRecord(c, r, &info, descr, &st);
+    // All records in one batch, in reverse order: the same bytes again.
+    if (c.case.records.?.len > 0 and info.schema.kind == 1) try expectDenseBatch(c, r, &info, total, &st);
+    const rc = root.zr_reader_verify(r, 0, info.record_count, &st);
+    if (rc != 0) return c.fail("verify: error {d}: {s}", .{ rc, message(&st) });
+}
+
+/// Checks the store's info (kind, dtype and its parameters, ndim, codec, shards, record count,
+/// format version, item shape) against the manifest, and returns the store's NumPy descr,
+/// written into `descr_buf`, that every record's .npy file must have.
+fn expectSchema(c: *const Ctx, info: *const abi.Info, descr_buf: []u8) ![]const u8 {
+    const case = c.case;
     const s = info.schema;
     const want_kind: u8 = if (std.mem.eql(u8, case.kind.?, "dense")) 1 else 2;
     const want_dtype = (nameIndex(&dtype_names, case.dtype.?) orelse return c.fail("dtype {s}?", .{case.dtype.?})) + 1;
     const want_codec = nameIndex(&codec_names, case.codec.?) orelse return c.fail("codec {s}?", .{case.codec.?});
-    const want_unit: u8 = if (case.dtype_unit) |u| @intCast((nameIndex(&unit_names, u) orelse return c.fail("unit {s}?", .{u})) + 1) else 0;
+    const want_unit: u8 = if (case.dtype_unit) |u|
+        @intCast((nameIndex(&unit_names, u) orelse return c.fail("unit {s}?", .{u})) + 1)
+    else
+        0;
     if (s.dtype_length != (case.dtype_length orelse 0) or s.dtype_unit != want_unit) {
-        return c.fail("info dtype_length {d} dtype_unit {d}, the manifest says {d} and {d}", .{ s.dtype_length, s.dtype_unit, case.dtype_length orelse 0, want_unit });
+        return c.fail("info dtype_length {d} dtype_unit {d}, the manifest says {d} and {d}", .{
+            s.dtype_length, s.dtype_unit, case.dtype_length orelse 0, want_unit,
+        });
     }
-    var descr_buf: [64]u8 = undefined;
-    const descr = format.npyDescr(&descr_buf, s.dtype, s.dtype_length, s.dtype_unit);
+    const descr = format.npyDescr(descr_buf, s.dtype, s.dtype_length, s.dtype_unit);
     if (case.dtype_descr) |want_descr| {
-        if (!std.mem.eql(u8, descr, want_descr)) return c.fail("dtype {s}, the manifest says {s}", .{ descr, want_descr });
+        if (!std.mem.eql(u8, descr, want_descr)) {
+            return c.fail("dtype {s}, the manifest says {s}", .{ descr, want_descr });
+        }
     }
     if (s.kind != want_kind or s.dtype != want_dtype or s.ndim != case.ndim.? or s.codec != want_codec or
         s.data_shards != case.data_shards.? or info.record_count != case.record_count.? or
         info.format_major != case.format_version.?[0] or info.format_minor != case.format_version.?[1])
     {
         return c.fail("info kind {d} dtype {d} ndim {d} codec {d} shards {d} count {d} version {d}.{d} " ++
-            "does not match the manifest", .{ s.kind, s.dtype, s.ndim, s.codec, s.data_shards, info.record_count, info.format_major, info.format_minor });
+            "does not match the manifest", .{
+            s.kind, s.dtype, s.ndim, s.codec, s.data_shards, info.record_count, info.format_major, info.format_minor,
+        });
     }
     if (case.item_shape) |shape| {
         if (!std.mem.eql(u64, shape, s.item_shape[0..s.ndim])) return c.fail("item_shape differs", .{});
     }
-    const records = case.records.?;
-    if (records.len != info.record_count) return c.fail("{d} expected files for {d} records", .{ records.len, info.record_count });
+    return descr;
+}
+
+/// Reads every record on its own and compares its dtype, shape and bytes with its expected
+/// .npy file; returns the records' total size in bytes.
+fn expectEachRecord(c: *const Ctx, r: *Reader, info: *const abi.Info, descr: []const u8, st: *Status) !usize {
+    const s = info.schema;
+    const records = c.case.records.?;
+    if (records.len != info.record_count) {
+        return c.fail("{d} expected files for {d} records", .{ records.len, info.record_count });
+    }
     var total: usize = 0;
     for (records, 0..) |rel, i| {
         var pbuf: [4096]u8 = undefined;
@@ -219,12 +255,12 @@ fn runValid(c: *const Ctx) !void {
         defer gpa.free(bytes);
         const npy = Npy.parse(bytes) catch return c.fail("{s} is not a C-order .npy file", .{rel});
         if (!std.mem.eql(u8, npy.descr, descr)) {
-            return c.fail("{s} has descr {s}, the store's dtype is {s}", .{ rel, npy.descr, case.dtype.? });
+            return c.fail("{s} has descr {s}, the store's dtype is {s}", .{ rel, npy.descr, c.case.dtype.? });
         }
         var shape: [32]u64 = undefined;
-        const got = switch (try readRecord(r, &info, i, &shape, &st)) {
+        const got = switch (try readRecord(r, info, i, &shape, st)) {
             .ok => |b| b,
-            .err => |rc| return c.fail("record {d}: error {d}: {s}", .{ i, rc, message(&st) }),
+            .err => |rc| return c.fail("record {d}: error {d}: {s}", .{ i, rc, message(st) }),
         };
         defer freeRecord(got);
         if (npy.ndim != s.ndim or !std.mem.eql(u64, npy.shape[0..npy.ndim], shape[0..s.ndim])) {
@@ -233,27 +269,29 @@ fn runValid(c: *const Ctx) !void {
         if (!std.mem.eql(u8, got, npy.data)) return c.fail("record {d}: bytes differ from {s}", .{ i, rel });
         total += got.len;
     }
-    // All records in one batch, in reverse order: the same bytes again.
+    return total;
+}
+
+/// Reads every record of a Dense store in one gather, in reverse order, and compares each
+/// with its expected .npy file: a batch must return the same bytes as single reads.
+fn expectDenseBatch(c: *const Ctx, r: *Reader, info: *const abi.Info, total: usize, st: *Status) !void {
+    const records = c.case.records.?;
     const n = records.len;
-    if (n > 0 and s.kind == 1) {
-        const idx = try gpa.alloc(u64, n);
-        defer gpa.free(idx);
-        for (idx, 0..) |*v, k| v.* = n - 1 - k;
-        const out = try gpa.alloc(u8, @max(total, 1));
-        defer gpa.free(out);
-        const rc = root.zr_reader_gather_dense(r, idx.ptr, n, out.ptr, total, 0, &st);
-        if (rc != 0) return c.fail("batch gather: error {d}: {s}", .{ rc, message(&st) });
-        const rs: usize = @intCast(info.record_size);
-        for (idx, 0..) |rec, k| {
-            var pbuf: [4096]u8 = undefined;
-            const bytes = try readFile(c.path(&pbuf, records[@intCast(rec)]));
-            defer gpa.free(bytes);
-            const npy = try Npy.parse(bytes);
-            if (!std.mem.eql(u8, out[k * rs ..][0..rs], npy.data)) return c.fail("batch: record {d} differs", .{rec});
-        }
+    const idx = try gpa.alloc(u64, n);
+    defer gpa.free(idx);
+    for (idx, 0..) |*v, k| v.* = n - 1 - k;
+    const out = try gpa.alloc(u8, @max(total, 1));
+    defer gpa.free(out);
+    const rc = root.zr_reader_gather_dense(r, idx.ptr, n, out.ptr, total, 0, st);
+    if (rc != 0) return c.fail("batch gather: error {d}: {s}", .{ rc, message(st) });
+    const rs: usize = @intCast(info.record_size);
+    for (idx, 0..) |rec, k| {
+        var pbuf: [4096]u8 = undefined;
+        const bytes = try readFile(c.path(&pbuf, records[@intCast(rec)]));
+        defer gpa.free(bytes);
+        const npy = try Npy.parse(bytes);
+        if (!std.mem.eql(u8, out[k * rs ..][0..rs], npy.data)) return c.fail("batch: record {d} differs", .{rec});
     }
-    const rc = root.zr_reader_verify(r, 0, info.record_count, &st);
-    if (rc != 0) return c.fail("verify: error {d}: {s}", .{ rc, message(&st) });
 }
 
 fn runInvalid(c: *const Ctx) !void {
@@ -265,9 +303,13 @@ fn runInvalid(c: *const Ctx) !void {
         if (message(&st).len == 0) return c.fail("error {d} without a message", .{want});
         return;
     }
-    if (o.rc != 0) return c.fail("open returned {d} ({s}), expected {d} ({s})", .{ o.rc, message(&st), want, case.@"error".? });
+    if (o.rc != 0) {
+        return c.fail("open returned {d} ({s}), expected {d} ({s})", .{ o.rc, message(&st), want, case.@"error".? });
+    }
     root.zr_reader_free(o.r.?);
-    if (std.mem.eql(u8, case.phase.?, "open")) return c.fail("open succeeded, expected {d} ({s})", .{ want, case.@"error".? });
+    if (std.mem.eql(u8, case.phase.?, "open")) {
+        return c.fail("open succeeded, expected {d} ({s})", .{ want, case.@"error".? });
+    }
     const verify_phase = std.mem.eql(u8, case.phase.?, "verify");
 
     // Phase "read": every record in turn, then verify on a fresh reader. Phase "verify": the
@@ -288,7 +330,9 @@ fn runInvalid(c: *const Ctx) !void {
             }
         }
         const read_want: c_int = if (verify_phase) case.read_error_number orelse 0 else want;
-        if (got != want and got != read_want) return c.fail("reading the records returned {d} ({s}), expected {d}", .{ got, message(&st), read_want });
+        if (got != want and got != read_want) {
+            return c.fail("reading the records returned {d} ({s}), expected {d}", .{ got, message(&st), read_want });
+        }
     }
     const r = openStore(c, &st).r.?;
     defer root.zr_reader_free(r);
@@ -323,7 +367,9 @@ test "conformance v1: every case of cases.json, exact records and exact error co
         };
     }
     const n = parsed.value.cases.len;
-    std.debug.print("conformance v1: {d} of {d} cases pass ({d} valid, {d} invalid)\n", .{ n - failed, n, valid, n - valid });
+    std.debug.print("conformance v1: {d} of {d} cases pass ({d} valid, {d} invalid)\n", .{
+        n - failed, n, valid, n - valid,
+    });
     try std.testing.expect(n > 0);
     try std.testing.expectEqual(@as(usize, 0), failed);
 }
@@ -350,7 +396,14 @@ test "conformance v1: dict_size above dict_size_bytes_max is a limit error (no v
     const dict = try gpa.alloc(u8, format.dict_size_bytes_max + 8);
     defer gpa.free(dict);
     @memset(dict, 'z');
-    const h: format.Header = .{ .kind = .ragged, .dtype = 3, .ndim = 1, .codec = .zstd_dict, .data_shards = 1, .index_checksum = format.xxh64("") };
+    const h: format.Header = .{
+        .kind = .ragged,
+        .dtype = 3,
+        .ndim = 1,
+        .codec = .zstd_dict,
+        .data_shards = 1,
+        .index_checksum = format.xxh64(""),
+    };
     const header = try gpa.alloc(u8, @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, @intCast(dict.len))));
     defer gpa.free(header);
     format.encodeHeader(&h, dict, header);
