@@ -186,7 +186,20 @@ def cases(g: Any, gen: Any) -> None:
 
 
 def _dtype_cases(g: Any, gen: Any) -> None:
-    # Point 1: every new dtype, Dense and Ragged, raw and zstd, written by zrecord.
+    """The dtypes of format 1.1 (spec section 3.3): valid stores of every new dtype and unit, then
+    dtype parameters a reader must refuse."""
+    _new_dtype_cases(g, gen)
+    _datetime_unit_cases(g, gen)
+    _dtype_length_cases(g, gen)
+    _any_bytes_cases(g, gen)
+    _format_minor_cases(g, gen)
+    _minimal_store_case(g, gen)
+    _invalid_dtype_parameter_cases(g, gen)
+    _invalid_dtype_size_cases(g, gen)
+
+
+def _new_dtype_cases(g: Any, gen: Any) -> None:
+    """Every dtype new in 1.1, Dense and Ragged, raw and zstd, written by zrecord."""
     for descr in NEW_DTYPES:
         dt = np.dtype(descr)
         tag = {"M": "datetime64_ns", "m": "timedelta64_s", "S": "bytes_s3", "U": "str_u2", "V": "void_v4"}[dt.kind]
@@ -211,7 +224,10 @@ def _dtype_cases(g: Any, gen: Any) -> None:
                 records=recs,
                 make=gen.zrecord_writer("ragged", dt, recs, ndim=1, codec=codec, data_shards=2),
             )
-    # Every datetime unit, with counts, from the reference writer.
+
+
+def _datetime_unit_cases(g: Any, gen: Any) -> None:
+    """Every datetime unit, with counts, from the reference writer."""
     units = ["Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as"]
     for k, unit in enumerate(units):
         kind = "M" if k % 2 == 0 else "m"
@@ -227,6 +243,11 @@ def _dtype_cases(g: Any, gen: Any) -> None:
             records=recs,
             make=gen.reference_writer(kind="ragged", dtype=descr, ndim=2, records=recs, data_shards=2),
         )
+
+
+def _dtype_length_cases(g: Any, gen: Any) -> None:
+    """Bytes, str and void dtypes of the smallest and of larger dtype_lengths, from the reference
+    writer."""
     for descr in ("|S1", "|S255", "<U1", "<U33", "|V1", "|V17"):
         dt = np.dtype(descr)
         recs = [values_of(descr, (n,), s) for s, n in enumerate([2, 0, 3])]
@@ -239,7 +260,11 @@ def _dtype_cases(g: Any, gen: Any) -> None:
             records=recs,
             make=gen.reference_writer(kind="ragged", dtype=descr, ndim=1, records=recs),
         )
-    # Bytes that are valid whatever they hold ([ZR-GEN-008]).
+
+
+def _any_bytes_cases(g: Any, gen: Any) -> None:
+    """Bytes that are valid whatever they hold ([ZR-GEN-008]): bool bytes other than 0 and 1,
+    and NaN payloads."""
     raw = np.array([0, 1, 2, 255, 128, 1, 0, 7], dtype=np.uint8)
     recs = [raw[:4].view(np.bool_).copy(), raw[4:].view(np.bool_).copy()]
     g.valid(
@@ -261,7 +286,10 @@ def _dtype_cases(g: Any, gen: Any) -> None:
         records=[nans.copy()],
         make=gen.reference_writer(kind="dense", dtype="<f4", item_shape=(4,), records=[nans.copy()]),
     )
-    # format_minor is informational ([ZR-HDR-018]): a 1.1 dtype under minor 0, or minor 9.
+
+
+def _format_minor_cases(g: Any, gen: Any) -> None:
+    """format_minor is informational ([ZR-HDR-018]): a 1.1 dtype under minor 0, or minor 9."""
     recs = [values_of("<U2", (2,), s) for s in range(2)]
     g.valid(
         "str_dtype_under_minor_0",
@@ -281,7 +309,10 @@ def _dtype_cases(g: Any, gen: Any) -> None:
         records=recs,
         make=gen.reference_writer(kind="dense", dtype="|S3", item_shape=(2,), records=recs, format_minor=9),
     )
-    # The hex dump of spec section 10.
+
+
+def _minimal_store_case(g: Any, gen: Any) -> None:
+    """The store of the hex dump of spec section 10."""
     recs = [np.array([1, 2, 3], dtype="<i2"), np.array([-2], dtype="<i2")]
     g.valid(
         "minimal_ragged_raw",
@@ -292,7 +323,10 @@ def _dtype_cases(g: Any, gen: Any) -> None:
         make=gen.reference_writer(kind="ragged", dtype="<i2", ndim=1, records=recs),
     )
 
-    # Invalid dtype parameters.
+
+def _invalid_dtype_parameter_cases(g: Any, gen: Any) -> None:
+    """Units, counts and dtype_lengths that a dtype code does not allow ([ZR-HDR-019]), each
+    written into a valid store of that dtype."""
     base = {"kind": "dense", "item_shape": (2,), "data_shards": 1}
 
     def dtype_store(descr: str, **kw: Any) -> Any:
@@ -322,6 +356,10 @@ def _dtype_cases(g: Any, gen: Any) -> None:
             description=f"{what} (re-sealed)",
             files=f.hset(off, size, value).seal().done(),
         )
+
+
+def _invalid_dtype_size_cases(g: Any, gen: Any) -> None:
+    """Item sizes above itemsize_bytes_max ([ZR-HDR-020]), and the first dtype code 1.1 reserves."""
     for name, descr, length in (("str_itemsize_above_max", "<U2", 2**29), ("bytes_itemsize_above_max", "|S3", 2**31)):
         f = gen.Files(rw.build_store(kind="dense", dtype=descr, item_shape=(0,), records=[]))
         g.invalid(
@@ -346,11 +384,21 @@ def _dtype_cases(g: Any, gen: Any) -> None:
 
 
 def _header_cases(g: Any, gen: Any) -> None:
-    open_ = "open"
+    """The header rules 1.1 adds or settles: the version and feature bits, the order of the header
+    checks (spec section 9), extents and record_count."""
+    _version_and_feature_cases(g, gen)
+    _header_check_order_cases(g, gen)
+    _extent_cases(g, gen)
+    _record_count_and_dict_checksum_cases(g, gen)
+
+
+def _version_and_feature_cases(g: Any, gen: Any) -> None:
+    """The version ([ZR-HDR-016]) and the required feature bits ([ZR-HDR-017]), which are judged
+    before the rest of the header."""
     g.invalid(
         "header_10_bytes_major_2",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-ERR-002", "ZR-HDR-003"],
         description="header.zrh is the magic and format_major 2 (10 bytes): it holds the major but "
         "not the whole version (bytes 8 to 11), so it is corrupt, not unsupported_version",
@@ -359,7 +407,7 @@ def _header_cases(g: Any, gen: Any) -> None:
     g.invalid(
         "format_major_0",
         error="unsupported_version",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-016", "ZR-HDR-002"],
         description="format_major 0 (re-sealed): no version of this format",
         files=gen.dense_base().hset(8, 2, 0).seal().done(),
@@ -368,7 +416,7 @@ def _header_cases(g: Any, gen: Any) -> None:
         g.invalid(
             f"required_feature_bit_{bit}",
             error="unsupported",
-            phase=open_,
+            phase="open",
             spec=["ZR-HDR-017"],
             description=f"required_features bit {bit}, which format 1.1 does not define (re-sealed)",
             files=gen.dense_base().hset(80, 8, 1 << bit).seal().done(),
@@ -377,17 +425,22 @@ def _header_cases(g: Any, gen: Any) -> None:
     g.invalid(
         "required_feature_with_reserved_and_sizes_broken",
         error="unsupported",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-017", "ZR-ERR-003"],
         description="an unknown required feature (bit 5) beside a non-zero reserved1 byte and an "
         "ndim that does not match header_size: the feature bits are judged first",
         files=f.done(),
     )
+
+
+def _header_check_order_cases(g: Any, gen: Any) -> None:
+    """Codes are judged before the size rule and before reserved bytes ([ZR-ERR-003]); the first
+    byte of 1.1's reserved1 ([ZR-HDR-005])."""
     f = gen.dense_base().hset(16, 1, 3).hset(18, 1, 7).seal()
     g.invalid(
         "kind_unknown_header_size_undefined",
         error="unsupported",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-006", "ZR-ERR-003"],
         description="kind 3 with ndim 7: the size rule of ZR-HDR-003 is undefined for an unknown "
         "kind, and the codes are judged before it",
@@ -397,7 +450,7 @@ def _header_cases(g: Any, gen: Any) -> None:
     g.invalid(
         "codec_unknown_with_reserved0_set",
         error="unsupported",
-        phase=open_,
+        phase="open",
         spec=["ZR-COD-003", "ZR-ERR-003"],
         description="codec 9 and a non-zero reserved0 byte: codes before reserved bytes",
         files=f.done(),
@@ -405,15 +458,20 @@ def _header_cases(g: Any, gen: Any) -> None:
     g.invalid(
         "reserved1_first_byte",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-005"],
         description="byte 93, the first byte of 1.1's reserved1, set (re-sealed)",
         files=gen.dense_base().hset(93, 1, 1).seal().done(),
     )
+
+
+def _extent_cases(g: Any, gen: Any) -> None:
+    """Dense item shapes whose non-zero axes span more than extent_bytes_max ([ZR-HDR-021]), and
+    one exactly at it."""
     g.invalid(
         "dense_extent_above_max",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-021", "ZR-LIM-001"],
         description="Dense uint8 item_shape (2^40, 2^40, 0): size 0, but no NumPy array has that "
         "shape (its non-zero axes multiply past extent_bytes_max)",
@@ -422,7 +480,7 @@ def _header_cases(g: Any, gen: Any) -> None:
     g.invalid(
         "dense_extent_above_max_by_itemsize",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-021", "ZR-LIM-001"],
         description="Dense int16 item_shape (2^62, 0): 2^62 elements of 2 bytes span 2^63 bytes",
         files=gen.empty_dense(dtype="int16", item_shape=(2**62, 0)).done(),
@@ -436,12 +494,17 @@ def _header_cases(g: Any, gen: Any) -> None:
         make=gen.reference_writer(kind="dense", dtype="uint8", item_shape=(2**63 - 1, 0),
                                   records=[np.zeros((2**63 - 1, 0), np.uint8)]),
     )
+
+
+def _record_count_and_dict_checksum_cases(g: Any, gen: Any) -> None:
+    """record_count's limit, judged before the index sizes that depend on it ([ZR-HDR-014],
+    [ZR-ERR-003]), and a dict_checksum without a dictionary ([ZR-HDR-023])."""
     f = gen.Files(rw.build_store(kind="dense", dtype="uint8", item_shape=(4,), records=[]))
     f.hset(24, 8, 2**60).hset(56, 8, (2**60 * 24) % 2**64).seal()
     g.invalid(
         "record_count_2_60_index_size_wrapped",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-014", "ZR-ERR-003"],
         description="record_count 2^60 with index_size record_count x 24 wrapped around 64 bits: "
         "the record_count limit is checked before the product",
@@ -452,7 +515,7 @@ def _header_cases(g: Any, gen: Any) -> None:
     g.invalid(
         "record_count_above_max_and_entry_size_wrong",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-014", "ZR-HDR-012", "ZR-ERR-003"],
         description="record_count 2^48 + 1 and index_entry_size 40: the limit comes first",
         files=f.done(),
@@ -460,7 +523,7 @@ def _header_cases(g: Any, gen: Any) -> None:
     g.invalid(
         "dict_checksum_without_dictionary",
         error="checksum",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-023", "ZR-HDR-013"],
         description="codec raw, no dictionary, dict_checksum 5 (re-sealed)",
         files=gen.dense_base().hset(72, 8, 5).seal().done(),
@@ -475,6 +538,14 @@ def duplicated_range(gen: Any) -> Any:
 
 
 def _index_cases(g: Any, gen: Any) -> None:
+    """Index entries: Ragged extents ([ZR-IDX-007]), the order of the entry checks, and the layout
+    of records in their shards ([ZR-IDX-008])."""
+    _index_limit_cases(g, gen)
+    _layout_cases(g, gen)
+
+
+def _index_limit_cases(g: Any, gen: Any) -> None:
+    """Ragged record extents ([ZR-IDX-007]) and the order of the index entry checks ([ZR-ERR-003])."""
     recs = [np.zeros((2**32 - 1, 2**31, 0), np.uint8), np.arange(2, dtype=np.uint8).reshape(1, 2, 1)]
     g.valid(
         "ragged_extent_at_limit",
@@ -519,7 +590,11 @@ def _index_cases(g: Any, gen: Any) -> None:
         "shard is judged first (the range rule needs it)",
         files=f.seal_index().done(),
     )
-    # Layout ([ZR-IDX-008]): found by a whole-store verification.
+
+
+def _layout_cases(g: Any, gen: Any) -> None:
+    """The layout of records in their shards ([ZR-IDX-006], [ZR-IDX-008]), found by a
+    whole-store verification."""
     f = duplicated_range(gen)
     g.invalid(
         "ranges_duplicate_record",
@@ -558,16 +633,35 @@ def _index_cases(g: Any, gen: Any) -> None:
 
 
 def _dictionary_cases(g: Any, gen: Any) -> None:
-    recs = [gen.text_record(k, 40) for k in range(3)]
+    """Dictionaries of codec zstd_dict in the zstd dictionary format (spec section 6.3): valid
+    hand-built ones, then ones that break a rule of that format."""
+    _valid_dictionary_cases(g, gen)
+    _broken_dictionary_cases(g, gen)
+    _trained_dictionary_broken_case(g, gen)
 
-    def dict_store(dictionary: bytes, stored: list[bytes] | None = None) -> dict[str, bytes]:
-        frames = stored if stored is not None else [rw.zstd_frame(bytes(r)) for r in recs]
-        return rw.build(
-            kind="ragged", dtype_code=3, ndim=1, codec_code=2, data_shards=1,
-            records=[rw.Stored((len(r),), len(r), fr) for r, fr in zip(recs, frames)],
-            dictionary=dictionary,
-        )
 
+def _dictionary_records(gen: Any) -> list[np.ndarray]:
+    """The three 40-byte text records of the dictionary cases."""
+    return [gen.text_record(k, 40) for k in range(3)]
+
+
+def _dictionary_store(gen: Any, dictionary: bytes, stored: list[bytes] | None = None) -> dict[str, bytes]:
+    """A Ragged uint8 zstd_dict store of the dictionary case records with `dictionary`, the
+    records stored as `stored` (by default frames of raw blocks that name no dictionary)."""
+    recs = _dictionary_records(gen)
+    frames = stored if stored is not None else [rw.zstd_frame(bytes(r)) for r in recs]
+    return rw.build(
+        kind="ragged", dtype_code=3, ndim=1, codec_code=2, data_shards=1,
+        records=[rw.Stored((len(r),), len(r), fr) for r, fr in zip(recs, frames)],
+        dictionary=dictionary,
+    )
+
+
+def _valid_dictionary_cases(g: Any, gen: Any) -> None:
+    """Dictionaries a reader must accept: a hand-built zstd-format one with frames from libzstd,
+    one whose repeat offsets reach the whole of its content ([ZR-COD-012]), and 7 bytes that
+    start with the magic but are raw content ([ZR-COD-004])."""
+    recs = _dictionary_records(gen)
     good = zstd_dictionary()
     assert refdict.check_dictionary(good) is None
     import zstandard
@@ -582,7 +676,7 @@ def _dictionary_cases(g: Any, gen: Any) -> None:
         "one-symbol FSE tables, repeat offsets 1, 4, 8, 64 bytes of content), frames from "
         "libzstd with it",
         records=recs,
-        make=lambda p: rw.write_files(p, dict_store(good, [comp.compress(bytes(r)) for r in recs])),
+        make=lambda p: rw.write_files(p, _dictionary_store(gen, good, [comp.compress(bytes(r)) for r in recs])),
     )
     edge = zstd_dictionary(reps=(64, 64, 1))
     g.valid(
@@ -592,7 +686,7 @@ def _dictionary_cases(g: Any, gen: Any) -> None:
         description="a zstd-format dictionary whose repeat offsets 64, 64, 1 reach the whole of "
         "its 64 bytes of content (frames of raw blocks that name no dictionary)",
         records=recs,
-        make=lambda p: rw.write_files(p, dict_store(edge)),
+        make=lambda p: rw.write_files(p, _dictionary_store(gen, edge)),
     )
     short = b"\x37\xa4\x30\xec\x01\x02\x03"
     g.valid(
@@ -602,8 +696,13 @@ def _dictionary_cases(g: Any, gen: Any) -> None:
         description="a 7-byte dictionary that starts with the zstd dictionary magic: shorter than "
         "8 bytes, so raw content",
         records=recs,
-        make=lambda p: rw.write_files(p, dict_store(short)),
+        make=lambda p: rw.write_files(p, _dictionary_store(gen, short)),
     )
+
+
+def _broken_dictionary_cases(g: Any, gen: Any) -> None:
+    """Hand-built zstd-format dictionaries that each break one rule of spec section 6.3; the
+    reference dictionary checker must name that rule."""
     broken = [
         ("dictionary_id_0", zstd_dictionary(dict_id=0), "ZR-COD-010", "Dictionary_ID 0"),
         ("dictionary_huffman_not_a_tree", zstd_dictionary(huffman=bytes([129, 0x22])),
@@ -633,10 +732,13 @@ def _dictionary_cases(g: Any, gen: Any) -> None:
             phase="open",
             spec=[rule, "ZR-COD-004"],
             description=f"codec zstd_dict with a zstd-format dictionary with {what}",
-            files=dict_store(dictionary),
+            files=_dictionary_store(gen, dictionary),
         )
-    # With a huffman table compressed by FSE: a trained dictionary, one byte of its weights'
-    # bitstream changed so that they no longer make a tree.
+
+
+def _trained_dictionary_broken_case(g: Any, gen: Any) -> None:
+    """A dictionary whose Huffman table is compressed by FSE: a trained dictionary, one bit of
+    its weights' bitstream changed so that they no longer make a tree ([ZR-COD-011])."""
     trained = bytearray(gen.trained_dictionary())
     assert trained[8] < 128, "a trained dictionary's Huffman weights are FSE-compressed"
     for k in range(1, trained[8] + 1):
@@ -654,20 +756,38 @@ def _dictionary_cases(g: Any, gen: Any) -> None:
         spec=["ZR-COD-011", "ZR-COD-004"],
         description=f"a trained dictionary with bit 4 of byte {8 + k} flipped, inside its "
         "FSE-compressed Huffman weights",
-        files=dict_store(bytes(candidate)),
+        files=_dictionary_store(gen, bytes(candidate)),
     )
 
 
 def _frame_cases(g: Any, gen: Any) -> None:
-    recs = [gen.text_record(k, 10) for k in range(2)]
+    """The frames of codecs zstd and zstd_dict (spec section 6.2): the window cap, the
+    dictionary a frame names, and what is not exactly one zstd frame."""
+    trained = gen.trained_dictionary()
+    _valid_frame_cases(g, gen, trained)
+    _broken_frame_cases(g, gen, trained)
+    _skippable_frame_case(g)
 
-    def zstd_store(frames: list[bytes], codec: int = 1, dictionary: bytes = b"") -> dict[str, bytes]:
-        return rw.build(
-            kind="ragged", dtype_code=3, ndim=1, codec_code=codec, data_shards=1,
-            records=[rw.Stored((len(r),), len(r), fr) for r, fr in zip(recs, frames)],
-            dictionary=dictionary,
-        )
 
+def _frame_records(gen: Any) -> list[np.ndarray]:
+    """The two 10-byte text records of the frame cases."""
+    return [gen.text_record(k, 10) for k in range(2)]
+
+
+def _frame_store(gen: Any, frames: list[bytes], codec: int = 1, dictionary: bytes = b"") -> dict[str, bytes]:
+    """A Ragged uint8 store of the frame case records, stored as `frames`, of codec code `codec`."""
+    recs = _frame_records(gen)
+    return rw.build(
+        kind="ragged", dtype_code=3, ndim=1, codec_code=codec, data_shards=1,
+        records=[rw.Stored((len(r),), len(r), fr) for r, fr in zip(recs, frames)],
+        dictionary=dictionary,
+    )
+
+
+def _valid_frame_cases(g: Any, gen: Any, trained: bytes) -> None:
+    """A window exactly at the cap ([ZR-COD-008]), and zstd_dict frames that do not name the
+    store's dictionary (`trained`) but are decoded with it ([ZR-COD-007])."""
+    recs = _frame_records(gen)
     ok = rw.zstd_frame(bytes(recs[0]))
     g.valid(
         "zstd_window_at_cap",
@@ -676,10 +796,8 @@ def _frame_cases(g: Any, gen: Any) -> None:
         description="a 10-byte record whose frame declares a window of 2^27 (window descriptor "
         "0x88): exactly the cap",
         records=recs,
-        make=lambda p: rw.write_files(p, zstd_store([ok, frame(bytes(recs[1]), window_descriptor=17 << 3)])),
+        make=lambda p: rw.write_files(p, _frame_store(gen, [ok, frame(bytes(recs[1]), window_descriptor=17 << 3)])),
     )
-    trained = gen.trained_dictionary()
-    dict_id = int.from_bytes(trained[4:8], "little")
     import zstandard
 
     plain = zstandard.ZstdCompressor(
@@ -692,8 +810,18 @@ def _frame_cases(g: Any, gen: Any) -> None:
         description="codec zstd_dict with a trained dictionary whose frames leave out its "
         "Dictionary_ID: every frame is decoded with the store's dictionary",
         records=recs,
-        make=lambda p: rw.write_files(p, zstd_store([plain.compress(bytes(r)) for r in recs], 2, trained)),
+        make=lambda p: rw.write_files(p, _frame_store(gen, [plain.compress(bytes(r)) for r in recs], 2, trained)),
     )
+
+
+def _broken_frame_cases(g: Any, gen: Any, trained: bytes) -> None:
+    """Record 1 stored as a frame that breaks one rule of spec section 6.2, beside a valid
+    record 0; `trained` is the dictionary of the zstd_dict store."""
+    recs = _frame_records(gen)
+    ok = rw.zstd_frame(bytes(recs[0]))
+    dict_id = int.from_bytes(trained[4:8], "little")
+    import zstandard
+
     bad = [
         ("zstd_window_above_cap", frame(bytes(recs[1]), window_descriptor=(17 << 3) | 1), 1, b"",
          "ZR-COD-008", "a 10-byte record whose frame declares a window of 2^27 + 2^24"),
@@ -721,8 +849,12 @@ def _frame_cases(g: Any, gen: Any) -> None:
             phase="read",
             spec=[rule, "ZR-IDX-005"],
             description=what,
-            files=zstd_store([ok, fr], codec, dictionary),
+            files=_frame_store(gen, [ok, fr], codec, dictionary),
         )
+
+
+def _skippable_frame_case(g: Any) -> None:
+    """An empty record stored as a skippable frame, which is not a zstd frame ([ZR-COD-005])."""
     skip = b"\x50\x2a\x4d\x18" + (0).to_bytes(4, "little")
     g.invalid(
         "zstd_skippable_frame_for_empty_record",
@@ -736,6 +868,16 @@ def _frame_cases(g: Any, gen: Any) -> None:
 
 
 def _path_cases(g: Any, gen: Any) -> None:
+    """The store path and the types of the store files (spec section 2)."""
+    _store_path_cases(g, gen)
+    _store_file_link_cases(g, gen)
+    _store_file_directory_cases(g, gen)
+    _ignored_entry_cases(g, gen)
+
+
+def _store_path_cases(g: Any, gen: Any) -> None:
+    """What lies at the store path itself: nothing, a dangling link, a file ([ZR-GEN-005])."""
+
     def nothing(store: Path) -> None:
         pass
 
@@ -766,6 +908,10 @@ def _path_cases(g: Any, gen: Any) -> None:
         files=None,
         post=lambda store: store.write_bytes(gen.dense_base().header),
     )
+
+
+def _store_file_link_cases(g: Any, gen: Any) -> None:
+    """Store files that are symbolic links ([ZR-GEN-004], [ZR-GEN-006])."""
 
     def relink(name: str, target: str) -> Any:
         def post(store: Path) -> None:
@@ -798,6 +944,10 @@ def _path_cases(g: Any, gen: Any) -> None:
             post=post,
         )
 
+
+def _store_file_directory_cases(g: Any, gen: Any) -> None:
+    """Store files that are directories ([ZR-GEN-004], [ZR-GEN-006])."""
+
     def as_directory(name: str) -> Any:
         def post(store: Path) -> None:
             (store / name).unlink()
@@ -817,6 +967,10 @@ def _path_cases(g: Any, gen: Any) -> None:
             post=as_directory(file),
         )
 
+
+def _ignored_entry_cases(g: Any, gen: Any) -> None:
+    """Valid stores beside entries that readers ignore ([ZR-GEN-007]), or behind a symbolic link
+    ([ZR-GEN-005])."""
     recs = [gen.pattern("float32", (2, 3), s) for s in range(4)]
     files = gen.dense_base().done()
 

@@ -371,6 +371,25 @@ def trained_dictionary() -> bytes:
 
 
 def valid_cases(g: Generator) -> None:
+    """The valid cases of format 1.0. They are frozen, and the manifest lists cases in the order
+    they are made, so these calls keep the order of the released vectors."""
+    _valid_dtype_cases(g)
+    _valid_dense_shape_cases(g)
+    _valid_empty_store_cases(g)
+    _valid_ragged_shape_cases(g)
+    _valid_rank_max_cases(g)
+    _valid_shard_cases(g)
+    _valid_newer_minor_case(g)
+    _valid_32k_record_cases(g)
+    _valid_zstd_cases(g)
+    _valid_zstd_frame_form_cases(g)
+    _valid_zstd_dict_cases(g)
+    _valid_zstd_incompressible_case(g)
+
+
+def _valid_dtype_cases(g: Generator) -> None:
+    """Every dtype of spec section 3.3: Dense stores written by zrecord, a few as Ragged stores
+    written by the reference writer."""
     # One Dense raw store per dtype of spec section 3.3, written by zrecord.
     for dtype in DTYPE_NAMES:
         recs = [pattern(dtype, (2, 3), s) for s in range(3)]
@@ -396,6 +415,10 @@ def valid_cases(g: Generator) -> None:
             make=reference_writer(kind="ragged", dtype=dtype, ndim=2, records=recs, data_shards=2),
         )
 
+
+def _valid_dense_shape_cases(g: Generator) -> None:
+    """Dense item shapes: a scalar (rank 0), rank 3, and shapes with a zero axis, whose records
+    hold no bytes."""
     recs = [pattern("float64", (), s) for s in range(5)]
     g.valid(
         "dense_item_shape_scalar",
@@ -441,6 +464,10 @@ def valid_cases(g: Generator) -> None:
         records=recs,
         make=reference_writer(kind="dense", dtype="uint8", item_shape=(2**40, 0), records=recs),
     )
+
+
+def _valid_empty_store_cases(g: Generator) -> None:
+    """Stores of no records ([ZR-HDR-011]), one of them at record_size_bytes_max."""
     g.valid(
         "dense_empty_store",
         writer="zrecord",
@@ -466,6 +493,10 @@ def valid_cases(g: Generator) -> None:
         records=[],
         make=zrecord_writer("ragged", "uint16", [], ndim=2),
     )
+
+
+def _valid_ragged_shape_cases(g: Generator) -> None:
+    """Ragged record shapes: empty records among others, zero axes, and dim_max beside a zero axis."""
     recs = [pattern("int64", (n,), s) for s, n in enumerate([0, 1, 2, 7, 0, 3])]
     g.valid(
         "ragged_int64_rank1",
@@ -506,6 +537,10 @@ def valid_cases(g: Generator) -> None:
         records=recs,
         make=reference_writer(kind="ragged", dtype="uint8", ndim=2, records=recs),
     )
+
+
+def _valid_rank_max_cases(g: Generator) -> None:
+    """Stores of rank ndim_max (32), Dense and Ragged ([ZR-HDR-008])."""
     shape32 = (1,) * 31 + (2,)
     recs = [pattern("uint8", shape32, s) for s in range(2)]
     g.valid(
@@ -525,6 +560,11 @@ def valid_cases(g: Generator) -> None:
         records=recs,
         make=reference_writer(kind="ragged", dtype="uint8", ndim=32, records=recs),
     )
+
+
+def _valid_shard_cases(g: Generator) -> None:
+    """Shards: more than one, more than records, data_shards_max of them, and records laid out
+    in an order of their own."""
     recs = [pattern("uint16", (4,), s) for s in range(20)]
     g.valid(
         "dense_7_shards",
@@ -576,6 +616,10 @@ def valid_cases(g: Generator) -> None:
             layout=list(range(5, -1, -1)),
         ),
     )
+
+
+def _valid_newer_minor_case(g: Generator) -> None:
+    """A greater minor version of the reader's major ([ZR-HDR-002])."""
     recs = [pattern("float32", (2,), s) for s in range(3)]
     g.valid(
         "newer_minor_version",
@@ -586,7 +630,9 @@ def valid_cases(g: Generator) -> None:
         make=reference_writer(kind="dense", dtype="float32", item_shape=(2,), records=recs, format_minor=7),
     )
 
-    # Records around 32 KiB, where the native core switches from its mapping to pread.
+
+def _valid_32k_record_cases(g: Generator) -> None:
+    """Records around 32 KiB, where the native core switches from its mapping to pread."""
     recs = [text_record(k, size) for k, size in enumerate([32767, 32768, 32769, 10])]
     g.valid(
         "ragged_records_near_32k",
@@ -606,7 +652,10 @@ def valid_cases(g: Generator) -> None:
         make=reference_writer(kind="dense", dtype="uint8", item_shape=(32768,), records=recs, data_shards=2),
     )
 
-    # Codecs.
+
+def _valid_zstd_cases(g: Generator) -> None:
+    """Codec zstd ([ZR-COD-001]): frames by zrecord (libzstd) and by the reference writer, empty
+    records included."""
     recs = [pattern("int32", (64,), s // 2) for s in range(6)]
     g.valid(
         "dense_zstd",
@@ -648,6 +697,11 @@ def valid_cases(g: Generator) -> None:
             kind="ragged", dtype="int16", ndim=1, records=recs, codec="zstd", data_shards=2
         ),
     )
+
+
+def _valid_zstd_frame_form_cases(g: Generator) -> None:
+    """Frame forms zrecord does not write but a reader must accept: zstd's content checksum, and
+    a window descriptor instead of a single segment."""
     recs = [pattern("float64", (4,), s) for s in range(3)]
     g.valid(
         "dense_zstd_frame_with_checksum",
@@ -682,6 +736,10 @@ def valid_cases(g: Generator) -> None:
             encode=lambda p: rw.zstd_frame(p, single_segment=False),
         ),
     )
+
+
+def _valid_zstd_dict_cases(g: Generator) -> None:
+    """Codec zstd_dict ([ZR-COD-002]): a trained dictionary and a raw-content one."""
     dictionary = trained_dictionary()
     recs = [text_record(k, 200) for k in range(5)]
     g.valid(
@@ -717,6 +775,10 @@ def valid_cases(g: Generator) -> None:
             kind="ragged", dtype="uint8", ndim=1, records=recs, codec="zstd_dict", dictionary=raw_dict
         ),
     )
+
+
+def _valid_zstd_incompressible_case(g: Generator) -> None:
+    """Codec zstd on data that does not compress."""
     recs = [pattern("uint8", (512,), s) for s in range(3)]
     g.valid(
         "dense_zstd_incompressible",
@@ -752,23 +814,50 @@ def _frame_with_dict_id(payload: bytes, dict_id: int) -> bytes:
 
 
 def invalid_cases(g: Generator) -> None:
-    open_, read = "open", "read"
+    """The invalid cases of format 1.0, frozen and in the order of the released vectors (see
+    valid_cases); each group breaks the rules of one part of the spec."""
+    _invalid_publish_cases(g)
+    _invalid_magic_cases(g)
+    _invalid_version_cases(g)
+    _invalid_header_size_cases(g)
+    _invalid_header_checksum_and_reserved_cases(g)
+    _invalid_unknown_code_cases(g)
+    _invalid_shard_count_cases(g)
+    _invalid_shape_limit_cases(g)
+    _invalid_shard_file_cases(g)
+    _invalid_index_file_cases(g)
+    _invalid_index_field_cases(g)
+    _invalid_dictionary_cases(g)
+    _invalid_malformed_dictionary_cases(g)
+    _invalid_entry_bounds_cases(g)
+    _invalid_entry_field_cases(g)
+    _invalid_ragged_record_size_cases(g)
+    _invalid_record_checksum_cases(g)
+    _invalid_zstd_frame_cases(g)
+    _invalid_zstd_frame_shape_cases(g)
+    _invalid_zstd_dict_frame_case(g)
 
+
+def _invalid_publish_cases(g: Generator) -> None:
+    """A store that was never published ([ZR-PUB-004])."""
     f = dense_base()
     del f.f["header.zrh"]
     g.invalid(
         "not_published",
         error="not_published",
-        phase=open_,
+        phase="open",
         spec=["ZR-PUB-004"],
         description="a directory with index.zri and shard files but no header.zrh",
         files=f.done(),
     )
 
+
+def _invalid_magic_cases(g: Generator) -> None:
+    """header.zrh that does not start with the magic ([ZR-HDR-001])."""
     g.invalid(
         "bad_magic",
         error="bad_magic",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-001"],
         description="first magic byte 0x89 changed to 0x88 (header checksum re-sealed)",
         files=dense_base().hset(0, 1, 0x88).seal().done(),
@@ -776,7 +865,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "bad_magic_empty_header",
         error="bad_magic",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-001"],
         description="header.zrh is an empty file",
         files={**dense_base().done(), "header.zrh": b""},
@@ -784,15 +873,20 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "bad_magic_other_file",
         error="bad_magic",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-001"],
         description="header.zrh holds a PNG signature and text",
         files={**dense_base().done(), "header.zrh": b"\x89PNG\r\n\x1a\n" + b"x" * 200},
     )
+
+
+def _invalid_version_cases(g: Generator) -> None:
+    """A newer major version ([ZR-HDR-002]), judged before any other field of the header, and a
+    header too short to hold it."""
     g.invalid(
         "newer_major_version",
         error="unsupported_version",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-002"],
         description="format_major 2 (header re-sealed)",
         files=dense_base().hset(8, 2, 2).seal().done(),
@@ -802,7 +896,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "newer_major_version_other_layout",
         error="unsupported_version",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-002", "ZR-ERR-002"],
         description="format_major 3 and a header laid out unlike v1 (72 bytes): the "
         "version is judged before any other field",
@@ -811,17 +905,21 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "header_too_short_for_version",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-003", "ZR-ERR-002"],
         description="header.zrh is the magic and two more bytes: too short to hold format_major",
         files={**dense_base().done(), "header.zrh": rw.MAGIC + b"\x01\x00"},
     )
+
+
+def _invalid_header_size_cases(g: Generator) -> None:
+    """header.zrh whose size disagrees with header_size or is not a multiple of 8 ([ZR-HDR-003])."""
     f = dense_base()
     f.f["header.zrh"] = f.header[:100]
     g.invalid(
         "header_truncated",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-003"],
         description="header.zrh cut to 100 bytes, shorter than its fixed part",
         files=f.done(),
@@ -831,7 +929,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "header_truncated_variable_part",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-003"],
         description="header.zrh missing its last 16 bytes (header_size still names the full size)",
         files=f.done(),
@@ -839,7 +937,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "header_size_mismatch",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-003"],
         description="header_size 8 more than the file (re-sealed)",
         files=dense_base().hset(12, 4, len(dense_base().header) + 8).seal().done(),
@@ -850,16 +948,20 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "header_size_not_multiple_of_8",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-003"],
         description="4 zero bytes before the checksum: header_size "
         "matches the file but is not a multiple of 8 (re-sealed)",
         files=f.done(),
     )
+
+
+def _invalid_header_checksum_and_reserved_cases(g: Generator) -> None:
+    """The header checksum ([ZR-HDR-004]) and its reserved bytes and padding ([ZR-HDR-005])."""
     g.invalid(
         "header_checksum_mismatch",
         error="checksum",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-004", "ZR-SUM-003"],
         description="one bit of item_shape flipped, header checksum not re-sealed",
         files=dense_base().hset(128, 1, 3).done(),
@@ -867,7 +969,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "reserved0_nonzero",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-005"],
         description="reserved0 byte 22 set to 1 (re-sealed)",
         files=dense_base().hset(22, 1, 1).seal().done(),
@@ -875,7 +977,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "reserved1_nonzero",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-005"],
         description="reserved1 byte 127 set to 0x80 (re-sealed)",
         files=dense_base().hset(127, 1, 0x80).seal().done(),
@@ -885,16 +987,20 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "header_padding_nonzero",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-005"],
         description="a non-zero byte in the padding after a 333-byte dictionary (re-sealed)",
         files=f.seal().done(),
     )
+
+
+def _invalid_unknown_code_cases(g: Generator) -> None:
+    """Kind, dtype and codec codes that spec section 3 does not define ([ZR-HDR-006])."""
     for name, value in (("kind_unknown_0", 0), ("kind_unknown_3", 3)):
         g.invalid(
             name,
             error="unsupported",
-            phase=open_,
+            phase="open",
             spec=["ZR-HDR-006"],
             description=f"kind {value} (re-sealed)",
             files=dense_base().hset(16, 1, value).seal().done(),
@@ -903,7 +1009,7 @@ def invalid_cases(g: Generator) -> None:
         g.invalid(
             name,
             error="unsupported",
-            phase=open_,
+            phase="open",
             spec=["ZR-HDR-006"],
             description=f"dtype code {value}, reserved (re-sealed)",
             files=dense_base().hset(17, 1, value).seal().done(),
@@ -911,12 +1017,16 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "codec_unknown",
         error="unsupported",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-006", "ZR-COD-003"],
         description="codec 3 (re-sealed)",
         files=dense_base().hset(19, 1, 3).seal().done(),
     )
 
+
+def _invalid_shard_count_cases(g: Generator) -> None:
+    """data_shards below its minimum ([ZR-HDR-007]) and index entries that name a shard the store
+    does not have ([ZR-IDX-001])."""
     f = empty_dense()
     f.f["header.zrh"] = f.header[:136] + f.header[144:]
     f.hset(12, 4, len(f.header)).hset(20, 1, 0).seal()
@@ -924,7 +1034,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "data_shards_zero",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-007", "ZR-LIM-001"],
         description="data_shards 0 (below data_shards_min) in an empty store whose header "
         "is otherwise consistent",
@@ -933,7 +1043,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "shard_number_255",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-001"],
         description="an index entry names shard 255 in a 2-shard store; data_shards itself "
         "(a u8) cannot exceed data_shards_max",
@@ -943,15 +1053,19 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "shard_number_out_of_range",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-001"],
         description="an index entry names shard 2 of a 2-shard store",
         files=f.eset(3, 12, 1, 2).seal_index().done(),
     )
+
+
+def _invalid_shape_limit_cases(g: Generator) -> None:
+    """Ranks and record sizes outside the limits ([ZR-HDR-008], [ZR-HDR-009])."""
     g.invalid(
         "ndim_above_max_dense",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-008", "ZR-LIM-001"],
         description="Dense store of rank 33 (item_shape of 33 ones, empty store)",
         files=empty_dense(item_shape=(1,) * 33).done(),
@@ -959,7 +1073,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "ndim_above_max_ragged",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-008", "ZR-LIM-001"],
         description="Ragged store of rank 33 (160-byte entries, empty store)",
         files=Files(rw.build_store(kind="ragged", dtype="uint8", ndim=33, records=[])).done(),
@@ -967,7 +1081,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "ragged_ndim_zero",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-008"],
         description="Ragged store of rank 0 (24-byte entries, empty store)",
         files=Files(rw.build_store(kind="ragged", dtype="uint8", ndim=0, records=[])).done(),
@@ -975,7 +1089,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "dense_record_size_above_max",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-009", "ZR-LIM-001"],
         description="Dense int64 item_shape (2^28 + 1,): record size 2^31 + 8 bytes (empty store)",
         files=empty_dense(dtype="int64", item_shape=(2**28 + 1,)).done(),
@@ -983,16 +1097,21 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "dense_record_size_overflow",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-009", "ZR-LIM-001"],
         description="Dense item_shape (2^32, 2^32, 2): the product overflows 64 bits",
         files=empty_dense(item_shape=(2**32, 2**32, 2)).done(),
     )
+
+
+def _invalid_shard_file_cases(g: Generator) -> None:
+    """Shard files that disagree with the header's sizes ([ZR-HDR-010]) or are missing or not
+    regular files ([ZR-GEN-001])."""
     f = dense_base()
     g.invalid(
         "stored_bytes_mismatch",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-010"],
         description="stored_bytes one more than the sum of shard_sizes (re-sealed)",
         files=f.hset(40, 8, f.hget(40, 8) + 1).seal().done(),
@@ -1002,7 +1121,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "shard_file_longer",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-010"],
         description="data-001.zrd has one byte more than its shard_sizes entry",
         files=f.done(),
@@ -1012,7 +1131,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "shard_file_truncated",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-010"],
         description="data-000.zrd lost its last 4 bytes",
         files=f.done(),
@@ -1022,7 +1141,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "shard_file_missing",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-GEN-001"],
         description="data-001.zrd of a 2-shard store is missing",
         files=f.done(),
@@ -1036,18 +1155,22 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "shard_file_is_directory",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-GEN-001"],
         description="data-001.zrd is a directory (holding one file), not a regular file",
         files=dense_base().done(),
         post=shard_as_directory,
     )
+
+
+def _invalid_index_file_cases(g: Generator) -> None:
+    """index.zri missing, of the wrong size, or not matching index_checksum ([ZR-HDR-011])."""
     f = dense_base()
     del f.f["index.zri"]
     g.invalid(
         "index_file_missing",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-GEN-001"],
         description="index.zri is missing",
         files=f.done(),
@@ -1057,7 +1180,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "index_truncated",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-011"],
         description="index.zri lost its last 8 bytes (index_checksum re-sealed to match)",
         files=f.seal_index().done(),
@@ -1067,7 +1190,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "index_longer",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-011"],
         description="index.zri has one zero entry more than record_count (index_checksum re-sealed)",
         files=f.seal_index().done(),
@@ -1076,7 +1199,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "index_size_field_mismatch",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-011"],
         description="index_size is not record_count x index_entry_size (re-sealed)",
         files=f.hset(56, 8, f.hget(56, 8) + 24).seal().done(),
@@ -1085,15 +1208,20 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "index_checksum_mismatch",
         error="checksum",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-011", "ZR-SUM-003"],
         description="a bit of record 2's checksum flipped in index.zri; index_checksum not updated",
         files=f.eset(2, 16, 1, f.eget(2, 16, 1) ^ 1).done(),
     )
+
+
+def _invalid_index_field_cases(g: Generator) -> None:
+    """Header fields that describe the index and the totals: index_entry_size ([ZR-HDR-012]),
+    record_count ([ZR-HDR-014]) and logical_bytes ([ZR-HDR-015])."""
     g.invalid(
         "index_entry_size_wrong",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-012"],
         description="Dense index_entry_size 32 instead of 24 (empty store, re-sealed)",
         files=empty_dense().hset(48, 4, 32).seal().done(),
@@ -1102,7 +1230,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "index_entry_size_unpadded",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-012"],
         description="Ragged rank 3 with index_entry_size 36, not rounded up to 40 (empty store, re-sealed)",
         files=f.hset(48, 4, 36).seal().done(),
@@ -1112,7 +1240,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "record_count_above_max",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-014", "ZR-LIM-001", "ZR-ERR-002"],
         description="record_count 2^48 + 1 (index_size consistent with it; the empty "
         "index.zri cannot be, and is judged only after the header)",
@@ -1122,14 +1250,17 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "logical_bytes_mismatch",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-015"],
         description="logical_bytes one more than the records' logical sizes (re-sealed)",
         files=f.hset(32, 8, f.hget(32, 8) + 1).seal().done(),
     )
 
-    # Dictionaries.
-    raw_dict = bytes(text_record(3, 256))
+
+def _invalid_dictionary_cases(g: Generator) -> None:
+    """The dictionary in the header: missing, present with codec zstd, or not matching
+    dict_checksum ([ZR-HDR-013])."""
+    raw_dict = _raw_content_dictionary()
     zd = ragged_base(
         dtype="uint8", records=[text_record(k, 50) for k in range(3)], codec="zstd_dict", dictionary=raw_dict
     )
@@ -1140,7 +1271,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "dictionary_missing",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-013", "ZR-COD-002"],
         description="codec zstd_dict with dict_size 0: the dictionary the frames need is not in the header",
         files=f.done(),
@@ -1149,7 +1280,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "dictionary_with_codec_zstd",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-013"],
         description="codec zstd with a 256-byte dictionary in the header",
         files=f.done(),
@@ -1159,12 +1290,16 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "dictionary_checksum_mismatch",
         error="checksum",
-        phase=open_,
+        phase="open",
         spec=["ZR-HDR-013"],
         description="a dictionary byte changed; dict_checksum not updated (header re-sealed)",
         files=f.seal().done(),
     )
 
+
+def _invalid_malformed_dictionary_cases(g: Generator) -> None:
+    """A dictionary of the zstd dictionary format whose entropy tables are not valid
+    ([ZR-COD-004]), with and without records that use it."""
     bad_dict = b"\x37\xa4\x30\xec" + (1234).to_bytes(4, "little") + b"\xff" * 200
     frames = rw.encode_records(
         [text_record(k, 30) for k in range(3)], np.dtype("uint8"), rw.zstd_frame, lambda i: 0
@@ -1172,7 +1307,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "dictionary_malformed",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-COD-004"],
         description="codec zstd_dict whose 208-byte dictionary has the zstd dictionary magic and "
         "ID 1234 but no valid entropy tables",
@@ -1189,7 +1324,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "dictionary_malformed_empty_store",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-COD-004"],
         description="the malformed dictionary of dictionary_malformed in a store of no records: "
         "it is rejected at open whether or not a record uses it",
@@ -1198,14 +1333,16 @@ def invalid_cases(g: Generator) -> None:
         ),
     )
 
-    # Index entries.
+
+def _invalid_entry_bounds_cases(g: Generator) -> None:
+    """Index entries whose offset and stored_size do not lie within their shard ([ZR-IDX-002])."""
     f = dense_base()
     size = f.eget(1, 8, 4)
     shard_size = len(f.f[f"data-{f.eget(1, 12, 1):03d}.zrd"])
     g.invalid(
         "entry_offset_past_end",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-002"],
         description="record 1's offset + stored_size is 1 byte past the end of its shard",
         files=f.eset(1, 0, 8, shard_size - size + 1).seal_index().done(),
@@ -1213,7 +1350,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "entry_offset_overflow",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-002"],
         description="record 0's offset is 2^64 - 8: offset + stored_size wraps around "
         "64 bits to a small number",
@@ -1223,7 +1360,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "entry_stored_size_past_end",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-002"],
         description="codec zstd: record 0's stored_size is 2^32 - 1, far past its shard",
         files=f.eset(0, 8, 4, 2**32 - 1).seal_index().done(),
@@ -1232,16 +1369,21 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "entry_empty_record_offset_past_end",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-002"],
         description="record 2 is empty (stored_size 0) but its offset is 1 byte past the "
         "end of its shard; an offset equal to the shard size would be valid",
         files=f.eset(2, 0, 8, len(f.f["data-000.zrd"]) + 1).seal_index().done(),
     )
+
+
+def _invalid_entry_field_cases(g: Generator) -> None:
+    """Index entries with reserved bytes or padding set ([ZR-IDX-003]), and raw records whose
+    stored size is not their logical size ([ZR-IDX-004])."""
     g.invalid(
         "entry_reserved_nonzero",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-003"],
         description="reserved byte 14 of record 2's entry set (index re-sealed)",
         files=dense_base().eset(2, 14, 1, 1).seal_index().done(),
@@ -1249,7 +1391,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "entry_padding_nonzero",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-003"],
         description="Ragged rank 1: padding byte 31 of record 1's 32-byte entry set",
         files=ragged_base().eset(1, 31, 1, 1).seal_index().done(),
@@ -1259,12 +1401,16 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "raw_stored_size_not_logical",
         error="corrupt",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-004"],
         description="codec raw: record 0's shape says 4 int16 (8 bytes) but it stores 6; "
         "record 1 the reverse (logical_bytes unchanged)",
         files=f.seal_index().done(),
     )
+
+
+def _invalid_ragged_record_size_cases(g: Generator) -> None:
+    """Ragged records whose shape is above record_size_bytes_max ([ZR-IDX-004], [ZR-LIM-001])."""
     frame = rw.rle_zstd_frame(0, 2**31 + 1)
     files = rw.build(
         kind="ragged",
@@ -1277,7 +1423,7 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "ragged_record_size_above_max",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-004", "ZR-LIM-001"],
         description="Ragged uint8 zstd record of shape (2^31 + 1,), above "
         "record_size_bytes_max, stored as a valid 64 KiB frame of RLE blocks",
@@ -1295,20 +1441,22 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "ragged_shape_product_overflow",
         error="limit",
-        phase=open_,
+        phase="open",
         spec=["ZR-IDX-004", "ZR-LIM-001"],
         description="Ragged record of shape (2^32 - 1, 2^32 - 1): the product is far "
         "above record_size_bytes_max (logical_bytes left 0)",
         files=f.done(),
     )
 
-    # Record data (found when the record is read).
+
+def _invalid_record_checksum_cases(g: Generator) -> None:
+    """Record checksums, found when the record is read ([ZR-SUM-001], [ZR-SUM-002])."""
     f = dense_base()
     f.f["data-000.zrd"][5] ^= 0x10
     g.invalid(
         "record_checksum_mismatch",
         error="checksum",
-        phase=read,
+        phase="read",
         spec=["ZR-SUM-001", "ZR-SUM-002"],
         description="one bit flipped in record 0's stored bytes",
         files=f.done(),
@@ -1321,126 +1469,111 @@ def invalid_cases(g: Generator) -> None:
     g.invalid(
         "record_checksum_mismatch_zstd",
         error="checksum",
-        phase=read,
+        phase="read",
         spec=["ZR-SUM-001", "ZR-SUM-002", "ZR-ERR-002"],
         description="codec zstd: the last byte of record 3's frame changed; the checksum "
         "is checked before any decoder sees the bytes",
         files=f.done(),
     )
-    recs = [text_record(k, 40) for k in range(3)]
-    bad = rw.zstd_frame(bytes(recs[1]) + b"!")
-    stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
-    stored[1].stored = bad
-    g.invalid(
+
+
+def _invalid_zstd_frame_cases(g: Generator) -> None:
+    """Frames that do not decode to exactly the record's logical size, or that need what the
+    store cannot give ([ZR-IDX-005])."""
+    _zstd_frame_case(
+        g,
         "zstd_frame_content_size_mismatch",
-        error="decode",
-        phase=read,
-        spec=["ZR-IDX-005"],
-        description="record 1's frame holds 41 bytes; its shape says 40",
-        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+        1,
+        "record 1's frame holds 41 bytes; its shape says 40",
+        lambda p: rw.zstd_frame(p + b"!"),
     )
-    stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
-    stored[2].stored = _zstd_without_content_size(bytes(recs[2]))
-    g.invalid(
+    _zstd_frame_case(
+        g,
         "zstd_frame_without_content_size",
-        error="decode",
-        phase=read,
-        spec=["ZR-IDX-005"],
-        description="record 2's frame omits the content size field (spec section 6 requires it)",
-        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+        2,
+        "record 2's frame omits the content size field (spec section 6 requires it)",
+        _zstd_without_content_size,
     )
-    stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
-    stored[0].stored = b"not a zstd frame"
-    g.invalid(
+    _zstd_frame_case(
+        g,
         "zstd_frame_garbage",
-        error="decode",
-        phase=read,
-        spec=["ZR-IDX-005"],
-        description="record 0's stored bytes are not a zstd frame (checksum matches)",
-        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+        0,
+        "record 0's stored bytes are not a zstd frame (checksum matches)",
+        lambda p: b"not a zstd frame",
     )
-    stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
-    stored[1].stored = stored[1].stored + b"\x00"
-    g.invalid(
+    _zstd_frame_case(
+        g,
         "zstd_frame_trailing_bytes",
-        error="decode",
-        phase=read,
-        spec=["ZR-IDX-005"],
-        description="record 1's frame is followed by one extra stored byte",
-        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+        1,
+        "record 1's frame is followed by one extra stored byte",
+        lambda p: rw.zstd_frame(p) + b"\x00",
     )
-    stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
-    stored[2].stored = stored[2].stored[:-5]
-    g.invalid(
+    _zstd_frame_case(
+        g,
         "zstd_frame_truncated",
-        error="decode",
-        phase=read,
-        spec=["ZR-IDX-005"],
-        description="record 2's frame lost its last 5 bytes (checksum of what is left)",
-        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+        2,
+        "record 2's frame lost its last 5 bytes (checksum of what is left)",
+        lambda p: rw.zstd_frame(p)[:-5],
     )
-    stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
-    stored[1].stored = _frame_with_dict_id(bytes(recs[1]), 7)
-    g.invalid(
+    _zstd_frame_case(
+        g,
         "zstd_frame_needs_dictionary",
-        error="decode",
-        phase=read,
-        spec=["ZR-IDX-005", "ZR-COD-002"],
-        description="codec zstd: record 1's frame names dictionary ID 7, which no "
+        1,
+        "codec zstd: record 1's frame names dictionary ID 7, which no "
         "store of codec zstd can supply",
-        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+        lambda p: _frame_with_dict_id(p, 7),
+        spec=["ZR-IDX-005", "ZR-COD-002"],
     )
-    more = [
-        (
-            "zstd_skippable_frame_first",
-            0,
-            "a skippable frame (magic 0x184D2A50) before record 0's "
-            "frame: the stored bytes are not exactly one zstd frame",
-            lambda p: b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"skip" + rw.zstd_frame(p),
+
+
+def _invalid_zstd_frame_shape_cases(g: Generator) -> None:
+    """Stored bytes that are not exactly one frame, or whose one frame does not agree with
+    itself ([ZR-IDX-005])."""
+    _zstd_frame_case(
+        g,
+        "zstd_skippable_frame_first",
+        0,
+        "a skippable frame (magic 0x184D2A50) before record 0's "
+        "frame: the stored bytes are not exactly one zstd frame",
+        lambda p: b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"skip" + rw.zstd_frame(p),
+    )
+    _zstd_frame_case(
+        g,
+        "zstd_two_frames",
+        1,
+        "record 1 is stored as two frames of 10 and 30 bytes: their "
+        "contents add up, but the stored bytes are not one frame",
+        lambda p: rw.zstd_frame(p[:10]) + rw.zstd_frame(p[10:]),
+    )
+    _zstd_frame_case(
+        g,
+        "zstd_frame_shorter_than_declared",
+        2,
+        "record 2's frame declares 40 bytes of content but its only block holds 38",
+        lambda p: (
+            b"\x28\xb5\x2f\xfd\x20" + bytes([len(p)]) + (1 | ((len(p) - 2) << 3)).to_bytes(3, "little") + p[:-2]
         ),
-        (
-            "zstd_two_frames",
-            1,
-            "record 1 is stored as two frames of 10 and 30 bytes: their "
-            "contents add up, but the stored bytes are not one frame",
-            lambda p: rw.zstd_frame(p[:10]) + rw.zstd_frame(p[10:]),
-        ),
-        (
-            "zstd_frame_shorter_than_declared",
-            2,
-            "record 2's frame declares 40 bytes of content but its only block holds 38",
-            lambda p: (
-                b"\x28\xb5\x2f\xfd\x20"
-                + bytes([len(p)])
-                + (1 | ((len(p) - 2) << 3)).to_bytes(3, "little")
-                + p[:-2]
-            ),
-        ),
-        (
-            "zstd_frame_checksum_mismatch",
-            0,
-            "record 0's frame carries zstd's content checksum, "
-            "and its last byte is wrong (the record checksum matches the altered bytes)",
-            lambda p: _zstd_with_checksum(p)[:-1] + bytes([_zstd_with_checksum(p)[-1] ^ 1]),
-        ),
-    ]
-    for name, which, description, frame_of in more:
-        stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
-        stored[which].stored = frame_of(bytes(recs[which]))
-        g.invalid(
-            name,
-            error="decode",
-            phase=read,
-            spec=["ZR-IDX-005"],
-            description=description,
-            files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
-        )
+    )
+    _zstd_frame_case(
+        g,
+        "zstd_frame_checksum_mismatch",
+        0,
+        "record 0's frame carries zstd's content checksum, "
+        "and its last byte is wrong (the record checksum matches the altered bytes)",
+        lambda p: _zstd_with_checksum(p)[:-1] + bytes([_zstd_with_checksum(p)[-1] ^ 1]),
+    )
+
+
+def _invalid_zstd_dict_frame_case(g: Generator) -> None:
+    """A frame of codec zstd_dict that names a dictionary other than the store's ([ZR-COD-002])."""
+    raw_dict = _raw_content_dictionary()
+    recs = _frame_case_records()
     stored = rw.encode_records(recs, np.dtype("uint8"), rw.dict_encoder(raw_dict), lambda i: 0)
     stored[0].stored = _frame_with_dict_id(bytes(recs[0]), 9)
     g.invalid(
         "zstd_dict_wrong_dictionary_id",
         error="decode",
-        phase=read,
+        phase="read",
         spec=["ZR-IDX-005", "ZR-COD-002"],
         description="codec zstd_dict with a raw-content dictionary (ID 0): record 0's "
         "frame names dictionary ID 9",
@@ -1454,6 +1587,43 @@ def invalid_cases(g: Generator) -> None:
             dictionary=raw_dict,
         ),
     )
+
+
+def _raw_content_dictionary() -> bytes:
+    """The 256-byte raw-content dictionary (no dictionary ID) of the invalid dictionary cases."""
+    return bytes(text_record(3, 256))
+
+
+def _frame_case_records() -> list[np.ndarray]:
+    """The three 40-byte text records of the invalid zstd frame cases."""
+    return [text_record(k, 40) for k in range(3)]
+
+
+def _zstd_frame_case(
+    g: Generator,
+    name: str,
+    which: int,
+    description: str,
+    frame_of: Callable[[bytes], bytes],
+    spec: list[str] | None = None,
+) -> None:
+    """An invalid case of codec zstd: a Ragged uint8 store of the frame case records whose
+    record `which` is stored as `frame_of(its bytes)`, the others as frames of the reference
+    writer. The record checksum is that of the stored bytes, so the frame alone breaks a rule,
+    found when the record is read."""
+    recs = _frame_case_records()
+    stored = rw.encode_records(recs, np.dtype("uint8"), rw.zstd_frame, lambda i: 0)
+    stored[which].stored = frame_of(bytes(recs[which]))
+    g.invalid(
+        name,
+        error="decode",
+        phase="read",
+        spec=spec if spec is not None else ["ZR-IDX-005"],
+        description=description,
+        files=rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=1, data_shards=1, records=stored),
+    )
+
+
 
 
 # ---- main -----------------------------------------------------------------------------------
