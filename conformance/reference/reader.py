@@ -376,107 +376,20 @@ def _store_file(dfd: int, path: str, name: str) -> bytes | None:
 
 def decode_header(h: bytes) -> dict:
     """Validates header.zrh on its own (spec section 3), in the order of spec section 9.2, and
-    returns its fields."""
-
-    def corrupt(rule: str, why: str) -> FormatViolation:
-        return FormatViolation("corrupt", rule, f"header.zrh: {why}")
-
-    # 2.1 .. 2.3: the magic, a version to read, the major version.
-    if len(h) < 8 or h[:8] != MAGIC:
-        raise FormatViolation("bad_magic", "ZR-HDR-001", "header.zrh does not start with the magic")
-    if len(h) < 12:
-        raise corrupt("ZR-ERR-002", f"{len(h)} bytes, too short to hold the format version")
-    major, minor = _u(h, 8, 2), _u(h, 10, 2)
-    if major != FORMAT_MAJOR:
-        rule = "ZR-HDR-016" if major == 0 else "ZR-HDR-002"
-        raise FormatViolation("unsupported_version", rule, f"format {major}.{minor}; this reader implements major 1")
-    # 2.4 .. 2.5: the file's size, then its checksum.
-    if len(h) < HEADER_FIXED_BYTES + 8:
-        raise corrupt("ZR-HDR-003", f"{len(h)} bytes, shorter than fixed part and checksum")
-    if len(h) > HEADER_SIZE_BYTES_MAX:
-        raise corrupt("ZR-HDR-022", f"{len(h)} bytes, more than the largest valid header")
-    header_size = _u(h, 12, 4)
-    if header_size != len(h) or header_size % 8 != 0:
-        raise corrupt("ZR-HDR-003", f"header_size {header_size}, file has {len(h)} bytes")
-    if xxh64(h[:-8]) != _u(h, len(h) - 8, 8):
-        raise FormatViolation("checksum", "ZR-HDR-004", "header checksum mismatch")
-    # 2.6 .. 2.8: whether this reader can read the store at all.
-    features = _u(h, 80, 8)
-    if features & ~REQUIRED_FEATURES_KNOWN:
-        raise FormatViolation("unsupported", "ZR-HDR-017", f"required_features 0x{features:x}")
-    kind_code, dtype_code, ndim, codec_code, data_shards = h[16], h[17], h[18], h[19], h[20]
-    if kind_code not in KINDS:
-        raise FormatViolation("unsupported", "ZR-HDR-006", f"unknown kind {kind_code}")
-    if dtype_code not in DTYPES and dtype_code not in PARAMETRIC:
-        raise FormatViolation("unsupported", "ZR-HDR-006", f"unknown dtype {dtype_code}")
-    if codec_code not in CODECS:
-        raise FormatViolation("unsupported", "ZR-COD-003", f"unknown codec {codec_code}")
-    length, unit = _u(h, 88, 4), h[92]
-    itemsize = _check_dtype_params(dtype_code, length, unit)
-    dtype = dtype_of(dtype_code, length, unit)
-    assert dtype.itemsize == itemsize
+    returns its fields. The steps of 9.2 are checked by the functions below, one group each,
+    called in the order of their steps."""
+    major, minor = _check_version(h)
+    header_size = _check_header_bytes(h)
+    dtype, itemsize = _check_codes(h)
     # 2.9: reserved bytes.
     if any(h[21:24]) or any(h[93:128]):
-        raise corrupt("ZR-HDR-005", "non-zero reserved bytes")
-    # 2.10 .. 2.12: the schema's limits, the header's exact size, the padding.
-    kind, codec = KINDS[kind_code], CODECS[codec_code]
-    if data_shards < DATA_SHARDS_MIN:
-        raise FormatViolation("limit", "ZR-HDR-007", "data_shards 0, below data_shards_min 1")
-    if ndim > NDIM_MAX:
-        raise FormatViolation("limit", "ZR-HDR-008", f"ndim {ndim}, above ndim_max {NDIM_MAX}")
-    if kind == "ragged" and ndim == 0:
-        raise corrupt("ZR-HDR-008", "a Ragged store with ndim 0")
-    dict_size = _u(h, 52, 4)
-    if dict_size > DICT_SIZE_BYTES_MAX:
-        raise FormatViolation("limit", "ZR-HDR-013", f"dict_size {dict_size}, above the limit")
-    shape_axes = ndim if kind == "dense" else 0
-    variable = 8 * shape_axes + 8 * data_shards + dict_size
-    want_size = (HEADER_FIXED_BYTES + variable + 7) // 8 * 8 + 8
-    if header_size != want_size:
-        raise corrupt("ZR-HDR-003", f"header_size {header_size}, the variable part needs {want_size}")
-    pos = HEADER_FIXED_BYTES
-    item_shape = tuple(_u(h, pos + 8 * k, 8) for k in range(shape_axes))
-    pos += 8 * shape_axes
-    shard_sizes = [_u(h, pos + 8 * k, 8) for k in range(data_shards)]
-    pos += 8 * data_shards
-    dictionary = h[pos : pos + dict_size]
-    pos += dict_size
-    if any(h[pos : len(h) - 8]):
-        raise corrupt("ZR-HDR-005", "non-zero padding")
-    # 2.13 .. 2.17: the fields that relate to each other.
-    if kind == "dense" and 0 not in item_shape:
-        if _product(list(item_shape)) * itemsize > RECORD_SIZE_BYTES_MAX:
-            raise FormatViolation("limit", "ZR-HDR-009", "Dense record size above record_size_bytes_max")
-    if kind == "dense" and _extent(item_shape, itemsize) > EXTENT_BYTES_MAX:
-        raise FormatViolation("limit", "ZR-HDR-021", "item_shape's non-zero axes exceed extent_bytes_max")
-    stored_bytes = _u(h, 40, 8)
-    if sum(shard_sizes) != stored_bytes:
-        raise corrupt("ZR-HDR-010", "stored_bytes is not the sum of shard_sizes")
-    record_count = _u(h, 24, 8)
-    if record_count > RECORD_COUNT_MAX:
-        raise FormatViolation("limit", "ZR-HDR-014", f"record_count {record_count} above record_count_max")
-    entry_size = _u(h, 48, 4)
-    if entry_size != index_entry_size(kind, ndim):
-        raise corrupt("ZR-HDR-012", f"index_entry_size {entry_size}")
-    index_size = _u(h, 56, 8)
-    if index_size != record_count * entry_size:
-        raise corrupt("ZR-HDR-011", "index_size is not record_count * index_entry_size")
-    # 2.18 .. 2.20: the dictionary.
-    if codec == "zstd_dict" and dict_size == 0:
-        raise corrupt("ZR-HDR-013", "codec zstd_dict without a dictionary")
-    if codec != "zstd_dict" and dict_size != 0:
-        raise corrupt("ZR-HDR-013", f"a dictionary with codec {codec}")
-    want_dict_sum = xxh64(dictionary) if dict_size else 0
-    if _u(h, 72, 8) != want_dict_sum:
-        rule = "ZR-HDR-013" if dict_size else "ZR-HDR-023"
-        raise FormatViolation("checksum", rule, "dict_checksum mismatch")
-    dict_id = 0
-    if codec == "zstd_dict":
-        problem = check_dictionary(bytes(dictionary))
-        if problem is not None:
-            raise corrupt(problem.rule, f"the zstd-format dictionary is malformed: {problem.what}")
-        if len(dictionary) >= 8 and dictionary[:4] == b"\x37\xa4\x30\xec":
-            dict_id = _u(dictionary, 4, 4)
+        raise _corrupt_header("ZR-HDR-005", "non-zero reserved bytes")
+    kind, ndim, codec, data_shards = KINDS[h[16]], h[18], CODECS[h[19]], h[20]
+    item_shape, shard_sizes, dictionary = _check_variable_part(h, kind, ndim, data_shards, header_size)
+    stored_bytes, record_count, entry_size, index_size = _check_related_fields(
+        h, kind, ndim, item_shape, itemsize, shard_sizes
+    )
+    dict_id = _check_dictionary_fields(h, codec, dictionary)
     return {
         "format_version": (major, minor),
         "kind": kind,
@@ -495,6 +408,137 @@ def decode_header(h: bytes) -> dict:
         "dictionary": bytes(dictionary),
         "dict_id": dict_id,
     }
+
+
+def _corrupt_header(rule: str, why: str) -> FormatViolation:
+    return FormatViolation("corrupt", rule, f"header.zrh: {why}")
+
+
+def _check_version(h: bytes) -> tuple[int, int]:
+    """Steps 2.1 to 2.3: the magic, a version to read, the major version. Returns the format
+    version (major, minor)."""
+    if len(h) < 8 or h[:8] != MAGIC:
+        raise FormatViolation("bad_magic", "ZR-HDR-001", "header.zrh does not start with the magic")
+    if len(h) < 12:
+        raise _corrupt_header("ZR-ERR-002", f"{len(h)} bytes, too short to hold the format version")
+    major, minor = _u(h, 8, 2), _u(h, 10, 2)
+    if major != FORMAT_MAJOR:
+        rule = "ZR-HDR-016" if major == 0 else "ZR-HDR-002"
+        raise FormatViolation("unsupported_version", rule, f"format {major}.{minor}; this reader implements major 1")
+    return major, minor
+
+
+def _check_header_bytes(h: bytes) -> int:
+    """Steps 2.4 and 2.5: the file's size, then its checksum. Returns header_size."""
+    if len(h) < HEADER_FIXED_BYTES + 8:
+        raise _corrupt_header("ZR-HDR-003", f"{len(h)} bytes, shorter than fixed part and checksum")
+    if len(h) > HEADER_SIZE_BYTES_MAX:
+        raise _corrupt_header("ZR-HDR-022", f"{len(h)} bytes, more than the largest valid header")
+    header_size = _u(h, 12, 4)
+    if header_size != len(h) or header_size % 8 != 0:
+        raise _corrupt_header("ZR-HDR-003", f"header_size {header_size}, file has {len(h)} bytes")
+    if xxh64(h[:-8]) != _u(h, len(h) - 8, 8):
+        raise FormatViolation("checksum", "ZR-HDR-004", "header checksum mismatch")
+    return header_size
+
+
+def _check_codes(h: bytes) -> tuple[np.dtype, int]:
+    """Steps 2.6 to 2.8: whether this reader can read the store at all (the required features,
+    then the kind, dtype and codec codes, then the dtype's parameters). Returns the dtype and
+    its item size."""
+    features = _u(h, 80, 8)
+    if features & ~REQUIRED_FEATURES_KNOWN:
+        raise FormatViolation("unsupported", "ZR-HDR-017", f"required_features 0x{features:x}")
+    kind_code, dtype_code, codec_code = h[16], h[17], h[19]
+    if kind_code not in KINDS:
+        raise FormatViolation("unsupported", "ZR-HDR-006", f"unknown kind {kind_code}")
+    if dtype_code not in DTYPES and dtype_code not in PARAMETRIC:
+        raise FormatViolation("unsupported", "ZR-HDR-006", f"unknown dtype {dtype_code}")
+    if codec_code not in CODECS:
+        raise FormatViolation("unsupported", "ZR-COD-003", f"unknown codec {codec_code}")
+    length, unit = _u(h, 88, 4), h[92]
+    itemsize = _check_dtype_params(dtype_code, length, unit)
+    dtype = dtype_of(dtype_code, length, unit)
+    assert dtype.itemsize == itemsize
+    return dtype, itemsize
+
+
+def _check_variable_part(
+    h: bytes, kind: str, ndim: int, data_shards: int, header_size: int
+) -> tuple[tuple[int, ...], list[int], bytes]:
+    """Steps 2.10 to 2.12: the schema's limits, the header's exact size, the padding. Returns
+    the variable part's fields: item_shape (empty for Ragged), shard_sizes and the dictionary."""
+    if data_shards < DATA_SHARDS_MIN:
+        raise FormatViolation("limit", "ZR-HDR-007", "data_shards 0, below data_shards_min 1")
+    if ndim > NDIM_MAX:
+        raise FormatViolation("limit", "ZR-HDR-008", f"ndim {ndim}, above ndim_max {NDIM_MAX}")
+    if kind == "ragged" and ndim == 0:
+        raise _corrupt_header("ZR-HDR-008", "a Ragged store with ndim 0")
+    dict_size = _u(h, 52, 4)
+    if dict_size > DICT_SIZE_BYTES_MAX:
+        raise FormatViolation("limit", "ZR-HDR-013", f"dict_size {dict_size}, above the limit")
+    shape_axes = ndim if kind == "dense" else 0
+    variable = 8 * shape_axes + 8 * data_shards + dict_size
+    want_size = (HEADER_FIXED_BYTES + variable + 7) // 8 * 8 + 8
+    if header_size != want_size:
+        raise _corrupt_header("ZR-HDR-003", f"header_size {header_size}, the variable part needs {want_size}")
+    pos = HEADER_FIXED_BYTES
+    item_shape = tuple(_u(h, pos + 8 * k, 8) for k in range(shape_axes))
+    pos += 8 * shape_axes
+    shard_sizes = [_u(h, pos + 8 * k, 8) for k in range(data_shards)]
+    pos += 8 * data_shards
+    dictionary = h[pos : pos + dict_size]
+    pos += dict_size
+    if any(h[pos : len(h) - 8]):
+        raise _corrupt_header("ZR-HDR-005", "non-zero padding")
+    return item_shape, shard_sizes, dictionary
+
+
+def _check_related_fields(
+    h: bytes, kind: str, ndim: int, item_shape: tuple[int, ...], itemsize: int, shard_sizes: list[int]
+) -> tuple[int, int, int, int]:
+    """Steps 2.13 to 2.17: the fields that relate to each other. Returns stored_bytes,
+    record_count, index_entry_size and index_size."""
+    if kind == "dense" and 0 not in item_shape:
+        if _product(list(item_shape)) * itemsize > RECORD_SIZE_BYTES_MAX:
+            raise FormatViolation("limit", "ZR-HDR-009", "Dense record size above record_size_bytes_max")
+    if kind == "dense" and _extent(item_shape, itemsize) > EXTENT_BYTES_MAX:
+        raise FormatViolation("limit", "ZR-HDR-021", "item_shape's non-zero axes exceed extent_bytes_max")
+    stored_bytes = _u(h, 40, 8)
+    if sum(shard_sizes) != stored_bytes:
+        raise _corrupt_header("ZR-HDR-010", "stored_bytes is not the sum of shard_sizes")
+    record_count = _u(h, 24, 8)
+    if record_count > RECORD_COUNT_MAX:
+        raise FormatViolation("limit", "ZR-HDR-014", f"record_count {record_count} above record_count_max")
+    entry_size = _u(h, 48, 4)
+    if entry_size != index_entry_size(kind, ndim):
+        raise _corrupt_header("ZR-HDR-012", f"index_entry_size {entry_size}")
+    index_size = _u(h, 56, 8)
+    if index_size != record_count * entry_size:
+        raise _corrupt_header("ZR-HDR-011", "index_size is not record_count * index_entry_size")
+    return stored_bytes, record_count, entry_size, index_size
+
+
+def _check_dictionary_fields(h: bytes, codec: str, dictionary: bytes) -> int:
+    """Steps 2.18 to 2.20: the dictionary, its checksum and, for a zstd-format dictionary, its
+    format (spec section 6.3). Returns its Dictionary_ID, or 0 for raw content or none."""
+    dict_size = len(dictionary)
+    if codec == "zstd_dict" and dict_size == 0:
+        raise _corrupt_header("ZR-HDR-013", "codec zstd_dict without a dictionary")
+    if codec != "zstd_dict" and dict_size != 0:
+        raise _corrupt_header("ZR-HDR-013", f"a dictionary with codec {codec}")
+    want_dict_sum = xxh64(dictionary) if dict_size else 0
+    if _u(h, 72, 8) != want_dict_sum:
+        rule = "ZR-HDR-013" if dict_size else "ZR-HDR-023"
+        raise FormatViolation("checksum", rule, "dict_checksum mismatch")
+    dict_id = 0
+    if codec == "zstd_dict":
+        problem = check_dictionary(bytes(dictionary))
+        if problem is not None:
+            raise _corrupt_header(problem.rule, f"the zstd-format dictionary is malformed: {problem.what}")
+        if len(dictionary) >= 8 and dictionary[:4] == b"\x37\xa4\x30\xec":
+            dict_id = _u(dictionary, 4, 4)
+    return dict_id
 
 
 def _check_dtype_params(code: int, length: int, unit: int) -> int:

@@ -152,32 +152,9 @@ def build(
     the index always lists them in logical order.
     """
     entry_size = index_entry_size(kind, ndim)
-    shards = [bytearray() for _ in range(data_shards)]
-    offsets = [0] * len(records)
-    for i in layout if layout is not None else range(len(records)):
-        rec = records[i]
-        offsets[i] = len(shards[rec.shard])
-        shards[rec.shard] += rec.stored
-    index = bytearray()
-    for i, rec in enumerate(records):
-        entry = bytearray(entry_size)
-        entry[0:8] = offsets[i].to_bytes(8, "little")
-        entry[8:12] = len(rec.stored).to_bytes(4, "little")
-        entry[12] = rec.shard
-        entry[16:24] = xxh64(rec.stored).to_bytes(8, "little")
-        if kind == "ragged":
-            for axis, dim in enumerate(rec.shape):
-                entry[24 + 4 * axis : 28 + 4 * axis] = dim.to_bytes(4, "little")
-        index += entry
-
-    variable = bytearray()
-    if kind == "dense":
-        for dim in item_shape:
-            variable += int(dim).to_bytes(8, "little")
-    for shard in shards:
-        variable += len(shard).to_bytes(8, "little")
-    variable += dictionary
-    variable += bytes(-(HEADER_FIXED_BYTES + len(variable)) % 8)
+    shards, offsets = _lay_out(records, data_shards, layout)
+    index = _index(kind, entry_size, records, offsets)
+    variable = _variable_part(kind, item_shape, shards, dictionary)
     header = bytearray(HEADER_FIXED_BYTES)
     header[0:8] = MAGIC
     header[8:10] = (1).to_bytes(2, "little")
@@ -207,6 +184,52 @@ def build(
     files["index.zri"] = bytes(index)
     files["header.zrh"] = bytes(header)
     return files
+
+
+def _lay_out(
+    records: Sequence[Stored], data_shards: int, layout: Sequence[int] | None
+) -> tuple[list[bytearray], list[int]]:
+    """The shard files (spec section 5): each record's stored bytes appended to its shard, in
+    the order `layout` gives (default: logical order). Returns the shards and each record's
+    offset in its shard, in logical order."""
+    shards = [bytearray() for _ in range(data_shards)]
+    offsets = [0] * len(records)
+    for i in layout if layout is not None else range(len(records)):
+        rec = records[i]
+        offsets[i] = len(shards[rec.shard])
+        shards[rec.shard] += rec.stored
+    return shards, offsets
+
+
+def _index(kind: str, entry_size: int, records: Sequence[Stored], offsets: list[int]) -> bytearray:
+    """index.zri (spec section 4): one entry per record, in logical order; a Ragged entry
+    adds the record's shape."""
+    index = bytearray()
+    for i, rec in enumerate(records):
+        entry = bytearray(entry_size)
+        entry[0:8] = offsets[i].to_bytes(8, "little")
+        entry[8:12] = len(rec.stored).to_bytes(4, "little")
+        entry[12] = rec.shard
+        entry[16:24] = xxh64(rec.stored).to_bytes(8, "little")
+        if kind == "ragged":
+            for axis, dim in enumerate(rec.shape):
+                entry[24 + 4 * axis : 28 + 4 * axis] = dim.to_bytes(4, "little")
+        index += entry
+    return index
+
+
+def _variable_part(kind: str, item_shape: Sequence[int], shards: list[bytearray], dictionary: bytes) -> bytearray:
+    """The header's variable part (spec section 3): item_shape (Dense only), shard_sizes and the
+    dictionary, padded with zeros so that the header up to its checksum fills whole 8-byte words."""
+    variable = bytearray()
+    if kind == "dense":
+        for dim in item_shape:
+            variable += int(dim).to_bytes(8, "little")
+    for shard in shards:
+        variable += len(shard).to_bytes(8, "little")
+    variable += dictionary
+    variable += bytes(-(HEADER_FIXED_BYTES + len(variable)) % 8)
+    return variable
 
 
 def write_files(path: str | os.PathLike[str], files: dict[str, bytes]) -> None:
