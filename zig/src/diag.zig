@@ -286,13 +286,17 @@ test "a message too long for the buffer loses the middle of its paths, not its c
     const path: [:0]const u8 = path_buf[0 .. path_buf.len - 1 :0];
     var d: Diag = .{};
     const err = d.fail(error.ChecksumMismatch, "store '{s}': record {d} is corrupt: its {d} stored " ++
-        "bytes at offset {d} of data-{d:0>3}.zrd do not match (ZR-SUM-001); also see '{s}'", .{ path, 123456, 64, 4096, 7, @as([]const u8, path[0..4500]) });
+        "bytes at offset {d} of data-{d:0>3}.zrd do not match (ZR-SUM-001); also see '{s}'", .{
+        path, 123456, 64, 4096, 7, @as([]const u8, path[0..4500]),
+    });
     try std.testing.expectEqual(error.ChecksumMismatch, err);
     const text = d.text();
     try std.testing.expect(text.len <= message_bytes_max);
     try std.testing.expectEqual(@as(u8, 0), d.message[d.message_len]);
     try std.testing.expect(std.unicode.utf8ValidateSlice(text));
-    for ([_][]const u8{ "record 123456 is corrupt", "offset 4096 of data-007.zrd", "(ZR-SUM-001); also see '", "...", "/stor" }) |part| {
+    for ([_][]const u8{
+        "record 123456 is corrupt", "offset 4096 of data-007.zrd", "(ZR-SUM-001); also see '", "...", "/stor",
+    }) |part| {
         try std.testing.expect(std.mem.indexOf(u8, text, part) != null);
     }
     // Both ends of the path survive.

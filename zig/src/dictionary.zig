@@ -50,7 +50,9 @@ pub fn train(
     if (capacity < dict_capacity_bytes_min) return d.fail(error.InvalidArgument, "train_dict got " ++
         "a dictionary capacity of {d} bytes; at least {d} are required", .{ capacity, dict_capacity_bytes_min });
     if (capacity > format.dict_size_bytes_max) return d.fail(error.LimitExceeded, "train_dict got " ++
-        "a dictionary capacity of {d} bytes, above dict_size_bytes_max {d} (ZR-LIM-001)", .{ capacity, format.dict_size_bytes_max });
+        "a dictionary capacity of {d} bytes, above dict_size_bytes_max {d} (ZR-LIM-001)", .{
+        capacity, format.dict_size_bytes_max,
+    });
     const dst = out orelse return d.fail(error.InvalidArgument, "train_dict got a null output " ++
         "buffer for {d} bytes", .{capacity});
     const n: usize = @intCast(count);
@@ -60,7 +62,9 @@ pub fn train(
             "train_dict: the sample sizes overflow 64 bits at sample {d}", .{i});
     }
     if (total != samples_size) return d.fail(error.InvalidArgument, "train_dict: the {d} sample " ++
-        "sizes add up to {d} bytes, but {d} bytes of samples were given; they must be equal", .{ count, total, samples_size });
+        "sizes add up to {d} bytes, but {d} bytes of samples were given; they must be equal", .{
+        count, total, samples_size,
+    });
     const src: []const u8 = if (samples_size == 0) &.{} else samples.?[0..@intCast(samples_size)];
     const size_slice: []const usize = @ptrCast(size_list[0..n]);
 

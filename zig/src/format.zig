@@ -333,7 +333,14 @@ comptime {
     std.debug.assert(@sizeOf(FixedHeader) == header_fixed_bytes);
     assertNoPadding(FixedHeader);
     // The offsets of spec §3.1's table; a field out of place fails the build.
-    const offsets = .{ .{ "format_major", 8 }, .{ "format_minor", 10 }, .{ "header_size", 12 }, .{ "kind", 16 }, .{ "dtype", 17 }, .{ "ndim", 18 }, .{ "codec", 19 }, .{ "data_shards", 20 }, .{ "reserved0", 21 }, .{ "record_count", 24 }, .{ "logical_bytes", 32 }, .{ "stored_bytes", 40 }, .{ "index_entry_size", 48 }, .{ "dict_size", 52 }, .{ "index_size", 56 }, .{ "index_checksum", 64 }, .{ "dict_checksum", 72 }, .{ "required_features", 80 }, .{ "dtype_length", 88 }, .{ "dtype_unit", 92 }, .{ "reserved1", 93 } };
+    const offsets = .{
+        .{ "format_major", 8 },      .{ "format_minor", 10 },      .{ "header_size", 12 },   .{ "kind", 16 },
+        .{ "dtype", 17 },            .{ "ndim", 18 },              .{ "codec", 19 },         .{ "data_shards", 20 },
+        .{ "reserved0", 21 },        .{ "record_count", 24 },      .{ "logical_bytes", 32 }, .{ "stored_bytes", 40 },
+        .{ "index_entry_size", 48 }, .{ "dict_size", 52 },         .{ "index_size", 56 },    .{ "index_checksum", 64 },
+        .{ "dict_checksum", 72 },    .{ "required_features", 80 }, .{ "dtype_length", 88 },  .{ "dtype_unit", 92 },
+        .{ "reserved1", 93 },
+    };
     for (offsets) |pair| std.debug.assert(@offsetOf(FixedHeader, pair[0]) == pair[1]);
 }
 
@@ -428,8 +435,12 @@ pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!H
     try checkCodes(&f, name, d);
     // [ZR-HDR-005] reserved0 and the undefined rest of reserved1: after the codes and feature
     // bits, so that what a later minor defines there is reported as unsupported, not corrupt.
-    for (f.reserved0, @offsetOf(FixedHeader, "reserved0")..) |b, off| if (b != 0) return reservedError(d, name, "reserved0", off, b);
-    for (f.reserved1, @offsetOf(FixedHeader, "reserved1")..) |b, off| if (b != 0) return reservedError(d, name, "reserved1", off, b);
+    for (f.reserved0, @offsetOf(FixedHeader, "reserved0")..) |b, off| {
+        if (b != 0) return reservedError(d, name, "reserved0", off, b);
+    }
+    for (f.reserved1, @offsetOf(FixedHeader, "reserved1")..) |b, off| {
+        if (b != 0) return reservedError(d, name, "reserved1", off, b);
+    }
     var h = try decodeSchema(&f, name, d);
     h.header_checksum = header_checksum;
     try decodeVariable(&h, bytes, name, d);
@@ -460,7 +471,9 @@ fn checkSizeAndChecksum(bytes: []const u8, name: []const u8, d: *Diag) HeaderErr
     const want_sum = get(u64, bytes, bytes.len - 8);
     if (want_sum != xxh64(bytes[0 .. bytes.len - 8])) {
         return d.fail(error.ChecksumMismatch, "'{s}' header checksum mismatch: its first {d} bytes " ++
-            "do not match the header_checksum 0x{x:0>16} it ends with (ZR-HDR-004)", .{ name, bytes.len - 8, want_sum });
+            "do not match the header_checksum 0x{x:0>16} it ends with (ZR-HDR-004)", .{
+            name, bytes.len - 8, want_sum,
+        });
     }
 }
 
@@ -498,13 +511,17 @@ fn dtypeError(d: *Diag, name: []const u8, code: u8, length: u32, unit: u8, probl
     return switch (problem) {
         .unknown_code => unreachable,
         .unknown_unit => d.fail(error.Unsupported, "'{s}' has dtype {s} with unknown unit code " ++
-            "{d}; the units are codes 1..{d} of spec section 3.3 (ZR-HDR-019)", .{ name, dt_name, unit, datetime_units.len }),
+            "{d}; the units are codes 1..{d} of spec section 3.3 (ZR-HDR-019)", .{
+            name, dt_name, unit, datetime_units.len,
+        }),
         .unused_param => d.fail(error.Corrupt, "'{s}' has dtype {s} with dtype_length {d} and " ++
             "dtype_unit {d}; this dtype does not use {s}, which must be zero (ZR-HDR-019)", .{
             name, dt_name, length, unit, if (dtype(code).?.param == .none) "either" else "dtype_unit",
         }),
         .bad_length => d.fail(error.Corrupt, "'{s}' has dtype {s} with dtype_length {d}; it must " ++
-            "be in 1..{d} (ZR-HDR-019)", .{ name, dt_name, length, if (dtype(code).?.param == .unit) unit_count_max else std.math.maxInt(u32) }),
+            "be in 1..{d} (ZR-HDR-019)", .{
+            name, dt_name, length, if (dtype(code).?.param == .unit) unit_count_max else std.math.maxInt(u32),
+        }),
         .itemsize_limit => d.fail(error.LimitExceeded, "'{s}' has dtype {s} with dtype_length {d}: " ++
             "an item size above itemsize_bytes_max {d} (ZR-HDR-020)", .{ name, dt_name, length, itemsize_bytes_max }),
     };
@@ -523,7 +540,9 @@ fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!H
     }
     // [ZR-HDR-008]
     if (f.ndim > ndim_max) {
-        return d.fail(error.LimitExceeded, "'{s}' has ndim {d}, above ndim_max {d} (ZR-HDR-008)", .{ name, f.ndim, ndim_max });
+        return d.fail(error.LimitExceeded, "'{s}' has ndim {d}, above ndim_max {d} (ZR-HDR-008)", .{
+            name, f.ndim, ndim_max,
+        });
     }
     if (kind == .ragged and f.ndim == 0) {
         return d.fail(error.Corrupt, "'{s}' is a Ragged store with ndim 0; a Ragged store needs " ++
@@ -537,7 +556,9 @@ fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!H
     const want_size = headerSize(kind, f.ndim, f.data_shards, f.dict_size);
     if (want_size != f.header_size) {
         return d.fail(error.Corrupt, "'{s}' declares header_size {d}, but its kind, ndim {d}, " ++
-            "data_shards {d} and dict_size {d} require {d} (ZR-HDR-003)", .{ name, f.header_size, f.ndim, f.data_shards, f.dict_size, want_size });
+            "data_shards {d} and dict_size {d} require {d} (ZR-HDR-003)", .{
+            name, f.header_size, f.ndim, f.data_shards, f.dict_size, want_size,
+        });
     }
     return .{
         .format_major = f.format_major,
@@ -585,12 +606,16 @@ fn checkTotals(h: *const Header, bytes: []const u8, name: []const u8, d: *Diag) 
     // [ZR-HDR-009]
     if (h.kind == .dense and logicalSize(h.item_shape[0..h.ndim], h.itemsize()) == null) {
         return d.fail(error.LimitExceeded, "'{s}' has a Dense record size (item_shape times " ++
-            "itemsize {d}) above record_size_bytes_max {d} (ZR-HDR-009)", .{ name, h.itemsize(), record_size_bytes_max });
+            "itemsize {d}) above record_size_bytes_max {d} (ZR-HDR-009)", .{
+            name, h.itemsize(), record_size_bytes_max,
+        });
     }
     // [ZR-HDR-021] An empty record's other axes still have to make a NumPy shape.
     if (h.kind == .dense and !extentFits(h.item_shape[0..h.ndim], h.itemsize())) {
         return d.fail(error.LimitExceeded, "'{s}' has item_shape whose non-zero axes times the " ++
-            "itemsize {d} exceed extent_bytes_max {d}: no NumPy array has that shape (ZR-HDR-021)", .{ name, h.itemsize(), extent_bytes_max });
+            "itemsize {d} exceed extent_bytes_max {d}: no NumPy array has that shape (ZR-HDR-021)", .{
+            name, h.itemsize(), extent_bytes_max,
+        });
     }
     // [ZR-HDR-010] The sum is overflow-checked: a crafted header must not wrap around.
     var shard_sum: u64 = 0;
@@ -617,7 +642,9 @@ fn checkTotals(h: *const Header, bytes: []const u8, name: []const u8, d: *Diag) 
     const want_index = h.record_count * want_entry;
     if (h.index_size != want_index) {
         return d.fail(error.Corrupt, "'{s}' has index_size {d}, but record_count {d} times " ++
-            "index_entry_size {d} is {d} (ZR-HDR-011)", .{ name, h.index_size, h.record_count, want_entry, want_index });
+            "index_entry_size {d} is {d} (ZR-HDR-011)", .{
+            name, h.index_size, h.record_count, want_entry, want_index,
+        });
     }
     try checkDictionary(h, bytes, name, d);
 }
@@ -637,9 +664,13 @@ fn checkDictionary(h: *const Header, bytes: []const u8, name: []const u8, d: *Di
     const want_dict_sum: u64 = if (h.dict_size == 0) 0 else xxh64(dict);
     if (h.dict_checksum != want_dict_sum) {
         if (h.dict_size == 0) return d.fail(error.ChecksumMismatch, "'{s}' dict_checksum mismatch: " ++
-            "the store has no dictionary, so dict_checksum must be 0, not 0x{x:0>16} (ZR-HDR-023)", .{ name, h.dict_checksum });
+            "the store has no dictionary, so dict_checksum must be 0, not 0x{x:0>16} (ZR-HDR-023)", .{
+            name, h.dict_checksum,
+        });
         return d.fail(error.ChecksumMismatch, "'{s}' dict_checksum mismatch: the {d}-byte " ++
-            "dictionary does not match the header's dict_checksum 0x{x:0>16} (ZR-HDR-013)", .{ name, h.dict_size, h.dict_checksum });
+            "dictionary does not match the header's dict_checksum 0x{x:0>16} (ZR-HDR-013)", .{
+            name, h.dict_size, h.dict_checksum,
+        });
     }
 }
 
@@ -662,7 +693,13 @@ pub const Entry = extern struct {
 comptime {
     std.debug.assert(@sizeOf(Entry) == index_entry_fixed_bytes);
     assertNoPadding(Entry);
-    const offsets = .{ .{ "offset", 0 }, .{ "stored_size", 8 }, .{ "shard", 12 }, .{ "reserved", 13 }, .{ "checksum", 16 } };
+    const offsets = .{
+        .{ "offset", 0 },
+        .{ "stored_size", 8 },
+        .{ "shard", 12 },
+        .{ "reserved", 13 },
+        .{ "checksum", 16 },
+    };
     for (offsets) |pair| std.debug.assert(@offsetOf(Entry, pair[0]) == pair[1]);
 }
 
@@ -707,7 +744,14 @@ pub const EntrySizes = struct {
 /// Validates entry `i` in isolation against the header and the shard sizes (spec §4), in the
 /// order of spec §9.3 ([ZR-ERR-003]), and returns its logical size. `sizes` is
 /// `EntrySizes.of(h)`; `path` names the store in messages.
-pub fn validateEntry(h: *const Header, sizes: EntrySizes, bytes: []const u8, i: u64, path: []const u8, d: *Diag) EntryError!u64 {
+pub fn validateEntry(
+    h: *const Header,
+    sizes: EntrySizes,
+    bytes: []const u8,
+    i: u64,
+    path: []const u8,
+    d: *Diag,
+) EntryError!u64 {
     const e = decodeEntry(bytes);
     d.record = @intCast(i);
     // [ZR-IDX-001]
@@ -725,7 +769,9 @@ pub fn validateEntry(h: *const Header, sizes: EntrySizes, bytes: []const u8, i: 
     const shard_size = h.shard_sizes[e.shard];
     if (e.stored_size > shard_size or e.offset > shard_size - e.stored_size) {
         return d.fail(error.Corrupt, "store '{s}': record {d} lies at bytes {d}+{d} of " ++
-            "data-{d:0>3}.zrd, past its end at {d} bytes (ZR-IDX-002)", .{ path, i, e.offset, e.stored_size, e.shard, shard_size });
+            "data-{d:0>3}.zrd, past its end at {d} bytes (ZR-IDX-002)", .{
+            path, i, e.offset, e.stored_size, e.shard, shard_size,
+        });
     }
     // [ZR-IDX-004]
     var logical: u64 = undefined;
@@ -788,7 +834,8 @@ fn sampleHeader() Header {
 }
 
 fn encodeAlloc(h: *const Header, dict: []const u8) ![]u8 {
-    const buf = try testing.allocator.alloc(u8, @intCast(headerSize(h.kind, h.ndim, h.data_shards, @intCast(dict.len))));
+    const size = headerSize(h.kind, h.ndim, h.data_shards, @intCast(dict.len));
+    const buf = try testing.allocator.alloc(u8, @intCast(size));
     encodeHeader(h, dict, buf);
     return buf;
 }
@@ -1061,7 +1108,15 @@ test "parametric dtypes: item sizes, parameters and their errors" {
     try testing.expectEqual(@as(u16, 1), minorFor(17));
 
     // A U2 Dense store round-trips its parameters through the header.
-    var h: Header = .{ .kind = .dense, .dtype = 18, .dtype_length = 2, .ndim = 1, .codec = .raw, .data_shards = 1, .format_minor = 1 };
+    var h: Header = .{
+        .kind = .dense,
+        .dtype = 18,
+        .dtype_length = 2,
+        .ndim = 1,
+        .codec = .raw,
+        .data_shards = 1,
+        .format_minor = 1,
+    };
     h.item_shape[0] = 3;
     const bytes = try encodeAlloc(&h, "");
     defer testing.allocator.free(bytes);

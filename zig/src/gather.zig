@@ -170,7 +170,15 @@ fn acquireDecoder(r: *Reader, d: *Diag) Error!DecoderLease {
 
 /// Decodes record `rec`, whose checksum has passed, into exactly `dst`
 /// ([ZR-IDX-005]).
-fn decodeRecord(r: *const Reader, dec: *codec.Decompressor, rec: u64, e: Location, src: []const u8, dst: []u8, d: *Diag) Error!void {
+fn decodeRecord(
+    r: *const Reader,
+    dec: *codec.Decompressor,
+    rec: u64,
+    e: Location,
+    src: []const u8,
+    dst: []u8,
+    d: *Diag,
+) Error!void {
     dec.decompress(dst, src) catch |err| {
         d.record = @intCast(rec);
         d.shard = e.shard;
@@ -183,9 +191,13 @@ fn decodeRecord(r: *const Reader, dec: *codec.Decompressor, rec: u64, e: Locatio
                 "ZR-COD-006)", .{ r.path, rec, e.stored_size, e.offset, e.shard, dst.len }),
             else => blk: {
                 const what = if (r.header.codec == .zstd_dict) "this store's dictionary" else "codec zstd";
-                const why = if (dec.reason) |reason| reason else if (dec.last_code != 0) codec.errorName(dec.last_code) else "it is not " ++
-                    "exactly one complete frame with a content size, made without a dictionary " ++
-                    "or with this store's";
+                const why = if (dec.reason) |reason|
+                    reason
+                else if (dec.last_code != 0)
+                    codec.errorName(dec.last_code)
+                else
+                    "it is not exactly one complete frame with a content size, made without a dictionary " ++
+                        "or with this store's";
                 break :blk d.fail(error.DecodeFailed, "store '{s}': record {d} ({d} stored bytes " ++
                     "at offset {d} of data-{d:0>3}.zrd) failed to decode as a zstd frame of {s}: " ++
                     "{s} (ZR-IDX-005)", .{ r.path, rec, e.stored_size, e.offset, e.shard, what, why });
@@ -283,7 +295,9 @@ fn readDirect(r: *const Reader, rec: u64, e: Location, scratch: *Scratch, d: *Di
             d.record = @intCast(rec);
             d.shard = e.shard;
             return d.failOs(error.Io, sys.errno(), "store '{s}': reading record {d} ({d} bytes at " ++
-                "offset {d}) from data-{d:0>3}.zrd with O_DIRECT failed", .{ r.path, rec, e.stored_size, e.offset, e.shard });
+                "offset {d}) from data-{d:0>3}.zrd with O_DIRECT failed", .{
+                r.path, rec, e.stored_size, e.offset, e.shard,
+            });
         };
         // Only the end of the file makes an O_DIRECT read short; a read cut anywhere else
         // could not be continued at an unaligned offset.
@@ -350,7 +364,9 @@ fn mappingFault(r: *const Reader, rec: u64, d: *Diag) Error {
     d.shard = e.shard;
     return d.fail(error.Corrupt, "store '{s}': the {d} stored bytes of record {d} at offset {d} " ++
         "of data-{d:0>3}.zrd could not be read through its mapping (SIGBUS): the file was " ++
-        "truncated after the store was opened, or its storage failed (ZR-PUB-005)", .{ r.path, e.stored_size, rec, e.offset, e.shard });
+        "truncated after the store was opened, or its storage failed (ZR-PUB-005)", .{
+        r.path, e.stored_size, rec, e.offset, e.shard,
+    });
 }
 
 /// Record `rec`'s stored bytes: from the mapping, or for a large record read with pread
@@ -454,7 +470,17 @@ pub fn dense(r: *Reader, idx: [*]const u64, n: u64, out: ?[*]u8, bytes: u64, thr
 /// Reader.gatherRagged once its arguments have passed: record idx[i] at out + offsets[i],
 /// `bytes` logical bytes in all, within an output of `out_size` bytes (`out` is null only when
 /// `bytes` is zero).
-pub fn ragged(r: *Reader, idx: [*]const u64, n: u64, out: ?[*]u8, out_size: u64, offsets: [*]const u64, bytes: u64, threads: u32, d: *Diag) Error!void {
+pub fn ragged(
+    r: *Reader,
+    idx: [*]const u64,
+    n: u64,
+    out: ?[*]u8,
+    out_size: u64,
+    offsets: [*]const u64,
+    bytes: u64,
+    threads: u32,
+    d: *Diag,
+) Error!void {
     const job: Job = .{ .ragged = .{ .idx = idx, .out = outSlice(out, out_size), .offsets = offsets } };
     const ctx: GatherCtx = .{ .r = r, .job = job, .n = n };
     return runBatch(r, &ctx, bytes, threads, gatherRaggedWork, d);
@@ -463,7 +489,11 @@ pub fn ragged(r: *Reader, idx: [*]const u64, n: u64, out: ?[*]u8, out_size: u64,
 /// Reader.prefetch once its arguments have passed and its mode is not `mapped`: hints the
 /// first records of idx[0..n), unless (in mode `auto`) a sample finds them in the page cache.
 pub fn prefetch(r: *Reader, idx: [*]const u64, n: u64, mode: readahead.Mode) void {
-    const ctx: GatherCtx = .{ .r = r, .job = .{ .prefetch = .{ .idx = idx } }, .n = @min(n, readahead.prefetch_records_max) };
+    const ctx: GatherCtx = .{
+        .r = r,
+        .job = .{ .prefetch = .{ .idx = idx } },
+        .n = @min(n, readahead.prefetch_records_max),
+    };
     if (mode == .auto) {
         const resident = ctx.batch().sampleResident(0, ctx.n);
         r.estimate.notePrefetch(!resident);
@@ -661,7 +691,8 @@ const SumReader = struct {
                 d.record = @intCast(rec);
                 if (short) return d.fail(error.Corrupt, "store '{s}': index.zri ended before the entry of " ++
                     "record {d}: the file was truncated after the store was opened (ZR-PUB-005)", .{ r.path, rec });
-                return d.failOs(error.Io, sys.errno(), "store '{s}': reading the entries of records from {d} in index.zri failed", .{ r.path, rec });
+                return d.failOs(error.Io, sys.errno(), "store '{s}': reading the entries of records " ++
+                    "from {d} in index.zri failed", .{ r.path, rec });
             };
             s.first = rec;
             s.count = n;
@@ -683,7 +714,14 @@ const Guarding = enum { guarded, unguarded };
 /// Runs `work` on [begin, end) with a fresh `Share`. Guarded, a shard truncated after open (or
 /// whose storage fails) makes the mapped copy fault, and the share then fails with
 /// ZR_E_CORRUPT naming the record instead of killing the process.
-fn runShare(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag, comptime guarding: Guarding, comptime work: ShareWork) Error!void {
+fn runShare(
+    ctx: *const GatherCtx,
+    begin: u64,
+    end: u64,
+    d: *Diag,
+    comptime guarding: Guarding,
+    comptime work: ShareWork,
+) Error!void {
     const r = ctx.r;
     var share: Share = .{ .guard = .{ .ranges = &r.guard_ranges, .range_count = r.header.data_shards } };
     var faulted = false;
@@ -747,7 +785,9 @@ fn gatherDenseWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!
     const rs: usize = @intCast(r.record_size);
     if (!r.compressed() and rs > 0) {
         // Records read with pread never touch a mapping, so they need no guard.
-        if (rs >= pread_record_bytes_min or ctx.cold or r.check_every_read) return runShare(ctx, begin, end, d, .unguarded, probed(gatherDenseRawPread));
+        if (rs >= pread_record_bytes_min or ctx.cold or r.check_every_read) {
+            return runShare(ctx, begin, end, d, .unguarded, probed(gatherDenseRawPread));
+        }
         return runShare(ctx, begin, end, d, .guarded, probed(gatherDenseRaw));
     }
     return runShare(ctx, begin, end, d, .guarded, probed(gatherDenseDecode));
@@ -797,8 +837,12 @@ fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d:
     var j = begin;
     while (j < end) : (j += 1) {
         // Out-of-range indices were rejected by checkIndices before any worker started.
-        if (j + gather_prefetch_entry_ahead < end) @prefetch(r.compact.headerOf(job.idx[@intCast(j + gather_prefetch_entry_ahead)]), .{});
-        if (j + gather_prefetch_bits_ahead < end) r.compact.prefetchBits(job.idx[@intCast(j + gather_prefetch_bits_ahead)]);
+        if (j + gather_prefetch_entry_ahead < end) {
+            @prefetch(r.compact.headerOf(job.idx[@intCast(j + gather_prefetch_entry_ahead)]), .{});
+        }
+        if (j + gather_prefetch_bits_ahead < end) {
+            r.compact.prefetchBits(job.idx[@intCast(j + gather_prefetch_bits_ahead)]);
+        }
         const rec = job.idx[@intCast(j)];
         const slot: usize = @intCast(j % gather_prefetch_record_ahead);
         // The location found for the prefetch, `gather_prefetch_record_ahead` positions ago;
@@ -963,7 +1007,10 @@ test "a shard truncated after open fails the mapped gather and verify with ZR_E_
     for (&idx, 0..) |*v, i| v.* = i;
     var st: abi.Status = undefined;
     for ([_]u32{ 1, 2 }) |threads| {
-        try std.testing.expectEqual(abi.Result.corrupt.code(), root.zr_reader_gather_dense(r, &idx, 16, &out, out.len, threads, &st));
+        try std.testing.expectEqual(
+            abi.Result.corrupt.code(),
+            root.zr_reader_gather_dense(r, &idx, 16, &out, out.len, threads, &st),
+        );
         try t.expectContains(t.msg(&st), "data-000.zrd");
         try t.expectContains(t.msg(&st), "truncated");
         try std.testing.expect(st.record >= 2);
@@ -1011,7 +1058,13 @@ test "a slow probe hints the rest of the batch only when the next records are no
         const r = try t.openOk(&td, "s");
         r.estimate.set(false);
         var hinted: std.atomic.Value(bool) = .init(false);
-        const ctx: GatherCtx = .{ .r = r, .job = .{ .prefetch = .{ .idx = &idx } }, .n = idx.len, .probe = true, .hinted = &hinted };
+        const ctx: GatherCtx = .{
+            .r = r,
+            .job = .{ .prefetch = .{ .idx = &idx } },
+            .n = idx.len,
+            .probe = true,
+            .hinted = &hinted,
+        };
         ctx.onSlow(4, 16);
         // Resident: the time went elsewhere (another process, a first touch), nothing changes.
         try std.testing.expectEqual(cold, r.estimate.expectsCold());

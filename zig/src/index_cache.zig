@@ -202,7 +202,12 @@ fn checkEntry(r: *const Reader, rec: u64, d: *Diag) Error!void {
     var shape: [format.ndim_max]u64 = undefined;
     const ndim: usize = if (h.kind == .ragged) h.ndim else 0;
     r.compact.shape(rec, shape[0..ndim]);
-    format.encodeEntry(entry[0..es], .{ .offset = loc.offset, .stored_size = loc.stored_size, .shard = loc.shard, .checksum = 0 }, shape[0..ndim]);
+    format.encodeEntry(entry[0..es], .{
+        .offset = loc.offset,
+        .stored_size = loc.stored_size,
+        .shard = loc.shard,
+        .checksum = 0,
+    }, shape[0..ndim]);
     var scratch: Diag = .{};
     _ = format.validateEntry(h, .of(h), entry[0..es], rec, r.path, &scratch) catch return cacheDamaged(r, rec, d);
 }
@@ -235,7 +240,12 @@ pub const Output = struct {
             if (std.fmt.bufPrintSentinel(&dir_buf, "{s}", .{dir}, 0)) |dir_z| {
                 sys.mkdirAll(dir_z, 0o755) catch {};
             } else |_| {}
-            if (std.fmt.bufPrintSentinel(&o.tmp_buf, "{s}.tmp-{d}-{x}", .{ path, sys.getpid(), sys.randomU64() }, 0)) |tmp| {
+            if (std.fmt.bufPrintSentinel(
+                &o.tmp_buf,
+                "{s}.tmp-{d}-{x}",
+                .{ path, sys.getpid(), sys.randomU64() },
+                0,
+            )) |tmp| {
                 // 0600: no other user can use the file (`trusted`), so none needs to read it.
                 if (sys.open(tmp, sys.O_RDWR | sys.O_CREAT | sys.O_EXCL | sys.O_NOFOLLOW | sys.O_CLOEXEC, 0o600)) |fd| {
                     o.fd = fd;
@@ -359,7 +369,12 @@ pub fn prune(dfd: sys.Fd, budget: u64, now: i64) error{OutOfMemory}!PruneStats {
             continue;
         }
         if (is_temp) continue;
-        try kept.append(alloc, .{ .mtime_sec = st.mtime_sec, .size = st.size, .name_at = names.items.len, .name_len = name.len });
+        try kept.append(alloc, .{
+            .mtime_sec = st.mtime_sec,
+            .size = st.size,
+            .name_at = names.items.len,
+            .name_len = name.len,
+        });
         try names.appendSlice(alloc, name[0 .. name.len + 1]);
     }
     std.mem.sort(Kept, kept.items, {}, Kept.older);
@@ -391,7 +406,8 @@ fn remove(dfd: sys.Fd, name: [*:0]const u8) bool {
 /// another reason than its absence (a folder it cannot search, a file system not mounted)
 /// keeps its file.
 fn isCurrent(dfd: sys.Fd, name: [*:0]const u8, size: u64) bool {
-    const fd = sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC, 0) catch return true;
+    const open_flags = sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC;
+    const fd = sys.openAt(dfd, name, open_flags, 0) catch return true;
     defer sys.close(fd);
     var h: compact.FileHeader = undefined;
     var short = false;
@@ -405,7 +421,7 @@ fn isCurrent(dfd: sys.Fd, name: [*:0]const u8, size: u64) bool {
     sys.preadAll(fd, path[0..len], h.path_at, &short) catch return !short;
     @memcpy(path[len..][0..suffix.len], suffix);
     path[len + suffix.len] = 0;
-    const index_fd = sys.open(path[0 .. len + suffix.len :0], sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC, 0) catch {
+    const index_fd = sys.open(path[0 .. len + suffix.len :0], open_flags, 0) catch {
         const e = sys.errno();
         return e != sys.ENOENT and e != sys.ENOTDIR;
     };

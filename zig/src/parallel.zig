@@ -111,7 +111,11 @@ pub fn run(
         .total = total,
     };
     for (slots[1..]) |*slot| {
-        slot.thread = std.Thread.spawn(.{ .stack_size = worker_stack_bytes }, S.main, .{ ctx, slot, &shared, split }) catch null;
+        slot.thread = std.Thread.spawn(
+            .{ .stack_size = worker_stack_bytes },
+            S.main,
+            .{ ctx, slot, &shared, split },
+        ) catch null;
     }
     S.main(ctx, &slots[0], &shared, split);
     for (slots[1..]) |*slot| {

@@ -102,7 +102,14 @@ pub const Reader = struct {
     /// Whether `reader_open.checkLayout` has passed; verify runs it until it has.
     layout_checked: std.atomic.Value(bool) = .init(false),
     /// Where every record is (compact.zig), in a read-only shared mapping of `compact_map`.
-    compact: compact.View = .{ .headers = &.{}, .bits = &.{}, .sums = &.{}, .ndim = 0, .header_bytes = 0, .record_count = 0 },
+    compact: compact.View = .{
+        .headers = &.{},
+        .bits = &.{},
+        .sums = &.{},
+        .ndim = 0,
+        .header_bytes = 0,
+        .record_count = 0,
+    },
     compact_map: Map = &.{},
     /// How the compact index was made (zr_reader_index_info).
     index_source: IndexSource = .built,
@@ -204,7 +211,9 @@ pub const Reader = struct {
         while (i < n) : (i += 1) {
             const v = idx[@intCast(i)];
             if (v >= r.header.record_count) return d.fail(error.IndexOutOfRange, "index {d} at " ++
-                "position {d} is out of range for store '{s}' of {d} records", .{ v, i, r.path, r.header.record_count });
+                "position {d} is out of range for store '{s}' of {d} records", .{
+                v, i, r.path, r.header.record_count,
+            });
         }
         if (r.blocks_checked.len == 0) return;
         i = 0;
@@ -214,7 +223,15 @@ pub const Reader = struct {
         }
     }
 
-    pub fn gatherDense(r: *Reader, idx: ?[*]const u64, n: u64, out: ?[*]u8, out_size: u64, threads: u32, d: *Diag) Error!void {
+    pub fn gatherDense(
+        r: *Reader,
+        idx: ?[*]const u64,
+        n: u64,
+        out: ?[*]u8,
+        out_size: u64,
+        threads: u32,
+        d: *Diag,
+    ) Error!void {
         try r.enter(d);
         defer r.leave();
         if (r.header.kind != .dense) return d.fail(error.InvalidArgument, "gather_dense on the " ++
@@ -222,7 +239,9 @@ pub const Reader = struct {
         const want = std.math.mul(u64, n, r.record_size) catch return d.fail(error.InvalidArgument, "" ++
             "{d} records of {d} bytes overflow 64 bits", .{ n, r.record_size });
         if (out_size != want) return d.fail(error.InvalidArgument, "gather_dense got an output of " ++
-            "{d} bytes for {d} records, but {d} records of record_size {d} need exactly {d}", .{ out_size, n, n, r.record_size, want });
+            "{d} bytes for {d} records, but {d} records of record_size {d} need exactly {d}", .{
+            out_size, n, n, r.record_size, want,
+        });
         if (n == 0) return;
         if (idx == null) return d.fail(error.InvalidArgument, "gather_dense got a null index array", .{});
         if (want > 0 and out == null) return d.fail(error.InvalidArgument, "gather_dense got a " ++
@@ -231,7 +250,14 @@ pub const Reader = struct {
         return gather.dense(r, idx.?, n, out, want, threads, d);
     }
 
-    pub fn shapes(r: *Reader, idx: ?[*]const u64, n: u64, shapes_out: ?[*]u64, sizes_out: ?[*]u64, d: *Diag) Error!void {
+    pub fn shapes(
+        r: *Reader,
+        idx: ?[*]const u64,
+        n: u64,
+        shapes_out: ?[*]u64,
+        sizes_out: ?[*]u64,
+        d: *Diag,
+    ) Error!void {
         try r.enter(d);
         defer r.leave();
         if (n == 0) return;

@@ -81,7 +81,9 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
         // [ZR-COD-010] .. [ZR-COD-012] checked here, by spec section 6.3, so that the
         // message says which rule; libzstd then compiles what passed.
         if (zstd_dict.check(r.dict())) |problem| return d.fail(error.Corrupt, "store '{s}': the " ++
-            "{d}-byte zstd-format dictionary in header.zrh is malformed: {s} (ZR-COD-004, {s})", .{ path, h.dict_size, problem.what, problem.rule });
+            "{d}-byte zstd-format dictionary in header.zrh is malformed: {s} (ZR-COD-004, {s})", .{
+            path, h.dict_size, problem.what, problem.rule,
+        });
         r.ddict = codec.SharedDict.initDecompress(r.dict()) catch |err| switch (err) {
             error.OutOfMemory => return d.noMemory("the decompression dictionary"),
             else => return d.fail(error.Corrupt, "store '{s}': the {d}-byte dictionary in " ++
@@ -102,8 +104,9 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
 
 fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
     // [ZR-PUB-004]
-    const st = try openRegular(dfd, path, "header.zrh", d) orelse return d.failOs(error.NotPublished, sys.ENOENT, "'{s}' has no header.zrh: it is not a published zrecord store (an " ++
-        "unfinished or aborted write leaves such a directory) (ZR-PUB-004)", .{path});
+    const st = try openRegular(dfd, path, "header.zrh", d) orelse
+        return d.failOs(error.NotPublished, sys.ENOENT, "'{s}' has no header.zrh: it is not a published " ++
+            "zrecord store (an unfinished or aborted write leaves such a directory) (ZR-PUB-004)", .{path});
     const hfd = st.fd;
     defer sys.close(hfd);
     // The magic and version are judged before the size, so that a file of another kind or
@@ -131,8 +134,9 @@ fn mapShards(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
         const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
         d.shard = @intCast(k);
         // [ZR-GEN-001]
-        const st = try openRegular(dfd, r.path, name, d) orelse return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' is missing its shard file {s} (the header names {d} " ++
-            "shards) (ZR-GEN-001)", .{ r.path, name, r.header.data_shards });
+        const st = try openRegular(dfd, r.path, name, d) orelse
+            return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' is missing its shard file {s} " ++
+                "(the header names {d} shards) (ZR-GEN-001)", .{ r.path, name, r.header.data_shards });
         const fd = st.fd;
         // Kept open for the pread path; releaseFiles closes it, on failure too.
         r.fds[k] = fd;
@@ -171,10 +175,12 @@ fn openDirect(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
             if (e == sys.EINVAL) return d.failOs(error.Io, e, "cannot bypass the page cache for " ++
                 "'{s}/{s}': its file system does not support O_DIRECT reads; open the store " ++
                 "without cache bypass", .{ r.path, name });
-            return d.failOs(error.Io, e, "cannot open '{s}/{s}' for reads that bypass the page cache", .{ r.path, name });
+            return d.failOs(error.Io, e, "cannot open '{s}/{s}' for reads that bypass the page " ++
+                "cache", .{ r.path, name });
         };
         r.direct_fds[k] = fd;
-        const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat '{s}/{s}'", .{ r.path, name });
+        const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
+            "'{s}/{s}'", .{ r.path, name });
         if (st.kind != .regular or st.size != r.header.shard_sizes[k]) return d.fail(error.Corrupt, "" ++
             "'{s}/{s}' changed while the store was opened", .{ r.path, name });
     }
@@ -186,7 +192,8 @@ fn openDirect(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
 /// validation), else built by `buildIndex`, which validates every entry. Indexes of fewer
 /// records than the policy's minimum never use the folder.
 fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache.Loaded {
-    const st = try openRegular(dfd, r.path, "index.zri", d) orelse return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' is missing its index.zri (ZR-GEN-001)", .{r.path});
+    const st = try openRegular(dfd, r.path, "index.zri", d) orelse
+        return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' is missing its index.zri (ZR-GEN-001)", .{r.path});
     // Kept open for verify, which reads the whole checksums; releaseFiles closes it, on failure too.
     r.index_fd = st.fd;
     // [ZR-HDR-011] The size is checked before anything is read or allocated from it.
@@ -194,7 +201,8 @@ fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache
         "{d} bytes, but the header's index_size says {d} (ZR-HDR-011)", .{ r.path, st.size, r.header.index_size });
     _ = std.math.cast(usize, st.size) orelse return d.fail(error.LimitExceeded, "" ++
         "'{s}/index.zri' is too large for this platform", .{r.path});
-    const id = sys.fileIdentity(st.fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat '{s}/index.zri'", .{r.path});
+    const id = sys.fileIdentity(st.fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
+        "'{s}/index.zri'", .{r.path});
     var name: index_cache.Name = .{};
     const policy = opts.index_cache_policy;
     const dir = if (r.header.record_count >= policy.records_min) opts.index_cache else null;
@@ -216,16 +224,24 @@ fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache
 /// temporary file of the cache folder and renamed into place once complete; without one (or
 /// when that file cannot be written) in an anonymous memory file. `store_path` is the
 /// store's absolute path, which the file records for pruning.
-fn buildIndex(r: *Reader, id: sys.FileIdentity, cache: ?[:0]const u8, store_path: []const u8, d: *Diag) Error!index_cache.Loaded {
+fn buildIndex(
+    r: *Reader,
+    id: sys.FileIdentity,
+    cache: ?[:0]const u8,
+    store_path: []const u8,
+    d: *Diag,
+) Error!index_cache.Loaded {
     var out = index_cache.Output.create(cache);
     defer out.close();
     var attempt: u8 = 0;
     while (true) : (attempt += 1) {
-        if (out.fd < 0) return d.failOs(error.Io, out.errno, "cannot create a memory file for the index of store '{s}'", .{r.path});
+        if (out.fd < 0) return d.failOs(error.Io, out.errno, "cannot create a memory file for the " ++
+            "index of store '{s}'", .{r.path});
         const written = streamIndex(r, id, out.fd, store_path, d) catch |err| switch (err) {
             // The cache folder could not take the file (full, read-only): once more, in memory.
             error.CacheWrite => {
-                if (attempt > 0) return d.failOs(error.Io, out.errno, "cannot write the compact index of store '{s}' to memory", .{r.path});
+                if (attempt > 0) return d.failOs(error.Io, out.errno, "cannot write the compact index of " ++
+                    "store '{s}' to memory", .{r.path});
                 out.fallBack();
                 continue;
             },
@@ -233,21 +249,33 @@ fn buildIndex(r: *Reader, id: sys.FileIdentity, cache: ?[:0]const u8, store_path
         };
         const map = sys.mmapRead(out.fd, @intCast(compact.fileBytes(written))) catch {
             const e = sys.errno();
-            return d.failOs(if (e == sys.ENOMEM) error.OutOfMemory else error.Io, e, "cannot map the compact index of store '{s}'", .{r.path});
+            return d.failOs(if (e == sys.ENOMEM) error.OutOfMemory else error.Io, e, "cannot map the " ++
+                "compact index of store '{s}'", .{r.path});
         };
         r.index_hashed.store(true, .release);
-        return .{ .map = map, .view = compact.viewOf(written, map), .source = if (out.publish()) .built_cached else .built };
+        return .{
+            .map = map,
+            .view = compact.viewOf(written, map),
+            .source = if (out.publish()) .built_cached else .built,
+        };
     }
 }
 
 const StreamError = Error || error{CacheWrite};
 
 /// streamIndex's one pass over index.zri into `out_fd`; returns the compact file's header.
-fn streamIndex(r: *Reader, id: sys.FileIdentity, out_fd: sys.Fd, store_path: []const u8, d: *Diag) StreamError!compact.FileHeader {
+fn streamIndex(
+    r: *Reader,
+    id: sys.FileIdentity,
+    out_fd: sys.Fd,
+    store_path: []const u8,
+    d: *Diag,
+) StreamError!compact.FileHeader {
     const h = &r.header;
     const es: usize = r.entry_size;
     const chunk_bytes = index_check_chunk_bytes / es * es;
-    const buf = alloc.alloc(u8, chunk_bytes + 3 * build_buffer_bytes) catch return d.noMemory("the buffers to build the compact index");
+    const buf_bytes = chunk_bytes + 3 * build_buffer_bytes;
+    const buf = alloc.alloc(u8, buf_bytes) catch return d.noMemory("the buffers to build the compact index");
     defer alloc.free(buf);
     const path = store_path[0..@min(store_path.len, compact.path_bytes_max)];
     var builder = compact.Builder.init(out_fd, index_cache.keyOf(r, id), path, buf[chunk_bytes..]);
@@ -279,7 +307,12 @@ fn streamIndex(r: *Reader, id: sys.FileIdentity, out_fd: sys.Fd, store_path: []c
             // Saturating sums: a crafted index cannot wrap them around to the expected value.
             shard_sums[e.shard] +|= e.stored_size;
             logical_sum +|= logical;
-            var p: compact.Pending = .{ .offset = e.offset, .stored_size = e.stored_size, .shard = e.shard, .sum = @truncate(e.checksum) };
+            var p: compact.Pending = .{
+                .offset = e.offset,
+                .stored_size = e.stored_size,
+                .shard = e.shard,
+                .sum = @truncate(e.checksum),
+            };
             for (0..h.ndim * @intFromBool(h.kind == .ragged)) |k| p.dims[k] = @intCast(format.entryDim(bytes, k));
             builder.add(p) catch return error.CacheWrite;
         }
@@ -309,7 +342,9 @@ fn checkSums(r: *const Reader, shard_sums: *const [format.data_shards_max]u64, l
         }
     }
     if (logical_sum != r.header.logical_bytes) return d.fail(error.Corrupt, "store '{s}': the " ++
-        "records add up to {d} logical bytes, but the header's logical_bytes says {d}", .{ r.path, logical_sum, r.header.logical_bytes });
+        "records add up to {d} logical bytes, but the header's logical_bytes says {d}", .{
+        r.path, logical_sum, r.header.logical_bytes,
+    });
 }
 
 /// Checks that every byte of every shard lies in exactly one record's stored range
@@ -380,7 +415,11 @@ fn checkShardLayoutSorted(r: *const Reader, k: u8, d: *Diag) Error!void {
         if (p.offset > covered) {
             if (gap == null) gap = .{ .begin = covered, .end = p.offset };
         } else if (p.offset < covered and overlap == null) {
-            overlap = .{ .span = .{ .begin = p.offset, .end = @min(covered, end) }, .first = reaching, .second = p.rec };
+            overlap = .{
+                .span = .{ .begin = p.offset, .end = @min(covered, end) },
+                .first = reaching,
+                .second = p.rec,
+            };
         }
         if (end > covered) {
             covered = end;
@@ -406,7 +445,9 @@ fn layoutError(r: *const Reader, d: *Diag, k: u8, gap: ?Span, overlap: ?Overlap)
             "record {d}" ++ tail, .{ r.path, k, o.span.begin, o.span.end, o.first, o.second });
     }
     const g = gap.?;
-    return d.fail(error.Corrupt, head ++ "bytes [{d}, {d}) belong to no record" ++ tail, .{ r.path, k, g.begin, g.end });
+    return d.fail(error.Corrupt, head ++ "bytes [{d}, {d}) belong to no record" ++ tail, .{
+        r.path, k, g.begin, g.end,
+    });
 }
 
 /// Checks index.zri against the header's index checksum ([ZR-HDR-011]), for a verification
@@ -451,13 +492,17 @@ fn openRegular(dfd: sys.Fd, path: []const u8, name: [:0]const u8, d: *Diag) Erro
         if (e == sys.ENOENT) return null;
         if (e == sys.ELOOP) return linkError(d, path, name);
         // A socket cannot be opened at all ([ZR-GEN-004]: not a regular file).
-        if (e == sys.ENXIO) return d.fail(error.Corrupt, "'{s}/{s}' is not a regular file (ZR-GEN-004)", .{ path, name });
+        if (e == sys.ENXIO) {
+            return d.fail(error.Corrupt, "'{s}/{s}' is not a regular file (ZR-GEN-004)", .{ path, name });
+        }
         return d.failOs(error.Io, e, "cannot open '{s}/{s}'", .{ path, name });
     };
     errdefer sys.close(fd);
     const st = sys.fstat(fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
         "'{s}/{s}'", .{ path, name });
-    if (st.kind != .regular) return d.fail(error.Corrupt, "'{s}/{s}' is not a regular file (ZR-GEN-004)", .{ path, name });
+    if (st.kind != .regular) {
+        return d.fail(error.Corrupt, "'{s}/{s}' is not a regular file (ZR-GEN-004)", .{ path, name });
+    }
     return .{ .fd = fd, .size = st.size };
 }
 

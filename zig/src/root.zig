@@ -93,11 +93,20 @@ pub export fn zr_writer_open(
 
 pub export fn zr_writer_append_dense(w: ?*Writer, data: ?*const anyopaque, size: u64, count: u64, st: ?*Status) c_int {
     var d: Diag = .{};
-    const result: Error!void = if (w) |wr| wr.appendDense(@ptrCast(data), size, count, &d) else nullArgument(&d, "writer");
+    const result: Error!void = if (w) |wr|
+        wr.appendDense(@ptrCast(data), size, count, &d)
+    else
+        nullArgument(&d, "writer");
     return finish(st, result, &d);
 }
 
-pub export fn zr_writer_append_ragged(w: ?*Writer, ptrs: ?[*]const u64, shapes: ?[*]const u64, count: u64, st: ?*Status) c_int {
+pub export fn zr_writer_append_ragged(
+    w: ?*Writer,
+    ptrs: ?[*]const u64,
+    shapes: ?[*]const u64,
+    count: u64,
+    st: ?*Status,
+) c_int {
     var d: Diag = .{};
     const result: Error!void = if (w) |wr| wr.appendRagged(ptrs, shapes, count, &d) else nullArgument(&d, "writer");
     return finish(st, result, &d);
@@ -155,7 +164,8 @@ pub export fn zr_staging_publish(s: ?*staging.Staging, flags: u32, st: ?*Status)
     var d: Diag = .{};
     const result: Error!void = blk: {
         const stage = s orelse break :blk nullArgument(&d, "staging");
-        if (flags & ~abi.write_flags_known != 0) break :blk d.fail(error.InvalidArgument, "unknown staging flags 0x{x}; only ZR_WRITE_NO_SYNC (0x1) is defined", .{flags});
+        if (flags & ~abi.write_flags_known != 0) break :blk d.fail(error.InvalidArgument, "unknown staging " ++
+            "flags 0x{x}; only ZR_WRITE_NO_SYNC (0x1) is defined", .{flags});
         if (stage.tmp_path.len == 0) break :blk d.fail(error.InvalidArgument, "the staged " ++
             "directory for '{s}' was already published or aborted", .{stage.path});
         const sync = flags & abi.write_no_sync == 0;
@@ -187,7 +197,12 @@ pub export fn zr_reader_open_ex(path: ?[*:0]const u8, flags: u32, out: ?*?*Reade
     return zr_reader_open_opts(path, &opts, out, st);
 }
 
-pub export fn zr_reader_open_opts(path: ?[*:0]const u8, opts: ?*const abi.OpenOpts, out: ?*?*Reader, st: ?*Status) c_int {
+pub export fn zr_reader_open_opts(
+    path: ?[*:0]const u8,
+    opts: ?*const abi.OpenOpts,
+    out: ?*?*Reader,
+    st: ?*Status,
+) c_int {
     var d: Diag = .{};
     const result: Error!void = blk: {
         const o = out orelse break :blk nullArgument(&d, "out");
@@ -199,19 +214,32 @@ pub export fn zr_reader_open_opts(path: ?[*:0]const u8, opts: ?*const abi.OpenOp
             "ZR_OPEN_CHECK_EVERY_READ (0x4) are defined", .{op.flags});
         if (op.reserved != 0) break :blk d.fail(error.InvalidArgument, "zr_open_opts.reserved must be zero", .{});
         const cache: ?[:0]const u8 = if (op.index_cache) |c| std.mem.sliceTo(c, 0) else null;
-        if (cache) |c| if (c.len == 0) break :blk d.fail(error.InvalidArgument, "the index cache folder is an empty path; pass NULL for none", .{});
+        if (cache) |c| if (c.len == 0) break :blk d.fail(error.InvalidArgument, "the index cache folder is " ++
+            "an empty path; pass NULL for none", .{});
         const policy: index_cache.Policy = .{
-            .records_min = if (op.index_cache_records_min == 0) index_cache.records_min_default else op.index_cache_records_min,
+            .records_min = if (op.index_cache_records_min == 0)
+                index_cache.records_min_default
+            else
+                op.index_cache_records_min,
             .budget_bytes = if (op.index_cache_bytes == 0) index_cache.budget_bytes_default else op.index_cache_bytes,
         };
-        o.* = Reader.open(p, .{ .flags = op.flags, .index_cache = cache, .index_cache_policy = policy }, &d) catch |err| break :blk err;
+        o.* = Reader.open(p, .{
+            .flags = op.flags,
+            .index_cache = cache,
+            .index_cache_policy = policy,
+        }, &d) catch |err| break :blk err;
     };
     return finish(st, result, &d);
 }
 
 /// Prunes the index cache folder `folder` now, whenever it was last pruned, to `budget_bytes`
 /// of this user's files (index_cache.prune); a folder that does not exist holds nothing.
-pub export fn zr_index_cache_prune(folder: ?[*:0]const u8, budget_bytes: u64, out: ?*index_cache.PruneStats, st: ?*Status) c_int {
+pub export fn zr_index_cache_prune(
+    folder: ?[*:0]const u8,
+    budget_bytes: u64,
+    out: ?*index_cache.PruneStats,
+    st: ?*Status,
+) c_int {
     var d: Diag = .{};
     const result: Error!void = blk: {
         const f = folder orelse break :blk nullArgument(&d, "folder");
@@ -223,7 +251,8 @@ pub export fn zr_index_cache_prune(folder: ?[*:0]const u8, budget_bytes: u64, ou
             break :blk d.failOs(error.Io, e, "cannot open the index cache folder '{s}'", .{std.mem.sliceTo(f, 0)});
         };
         defer sys.close(dfd);
-        o.* = index_cache.prune(dfd, budget_bytes, sys.nowSeconds()) catch break :blk d.noMemory("the list of index cache files");
+        o.* = index_cache.prune(dfd, budget_bytes, sys.nowSeconds()) catch
+            break :blk d.noMemory("the list of index cache files");
     };
     return finish(st, result, &d);
 }
@@ -344,7 +373,8 @@ pub export fn zr_train_dict(
     const result: Error!void = blk: {
         const o = out_size orelse break :blk nullArgument(&d, "out_size");
         o.* = 0;
-        o.* = dictionary.train(@ptrCast(samples), samples_size, sizes, count, out, capacity, &d) catch |err| break :blk err;
+        o.* = dictionary.train(@ptrCast(samples), samples_size, sizes, count, out, capacity, &d) catch |err|
+            break :blk err;
     };
     return finish(st, result, &d);
 }

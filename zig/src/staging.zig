@@ -330,7 +330,10 @@ fn makeParents(parent: [:0]const u8, path: []const u8, d: *Diag) Error!void {
         buf[i] = 0;
         sys.mkdir(buf[0..i :0], 0o777) catch {
             const e = sys.errno();
-            if (e != sys.EEXIST) return d.failOs(if (e == sys.ENOTDIR) error.NotFound else error.Io, e, "cannot create directory '{s}' for store path '{s}'", .{ buf[0..i], path });
+            if (e != sys.EEXIST) {
+                return d.failOs(if (e == sys.ENOTDIR) error.NotFound else error.Io, e, "cannot create directory " ++
+                    "'{s}' for store path '{s}'", .{ buf[0..i], path });
+            }
         };
         buf[i] = saved;
     }
@@ -462,15 +465,27 @@ test "a temporary is removed exactly when its lock can be taken" {
     const stale = try std.fmt.bufPrintSentinel(&sbuf, "{s}/.s.zr-tmp-99999999999999999999-x", .{root}, 0);
     try sys.mkdir(stale, 0o777);
     var fbuf: [300]u8 = undefined;
-    sys.close(try sys.open(try std.fmt.bufPrintSentinel(&fbuf, "{s}/data-000.zrd", .{stale}, 0), sys.O_WRONLY | sys.O_CREAT, 0o666));
-    sys.close(try sys.open(try std.fmt.bufPrintSentinel(&fbuf, "{s}.lock", .{stale}, 0), sys.O_WRONLY | sys.O_CREAT, 0o666));
+    sys.close(try sys.open(
+        try std.fmt.bufPrintSentinel(&fbuf, "{s}/data-000.zrd", .{stale}, 0),
+        sys.O_WRONLY | sys.O_CREAT,
+        0o666,
+    ));
+    sys.close(try sys.open(
+        try std.fmt.bufPrintSentinel(&fbuf, "{s}.lock", .{stale}, 0),
+        sys.O_WRONLY | sys.O_CREAT,
+        0o666,
+    ));
     var nbuf: [256]u8 = undefined;
     const unlocked = try std.fmt.bufPrintSentinel(&nbuf, "{s}/.s.zr-tmp-", .{root}, 0);
     try sys.mkdir(unlocked, 0o777);
     var obuf: [256]u8 = undefined;
     const other = try std.fmt.bufPrintSentinel(&obuf, "{s}/.t.zr-tmp-1", .{root}, 0);
     try sys.mkdir(other, 0o777);
-    sys.close(try sys.open(try std.fmt.bufPrintSentinel(&fbuf, "{s}.lock", .{other}, 0), sys.O_WRONLY | sys.O_CREAT, 0o666));
+    sys.close(try sys.open(
+        try std.fmt.bufPrintSentinel(&fbuf, "{s}.lock", .{other}, 0),
+        sys.O_WRONLY | sys.O_CREAT,
+        0o666,
+    ));
 
     reapStale(rootz, "s");
     try t.expect(try sys.exists(live));

@@ -566,7 +566,8 @@ pub fn isStoreDir(dir_path: []const u8) bool {
     @memcpy(buf[dir_path.len..][0..name.len], name);
     buf[dir_path.len + name.len] = 0;
     var stx: linux.Statx = undefined;
-    const rc = linux.statx(AT_FDCWD, buf[0 .. dir_path.len + name.len :0], AT_SYMLINK_NOFOLLOW, .{ .TYPE = true }, &stx);
+    const path_z = buf[0 .. dir_path.len + name.len :0];
+    const rc = linux.statx(AT_FDCWD, path_z, AT_SYMLINK_NOFOLLOW, .{ .TYPE = true }, &stx);
     if (linux.errno(rc) != .SUCCESS) return false;
     return (@as(u32, stx.mode) & S_IFMT) == S_IFREG;
 }

@@ -340,7 +340,9 @@ pub const Writer = struct {
     fn checkCountLimit(w: *Writer, n: u64, d: *Diag) Error!void {
         if (n > format.record_count_max - w.header.record_count) {
             return d.fail(error.LimitExceeded, "appending {d} records to the {d} of '{s}' " ++
-                "exceeds record_count_max {d} (ZR-LIM-001)", .{ n, w.header.record_count, w.stage.path, format.record_count_max });
+                "exceeds record_count_max {d} (ZR-LIM-001)", .{
+                n, w.header.record_count, w.stage.path, format.record_count_max,
+            });
         }
     }
 
@@ -375,7 +377,10 @@ pub const Writer = struct {
         var done: u64 = 0;
         while (done < n) {
             const m = @min(per_slice, n - done);
-            const base: [*]const u8 = if (size == 0) @ptrFromInt(1) else data.? + @as(usize, @intCast(done * w.record_size));
+            const base: [*]const u8 = if (size == 0)
+                @ptrFromInt(1)
+            else
+                data.? + @as(usize, @intCast(done * w.record_size));
             w.writeSlice(m, m * w.record_size, .{ .dense = base }, d) catch |err| {
                 w.poison(err, d);
                 return err;
@@ -405,7 +410,9 @@ pub const Writer = struct {
             const size = format.logicalSize(shape, w.itemsize) orelse {
                 d.record = @intCast(w.header.record_count + i);
                 return d.fail(error.LimitExceeded, "record {d} has more than " ++
-                    "record_size_bytes_max {d} bytes (ZR-LIM-001)", .{ w.header.record_count + i, format.record_size_bytes_max });
+                    "record_size_bytes_max {d} bytes (ZR-LIM-001)", .{
+                    w.header.record_count + i, format.record_size_bytes_max,
+                });
             };
             if (size > 0 and ptrs.?[@intCast(i)] == 0) {
                 d.record = @intCast(w.header.record_count + i);
@@ -508,7 +515,8 @@ pub const Writer = struct {
     /// frame's memory for the writer's lifetime.
     fn trimLanes(w: *Writer) void {
         for (&w.lanes) |*lane| {
-            if (lane.buf.len > lane_buffer_keep_bytes_max or lane.spare.len > lane_buffer_keep_bytes_max) lane.freeBufs();
+            const oversized = lane.buf.len > lane_buffer_keep_bytes_max or lane.spare.len > lane_buffer_keep_bytes_max;
+            if (oversized) lane.freeBufs();
         }
     }
 
@@ -838,13 +846,17 @@ const FrameSink = struct {
                 error.OutOfMemory => d.fail(error.OutOfMemory, "out of memory compressing " ++
                     "record {d} ({d} bytes) of '{s}'", .{ record, rec.len, w.stage.path }),
                 else => d.fail(error.InvalidArgument, "libzstd failed to compress record {d} " ++
-                    "({d} bytes) of '{s}': {s}", .{ record, rec.len, w.stage.path, codec.errorName(compressor.last_code) }),
+                    "({d} bytes) of '{s}': {s}", .{
+                    record, rec.len, w.stage.path, codec.errorName(compressor.last_code),
+                }),
             };
         };
         // A frame of a record within record_size_bytes_max is far below 4 GiB, but the index
         // field is 32 bits and the limit is the format's ([ZR-IDX-005]).
         if (size > format.stored_size_bytes_max) return d.fail(error.LimitExceeded, "record {d} " ++
-            "compresses to {d} bytes, above stored_size_bytes_max {d} (ZR-LIM-001)", .{ record, size, format.stored_size_bytes_max });
+            "compresses to {d} bytes, above stored_size_bytes_max {d} (ZR-LIM-001)", .{
+            record, size, format.stored_size_bytes_max,
+        });
         const frame = o.lane.buf[o.fill..][0..size];
         o.fill += size;
         return .{ .len = size, .checksum = format.xxh64(frame) };
@@ -873,7 +885,15 @@ const Out = struct {
     on_disk: usize = 0,
 
     /// Starts run k at shard offset `start` with a lane buffer of at least `buf_min` bytes.
-    fn init(w: *Writer, k: usize, lane: *Lane, helper: ?*async_write.AsyncWriter, start: u64, buf_min: usize, d: *Diag) Error!Out {
+    fn init(
+        w: *Writer,
+        k: usize,
+        lane: *Lane,
+        helper: ?*async_write.AsyncWriter,
+        start: u64,
+        buf_min: usize,
+        d: *Diag,
+    ) Error!Out {
         try lane.ensureBuf(buf_min, 0, d);
         if (!w.direct) return .{ .w = w, .k = k, .lane = lane, .helper = null, .base = start };
         const st = &w.shards[k];
@@ -1066,7 +1086,8 @@ fn validateSchema(
             "be 0 (raw), 1 (zstd) or 2 (zstd_dict)", .{s.codec}),
     };
     if (s.data_shards < format.data_shards_min) return d.fail(error.LimitExceeded, "schema " ++
-        "data_shards 0 is below data_shards_min {d}; data_shards must be in 1..{d} (ZR-LIM-001)", .{ format.data_shards_min, format.data_shards_max });
+        "data_shards 0 is below data_shards_min {d}; data_shards must be in 1..{d} " ++
+        "(ZR-LIM-001)", .{ format.data_shards_min, format.data_shards_max });
     var h: format.Header = .{
         .kind = kind,
         .dtype = s.dtype,
@@ -1092,8 +1113,8 @@ fn validateSchema(
     if (codec_id == .zstd_dict) {
         if (dict_size == 0 or dict_ptr == null) return d.fail(error.InvalidArgument, "codec " ++
             "zstd_dict needs a dictionary; none was given (ZR-COD-002)", .{});
-        if (dict_size > format.dict_size_bytes_max) return d.fail(error.LimitExceeded, "the " ++
-            "dictionary has {d} bytes, above dict_size_bytes_max {d} (ZR-LIM-001)", .{ dict_size, format.dict_size_bytes_max });
+        if (dict_size > format.dict_size_bytes_max) return d.fail(error.LimitExceeded, "the dictionary has {d} " ++
+            "bytes, above dict_size_bytes_max {d} (ZR-LIM-001)", .{ dict_size, format.dict_size_bytes_max });
     } else if (dict_size != 0) {
         return d.fail(error.InvalidArgument, "a dictionary of {d} bytes was given with codec " ++
             "{s}; only zstd_dict takes one", .{ dict_size, codec_id.name() });
@@ -1106,13 +1127,17 @@ fn schemaDtypeError(s: *const abi.Schema, problem: format.DtypeProblem, d: *Diag
         .unknown_code => d.fail(error.InvalidArgument, "schema dtype {d} is unknown; dtype must " ++
             "be a code 1..{d} of spec section 3.3", .{ s.dtype, format.dtypes.len }),
         .unknown_unit => d.fail(error.InvalidArgument, "schema dtype {s} has unit code {d}; the " ++
-            "units are codes 1..{d} of spec section 3.3", .{ format.dtypeName(s.dtype), s.dtype_unit, format.datetime_units.len }),
+            "units are codes 1..{d} of spec section 3.3", .{
+            format.dtypeName(s.dtype), s.dtype_unit, format.datetime_units.len,
+        }),
         .unused_param, .bad_length => d.fail(error.InvalidArgument, "schema dtype {s} has " ++
             "dtype_length {d} and dtype_unit {d}, which spec section 3.3 does not allow for it", .{
             format.dtypeName(s.dtype), s.dtype_length, s.dtype_unit,
         }),
         .itemsize_limit => d.fail(error.LimitExceeded, "schema dtype {s} with dtype_length {d} " ++
-            "has an item size above itemsize_bytes_max {d} (ZR-LIM-001)", .{ format.dtypeName(s.dtype), s.dtype_length, format.itemsize_bytes_max }),
+            "has an item size above itemsize_bytes_max {d} (ZR-LIM-001)", .{
+            format.dtypeName(s.dtype), s.dtype_length, format.itemsize_bytes_max,
+        }),
     };
 }
 

@@ -50,7 +50,10 @@ pub fn check(dict: []const u8) ?Problem {
     if (!isZstdFormat(dict)) return null;
     // [ZR-COD-010]
     if (std.mem.readInt(u32, dict[4..8], .little) == 0) {
-        return .{ .rule = "ZR-COD-010", .what = "its Dictionary_ID is 0, which RFC 8878 reserves for \"no dictionary\"" };
+        return .{
+            .rule = "ZR-COD-010",
+            .what = "its Dictionary_ID is 0, which RFC 8878 reserves for \"no dictionary\"",
+        };
     }
     // [ZR-COD-011] The entropy tables, in the order of RFC 8878 §5.
     var pos: usize = 8;
@@ -73,12 +76,24 @@ pub fn check(dict: []const u8) ?Problem {
     for (0..3) |k| {
         const rep = std.mem.readInt(u32, dict[pos + 4 * k ..][0..4], .little);
         if (rep == 0) return .{ .rule = "ZR-COD-012", .what = "a repeat offset is 0" };
-        if (rep > content) return .{ .rule = "ZR-COD-012", .what = "a repeat offset is larger than the dictionary's content" };
+        if (rep > content) return .{
+            .rule = "ZR-COD-012",
+            .what = "a repeat offset is larger than the dictionary's content",
+        };
     }
     return null;
 }
 
-const TableError = error{ Truncated, AccuracyLog, TooManySymbols, Probabilities, NoStream, NoEndMark, TooManyWeights, Weights };
+const TableError = error{
+    Truncated,
+    AccuracyLog,
+    TooManySymbols,
+    Probabilities,
+    NoStream,
+    NoEndMark,
+    TooManyWeights,
+    Weights,
+};
 
 fn tableProblem(err: TableError) Problem {
     const what = switch (err) {
@@ -372,7 +387,8 @@ test "each broken rule of a zstd-format dictionary" {
     var b: [128]u8 = undefined;
     const cases = [_]struct { off: usize, value: u8, rule: []const u8 }{
         .{ .off = 4, .value = 0, .rule = "ZR-COD-010" }, // ID 0 (the other ID bytes are 0)
-        .{ .off = 9, .value = 0x12, .rule = "ZR-COD-011" }, // weights 1 and 2: 1 + 2 = 3, rest 1, ones 2: valid? see below
+        // weights 1 and 2: 1 + 2 = 3, rest 1, ones 2: valid? see below
+        .{ .off = 9, .value = 0x12, .rule = "ZR-COD-011" },
         .{ .off = 10, .value = 0x1F, .rule = "ZR-COD-011" }, // offsets' accuracy log 20
         .{ .off = good.len - 28, .value = 0, .rule = "ZR-COD-012" }, // first repeat offset 0
         .{ .off = good.len - 28, .value = 17, .rule = "ZR-COD-012" }, // 17 > 16 bytes of content
@@ -415,7 +431,8 @@ fn trainedDictionary(buf: []u8) ![]u8 {
     const random = prng.random();
     var line: [200]u8 = undefined;
     for (&sizes) |*size| {
-        const text = try std.fmt.bufPrint(&line, "{{\"id\":{d},\"name\":\"user{d}\",\"score\":{d},\"tags\":[\"a\",\"b{d}\"]}}", .{
+        const text = try std.fmt.bufPrint(&line, "{{\"id\":{d},\"name\":\"user{d}\"," ++
+            "\"score\":{d},\"tags\":[\"a\",\"b{d}\"]}}", .{
             random.int(u32), random.uintLessThan(u32, 50), random.uintLessThan(u32, 1000), random.uintLessThan(u8, 9),
         });
         try samples.appendSlice(gpa, text);
@@ -456,7 +473,9 @@ test "this check and libzstd agree on trained dictionaries and thousands of muta
         const ours = check(dict) == null;
         if (!ours) refused += 1;
         if (ours != try libzstdLoads(dict)) {
-            std.debug.print("disagreement on a {d}-byte dictionary: check says {s}\n", .{ len, if (ours) "valid" else check(dict).?.what });
+            std.debug.print("disagreement on a {d}-byte dictionary: check says {s}\n", .{
+                len, if (ours) "valid" else check(dict).?.what,
+            });
             return error.TestUnexpectedResult;
         }
     }
