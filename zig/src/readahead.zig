@@ -163,23 +163,8 @@ pub fn Batch(comptime Src: type) type {
                     buf[n] = pageSpan(s);
                     n += 1;
                 }
-                b.hintSpans(buf[0..n]);
+                adviseCoalesced(b.src, buf[0..n]);
             }
-        }
-
-        fn hintSpans(b: Self, spans: []Span) void {
-            if (spans.len == 0) return;
-            std.sort.pdq(Span, spans, {}, spanBefore);
-            var cur = spans[0];
-            for (spans[1..]) |s| {
-                if (s.shard == cur.shard and s.offset <= cur.offset + cur.len) {
-                    cur.len = @max(cur.len, s.offset + s.len - cur.offset);
-                    continue;
-                }
-                b.src.advise(cur);
-                cur = s;
-            }
-            b.src.advise(cur);
         }
 
         /// Whether the records at `sample_records` positions spread over [begin, end) are in
@@ -215,6 +200,25 @@ pub fn Batch(comptime Src: type) type {
     };
 }
 
+/// Sorts page-aligned `spans` by shard and offset and has `src` advise them, spans whose pages
+/// touch or overlap coalesced into one range: one system call for a run of neighbouring
+/// records. Batch.hint's second half; it needs only `src.advise`, so it stands outside the
+/// generic type, generic over `src` alone.
+fn adviseCoalesced(src: anytype, spans: []Span) void {
+    if (spans.len == 0) return;
+    std.sort.pdq(Span, spans, {}, spanBefore);
+    var cur = spans[0];
+    for (spans[1..]) |s| {
+        if (s.shard == cur.shard and s.offset <= cur.offset + cur.len) {
+            cur.len = @max(cur.len, s.offset + s.len - cur.offset);
+            continue;
+        }
+        src.advise(cur);
+        cur = s;
+    }
+    src.advise(cur);
+}
+
 /// The pages a span lies in, as a span.
 fn pageSpan(s: Span) Span {
     const page: u64 = std.heap.pageSize();
@@ -235,11 +239,28 @@ pub fn slow(took_ns: u64, records: u64, bytes: u64) bool {
 
 test "page spans cover whole pages and sort by shard, then offset" {
     const page: u64 = std.heap.pageSize();
-    try std.testing.expectEqual(Span{ .shard = 1, .offset = 0, .len = page }, pageSpan(.{ .shard = 1, .offset = 5, .len = 10 }));
-    try std.testing.expectEqual(Span{ .shard = 0, .offset = page, .len = 2 * page }, pageSpan(.{ .shard = 0, .offset = 2 * page - 1, .len = 2 }));
-    try std.testing.expectEqual(Span{ .shard = 0, .offset = page, .len = page }, pageSpan(.{ .shard = 0, .offset = page, .len = page }));
-    try std.testing.expect(spanBefore({}, .{ .shard = 0, .offset = 9, .len = 1 }, .{ .shard = 1, .offset = 0, .len = 1 }));
-    try std.testing.expect(!spanBefore({}, .{ .shard = 1, .offset = 0, .len = 1 }, .{ .shard = 0, .offset = 9, .len = 1 }));
+    try std.testing.expectEqual(
+        Span{ .shard = 1, .offset = 0, .len = page },
+        pageSpan(.{ .shard = 1, .offset = 5, .len = 10 }),
+    );
+    try std.testing.expectEqual(
+        Span{ .shard = 0, .offset = page, .len = 2 * page },
+        pageSpan(.{ .shard = 0, .offset = 2 * page - 1, .len = 2 }),
+    );
+    try std.testing.expectEqual(
+        Span{ .shard = 0, .offset = page, .len = page },
+        pageSpan(.{ .shard = 0, .offset = page, .len = page }),
+    );
+    try std.testing.expect(spanBefore(
+        {},
+        .{ .shard = 0, .offset = 9, .len = 1 },
+        .{ .shard = 1, .offset = 0, .len = 1 },
+    ));
+    try std.testing.expect(!spanBefore(
+        {},
+        .{ .shard = 1, .offset = 0, .len = 1 },
+        .{ .shard = 0, .offset = 9, .len = 1 },
+    ));
 }
 
 test "a probe is slow by its record count and bytes" {
@@ -306,7 +327,11 @@ test "hints are sorted by shard and offset, and records sharing or touching page
     // A sub-range hints only its own records.
     f.advised_count = 0;
     b.hint(5, 6);
-    try std.testing.expectEqualSlices(Span, &.{.{ .shard = 0, .offset = 9 * page, .len = page }}, f.advised[0..f.advised_count]);
+    try std.testing.expectEqualSlices(
+        Span,
+        &.{.{ .shard = 0, .offset = 9 * page, .len = page }},
+        f.advised[0..f.advised_count],
+    );
 }
 
 test "samples spread over the batch; the next records are the ones after a probe" {
@@ -335,7 +360,8 @@ test "samples spread over the batch; the next records are the ones after a probe
     try std.testing.expect(b.sampleResident(5, 5));
 }
 
-test "a prefetch that hinted lets the next gathers read with pread; a run of prefetches that found their records cached ends that" {
+// A run of prefetches that found their records cached ends that.
+test "a prefetch that hinted lets the next gathers read with pread" {
     var e: Estimate = .{};
     try std.testing.expect(!e.takePrefetched());
     e.notePrefetch(true);
