@@ -103,7 +103,13 @@ extern fn ZSTD_DCtx_setParameter(dctx: *ZSTD_DCtx, param: c_int, value: c_int) u
 extern fn ZSTD_decompressBegin(dctx: *ZSTD_DCtx) usize;
 extern fn ZSTD_decompressBegin_usingDDict(dctx: *ZSTD_DCtx, ddict: *const ZSTD_DDict) usize;
 extern fn ZSTD_nextSrcSizeToDecompress(dctx: *ZSTD_DCtx) usize;
-extern fn ZSTD_decompressContinue(dctx: *ZSTD_DCtx, dst: ?*anyopaque, dst_capacity: usize, src: ?*const anyopaque, src_size: usize) usize;
+extern fn ZSTD_decompressContinue(
+    dctx: *ZSTD_DCtx,
+    dst: ?*anyopaque,
+    dst_capacity: usize,
+    src: ?*const anyopaque,
+    src_size: usize,
+) usize;
 
 /// ZSTD_d_windowLogMax of zstd.h's ZSTD_dParameter (stable since 1.4.0).
 const zstd_d_window_log_max: c_int = 100;
@@ -309,12 +315,45 @@ pub const Decompressor = struct {
     pub fn decompress(self: *Decompressor, dst: []u8, src: []const u8) Error!void {
         self.last_code = 0;
         self.reason = null;
+        const fh = try self.checkFrame(dst.len, src);
+        try self.capWindowLog(dst.len);
+
+        // [ZR-COD-013] The stored size of every block, from its header; what a Compressed
+        // block decodes to is known only by decoding it. A frame of at most one block's worth
+        // of content cannot hold a block that decodes to more, so it is decoded in one call;
+        // a larger one block by block, each block's output checked (libzstd checks neither
+        // before 1.5.6, and no Raw or RLE block in its one-shot decoder at all).
+        const block_max = @min(fh.window_size, block_size_max);
+        if (blockOverMax(src[fh.size..], block_max)) {
+            self.reason = "a block of its zstd frame is larger than Block_Maximum_Size, the " ++
+                "frame's window or 128 KiB, whichever is smaller (ZR-COD-013)";
+            return error.DecodeFailed;
+        }
+        // checkFrame found the frame's content size equal to `dst.len`.
+        const result = if (dst.len <= block_max)
+            self.decodeWhole(dst, src)
+        else
+            self.decodeByBlock(dst, src, block_max);
+        if (isError(result)) {
+            self.last_code = result;
+            return if (isAllocationError(result)) error.OutOfMemory else error.DecodeFailed;
+        }
+        if (result != dst.len) return error.DecodeFailed;
+    }
+
+    /// decompress's checks of what the frame header and libzstd's scan of the frame say, made
+    /// before any byte is decoded: the header parses, declares a content size of exactly
+    /// `dst_len`, names this store's dictionary or none, declares a window within the cap,
+    /// and the frame is all of `src`. A failed check sets `reason` or `last_code`. Inline:
+    /// decompress runs for every compressed record read.
+    inline fn checkFrame(self: *Decompressor, dst_len: usize, src: []const u8) Error!FrameHeader {
         const fh = FrameHeader.parse(src) catch |err| {
             self.reason = switch (err) {
                 error.NotAFrame => "its stored bytes do not start with the zstd frame magic 28 B5 2F FD " ++
                     "(a skippable or legacy frame, or no frame) (ZR-COD-005)",
                 error.Truncated => "its stored bytes end inside the zstd frame header (ZR-COD-005)",
-                error.ReservedBit => "its frame header sets the reserved bit of the frame header descriptor (ZR-COD-005)",
+                error.ReservedBit => "its frame header sets the reserved bit of the frame header " ++
+                    "descriptor (ZR-COD-005)",
             };
             return error.DecodeFailed;
         };
@@ -323,7 +362,7 @@ pub const Decompressor = struct {
             self.reason = "its zstd frame declares no content size (ZR-COD-006)";
             return error.SizeMismatch;
         };
-        if (content_size != dst.len) return error.SizeMismatch;
+        if (content_size != dst_len) return error.SizeMismatch;
         // [ZR-COD-007] libzstd makes the same check, but only outside fuzzing builds; checking
         // here keeps "wrong dictionary" an error whatever build of the library is loaded.
         if (fh.dict_id != 0 and fh.dict_id != self.dict_id) {
@@ -334,7 +373,7 @@ pub const Decompressor = struct {
             return error.DecodeFailed;
         }
         // [ZR-COD-008]
-        if (fh.window_size > windowSizeMax(dst.len)) {
+        if (fh.window_size > windowSizeMax(dst_len)) {
             self.reason = "its zstd frame declares a window larger than the record's logical size " ++
                 "rounded up to a power of two, and larger than 128 MiB (ZR-COD-008)";
             return error.DecodeFailed;
@@ -350,8 +389,14 @@ pub const Decompressor = struct {
             self.reason = "its stored bytes hold more than one zstd frame (ZR-COD-005)";
             return error.DecodeFailed;
         }
-        // The same cap for libzstd itself, in case a frame's blocks ask for more.
-        const log = windowLogMax(dst.len);
+        return fh;
+    }
+
+    /// Gives libzstd itself the window cap of a record of `dst_len` bytes, in case a frame's
+    /// blocks ask for more than its header declared; the parameter is set only when the cap
+    /// changes. Inline: decompress runs for every compressed record read.
+    inline fn capWindowLog(self: *Decompressor, dst_len: usize) Error!void {
+        const log = windowLogMax(dst_len);
         if (log != self.window_log_max) {
             const code = ZSTD_DCtx_setParameter(self.dctx, zstd_d_window_log_max, log);
             if (isError(code)) {
@@ -360,27 +405,6 @@ pub const Decompressor = struct {
             }
             self.window_log_max = log;
         }
-
-        // [ZR-COD-013] The stored size of every block, from its header; what a Compressed
-        // block decodes to is known only by decoding it. A frame of at most one block's worth
-        // of content cannot hold a block that decodes to more, so it is decoded in one call;
-        // a larger one block by block, each block's output checked (libzstd checks neither
-        // before 1.5.6, and no Raw or RLE block in its one-shot decoder at all).
-        const block_max = @min(fh.window_size, block_size_max);
-        if (blockOverMax(src[fh.size..], block_max)) {
-            self.reason = "a block of its zstd frame is larger than Block_Maximum_Size, the " ++
-                "frame's window or 128 KiB, whichever is smaller (ZR-COD-013)";
-            return error.DecodeFailed;
-        }
-        const result = if (content_size <= block_max)
-            self.decodeWhole(dst, src)
-        else
-            self.decodeByBlock(dst, src, block_max);
-        if (isError(result)) {
-            self.last_code = result;
-            return if (isAllocationError(result)) error.OutOfMemory else error.DecodeFailed;
-        }
-        if (result != dst.len) return error.DecodeFailed;
     }
 
     /// Decodes `src` in one call; returns what libzstd returns.
@@ -395,7 +419,10 @@ pub const Decompressor = struct {
     /// written or a libzstd error code. A block that writes more than `block_max` bytes ends it
     /// with `reason` set ([ZR-COD-013]); the caller has checked that `src` is one whole frame.
     fn decodeByBlock(self: *Decompressor, dst: []u8, src: []const u8, block_max: u64) usize {
-        const begun = if (self.ddict) |ddict| ZSTD_decompressBegin_usingDDict(self.dctx, ddict) else ZSTD_decompressBegin(self.dctx);
+        const begun = if (self.ddict) |ddict|
+            ZSTD_decompressBegin_usingDDict(self.dctx, ddict)
+        else
+            ZSTD_decompressBegin(self.dctx);
         if (isError(begun)) return begun;
         var in: usize = 0;
         var out: usize = 0;
@@ -508,7 +535,13 @@ pub const FrameHeader = struct {
             content = v;
         }
         if (single_segment) window = content.?;
-        return .{ .window_size = window, .content_size = content, .dict_id = dict_id, .has_checksum = fhd & 4 != 0, .size = size };
+        return .{
+            .window_size = window,
+            .content_size = content,
+            .dict_id = dict_id,
+            .has_checksum = fhd & 4 != 0,
+            .size = size,
+        };
     }
 };
 
@@ -807,7 +840,11 @@ test "the window cap: 128 MiB or the logical size rounded up, whichever is large
     // One raw block of 3 bytes behind a window descriptor: exponent e gives 2^(10 + e), and
     // the mantissa adds eighths. 2^27 decodes; 2^27 + 2^24 does not.
     var out: [3]u8 = undefined;
-    for ([_]struct { wd: u8, ok: bool }{ .{ .wd = 17 << 3, .ok = true }, .{ .wd = (17 << 3) | 1, .ok = false }, .{ .wd = 31 << 3, .ok = false } }) |c| {
+    for ([_]struct { wd: u8, ok: bool }{
+        .{ .wd = 17 << 3, .ok = true },
+        .{ .wd = (17 << 3) | 1, .ok = false },
+        .{ .wd = 31 << 3, .ok = false },
+    }) |c| {
         const frame = [_]u8{ 0x28, 0xB5, 0x2F, 0xFD, 0x80, c.wd, 3, 0, 0, 0, 0x19, 0x00, 0x00, 'a', 'b', 'c' };
         const fh = try FrameHeader.parse(&frame);
         try testing.expectEqual(@as(?u64, 3), fh.content_size);
