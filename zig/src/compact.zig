@@ -340,95 +340,49 @@ pub const Builder = struct {
         if (b.count == block_records) try b.flushBlock();
     }
 
+    /// Writes the pending records as one block: its header, its records' bit fields and their
+    /// checksums' low halves.
     fn flushBlock(b: *Builder) sys.OsError!void {
         const ps = b.pending[0..b.count];
         const ndim = b.header.ndim;
-        var stored_min: u32 = std.math.maxInt(u32);
-        var stored_max: u32 = 0;
-        var stored_sum: u64 = 0;
-        // The second segment starts at the first record that does not follow its predecessor
-        // in the same shard.
-        var split: usize = ps.len;
-        for (ps, 0..) |p, i| {
-            stored_min = @min(stored_min, p.stored_size);
-            stored_max = @max(stored_max, p.stored_size);
-            stored_sum += p.stored_size;
-            if (i > 0 and split == ps.len) {
-                const q = ps[i - 1];
-                if (p.shard != q.shard or p.offset != q.offset +% q.stored_size) split = i;
-            }
-        }
-        const slope: u64 = stored_sum / ps.len;
-        const first = [2]usize{ 0, split };
-        // Deviations from each segment's line, exact in i128; one minimum for both.
-        var devs: [block_records]i128 = undefined;
-        var dev_min: i128 = std.math.maxInt(i128);
-        var dev_max: i128 = std.math.minInt(i128);
-        var shard_max: u8 = 0;
-        for (ps, 0..) |p, i| {
-            const seg: usize = @intFromBool(i >= split);
-            devs[i] = deviation(ps, first[seg], slope, i);
-            dev_min = @min(dev_min, devs[i]);
-            dev_max = @max(dev_max, devs[i]);
-            shard_max = @max(shard_max, p.shard -% ps[first[seg]].shard);
-        }
-        var fixed: BlockFixed = .{
-            .offset_base = .{ 0, 0 },
-            .bits_at = b.bits.pos + b.bits.len - b.header.bits_at,
-            .slope = slope,
-            .stored_base = stored_min,
-            .record_bits = 0,
-            .shard_base = .{ ps[0].shard, if (split < ps.len) ps[split].shard else 0 },
-            .split = @intCast(split),
-            .offset_bits = bitsFor(@intCast(dev_max - dev_min)),
-            .stored_bits = bitsFor(stored_max - stored_min),
-            .shard_bits = bitsFor(shard_max),
-            .location_bits = 0,
-        };
-        // At most 64 + 32 + 8 bits; a u8 holds it.
-        fixed.location_bits = fixed.offset_bits + fixed.stored_bits + fixed.shard_bits;
-        for (first, 0..) |f0, seg| {
-            if (f0 < ps.len) fixed.offset_base[seg] = @truncate(@as(u128, @bitCast(@as(i128, ps[f0].offset) + dev_min)));
-        }
-        var dim_min: [format.ndim_max]u32 = @splat(std.math.maxInt(u32));
-        var dim_max: [format.ndim_max]u32 = @splat(0);
-        for (ps) |p| for (0..ndim) |k| {
-            dim_min[k] = @min(dim_min[k], p.dims[k]);
-            dim_max[k] = @max(dim_max[k], p.dims[k]);
-        };
-        var dim_bits: [format.ndim_max]u8 = undefined;
-        var record_bits: u32 = @as(u32, fixed.offset_bits) + fixed.stored_bits + fixed.shard_bits;
-        for (0..ndim) |k| {
-            dim_bits[k] = bitsFor(dim_max[k] - dim_min[k]);
-            record_bits += dim_bits[k];
-        }
-        fixed.record_bits = @intCast(record_bits);
-        // The header.
-        const hb = blockHeaderBytes(ndim);
-        const head = b.block_buf[0..hb];
-        @memset(head, 0);
-        @memcpy(head[0..@sizeOf(BlockFixed)], std.mem.asBytes(&fixed));
-        @memcpy(head[dim_bits_at..][0..ndim], dim_bits[0..ndim]);
-        for (0..ndim) |k| std.mem.writeInt(u32, head[dimBasesAt(ndim) + 4 * k ..][0..4], dim_min[k], .little);
-        try b.headers.put(head);
-        // The bit fields, byte-aligned per block.
-        const nbytes = (ps.len * record_bits + 7) / 8;
-        const out = b.bits_buf[0 .. nbytes + 16];
-        @memset(out, 0);
-        var pos: u64 = 0;
-        for (ps, 0..) |p, i| {
-            const seg: usize = @intFromBool(i >= split);
-            pos = writeBits(out, pos, @intCast(devs[i] - dev_min), fixed.offset_bits);
-            pos = writeBits(out, pos, p.stored_size - stored_min, fixed.stored_bits);
-            pos = writeBits(out, pos, p.shard -% ps[first[seg]].shard, fixed.shard_bits);
-            for (0..ndim) |k| pos = writeBits(out, pos, p.dims[k] - dim_min[k], dim_bits[k]);
-        }
-        try b.bits.put(out[0..nbytes]);
+        var plan: BlockPlan = undefined;
+        plan.compute(ps, ndim, b.bits.pos + b.bits.len - b.header.bits_at);
+        try b.putHeader(&plan, ndim);
+        try b.putFields(ps, &plan, ndim);
         var sums: [4 * block_records]u8 = undefined;
         for (ps, 0..) |p, i| std.mem.writeInt(u32, sums[4 * i ..][0..4], p.sum, .little);
         try b.sums.put(sums[0 .. 4 * ps.len]);
         b.built += ps.len;
         b.count = 0;
+    }
+
+    /// Writes the block header of `plan`: its fixed part, the dimension widths and bases.
+    fn putHeader(b: *Builder, plan: *const BlockPlan, ndim: u8) sys.OsError!void {
+        const hb = blockHeaderBytes(ndim);
+        const head = b.block_buf[0..hb];
+        @memset(head, 0);
+        @memcpy(head[0..@sizeOf(BlockFixed)], std.mem.asBytes(&plan.fixed));
+        @memcpy(head[dim_bits_at..][0..ndim], plan.dim_bits[0..ndim]);
+        for (0..ndim) |k| std.mem.writeInt(u32, head[dimBasesAt(ndim) + 4 * k ..][0..4], plan.dim_min[k], .little);
+        try b.headers.put(head);
+    }
+
+    /// Writes the records' bit fields, byte-aligned per block, each field the difference to
+    /// its base in `plan`. Inline: the loop over the records is the hot part of a build.
+    inline fn putFields(b: *Builder, ps: []const Pending, plan: *const BlockPlan, ndim: u8) sys.OsError!void {
+        const fixed = &plan.fixed;
+        const nbytes = (ps.len * plan.record_bits + 7) / 8;
+        const out = b.bits_buf[0 .. nbytes + 16];
+        @memset(out, 0);
+        var pos: u64 = 0;
+        for (ps, 0..) |p, i| {
+            const seg: usize = @intFromBool(i >= plan.split);
+            pos = writeBits(out, pos, @intCast(plan.devs[i] - plan.dev_min), fixed.offset_bits);
+            pos = writeBits(out, pos, p.stored_size - fixed.stored_base, fixed.stored_bits);
+            pos = writeBits(out, pos, p.shard -% ps[plan.first[seg]].shard, fixed.shard_bits);
+            for (0..ndim) |k| pos = writeBits(out, pos, p.dims[k] - plan.dim_min[k], plan.dim_bits[k]);
+        }
+        try b.bits.put(out[0..nbytes]);
     }
 
     /// Writes the last block, the padding and the file header; returns the header.
@@ -451,6 +405,92 @@ pub const Builder = struct {
         h.seal();
         try sys.pwriteAll(b.headers.fd, std.mem.asBytes(&h), 0);
         return h;
+    }
+};
+
+/// A block before it is written: its header, and what the bit fields of its records are
+/// the differences to. Built in place by `compute`, so that flushBlock copies none of it.
+const BlockPlan = struct {
+    fixed: BlockFixed,
+    /// The first record of the second segment (`ps.len` when there is none).
+    split: usize,
+    /// The first record of each segment.
+    first: [2]usize,
+    /// Each record's deviation from its segment's line, exact in i128; one minimum for both.
+    devs: [block_records]i128,
+    dev_min: i128,
+    dim_min: [format.ndim_max]u32,
+    dim_bits: [format.ndim_max]u8,
+    /// Bits per record, all fields together (`fixed.record_bits`).
+    record_bits: u32,
+
+    /// Plans the block of records `ps` of `ndim` axes whose bit fields start at `bits_at` in
+    /// the bit region. Inline: its loops over the records are the hot part of a build.
+    inline fn compute(plan: *BlockPlan, ps: []const Pending, ndim: u8, bits_at: u64) void {
+        var stored_min: u32 = std.math.maxInt(u32);
+        var stored_max: u32 = 0;
+        var stored_sum: u64 = 0;
+        // The second segment starts at the first record that does not follow its predecessor
+        // in the same shard.
+        var split: usize = ps.len;
+        for (ps, 0..) |p, i| {
+            stored_min = @min(stored_min, p.stored_size);
+            stored_max = @max(stored_max, p.stored_size);
+            stored_sum += p.stored_size;
+            if (i > 0 and split == ps.len) {
+                const q = ps[i - 1];
+                if (p.shard != q.shard or p.offset != q.offset +% q.stored_size) split = i;
+            }
+        }
+        const slope: u64 = stored_sum / ps.len;
+        const first = [2]usize{ 0, split };
+        plan.split = split;
+        plan.first = first;
+        var dev_min: i128 = std.math.maxInt(i128);
+        var dev_max: i128 = std.math.minInt(i128);
+        var shard_max: u8 = 0;
+        for (ps, 0..) |p, i| {
+            const seg: usize = @intFromBool(i >= split);
+            plan.devs[i] = deviation(ps, first[seg], slope, i);
+            dev_min = @min(dev_min, plan.devs[i]);
+            dev_max = @max(dev_max, plan.devs[i]);
+            shard_max = @max(shard_max, p.shard -% ps[first[seg]].shard);
+        }
+        plan.dev_min = dev_min;
+        const fixed = &plan.fixed;
+        fixed.* = .{
+            .offset_base = .{ 0, 0 },
+            .bits_at = bits_at,
+            .slope = slope,
+            .stored_base = stored_min,
+            .record_bits = 0,
+            .shard_base = .{ ps[0].shard, if (split < ps.len) ps[split].shard else 0 },
+            .split = @intCast(split),
+            .offset_bits = bitsFor(@intCast(dev_max - dev_min)),
+            .stored_bits = bitsFor(stored_max - stored_min),
+            .shard_bits = bitsFor(shard_max),
+            .location_bits = 0,
+        };
+        // At most 64 + 32 + 8 bits; a u8 holds it.
+        fixed.location_bits = fixed.offset_bits + fixed.stored_bits + fixed.shard_bits;
+        for (first, 0..) |f0, seg| {
+            if (f0 < ps.len) {
+                fixed.offset_base[seg] = @truncate(@as(u128, @bitCast(@as(i128, ps[f0].offset) + dev_min)));
+            }
+        }
+        plan.dim_min = @splat(std.math.maxInt(u32));
+        var dim_max: [format.ndim_max]u32 = @splat(0);
+        for (ps) |p| for (0..ndim) |k| {
+            plan.dim_min[k] = @min(plan.dim_min[k], p.dims[k]);
+            dim_max[k] = @max(dim_max[k], p.dims[k]);
+        };
+        var record_bits: u32 = @as(u32, fixed.offset_bits) + fixed.stored_bits + fixed.shard_bits;
+        for (0..ndim) |k| {
+            plan.dim_bits[k] = bitsFor(dim_max[k] - plan.dim_min[k]);
+            record_bits += plan.dim_bits[k];
+        }
+        fixed.record_bits = @intCast(record_bits);
+        plan.record_bits = record_bits;
     }
 };
 
@@ -555,7 +595,16 @@ const testing = std.testing;
 
 fn buildInto(fd: sys.Fd, ndim: u8, recs: []const Pending) !FileHeader {
     var buf: [3 * 4096]u8 = undefined;
-    var key: FileHeader = .{ .store_header_checksum = 7, .index = std.mem.zeroes(sys.FileIdentity), .record_count = recs.len, .ndim = ndim, .headers_at = 0, .headers_len = 0, .bits_at = 0, .bits_len = 0 };
+    var key: FileHeader = .{
+        .store_header_checksum = 7,
+        .index = std.mem.zeroes(sys.FileIdentity),
+        .record_count = recs.len,
+        .ndim = ndim,
+        .headers_at = 0,
+        .headers_len = 0,
+        .bits_at = 0,
+        .bits_len = 0,
+    };
     key.seal();
     var b = Builder.init(fd, key, "/stores/t", &buf);
     for (recs) |r| try b.add(r);
@@ -581,9 +630,19 @@ test "every record decodes to what was built: back to back, shuffled, several sh
                     1 => @intCast(i * 3 / n),
                     else => random.uintLessThan(u8, 3),
                 };
-                r.* = .{ .offset = if (layout == 2) random.int(u64) else next[shard], .stored_size = size, .shard = shard, .sum = random.int(u32) };
+                r.* = .{
+                    .offset = if (layout == 2) random.int(u64) else next[shard],
+                    .stored_size = size,
+                    .shard = shard,
+                    .sum = random.int(u32),
+                };
                 next[shard] += size;
-                for (0..ndim) |k| r.dims[k] = if (layout == 2) random.int(u32) else random.intRangeAtMost(u32, 16, 100 + @as(u32, @intCast(k)));
+                for (0..ndim) |k| {
+                    r.dims[k] = if (layout == 2)
+                        random.int(u32)
+                    else
+                        random.intRangeAtMost(u32, 16, 100 + @as(u32, @intCast(k)));
+                }
             }
             const fd = try sys.memfd("compact-test");
             defer sys.close(fd);
