@@ -303,23 +303,11 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
         inputs += [Path(p) for p in core_c]
         inputs.append(zig / "libzstd-dirs.txt")
         include += ["-I", str(zig / "include")]
-        linkage = os.environ.get("ZRECORD_ZSTD") or "system"
+        libzstd, info, licenses = _core_zstd(root, zig, arch, env, log)
+        linkage = info["zstd_linkage"]
         if linkage == "static":
-            # ZRECORD_ZSTD_BUILD: a folder that builds share for the compiled library (the
-            # release's builds of one run, sdists unpacked elsewhere included).
-            shared = os.environ.get("ZRECORD_ZSTD_BUILD")
-            libzstd = build_static_zstd(Path(shared) if shared else root / "build", arch, env, log)
+            # A static library is compiled into the extension: a new build of it is a new input.
             inputs.append(libzstd)
-            # zstd's BSD license asks binary redistributions to carry its notice.
-            licenses[libzstd.parent.parent / f"zstd-{ZSTD_VERSION}" / "LICENSE"] = "zstd-LICENSE"
-            info = {"zstd_linkage": "static", "zstd_version": ZSTD_VERSION,
-                    "zstd_source": f"{ZSTD_SDIST_REQUIREMENT} sdist, sha256 {ZSTD_SDIST_SHA256}"}
-        elif linkage == "system":
-            libzstd = find_libzstd(zig, arch)
-            info = {"zstd_linkage": "system"}
-        else:
-            raise RuntimeError(f"zrecord build: ZRECORD_ZSTD must be 'system' or 'static', "
-                               f"not {linkage!r}")
         core = [str(zig / "src" / "root.zig"), str(libzstd)]
         info["target"] = zig_target(arch)
         flavour = f"{arch}-zstd-{linkage}"
@@ -330,24 +318,8 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
     if not _newer(c_file, cython_inputs):
         subprocess.run([sys.executable, "-m", "cython", "-3", "--fast-fail", *include,
                         str(pkg / f"{name}.pyx"), "-o", str(c_file)], check=True)
-    exports = build / "exports.map"
-    exports.write_text(f"{{ global: PyInit_{name}; local: *; }};\n")
-    out = build / f"{name}.abi3.so"
-    tmp_out = build / f"{name}.tmp.so"
-    cmd = [sys.executable, "-m", "ziglang", "build-lib", "-dynamic",
-           "-target", zig_target(arch), "-mcpu=baseline", f"-O{config.get('optimize', 'ReleaseSafe')}",
-           "-fPIC", "-lc", "-fstrip", *core,
-           "-cflags", f"-DPy_LIMITED_API={LIMITED_API}", "-O2", "-fno-strict-aliasing", *include,
-           "-I", sysconfig.get_paths()["include"], "--", str(c_file), *core_c,
-           "--version-script", str(exports), f"-femit-bin={tmp_out}"]
-    stamp = build / f"{out.name}.cmd"
-    # The command without the interpreter, which differs between isolated build environments.
-    if not (_newer(out, [*inputs, c_file]) and stamp.is_file()
-            and stamp.read_text() == json.dumps(cmd[1:])):
-        log(" ".join(cmd))
-        subprocess.run(cmd, check=True, cwd=build, env=env)
-        os.replace(tmp_out, out)
-        stamp.write_text(json.dumps(cmd[1:]))
+    out = _link(build, name, arch, config.get("optimize", "ReleaseSafe"), core, include,
+                [str(c_file), *core_c], [*inputs, c_file], env, log)
 
     files = {out: f"{package}/{out.name}"}
     if info is not None:
@@ -357,6 +329,55 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
     external = info is not None and info["zstd_linkage"] == "system"
     tag = f"cp310-abi3-{'linux' if external else 'manylinux_2_28'}_{arch}"
     return {"files": files, "licenses": licenses, "tag": tag, "native": arch == platform.machine()}
+
+
+def _core_zstd(root: Path, zig: Path, arch: str, env: dict[str, str],
+               log: Log) -> tuple[Path, dict[str, str], dict[Path, str]]:
+    """The zstd library the Zig core links, as ZRECORD_ZSTD says: the pinned release compiled
+    for `arch` (static) or the platform's libzstd.so.1 (system). Returns the library, the build
+    information that names the linkage (zrecord/_build.json) and the licenses the extension
+    must then carry (license file -> its name in the wheel's metadata folder)."""
+    linkage = os.environ.get("ZRECORD_ZSTD") or "system"
+    if linkage == "static":
+        # ZRECORD_ZSTD_BUILD: a folder that builds share for the compiled library (the
+        # release's builds of one run, sdists unpacked elsewhere included).
+        shared = os.environ.get("ZRECORD_ZSTD_BUILD")
+        libzstd = build_static_zstd(Path(shared) if shared else root / "build", arch, env, log)
+        # zstd's BSD license asks binary redistributions to carry its notice.
+        licenses = {libzstd.parent.parent / f"zstd-{ZSTD_VERSION}" / "LICENSE": "zstd-LICENSE"}
+        info = {"zstd_linkage": "static", "zstd_version": ZSTD_VERSION,
+                "zstd_source": f"{ZSTD_SDIST_REQUIREMENT} sdist, sha256 {ZSTD_SDIST_SHA256}"}
+        return libzstd, info, licenses
+    if linkage == "system":
+        return find_libzstd(zig, arch), {"zstd_linkage": "system"}, {}
+    raise RuntimeError(f"zrecord build: ZRECORD_ZSTD must be 'system' or 'static', "
+                       f"not {linkage!r}")
+
+
+def _link(build: Path, name: str, arch: str, optimize: str, core: list[str], include: list[str],
+          sources: list[str], inputs: list[Path], env: dict[str, str], log: Log) -> Path:
+    """Compiles the C `sources` (the Cython-generated file first) with the Zig `core` into
+    build/<name>.abi3.so in one `zig build-lib` call, exporting PyInit_<name> only. An
+    extension newer than every file of `inputs` and built by the same command is reused."""
+    exports = build / "exports.map"
+    exports.write_text(f"{{ global: PyInit_{name}; local: *; }};\n")
+    out = build / f"{name}.abi3.so"
+    tmp_out = build / f"{name}.tmp.so"
+    cmd = [sys.executable, "-m", "ziglang", "build-lib", "-dynamic",
+           "-target", zig_target(arch), "-mcpu=baseline", f"-O{optimize}",
+           "-fPIC", "-lc", "-fstrip", *core,
+           "-cflags", f"-DPy_LIMITED_API={LIMITED_API}", "-O2", "-fno-strict-aliasing", *include,
+           "-I", sysconfig.get_paths()["include"], "--", *sources,
+           "--version-script", str(exports), f"-femit-bin={tmp_out}"]
+    stamp = build / f"{out.name}.cmd"
+    # The command without the interpreter, which differs between isolated build environments.
+    if not (_newer(out, inputs) and stamp.is_file()
+            and stamp.read_text() == json.dumps(cmd[1:])):
+        log(" ".join(cmd))
+        subprocess.run(cmd, check=True, cwd=build, env=env)
+        os.replace(tmp_out, out)
+        stamp.write_text(json.dumps(cmd[1:]))
+    return out
 
 
 def get_build_hook() -> type:
