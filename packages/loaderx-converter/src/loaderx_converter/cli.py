@@ -197,6 +197,8 @@ _EXAMPLES = [
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The command line of loaderx-convert. --help lists the options in the order they are
+    added here, so the groups of options are added in that order."""
     parser = argparse.ArgumentParser(
         prog="loaderx-convert", formatter_class=HelpFormatter,
         description=paragraph(
@@ -216,6 +218,28 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version(),
                         help="print the versions of loaderx-converter, zrecord and datasets "
                              "and exit")
+    _add_storage_options(parser)
+    _add_column_options(parser)
+    parser.add_argument("--revision", default="main",
+                        help="branch, tag or commit of a Hub dataset; resolved to a commit, "
+                             "recorded in ROOT/provenance.json")
+    parser.add_argument("--config", help="dataset configuration name, where it has several")
+    parser.add_argument("--endpoint", help="Hub endpoint, e.g. https://hf-mirror.com "
+                                           "(default: the Hugging Face Hub)")
+    parser.add_argument("--token", help="Hub token for private or gated datasets")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="Hugging Face cache folder (default: the library's)")
+    parser.add_argument("--data-shards", type=int, default=4, metavar="N",
+                        help="data files per store, 1 to 255: the write parallelism of each "
+                             "store")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress on stderr (else a bar on a terminal, and plain lines "
+                             "elsewhere)")
+    return parser
+
+
+def _add_storage_options(parser: argparse.ArgumentParser) -> None:
+    """--codec, --dict and --dict-from: how each column's records are stored."""
     parser.add_argument("--codec", action="append", type=_codec, metavar="[COLUMN=]CODEC",
                         help=f"how records are stored: {', '.join(zrecord.CODECS)} "
                              "(zstd_dict: zstd frames made with a dictionary: --dict or "
@@ -234,6 +258,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="train a zstd dictionary from this column's own records and store "
                              "the column with it (codec zstd_dict); comma-separated or "
                              "repeated for several")
+
+
+def _add_column_options(parser: argparse.ArgumentParser) -> None:
+    """--columns, --images, --audio, --cast and --image-mode: which columns are converted, and
+    what of their images and audio is stored."""
     parser.add_argument("--columns", metavar="A,B,...", type=_columns,
                         help="comma-separated subset of columns, spaces allowed (default: "
                              "all); every split and column name becomes a folder, so names "
@@ -251,22 +280,6 @@ def _parser() -> argparse.ArgumentParser:
                              "image=RGB), as Image(mode=...) does; repeat for several columns")
     parser.add_argument("--image-mode", type=_image_mode, metavar="MODE",
                         help="decode every Image column to the Pillow mode MODE (e.g. RGB)")
-    parser.add_argument("--revision", default="main",
-                        help="branch, tag or commit of a Hub dataset; resolved to a commit, "
-                             "recorded in ROOT/provenance.json")
-    parser.add_argument("--config", help="dataset configuration name, where it has several")
-    parser.add_argument("--endpoint", help="Hub endpoint, e.g. https://hf-mirror.com "
-                                           "(default: the Hugging Face Hub)")
-    parser.add_argument("--token", help="Hub token for private or gated datasets")
-    parser.add_argument("--cache-dir", metavar="DIR",
-                        help="Hugging Face cache folder (default: the library's)")
-    parser.add_argument("--data-shards", type=int, default=4, metavar="N",
-                        help="data files per store, 1 to 255: the write parallelism of each "
-                             "store")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress on stderr (else a bar on a terminal, and plain lines "
-                             "elsewhere)")
-    return parser
 
 
 def _status_of(exc: BaseException) -> int:
