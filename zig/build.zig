@@ -30,7 +30,8 @@ fn libzstdDirs(b: *std.Build, target: std.Build.ResolvedTarget) []const []const 
         const line = std.mem.trim(u8, raw, " \t\r");
         if (line.len == 0 or line[0] == '#') continue;
         if (std.mem.indexOf(u8, line, "{arch}") != null) {
-            dirs.append(b.allocator, std.mem.replaceOwned(u8, b.allocator, line, "{arch}", arch) catch @panic("OOM")) catch @panic("OOM");
+            const for_arch = std.mem.replaceOwned(u8, b.allocator, line, "{arch}", arch) catch @panic("OOM");
+            dirs.append(b.allocator, for_arch) catch @panic("OOM");
         } else if (native) {
             dirs.append(b.allocator, line) catch @panic("OOM");
         }
