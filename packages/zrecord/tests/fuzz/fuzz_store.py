@@ -382,8 +382,6 @@ class Finding(Exception):
 def exercise(path: str, rng: Any) -> tuple[str, int]:
     """Open, verify and read the store at `path` every way the API allows; return an outcome
     label and the largest declared record size, or raise Finding."""
-    import numpy as np
-
     import zrecord
     from zrecord import ZrecordError
 
@@ -396,74 +394,122 @@ def exercise(path: str, rng: Any) -> tuple[str, int]:
     with store:
         n = len(store)
         store.info()
-        if isinstance(store, zrecord.Ragged):
-            sizes = store.shapes().prod(axis=1).astype(np.int64) * store.dtype.itemsize \
-                if n else np.zeros(0, np.int64)
-        else:
-            record_size = int(np.prod(store.item_shape, dtype=np.int64)) * store.dtype.itemsize
-            sizes = np.full(n, record_size, np.int64)
+        sizes = _declared_sizes(store)
         readable = [i for i in range(n) if sizes[i] <= READ_BUDGET_BYTES]
         largest = int(sizes.max()) if n else 0
-        try:
-            if len(readable) == n:
-                store.verify()
-            else:
-                for i in readable:
-                    store.verify(i, i + 1)
-        except MemoryError as exc:
-            raise Finding(f"overallocation in verify: {exc!r}") from exc
-        except ZrecordError as exc:
-            # Reads must fail too (or succeed on the records that are intact), never crash.
-            for i in readable[:64]:
-                try:
-                    store[i]
-                except ZrecordError:
-                    pass
-            return f"verify:{type(exc).__name__}", largest
+        failed = _verify_readable(store, readable)
+        if failed is not None:
+            return f"verify:{failed}", largest
         # The store verified: every readable record must now read, and agree every way.
-        try:
-            single = [store[i] for i in readable]
-            order = [readable[rng.randrange(len(readable))] for _ in range(2 * len(readable))]
-            batch = store[np.array(order, dtype=np.int64)] if order else []
-            if len(readable) == n:
-                iterated = list(store)
-                for a, b in zip(single, iterated):
-                    # Bytes, not values: NaN and NaT are unequal to themselves.
-                    if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
-                        raise Finding("iteration and indexing disagree")
-        except MemoryError as exc:
-            raise Finding(f"overallocation reading a verified store: {exc!r}") from exc
-        except ZrecordError as exc:
-            # Empty records may declare shapes NumPy cannot hold (alone or stacked); saying so
-            # is the right answer.
-            if isinstance(exc, zrecord.errors.LimitError) and "NumPy" in str(exc):
-                return "read:LimitError-numpy", largest
-            raise Finding(f"a verified store failed a read: {exc!r}") from exc
-        pos = {rec: k for k, rec in enumerate(readable)}
-        for j, rec in enumerate(order):
-            a, b = batch[j], single[pos[rec]]
-            if a.shape != b.shape or a.tobytes() != b.tobytes():
-                raise Finding(f"gather and indexing disagree at record {rec}")
-        # Every read path must agree: the hinted one (pread for every record, as for a cold
-        # batch) and, where the file system allows O_DIRECT, the one of cache="bypass".
-        if order:
-            idx = np.array(order, dtype=np.int64)
-            store.prefetch(idx)
-            store._handle.set_reads(2)
-            others = [("hinted", store[idx])]
-            try:
-                bypass = zrecord.open_store(path, cache="bypass")
-            except OSError:
-                bypass = None
-            if bypass is not None:
-                with bypass:
-                    others.append(("bypass", bypass[idx]))
-            for how, got in others:
-                for j, rec in enumerate(order):
-                    a, b = got[j], single[pos[rec]]
-                    if a.shape != b.shape or a.tobytes() != b.tobytes():
-                        raise Finding(f"the {how} read and indexing disagree at record {rec}")
+        reads = _read_every_way(store, readable, rng)
+        if reads is None:
+            return "read:LimitError-numpy", largest
+        single, order = reads
+        _check_read_paths(store, path, readable, single, order)
         return "ok", largest
+
+
+def _declared_sizes(store: Any) -> Any:
+    """Each record's logical size in bytes as the index declares it (an int64 array)."""
+    import numpy as np
+
+    import zrecord
+
+    n = len(store)
+    if isinstance(store, zrecord.Ragged):
+        return store.shapes().prod(axis=1).astype(np.int64) * store.dtype.itemsize \
+            if n else np.zeros(0, np.int64)
+    record_size = int(np.prod(store.item_shape, dtype=np.int64)) * store.dtype.itemsize
+    return np.full(n, record_size, np.int64)
+
+
+def _verify_readable(store: Any, readable: list[int]) -> str | None:
+    """Verify the `readable` records (the whole store at once when every record is readable).
+    Returns None if they verified, else the class name of the zrecord error verify raised."""
+    from zrecord import ZrecordError
+
+    try:
+        if len(readable) == len(store):
+            store.verify()
+        else:
+            for i in readable:
+                store.verify(i, i + 1)
+    except MemoryError as exc:
+        raise Finding(f"overallocation in verify: {exc!r}") from exc
+    except ZrecordError as exc:
+        # Reads must fail too (or succeed on the records that are intact), never crash.
+        for i in readable[:64]:
+            try:
+                store[i]
+            except ZrecordError:
+                pass
+        return type(exc).__name__
+    return None
+
+
+def _read_every_way(store: Any, readable: list[int], rng: Any) -> tuple[list[Any], list[int]] | None:
+    """Read the `readable` records of a verified store one by one, gathered in a shuffled
+    order with repeats (drawn from `rng`) and, when all are readable, by iteration; raise
+    Finding where two ways disagree. Returns the single reads and the gather's order, or None
+    when the records declare shapes NumPy cannot hold."""
+    import numpy as np
+
+    import zrecord
+    from zrecord import ZrecordError
+
+    try:
+        single = [store[i] for i in readable]
+        order = [readable[rng.randrange(len(readable))] for _ in range(2 * len(readable))]
+        batch = store[np.array(order, dtype=np.int64)] if order else []
+        if len(readable) == len(store):
+            iterated = list(store)
+            for a, b in zip(single, iterated):
+                # Bytes, not values: NaN and NaT are unequal to themselves.
+                if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+                    raise Finding("iteration and indexing disagree")
+    except MemoryError as exc:
+        raise Finding(f"overallocation reading a verified store: {exc!r}") from exc
+    except ZrecordError as exc:
+        # Empty records may declare shapes NumPy cannot hold (alone or stacked); saying so
+        # is the right answer.
+        if isinstance(exc, zrecord.errors.LimitError) and "NumPy" in str(exc):
+            return None
+        raise Finding(f"a verified store failed a read: {exc!r}") from exc
+    pos = {rec: k for k, rec in enumerate(readable)}
+    for j, rec in enumerate(order):
+        a, b = batch[j], single[pos[rec]]
+        if a.shape != b.shape or a.tobytes() != b.tobytes():
+            raise Finding(f"gather and indexing disagree at record {rec}")
+    return single, order
+
+
+def _check_read_paths(store: Any, path: str, readable: list[int], single: list[Any], order: list[int]) -> None:
+    """Every read path must agree with the single reads: the hinted one (pread for every
+    record, as for a cold batch) and, where the file system allows O_DIRECT, the one of
+    cache="bypass"."""
+    import numpy as np
+
+    import zrecord
+
+    if not order:
+        return
+    pos = {rec: k for k, rec in enumerate(readable)}
+    idx = np.array(order, dtype=np.int64)
+    store.prefetch(idx)
+    store._handle.set_reads(2)
+    others = [("hinted", store[idx])]
+    try:
+        bypass = zrecord.open_store(path, cache="bypass")
+    except OSError:
+        bypass = None
+    if bypass is not None:
+        with bypass:
+            others.append(("bypass", bypass[idx]))
+    for how, got in others:
+        for j, rec in enumerate(order):
+            a, b = got[j], single[pos[rec]]
+            if a.shape != b.shape or a.tobytes() != b.tobytes():
+                raise Finding(f"the {how} read and indexing disagree at record {rec}")
 
 
 def exercise_cli(path: str) -> None:
@@ -597,6 +643,8 @@ def _scratch_root() -> str | None:
 
 
 def supervise(args: argparse.Namespace) -> int:
+    """Run inputs in --jobs worker processes for --seconds, save each finding's store under
+    --findings and print a summary; return 1 if there was any finding."""
     corpus_dir = args.corpus
     tmp = tempfile.mkdtemp(prefix="zrecord-fuzz-", dir=_scratch_root())
     if corpus_dir is None:
@@ -607,92 +655,120 @@ def supervise(args: argparse.Namespace) -> int:
     corpus = load_corpus(corpus_dir)
     os.makedirs(args.findings, exist_ok=True)
     deadline = time.monotonic() + args.seconds
-    workers: dict[int, dict[str, Any]] = {}
-    next_first = 0
-    stats: dict[str, int] = {}
-    findings: list[str] = []
-    execs = 0
-
-    def spawn(slot: int) -> None:
-        nonlocal next_first
-        work = os.path.join(tmp, f"w{slot}-{next_first}")
-        os.mkdir(work)
-        # Each worker restarts at a fresh block of inputs so that a restart never repeats one.
-        first = next_first
-        next_first += 1 << 32
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--seed", str(args.seed),
-               "--first", str(args.start + first), "--stride", "1", "--corpus", corpus_dir,
-               "--work", work, "--memory-mb", str(args.memory_mb)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        os.set_blocking(proc.stdout.fileno(), False)
-        workers[slot] = {"proc": proc, "buf": b"", "current": None, "since": time.monotonic(),
-                         "work": work}
-
-    def finding(kind: str, i: int, detail: str) -> None:
-        dest = save_finding(args.findings, args.seed, i, kind, detail, corpus)
-        findings.append(f"{kind} input {args.seed}:{i}: {detail} -> {dest}.json")
-        print(f"FINDING {findings[-1]}", flush=True)
-
+    run = _Supervisor(args, tmp, corpus_dir, corpus)
     for slot in range(args.jobs):
-        spawn(slot)
-    last_report = time.monotonic()
+        run.spawn(slot)
     try:
-        while time.monotonic() < deadline:
-            fds = {w["proc"].stdout.fileno(): slot for slot, w in workers.items()}
-            ready, _, _ = select.select(list(fds), [], [], 0.5)
-            now = time.monotonic()
-            for fd in ready:
-                w = workers[fds[fd]]
-                chunk = os.read(fd, 1 << 16)
-                w["buf"] += chunk
-                *lines, w["buf"] = w["buf"].split(b"\n")
-                for line in lines:
-                    tag, num, *rest = line.decode().split(" ", 2)
-                    if tag == "B":
-                        w["current"], w["since"] = int(num), now
-                        continue
-                    execs += 1
-                    w["current"] = None
-                    if tag == "E":
-                        stats[rest[0]] = stats.get(rest[0], 0) + 1
-                    else:
-                        stats["FINDING"] = stats.get("FINDING", 0) + 1
-                        finding("finding", int(num), json.loads(rest[0]))
-            for slot, w in list(workers.items()):
-                proc = w["proc"]
-                hung = w["current"] is not None and now - w["since"] > args.timeout
-                if hung:
-                    proc.kill()
-                rc = proc.poll()
-                if rc is None and not hung:
-                    continue
-                rc = proc.wait()
-                err = proc.stderr.read().decode(errors="replace")[-2000:]
-                if w["current"] is not None:
-                    i = w["current"]
-                    kind = "hang" if hung else ("crash" if rc < 0 else "exit")
-                    execs += 1
-                    stats[kind.upper()] = stats.get(kind.upper(), 0) + 1
-                    why = f"signal {-rc}" if rc < 0 and not hung else f"rc {rc}"
-                    finding(kind, i, f"{why}; stderr: {err.strip()[-600:]}")
-                else:
-                    print(f"worker exited unexpectedly (rc {rc}): {err}", file=sys.stderr)
-                shutil.rmtree(w["work"], ignore_errors=True)
-                spawn(slot)
-            if now - last_report > 30:
-                last_report = now
-                print(f"[{int(args.seconds - (deadline - now))} s] {execs} execs, "
-                      f"{len(findings)} findings", flush=True)
+        run.watch(deadline)
     finally:
-        for w in workers.values():
+        for w in run.workers.values():
             w["proc"].kill()
             w["proc"].wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps({"seconds": args.seconds, "execs": execs, "findings": len(findings),
-                      "outcomes": dict(sorted(stats.items()))}, indent=1))
-    for f in findings:
+    print(json.dumps({"seconds": args.seconds, "execs": run.execs, "findings": len(run.findings),
+                      "outcomes": dict(sorted(run.stats.items()))}, indent=1))
+    for f in run.findings:
         print(f)
-    return 1 if findings else 0
+    return 1 if run.findings else 0
+
+
+class _Supervisor:
+    """The worker processes of one run of the deterministic engine, and what they reported:
+    the inputs run (execs), the count of each outcome and the findings saved."""
+
+    def __init__(self, args: argparse.Namespace, tmp: str, corpus_dir: str,
+                 corpus: list[tuple[str, dict[str, bytes]]]) -> None:
+        self.args = args
+        self.tmp = tmp
+        self.corpus_dir = corpus_dir
+        self.corpus = corpus
+        self.workers: dict[int, dict[str, Any]] = {}
+        self.next_first = 0
+        self.stats: dict[str, int] = {}
+        self.findings: list[str] = []
+        self.execs = 0
+
+    def spawn(self, slot: int) -> None:
+        """Start a worker in `slot`, on its own work folder."""
+        args = self.args
+        work = os.path.join(self.tmp, f"w{slot}-{self.next_first}")
+        os.mkdir(work)
+        # Each worker restarts at a fresh block of inputs so that a restart never repeats one.
+        first = self.next_first
+        self.next_first += 1 << 32
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--seed", str(args.seed),
+               "--first", str(args.start + first), "--stride", "1", "--corpus", self.corpus_dir,
+               "--work", work, "--memory-mb", str(args.memory_mb)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.set_blocking(proc.stdout.fileno(), False)
+        self.workers[slot] = {"proc": proc, "buf": b"", "current": None, "since": time.monotonic(),
+                              "work": work}
+
+    def finding(self, kind: str, i: int, detail: str) -> None:
+        dest = save_finding(self.args.findings, self.args.seed, i, kind, detail, self.corpus)
+        self.findings.append(f"{kind} input {self.args.seed}:{i}: {detail} -> {dest}.json")
+        print(f"FINDING {self.findings[-1]}", flush=True)
+
+    def watch(self, deadline: float) -> None:
+        """Read the workers' reports and replace the workers that died or hung, until
+        `deadline`; report progress every 30 s."""
+        last_report = time.monotonic()
+        while time.monotonic() < deadline:
+            fds = {w["proc"].stdout.fileno(): slot for slot, w in self.workers.items()}
+            ready, _, _ = select.select(list(fds), [], [], 0.5)
+            now = time.monotonic()
+            for fd in ready:
+                self.read_reports(self.workers[fds[fd]], fd, now)
+            for slot, w in list(self.workers.items()):
+                self.reap(slot, w, now)
+            if now - last_report > 30:
+                last_report = now
+                print(f"[{int(self.args.seconds - (deadline - now))} s] {self.execs} execs, "
+                      f"{len(self.findings)} findings", flush=True)
+
+    def read_reports(self, w: dict[str, Any], fd: int, now: float) -> None:
+        """Read worker `w`'s lines: "B i" (input i begins), "E i outcome" (it ended) or
+        "F i detail" (it was a finding)."""
+        chunk = os.read(fd, 1 << 16)
+        w["buf"] += chunk
+        *lines, w["buf"] = w["buf"].split(b"\n")
+        for line in lines:
+            tag, num, *rest = line.decode().split(" ", 2)
+            if tag == "B":
+                w["current"], w["since"] = int(num), now
+                continue
+            self.execs += 1
+            w["current"] = None
+            if tag == "E":
+                self.stats[rest[0]] = self.stats.get(rest[0], 0) + 1
+            else:
+                self.stats["FINDING"] = self.stats.get("FINDING", 0) + 1
+                self.finding("finding", int(num), json.loads(rest[0]))
+
+    def reap(self, slot: int, w: dict[str, Any], now: float) -> None:
+        """Kill worker `w` if its input has run past --timeout; once it has exited, save the
+        input it was running as a finding (hang, crash or exit) and start a new worker in
+        `slot`."""
+        proc = w["proc"]
+        hung = w["current"] is not None and now - w["since"] > self.args.timeout
+        if hung:
+            proc.kill()
+        rc = proc.poll()
+        if rc is None and not hung:
+            return
+        rc = proc.wait()
+        err = proc.stderr.read().decode(errors="replace")[-2000:]
+        if w["current"] is not None:
+            i = w["current"]
+            kind = "hang" if hung else ("crash" if rc < 0 else "exit")
+            self.execs += 1
+            self.stats[kind.upper()] = self.stats.get(kind.upper(), 0) + 1
+            why = f"signal {-rc}" if rc < 0 and not hung else f"rc {rc}"
+            self.finding(kind, i, f"{why}; stderr: {err.strip()[-600:]}")
+        else:
+            print(f"worker exited unexpectedly (rc {rc}): {err}", file=sys.stderr)
+        shutil.rmtree(w["work"], ignore_errors=True)
+        self.spawn(slot)
 
 
 def replay(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -53,6 +54,17 @@ def write_corpus(out: str) -> list[str]:
         paths.append(p)
         return p
 
+    # The seeds draw from one generator in this order, so the corpus stays the same.
+    _dense_seeds(path)
+    _large_record_seeds(path, rng)
+    _ragged_seeds(path, rng)
+    _parametric_dtype_seeds(path)
+    return paths
+
+
+def _dense_seeds(path: Callable[[str], str]) -> None:
+    """Small Dense stores: every codec, rank 0, an empty shard, zero-size records and no
+    records. `path(name)` is where the seed `name` goes."""
     dense = (np.arange(12 * 6, dtype=np.int64) % 11).astype(np.int16).reshape(12, 2, 3)
     dense_dict = _dictionary([dense[i] for i in range(len(dense))])
     for codec in ("raw", "zstd", "zstd_dict"):
@@ -74,8 +86,10 @@ def write_corpus(out: str) -> list[str]:
     with Dense.create(path("dense-empty-zstd"), np.float32, (3,), codec="zstd", data_shards=2):
         pass
 
-    # Records of at least 32 KiB are read with pread instead of the mapping, and batches of
-    # at least 512 KiB of compressed output are decoded by several threads: one seed each.
+
+def _large_record_seeds(path: Callable[[str], str], rng: np.random.Generator) -> None:
+    """Records of at least 32 KiB are read with pread instead of the mapping, and batches of
+    at least 512 KiB of compressed output are decoded by several threads: one seed each."""
     with Dense.create(path("dense-pread-raw"), np.uint8, (40000,), codec="raw",
                       data_shards=2) as w:
         w.append(rng.integers(0, 256, size=(3, 40000), dtype=np.uint8))
@@ -85,6 +99,9 @@ def write_corpus(out: str) -> list[str]:
     with Ragged.create(path("ragged-pread-zstd"), np.int8, 1, codec="zstd", data_shards=1) as w:
         w.append([rng.integers(-128, 128, size=n, dtype=np.int8) for n in (0, 50000, 100, 40000)])
 
+
+def _ragged_seeds(path: Callable[[str], str], rng: np.random.Generator) -> None:
+    """Ragged stores of rank 1 (every codec), rank 2 and rank 3 (no records)."""
     ragged1 = _ragged_records(rng, "int32", 1, 10)
     ragged2 = _ragged_records(rng, "uint16", 2, 8)
     ragged_dict = _dictionary(ragged1)
@@ -100,7 +117,9 @@ def write_corpus(out: str) -> list[str]:
     with Ragged.create(path("ragged-empty-raw"), np.int8, 3, codec="raw", data_shards=1):
         pass
 
-    # The parametric dtypes of format 1.1: a unit and a count, or a length, in the header.
+
+def _parametric_dtype_seeds(path: Callable[[str], str]) -> None:
+    """The parametric dtypes of format 1.1: a unit and a count, or a length, in the header."""
     stamps = (np.arange(12, dtype=np.int64) * 1_000_000_007).view("M8[ns]").reshape(4, 3)
     stamps[0, 0] = np.datetime64("NaT")
     with Dense.create(path("dense-datetime-raw"), stamps.dtype, (3,), codec="raw",
@@ -120,7 +139,6 @@ def write_corpus(out: str) -> list[str]:
     voids = np.frombuffer(bytes(range(24)), dtype="V4").reshape(3, 2)
     with Dense.create(path("dense-void-raw"), voids.dtype, (2,), codec="raw", data_shards=1) as w:
         w.append(voids)
-    return paths
 
 
 def main(argv: list[str] | None = None) -> int:
