@@ -42,7 +42,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 
@@ -79,6 +79,13 @@ def _punch(fd: int, offset: int, length: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
+def file_of(fd: int, path: str, mode: str) -> BinaryIO:
+    """A file object of a copy of descriptor `fd` named `path` (what np.memmap records as its
+    filename): a memmap made of a descriptor opened and checked by the mirror, never of a name
+    that a link may have taken since."""
+    return cast(BinaryIO, open(path, mode, opener=lambda _path, _flags: os.dup(fd)))  # noqa: SIM115
+
+
 def parse_budget(value: Any) -> int | None:
     """``cache_bytes``: None (no bound) or a whole number of bytes of at least BUDGET_MIN_BYTES."""
     if value is None:
@@ -94,34 +101,42 @@ def parse_budget(value: Any) -> int | None:
 class Budget:
     """The LRU state and eviction of one mirror (module docstring)."""
 
-    def __init__(self, root: str, shard_paths: list[str | None], shard_sizes: list[int],
-                 places: tuple[np.ndarray, np.ndarray, np.ndarray], present: np.ndarray,
-                 budget: int, fd_of: Callable[[int], int]) -> None:
-        self.budget = budget
-        self._fd = fd_of  # the mirror's writable descriptor of a shard
-        self._paths = shard_paths
-        self._offsets, self._sizes, self._shards = places
-        self._present = present
-        counts = [-(-size // CHUNK_BYTES) if path is not None else 0
-                  for path, size in zip(shard_paths, shard_sizes)]
-        self._base = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
-        self._probe_punch(root)
-        path = os.path.join(root, "lru.u64")
-        words = 1 + int(self._base[-1])
-        with open(path, "ab") as f:
-            if f.tell() < 8 * words:
-                f.truncate(8 * words)
-        self._words = np.memmap(path, "<u8", "r+", shape=(words,))
+    def __init__(self, root_fd: int, lru: tuple[int, str], shard_paths: list[str | None],
+                 shard_sizes: list[int], places: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 present: np.ndarray, budget: int, fd_of: Callable[[int], int]) -> None:
+        """`root_fd` is the mirror's folder and `lru` the descriptor and path of its lru.u64, both
+        opened by the mirror without following links and checked; the descriptor is the
+        budget's from here on (its eviction lock), closed by close(), or here on failure."""
+        lock_fd, path = lru
+        try:
+            self.budget = budget
+            self._fd = fd_of  # the mirror's writable descriptor of a shard
+            self._paths = shard_paths
+            self._offsets, self._sizes, self._shards = places
+            self._present = present
+            counts = [-(-size // CHUNK_BYTES) if p is not None else 0
+                      for p, size in zip(shard_paths, shard_sizes)]
+            self._base = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+            self._probe_punch(root_fd)
+            words = 1 + int(self._base[-1])
+            if os.fstat(lock_fd).st_size < 8 * words:
+                os.ftruncate(lock_fd, 8 * words)
+            with file_of(lock_fd, path, "r+b") as f:
+                self._words = np.memmap(f, "<u8", "r+", shape=(words,))
+        except BaseException:
+            os.close(lock_fd)
+            raise
         self._stamps = self._words[1:]
-        self._lock_fd = os.open(path, os.O_RDWR)
+        self._lock_fd = lock_fd
         self._thread_lock = threading.Lock()
         self._by_shard: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.evicted_bytes = 0
 
     @staticmethod
-    def _probe_punch(root: str) -> None:
-        probe = os.path.join(root, f".punch-{os.getpid()}-{threading.get_ident()}")
-        fd = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    def _probe_punch(root_fd: int) -> None:
+        probe = f".punch-{os.getpid()}-{threading.get_ident()}"
+        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(probe, flags, 0o600, dir_fd=root_fd)
         try:
             os.write(fd, b"\0" * 8192)
             _punch(fd, 0, 4096)
@@ -133,7 +148,7 @@ class Budget:
             raise
         finally:
             os.close(fd)
-            os.unlink(probe)
+            os.unlink(probe, dir_fd=root_fd)
 
     # -- what was used ----------------------------------------------------------------------
 

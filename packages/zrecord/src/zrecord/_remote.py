@@ -1,16 +1,20 @@
 """Stores read from object storage (``s3://``) and web servers (``http(s)://``) by byte range.
 
 A remote store is read through a *mirror*: a local folder laid out as a store, whose
-``header.zrh`` and ``index.zri`` are the objects fetched whole at open and whose shard files
-are sparse files of the objects' sizes, filled record by record as gathers need them. The
+``header.zrh`` and ``index.zri`` are the store's, streamed to it when the mirror is made, and
+whose shard files are sparse files of the objects' sizes, filled record by record as gathers
+need them. The
 native reader opens the mirror as it opens any store, so every check of the spec (§9) runs on
 the fetched header and index, and every record is checked against its checksum when it is
 first read, whatever the network did.
 
 Invariants of this module:
-- Open fetches ``header.zrh`` and ``index.zri`` once and notes every object's ETag; every later
-  request carries ``If-Match`` with the ETag seen at open, so a store replaced under a reader
-  fails its next fetch (:class:`~zrecord.errors.StoreChangedError`) and is never mixed.
+- Open asks every object's size and ETag (HEAD) and judges the sizes by the format's limits
+  and the header before any body is read. It fetches ``header.zrh``, and ``index.zri`` only
+  when it makes the mirror, each in one GET streamed to the mirror in pieces of
+  ``_STREAM_BYTES``, so memory does not grow with the index. Every request after the HEADs
+  carries ``If-Match`` with the ETag they gave, so a store replaced under a reader fails its
+  next fetch (:class:`~zrecord.errors.StoreChangedError`) and is never mixed.
 - A gather first fetches the records of its batch that the mirror does not hold: sorted by
   shard and offset, neighbours whose gap is at most ``gap_bytes`` coalesced into one ranged GET
   of at most ``request_bytes_max`` bytes, ``max_in_flight`` requests at once. A record is marked
@@ -30,10 +34,21 @@ Invariants of this module:
 - ``close()`` cancels the fetches under way and waits for them to end; a gather or prefetch
   that races it raises :class:`~zrecord.errors.ClosedError`, and none starts after it.
 - Messages name the URL and the object, never the mirror's path, a credential or a query
-  string.
-- Without ``cache_dir`` the mirror is a private temporary folder, removed at ``close()`` by the
-  process that opened it; with one, processes that open the same store (same URL and ETags)
-  share one mirror.
+  string; a mirror that this user may not use is named by its ``cache_dir`` (or TMPDIR), with
+  what to do.
+- The mirror's files are opened without following links, relative to their folder's
+  descriptor, and checked to be regular files of this user's with no other link (and of their
+  sizes): fetches write through the descriptors opened at open, never through a name that a
+  link may have taken since. A mirror whose files are not what it made (missing, damaged,
+  links, its ``index.zri`` changed since written, as the identity recorded in ``index.id``
+  tells) is set aside (renamed, then removed) and made again from the store; one whose folder
+  is another user's is an error naming the URL and ``cache_dir``.
+- Without ``cache_dir`` the mirror is a private folder in TMPDIR, removed at ``close()`` by the
+  process that opened it, which holds a lock beside it for its life: the folder of a process
+  that died is removed by the next one that opens a private mirror. With one, processes of one
+  user that open the same store (same URL, ETags and header) share one mirror, made in a
+  temporary folder beside it and renamed into place; what a process that died left being made
+  or set aside there is removed by the next opener (``_reap``).
 - fork(): a child forked after reads (or during them, on other threads) reads what the mirror
   holds and closes its copy; it drops the parent's event loop, prefetches, locks and client on
   first use (``Mirror._adopt``). It cannot fetch: obstore's client does not work in a process
@@ -47,23 +62,28 @@ import asyncio
 import concurrent.futures
 import contextlib
 import errno as _errno
+import fcntl
 import hashlib
 import os
 import re
 import shutil
+import stat
 import struct
 import tempfile
 import threading
 import urllib.parse
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeGuard, TypeVar
 
 import numpy as np
 
-from zrecord._mirror_cache import Budget, PunchWord, parse_budget, punches_since
+from zrecord import _native
+from zrecord._mirror_cache import Budget, PunchWord, file_of, parse_budget, punches_since
 from zrecord.errors import (
+    BadMagicError,
     ChecksumError,
     ClosedError,
     CorruptStoreError,
@@ -71,6 +91,8 @@ from zrecord.errors import (
     RemoteError,
     StoreChangedError,
     StoreNotFoundError,
+    StoreOSError,
+    UnsupportedVersionError,
     ZrecordError,
 )
 
@@ -79,6 +101,11 @@ SCHEMES = ("s3://", "http://", "https://")
 # Header fields the mirror is laid out from (spec §3.1); the native reader validates them all.
 _HEADER_FIXED_BYTES = 128
 _KIND_DENSE = 1
+_MAGIC = b"\x89ZREC\r\n\x1a"
+# header_size_bytes_max and record_count_max of spec §8 (zig/src/format.zig): a header.zrh object
+# larger than this is refused from its HEAD, before its body is read.
+HEADER_SIZE_BYTES_MAX = _HEADER_FIXED_BYTES + 8 * 32 + 8 * 255 + (1 << 24) + 8
+RECORD_COUNT_MAX = 1 << 48
 
 # Tuning keys of `storage_options` and their defaults; every other key configures the client.
 DEFAULTS: dict[str, Any] = {
@@ -112,6 +139,24 @@ _REFETCHES_MAX = 8
 # What one prefetch call fetches at most (the local prefetch's bounds, readahead.zig).
 PREFETCH_RECORDS_MAX = 16 << 10
 PREFETCH_BYTES_MAX = 64 << 20
+# header.zrh and index.zri reach the mirror in pieces of about this size: what open holds of them
+# in memory, whatever the index's size.
+_STREAM_BYTES = 1 << 20
+# The mirror's name in its folder is a hash of this, the user, the URL, the ETags and the header.
+_KEY_VERSION = "zrecord-mirror-2"
+# Names made beside mirrors: a private mirror's folder in TMPDIR, and a mirror being made or set
+# aside in its folder. Each has a lock beside it, `<name>.lock`, held (flock) by its maker from
+# before the name exists until it is gone: one that can be taken is a dead process's (_reap).
+_PRIVATE_PREFIX = "zrecord-remote-"
+_BUILD_PREFIX = ".zrecord-build-"
+_ASIDE_PREFIX = ".zrecord-gone-"
+_LOCK_SUFFIX = ".lock"
+# Entries of a folder looked at when searching it for leftovers (TMPDIR can be large).
+_REAP_ENTRIES_MAX = 100_000
+# How the mirror opens its files and folders: never through a link, never inherited across exec,
+# never waiting on a FIFO put in a file's place.
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW
 
 _T = TypeVar("_T")
 
@@ -428,19 +473,36 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> dict[str, Any
     return options
 
 
-def _layout(header: bytes) -> tuple[int, int, int, list[int]] | None:
-    """(record_count, index_entry_size, index_size, shard sizes) from a header's bytes, or None
-    when they are too short or not a zrecord header: the native open then reports what is wrong."""
-    if len(header) < _HEADER_FIXED_BYTES + 8 or header[:8] != b"\x89ZREC\r\n\x1a":
+class _Layout(NamedTuple):
+    """What the mirror is laid out from: fields of the header (spec §3.1)."""
+
+    records: int
+    entry: int
+    index_size: int
+    shard_sizes: list[int]
+
+
+def _layout(header: bytes | bytearray) -> _Layout | None:
+    """The record count, index entry size, index size and shard sizes of a header whose size and
+    checksum hold and whose sizes agree (spec §9.2 steps 2.1, 2.4, 2.5, 2.15, 2.17); None for any
+    other: the mirror then holds the header alone, and the native open says what is wrong with
+    it (it judges the header before any other file, §9.1)."""
+    size = len(header)
+    if not _HEADER_FIXED_BYTES + 8 <= size <= HEADER_SIZE_BYTES_MAX or size % 8 or header[:8] != _MAGIC:
+        return None
+    declared, = struct.unpack_from("<I", header, 12)
+    checksum, = struct.unpack_from("<Q", header, size - 8)
+    if declared != size or _native.xxh64(np.frombuffer(header, np.uint8, size - 8)) != checksum:
         return None
     kind, ndim, shards = header[16], header[18], header[20]
     records, = struct.unpack_from("<Q", header, 24)
     entry, = struct.unpack_from("<I", header, 48)
     index_size, = struct.unpack_from("<Q", header, 56)
     at = _HEADER_FIXED_BYTES + (8 * ndim if kind == _KIND_DENSE else 0)
-    if at + 8 * shards > len(header) - 8:
+    if (shards == 0 or at + 8 * shards > size - 8 or records > RECORD_COUNT_MAX
+            or index_size != records * entry):
         return None
-    return records, entry, index_size, list(struct.unpack_from(f"<{shards}Q", header, at))
+    return _Layout(records, entry, index_size, list(struct.unpack_from(f"<{shards}Q", header, at)))
 
 
 class Mirror:
@@ -455,7 +517,7 @@ class Mirror:
         self.options = storage_settings(storage_options)
         self.client = _Client(url, self.options)
         self.url = self.client.shown
-        self._private: tempfile.TemporaryDirectory[str] | None = None
+        self._private: _PrivateFolder | None = None
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -466,101 +528,325 @@ class Mirror:
         self._pending: list[tuple[np.ndarray, concurrent.futures.Future[None]]] = []
         self.requests = 0
         self.bytes_fetched = 0
-        header, header_etag = self._fetch_header()
-        index, index_etag = self._fetch_whole("index.zri")
-        layout = _layout(header)
-        self.etags: dict[str, str | None] = {"header.zrh": header_etag, "index.zri": index_etag}
-        shard_sizes: list[int | None] = []
-        if layout is not None:
-            for k in range(len(layout[3])):
-                head = self.client.head(_shard(k))
-                shard_sizes.append(None if head is None else head[0])
-                self.etags[_shard(k)] = None if head is None else head[1]
-        self.root = self._place(header, index, shard_sizes)
-        self.store_path = os.path.join(self.root, "store")
-        self._entries(layout, index)
-
-    # -- open ---------------------------------------------------------------------------------
-
-    def _fetch_header(self) -> tuple[bytes, str | None]:
-        try:
-            return self.client.get("header.zrh")
-        except FileNotFoundError:
-            if self.client.any_object():
-                raise NotPublishedError(f"{self.url} is not a published store: it has objects but no "
-                                        "header.zrh, which is uploaded last (an upload in progress or "
-                                        "interrupted?)") from None
-            raise StoreNotFoundError(f"no store at {self.url}: nothing there") from None
-
-    def _fetch_whole(self, name: str) -> tuple[bytes | None, str | None]:
-        try:
-            return self.client.get(name)
-        except FileNotFoundError:
-            return None, None
-
-    def _place(self, header: bytes, index: bytes | None, shard_sizes: list[int | None]) -> str:
-        """The mirror folder for these objects: made in a temporary folder beside it and renamed
-        into place, so that processes sharing `cache_dir` find it complete or not at all."""
-        key = hashlib.sha256("\n".join([self.client.url, *(f"{k}={v}" for k, v in sorted(
-            self.etags.items()))]).encode() + header).hexdigest()[:32]
-        base = self.options["cache_dir"]
-        if base is None:
-            self._private = tempfile.TemporaryDirectory(prefix="zrecord-remote-")
-            base = self._private.name
-        os.makedirs(base, exist_ok=True)
-        final = os.path.join(base, key)
-        if os.path.isfile(os.path.join(final, "store", "header.zrh")):
-            with open(os.path.join(final, "store", "header.zrh"), "rb") as f:
-                if f.read() == header:
-                    return final
-            shutil.rmtree(final, ignore_errors=True)
-        tmp = os.path.join(base, f".{key}.{uuid.uuid4().hex[:8]}.tmp")
-        store = os.path.join(tmp, "store")
-        os.makedirs(store)
-        try:
-            if index is not None:
-                _write(os.path.join(store, "index.zri"), index)
-            for k, size in enumerate(shard_sizes):
-                if size is not None:
-                    with open(os.path.join(store, _shard(k)), "wb") as f:
-                        f.truncate(size)
-            _write(os.path.join(store, "header.zrh"), header)
-            try:
-                os.rename(tmp, final)
-            except OSError:  # another process placed it first
-                shutil.rmtree(tmp, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return final
-
-    def _entries(self, layout: tuple[int, int, int, list[int]] | None, index: bytes | None) -> None:
-        """Where each record lies, from the mirror's index.zri, and the presence bits."""
+        self.etags: dict[str, str | None] = {}
         self._offsets = self._sizes = self._shards = np.empty(0, np.uint64)
         self._present: np.ndarray = np.zeros(0, np.uint8)
         self._gap = 0
-        if layout is None or index is None:
+        try:
+            plan = self._plan(self._fetch_header())
+            files = self._place(plan)
+            try:
+                with self._local():
+                    self._entries(plan, files)
+            finally:
+                files.close()
+        except BaseException:
+            self.close()  # a private mirror made so far goes with it
+            raise
+
+    # -- open ---------------------------------------------------------------------------------
+
+    def _fetch_header(self) -> bytearray:
+        """header.zrh's bytes, judged by the size its HEAD gives before its body is read."""
+        head = self.client.head("header.zrh")
+        if head is None:
+            if self.client.any_object():
+                raise NotPublishedError(f"{self.url} is not a published store: it has objects but no "
+                                        "header.zrh, which is uploaded last (an upload in progress or "
+                                        "interrupted?)")
+            raise StoreNotFoundError(f"no store at {self.url}: nothing there")
+        size, self.etags["header.zrh"] = head
+        if size > HEADER_SIZE_BYTES_MAX:
+            self._refuse_header(size)
+        header = bytearray(size)
+
+        def put(chunk: bytes, at: int) -> None:
+            header[at:at + len(chunk)] = chunk
+
+        self._stream("header.zrh", size, put)
+        return header
+
+    def _refuse_header(self, size: int) -> NoReturn:
+        """Refuse a header.zrh of `size` bytes, more than any valid header, from its first 12
+        bytes alone, as the native open refuses such a file (spec §9.2 steps 2.1 to 2.4)."""
+        prefix = bytearray()
+        self._stream("header.zrh", size, lambda chunk, _at: prefix.extend(chunk), end=12)
+        where = self.client.where("header.zrh")
+        if prefix[:8] != _MAGIC:
+            raise BadMagicError(f"'{where}' is not a zrecord header: its first 8 bytes are not the "
+                                "magic 89 5A 52 45 43 0D 0A 1A (ZR-HDR-001)")
+        major, minor = struct.unpack_from("<HH", prefix, 8)
+        if major != 1:
+            raise UnsupportedVersionError(f"'{where}' has format version {major}.{minor}, but this "
+                                          "reader supports format major 1 only (ZR-HDR-002, ZR-HDR-016)")
+        raise CorruptStoreError(f"'{where}' has {size} bytes, more than the largest valid header "
+                                f"({HEADER_SIZE_BYTES_MAX} bytes) (ZR-HDR-022)")
+
+    def _plan(self, header: bytearray) -> _Plan:
+        """What the mirror of the store with `header` holds: the objects' sizes from their HEADs,
+        checked against the header's before any body is read (spec §9.1 steps 3 and 4: the shards
+        in order, then the index). What the native open would refuse before reading it (a header
+        it refuses, a shard missing) is not asked for; the native open then says what is wrong."""
+        layout = _layout(header)
+        if layout is None:
+            return _Plan(header, None, None, [])
+        sizes: list[int | None] = []
+        for k, want in enumerate(layout.shard_sizes):
+            head = self.client.head(_shard(k))
+            if head is None:
+                return _Plan(header, layout, None, [*sizes, None])
+            size, self.etags[_shard(k)] = head
+            if size != want:
+                raise CorruptStoreError(f"'{self.client.where(_shard(k))}' has {size} bytes (the size "
+                                        f"its server gives), but the header's shard_sizes says {want} "
+                                        "(ZR-HDR-010): the store's objects do not belong together")
+            sizes.append(size)
+        head = self.client.head("index.zri")
+        if head is None:
+            return _Plan(header, layout, None, sizes)
+        size, self.etags["index.zri"] = head
+        if size != layout.index_size:
+            raise CorruptStoreError(f"'{self.client.where('index.zri')}' has {size} bytes (the size "
+                                    f"its server gives), but the header's index_size says "
+                                    f"{layout.index_size} (ZR-HDR-011)")
+        return _Plan(header, layout, size, sizes)
+
+    def _stream(self, name: str, size: int, write: Callable[[bytes, int], None], *,
+                end: int | None = None) -> None:
+        """Bytes [0, `end`) of object `name` (all `size` of them without `end`) passed to
+        `write(chunk, offset)` as they arrive, in pieces of about _STREAM_BYTES: one GET with
+        If-Match on the ETag seen at open, whose object size is checked before its body is read.
+        Memory stays bounded whatever the object's size, and an object replaced since its HEAD
+        (on a server without ETags) fails as StoreChangedError, never as a short or long file."""
+        want = size if end is None else end
+        options: dict[str, Any] = {} if end is None else {"range": (0, end)}
+        if self.etags.get(name) is not None:
+            options["if_match"] = self.etags[name]
+        client, at = self.client, 0
+        with client._errors(name):
+            result = client._obstore.get(client.store, name, options=options)
+            if int(result.meta["size"]) != size:
+                raise self._changed(name, f"is {result.meta['size']} bytes, and its HEAD said {size}")
+            for chunk in result.stream(min_chunk_size=_STREAM_BYTES):
+                if at + len(chunk) > want:
+                    raise self._changed(name, f"sent more than the {want} bytes asked for")
+                write(chunk, at)
+                at += len(chunk)
+        if at != want:
+            raise self._changed(name, f"ended after {at} of its {want} bytes")
+
+    def _changed(self, name: str, what: str) -> StoreChangedError:
+        return StoreChangedError(_errno.ESTALE, f"{self.client.where(name)} {what}: it changed after "
+                                 "the store was opened (replaced, or being uploaded); open it again")
+
+    def _key(self, header: bytearray) -> str:
+        """The mirror's name in its folder: one per user, URL, objects' ETags and header."""
+        parts = [_KEY_VERSION, str(os.geteuid()), self.client.url,
+                 *(f"{k}={v}" for k, v in sorted(self.etags.items()))]
+        return hashlib.sha256("\n".join(parts).encode() + header).hexdigest()[:32]
+
+    def _place(self, plan: _Plan) -> _Files:
+        """The mirror's files for `plan`, each opened without following a link and checked to be
+        what the mirror made (_open_placed): those of the mirror found in its folder, else of one
+        made from the store (_build). One whose files are not (missing, damaged, links, another
+        user's) is set aside and made again; a folder this user may not use is a clear error."""
+        key = self._key(plan.header)
+        with self._local():
+            base = self._base()
+            base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                if self._private is None:
+                    _reap(base, base_fd, (_BUILD_PREFIX, _ASIDE_PREFIX))
+                why = ""
+                # At most: set a damaged one aside, make it, lose the race to place it, open it.
+                for _ in range(4):
+                    try:
+                        files = self._open_placed(base_fd, key, plan)
+                    except _Damaged as damage:
+                        why = damage.why
+                        _discard(base, base_fd, key, damage.ident)
+                        continue
+                    if files is not None:
+                        self.root = os.path.join(base, key)
+                        self.store_path = os.path.join(self.root, "store")
+                        return files
+                    self._build(base, base_fd, key, plan)
+            finally:
+                os.close(base_fd)
+        raise StoreOSError(_errno.EAGAIN, f"{self.url}: its mirror {self._where()} was changed by "
+                           f"another program each time it was made ({why}); open the store again")
+
+    def _base(self) -> str:
+        """The folder the mirror lives in: cache_dir, else a private folder made in TMPDIR."""
+        if self.options["cache_dir"] is None:
+            self._private = _PrivateFolder()
+            return self._private.name
+        base: str = os.path.abspath(os.fspath(self.options["cache_dir"]))
+        os.makedirs(base, exist_ok=True)
+        return base
+
+    def _open_placed(self, base_fd: int, key: str, plan: _Plan) -> _Files | None:
+        """The descriptors of mirror `key`'s files, each checked to be what _fill made; None
+        when there is no such mirror. _Damaged when a file is missing or is not that (a link,
+        another kind of file, another size, another header, an index.zri written since);
+        _Foreign when the mirror's folder is another user's."""
+        try:
+            st = os.stat(key, dir_fd=base_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        ident = _ident(st)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid != os.geteuid():
+            raise _Foreign(key, st.st_uid)
+        files = _Files(_open_dir(base_fd, key, ident))
+        try:
+            files.store = _open_dir(files.root, "store", ident)
+            fd = _open_file(files.store, "header.zrh", os.O_RDONLY, ident, size=len(plan.header))
+            try:
+                if _read_all(fd, len(plan.header)) != plan.header:
+                    raise _Damaged(ident, "its header.zrh is not the store's")
+            finally:
+                os.close(fd)
+            for k, size in enumerate(plan.shard_sizes):
+                if size is not None:
+                    files.shards[k] = _open_file(files.store, _shard(k), os.O_WRONLY, ident, size=size)
+            if plan.index_size is not None and plan.layout is not None:
+                files.index = _open_file(files.store, "index.zri", os.O_RDONLY, ident, size=plan.index_size)
+                if _read_small(files.root, "index.id", ident) != _identity(os.fstat(files.index)):
+                    raise _Damaged(ident, "its index.zri was changed after it was written")
+                files.present = _open_file(files.root, "present.bits", os.O_RDWR, ident,
+                                           size=(plan.layout.records + 7) // 8)
+                if self.options["cache_bytes"] is not None:
+                    files.lru = _open_file(files.root, "lru.u64", os.O_RDWR | os.O_CREAT, ident)
+            return files
+        except BaseException:
+            files.close()
+            raise
+
+    def _build(self, base: str, base_fd: int, key: str, plan: _Plan) -> None:
+        """Make mirror `key` from the store, in a temporary folder beside it renamed into place
+        when complete: processes sharing cache_dir find it whole or not at all. One that loses
+        the race to place it keeps the winner's. A process that dies meanwhile leaves the
+        temporary folder with a lock that nobody holds, and a later opener removes it (_reap)."""
+        name, lock = _locked_name(base_fd, _BUILD_PREFIX)
+        try:
+            os.mkdir(name, 0o700, dir_fd=base_fd)
+            try:
+                self._fill(base_fd, name, plan)
+            except BaseException:
+                _remove(base, base_fd, name)
+                raise
+            try:
+                os.rename(name, key, src_dir_fd=base_fd, dst_dir_fd=base_fd)
+            except OSError as exc:
+                _remove(base, base_fd, name)
+                # A folder is there (another process placed its mirror first: the caller opens
+                # it), or something that is no folder (the caller finds it damaged).
+                if exc.errno not in (_errno.EEXIST, _errno.ENOTEMPTY, _errno.ENOTDIR, _errno.EISDIR):
+                    raise
+        finally:
+            _unlock(base_fd, name, lock)
+
+    def _fill(self, base_fd: int, name: str, plan: _Plan) -> None:
+        """The files of the mirror of `plan` in the new folder `name`: store/header.zrh; the shard
+        files, sparse, of the objects' sizes; store/index.zri streamed from the store, and its
+        identity as the file system tells it (index.id, checked at every later open: a change
+        to the file changes it); present.bits, every record absent."""
+        root = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=base_fd)
+        try:
+            os.mkdir("store", 0o700, dir_fd=root)
+            store = os.open("store", os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=root)
+            try:
+                _write_new(store, "header.zrh", plan.header)
+                for k, size in enumerate(plan.shard_sizes):
+                    if size is not None:
+                        self._sparse(store, _shard(k), size)
+                if plan.index_size is None or plan.layout is None:
+                    return
+                fd = os.open("index.zri", _NEW_FILE, 0o600, dir_fd=store)
+                try:
+                    self._stream("index.zri", plan.index_size, lambda chunk, at: _pwrite_all(fd, chunk, at))
+                finally:
+                    os.close(fd)
+                # Taken after close: on NFS, what later opens see once the writes have landed.
+                identity = _identity(os.stat("index.zri", dir_fd=store, follow_symlinks=False))
+                _write_new(root, "index.id", identity)
+                self._sparse(root, "present.bits", (plan.layout.records + 7) // 8)
+            finally:
+                os.close(store)
+        finally:
+            os.close(root)
+
+    def _sparse(self, dir_fd: int, name: str, size: int) -> None:
+        """A new file `name` of `size` bytes, all holes (a shard file, or present.bits)."""
+        fd = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
+        try:
+            os.ftruncate(fd, size)
+        except (OverflowError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno not in (_errno.EFBIG, _errno.EINVAL):
+                raise
+            raise StoreOSError(_errno.EFBIG, f"'{self.client.where(name)}' has {size} bytes, more "
+                               f"than a file {self._where()} can hold") from None
+        finally:
+            os.close(fd)
+
+    def _where(self) -> str:
+        """Where the mirror lives, as messages say it: never the mirror's own path."""
+        if self.options["cache_dir"] is None:
+            return f"in the temporary folder {tempfile.gettempdir()!r} (TMPDIR)"
+        return f"in cache_dir {os.fspath(self.options['cache_dir'])!r}"
+
+    @contextlib.contextmanager
+    def _local(self) -> Iterator[None]:
+        """What the block's work on the mirror's folder and files raises, as zrecord's errors
+        naming the URL and where the mirror lives: a folder or file this user may not use says
+        so and what to do instead."""
+        if self.options["cache_dir"] is None:
+            instead = "set TMPDIR to a folder this user may write, or give storage_options a cache_dir"
+        else:
+            instead = "give storage_options a cache_dir of this user's own"
+        try:
+            yield
+        except _Foreign as exc:
+            raise StoreOSError(_errno.EACCES, f"{self.url}: cannot use its mirror {self._where()}: "
+                               f"the folder {exc.name} there belongs to another user (uid {exc.uid}), "
+                               f"and mirrors are not shared between users; {instead}, or remove "
+                               f"{exc.name} from it") from None
+        except OSError as exc:
+            if isinstance(exc, ZrecordError):
+                raise
+            if exc.errno in (_errno.EACCES, _errno.EPERM, _errno.EROFS):
+                raise StoreOSError(exc.errno, f"{self.url}: cannot use its mirror {self._where()}: "
+                                   f"{exc.strerror} (the folder, or a mirror in it, is another user's "
+                                   f"or read-only); {instead}") from None
+            raise StoreOSError(exc.errno or _errno.EIO, f"{self.url}: cannot make or open its mirror "
+                               f"{self._where()}: {exc.strerror or exc}") from None
+
+    def _entries(self, plan: _Plan, files: _Files) -> None:
+        """Where each record lies, from the mirror's index.zri, the presence bits and the budget,
+        all from the descriptors _open_placed checked (never opened again by name)."""
+        self._fds, files.shards = files.shards, {}
+        if plan.layout is None or files.index is None or files.present is None:
             return  # the native open fails on these files and says why
-        records, entry, _, self._shard_sizes = layout
-        if records == 0 or entry < 16 or len(index) != records * entry:
+        records, entry, _, self._shard_sizes = plan.layout
+        if records == 0 or entry < 16:
             return
         # Views into the mirror's index.zri (spec §4: offset u64 at 0, stored_size u32 at 8, shard
         # u8 at 12 of each entry), not copies: the page cache holds them once for the host.
-        table = np.memmap(os.path.join(self.store_path, "index.zri"), np.uint8, "r")
+        with file_of(files.index, os.path.join(self.store_path, "index.zri"), "rb") as f:
+            table = np.memmap(f, np.uint8, "r")
         field = {"offsets": ("<u8", 0), "sizes": ("<u4", 8), "shards": ("u1", 12)}
         views = {name: np.ndarray((records,), dtype, buffer=table, offset=at, strides=(entry,))
                  for name, (dtype, at) in field.items()}
         self._offsets, self._sizes, self._shards = views["offsets"], views["sizes"], views["shards"]
-        bits = os.path.join(self.root, "present.bits")
-        with open(bits, "ab") as f:
-            if f.tell() < (records + 7) // 8:
-                f.truncate((records + 7) // 8)
-        self._present = np.memmap(bits, np.uint8, "r+", shape=((records + 7) // 8,))
+        with file_of(files.present, os.path.join(self.root, "present.bits"), "r+b") as f:
+            self._present = np.memmap(f, np.uint8, "r+", shape=((records + 7) // 8,))
         gap = self.options["gap_bytes"]
         self._gap = int(gap) if gap != "auto" else min(GAP_AUTO_MAX, int(self._sizes.mean()))
-        if self.options["cache_bytes"] is not None:
-            paths = [os.path.join(self.store_path, _shard(k)) for k in range(len(self._shard_sizes))]
-            self._budget = Budget(self.root, [p if os.path.exists(p) else None for p in paths],
+        if self.options["cache_bytes"] is not None and files.lru is not None:
+            paths = [os.path.join(self.store_path, _shard(k)) if k in self._fds else None
+                     for k in range(len(self._shard_sizes))]
+            lru, files.lru = files.lru, None  # the budget's from here on
+            self._budget = Budget(files.root, (lru, os.path.join(self.root, "lru.u64")), paths,
                                   self._shard_sizes, (self._offsets, self._sizes, self._shards),
                                   self._present, self.options["cache_bytes"], self._fd)
             self._budget.check()  # a mirror left larger by an earlier reader or budget
@@ -789,11 +1075,17 @@ class Mirror:
             np.bitwise_or.at(self._present, recs >> 3, (1 << (recs & 7)).astype(np.uint8))
 
     def _fd(self, shard: int) -> int:
+        """The mirror's writable descriptor of shard `shard`, opened and checked at open
+        (_open_placed): never opened again by name, so that a link put in its place since is
+        never written through."""
         with self._lock:
             fd = self._fds.get(shard)
-            if fd is None:
-                fd = self._fds[shard] = os.open(os.path.join(self.store_path, _shard(shard)), os.O_WRONLY)
-            return fd
+        if fd is None:
+            if self._closed:
+                raise self._closed_error()
+            raise CorruptStoreError(f"{self.url}: the mirror has no {_shard(shard)}: the store has no "
+                                    "such object")
+        return fd
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         """The reader's event loop, in a daemon thread of its own, started on first use; the
@@ -865,6 +1157,264 @@ def _shard(k: int) -> str:
     return f"data-{k:03d}.zrd"
 
 
-def _write(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
+class _Plan(NamedTuple):
+    """What a mirror holds (Mirror._plan): header.zrh's bytes; their layout (None: a header that
+    the native open refuses); index.zri's size (None: not fetched, as the native open fails
+    before reading it); the shards' sizes, up to the first shard missing (None)."""
+
+    header: bytearray
+    layout: _Layout | None
+    index_size: int | None
+    shard_sizes: list[int | None]
+
+
+class _Damaged(Exception):
+    """A mirror's file or folder is not what the mirror made: the mirror is set aside and made
+    again from the store."""
+
+    def __init__(self, ident: tuple[int, int], why: str) -> None:
+        super().__init__(why)
+        self.ident = ident  # the mirror's folder as found: _discard sets aside only that one
+        self.why = why
+
+
+class _Foreign(Exception):
+    """A mirror's folder belongs to another user: never used, never removed."""
+
+    def __init__(self, name: str, uid: int) -> None:
+        super().__init__(name)
+        self.name = name
+        self.uid = uid
+
+
+class _Files:
+    """The descriptors of one mirror's files (Mirror._open_placed); close() closes those not
+    handed on (the shards' to the mirror, lru.u64's to its budget)."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.store: int | None = None
+        self.index: int | None = None
+        self.present: int | None = None
+        self.lru: int | None = None
+        self.shards: dict[int, int] = {}
+
+    def close(self) -> None:
+        for fd in (self.root, self.store, self.index, self.present, self.lru, *self.shards.values()):
+            if fd is not None:
+                os.close(fd)
+        self.shards = {}
+
+
+class _PrivateFolder:
+    """A reader's private mirror folder, ``zrecord-remote-<hex>`` in TMPDIR, with its lock beside
+    it (_locked_name) held for the reader's life: the folder of a reader that died without
+    close() (SIGKILL, a crash) is removed by the next reader that makes a private folder
+    (_reap). cleanup() removes it at close(); its _finalizer also does when the reader is
+    dropped unclosed, or at exit, and Mirror._adopt detaches it in a forked child (the folder
+    stays the parent's, whose lock the child's copy of the descriptor shares)."""
+
+    def __init__(self) -> None:
+        base = tempfile.gettempdir()
+        base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            _reap(base, base_fd, (_PRIVATE_PREFIX,))
+            name, lock = _locked_name(base_fd, _PRIVATE_PREFIX)
+            try:
+                os.mkdir(name, 0o700, dir_fd=base_fd)
+            except BaseException:
+                _unlock(base_fd, name, lock)
+                raise
+        finally:
+            os.close(base_fd)
+        self.name = os.path.join(base, name)
+        self._finalizer = weakref.finalize(self, _remove_private, base, name, lock)
+
+    def cleanup(self) -> None:
+        self._finalizer()
+
+
+def _remove_private(base: str, name: str, lock: int) -> None:
+    """Remove private folder `name` of folder `base`, then its lock, then release that."""
+    try:
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(base, name + _LOCK_SUFFIX))
+    finally:
+        os.close(lock)
+
+
+def _locked_name(base_fd: int, prefix: str) -> tuple[str, int]:
+    """A new name `<prefix><hex>` in folder `base_fd` and its lock `<name>.lock`, made and held
+    (flock) before anything of that name exists, so that _reap never takes a live one for a
+    leftover. A reaper that took the lock between its creation and the flock removed it: then
+    another name is drawn."""
+    for _ in range(8):
+        name = prefix + uuid.uuid4().hex
+        lock = name + _LOCK_SUFFIX
+        fd = os.open(lock, _NEW_FILE, 0o600, dir_fd=base_fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if _ident(os.stat(lock, dir_fd=base_fd, follow_symlinks=False)) == _ident(os.fstat(fd)):
+                return name, fd
+        except (BlockingIOError, FileNotFoundError):
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise OSError(_errno.EAGAIN, "no lock of a new name could be taken (other processes took each)")
+
+
+def _unlock(base_fd: int, name: str, lock: int) -> None:
+    """Remove the lock of `name` (_locked_name), then release it."""
+    with contextlib.suppress(OSError):
+        os.unlink(name + _LOCK_SUFFIX, dir_fd=base_fd)
+    os.close(lock)
+
+
+def _reap(base: str, base_fd: int, prefixes: tuple[str, ...]) -> None:
+    """Remove what processes that died left in folder `base`: each `<prefix><hex>` whose lock,
+    `<name>.lock`, is this user's and held by nobody, then the lock. Best effort: what cannot
+    be removed now stays for a later reaper."""
+    try:
+        with os.scandir(base_fd) as entries:
+            locks = [e.name for _, e in zip(range(_REAP_ENTRIES_MAX), entries)
+                     if e.name.startswith(prefixes) and e.name.endswith(_LOCK_SUFFIX)]
+    except OSError:
+        return
+    for lock in locks:
+        try:
+            fd = os.open(lock, os.O_RDWR | _NOFOLLOW, dir_fd=base_fd)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _remove(base, base_fd, lock[:-len(_LOCK_SUFFIX)])
+                os.unlink(lock, dir_fd=base_fd)
+        except OSError:
+            pass  # held (a live process's), or gone meanwhile
+        finally:
+            os.close(fd)
+
+
+def _discard(base: str, base_fd: int, key: str, ident: tuple[int, int]) -> None:
+    """Set mirror `key` aside and remove it: renamed first, so that no opener finds it half
+    removed (readers that have it open read on from their descriptors); not when what is there
+    is no longer what was found damaged (another opener made it again meanwhile)."""
+    name, lock = _locked_name(base_fd, _ASIDE_PREFIX)
+    try:
+        try:
+            if _ident(os.stat(key, dir_fd=base_fd, follow_symlinks=False)) != ident:
+                return
+            os.rename(key, name, src_dir_fd=base_fd, dst_dir_fd=base_fd)
+        except FileNotFoundError:
+            return
+        _remove(base, base_fd, name)
+    finally:
+        _unlock(base_fd, name, lock)
+
+
+def _remove(base: str, base_fd: int, name: str) -> None:
+    """Remove `name` from folder `base`, whatever it is, never following a link (rmtree's
+    descriptor-based walk); what cannot be removed stays."""
+    try:
+        st = os.stat(name, dir_fd=base_fd, follow_symlinks=False)
+    except OSError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=base_fd)
+
+
+def _ident(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _identity(st: os.stat_result) -> bytes:
+    """A file's identity as the file system tells it (spec §9.5): any change to it, by any
+    program, changes the size or the times of its last change of contents and of status."""
+    return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}\n".encode()
+
+
+def _open_dir(dir_fd: int, name: str, ident: tuple[int, int]) -> int:
+    """Folder `name` of folder `dir_fd`, opened without following a link and checked (_checked)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (_errno.ENOENT, _errno.ELOOP, _errno.ENOTDIR):
+            raise
+        raise _Damaged(ident, f"its {name} is missing, a symbolic link or no folder") from None
+    return _checked(fd, name, ident, stat.S_IFDIR)
+
+
+def _open_file(dir_fd: int, name: str, flags: int, ident: tuple[int, int], *,
+               size: int | None = None) -> int:
+    """File `name` of folder `dir_fd`, opened with `flags` without following a link and
+    checked (_checked)."""
+    try:
+        fd = os.open(name, flags | _NOFOLLOW, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (_errno.ENOENT, _errno.ELOOP, _errno.ENOTDIR, _errno.EISDIR, _errno.ENXIO):
+            raise
+        raise _Damaged(ident, f"its {name} is missing, a symbolic link or no regular file") from None
+    return _checked(fd, name, ident, stat.S_IFREG, size)
+
+
+def _checked(fd: int, name: str, ident: tuple[int, int], kind: int, size: int | None = None) -> int:
+    """`fd`, when it is a `kind` (stat.S_IFDIR or S_IFREG) of this user's, and a file with no
+    other link and, when `size` is given, of that size: what the mirror made. Else _Damaged
+    (and `fd` closed)."""
+    st = os.fstat(fd)
+    why = ""
+    if stat.S_IFMT(st.st_mode) != kind:
+        why = "no folder" if kind == stat.S_IFDIR else "no regular file"
+    elif st.st_uid != os.geteuid():
+        why = f"another user's (uid {st.st_uid})"
+    elif kind == stat.S_IFREG and st.st_nlink != 1:
+        why = f"linked {st.st_nlink} times"
+    elif size is not None and st.st_size != size:
+        why = f"{st.st_size} bytes, not {size}"
+    if why:
+        os.close(fd)
+        raise _Damaged(ident, f"its {name} is {why}")
+    return fd
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    parts, at = [], 0
+    while at < size:
+        chunk = os.pread(fd, min(size - at, _STREAM_BYTES), at)
+        if not chunk:
+            break
+        parts.append(chunk)
+        at += len(chunk)
+    return b"".join(parts)
+
+
+def _read_small(dir_fd: int, name: str, ident: tuple[int, int]) -> bytes:
+    """The first 4 KiB of file `name` of folder `dir_fd`, opened as _open_file does."""
+    fd = _open_file(dir_fd, name, os.O_RDONLY, ident)
+    try:
+        return os.pread(fd, 4096, 0)
+    finally:
+        os.close(fd)
+
+
+def _write_new(dir_fd: int, name: str, data: bytes | bytearray) -> None:
+    fd = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
+    try:
+        _pwrite_all(fd, data, 0)
+    finally:
+        os.close(fd)
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray, at: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, at)
+        view, at = view[n:], at + n
