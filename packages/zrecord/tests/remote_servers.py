@@ -883,66 +883,91 @@ class _RangeHandler(BaseHTTPRequestHandler):
             etag = etag_for(st)
             last_modified = email.utils.formatdate(st.st_mtime, usegmt=True)
             validators = {"ETag": etag, "Last-Modified": last_modified}
-
-            if_match = self.headers.get("If-Match")
-            if if_match is not None and not _strong_match(etag, _etag_list(if_match)):
-                self._reply(412, "precondition failed: If-Match\n", validators)
+            if self._answered_precondition(etag, size, validators):
                 return
-            if_none_match = self.headers.get("If-None-Match")
-            if if_none_match is not None and _weak_match(etag, _etag_list(if_none_match)):
-                self.send_response(304)
-                for name, value in validators.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(size))
-                self.end_headers()
-                self._record(304, 0)
-                return
-
-            span: tuple[int, int] | None = None
             range_header = self.headers.get("Range")
             fault = self.server.next_fault() if range_header is not None and send_body else None
-            if fault == "503":
-                self._reply(503, "SlowDown: reduce your request rate\n", {"Retry-After": "0"})
+            if self._answered_fault(fault):
                 return
-            if fault == "drop":  # the connection ends before any answer
-                self.close_connection = True
-                with contextlib.suppress(OSError):
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                self._record(0, 0)
+            try:
+                span = self._requested_span(range_header, size, etag, last_modified)
+            except RangeNotSatisfiable:
+                self._reply(416, f"range not satisfiable: {range_header}\n",
+                            {"Content-Range": f"bytes */{size}", **validators})
                 return
-            if range_header is not None and self.server.accept_ranges:
-                if_range = self.headers.get("If-Range")
-                if if_range is None or if_range.strip() in (etag, last_modified):
-                    try:
-                        span = resolve_range(range_header, size)
-                    except RangeNotSatisfiable:
-                        self._reply(416, f"range not satisfiable: {range_header}\n",
-                                    {"Content-Range": f"bytes */{size}", **validators})
-                        return
+            self._send_file(f, size, span, validators, fault, send_body=send_body)
 
-            first, last = span if span is not None else (0, size - 1)
-            length = last - first + 1
-            status = 206 if span is not None else 200
-            self.send_response(status)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(length))
-            self.send_header("Accept-Ranges", "bytes" if self.server.accept_ranges else "none")
+    def _answered_precondition(self, etag: str, size: int, validators: dict[str, str]) -> bool:
+        """Answer 412 to an If-Match that no tag satisfies, or 304 to an If-None-Match that one
+        does; True if this answered the request."""
+        if_match = self.headers.get("If-Match")
+        if if_match is not None and not _strong_match(etag, _etag_list(if_match)):
+            self._reply(412, "precondition failed: If-Match\n", validators)
+            return True
+        if_none_match = self.headers.get("If-None-Match")
+        if if_none_match is not None and _weak_match(etag, _etag_list(if_none_match)):
+            self.send_response(304)
             for name, value in validators.items():
                 self.send_header(name, value)
-            if span is not None:
-                self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
+            self.send_header("Content-Length", str(size))
             self.end_headers()
-            sent = 0
-            if fault == "truncate":  # the headers promise `length` bytes; half of them come
-                length = length // 2
-            if send_body and length > 0:
-                try:
-                    sent = self.connection.sendfile(f, offset=first, count=length)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
-                if sent != length or fault == "truncate":
-                    self.close_connection = True  # the body is short: the connection is unusable
-            self._record(status, sent)
+            self._record(304, 0)
+            return True
+        return False
+
+    def _answered_fault(self, fault: str | None) -> bool:
+        """Act out an injected "503" or "drop" fault; True if it took the place of the answer
+        ("truncate" is acted out while the body is sent)."""
+        if fault == "503":
+            self._reply(503, "SlowDown: reduce your request rate\n", {"Retry-After": "0"})
+            return True
+        if fault == "drop":  # the connection ends before any answer
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            self._record(0, 0)
+            return True
+        return False
+
+    def _requested_span(self, range_header: str | None, size: int, etag: str,
+                        last_modified: str) -> tuple[int, int] | None:
+        """The (first, last) bytes the Range header asks for, or None for the whole file: no
+        Range, ranges not accepted, or an If-Range that the file no longer matches. Raises
+        RangeNotSatisfiable."""
+        if range_header is None or not self.server.accept_ranges:
+            return None
+        if_range = self.headers.get("If-Range")
+        if if_range is None or if_range.strip() in (etag, last_modified):
+            return resolve_range(range_header, size)
+        return None
+
+    def _send_file(self, f: Any, size: int, span: tuple[int, int] | None, validators: dict[str, str],
+                   fault: str | None, *, send_body: bool) -> None:
+        """Answer 200 with the whole file, or 206 with `span` of it; an injected "truncate"
+        fault sends half of the body the headers promise."""
+        first, last = span if span is not None else (0, size - 1)
+        length = last - first + 1
+        status = 206 if span is not None else 200
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(length))
+        self.send_header("Accept-Ranges", "bytes" if self.server.accept_ranges else "none")
+        for name, value in validators.items():
+            self.send_header(name, value)
+        if span is not None:
+            self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
+        self.end_headers()
+        sent = 0
+        if fault == "truncate":  # the headers promise `length` bytes; half of them come
+            length = length // 2
+        if send_body and length > 0:
+            try:
+                sent = self.connection.sendfile(f, offset=first, count=length)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+            if sent != length or fault == "truncate":
+                self.close_connection = True  # the body is short: the connection is unusable
+        self._record(status, sent)
 
 
 class RangeHTTPServer:
