@@ -393,6 +393,8 @@ pub fn prune(dfd: sys.Fd, budget: u64, now: i64) error{OutOfMemory}!PruneStats {
     }
     stats.kept = kept.items.len - dropped;
     stats.kept_bytes = total;
+    // Within the bound, or down to the newest file alone.
+    std.debug.assert(stats.kept_bytes <= budget or stats.kept <= 1);
     return stats;
 }
 

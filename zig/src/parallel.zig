@@ -19,6 +19,7 @@
 //!   the calling thread instead: parallelism is an optimisation, never a new way to fail.
 
 const std = @import("std");
+const assert = std.debug.assert;
 const diag_mod = @import("diag.zig");
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -70,6 +71,7 @@ fn Slot(comptime Ctx: type, comptime work: fn (*const Ctx, u64, u64, *Diag) Erro
         }
 
         fn runRange(slot: *@This(), c: *const Ctx, b: u64, e: u64, shared: *Shared) bool {
+            assert(b < e and e <= shared.total);
             work(c, b, e, &slot.diag) catch |err| {
                 slot.result = err;
                 slot.failed_at = b;
@@ -94,6 +96,7 @@ pub fn run(
     d: *Diag,
 ) Error!void {
     const workers: usize = @intCast(@min(@as(u64, @min(workers_wanted, workers_max)), total));
+    assert(workers <= workers_max and workers <= total or workers == 0);
     if (workers <= 1) return work(ctx, 0, total, d);
     const S = Slot(Ctx, work);
     const alloc = std.heap.c_allocator;
@@ -106,6 +109,9 @@ pub fn run(
             .end = total * (k + 1) / workers,
         };
     }
+    // The contiguous ranges tile [0, total), none empty, since workers <= total.
+    assert(slots[0].begin == 0 and slots[workers - 1].end == total);
+    for (slots[1..], slots[0 .. workers - 1]) |slot, before| assert(slot.begin == before.end and slot.begin < slot.end);
     var shared: Shared = .{
         .grain = @max(1, total / (workers * claims_per_worker)),
         .total = total,
@@ -129,6 +135,9 @@ pub fn run(
         d.copyFrom(&slot.diag);
         return slot.result.?;
     }
+    // No failure: every unit was worked, so claiming went past the end.
+    assert(!shared.failed.load(.acquire));
+    assert(split == .contiguous or shared.next.load(.monotonic) >= total);
 }
 
 test "parallel run covers every unit once and reports the first failure" {

@@ -28,6 +28,7 @@
 //!   1 µs even on cached pages, ten times the copy of a small record.
 
 const std = @import("std");
+const assert = std.debug.assert;
 const sys = @import("sys.zig");
 
 /// How a reader reads records not known to be in the page cache (zrecord.h ZR_READS_*).
@@ -132,6 +133,7 @@ pub const Estimate = struct {
     /// Whether this gather follows a prefetch that hinted; counts it.
     pub fn takePrefetched(e: *Estimate) bool {
         var left = e.prefetched.load(.monotonic);
+        assert(left <= prefetched_gathers);
         while (left > 0) {
             left = e.prefetched.cmpxchgWeak(left, left - 1, .monotonic, .monotonic) orelse return true;
         }
@@ -153,6 +155,7 @@ pub fn Batch(comptime Src: type) type {
         /// by shard and offset `hint_sort_records` at a time, records whose pages touch or
         /// overlap coalesced into one range.
         pub fn hint(b: Self, begin: u64, end: u64) void {
+            assert(begin <= end);
             var buf: [hint_sort_records]Span = undefined;
             var pos = begin;
             while (pos < end) {
@@ -175,7 +178,9 @@ pub fn Batch(comptime Src: type) type {
             const k = @min(n, sample_records);
             var i: u64 = 0;
             while (i < k) : (i += 1) {
-                if (!b.residentAt(begin + i * n / k)) return false;
+                const pos = begin + i * n / k;
+                assert(pos < end);
+                if (!b.residentAt(pos)) return false;
             }
             return true;
         }
@@ -207,8 +212,11 @@ pub fn Batch(comptime Src: type) type {
 fn adviseCoalesced(src: anytype, spans: []Span) void {
     if (spans.len == 0) return;
     std.sort.pdq(Span, spans, {}, spanBefore);
+    const page: u64 = std.heap.pageSize();
     var cur = spans[0];
     for (spans[1..]) |s| {
+        // Sorted, and every span whole pages (pageSpan): so is every range advised.
+        assert(!spanBefore({}, s, cur) and s.offset % page == 0 and s.len % page == 0);
         if (s.shard == cur.shard and s.offset <= cur.offset + cur.len) {
             cur.len = @max(cur.len, s.offset + s.len - cur.offset);
             continue;
@@ -221,10 +229,13 @@ fn adviseCoalesced(src: anytype, spans: []Span) void {
 
 /// The pages a span lies in, as a span.
 fn pageSpan(s: Span) Span {
+    assert(s.len > 0);
     const page: u64 = std.heap.pageSize();
     const begin = s.offset - s.offset % page;
     const end = s.offset + s.len;
-    return .{ .shard = s.shard, .offset = begin, .len = (end - begin + page - 1) / page * page };
+    const out: Span = .{ .shard = s.shard, .offset = begin, .len = (end - begin + page - 1) / page * page };
+    assert(out.offset % page == 0 and out.len % page == 0 and out.offset + out.len >= end);
+    return out;
 }
 
 fn spanBefore(_: void, a: Span, b: Span) bool {

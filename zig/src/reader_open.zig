@@ -19,6 +19,7 @@
 //!   a (sparse) file claims. Open takes O(header + index) time.
 
 const std = @import("std");
+const assert = std.debug.assert;
 const abi = @import("abi.zig");
 const diag_mod = @import("diag.zig");
 const format = @import("format.zig");
@@ -99,6 +100,10 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
     const words: usize = @intCast((h.record_count + 63) / 64);
     r.verified = alloc.alloc(u64, words) catch return d.noMemory("the verification bitmap");
     @memset(r.verified, 0);
+    // What gathers rely on from here: one mapping and descriptor per shard, of the size the
+    // header gives, the index open for verify, and a compact index of every record.
+    assert(r.index_fd >= 0 and r.compact.record_count == h.record_count);
+    for (0..h.data_shards) |k| assert(r.fds[k] >= 0 and r.maps[k].len == h.shard_sizes[k]);
     return r;
 }
 
@@ -131,6 +136,7 @@ fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
 fn mapShards(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
     var name_buf: [16]u8 = undefined;
     for (0..r.header.data_shards) |k| {
+        assert(r.fds[k] < 0 and r.maps[k].len == 0);
         const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
         d.shard = @intCast(k);
         // [ZR-GEN-001]
@@ -192,6 +198,7 @@ fn openDirect(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
 /// validation), else built by `buildIndex`, which validates every entry. Indexes of fewer
 /// records than the policy's minimum never use the folder.
 fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache.Loaded {
+    assert(r.index_fd < 0 and r.compact_map.len == 0);
     const st = try openRegular(dfd, r.path, "index.zri", d) orelse
         return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' is missing its index.zri (ZR-GEN-001)", .{r.path});
     // Kept open for verify, which reads the whole checksums; releaseFiles closes it, on failure too.
@@ -274,6 +281,9 @@ fn streamIndex(
     const h = &r.header;
     const es: usize = r.entry_size;
     const chunk_bytes = index_check_chunk_bytes / es * es;
+    // The header validated index_size = record_count * entry_size ([ZR-HDR-011]), so chunks of
+    // whole entries end exactly at the end of the index.
+    assert(es > 0 and chunk_bytes > 0 and h.index_size == h.record_count * es);
     const buf_bytes = chunk_bytes + 3 * build_buffer_bytes;
     const buf = alloc.alloc(u8, buf_bytes) catch return d.noMemory("the buffers to build the compact index");
     defer alloc.free(buf);
@@ -324,8 +334,11 @@ fn streamIndex(
         return indexChecksumError(r, d);
     }
     if (failed) |err| return err;
+    assert(off == h.index_size and rec == h.record_count);
     try checkSums(r, &shard_sums, logical_sum, d);
-    return builder.finish() catch error.CacheWrite;
+    const written = builder.finish() catch return error.CacheWrite;
+    assert(written.record_count == h.record_count and written.path_len == path.len);
+    return written;
 }
 
 /// What the builder of a compact index writes at a time, per stream.

@@ -9,6 +9,7 @@
 //!   format.zig, the writer and reader in their files.
 
 const std = @import("std");
+const assert = std.debug.assert;
 const abi = @import("abi.zig");
 const diag_mod = @import("diag.zig");
 const format = @import("format.zig");
@@ -55,6 +56,8 @@ fn finish(st: ?*Status, result: Error!void, d: *const Diag) c_int {
         s.message[0] = 0;
         return 0;
     } else |err| {
+        // Every failure has a code of zrecord.h's (negative) and a message that fits.
+        assert(diag_mod.code(err) < 0 and d.message_len < s.message.len);
         s.code = diag_mod.code(err);
         s.os_errno = d.os_errno;
         s.record = d.record;
@@ -223,12 +226,15 @@ pub export fn zr_reader_open_opts(
                 op.index_cache_records_min,
             .budget_bytes = if (op.index_cache_bytes == 0) index_cache.budget_bytes_default else op.index_cache_bytes,
         };
+        assert(policy.records_min > 0 and policy.budget_bytes > 0);
         o.* = Reader.open(p, .{
             .flags = op.flags,
             .index_cache = cache,
             .index_cache_policy = policy,
         }, &d) catch |err| break :blk err;
     };
+    // The handle is set exactly when the open succeeded.
+    if (out) |o| assert((o.* != null) == (if (result) |_| true else |_| false));
     return finish(st, result, &d);
 }
 

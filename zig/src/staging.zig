@@ -21,6 +21,7 @@
 //!   path is refused before any directory is made ([ZR-PUB-005]).
 
 const std = @import("std");
+const assert = std.debug.assert;
 const diag_mod = @import("diag.zig");
 const sys = @import("sys.zig");
 
@@ -80,10 +81,16 @@ pub const Staging = struct {
         }
         reapStale(s.parent, s.name);
         try s.createLocked(d);
+        // A staging that `create` returns holds its lock and its open temporary directory,
+        // named after the store; `publish` or `abort` releases them.
+        assert(s.lock_fd >= 0 and s.tmp_fd >= 0);
+        assert(std.mem.endsWith(u8, s.lock_path, lock_suffix) and std.mem.startsWith(u8, s.lock_path, s.tmp_path));
+        assert(std.mem.indexOf(u8, std.fs.path.basename(s.tmp_path), tmp_marker) != null);
         return s;
     }
 
     fn createLocked(s: *Staging, d: *Diag) Error!void {
+        assert(s.lock_fd < 0 and s.tmp_fd < 0 and s.tmp_path.len == 0);
         var attempt: usize = 0;
         var taken: usize = 0;
         while (true) : (attempt += 1) {
@@ -151,6 +158,8 @@ pub const Staging = struct {
     /// The second half of `publish`: the rename, then (with `sync`) the parent's flush. The
     /// caller has made the temporary directory and everything in it durable before.
     pub fn rename(s: *Staging, sync: bool, d: *Diag) Error!void {
+        // Only a staging that holds its lock publishes: a reap may remove an unlocked one.
+        assert(s.lock_fd >= 0 and s.tmp_fd >= 0 and s.tmp_path.len > 0);
         sys.renameNoReplace(s.tmp_path, s.path) catch {
             const e = sys.errno();
             if (e == sys.EEXIST or e == sys.ENOTEMPTY) return d.failOs(error.Exists, e, "store " ++
@@ -166,6 +175,7 @@ pub const Staging = struct {
         alloc.free(s.tmp_path);
         s.tmp_path = "";
         s.unlock();
+        assert(s.lock_fd < 0 and s.tmp_fd < 0);
         // The rename is durable once the parent directory is flushed. The store is already
         // published when this fails, so it is reported but nothing is undone.
         if (sync) {
@@ -208,6 +218,7 @@ pub const Staging = struct {
             s.tmp_path = "";
         }
         s.unlock();
+        assert(s.tmp_fd < 0 and s.lock_fd < 0 and s.tmp_path.len == 0);
     }
 
     fn unlock(s: *Staging) void {
@@ -253,6 +264,7 @@ fn lockNew(fd: Fd, lock: [:0]const u8) LockOutcome {
     };
     defer sys.close(named);
     const now = sys.fileIdentity(named) catch return .failed;
+    assert(named != fd);
     const same = now.ino == mine.ino and now.dev_major == mine.dev_major and now.dev_minor == mine.dev_minor;
     return if (same) .locked else .taken;
 }
@@ -277,6 +289,8 @@ fn splitPath(path: []const u8) ?PathParts {
     const name = trimmed[start..];
     if (std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) return null;
     const parent: []const u8 = if (slash) |s| (if (s == 0) "/" else trimmed[0..s]) else ".";
+    assert(name.len > 0 and std.mem.indexOfScalar(u8, name, '/') == null);
+    assert(start + name.len == end and parent.len > 0);
     return .{ .parent = parent, .name = name, .name_start = start };
 }
 
@@ -358,6 +372,8 @@ pub fn reapStale(parent: [:0]const u8, name: []const u8) void {
 }
 
 fn reapOne(dfd: Fd, entry: [:0]const u8) void {
+    // A directory entry's name (at most NAME_MAX, 255 bytes) that `reapStale` matched.
+    assert(entry.len < 256 and std.mem.indexOf(u8, entry, tmp_marker) != null);
     var buf: [256 + lock_suffix.len]u8 = undefined;
     const is_lock = std.mem.endsWith(u8, entry, lock_suffix);
     const lock_name: [:0]const u8 = if (is_lock) entry else blk: {
