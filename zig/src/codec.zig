@@ -7,11 +7,13 @@
 //!   check a frame's size before decoding a byte of it.
 //! - `Decompressor.decompress` accepts a `src` only if it is exactly one complete zstd frame
 //!   (not a skippable or legacy frame, nothing before or after it) whose declared content size
-//!   equals `dst.len`, that names no dictionary but the one given, and whose window is at most
-//!   `windowSizeMax(dst.len)` (spec §6.2: [ZR-COD-005] .. [ZR-COD-008]); it then writes exactly
-//!   `dst.len` bytes or fails. It reads the frame header itself, so these rules hold whatever
-//!   libzstd release is loaded, never trusts a length from the frame over the caller's buffer,
-//!   and no input makes it panic.
+//!   equals `dst.len`, that names no dictionary but the one given, whose window is at most
+//!   `windowSizeMax(dst.len)`, whose blocks are within Block_Maximum_Size and whose sequences
+//!   section headers keep [ZR-COD-016] (spec §6.2: [ZR-COD-005] .. [ZR-COD-008], [ZR-COD-013],
+//!   [ZR-COD-016]); it then writes exactly `dst.len` bytes or fails. It reads the frame header
+//!   and walks the blocks' headers itself, so these rules hold whatever libzstd release is
+//!   loaded, never trusts a length from the frame over the caller's buffer, and no input makes
+//!   it panic. What spec [ZR-COD-019] leaves to the decoder is libzstd's to judge.
 //! - A dictionary is checked by `zstd_dict.check` (spec §6.3) before libzstd sees it.
 //! - A `SharedDict` is read-only once built, so one can serve every thread of a store at once;
 //!   `Compressor` and `Decompressor` hold mutable libzstd state and belong to one thread each.
@@ -308,10 +310,11 @@ pub const Decompressor = struct {
     /// ([ZR-COD-006]).
     /// DecodeFailed: `src` is not exactly one complete zstd frame ([ZR-COD-005]), the frame
     /// names a dictionary other than the one given, or one when none was given ([ZR-COD-007]),
-    /// declares a window above `windowSizeMax(dst.len)` ([ZR-COD-008]), or its contents are
-    /// corrupt (its content checksum, if any, included). A frame that names no dictionary is
-    /// decoded with the one given, if any ([ZR-COD-007]). On error the contents of `dst` are
-    /// unspecified.
+    /// declares a window above `windowSizeMax(dst.len)` ([ZR-COD-008]), has a block above
+    /// Block_Maximum_Size ([ZR-COD-013]) or a sequences section header that [ZR-COD-016]
+    /// forbids, or its contents are corrupt (its content checksum, if any, included). A frame
+    /// that names no dictionary is decoded with the one given, if any ([ZR-COD-007]). On error
+    /// the contents of `dst` are unspecified.
     pub fn decompress(self: *Decompressor, dst: []u8, src: []const u8) Error!void {
         self.last_code = 0;
         self.reason = null;
@@ -339,6 +342,14 @@ pub const Decompressor = struct {
             return if (isAllocationError(result)) error.OutOfMemory else error.DecodeFailed;
         }
         if (result != dst.len) return error.DecodeFailed;
+        // [ZR-COD-016] Judged after libzstd has read the frame, when its bytes are in cache: the
+        // sequences section header lies past the literals, a cache line that the walk would
+        // otherwise be the first to fetch (a frame refused here leaves `dst` unspecified, as
+        // any refused frame does).
+        if (sequencesWalkProblem(src[fh.size..])) |why| {
+            self.reason = why;
+            return error.DecodeFailed;
+        }
     }
 
     /// decompress's checks of what the frame header and libzstd's scan of the frame say, made
@@ -478,6 +489,90 @@ fn blockOverMax(blocks: []const u8, block_max: u64) bool {
         pos += 3 + @as(usize, @intCast(stored));
     }
     return false;
+}
+
+/// What breaks [ZR-COD-016] in the Compressed blocks of a frame whose blocks start at
+/// `blocks`, or null. Reads the 3-byte block headers and, in each Compressed block, the few
+/// bytes of its literals and sequences section headers; a frame that ends early, or a block
+/// whose sections do not fit in it, is left to the decoder, which refuses it.
+fn sequencesWalkProblem(blocks: []const u8) ?[]const u8 {
+    var pos: usize = 0;
+    while (blocks.len - pos >= 3) {
+        const header = std.mem.readInt(u24, blocks[pos..][0..3], .little);
+        const block_type = (header >> 1) & 3;
+        const stored: usize = if (block_type == 1) 1 else header >> 3;
+        if (stored > blocks.len - pos - 3) return null;
+        const body = blocks[pos + 3 ..][0..stored];
+        if (block_type == 2) {
+            if (sequencesHeaderProblem(body)) |why| return why;
+        }
+        if (header & 1 != 0) return null;
+        pos += 3 + stored;
+    }
+    return null;
+}
+
+/// The size of a Compressed block's literals section (RFC 8878 §3.1.1.3.1.1) from its header:
+/// the header, then Regenerated_Size bytes (Raw), one byte (RLE) or Compressed_Size bytes
+/// (Compressed, Treeless); null if the header does not fit in the block.
+fn literalsSectionSize(block: []const u8) ?u64 {
+    if (block.len == 0) return null;
+    const b0 = block[0];
+    const size_format = (b0 >> 2) & 3;
+    if (b0 & 3 < 2) {
+        const header_size: usize = switch (size_format) {
+            1 => 2,
+            3 => 3,
+            else => 1,
+        };
+        if (block.len < header_size) return null;
+        const value = littleEndian(block[0..header_size]);
+        const regenerated = if (header_size == 1) value >> 3 else value >> 4;
+        return header_size + if (b0 & 3 == 0) regenerated else 1;
+    }
+    const header_size: usize = switch (size_format) {
+        0, 1 => 3,
+        2 => 4,
+        else => 5,
+    };
+    const bits: u6 = switch (size_format) {
+        0, 1 => 10,
+        2 => 14,
+        else => 18,
+    };
+    if (block.len < header_size) return null;
+    const value = littleEndian(block[0..header_size]);
+    return header_size + ((value >> (4 + bits)) & ((@as(u64, 1) << bits) - 1));
+}
+
+/// `bytes` (at most 8) read as one little-endian number.
+fn littleEndian(bytes: []const u8) u64 {
+    var value: u64 = 0;
+    for (bytes, 0..) |b, k| value |= @as(u64, b) << @intCast(8 * k);
+    return value;
+}
+
+/// What breaks [ZR-COD-016] in one Compressed block's sequences section header, or null: a
+/// Number_of_Sequences of 0 is the single byte 0 and the block's last byte, and otherwise the
+/// reserved bits (1-0) of Symbol_Compression_Modes are 0. libzstd up to 1.5.5 and from 1.5.6
+/// on judge both differently, which is why they are read here.
+fn sequencesHeaderProblem(block: []const u8) ?[]const u8 {
+    const end = literalsSectionSize(block) orelse return null;
+    if (end >= block.len) return null;
+    const at: usize = @intCast(end);
+    const byte0 = block[at];
+    if (byte0 == 0) {
+        if (at + 1 == block.len) return null;
+        return "a block of its zstd frame has bytes after a Number_of_Sequences of 0 (ZR-COD-016)";
+    }
+    if (byte0 == 128 and at + 1 < block.len and block[at + 1] == 0) {
+        return "a block of its zstd frame writes a Number_of_Sequences of 0 in two bytes (ZR-COD-016)";
+    }
+    const width: usize = if (byte0 < 128) 1 else if (byte0 < 255) 2 else 3;
+    if (block.len - at > width and block[at + width] & 3 != 0) {
+        return "a block of its zstd frame sets the reserved bits of Symbol_Compression_Modes (ZR-COD-016)";
+    }
+    return null;
 }
 
 /// The value libzstd returns for error `code` (`0 - code`).
@@ -910,4 +1005,78 @@ test "training on too little data fails with TrainFailed" {
     // Sizes that do not add up to the samples given.
     try testing.expectError(error.TrainFailed, trainDictionary(&dict, samples, &.{ 4, 4 }));
     try testing.expectError(error.TrainFailed, trainDictionary(&dict, samples, &.{ std.math.maxInt(usize), 17 }));
+}
+
+/// A frame of one last Compressed block holding `body`, behind a window descriptor of 1 KiB
+/// and a 4-byte content size, written into `buf`.
+fn compressedFrame(buf: []u8, content_size: u32, body: []const u8) []u8 {
+    @memcpy(buf[0..6], &[_]u8{ 0x28, 0xB5, 0x2F, 0xFD, 0x80, 0x00 });
+    std.mem.writeInt(u32, buf[6..10], content_size, .little);
+    std.mem.writeInt(u24, buf[10..13], @intCast(1 | (2 << 1) | (body.len << 3)), .little);
+    @memcpy(buf[13..][0..body.len], body);
+    return buf[0 .. 13 + body.len];
+}
+
+test "sequences section headers are judged by the walk, whatever libzstd is loaded (ZR-COD-016)" {
+    var d = try Decompressor.init(null);
+    defer d.deinit();
+    var buf: [64]u8 = undefined;
+    var out: [8]u8 = undefined;
+    // Four raw literals, then one sequence with every symbol type in RLE_Mode
+    // (Symbol_Compression_Modes 0x54): literals length 4, offset code 2, match length code 1
+    // (4 bytes); the 1-byte bitstream holds the offset's 2 extra bits (Offset_Value 5, so
+    // offset 2) under its end mark.
+    var body = [_]u8{ 4 << 3, 'a', 'b', 'c', 'd', 1, 0x54, 4, 2, 1, 0b101 };
+    try testing.expectEqual(@as(?[]const u8, null), sequencesHeaderProblem(&body));
+    try d.decompress(&out, compressedFrame(&buf, 8, &body));
+    try testing.expectEqualStrings("abcdcdcd", &out);
+    // libzstd up to 1.5.5 ignores the reserved bits and decodes the same bytes; 1.5.6 on
+    // refuses them. The walk refuses them on either.
+    for ([_]u8{ 1, 2, 3 }) |reserved| {
+        body[6] = 0x54 | reserved;
+        const why = sequencesHeaderProblem(&body) orelse return error.TestExpectedProblem;
+        try testing.expect(std.mem.indexOf(u8, why, "Symbol_Compression_Modes (ZR-COD-016)") != null);
+        try testing.expectError(error.DecodeFailed, d.decompress(&out, compressedFrame(&buf, 8, &body)));
+    }
+    // No sequences: the single byte 0 ends the block. 0 in two bytes (80 00) and a byte after
+    // a 0 are refused, though libzstd returns 80 00 from 1.5.6 on and 80 00 00 up to 1.5.5.
+    var literals: [4]u8 = undefined;
+    const none = [_]u8{ 4 << 3, 'a', 'b', 'c', 'd', 0 };
+    try testing.expectEqual(@as(?[]const u8, null), sequencesHeaderProblem(&none));
+    try d.decompress(&literals, compressedFrame(&buf, 4, &none));
+    try testing.expectEqualStrings("abcd", &literals);
+    const refused = [_][]const u8{
+        &.{ 4 << 3, 'a', 'b', 'c', 'd', 0x80, 0 },
+        &.{ 4 << 3, 'a', 'b', 'c', 'd', 0x80, 0, 0 },
+        &.{ 4 << 3, 'a', 'b', 'c', 'd', 0, 0 },
+    };
+    for (refused) |bad| {
+        const why = sequencesHeaderProblem(bad) orelse return error.TestExpectedProblem;
+        try testing.expect(std.mem.indexOf(u8, why, "Number_of_Sequences of 0") != null);
+        try testing.expectError(error.DecodeFailed, d.decompress(&literals, compressedFrame(&buf, 4, bad)));
+    }
+}
+
+test "the size of a literals section, from each form of its header" {
+    var h: [5]u8 = undefined;
+    // Raw, one header byte: Regenerated_Size in bits 3..7.
+    try testing.expectEqual(@as(?u64, 1 + 21), literalsSectionSize(&.{21 << 3}));
+    // Raw, two bytes (Size_Format 01): 12 bits of size.
+    std.mem.writeInt(u16, h[0..2], 0 | (1 << 2) | (300 << 4), .little);
+    try testing.expectEqual(@as(?u64, 2 + 300), literalsSectionSize(h[0..2]));
+    // RLE, three bytes (Size_Format 11): one byte of content, whatever the size.
+    std.mem.writeInt(u24, h[0..3], 1 | (3 << 2) | (70000 << 4), .little);
+    try testing.expectEqual(@as(?u64, 3 + 1), literalsSectionSize(h[0..3]));
+    // Compressed, three bytes (Size_Format 00): 10-bit sizes; Compressed_Size counts.
+    std.mem.writeInt(u24, h[0..3], 2 | (100 << 4) | (60 << 14), .little);
+    try testing.expectEqual(@as(?u64, 3 + 60), literalsSectionSize(h[0..3]));
+    // Compressed, four bytes (Size_Format 10): 14-bit sizes.
+    std.mem.writeInt(u32, h[0..4], 2 | (2 << 2) | (10000 << 4) | (5000 << 18), .little);
+    try testing.expectEqual(@as(?u64, 4 + 5000), literalsSectionSize(h[0..4]));
+    // Treeless, five bytes (Size_Format 11): 18-bit sizes.
+    std.mem.writeInt(u40, h[0..5], 3 | (3 << 2) | (200000 << 4) | (100000 << 22), .little);
+    try testing.expectEqual(@as(?u64, 5 + 100000), literalsSectionSize(h[0..5]));
+    // A header cut short.
+    try testing.expectEqual(@as(?u64, null), literalsSectionSize(h[0..4]));
+    try testing.expectEqual(@as(?u64, null), literalsSectionSize(&.{}));
 }
