@@ -183,6 +183,7 @@ def cases(g: Any, gen: Any) -> None:
     _path_cases(g, gen)
     _settled_cases(g, gen)
     _block_size_cases(g, gen)
+    _zstd_layer_cases(g, gen)
 
 
 def _dtype_cases(g: Any, gen: Any) -> None:
@@ -1198,3 +1199,149 @@ def _block_size_cases(g: Any, gen: Any) -> None:
         records=[first, np.frombuffer(payload, np.uint8).copy()],
         make=lambda p: rw.write_files(p, ok),
     )
+
+
+# ---- the zstd layer of section 6.2, settled ([H3]) ------------------------------------------
+
+
+def compressed_block(body: bytes) -> bytes:
+    """A last Compressed block holding `body` (a literals section and a sequences section)."""
+    return (1 | (2 << 1) | (len(body) << 3)).to_bytes(3, "little") + body
+
+
+def huffman_literals_block(weights: list[int], count: int) -> tuple[bytes, bytes]:
+    """A last Compressed block of `count` (1 to 7) literals and no sequences: one Huffman-coded
+    stream (Size_Format 0) under a tree of direct weights `weights` (RFC 8878 section 4.2.1.1),
+    whose implied last symbol has the largest weight and so the one-bit code "1"; every
+    literal is that symbol. Returns the block and the literals it decodes to."""
+    assert 1 <= count <= 7
+    description = direct_weights(weights)
+    stream = bytes([(2 << count) - 1])  # `count` one-bits under the end mark
+    size = len(description) + len(stream)
+    header = (2 | (count << 4) | (size << 14)).to_bytes(3, "little")  # Compressed, one stream
+    return compressed_block(header + description + stream + b"\x00"), bytes([len(weights)]) * count
+
+
+def direct_weights(weights: list[int]) -> bytes:
+    """A Huffman tree description of direct weights: 127 + their count, then two a byte, the
+    first in the high half (an odd count leaves the last low half 0)."""
+    padded = [*weights, 0][: len(weights) + len(weights) % 2]
+    return bytes([127 + len(weights)]) + bytes((padded[k] << 4) | padded[k + 1] for k in range(0, len(padded), 2))
+
+
+def tree_of_depth(depth: int) -> list[int]:
+    """Direct weights of a tree of `depth`: weights depth-1 down to 1, then 1 again; their
+    2^(w-1) add up to 2^(depth-1), so the implied last weight is `depth`."""
+    return list(range(depth - 1, 0, -1)) + [1]
+
+
+def offsets_fse_block(literals: bytes, offset: int, match_length: int, probs: list[int]) -> bytes:
+    """Like sequence_block, but the offsets use FSE_Compressed_Mode with table `probs` (accuracy
+    log 5): the bitstream holds the offset state, chosen to decode the sequence's offset code,
+    then the offset's extra bits, under the end mark (the one sequence updates no state)."""
+    offset_value = offset + 3
+    code = offset_value.bit_length() - 1
+    state = next(k for k, (sym, _, _) in enumerate(refdict._decoding_table(probs, 5)) if sym == code)
+    bits = (1 << (5 + code)) | (state << code) | (offset_value - (1 << code))
+    body = (bytes([len(literals) << 3]) + literals
+            + bytes([1, 0b01100100, len(literals)]) + fse_description(5, probs) + bytes([match_length - 3])
+            + bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
+    return compressed_block(body)
+
+
+def _zstd_layer_cases(g: Any, gen: Any) -> None:
+    first = gen.text_record(0, 10)
+
+    def store(frames: list[tuple[bytes, bytes]], codec: int = 1, dictionary: bytes = b"") -> dict[str, bytes]:
+        recs = [rw.Stored((10,), 10, rw.zstd_frame(bytes(first)))]
+        recs += [rw.Stored((len(out),), len(out), frame) for frame, out in frames]
+        return rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=codec, data_shards=1,
+                        records=recs, dictionary=dictionary)
+
+    def valid(name: str, frames: list[tuple[bytes, bytes]], spec: list[str], what: str, **kw: Any) -> None:
+        files = store(frames, **kw)
+        recs = [first] + [np.frombuffer(out, np.uint8).copy() for _, out in frames]
+        g.valid(name, writer="reference", spec=spec, description=what, records=recs,
+                make=lambda p: rw.write_files(p, files))
+
+    def invalid(name: str, frame: bytes, size: int, spec: list[str], what: str) -> None:
+        g.invalid(name, error="decode", phase="read", spec=[*spec, "ZR-COD-015", "ZR-IDX-005"],
+                  description=f"codec zstd: record 1 is {what}", files=store([(frame, bytes(size))]))
+
+    _sequences_header_cases(valid, invalid)
+    _huffman_depth_cases(valid, invalid)
+    _offset_code_cases(valid, invalid)
+    _empty_record_window_cases(valid, invalid)
+
+
+def _sequences_header_cases(valid: Any, invalid: Any) -> None:
+    # [ZR-COD-016] libzstd up to 1.5.5 ignores the reserved bits, and reads a Number_of_Sequences
+    # of 0 in two bytes as the start of a sequences section; 1.5.6 on does the opposite.
+    lits = b"abcd"
+    frame = windowed_header(8) + sequence_block(lits, 2, 4)
+    at = len(frame) - 5  # Symbol_Compression_Modes: before the three RLE symbols and a 1-byte stream
+    assert frame[at] == 0b01010100
+    valid("zstd_one_sequence_raw_literals", [(frame, executed(b"", lits, 2, 4))], ["ZR-COD-016"],
+          "codec zstd: record 1 is four raw literals and one sequence, every symbol type in RLE_Mode "
+          "(Symbol_Compression_Modes 0x54, its reserved bits 0)")
+    for bits in (1, 2):
+        invalid(f"zstd_sequences_reserved_bits_{bits}", frame[:at] + bytes([frame[at] | bits]) + frame[at + 1:], 8,
+                ["ZR-COD-016"], f"the same frame with Symbol_Compression_Modes 0x{0x54 | bits:02x}: its "
+                "reserved bits are not 0")
+    raw = bytes([len(lits) << 3]) + lits
+    valid("zstd_zero_sequences_in_one_byte", [(windowed_header(4) + compressed_block(raw + b"\x00"), lits)],
+          ["ZR-COD-016"], "codec zstd: record 1 is a Compressed block of four raw literals and a "
+          "Number_of_Sequences of 0, the one byte 00 that ends the block")
+    invalid("zstd_zero_sequences_in_two_bytes", windowed_header(4) + compressed_block(raw + b"\x80\x00"), 4,
+            ["ZR-COD-016"], "a Compressed block of four raw literals and a Number_of_Sequences of 0 "
+            "written in two bytes (80 00)")
+    invalid("zstd_bytes_after_zero_sequences", windowed_header(4) + compressed_block(raw + b"\x00\x00"), 4,
+            ["ZR-COD-016"], "a Compressed block of four raw literals, a Number_of_Sequences of 0, and a "
+            "byte after it")
+
+
+def _huffman_depth_cases(valid: Any, invalid: Any) -> None:
+    # [ZR-COD-017] One depth limit, 12, for the Huffman trees of frames and of dictionaries:
+    # every libzstd release accepts 12 and refuses 13, and RFC 8878 says 11.
+    frames = [huffman_literals_block(tree_of_depth(d), 7) for d in (11, 12)]
+    valid("zstd_huffman_depth_11_and_12", [(windowed_header(7) + b, out) for b, out in frames],
+          ["ZR-COD-017"], "codec zstd: records 1 and 2 are seven literals each, Huffman-coded "
+          "under trees of depth 11 and 12 (direct weights; every literal the one-bit symbol)")
+    block, _ = huffman_literals_block(tree_of_depth(13), 7)
+    invalid("zstd_huffman_depth_13", windowed_header(7) + block, 7, ["ZR-COD-017"],
+            "seven literals Huffman-coded under a tree of depth 13")
+    dictionary = zstd_dictionary(huffman=direct_weights(tree_of_depth(12)))
+    assert refdict.check_dictionary(dictionary) is None
+    payload = b"a record of raw blocks"
+    valid("zstd_dict_huffman_depth_12", [(frame(payload), payload)], ["ZR-COD-017", "ZR-COD-011"],
+          "codec zstd_dict: a hand-built zstd-format dictionary whose literals Huffman tree has depth "
+          "12; record 1 is a frame of one raw block", codec=2, dictionary=dictionary)
+
+
+def _offset_code_cases(valid: Any, invalid: Any) -> None:
+    # [ZR-COD-018] Offset codes 0 to 31, in every table, used or not.
+    lits = b"abcd"
+    table_31 = [0, 0, 31] + [0] * 28 + [1]
+    valid("zstd_offsets_table_with_code_31", [(windowed_header(8) + offsets_fse_block(lits, 2, 4, table_31),
+                                               executed(b"", lits, 2, 4))], ["ZR-COD-018"],
+          "codec zstd: record 1 is four raw literals and one sequence of offset code 2, its offsets "
+          "table (FSE_Compressed_Mode, accuracy log 5) giving code 31 one state")
+    table_32 = [0, 0, 31] + [0] * 29 + [1]
+    invalid("zstd_offsets_table_with_code_32", windowed_header(8) + offsets_fse_block(lits, 2, 4, table_32), 8,
+            ["ZR-COD-018"], "four raw literals and one sequence of offset code 2, its offsets table "
+            "giving code 32 one state (no sequence uses it)")
+
+
+def _empty_record_window_cases(valid: Any, invalid: Any) -> None:
+    # [ZR-COD-008] window_size_max of a record of size 0: 2^ceil(log2 0) is undefined, so the
+    # spec rounds 0 up to 1, and the 2^27 floor decides.
+    def empty(window_descriptor: int) -> bytes:
+        return (b"\x28\xb5\x2f\xfd\x80" + bytes([window_descriptor]) + (0).to_bytes(4, "little")
+                + (1).to_bytes(3, "little"))
+
+    valid("zstd_empty_record_window_at_cap", [(empty(17 << 3), b"")], ["ZR-COD-008"],
+          "codec zstd: record 1 is empty, its frame one empty raw block behind a window descriptor "
+          "of 2^27 bytes, exactly window_size_max of a record of size 0")
+    invalid("zstd_empty_record_window_above_cap", empty((17 << 3) | 1), 0, ["ZR-COD-008"],
+            "empty, its frame one empty raw block behind a window descriptor of 2^27 + 2^24 bytes, "
+            "above window_size_max of a record of size 0")

@@ -268,3 +268,38 @@ def test_the_reference_reader_bounds_every_block_by_block_maximum_size(tmp_path:
         with pytest.raises(FormatViolation) as info:
             store.read(0)
         assert (info.value.code, info.value.rule) == ("decode", "ZR-COD-013"), name
+
+
+def test_a_match_into_a_dictionarys_tables_reads_as_the_whole_dictionary(tmp_path: Path) -> None:
+    """[ZR-COD-019] (e): a match that reaches before a zstd-format dictionary's content but not
+    before its first byte is left to the decoder; a reader that returns the record returns the
+    bytes of the whole dictionary as history. zrecord and the reference reader (both through a
+    prepared dictionary) return it; one byte farther back is decode for both ([ZR-COD-014])."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    import cases_v1_1 as cases
+    from reference import writer as rw
+    from reference.reader import FormatViolation
+    from reference.reader import open_store as reference_open
+
+    dictionary = cases.zstd_dictionary()  # 28 bytes of magic, ID, tables and repeat offsets
+    tables = len(dictionary) - 64
+    literals = b"abcd"
+    for name, reach in (("magic", tables), ("before", tables + 1)):
+        offset = len(literals) + 64 + reach
+        frame = cases.windowed_header(8) + cases.sequence_block(literals, offset, 4)
+        rw.write_files(tmp_path / name, rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=2, data_shards=1,
+                                                 records=[rw.Stored((8,), 8, frame)], dictionary=dictionary))
+        if name == "magic":
+            want = cases.executed(dictionary, literals, offset, 4)[len(dictionary):]
+            assert want[4:] == dictionary[:4]
+            with zrecord.open_store(tmp_path / name) as store:
+                assert store[0].tobytes() == want
+            assert reference_open(tmp_path / name).read(0).tobytes() == want
+            continue
+        with zrecord.open_store(tmp_path / name) as store, pytest.raises(errors.DecodeError):
+            store[0]
+        with pytest.raises(FormatViolation) as info:
+            reference_open(tmp_path / name).read(0)
+        assert info.value.code == "decode"

@@ -210,8 +210,10 @@ class Store:
     def _decode(self, i: int, stored: bytes, logical_size: int) -> bytes:
         """Spec section 6.2: exactly one zstd frame ([ZR-COD-005]) with its content size set to
         the logical size ([ZR-COD-006]), naming no dictionary but the store's ([ZR-COD-007]),
-        with a window within the cap ([ZR-COD-008]), that decodes to exactly the logical size
-        ([ZR-IDX-005], its content checksum included, [ZR-COD-009])."""
+        with a window within the cap ([ZR-COD-008]), blocks within Block_Maximum_Size
+        ([ZR-COD-013]) and sequences section headers as [ZR-COD-016] requires, that decodes to
+        exactly the logical size ([ZR-IDX-005], its content checksum included, [ZR-COD-009]).
+        The conditions [ZR-COD-019] leaves to the decoder are zstandard's (libzstd's) to judge."""
 
         def fail(rule: str, why: str) -> FormatViolation:
             return FormatViolation("decode", rule, f"record {i}: {why}")
@@ -231,6 +233,9 @@ class Store:
         block_problem = check_block_sizes(stored, fh)
         if block_problem is not None:
             raise fail("ZR-COD-013", block_problem)
+        sequences_problem = check_sequences_headers(stored, fh)
+        if sequences_problem is not None:
+            raise fail("ZR-COD-016", sequences_problem)
         zdict = zstandard.ZstdCompressionDict(self.dictionary) if self.codec == "zstd_dict" else None
         try:
             out = zstandard.ZstdDecompressor(dict_data=zdict, max_window_size=cap).decompress(
@@ -332,8 +337,65 @@ def check_block_sizes(stored: bytes, fh: FrameHeader) -> str | None:
     return None
 
 
+def check_sequences_headers(stored: bytes, fh: FrameHeader) -> str | None:
+    """[ZR-COD-016] In every Compressed block, a Number_of_Sequences of 0 is the one byte 0 and
+    the block's last byte, and otherwise the reserved bits (1-0) of Symbol_Compression_Modes
+    are 0. libzstd releases up to 1.5.5 and from 1.5.6 on judge both differently, so they are
+    read here from the block's bytes. A block whose sections do not fit in it is left to the
+    decoder, which rejects it."""
+    pos = fh.size
+    while pos + 3 <= len(stored):
+        h = _u(stored, pos, 3)
+        last, block_type, block_size = h & 1, (h >> 1) & 3, h >> 3
+        if block_type == 2:
+            problem = sequences_header_problem(stored[pos + 3 : pos + 3 + block_size])
+            if problem is not None:
+                return problem
+        pos += 3 + (1 if block_type == 1 else block_size)
+        if last:
+            break
+    return None
+
+
+def literals_section(block: bytes) -> tuple[int, int, int] | None:
+    """(Literals_Block_Type, header size, section size) of a Compressed block's
+    Literals_Section (RFC 8878 section 3.1.1.3.1.1): its header, then Regenerated_Size bytes
+    (Raw), one byte (RLE) or Compressed_Size bytes; None if the header does not fit."""
+    b0 = block[0]
+    literals_type, size_format = b0 & 3, (b0 >> 2) & 3
+    if literals_type < 2:
+        header = (1, 2, 1, 3)[size_format]
+        if len(block) < header:
+            return None
+        value = _u(block, 0, header)
+        regenerated = value >> 3 if header == 1 else value >> 4
+        return literals_type, header, header + (regenerated if literals_type == 0 else 1)
+    header, bits = ((3, 10), (3, 10), (4, 14), (5, 18))[size_format]
+    if len(block) < header:
+        return None
+    return literals_type, header, header + ((_u(block, 0, header) >> (4 + bits)) & ((1 << bits) - 1))
+
+
+def sequences_header_problem(block: bytes) -> str | None:
+    """What breaks [ZR-COD-016] in one Compressed block's Sequences_Section_Header, if anything."""
+    literals = literals_section(block) if block else None
+    if literals is None or literals[2] >= len(block):
+        return None
+    end = literals[2]
+    byte0 = block[end]
+    if byte0 == 0:
+        return None if end + 1 == len(block) else "bytes follow a Number_of_Sequences of 0"
+    width = 1 if byte0 < 128 else 2 if byte0 < 255 else 3
+    if byte0 == 128 and end + 1 < len(block) and block[end + 1] == 0:
+        return "a Number_of_Sequences of 0 is written in two bytes"
+    if end + width < len(block) and block[end + width] & 3:
+        return "the reserved bits of Symbol_Compression_Modes are not 0"
+    return None
+
+
 def window_size_max(logical_size: int) -> int:
-    """[ZR-COD-008] The logical size rounded up to a power of two, and at least 2^27."""
+    """[ZR-COD-008] The logical size rounded up to a power of two (0 rounds up to 1), and at
+    least 2^27."""
     cap = WINDOW_SIZE_FLOOR
     while cap < logical_size:
         cap *= 2
