@@ -390,9 +390,11 @@ def arm64(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff on everything; mypy --strict on the pure-Python code of the three packages and on
-    the typing snippets of zrecord's public API (packages/zrecord/tests/typing); the compiled
-    modules' stubs checked against the built extension by mypy.stubtest.
+    """The house rules (tools/tidy.py: function length, Zig line length and format, unused
+    externs, stale references to Zig code); ruff on everything; mypy --strict on the
+    pure-Python code of the three packages and on the typing snippets of zrecord's public API
+    (packages/zrecord/tests/typing); the compiled modules' stubs checked against the built
+    extension by mypy.stubtest.
 
     loaderx is type-checked without its optional frameworks' types being required (Ray is
     not installed here; torch is, as its types are what loaderx.torch is written against).
@@ -400,7 +402,12 @@ def lint(session: nox.Session) -> None:
     wheels; the names Cython adds to every module (pickling helpers, doctest table) are
     allowlisted in each package's stubtest-allowlist.txt.
     """
-    session.install("ruff==0.17.6", "mypy==2.4.1", "numpy", "nox", "pytest", TORCH)
+    session.install("ruff==0.17.6", "mypy==2.4.1", "numpy", "nox", "pytest", TORCH,
+                    f"ziglang=={ZIG_VERSION}")
+    # The house rules (tools/tidy.py), after the tests that show each rule catches a
+    # deliberate violation.
+    session.run("pytest", "-q", str(ROOT / "tools" / "test_tidy.py"))
+    session.run("python", str(ROOT / "tools" / "tidy.py"))
     session.install(_pkg(session, ZRECORD), _pkg(session, LOADERX))
     session.run("ruff", "check", "noxfile.py", "packages", "benchmarks", "tools")
     session.run("mypy", "--ignore-missing-imports", "--strict",

@@ -228,18 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-
     if args.child:
-        if args.child.startswith("loaderx-"):
-            result = child_loaderx(args, args.child.rsplit("-", 1)[1])
-        elif args.child == "sampler":
-            result = child_sampler()
-        else:
-            context = args.child.split("-", 1)[1]
-            result = child_torch(args, None if context == "workers0" else context)
-        print(json.dumps(result))
+        print(json.dumps(run_as_child(args)))
         return 0
-
     wanted = args.only.split(",") if args.only else LOADERS
     rows = []
     for name in wanted:
@@ -259,6 +250,25 @@ def main(argv: list[str] | None = None) -> int:
                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
                "python": sys.version.split()[0], "workers": args.workers, "batch": args.batch,
                "batches": args.batches, "loaders": rows, "sampler_ns": samplers}
+    print(f"{results['date']}  {results['machine']}  python {results['python']}\n")
+    print("\n".join(report(args, rows, samplers)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def run_as_child(args: argparse.Namespace) -> dict:
+    """What the measuring child process `args.child` measures (a fresh process per loader)."""
+    if args.child.startswith("loaderx-"):
+        return child_loaderx(args, args.child.rsplit("-", 1)[1])
+    if args.child == "sampler":
+        return child_sampler()
+    context = args.child.split("-", 1)[1]
+    return child_torch(args, None if context == "workers0" else context)
+
+
+def report(args: argparse.Namespace, rows: list[dict], samplers: dict[str, dict]) -> list[str]:
+    """The results as the Markdown tables of docs/benchmarks.md."""
     base = {r["loader"]: r for r in rows}
     lines = [f"### Loaders: vision_dense, batch {args.batch}, {args.workers} workers, "
              f"{args.batches} batches after {args.warmup} warm-up", "",
@@ -281,11 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         ours, peer_row = samplers["ours"], samplers["loaderx-2.5.9"]
         lines.append("| speed-up vs 2.5.9 | " + " | ".join(
             f"{peer_row[k] / v:.2f}x" if k in peer_row else "" for k, v in ours.items()) + " |")
-    print(f"{results['date']}  {results['machine']}  python {results['python']}\n")
-    print("\n".join(lines))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
+    return lines
 
 
 if __name__ == "__main__":

@@ -281,6 +281,54 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_as_child(args: argparse.Namespace) -> dict[str, Any]:
+    """What the measuring child process `args.child` measures (a fresh process per row)."""
+    args.workers = int(args.workers)
+    name = args.child
+    if name.startswith("loaderx-"):
+        codec = name.split("-")[1].split("+")[0]
+        kind = name.rsplit("-", 1)[1] if "+numba" in name else None
+        return child_loaderx(args, codec, kind)
+    if name.startswith("torch-"):
+        context = name.split("-")[1].split("+")[0]
+        return child_torch(args, "fork" if context == "workers0" else context, "+numba" in name)
+    return child_grain(args)
+
+
+def optional_missing() -> dict[str, str | None]:
+    """Why the rows of Grain and Numba cannot run (None where they can)."""
+    missing: dict[str, str | None] = {"grain": None, "numba": None}
+    try:
+        import grain  # noqa: F401
+        from array_record.python import array_record_module  # noqa: F401
+    except ImportError as e:
+        missing["grain"] = f"not installed: {type(e).__name__}: {e}"
+    try:
+        import numba  # noqa: F401
+    except ImportError as e:
+        missing["numba"] = f"not installed: {type(e).__name__}: {e}"
+    return missing
+
+
+def run_configuration(args: argparse.Namespace, name: str, workers: int, records: int,
+                      stores: str) -> dict[str, Any]:
+    """One row: configuration `name` with `workers` workers, measured in a child process."""
+    batches = args.transform_batches if "numba" in name else args.batches
+    cmd = [sys.executable, __file__, "--child", name, "--data", args.data, "--workers",
+           str(workers), "--batches", str(batches), "--warmup", str(args.warmup),
+           "--batch", str(args.batch), "--records", str(records), "--stores", stores]
+    print(f"running {name} workers={workers} ...", file=sys.stderr, flush=True)
+    env = dict(os.environ, BENCH_LOADERS_GRAIN="1") if name == "grain" else None
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        lines = out.stderr.strip().splitlines() or ["?"]
+        reason = next((x for x in reversed(lines) if "Error" in x or "Exception" in x), lines[-1])
+        print(out.stderr[-3000:], file=sys.stderr)
+        return {"loader": name, "workers": workers, "status": f"failed: {reason}"}
+    return {"loader": name, "workers": workers, "batches": batches,
+            **json.loads(out.stdout.strip().splitlines()[-1])}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")))
@@ -298,66 +346,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--stores", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-
     if args.child:
-        args.workers = int(args.workers)
-        name = args.child
-        if name.startswith("loaderx-"):
-            codec = name.split("-")[1].split("+")[0]
-            kind = name.rsplit("-", 1)[1] if "+numba" in name else None
-            result = child_loaderx(args, codec, kind)
-        elif name.startswith("torch-"):
-            context = name.split("-")[1].split("+")[0]
-            result = child_torch(args, "fork" if context == "workers0" else context,
-                                 "+numba" in name)
-        else:
-            result = child_grain(args)
-        print(json.dumps(result))
+        print(json.dumps(run_as_child(args)))
         return 0
-
-    try:
-        import grain  # noqa: F401
-        from array_record.python import array_record_module  # noqa: F401
-        grain_missing = None
-    except ImportError as e:
-        grain_missing = f"not installed: {type(e).__name__}: {e}"
-    try:
-        import numba  # noqa: F401
-        numba_missing = None
-    except ImportError as e:
-        numba_missing = f"not installed: {type(e).__name__}: {e}"
     wanted = plan([int(w) for w in args.workers.split(",") if w], True)
     if args.only:
         keep = set(args.only.split(","))
         wanted = [p for p in wanted if p[0] in keep]
     src_n = len(np.load(os.path.join(args.data, "vision_dense.npy"), mmap_mode="r"))
     records = min(args.records or src_n, src_n)
+    missing = optional_missing()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as stores:
         write_stores(argparse.Namespace(data=args.data, records=records), stores,
-                     grain_missing is None and any(n == "grain" for n, _ in wanted))
+                     missing["grain"] is None and any(n == "grain" for n, _ in wanted))
         for name, workers in wanted:
-            missing = grain_missing if name == "grain" else numba_missing if "numba" in name \
+            why = missing["grain"] if name == "grain" else missing["numba"] if "numba" in name \
                 else None
-            if missing:
-                rows.append({"loader": name, "workers": workers, "status": missing})
+            if why:
+                rows.append({"loader": name, "workers": workers, "status": why})
                 continue
-            batches = args.transform_batches if "numba" in name else args.batches
-            cmd = [sys.executable, __file__, "--child", name, "--data", args.data, "--workers",
-                   str(workers), "--batches", str(batches), "--warmup", str(args.warmup),
-                   "--batch", str(args.batch), "--records", str(records), "--stores", stores]
-            print(f"running {name} workers={workers} ...", file=sys.stderr, flush=True)
-            env = dict(os.environ, BENCH_LOADERS_GRAIN="1") if name == "grain" else None
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if out.returncode != 0:
-                lines = out.stderr.strip().splitlines() or ["?"]
-                reason = next((x for x in reversed(lines) if "Error" in x or "Exception" in x),
-                              lines[-1])
-                print(out.stderr[-3000:], file=sys.stderr)
-                rows.append({"loader": name, "workers": workers, "status": f"failed: {reason}"})
-                continue
-            rows.append({"loader": name, "workers": workers,
-                         "batches": batches, **json.loads(out.stdout.strip().splitlines()[-1])})
+            rows.append(run_configuration(args, name, workers, records, stores))
     result = {"date": time.strftime("%Y-%m-%d %H:%M"),
               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
               "python": sys.version.split()[0], "versions": versions(), "records": records,

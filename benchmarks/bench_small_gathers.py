@@ -162,6 +162,48 @@ def prepare(native: Any, path: str, batches: list[np.ndarray]) -> tuple[_Handle,
     return handle, gather
 
 
+def measure_workload(args: argparse.Namespace, workload: str, path: str, natives: dict,
+                     names: list[str]) -> None:
+    """Every build's gathers of one store, `args.rounds` rounds, printed as one row per build."""
+    with open(os.path.join(path, "header.zrh"), "rb") as f:
+        count = int.from_bytes(f.read()[24:32], "little")
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    ratios: dict[str, list[float]] = {name: [] for name in names}
+    nbatches = args.large_batches if workload.startswith("vision") else args.batches
+    for r in range(args.rounds):
+        # Every round opens the builds' readers afresh, in rotated order, and gives each
+        # its own batches (with shared ones, whichever build ran a batch second would
+        # find its records in the CPU caches). Identical builds differ by up to ~10%
+        # within one round, by where their index copies and mappings happen to lie;
+        # rotating and re-drawing spreads that over all builds.
+        order = names[r % len(names):] + names[:r % len(names)]
+        gathers = {}
+        handles = {}
+        for b, name in enumerate(order):
+            rng = np.random.default_rng(1000 * r + b)
+            batches = [rng.integers(0, count, size=args.batch, dtype=np.uint64)
+                       for _ in range(nbatches)]
+            handles[name], gathers[name] = prepare(natives[name], path, batches)
+        times: dict[str, list[int]] = {name: [] for name in names}
+        for k in range(nbatches):
+            shift = k % len(names)
+            for name in order[shift:] + order[:shift]:
+                t0 = time.perf_counter_ns()
+                gathers[name](k)
+                times[name].append(time.perf_counter_ns() - t0)
+        medians = {name: statistics.median(t) for name, t in times.items()}
+        for name in names:
+            rates[name].append(args.batch / (medians[name] * 1e-9))
+            ratios[name].append(medians[names[0]] / medians[name])
+        for name in names:
+            handles[name].free()
+    for name in names:
+        v, q = rates[name], ratios[name]
+        print(f"  {workload:23s} {name:8s} {statistics.median(v):>12,.0f} "
+              f"({min(v):,.0f}..{max(v):,.0f})  {statistics.median(q):.3f}x "
+              f"({min(q):.3f}..{max(q):.3f})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--builds", required=True, help="NAME=DIR,NAME=DIR,... (the first is the base)")
@@ -196,43 +238,7 @@ def main() -> int:
               f"build per round, {args.rounds} rounds): median over rounds (min..max); ratio to "
               f"{names[0]}: median of the rounds' ratios (min..max)")
         for workload in workloads:
-            with open(os.path.join(paths[workload], "header.zrh"), "rb") as f:
-                count = int.from_bytes(f.read()[24:32], "little")
-            rates: dict[str, list[float]] = {name: [] for name in names}
-            ratios: dict[str, list[float]] = {name: [] for name in names}
-            nbatches = args.large_batches if workload.startswith("vision") else args.batches
-            for r in range(args.rounds):
-                # Every round opens the builds' readers afresh, in rotated order, and gives each
-                # its own batches (with shared ones, whichever build ran a batch second would
-                # find its records in the CPU caches). Identical builds differ by up to ~10%
-                # within one round, by where their index copies and mappings happen to lie;
-                # rotating and re-drawing spreads that over all builds.
-                order = names[r % len(names):] + names[:r % len(names)]
-                gathers = {}
-                handles = {}
-                for b, name in enumerate(order):
-                    rng = np.random.default_rng(1000 * r + b)
-                    batches = [rng.integers(0, count, size=args.batch, dtype=np.uint64)
-                               for _ in range(nbatches)]
-                    handles[name], gathers[name] = prepare(natives[name], paths[workload], batches)
-                times: dict[str, list[int]] = {name: [] for name in names}
-                for k in range(nbatches):
-                    shift = k % len(names)
-                    for name in order[shift:] + order[:shift]:
-                        t0 = time.perf_counter_ns()
-                        gathers[name](k)
-                        times[name].append(time.perf_counter_ns() - t0)
-                medians = {name: statistics.median(t) for name, t in times.items()}
-                for name in names:
-                    rates[name].append(args.batch / (medians[name] * 1e-9))
-                    ratios[name].append(medians[names[0]] / medians[name])
-                for name in names:
-                    handles[name].free()
-            for name in names:
-                v, q = rates[name], ratios[name]
-                print(f"  {workload:23s} {name:8s} {statistics.median(v):>12,.0f} "
-                      f"({min(v):,.0f}..{max(v):,.0f})  {statistics.median(q):.3f}x "
-                      f"({min(q):.3f}..{max(q):.3f})")
+            measure_workload(args, workload, paths[workload], natives, names)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

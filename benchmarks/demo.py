@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import Any
 
 import datasets
 import numpy as np
@@ -62,14 +63,9 @@ def train(loader: DataLoader, steps: int, w: np.ndarray, b: np.ndarray, label: s
     return w, b
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--checkpoint", type=int, default=150, help="step at which run B stops")
-    ap.add_argument("--out", default=None, help="folder for the stores (default: a temp dir)")
-    args = ap.parse_args(argv)
-
+def digits_dataset() -> datasets.DatasetDict:
+    """scikit-learn's 1,797 handwritten digits (8x8, values 0..16) as a Hugging Face
+    DatasetDict of a train and a test split, to be converted like any Hub dataset."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -77,58 +73,74 @@ def main(argv: list[str] | None = None) -> int:
     labels = digits.target.astype(np.int64)          # (1797,)
     order = np.random.default_rng(0).permutation(len(images))
     splits = {"test": order[:300], "train": order[300:]}
-
-    # The digits as a Hugging Face DatasetDict, converted like any Hub dataset would be.
     features = datasets.Features({"image": datasets.Array2D((8, 8), "uint8"),
                                   "label": datasets.ClassLabel(names=[str(d) for d in range(10)])})
-    dataset = datasets.DatasetDict({
+    return datasets.DatasetDict({
         split: datasets.Dataset.from_dict({"image": images[ids], "label": labels[ids]},
                                           features=features)
         for split, ids in splits.items()})
 
+
+def train_twice(streams: dict[str, Dense], args: argparse.Namespace) -> dict[str, Any]:
+    """Run A trains `args.steps` steps uninterrupted; run B stops at the checkpoint, saves the
+    loader's state as JSON and resumes in a new loader. Both runs' weights, run A's time and
+    loader statistics, and the saved state."""
+    n = len(streams["image"])
+
+    def make_loader(state: dict | None = None) -> DataLoader:
+        sampler = Sampler(n, args.batch, Sampler.Mode.CYCLIC, seed=42)
+        return DataLoader(streams, sampler, transform=to_features, workers=2, prefetch=4,
+                          state=state)
+
+    zeros = (np.zeros((64, 10), np.float32), np.zeros(10, np.float32))
+    t_a = time.perf_counter()
+    with make_loader() as loader:
+        w_a, b_a = train(loader, args.steps, *zeros, "run A")
+        stats = loader.stats()
+    seconds_a = time.perf_counter() - t_a
+    with make_loader() as loader:
+        w_b, b_b = train(loader, args.checkpoint, *zeros, "run B", total=args.steps)
+        saved = json.dumps(loader.state_dict())
+    with make_loader(json.loads(saved)) as loader:
+        w_b, b_b = train(loader, args.steps - args.checkpoint, w_b, b_b, "run B",
+                         first=args.checkpoint, total=args.steps)
+    return {"a": (w_a, b_a), "b": (w_b, b_b), "seconds_a": seconds_a, "stats": stats,
+            "saved": saved}
+
+
+def test_accuracy(root: str, weights: np.ndarray, bias: np.ndarray) -> float:
+    """The share of the test split that the linear model classifies right."""
+    with Dense.open(os.path.join(root, "test", "image")) as xs, \
+            Dense.open(os.path.join(root, "test", "label")) as ys:
+        xt = xs[:].reshape(len(xs), 64).astype(np.float32) / 16.0
+        return float(((xt @ weights + bias).argmax(axis=1) == ys[:]).mean())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--checkpoint", type=int, default=150, help="step at which run B stops")
+    ap.add_argument("--out", default=None, help="folder for the stores (default: a temp dir)")
+    args = ap.parse_args(argv)
+    dataset = digits_dataset()
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(args.out or tmp, "digits")
         t0 = time.perf_counter()
         convert(dataset, root, codec="zstd")
         print(f"converted {sum(len(d) for d in dataset.values())} records into 4 stores under "
               f"{root} in {time.perf_counter() - t0:.3f} s")
-
         streams = {"image": Dense.open(os.path.join(root, "train", "image")),
                    "label": Dense.open(os.path.join(root, "train", "label"))}
-        n = len(streams["image"])
-
-        def make_loader(state: dict | None = None) -> DataLoader:
-            sampler = Sampler(n, args.batch, Sampler.Mode.CYCLIC, seed=42)
-            return DataLoader(streams, sampler, transform=to_features, workers=2, prefetch=4,
-                              state=state)
-
-        zeros = (np.zeros((64, 10), np.float32), np.zeros(10, np.float32))
-
-        # Run A: uninterrupted.
-        t_a = time.perf_counter()
-        with make_loader() as loader:
-            w_a, b_a = train(loader, args.steps, *zeros, "run A")
-            stats = loader.stats()
-        seconds_a = time.perf_counter() - t_a
-
-        # Run B: stop at the checkpoint, save the loader state as JSON, resume in a new loader.
-        with make_loader() as loader:
-            w_b, b_b = train(loader, args.checkpoint, *zeros, "run B", total=args.steps)
-            saved = json.dumps(loader.state_dict())
-        with make_loader(json.loads(saved)) as loader:
-            w_b, b_b = train(loader, args.steps - args.checkpoint, w_b, b_b, "run B",
-                             first=args.checkpoint, total=args.steps)
+        runs = train_twice(streams, args)
+        (w_a, b_a), (w_b, b_b) = runs["a"], runs["b"]
         identical = np.array_equal(w_a, w_b) and np.array_equal(b_a, b_b)
-        print(f"checkpoint at step {args.checkpoint}: {saved}")
+        print(f"checkpoint at step {args.checkpoint}: {runs['saved']}")
         print(f"resumed run == uninterrupted run: {identical} (bit-identical weights)")
-
-        with Dense.open(os.path.join(root, "test", "image")) as xs, \
-                Dense.open(os.path.join(root, "test", "label")) as ys:
-            xt = xs[:].reshape(len(xs), 64).astype(np.float32) / 16.0
-            acc = float(((xt @ w_a + b_a).argmax(axis=1) == ys[:]).mean())
+        acc = test_accuracy(root, w_a, b_a)
         for s in streams.values():
             s.close()
-
+    stats, seconds_a = runs["stats"], runs["seconds_a"]
     rate = args.steps / seconds_a
     print(f"test accuracy {acc:.3f} after {args.steps} steps of batch {args.batch}")
     print(f"throughput (run A): {rate:,.0f} steps/s, {rate * args.batch:,.0f} records/s")

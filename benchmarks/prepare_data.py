@@ -171,7 +171,9 @@ def _npy_header(length: int) -> bytes:
     return buffer.getvalue()
 
 
-def vision(out: Path, n_images: int, min_side: int, max_side: int, seed: int) -> dict:
+def _image_pool(min_side: int) -> tuple[list, dict[str, int], dict[str, int]]:
+    """Every distinct image of the packages at least `min_side` pixels on its short side, as
+    (source, name, sha256, payload or None); what was skipped, and the candidates per source."""
     from PIL import Image
 
     pool, seen, skipped = [], set(), {"small": 0, "transparent": 0, "duplicate": 0,
@@ -197,6 +199,13 @@ def vision(out: Path, n_images: int, min_side: int, max_side: int, seed: int) ->
                 continue
             seen.add(digest)
             pool.append((source, name, digest, payload))  # files are read again when used
+    return pool, skipped, per_source_candidates
+
+
+def vision(out: Path, n_images: int, min_side: int, max_side: int, seed: int) -> dict:
+    from PIL import Image
+
+    pool, skipped, per_source_candidates = _image_pool(min_side)
     random.Random(seed).shuffle(pool)
     chosen = pool[:n_images] if n_images else pool
     n = len(chosen)
