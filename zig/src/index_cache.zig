@@ -30,8 +30,9 @@
 //!   files of stores that are gone or changed, of older file versions, and stale temporaries,
 //!   then the least recently used beyond the bound (the newest stays). A load refreshes its
 //!   file's time of change (at most hourly), so "least recently used" means used, not written.
-//!   Pruning costs O(files) at most once per interval, not per open, and never waits for
-//!   another process that prunes.
+//!   Pruning costs O(files) at most once per interval, not per open, runs on a detached
+//!   thread (the open that found it due returns at once), and never waits for another
+//!   process that prunes: the thread holds the stamp's lock until it is done.
 //! - Nothing here fails an open: a cache that cannot be read, created or written leaves the
 //!   index to be built in memory. Only running out of memory is an error.
 
@@ -313,7 +314,8 @@ comptime {
 /// pruning; its lock, never waited for, lets one process prune at a time.
 pub fn maybePrune(dir: [:0]const u8, policy: Policy, written: u64) void {
     const dfd = sys.open(dir, sys.O_RDONLY | sys.O_DIRECTORY | sys.O_CLOEXEC, 0) catch return;
-    defer sys.close(dfd);
+    var handed = false;
+    defer if (!handed) sys.close(dfd);
     var name_buf: [48]u8 = undefined;
     const uid = sys.geteuid();
     const stamp_name = std.fmt.bufPrintSentinel(&name_buf, ".prune-stamp-{d}", .{uid}, 0) catch unreachable;
@@ -323,15 +325,47 @@ pub fn maybePrune(dir: [:0]const u8, policy: Policy, written: u64) void {
         due = true;
         break :blk sys.openAt(dfd, stamp_name, flags | sys.O_CREAT, 0o600) catch return;
     };
-    defer sys.close(stamp);
+    defer if (!handed) sys.close(stamp);
     const st = sys.fstat(stamp) catch return;
     if (!trusted(st)) return;
     const now = sys.nowSeconds();
     if (!due and now - st.mtime_sec < prune_interval_s) return;
     sys.flock(stamp, sys.LOCK_EX | sys.LOCK_NB) catch return;
     sys.touch(stamp) catch {};
-    _ = prune(dfd, policy.budget_bytes, now) catch {};
+    // The pruning itself, O(files), runs on a thread of its own, so that the open (or the
+    // writer's close) that found it due does not wait for it: a folder of 10,000 files costs
+    // 0.1-0.2 s, and one full of files of deleted stores seconds of unlinks (measured,
+    // docs/benchmarks.md). The thread holds the stamp's lock until it is done; a process that
+    // exits first leaves the rest to the next pruning, which is due ten minutes later.
+    const job: PruneJob = .{ .dfd = dfd, .stamp = stamp, .budget = policy.budget_bytes, .now = now };
+    if (std.Thread.spawn(.{ .stack_size = prune_stack_bytes }, PruneJob.run, .{job})) |thread| {
+        thread.detach();
+        handed = true;
+    } else |_| job.runHere();
 }
+
+/// A pruning handed to a thread: the folder and its stamp (locked), closed when it ends.
+const PruneJob = struct {
+    dfd: sys.Fd,
+    stamp: sys.Fd,
+    budget: u64,
+    now: i64,
+
+    fn run(job: PruneJob) void {
+        job.runHere();
+        sys.close(job.stamp);
+        sys.close(job.dfd);
+    }
+
+    fn runHere(job: PruneJob) void {
+        _ = prune(job.dfd, job.budget, job.now) catch {};
+    }
+};
+
+/// The pruning thread's stack: `prune` keeps its lists on the heap and one path on the stack,
+/// but glibc refuses stacks that cannot also hold the static thread-local storage (large in
+/// test binaries), so this is parallel.zig's workers' size; untouched pages cost nothing.
+const prune_stack_bytes: usize = 1 << 20;
 
 const Kept = struct {
     mtime_sec: i64,

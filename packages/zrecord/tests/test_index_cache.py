@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from zrecord import Dense, Ragged, _native, open_store
-from zrecord._index_cache import folder_for, prune
+from zrecord._index_cache import folder_for
+from zrecord._index_cache import prune as _prune
 from zrecord.errors import ChecksumError
 
 
@@ -31,8 +32,32 @@ def every_index(monkeypatch):
 
 
 def _cache_files(folder) -> list[str]:
-    """The compact index files of `folder` (not its pruning stamp)."""
+    """The compact index files of `folder` (not its pruning stamp), once any pruning that an
+    open started in the background has ended."""
+    _pruning_done(folder)
     return sorted(n for n in os.listdir(folder) if n.endswith(".zrx"))
+
+
+def _pruning_done(folder) -> None:
+    """Waits for a pruning under way in `folder`: its thread holds the lock of this user's
+    stamp file until it ends."""
+    import fcntl
+
+    stamp = os.path.join(folder, f".prune-stamp-{os.geteuid()}")
+    try:
+        fd = os.open(stamp, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
+
+
+def prune(folder, budget):
+    """The core's pruning, after any pruning under way (as two processes' would be)."""
+    _pruning_done(folder)
+    return _prune(folder, budget)
 
 
 def test_the_second_open_maps_the_index_the_first_built(tmp_path, every_index):
@@ -204,9 +229,10 @@ def test_an_open_prunes_when_due_and_not_at_every_open(tmp_path, every_index, mo
     for name in "abc":
         _dense(tmp_path / name)
     with Dense.open(tmp_path / "a", index_cache=cache):
-        pass  # the first pruning of the folder: it had no stamp
+        pass  # the first pruning of the folder (it had no stamp), on a thread of its own
     stamp = cache / f".prune-stamp-{os.geteuid()}"
     assert stamp.exists()
+    _pruning_done(cache)
     shutil.rmtree(tmp_path / "a")
     with Dense.open(tmp_path / "b", index_cache=cache):
         pass  # pruned 0 s ago: not due
