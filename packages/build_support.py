@@ -410,7 +410,13 @@ def get_build_hook() -> type:
                     raise RuntimeError("native build: an editable install must be built for this "
                                        "machine; unset NATIVE_BUILD_ARCH")
                 for path, dest in built["files"].items():
-                    shutil.copy2(path, root / "src" / dest)
+                    # Copied beside and renamed over the old file, never written into it: a
+                    # process that has the old extension loaded keeps its mapping of the old
+                    # inode, where copying into it in place can crash that process.
+                    final = root / "src" / dest
+                    partial = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+                    shutil.copy2(path, partial)
+                    os.replace(partial, final)
             else:
                 # The built files are outside the package's sources, so each is named here.
                 for path, dest in built["files"].items():
