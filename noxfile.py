@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parent
 ZRECORD = ROOT / "packages" / "zrecord"
 LOADERX = ROOT / "packages" / "loaderx"
 CONVERTER = ROOT / "packages" / "loaderx-converter"
+# The development test kit (never released): the loopback servers, the link proxy and their
+# pytest fixtures, installed from this run's wheel into the sessions that run remote tests.
+TESTKIT = ROOT / "packages" / "zrecord-testkit"
 # The core's own C files (the SIGBUS guard), which every `zig test` of zig/src must compile.
 CORE_C_SOURCES = [str(p) for p in sorted((ROOT / "zig" / "src").glob("*.c"))]
 ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
@@ -118,12 +121,14 @@ def _drop_venv(session: nox.Session) -> None:
 @nox.session(python=DEFAULT_PYTHON)
 def zrecord(session: nox.Session) -> None:
     """zrecord's tests, alone: nothing from loaderx is installed. zrecord's `remote` tests run
-    here only, against a moto_server they start (the test-remote extra); loaderx's (the
-    DataLoader over URLs, an HTTP server in a thread) run in its own session."""
-    session.install(_pkg(session, ZRECORD, "test", "test-remote"))
+    here only, against a moto_server they start (the test kit's fixtures and its s3 extra; the
+    client from zrecord's test-remote extra); loaderx's (the DataLoader over URLs, an HTTP
+    server in a thread) run in its own session. Then the test kit's own tests, here too."""
+    session.install(_pkg(session, ZRECORD, "test", "test-remote"), _pkg(session, TESTKIT, "s3"))
     session.run("python", "-c", "import importlib.util as u; "
                 "assert u.find_spec('loaderx') is None, 'loaderx must not be installed'")
     session.run("pytest", "-q", str(ZRECORD / "tests"), *session.posargs)
+    session.run("pytest", "-q", str(TESTKIT / "tests"), *session.posargs)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -135,8 +140,9 @@ def loaderx(session: nox.Session) -> None:
     multi-GB CUDA build); jax installs its CPU build.
     """
     _install_all(session, "test")
-    # The DataLoader over stores opened by URL (tests/test_remote.py) reads through obstore.
-    session.install(TORCH, "jax", _pkg(session, ZRECORD, "remote"))
+    # The DataLoader over stores opened by URL (tests/test_remote.py) reads through obstore,
+    # from the test kit's Range HTTP server.
+    session.install(TORCH, "jax", _pkg(session, ZRECORD, "remote"), _pkg(session, TESTKIT))
     session.run("pytest", "-q", str(LOADERX / "tests"), *session.posargs)
     session.run("pytest", "-q", str(CONVERTER / "tests"), *session.posargs)
     _drop_venv(session)
@@ -174,7 +180,8 @@ def pythons(session: nox.Session) -> None:
 
     The 8 GiB memory tests (`heavy`), the process-level ones (`slow`: kills, fuzz
     self-tests, concurrency) and those against a server process (`remote`) exercise the OS,
-    the native core and the network, not the interpreter; they run once, in `zrecord`."""
+    the native core and the network, not the interpreter; they run once, in `zrecord` (the
+    test kit, which only they need, is not installed here)."""
     session.install(_pkg(session, ZRECORD, "test"))
     session.run("pytest", "-q", "-m", "not heavy and not slow and not remote", str(ZRECORD / "tests"),
                 *session.posargs)

@@ -1,6 +1,7 @@
 """The client library for reads by URL, chosen by measurement: CPU time and wall time per small
 ranged GET for obstore (sync, and async with many in flight) and boto3, against one S3 server
-on loopback (s3rver, `--s3rver PATH`; else moto_server from the test extra), no link proxy.
+on loopback (s3rver, `--s3rver PATH`; else moto_server, started by the development test kit:
+`pip install -e 'packages/zrecord-testkit[s3]'`), no link proxy.
 
 What it measures: `--requests` GETs of `--bytes` bytes at random offsets of a 32 MiB object,
 (1) one at a time (latency, CPU per request), (2) `--in-flight` at once (throughput; obstore
@@ -29,8 +30,6 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "packages" / "zrecord" / "tests"))
 KEYS = {"key": "S3RVER", "secret": "S3RVER", "region": "us-east-1"}
 OBJECT_BYTES = 32 << 20
 
@@ -54,7 +53,7 @@ def start_server(args: argparse.Namespace, folder: str) -> tuple[Any, str, dict[
         creds = {"key": "S3RVER", "secret": "S3RVER", "region": "us-east-1"}
         name = "s3rver 3.7.1"
     else:
-        from remote_servers import S3Server
+        from zrecord_testkit.servers import S3Server
 
         proc = S3Server()
         proc.__enter__()

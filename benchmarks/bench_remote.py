@@ -1,13 +1,13 @@
 """Reading stores over a simulated network link: zrecord by byte range against the link's own
 ceiling, with a local-disk run as the upper bound.
 
-Set-up, all on loopback: a Range HTTP server (packages/zrecord/tests/remote_servers.py's
-RangeHTTPServer, in a process of its own) serves the stores' files; between it and the client
-runs the delaying, rate-limiting TCP proxy of packages/zrecord/tests/netlink.py (a process of
-its own), with a link profile: "same-region-s3" (25 ms round trip, 640 Mbit/s per connection
-and direction) or "fast-lan" (1 ms, 2 Gbit/s). The server and proxy share this machine's cores
-with the client, so their own costs bound what any client can get: that is why the ceiling
-is measured through the same proxy and server, in the same run, beside every figure.
+Set-up, all on loopback: a Range HTTP server (zrecord_testkit.servers' RangeHTTPServer, in a
+process of its own) serves the stores' files; between it and the client runs the delaying,
+rate-limiting TCP proxy zrecord_testkit.netlink (a process of its own), with a link profile:
+"same-region-s3" (25 ms round trip, 640 Mbit/s per connection and direction) or "fast-lan"
+(1 ms, 2 Gbit/s). The server and proxy share this machine's cores with the client, so their
+own costs bound what any client can get: that is why the ceiling is measured through the same
+proxy and server, in the same run, beside every figure.
 
 What is measured, per workload (``--workloads``; the data of benchmarks/prepare_data.py), the
 store written raw (stored bytes = delivered bytes) and each figure the median of ``--rounds``:
@@ -46,7 +46,9 @@ Usage: python benchmarks/bench_remote.py [--data DIR] [--workloads vision_dense,
        [--link same-region-s3|fast-lan|loopback] [--server http|s3rver --s3rver PATH]
        [--peers PYTHON] [--cache-share 0.1] [--rounds 3] [--seconds 5] [--batch 256]
        [--in-flight 64] [--loader-records 8192] [--tmp DIR] [--json OUT]
-(s3rver: `npm install s3rver@3.7.1`; the peers' Python: a virtualenv with
+(The server and the proxy come from the development test kit, which is never released:
+`pip install -e packages/zrecord-testkit` beside zrecord[remote] and loaderx. s3rver:
+`npm install s3rver@3.7.1`; the peers' Python: a virtualenv with
 `pip install mosaicml-streaming==0.13.0 litdata==0.2.76 boto3 torch`.)
 """
 
@@ -77,8 +79,13 @@ from cold_gather import ensure_store
 import zrecord
 from zrecord import Dense, Ragged
 
+try:
+    from zrecord_testkit import netlink, servers
+except ImportError as exc:
+    raise SystemExit(f"bench_remote.py runs its server and link proxy from the development test kit, "
+                     f"which is not installed ({exc}): pip install -e packages/zrecord-testkit") from exc
+
 HERE = Path(__file__).resolve().parent
-TESTS = HERE.parent / "packages" / "zrecord" / "tests"
 CHUNK = 8 << 20
 
 
@@ -108,11 +115,10 @@ class Server:
     def __init__(self, kind: str, root: Path, s3rver: str | None) -> None:
         self.kind, self.port = kind, free_port()
         if kind == "http":
-            code = ("import sys, time; sys.path.insert(0, sys.argv[1]); "
-                    "from remote_servers import RangeHTTPServer; "
-                    "s = RangeHTTPServer(sys.argv[2], port=int(sys.argv[3]), record_requests=False); "
+            code = (f"import sys, time; from {servers.__name__} import RangeHTTPServer; "
+                    "s = RangeHTTPServer(sys.argv[1], port=int(sys.argv[2]), record_requests=False); "
                     "time.sleep(1e9)")
-            self.proc = subprocess.Popen([sys.executable, "-c", code, str(TESTS), str(root), str(self.port)])
+            self.proc = subprocess.Popen([sys.executable, "-c", code, str(root), str(self.port)])
         else:
             if not s3rver:
                 raise SystemExit("--server s3rver needs --s3rver PATH (npm install s3rver@3.7.1)")
@@ -147,15 +153,16 @@ S3_KEYS = {"aws_access_key_id": "S3RVER", "aws_secret_access_key": "S3RVER", "re
 
 
 class Proxy:
-    """A fresh link proxy (netlink.py, a process) in front of the server for one measurement;
-    after it: the bytes it carried down (`bytes_down`), which read amplification is made of."""
+    """A fresh link proxy (zrecord_testkit.netlink, a process) in front of the server for one
+    measurement; after it: the bytes it carried down (`bytes_down`), which read amplification is
+    made of."""
 
     def __init__(self, server: Server, profile: str) -> None:
         self.server, self.profile, self.port = server, profile, free_port()
         self.bytes_down = 0
 
     def __enter__(self) -> Proxy:
-        self.proc = subprocess.Popen([sys.executable, str(TESTS / "netlink.py"), "--target",
+        self.proc = subprocess.Popen([sys.executable, "-m", netlink.__name__, "--target",
                                       f"127.0.0.1:{self.server.port}", "--profile", self.profile,
                                       "--listen-port", str(self.port)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)

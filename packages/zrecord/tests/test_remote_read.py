@@ -158,7 +158,7 @@ def test_a_missing_bucket_and_bad_options_fail_clearly_without_the_secret(s3_ser
         Dense.open("s3://no-such-bucket-zr/x", storage_options=_options(s3_server, retries=0))
     assert "s3://no-such-bucket-zr/x" in str(info.value) and secret not in str(info.value)
     # Nothing listens there: a clear error after the (here: no) retries, naming the URL.
-    from remote_servers import free_port
+    from zrecord_testkit.servers import free_port
 
     dead = _options(s3_server, endpoint_url=f"http://127.0.0.1:{free_port()}", retries=0)
     with pytest.raises(RemoteError, match="s3://b/x/header.zrh: the request failed") as info:
@@ -261,7 +261,7 @@ def test_a_retry_budget_spent_fails_the_whole_batch_in_bounded_time(http_folder,
 
 
 def test_a_server_without_range_support_is_named(tmp_path, local_stores):
-    from remote_servers import RangeHTTPServer
+    from zrecord_testkit.servers import RangeHTTPServer
 
     root = local_stores[0]
     with RangeHTTPServer(root, accept_ranges=False) as server, \
@@ -394,7 +394,7 @@ def test_a_server_restarted_mid_run_is_waited_for(tmp_path, local_stores):
     import threading
     import time
 
-    from remote_servers import RangeHTTPServer
+    from zrecord_testkit.servers import RangeHTTPServer
 
     root, recs, _ = local_stores
     server = RangeHTTPServer(root)
@@ -429,7 +429,7 @@ def test_a_server_restarted_mid_run_is_waited_for(tmp_path, local_stores):
 def test_wrong_credentials_are_access_denied_naming_the_url_never_the_secret():
     """moto_server checking signatures (its IAM mode, where no key is known): what a reader
     with keys S3 does not accept gets."""
-    from remote_servers import S3Server
+    from zrecord_testkit.servers import S3Server
 
     secret = "wrong-secret-value-0123456789"
     with S3Server(authenticate=True) as server:

@@ -1,4 +1,5 @@
-"""Tests of the simulated network link (netlink.py) that the remote-read tests and benchmarks use.
+"""Tests of the simulated network link (zrecord_testkit.netlink) that the remote-read tests and
+benchmarks use.
 
 Each test starts its own small TCP server on 127.0.0.1 and talks to it through a LinkProxy. The
 timing assertions are bounds that follow from the delay model, not performance targets: a lower
@@ -24,9 +25,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from netlink import LOOPBACK, Link, LinkProxy  # noqa: E402
+from zrecord_testkit.netlink import LOOPBACK, Link, LinkProxy
 
 pytestmark = pytest.mark.remote
 
@@ -414,10 +413,9 @@ def test_stop_resets_open_connections_and_restarts() -> None:
 
 def test_cli_forwards_until_interrupted() -> None:
     server = _Server(_echo)
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netlink.py")
     proc = subprocess.Popen(
-        [sys.executable, script, "--target", f"127.0.0.1:{server.port}", "--profile", "fast-lan",
-         "--rtt-ms", "2"],
+        [sys.executable, "-m", "zrecord_testkit.netlink", "--target", f"127.0.0.1:{server.port}",
+         "--profile", "fast-lan", "--rtt-ms", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

@@ -41,8 +41,9 @@ Invariants
       draining, so it slows the sender down the same way.
 
 The proxy runs an asyncio event loop in its own daemon thread; every method of
-:class:`LinkProxy` may be called from any other thread. The module is pure standard library so
-that tests and benchmarks can import it by path. ``python netlink.py --help`` runs it alone.
+:class:`LinkProxy` may be called from any other thread. The module is pure standard library, so
+that any test or benchmark environment can import it (``zrecord_testkit.netlink``) and run it
+alone as a process: ``python -m zrecord_testkit.netlink --help``.
 """
 
 from __future__ import annotations
@@ -757,6 +758,7 @@ def _parse_target(text: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
+        prog="python -m zrecord_testkit.netlink",
         description="Forward TCP connections to a target through a simulated network link.")
     parser.add_argument("--target", required=True, type=_parse_target, help="HOST:PORT to forward to")
     parser.add_argument("--profile", default=SAME_REGION_S3.name, choices=sorted(PROFILES),
@@ -777,7 +779,8 @@ def main(argv: list[str] | None = None) -> int:
     host, port = args.target
     proxy = LinkProxy(host, port, link, listen_host=args.listen_host, listen_port=args.listen_port)
     # Stop on Ctrl-C and on SIGTERM alike. SIGINT is installed explicitly because a shell that
-    # starts the proxy in the background (`netlink.py ... &`) makes it ignore SIGINT otherwise.
+    # starts the proxy in the background (`python -m zrecord_testkit.netlink ... &`) makes it
+    # ignore SIGINT otherwise.
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda _signum, _frame: stop.set())

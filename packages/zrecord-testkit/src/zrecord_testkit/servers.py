@@ -5,9 +5,10 @@ benchmarked against real server processes on 127.0.0.1, not against mocks in the
 process:
 
 :class:`S3Server`
-    ``moto_server`` (PyPI ``moto[server]``), an in-memory S3 implementation. zrecord's
-    ``test-remote`` extra depends on it (the ``zrecord`` nox session installs it); when the executable is missing the constructor raises
-    :class:`ServerUnavailable` naming ``pip install 'moto[server]'``. Tests never skip on it.
+    ``moto_server`` (PyPI ``moto[server]``), an in-memory S3 implementation. This package's
+    ``s3`` extra depends on it (the ``zrecord`` nox session installs it); when the executable
+    is missing the constructor raises :class:`ServerUnavailable` naming
+    ``pip install 'moto[server]'``. Tests never skip on it.
 :class:`RangeHTTPServer`
     A read-only HTTP/1.1 file server on the standard library, with single-range ``Range``
     support, validators (ETag, Last-Modified) and keep-alive.
@@ -22,7 +23,7 @@ Credentials are dummies. They reach client code only through the objects returne
 (:attr:`S3ServerBase.credentials`, :meth:`S3ServerBase.env`); nothing in this module changes
 ``os.environ`` or prints a secret key (the :class:`S3Credentials` repr leaves it out).
 
-Server behaviour worth knowing (the first points are checked by test_remote_servers.py):
+Server behaviour worth knowing (the first points are checked by tests/test_servers.py):
 
 * moto (5.2): a single range ``a-b``, ``a-`` or ``-n`` answers 206 with ``Content-Range``; a
   range whose start is at or past the end, or ``-0``, answers 416 ``InvalidRange``; a
@@ -44,7 +45,8 @@ Server behaviour worth knowing (the first points are checked by test_remote_serv
 * RangeHTTPServer: see the class's documentation.
 
 The module is pure standard library at import time (boto3 is imported only when asked for), so
-conftest.py can import it in every test session, with or without the test extra.
+the pytest fixtures (:mod:`zrecord_testkit.pytest_plugin`) and the benchmarks can import it in
+any environment, with or without moto installed.
 """
 
 from __future__ import annotations
@@ -619,8 +621,8 @@ class S3Server(S3ServerBase):
         if found is None or not os.path.isfile(found):
             raise ServerUnavailable(
                 f"moto_server not found (looked beside {sys.executable} and on PATH). The remote "
-                "tests need it: pip install 'moto[server]' (or zrecord's test-remote extra: "
-                "pip install -e 'packages/zrecord[test,test-remote]')"
+                "tests need it: pip install 'moto[server]' (or the test kit's s3 extra: "
+                "pip install -e 'packages/zrecord-testkit[s3]')"
             )
         self.executable = found
         self.authenticate = authenticate

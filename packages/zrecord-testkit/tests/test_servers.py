@@ -1,5 +1,5 @@
-"""The loopback servers of the remote tests (remote_servers.py) behave as the remote-read code
-will need them to: exact bytes for ranged GETs, ETags that change with the content, 404 for a
+"""The loopback servers of the remote tests (zrecord_testkit.servers) behave as the remote-read
+code will need them to: exact bytes for ranged GETs, ETags that change with the content, 404 for a
 missing key, and RangeHTTPServer's 206/416/HEAD/validators/keep-alive."""
 
 from __future__ import annotations
@@ -8,16 +8,13 @@ import datetime
 import http.client
 import importlib
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from remote_servers import (  # noqa: E402
+from zrecord_testkit.servers import (
     HTTPFolder,
     RangeHTTPServer,
     RangeNotSatisfiable,
