@@ -399,9 +399,9 @@ def arm64(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """The house rules (tools/tidy.py: function length, Zig line length and format, unused
     externs, stale references to Zig code); ruff on everything; mypy --strict on the
-    pure-Python code of the three packages and on the typing snippets of zrecord's public API
-    (packages/zrecord/tests/typing); the compiled modules' stubs checked against the built
-    extension by mypy.stubtest.
+    pure-Python code of the three packages and of the test kit, and on the typing snippets of
+    zrecord's public API (packages/zrecord/tests/typing); the compiled modules' stubs checked
+    against the built extension by mypy.stubtest.
 
     loaderx is type-checked without its optional frameworks' types being required (Ray is
     not installed here; torch is, as its types are what loaderx.torch is written against).
@@ -425,6 +425,9 @@ def lint(session: nox.Session) -> None:
     session.run("mypy", "--ignore-missing-imports", "--strict",
                 str(CONVERTER / "src" / "loaderx_converter"),
                 env={"MYPYPATH": f"{CONVERTER / 'src'}:{ZRECORD / 'src'}"})
+    # The test kit imports nothing of the packages (pytest only, for its fixtures).
+    session.run("mypy", "--ignore-missing-imports", "--strict",
+                str(TESTKIT / "src" / "zrecord_testkit"), env={"MYPYPATH": str(TESTKIT / "src")})
     # What users' code sees of zrecord's types: uses that must type-check, and uses each of
     # which must be rejected with its own error (readers have no append, writers no indexing).
     session.run("python", str(ZRECORD / "tests" / "typing" / "check_types.py"),
