@@ -17,6 +17,8 @@ Invariants of this module:
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
@@ -46,6 +48,7 @@ from zrecord.errors import (
     KindMismatchError,
     LimitError,
     ModeError,
+    StoreChangedError,
     StoreIndexError,
     ZrecordError,
 )
@@ -104,6 +107,12 @@ class _Store(_Kind, Generic[_Batch]):
         self.path = redact(path) if is_url(path) else fspath(path)
         self.cache = cache
         self.index_cache = folder_for(index_cache)
+        # What reopens this store in another process (`__reduce__`): the location as given
+        # (a URL whole, a path made absolute, against a later chdir) and the options.
+        self._reopen_args: dict[str, Any] = {
+            "path": path if is_url(path) else os.path.abspath(self.path), "cache": cache,
+            "index_cache": self.index_cache, "validate": validate,
+            "storage_options": dict(storage_options) if storage_options else None}
         # `open_store` passes the handle (and mirror) it opened to learn the kind; the handle
         # frees itself.
         self._remote = _remote
@@ -212,6 +221,17 @@ class _Store(_Kind, Generic[_Batch]):
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A reader pickles as what reopens it: its location, its open options and its
+        digest. So a map-style dataset that holds stores works with the 'spawn' and
+        'forkserver' start methods (the default on Linux from Python 3.14): each worker opens
+        the store again, and one that was replaced meanwhile is refused
+        (:class:`~zrecord.errors.StoreChangedError`), never read in its place. The pickle of a
+        store opened by URL holds its URL and ``storage_options``, credentials included, as
+        given. A closed store does not pickle (``ClosedError``)."""
+        self._check_open()
+        return (_reopen, (self._kind_name, self._reopen_args, self._digest))
 
     def __len__(self) -> int:
         return self._len
@@ -429,6 +449,19 @@ class RaggedReader(_Store[list[np.ndarray]], Ragged):
             return [flat[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
         return [flat[s:e].reshape(shp)
                 for s, e, shp in zip(starts.tolist(), ends.tolist(), shape_list)]
+
+
+def _reopen(kind_name: str, args: dict[str, Any], digest: str) -> DenseReader | RaggedReader:
+    """The store a pickled reader (`_Store.__reduce__`) stands for, opened again, if it is
+    still the same store (its digest)."""
+    cls: type[DenseReader | RaggedReader] = DenseReader if kind_name == "Dense" else RaggedReader
+    store = cls(**args)
+    if store.digest != digest:
+        store.close()
+        raise StoreChangedError(errno.ESTALE, f"{store.path!r} holds another store than the one "
+                                f"that was pickled (its digest is {store.digest}, the pickled "
+                                f"store's {digest}): it was replaced; open it again")
+    return store
 
 
 def open_store(path: StoreLocation, *, cache: CacheMode = "auto",

@@ -103,6 +103,13 @@ class _Writer(_Kind):
                           "`with`, or call close() or abort())", ResourceWarning, stacklevel=2,
                           source=self)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A writer does not pickle: its unpublished files belong to this process's write."""
+        raise TypeError(f"a {type(self).__name__} cannot be pickled: it is this process's "
+                        f"unpublished write of {self.path!r}. Finish it here (close() publishes "
+                        f"it), then give other processes the path, or a store opened from it "
+                        f"({self._kind_name}.open), which pickles")
+
     # -- lifecycle --------------------------------------------------------------------------
 
     @property

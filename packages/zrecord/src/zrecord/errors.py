@@ -103,8 +103,9 @@ class RemoteError(StoreOSError):
 
 
 class StoreChangedError(RemoteError):
-    """An object of a remote store is no longer the one seen at open (its ETag changed, or it
-    is shorter): the store was replaced under the reader; open it again."""
+    """A store is no longer the one seen before: an object of a remote store changed after
+    open (its ETag changed, or it is shorter), or a pickled store reopened in another process
+    found another store at its location. It was replaced; open it again."""
 
 
 class StoreMemoryError(ZrecordError, MemoryError):
