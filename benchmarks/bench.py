@@ -28,80 +28,18 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import timeit
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from device import work_folder
+from common.data import MmapDataset, default_data
+from common.device import work_folder
+from common.probes import PeakPss
+from common.timing import timed
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-# -- measurement helpers (run inside the child processes) --------------------------------------
-
-
-def tree_pids(pid: int) -> list[int]:
-    """`pid` and its descendants, following the children of every thread (Grain, for one,
-    starts its worker processes from a thread other than the main one)."""
-    pids, seen = [pid], []
-    while pids:
-        p = pids.pop()
-        if p in seen:
-            continue
-        seen.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    pids.extend(int(c) for c in f.read().split())
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return seen
-
-
-def tree_pss_bytes(pid: int) -> int:
-    """Sum of Pss over `pid` and its descendants (`tree_pids`)."""
-    total = 0
-    for p in tree_pids(pid):
-        try:
-            with open(f"/proc/{p}/smaps_rollup") as f:
-                total += next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
-        except (FileNotFoundError, ProcessLookupError, PermissionError, StopIteration):
-            continue
-    return total
-
-
-class PeakPss:
-    """Samples the process tree's PSS in a background thread; `peak` is the maximum seen."""
-
-    def __init__(self, interval: float = 0.02) -> None:
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
-        self._thread.start()
-
-    def _run(self, interval: float) -> None:
-        me = os.getpid()
-        while not self._stop.is_set():
-            self.peak = max(self.peak, tree_pss_bytes(me))
-            time.sleep(interval)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, tree_pss_bytes(os.getpid()))
-        return self.peak
-
-
-def timed(loader_iter: Any, warmup: int, batches: int) -> float:
-    for _ in range(warmup):
-        next(loader_iter)
-    t = time.perf_counter()
-    for _ in range(batches):
-        next(loader_iter)
-    return batches / (time.perf_counter() - t)
+# -- the children (each measurement in a process of its own) --------------------------------------
 
 
 def child_loaderx(args: argparse.Namespace, codec: str) -> dict[str, Any]:
@@ -136,25 +74,6 @@ def child_loaderx(args: argparse.Namespace, codec: str) -> dict[str, Any]:
         for s in streams.values():
             s.close()
     return {"batches_per_s": rate, "peak_pss_mib": pss / 2**20}
-
-
-class MmapDataset:
-    """The ordinary PyTorch recipe: a per-sample Dataset over a read-only memory map."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.images: np.ndarray | None = None
-        self.n = int(np.load(path, mmap_mode="r").shape[0])
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> tuple[Any, int]:
-        import torch
-
-        if self.images is None:  # open lazily, in each worker
-            self.images = np.load(self.path, mmap_mode="r")
-        return torch.from_numpy(np.array(self.images[i])), i
 
 
 def child_torch(args: argparse.Namespace, context: str | None) -> dict[str, Any]:
@@ -216,7 +135,7 @@ def run_child(args: argparse.Namespace, python: str, what: str) -> dict[str, Any
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")))
+    ap.add_argument("--data", default=default_data())
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--batches", type=int, default=200)

@@ -1,7 +1,7 @@
 """Cold-read benchmark: random gathers and DataLoaders with the data evicted from the page
 cache, beside the storage device's own random-read ceiling, measured in the same run.
 
-Workloads (bench_matrix.WORKLOADS, built by benchmarks/prepare_data.py):
+Workloads (common.data.WORKLOADS, built by benchmarks/prepare_data.py):
   vision_dense   (N, 3, 224, 224) uint8, 147 KiB per record
   vision_ragged  native-resolution CHW uint8 images, every axis varies (~1.2 MiB mean)
   token_blocks   (M, 512) int32, 2 KiB per record
@@ -28,7 +28,7 @@ batches would read them warm. Backends, each measured on the same batches in a r
                          (Ragged, offsets and shapes in memory)
 and the device's ceiling: random O_DIRECT reads of the mean record size rounded up to 4 KiB, at
 queue depth 1, 8, 32 and 128, over the npy copy (a file of the workload's size on the same
-disk), by fio or benchmarks/device.py's probe (the table names which). Every row gives
+disk), by fio or common.device's probe (the table names which). Every row gives
 records/s, logical MiB/s, its percent of the QD-32 and QD-1 ceilings (records/s against IOPS
 for records up to 4 KiB, logical MiB/s against bandwidth for larger ones), the device bytes
 read per batch (/proc/self/io read_bytes: what the process made the kernel fetch, readahead
@@ -40,7 +40,7 @@ Sampler) over our raw store against torch.utils.data.DataLoader (fork, the same 
 worker processes, a per-sample Dataset over NumPy memory maps, IID sampling with replacement;
 on request, --loaders torch-fork-random, the same with its maps advised MADV_RANDOM), each in
 its own process: batches/s, records/s, MiB/s, the peak PSS of the process tree
-(bench.PeakPss) and the device bytes it read per batch (read_bytes of the process tree,
+(common.probes.PeakPss) and the device bytes it read per batch (read_bytes of the process tree,
 readahead included). Two ways to keep them cold (--cold-method; auto, the default: cgroup
 where this process can make a memory cgroup, else evict, saying why):
   cgroup  each loader's process tree runs in a memory cgroup of its own (cgroup v1
@@ -85,10 +85,10 @@ the cold-pass figure (the same loader over the large store in CYCLIC's first cyc
 record is read twice, started cold, with room for all of it: with --ltr-memory-limit in a
 cgroup of the store's size plus 2 GiB).
 
-The code: this file is the command line and the driver; cold_probe.py probes the page cache,
-device reads, memory and memory cgroups; cold_gather.py, cold_loaders.py and cold_ltr.py are
-the three workloads (cold gathers, cold DataLoaders, larger than RAM); cold_report.py writes
-the tables, which benchmarks/report.py reuses.
+The code: this file is the command line and the driver; cold_gather.py, cold_loaders.py and
+cold_ltr.py beside it are the three workloads (cold gathers, cold DataLoaders, larger than
+RAM); common.probes probes the page cache, device reads, memory and memory cgroups;
+common.cold_report writes the tables, which benchmarks/report.py reuses.
 
 Usage: python benchmarks/bench_cold.py [--workload tokens,vision_dense,...] [--rounds 3]
        [--batches 10 | --seconds S] [--peer /path/to/venv/bin/python] [--tmp DIR] [--json OUT]
@@ -109,9 +109,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import device
-from bench_matrix import WORKLOADS, Workload
-from benchcommon import add_arguments, builds, header, measure_rounds
 from cold_gather import (
     DEPTHS,
     add_ceiling_shares,
@@ -131,8 +128,12 @@ from cold_loaders import (
     loader_part,
 )
 from cold_ltr import HEADROOM_BYTES, child_ltr, larger_than_ram
-from cold_probe import CgroupUnavailable
-from cold_report import loader_table, report, table
+from common import device
+from common.cold_report import loader_table, report, table
+from common.data import WORKLOADS, Workload
+from common.peers import add_arguments, builds, measure_rounds
+from common.probes import CgroupUnavailable
+from common.reports import header
 
 # -- the driver -------------------------------------------------------------------------------
 

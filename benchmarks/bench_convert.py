@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from device import work_folder
-
-ROOT = Path(__file__).resolve().parent.parent
+from common.data import default_data
+from common.device import work_folder
+from common.tables import convert_rows, convert_table
 
 # argv: workload source dest codec
 CHILD = """
@@ -131,72 +131,6 @@ def run_one(python: str, workload: str, source: str, dest: str, codec: str) -> d
             "columns_mib": {k: v / 2**20 for k, v in column_bytes(dest).items()}}
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (workload, converter, codec): medians over rounds, with the rounds kept."""
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for r in runs:
-        groups.setdefault((r["workload"], r["converter"], r["codec"]), []).append(r)
-    rows = []
-    for (workload, converter, codec), items in groups.items():
-        rows.append({"workload": workload, "converter": converter, "codec": codec,
-                     "rows": items[0]["rows"],
-                     "rows_s": _median([r["rows_s"] for r in items]),
-                     "convert_s": _median([r["convert_s"] for r in items]),
-                     "peak_rss_mib": max(r["peak_rss_mib"] for r in items),
-                     "disk_mib": items[0]["disk_mib"], "columns_mib": items[0]["columns_mib"],
-                     "rounds": {"rows_s": [r["rows_s"] for r in items]}})
-    return rows
-
-
-def ratio(ours: dict[str, Any], peer: dict[str, Any]) -> str:
-    """Median of the per-round rows/s ratios, with their range."""
-    pairs = sorted(a / b for a, b in zip(ours["rounds"]["rows_s"], peer["rounds"]["rows_s"]))
-    if not pairs:
-        return ""
-    if len(pairs) == 1:
-        return f"{pairs[0]:.2f}x"
-    return f"{_median(pairs):.2f}x ({pairs[0]:.2f}-{pairs[-1]:.2f})"
-
-
-def table(result: dict[str, Any]) -> str:
-    """The Markdown tables of one run (also used by report.py)."""
-    rows = result.get("rows") or summarize(result["runs"])
-    peers = {(r["workload"], r["codec"]): r for r in rows if r["converter"] != "loaderx-converter"}
-    lines = ["### Conversion: real datasets into zrecord stores", "",
-             f"{result['date']}, {result['machine']}, Python {result['python']}, datasets "
-             f"{result['datasets']}; Fashion-MNIST: {result.get('rounds', 1)} round(s), photos: "
-             f"{result.get('photo_rounds', 1)}; rows/s are medians, ratios medians of the "
-             "per-round ratios (range).", "",
-             "| workload | converter | codec | rows/s | vs loaderx 2.5.9 | convert s | "
-             "peak RSS MiB | disk MiB |", "|---|---|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        peer = peers.get((r["workload"], r["codec"])) if r["converter"] == "loaderx-converter" \
-            else None
-        lines.append(f"| {r['workload']} | {r['converter']} | {r['codec']} | {r['rows_s']:,.0f} | "
-                     f"{ratio(r, peer) if peer else ''} | {r['convert_s']:.1f} | "
-                     f"{r['peak_rss_mib']:,.0f} | {r['disk_mib']:,.1f} |")
-    before = {r["codec"]: r for r in rows if r["workload"] == "fmnist-before"}
-    after = {r["codec"]: r for r in rows if r["workload"] == "fmnist"
-             and r["converter"] == "loaderx-converter"}
-    if before:
-        lines += ["", "Fashion-MNIST per column (allocated MiB, both splits): every column zstd "
-                  "(before) vs the default, which keeps small columns raw when zstd would grow "
-                  "them (after)", "", "| column | before: zstd | after: default | change |",
-                  "|---|---:|---:|---:|"]
-        b, a = before.get("zstd"), after.get("zstd")
-        if b and a:
-            for column, mib in b["columns_mib"].items():
-                now = a["columns_mib"].get(column, 0.0)
-                lines.append(f"| {column} | {mib:.2f} | {now:.2f} | {now / mib - 1:+.0%} |")
-    return "\n".join(lines)
-
-
 def peer_label(python: str) -> str:
     """"loaderx-VERSION" of the published package in the peer's virtualenv."""
     out = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('loaderx'))"],
@@ -206,7 +140,7 @@ def peer_label(python: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")))
+    ap.add_argument("--data", default=default_data())
     ap.add_argument("--codecs", default="raw,zstd")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--photo-rounds", type=int, default=1)
@@ -264,10 +198,10 @@ def main(argv: list[str] | None = None) -> int:
               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
               "python": sys.version.split()[0], "datasets": datasets.__version__,
               "loaderx_converter": loaderx_converter.__version__, "rounds": args.rounds,
-              "photo_rounds": args.photo_rounds, "runs": runs, "rows": summarize(runs)}
+              "photo_rounds": args.photo_rounds, "runs": runs, "rows": convert_rows(runs)}
     print(f"{result['date']}  {result['machine']}  datasets {result['datasets']}  "
           f"loaderx-converter {result['loaderx_converter']}\n")
-    print(table(result))
+    print(convert_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

@@ -52,10 +52,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from device import work_folder
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common.data import default_data
+from common.device import work_folder
+from common.probes import PeakPss, tree_pss_bytes
+from common.tables import decode_table
 
 SIZE = (224, 224)
 
@@ -85,8 +85,6 @@ class FixedOrder:
 
 
 def child_loaderx(args: argparse.Namespace) -> dict[str, Any]:
-    from bench import PeakPss
-
     import zrecord
     from loaderx.dataloader import DataLoader
     from loaderx.transforms import DecodeImages
@@ -143,7 +141,6 @@ class EncodedPhotos:
 
 def child_torch(args: argparse.Namespace) -> dict[str, Any]:
     import torch
-    from bench import PeakPss
 
     ds = EncodedPhotos(args.work)
     order = _order(len(ds), args.batch, args.warmup + args.batches)
@@ -166,8 +163,6 @@ def child_torch(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def child_torch_import(args: argparse.Namespace) -> dict[str, Any]:
-    from bench import tree_pss_bytes
-
     before = tree_pss_bytes(os.getpid())
     import torch  # noqa: F401
 
@@ -347,45 +342,9 @@ def summarize(rounds: list[dict[str, dict[str, Any]]], workers: list[int]) -> li
     return rows
 
 
-def table(result: dict[str, Any]) -> str:
-    """The Markdown tables of one run (also used by report.py)."""
-    prep = result["prepared"]
-    lines = [f"### Decoding photos on the loader: loaderx threads vs PyTorch processes "
-             f"({prep['images']:,} photos, {prep['file_mib']:.0f} MiB of files; batch "
-             f"{result['batch']}, {result['batches']} timed batches after 2N warm-up ones, "
-             f"{result['rounds']} rounds)",
-             "", "| N | loaderx images/s | PyTorch images/s | speed (loaderx / PyTorch) | "
-             "loaderx peak PSS MiB | PyTorch peak PSS MiB | PSS (loaderx / PyTorch) | "
-             "loaderx time in the transform | consumer waiting |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in result["rows"]:
-        lines.append(
-            f"| {r['workers']} | {r['loaderx_images_s']:.1f} | {r['torch_images_s']:.1f} | "
-            f"{r['speed_ratio']:.2f}x ({r['speed_range'][0]:.2f}-{r['speed_range'][1]:.2f}) | "
-            f"{r['loaderx_pss_mib']:.0f} | {r['torch_pss_mib']:.0f} | {r['pss_ratio']:.2f}x "
-            f"({r['pss_range'][0]:.2f}-{r['pss_range'][1]:.2f}) | {r['transform_share']:.0%} | "
-            f"{r['wait_share']:.0%} |")
-    steps = result["steps"]["ms_per_image"]
-    total = sum(steps.values())
-    lines += ["", f"Where an image's time goes (one thread, the same {result['steps']['images']} "
-              f"images, mean file {result['steps']['mean_file_kib']:.0f} KiB): "
-              + ", ".join(f"{k} {v:.2f} ms ({v / total:.0%})" for k, v in steps.items())
-              + f"; total {total:.2f} ms. `import torch` alone: "
-              f"{result['torch_import']['peak_pss_mib']:.0f} MiB PSS in one process."]
-    formats = result["steps"].get("formats")
-    if formats:
-        gil = result["steps"]["spinner_progress"]
-        lines += ["", "| format | images | ms per image (one thread) | a Python thread's progress "
-                  "beside its decoding (1.0 = GIL released throughout) |", "|---|---:|---:|---:|"]
-        for name, f in formats.items():
-            lines.append(f"| {name} | {f['images']} | {f['ms_per_image']:.1f} | "
-                         f"{gil.get(name, float('nan')):.2f} |")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")))
+    ap.add_argument("--data", default=default_data())
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--batches", type=int, default=24)
@@ -438,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
               "prepared": prepared, "runs": rounds, "rows": summarize(rounds, workers),
               "steps": steps, "torch_import": torch_import}
     print(f"{result['date']}  {result['machine']}  python {result['python']}\n")
-    print(table(result))
+    print(decode_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

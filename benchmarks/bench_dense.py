@@ -29,22 +29,11 @@ import tempfile
 import threading
 
 import numpy as np
-from benchcommon import (
-    STORE_LABEL,
-    Dense,
-    add_arguments,
-    create_kwargs,
-    device_ceilings,
-    disk_bytes,
-    finish,
-    fs_label,
-    header,
-    measure_rounds,
-    summarize,
-    table,
-    timed_batches,
-    timed_writes,
-)
+from common.device import device_ceilings
+from common.peers import add_arguments, measure_rounds
+from common.reports import finish, fs_label, header, table
+from common.store import STORE_LABEL, Dense, create_kwargs, timed_writes
+from common.timing import disk_bytes, summarize, timed_batches
 
 WORKLOADS = {"vision": "vision_dense.npy", "tokens": "token_blocks.npy"}
 

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cold_probe import evict
-from device import work_folder
+from common.device import work_folder
+from common.probes import evict
 
 HERE = Path(__file__).resolve().parent
 BATCH = 256

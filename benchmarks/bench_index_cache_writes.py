@@ -17,7 +17,7 @@ Cases (the token workloads of bench_dense.py / bench_ragged.py, raw codec by def
   ragged_large  one Ragged store of every token record (127,633 > 65,536): its close()
                 primes the cache, so it writes a file there and may prune the folder
 A write is durable: append + close() for our stores (close flushes); for loaderx 2.5.9
-append + close + an fsync of every file and folder it wrote (`benchcommon.sync_tree`). Every
+append + close + an fsync of every file and folder it wrote (`common.timing.sync_tree`). Every
 timed write starts on a clean page cache (os.sync()). MiB/s counts the records' bytes; a
 close is close() (+ the fsync for loaderx 2.5.9). many_small's MiB/s is all its bytes over
 the whole sequence.
@@ -65,20 +65,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchcommon import (
-    OURS,
-    STORE_LABEL,
-    Dense,
-    Ragged,
-    builds,
-    device_ceilings,
-    device_write_ceiling,
-    fmt_ratio,
-    fs_label,
-    paired_ratio,
-    sync_tree,
-)
-from device import work_folder
+from common.device import device_ceilings, device_write_ceiling, work_folder
+from common.peers import builds
+from common.reports import fmt_ratio, fs_label, paired_ratio
+from common.store import OURS, STORE_LABEL, Dense, Ragged
+from common.timing import sync_tree
 
 CASES = ("dense_blocks", "ragged_small", "many_small", "ragged_large")
 STATES = ("empty", "full", "full-pruned", "full-live")

@@ -3,7 +3,7 @@
 All on the real `vision_dense.npy` ((N, 3, 224, 224) uint8 photographs from benchmarks/prepare_data.py),
 batch 256 (36.8 MiB), every configuration in its own subprocess so that the peak memory is its
 own: batches/s over `--batches` timed batches after `--warmup`, and the peak PSS of the
-process tree (bench.py's PeakPss: /proc/PID/smaps_rollup of the process and its descendants,
+process tree (common.probes.PeakPss: /proc/PID/smaps_rollup of the process and its descendants,
 sampled every 20 ms; shared and copy-on-write pages are split between the processes that map
 them, so the sum counts each physical page once).
 
@@ -12,7 +12,7 @@ Plain loading (identity transform), `--workers` counts (default 0,1,2,4):
                                by the driver: image + label streams, CYCLIC sampler, prefetch 4
                                (workers = threads; 0 is not a loaderx setting, so it starts at 1)
   torch-fork / torch-spawn     torch.utils.data.DataLoader over a read-only np.load memory map
-                               (bench.py's per-sample MmapDataset, default collate, shuffle,
+                               (common.data's per-sample MmapDataset, default collate, shuffle,
                                persistent workers, prefetch_factor 2); workers 0 = in process
   grain                        grain.DataLoader over an ArrayRecord file (group_size 1, index +
                                image bytes per record), IndexSampler with shuffle, Batch(256);
@@ -45,10 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench import MmapDataset, PeakPss, timed
-from device import work_folder
+from common.data import MmapDataset, default_data
+from common.device import work_folder
+from common.probes import PeakPss
+from common.tables import sweep_table
+from common.timing import timed
 
-ROOT = Path(__file__).resolve().parent.parent
 MEAN = np.array([0.485, 0.456, 0.406], np.float32) * 255
 STD = np.array([0.229, 0.224, 0.225], np.float32) * 255
 
@@ -256,31 +258,6 @@ def versions() -> dict[str, str]:
     return out
 
 
-def table(result: dict[str, Any]) -> str:
-    """Markdown: plain loading vs torch-fork at the same worker count; the transform case."""
-    rows = result["rows"]
-    by = {(r["loader"], r["workers"]): r for r in rows if "batches_per_s" in r}
-    lines = [f"### Loader sweep: vision_dense {result['records']} records, batch "
-             f"{result['batch']}, {result['batches']} timed batches after {result['warmup']}", "",
-             "| loader | workers | batches/s | vs torch-fork (same workers) | vs torch-workers0 "
-             "| peak PSS MiB | PSS vs torch-fork |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        if "batches_per_s" not in r:
-            lines.append(f"| {r['loader']} | {r['workers']} | | | | | {r['status']} |")
-            continue
-        transform = "+numba" in r["loader"]
-        fork = by.get(("torch-fork+numba" if transform else "torch-fork", r["workers"]))
-        zero = by.get(("torch-workers0+numba" if transform else "torch-workers0", 0))
-
-        def ratio(key: str, ref: dict[str, Any] | None, r: dict[str, Any] = r) -> str:
-            return f"{r[key] / ref[key]:.2f}x" if ref else ""
-
-        lines.append(f"| {r['loader']} | {r['workers']} | {r['batches_per_s']:.1f} | "
-                     f"{ratio('batches_per_s', fork)} | {ratio('batches_per_s', zero)} | "
-                     f"{r['peak_pss_mib']:.0f} | {ratio('peak_pss_mib', fork)} |")
-    return "\n".join(lines)
-
-
 def run_as_child(args: argparse.Namespace) -> dict[str, Any]:
     """What the measuring child process `args.child` measures (a fresh process per row)."""
     args.workers = int(args.workers)
@@ -331,7 +308,7 @@ def run_configuration(args: argparse.Namespace, name: str, workers: int, records
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")))
+    ap.add_argument("--data", default=default_data())
     ap.add_argument("--workers", default="0,1,2,4")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--batches", type=int, default=40)
@@ -374,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
               "transform_batches": args.transform_batches, "warmup": args.warmup, "rows": rows}
     print(f"{result['date']}  {result['machine']}  python {result['python']}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()) + "\n")
-    print(table(result))
+    print(sweep_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

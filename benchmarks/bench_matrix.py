@@ -9,10 +9,10 @@ Workloads (built by benchmarks/prepare_data.py; see benchmarks/README.md), those
 Backends (each one writes the complete source in one go into its own folder, twice: into the
 page cache, and durably, the figure that counts ([P1]): zrecord with its default close(), which
 flushes, every other store followed by flushing every file and folder it wrote
-(benchcommon.sync_tree), beside the device's sequential write ceiling measured in the same
+(common.timing.sync_tree), beside the device's sequential write ceiling measured in the same
 folder just before each workload; each is then checked for exact dtype, shape, order and values
 on a full sweep and on independent random batches, and only then timed on fresh uniform IID
-batches; the methodology of benchcommon.py):
+batches; the methodology of benchmarks/common/):
   zrecord-raw / -zstd / -zstd_dict   our Dense / Ragged stores through the public API
   npy-mmap                           np.save, then fancy indexing on the read-only memory map
                                      (Ragged: one flat payload plus offsets and shapes)
@@ -58,98 +58,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from bench_ragged import Source
-from bench_ragged import load as load_ragged
-from benchcommon import (
-    Dense,
-    Ragged,
-    create_kwargs,
-    device_ceilings,
-    device_write_ceiling,
-    disk_bytes,
-    fs_label,
-    header,
-    summarize,
-    sync_tree,
-    timed_batches,
-    timed_write,
-    work_folder,
-)
+from common.data import WORKLOADS, Workload, default_data, verify
+from common.device import device_ceilings, device_write_ceiling, work_folder
+from common.reports import fs_label, header
+from common.store import Dense, Ragged, create_kwargs
+from common.tables import matrix_table
+from common.timing import disk_bytes, summarize, sync_tree, timed_batches, timed_write
 
-WORKLOADS = {  # name: (kind, files)
-    "vision_dense": ("dense", "vision_dense.npy"),
-    "vision_ragged": ("ragged", "vision"),
-    "token_blocks": ("dense", "token_blocks.npy"),
-    "tokens": ("ragged", "tokens"),
-}
-BASE = "zrecord-raw"
 GROUP = 256  # records per Arrow IPC batch and per Parquet row group
-
-
-class Workload:
-    """The prepared source of one workload, capped to `records`, plus how to compare."""
-
-    def __init__(self, name: str, data: str, records: int | None) -> None:
-        self.name = name
-        self.kind, file = WORKLOADS[name]
-        self.dense: np.ndarray | None = None
-        self.ragged: Source | None = None
-        if self.kind == "dense":
-            path = os.path.join(data, file)
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"{path} is missing (run benchmarks/prepare_data.py)")
-            full = np.load(path, mmap_mode="r")
-            self.dense = full[:records] if records else full
-            self.dtype = self.dense.dtype
-            self.n = len(self.dense)
-            self.nbytes = int(self.dense.nbytes)
-            self.item_shape = tuple(self.dense.shape[1:])
-            self.ndim = len(self.item_shape)
-        else:
-            src = load_ragged(data, file)
-            if src is None:
-                raise FileNotFoundError(f"{name}: source files missing")
-            if records and records < len(src):
-                src = Source(src.payload[:int(src.offsets[records])], src.offsets[:records + 1],
-                             src.shapes[:records], src.files)
-            self.ragged = src
-            self.dtype = src.dtype
-            self.n = len(src)
-            self.nbytes = src.nbytes
-            self.ndim = src.ndim
-
-    def record(self, i: int) -> np.ndarray:
-        return self.dense[i] if self.dense is not None else self.ragged[i]  # type: ignore[index]
-
-    def shape(self, i: int) -> tuple[int, ...]:
-        if self.dense is not None:
-            return self.item_shape
-        return tuple(int(s) for s in self.ragged.shapes[i])  # type: ignore[union-attr]
-
-    def warm(self) -> None:
-        flat = self.dense.reshape(-1) if self.dense is not None else self.ragged.payload  # type: ignore[union-attr]
-        flat[:: 4096 // self.dtype.itemsize].sum()
-
-    def describe(self) -> str:
-        if self.dense is not None:
-            return f"{self.n:,} records of {self.item_shape} {self.dtype}"
-        return f"{self.n:,} variable {self.ndim}-d {self.dtype} records"
-
-    def check(self, label: str, idx: np.ndarray, got: Any) -> None:
-        """Exact dtype, shape, order and values of one gathered batch."""
-        if self.dense is not None:
-            want = self.dense[idx]
-            if (not isinstance(got, np.ndarray) or got.dtype != want.dtype
-                    or got.shape != want.shape or not np.array_equal(got, want)):
-                raise AssertionError(f"{label}: {self.name} batch at {idx[:4]}... differs")
-            return
-        if len(got) != len(idx):
-            raise AssertionError(f"{label}: {len(got)} records for {len(idx)} indices")
-        for rec, i in zip(got, idx, strict=True):
-            want = self.record(int(i))
-            if (not isinstance(rec, np.ndarray) or rec.dtype != want.dtype
-                    or rec.shape != want.shape or not np.array_equal(rec, want)):
-                raise AssertionError(f"{label}: {self.name} record {int(i)} differs")
 
 
 def record_bytes(w: Workload, i: int) -> bytes:
@@ -557,17 +473,6 @@ def availability(names: list[str]) -> dict[str, str | None]:
     return out
 
 
-def verify(label: str, w: Workload, gather: Gather, batch: int) -> None:
-    """A full sweep in order, then independent random batches."""
-    for start in range(0, w.n, batch):
-        idx = np.arange(start, min(start + batch, w.n))
-        w.check(label, idx, gather(idx))
-    rng = np.random.default_rng(99)
-    for _ in range(5):
-        idx = rng.integers(0, w.n, batch)
-        w.check(label, idx, gather(idx))
-
-
 def measure(backend: Backend, w: Workload, args: argparse.Namespace, tmp: str,
             ceiling: float | None) -> dict[str, Any]:
     folder = os.path.join(tmp, f"{w.name}-{backend.name}")
@@ -632,36 +537,6 @@ def parse_records(spec: str | None, names: list[str]) -> dict[str, int | None]:
     return caps
 
 
-def table(w: dict[str, Any]) -> str:
-    rows = w["rows"]
-    ref = next((r for r in rows if r["backend"] == BASE and "mib_s" in r), None)
-
-    def ratio(r: dict[str, Any], key: str) -> str:
-        return f"{r[key] / ref[key]:.2f}x" if ref and ref.get(key) and key in r else ""
-
-    def vs_device(r: dict[str, Any]) -> str:
-        dev = r.get("device_write_mib_s")
-        return f"{r['durable_mib_s'] / dev:.0%}" if dev and "durable_mib_s" in r else ""
-
-    lines = [f"### {w['name']}: {w['describe']}, {w['logical_mib']:,.1f} MiB, batch {w['batch']}"
-             + (f"; {w['fs_label']}" if w.get("fs_label") else ""),
-             "", f"| backend | durable write MiB/s | vs device | durable vs {BASE} | page-cache "
-             f"write MiB/s | gather MiB/s | gather vs {BASE} | krecords/s | p95 ms | disk MiB | "
-             f"disk vs {BASE} | note |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for r in rows:
-        if "mib_s" not in r:
-            lines.append(f"| {r['backend']} | | | | | | | | | | | {r['status']} |")
-            continue
-        durable = f"{r['durable_mib_s']:,.0f}" if "durable_mib_s" in r else ""
-        lines.append(f"| {r['backend']} | {durable} | {vs_device(r)} | "
-                     f"{ratio(r, 'durable_mib_s')} | {r['write_mib_s']:,.0f} | "
-                     f"{r['mib_s']:,.0f} | {ratio(r, 'mib_s')} | "
-                     f"{r['krecords_s']:,.1f} | {r['p95_ms']:.2f} | "
-                     f"{r['disk_mib']:,.1f} | {ratio(r, 'disk_mib')} | {r.get('note', '')} |")
-    return "\n".join(lines)
-
-
 def measure_workload(w: Workload, backends: list[str], missing: dict[str, str | None],
                      args: argparse.Namespace, tmp: str) -> dict[str, Any]:
     """Every backend on one workload, beside the device's write ceiling measured just before
@@ -682,9 +557,7 @@ def measure_workload(w: Workload, backends: list[str], missing: dict[str, str | 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA",
-                                                     os.path.join(os.path.dirname(__file__),
-                                                                  "..", "..", "data")))
+    ap.add_argument("--data", default=default_data())
     ap.add_argument("--workload", default=",".join(WORKLOADS))
     ap.add_argument("--backends", default=ALL_BACKENDS)
     ap.add_argument("--batch", type=int, default=256)
@@ -721,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
             entry = measure_workload(w, backends, missing, args, tmp)
             entry["fs_label"] = fs_label(results)
             results["workloads"][name] = entry
-            tables.append(table(entry))
+            tables.append(matrix_table(entry))
     print(f"{results['date']}  {results['machine']}  python {results['python']}  "
           f"numpy {results['numpy']}  {results['store']} {results['store_version']}")
     print(fs_label(results))

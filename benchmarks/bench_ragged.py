@@ -21,80 +21,14 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
 
 import numpy as np
-from benchcommon import (
-    STORE_LABEL,
-    Ragged,
-    add_arguments,
-    create_kwargs,
-    device_ceilings,
-    disk_bytes,
-    finish,
-    fs_label,
-    header,
-    measure_rounds,
-    summarize,
-    table,
-    timed_batches,
-    timed_writes,
-)
-
-
-class Source:
-    """Records of a flat memory-mapped payload with offsets (in elements) and shapes."""
-
-    def __init__(self, payload: np.ndarray, offsets: np.ndarray, shapes: np.ndarray,
-                 files: list[str]) -> None:
-        self.payload, self.offsets, self.shapes, self.files = payload, offsets, shapes, files
-        self.dtype = payload.dtype
-        self.ndim = shapes.shape[1]
-
-    def __len__(self) -> int:
-        return len(self.shapes)
-
-    def __getitem__(self, i: int) -> np.ndarray:
-        return self.payload[self.offsets[i]:self.offsets[i + 1]].reshape(self.shapes[i])
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        return (self[i] for i in range(len(self)))
-
-    def gather(self, idx: np.ndarray) -> list[np.ndarray]:
-        return [np.array(self[int(i)]) for i in idx]
-
-    def dict_sample(self, crop_bytes: int = 128 << 10) -> Iterator[np.ndarray]:
-        """Training sample for train_dict: records in a fixed random order, as flat bytes cut
-        to `crop_bytes` (zstd's trainer ignores longer samples). Whole records would not do:
-        a peer that buffers only a few MiB of samples gets three native-resolution images
-        and its trainer fails."""
-        order = np.random.default_rng(0).permutation(len(self))
-        return (np.ascontiguousarray(self[int(i)]).reshape(-1).view(np.uint8)[:crop_bytes]
-                for i in order)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.offsets[-1]) * self.dtype.itemsize
-
-
-def load(data: str, name: str) -> Source | None:
-    if name == "vision":
-        files = ["vision_ragged_payload.npy", "vision_ragged_index.npz"]
-    else:
-        files = ["tokens.npy", "offsets.npy"]
-    paths = [os.path.join(data, f) for f in files]
-    if not all(os.path.exists(p) for p in paths):
-        print(f"skipping {name}: {paths} missing (run benchmarks/prepare_data.py)",
-              file=sys.stderr)
-        return None
-    payload = np.load(paths[0], mmap_mode="r")
-    if name == "vision":
-        index = np.load(paths[1])
-        offsets, shapes = index["offsets"], index["shapes"]  # uint8 payload: bytes = elements
-    else:
-        offsets = np.load(paths[1])
-        shapes = np.diff(offsets).reshape(-1, 1)
-    return Source(payload, offsets, shapes, paths)
+from common.data import Source, load_ragged
+from common.device import device_ceilings
+from common.peers import add_arguments, measure_rounds
+from common.reports import finish, fmt_ratio, fs_label, header, paired_ratio, table
+from common.store import STORE_LABEL, Ragged, create_kwargs, timed_writes
+from common.timing import disk_bytes, summarize, timed_batches
 
 
 def verify(store: Ragged, src: Source, batch: int) -> None:
@@ -163,8 +97,6 @@ def list_writes(src: Source, codec: str, extra: dict[str, object], path: str,
 
 def list_table(name: str, rows: list[dict]) -> str:
     """Durable and page-cache writes from a list of in-memory arrays, ours against the peer."""
-    from benchcommon import fmt_ratio, paired_ratio
-
     peers = {r["backend"].rsplit("-", 1)[1]: r for r in rows if r["backend"].startswith("loaderx-")}
     lines = [f"### Ragged {name}: append from a list of in-memory arrays", "",
              "| backend | durable write MiB/s | vs loaderx 2.5.9 | page-cache write MiB/s | "
@@ -202,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for name in [w for w in args.workload.split(",") if w]:
-            src = load(args.data, name)
+            src = load_ragged(args.data, name)
             if src is None:
                 continue
             src.payload[:: 4096 // src.dtype.itemsize].sum()  # warm the page cache

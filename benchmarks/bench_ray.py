@@ -43,11 +43,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import ray
+from common.data import default_data
 
 from loaderx.ray import BLOCK_BYTES_TARGET, ZrecordDatasource, read_zrecord
 from zrecord import Dense, Ragged, open_store
-
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 def write_stores(data: Path, root: Path, scale: int = 1
@@ -199,8 +198,7 @@ def profile(streams: dict[str, Path], records: int) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path,
-                    default=Path(os.environ.get("LOADERX_BENCH_DATA", DEFAULT_DATA)))
+    ap.add_argument("--data", type=Path, default=Path(default_data()))
     ap.add_argument("--workers", default="1,2", help="Ray CPU counts to measure")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tasks-per-worker", type=int, default=4,

@@ -73,8 +73,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_matrix import Workload
-from cold_gather import ensure_store
+from common.data import ROOT, Workload
+from common.store import ensure_store
 
 import zrecord
 from zrecord import Dense, Ragged
@@ -419,7 +419,7 @@ def table(results: dict[str, Any]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default=str(HERE.parent.parent / "data"))
+    ap.add_argument("--data", default=str(ROOT.parent / "data"))
     ap.add_argument("--workloads", default="vision_dense,tokens")
     ap.add_argument("--link", default="same-region-s3", choices=("same-region-s3", "fast-lan", "loopback"))
     ap.add_argument("--server", default="http", choices=("http", "s3rver"))

@@ -43,7 +43,7 @@ import time
 from typing import Any
 
 import numpy as np
-from device import work_folder
+from common.device import work_folder
 
 WORKLOADS = ("dense-2k", "ragged-230")
 REAL = ("vision-dense", "tokens-dense", "vision-ragged", "tokens-ragged")
@@ -53,8 +53,8 @@ CODECS = ("raw", "zstd", "zstd_dict")
 def make_real_store(workload: str, data: str, folder: str) -> str:
     """The store of a real WORKLOAD/CODEC under `folder`, written the first time it is asked
     for with the zrecord this script imports (the same files serve every build)."""
-    from bench_matrix import Workload
-    from benchcommon import create_kwargs
+    from common.data import Workload
+    from common.store import create_kwargs
 
     from zrecord import Dense, Ragged
 

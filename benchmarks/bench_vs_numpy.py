@@ -21,16 +21,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-from device import work_folder
+from common.data import default_data
+from common.device import work_folder
 
 import zrecord
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", str(ROOT.parent / "data")))
+    ap.add_argument("--data", default=default_data())
     ap.add_argument("--workload", default="token_blocks", help="a Dense .npy of --data")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--batches", type=int, default=2000)

@@ -2,8 +2,8 @@
 fresh open with the files evicted before it (bench_cold.py's docstring says how).
 
 The rows come from a --stores-only child of bench_cold.py (run_stores) for this library's
-stores, and from the driver itself for the NumPy copy (npy_row); the device ceiling beside
-them is benchmarks/device.py's.
+stores (written and checked by common.store.ensure_store), and from the driver itself for the
+NumPy copy (npy_row); the device ceiling beside them is common.device's.
 """
 
 from __future__ import annotations
@@ -17,21 +17,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import device
 import numpy as np
-from bench_matrix import Workload, verify
-from benchcommon import OURS, STORE_LABEL, Dense, Ragged, create_kwargs, disk_bytes, summarize
-from cold_probe import evict, fsync_tree, read_bytes, resident_bytes
+from common import device
+from common.data import Workload
+from common.probes import evict, fsync_tree, read_bytes, resident_bytes
+from common.store import OURS, STORE_LABEL, Dense, ensure_store, open_store
+from common.timing import disk_bytes, summarize
 
 # -- the stores and the NumPy copies ----------------------------------------------------------
 
 
 DEPTHS = (1, 8, 32, 128)
 TOKEN_WORKLOADS = ("token_blocks", "tokens")  # the only ones zstd_dict is measured on
-
-
-def store_path(root: str, label: str, workload: str, codec: str) -> str:
-    return os.path.join(root, f"{label}-{workload}-{codec}")
 
 
 def store_files(path: str) -> tuple[list[str], list[str]]:
@@ -47,35 +44,6 @@ def store_files(path: str) -> tuple[list[str], list[str]]:
 
 def codecs_for(name: str, codecs: list[str]) -> list[str]:
     return [c for c in codecs if c != "zstd_dict" or name in TOKEN_WORKLOADS]
-
-
-def ensure_store(w: Workload, codec: str, root: str, batch: int) -> str:
-    """This library's store of `w` with `codec` under `root`, written durably and checked the
-    first time it is asked for (later rounds reuse it)."""
-    path = store_path(root, STORE_LABEL, w.name, codec)
-    if os.path.exists(path):
-        return path
-    sample = w.dense if w.dense is not None else w.ragged.dict_sample()  # type: ignore[union-attr]
-    extra = create_kwargs(codec, sample)
-    if w.dense is not None:
-        with Dense.create(path, w.dtype, w.item_shape, codec=codec, **extra) as writer:
-            writer.append(w.dense)
-    else:
-        with Ragged.create(path, w.dtype, w.ndim, codec=codec, **extra) as writer:
-            writer.append(iter(w.ragged))  # type: ignore[arg-type]
-    if not OURS:  # the published loaderx never flushes: make it durable
-        fsync_tree(path)
-    store = open_store(w, path)
-    try:
-        verify(STORE_LABEL, w, lambda idx: store[idx], batch)
-    finally:
-        store.close()
-    return path
-
-
-def open_store(w: Workload, path: str, cache: str = "auto") -> Any:
-    cls = Dense if w.kind == "dense" else Ragged
-    return cls.open(path, cache=cache) if cache != "auto" else cls.open(path)
 
 
 def ensure_npy(w: Workload, root: str) -> dict[str, str]:

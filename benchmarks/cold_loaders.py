@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench import PeakPss
-from bench_matrix import WORKLOADS, Workload
-from benchcommon import OURS, STORE_LABEL, Dense, Ragged, builds, disk_bytes, median_rows
-from cold_gather import ensure_npy, ensure_store, mean_record_bytes, open_store, store_files, store_path
-from cold_probe import (
+from cold_gather import ensure_npy, mean_record_bytes, store_files
+from common.cold_report import MAPPED_NOTE
+from common.data import WORKLOADS, MmapDataset, Workload
+from common.peers import builds
+from common.probes import (
     CgroupUnavailable,
     MemoryCgroup,
+    PeakPss,
     cgroup_base,
     evict,
     folder_files,
@@ -38,7 +39,8 @@ from cold_probe import (
     resident_bytes,
     tree_read_bytes,
 )
-from cold_report import MAPPED_NOTE
+from common.store import OURS, STORE_LABEL, Dense, Ragged, ensure_store, open_store, store_path, zrecord
+from common.timing import disk_bytes, median_rows
 
 # The children are runs of the benchmark's own script (--child ...).
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_cold.py")
@@ -49,7 +51,7 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_cold.py
 
 LOADER_WORKLOADS = ("vision_dense", "tokens")
 LOADERS = ("loaderx", "torch-fork", "torch-fork-random")  # the last one only on request
-# Loader figures beyond benchcommon.METRICS that the round medians cover too.
+# Loader figures beyond common.timing.METRICS that the round medians cover too.
 LOADER_EXTRA = ("cgroup_peak_mib", "resident_start_pct", "resident_pct_max", "limit_hits", "oom_kills")
 
 
@@ -87,12 +89,10 @@ def advise_random(arr: Any) -> None:
 
 
 class RandomMmapDataset:
-    """bench.MmapDataset (a per-sample Dataset over a read-only memory map) whose map, opened
-    lazily in each worker, is advised MADV_RANDOM: the loader "torch-fork-random"."""
+    """common.data.MmapDataset (a per-sample Dataset over a read-only memory map) whose map,
+    opened lazily in each worker, is advised MADV_RANDOM: the loader "torch-fork-random"."""
 
     def __init__(self, path: str) -> None:
-        from bench import MmapDataset
-
         self.inner = MmapDataset(path)
 
     def __len__(self) -> int:
@@ -126,7 +126,6 @@ def child_loader(args: argparse.Namespace) -> dict[str, Any]:
         closers = [loader.close, store.close]
     else:
         import torch
-        from bench import MmapDataset
 
         random = args.loader.endswith("-random")
         if kind == "dense":
@@ -415,8 +414,6 @@ def cold_data_plan(w: Workload, cache: str, target: int) -> dict[str, Any]:
 
 
 def zrecord_version() -> str:
-    from benchcommon import zrecord
-
     return str(getattr(zrecord, "__version__", "")) if OURS else STORE_LABEL
 
 

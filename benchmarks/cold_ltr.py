@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_matrix import Workload
-from benchcommon import STORE_LABEL, Dense, disk_bytes
-from cold_gather import can_bypass, ensure_npy, store_path
+from cold_gather import can_bypass, ensure_npy
 from cold_loaders import child_command, child_result, loader_rows, warm_libraries
-from cold_probe import (
+from common.cold_report import ltr_table, window_rate
+from common.data import Workload
+from common.probes import (
     CgroupUnavailable,
     MemoryCgroup,
     cgroup_base,
@@ -32,7 +32,8 @@ from cold_probe import (
     read_bytes,
     read_text,
 )
-from cold_report import ltr_table, window_rate
+from common.store import STORE_LABEL, Dense, store_path
+from common.timing import disk_bytes
 
 # -- larger than RAM --------------------------------------------------------------------------
 

@@ -21,7 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from common.cold_report import loader_table, ltr_table
+from common.cold_report import table as cold_table
+from common.data import ROOT
+from common.tables import convert_table, decode_table, matrix_table, sweep_table
 
 
 def paired_ratio(r: dict[str, Any], peer: dict[str, Any], key: str, peer_key: str | None = None,
@@ -182,8 +185,6 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> bool:
 
 def matrix_tables(result: dict[str, Any]) -> list[str]:
     """bench_matrix.py's store matrix: one table per workload, ratios against zrecord-raw."""
-    from bench_matrix import table as matrix_table
-
     caps = {k: v for k, v in result.get("records_cap", {}).items() if v}
     out = ["## Store matrix (`bench_matrix.py`)", "",
            f"{result['date']}, {result['machine']}, Python {result['python']}, NumPy "
@@ -198,8 +199,6 @@ def matrix_tables(result: dict[str, Any]) -> list[str]:
 
 def loader_sweep_tables(result: dict[str, Any]) -> list[str]:
     """bench_loaders.py's sweep: batches/s and peak PSS per loader and worker count."""
-    from bench_loaders import table as sweep_table
-
     return ["## Loader sweep (`bench_loaders.py`)", "",
             f"{result['date']}, {result['machine']}, Python {result['python']}; transform rows "
             f"time {result['transform_batches']} batches. Versions: "
@@ -260,9 +259,6 @@ def plot_matrix_loaders(matrix: dict[str, Any] | None, loaders: dict[str, Any] |
 
 def cold_tables(result: dict[str, Any]) -> list[str]:
     """bench_cold.py: cold gathers per workload, the cold DataLoaders, larger-than-RAM runs."""
-    from cold_report import loader_table, ltr_table
-    from cold_report import table as cold_table
-
     dev = result.get("device", {})
     queue = dev.get("queue", {})
     out = ["## Cold reads (`bench_cold.py`)", "",
@@ -397,8 +393,6 @@ def main(argv: list[str] | None = None) -> int:
     if "Loaders" in results:
         lines += loader_tables(results["Loaders"])
     if (folder / "bench_convert.json").exists():
-        from bench_convert import table as convert_table
-
         lines += [convert_table(json.loads((folder / "bench_convert.json").read_text())), ""]
     if plot(results, folder / "gather.png"):
         lines += ["![logical gather throughput](gather.png)", ""]
@@ -413,8 +407,6 @@ def main(argv: list[str] | None = None) -> int:
         if plot_cold(extra["bench_cold"], folder / "cold.png"):
             lines += ["![cold gathers against the device ceiling](cold.png)", ""]
     if "bench_decode" in extra:
-        from bench_decode import table as decode_table
-
         lines += ["## Decoding photos on the loader (`bench_decode.py`)", "",
                   decode_table(extra["bench_decode"]), ""]
         if plot_decode(extra["bench_decode"], folder / "decode.png"):

@@ -14,7 +14,8 @@ rows, measured in the same folder a few seconds apart:
 
 fio (Debian package `fio`) is used when it is on PATH; otherwise a probe of our own with the
 same access pattern (O_DIRECT, aligned buffers; queue depth through threads). The result says
-which tool measured it.
+which tool measured it. `device_ceilings` (once per run) and `device_write_ceiling` (before
+every round) are what the store benchmarks report beside their writes.
 """
 
 from __future__ import annotations
@@ -186,4 +187,23 @@ def queue_settings(path: str) -> dict[str, Any]:
         except OSError:
             continue
         out[name] = int(text) if text.isdigit() else text
+    return out
+
+
+def device_write_ceiling(folder: str) -> float | None:
+    """The device's sequential write bandwidth under `folder` now (MiB/s); None on tmpfs."""
+    if is_page_cache_only(folder):
+        return None
+    os.sync()
+    return float(seq_write(folder)["mib_s"])
+
+
+def device_ceilings(folder: str) -> dict[str, Any]:
+    """The file system of the store folder and its device's sequential write bandwidth, once
+    at the start of the run (each round measures it again: common.peers.measure_rounds)."""
+    kind = fs_type(folder)
+    out: dict[str, Any] = {"folder": folder, "fs": kind,
+                           "page_cache_only": is_page_cache_only(folder)}
+    if not out["page_cache_only"]:
+        out["seq_write"] = seq_write(folder)
     return out

@@ -1,10 +1,10 @@
-"""bench_cold.py's probes of the machine: what is in the page cache and what a process read.
+"""Probes of the machine: what is in the page cache, what a process read, what memory a process
+(or a process tree) holds, and memory cgroups that bound a child's memory, page cache included.
 
 posix_fadvise(DONTNEED) eviction, mincore(2) residency, /proc/PID/io read_bytes, durable
-writes (fsync of a tree), this process's memory, and memory cgroups that bound a child's
-memory, page cache included. The device's random-read ceiling is benchmarks/device.py's.
-Nothing here measures a store or a loader: the workloads (cold_gather.py, cold_loaders.py,
-cold_ltr.py) call these around what they time.
+writes (fsync of a tree), the PSS of a process tree (sampled in the background by `PeakPss`),
+this process's memory, and memory cgroups. The device's own ceilings are common.device's.
+Nothing here measures a store or a loader: the benchmarks call these around what they time.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import functools
 import mmap
 import os
 import signal
+import threading
 import time
 from typing import Any
 
 import numpy as np
-from bench import tree_pids
 
 # -- the page cache ---------------------------------------------------------------------------
 
@@ -97,6 +97,61 @@ def fsync_tree(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# -- the memory of a process tree ------------------------------------------------------------
+
+
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and its descendants, following the children of every thread (Grain, for one,
+    starts its worker processes from a thread other than the main one)."""
+    pids, seen = [pid], []
+    while pids:
+        p = pids.pop()
+        if p in seen:
+            continue
+        seen.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    pids.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return seen
+
+
+def tree_pss_bytes(pid: int) -> int:
+    """Sum of Pss over `pid` and its descendants (`tree_pids`)."""
+    total = 0
+    for p in tree_pids(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
+        except (FileNotFoundError, ProcessLookupError, PermissionError, StopIteration):
+            continue
+    return total
+
+
+class PeakPss:
+    """Samples the process tree's PSS in a background thread; `peak` is the maximum seen."""
+
+    def __init__(self, interval: float = 0.02) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_pss_bytes(me))
+            time.sleep(interval)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, tree_pss_bytes(os.getpid()))
+        return self.peak
 
 
 # -- device bytes read ------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """bench_cold.py's tables and its report: Markdown from the results it writes as JSON.
 
-benchmarks/report.py renders docs/benchmarks/bench_cold.json with the same functions, so
-this module needs nothing but the standard library and cold_probe's note: it also reads
-results of older runs (their missing keys are said where they matter).
+benchmarks/report.py renders docs/benchmarks/bench_cold.json with the same functions, so this
+module lives in common and needs nothing but the standard library: it also reads results of
+older runs (their missing keys are said where they matter).
 """
 
 from __future__ import annotations
