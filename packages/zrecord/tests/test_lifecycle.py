@@ -12,7 +12,7 @@ import pytest
 
 import zrecord
 from zrecord import ClosedError, Dense, Ragged
-from zrecord.errors import KindMismatchError, ModeError, NotPublishedError
+from zrecord.errors import KindMismatchError, ModeError, NotPublishedError, StoreNotFoundError
 
 
 def siblings(path: str) -> list[str]:
@@ -49,8 +49,9 @@ def test_exception_inside_with_publishes_nothing(store_path):
 def test_unclosed_writer_publishes_nothing_when_collected(store_path):
     w = Ragged.create(store_path, np.int32, 1, codec="raw")
     w.append([np.arange(3, dtype=np.int32)])
-    del w
-    gc.collect()
+    with pytest.warns(UserWarning, match="1 appended records were discarded"):
+        del w
+        gc.collect()
     assert not os.path.exists(store_path)
     assert siblings(store_path) == []
 
@@ -295,12 +296,16 @@ def test_many_threads_read_one_store_concurrently(store_path):
 
 
 def test_writer_dropped_without_close_warns_and_publishes_nothing(store_path):
-    """A writer collected unclosed says so, as files and sockets do ([U1]); its handle aborts."""
+    """A writer collected unclosed says so ([U1]), with a warning Python shows by default
+    (a UserWarning, [U3]: a ResourceWarning is hidden, and the script exited 0 having lost its
+    data), naming the path and the records lost; its handle aborts."""
     w = Dense.create(store_path, np.int32, (2,), codec="raw")
     w.append(np.zeros((3, 2), np.int32))
-    with pytest.warns(ResourceWarning, match="dropped without close"):
+    with pytest.warns(UserWarning, match="dropped without close.*its 3 appended records were "
+                      "discarded") as caught:
         del w
         gc.collect()
+    assert store_path in str(caught[0].message)
     assert not os.path.exists(store_path)
     assert not [e for e in os.listdir(os.path.dirname(store_path)) if ".zr-tmp-" in e]
     # Closed or aborted writers are silent.
@@ -418,3 +423,30 @@ def test_progress_on_a_terminal_is_a_bar(tmp_path):
         os.close(parent)
     assert proc.returncode == 0
     assert b"\r" in shown and b"100%|" in shown and b"5.00/5" in shown, shown
+
+
+def test_a_script_that_forgets_close_shows_the_loss_by_default(tmp_path):
+    """[U3] Without any warning filter set, the loss reaches stderr."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\nfrom zrecord import Dense\n"
+            f"w = Dense.create({str(tmp_path / 's')!r}, np.int32, (2,), codec='raw')\n"
+            "w.append(np.zeros((5, 2), np.int32))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"})
+    assert out.returncode == 0
+    assert "UserWarning: DenseWriter for" in out.stderr and "5 appended records" in out.stderr
+
+
+def test_opening_a_store_a_live_writer_is_still_writing_says_so(store_path):
+    """[U3] Before, it said only "does not exist", where the CLI said "writer alive"."""
+    with Dense.create(store_path, np.int32, (2,), codec="raw") as w:
+        w.append(np.zeros((3, 2), np.int32))
+        with pytest.raises(StoreNotFoundError, match="does not exist.*a writer is still writing "
+                           "it.*close\\(\\) publishes it"):
+            Dense.open(store_path)
+    assert len(Dense.open(store_path)) == 3
+    with pytest.raises(StoreNotFoundError) as info:
+        Dense.open(store_path + "-other")
+    assert "writer" not in str(info.value)

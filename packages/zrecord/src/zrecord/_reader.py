@@ -50,6 +50,7 @@ from zrecord.errors import (
     ModeError,
     StoreChangedError,
     StoreIndexError,
+    StoreNotFoundError,
     ZrecordError,
 )
 
@@ -481,7 +482,29 @@ def _open_any(path: Any, cache: Any, index_cache: Any, validate: Any,
     """The native reader of the store at `path`: a local path, or a URL through its mirror."""
     if is_url(path):
         return _open_remote(path, cache, index_cache, validate, storage_options)
-    return None, _open_handle(fspath(path), cache, folder_for(index_cache), validate)
+    local = fspath(path)
+    try:
+        return None, _open_handle(local, cache, folder_for(index_cache), validate)
+    except StoreNotFoundError as exc:
+        why = _unfinished_write(local)
+        if why is None:
+            raise
+        raise StoreNotFoundError(f"{exc.args[0] if exc.args else exc}: {why}") from None
+
+
+def _unfinished_write(path: str) -> str | None:
+    """What a store path that does not exist has beside it: a writer still writing it (the
+    lock of its temporary directory is held), or one that died; None for neither."""
+    from zrecord._tree import ALIVE, GONE, temporaries_of, writer_state  # _tree imports this module
+
+    states = [writer_state(t) for t in temporaries_of(path)]
+    if ALIVE in states:
+        return ("a writer is still writing it (its temporary directory beside it is locked by a "
+                "live process); the store appears when that writer's close() publishes it")
+    if GONE in states:
+        return ("a writer of it died before publishing (its temporary directory is left "
+                "beside it; the next writer of this name removes it)")
+    return None
 
 
 def _open_remote(url: str, cache: Any, index_cache: Any, validate: Any,

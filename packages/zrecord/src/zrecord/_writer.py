@@ -96,12 +96,15 @@ class _Writer(_Kind):
                                       dlength, dunit)
 
     def __del__(self) -> None:
+        # A UserWarning, which Python shows by default (a ResourceWarning is hidden): a script
+        # that forgets close() loses its data and still exits with status 0, so it must at
+        # least say so. abort() is the way to discard on purpose, silently.
         handle = getattr(self, "_handle", None)
         if handle is not None and not handle.done:
             warnings.warn(f"{type(self).__name__} for {self.path!r} was dropped without close(): "
-                          "nothing was published and its temporary files are removed (use "
-                          "`with`, or call close() or abort())", ResourceWarning, stacklevel=2,
-                          source=self)
+                          f"its {int(handle.count()):,} appended records were discarded and "
+                          "nothing was published (use `with`, or call close() to publish or "
+                          "abort() to discard)", UserWarning, stacklevel=2)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """A writer does not pickle: its unpublished files belong to this process's write."""
