@@ -592,3 +592,29 @@ def test_the_guides_augmentation_example_runs_and_resumes(tmp_path):
     for got, ref in zip(runs[1], runs[0][3:], strict=True):
         assert got["image"].tobytes() == ref["image"].tobytes()
         np.testing.assert_array_equal(got["label"], ref["label"])
+
+
+@pytest.mark.parametrize(("word", "points_to"), [
+    ("num_workers", "workers="), ("batch_size", "Sampler(length, batch_size"),
+    ("shuffle", "Sampler.Mode.IID"), ("collate_fn", "transform="),
+    ("prefetch_factor", "prefetch="), ("drop_last", "every batch is whole")])
+def test_pytorch_keywords_point_to_what_loaderx_takes(word, points_to):
+    """[U3] PyTorch's keywords were a bare "unexpected keyword argument"."""
+    import re
+
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{word}': that is "
+                       f"PyTorch's DataLoader's; loaderx's takes .*{re.escape(points_to)}"):
+        DataLoader({}, Sampler(10, 2, Sampler.Mode.CYCLIC), **{word: 2})
+
+
+def test_help_lists_the_parameters():
+    """[U3] help(DataLoader) showed no parameters: the signature is __init__'s, and the class
+    docstring describes each one."""
+    import inspect
+    import pydoc
+
+    assert list(inspect.signature(DataLoader).parameters) == [
+        "streams", "sampler", "transform", "workers", "prefetch", "readahead", "state"]
+    text = pydoc.render_doc(DataLoader, renderer=pydoc.plaintext)
+    for name in ("``workers``", "``prefetch``", "``readahead``", "``state``", "num_workers"):
+        assert name in text

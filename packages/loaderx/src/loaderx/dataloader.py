@@ -288,9 +288,54 @@ def _callable_name(fn: Any) -> str:
     return str(name).rsplit("<locals>.", 1)[-1]
 
 
+# PyTorch's DataLoader's keywords, and what loaderx's DataLoader takes instead: a user coming
+# from PyTorch gets pointed at it, not only told that the keyword is unexpected.
+_TORCH_KEYWORDS = {
+    "num_workers": "workers= (threads of this process; loaderx starts no processes)",
+    "batch_size": "the sampler: Sampler(length, batch_size, mode, seed)",
+    "shuffle": "the sampler's mode: Sampler(length, batch_size, Sampler.Mode.IID or CYCLIC)",
+    "batch_sampler": "the sampler, the second argument (its next() gives a step's indices)",
+    "collate_fn": "transform= (called with the gathered batch, a dict of arrays)",
+    "prefetch_factor": "prefetch= (how many batches exist at once)",
+    "pin_memory": "a transform that pins (the loader guide's PyTorch section shows one)",
+    "drop_last": "nothing: every batch is whole (the sampler draws whole batches)",
+    "persistent_workers": "nothing: the loader's threads live until close()",
+    "worker_init_fn": "nothing: the loader's threads need no set-up",
+    "dataset": "streams= (a dict of stores or other streams, gathered at the same indices)",
+}
+
+
 class DataLoader:
     """Iterator of index-aligned batches from a dict of streams, as long as its sampler
-    (endless by default). See the module docs."""
+    (endless by default). See the module docs.
+
+    Parameters:
+
+    - ``streams``: a dict of equal-length streams (zrecord stores, or any
+      ``loaderx.protocols.Stream``), all gathered at the same indices each step.
+    - ``sampler``: where each step's indices come from: a ``Sampler``, a ``Mix``, or any
+      object whose ``next()`` returns the next step's index array. It sets the batch size,
+      the order and the length (endless unless built with ``passes``).
+    - ``transform``: called on each gathered batch on the loader's threads, as
+      ``transform(batch)`` or, if it requires two arguments, ``transform(batch, ctx)`` with a
+      ``BatchContext`` (step, indices, a reproducible random generator).
+    - ``workers``: threads that gather and transform (the GIL is released while gathering).
+    - ``prefetch``: how many batches exist at once, the one last delivered included.
+    - ``readahead``: steps after those in flight whose indices are handed to the streams'
+      ``prefetch`` early, so a cold disk reads ahead.
+    - ``state``: a ``state_dict()`` of an earlier loader, to resume exactly where it stopped.
+
+    PyTorch's keywords (``num_workers``, ``batch_size``, ``shuffle``, ``collate_fn``, ...)
+    raise a ``TypeError`` that names what to use here instead.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> DataLoader:
+        torch_words = [k for k in kwargs if k in _TORCH_KEYWORDS]
+        if torch_words:
+            word = torch_words[0]
+            raise TypeError(f"DataLoader() got an unexpected keyword argument {word!r}: that is "
+                            f"PyTorch's DataLoader's; loaderx's takes {_TORCH_KEYWORDS[word]}")
+        return super().__new__(cls)
 
     def __init__(self, streams: Mapping[str, Stream], sampler: BatchSampler,
                  transform: Callable[..., Any] | None = None, *,
@@ -604,3 +649,9 @@ class DataLoader:
 
 
 __all__ = ["BatchContext", "DataLoader", "LoaderClosedError", "stream_digests"]
+
+
+# help(DataLoader) and inspect.signature show __init__'s parameters, not __new__'s catch-all
+# (which only exists to answer PyTorch's keywords).
+setattr(DataLoader, "__signature__", inspect.signature(DataLoader.__init__).replace(  # noqa: B010
+    parameters=list(inspect.signature(DataLoader.__init__).parameters.values())[1:]))
