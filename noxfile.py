@@ -487,7 +487,7 @@ def bench(session: nox.Session) -> None:
     sequential write ceiling, measured in the same folder in the same run ([P1]); on a tmpfs
     the tables say that the figures are page-cache figures; bench_cold.py, whose figures are
     reads from that disk with the page cache evicted, refuses a tmpfs. fio (apt-get install
-    fio) measures the ceilings; without it, a probe of benchmarks/device.py does.
+    fio) measures the ceilings; without it, a probe of benchmarks/common/device.py does.
     """
     _install_all(session)
     out = ROOT / "docs" / "benchmarks"
@@ -501,10 +501,12 @@ def bench(session: nox.Session) -> None:
                     "numba==0.68.1", "pyarrow==26.0.1")
     # Pillow for loaderx.transforms.DecodeImages (bench_decode.py): the loaderx[images] extra.
     session.install(_pkg(session, LOADERX, "images"))
-    for script in ("bench_dense.py", "bench_ragged.py", "bench.py", "bench_convert.py",
-                   "bench_decode.py", "bench_matrix.py", "bench_loaders.py", "bench_cold.py"):
+    for script in ("stores/bench_dense.py", "stores/bench_ragged.py", "loader/bench.py",
+                   "stores/bench_convert.py", "loader/bench_decode.py", "stores/bench_matrix.py",
+                   "loader/bench_loaders.py", "cold/bench_cold.py"):
+        name = Path(script).name
         json_name = {"bench_matrix.py": "matrix.json", "bench_loaders.py": "loaders.json"}
-        args = ["--json", str(out / json_name.get(script, script.replace(".py", ".json")))]
+        args = ["--json", str(out / json_name.get(name, name.replace(".py", ".json")))]
         if peer:
             args += ["--peer", peer]
         if tmp:

@@ -22,7 +22,7 @@ items (16 bytes; at 10^9 records of 1 item, 4 bytes, to fit the disk). Then, per
   record's checksum, stays in memory, like NumPy's offsets; index.zri is evicted too, which
   readers before zrecord's file version 2 of the compact index read a checksum from).
 
-Usage: python benchmarks/bench_index.py --tmp DIR [--sizes 1e6,1e7,1e8,1e9]
+Usage: python benchmarks/index/bench_index.py --tmp DIR [--sizes 1e6,1e7,1e8,1e9]
        [--kinds ragged,dense] [--rounds 3] [--procs 1,4,8] [--steps 40]
        [--json docs/benchmarks/bench_index.json] [--plot docs/benchmarks/index.png]
 --tmp must be a real disk (cold reads), with room for about 30 GB at 10^9 records.
@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.device import work_folder
 from common.probes import evict
 

@@ -31,7 +31,7 @@ while one format's files are decoded beside it, and its count is compared with t
 reaches alone in the same time (1.0: the decoder never holds the GIL; 0.5: half the time).
 A process that only imports torch gives the PSS torch itself costs.
 
-Usage: python benchmarks/bench_decode.py [--data DIR] [--rounds 3] [--workers 1,2,4]
+Usage: python benchmarks/loader/bench_decode.py [--data DIR] [--rounds 3] [--workers 1,2,4]
        [--json OUT] [--tmp DIR]
 """
 
@@ -52,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.data import default_data
 from common.device import work_folder
 from common.probes import PeakPss, tree_pss_bytes

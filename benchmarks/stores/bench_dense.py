@@ -13,7 +13,7 @@ and the ceilings for copying the same batch size, measured in the same run:
   memcpy-fresh-1t / -2t  copy into freshly allocated memory on one / two threads
   memcpy-reuse-1t / -2t  copy into an already-faulted buffer on one / two threads
 
-Usage: python benchmarks/bench_dense.py [--data DIR] [--workload vision,tokens] [--batch 256]
+Usage: python benchmarks/stores/bench_dense.py [--data DIR] [--workload vision,tokens] [--batch 256]
        [--codecs raw,zstd,zstd_dict] [--seconds 2] [--peer /path/to/venv/bin/python] [--json F]
        [--zstd-build /path/to/venv/bin/python]   (rows per zstd: this build's and that venv's
        zrecord, e.g. a release wheel with zstd built in; docs/decisions/0004-zstd-in-wheels.md)
@@ -27,8 +27,11 @@ import shutil
 import sys
 import tempfile
 import threading
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.device import device_ceilings
 from common.peers import add_arguments, measure_rounds
 from common.reports import finish, fs_label, header, table

@@ -25,7 +25,7 @@ training run after its first epoch. Each round times --batches fresh uniform ran
 per build; a round reports each build's median batch as records per second and, for each
 build, the ratio of its median to the first build's. The table gives the median over rounds.
 
-Usage: python benchmarks/bench_small_gathers.py --builds old=DIR,new=DIR [--rounds 15]
+Usage: python benchmarks/stores/bench_small_gathers.py --builds old=DIR,new=DIR [--rounds 15]
        [--batches 2000] [--batch 256] [--tmp /dev/shm] [--workload dense-2k,ragged-230]
        [--data DIR --workload vision-dense/zstd_dict,tokens-ragged/raw,... --large-batches 12]
 """
@@ -40,9 +40,12 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.device import work_folder
 
 WORKLOADS = ("dense-2k", "ragged-230")

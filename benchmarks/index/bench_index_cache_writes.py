@@ -44,7 +44,7 @@ ceiling. Rows give the median of the rounds' MiB/s (each round's: the median of 
 repeats), the median and p90 of every close (and of every create + append) of every round,
 and ratios as the median of per-round ratios (with their range).
 
-Usage: python benchmarks/bench_index_cache_writes.py --data ../data \
+Usage: python benchmarks/index/bench_index_cache_writes.py --data ../data \
          --builds before=../venv-before/bin/python,after=../venv-after/bin/python \
          --peer ../peerenv/bin/python --tmp /var/tmp/zr-index-cache [--rounds 3] [--json F]
 """
@@ -65,6 +65,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.device import device_ceilings, device_write_ceiling, work_folder
 from common.peers import builds
 from common.reports import fmt_ratio, fs_label, paired_ratio

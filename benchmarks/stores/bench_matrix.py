@@ -38,7 +38,7 @@ silently dropped. A backend whose first timed batch takes longer than --slow-bat
 on --slow-batches batches only and marked so (group-level read amplification can make one
 gather cost seconds).
 
-Usage: python benchmarks/bench_matrix.py [--data DIR] [--workload vision_dense,...]
+Usage: python benchmarks/stores/bench_matrix.py [--data DIR] [--workload vision_dense,...]
        [--backends zrecord-raw,lmdb,...] [--seconds 2] [--records N | --records
        vision_ragged=400,tokens=50000] [--tmp DIR] [--json OUT]
 """
@@ -55,9 +55,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.data import WORKLOADS, Workload, default_data, verify
 from common.device import device_ceilings, device_write_ceiling, work_folder
 from common.reports import fs_label, header

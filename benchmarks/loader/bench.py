@@ -15,7 +15,7 @@ counts each physical page once), sampled every 20 ms from /proc/PID/smaps_rollup
 Sampler: ns per next() at batch 64, 256 and 1024 over a 1M index space, IID and CYCLIC, ours
 and the peer's, and NumPy's `default_rng().integers` for scale.
 
-Usage: python benchmarks/bench.py [--data DIR] [--workers 2] [--batches 200] [--peer PYTHON]
+Usage: python benchmarks/loader/bench.py [--data DIR] [--workers 2] [--batches 200] [--peer PYTHON]
        [--json OUT] [--only loaderx-raw,torch-fork,...]
 """
 
@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.data import MmapDataset, default_data
 from common.device import work_folder
 from common.probes import PeakPss

@@ -8,7 +8,7 @@ time, the time of the first `verify` of an empty range less that of a second one
 check of decision record 0001 section 15, for builds that run it in verify), and the process's
 peak RSS. The table gives medians with min..max.
 
-Usage: python benchmarks/bench_open.py --builds old=DIR,new=DIR [--rounds 15]
+Usage: python benchmarks/index/bench_open.py --builds old=DIR,new=DIR [--rounds 15]
        [--store /dev/shm/zr-10m] [--keep]
 """
 

@@ -6,7 +6,7 @@ shared machine its rounds differ by 2x; this script alternates the two on the sa
 random batch, so whatever else runs slows both alike. Both outputs are compared after every
 round. The ratio is NumPy's time over ours (above 1: ours is faster).
 
-Usage: python benchmarks/bench_vs_numpy.py [--data DIR] [--workload token_blocks]
+Usage: python benchmarks/stores/bench_vs_numpy.py [--data DIR] [--workload token_blocks]
        [--rounds 9] [--batches 2000] [--batch 256] [--tmp /dev/shm]
 """
 
@@ -21,10 +21,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common.data import default_data
-from common.device import work_folder
 
 import zrecord
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
+from common.data import default_data
+from common.device import work_folder
 
 
 def main(argv: list[str] | None = None) -> int:

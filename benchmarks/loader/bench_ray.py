@@ -28,13 +28,14 @@ on its own as "fixed cost" (the same pipeline over one record per task), weighs 
 
 Prints a Markdown table of records/s and logical MiB/s (decoded payload bytes per second).
 
-Usage: python benchmarks/bench_ray.py [--data DIR] [--workers 1,2] [--repeats 3]
+Usage: python benchmarks/loader/bench_ray.py [--data DIR] [--workers 1,2] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -43,10 +44,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import ray
-from common.data import default_data
 
 from loaderx.ray import BLOCK_BYTES_TARGET, ZrecordDatasource, read_zrecord
 from zrecord import Dense, Ragged, open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
+from common.data import default_data
 
 
 def write_stores(data: Path, root: Path, scale: int = 1

@@ -29,7 +29,7 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   prefetch starts their ranged GETs early; without it only the batches in flight fetch).
 - the same gathers from the local store (the page cache warm): the upper bound.
 - with ``--peers PYTHON`` (and ``--server s3rver``): MosaicML Streaming and LitData
-  (benchmarks/remote_peers.py, in that Python) write the same records in their formats, upload
+  (benchmarks/remote/remote_peers.py, in that Python) write the same records in their formats, upload
   them, and read them by index in a random order through their own caches bounded to
   ``--cache-share`` of the dataset: time to the first batch, records/s, bytes through the link
   per byte delivered, and the peak size of the cache folder.
@@ -42,7 +42,7 @@ Targets (issue O1): large records >= 80% of (a); small records >= 70% of (b) at 
 requests in flight; time to first batch <= 1/10 of the peers'; DataLoader >= 2x the better
 peer at the same cache budget, read amplification <= 1.2.
 
-Usage: python benchmarks/bench_remote.py [--data DIR] [--workloads vision_dense,tokens]
+Usage: python benchmarks/remote/bench_remote.py [--data DIR] [--workloads vision_dense,tokens]
        [--link same-region-s3|fast-lan|loopback] [--server http|s3rver --s3rver PATH]
        [--peers PYTHON] [--cache-share 0.1] [--rounds 3] [--seconds 5] [--batch 256]
        [--in-flight 64] [--loader-records 8192] [--tmp DIR] [--json OUT]
@@ -73,11 +73,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common.data import ROOT, Workload
-from common.store import ensure_store
 
 import zrecord
 from zrecord import Dense, Ragged
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
+from common.data import ROOT, Workload
+from common.store import ensure_store
 
 try:
     from zrecord_testkit import netlink, servers

@@ -90,7 +90,7 @@ cold_ltr.py beside it are the three workloads (cold gathers, cold DataLoaders, l
 RAM); common.probes probes the page cache, device reads, memory and memory cgroups;
 common.cold_report writes the tables, which benchmarks/report.py reuses.
 
-Usage: python benchmarks/bench_cold.py [--workload tokens,vision_dense,...] [--rounds 3]
+Usage: python benchmarks/cold/bench_cold.py [--workload tokens,vision_dense,...] [--rounds 3]
        [--batches 10 | --seconds S] [--peer /path/to/venv/bin/python] [--tmp DIR] [--json OUT]
        [--parts gather,loaders] [--evict-index] [--larger-than-ram]
        [--cold-method auto|cgroup|evict] [--cold-loader-bytes 4G] [--cold-loader-limit 1.5G]
@@ -109,6 +109,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from cold_gather import (
     DEPTHS,
     add_ceiling_shares,

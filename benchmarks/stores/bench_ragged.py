@@ -10,7 +10,7 @@ Every backend must return an ordered list of arrays with exact dtype, shape and 
   loaderx-2.5.9-<codec>  the published loaderx, in its own venv (--peer PYTHON)
   npy-mmap               per-record slices of the flat memory map, copied into new arrays
 
-Usage: python benchmarks/bench_ragged.py [--data DIR] [--workload vision,tokens] [--batch 256]
+Usage: python benchmarks/stores/bench_ragged.py [--data DIR] [--workload vision,tokens] [--batch 256]
        [--codecs raw,zstd,zstd_dict] [--seconds 2] [--peer /path/to/venv/bin/python] [--json F]
 """
 
@@ -21,8 +21,11 @@ import os
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.data import Source, load_ragged
 from common.device import device_ceilings
 from common.peers import add_arguments, measure_rounds

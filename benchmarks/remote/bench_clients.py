@@ -9,7 +9,7 @@ async on one event loop; boto3 in a thread pool of that size, as boto3 is synchr
 is this process's (user + system) time: the client's own cost, which on a 2-core machine
 competes with everything else the loader does.
 
-Usage: python benchmarks/bench_clients.py [--s3rver PATH] [--requests 2000] [--bytes 256]
+Usage: python benchmarks/remote/bench_clients.py [--s3rver PATH] [--requests 2000] [--bytes 256]
        [--in-flight 64] [--json OUT]
 """
 

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.data import default_data
 from common.device import work_folder
 from common.tables import convert_rows, convert_table

@@ -26,7 +26,7 @@ per-channel normalisation to float32, about 10 floating-point operations per pix
 Every configuration checks its first batch for exact values (image == source[label]; the
 transform cases against the function applied to the source) before the timer starts.
 
-Usage: python benchmarks/bench_loaders.py [--data DIR] [--workers 0,1,2,4] [--batches 40]
+Usage: python benchmarks/loader/bench_loaders.py [--data DIR] [--workers 0,1,2,4] [--batches 40]
        [--transform-batches 12] [--records N] [--only name,...] [--tmp DIR] [--json OUT]
 """
 
@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.data import MmapDataset, default_data
 from common.device import work_folder
 from common.probes import PeakPss
