@@ -57,9 +57,10 @@ def create_kwargs(codec: str, sample: Any) -> dict[str, object]:
 
 
 def peer_flush(args: argparse.Namespace | None) -> Callable[[str], None] | None:
-    """How a durable write of this library's store ends: nothing for ours (close() flushes);
-    `sync_tree` or os.sync() for the published loaderx (--peer-durable)."""
-    if STORE_LABEL == "zrecord":
+    """How a durable write of this library's store ends: nothing for ours, other builds of
+    zrecord (`--builds`, labelled zrecord@NAME) included (close() flushes); `sync_tree` or
+    os.sync() for the published loaderx (--peer-durable)."""
+    if OURS:
         return None
     if args is not None and getattr(args, "peer_durable", "fsync") == "sync":
         return lambda _path: os.sync()
