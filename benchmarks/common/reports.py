@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from common.store import OURS, STORE_LABEL, zrecord
 
 
