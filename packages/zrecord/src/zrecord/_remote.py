@@ -193,11 +193,13 @@ class _Client:
     """One store's objects through obstore: whole gets, heads and ranged gets with If-Match."""
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        # A URL that names no bucket or host, or does not parse, is refused before the client
+        # is even imported: the mistake is the URL, whatever is installed.
+        bucket, prefix = _checked_url(url)
         obstore = _import_obstore()
         from obstore.store import HTTPStore, S3Store
 
         self._obstore = obstore
-        bucket, prefix = _checked_url(url)
         # The process that made this client: a forked child makes its own (Mirror._adopt).
         self.pid = os.getpid()
         self.url = url.rstrip("/")
