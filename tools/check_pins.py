@@ -6,9 +6,9 @@ a release that bumps one version without the pins that name it fails here, not o
 machine. A version is written once, as ``__version__`` in the package's ``__init__.py``, which
 pyproject.toml's ``[tool.hatch.version]`` reads; the first ``## `` heading of CHANGELOG.md must
 name that version, so a bump without its changelog entry fails too. A development-only
-distribution (classifier ``Private :: Do Not Upload``, as zrecord-testkit) is never released, so it
-has no changelog to check, and a released distribution must not require it, not even in an
-extra: users could not install that. Exits non-zero with one line per problem.
+distribution (classifier ``Private :: Do Not Upload``, as zrecord-testkit) is never released, and
+a released distribution must not require it, not even in an extra: users could not install that.
+Exits non-zero with one line per problem.
 """
 
 from __future__ import annotations
@@ -41,15 +41,11 @@ def read_version(pyproject: Path) -> str:
 def main() -> int:
     projects = {}
     failures = []
-    changelogs = 0
     for pyproject in sorted((ROOT / "packages").glob("*/pyproject.toml")):
         meta = tomllib.loads(pyproject.read_text())["project"]
         meta["version"] = read_version(pyproject)
         projects[meta["name"]] = meta
         meta["released"] = UNRELEASED not in meta.get("classifiers", [])
-        if not meta["released"]:
-            continue
-        changelogs += 1
         heading = re.search(r"^## (\S+)", (pyproject.parent / "CHANGELOG.md").read_text(), re.MULTILINE)
         if heading is None or heading.group(1) != meta["version"]:
             failures.append(f"{meta['name']} is {meta['version']}, but its CHANGELOG.md opens with "
@@ -72,7 +68,7 @@ def main() -> int:
                 failures.append(f"{name} requires {text}, but {req.name} is {version}")
     for line in failures:
         print("broken:", line)
-    print(f"{checked} sibling pins and {changelogs} changelogs checked, {len(failures)} broken")
+    print(f"{checked} sibling pins and {len(projects)} changelogs checked, {len(failures)} broken")
     return 1 if failures else 0
 
 
