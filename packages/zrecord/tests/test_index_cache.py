@@ -360,3 +360,18 @@ def test_first_reads_check_the_low_half_of_a_checksum_and_verify_all_of_it(tmp_p
             with pytest.raises(ChecksumError, match="record 3 is corrupt") as info:
                 store.verify()
             assert info.value.record == 3
+
+
+def test_a_bad_setting_of_the_folder_fails_create_and_nothing_that_does_not_use_the_folder(
+        tmp_path, monkeypatch):
+    """ZRECORD_INDEX_CACHE_* were read by every open, with index_cache=None too, and by a
+    writer's close() after it had published the store, which then raised."""
+    _dense(tmp_path / "a")
+    monkeypatch.setenv("ZRECORD_INDEX_CACHE_BYTES", "lots")
+    with Dense.open(tmp_path / "a", index_cache=None) as a:
+        assert len(a) == 300
+    with Dense.create(tmp_path / "b", np.uint8, (1,), codec="raw", index_cache=None) as w:
+        w.append(np.zeros((3, 1), np.uint8))
+    with pytest.raises(ValueError, match="ZRECORD_INDEX_CACHE_BYTES must be a whole number"):
+        Dense.create(tmp_path / "c", np.uint8, (1,), codec="raw", index_cache=tmp_path / "cache")
+    assert not (tmp_path / "c").exists()

@@ -102,3 +102,9 @@ def test_a_store_opened_by_url_pickles_with_its_url_and_options(tmp_path, s3_ser
         assert copy.path == store.path == url and copy.digest == store.digest
         assert [r.tolist() for r in copy[[3, 7]]] == [[0, 1, 2], list(range(7))]
         copy.close()
+    # open_store kept no storage_options for the pickle: its copy opened with no endpoint and
+    # no credentials.
+    with open_store(url, storage_options=opts) as store:
+        copy = pickle.loads(pickle.dumps(store))
+        assert [r.tolist() for r in copy[[3]]] == [[0, 1, 2]]
+        copy.close()

@@ -64,3 +64,7 @@ def test_the_codec_type_lists_the_codecs():
     import typing
 
     assert set(typing.get_args(zrecord.Codec)) == set(zrecord.CODECS)
+    from zrecord import _reader, _types
+
+    assert set(typing.get_args(_types.CacheMode)) == set(_reader.CACHE_MODES)
+    assert set(typing.get_args(_types.Validate)) == set(_reader.VALIDATE_MODES)

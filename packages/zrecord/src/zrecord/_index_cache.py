@@ -43,7 +43,7 @@ def folder_for(index_cache: Any) -> str | None:
         raise TypeError(f"index_cache must be a folder path, 'auto' or None; got {index_cache!r}") from None
 
 
-def _env_count(name: str, least: int) -> int | None:
+def _env_count(name: str) -> int | None:
     text = os.environ.get(name)
     if not text:
         return None
@@ -51,8 +51,8 @@ def _env_count(name: str, least: int) -> int | None:
         value = int(text)
     except ValueError:
         raise ValueError(f"{name} must be a whole number; got {text!r}") from None
-    if value < least:
-        raise ValueError(f"{name} must be at least {least}; got {value}")
+    if value < 0:
+        raise ValueError(f"{name} must be at least 0; got {value}")
     return value
 
 
@@ -60,14 +60,14 @@ def policy() -> tuple[int, int]:
     """(records_min, budget_bytes) for the native open, from ``ZRECORD_INDEX_CACHE_RECORDS_MIN``
     and ``ZRECORD_INDEX_CACHE_BYTES``; 0 leaves the core's default. A budget of 0 bytes keeps
     only the newest file, as a budget of 1 does."""
-    records = _env_count("ZRECORD_INDEX_CACHE_RECORDS_MIN", 0)
-    budget = _env_count("ZRECORD_INDEX_CACHE_BYTES", 0)
+    records = _env_count("ZRECORD_INDEX_CACHE_RECORDS_MIN")
+    budget = _env_count("ZRECORD_INDEX_CACHE_BYTES")
     return (0 if records is None else max(records, 1)), (0 if budget is None else max(budget, 1))
 
 
-def records_min() -> int:
-    """The fewest records an index must have to be written to the folder."""
-    records, _ = policy()
+def records_min(records: int) -> int:
+    """The fewest records an index must have to be written to the folder, for the
+    `records_min` of a `policy()` (0: the core's default)."""
     return records or int(_native.CONSTANTS["ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT"])
 
 

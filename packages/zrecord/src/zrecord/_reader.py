@@ -108,12 +108,12 @@ class _Store(_Kind, Generic[_Batch]):
         self.path = redact(path) if is_url(path) else fspath(path)
         self.cache = cache
         self.index_cache = folder_for(index_cache)
-        # What reopens this store in another process (`__reduce__`): the location as given
-        # (a URL whole, a path made absolute, against a later chdir) and the options.
-        self._reopen_args: dict[str, Any] = {
-            "path": path if is_url(path) else os.path.abspath(self.path), "cache": cache,
-            "index_cache": self.index_cache, "validate": validate,
-            "storage_options": dict(storage_options) if storage_options else None}
+        # What reopens this store in another process (`__reduce__`) beside `cache` and
+        # `index_cache`: the location as given (a URL whole, a path made absolute, against a
+        # later chdir), `validate` and the storage options.
+        self._location = path if is_url(path) else os.path.abspath(self.path)
+        self._validate = validate
+        self._storage_options = dict(storage_options) if storage_options else None
         # `open_store` passes the handle (and mirror) it opened to learn the kind; the handle
         # frees itself.
         self._remote = _remote
@@ -232,7 +232,9 @@ class _Store(_Kind, Generic[_Batch]):
         store opened by URL holds its URL and ``storage_options``, credentials included, as
         given. A closed store does not pickle (``ClosedError``)."""
         self._check_open()
-        return (_reopen, (self._kind_name, self._reopen_args, self._digest))
+        args = {"path": self._location, "cache": self.cache, "index_cache": self.index_cache,
+                "validate": self._validate, "storage_options": self._storage_options}
+        return (_reopen, (self._kind_name, args, self._digest))
 
     def __len__(self) -> int:
         return self._len
@@ -473,8 +475,8 @@ def open_store(path: StoreLocation, *, cache: CacheMode = "auto",
     remote, handle = _open_any(path, cache, index_cache, validate, storage_options)
     cls: type[DenseReader | RaggedReader] = (DenseReader if handle.info()["kind"] == KIND_DENSE
                                              else RaggedReader)
-    return cls(path, cache=cache, index_cache=index_cache, validate=validate, _handle=handle,
-               _remote=remote)
+    return cls(path, cache=cache, index_cache=index_cache, validate=validate,
+               storage_options=storage_options, _handle=handle, _remote=remote)
 
 
 def _open_any(path: Any, cache: Any, index_cache: Any, validate: Any,
@@ -486,25 +488,13 @@ def _open_any(path: Any, cache: Any, index_cache: Any, validate: Any,
     try:
         return None, _open_handle(local, cache, folder_for(index_cache), validate)
     except StoreNotFoundError as exc:
-        why = _unfinished_write(local)
-        if why is None:
-            raise
-        raise StoreNotFoundError(f"{exc.args[0] if exc.args else exc}: {why}") from None
+        # A store not published yet: say what its unfinished write tells, as the CLI does.
+        from zrecord._tree import WRITER_SAYS, unfinished_writes  # _tree imports this module
 
-
-def _unfinished_write(path: str) -> str | None:
-    """What a store path that does not exist has beside it: a writer still writing it (the
-    lock of its temporary directory is held), or one that died; None for neither."""
-    from zrecord._tree import ALIVE, GONE, temporaries_of, writer_state  # _tree imports this module
-
-    states = [writer_state(t) for t in temporaries_of(path)]
-    if ALIVE in states:
-        return ("a writer is still writing it (its temporary directory beside it is locked by a "
-                "live process); the store appears when that writer's close() publishes it")
-    if GONE in states:
-        return ("a writer of it died before publishing (its temporary directory is left "
-                "beside it; the next writer of this name removes it)")
-    return None
+        writes = unfinished_writes(local)
+        if writes:
+            exc.args = (f"{exc}: {WRITER_SAYS[writes[0][1]]}",)
+        raise
 
 
 def _open_remote(url: str, cache: Any, index_cache: Any, validate: Any,
@@ -529,11 +519,15 @@ def _mode_flags(name: str, value: Any, modes: dict[str, int]) -> int:
     return modes[value]
 
 
-def _open_handle(path: str, cache: Any, folder: str | None, validate: Any, flags: int = 0) -> _native.Reader:
+def _open_handle(path: str, cache: Any, folder: str | None, validate: Any, flags: int = 0,
+                 index_policy: tuple[int, int] | None = None) -> _native.Reader:
     """The native reader of the store at `path`, opened with the index cache `folder` and
     `flags` besides those of `cache` and `validate`; the core writes and bounds the folder by
-    the environment's policy (_index_cache.policy)."""
+    `index_policy` (_index_cache.policy, read from the environment when not given; not read
+    at all without a folder)."""
     flags |= _mode_flags("cache", cache, CACHE_MODES) | _mode_flags("validate", validate, VALIDATE_MODES)
-    records_min, budget = policy()
+    if folder is None:
+        index_policy = (0, 0)
+    records_min, budget = index_policy or policy()
     return _native.Reader(native_path(path), flags, None if folder is None else native_path(folder),
                           records_min, budget)

@@ -40,6 +40,15 @@ DIRECTORIES_MAX = 100_000
 SIBLINGS_MAX = 100_000
 
 ALIVE, GONE, UNKNOWN = "alive", "gone", "unknown"
+# What each state of an unfinished write tells a user who looked for the store (the CLI and
+# `open` say the same).
+WRITER_SAYS = {
+    ALIVE: "its writer is alive: a writer is still writing it (a live process holds its "
+           "lock), and the store appears when that writer's close() publishes it",
+    GONE: "its writer is gone, so nothing will finish it (the next write of the same path "
+          "removes it)",
+    UNKNOWN: "whether its writer is alive cannot be told (it has no lock file to ask)",
+}
 
 
 def is_temporary_name(name: str) -> bool:
@@ -74,6 +83,13 @@ def writer_state(temporary: str) -> str:
     finally:
         os.close(fd)  # releases the lock if it was taken
     return GONE
+
+
+def unfinished_writes(path: str) -> list[tuple[str, str]]:
+    """(temporary directory, writer state) of every unfinished write of `path`, a live one
+    first: a live writer is the news, the store may appear soon."""
+    writes = [(t, writer_state(t)) for t in temporaries_of(path)]
+    return sorted(writes, key=lambda w: w[1] != ALIVE)
 
 
 def temporaries_of(path: str) -> list[str]:

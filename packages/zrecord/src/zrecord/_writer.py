@@ -34,7 +34,7 @@ from zrecord._dtypes import (
     item_shape_tuple,
     ndim_value,
 )
-from zrecord._index_cache import AUTO, folder_for, records_min
+from zrecord._index_cache import AUTO, folder_for, policy, records_min
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._pages import release_mapped_pages
 from zrecord._paths import fspath, native_path
@@ -76,6 +76,9 @@ class _Writer(_Kind):
                  index_cache: IndexCache = AUTO) -> None:
         self.path = fspath(path)
         self._index_folder = folder_for(index_cache)
+        # The folder's settings, read now: a bad environment fails create, not close() after
+        # the store was published.
+        self._index_policy = policy() if self._index_folder is not None else (0, 0)
         self.dtype, dcode, dlength, dunit = dtype_code(dtype)
         ccode, dict_data = codec_code(codec, dict_bytes)
         shards = data_shards_value(data_shards)
@@ -135,7 +138,7 @@ class _Writer(_Kind):
                 raise ZrecordError(f"{self.path!r} was not published and the writer published "
                                    f"nothing: {self._poisoned}")
             self._handle.publish()
-            if self._index_folder is not None and len(self) >= records_min():
+            if self._index_folder is not None and len(self) >= records_min(self._index_policy[0]):
                 # The first open of a large store on this host validates its index and writes
                 # the compact index to the cache folder; doing it now, while the index is in the
                 # page cache, spares the first reader that pass. A small store's index is
@@ -143,7 +146,8 @@ class _Writer(_Kind):
                 # its writer does nothing here.
                 from zrecord._reader import _open_handle
 
-                _open_handle(self.path, "auto", self._index_folder, "cached").close()
+                _open_handle(self.path, "auto", self._index_folder, "cached",
+                             index_policy=self._index_policy).close()
 
     def abort(self) -> None:
         """Discard everything appended; nothing is published. Idempotent."""

@@ -48,17 +48,15 @@ from zrecord import __version__
 from zrecord._publish import publish
 from zrecord._reader import DenseReader, RaggedReader, open_store
 from zrecord._tree import (
-    ALIVE,
     DIRECTORIES_MAX,
-    GONE,
     TEMPORARY_MARKER,
-    UNKNOWN,
+    WRITER_SAYS,
     Survey,
     has_store_files,
     is_store_dir,
     is_temporary_name,
     survey,
-    temporaries_of,
+    unfinished_writes,
     writer_state,
 )
 from zrecord._types import StorageOptions
@@ -685,14 +683,6 @@ def _status_of(exc: BaseException) -> int:
     return EXIT_RUNTIME if isinstance(exc, OSError) else EXIT_INVALID
 
 
-_WRITER_SAYS = {
-    ALIVE: "its writer is alive and still writing",
-    GONE: "its writer is gone, so nothing will finish it (the next write of the same path "
-          "removes it)",
-    UNKNOWN: "whether its writer is alive cannot be told (it has no lock file to ask)",
-}
-
-
 def _target_of(temporary: str) -> str:
     """The store path a temporary directory ``.NAME.zr-tmp-*`` was to be published at."""
     parent, base = os.path.split(os.path.normpath(temporary))
@@ -707,7 +697,7 @@ def _unfinished(args: argparse.Namespace, path: str) -> int:
                       "target": _target_of(path)}))
     else:
         say(f"zrecord {args.command}: {path!r} is an unfinished or aborted write of "
-            f"{_target_of(path)!r}, not a store; {_WRITER_SAYS[state]}")
+            f"{_target_of(path)!r}, not a store; {WRITER_SAYS[state]}")
     return EXIT_INVALID
 
 
@@ -715,13 +705,11 @@ def _not_a_store(args: argparse.Namespace, exc: BaseException) -> int:
     """`open_store` failed with `exc`: explain what lies at PATH instead, and how to go on."""
     path, command = args.path, f"zrecord {args.command}"
     if isinstance(exc, StoreNotFoundError) and not os.path.lexists(path):
-        temporaries = temporaries_of(path)
-        if temporaries:
-            states = [writer_state(t) for t in temporaries]
-            # A live writer is the news: the store may appear soon.
-            k = states.index(ALIVE) if ALIVE in states else 0
-            say(f"{command}: no store at {path!r}, but {len(temporaries)} unfinished or aborted "
-                f"write(s) of it, such as {temporaries[k]!r}: {_WRITER_SAYS[states[k]]}")
+        writes = unfinished_writes(path)
+        if writes:
+            temporary, state = writes[0]
+            say(f"{command}: no store at {path!r}, but {len(writes)} unfinished or aborted "
+                f"write(s) of it, such as {temporary!r}: {WRITER_SAYS[state]}")
             return EXIT_INVALID
     elif os.path.isdir(path) and not is_store_dir(path) and not has_store_files(path):
         return _folder(args, path)
@@ -804,7 +792,7 @@ def _print_leftovers(found: Survey, depth: int) -> None:
     if found.unfinished:
         out.write("unfinished or aborted writes (not stores):\n")
         for u in found.unfinished:
-            out.write(f"  {_shown(u['path'])}: {_WRITER_SAYS[u['writer']]}\n")
+            out.write(f"  {_shown(u['path'])}: {WRITER_SAYS[u['writer']]}\n")
     if found.problems:
         out.write("not valid stores, or not readable:\n")
         for p in found.problems:
