@@ -371,15 +371,16 @@ pub const Builder = struct {
     /// its base in `plan`. Inline: the loop over the records is the hot part of a build.
     inline fn putFields(b: *Builder, ps: []const Pending, plan: *const BlockPlan, ndim: u8) sys.OsError!void {
         const fixed = &plan.fixed;
-        const nbytes = (ps.len * plan.record_bits + 7) / 8;
+        const first = [2]usize{ 0, fixed.split };
+        const nbytes = (ps.len * @as(usize, fixed.record_bits) + 7) / 8;
         const out = b.bits_buf[0 .. nbytes + 16];
         @memset(out, 0);
         var pos: u64 = 0;
         for (ps, 0..) |p, i| {
-            const seg: usize = @intFromBool(i >= plan.split);
+            const seg: usize = @intFromBool(i >= fixed.split);
             pos = writeBits(out, pos, @intCast(plan.devs[i] - plan.dev_min), fixed.offset_bits);
             pos = writeBits(out, pos, p.stored_size - fixed.stored_base, fixed.stored_bits);
-            pos = writeBits(out, pos, p.shard -% ps[plan.first[seg]].shard, fixed.shard_bits);
+            pos = writeBits(out, pos, p.shard -% ps[first[seg]].shard, fixed.shard_bits);
             for (0..ndim) |k| pos = writeBits(out, pos, p.dims[k] - plan.dim_min[k], plan.dim_bits[k]);
         }
         try b.bits.put(out[0..nbytes]);
@@ -411,18 +412,14 @@ pub const Builder = struct {
 /// A block before it is written: its header, and what the bit fields of its records are
 /// the differences to. Built in place by `compute`, so that flushBlock copies none of it.
 const BlockPlan = struct {
+    /// The block's header; its `split` is the first record of the second segment (`ps.len`
+    /// when there is none), its `record_bits` the bits per record, all fields together.
     fixed: BlockFixed,
-    /// The first record of the second segment (`ps.len` when there is none).
-    split: usize,
-    /// The first record of each segment.
-    first: [2]usize,
     /// Each record's deviation from its segment's line, exact in i128; one minimum for both.
     devs: [block_records]i128,
     dev_min: i128,
     dim_min: [format.ndim_max]u32,
     dim_bits: [format.ndim_max]u8,
-    /// Bits per record, all fields together (`fixed.record_bits`).
-    record_bits: u32,
 
     /// Plans the block of records `ps` of `ndim` axes whose bit fields start at `bits_at` in
     /// the bit region. Inline: its loops over the records are the hot part of a build.
@@ -444,8 +441,6 @@ const BlockPlan = struct {
         }
         const slope: u64 = stored_sum / ps.len;
         const first = [2]usize{ 0, split };
-        plan.split = split;
-        plan.first = first;
         var dev_min: i128 = std.math.maxInt(i128);
         var dev_max: i128 = std.math.minInt(i128);
         var shard_max: u8 = 0;
@@ -490,7 +485,6 @@ const BlockPlan = struct {
             record_bits += plan.dim_bits[k];
         }
         fixed.record_bits = @intCast(record_bits);
-        plan.record_bits = record_bits;
     }
 };
 

@@ -15,6 +15,7 @@ const std = @import("std");
 const format = @import("format.zig");
 const sys = @import("sys.zig");
 const compact = @import("compact.zig");
+const t = @import("testing.zig");
 
 const testing = std.testing;
 const gpa = testing.allocator;
@@ -88,24 +89,6 @@ fn mutate(random: std.Random, bytes: []u8) void {
     }
 }
 
-/// The region checksums and the header checksum made to match, where the header's regions lie
-/// inside the file (a crafted file); a file whose regions do not is left for the checks.
-fn reseal(bytes: []u8) void {
-    var h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
-    const regions = [_]struct { at: u64, len: u64, sum: *u64 }{
-        .{ .at = h.headers_at, .len = h.headers_len, .sum = &h.headers_checksum },
-        .{ .at = h.bits_at, .len = h.bits_len, .sum = &h.bits_checksum },
-        .{ .at = h.sums_at, .len = h.sums_len, .sum = &h.sums_checksum },
-    };
-    for (regions) |r| {
-        const end = std.math.add(u64, r.at, r.len) catch continue;
-        if (end > bytes.len) continue;
-        r.sum.* = format.xxh64(bytes[@intCast(r.at)..@intCast(end)]);
-    }
-    h.seal();
-    @memcpy(bytes[0..@sizeOf(compact.FileHeader)], std.mem.asBytes(&h));
-}
-
 /// Decodes every record of every block the checks accept; returns how many were decoded.
 fn decodeAccepted(bytes: []const u8) u64 {
     const h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
@@ -146,7 +129,7 @@ test "fuzz: a crafted compact index file is refused, or decodes without reading 
             for (0..rounds()) |_| {
                 @memcpy(copy, original);
                 mutate(random, copy);
-                if (random.boolean()) reseal(copy);
+                if (random.boolean()) t.resealCompact(copy);
                 accepted += decodeAccepted(copy);
             }
         }

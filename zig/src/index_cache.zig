@@ -73,7 +73,10 @@ pub const stale_temp_s: i64 = 24 * 3600;
 /// A load refreshes its file's time of change when it is older than this.
 const touch_interval_s: i64 = 3600;
 const file_suffix = ".zrx";
-const temp_marker = ".zrx.tmp-";
+/// Temporary files are named after their final name plus this and the writer's pid and a
+/// random number (`Output.create`), so `temp_marker` finds them.
+const temp_infix = ".tmp-";
+const temp_marker = file_suffix ++ temp_infix;
 
 /// The path of the cache file of an index file, in a fixed buffer.
 pub const Name = struct {
@@ -119,7 +122,7 @@ pub fn keyOf(r: *const Reader, id: sys.FileIdentity) compact.FileHeader {
 
 fn keyMatches(h: compact.FileHeader, key: compact.FileHeader) bool {
     return h.store_header_checksum == key.store_header_checksum and h.record_count == key.record_count and
-        h.ndim == key.ndim and std.mem.eql(u8, std.mem.asBytes(&h.index), std.mem.asBytes(&key.index));
+        h.ndim == key.ndim and sys.sameVersion(h.index, key.index);
 }
 
 /// The compact index in the cache file at `path`, if that file is trusted and is the intact
@@ -243,7 +246,7 @@ pub const Output = struct {
             } else |_| {}
             if (std.fmt.bufPrintSentinel(
                 &o.tmp_buf,
-                "{s}.tmp-{d}-{x}",
+                "{s}" ++ temp_infix ++ "{d}-{x}",
                 .{ path, sys.getpid(), sys.randomU64() },
                 0,
             )) |tmp| {
@@ -359,6 +362,10 @@ const PruneJob = struct {
 
     fn runHere(job: PruneJob) void {
         _ = prune(job.dfd, job.budget, job.now) catch {};
+        // Released explicitly, not by the close: a child forked meanwhile holds a copy of the
+        // stamp's descriptor, and with it the lock, for its whole life; pruning would stop for
+        // this user until it exits.
+        sys.flock(job.stamp, sys.LOCK_UN) catch {};
     }
 };
 
@@ -449,6 +456,9 @@ fn isCurrent(dfd: sys.Fd, name: [*:0]const u8, size: u64) bool {
     var short = false;
     if (size < @sizeOf(compact.FileHeader)) return false;
     sys.preadAll(fd, std.mem.asBytes(&h), 0, &short) catch return !short;
+    // A file of a newer version is another release's, which judges it (two releases may share
+    // a folder); one of an older version is never read again, and goes.
+    if (std.mem.eql(u8, &h.magic, &compact.file_magic) and h.version > compact.file_version) return true;
     if (!compact.headerFits(h, size)) return false;
     var path: [sys.path_bytes_max]u8 = undefined;
     const suffix = "/index.zri";
@@ -463,5 +473,5 @@ fn isCurrent(dfd: sys.Fd, name: [*:0]const u8, size: u64) bool {
     };
     defer sys.close(index_fd);
     const id = sys.fileIdentity(index_fd) catch return true;
-    return std.mem.eql(u8, std.mem.asBytes(&id), std.mem.asBytes(&h.index));
+    return sys.sameVersion(id, h.index);
 }

@@ -217,8 +217,10 @@ fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache
     if (cache) |c| if (opts.flags & abi.open_validate_index == 0) {
         if (try index_cache.load(r, c, id, d)) |loaded| return loaded;
     };
+    // The store's absolute path goes into a cache file only (for pruning): one readlink.
     var store_path: [sys.path_bytes_max]u8 = undefined;
-    const built = try buildIndex(r, id, cache, sys.fdPath(dfd, &store_path) orelse "", d);
+    const path = if (cache != null) sys.fdPath(dfd, &store_path) orelse "" else "";
+    const built = try buildIndex(r, id, cache, path, d);
     if (built.source == .built_cached) index_cache.maybePrune(dir.?, policy, built.map.len);
     return built;
 }

@@ -265,8 +265,7 @@ fn lockNew(fd: Fd, lock: [:0]const u8) LockOutcome {
     defer sys.close(named);
     const now = sys.fileIdentity(named) catch return .failed;
     assert(named != fd);
-    const same = now.ino == mine.ino and now.dev_major == mine.dev_major and now.dev_minor == mine.dev_minor;
-    return if (same) .locked else .taken;
+    return if (sys.sameFile(now, mine)) .locked else .taken;
 }
 
 fn tempError(d: *Diag, e: i32, path: []const u8, parent: []const u8) Error {

@@ -102,6 +102,7 @@ const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
 const AT_REMOVEDIR: c_int = 0x200;
 pub const LOCK_EX: c_int = 2;
 pub const LOCK_NB: c_int = 4;
+pub const LOCK_UN: c_int = 8;
 /// PATH_MAX of Linux, terminating NUL included.
 pub const path_bytes_max: usize = 4096;
 const AT_EMPTY_PATH: u32 = 0x1000;
@@ -384,6 +385,16 @@ pub const FileIdentity = extern struct {
     ctime_nsec: u64,
 };
 
+/// Whether two identities are of the same file (device and inode), whatever its contents.
+pub fn sameFile(a: FileIdentity, b: FileIdentity) bool {
+    return a.ino == b.ino and a.dev_major == b.dev_major and a.dev_minor == b.dev_minor;
+}
+
+/// Whether two identities are of the same version of the same file (every field equal).
+pub fn sameVersion(a: FileIdentity, b: FileIdentity) bool {
+    return std.mem.eql(u8, std.mem.asBytes(&a), std.mem.asBytes(&b));
+}
+
 /// The identity of an open file, through statx.
 pub fn fileIdentity(fd: Fd) OsError!FileIdentity {
     var stx: linux.Statx = undefined;
@@ -500,8 +511,6 @@ pub fn resident(base: [*]const u8, len: usize, vec: []u8) ?bool {
     return true;
 }
 
-/// Nanoseconds on CLOCK_MONOTONIC (through the vDSO where the kernel offers it: tens of
-/// nanoseconds, no system call).
 /// Seconds since the epoch (the real-time clock), 0 where it cannot be read.
 pub fn nowSeconds() i64 {
     var ts: linux.timespec = undefined;
@@ -509,6 +518,8 @@ pub fn nowSeconds() i64 {
     return ts.sec;
 }
 
+/// Nanoseconds on CLOCK_MONOTONIC (through the vDSO where the kernel offers it: tens of
+/// nanoseconds, no system call).
 pub fn monotonicNs() u64 {
     var ts: linux.timespec = undefined;
     if (c.clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;

@@ -222,13 +222,9 @@ fn openCrafted(f: *Tokens, comptime edit: fn (bytes: []u8, h: compact.FileHeader
     const rel = try cacheFile(&f.td, &nbuf);
     const bytes = try t.readAlloc(&f.td, rel);
     defer gpa.free(bytes);
-    var h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
+    const h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
     try edit(bytes, h);
-    h.headers_checksum = format.xxh64(bytes[@intCast(h.headers_at)..][0..@intCast(h.headers_len)]);
-    h.sums_checksum = format.xxh64(bytes[@intCast(h.sums_at)..][0..@intCast(h.sums_len)]);
-    h.bits_checksum = format.xxh64(bytes[@intCast(h.bits_at)..][0..@intCast(h.bits_len)]);
-    h.seal();
-    @memcpy(bytes[0..@sizeOf(compact.FileHeader)], std.mem.asBytes(&h));
+    t.resealCompact(bytes);
     try t.patchFile(&f.td, rel, 0, bytes);
     const r = try openWith(&f.td, "r", 0);
     try testing.expectEqual(IndexSource.cached, sourceOf(r));
@@ -331,18 +327,14 @@ test "fuzz: sealed cache files with random damage fail calls as corrupt, never r
         const rel = try cacheFile(td, &nbuf);
         const bytes = try t.readAlloc(td, rel);
         defer gpa.free(bytes);
-        var h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
+        const h = std.mem.bytesToValue(compact.FileHeader, bytes[0..@sizeOf(compact.FileHeader)]);
         // Damage in the block headers and bit fields, where the places of records are.
         const first: usize = @intCast(h.headers_at);
         const last: usize = @intCast(h.bits_at + h.bits_len);
         for (0..random.intRangeAtMost(usize, 1, 6)) |_| {
             bytes[random.intRangeLessThan(usize, first, last)] ^= @as(u8, 1) << random.int(u3);
         }
-        h.headers_checksum = format.xxh64(bytes[first..][0..@intCast(h.headers_len)]);
-        h.sums_checksum = format.xxh64(bytes[@intCast(h.sums_at)..][0..@intCast(h.sums_len)]);
-        h.bits_checksum = format.xxh64(bytes[@intCast(h.bits_at)..][0..@intCast(h.bits_len)]);
-        h.seal();
-        @memcpy(bytes[0..@sizeOf(compact.FileHeader)], std.mem.asBytes(&h));
+        t.resealCompact(bytes);
         try t.patchFile(td, rel, 0, bytes);
         const r = try openWith(td, "r", 0);
         defer root.zr_reader_free(r);

@@ -375,3 +375,54 @@ def test_a_bad_setting_of_the_folder_fails_create_and_nothing_that_does_not_use_
     with pytest.raises(ValueError, match="ZRECORD_INDEX_CACHE_BYTES must be a whole number"):
         Dense.create(tmp_path / "c", np.uint8, (1,), codec="raw", index_cache=tmp_path / "cache")
     assert not (tmp_path / "c").exists()
+
+
+def test_a_child_forked_during_a_pruning_does_not_keep_its_lock(tmp_path, every_index):
+    """The pruning thread's lock lived on the stamp's open file description; a child forked
+    while it ran inherited the descriptor and held the lock for its whole life, so no later
+    open of the user pruned the folder until the child exited."""
+    import fcntl
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # Stale temporaries for the pruning to remove, so that it still runs when the child forks.
+    old = time.time() - 3 * 24 * 3600
+    for k in range(4000):
+        path = cache / f"gone.zrx.tmp-1-{k:x}"
+        path.write_bytes(b"")
+        os.utime(path, (old, old))
+    _dense(tmp_path / "a")
+    with Dense.open(tmp_path / "a", index_cache=cache):  # no stamp yet: a pruning starts
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(5)
+            os._exit(0)
+    try:
+        stamp = os.open(cache / f".prune-stamp-{os.geteuid()}", os.O_RDONLY)
+        deadline = time.monotonic() + 3
+        while True:
+            try:
+                fcntl.flock(stamp, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the child keeps the pruning's lock"
+                time.sleep(0.02)
+        os.close(stamp)
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+
+
+def test_pruning_keeps_files_of_a_newer_release(tmp_path, every_index):
+    """Two releases may share a folder: a file of a newer file version is the newer release's
+    to judge. Before, any file this release could not read was removed as stale."""
+    cache = tmp_path / "cache"
+    _dense(tmp_path / "a")
+    with Dense.open(tmp_path / "a", index_cache=cache):
+        pass
+    (name,) = _cache_files(cache)
+    data = bytearray((cache / name).read_bytes())
+    data[8:12] = (int.from_bytes(data[8:12], "little") + 1).to_bytes(4, "little")
+    (cache / name).write_bytes(bytes(data))
+    assert prune(str(cache), 1 << 30)["removed"] == 0
+    assert _cache_files(cache) == [name]
