@@ -111,7 +111,8 @@ class Budget:
         try:
             self.budget = budget
             self._fd = fd_of  # the mirror's writable descriptor of a shard
-            self._paths = shard_paths
+            # The shards the mirror holds files of (an empty shard has none).
+            self._held = [k for k, p in enumerate(shard_paths) if p is not None]
             self._offsets, self._sizes, self._shards = places
             self._present = present
             counts = [-(-size // CHUNK_BYTES) if p is not None else 0
@@ -181,8 +182,9 @@ class Budget:
         self._stamps[chunks] = np.uint64(time.time_ns() | FRESH)
 
     def used(self) -> int:
-        """Bytes the shard files hold on disk."""
-        return sum(os.stat(p).st_blocks * 512 for p in self._paths if p is not None)
+        """Bytes the shard files hold on disk, through the mirror's own descriptors (never a
+        name)."""
+        return sum(os.fstat(self._fd(k)).st_blocks * 512 for k in self._held)
 
     def evictions(self) -> int:
         """Chunks punched out of this mirror so far, by every process on the host."""
@@ -198,7 +200,8 @@ class Budget:
         """After a fetch: evict, least recently used chunks first, down to LOW_WATER of the
         budget when the mirror holds more than the budget, never the chunks `keep` (those of
         the batch being read: a batch larger than the budget would otherwise punch out its own
-        records); nothing when another thread or process is evicting it."""
+        records); nothing when another thread or process is evicting it. Every reader checks
+        after every gather, fetched or not, since the readers of a host share the budget."""
         if self.used() <= self.budget or not self._thread_lock.acquire(blocking=False):
             return
         try:
@@ -225,6 +228,7 @@ class Budget:
         self._thread_lock = threading.Lock()
 
     def _evict(self, keep: np.ndarray | None) -> None:
+        # Measured again under the lock: another process may have evicted just before it.
         used = self.used()
         target = int(self.budget * LOW_WATER)
         if used <= self.budget:

@@ -44,7 +44,15 @@ import numpy as np
 
 from zrecord import _native
 from zrecord._reader import open_store
-from zrecord._remote import _Client, _import_obstore, is_url, storage_settings
+from zrecord._remote import (
+    _HEADER_FIXED_BYTES,
+    _Client,
+    _import_obstore,
+    _layout,
+    _shard,
+    is_url,
+    storage_settings,
+)
 from zrecord._types import PathLike, StorageOptions
 from zrecord.console import progress_bar
 from zrecord.errors import (
@@ -131,14 +139,13 @@ class _LocalStore:
     def __init__(self, folder: Path, digest: str) -> None:
         self.folder = folder
         self.header = _read_checked_header(folder / "header.zrh", digest)
-        h = self.header
-        shards = h[20]
-        ndim, dense = h[18], h[16] == 1
-        sizes_at = 128 + (8 * ndim if dense else 0)
-        self.shard_sizes = [int(v) for v in np.frombuffer(h, "<u8", shards, sizes_at)]
-        records, entry = int.from_bytes(h[24:32], "little"), int.from_bytes(h[48:52], "little")
+        # The header the store opened with (its checksum is the digest), so the mirror's reading
+        # of its fields applies.
+        layout = _layout(self.header)
+        assert layout is not None, "a header that opened and passed verify has a layout"
+        records, entry, _, self.shard_sizes = layout
         self.index = (folder / "index.zri").read_bytes()
-        expected_sum = int.from_bytes(h[64:72], "little")
+        expected_sum = int.from_bytes(self.header[64:72], "little")
         if len(self.index) != records * entry or _xxh64(self.index) != expected_sum:
             raise ChecksumError(f"{folder / 'index.zri'} changed after the store was opened: it no "
                                 f"longer matches index_checksum {expected_sum:016x} of header.zrh; "
@@ -151,7 +158,7 @@ class _LocalStore:
         self.total_bytes = sum(self.shard_sizes) + len(self.index) + len(self.header)
 
     def shard_path(self, k: int) -> Path:
-        return self.folder / f"data-{k:03d}.zrd"
+        return self.folder / _shard(k)
 
     def records_of(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(record numbers, starts, ends) of the non-empty records of shard `k` in the order
@@ -175,7 +182,7 @@ def _xxh64(data: bytes | np.ndarray) -> int:
 def _read_checked_header(path: Path, digest: str) -> bytes:
     """``header.zrh``, which must still be the header of `digest` (its checksum)."""
     header = path.read_bytes()
-    ok = len(header) >= 136 and int.from_bytes(header[-8:], "little") == int(digest, 16) \
+    ok = len(header) >= _HEADER_FIXED_BYTES + 8 and int.from_bytes(header[-8:], "little") == int(digest, 16) \
         and _xxh64(header[:-8]) == int(digest, 16)
     if not ok:
         raise ChecksumError(f"{path} changed after the store was opened: it is no longer the "
