@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import collections
 import re
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def repo_files(root: Path) -> list[Path]:
 
 # ---- function length ----------------------------------------------------------------------
 
-ZIG_FN = re.compile(r"^(\s*)(?:pub\s+)?(?:export\s+|extern\s+\"c\"\s+)?(?:inline\s+)?fn\s+(\w+)\s*\(")
+ZIG_FN = re.compile(r"^(\s*)(?:pub\s+)?(?:export\s+)?(?:inline\s+)?fn\s+(\w+)\s*\(")
 
 
 def zig_functions(text: str) -> Iterator[tuple[str, int, int]]:
@@ -155,6 +156,11 @@ def zig_files(files: list[Path]) -> list[Path]:
     return [p for p in files if p.suffix == ".zig"]
 
 
+def zig_core(root: Path, files: list[Path]) -> list[Path]:
+    """The Zig files of the core, zig/src (of the checkout's files: nothing ignored)."""
+    return [p for p in zig_files(files) if p.parent.relative_to(root).parts == ("zig", "src")]
+
+
 def check_zig_line_length(root: Path, files: list[Path]) -> list[Problem]:
     problems = []
     for path in zig_files(files):
@@ -186,7 +192,7 @@ ZIG_EXTERN = re.compile(r'^\s*(pub\s+)?extern\s+(?:"c"\s+)?fn\s+(\w+)\s*\(', re.
 def check_zig_externs(root: Path, files: list[Path]) -> list[Problem]:
     """A declaration is visible in its own file (through its container's name, as `c.open(`,
     or bare); a `pub` one also from other files, through a module (`sys.c.open(`)."""
-    sources = {p: p.read_text(encoding="utf-8") for p in zig_files(files) if "zig/src" in p.as_posix()}
+    sources = {p: p.read_text(encoding="utf-8") for p in zig_core(root, files)}
     problems = []
     for path, text in sources.items():
         for m in ZIG_EXTERN.finditer(text):
@@ -231,10 +237,8 @@ def comment_text(path: Path, text: str) -> list[tuple[int, str]]:
 
 
 def check_stale_references(root: Path, files: list[Path]) -> list[Problem]:
-    zig_dir = root / "zig"
-    zig_names = {p.name for p in zig_dir.rglob("*.zig")} if zig_dir.is_dir() else set()
-    modules = {p.stem: p.read_text(encoding="utf-8") for p in (zig_dir / "src").glob("*.zig")} \
-        if (zig_dir / "src").is_dir() else {}
+    zig_names = {p.name for p in zig_files(files) if p.relative_to(root).parts[0] == "zig"}
+    modules = {p.stem: p.read_text(encoding="utf-8") for p in zig_core(root, files)}
     # Types declared once in zig/src (`pub const Reader = struct`): `Reader.decl` in a comment
     # must name something of the file that declares the type.
     types: dict[str, str] = {}
@@ -307,9 +311,7 @@ def main() -> int:
     problems = run(args.root, fmt=not args.no_fmt)
     for p in problems:
         print(p)
-    counts: dict[str, int] = {}
-    for p in problems:
-        counts[p.rule] = counts.get(p.rule, 0) + 1
+    counts = collections.Counter(p.rule for p in problems)
     summary = ", ".join(f"{n} {rule}" for rule, n in sorted(counts.items())) or "no problems"
     print(f"tidy: {summary}")
     return 1 if problems else 0

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from common import device
 from common.data import Workload
-from common.probes import evict, fsync_tree, read_bytes, resident_bytes
+from common.probes import evict, read_bytes, resident_bytes
 from common.store import OURS, STORE_LABEL, Dense, ensure_store, open_store
-from common.timing import disk_bytes, summarize
+from common.timing import disk_bytes, summarize, sync_tree
 
 # -- the stores and the NumPy copies ----------------------------------------------------------
 
@@ -67,7 +67,7 @@ def ensure_npy(w: Workload, root: str) -> dict[str, str]:
         shutil.copyfile(src.files[0], os.path.join(part, "payload.npy"))
         np.save(os.path.join(part, "offsets.npy"), np.asarray(src.offsets, np.int64))
         np.save(os.path.join(part, "shapes.npy"), np.asarray(src.shapes, np.int64))
-    fsync_tree(part)
+    sync_tree(part)
     os.rename(part, folder)
     return paths
 

@@ -33,14 +33,13 @@ from common.probes import (
     cgroup_base,
     evict,
     folder_files,
-    fsync_tree,
     percent_resident,
     read_text,
     resident_bytes,
     tree_read_bytes,
 )
 from common.store import OURS, STORE_LABEL, Dense, Ragged, ensure_store, open_store, store_path, zrecord
-from common.timing import disk_bytes, median_rows
+from common.timing import disk_bytes, median_rows, sync_tree
 
 # The children are runs of the benchmark's own script (--child ...).
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_cold.py")
@@ -439,11 +438,11 @@ def ensure_cold_data(w: Workload, cache: str, target: int, batch: int) -> dict[s
               file=sys.stderr, flush=True)
         t = time.perf_counter()
         (write_dense_copies if w.kind == "dense" else write_ragged_copies)(w, part, records)
-        fsync_tree(part)
+        sync_tree(part)
         check_cold_data(w, part, records, batch)
         Path(part, "manifest.json").write_text(json.dumps(
             {"key": plan["key"], "build_s": time.perf_counter() - t}))
-        fsync_tree(part)
+        sync_tree(part)
         os.rename(part, folder)
         print(f"  built in {time.perf_counter() - t:,.0f} s", file=sys.stderr, flush=True)
     store, npy = os.path.join(folder, "store"), os.path.join(folder, "npy")

@@ -26,14 +26,13 @@ from common.probes import (
     cgroup_base,
     evict,
     folder_files,
-    fsync_tree,
     mem_total_bytes,
     process_memory,
     read_bytes,
     read_text,
 )
 from common.store import STORE_LABEL, Dense, store_path
-from common.timing import disk_bytes
+from common.timing import disk_bytes, sync_tree
 
 # -- larger than RAM --------------------------------------------------------------------------
 
@@ -153,7 +152,7 @@ def write_ltr_store(w: Workload, path: str, target: int) -> dict[str, Any]:
             left -= len(chunk)
             print(f"  wrote {(records - left) * w.dense[0].nbytes / 2**30:,.1f} of "
                   f"{target / 2**30:,.1f} GiB", file=sys.stderr, flush=True)
-    fsync_tree(path)
+    sync_tree(path)
     return {"records": records, "store_bytes": disk_bytes(path), "write_s": time.perf_counter() - t}
 
 

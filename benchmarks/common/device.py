@@ -101,20 +101,6 @@ def _probe_seq_write(path: str, size_mib: int) -> float:
         os.unlink(path)
 
 
-def make_read_file(folder: str, size_mib: int) -> str:
-    """A file of random bytes to read from (written once, flushed)."""
-    path = os.path.join(folder, "device-read-probe.bin")
-    if os.path.exists(path) and os.path.getsize(path) == size_mib << 20:
-        return path
-    chunk = os.urandom(4 << 20)
-    with open(path, "wb") as f:
-        for _ in range(size_mib // 4):
-            f.write(chunk)
-        f.flush()
-        os.fsync(f.fileno())
-    return path
-
-
 def rand_read(path: str, block_bytes: int, depth: int, seconds: float = 3.0) -> dict[str, Any]:
     """Random O_DIRECT reads of `block_bytes` (rounded up to 4 KiB) at queue depth `depth`
     from the file `path`: IOPS and MiB/s."""

@@ -83,22 +83,6 @@ def folder_files(path: str) -> list[str]:
     return [os.path.join(d, f) for d, _, files in os.walk(path) for f in sorted(files)]
 
 
-def fsync_tree(path: str) -> None:
-    """fsync every file below `path`, the folders, and the folder holding `path`."""
-    for dirpath, _, files in os.walk(path):
-        for name in [*files, "."]:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # -- the memory of a process tree ------------------------------------------------------------
 
 

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 from common.data import Workload, verify
-from common.probes import fsync_tree
 from common.timing import sync_tree, timed_write
 
 try:  # our packages
@@ -103,7 +102,7 @@ def ensure_store(w: Workload, codec: str, root: str, batch: int) -> str:
         with Ragged.create(path, w.dtype, w.ndim, codec=codec, **extra) as writer:
             writer.append(iter(w.ragged))  # type: ignore[arg-type]
     if not OURS:  # the published loaderx never flushes: make it durable
-        fsync_tree(path)
+        sync_tree(path)
     store = open_store(w, path)
     try:
         verify(STORE_LABEL, w, lambda idx: store[idx], batch)

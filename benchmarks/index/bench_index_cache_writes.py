@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
+from common.data import default_data
 from common.device import device_ceilings, device_write_ceiling, work_folder
 from common.peers import builds
 from common.reports import fmt_ratio, fs_label, paired_ratio
@@ -472,7 +473,7 @@ def case_table(case: str, rows: list[dict[str, Any]], args: argparse.Namespace,
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("LOADERX_BENCH_DATA", "../data"),
+    ap.add_argument("--data", default=default_data(),
                     help="output folder of benchmarks/prepare_data.py (the text part)")
     ap.add_argument("--tmp", default=None, type=work_folder,
                     help="folder for the stores and the cache folders, on the disk to measure "

@@ -78,7 +78,7 @@ import zrecord
 from zrecord import Dense, Ragged
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
-from common.data import ROOT, Workload
+from common.data import Workload, default_data
 from common.store import ensure_store
 
 try:
@@ -421,7 +421,7 @@ def table(results: dict[str, Any]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default=str(ROOT.parent / "data"))
+    ap.add_argument("--data", default=default_data())
     ap.add_argument("--workloads", default="vision_dense,tokens")
     ap.add_argument("--link", default="same-region-s3", choices=("same-region-s3", "fast-lan", "loopback"))
     ap.add_argument("--server", default="http", choices=("http", "s3rver"))

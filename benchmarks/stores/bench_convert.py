@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, whi
 from common.data import default_data
 from common.device import work_folder
 from common.tables import convert_rows, convert_table
+from common.timing import disk_bytes
 
 # argv: workload source dest codec
 CHILD = """
@@ -95,15 +96,6 @@ for split, ds in dataset.items():
             want = np.asarray(ds[i]["image"])
         assert np.array_equal(images[i], want), (split, i)
 """
-
-
-def disk_bytes(folder: str) -> int:
-    """Bytes allocated to the files under `folder` (st_blocks), what the disk holds."""
-    total = 0
-    for base, _, files in os.walk(folder):
-        for name in files:
-            total += os.lstat(os.path.join(base, name)).st_blocks * 512
-    return total
 
 
 def column_bytes(dest: str) -> dict[str, int]:
