@@ -646,16 +646,22 @@ def _dictionary_records(gen: Any) -> list[np.ndarray]:
     return [gen.text_record(k, 40) for k in range(3)]
 
 
+def _u8_store(records: list[tuple[int, bytes]], codec: int, dictionary: bytes = b"") -> dict[str, bytes]:
+    """A Ragged uint8 store of one shard whose records are `records`: (the logical size, the
+    stored bytes) of each, of codec code `codec`, with `dictionary`."""
+    return rw.build(
+        kind="ragged", dtype_code=3, ndim=1, codec_code=codec, data_shards=1,
+        records=[rw.Stored((size,), size, stored) for size, stored in records],
+        dictionary=dictionary,
+    )
+
+
 def _dictionary_store(gen: Any, dictionary: bytes, stored: list[bytes] | None = None) -> dict[str, bytes]:
     """A Ragged uint8 zstd_dict store of the dictionary case records with `dictionary`, the
     records stored as `stored` (by default frames of raw blocks that name no dictionary)."""
     recs = _dictionary_records(gen)
     frames = stored if stored is not None else [rw.zstd_frame(bytes(r)) for r in recs]
-    return rw.build(
-        kind="ragged", dtype_code=3, ndim=1, codec_code=2, data_shards=1,
-        records=[rw.Stored((len(r),), len(r), fr) for r, fr in zip(recs, frames)],
-        dictionary=dictionary,
-    )
+    return _u8_store([(len(r), fr) for r, fr in zip(recs, frames)], 2, dictionary)
 
 
 def _valid_dictionary_cases(g: Any, gen: Any) -> None:
@@ -778,11 +784,7 @@ def _frame_records(gen: Any) -> list[np.ndarray]:
 def _frame_store(gen: Any, frames: list[bytes], codec: int = 1, dictionary: bytes = b"") -> dict[str, bytes]:
     """A Ragged uint8 store of the frame case records, stored as `frames`, of codec code `codec`."""
     recs = _frame_records(gen)
-    return rw.build(
-        kind="ragged", dtype_code=3, ndim=1, codec_code=codec, data_shards=1,
-        records=[rw.Stored((len(r),), len(r), fr) for r, fr in zip(recs, frames)],
-        dictionary=dictionary,
-    )
+    return _u8_store([(len(r), fr) for r, fr in zip(recs, frames)], codec, dictionary)
 
 
 def _valid_frame_cases(g: Any, gen: Any, trained: bytes) -> None:
@@ -1022,7 +1024,7 @@ def sequence_block(literals: bytes, offset: int, match_length: int) -> bytes:
     body = (bytes([len(literals) << 3]) + literals  # Raw_Literals_Block, 1-byte header
             + bytes([1, 0b01010100, len(literals), offset_code, match_length - 3])
             + bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
-    return (1 | (2 << 1) | (len(body) << 3)).to_bytes(3, "little") + body
+    return compressed_block(body)
 
 
 def windowed_header(content_size: int) -> bytes:
@@ -1253,10 +1255,8 @@ def _zstd_layer_cases(g: Any, gen: Any) -> None:
     first = gen.text_record(0, 10)
 
     def store(frames: list[tuple[bytes, bytes]], codec: int = 1, dictionary: bytes = b"") -> dict[str, bytes]:
-        recs = [rw.Stored((10,), 10, rw.zstd_frame(bytes(first)))]
-        recs += [rw.Stored((len(out),), len(out), frame) for frame, out in frames]
-        return rw.build(kind="ragged", dtype_code=3, ndim=1, codec_code=codec, data_shards=1,
-                        records=recs, dictionary=dictionary)
+        stored = [(10, rw.zstd_frame(bytes(first))), *((len(out), frame) for frame, out in frames)]
+        return _u8_store(stored, codec, dictionary)
 
     def valid(name: str, frames: list[tuple[bytes, bytes]], spec: list[str], what: str, **kw: Any) -> None:
         files = store(frames, **kw)
@@ -1335,13 +1335,9 @@ def _offset_code_cases(valid: Any, invalid: Any) -> None:
 def _empty_record_window_cases(valid: Any, invalid: Any) -> None:
     # [ZR-COD-008] window_size_max of a record of size 0: 2^ceil(log2 0) is undefined, so the
     # spec rounds 0 up to 1, and the 2^27 floor decides.
-    def empty(window_descriptor: int) -> bytes:
-        return (b"\x28\xb5\x2f\xfd\x80" + bytes([window_descriptor]) + (0).to_bytes(4, "little")
-                + (1).to_bytes(3, "little"))
-
-    valid("zstd_empty_record_window_at_cap", [(empty(17 << 3), b"")], ["ZR-COD-008"],
+    valid("zstd_empty_record_window_at_cap", [(frame(b"", window_descriptor=17 << 3), b"")], ["ZR-COD-008"],
           "codec zstd: record 1 is empty, its frame one empty raw block behind a window descriptor "
           "of 2^27 bytes, exactly window_size_max of a record of size 0")
-    invalid("zstd_empty_record_window_above_cap", empty((17 << 3) | 1), 0, ["ZR-COD-008"],
+    invalid("zstd_empty_record_window_above_cap", frame(b"", window_descriptor=(17 << 3) | 1), 0, ["ZR-COD-008"],
             "empty, its frame one empty raw block behind a window descriptor of 2^27 + 2^24 bytes, "
             "above window_size_max of a record of size 0")

@@ -221,16 +221,9 @@ def frame_facts(frame: bytes) -> list[str]:
     facts: list[str] = []
     if isinstance(header, str):
         return facts
-    pos = header.size
-    while pos + 3 <= len(frame):
-        h = int.from_bytes(frame[pos : pos + 3], "little")
-        last, kind, size = h & 1, (h >> 1) & 3, h >> 3
-        body = frame[pos + 3 : pos + 3 + (1 if kind == 1 else size)]
+    for kind, size, body in ref.iter_blocks(frame, header.size):
         if kind == 2 and len(body) == size:
             facts += _compressed_block_facts(body, refdict)
-        pos += 3 + len(body)
-        if last:
-            break
     return facts
 
 
@@ -293,18 +286,13 @@ def literals_consumption(frame: bytes, dictionary: bytes) -> str | None:
     if isinstance(header, str):
         return None
     weights = _huffman_weights(dictionary[8:], refdict) if dictionary[:4] == refdict.DICTIONARY_MAGIC else None
-    worst, pos = None, header.size
+    worst = None
     try:
-        while pos + 3 <= len(frame):
-            h = int.from_bytes(frame[pos : pos + 3], "little")
-            body = frame[pos + 3 : pos + 3 + (1 if (h >> 1) & 3 == 1 else h >> 3)]
-            if (h >> 1) & 3 == 2:
+        for kind, _, body in ref.iter_blocks(frame, header.size):
+            if kind == 2:
                 weights, verdict = _block_literals(body, weights, refdict)
                 if verdict and (worst is None or verdict != "exact"):
                     worst = verdict
-            pos += 3 + len(body)
-            if h & 1:
-                break
     except (refdict._Malformed, IndexError, ValueError):  # type: ignore[attr-defined]
         return worst
     return worst

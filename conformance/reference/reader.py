@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -316,6 +317,22 @@ def parse_frame_header(stored: bytes) -> FrameHeader | str:
     return FrameHeader(window, content, dict_id, bool(fhd & 4), size)
 
 
+def iter_blocks(stored: bytes, start: int) -> Iterator[tuple[int, int, bytes]]:
+    """(Block_Type, Block_Size, the block's stored bytes) of each block of the frame whose
+    blocks start at `start` (RFC 8878 section 3.1.1.2), up to the last block, or up to a header
+    that does not fit in the stored bytes; a block whose bytes run off the end is given cut short,
+    for the decoder to refuse."""
+    pos = start
+    while pos + 3 <= len(stored):
+        h = _u(stored, pos, 3)
+        block_type, block_size = (h >> 1) & 3, h >> 3
+        body = stored[pos + 3 : pos + 3 + (1 if block_type == 1 else block_size)]
+        yield block_type, block_size, body
+        if h & 1:
+            return
+        pos += 3 + len(body)
+
+
 def check_block_sizes(stored: bytes, fh: FrameHeader) -> str | None:
     """[ZR-COD-013] Every block of the frame within Block_Maximum_Size, min(Window_Size,
     128 KiB) (RFC 8878 section 3.1.1.2.4): the Block_Size of a Raw or Compressed block and the
@@ -324,16 +341,10 @@ def check_block_sizes(stored: bytes, fh: FrameHeader) -> str | None:
     decoder then rejects the truncated frame. What a Compressed block decodes to is bounded by
     libzstd itself from 1.5.6 on (ZSTD_VERSION_FLOOR)."""
     block_max = min(fh.window_size, BLOCK_SIZE_BYTES_MAX)
-    pos = fh.size
-    while pos + 3 <= len(stored):
-        h = _u(stored, pos, 3)
-        last, block_type, block_size = h & 1, (h >> 1) & 3, h >> 3
+    for block_type, block_size, _ in iter_blocks(stored, fh.size):
         if block_type != 3 and block_size > block_max:
             kind = ("raw", "RLE", "compressed")[block_type]
             return f"a {kind} block of {block_size} bytes, above Block_Maximum_Size {block_max}"
-        pos += 3 + (1 if block_type == 1 else block_size)
-        if last:
-            break
     return None
 
 
@@ -343,17 +354,11 @@ def check_sequences_headers(stored: bytes, fh: FrameHeader) -> str | None:
     are 0. libzstd releases up to 1.5.5 and from 1.5.6 on judge both differently, so they are
     read here from the block's bytes. A block whose sections do not fit in it is left to the
     decoder, which rejects it."""
-    pos = fh.size
-    while pos + 3 <= len(stored):
-        h = _u(stored, pos, 3)
-        last, block_type, block_size = h & 1, (h >> 1) & 3, h >> 3
+    for block_type, _, body in iter_blocks(stored, fh.size):
         if block_type == 2:
-            problem = sequences_header_problem(stored[pos + 3 : pos + 3 + block_size])
+            problem = sequences_header_problem(body)
             if problem is not None:
                 return problem
-        pos += 3 + (1 if block_type == 1 else block_size)
-        if last:
-            break
     return None
 
 
