@@ -653,5 +653,6 @@ __all__ = ["BatchContext", "DataLoader", "LoaderClosedError", "stream_digests"]
 
 # help(DataLoader) and inspect.signature show __init__'s parameters, not __new__'s catch-all
 # (which only exists to answer PyTorch's keywords).
-setattr(DataLoader, "__signature__", inspect.signature(DataLoader.__init__).replace(  # noqa: B010
-    parameters=list(inspect.signature(DataLoader.__init__).parameters.values())[1:]))
+_init_signature = inspect.signature(DataLoader.__init__)
+setattr(DataLoader, "__signature__", _init_signature.replace(  # noqa: B010
+    parameters=list(_init_signature.parameters.values())[1:]))
