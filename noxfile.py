@@ -434,6 +434,11 @@ def lint(session: nox.Session) -> None:
     # which must be rejected with its own error (readers have no append, writers no indexing).
     session.run("python", str(ZRECORD / "tests" / "typing" / "check_types.py"),
                 env={"MYPYPATH": str(ZRECORD / "src")})
+    # The same for loaderx's (the DataLoader's batches, the Sampler's and the converter's
+    # words); mypy reads the converter from its source, as `loaderx.converter` imports it.
+    session.run("python", str(ZRECORD / "tests" / "typing" / "check_types.py"),
+                str(LOADERX / "tests" / "typing"),
+                env={"MYPYPATH": f"{LOADERX / 'src'}:{ZRECORD / 'src'}:{CONVERTER / 'src'}"})
     # From a folder outside the checkout, so the installed wheel (not src/) is imported.
     with session.chdir(session.create_tmp()):
         session.run("python", "-m", "mypy.stubtest", "loaderx._sampler", "--allowlist",

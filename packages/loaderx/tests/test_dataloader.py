@@ -215,6 +215,29 @@ def test_streams_must_have_equal_lengths(streams, tmp_path):
         DataLoader(streams, Sampler(N, 2, Mode.IID), workers=0)
 
 
+def test_a_sampler_shorter_than_the_streams_is_refused_unless_subset_is_meant(streams):
+    """[U3] 5: a Sampler built for a smaller store left the rest of the data unread without a
+    word. It is refused, naming both lengths and the way out; with subset=True only the first
+    records are read, as asked (also through TorchIterable's sampler form)."""
+    short = Sampler(10, 5, Mode.SEQUENTIAL, passes=1)
+    with pytest.raises(ValueError, match=r"first 10 records but the streams have 500, so "
+                                         r"records 10\.\.499 would never be read.*subset=True"):
+        DataLoader(streams, short)
+    with DataLoader(streams, short, subset=True) as loader:
+        got = np.concatenate([batch["x"] for batch in loader])
+    np.testing.assert_array_equal(got, np.asarray(streams["x"][np.arange(10)]))
+    with DataLoader(streams, Sampler(N, 5, Mode.IID)) as whole:  # the same length: fine
+        next(whole)
+    try:
+        from loaderx.torch import TorchIterable
+    except ImportError:
+        return  # torch is not installed in this environment; the loader's check is above
+    with pytest.raises(ValueError, match="subset=True"):
+        TorchIterable(streams, Sampler(10, 5, Mode.SEQUENTIAL))
+    fresh = Sampler(10, 5, Mode.SEQUENTIAL, passes=1)
+    assert len(list(TorchIterable(streams, fresh, None, subset=True))) == 2
+
+
 def test_duck_typed_streams_and_custom_sampler():
     class Reverse:
         """A custom sampler: ordinary NumPy code, no loaderx adapter."""
@@ -561,6 +584,9 @@ def test_transform_arity_decides_whether_it_gets_a_context(images):
     ctx = seen["two"]
     assert ctx.step == 0 and ctx.rank == 1 and ctx.world_size == 2 and ctx.seed == 3
     assert ctx.indices.tolist() == [4, 5, 6, 7] and not ctx.indices.flags.writeable
+    # [U3] 6: int64, not the sampler's uint64: integer arithmetic stays integer, and torch
+    # indexes with it.
+    assert ctx.indices.dtype == np.int64 and (ctx.indices - np.int64(4)).dtype == np.int64
     assert seen["cls"] == 0 and seen["lambda2"] == 1
     assert "BatchContext step=0 rank=1/2 seed=3 records=4" in repr(ctx)
 
@@ -614,7 +640,8 @@ def test_help_lists_the_parameters():
     import pydoc
 
     assert list(inspect.signature(DataLoader).parameters) == [
-        "streams", "sampler", "transform", "workers", "prefetch", "readahead", "state"]
+        "streams", "sampler", "transform", "workers", "prefetch", "readahead", "state", "subset"]
     text = pydoc.render_doc(DataLoader, renderer=pydoc.plaintext)
-    for name in ("``workers``", "``prefetch``", "``readahead``", "``state``", "num_workers"):
+    for name in ("``workers``", "``prefetch``", "``readahead``", "``state``", "``subset``",
+                 "num_workers"):
         assert name in text

@@ -50,6 +50,11 @@ def test_converter_import_with_the_distribution():
     import loaderx_converter
 
     assert loaderx.converter.__version__ == loaderx_converter.__version__
+    # The converter's whole public API, each the same object (a star import, which type
+    # checkers follow: the typing snippets of tests/typing check that side).
+    assert sorted(loaderx.converter.__all__) == sorted(loaderx_converter.__all__)
+    for name in loaderx_converter.__all__:
+        assert getattr(loaderx.converter, name) is getattr(loaderx_converter, name)
 
 
 def test_loaderx_zrecord_round_trips_the_dtypes_of_format_1_1(tmp_path):

@@ -41,6 +41,20 @@ def test_sequential_wraps_at_the_end():
     assert Sampler(3, 7, Mode.SEQUENTIAL).next().tolist() == [0, 1, 2, 0, 1, 2, 0]
 
 
+def test_steps_per_cycle_is_an_int_in_every_mode():
+    """[U3] 6: steps_per_cycle was None for IID and endless SEQUENTIAL, so
+    ``range(sampler.steps_per_cycle)`` failed there (and under mypy everywhere). It is the
+    steps that draw `length` records or just more, an epoch by count."""
+    for mode in (Mode.IID, Mode.SEQUENTIAL):
+        s = Sampler(10, 3, mode, world_size=2)
+        assert s.steps_per_cycle == 2                      # ceil(10 / 6)
+        assert len(list(range(s.steps_per_cycle))) == 2
+    assert Sampler(12, 3, Mode.SEQUENTIAL, world_size=2).steps_per_cycle == 2
+    assert Sampler(10, 3, Mode.CYCLIC).steps_per_cycle == 3        # full batches: 10 // 3
+    assert "(next global position: record 0)" in repr(Sampler(10, 3, Mode.SEQUENTIAL))
+    assert repr(Sampler(10, 3, Mode.IID)).endswith("at step 0")
+
+
 @pytest.mark.parametrize("length,batch", [(10, 3), (1000, 7), (97, 97), (4096, 64), (1, 1)])
 def test_cyclic_is_a_permutation_per_cycle_with_full_batches(length, batch):
     s = Sampler(length, batch, Mode.CYCLIC, seed=5)

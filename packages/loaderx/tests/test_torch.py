@@ -34,6 +34,22 @@ def test_to_tensors_keeps_ragged_as_lists():
     assert [t.shape[0] for t in out["b"]] == [2, 0] and out["c"] == 5
 
 
+def test_a_transforms_indices_index_a_tensor(streams):
+    """[U3] 6: the sampler's uint64 indices cannot index a torch tensor; the loader's own
+    (a transform's ctx.indices) can, so a per-record tensor (weights, labels kept in memory)
+    is looked up without a conversion."""
+    weights = torch.arange(N, dtype=torch.float32) / 2
+
+    def weigh(batch, ctx):
+        return {**to_tensors(batch), "w": weights[torch.from_numpy(ctx.indices)]}
+
+    sampler = Sampler(N, 8, "cyclic", seed=3)
+    expected = sampler.batch(0).astype(np.int64)
+    (batch,) = list(TorchIterable(streams, sampler, weigh, steps=1))
+    assert batch["w"].tolist() == (expected / 2).tolist()
+    assert batch["x"][:, 0].tolist() == (expected * 3).tolist()
+
+
 def test_with_torch_dataloader(streams):
     ds = TorchIterable(streams, 8, Sampler.Mode.CYCLIC, seed=1, steps=5)
     batches = list(torch.utils.data.DataLoader(ds, batch_size=None))

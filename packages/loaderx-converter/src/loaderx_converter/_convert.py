@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +46,7 @@ from loaderx_converter.errors import (
     UnsafePathError,
     _IncompleteWriteError,
 )
+from zrecord import Codec
 from zrecord.console import progress_bar
 
 BATCH_BYTES_TARGET = 32 << 20  # decoded bytes per batch and column that we aim not to exceed
@@ -137,11 +138,17 @@ def _versions() -> dict[str, str]:
             "datasets": datasets.__version__}
 
 
-def convert(dataset: Any, root: Any, *, codec: str | Mapping[str, str] = "zstd",
+# The words `images=` and `audio=` take (MEDIA_MODES at run time), for type checkers.
+MediaMode = Literal["decode", "encoded"]
+
+
+def convert(dataset: Any, root: str | os.PathLike[str], *,
+            codec: Codec | Mapping[str, Codec] = "zstd",
             columns: Sequence[str] | None = None,
             dict_bytes: bytes | Mapping[str, bytes] | None = None,
-            dict_from: str | Sequence[str] | None = None, images: str = "decode",
-            audio: str = "decode", data_shards: int = 4, progress: bool = True) -> dict[str, Any]:
+            dict_from: str | Sequence[str] | None = None, images: MediaMode = "decode",
+            audio: MediaMode = "decode", data_shards: int = 4,
+            progress: bool = True) -> dict[str, Any]:
     """Write every (selected) column of every split as a zrecord store under ``root/split/column``.
 
     `dataset` is a ``datasets.DatasetDict`` or a single ``Dataset`` (written as its split name,

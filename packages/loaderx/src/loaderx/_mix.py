@@ -46,7 +46,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from loaderx._sampler_api import TOPOLOGY, U64_MAX, Sampler, _check_topology, reshard_state
+from loaderx._sampler_api import (
+    TOPOLOGY,
+    U64_MAX,
+    Mode,
+    ModeName,
+    Sampler,
+    _check_topology,
+    reshard_state,
+)
 from loaderx.dataloader import _type_name
 from loaderx.protocols import Stream
 
@@ -326,8 +334,8 @@ class Mix:
     """
 
     def __init__(self, sources: Sequence[Any], weights: Sequence[Any], seed: int = 0, *,
-                 batch_size: int | None = None, mode: Any = "cyclic", rank: int = 0,
-                 world_size: int = 1, source_key: str | None = None) -> None:
+                 batch_size: int | None = None, mode: Mode | ModeName | int = "cyclic",
+                 rank: int = 0, world_size: int = 1, source_key: str | None = None) -> None:
         seed = operator.index(seed)
         if not 0 <= seed <= U64_MAX:
             raise ValueError(f"Mix seed must be in 0..2**64-1; got {seed}")

@@ -19,7 +19,7 @@ import dataclasses
 import enum
 import operator
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
@@ -37,6 +37,11 @@ class Mode(enum.IntEnum):
     SEQUENTIAL = 0
     IID = 1
     CYCLIC = 2
+
+
+# A mode by name, as the constructors also take it (any case at run time; these spellings for
+# type checkers, so that a misspelt mode is caught before the run).
+ModeName = Literal["sequential", "iid", "cyclic", "SEQUENTIAL", "IID", "CYCLIC"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +162,7 @@ class Sampler(SamplerCore):
     # valid in annotations (mypy refuses a variable there).
     Mode: TypeAlias = Mode
 
-    def __init__(self, length: int, batch_size: int, mode: Mode | str | int,
+    def __init__(self, length: int, batch_size: int, mode: Mode | ModeName | int,
                  seed: int = 0, *, rank: int = 0, world_size: int = 1,
                  passes: int | None = None) -> None:
         length = _positive("length", length)
@@ -286,16 +291,17 @@ class Sampler(SamplerCore):
         return self._batch(step)
 
     @property
-    def steps_per_cycle(self) -> int | None:
-        """Steps in one cycle: CYCLIC endless, one permutation's full batches
-        (``length // (batch_size * world_size)``); with passes, one pass
-        (``ceil(length / (batch_size * world_size))``, SEQUENTIAL too); otherwise None."""
+    def steps_per_cycle(self) -> int:
+        """Steps in one cycle, an epoch by count: CYCLIC endless, one permutation's full
+        batches (``length // (batch_size * world_size)``); with passes, one pass
+        (``ceil(length / (batch_size * world_size))``, SEQUENTIAL too). Endless IID and
+        SEQUENTIAL have no cycle of whole batches; for them it is the steps that draw
+        ``length`` records or just more (``ceil(length / (batch_size * world_size))``), so
+        ``range(sampler.steps_per_cycle)`` is an epoch's loop in every mode."""
         global_batch = self.batch_size * self.world_size
-        if self.passes is not None:
-            return -(-self.length // global_batch)
-        if self.mode is not Mode.CYCLIC:
-            return None
-        return self.length // global_batch
+        if self.passes is None and self.mode is Mode.CYCLIC:
+            return self.length // global_batch
+        return -(-self.length // global_batch)
 
     def state_dict(self) -> dict[str, Any]:
         """The configuration and the next step: small and JSON-serialisable."""
@@ -340,14 +346,13 @@ class Sampler(SamplerCore):
         """Where the next step lies in its cycle or pass (empty for IID)."""
         step, per = int(self.step), self.steps_per_cycle
         if self.passes is not None:
-            assert per is not None  # every sampler with passes has steps per pass
             if step >= self.passes * per:
                 return " (ended)"
             if self.passes == 1:
                 return f" of {per}"
             return (f" of {self.passes * per} (pass {step // per} of {self.passes}, step "
                     f"{step % per} of {per} in it)")
-        if per is not None:
+        if self.mode is Mode.CYCLIC:
             return f" (cycle {step // per}, step {step % per} of {per} in it)"
         if self.mode is Mode.SEQUENTIAL:
             first = (step * self.batch_size * self.world_size) % self.length
@@ -355,4 +360,4 @@ class Sampler(SamplerCore):
         return ""
 
 
-__all__ = ["LENGTH_MAX", "TOPOLOGY", "U64_MAX", "Mode", "Sampler", "reshard_state"]
+__all__ = ["LENGTH_MAX", "TOPOLOGY", "U64_MAX", "Mode", "ModeName", "Sampler", "reshard_state"]

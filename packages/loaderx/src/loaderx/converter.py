@@ -4,8 +4,12 @@ Importing it without the distribution installed raises an ImportError that says 
 install it, instead of a bare ModuleNotFoundError.
 """
 
+# A star import of the converter's __all__, not names copied in at run time: type checkers
+# follow it, so `from loaderx.converter import convert` type-checks ([U3] 6).
 try:
-    import loaderx_converter as _converter
+    from loaderx_converter import *  # noqa: F403
+    from loaderx_converter import __all__ as __all__
+    from loaderx_converter import __version__ as __version__
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(
         "loaderx.converter needs the optional converter distribution: "
@@ -13,6 +17,3 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
         "repository: pip install ./packages/loaderx-converter; the loaderx on PyPI is "
         "another project)"
     ) from exc
-
-__all__ = list(getattr(_converter, "__all__", []))
-globals().update({name: getattr(_converter, name) for name in __all__})

@@ -65,7 +65,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sized
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
@@ -74,6 +74,14 @@ from loaderx._sampler_api import reshard_state
 from loaderx.protocols import BatchSampler, Stream, _Prefetching, _Resumable, _Seekable
 
 STATE_VERSION = 1
+
+
+# What one batch is: the gathered dict ``{name: values}`` without a transform, else what the
+# transform returns. DataLoader is generic in it, so that ``next(loader)`` is typed.
+_Batch = TypeVar("_Batch")
+_Self = TypeVar("_Self", bound="DataLoader[Any]")
+# A gathered batch: a stacked array per Dense stream, a list of arrays per Ragged stream.
+Batch = dict[str, Any]
 
 
 class LoaderClosedError(RuntimeError):
@@ -108,8 +116,10 @@ _RNG_DOMAIN = 0x6C6F61646572_78  # "loaderx"
 class BatchContext:
     """What a two-argument transform receives beside the batch: ``transform(batch, ctx)``.
 
-    ``step`` is the batch's step, ``indices`` its record indices (a read-only uint64 array,
-    in the batch's order), ``seed``, ``rank`` and ``world_size`` the sampler's. ``rng`` is a
+    ``step`` is the batch's step, ``indices`` its record indices (a read-only int64 array,
+    in the batch's order: every index is below 2**63, so int64 holds it; unlike the
+    sampler's uint64, it indexes a torch tensor and stays integer when an int64 is
+    subtracted), ``seed``, ``rank`` and ``world_size`` the sampler's. ``rng`` is a
     ``numpy.random.Generator`` that is a pure function of ``(seed, step, rank)``: a random
     augmentation that draws only from it gives the same result in a resumed run as in the
     uninterrupted one, on any thread, however many workers run. Each batch gets its own
@@ -280,6 +290,23 @@ def _stream_lengths(streams: Mapping[str, Stream]) -> dict[str, int]:
     return lengths
 
 
+def check_sampler_length(sampler: Any, length: int, subset: bool) -> None:
+    """Refuse a sampler that draws beyond the streams, and one that draws from fewer records
+    than they have unless `subset` says that only the first ones are meant: a sampler built
+    for another store would otherwise leave the rest of the data unread without a word."""
+    drawn = getattr(sampler, "length", None)
+    if drawn is None:
+        return  # a user's sampler that does not say its length: nothing to check
+    if drawn > length:
+        raise ValueError(f"the sampler draws from {drawn} records but the streams have "
+                         f"{length}: build it with Sampler(len(store), ...)")
+    if drawn < length and not subset:
+        raise ValueError(f"the sampler draws from the first {drawn} records but the streams "
+                         f"have {length}, so records {drawn}..{length - 1} would never be "
+                         "read: build it with Sampler(len(store), ...), or pass subset=True "
+                         f"if only the first {drawn} records are meant")
+
+
 def _callable_name(fn: Any) -> str:
     """A callable's name for reprs, without the ``<locals>`` path of a nested function."""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
@@ -305,7 +332,7 @@ _TORCH_KEYWORDS = {
 }
 
 
-class DataLoader:
+class DataLoader(Generic[_Batch]):
     """Iterator of index-aligned batches from a dict of streams, as long as its sampler
     (endless by default). See the module docs.
 
@@ -324,12 +351,18 @@ class DataLoader:
     - ``readahead``: steps after those in flight whose indices are handed to the streams'
       ``prefetch`` early, so a cold disk reads ahead.
     - ``state``: a ``state_dict()`` of an earlier loader, to resume exactly where it stopped.
+    - ``subset``: True when a sampler drawing from fewer records than the streams hold (its
+      ``length``) is meant: only the first ``length`` records are read. Without it such a
+      sampler is refused, since it usually was built for other data.
+
+    ``next(loader)`` is typed: a ``dict[str, Any]`` of the gathered streams, or what the
+    transform returns.
 
     PyTorch's keywords (``num_workers``, ``batch_size``, ``shuffle``, ``collate_fn``, ...)
     raise a ``TypeError`` that names what to use here instead.
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> DataLoader:
+    def __new__(cls: type[_Self], *args: Any, **kwargs: Any) -> _Self:
         torch_words = [k for k in kwargs if k in _TORCH_KEYWORDS]
         if torch_words:
             word = torch_words[0]
@@ -337,20 +370,29 @@ class DataLoader:
                             f"PyTorch's DataLoader's; loaderx's takes {_TORCH_KEYWORDS[word]}")
         return super().__new__(cls)
 
+    @overload
+    def __init__(self: DataLoader[Batch], streams: Mapping[str, Stream],
+                 sampler: BatchSampler, transform: None = None, *, workers: int = 4,
+                 prefetch: int = 4, readahead: int = 2,
+                 state: Mapping[str, Any] | None = None, subset: bool = False) -> None: ...
+
+    @overload
+    def __init__(self, streams: Mapping[str, Stream], sampler: BatchSampler,
+                 transform: Callable[[Batch], _Batch] | Callable[[Batch, BatchContext], _Batch],
+                 *, workers: int = 4, prefetch: int = 4, readahead: int = 2,
+                 state: Mapping[str, Any] | None = None, subset: bool = False) -> None: ...
+
     def __init__(self, streams: Mapping[str, Stream], sampler: BatchSampler,
                  transform: Callable[..., Any] | None = None, *,
                  workers: int = 4, prefetch: int = 4, readahead: int = 2,
-                 state: Mapping[str, Any] | None = None) -> None:
+                 state: Mapping[str, Any] | None = None, subset: bool = False) -> None:
         lengths = _stream_lengths(streams)
         if not (isinstance(sampler, BatchSampler) and callable(sampler.next)):
             raise TypeError("sampler must be a BatchSampler (a Sampler, a Mix, or any object "
                             "with a next() method returning the next step's index array); "
                             f"got {_given(sampler)}")
-        sampler_length = getattr(sampler, "length", None)
         length = next(iter(lengths.values()))
-        if sampler_length is not None and sampler_length > length:
-            raise ValueError(f"the sampler draws from {sampler_length} records but the streams "
-                             f"have {length}")
+        check_sampler_length(sampler, length, subset)
         self._workers = operator.index(workers)
         self._prefetch = operator.index(prefetch)
         if self._workers < 1:
@@ -414,13 +456,15 @@ class DataLoader:
         """Queue the work of the oldest drawn step."""
         own = self._drawn.popleft()
         step = self._next_step + len(self._pending)
-        ctx = BatchContext(step, own, self._seed, self._rank, self._world_size) \
-            if self._with_context else None
+        # int64, the same memory: torch indexes with it, and arithmetic with Python ints
+        # stays integer (uint64 - int64 is float64 in NumPy).
+        ctx = BatchContext(step, own.view(np.int64), self._seed, self._rank,
+                           self._world_size) if self._with_context else None
         future = self._executor.submit(_run_step, self._streams, self._transform, self._stats,
                                        own, ctx)
         self._pending.append((step, future))
 
-    def __iter__(self) -> DataLoader:
+    def __iter__(self: _Self) -> _Self:
         return self
 
     @property
@@ -459,11 +503,11 @@ class DataLoader:
         return LoaderClosedError("the DataLoader is closed" +
                                  (f" after an error: {self._error!r}" if self._error else ""))
 
-    def __next__(self) -> Any:
+    def __next__(self) -> _Batch:
         try:
             step, future = self._claim()
             t = time.perf_counter()
-            result = future.result()
+            result: _Batch = future.result()
             wait = time.perf_counter() - t
         except _Exhausted:
             # Every step of a finite sampler was delivered: the iteration ends; the loader
@@ -490,7 +534,7 @@ class DataLoader:
         self._next_step = step + 1
         return result
 
-    def next(self) -> Any:
+    def next(self) -> _Batch:
         """The next batch (same as ``next(loader)``)."""
         return self.__next__()
 
@@ -602,7 +646,7 @@ class DataLoader:
             # Also cancels the step the consumer may be waiting on, if it has not started.
             self._finalizer()
 
-    def __enter__(self) -> DataLoader:
+    def __enter__(self: _Self) -> _Self:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -3,7 +3,10 @@
 ``Sampler(length, batch_size, mode, seed=0, *, rank=0, world_size=1, passes=None)`` draws
 one batch of record indices per step. ``next()`` (and iteration) returns a read-only view of
 one reused uint64 buffer: it is *borrowed* until the next draw from the same sampler, so copy
-it only if it must outlive that draw. ``seek(step)`` is O(1) and makes ``step`` the next one
+it only if it must outlive that draw. The indices are uint64, as the user's design has them:
+NumPy turns ``indices - offset`` with an int64 ``offset`` into float64, and torch does not index
+with uint64 tensors, so convert first where that matters (``indices.astype(np.int64)``: every
+index is below 2**63); a loader transform's ``ctx.indices`` is int64 already. ``seek(step)`` is O(1) and makes ``step`` the next one
 drawn, so a run resumes without replaying draws. The sampler is endless unless ``passes`` is given.
 
 Modes:
@@ -55,6 +58,6 @@ also a pure function of (seed, step). See ``loaderx._mix``.
 """
 
 from loaderx._mix import Mix
-from loaderx._sampler_api import Mode, Sampler
+from loaderx._sampler_api import Mode, ModeName, Sampler
 
-__all__ = ["Mix", "Mode", "Sampler"]
+__all__ = ["Mix", "Mode", "ModeName", "Sampler"]

@@ -56,10 +56,11 @@ from loaderx.dataloader import (
     _callable_name,
     _describe_stream,
     _stream_lengths,
+    check_sampler_length,
     stream_digests,
 )
 from loaderx.protocols import BatchSampler, Stream
-from loaderx.sampler import Mode, Sampler
+from loaderx.sampler import Mode, ModeName, Sampler
 
 
 def to_tensors(batch: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,11 +126,12 @@ _ONE_PROCESS = ("Pass num_workers=0 to torch.utils.data.DataLoader: loaderx pref
 
 def _sampler_form(streams: Mapping[str, Stream], sampler: BatchSampler,
                   transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
-                  steps: int | None = None, workers: int = 4, prefetch: int = 4) -> None:
+                  steps: int | None = None, workers: int = 4, prefetch: int = 4,
+                  subset: bool = False) -> None:
     """The signature of ``TorchIterable(streams, sampler, ...)`` (only bound, never run)."""
 
 
-def _size_form(streams: Mapping[str, Stream], batch_size: int, mode: Mode | str, seed: int = 0,
+def _size_form(streams: Mapping[str, Stream], batch_size: int, mode: Mode | ModeName, seed: int = 0,
                transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
                steps: int | None = None, workers: int = 4, prefetch: int = 4,
                rank: int | None = None, world_size: int | None = None,
@@ -213,10 +215,11 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
     @overload
     def __init__(self, streams: Mapping[str, Stream], sampler: BatchSampler,
                  transform: Callable[[dict[str, Any]], Any] | None = to_tensors, *,
-                 steps: int | None = None, workers: int = 4, prefetch: int = 4) -> None: ...
+                 steps: int | None = None, workers: int = 4, prefetch: int = 4,
+                 subset: bool = False) -> None: ...
 
     @overload
-    def __init__(self, streams: Mapping[str, Stream], batch_size: int, mode: Mode | str,
+    def __init__(self, streams: Mapping[str, Stream], batch_size: int, mode: Mode | ModeName,
                  seed: int = 0, transform: Callable[[dict[str, Any]], Any] | None = to_tensors,
                  *, steps: int | None = None, workers: int = 4, prefetch: int = 4,
                  rank: int | None = None, world_size: int | None = None,
@@ -225,12 +228,16 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
         given_sampler, values = _bind(args, kwargs)
-        _stream_lengths(values["streams"])  # the DataLoader's checks, before iteration starts
+        # The DataLoader's checks, before iteration starts.
+        lengths = _stream_lengths(values["streams"])
         self.streams: dict[str, Stream] = dict(values["streams"])
         # The sampler given to the first form; None when each iteration builds its own.
         self._sampler: BatchSampler | None = values["sampler"] if given_sampler else None
+        self._subset: bool = bool(values.get("subset", False))
+        if self._sampler is not None:
+            check_sampler_length(self._sampler, next(iter(lengths.values())), self._subset)
         self.batch_size: int | None = values.get("batch_size")
-        self.mode: Mode | str | None = values.get("mode")
+        self.mode: Mode | ModeName | None = values.get("mode")
         self.seed: int | None = values.get("seed")
         self.rank: int | None = values.get("rank")
         self.world_size: int | None = values.get("world_size")
@@ -279,7 +286,7 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
             state = DataLoader.reshard(state, world_size=world,
                                        rank=getattr(sampler, "rank", 0))
         with DataLoader(self.streams, sampler, self.transform, workers=self.workers,
-                        prefetch=self.prefetch, state=state) as loader:
+                        prefetch=self.prefetch, state=state, subset=self._subset) as loader:
             while self.steps is None or step < self.steps:
                 try:
                     batch = next(loader)

@@ -1,4 +1,5 @@
-"""Check zrecord's public types with mypy --strict (run by ``nox -s lint``):
+"""Check a package's public types with mypy --strict (run by ``nox -s lint``), from the two
+snippets in FOLDER (this folder, zrecord's, by default; loaderx has its own):
 
 - accepted.py, uses that must type-check, must get no error at all;
 - rejected.py, uses that must not, must get on each line marked ``# E: CODE`` or
@@ -9,7 +10,7 @@ It cannot pass vacuously: every marker must be matched, accepted.py's ``assert_t
 fail if anything there is ``Any`` (zrecord not found included), and an error anywhere else
 (in zrecord's own sources, which mypy follows from the snippets) fails too.
 
-    MYPYPATH=packages/zrecord/src python packages/zrecord/tests/typing/check_types.py
+    MYPYPATH=packages/zrecord/src python packages/zrecord/tests/typing/check_types.py [FOLDER]
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent).resolve()
 ACCEPTED = HERE / "accepted.py"
 REJECTED = HERE / "rejected.py"
 MARKER = re.compile(r"#\s*E:\s*(?P<code>[a-z-]+)(?::\s*(?P<text>.*?))?\s*$")
