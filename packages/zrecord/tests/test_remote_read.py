@@ -217,7 +217,7 @@ def test_publish_uploads_the_header_last_and_never_over_a_store(s3_server, s3_bu
         monkeypatch.setenv(key, value)
     assert main(["publish", str(root / "images"), s3_bucket.url("pub/images"), "--json"]) == 0
     assert f'"digest": "{Dense.open(root / "images").digest}"' in capsys.readouterr().out
-    assert main(["publish", str(root / "images"), s3_bucket.url("pub/images"), "-q"]) == 2
+    assert main(["publish", str(root / "images"), s3_bucket.url("pub/images"), "-q"]) == 4
     assert "already holds a published store" in capsys.readouterr().err
     assert main(["info", s3_bucket.url("pub/images"), "--json"]) == 0
     assert '"records": 300' in capsys.readouterr().out

@@ -14,7 +14,7 @@ from zrecord._dict import train_dict
 from zrecord._dtypes import CODECS, check_store_options
 from zrecord._kinds import Dense, Ragged
 from zrecord._paths import enclosing_store
-from zrecord._publish import publish
+from zrecord._publish import check_destination, publish, publish_folder
 from zrecord._reader import DenseReader, RaggedReader, open_store
 from zrecord._staging import staged_directory
 from zrecord._types import Codec, StorageOptions
@@ -67,10 +67,12 @@ __all__ = [
     "ZrecordError",
     "__version__",
     "__zstd_version__",
+    "check_destination",
     "check_store_options",
     "enclosing_store",
     "open_store",
     "publish",
+    "publish_folder",
     "staged_directory",
     "train_dict",
 ]

@@ -27,7 +27,6 @@ from zrecord._types import (
     DTypeLike,
     IndexCache,
     ItemShape,
-    PathLike,
     StorageOptions,
     StoreLocation,
     Validate,
@@ -95,10 +94,12 @@ class Dense(_Kind):
     """The shape of every record (``()`` for scalar records)."""
 
     @classmethod
-    def create(cls, path: PathLike, dtype: DTypeLike, item_shape: ItemShape, *, codec: Codec,
-               data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
-               sync: bool = True, index_cache: IndexCache = "auto") -> DenseWriter:
-        """Start a new Dense store at `path` (which must not exist).
+    def create(cls, path: StoreLocation, dtype: DTypeLike, item_shape: ItemShape, *,
+               codec: Codec, data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
+               sync: bool = True, index_cache: IndexCache = "auto",
+               storage_options: StorageOptions | None = None) -> DenseWriter:
+        """Start a new Dense store at `path` (which must not exist): a local path, or an
+        ``s3://bucket/prefix`` URL.
 
         `dtype` and `item_shape` are the schema and are never inferred. `codec` is required:
         ``"raw"``, ``"zstd"`` or ``"zstd_dict"`` (with `dict_bytes`). `data_shards` (1..255)
@@ -108,11 +109,21 @@ class Dense(_Kind):
         65,536 records or more to the index cache folder `index_cache` (as in
         :meth:`Dense.open`; None for none), so that the first reader on this host need not
         validate the index.
+
+        With a URL, `create` first checks that a store may be published there (a prefix that
+        holds a store raises ``StoreExistsError`` now, not after the write), the store is
+        written in a private temporary folder (under ``storage_options["cache_dir"]`` when
+        given), and ``close()`` uploads it as :func:`zrecord.publish` does (verified, header
+        last, never over a published store), then removes the local copy. ``abort()``, or an
+        exception inside ``with``, publishes nothing and removes it; a failed upload keeps
+        it, and its error says where. `storage_options` as in :meth:`Dense.open` (given with
+        a local path they are an error). ``http(s)://`` URLs and schemes zrecord does not
+        read (``gs://``, ...) raise ``ValueError``.
         """
         from zrecord._writer import DenseWriter
 
         return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync,
-                           index_cache)
+                           index_cache, storage_options)
 
     @classmethod
     def open(cls, path: StoreLocation, *, cache: CacheMode = "auto",
@@ -169,17 +180,20 @@ class Ragged(_Kind):
     """
 
     @classmethod
-    def create(cls, path: PathLike, dtype: DTypeLike, ndim: SupportsIndex, *, codec: Codec,
-               data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
-               sync: bool = True, index_cache: IndexCache = "auto") -> RaggedWriter:
-        """Start a new Ragged store at `path` (which must not exist).
+    def create(cls, path: StoreLocation, dtype: DTypeLike, ndim: SupportsIndex, *,
+               codec: Codec, data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
+               sync: bool = True, index_cache: IndexCache = "auto",
+               storage_options: StorageOptions | None = None) -> RaggedWriter:
+        """Start a new Ragged store at `path` (which must not exist): a local path, or an
+        ``s3://bucket/prefix`` URL, uploaded at ``close()`` as in :meth:`Dense.create`.
 
         `dtype` and `ndim` (1..32) are the schema; every axis of every record may vary, zero
         included. Other arguments as in :meth:`Dense.create`.
         """
         from zrecord._writer import RaggedWriter
 
-        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync, index_cache)
+        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync, index_cache,
+                            storage_options)
 
     @classmethod
     def open(cls, path: StoreLocation, *, cache: CacheMode = "auto",

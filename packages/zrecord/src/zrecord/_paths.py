@@ -8,19 +8,31 @@ Invariants of this module:
 - A published store is immutable, and that includes its directory: nothing may be created
   inside one. ``enclosing_store`` finds the store a path would fall inside, so that writers
   (and the converter, through the public API) refuse such paths before writing anything.
+- Every place that takes a store's location (open, create, publish, the command lines, the
+  converter) judges it by :func:`store_location` alone: a URL of a scheme zrecord reads
+  (``_remote.SCHEMES``) is a URL, a string of any other ``scheme://`` form is refused (never
+  taken for a local folder named ``gs:``), and everything else is a local path, with which
+  ``storage_options`` (settings of object storage) are refused rather than ignored.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from zrecord._remote import SCHEMES, redact
 
 if TYPE_CHECKING:
     from zrecord._types import PathLike
 
 # The file whose presence makes a directory a published store (spec §2, [ZR-PUB-003]).
 HEADER_NAME = "header.zrh"
+# A URL's scheme and its "://" (RFC 3986: a letter, then letters, digits, "+", "-" or "."). Two
+# characters at least, so that a drive letter ("C://data") is never taken for one.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 
 
 def fspath(path: Any) -> str:
@@ -35,6 +47,40 @@ def fspath(path: Any) -> str:
         raise ValueError(f"path contains an embedded null byte: {text!r} (a path ends at the "
                          "first NUL for the operating system, so it would name another file)")
     return text
+
+
+def store_location(path: Any, storage_options: Mapping[str, Any] | None = None, *,
+                   role: str = "the store") -> str:
+    """Where `path` says a store lies: a URL of a scheme zrecord reads (``s3://``, ``http://``,
+    ``https://``), returned as given, or a local path (:func:`fspath`).
+
+    ``ValueError`` naming `path` (a URL without its secret parts) for a string of any
+    other ``scheme://`` form (``gs://``, ``az://``, ``S3://``: one would otherwise become a
+    local folder named ``gs:``), for a URL given as bytes, and for non-empty
+    `storage_options` with a local path (they configure object storage, so they would be
+    ignored there, silently). `role` names the argument in messages (``"the source"``).
+    """
+    if isinstance(path, bytes) and os.fsdecode(path).startswith(SCHEMES):
+        raise ValueError(f"{role}: the URL {redact(os.fsdecode(path))!r} was given as bytes; give "
+                         "a URL as a str")
+    text = path if isinstance(path, str) else None
+    found = _SCHEME.match(text) if text is not None else None
+    if text is not None and found is not None:
+        if text.startswith(SCHEMES):
+            return text
+        scheme = found.group(0)
+        shown = scheme + redact(text)[len(scheme):]  # redact writes the scheme in lower case
+        hint = (f" (schemes are written in lower case: {scheme.lower()})"
+                if text.lower().startswith(SCHEMES) else " (copy the store there first)")
+        raise ValueError(f"{role}: {shown!r} is a URL of a scheme zrecord does not read "
+                         f"({scheme}); a store lies at a local path or at an "
+                         f"{', '.join(SCHEMES)} URL{hint}")
+    local = fspath(path)
+    if storage_options:
+        raise ValueError(f"{role}: storage_options were given with the local path {local!r}; "
+                         "they configure object storage (s3://, http(s):// URLs) and "
+                         "mean nothing for a local path: leave them out, or give a URL")
+    return local
 
 
 def native_path(path: Any) -> bytes:

@@ -22,11 +22,18 @@ Invariants of this module (spec §7.1):
 - The claim stays after publication, so a later publisher stops at it (or at ``header.zrh``)
   and never writes over a published store's objects. Readers ignore it.
 - Nothing of the local store is changed.
+- A folder of stores (``publish_folder``) is published store by store, each as above, after
+  every store below it opened (and verified) and every destination was checked; the regular
+  files directly in the folder (the converter's ``provenance.json``) go last, each by
+  conditional create. A store or file already at its destination with the same bytes is left
+  alone, so publishing a folder again goes on where a failed publish stopped; nothing else is
+  ever written over.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import datetime
 import errno as _errno
 import functools
@@ -43,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from zrecord import _native
+from zrecord._paths import HEADER_NAME, store_location
 from zrecord._reader import open_store
 from zrecord._remote import (
     _HEADER_FIXED_BYTES,
@@ -51,16 +59,22 @@ from zrecord._remote import (
     _layout,
     _shard,
     is_url,
+    redact,
     storage_settings,
 )
+from zrecord._tree import WRITER_SAYS, is_store_dir, survey
 from zrecord._types import PathLike, StorageOptions
 from zrecord.console import progress_bar
 from zrecord.errors import (
     ChecksumError,
     CorruptStoreError,
+    FormatError,
+    NotPublishedError,
     RemoteError,
     StoreChangedError,
     StoreExistsError,
+    StoreNotFoundError,
+    StoreOSError,
 )
 
 # Objects at least this large go up as multipart uploads of parts this large (S3's minimum);
@@ -77,6 +91,9 @@ CLAIM_STALE_S = 1800.0
 _CLAIM_ATTEMPTS = 4
 # The most bytes of a claim object read; a claim is a few hundred.
 _CLAIM_BYTES_MAX = 4096
+# Levels below a folder searched for stores by `publish_folder` (as deep as `zrecord info`
+# searches): a converted dataset keeps its stores two levels down (ROOT/split/column).
+FOLDER_DEPTH_MAX = 6
 
 
 def publish(source: PathLike, url: str, *, storage_options: StorageOptions | None = None,
@@ -97,21 +114,23 @@ def publish(source: PathLike, url: str, *, storage_options: StorageOptions | Non
     object is deleted. `storage_options` as for ``Dense.open``; `progress` shows the bytes
     uploaded on stderr.
     """
-    if is_url(source):
-        raise ValueError(f"publish uploads a local store; got the URL {source!r} as the source")
-    if not is_url(url) or not url.startswith("s3://"):
-        raise ValueError(f"publish uploads to object storage: give an s3://BUCKET/PREFIX URL; got {url!r}")
+    folder = _local_source(source)
+    _writable_url(url)
+    if not is_store_dir(folder) and os.path.isdir(folder):
+        raise ValueError(f"the source {folder!r} is a folder, not a store (it holds no "
+                         f"{HEADER_NAME}): publish the stores below it with "
+                         f"zrecord.publish_folder({folder!r}, {redact(url)!r}) or `zrecord "
+                         "publish FOLDER URL`")
     options = storage_settings(storage_options)
     # The URL and the prefix are judged before the store is verified, which reads all of it:
     # a URL without a bucket, or a prefix that holds a store, fails in a moment.
-    client = _Client(url, options)
-    _refuse_published(client)
-    with open_store(source, index_cache=None) as store:
+    client, _ = _destination(url, options)
+    with open_store(folder, index_cache=None) as store:
         if verify:
             store.verify()
         digest = store.digest
-        folder = Path(store.path)
-    local = _LocalStore(folder, digest)
+        store_dir = Path(store.path)
+    local = _LocalStore(store_dir, digest)
     claim = _Claim.take(client, digest)
     try:
         # A store published by a writer that takes no claim (an older zrecord) is never
@@ -130,6 +149,159 @@ def publish(source: PathLike, url: str, *, storage_options: StorageOptions | Non
     finally:
         claim.stop_refreshing()
     return digest
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """One line of a folder's publish report (`publish_entries`)."""
+
+    path: str
+    """What was published, relative to the folder (``train/image``, ``provenance.json``)."""
+    url: str
+    """Where it lies now (the URL without user information or query)."""
+    digest: str | None
+    """The store's digest; None for a file."""
+    state: str
+    """``"published"`` now, or ``"already published"`` (found there, the same bytes)."""
+
+
+def publish_folder(source: PathLike, url: str, *, storage_options: StorageOptions | None = None,
+                   progress: bool = False, verify: bool = True) -> dict[str, str]:
+    """Upload every store below the local folder `source` (a converted dataset's
+    ``ROOT/split/column`` stores, say) to ``url/<its path below source>``, each as
+    :func:`publish` uploads a store, and then the regular files directly in `source` (the
+    converter's ``provenance.json``); return each store's relative path and digest.
+
+    Before anything is uploaded, every store found is opened (and, unless `verify` is false,
+    verified) and every destination is checked: a folder holding an unfinished write or
+    something that is not a valid store, a prefix that holds another store, or a file that
+    exists with other bytes, stops it with nothing uploaded. A store or file found at its
+    destination with the same bytes (the store of the same digest) is left as it is, so
+    publishing a folder again after a failure goes on where it stopped; the files go last, so
+    a ``provenance.json`` that can be read means that every store was published. An error
+    says which stores were published before it and which not. Arguments as for
+    :func:`publish`.
+    """
+    entries = publish_entries(source, url, storage_options=storage_options, progress=progress,
+                              verify=verify)
+    return {e.path: e.digest for e in entries if e.digest is not None}
+
+
+def publish_entries(source: PathLike, url: str, *, storage_options: StorageOptions | None,
+                    progress: bool, verify: bool,
+                    on_entry: Callable[[Published], object] | None = None) -> list[Published]:
+    """`publish_folder`, reporting each store and file as it is done (`on_entry`, then the
+    list returned): what the command line prints."""
+    folder = _local_source(source)
+    _writable_url(url)
+    options = storage_settings(storage_options)
+    stores, files = _folder_contents(folder)
+    root, _ = _destination(url, options)  # the folder's own prefix must not be a store
+    base = root.url
+    targets = {rel: _destination(f"{base}/{rel}", options, digest)
+               for rel, digest in stores.items()}
+    uploads = _files_to_upload(folder, files, root)
+    # Every store is verified before the first upload (publish then checks each byte it
+    # uploads against the checksums verified here, and does not read the store twice).
+    for rel, (_, already) in targets.items():
+        if verify and not already:
+            with open_store(os.path.join(folder, rel), index_cache=None) as store:
+                store.verify()
+    done: list[Published] = []
+
+    def report(entry: Published) -> None:
+        done.append(entry)
+        if on_entry is not None:
+            on_entry(entry)
+
+    for rel, (client, already) in targets.items():
+        if not already:
+            try:
+                publish(os.path.join(folder, rel), f"{base}/{rel}",
+                        storage_options=storage_options, progress=progress, verify=False)
+            except Exception as exc:
+                left = [r for r in targets if r not in {e.path for e in done}]
+                _restate(exc, f"publishing the folder {folder!r} to {redact(base)!r} stopped at "
+                         f"the store {rel!r}; published: {[e.path for e in done] or 'none'}; not "
+                         f"published: {left} (publishing the folder again skips the stores "
+                         "already published)")
+                raise
+        report(Published(rel, client.shown, stores[rel],
+                         "already published" if already else "published"))
+    for name, (client, data) in uploads.items():
+        if data is not None:
+            try:
+                client.put(name, data, create=True, part_bytes=MULTIPART_PART_BYTES)
+            except FileExistsError:
+                raise StoreExistsError(f"{client.where(name)} appeared while the stores were "
+                                       f"published (another writer made it); every store of "
+                                       f"{folder!r} is published, the file was not") from None
+        report(Published(name, client.where(name), None,
+                         "published" if data is not None else "already published"))
+    return done
+
+
+def _folder_contents(folder: str) -> tuple[dict[str, str], list[str]]:
+    """The stores below `folder` (relative path -> digest, each opened) and the regular files
+    directly in it; an error for what cannot be published."""
+    if not os.path.isdir(folder):
+        raise StoreNotFoundError(f"no folder of stores at {folder!r}")
+    if is_store_dir(folder):
+        raise ValueError(f"the source {folder!r} is a store, not a folder of stores: publish it "
+                         "with zrecord.publish")
+    found = survey(folder, FOLDER_DEPTH_MAX, describe=False)
+    where = f"the folder {folder!r}"
+    if found.unfinished:
+        first = found.unfinished[0]
+        raise NotPublishedError(f"{where} holds {len(found.unfinished)} unfinished or aborted "
+                                f"write(s), such as {first['path']!r} ({WRITER_SAYS[first['writer']]}); "
+                                "publish it once every write is finished, or remove them")
+    if found.problems:
+        first = found.problems[0]
+        text = (f"{where} holds {len(found.problems)} thing(s) that are not valid stores or "
+                f"cannot be read, such as {first['path']!r}: {first['error']}; nothing was uploaded")
+        raise StoreOSError(_errno.EIO, text) if first["status"] == 3 else FormatError(text)
+    if found.truncated:
+        raise ValueError(f"{where} is deeper than {FOLDER_DEPTH_MAX} levels (or holds too many "
+                         "folders) to be searched whole; publish its parts one by one")
+    if not found.stores:
+        raise StoreNotFoundError(f"{where} holds no store (no folder with {HEADER_NAME} within "
+                                 f"{FOLDER_DEPTH_MAX} levels)")
+    stores = {}
+    for entry in sorted(found.stores, key=lambda e: str(e["path"])):
+        with open_store(os.path.join(folder, entry["path"]), index_cache=None) as store:
+            stores[str(entry["path"])] = store.digest
+    with os.scandir(folder) as entries:
+        files = sorted(e.name for e in entries
+                       if not e.name.startswith(".") and e.is_file(follow_symlinks=False))
+    return stores, files
+
+
+def _files_to_upload(folder: str, files: list[str],
+                     client: _Client) -> dict[str, tuple[_Client, bytes | None]]:
+    """Each file's bytes, or None where the prefix holds the same bytes already; a file there
+    with other bytes stops the publish before any upload."""
+    uploads: dict[str, tuple[_Client, bytes | None]] = {}
+    for name in files:
+        with open(os.path.join(folder, name), "rb") as f:
+            data = f.read()
+        try:
+            there, _ = client.get(name)
+        except FileNotFoundError:
+            uploads[name] = (client, data)
+            continue
+        if there != data:
+            raise StoreExistsError(f"{client.where(name)} exists and differs from "
+                                   f"{os.path.join(folder, name)!r}; nothing was uploaded: "
+                                   "publish the folder to a new prefix")
+        uploads[name] = (client, None)
+    return uploads
+
+
+def _restate(exc: BaseException, more: str) -> None:
+    """Add `more` to the message of `exc`, which goes on being raised as it is (its type and
+    attributes kept, for callers that tell errors apart)."""
+    exc.args = (f"{exc}; {more}",)
 
 
 class _LocalStore:
@@ -179,21 +351,85 @@ def _xxh64(data: bytes | np.ndarray) -> int:
     return int(_native.xxh64(arr))
 
 
+def _is_header_of(header: bytes, digest: str) -> bool:
+    """Whether `header` is the whole header of the store of `digest` (its checksum)."""
+    return len(header) >= _HEADER_FIXED_BYTES + 8 and int.from_bytes(header[-8:], "little") \
+        == int(digest, 16) == _xxh64(header[:-8])
+
+
 def _read_checked_header(path: Path, digest: str) -> bytes:
     """``header.zrh``, which must still be the header of `digest` (its checksum)."""
     header = path.read_bytes()
-    ok = len(header) >= _HEADER_FIXED_BYTES + 8 and int.from_bytes(header[-8:], "little") == int(digest, 16) \
-        and _xxh64(header[:-8]) == int(digest, 16)
-    if not ok:
+    if not _is_header_of(header, digest):
         raise ChecksumError(f"{path} changed after the store was opened: it is no longer the "
                             f"header of digest {digest}; nothing was published")
     return header
 
 
-def _refuse_published(client: _Client) -> None:
-    if client.head("header.zrh") is not None:
-        raise StoreExistsError(f"{client.shown} already holds a published store (its header.zrh "
-                               "exists); published stores are immutable: publish to a new prefix")
+def check_destination(url: str, *, storage_options: StorageOptions | None = None) -> None:
+    """Raise now what publishing a store at `url` would raise before uploading anything: a
+    location that cannot be written (a local path, an ``http(s)://`` URL, a scheme zrecord
+    does not read: ``ValueError``), settings or credentials the server refuses, a prefix
+    that holds a published store or that another publisher is publishing to
+    (``StoreExistsError``). ``Dense.create`` by URL and the converter call it before they
+    write anything, so that such a mistake costs a moment, not the write."""
+    _destination(url, storage_settings(storage_options))
+
+
+def _local_source(source: Any) -> str:
+    """The local path `source` names; ValueError for a URL (publish uploads local stores)."""
+    where = store_location(source, role="the source")
+    if is_url(where):
+        raise ValueError(f"the source {redact(where)!r} is a URL: publish uploads a local store "
+                         "(or folder of stores) to object storage")
+    return where
+
+
+def _destination(url: Any, options: Mapping[str, Any],
+                 digest: str | None = None) -> tuple[_Client, bool]:
+    """The client of the prefix `url` names, once it is known that a store may be published
+    there (`check_destination`), and whether the store of `digest` is published there
+    already (then it is no error: a folder's publish run again goes on where it stopped)."""
+    client = _Client(_writable_url(url), options)
+    if _refuse_published(client, digest):
+        return client, True
+    found = _read_claim(client)
+    if found is not None:
+        held, _, modified = found
+        if held.get("state") != "released" and time.time() - modified < CLAIM_STALE_S:
+            raise _busy(client, held, modified)
+    return client, False
+
+
+def _writable_url(url: Any) -> str:
+    """`url` if it is a URL zrecord can publish at (s3://), else ValueError saying why not."""
+    where = store_location(url, role="the destination")
+    if not is_url(where):
+        raise ValueError(f"the destination {where!r} is a local path: publishing uploads to "
+                         "object storage; give an s3://BUCKET/PREFIX URL")
+    if not where.startswith("s3://"):
+        raise ValueError(f"the destination {redact(where)!r} is an {where.partition(':')[0]}:// "
+                         "URL, which zrecord reads but cannot write (a web server takes no "
+                         "uploads): publish to an s3://BUCKET/PREFIX URL, or copy the store to "
+                         "the web server's folder by other means")
+    return where
+
+
+def _refuse_published(client: _Client, digest: str | None = None) -> bool:
+    """Raise StoreExistsError where the prefix holds a published store, unless it is the store
+    of `digest` (then True: its header, checked whole, is that store's)."""
+    if digest is None:
+        if client.head(HEADER_NAME) is None:
+            return False
+    else:
+        try:
+            header, _ = client.get(HEADER_NAME)
+        except FileNotFoundError:
+            return False
+        if _is_header_of(header, digest):
+            return True
+    raise StoreExistsError(f"{client.shown} already holds a published store (its {HEADER_NAME} "
+                           "exists); published stores are immutable: publish to a new prefix")
 
 
 def _upload_body(client: _Client, local: _LocalStore, claim: _Claim, max_in_flight: int,

@@ -38,7 +38,7 @@ from zrecord._dtypes import (
 from zrecord._index import index_error, normalise
 from zrecord._index_cache import AUTO, folder_for, policy
 from zrecord._kinds import Dense, Ragged, _Kind
-from zrecord._paths import fspath, native_path
+from zrecord._paths import fspath, native_path, store_location
 from zrecord._pool import BlockPool
 from zrecord._progress import human_bytes
 from zrecord._remote import Mirror, is_url, redact
@@ -482,9 +482,10 @@ def open_store(path: StoreLocation, *, cache: CacheMode = "auto",
 def _open_any(path: Any, cache: Any, index_cache: Any, validate: Any,
               storage_options: Mapping[str, Any] | None) -> tuple[Mirror | None, _native.Reader]:
     """The native reader of the store at `path`: a local path, or a URL through its mirror."""
-    if is_url(path):
-        return _open_remote(path, cache, index_cache, validate, storage_options)
-    local = fspath(path)
+    where = store_location(path, storage_options)
+    if is_url(where):
+        return _open_remote(where, cache, index_cache, validate, storage_options)
+    local = where
     try:
         return None, _open_handle(local, cache, folder_for(index_cache), validate)
     except StoreNotFoundError as exc:

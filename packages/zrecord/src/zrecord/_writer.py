@@ -12,10 +12,20 @@ Invariants of this module:
   still change before its chunk is written is copied (``_native.RaggedChunk``).
 - An append that fails after writing part of its input poisons the writer: it can only be
   aborted, so a store never holds half of what one call was asked to append.
+- A writer created with a URL (``s3://``) first checks that a store may be published there
+  (``_publish.check_destination``), writes the store in a private staging folder (under
+  ``storage_options["cache_dir"]`` when given, else in TMPDIR), and at ``close()`` uploads it
+  with ``zrecord.publish``, whose checks and atomicity it has. Aborting, or leaving ``with``
+  by an exception, publishes nothing and removes the staging folder; so does a successful
+  publish. A failed publish keeps the staged store and says where, so that gigabytes written
+  need not be written again.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
@@ -37,8 +47,10 @@ from zrecord._dtypes import (
 from zrecord._index_cache import AUTO, folder_for, policy, records_min
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._pages import release_mapped_pages
-from zrecord._paths import fspath, native_path
-from zrecord._types import Codec, DictBytes, DTypeLike, IndexCache, ItemShape, PathLike
+from zrecord._paths import fspath, native_path, store_location
+from zrecord._publish import _restate, check_destination, publish
+from zrecord._remote import is_url, redact, storage_settings
+from zrecord._types import Codec, DictBytes, DTypeLike, IndexCache, ItemShape, StorageOptions, StoreLocation
 from zrecord.console import progress_bar
 from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
 
@@ -71,11 +83,15 @@ class _Writer(_Kind):
     data_shards: int
     """The number of shard files written in parallel (1..255)."""
 
-    def __init__(self, path: PathLike, dtype: DTypeLike, shape_or_ndim: tuple[int, ...] | int,
+    def __init__(self, path: StoreLocation, dtype: DTypeLike, shape_or_ndim: tuple[int, ...] | int,
                  codec: Codec, data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
-                 index_cache: IndexCache = AUTO) -> None:
-        self.path = fspath(path)
-        self._index_folder = folder_for(index_cache)
+                 index_cache: IndexCache = AUTO,
+                 storage_options: StorageOptions | None = None) -> None:
+        self._staged: _Staged | None = None
+        where = store_location(path, storage_options, role="the destination")
+        self.path = redact(where) if is_url(where) else where
+        # A store staged for a URL is removed once uploaded: no compact index is kept for it.
+        self._index_folder = folder_for(None if is_url(where) else index_cache)
         # The folder's settings, read now: a bad environment fails create, not close() after
         # the store was published.
         self._index_policy = policy() if self._index_folder is not None else (0, 0)
@@ -91,12 +107,20 @@ class _Writer(_Kind):
         self.ndim = ndim
         self._lock = threading.Lock()
         self._poisoned: str | None = None
-        # The native core creates missing parent directories, refuses a path inside a
-        # published store and removes stale temporaries of this name (zrecord.h). The handle
-        # aborts the write if it is collected unpublished.
-        self._handle = _native.Writer(native_path(self.path), self._kind, dcode, ndim, ccode,
-                                      shards, item_shape, dict_data, 0 if sync else WRITE_NO_SYNC,
-                                      dlength, dunit)
+        # Checked (a request or two) once every other argument was, before anything is written.
+        staged = _Staged(where, storage_options) if is_url(where) else None
+        try:
+            # The native core creates missing parent directories, refuses a path inside a
+            # published store and removes stale temporaries of this name (zrecord.h). The
+            # handle aborts the write if it is collected unpublished.
+            self._handle = _native.Writer(native_path(where if staged is None else staged.store),
+                                          self._kind, dcode, ndim, ccode, shards, item_shape,
+                                          dict_data, 0 if sync else WRITE_NO_SYNC, dlength, dunit)
+        except BaseException:
+            if staged is not None:
+                staged.remove()
+            raise
+        self._staged = staged
 
     def __del__(self) -> None:
         # A UserWarning, which Python shows by default (a ResourceWarning is hidden): a script
@@ -108,6 +132,9 @@ class _Writer(_Kind):
                           f"its {int(handle.count()):,} appended records were discarded and "
                           "nothing was published (use `with`, or call close() to publish or "
                           "abort() to discard)", UserWarning, stacklevel=2)
+            if self._staged is not None:
+                handle.abort()  # before its folder goes, which the handle would abort into
+                self._staged.remove()
 
     def __reduce__(self) -> tuple[Any, ...]:
         """A writer does not pickle: its unpublished files belong to this process's write."""
@@ -129,15 +156,27 @@ class _Writer(_Kind):
                               "published stores are immutable (write a new store instead)")
 
     def close(self) -> None:
-        """Publish the store atomically at its path. Idempotent."""
+        """Publish the store atomically at its path, or upload it to its URL (``zrecord.publish``:
+        a failed upload keeps the staged store and its error says where). Idempotent."""
         with self._lock:
             if self._handle.done:
                 return
-            if self._poisoned is not None:
-                self._handle.abort()
-                raise ZrecordError(f"{self.path!r} was not published and the writer published "
-                                   f"nothing: {self._poisoned}")
-            self._handle.publish()
+            # Whatever happens now, abort() may no longer remove the staged store: a failed
+            # upload keeps it.
+            staged, self._staged = self._staged, None
+            try:
+                if self._poisoned is not None:
+                    self._handle.abort()
+                    raise ZrecordError(f"{self.path!r} was not published and the writer "
+                                       f"published nothing: {self._poisoned}")
+                self._handle.publish()
+            except BaseException:
+                if staged is not None:
+                    staged.remove()
+                raise
+            if staged is not None:
+                staged.publish()
+                return
             if self._index_folder is not None and len(self) >= records_min(self._index_policy[0]):
                 # The first open of a large store on this host validates its index and writes
                 # the compact index to the cache folder; doing it now, while the index is in the
@@ -150,9 +189,13 @@ class _Writer(_Kind):
                              index_policy=self._index_policy).close()
 
     def abort(self) -> None:
-        """Discard everything appended; nothing is published. Idempotent."""
+        """Discard everything appended; nothing is published (a writer by URL also removes its
+        staged store). Idempotent."""
         with self._lock:
             self._handle.abort()
+            if self._staged is not None:
+                self._staged.remove()
+                self._staged = None
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
@@ -200,11 +243,13 @@ class DenseWriter(_Writer, Dense):
     _kind = KIND_DENSE
     _kind_name = "Dense"
 
-    def __init__(self, path: PathLike, dtype: DTypeLike, item_shape: ItemShape, codec: Codec,
+    def __init__(self, path: StoreLocation, dtype: DTypeLike, item_shape: ItemShape, codec: Codec,
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
-                 index_cache: IndexCache = AUTO) -> None:
+                 index_cache: IndexCache = AUTO,
+                 storage_options: StorageOptions | None = None) -> None:
         shape = item_shape_tuple(item_shape)
-        super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync, index_cache)
+        super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync, index_cache,
+                         storage_options)
         self.item_shape: tuple[int, ...] = shape
         self._record_size = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
 
@@ -248,11 +293,12 @@ class RaggedWriter(_Writer, Ragged):
     _kind = KIND_RAGGED
     _kind_name = "Ragged"
 
-    def __init__(self, path: PathLike, dtype: DTypeLike, ndim: SupportsIndex, codec: Codec,
+    def __init__(self, path: StoreLocation, dtype: DTypeLike, ndim: SupportsIndex, codec: Codec,
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
-                 index_cache: IndexCache = AUTO) -> None:
+                 index_cache: IndexCache = AUTO,
+                 storage_options: StorageOptions | None = None) -> None:
         super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync,
-                         index_cache)
+                         index_cache, storage_options)
 
     def append(self, records: Iterable[np.ndarray], *, progress: bool = False) -> None:
         """Append every array of the finite iterable `records`, in order.
@@ -332,6 +378,39 @@ class RaggedWriter(_Writer, Ragged):
             release_mapped_pages(*chunk.mapped)
         finally:
             chunk.clear()
+
+
+class _Staged:
+    """The local staging of a store created for a URL (module docstring): checked at create,
+    uploaded at close()."""
+
+    def __init__(self, url: str, storage_options: StorageOptions | None) -> None:
+        check_destination(url, storage_options=storage_options)
+        self.url = url
+        self.storage_options = storage_options
+        parent = storage_settings(storage_options)["cache_dir"]
+        if parent is not None:
+            parent = fspath(parent)
+            os.makedirs(parent, exist_ok=True)
+        # A folder of this process's own (mode 0700): the native writer makes its locked
+        # temporary beside `store`, inside it.
+        self.folder = tempfile.mkdtemp(prefix="zrecord-create-", dir=parent)
+        self.store = os.path.join(self.folder, "store")
+
+    def publish(self) -> None:
+        """Upload the published staged store to the URL; remove it once it is there."""
+        try:
+            publish(self.store, self.url, storage_options=self.storage_options)
+        except Exception as exc:
+            _restate(exc, f"{redact(self.url)} was not published: the store written for it is "
+                     f"kept at {self.store!r}; publish it from there once the cause is fixed "
+                     f"(zrecord.publish(path, url), or `zrecord publish PATH URL`), or delete "
+                     f"{self.folder!r}")
+            raise
+        self.remove()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class _Flusher:

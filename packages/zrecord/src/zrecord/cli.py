@@ -12,7 +12,8 @@ Every command takes ``--json`` for output that scripts can parse: strict JSON (R
 Errors print one line to stderr. Exit statuses (``zrecord.console``): 0 success; 1 PATH is
 not a valid store (nothing there, a folder, an unfinished write, corrupt) or ``verify`` found
 a corrupt record; 2 usage; 3 the system failed (I/O, permissions, memory) or ``verify`` could
-not check every record; 130 Ctrl-C; 141 the reader of the output went away. Names and paths
+not check every record; 4 ``publish``'s destination already holds a store (or another
+publisher is publishing there); 130 Ctrl-C; 141 the reader of the output went away. Names and paths
 (which come from disk) are printed with every character that is not printable escaped, so
 that no name can drive the terminal.
 
@@ -45,8 +46,9 @@ from typing import Any
 import numpy as np
 
 from zrecord import __version__
-from zrecord._publish import publish
+from zrecord._publish import Published, publish, publish_entries
 from zrecord._reader import DenseReader, RaggedReader, open_store
+from zrecord._remote import redact
 from zrecord._tree import (
     DIRECTORIES_MAX,
     TEMPORARY_MARKER,
@@ -81,6 +83,7 @@ from zrecord.errors import (
 )
 
 EXIT_INVALID = 1  # the store is not a valid store, or verification found it corrupt
+EXIT_EXISTS = 4  # publish: the destination holds a store already (retrying will not help)
 # The exit statuses of --help (console.STATUSES_COMMON follow).
 STATUSES = [
     (EXIT_OK, "success"),
@@ -89,6 +92,8 @@ STATUSES = [
     (EXIT_USAGE, "usage error"),
     (EXIT_RUNTIME, "the system failed (I/O error, permission denied, out of memory), or\n"
                    "verify could not check every record (see --max-record-bytes)"),
+    (EXIT_EXISTS, "publish: the URL already holds a published store (or another publisher\n"
+                  "is publishing there)"),
 ]
 
 # Records whose decoded size exceeds this are not decoded (flag --max-record-bytes): the read
@@ -572,6 +577,8 @@ _EXAMPLES = {
     "stats": [("zrecord stats STORE", "record sizes: min, p10, median, p90, max, mean"),
               ("zrecord stats STORE --json", "the same for scripts")],
     "publish": [("zrecord publish data/tokens s3://bucket/corpora/tokens", "upload, header last"),
+                ("zrecord publish data/mnist s3://bucket/mnist",
+                 "every store below a folder (a converted dataset), provenance.json last"),
                 ("zrecord publish STORE s3://b/p --endpoint-url http://minio:9000",
                  "to a MinIO-style server"),
                 ("zrecord info s3://bucket/corpora/tokens", "any command reads a URL too")],
@@ -635,41 +642,69 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-_PUBLISH_SUMMARY = ("upload a local store to object storage so that no reader sees it half "
-                    "uploaded: verified first, header.zrh last, never over a published store")
+_PUBLISH_SUMMARY = ("upload a local store, or every store below a folder, to object storage so "
+                    "that no reader sees one half uploaded: verified first, header.zrh last, "
+                    "never over a published store")
 
 
 def _publish_parser(sub: Any) -> None:
     p = sub.add_parser("publish", help=_PUBLISH_SUMMARY, formatter_class=HelpFormatter,
                        description=paragraph(_PUBLISH_SUMMARY[:1].upper() + _PUBLISH_SUMMARY[1:]
-                                             + ". Credentials, region and endpoint come as "
-                                             "AWS's tools take them (AWS_* variables, "
-                                             "~/.aws/credentials, AWS_PROFILE)."),
+                                             + ". A folder's stores go to URL/<their path "
+                                             "below PATH>, then the files directly in it "
+                                             "(provenance.json); publishing a folder again "
+                                             "skips what is there already. Credentials, "
+                                             "region and endpoint come as AWS's tools take "
+                                             "them (AWS_* variables, ~/.aws/credentials, "
+                                             "AWS_PROFILE)."),
                        epilog=epilog(STATUSES, _EXAMPLES["publish"]))
-    p.add_argument("path", metavar="PATH", help="the local store to upload")
+    p.add_argument("path", metavar="PATH",
+                   help="the local store to upload, or a folder of stores (such as "
+                        "loaderx-convert's output)")
     p.add_argument("url", metavar="URL", help="where: s3://BUCKET/PREFIX")
     p.add_argument("--endpoint-url", metavar="URL", default=None,
                    help="an S3-compatible server (MinIO, Ceph, R2, ...) instead of AWS")
     p.add_argument("--json", action="store_true",
-                   help="machine-readable output, strict JSON (RFC 8259)")
+                   help="machine-readable output, strict JSON (RFC 8259), errors included")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
 
 def _publish(args: argparse.Namespace) -> int:
-    """zrecord publish PATH URL."""
+    """zrecord publish PATH URL: a store, or every store below a folder (one line each)."""
     options: StorageOptions = {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
+    url = redact(args.url) if isinstance(args.url, str) else args.url
+    result: dict[str, Any] = {"path": args.path, "url": url}
+    progress = not (args.quiet or args.json)
+
+    def line(entry: Published) -> None:
+        if not args.json:
+            digest = f" (digest {entry.digest})" if entry.digest else ""
+            print(_shown(f"{entry.path}: {entry.state} at {entry.url}{digest}"), flush=True)
+
     try:
-        digest = publish(args.path, args.url, storage_options=options,
-                         progress=not (args.quiet or args.json))
+        if os.path.isdir(args.path) and not is_store_dir(args.path):
+            entries = publish_entries(args.path, args.url, storage_options=options,
+                                      progress=progress, verify=True, on_entry=line)
+            result.update(kind="folder", stores=[vars(e) for e in entries if e.digest],
+                          files=[vars(e) for e in entries if not e.digest])
+        else:
+            result.update(kind="store", digest=publish(args.path, args.url, storage_options=options,
+                                                       progress=progress))
     except (ZrecordError, OSError, MemoryError, ValueError, ImportError) as exc:
+        status = (EXIT_EXISTS if isinstance(exc, StoreExistsError)
+                  else EXIT_USAGE if isinstance(exc, (ValueError, ImportError))
+                  and not isinstance(exc, (FormatError, ZrecordError)) else _status_of(exc))
+        if args.json:
+            print(_dumps({**result, "ok": False, "status": status, "error": str(exc)}))
         say(f"zrecord publish: {exc}")
-        usage = isinstance(exc, (ValueError, ImportError, StoreExistsError)) and \
-            not isinstance(exc, FormatError)
-        return EXIT_USAGE if usage else _status_of(exc)
+        return status
     if args.json:
-        print(_dumps({"path": args.path, "url": args.url, "digest": digest}))
+        print(_dumps({**result, "ok": True}))
+    elif result["kind"] == "store":
+        print(_shown(f"{args.path} published at {url} (digest {result['digest']})"))
     else:
-        print(_shown(f"{args.path} published at {args.url} (digest {digest})"))
+        print(_shown(f"{args.path}: {len(result['stores'])} store(s) and {len(result['files'])} "
+                     f"file(s) at {url}"))
     return EXIT_OK
 
 

@@ -1,0 +1,148 @@
+"""[U3] issue 40 point 1: ``Dense.create("s3://bucket/x")`` wrote a local folder named ``s3:``
+(and ``gs://...`` a folder ``gs:``), and ``storage_options`` given with a local path were
+ignored. Create by URL now stages the store locally and publishes it at ``close()`` through
+``zrecord.publish``; a scheme zrecord does not read is refused wherever a store location is
+taken; options with a local path are an error.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from zrecord import Dense, Ragged, open_store, publish
+from zrecord.errors import StoreExistsError
+
+DATA = np.arange(4 * 6, dtype=np.int32).reshape(4, 2, 3)
+
+
+def _options(s3_server, **more):
+    creds = s3_server.credentials
+    return {"endpoint_url": s3_server.endpoint_url, "region": creds.region,
+            "aws_access_key_id": creds.access_key_id,
+            "aws_secret_access_key": creds.secret_access_key, **more}
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    """A working directory of the test's own, where a folder named ``s3:`` would appear."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _no_scheme_folders(folder) -> None:
+    assert not [p for p in os.listdir(folder) if p.endswith(":")], os.listdir(folder)
+
+
+@pytest.mark.remote
+def test_create_by_url_publishes_at_close_and_keeps_nothing_local(s3_server, s3_bucket, here):
+    staging = here / "cache"
+    url = s3_bucket.url("ds/x")
+    opts = _options(s3_server, cache_dir=str(staging))
+    with Dense.create(url, np.int32, (2, 3), codec="zstd", data_shards=2,
+                      storage_options=opts) as w:
+        w.append(DATA)
+        assert w.path == url and s3_bucket.keys("ds/") == []  # nothing uploaded before close
+        assert len(os.listdir(staging)) == 1  # the staging folder lies under cache_dir
+    with Dense.open(url, storage_options=_options(s3_server)) as ds:
+        np.testing.assert_array_equal(ds[:], DATA)
+    assert os.listdir(staging) == []
+    _no_scheme_folders(here)
+    # Ragged, and without a cache_dir: staged in TMPDIR, which is left as it was.
+    records = [np.arange(n, dtype=np.uint16) for n in (0, 3, 5)]
+    before = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
+    w = Ragged.create(s3_bucket.url("ds/r"), np.uint16, 1, codec="raw",
+                      storage_options=_options(s3_server))
+    w.append(records)
+    w.close()
+    assert set(os.listdir(os.environ.get("TMPDIR", "/tmp"))) <= before
+    with Ragged.open(s3_bucket.url("ds/r"), storage_options=_options(s3_server)) as ds:
+        assert [r.tolist() for r in ds] == [r.tolist() for r in records]
+
+
+@pytest.mark.remote
+def test_abort_or_an_exception_publishes_nothing_and_removes_the_staging(s3_server, s3_bucket,
+                                                                         here):
+    staging = here / "cache"
+    opts = _options(s3_server, cache_dir=str(staging))
+    with pytest.raises(RuntimeError, match="user code failed"):
+        with Dense.create(s3_bucket.url("a"), np.int32, (2, 3), codec="raw",
+                          storage_options=opts) as w:
+            w.append(DATA)
+            raise RuntimeError("user code failed")
+    w = Dense.create(s3_bucket.url("b"), np.int32, (2, 3), codec="raw", storage_options=opts)
+    w.append(DATA)
+    w.abort()
+    w.close()  # closed by abort: publishes nothing
+    assert s3_bucket.keys() == [] and os.listdir(staging) == []
+
+
+@pytest.mark.remote
+def test_a_url_holding_a_store_is_refused_at_create_before_any_write(s3_server, s3_bucket, here):
+    url = s3_bucket.url("taken")
+    with Dense.create(url, np.int32, (2, 3), codec="raw", storage_options=_options(s3_server)) as w:
+        w.append(DATA)
+    staging = here / "cache"
+    with pytest.raises(StoreExistsError, match="already holds a published store"):
+        Dense.create(url, np.int32, (2, 3), codec="raw",
+                     storage_options=_options(s3_server, cache_dir=str(staging)))
+    assert not staging.exists() or os.listdir(staging) == []
+
+
+@pytest.mark.remote
+def test_a_failed_upload_keeps_the_staged_store_and_says_where(s3_server, s3_bucket, here):
+    """Another writer publishes at the URL between create and close: the upload is refused,
+    nothing of this store is published, and the staged copy is kept (and named) so that the
+    write need not be done again."""
+    url = s3_bucket.url("raced")
+    opts = _options(s3_server, cache_dir=str(here / "cache"))
+    w = Dense.create(url, np.int32, (2, 3), codec="raw", storage_options=opts)
+    w.append(DATA)
+    with Dense.create(url, np.int32, (2, 3), codec="raw", storage_options=opts) as other:
+        other.append(DATA[:1])
+    with pytest.raises(StoreExistsError) as info:
+        w.close()
+    message = str(info.value)
+    assert url in message and "was not published" in message and "is kept at" in message
+    kept = message.split("is kept at '")[1].split("'")[0]
+    w.abort()  # after a failed upload, abort leaves the kept copy alone
+    with Dense.open(kept) as ds:
+        np.testing.assert_array_equal(ds[:], DATA)
+    with Dense.open(url, storage_options=_options(s3_server)) as ds:
+        assert len(ds) == 1  # the other writer's store, untouched
+    publish(kept, s3_bucket.url("retried"), storage_options=_options(s3_server))
+    with Dense.open(s3_bucket.url("retried"), storage_options=_options(s3_server)) as ds:
+        np.testing.assert_array_equal(ds[:], DATA)
+
+
+def test_http_urls_cannot_be_written(here):
+    for url in ("https://example.invalid/x", "http://127.0.0.1:9/x"):
+        with pytest.raises(ValueError, match="reads but cannot write"):
+            Dense.create(url, np.int32, (2, 3), codec="raw")
+    assert os.listdir(here) == []
+
+
+@pytest.mark.parametrize("url", ["gs://bucket/x", "az://account/x", "xyz://h/x", "S3://b/x"])
+def test_a_scheme_zrecord_does_not_read_is_refused_everywhere(url, here):
+    for call in (lambda: Dense.create(url, np.int32, (2, 3), codec="raw"),
+                 lambda: Ragged.create(url, np.int32, 1, codec="raw"),
+                 lambda: Dense.open(url), lambda: open_store(url),
+                 lambda: publish(url, "s3://b/p"), lambda: publish(here, url)):
+        with pytest.raises(ValueError, match="a scheme zrecord does not read"):
+            call()
+    _no_scheme_folders(here)
+    assert os.listdir(here) == []
+
+
+def test_storage_options_with_a_local_path_are_an_error(here):
+    path = here / "local"
+    with pytest.raises(ValueError, match=r"storage_options were given with the local path .*local'"):
+        Dense.create(path, np.int32, (2, 3), codec="raw", storage_options={"region": "eu-west-1"})
+    assert not path.exists()
+    with Dense.create(path, np.int32, (2, 3), codec="raw", index_cache=None) as w:
+        w.append(DATA)
+    for open_ in (Dense.open, open_store):
+        with pytest.raises(ValueError, match="storage_options were given with the local path"):
+            open_(path, storage_options={"endpoint_url": "http://127.0.0.1:9"})
