@@ -156,14 +156,19 @@ class Dense(_Kind):
         A URL is read by byte range (``pip install 'zrecord[remote]'``): open fetches the
         header and the index, and each gather fetches the records it lacks, neighbours
         coalesced, many requests in flight, each checked against its checksum as a local read
-        is. `storage_options` configures it: ``endpoint_url``, ``region``,
-        ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token`` (else the
-        ``AWS_*`` environment variables, else ``~/.aws/credentials``), ``cache_dir`` (a folder
-        where processes of the host share what was fetched; default: a private temporary
-        folder removed at ``close()``), ``max_in_flight`` (64), ``gap_bytes`` (``"auto"``: the
-        mean stored record, at most 64 KiB), ``request_bytes_max`` (8 MiB), ``timeout_s``,
-        ``connect_timeout_s``, ``retries`` and ``retry_timeout_s``. See the object-storage
-        guide.
+        is. `storage_options` configures it: ``endpoint_url`` (an S3-compatible server),
+        ``region``, ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``
+        (else the ``AWS_*`` environment variables, else ``~/.aws/credentials``, else the
+        instance metadata service), ``skip_signature`` (True: unsigned requests, for a public
+        bucket), ``cache_dir`` (a folder where processes of the host share what was fetched;
+        default: a private temporary folder removed at ``close()``), ``cache_bytes`` (the most
+        bytes the fetched records may take on disk there, at least 4 MiB; least recently used
+        parts are evicted; default: no bound), ``max_in_flight`` (64), ``gap_bytes``
+        (``"auto"``: the mean stored record, at most 64 KiB), ``request_bytes_max`` (8 MiB),
+        ``timeout_s`` (30), ``connect_timeout_s`` (5), ``retries`` (20) and
+        ``retry_timeout_s`` (60). A server that refuses the connection, or whose name does not
+        resolve, fails at once when it has never answered. ``remote_stats()`` says what open
+        and the reads fetched. See the object-storage guide.
         """
         from zrecord._reader import DenseReader
 

@@ -71,6 +71,7 @@ import stat
 import struct
 import tempfile
 import threading
+import time
 import urllib.parse
 import uuid
 import weakref
@@ -134,6 +135,9 @@ _S3_KEYS = {
 }
 
 GAP_AUTO_MAX = 64 << 10
+# Objects listed under a prefix that holds no header.zrh (one request), and shown of them.
+_LISTED_MAX = 50
+_SHOWN_MAX = 5
 # The most times one gather fetches one record again after its bytes in the mirror failed.
 _REFETCHES_MAX = 8
 # What one prefetch call fetches at most (the local prefetch's bounds, readahead.zig).
@@ -184,15 +188,17 @@ def _import_obstore() -> Any:
     try:
         import obstore
     except ImportError:
-        raise ImportError("reading stores over s3:// and http(s):// needs the obstore client: "
-                          "pip install 'zrecord[remote]'") from None
+        # The extra's requirement itself, not `zrecord[remote]`: right wherever zrecord came
+        # from (a clone, a wheelhouse), and kept equal to the extra's by the wheelhouse session.
+        raise ImportError("reading stores over s3:// and http(s):// needs the obstore client "
+                          "(zrecord's remote extra): pip install 'obstore>=0.12.1,<0.13'") from None
     return obstore
 
 
 class _Client:
     """One store's objects through obstore: whole gets, heads and ranged gets with If-Match."""
 
-    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+    def __init__(self, url: str, options: Mapping[str, Any], *, answered: bool = False) -> None:
         # A URL that names no bucket or host, or does not parse, is refused before the client
         # is even imported: the mistake is the URL, whatever is installed.
         bucket, prefix = _checked_url(url)
@@ -212,21 +218,38 @@ class _Client:
                  "retry_timeout": timedelta(seconds=float(options["retry_timeout_s"]))}
         client: Any = {"timeout": timedelta(seconds=float(options["timeout_s"])),
                   "connect_timeout": timedelta(seconds=float(options["connect_timeout_s"]))}
+        # Whether the server (or the credential service) has answered this client once: until
+        # then, a request goes first without retries (_request).
+        self.answered = answered
+        # Requests made (each obstore call one, whatever its retries) and bytes downloaded by
+        # the calls of this class and Mirror's open: what opening cost (Mirror.stats).
+        self.requests = 0
+        self.bytes = 0
+        # Where credentials were looked for, for the message when none were found (None where
+        # some were, or none are needed).
+        self.looked_in: str | None = None
+        self.endpoint: str | None = None
         try:
             if bucket is not None:
                 config: Any = {ours: options[key] for key, ours in _S3_KEYS.items() if options.get(key) is not None}
                 config.update(_profile_credentials(config))
                 endpoint = config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
                 if endpoint:
+                    self.endpoint = redact(str(endpoint))
                     # MinIO-style servers: path-style requests, and plain HTTP when the endpoint is.
                     config.setdefault("virtual_hosted_style_request", False)
                     if str(endpoint).startswith("http://"):
                         client["allow_http"] = True
+                self.looked_in = _looked_in(config)
                 self.store: Any = S3Store(bucket, prefix=prefix or None, config=config,
                                           client_options=client, retry_config=retry)
+                self._first: Any = S3Store(bucket, prefix=prefix or None, config=config,
+                                           client_options=client, retry_config=_no_retries(retry))
             else:
                 client["allow_http"] = self.url.startswith("http://")
                 self.store = HTTPStore.from_url(self.url, client_options=client, retry_config=retry)
+                self._first = HTTPStore.from_url(self.url, client_options=client,
+                                                 retry_config=_no_retries(retry))
         except BaseException as exc:
             if not isinstance(exc, (ValueError, obstore.exceptions.BaseError)) and not _is_panic(exc):
                 raise
@@ -240,16 +263,58 @@ class _Client:
 
     def get(self, name: str) -> tuple[bytes, str | None]:
         """The whole object `name` and its ETag; FileNotFoundError when there is none."""
-        result = self._call(name, lambda: self._obstore.get(self.store, name))
-        return bytes(self._call(name, result.bytes)), result.meta.get("e_tag")
+        result = self._request(name, lambda store: self._obstore.get(store, name))
+        data = bytes(self._call(name, result.bytes))
+        self.bytes += len(data)
+        return data, result.meta.get("e_tag")
 
     def head(self, name: str) -> tuple[int, str | None] | None:
         """(size, ETag) of object `name`, or None when there is none."""
         try:
-            meta = self._call(name, lambda: self._obstore.head(self.store, name))
+            meta = self._request(name, lambda store: self._obstore.head(store, name))
         except FileNotFoundError:
             return None
         return int(meta["size"]), meta.get("e_tag")
+
+    def listed(self, most: int) -> list[str]:
+        """The names (below the store's prefix) of at most `most` objects under it, in the
+        server's order: one listing request."""
+        def first(store: Any) -> list[str]:
+            for chunk in self._obstore.list(store, chunk_size=most):
+                return [str(meta["path"]) for meta in chunk[:most]]
+            return []
+        return self._request("", first)
+
+    def _request(self, name: str, fn: Callable[[Any], _T]) -> _T:
+        """`fn(store)`, one request for object `name`, with obstore's errors as zrecord's.
+
+        Until the server has answered this client once, the request goes first without
+        retries: a connection refused, a name that does not resolve, or credentials that
+        cannot be had then fail at once (_unreachable, _no_credentials), not after the retries
+        meant for a server that is restarting (about 40 s). Any other failure of that first try
+        (a timeout, a 5xx, a connection reset) is tried again with the retries. Once the server
+        has answered, a refused connection is a restart, and is waited for as the rest."""
+        self.requests += 1
+        with self._errors(name):
+            if not self.answered:
+                try:
+                    out = fn(self._first)
+                except Exception as exc:
+                    fast = self._no_credentials(exc) or self._unreachable(name, exc)
+                    if fast is not None:
+                        raise fast from None
+                    if isinstance(exc, self._obstore.exceptions.BaseError) and \
+                            type(exc) is not self._obstore.exceptions.GenericError:
+                        self.answered = True  # an answer (not found, denied, ...)
+                    if self.answered or not isinstance(exc, self._obstore.exceptions.BaseError):
+                        raise
+                else:
+                    self.answered = True
+                    return out
+                self.requests += 1
+            out = fn(self.store)
+            self.answered = True
+            return out
 
     async def get_range(self, name: str, start: int, end: int, etag: str | None) -> bytes:
         """Bytes [start, end) of object `name`, which must still have ETag `etag`: a coroutine,
@@ -271,11 +336,7 @@ class _Client:
         """Whether anything lies under the store's prefix (S3: a listing; HTTP: index.zri or the
         first shard answer a HEAD)."""
         if self.url.startswith("s3://"):
-            def first() -> bool:
-                for chunk in self._obstore.list(self.store, chunk_size=1):
-                    return bool(chunk)
-                return False
-            return self._call("", first)
+            return bool(self.listed(1))
         return any(self.head(n) is not None for n in ("index.zri", "data-000.zrd"))
 
     def put(self, name: str, data: bytes | Iterator[bytes], *, size: int | None = None,
@@ -307,6 +368,55 @@ class _Client:
                                         "replaced or removed it)") from None
         etag = result.get("e_tag")
         return None if etag is None else str(etag)
+
+    def _unreachable(self, name: str, exc: Exception) -> RemoteError | None:
+        """The error for `exc`, a request for object `name`, when it says that the server's host cannot be reached at all (a
+        connection refused, a name that does not resolve, no route to it), naming the host,
+        the cause and where the address comes from; None for any other failure."""
+        text = str(exc)
+        if "dns error" in text:
+            detail = re.search(r'dns error.*?error: "([^"]+)"', text, re.S)
+            cause = "its name does not resolve" + (f" ({detail.group(1)})" if detail else "")
+            code = _errno.EHOSTUNREACH
+        elif "ConnectionRefused" in text or "Connection refused" in text:
+            cause, code = "connection refused: nothing listens at that address", _errno.ECONNREFUSED
+        elif "NetworkUnreachable" in text or "HostUnreachable" in text:
+            cause, code = "no route to it (network or host unreachable)", _errno.EHOSTUNREACH
+        else:
+            return None
+        if self.bucket is None:
+            hint = "check the URL's host and port"
+        elif self.endpoint is not None:
+            hint = (f"is the endpoint {self.endpoint} right (storage_options['endpoint_url'], the "
+                    "CLI's --endpoint-url, or AWS_ENDPOINT_URL) and its server running?")
+        else:
+            hint = ("for an S3-compatible server (MinIO, Ceph, R2, ...) give its address: "
+                    "storage_options={'endpoint_url': 'http://HOST:PORT'}, the CLI's "
+                    "--endpoint-url, or AWS_ENDPOINT_URL")
+        return RemoteError(code, f"{self.where(name)}: the request failed: cannot reach "
+                           f"{_host_of(text) or 'the server'}: {cause} (not retried, as the server "
+                           f"never answered this client); {hint}")
+
+    def _no_credentials(self, exc: Exception) -> RemoteError | None:
+        """The error for `exc` when it is the failure of the last place credentials are looked
+        for, the instance metadata service, by a client that found none elsewhere; None for
+        any other failure. Says where they were looked for and how to give them."""
+        text = str(exc)
+        if self.looked_in is None or not re.search(r"/latest/(api/token|meta-data/)", text):
+            return None
+        status = re.search(r"status(?: code)?:? (\d{3})", text)
+        cause = ("connection refused" if "ConnectionRefused" in text or "Connection refused" in text
+                 else "its name does not resolve" if "dns error" in text
+                 else "timed out" if "timed out" in text.lower() or "Timeout" in text
+                 else f"it answered HTTP {status.group(1)}" if status else _first_line(exc))
+        return RemoteError(_errno.EACCES, f"no credentials found for {self.shown} (looked in: "
+                           f"{self.looked_in}, and the instance metadata service at "
+                           f"{_host_of(text) or 'its address'}: {cause}). Give them as "
+                           "storage_options={'aws_access_key_id': ..., 'aws_secret_access_key': "
+                           "...}, as the environment variables AWS_ACCESS_KEY_ID and "
+                           "AWS_SECRET_ACCESS_KEY, or in ~/.aws/credentials (AWS_PROFILE picks "
+                           "the profile); a public bucket reads without them with "
+                           "storage_options={'skip_signature': True}")
 
     def _call(self, name: str, fn: Callable[[], _T]) -> _T:
         """`fn()`, with obstore's errors as zrecord's (`_errors`)."""
@@ -340,6 +450,9 @@ class _Client:
         where = self.where(name)
         if isinstance(exc, FileNotFoundError) or not isinstance(exc, exc_mod.BaseError):
             return exc
+        no_credentials = self._no_credentials(exc)
+        if no_credentials is not None:
+            return no_credentials
         if isinstance(exc, exc_mod.AlreadyExistsError):
             return FileExistsError(_errno.EEXIST, f"{where} exists")
         if isinstance(exc, exc_mod.PreconditionError):
@@ -432,6 +545,54 @@ def _is_panic(exc: BaseException) -> bool:
     return type(exc).__name__ == "PanicException" and not isinstance(exc, Exception)
 
 
+def _no_retries(retry: Mapping[str, Any]) -> Any:
+    """`retry` (obstore's RetryConfig) with no retries: a client's first request (_request)."""
+    return {**retry, "max_retries": 0}
+
+
+def _host_of(text: str) -> str | None:
+    """The scheme, host and port of the URL a client error names ("Error performing HEAD
+    http://host:port/..."), None where it names none: never its path, user or query."""
+    found = re.search(r"(https?://[^\s/]+)", text)
+    if found is None:
+        return None
+    shown = redact(found.group(1))
+    return None if "does not parse" in shown else shown
+
+
+def _credential_files() -> list[tuple[str, str]]:
+    """The shared files AWS's tools read credentials from, and the section of each that the
+    profile (AWS_PROFILE, else default) is in."""
+    profile = os.environ.get("AWS_PROFILE", "default")
+    return [(os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"), profile),
+            (os.environ.get("AWS_CONFIG_FILE", "~/.aws/config"),
+             profile if profile == "default" else f"profile {profile}")]
+
+
+# Environment variables that give obstore credentials, or a way to get them, before it asks the
+# instance metadata service (object_store's AmazonS3Builder::build, in its order): keys, a web
+# identity token (with AWS_ROLE_ARN), a container's credentials service.
+_CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                         "AWS_CONTAINER_CREDENTIALS_FULL_URI")
+
+
+def _looked_in(config: Mapping[str, Any]) -> str | None:
+    """Where credentials were looked for, said for a message (names only, never a value),
+    when the instance metadata service is the only place left to get them from; None where
+    `config` (storage_options and the shared files) or the environment gives them, or none are
+    needed (skip_signature)."""
+    if config.get("skip_signature") or config.get("access_key_id"):
+        return None
+    if any(os.environ.get(name) for name in _CREDENTIAL_VARIABLES):
+        return None
+    if str(os.environ.get("AWS_SKIP_SIGNATURE", "")).lower() in ("1", "true"):
+        return None
+    files = " and ".join(f"{path} [{section}]" for path, section in _credential_files())
+    return ("storage_options (aws_access_key_id, aws_secret_access_key), the environment ("
+            + ", ".join(_CREDENTIAL_VARIABLES) + f"), the shared files {files}")
+
+
 def _profile_credentials(config: Mapping[str, Any]) -> dict[str, Any]:
     """Keys and region from ~/.aws/credentials and ~/.aws/config (AWS_PROFILE, else default)
     where neither `config` nor the environment gives them: what AWS's own tools would use."""
@@ -439,12 +600,8 @@ def _profile_credentials(config: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     import configparser
 
-    profile = os.environ.get("AWS_PROFILE", "default")
     found: dict[str, Any] = {}
-    files = ((os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"), profile),
-             (os.environ.get("AWS_CONFIG_FILE", "~/.aws/config"),
-              profile if profile == "default" else f"profile {profile}"))
-    for path, section in files:
+    for path, section in _credential_files():
         parser = configparser.RawConfigParser()
         with contextlib.suppress(OSError, configparser.Error):
             parser.read(os.path.expanduser(path))
@@ -545,6 +702,8 @@ class Mirror:
         except BaseException:
             self.close()  # a private mirror made so far goes with it
             raise
+        # What open cost (stats()): every request and byte of the client so far was open's.
+        self.open_requests, self.open_bytes = self.client.requests, self.client.bytes
 
     # -- open ---------------------------------------------------------------------------------
 
@@ -552,11 +711,7 @@ class Mirror:
         """header.zrh's bytes, judged by the size its HEAD gives before its body is read."""
         head = self.client.head("header.zrh")
         if head is None:
-            if self.client.any_object():
-                raise NotPublishedError(f"{self.url} is not a published store: it has objects but no "
-                                        "header.zrh, which is uploaded last (an upload in progress or "
-                                        "interrupted?)")
-            raise StoreNotFoundError(f"no store at {self.url}: nothing there")
+            self._no_header()
         size, self.etags["header.zrh"] = head
         if size > HEADER_SIZE_BYTES_MAX:
             self._refuse_header(size)
@@ -567,6 +722,57 @@ class Mirror:
 
         self._stream("header.zrh", size, put)
         return header
+
+    def _no_header(self) -> NoReturn:
+        """Refuse a location with no header.zrh, saying what is known of it: whether anything
+        lies there (S3: a listing of the first few objects; HTTP: index.zri and the first
+        shard), stores below it, and what a publisher's claim says of an upload."""
+        if not self.url.startswith("s3://"):
+            if not self.client.any_object():
+                raise StoreNotFoundError(f"no store at {self.url}: no header.zrh, index.zri or "
+                                         "data-000.zrd there")
+            raise NotPublishedError(f"{self.url} is not a published store: the server has its "
+                                    "index.zri or data-000.zrd but no header.zrh, which a store "
+                                    "that is published whole has")
+        names = self.client.listed(_LISTED_MAX)
+        if not names:
+            raise StoreNotFoundError(f"no store at {self.url}: no object under that prefix")
+        below = sorted({n[:-len("/header.zrh")] for n in names if n.endswith("/header.zrh")})
+        if below:
+            raise StoreNotFoundError(f"no store at {self.url}: no header.zrh there, but stores below "
+                                     "it, such as " + ", ".join(f"{self.url}/{b}" for b in below[:3])
+                                     + "; open one of them")
+        shown = ", ".join(_scrub(n)[:100] for n in names[:_SHOWN_MAX])
+        more = " and more" if len(names) > _SHOWN_MAX else ""
+        raise NotPublishedError(f"{self.url} is not a published store: no header.zrh there (a "
+                                f"store's header is uploaded last), but objects ({shown}{more}); "
+                                + self._claim_says())
+
+    def _claim_says(self) -> str:
+        """What the prefix's publish.claim (zrecord publish's, spec §7.1) says of an upload."""
+        from zrecord._publish import CLAIM, CLAIM_STALE_S, _now_text, _read_claim  # imports this module
+
+        self.client.requests += 1
+        found = _read_claim(self.client)
+        if found is None:
+            return (f"no {CLAIM}: not an upload of zrecord publish, or of one from before claims; "
+                    "nothing says that an upload is in progress")
+        held, _, modified = found
+
+        def shown(key: str) -> str:  # what another program wrote: quoted, and cut short
+            value = held.get(key, "?")
+            return str(value) if type(value) is int else repr(_scrub(str(value))[:100])
+
+        who = (f"claimed at {shown('claimed_at')} by host {shown('host')}, pid {shown('pid')}, "
+               f"last written {_now_text(modified)}")
+        if held.get("state") == "released":
+            return (f"its {CLAIM} ({who}) was released: that upload failed or was stopped; "
+                    "publish the store again")
+        if time.time() - modified < CLAIM_STALE_S:
+            return (f"its {CLAIM} is held ({who}): an upload is in progress; open the store once "
+                    "it is published")
+        return (f"its {CLAIM} ({who}) has not been refreshed for {CLAIM_STALE_S / 60:.0f} minutes: "
+                "that upload was interrupted (its publisher killed); publish the store again")
 
     def _refuse_header(self, size: int) -> NoReturn:
         """Refuse a header.zrh of `size` bytes, more than any valid header, from its first 12
@@ -625,6 +831,7 @@ class Mirror:
         if self.etags.get(name) is not None:
             options["if_match"] = self.etags[name]
         client, at = self.client, 0
+        client.requests += 1
         with client._errors(name):
             result = client._obstore.get(client.store, name, options=options)
             if int(result.meta["size"]) != size:
@@ -634,6 +841,7 @@ class Mirror:
                     raise self._changed(name, f"sent more than the {want} bytes asked for")
                 write(chunk, at)
                 at += len(chunk)
+                client.bytes += len(chunk)
         if at != want:
             raise self._changed(name, f"ended after {at} of its {want} bytes")
 
@@ -1006,7 +1214,7 @@ class Mirror:
                 if finalizer is not None:
                     finalizer.detach()
                 self._private = None
-            self.client = _Client(self.client.url, self.options)
+            self.client = _Client(self.client.url, self.options, answered=self.client.answered)
 
     def _wait_prefetches(self, recs: np.ndarray) -> bool:
         """Wait for the prefetches under way that fetch any of `recs`; whether there were any.
@@ -1113,11 +1321,16 @@ class Mirror:
         return self._event_loop
 
     def stats(self) -> dict[str, int]:
-        """Ranged GETs made for gathers so far and the bytes they brought; with a budget, the
-        bytes the mirror holds now and those this reader's evictions freed."""
+        """Ranged GETs made for gathers so far (``requests``) and the bytes they brought
+        (``bytes``); what open cost: its requests (``open_requests``: the HEAD of every object,
+        the GET of header.zrh, and of index.zri when it made the mirror; a first request
+        tried again with retries counts twice) and the bytes they brought
+        (``open_bytes``: header.zrh, and index.zri when fetched); with a budget, the bytes the
+        mirror holds now and those this reader's evictions freed."""
         self._adopt()
         with self._lock:
-            out = {"requests": self.requests, "bytes": self.bytes_fetched}
+            out = {"requests": self.requests, "bytes": self.bytes_fetched,
+                   "open_requests": self.open_requests, "open_bytes": self.open_bytes}
         if self._budget is not None:
             out.update(cache_bytes=self._budget.used(), evicted_bytes=self._budget.evicted_bytes,
                        evictions=self._budget.evictions())

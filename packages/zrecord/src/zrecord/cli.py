@@ -8,6 +8,9 @@
   zrecord head PATH [-n N]   the first N records, summarised
   zrecord stats PATH         distribution of record sizes (and of shapes, for Ragged)
 
+PATH may be a URL (``s3://BUCKET/PREFIX``, ``https://HOST/PATH``); every command that takes a
+store's location takes ``--endpoint-url`` to reach it (one definition: ``_storage_arguments``).
+
 Every command takes ``--json`` for output that scripts can parse: strict JSON (RFC 8259).
 Errors print one line to stderr. Exit statuses (``zrecord.console``): 0 success; 1 PATH is
 not a valid store (nothing there, a folder, an unfinished write, corrupt) or ``verify`` found
@@ -566,6 +569,8 @@ _SUMMARIES = {
 _EXAMPLES = {
     "info": [("zrecord info data/mnist/train/image", "one store"),
              ("zrecord info data/mnist", "every store below a folder, as a table"),
+             ("zrecord info s3://b/mnist/train/image --endpoint-url http://minio:9000",
+              "a store in a MinIO-style server (any command but publish reads a URL)"),
              ("zrecord info data/mnist --json", "the same for scripts")],
     "verify": [("zrecord verify data/mnist/train/image", "exit status 0: every record intact"),
                ("zrecord verify data/mnist", "every store below a folder"),
@@ -588,6 +593,20 @@ _EXAMPLES = {
 TREE_DEPTH_DEFAULT = 6
 
 
+def _storage_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of a command that takes a store's location, to reach it in object storage
+    (``storage_options`` of the API, read by `_storage_options`): one definition for every
+    command, ``publish`` included."""
+    p.add_argument("--endpoint-url", metavar="URL", default=None,
+                   help="for an s3:// URL: an S3-compatible server (MinIO, Ceph, R2, ...) "
+                        "instead of AWS (else AWS_ENDPOINT_URL, if set)")
+
+
+def _storage_options(args: argparse.Namespace) -> StorageOptions:
+    """The ``storage_options`` that the options of `_storage_arguments` give."""
+    return {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="zrecord", formatter_class=HelpFormatter,
@@ -607,7 +626,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("path", metavar="PATH",
                        help="a store (a folder holding header.zrh)"
                             + {"info": "; or a folder of stores, listed as a table",
-                               "verify": "; or a folder of stores, each verified"}.get(name, ""))
+                               "verify": "; or a folder of stores, each verified"}.get(name, "")
+                            + "; or a URL: s3://BUCKET/PREFIX, https://HOST/PATH")
+        _storage_arguments(p)
         p.add_argument("--json", action="store_true",
                        help="machine-readable output, strict JSON (RFC 8259)"
                             + (": non-finite values as \"NaN\", \"Infinity\", \"-Infinity\", "
@@ -848,8 +869,12 @@ def _run(argv: list[str] | None) -> int:
     # A temporary is never a published store, even once its writer wrote a header into it.
     if is_temporary_name(os.path.basename(os.path.normpath(path))) and os.path.isdir(path):
         return _unfinished(args, path)
+    options = _storage_options(args)
+    if options and not path.startswith("s3://"):
+        say(f"{command}: --endpoint-url is for a store in S3 (an s3:// URL); got {path!r}")
+        return EXIT_USAGE
     try:
-        store = open_store(path)
+        store = open_store(path, storage_options=options or None)
     except (ZrecordError, OSError, MemoryError) as exc:
         return _not_a_store(args, exc)
     except ValueError as exc:
