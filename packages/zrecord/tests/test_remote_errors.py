@@ -240,6 +240,10 @@ def test_a_prefix_without_a_header_says_what_is_there(s3_server, s3_bucket, stor
     _upload(s3_bucket, "dataset/train/image", root)
     with pytest.raises(StoreNotFoundError, match=f"stores below it, such as {s3_bucket.url('dataset')}/train/image"):
         Dense.open(s3_bucket.url("dataset"), storage_options=opts)
+    # Objects only below (a store whose header the listing did not reach): not an "upload".
+    _upload(s3_bucket, "parts/train/image", root, ORDER[:-1])
+    with pytest.raises(StoreNotFoundError, match=f"lie below it, such as {s3_bucket.url('parts')}/train/image/"):
+        Dense.open(s3_bucket.url("parts"), storage_options=opts)
     # The command line says it too (credentials from the environment, as it takes them).
     for key, value in s3_server.env().items():
         monkeypatch.setenv(key, value)

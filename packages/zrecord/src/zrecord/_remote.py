@@ -135,8 +135,9 @@ _S3_KEYS = {
 }
 
 GAP_AUTO_MAX = 64 << 10
-# Objects listed under a prefix that holds no header.zrh (one request), and shown of them.
-_LISTED_MAX = 50
+# Objects listed under a prefix that holds no header.zrh (one request: S3 lists 1,000 keys a
+# page), and shown of them.
+_LISTED_MAX = 1000
 _SHOWN_MAX = 5
 # The most times one gather fetches one record again after its bytes in the mirror failed.
 _REFETCHES_MAX = 8
@@ -742,6 +743,12 @@ class Mirror:
             raise StoreNotFoundError(f"no store at {self.url}: no header.zrh there, but stores below "
                                      "it, such as " + ", ".join(f"{self.url}/{b}" for b in below[:3])
                                      + "; open one of them")
+        if all("/" in n for n in names):
+            # Objects only in sub-prefixes, none of whose headers came in the listing's first
+            # page (a store of many shards lists them before its header).
+            raise StoreNotFoundError(f"no store at {self.url}: no header.zrh there, and the objects "
+                                     f"under it lie below it, such as {self.url}/{_scrub(names[0])[:200]}: "
+                                     "a folder of stores? Open a store below it")
         shown = ", ".join(_scrub(n)[:100] for n in names[:_SHOWN_MAX])
         more = " and more" if len(names) > _SHOWN_MAX else ""
         raise NotPublishedError(f"{self.url} is not a published store: no header.zrh there (a "
