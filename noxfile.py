@@ -336,7 +336,17 @@ def wheelhouse(session: nox.Session) -> None:
     dist ...` line, read from README.md and run as written beside that folder in a fresh
     virtual environment, with an empty environment (`env -i`: PATH holds only the fresh
     environment's bin/, no pip configuration); then write, read, load and convert
-    (tools/smoke_install.py)."""
+    (tools/smoke_install.py).
+
+    Before that, every other install line the users are shown (README.md, docs/, the packages'
+    READMEs, and the `pip install` hints of the packages' messages and docstrings, collected
+    by tools/install_lines.py) is resolved as written from the repository's root by `pip
+    install --dry-run` in a fresh environment of its own, and fails where one of the
+    project's packages would come from anywhere but this clone (the `loaderx` on PyPI is
+    another project) or a dependency at a version the packages refuse; the wheelhouse's own
+    lines resolve beside this folder `dist`. A real install of each from source would build
+    the native code again for every line: the `roundtrip` session builds from source once, and
+    the one real install here is the README's."""
     tmp = Path(session.create_tmp()).resolve()  # absolute: the install runs from inside it
     house, venv = tmp / "dist", tmp / "fresh-venv"
     for folder in (house, venv):
@@ -345,6 +355,9 @@ def wheelhouse(session: nox.Session) -> None:
     for folder in (ZRECORD, LOADERX, CONVERTER):
         shutil.copy2(_pkg(session, folder), house)
     session.run("python", str(ROOT / "tools" / "release.py"), "--deps-only", "--dist", str(house))
+    session.install("packaging")
+    session.run("python", str(ROOT / "tools" / "install_lines.py"), "--venv",
+                str(tmp / "lines-venv"), "--wheelhouse", str(tmp))
     session.run("python", "-m", "venv", str(venv))
     # Nothing of this machine's environment (nox's PATH and VIRTUAL_ENV, pip's settings) reaches
     # the install; HOME is the session's folder, so no user configuration or cache is read.
@@ -414,8 +427,10 @@ def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.6", "mypy==2.4.1", "numpy", "nox", "pytest", TORCH,
                     f"ziglang=={ZIG_VERSION}")
     # The house rules (tools/tidy.py), after the tests that show each rule catches a
-    # deliberate violation.
-    session.run("pytest", "-q", str(ROOT / "tools" / "test_tidy.py"))
+    # deliberate violation; and the tests of the collector of the docs' install lines, which
+    # the `wheelhouse` session resolves (tools/install_lines.py).
+    session.run("pytest", "-q", str(ROOT / "tools" / "test_tidy.py"),
+                str(ROOT / "tools" / "test_install_lines.py"))
     session.run("python", str(ROOT / "tools" / "tidy.py"))
     session.install(_pkg(session, ZRECORD), _pkg(session, LOADERX))
     session.run("ruff", "check", "noxfile.py", "packages", "benchmarks", "tools")

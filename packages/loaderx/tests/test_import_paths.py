@@ -42,7 +42,7 @@ def test_converter_import_without_the_distribution_names_the_install_command():
         "    print(exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'loaderx[converter]'" in out.stdout
+    assert "pip install ./packages/zrecord ./packages/loaderx-converter" in out.stdout
 
 
 def test_converter_import_with_the_distribution():

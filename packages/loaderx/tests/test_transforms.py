@@ -167,7 +167,7 @@ def test_without_pillow_the_error_names_the_extra():
         "    print(exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'loaderx[images]'" in out.stdout
+    assert "pip install 'pillow>=10'" in out.stdout
 
 
 def test_a_box_rounded_outside_the_image_is_clamped():

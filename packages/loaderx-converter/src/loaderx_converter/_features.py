@@ -564,7 +564,7 @@ class _AudioReader(_MediaReader):
         except ImportError as exc:
             raise UnsupportedFeatureError(
                 f"{where}: decoding Audio needs the optional 'soundfile' package: "
-                "pip install 'loaderx-converter[audio]'; or keep the files as they are with "
+                "pip install 'soundfile>=0.12,<1'; or keep the files as they are with "
                 f"{where.spelling.option('audio', 'encoded')}") from exc
         self.rate: int | None = where.feature.sampling_rate
         self.sizes = array.array("Q")  # per row: the bytes it decodes to (float32 samples)

@@ -12,8 +12,8 @@ try:
     from loaderx_converter import __version__ as __version__
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(
-        "loaderx.converter needs the optional converter distribution: "
-        "pip install 'loaderx[converter]' (until it is published, from a clone of the "
-        "repository: pip install ./packages/loaderx-converter; the loaderx on PyPI is "
-        "another project)"
+        "loaderx.converter needs the optional converter distribution: from a clone of the "
+        "repository, in its root, pip install ./packages/zrecord ./packages/loaderx-converter "
+        "(from the release's wheelhouse: pip install --no-index --find-links dist "
+        "loaderx-converter; the loaderx on PyPI is another project)"
     ) from exc

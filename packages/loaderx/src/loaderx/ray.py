@@ -46,7 +46,9 @@ try:
         ArrowVariableShapedTensorType,
     )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("loaderx.ray needs Ray Data: pip install 'loaderx[ray]'") from exc
+    # The extra's requirement itself: `loaderx[ray]` from PyPI would be another project.
+    raise ImportError("loaderx.ray needs Ray Data (loaderx's ray extra): "
+                      "pip install 'ray[data,train]>=2.60,<2.61'") from exc
 
 # A read task yields blocks of about this many bytes (one record at least), so that a worker
 # holds a bounded amount of data however large its range is.

@@ -20,7 +20,7 @@ Invariants:
   Pillow's draft mode lets libjpeg decode at 1/2, 1/4 or 1/8 scale, never below the size
   the resize needs.
 - Pillow is imported when a ``DecodeImages`` is made, not when this module is: without it the
-  error names the extra to install, ``pip install 'loaderx[images]'``.
+  error names what to install, the ``images`` extra's ``pip install 'pillow>=10'``.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def _pillow() -> Any:
         import PIL.Image
         import PIL.ImageOps
     except ImportError as exc:
-        raise ImportError("loaderx.transforms.DecodeImages needs Pillow: "
-                          "pip install 'loaderx[images]'") from exc
+        raise ImportError("loaderx.transforms.DecodeImages needs Pillow (loaderx's images "
+                          "extra): pip install 'pillow>=10'") from exc
     return PIL
 
 

@@ -153,7 +153,8 @@ class Dense(_Kind):
         validate index.zri anyway, and write the file anew). See "Large stores: the index" in
         the zrecord guide.
 
-        A URL is read by byte range (``pip install 'zrecord[remote]'``): open fetches the
+        A URL is read by byte range (the ``remote`` extra's obstore client:
+        ``pip install 'obstore>=0.12.1,<0.13'``): open fetches the
         header and the index, and each gather fetches the records it lacks, neighbours
         coalesced, many requests in flight, each checked against its checksum as a local read
         is. `storage_options` configures it: ``endpoint_url`` (an S3-compatible server),
