@@ -143,8 +143,9 @@ def loaderx(session: nox.Session) -> None:
     """
     _install_all(session, "test")
     # The DataLoader over stores opened by URL (tests/test_remote.py) reads through obstore,
-    # from the test kit's Range HTTP server.
-    session.install(TORCH, "jax", _pkg(session, ZRECORD, "remote"), _pkg(session, TESTKIT))
+    # from the test kit's Range HTTP server; the converter's conversions to s3:// URLs
+    # (tests/test_convert_url.py) publish to its moto_server (the kit's s3 extra).
+    session.install(TORCH, "jax", _pkg(session, ZRECORD, "remote"), _pkg(session, TESTKIT, "s3"))
     session.run("pytest", "-q", str(LOADERX / "tests"), *session.posargs)
     session.run("pytest", "-q", str(CONVERTER / "tests"), *session.posargs)
     _drop_venv(session)
@@ -154,6 +155,8 @@ def loaderx(session: nox.Session) -> None:
 def converter(session: nox.Session) -> None:
     """loaderx-converter's tests alone (in the suite they run in the `loaderx` session)."""
     _install_all(session, "test")
+    # Conversions to s3:// URLs publish to the test kit's moto_server, through obstore.
+    session.install(_pkg(session, ZRECORD, "remote"), _pkg(session, TESTKIT, "s3"))
     session.run("pytest", "-q", str(CONVERTER / "tests"), *session.posargs)
 
 

@@ -6,6 +6,9 @@ Invariants:
   lives in zrecord's locked temporary sibling (``zrecord.staged_directory``, the protocol its
   writers use): a failure removes it, and a later conversion or writer of the same name
   removes it once its process is gone (SIGKILL), whatever PID namespace that process ran in.
+  An ``s3://`` root is converted so into a private staging folder and only then published
+  whole (``_paths.Destination``, ``zrecord.publish_folder``: the stores, then
+  ``provenance.json``); nothing is uploaded before the conversion has succeeded.
 - Everything that can be known before writing is checked before writing: the options
   (``_options``), split and column names that cannot be one folder under ``root``
   (``_paths``), a ``root`` inside a published store, unsupported features, nulls,
@@ -20,7 +23,6 @@ Invariants:
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,12 +38,11 @@ from loaderx_converter import _options
 from loaderx_converter._features import MEDIA_MODES, ColumnPlan, Where, _EncodedReader, reader_for
 from loaderx_converter._hub import Provenance, provenance_of
 from loaderx_converter._options import ColumnOptions, Requested
-from loaderx_converter._paths import PROVENANCE_FILE, check_names, check_root
+from loaderx_converter._paths import PROVENANCE_FILE, Destination, check_names
 from loaderx_converter._spelling import PYTHON, Spelling
 from loaderx_converter.errors import (
     ArgumentTypeError,
     ColumnNotFoundError,
-    DestinationExistsError,
     OptionError,
     UnsafePathError,
     _IncompleteWriteError,
@@ -147,8 +148,8 @@ def convert(dataset: Any, root: str | os.PathLike[str], *,
             columns: Sequence[str] | None = None,
             dict_bytes: bytes | Mapping[str, bytes] | None = None,
             dict_from: str | Sequence[str] | None = None, images: MediaMode = "decode",
-            audio: MediaMode = "decode", data_shards: int = 4,
-            progress: bool = True) -> dict[str, Any]:
+            audio: MediaMode = "decode", data_shards: int = 4, progress: bool = True,
+            storage_options: zrecord.StorageOptions | None = None) -> dict[str, Any]:
     """Write every (selected) column of every split as a zrecord store under ``root/split/column``.
 
     `dataset` is a ``datasets.DatasetDict`` or a single ``Dataset`` (written as its split name,
@@ -178,43 +179,54 @@ def convert(dataset: Any, root: str | os.PathLike[str], *,
     every zrecord store); it appears, with every store and
     ``provenance.json``, only when all are written and the row counts agree. Returns the
     provenance record that was written (``loaderx_converter.info(root)`` reads it back).
+
+    `root` may be an ``s3://bucket/prefix`` URL (`storage_options` as for
+    ``zrecord.Dense.open``; given with a local path they are an error). Each store's prefix
+    is checked before anything is written (one that holds a store raises
+    :class:`DestinationExistsError`); the dataset is converted into a private temporary
+    folder (under ``storage_options["cache_dir"]`` when given), then published with
+    ``zrecord.publish_folder``: every store verified and uploaded header last, and
+    ``provenance.json`` last of all. A conversion that fails publishes nothing and removes
+    the folder; a publish that fails keeps it, and its error says where and how to publish
+    it from there. Other schemes (``gs://``, ``http(s)://``: :class:`UnsafePathError`) are
+    refused, never taken for a local folder.
     """
     return run(dataset, root, codec=codec, columns=columns, dict_bytes=dict_bytes,
                dict_from=dict_from, images=images, audio=audio, data_shards=data_shards,
-               progress=progress, spell=PYTHON)
+               progress=progress, spell=PYTHON, storage_options=storage_options)
 
 
 def run(dataset: Any, root: Any, *, codec: Any, columns: Sequence[str] | None, dict_bytes: Any,
         dict_from: Any, images: str, audio: str, data_shards: int, progress: bool,
-        spell: Spelling) -> dict[str, Any]:
+        spell: Spelling, storage_options: zrecord.StorageOptions | None = None) -> dict[str, Any]:
     """convert() with the words of its errors chosen by `spell` (the command line's own)."""
     req = _options.request(codec, dict_bytes, dict_from, data_shards, spell)
     for keyword, value in (("images", images), ("audio", audio)):
         if value not in MEDIA_MODES:
             raise OptionError(f"convert: {spell.name(keyword)} must be 'decode' or 'encoded'; "
                               f"got {value!r}")
-    if not isinstance(root, (str, os.PathLike)):
-        raise ArgumentTypeError(f"convert: root must be a path (str or os.PathLike); got "
-                                f"{type(root).__name__}")
-    root = Path(os.fspath(root)).absolute()
-    if os.path.lexists(root):
-        raise DestinationExistsError(errno.EEXIST, "convert: the destination must not exist",
-                                     str(root))
-    check_root(root)
-    splits = _splits(dataset)
-    chosen = _select(splits, columns, spell)
-    check_names(root, chosen)
-    opts = _options.resolve(req, (c for cols in chosen.values() for c in cols), spell)
-    readers = {split: {c: reader_for(Where(split, c, splits[split].features[c], spell),
-                                     images=images, audio=audio) for c in cols}
-               for split, cols in chosen.items()}
-    job = _Job(dataset, root, splits, chosen, readers, opts, req, data_shards, progress, spell,
-               {"images": images, "audio": audio})
-    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="loaderx-convert") as pool:
-        for by_column in readers.values():
-            for reader in by_column.values():
-                reader.pool = pool
-        return job.run()
+    dest = Destination(root, storage_options)
+    try:
+        splits = _splits(dataset)
+        chosen = _select(splits, columns, spell)
+        check_names(dest.root, chosen)
+        dest.check_stores(chosen)
+        opts = _options.resolve(req, (c for cols in chosen.values() for c in cols), spell)
+        readers = {split: {c: reader_for(Where(split, c, splits[split].features[c], spell),
+                                         images=images, audio=audio) for c in cols}
+                   for split, cols in chosen.items()}
+        job = _Job(dataset, dest.root, splits, chosen, readers, opts, req, data_shards,
+                   progress, spell, {"images": images, "audio": audio})
+        with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="loaderx-convert") as pool:
+            for by_column in readers.values():
+                for reader in by_column.values():
+                    reader.pool = pool
+            record = job.run()
+    except BaseException:
+        dest.discard()
+        raise
+    dest.publish(progress)
+    return record
 
 
 class _Job:

@@ -13,15 +13,24 @@ Invariants:
   like one could be taken for a dead writer's leftovers and removed.
 - ``root`` never lies inside a published zrecord store: a published store is immutable,
   its directory included.
+- ``root`` is judged by zrecord's one rule for store locations (``zrecord.store_location``): a
+  URL of a scheme zrecord does not read is refused, never taken for a local folder. An
+  ``s3://`` root is converted into a private staging folder (``Destination``) and published
+  from there with ``zrecord.publish_folder``; every store's prefix is checked before anything
+  is written.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import zrecord
-from loaderx_converter.errors import UnsafePathError
+from loaderx_converter.errors import ArgumentTypeError, DestinationExistsError, UnsafePathError
 
 # Writers add this much to a name for their temporary siblings: zrecord's lock file
 # ".NAME.zr-tmp-16HEX.lock" adds 30 bytes (for stores and dataset roots alike); 40 leaves a
@@ -130,3 +139,77 @@ def check_root(root: Path) -> None:
                   f"the file system holds names of at most {name_max} bytes")
         raise UnsafePathError(f"convert: the destination {str(root)!r} {reason}; choose a "
                               "shorter name", reason=reason)
+
+
+class Destination:
+    """Where a conversion writes: `root`, the local folder the stores go under; for an
+    ``s3://`` destination also `url`, and `staging`, the private folder holding `root` until
+    it is published there."""
+
+    def __init__(self, root: Any, storage_options: zrecord.StorageOptions | None) -> None:
+        if not isinstance(root, (str, os.PathLike)):
+            raise ArgumentTypeError(f"convert: root must be a path or an s3:// URL (str or "
+                                    f"os.PathLike); got {type(root).__name__}")
+        self.storage_options = storage_options
+        try:
+            where = zrecord.store_location(root, storage_options, role="convert: the destination")
+            if zrecord.is_url(where):
+                self._check(where, "")  # an http(s):// URL, which cannot be written, too
+        except ValueError as exc:
+            # A scheme zrecord does not read, an http(s):// URL, storage_options with a local
+            # path, storage options the client refuses: the destination cannot be written.
+            raise UnsafePathError(str(exc), reason="is not a place the converter can write") \
+                from None
+        self.url: str | None = None
+        self.staging: Path | None = None
+        if zrecord.is_url(where):
+            self.url = where.rstrip("/")
+            given = (storage_options or {}).get("cache_dir")
+            cache_dir = None if given is None else os.fsdecode(given)
+            if cache_dir is not None:
+                os.makedirs(cache_dir, exist_ok=True)
+            self.staging = Path(tempfile.mkdtemp(prefix="loaderx-convert-", dir=cache_dir))
+            self.root = self.staging / "root"
+            return
+        self.root = Path(os.fspath(where)).absolute()
+        if os.path.lexists(self.root):
+            raise DestinationExistsError(errno.EEXIST, "convert: the destination must not exist",
+                                         str(self.root))
+        check_root(self.root)
+
+    def _check(self, url: str, rel: str) -> None:
+        """Raise unless a store may be published at `url`/`rel` (zrecord.check_destination)."""
+        where = f"{url}/{rel}" if rel else url
+        try:
+            zrecord.check_destination(where, storage_options=self.storage_options)
+        except zrecord.StoreExistsError as exc:
+            raise DestinationExistsError(errno.EEXIST, f"convert: the destination must not hold "
+                                         f"stores already: {exc}", where) from None
+
+    def check_stores(self, chosen: dict[str, list[str]]) -> None:
+        """For a URL: raise now, before any write, where a store's prefix holds a store."""
+        if self.url is not None:
+            for split, columns in chosen.items():
+                for column in columns:
+                    self._check(self.url, f"{split}/{column}")
+
+    def discard(self) -> None:
+        """The conversion failed: remove the staging folder (a local root is never made)."""
+        if self.staging is not None:
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+    def publish(self, progress: bool) -> None:
+        """For a URL: publish the converted root there, then remove the staging folder. A
+        failed publish keeps it, and its error says where and how to go on."""
+        if self.url is None or self.staging is None:
+            return
+        try:
+            zrecord.publish_folder(self.root, self.url, progress=progress,
+                                   storage_options=self.storage_options)
+        except Exception as exc:
+            exc.args = (f"{exc}; convert: the converted dataset is kept at {str(self.root)!r}: "
+                        f"publish it from there once the cause is fixed (`zrecord publish "
+                        f"{self.root} URL`: stores already published are skipped), or delete "
+                        f"{str(self.staging)!r}",)
+            raise
+        self.discard()

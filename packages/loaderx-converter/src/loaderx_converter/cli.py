@@ -18,6 +18,7 @@ from loaderx_converter import (
     ConversionError,
     HubError,
     OptionError,
+    SourceError,
     SourceNotFoundError,
     UnsafePathError,
     __version__,
@@ -214,7 +215,8 @@ def _parser() -> argparse.ArgumentParser:
                              "a local path that does not exist")
     parser.add_argument("root", metavar="ROOT",
                         help="destination folder; must not exist, nor lie inside a published "
-                             "zrecord store")
+                             "zrecord store. Or s3://BUCKET/PREFIX: converted in a temporary "
+                             "folder, then published there (each store, then provenance.json)")
     parser.add_argument("--version", action="version", version=_version(),
                         help="print the versions of loaderx-converter, zrecord and datasets "
                              "and exit")
@@ -229,6 +231,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--token", help="Hub token for private or gated datasets")
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="Hugging Face cache folder (default: the library's)")
+    parser.add_argument("--endpoint-url", metavar="URL", default=None,
+                        help="for an s3:// ROOT: an S3-compatible server (MinIO, Ceph, R2, ...) "
+                             "instead of AWS (else AWS_ENDPOINT_URL, if set)")
     parser.add_argument("--data-shards", type=int, default=4, metavar="N",
                         help="data files per store, 1 to 255: the write parallelism of each "
                              "store")
@@ -298,6 +303,10 @@ def _load(args: argparse.Namespace) -> Any:
     """The dataset SOURCE names: an existing path is local; otherwise a bare owner/name is a
     Hub id and anything else a local path that does not exist."""
     source = args.source
+    if "://" in source and not os.path.exists(source):
+        raise SourceError(f"SOURCE {source.partition('://')[0]}://... is a URL; loaderx-convert "
+                          "reads a Hub dataset id (owner/name) or a local path (a save_to_disk "
+                          "folder, parquet file(s)): download the dataset first")
     if os.path.exists(source) or not is_hub_id(source):
         try:
             return from_local(source, config=args.config)
@@ -323,10 +332,13 @@ def _run(argv: list[str] | None) -> int:
         if args.cast or args.image_mode:
             dataset = _apply_casts(dataset, args.cast or [], args.image_mode, columns)
         dict_from = [c for group in args.dict_from or [] for c in group] or None
+        storage: zrecord.StorageOptions = ({"endpoint_url": args.endpoint_url}
+                                           if args.endpoint_url else {})
         record = convert(dataset, args.root, codec=_per_column(args.codec, "zstd"),
                          columns=columns, dict_bytes=_per_column(args.dict_bytes, None),
                          dict_from=dict_from, images=args.images, audio=args.audio,
-                         data_shards=args.data_shards, progress=not args.quiet)
+                         data_shards=args.data_shards, progress=not args.quiet,
+                         storage_options=storage or None)
     except BrokenPipeError:
         raise  # a progress bar met a closed stderr: run_tool ends the command quietly
     except UnsafePathError as exc:
@@ -346,6 +358,10 @@ def _run(argv: list[str] | None) -> int:
                 notes.append("encoded " + ", ".join(f"{k} {v}" for k, v in col["formats"].items()))
             print(f"{args.root}/{split}/{column}: {col['kind']} {col['dtype']} {shape} "
                   f"x {col['records']} ({'; '.join(n for n in notes if n)})")
+    if zrecord.is_url(args.root):
+        stores = sum(len(info["columns"]) for info in record["splits"].values())
+        print(f"{args.root}: published ({stores} stores, then provenance.json; each store "
+              "verified and checked on its way up)")
     return EXIT_OK
 
 

@@ -96,7 +96,9 @@ class OptionError(ConversionError, ValueError):
 
 class UnsafePathError(ConversionError, ValueError):
     """A split or column name cannot be one folder name under ``root`` (``/abs``, ``a/b``,
-    ``..``, a leading ``.``, too long, ...), or ``root`` lies inside a published zrecord store.
+    ``..``, a leading ``.``, too long, ...), or ``root`` lies inside a published zrecord store,
+    or ``root`` is a URL the converter cannot publish to (``gs://``, ``https://``: only
+    ``s3://``), or ``storage_options`` were given with a local ``root``.
 
     ``split`` and ``column`` name the offender (``column`` is None for a split name; both are
     None for ``root``); ``reason`` says what is wrong with it.
