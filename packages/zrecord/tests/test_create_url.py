@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from zrecord import Dense, Ragged, open_store, publish
+from zrecord.cli import main
 from zrecord.errors import StoreExistsError
 
 DATA = np.arange(4 * 6, dtype=np.int32).reshape(4, 2, 3)
@@ -125,13 +126,17 @@ def test_http_urls_cannot_be_written(here):
 
 
 @pytest.mark.parametrize("url", ["gs://bucket/x", "az://account/x", "xyz://h/x", "S3://b/x"])
-def test_a_scheme_zrecord_does_not_read_is_refused_everywhere(url, here):
+def test_a_scheme_zrecord_does_not_read_is_refused_everywhere(url, here, capsys):
     for call in (lambda: Dense.create(url, np.int32, (2, 3), codec="raw"),
                  lambda: Ragged.create(url, np.int32, 1, codec="raw"),
                  lambda: Dense.open(url), lambda: open_store(url),
                  lambda: publish(url, "s3://b/p"), lambda: publish(here, url)):
         with pytest.raises(ValueError, match="a scheme zrecord does not read"):
             call()
+    for command in ("info", "verify", "head", "stats"):
+        assert main([command, url]) == 2  # a usage error, not "no store at 'gs://...'"
+        assert "a scheme zrecord does not read" in capsys.readouterr().err
+    assert main(["publish", str(here), url, "-q"]) == 2
     _no_scheme_folders(here)
     assert os.listdir(here) == []
 

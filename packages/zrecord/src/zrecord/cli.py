@@ -683,8 +683,7 @@ def _publish_parser(sub: Any) -> None:
                    help="the local store to upload, or a folder of stores (such as "
                         "loaderx-convert's output)")
     p.add_argument("url", metavar="URL", help="where: s3://BUCKET/PREFIX")
-    p.add_argument("--endpoint-url", metavar="URL", default=None,
-                   help="an S3-compatible server (MinIO, Ceph, R2, ...) instead of AWS")
+    _storage_arguments(p)
     p.add_argument("--json", action="store_true",
                    help="machine-readable output, strict JSON (RFC 8259), errors included")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -692,8 +691,8 @@ def _publish_parser(sub: Any) -> None:
 
 def _publish(args: argparse.Namespace) -> int:
     """zrecord publish PATH URL: a store, or every store below a folder (one line each)."""
-    options: StorageOptions = {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
-    url = redact(args.url) if isinstance(args.url, str) else args.url
+    options = _storage_options(args)
+    url = redact(args.url)
     result: dict[str, Any] = {"path": args.path, "url": url}
     progress = not (args.quiet or args.json)
 
