@@ -344,7 +344,8 @@ def wheelhouse(session: nox.Session) -> None:
     Before that, every other install line the users are shown (README.md, docs/, the packages'
     READMEs, and the `pip install` hints of the packages' messages and docstrings, collected
     by tools/install_lines.py) is resolved as written from the repository's root by `pip
-    install --dry-run` in a fresh environment of its own, and fails where one of the
+    install --dry-run` in a fresh environment of its own (with this run's wheel of each
+    package folder a line names, whose metadata it is), and fails where one of the
     project's packages would come from anywhere but this clone (the `loaderx` on PyPI is
     another project) or a dependency at a version the packages refuse; the wheelhouse's own
     lines resolve beside this folder `dist`. A real install of each from source would build
@@ -359,8 +360,12 @@ def wheelhouse(session: nox.Session) -> None:
         shutil.copy2(_pkg(session, folder), house)
     session.run("python", str(ROOT / "tools" / "release.py"), "--deps-only", "--dist", str(house))
     session.install("packaging")
+    # pip reads a package folder's metadata only by building it: the lines get this run's
+    # wheel of each folder they name instead (tools/install_lines.py says why).
+    wheels = [f"--wheel={folder.relative_to(ROOT)}={_pkg(session, folder)}"
+              for folder in (ZRECORD, LOADERX, CONVERTER, TESTKIT)]
     session.run("python", str(ROOT / "tools" / "install_lines.py"), "--venv",
-                str(tmp / "lines-venv"), "--wheelhouse", str(tmp))
+                str(tmp / "lines-venv"), "--wheelhouse", str(tmp), *wheels)
     session.run("python", "-m", "venv", str(venv))
     # Nothing of this machine's environment (nox's PATH and VIRTUAL_ENV, pip's settings) reaches
     # the install; HOME is the session's folder, so no user configuration or cache is read.

@@ -1,7 +1,8 @@
 """Every `pip install` line that the project shows its users, resolved as written from the
 repository's root: run by the `wheelhouse` nox session.
 
-    python tools/install_lines.py --venv FOLDER [--wheelhouse FOLDER] [--list]
+    python tools/install_lines.py --venv FOLDER --wheel packages/zrecord=WHEEL ... \
+        [--wheelhouse FOLDER] [--list]
 
 The lines are collected, never listed by hand, so that a new one is covered:
 
@@ -16,21 +17,26 @@ The CHANGELOGs are left out: they record what was true at each release. A span t
 `pip install` with options only (say, `pip install --dry-run`) mentions the command and is
 not an install line.
 
-Each distinct line is resolved by `pip install --dry-run --report` with the python of the
-virtual environment `--venv`, from the repository's root (the line's relative paths are the
-clone's), with pip's configuration and index as the user has them. A dry run installs nothing,
-so one fresh environment serves every line. The project's packages' metadata is read without
-build isolation: hatchling, their one build requirement that metadata needs, is installed in
-that environment first (isolated, each package of each line would install Zig and Cython again,
-about 10 s each). Lines that install from the wheelhouse (`--find-links dist`) resolve beside
-`--wheelhouse`'s `dist` folder with no pip configuration and no index, as on a machine that has
-only that folder. Then, from pip's report, a line fails when:
+Each distinct line is resolved by `pip install --dry-run --report` with the python of a fresh
+virtual environment `--venv`, from the repository's root, with pip's configuration and index
+as the user has them; a dry run installs nothing, so one environment serves every line. Where a
+line names one of the project's package folders (`./packages/loaderx[ray]`, or editable), pip
+is handed the wheel built from that folder in this run instead (`--wheel`), with the same
+extras: its metadata is the folder's, and pip could read the folder's only by building it
+(hatchling offers pip no metadata without a build), which would compile the native code for
+each line and, for an editable line, write the extension into the clone's src/. Lines that
+install from the wheelhouse (`--find-links dist`) resolve beside `--wheelhouse`'s `dist` folder
+with no pip configuration and no index, as on a machine that has only that folder.
+
+Then, from pip's report, a line fails when:
 
 - one of the project's distributions would come from anywhere but this clone's packages/
   folder: the `loaderx` on PyPI is another project, and zrecord and loaderx-converter are not
   published. Allowed only where the line asks for a version that is not ours (the benchmarks'
   peer, `loaderx==2.5.9`), or is the docs' warning `pip install loaderx` itself, which must
   then indeed install that other project;
+- it asks one of the project's packages for an extra that the package does not have (pip
+  only warns);
 - a third-party distribution that the packages' pyproject.toml files require would be installed
   at a version those files refuse (a message that names an extra's requirement, such as
   obstore for zrecord's `remote` extra, keeps the extra's pins).
@@ -49,6 +55,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +87,7 @@ class Line:
 
     args: tuple[str, ...]
     places: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # how long pip took to resolve it
 
     def shown(self) -> str:
         return "pip install " + shlex.join(self.args)
@@ -252,50 +260,68 @@ def from_wheelhouse(args: tuple[str, ...]) -> bool:
         a in ("-f", "--find-links") and b in ("dist", "dist/") for a, b in zip(args, args[1:]))
 
 
-def resolve(line: Line, python: Path, wheelhouse: Path | None) -> tuple[dict | None, str]:
-    """pip's installation report for `line`, resolved from the repository's root (or, for a
-    line of the wheelhouse, beside its `dist`); None and pip's last words when pip fails."""
+def swap_folders(args: tuple[str, ...],
+                 wheels: dict[Path, Path]) -> tuple[list[str], dict[str, set[str]]]:
+    """`args` with each of the project's package folders (`./packages/loaderx[ray]`, an
+    editable `-e packages/zrecord`) replaced by the wheel built from it (`wheels`: folder ->
+    wheel), extras kept; and the wheels used (as `file:` URLs, as pip's report gives them)
+    with the extras asked of each."""
+    out: list[str] = []
+    used: dict[str, set[str]] = {}
+    for word in args:
+        path, bracket, extras = word.partition("[")
+        folder = (ROOT / path).resolve() if path and not path.startswith("-") else None
+        if folder is not None and folder in wheels:
+            if out and out[-1] in ("-e", "--editable"):
+                out.pop()  # the metadata of an editable install is the wheel's
+            out.append(f"{wheels[folder]}{bracket}{extras}")
+            asked = {e.strip() for e in extras.rstrip("]").split(",") if e.strip()}
+            used.setdefault(wheels[folder].resolve().as_uri(), set()).update(asked)
+        else:
+            out.append(word)
+    return out, used
+
+
+def resolve(line: Line, python: Path, wheels: dict[Path, Path],
+            wheelhouse: Path | None) -> tuple[dict | None, dict[str, set[str]], str]:
+    """pip's installation report for `line` resolved from the repository's root (or, for a line
+    of the wheelhouse, beside its `dist`), the wheels that stood for the clone's folders, and
+    pip's last words (the report None) when pip fails."""
     env, cwd = dict(os.environ), ROOT
+    args, used = swap_folders(line.args, wheels)
     if from_wheelhouse(line.args):
         if wheelhouse is None:
-            return None, "a line of the wheelhouse, and no --wheelhouse was given"
+            return None, used, "a line of the wheelhouse, and no --wheelhouse was given"
         # As on a machine that has only the folder: no pip configuration, no index.
         env = {k: v for k, v in env.items() if not k.startswith("PIP_")}
         env["PIP_CONFIG_FILE"], cwd = os.devnull, wheelhouse
     env.pop("VIRTUAL_ENV", None)
+    started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        # --ignore-installed: the report lists what a fresh environment would get (this one
-        # holds hatchling for the metadata, which would otherwise count as installed).
         done = subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--quiet",
-                               "--no-build-isolation", "--ignore-installed", "--report",
-                               str(report), *line.args], cwd=cwd, env=env,
+                               "--report", str(report), *args], cwd=cwd, env=env,
                               capture_output=True, text=True)
         if done.returncode != 0:
             said = [s for s in (done.stdout + done.stderr).splitlines()
                     if s.strip() and "is ignored: it is neither a file" not in s]
-            return None, "\n".join(said[-12:])
-        return json.loads(report.read_text()), ""
+            return None, used, "\n".join(said[-12:])
+        line.seconds = time.monotonic() - started
+        return json.loads(report.read_text()), used, ""
 
 
-def is_ours(url: str, folder: Path | None, house: Path | None) -> bool:
-    """Whether `url` (a report's download URL) is the package `folder` of this clone, or one
-    of the project's wheels in the wheelhouse folder `house`."""
-    if folder is None or not url.startswith("file://"):
-        return False
-    path = Path(url.removeprefix("file://")).resolve()
-    return path == folder.resolve() or (house is not None and path.parent == house.resolve())
-
-
-def problems(line: Line, report: dict, ours: Ours, wheelhouse: Path | None) -> list[str]:
-    """What is wrong with what `line` would install (`report`, pip's installation report)."""
+def problems(line: Line, report: dict, used: dict[str, set[str]], ours: Ours,
+             wheelhouse: Path | None) -> list[str]:
+    """What is wrong with what `line` would install (`report`, pip's installation report;
+    `used`, the wheels that stood for the clone's folders)."""
     found, deliberate = [], ours.not_ours(line.args)
     house = wheelhouse / "dist" if wheelhouse is not None and from_wheelhouse(line.args) else None
     for item in report["install"]:
         name = canonicalize_name(item["metadata"]["name"])
         version = Version(item["metadata"]["version"])
         url = item["download_info"]["url"]
-        local = is_ours(url, ours.folders.get(name), house)
+        local = url in used or (house is not None and url.startswith("file://")
+                                and Path(url.removeprefix("file://")).parent == house.resolve())
         if line.args == WARNING_LINE and name == "loaderx":
             if local or version == ours.versions[name]:
                 found.append(f"the docs warn that it installs the other project on PyPI, but it "
@@ -317,27 +343,20 @@ def problems(line: Line, report: dict, ours: Ours, wheelhouse: Path | None) -> l
     return found
 
 
-def fresh_venv(folder: Path) -> Path:
-    """A new virtual environment in `folder` with only pip and the packages' metadata backend
-    (hatchling, with what it needs for an editable install's metadata); its python."""
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(folder)], check=True)
-    python = folder / "bin" / "python"
-    backends = {req for pyproject in (ROOT / "packages").glob("*/pyproject.toml")
-                for req in tomllib.loads(pyproject.read_text())["build-system"]["requires"]
-                if canonicalize_name(Requirement(req).name) == "hatchling"}
-    pip = [str(python), "-m", "pip", "install", "--quiet"]
-    subprocess.run([*pip, *sorted(backends)], check=True)
-    editable = subprocess.run([str(python), "-c", "import hatchling.build as b; "
-                               "print(*b.get_requires_for_build_editable())"],
-                              capture_output=True, text=True, check=True).stdout.split()
-    if editable:
-        subprocess.run([*pip, *editable], check=True)
-    return python
+def unknown_extras(report: dict, used: dict[str, set[str]]) -> list[str]:
+    """The extras that a line asks of the clone's packages (`used`) and that they do not have
+    (pip only warns about those)."""
+    return [f"{item['metadata']['name']} has no extra {extra!r}"
+            for item in report["install"] if item["download_info"]["url"] in used
+            for extra in sorted(used[item["download_info"]["url"]]
+                                - set(item["metadata"].get("provides_extra") or []))]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--venv", type=Path, help="folder for the fresh virtual environment")
+    ap.add_argument("--wheel", action="append", default=[], metavar="FOLDER=WHEEL",
+                    help="the wheel built from one of the project's package folders (repeat)")
     ap.add_argument("--wheelhouse", type=Path,
                     help="the folder that holds the wheelhouse `dist` (the wheelhouse session's)")
     ap.add_argument("--list", action="store_true", help="print the lines and where; resolve none")
@@ -347,18 +366,25 @@ def main(argv: list[str] | None = None) -> int:
         for line in lines:
             print(f"{line.shown()}\n    " + "\n    ".join(line.places))
         return 0
-    python, ours = fresh_venv(args.venv), Ours.read(ROOT)
+    wheels = {(ROOT / f).resolve(): Path(w).resolve()
+              for f, _, w in (pair.partition("=") for pair in args.wheel)}
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(args.venv)], check=True)
+    python, ours = args.venv / "bin" / "python", Ours.read(ROOT)
     with ThreadPoolExecutor(PARALLEL_RESOLUTIONS) as pool:
-        results = list(pool.map(lambda line: resolve(line, python, args.wheelhouse), lines))
+        results = list(pool.map(lambda line: resolve(line, python, wheels, args.wheelhouse),
+                                lines))
     failed = 0
-    for line, (report, said) in zip(lines, results):
-        wrong = problems(line, report, ours, args.wheelhouse) if report is not None else [f"pip failed:\n{said}"]
+    for line, (report, used, said) in zip(lines, results):
+        wrong = ([f"pip failed:\n{said}"] if report is None else
+                 problems(line, report, used, ours, args.wheelhouse)
+                 + unknown_extras(report, used))
         if wrong:
             failed += 1
             print(f"FAIL {line.shown()}\n  shown at " + ", ".join(line.places) + "\n  "
                   + "\n  ".join(wrong), file=sys.stderr)
-    print(f"install lines: {len(lines) - failed} of {len(lines)} resolve as documented",
-          file=sys.stderr)
+    slowest = max(lines, key=lambda line: line.seconds)
+    print(f"install lines: {len(lines) - failed} of {len(lines)} resolve as documented (the "
+          f"slowest in {slowest.seconds:.0f} s: {slowest.shown()})", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -53,19 +53,27 @@ def _report(*items: tuple[str, str, str]) -> dict:
 def test_our_packages_must_come_from_the_clone():
     ours = il.Ours.read(il.ROOT)
     pypi = ("loaderx", "2.8.6", "https://files.pythonhosted.org/loaderx-2.8.6.whl")
-    local = ("loaderx", str(ours.versions["loaderx"]), (il.ROOT / "packages" / "loaderx").as_uri())
+    wheel = Path("/w/loaderx-3.0.0a0-cp310-abi3-manylinux_2_28_x86_64.whl")
+    args, used = il.swap_folders(("./packages/zrecord", "./packages/loaderx[ray]"),
+                                 {il.ROOT / "packages" / "loaderx": wheel})
+    assert args == ["./packages/zrecord", f"{wheel}[ray]"] and used == {wheel.as_uri(): {"ray"}}
+    local = ("loaderx", str(ours.versions["loaderx"]), wheel.as_uri())
     line = il.Line(("loaderx[ray]",))
-    assert "not this clone's packages/loaderx" in il.problems(line, _report(pypi), ours, None)[0]
-    assert il.problems(il.Line(("./packages/loaderx",)), _report(local), ours, None) == []
+    assert "not this clone's packages/loaderx" in il.problems(line, _report(pypi), {}, ours, None)[0]
+    assert il.problems(il.Line(("./packages/loaderx",)), _report(local), used, ours, None) == []
     # Asking for a version that is not ours is asking for the other project, on purpose.
-    assert il.problems(il.Line(("loaderx==2.5.9",)), _report(pypi), ours, None) == []
+    assert il.problems(il.Line(("loaderx==2.5.9",)), _report(pypi), {}, ours, None) == []
     # The docs' warning must stay true: it installs the other project, not ours.
-    assert il.problems(il.Line(il.WARNING_LINE), _report(pypi), ours, None) == []
-    assert il.problems(il.Line(il.WARNING_LINE), _report(local), ours, None) != []
+    assert il.problems(il.Line(il.WARNING_LINE), _report(pypi), {}, ours, None) == []
+    assert il.problems(il.Line(il.WARNING_LINE), _report(local), used, ours, None) != []
+    # An extra the package lacks is only a warning of pip's: here it fails.
+    report = _report(local)
+    report["install"][0]["metadata"]["provides_extra"] = ["images"]
+    assert il.unknown_extras(report, used) == ["loaderx has no extra 'ray'"]
 
 
 def test_a_dependency_at_a_version_the_packages_refuse_fails():
     ours = il.Ours.read(il.ROOT)
     too_new = ("obstore", "9.0.0", "https://files.pythonhosted.org/obstore-9.0.0.whl")
-    (problem,) = il.problems(il.Line(("obstore",)), _report(too_new), ours, None)
+    (problem,) = il.problems(il.Line(("obstore",)), _report(too_new), {}, ours, None)
     assert "obstore 9.0.0, which the packages refuse" in problem
