@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import atexit
 import glob
+import hashlib
+import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -90,19 +93,69 @@ def _release() -> ModuleType:
 # zstd and the Cython extensions compile once per run instead of once per session. The
 # `roundtrip` session still builds from the sdists on purpose, with the same settings.
 _WHEELS: dict[tuple[Path, str], str] = {}
+# And kept between runs, under a key of everything the build reads (`_source_key`), so the
+# README's two commands (the demo, then the tests) and every rerun build each wheel once: a
+# changed source file makes a new key, and so a new build; a stale wheel is never used.
+WHEEL_CACHE = ROOT / ".nox" / "wheels"
+# What a wheel's build reads besides its own folder: the native core and the build's settings.
+BUILD_INPUTS = [ROOT / "zig", ROOT / "packages" / "build_support.py", ROOT / "tools" / "release.py"]
+
+
+def _source_key(folder: Path, env: dict[str, str]) -> str | None:
+    """A digest of the files a build of `folder` reads (tracked or new, not git-ignored: build
+    outputs are ignored; its tests are not built) and of its settings `env`; None outside a
+    git checkout."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard", "--", str(folder), *map(str, BUILD_INPUTS),
+                                 f":(exclude){(folder / 'tests').relative_to(ROOT)}"],
+                                cwd=ROOT, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    digest = hashlib.sha256(json.dumps(sorted(env.items())).encode())
+    for name in sorted(set(listed.decode().split("\0")) - {""}):
+        path = ROOT / name
+        if path.is_file():  # a tracked file deleted in the working tree is listed too
+            digest.update(f"\0{name}\0{path.stat().st_size}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:20]
 
 
 def _pkg(session: nox.Session, folder: Path, *extras: str, arch: str = NATIVE_ARCH) -> str:
-    """A requirement for the distribution in `folder`: its release wheel of this run for `arch`,
-    with `extras`."""
+    """A requirement for the distribution in `folder`: its release wheel for `arch` (built from
+    this source once: in this run, or in an earlier one, `WHEEL_CACHE`), with `extras`."""
     if (folder, arch) not in _WHEELS:
-        out = Path(tempfile.mkdtemp(prefix=f"nox-wheel-{folder.name}-"))
-        atexit.register(shutil.rmtree, out, True)
-        session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir", str(out),
-                    str(folder), env=_release().release_env(arch))
-        (wheel,) = out.glob("*.whl")
+        env = _release().release_env(arch)
+        key = _source_key(folder, env)
+        kept = WHEEL_CACHE / f"{folder.name}-{arch}-{key}"
+        if key is not None and len(found := list(kept.glob("*.whl"))) == 1:
+            session.log(f"{found[0].name}: built from this source before ({kept})")
+        else:
+            out = Path(tempfile.mkdtemp(prefix=f"nox-wheel-{folder.name}-"))
+            atexit.register(shutil.rmtree, out, True)
+            session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir", str(out),
+                        str(folder), env=env)
+            if key is not None:
+                _keep_wheel(out, kept)
+            kept = kept if key is not None else out
+        (wheel,) = kept.glob("*.whl")
         _WHEELS[folder, arch] = str(wheel)
     return _WHEELS[folder, arch] + (f"[{','.join(extras)}]" if extras else "")
+
+
+def _keep_wheel(built: Path, kept: Path) -> None:
+    """Move the wheel folder `built` to `kept` in one rename (a run that stops midway leaves no
+    half-written wheel there), and drop the same distribution's wheels of older sources."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    for old in kept.parent.glob(kept.name.rsplit("-", 1)[0] + "-*"):
+        shutil.rmtree(old, ignore_errors=True)
+    staged = Path(tempfile.mkdtemp(prefix=".staged-", dir=kept.parent))
+    for wheel in built.glob("*.whl"):
+        shutil.copy2(wheel, staged)
+    try:
+        staged.rename(kept)
+    except OSError:  # another run kept the same source's wheel first
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 def _install_all(session: nox.Session, *extras: str) -> None:
