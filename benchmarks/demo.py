@@ -27,15 +27,7 @@ from loaderx.converter import convert
 from loaderx.dataloader import DataLoader
 from loaderx.sampler import Sampler
 from loaderx.zrecord import Dense
-
-
-def progress(label: str, done: int, total: int, extra: str = "") -> None:
-    width = 30
-    filled = width * done // max(1, total)
-    sys.stdout.write(f"\r{label:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {extra}")
-    if done >= total:
-        sys.stdout.write("\n")
-    sys.stdout.flush()
+from zrecord.console import progress_bar
 
 
 def to_features(batch: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -44,22 +36,25 @@ def to_features(batch: dict) -> tuple[np.ndarray, np.ndarray]:
     return x, batch["label"]
 
 
-def train(loader: DataLoader, steps: int, w: np.ndarray, b: np.ndarray, label: str,
-          first: int = 0, total: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    total = total or steps
-    for k in range(steps):
-        x, y = next(loader)
-        logits = x @ w + b
-        logits -= logits.max(axis=1, keepdims=True)
-        p = np.exp(logits)
-        p /= p.sum(axis=1, keepdims=True)
-        loss = float(-np.log(p[np.arange(len(y)), y] + 1e-9).mean())
-        p[np.arange(len(y)), y] -= 1.0
-        w = w - 0.5 * (x.T @ p) / len(y)
-        b = b - 0.5 * p.mean(axis=0)
-        done = first + k + 1
-        if done % 25 == 0 or done == total:
-            progress(label, done, total, f"loss {loss:.3f}")
+def train(loader: DataLoader, steps: int, w: np.ndarray, b: np.ndarray,
+          label: str) -> tuple[np.ndarray, np.ndarray]:
+    """`steps` steps of softmax regression from `loader`; the new weights. Progress goes to
+    stderr through zrecord's progress_bar, as the converter's does: a bar redrawn in place on
+    a terminal, a few plain lines in a log (a redrawn bar there is one line of every redraw)."""
+    loss = float("nan")
+    with progress_bar(True, steps, label, unit="steps") as advance:
+        for _ in range(steps):
+            x, y = next(loader)
+            logits = x @ w + b
+            logits -= logits.max(axis=1, keepdims=True)
+            p = np.exp(logits)
+            p /= p.sum(axis=1, keepdims=True)
+            loss = float(-np.log(p[np.arange(len(y)), y] + 1e-9).mean())
+            p[np.arange(len(y)), y] -= 1.0
+            w = w - 0.5 * (x.T @ p) / len(y)
+            b = b - 0.5 * p.mean(axis=0)
+            advance(1)
+    print(f"{label}: loss {loss:.3f} after {steps} steps")
     return w, b
 
 
@@ -99,11 +94,10 @@ def train_twice(streams: dict[str, Dense], args: argparse.Namespace) -> dict[str
         stats = loader.stats()
     seconds_a = time.perf_counter() - t_a
     with make_loader() as loader:
-        w_b, b_b = train(loader, args.checkpoint, *zeros, "run B", total=args.steps)
+        w_b, b_b = train(loader, args.checkpoint, *zeros, "run B to the checkpoint")
         saved = json.dumps(loader.state_dict())
     with make_loader(json.loads(saved)) as loader:
-        w_b, b_b = train(loader, args.steps - args.checkpoint, w_b, b_b, "run B",
-                         first=args.checkpoint, total=args.steps)
+        w_b, b_b = train(loader, args.steps - args.checkpoint, w_b, b_b, "run B resumed")
     return {"a": (w_a, b_a), "b": (w_b, b_b), "seconds_a": seconds_a, "stats": stats,
             "saved": saved}
 
