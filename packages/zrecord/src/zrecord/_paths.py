@@ -52,7 +52,7 @@ def fspath(path: Any) -> str:
 def store_location(path: Any, storage_options: Mapping[str, Any] | None = None, *,
                    role: str = "the store") -> str:
     """Where `path` says a store lies: a URL of a scheme zrecord reads (``s3://``, ``http://``,
-    ``https://``), returned as given, or a local path (:func:`fspath`).
+    ``https://``), returned as given, or a local path (as ``os.fspath`` gives it, decoded as the OS does).
 
     ``ValueError`` naming `path` (a URL without its secret parts) for a string of any
     other ``scheme://`` form (``gs://``, ``az://``, ``S3://``: one would otherwise become a
