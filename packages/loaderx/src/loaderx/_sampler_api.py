@@ -39,9 +39,10 @@ class Mode(enum.IntEnum):
     CYCLIC = 2
 
 
-# A mode by name, as the constructors also take it (any case at run time; these spellings for
-# type checkers, so that a misspelt mode is caught before the run).
 ModeName = Literal["sequential", "iid", "cyclic", "SEQUENTIAL", "IID", "CYCLIC"]
+"""A sampling mode by name, as ``Sampler`` and ``Mix`` also take it (``"cyclic"``): any case is
+accepted at run time; these spellings are the type, so that a type checker catches a misspelt
+mode before the run."""
 
 
 @dataclasses.dataclass(frozen=True)
