@@ -680,11 +680,37 @@ def _read_claim(client: _Client) -> tuple[dict[str, Any], str | None, float] | N
     return held, result.meta.get("e_tag"), result.meta["last_modified"].timestamp()
 
 
+def _claim_field(held: Mapping[str, Any], key: str) -> str:
+    """A field of a claim, which another program wrote, as a message shows it: an int as it
+    is, anything else quoted (repr escapes control characters) and cut short."""
+    value = held.get(key, "?")
+    return str(value) if type(value) is int else repr(str(value)[:100])
+
+
+def claim_state(client: _Client) -> str:
+    """What the prefix's publish.claim says of an upload, for the error of a prefix that has
+    objects but no header.zrh: none, held (in progress), released, or stale (interrupted)."""
+    found = _read_claim(client)
+    if found is None:
+        return (f"no {CLAIM}: not an upload of zrecord publish, or of one from before claims; "
+                "nothing says that an upload is in progress")
+    held, _, modified = found
+    who = (f"claimed at {_claim_field(held, 'claimed_at')} by host {_claim_field(held, 'host')}, "
+           f"pid {_claim_field(held, 'pid')}, last written {_now_text(modified)}")
+    if held.get("state") == "released":
+        return (f"its {CLAIM} ({who}) was released: that upload failed or was stopped; "
+                "publish the store again")
+    if time.time() - modified < CLAIM_STALE_S:
+        return (f"its {CLAIM} is held ({who}): an upload is in progress; open the store once "
+                "it is published")
+    return (f"its {CLAIM} ({who}) has not been refreshed for {CLAIM_STALE_S / 60:.0f} minutes: "
+            "that upload was interrupted (its publisher killed); publish the store again")
+
+
 def _busy(client: _Client, held: Mapping[str, Any], modified: float) -> StoreExistsError:
     """The error for a claim another publisher holds, saying who and until when."""
-    def shown(key: str) -> str:  # what another program wrote: quoted, and cut short
-        value = held.get(key, "?")
-        return str(value) if type(value) is int else repr(str(value)[:100])
+    def shown(key: str) -> str:
+        return _claim_field(held, key)
 
     return StoreExistsError(
         f"{client.shown}: another publisher is publishing a store here (claimed at "

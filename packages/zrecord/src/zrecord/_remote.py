@@ -71,7 +71,6 @@ import stat
 import struct
 import tempfile
 import threading
-import time
 import urllib.parse
 import uuid
 import weakref
@@ -546,6 +545,15 @@ def _is_panic(exc: BaseException) -> bool:
     return type(exc).__name__ == "PanicException" and not isinstance(exc, Exception)
 
 
+def _claim_says(client: _Client) -> str:
+    """What the prefix's publish.claim says of an upload (``_publish.claim_state``: claims are
+    the publisher's; imported here, as that module imports this one)."""
+    from zrecord._publish import claim_state
+
+    client.requests += 1
+    return claim_state(client)
+
+
 def _no_retries(retry: Mapping[str, Any]) -> Any:
     """`retry` (obstore's RetryConfig) with no retries: a client's first request (_request)."""
     return {**retry, "max_retries": 0}
@@ -753,33 +761,7 @@ class Mirror:
         more = " and more" if len(names) > _SHOWN_MAX else ""
         raise NotPublishedError(f"{self.url} is not a published store: no header.zrh there (a "
                                 f"store's header is uploaded last), but objects ({shown}{more}); "
-                                + self._claim_says())
-
-    def _claim_says(self) -> str:
-        """What the prefix's publish.claim (zrecord publish's, spec §7.1) says of an upload."""
-        from zrecord._publish import CLAIM, CLAIM_STALE_S, _now_text, _read_claim  # imports this module
-
-        self.client.requests += 1
-        found = _read_claim(self.client)
-        if found is None:
-            return (f"no {CLAIM}: not an upload of zrecord publish, or of one from before claims; "
-                    "nothing says that an upload is in progress")
-        held, _, modified = found
-
-        def shown(key: str) -> str:  # what another program wrote: quoted, and cut short
-            value = held.get(key, "?")
-            return str(value) if type(value) is int else repr(_scrub(str(value))[:100])
-
-        who = (f"claimed at {shown('claimed_at')} by host {shown('host')}, pid {shown('pid')}, "
-               f"last written {_now_text(modified)}")
-        if held.get("state") == "released":
-            return (f"its {CLAIM} ({who}) was released: that upload failed or was stopped; "
-                    "publish the store again")
-        if time.time() - modified < CLAIM_STALE_S:
-            return (f"its {CLAIM} is held ({who}): an upload is in progress; open the store once "
-                    "it is published")
-        return (f"its {CLAIM} ({who}) has not been refreshed for {CLAIM_STALE_S / 60:.0f} minutes: "
-                "that upload was interrupted (its publisher killed); publish the store again")
+                                + _claim_says(self.client))
 
     def _refuse_header(self, size: int) -> NoReturn:
         """Refuse a header.zrh of `size` bytes, more than any valid header, from its first 12
