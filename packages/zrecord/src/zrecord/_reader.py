@@ -217,7 +217,10 @@ class _Store(_Kind, Generic[_Batch]):
 
     def remote_stats(self) -> dict[str, int] | None:
         """For a store opened by URL: the ranged GETs its gathers made so far (``requests``)
-        and the bytes they brought (``bytes``); None for a local store."""
+        and the bytes they brought (``bytes``); what opening it cost (``open_requests``,
+        ``open_bytes``: the HEADs, the header's GET and the index's when the mirror fetched
+        it); with a ``cache_bytes`` budget, the mirror's ``cache_bytes`` now and what
+        evictions freed (``evicted_bytes``, ``evictions``). None for a local store."""
         return None if self._remote is None else self._remote.stats()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
