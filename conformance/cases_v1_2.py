@@ -126,11 +126,21 @@ def _valid_cases(g: Any, gen: Any) -> None:
 
 
 def _valid_default_cases(g: Any, gen: Any) -> None:
+    recs = [np.array([1, 2, 3], dtype="<i2"), np.array([-2], dtype="<i2")]
+    g.valid(
+        "minimal_ragged_raw_parts",
+        writer="reference",
+        spec=["ZR-GEN-001", "ZR-HDR-003", "ZR-PRT-001", "ZR-PRT-004", "ZR-PRT-005"],
+        description="the 2-record store of spec section 10 (v1.1/valid/minimal_ragged_raw) with "
+        "index parts and the writer defaults, whose header and index.zrs spec section 10 labels",
+        records=recs,
+        make=gen.reference_writer(kind="ragged", dtype="<i2", ndim=1, records=recs, index_parts=True),
+    )
     recs = dense_records(5, gen)
     g.valid(
         "parts_dense_defaults",
         writer="reference",
-        spec=["ZR-PRT-001", "ZR-PRT-004", "ZR-PRT-005", "ZR-PRT-011", "ZR-HDR-018"],
+        spec=["ZR-PRT-001", "ZR-PRT-004", "ZR-PRT-005", "ZR-PRT-008", "ZR-HDR-018"],
         description="Dense float32 (2, 3), 2 shards, 5 records, with the writer defaults: index "
         "blocks of 2^8 entries and sum groups of 2^10 block sums, so one block and one group",
         records=recs,
@@ -141,7 +151,7 @@ def _valid_default_cases(g: Any, gen: Any) -> None:
     g.valid(
         "parts_ragged_zstd_defaults",
         writer="reference",
-        spec=["ZR-PRT-001", "ZR-PRT-004", "ZR-PRT-005", "ZR-PRT-011"],
+        spec=["ZR-PRT-001", "ZR-PRT-004", "ZR-PRT-005", "ZR-PRT-008"],
         description="Ragged int16 rank 1, codec zstd, 6 records (two empty), the writer defaults: "
         "one block, one group",
         records=recs,
@@ -541,7 +551,7 @@ def _entry_cases(g: Any, gen: Any) -> None:
 
 
 def _whole_index_cases(g: Any, gen: Any) -> None:
-    """What only the whole index shows ([ZR-PRT-008]): the whole-index checksum and step 6. A
+    """What only the whole index shows ([ZR-PRT-009]): the whole-index checksum and step 6. A
     reader by part returns every record; a verification, or a reader that judges the whole index
     at open, rejects the store."""
     f = dense_parts(gen)
@@ -550,7 +560,7 @@ def _whole_index_cases(g: Any, gen: Any) -> None:
         "index_checksum_mismatch_parts_intact",
         error="checksum",
         phase="verify",
-        spec=["ZR-HDR-011", "ZR-PRT-008", "ZR-PRT-009"],
+        spec=["ZR-HDR-011", "ZR-PRT-009", "ZR-PRT-010"],
         description="index_checksum has its lowest bit flipped (header re-sealed); every part "
         "matches its sum and every entry is sound",
         files=f.done(),
@@ -561,7 +571,7 @@ def _whole_index_cases(g: Any, gen: Any) -> None:
         "logical_bytes_mismatch_with_parts",
         error="corrupt",
         phase="verify",
-        spec=["ZR-HDR-015", "ZR-PRT-008"],
+        spec=["ZR-HDR-015", "ZR-PRT-009"],
         description="logical_bytes one record (24 bytes) more than the records add up to "
         "(header re-sealed): step 6, which only the whole index can judge",
         files=f.done(),
@@ -573,8 +583,44 @@ def _whole_index_cases(g: Any, gen: Any) -> None:
         "shard_byte_unclaimed_with_parts",
         error="corrupt",
         phase="verify",
-        spec=["ZR-DAT-001", "ZR-PRT-008", "ZR-ERR-005"],
+        spec=["ZR-DAT-001", "ZR-PRT-009", "ZR-ERR-005"],
         description="data-001.zrd has one byte more than its records, shard_sizes and stored_bytes "
         "agree with the file (header re-sealed): step 6 ([ZR-DAT-001]), before step 9",
+        files=f.done(),
+    )
+    _whole_index_order_cases(g, gen)
+
+
+def _whole_index_order_cases(g: Any, gen: Any) -> None:
+    """The order of a whole judgement ([ZR-PRT-010]): every group, every block, the whole-index
+    checksum, then the entries. A store that breaks a checksum and an entry's rule is reported by a
+    verification (and a reader that judges the whole index at open) with the checksum's code, while
+    a reader by part meets the entry first when it reads that entry's block (`read_error`)."""
+    f = reseal(dense_parts(gen).eset(2, 14, 1, 1))
+    f.hset(64, 8, f.hget(64, 8) ^ 1).seal()
+    g.invalid(
+        "index_checksum_before_entries_when_whole",
+        error="checksum",
+        phase="verify",
+        read_error="corrupt",
+        spec=["ZR-PRT-010", "ZR-HDR-011", "ZR-IDX-003"],
+        description="a reserved byte of entry 2 set with its block and group sums re-sealed, and "
+        "index_checksum wrong (header re-sealed): reading records 2 and 3 by part fails with "
+        "corrupt; judging the whole index checks the index checksum before any entry, so checksum",
+        files=f.done(),
+    )
+    f = reseal(dense_parts(gen).eset(2, 14, 1, 1))
+    off = group_sums_offset(f) + 8
+    f.hset(off, 8, f.hget(off, 8) ^ 1).seal()
+    g.invalid(
+        "later_group_before_earlier_entry_when_whole",
+        error="checksum",
+        phase="verify",
+        read_error="corrupt",
+        spec=["ZR-PRT-010", "ZR-PRT-004", "ZR-IDX-003"],
+        description="a reserved byte of entry 2 (index block 1, sum group 0) set with every sum "
+        "re-sealed, and group_sums[1] wrong (header re-sealed): reading in record order by part "
+        "fails first at record 2 with corrupt; judging the whole index checks every group first, "
+        "so checksum",
         files=f.done(),
     )
