@@ -211,8 +211,9 @@ def zig(session: nox.Session) -> None:
 def conformance(session: nox.Session) -> None:
     """The format as a public contract: every vector of conformance/v1 (format 1.0) and
     conformance/v1.1 (format 1.1) through the reference reader, the zrecord package and the Zig
-    core (exact records, exact error codes); every MUST of spec/ cited by a case or a test; the
-    generator reproduces the committed bytes.
+    core (exact records, exact error codes), and of conformance/v1.2 (format 1.2, index parts)
+    through the reference reader, in both of its modes, until the core implements 1.2; every
+    MUST of spec/ cited by a case or a test; the generator reproduces the committed bytes.
 
     Only zrecord is installed: the runners need nothing else, and installing the converter
     would pull `datasets` into a session that never uses it."""

@@ -316,7 +316,7 @@ class Store:
 
     def judge_whole_index(self) -> None:
         """Steps 4 (the index's contents) to 6 over the whole index. With index parts, in the
-        order of [ZR-PRT-009]: every sum group, every index block, then the whole-index checksum
+        order of [ZR-PRT-010]: every sum group, every index block, then the whole-index checksum
         ([ZR-HDR-011]); without, the checksum alone. Then every entry (step 5) and the sums over
         the index (step 6)."""
         parts = self.parts
@@ -392,7 +392,7 @@ class Store:
     def verify(self) -> None:
         """What a whole-store check adds to reading every record ([ZR-IDX-008]): every byte of
         every shard lies in exactly one record's stored range. Then every record is read. A store
-        with index parts has its whole index judged first ([ZR-PRT-009]), however much of it was
+        with index parts has its whole index judged first ([ZR-PRT-010]), however much of it was
         judged by part."""
         if self.parts is not None:
             self.judge_whole_index()
