@@ -404,9 +404,9 @@ test "conformance v1: dict_size above dict_size_bytes_max is a limit error (no v
         .data_shards = 1,
         .index_checksum = format.xxh64(""),
     };
-    const header = try gpa.alloc(u8, @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, @intCast(dict.len))));
+    const header = try gpa.alloc(u8, @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, 0, @intCast(dict.len))));
     defer gpa.free(header);
-    format.encodeHeader(&h, dict, header);
+    format.encodeHeader(&h, &.{}, dict, header);
     try writeFile(store, "header.zrh", header);
     try writeFile(store, "index.zri", "");
     try writeFile(store, "data-000.zrd", "");
