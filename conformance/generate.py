@@ -352,7 +352,11 @@ def zrecord_writer(
     codec: str = "raw",
     data_shards: int = 1,
     dict_bytes: bytes | None = None,
+    index_parts: bool = False,
 ) -> Callable[[Path], None]:
+    """Writes the store with the installed zrecord; `index_parts` only for the cases of 1.2 (the
+    cases of v1 and v1.1 are stores without index parts, byte for byte as released)."""
+
     def make(path: Path) -> None:
         import zrecord
 
@@ -365,13 +369,21 @@ def zrecord_writer(
                 data_shards=data_shards,
                 dict_bytes=dict_bytes,
                 sync=False,
+                index_parts=index_parts,
             )
             with w:
                 if records:
                     w.append(np.stack(records).reshape(len(records), *item_shape))
         else:
             ragged_writer = zrecord.Ragged.create(
-                path, dtype, ndim, codec=codec, data_shards=data_shards, dict_bytes=dict_bytes, sync=False
+                path,
+                dtype,
+                ndim,
+                codec=codec,
+                data_shards=data_shards,
+                dict_bytes=dict_bytes,
+                sync=False,
+                index_parts=index_parts,
             )
             with ragged_writer:
                 ragged_writer.append(records)

@@ -407,11 +407,11 @@ comptime {
     assertNoPadding(FixedHeader);
     // The offsets of spec §3.1's table; a field out of place fails the build.
     const offsets = .{
-        .{ "format_major", 8 },      .{ "format_minor", 10 },      .{ "header_size", 12 },   .{ "kind", 16 },
-        .{ "dtype", 17 },            .{ "ndim", 18 },              .{ "codec", 19 },         .{ "data_shards", 20 },
-        .{ "reserved0", 21 },        .{ "record_count", 24 },      .{ "logical_bytes", 32 }, .{ "stored_bytes", 40 },
-        .{ "index_entry_size", 48 }, .{ "dict_size", 52 },         .{ "index_size", 56 },    .{ "index_checksum", 64 },
-        .{ "dict_checksum", 72 },    .{ "required_features", 80 }, .{ "dtype_length", 88 },  .{ "dtype_unit", 92 },
+        .{ "format_major", 8 },       .{ "format_minor", 10 },      .{ "header_size", 12 },   .{ "kind", 16 },
+        .{ "dtype", 17 },             .{ "ndim", 18 },              .{ "codec", 19 },         .{ "data_shards", 20 },
+        .{ "reserved0", 21 },         .{ "record_count", 24 },      .{ "logical_bytes", 32 }, .{ "stored_bytes", 40 },
+        .{ "index_entry_size", 48 },  .{ "dict_size", 52 },         .{ "index_size", 56 },    .{ "index_checksum", 64 },
+        .{ "dict_checksum", 72 },     .{ "required_features", 80 }, .{ "dtype_length", 88 },  .{ "dtype_unit", 92 },
         .{ "index_block_shift", 93 }, .{ "index_group_shift", 94 }, .{ "reserved1", 95 },
     };
     for (offsets) |pair| std.debug.assert(@offsetOf(FixedHeader, pair[0]) == pair[1]);
@@ -1371,7 +1371,8 @@ test "index parts: step 2.10a and the rules around it" {
         put(u32, b, 12, @intCast(b.len));
         reseal(b);
         try testing.expectError(error.LimitExceeded, decodeHeader(b, "header.zrh", &d));
-        try testing.expect(std.mem.indexOf(u8, d.text(), if (off == 93) "index_block_shift 49" else "index_group_shift 49") != null);
+        const want = if (off == 93) "index_block_shift 49" else "index_group_shift 49";
+        try testing.expect(std.mem.indexOf(u8, d.text(), want) != null);
         b[100] = 1;
         reseal(b);
         try expectDecodeError(b, error.Corrupt);

@@ -129,7 +129,8 @@ pub const BlockHasher = struct {
     hash: format.XxHash64 = format.XxHash64.init(0),
 
     pub fn init(r: *const Reader, buf: *[sums_buffer_count]u64) BlockHasher {
-        return .{ .sums = .{ .r = r, .buf = buf }, .block_bytes = @as(u64, r.header.index_entry_size) << @intCast(r.header.index_block_shift) };
+        const block_bytes = @as(u64, r.header.index_entry_size) << @intCast(r.header.index_block_shift);
+        return .{ .sums = .{ .r = r, .buf = buf }, .block_bytes = block_bytes };
     }
 
     /// Hashes the next bytes of index.zri; fails on a block that does not match its sum.

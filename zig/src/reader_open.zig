@@ -219,8 +219,7 @@ fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache
         "'{s}/index.zri'", .{r.path});
     // [ZR-PRT-001] step 4.2, at every open, whether the cache folder holds the index or not.
     if (r.header.hasParts()) {
-        const sums = try openRegular(dfd, r.path, "index.zrs", d) orelse return d.failOs(error.Corrupt, sys.ENOENT, "" ++
-            "store '{s}' has index parts (required_features bit 0) but no index.zrs (ZR-GEN-001, ZR-PRT-001)", .{r.path});
+        const sums = try openRegular(dfd, r.path, "index.zrs", d) orelse return missingSums(r, d);
         try index_parts.openSums(r, sums.fd, sums.size, d);
     }
     var name: index_cache.Name = .{};
@@ -333,17 +332,10 @@ fn streamIndex(
                 failed = err;
                 break;
             };
-            const e = format.decodeEntry(bytes);
+            const p = pendingOf(h, bytes);
             // Saturating sums: a crafted index cannot wrap them around to the expected value.
-            shard_sums[e.shard] +|= e.stored_size;
+            shard_sums[p.shard] +|= p.stored_size;
             logical_sum +|= logical;
-            var p: compact.Pending = .{
-                .offset = e.offset,
-                .stored_size = e.stored_size,
-                .shard = e.shard,
-                .sum = @truncate(e.checksum),
-            };
-            for (0..h.ndim * @intFromBool(h.kind == .ragged)) |k| p.dims[k] = @intCast(format.entryDim(bytes, k));
             builder.add(p) catch return error.CacheWrite;
         }
     }
@@ -360,6 +352,24 @@ fn streamIndex(
     const written = builder.finish() catch return error.CacheWrite;
     assert(written.record_count == h.record_count and written.path_len == path.len);
     return written;
+}
+
+fn missingSums(r: *const Reader, d: *Diag) Error {
+    return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' has index parts (required_features bit 0) " ++
+        "but no index.zrs (ZR-GEN-001, ZR-PRT-001)", .{r.path});
+}
+
+/// What the compact index keeps of a validated index entry.
+fn pendingOf(h: *const format.Header, bytes: []const u8) compact.Pending {
+    const e = format.decodeEntry(bytes);
+    var p: compact.Pending = .{
+        .offset = e.offset,
+        .stored_size = e.stored_size,
+        .shard = e.shard,
+        .sum = @truncate(e.checksum),
+    };
+    for (0..h.ndim * @intFromBool(h.kind == .ragged)) |k| p.dims[k] = @intCast(format.entryDim(bytes, k));
+    return p;
 }
 
 /// What the builder of a compact index writes at a time, per stream.

@@ -649,7 +649,8 @@ pub const Writer = struct {
         var h = w.header;
         var hasher = w.index_hash;
         h.index_checksum = hasher.final();
-        const size: usize = @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, group_sums.len, @intCast(w.dict.len)));
+        const dict_size: u32 = @intCast(w.dict.len);
+        const size: usize = @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, group_sums.len, dict_size));
         const bytes = alloc.alloc(u8, size) catch return d.noMemory("the header");
         defer alloc.free(bytes);
         format.encodeHeader(&h, group_sums, w.dict, bytes);
@@ -700,7 +701,12 @@ fn flushFiles(w: *const Writer, begin: u64, end: u64, d: *Diag) Error!void {
         if (!is_index and !is_sums and w.direct) try writeTail(w, @intCast(k), d);
         sys.fsync(fd) catch {
             if (!is_index and !is_sums) d.shard = @intCast(k);
-            const name: []const u8 = if (is_index) "index.zri" else if (is_sums) "index.zrs" else Writer.shardName(&buf, @intCast(k));
+            const name: []const u8 = if (is_index)
+                "index.zri"
+            else if (is_sums)
+                "index.zrs"
+            else
+                Writer.shardName(&buf, @intCast(k));
             return d.failOs(error.Io, sys.errno(), "flushing '{s}/{s}' failed", .{ w.stage.tmp_path, name });
         };
     }

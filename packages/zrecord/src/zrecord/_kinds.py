@@ -97,7 +97,8 @@ class Dense(_Kind):
     @classmethod
     def create(cls, path: PathLike, dtype: DTypeLike, item_shape: ItemShape, *, codec: Codec,
                data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
-               sync: bool = True, index_cache: IndexCache = "auto") -> DenseWriter:
+               sync: bool = True, index_cache: IndexCache = "auto",
+               index_parts: bool = False) -> DenseWriter:
         """Start a new Dense store at `path` (which must not exist).
 
         `dtype` and `item_shape` are the schema and are never inferred. `codec` is required:
@@ -108,11 +109,18 @@ class Dense(_Kind):
         65,536 records or more to the index cache folder `index_cache` (as in
         :meth:`Dense.open`; None for none), so that the first reader on this host need not
         validate the index.
+
+        ``index_parts=True`` writes the store as format 1.2 with index parts (spec §4.1:
+        ``index.zrs`` and the header's group sums), which let a reader check any part of the
+        index without reading the rest. It will become the default once every part of zrecord
+        handles such stores; until then it is off, because readers of format 1.1 (zrecord
+        before 1.2 of the format) refuse such a store as unsupported, and :func:`zrecord.publish`
+        and reading such a store by URL do not support it yet.
         """
         from zrecord._writer import DenseWriter
 
         return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync,
-                           index_cache)
+                           index_cache, bool(index_parts))
 
     @classmethod
     def open(cls, path: StoreLocation, *, cache: CacheMode = "auto",
@@ -171,7 +179,8 @@ class Ragged(_Kind):
     @classmethod
     def create(cls, path: PathLike, dtype: DTypeLike, ndim: SupportsIndex, *, codec: Codec,
                data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
-               sync: bool = True, index_cache: IndexCache = "auto") -> RaggedWriter:
+               sync: bool = True, index_cache: IndexCache = "auto",
+               index_parts: bool = False) -> RaggedWriter:
         """Start a new Ragged store at `path` (which must not exist).
 
         `dtype` and `ndim` (1..32) are the schema; every axis of every record may vary, zero
@@ -179,7 +188,8 @@ class Ragged(_Kind):
         """
         from zrecord._writer import RaggedWriter
 
-        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync, index_cache)
+        return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync, index_cache,
+                            bool(index_parts))
 
     @classmethod
     def open(cls, path: StoreLocation, *, cache: CacheMode = "auto",

@@ -22,6 +22,8 @@ Invariants of this module (spec §7.1):
 - The claim stays after publication, so a later publisher stops at it (or at ``header.zrh``)
   and never writes over a published store's objects. Readers ignore it.
 - Nothing of the local store is changed.
+- A store with index parts (format 1.2) is refused before the claim is taken, so nothing of it
+  is uploaded: this publisher does not upload ``index.zrs`` yet.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from zrecord._remote import (
     _layout,
     _shard,
     is_url,
+    refuse_index_parts,
     storage_settings,
 )
 from zrecord._types import PathLike, StorageOptions
@@ -139,6 +142,8 @@ class _LocalStore:
     def __init__(self, folder: Path, digest: str) -> None:
         self.folder = folder
         self.header = _read_checked_header(folder / "header.zrh", digest)
+        # Before the claim is taken: nothing of such a store is uploaded.
+        refuse_index_parts(self.header, str(folder / "header.zrh"), "publish")
         # The header the store opened with (its checksum is the digest), so the mirror's reading
         # of its fields applies.
         layout = _layout(self.header)

@@ -27,6 +27,7 @@ from zrecord import _native
 from zrecord._dtypes import (
     KIND_DENSE,
     KIND_RAGGED,
+    WRITE_INDEX_PARTS,
     WRITE_NO_SYNC,
     codec_code,
     data_shards_value,
@@ -73,7 +74,7 @@ class _Writer(_Kind):
 
     def __init__(self, path: PathLike, dtype: DTypeLike, shape_or_ndim: tuple[int, ...] | int,
                  codec: Codec, data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
-                 index_cache: IndexCache = AUTO) -> None:
+                 index_cache: IndexCache = AUTO, index_parts: bool = False) -> None:
         self.path = fspath(path)
         self._index_folder = folder_for(index_cache)
         # The folder's settings, read now: a bad environment fails create, not close() after
@@ -94,9 +95,9 @@ class _Writer(_Kind):
         # The native core creates missing parent directories, refuses a path inside a
         # published store and removes stale temporaries of this name (zrecord.h). The handle
         # aborts the write if it is collected unpublished.
+        flags = (0 if sync else WRITE_NO_SYNC) | (WRITE_INDEX_PARTS if index_parts else 0)
         self._handle = _native.Writer(native_path(self.path), self._kind, dcode, ndim, ccode,
-                                      shards, item_shape, dict_data, 0 if sync else WRITE_NO_SYNC,
-                                      dlength, dunit)
+                                      shards, item_shape, dict_data, flags, dlength, dunit)
 
     def __del__(self) -> None:
         # A UserWarning, which Python shows by default (a ResourceWarning is hidden): a script
@@ -202,9 +203,10 @@ class DenseWriter(_Writer, Dense):
 
     def __init__(self, path: PathLike, dtype: DTypeLike, item_shape: ItemShape, codec: Codec,
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
-                 index_cache: IndexCache = AUTO) -> None:
+                 index_cache: IndexCache = AUTO, index_parts: bool = False) -> None:
         shape = item_shape_tuple(item_shape)
-        super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync, index_cache)
+        super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync, index_cache,
+                         index_parts)
         self.item_shape: tuple[int, ...] = shape
         self._record_size = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
 
@@ -250,9 +252,9 @@ class RaggedWriter(_Writer, Ragged):
 
     def __init__(self, path: PathLike, dtype: DTypeLike, ndim: SupportsIndex, codec: Codec,
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
-                 index_cache: IndexCache = AUTO) -> None:
+                 index_cache: IndexCache = AUTO, index_parts: bool = False) -> None:
         super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync,
-                         index_cache)
+                         index_cache, index_parts)
 
     def append(self, records: Iterable[np.ndarray], *, progress: bool = False) -> None:
         """Append every array of the finite iterable `records`, in order.
