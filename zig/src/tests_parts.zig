@@ -150,3 +150,69 @@ test "index parts: index.zrs is a store file only with the bit" {
     td.removeStore("p", 1);
     try td.deinitExpectEmpty();
 }
+
+test "index parts: the writer's group sums over two sum groups, read back from index.zrs" {
+    // 2^18 + 1 records: 1025 index blocks of the writer defaults, so T = 2 sum groups (1024
+    // block sums and 1), the second group's sum over one block sum.
+    var td: TempDir = .{};
+    try td.init();
+    const n: usize = (1 << 18) + 1;
+    const data = try gpa.alloc(u8, n);
+    defer gpa.free(data);
+    for (data, 0..) |*b, i| b.* = t.pattern(i);
+    try t.writeDenseFlags(&td, "s", 0, "", 3, 1, data, &.{ 1000, n - 1000 }, parts_flags);
+    var b1: [64]u8 = undefined;
+    const header = try t.readAlloc(&td, t.storeFile(&b1, "s", "header.zrh"));
+    defer gpa.free(header);
+    const sums = try t.readAlloc(&td, t.storeFile(&b1, "s", "index.zrs"));
+    defer gpa.free(sums);
+    try testing.expectEqual(@as(usize, 8 * 1025), sums.len);
+    const groups_at = 128 + 8 + 3 * 8;
+    try testing.expectEqual(@as(usize, groups_at + 2 * 8 + 8), header.len);
+    const group_sums = header[groups_at..][0..16];
+    try testing.expectEqual(format.xxh64(sums[0 .. 8 * 1024]), std.mem.readInt(u64, group_sums[0..8], .little));
+    try testing.expectEqual(format.xxh64(sums[8 * 1024 ..]), std.mem.readInt(u64, group_sums[8..16], .little));
+    const r = try t.openOk(&td, "s");
+    try t.expectDenseGather(r, data, 1, &.{ n - 1, 0, 1 << 18 }, 1);
+    root.zr_reader_free(r);
+    // Block sum 1024, alone in group 1, damaged: group 1 is named, with its one block.
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zrs"), 8 * 1024);
+    try expectOpenFails(&td, "s", .checksum, &.{"sum group 1 (index blocks 1024 to 1024, records 262144 to 262144)"});
+    td.removeStore("s", 3);
+    try td.deinitExpectEmpty();
+}
+
+test "index parts: verify of a reader that did not hash the index judges groups, blocks, then the index" {
+    // What verify runs for a reader whose compact index came from the cache folder (spec §9.5,
+    // [ZR-PRT-010]): its open read neither index file's contents. Files changed in place keep
+    // the descriptors the reader holds.
+    const reader_open = @import("reader_open.zig");
+    const Diag = @import("diag.zig").Diag;
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    var b1: [64]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    const r = try t.openOk(&td, "s");
+    defer root.zr_reader_free(r);
+    var d: Diag = .{};
+    try reader_open.checkIndexChecksum(r, &d);
+    // A reserved byte of record 600 (block 2): the block before the whole index's checksum.
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zri"), 600 * 24 + 13);
+    try testing.expectError(error.ChecksumMismatch, reader_open.checkIndexChecksum(r, &d));
+    try t.expectContains(d.text(), "index block 2 (records 512 to 767)");
+    // A block sum of group 0 too: the group before any block.
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zrs"), 0);
+    try testing.expectError(error.ChecksumMismatch, reader_open.checkIndexChecksum(r, &d));
+    try t.expectContains(d.text(), "sum group 0");
+    // Both restored, the whole index's checksum alone (the header's, in memory, is changed).
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zrs"), 0);
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zri"), 600 * 24 + 13);
+    try reader_open.checkIndexChecksum(r, &d);
+    r.header.index_checksum ^= 1;
+    try testing.expectError(error.ChecksumMismatch, reader_open.checkIndexChecksum(r, &d));
+    try t.expectContains(d.text(), "index_checksum");
+    r.header.index_checksum ^= 1;
+    td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
