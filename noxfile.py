@@ -265,10 +265,11 @@ def zig(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def conformance(session: nox.Session) -> None:
-    """The format as a public contract: every vector of conformance/v1 (format 1.0) and
-    conformance/v1.1 (format 1.1) through the reference reader, the zrecord package and the Zig
-    core (exact records, exact error codes); every MUST of spec/ cited by a case or a test; the
-    generator reproduces the committed bytes.
+    """The format as a public contract: every vector of conformance/v1 (format 1.0),
+    conformance/v1.1 (format 1.1) and conformance/v1.2 (format 1.2, index parts) through the
+    reference reader (v1.2 in both of its modes), the zrecord package and the Zig core (exact
+    records, exact error codes; the cases v1.2 supersedes left out); every MUST of spec/ cited by
+    a case or a test; the generator reproduces the committed bytes.
 
     Only zrecord is installed: the runners need nothing else, and installing the converter
     would pull `datasets` into a session that never uses it."""
@@ -277,7 +278,7 @@ def conformance(session: nox.Session) -> None:
     conf = ROOT / "conformance"
     session.run("python", str(conf / "run_reference.py"))
     session.run("pytest", "-q", str(conf / "test_conformance.py"), *session.posargs)
-    for folder in ("v1", "v1.1"):
+    for folder in ("v1", "v1.1", "v1.2"):
         env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
                "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local"),
                "ZR_CONFORMANCE_DIR": str(conf / folder)}

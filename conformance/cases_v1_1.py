@@ -1079,7 +1079,7 @@ def _settled_cases(g: Any, gen: Any) -> None:
     # Point 5: magic and version are judged from the first 12 bytes, before the file's size.
     files = gen.dense_base().done()
     garbage = b"this file is not a zrecord header\n"
-    files["header.zrh"] = garbage + bytes(ref.HEADER_SIZE_BYTES_MAX + 1 - len(garbage))
+    files["header.zrh"] = garbage + bytes(ref.HEADER_SIZE_BYTES_MAX_1_1 + 1 - len(garbage))
     g.invalid(
         "header_oversized_without_magic",
         error="bad_magic",

@@ -1,11 +1,13 @@
-"""Generates the conformance vectors of format 1.0 (conformance/v1/) and of format 1.1
-(conformance/v1.1/), and checks them.
+"""Generates the conformance vectors of format 1.0 (conformance/v1/), of format 1.1
+(conformance/v1.1/) and of format 1.2 (conformance/v1.2/), and checks them.
 
-    python conformance/generate.py           # (re)write v1/ and v1.1/ (valid, invalid, cases.json)
+    python conformance/generate.py           # (re)write v1/, v1.1/ and v1.2/ (valid, invalid, cases.json)
     python conformance/generate.py --check   # regenerate into a temporary folder and compare
 
-The cases of 1.0 are frozen: 1.1 adds its own in v1.1/ (conformance/cases_v1_1.py), and a
-reader of 1.1 passes both folders.
+The cases of 1.0 and 1.1 are frozen: 1.1 adds its own in v1.1/ (conformance/cases_v1_1.py), 1.2
+in v1.2/ (conformance/cases_v1_2.py), and a reader of 1.2 passes all three folders, except the
+cases that v1.2/cases.json lists as superseded (a feature bit that 1.1 left unknown and 1.2
+defines).
 
 Vectors are data, frozen once released: `--check` must report no difference, and a change to
 an existing case is a change to the format's contract. Cases are only ever appended.
@@ -36,6 +38,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 V1 = HERE / "v1"
 V1_1 = HERE / "v1.1"
+V1_2 = HERE / "v1.2"
 sys.path.insert(0, str(HERE))
 
 from reference import reader as ref  # noqa: E402
@@ -107,6 +110,8 @@ class Generator:
         self.version = version
         self.cases: list[dict[str, Any]] = []
         self._names: set[str] = set()
+        # Cases of an earlier folder whose expectation this folder's format changes (v1.2 on).
+        self.supersedes: list[dict[str, str]] = []
 
     def _case_dir(self, group: str, name: str) -> Path:
         assert name not in self._names, name
@@ -148,6 +153,7 @@ class Generator:
                 "kind": store.kind,
                 "dtype": store.dtype.name,
                 **(self._dtype_fields(store) if self.version >= (1, 1) else {}),
+                **(self._parts_fields(store) if self.version >= (1, 2) else {}),
                 "ndim": store.ndim,
                 "item_shape": list(store.item_shape) if store.kind == "dense" else None,
                 "codec": store.codec,
@@ -167,6 +173,15 @@ class Generator:
         return {"dtype": name, "dtype_descr": store.dtype.str, "dtype_length": length,
                 "dtype_unit": ref.UNITS.get(unit)}
 
+    @staticmethod
+    def _parts_fields(store: Any) -> dict[str, Any]:
+        """Format 1.2's manifest gives a valid store's index parts (spec section 4.1), or null."""
+        parts = store.parts
+        if parts is None:
+            return {"index_parts": None}
+        return {"index_parts": {"block_shift": parts.block_shift, "group_shift": parts.group_shift,
+                                "blocks": parts.blocks, "groups": len(parts.group_sums)}}
+
     def invalid(
         self,
         name: str,
@@ -178,15 +193,20 @@ class Generator:
         files: dict[str, bytes] | None,
         post: Callable[[Path], None] | None = None,
         read_error: str | None = None,
+        bad_records: tuple[int, int] | None = None,
+        bad_part: str | None = None,
     ) -> None:
         """An invalid case: a store of `files` that a reader must reject with `error`.
 
         `post(store_path)` may alter the written directory in ways `files` cannot express; with
         `files` None nothing is written but what `post` makes. `read_error` (phase "verify"
         only) is the code with which reading a record fails, for a store whose records also
-        break a rule of their own (spec section 9.4).
+        break a rule of their own (spec section 9.4). `bad_records` (phase "read", 1.2) are the
+        first and last record whose read fails with `error` in a reader that judges the index by
+        part (spec section 9.6), every other record reading; `bad_part` names the part at fault.
         """
         assert read_error is None or phase == "verify", name
+        assert bad_records is None or phase == "read", name
         d = self._case_dir("invalid", name)
         if files is None:
             pass
@@ -209,6 +229,8 @@ class Generator:
                 "phase": phase,
                 **({"read_error": read_error, "read_error_number": ref.ERROR_CODES_1_1[read_error]}
                    if read_error is not None else {}),
+                **({"bad_records": list(bad_records)} if bad_records is not None else {}),
+                **({"bad_part": bad_part} if bad_part is not None else {}),
             }
         )
 
@@ -219,6 +241,7 @@ class Generator:
             "format_version": list(self.version),
             "spec": "spec/format-v1.md",
             "error_codes": ref.ERROR_CODES_1_1 if self.version >= (1, 1) else ref.ERROR_CODES,
+            **({"supersedes": self.supersedes} if self.version >= (1, 2) else {}),
             "cases": self.cases,
         }
 
@@ -329,7 +352,11 @@ def zrecord_writer(
     codec: str = "raw",
     data_shards: int = 1,
     dict_bytes: bytes | None = None,
+    index_parts: bool = False,
 ) -> Callable[[Path], None]:
+    """Writes the store with the installed zrecord; `index_parts` only for the cases of 1.2 (the
+    cases of v1 and v1.1 are stores without index parts, byte for byte as released)."""
+
     def make(path: Path) -> None:
         import zrecord
 
@@ -342,13 +369,21 @@ def zrecord_writer(
                 data_shards=data_shards,
                 dict_bytes=dict_bytes,
                 sync=False,
+                index_parts=index_parts,
             )
             with w:
                 if records:
                     w.append(np.stack(records).reshape(len(records), *item_shape))
         else:
             ragged_writer = zrecord.Ragged.create(
-                path, dtype, ndim, codec=codec, data_shards=data_shards, dict_bytes=dict_bytes, sync=False
+                path,
+                dtype,
+                ndim,
+                codec=codec,
+                data_shards=data_shards,
+                dict_bytes=dict_bytes,
+                sync=False,
+                index_parts=index_parts,
             )
             with ragged_writer:
                 ragged_writer.append(records)
@@ -1646,7 +1681,16 @@ def generate_v1_1(out: Path) -> None:
     (out / "cases.json").write_text(text)
 
 
-GENERATORS = {V1: generate, V1_1: generate_v1_1}
+def generate_v1_2(out: Path) -> None:
+    import cases_v1_2
+
+    g = Generator(out, (1, 2))
+    cases_v1_2.cases(g, sys.modules[__name__])
+    text = json.dumps(g.manifest(), indent=1) + "\n"
+    (out / "cases.json").write_text(text)
+
+
+GENERATORS = {V1: generate, V1_1: generate_v1_1, V1_2: generate_v1_2}
 
 
 def _tree(root: Path) -> dict[str, tuple[str, bytes | str]]:
@@ -1688,7 +1732,7 @@ def check() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--check", action="store_true", help="regenerate into a temporary folder and compare with v1/"
+        "--check", action="store_true", help="regenerate into a temporary folder and compare with the folders"
     )
     args = parser.parse_args()
     if args.check:

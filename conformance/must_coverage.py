@@ -4,7 +4,7 @@
 
 A requirement is a bullet that starts with an ID such as `[ZR-HDR-004]` and whose text says
 MUST (or MUST NOT). It is covered when its ID appears in the `spec` list of a case of
-v1/cases.json or v1.1/cases.json, or in a test: a file under packages/*/tests/, a conformance/test_*.py, a
+v1/cases.json, v1.1/cases.json or v1.2/cases.json, or in a test: a file under packages/*/tests/, a conformance/test_*.py, a
 zig/src/tests*.zig or zig/src/*_test.zig file, or the inline `test` blocks at the end of any
 other zig/src/*.zig file (from its first `test "` line on). Exit status 1 if any is uncovered.
 """
@@ -63,7 +63,7 @@ def main() -> int:
     args = parser.parse_args()
     musts = must_ids()
     cited: dict[str, list[str]] = {}
-    for folder in ("v1", "v1.1"):
+    for folder in ("v1", "v1.1", "v1.2"):
         manifest = json.loads((HERE / folder / "cases.json").read_text(encoding="utf-8"))
         for case in manifest["cases"]:
             for rid in case["spec"]:

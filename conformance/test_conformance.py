@@ -1,12 +1,14 @@
-"""The zrecord package against the conformance vectors of format 1.0 (v1/cases.json) and 1.1
-(v1.1/cases.json).
+"""The zrecord package against the conformance vectors of format 1.0 (v1/cases.json), 1.1
+(v1.1/cases.json) and 1.2 (v1.2/cases.json), less the cases v1.2 `supersedes`.
 
 Valid cases: `zrecord.open_store` gives the expected kind, dtype, shape and exact record bytes,
 one record at a time and as one batch, and `verify()` passes. Invalid cases: the exact
 exception class of the case's error code (spec section 9) is raised when the store is opened
 (phase "open"); for phase "read", when its records are read and when it is verified; for phase
 "verify", when it is verified (reading its records succeeds, or fails with the case's
-`read_error`).
+`read_error`). zrecord judges the whole index of a store with index parts at open (spec §9.6),
+so a v1.2 case with `bad_records` is rejected at open, and a rejected checksum names the case's
+`bad_part` ([ZR-PRT-011]); a case of phase "verify" may be rejected at open too, with its error.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ import zrecord
 from zrecord import errors
 
 HERE = Path(__file__).resolve().parent
-FOLDERS = [HERE / "v1", HERE / "v1.1"]
+FOLDERS = [HERE / "v1", HERE / "v1.1", HERE / "v1.2"]
+# "v1.1/required_feature_bit_0" and the like: cases of an earlier folder whose bytes mean
+# something else to a reader of the newest format (conformance/README.md).
+SUPERSEDED = {s["case"] for s in json.loads((FOLDERS[-1] / "cases.json").read_text(encoding="utf-8"))["supersedes"]}
 CASES: list[tuple[Path, dict[str, Any]]] = [
     (folder, case)
     for folder in FOLDERS
     for case in json.loads((folder / "cases.json").read_text(encoding="utf-8"))["cases"]
+    if f"{folder.name}/{case['name']}" not in SUPERSEDED
 ]
 VALID = [(f, c) for f, c in CASES if c["expect"] == "valid"]
 INVALID = [(f, c) for f, c in CASES if c["expect"] == "error"]
@@ -86,8 +92,23 @@ def _raises(case: dict[str, Any]) -> Any:
 
 
 def _check_exact(info: Any, case: dict[str, Any]) -> None:
-    assert type(info.value) is EXCEPTIONS[case["error"]], repr(info.value)
-    assert str(info.value)
+    _check_exception(info.value, case)
+
+
+def _check_exception(exc: BaseException, case: dict[str, Any]) -> None:
+    assert type(exc) is EXCEPTIONS[case["error"]], repr(exc)
+    assert str(exc)
+    if case["error"] == "checksum" and "bad_part" in case:
+        assert case["bad_part"] in str(exc), (case["bad_part"], str(exc))
+
+
+def _open_or_rejected(path: Path, case: dict[str, Any]) -> Any:
+    """The store, or None where open rejected it with exactly the case's error."""
+    try:
+        return zrecord.open_store(path)
+    except errors.ZrecordError as exc:
+        _check_exception(exc, case)
+        return None
 
 
 @pytest.mark.parametrize(("folder", "case"), INVALID, ids=_ids(INVALID))
@@ -100,8 +121,12 @@ def test_invalid(folder: Path, case: dict[str, Any]) -> None:
         return
     if case["phase"] == "verify":
         # Every record reads, or (with `read_error`) a record fails by its own rule; verify
-        # checks the layout first and finds it broken ([ZR-IDX-008]).
-        with zrecord.open_store(path) as store:
+        # checks the layout first and finds it broken ([ZR-IDX-008]). A reader that judges a
+        # store's whole index at open may reject it there already (v1.2: steps 4.5 and 6).
+        store = _open_or_rejected(path, case)
+        if store is None:
+            return
+        with store:
             if "read_error" in case:
                 with pytest.raises(EXCEPTIONS[case["read_error"]]) as read_info:
                     for i in range(len(store)):
@@ -117,10 +142,8 @@ def test_invalid(folder: Path, case: dict[str, Any]) -> None:
     # Phase "read": a reader may reject the store at open already; zrecord checks record
     # checksums and frames when a record is read or verified.
     for action in ("read", "verify"):
-        try:
-            store = zrecord.open_store(path)
-        except errors.ZrecordError as exc:
-            assert type(exc) is EXCEPTIONS[case["error"]], repr(exc)
+        store = _open_or_rejected(path, case)
+        if store is None:
             continue
         with store, _raises(case) as info:
             if action == "verify":
@@ -141,8 +164,8 @@ def test_manifest_matches_its_schema(folder: Path) -> None:
     assert len(names) == len(set(names))
 
 
-# Valid stores that hold more than a writer makes, on purpose ([ZR-GEN-007]).
-_EXTRA_ENTRIES = {"extra_entries_ignored"}
+# Valid stores that hold more than a writer makes, on purpose ([ZR-GEN-007], [ZR-PRT-007]).
+_EXTRA_ENTRIES = {"extra_entries_ignored", "stray_index_zrs_without_parts", "stray_index_zrs_link_without_parts"}
 
 
 _WRITTEN = [(f, c) for f, c in VALID if c["name"] not in _EXTRA_ENTRIES]
@@ -160,6 +183,8 @@ def test_valid_stores_are_exactly_what_writers_may_produce(folder: Path, case: d
 
     path = folder / case["store"]
     want = {"header.zrh", "index.zri", *(f"data-{k:03d}.zrd" for k in range(case["data_shards"]))}
+    if case.get("index_parts"):
+        want.add("index.zrs")
     assert {p.name for p in path.iterdir()} == want
     store = reference_open(path)
     for shard in range(store.data_shards):
@@ -205,6 +230,61 @@ def test_the_hex_dump_of_the_spec_is_the_minimal_vector() -> None:
     shard = re.search(r"`data-000\.zrd`, 8 bytes: `([0-9a-f ]+)` .*? `([0-9a-f ]+)`", section)
     assert shard is not None
     assert bytes.fromhex(shard.group(1) + shard.group(2)) == (store / "data-000.zrd").read_bytes()
+
+
+def test_the_hex_dumps_of_the_spec_with_parts_are_the_minimal_vector_with_parts() -> None:
+    """Spec section 10 labels the header and index.zrs of v1.2/valid/minimal_ragged_raw_parts
+    byte by byte; its index.zri and data-000.zrd are those of the store without parts."""
+    import re
+
+    text = (HERE.parent / "spec" / "format-v1.md").read_text(encoding="utf-8")
+    section = text[text.index("## 10. A minimal store"):text.index("## 11. ")]
+    blocks = re.findall(r"```\n(.*?)```", section, flags=re.S)
+    store = HERE / "v1.2" / "valid" / "minimal_ragged_raw_parts" / "store"
+    plain = HERE / "v1.1" / "valid" / "minimal_ragged_raw" / "store"
+    assert _dump_bytes(blocks[2]) == (store / "header.zrh").read_bytes()
+    assert _dump_bytes(blocks[3]) == (store / "index.zrs").read_bytes()
+    for name in ("index.zri", "data-000.zrd"):
+        assert (store / name).read_bytes() == (plain / name).read_bytes()
+
+
+def test_zrecord_writes_index_parts_byte_for_byte_as_the_reference_writer(tmp_path: Path) -> None:
+    """[ZR-PRT-008] The core's writer defaults are the reference writer's: the same records,
+    written by zrecord with index_parts=True and by reference/writer.py with index_parts=True,
+    give the same bytes in every file (several blocks, a short last block; Dense and Ragged)."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    from reference import writer as rw
+
+    def shards_of(store: Path) -> Any:
+        # The shard of each record as zrecord laid it out (contiguous runs per append); within
+        # a shard both writers put records in record order.
+        index = np.frombuffer((store / "index.zri").read_bytes(), np.uint8)
+        entry = int.from_bytes((store / "header.zrh").read_bytes()[48:52], "little")
+        return index.reshape(-1, entry)[:, 12].tolist()
+
+    dense = np.arange(700 * 3, dtype=np.float32).reshape(700, 3)
+    with zrecord.Dense.create(tmp_path / "z_dense", np.float32, (3,), codec="raw", data_shards=2,
+                              index_parts=True, index_cache=None) as w:
+        w.append(dense[:300])
+        w.append(dense[300:])
+    shards = shards_of(tmp_path / "z_dense")
+    rw.write_store(tmp_path / "r_dense", kind="dense", dtype=np.float32, records=list(dense), item_shape=(3,),
+                   data_shards=2, assign=shards.__getitem__, index_parts=True)
+    ragged = [np.arange(i % 5, dtype=np.int16) for i in range(300)]
+    with zrecord.Ragged.create(tmp_path / "z_ragged", np.int16, 1, codec="raw", data_shards=3,
+                               index_parts=True, index_cache=None) as w:
+        w.append(ragged)
+    shards = shards_of(tmp_path / "z_ragged")
+    rw.write_store(tmp_path / "r_ragged", kind="ragged", dtype=np.int16, records=ragged, ndim=1,
+                   data_shards=3, assign=shards.__getitem__, index_parts=True)
+    for kind in ("dense", "ragged"):
+        ours, theirs = tmp_path / f"z_{kind}", tmp_path / f"r_{kind}"
+        assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in theirs.iterdir())
+        assert "index.zrs" in {p.name for p in ours.iterdir()}
+        for p in theirs.iterdir():
+            assert (ours / p.name).read_bytes() == p.read_bytes(), (kind, p.name)
 
 
 def test_the_reference_reader_judges_the_store_path_by_enoent_and_enotdir(tmp_path: Path) -> None:

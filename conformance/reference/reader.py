@@ -1,4 +1,4 @@
-"""A small, slow, readable reader of zrecord format 1.1, written from spec/format-v1.md alone.
+"""A small, slow, readable reader of zrecord format 1.2, written from spec/format-v1.md alone.
 
 It checks every rule the spec gives a reader, in the order of spec section 9 ([ZR-ERR-002],
 [ZR-ERR-003]): the store path, the header file on its own, then the shard files, then the
@@ -6,6 +6,14 @@ index file, then every index entry, the sums over the index, and, while records 
 record's checksum and frame; `Store.verify` adds the layout of the shards ([ZR-IDX-008]). A
 rule that fails raises `FormatViolation` with the conformance error code of spec section 9 and
 the requirement ID.
+
+A store with the feature `index_parts` (format 1.2, spec sections 4.1 and 9.6) is read in one
+of two ways, both of which the spec allows: `open_store(path)` judges the whole index at open
+(every sum group, every index block, the whole-index checksum, every entry, the sums over the
+index), and `open_store(path, by_part=True)` judges only the files' sizes at open and each
+index block (its sum group, its block sum, its entries) when a record of it is first read,
+leaving the sums over the whole index to `Store.verify`. A store without the feature reads the
+same either way, with the whole index judged at open, as in format 1.1.
 
 Zstd-format dictionaries are checked by the algorithm of spec section 6.3 (`dictionary.py`),
 and frame headers and block headers are read here (spec section 6.2); `zstandard` only decodes
@@ -32,7 +40,7 @@ from .xxh64 import xxh64
 
 MAGIC = b"\x89ZREC\r\n\x1a"
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 1
+FORMAT_MINOR = 2
 HEADER_FIXED_BYTES = 128
 INDEX_ENTRY_FIXED_BYTES = 24
 ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -58,7 +66,16 @@ if tuple(zstandard.ZSTD_VERSION) < ZSTD_VERSION_FLOOR:
         f"the reference reader needs zstandard built with libzstd >= 1.5.6 (spec ZR-COD-013); "
         f"this one has {'.'.join(map(str, zstandard.ZSTD_VERSION))}"
     )
-HEADER_SIZE_BYTES_MAX = HEADER_FIXED_BYTES + 8 * NDIM_MAX + 8 * DATA_SHARDS_MAX + DICT_SIZE_BYTES_MAX + 8
+# Index parts, format 1.2 (spec sections 4.1 and 8).
+INDEX_BLOCK_SHIFT_MAX = 48
+INDEX_GROUP_SHIFT_MAX = 48
+INDEX_GROUPS_MAX = 2**16
+HEADER_SIZE_BYTES_MAX = (
+    HEADER_FIXED_BYTES + 8 * NDIM_MAX + 8 * DATA_SHARDS_MAX + 8 * INDEX_GROUPS_MAX + DICT_SIZE_BYTES_MAX + 8
+)
+# The largest header of format 1.1 (no group_sums), which the frozen vector
+# header_oversized_without_magic of conformance/v1.1 is one byte longer than.
+HEADER_SIZE_BYTES_MAX_1_1 = HEADER_FIXED_BYTES + 8 * NDIM_MAX + 8 * DATA_SHARDS_MAX + DICT_SIZE_BYTES_MAX + 8
 
 # Dtype codes of format 1.0, spec section 3.3: code -> little-endian NumPy dtype.
 DTYPES: dict[int, np.dtype] = {
@@ -92,8 +109,10 @@ UNITS: dict[int, str] = {
 }
 KINDS = {1: "dense", 2: "ragged"}
 CODECS = {0: "raw", 1: "zstd", 2: "zstd_dict"}
-# Bits of required_features this reader implements (spec section 3.4): format 1.1 defines none.
-REQUIRED_FEATURES_KNOWN = 0
+# Bits of required_features this reader implements (spec section 3.4): format 1.2 defines bit 0,
+# index_parts (spec section 4.1).
+FEATURE_INDEX_PARTS = 1 << 0
+REQUIRED_FEATURES_KNOWN = FEATURE_INDEX_PARTS
 
 # The conformance error codes of spec section 9 and their numbers in zig/include/zrecord.h.
 ERROR_CODES = {
@@ -177,6 +196,31 @@ class Entry:
     logical_size: int
 
 
+def blocks_of(record_count: int, shift: int) -> int:
+    """ceil(record_count / 2^shift): the index blocks of a store, or the sum groups of its block
+    sums (spec section 4.1), without the rounding overflowing 64 bits."""
+    return (record_count >> shift) + (1 if record_count & ((1 << shift) - 1) else 0)
+
+
+@dataclass
+class Parts:
+    """The index parts of a store with the feature index_parts (spec section 4.1): index blocks of
+    2^block_shift entries, whose block sums (index.zrs) come in sum groups of 2^group_shift, one
+    group sum per group in the header."""
+
+    block_shift: int
+    group_shift: int
+    blocks: int
+    group_sums: list[int]
+    block_sums: bytes = b""
+
+    def block_records(self, b: int, record_count: int) -> range:
+        return range(b << self.block_shift, min((b + 1) << self.block_shift, record_count))
+
+    def group_blocks(self, t: int) -> range:
+        return range(t << self.group_shift, min((t + 1) << self.group_shift, self.blocks))
+
+
 @dataclass
 class Store:
     path: str
@@ -192,12 +236,106 @@ class Store:
     item_shape: tuple[int, ...]
     dictionary: bytes
     dict_id: int = 0
+    # Every entry, once the whole index has been judged (steps 4 to 6); until then, by part.
     entries: list[Entry] = field(default_factory=list)
     shards: list[bytes] = field(default_factory=list)
+    shard_sizes: list[int] = field(default_factory=list)
+    index: bytes = b""
+    entry_size: int = 0
+    index_checksum: int = 0
+    parts: Parts | None = None
+    whole_index_judged: bool = False
+    # Reading by part (spec section 9.6): the groups and blocks judged so far, and the entries of
+    # the judged blocks.
+    judged_groups: set[int] = field(default_factory=set)
+    judged_blocks: set[int] = field(default_factory=set)
+    part_entries: dict[int, Entry] = field(default_factory=dict)
+
+    def entry(self, i: int) -> Entry:
+        """Record i's index entry, once the checks that describe it have passed: the whole index
+        (judged at open), or its index block, judged now if it was not yet ([ZR-PRT-006])."""
+        if self.whole_index_judged:
+            return self.entries[i]
+        assert self.parts is not None
+        self._judge_block(i >> self.parts.block_shift)
+        return self.part_entries[i]
+
+    def _check_group(self, t: int) -> None:
+        """[ZR-PRT-004] Sum group t of index.zrs against its group sum in the header."""
+        parts = self.parts
+        assert parts is not None
+        blocks = parts.group_blocks(t)
+        if xxh64(parts.block_sums[8 * blocks.start : 8 * blocks.stop]) != parts.group_sums[t]:
+            raise FormatViolation(
+                "checksum",
+                "ZR-PRT-004",
+                f"index.zrs: sum group {t} (blocks {blocks.start} to {blocks.stop - 1}, records "
+                f"{self._first_record(blocks.start)} to {self._last_record(blocks.stop - 1)}) does not "
+                f"match group_sums[{t}] of header.zrh",
+            )
+
+    def _check_block(self, b: int) -> None:
+        """[ZR-PRT-005] Index block b of index.zri against its block sum in index.zrs."""
+        parts = self.parts
+        assert parts is not None
+        records = parts.block_records(b, self.record_count)
+        got = xxh64(self.index[records.start * self.entry_size : records.stop * self.entry_size])
+        if got != _u(parts.block_sums, 8 * b, 8):
+            raise FormatViolation(
+                "checksum",
+                "ZR-PRT-005",
+                f"index.zri: index block {b} (records {records.start} to {records.stop - 1}) does not "
+                f"match its block sum in index.zrs",
+            )
+
+    def _first_record(self, b: int) -> int:
+        assert self.parts is not None
+        return b << self.parts.block_shift
+
+    def _last_record(self, b: int) -> int:
+        assert self.parts is not None
+        return self.parts.block_records(b, self.record_count).stop - 1
+
+    def _judge_block(self, b: int) -> None:
+        """Spec section 9.6, by part: before any entry of index block b is used, its sum group
+        ([ZR-PRT-004]), then the block ([ZR-PRT-005]), then each of its entries in record order
+        (step 5, [ZR-PRT-006]). A block judged once is not judged again."""
+        parts = self.parts
+        assert parts is not None
+        if b in self.judged_blocks:
+            return
+        t = b >> parts.group_shift
+        if t not in self.judged_groups:
+            self._check_group(t)
+            self.judged_groups.add(t)
+        self._check_block(b)
+        es = self.entry_size
+        for i in parts.block_records(b, self.record_count):
+            self.part_entries[i] = _decode_entry(self, self.index[i * es : (i + 1) * es], i)
+        self.judged_blocks.add(b)
+
+    def judge_whole_index(self) -> None:
+        """Steps 4 (the index's contents) to 6 over the whole index. With index parts, in the
+        order of [ZR-PRT-010]: every sum group, every index block, then the whole-index checksum
+        ([ZR-HDR-011]); without, the checksum alone. Then every entry (step 5) and the sums over
+        the index (step 6)."""
+        parts = self.parts
+        if parts is not None:
+            for t in range(len(parts.group_sums)):
+                self._check_group(t)
+            for b in range(parts.blocks):
+                self._check_block(b)
+        if xxh64(self.index) != self.index_checksum:
+            raise FormatViolation("checksum", "ZR-HDR-011", "index checksum mismatch")
+        es = self.entry_size
+        entries = [_decode_entry(self, self.index[i * es : (i + 1) * es], i) for i in range(self.record_count)]
+        _check_index_sums(self, entries)
+        self.entries = entries
+        self.whole_index_judged = True
 
     def read(self, i: int) -> np.ndarray:
         """Record `i`, after its checksum ([ZR-SUM-001]) and, if compressed, its frame."""
-        e = self.entries[i]
+        e = self.entry(i)
         stored = self.shards[e.shard][e.offset : e.offset + e.stored_size]
         if xxh64(stored) != e.checksum:
             raise FormatViolation(
@@ -253,7 +391,11 @@ class Store:
 
     def verify(self) -> None:
         """What a whole-store check adds to reading every record ([ZR-IDX-008]): every byte of
-        every shard lies in exactly one record's stored range. Then every record is read."""
+        every shard lies in exactly one record's stored range. Then every record is read. A store
+        with index parts has its whole index judged first ([ZR-PRT-010]), however much of it was
+        judged by part."""
+        if self.parts is not None:
+            self.judge_whole_index()
         for k in range(self.data_shards):
             ranges = sorted(
                 (e.offset, e.offset + e.stored_size, i)
@@ -448,11 +590,14 @@ def decode_header(h: bytes) -> dict:
     major, minor = _check_version(h)
     header_size = _check_header_bytes(h)
     dtype, itemsize = _check_codes(h)
-    # 2.9: reserved bytes.
-    if any(h[21:24]) or any(h[93:128]):
+    # 2.9: reserved bytes; with index_parts, bytes 93 and 94 are the shifts ([ZR-PRT-007]).
+    has_parts = bool(_u(h, 80, 8) & FEATURE_INDEX_PARTS)
+    if any(h[21:24]) or any(h[95 if has_parts else 93 : 128]):
         raise _corrupt_header("ZR-HDR-005", "non-zero reserved bytes")
     kind, ndim, codec, data_shards = KINDS[h[16]], h[18], CODECS[h[19]], h[20]
-    item_shape, shard_sizes, dictionary = _check_variable_part(h, kind, ndim, data_shards, header_size)
+    item_shape, shard_sizes, parts, dictionary = _check_variable_part(
+        h, kind, ndim, data_shards, header_size, has_parts
+    )
     stored_bytes, record_count, entry_size, index_size = _check_related_fields(
         h, kind, ndim, item_shape, itemsize, shard_sizes
     )
@@ -474,6 +619,7 @@ def decode_header(h: bytes) -> dict:
         "index_checksum": _u(h, 64, 8),
         "dictionary": bytes(dictionary),
         "dict_id": dict_id,
+        "parts": parts,
     }
 
 
@@ -530,11 +676,38 @@ def _check_codes(h: bytes) -> tuple[np.dtype, int]:
     return dtype, itemsize
 
 
+def _check_part_shifts(h: bytes) -> tuple[int, int, int, int]:
+    """Step 2.10a, index_parts only: the block shift, then the group shift ([ZR-PRT-002]), then
+    the number of sum groups ([ZR-PRT-003]). Returns the two shifts and the numbers of index
+    blocks and sum groups."""
+    block_shift, group_shift = h[93], h[94]
+    if block_shift > INDEX_BLOCK_SHIFT_MAX:
+        raise FormatViolation(
+            "limit", "ZR-PRT-002", f"index_block_shift {block_shift}, above index_block_shift_max {INDEX_BLOCK_SHIFT_MAX}"
+        )
+    if group_shift > INDEX_GROUP_SHIFT_MAX:
+        raise FormatViolation(
+            "limit", "ZR-PRT-002", f"index_group_shift {group_shift}, above index_group_shift_max {INDEX_GROUP_SHIFT_MAX}"
+        )
+    record_count = _u(h, 24, 8)
+    blocks = blocks_of(record_count, block_shift)
+    groups = blocks_of(blocks, group_shift)
+    if groups > INDEX_GROUPS_MAX:
+        raise FormatViolation(
+            "limit",
+            "ZR-PRT-003",
+            f"{record_count} records in index blocks of 2^{block_shift} and sum groups of 2^{group_shift} "
+            f"make {groups} sum groups, above index_groups_max {INDEX_GROUPS_MAX}",
+        )
+    return block_shift, group_shift, blocks, groups
+
+
 def _check_variable_part(
-    h: bytes, kind: str, ndim: int, data_shards: int, header_size: int
-) -> tuple[tuple[int, ...], list[int], bytes]:
-    """Steps 2.10 to 2.12: the schema's limits, the header's exact size, the padding. Returns
-    the variable part's fields: item_shape (empty for Ragged), shard_sizes and the dictionary."""
+    h: bytes, kind: str, ndim: int, data_shards: int, header_size: int, has_parts: bool
+) -> tuple[tuple[int, ...], list[int], Parts | None, bytes]:
+    """Steps 2.10 to 2.12: the schema's limits, the index parts' shifts and count, the header's
+    exact size, the padding. Returns the variable part's fields: item_shape (empty for Ragged),
+    shard_sizes, the index parts (None without index_parts) and the dictionary."""
     if data_shards < DATA_SHARDS_MIN:
         raise FormatViolation("limit", "ZR-HDR-007", "data_shards 0, below data_shards_min 1")
     if ndim > NDIM_MAX:
@@ -544,8 +717,9 @@ def _check_variable_part(
     dict_size = _u(h, 52, 4)
     if dict_size > DICT_SIZE_BYTES_MAX:
         raise FormatViolation("limit", "ZR-HDR-013", f"dict_size {dict_size}, above the limit")
+    block_shift, group_shift, blocks, groups = _check_part_shifts(h) if has_parts else (0, 0, 0, 0)
     shape_axes = ndim if kind == "dense" else 0
-    variable = 8 * shape_axes + 8 * data_shards + dict_size
+    variable = 8 * shape_axes + 8 * data_shards + 8 * groups + dict_size
     want_size = (HEADER_FIXED_BYTES + variable + 7) // 8 * 8 + 8
     if header_size != want_size:
         raise _corrupt_header("ZR-HDR-003", f"header_size {header_size}, the variable part needs {want_size}")
@@ -554,11 +728,14 @@ def _check_variable_part(
     pos += 8 * shape_axes
     shard_sizes = [_u(h, pos + 8 * k, 8) for k in range(data_shards)]
     pos += 8 * data_shards
+    group_sums = [_u(h, pos + 8 * t, 8) for t in range(groups)]
+    pos += 8 * groups
     dictionary = h[pos : pos + dict_size]
     pos += dict_size
     if any(h[pos : len(h) - 8]):
         raise _corrupt_header("ZR-HDR-005", "non-zero padding")
-    return item_shape, shard_sizes, dictionary
+    parts = Parts(block_shift, group_shift, blocks, group_sums) if has_parts else None
+    return item_shape, shard_sizes, parts, dictionary
 
 
 def _check_related_fields(
@@ -631,18 +808,20 @@ def _check_dtype_params(code: int, length: int, unit: int) -> int:
     return itemsize
 
 
-def open_store(path: str | os.PathLike[str]) -> Store:
-    """Validates everything the spec lets a reader check without record data (spec section 9)."""
+def open_store(path: str | os.PathLike[str], *, by_part: bool = False) -> Store:
+    """Validates everything the spec lets a reader check without record data (spec section 9).
+    With `by_part`, the index of a store with index parts is left to be judged block by block as
+    records are read (spec section 9.6); a store without them is judged whole either way."""
     path = os.fspath(path)
     # Step 1: the store path ([ZR-GEN-005]), then header.zrh ([ZR-PUB-004], [ZR-GEN-004]).
     dfd = _open_store_dir(path)
     try:
-        return _open_in(dfd, path)
+        return _open_in(dfd, path, by_part)
     finally:
         os.close(dfd)
 
 
-def _open_in(dfd: int, path: str) -> Store:
+def _open_in(dfd: int, path: str, by_part: bool) -> Store:
     """open_store's steps 1 (header.zrh) to 6 on the store directory open as `dfd`."""
     header = _store_file(dfd, path, "header.zrh")
     if header is None:
@@ -666,8 +845,12 @@ def _open_in(dfd: int, path: str) -> Store:
                 "item_shape",
                 "dictionary",
                 "dict_id",
+                "shard_sizes",
+                "index_checksum",
+                "parts",
             )
         },
+        entry_size=f["entry_size"],
     )
     # Step 3: the shard files, in shard order.
     for k, want in enumerate(f["shard_sizes"]):
@@ -679,7 +862,7 @@ def _open_in(dfd: int, path: str) -> Store:
                 "corrupt", "ZR-HDR-010", f"data-{k:03d}.zrd has {len(data)} bytes, shard_sizes says {want}"
             )
         store.shards.append(data)
-    # Step 4: the index file.
+    # Step 4: the index file, then (index parts) the block sums' file.
     index = _store_file(dfd, path, "index.zri")
     if index is None:
         raise FormatViolation("corrupt", "ZR-GEN-006", "index.zri missing")
@@ -687,38 +870,61 @@ def _open_in(dfd: int, path: str) -> Store:
         raise FormatViolation(
             "corrupt", "ZR-HDR-011", f"index.zri has {len(index)} bytes, index_size says {f['index_size']}"
         )
-    if xxh64(index) != f["index_checksum"]:
-        raise FormatViolation("checksum", "ZR-HDR-011", "index checksum mismatch")
-    # Step 5: every entry on its own, in record order.
-    es = f["entry_size"]
-    for i in range(store.record_count):
-        store.entries.append(_decode_entry(store, index[i * es : (i + 1) * es], i))
-    # Step 6: the sums over the whole index.
+    store.index = index
+    if store.parts is not None:
+        store.parts.block_sums = _block_sums_file(dfd, path, store.parts)
+    # The whole index's checksum, step 5 for every entry and step 6; a store with index parts read
+    # by part leaves them to each block's first read and to verify (spec section 9.6).
+    if store.parts is None or not by_part:
+        store.judge_whole_index()
+    return store
+
+
+def _block_sums_file(dfd: int, path: str, parts: Parts) -> bytes:
+    """Step 4, index parts: index.zrs present, a regular file ([ZR-GEN-004], [ZR-GEN-006]) and
+    exactly 8 bytes per index block long ([ZR-PRT-001])."""
+    sums = _store_file(dfd, path, "index.zrs")
+    if sums is None:
+        raise FormatViolation("corrupt", "ZR-GEN-006", "index.zrs missing")
+    if len(sums) != 8 * parts.blocks:
+        raise FormatViolation(
+            "corrupt",
+            "ZR-PRT-001",
+            f"index.zrs has {len(sums)} bytes; {parts.blocks} index blocks need {8 * parts.blocks}",
+        )
+    return sums
+
+
+def _check_index_sums(store: Store, entries: list[Entry]) -> None:
+    """Step 6: the sums over the whole index, [ZR-DAT-001] for each shard, then [ZR-HDR-015]."""
     shard_sums = [0] * store.data_shards
-    for e in store.entries:
+    for e in entries:
         shard_sums[e.shard] += e.stored_size
     for k, total in enumerate(shard_sums):
-        if total != f["shard_sizes"][k]:
+        if total != store.shard_sizes[k]:
             raise FormatViolation(
                 "corrupt",
                 "ZR-DAT-001",
-                f"records of data-{k:03d}.zrd add up to {total} bytes, the file has {f['shard_sizes'][k]}",
+                f"records of data-{k:03d}.zrd add up to {total} bytes, the file has {store.shard_sizes[k]}",
             )
-    logical_sum = sum(e.logical_size for e in store.entries)
+    logical_sum = sum(e.logical_size for e in entries)
     if logical_sum != store.logical_bytes:
         raise FormatViolation(
             "corrupt",
             "ZR-HDR-015",
             f"records add up to {logical_sum} logical bytes, logical_bytes says {store.logical_bytes}",
         )
-    return store
 
 
 def _decode_entry(store: Store, b: bytes, i: int) -> Entry:
     """Checks one index entry in isolation (spec section 4), in the order of spec section 9.3."""
 
+    where = f"index entry {i}"
+    if store.parts is not None:
+        where += f" (index block {i >> store.parts.block_shift})"
+
     def corrupt(rule: str, why: str) -> FormatViolation:
-        return FormatViolation("corrupt", rule, f"index entry {i}: {why}")
+        return FormatViolation("corrupt", rule, f"{where}: {why}")
 
     offset, stored_size, shard, checksum = _u(b, 0, 8), _u(b, 8, 4), b[12], _u(b, 16, 8)
     if shard >= store.data_shards:
@@ -733,13 +939,9 @@ def _decode_entry(store: Store, b: bytes, i: int) -> Entry:
     else:
         shape = tuple(_u(b, 24 + 4 * k, 4) for k in range(store.ndim))
         if 0 not in shape and _product(list(shape)) * itemsize > RECORD_SIZE_BYTES_MAX:
-            raise FormatViolation(
-                "limit", "ZR-IDX-004", f"index entry {i}: shape {shape} exceeds record_size_bytes_max"
-            )
+            raise FormatViolation("limit", "ZR-IDX-004", f"{where}: shape {shape} exceeds record_size_bytes_max")
         if _extent(shape, itemsize) > EXTENT_BYTES_MAX:
-            raise FormatViolation(
-                "limit", "ZR-IDX-007", f"index entry {i}: shape {shape} exceeds extent_bytes_max"
-            )
+            raise FormatViolation("limit", "ZR-IDX-007", f"{where}: shape {shape} exceeds extent_bytes_max")
         if any(b[24 + 4 * store.ndim :]):
             raise corrupt("ZR-IDX-003", "non-zero padding")
     logical = _product(list(shape)) * itemsize
@@ -748,9 +950,9 @@ def _decode_entry(store: Store, b: bytes, i: int) -> Entry:
     return Entry(offset, stored_size, shard, checksum, shape, logical)
 
 
-def read_store(path: str | os.PathLike[str]) -> list[np.ndarray]:
+def read_store(path: str | os.PathLike[str], *, by_part: bool = False) -> list[np.ndarray]:
     """Opens the store and returns every record, checking everything a reader must."""
-    return open_store(path).read_all()
+    return open_store(path, by_part=by_part).read_all()
 
 
 __all__ = [
@@ -758,6 +960,7 @@ __all__ = [
     "ERROR_CODES",
     "ERROR_CODES_1_1",
     "FormatViolation",
+    "Parts",
     "Store",
     "open_store",
     "read_store",

@@ -1,8 +1,13 @@
-"""A small writer of zrecord format 1.1 stores, written byte by byte from spec/format-v1.md.
+"""A small writer of zrecord format 1.2 stores, written byte by byte from spec/format-v1.md.
 
 It exists so that some conformance vectors come from a second implementation: the native
 core is then tested on bytes it did not produce. It writes straight into the target
 directory (no temporary sibling, no fsync): it makes test vectors, not production stores.
+
+It writes index parts (format 1.2, spec section 4.1) only when asked (`index_parts`): the
+frozen vectors of 1.0 and 1.1 are stores without them, and it must keep writing those byte for
+byte. Asked with `index_parts=True`, it uses the writer defaults of spec section 4.1
+(`default_part_shifts`), which zrecord's writer uses too.
 
 Codec `zstd` frames are built here from RFC 8878 with raw and RLE blocks only, so their bytes
 depend on no compression library. Codec `zstd_dict` frames come from the `zstandard` package.
@@ -19,15 +24,46 @@ import zstandard
 
 from .reader import (
     CODECS,
+    FEATURE_INDEX_PARTS,
     HEADER_FIXED_BYTES,
+    INDEX_GROUPS_MAX,
     KINDS,
     MAGIC,
+    blocks_of,
     dtype_params,
     index_entry_size,
 )
 from .xxh64 import xxh64
 
 ZSTD_BLOCK_BYTES_MAX = 128 * 1024
+# The writer defaults of spec section 4.1: index blocks of 2^8 entries, and sum groups of at least
+# 2^10 block sums, more where that would make more than index_groups_max groups.
+INDEX_BLOCK_SHIFT_DEFAULT = 8
+INDEX_GROUP_SHIFT_MIN_DEFAULT = 10
+
+
+def default_part_shifts(record_count: int) -> tuple[int, int]:
+    """(index_block_shift, index_group_shift) as the writer defaults of spec section 4.1 give them:
+    s = 8, and g the smallest value >= 10 for which the store has at most index_groups_max groups."""
+    blocks = blocks_of(record_count, INDEX_BLOCK_SHIFT_DEFAULT)
+    group_shift = INDEX_GROUP_SHIFT_MIN_DEFAULT
+    while blocks_of(blocks, group_shift) > INDEX_GROUPS_MAX:
+        group_shift += 1
+    return INDEX_BLOCK_SHIFT_DEFAULT, group_shift
+
+
+def index_parts_of(index: bytes, entry_size: int, block_shift: int, group_shift: int) -> tuple[bytes, list[int]]:
+    """index.zrs (the XXH64 of each index block of `index`, in block order) and the header's
+    group_sums (the XXH64 of each sum group of index.zrs), spec section 4.1."""
+    record_count = len(index) // entry_size
+    block_bytes = entry_size << block_shift
+    sums = b"".join(
+        xxh64(index[b * block_bytes : (b + 1) * block_bytes]).to_bytes(8, "little")
+        for b in range(blocks_of(record_count, block_shift))
+    )
+    group_bytes = 8 << group_shift
+    groups = blocks_of(len(sums) // 8, group_shift)
+    return sums, [xxh64(sums[t * group_bytes : (t + 1) * group_bytes]) for t in range(groups)]
 
 
 def _code(table: dict, value: object) -> int:
@@ -143,23 +179,32 @@ def build(
     dtype_length: int = 0,
     dtype_unit: int = 0,
     required_features: int = 0,
+    index_parts: bool | tuple[int, int] = False,
 ) -> dict[str, bytes]:
     """The files of a store (name -> bytes), laid out byte by byte as spec sections 3 to 5 say.
 
-    `format_minor` defaults to the lowest minor that defines the dtype code ([ZR-HDR-018]).
+    `format_minor` defaults to the lowest minor that defines the dtype code and the feature bits
+    ([ZR-HDR-018]).
 
     `layout` is the order in which records are placed in their shards (default: logical order);
     the index always lists them in logical order.
+
+    `index_parts` (spec section 4.1): False for a store without them; True for the writer
+    defaults; or (index_block_shift, index_group_shift).
     """
     entry_size = index_entry_size(kind, ndim)
     shards, offsets = _lay_out(records, data_shards, layout)
     index = _index(kind, entry_size, records, offsets)
-    variable = _variable_part(kind, item_shape, shards, dictionary)
+    shifts = default_part_shifts(len(records)) if index_parts is True else index_parts or None
+    block_sums, group_sums = index_parts_of(index, entry_size, *shifts) if shifts else (b"", [])
+    if shifts:
+        required_features |= FEATURE_INDEX_PARTS
+    variable = _variable_part(kind, item_shape, shards, group_sums, dictionary)
     header = bytearray(HEADER_FIXED_BYTES)
     header[0:8] = MAGIC
     header[8:10] = (1).to_bytes(2, "little")
     if format_minor is None:
-        format_minor = 1 if dtype_code >= 15 else 0
+        format_minor = 2 if shifts else 1 if dtype_code >= 15 else 0
     header[10:12] = format_minor.to_bytes(2, "little")
     header[12:16] = (HEADER_FIXED_BYTES + len(variable) + 8).to_bytes(4, "little")
     header[16] = _code(KINDS, kind)
@@ -178,10 +223,14 @@ def build(
     header[80:88] = required_features.to_bytes(8, "little")
     header[88:92] = dtype_length.to_bytes(4, "little")
     header[92] = dtype_unit
+    if shifts:
+        header[93], header[94] = shifts
     header += variable
     header += xxh64(header).to_bytes(8, "little")
     files = {f"data-{k:03d}.zrd": bytes(s) for k, s in enumerate(shards)}
     files["index.zri"] = bytes(index)
+    if shifts:
+        files["index.zrs"] = block_sums
     files["header.zrh"] = bytes(header)
     return files
 
@@ -218,15 +267,20 @@ def _index(kind: str, entry_size: int, records: Sequence[Stored], offsets: list[
     return index
 
 
-def _variable_part(kind: str, item_shape: Sequence[int], shards: list[bytearray], dictionary: bytes) -> bytearray:
-    """The header's variable part (spec section 3): item_shape (Dense only), shard_sizes and the
-    dictionary, padded with zeros so that the header up to its checksum fills whole 8-byte words."""
+def _variable_part(
+    kind: str, item_shape: Sequence[int], shards: list[bytearray], group_sums: list[int], dictionary: bytes
+) -> bytearray:
+    """The header's variable part (spec section 3): item_shape (Dense only), shard_sizes, the
+    group sums (index parts only) and the dictionary, padded with zeros so that the header up to
+    its checksum fills whole 8-byte words."""
     variable = bytearray()
     if kind == "dense":
         for dim in item_shape:
             variable += int(dim).to_bytes(8, "little")
     for shard in shards:
         variable += len(shard).to_bytes(8, "little")
+    for group_sum in group_sums:
+        variable += group_sum.to_bytes(8, "little")
     variable += dictionary
     variable += bytes(-(HEADER_FIXED_BYTES + len(variable)) % 8)
     return variable
@@ -255,6 +309,7 @@ def write_store(
     encode: Callable[[bytes], bytes] | None = None,
     format_minor: int | None = None,
     layout: Sequence[int] | None = None,
+    index_parts: bool | tuple[int, int] = False,
 ) -> None:
     """Writes a published store at `path` (a new directory) from NumPy records.
 
@@ -277,6 +332,7 @@ def write_store(
             encode=encode,
             format_minor=format_minor,
             layout=layout,
+            index_parts=index_parts,
         ),
     )
 
@@ -295,8 +351,9 @@ def build_store(
     encode: Callable[[bytes], bytes] | None = None,
     format_minor: int | None = None,
     layout: Sequence[int] | None = None,
+    index_parts: bool | tuple[int, int] = False,
 ) -> dict[str, bytes]:
-    """`build` from NumPy records; arguments as in `write_store`."""
+    """`build` from NumPy records; arguments as in `write_store` and `build`."""
     dt = np.dtype(dtype)
     dtype_code, dtype_length, dtype_unit = dtype_params(dt)
     if kind == "dense":
@@ -325,4 +382,5 @@ def build_store(
         layout=layout,
         dtype_length=dtype_length,
         dtype_unit=dtype_unit,
+        index_parts=index_parts,
     )

@@ -64,7 +64,7 @@ const char *zr_result_name(int code);
 
 /* Format constants (spec/format-v1.md). */
 #define ZR_FORMAT_MAJOR 1
-#define ZR_FORMAT_MINOR 1
+#define ZR_FORMAT_MINOR 2
 #define ZR_KIND_DENSE 1
 #define ZR_KIND_RAGGED 2
 #define ZR_CODEC_RAW 0
@@ -81,6 +81,10 @@ const char *zr_result_name(int code);
 
 /* Writer flags. */
 #define ZR_WRITE_NO_SYNC 1u /* skip fsync before publishing (benchmarks, scratch data) */
+/* Write index parts (format 1.2, spec §4.1: index.zrs and the header's group sums) with the
+ * writer defaults; zr_writer_open only. Without it a store is written as format 1.0 or 1.1,
+ * readable by readers of 1.1. */
+#define ZR_WRITE_INDEX_PARTS 2u
 
 typedef struct zr_status {
     int32_t code;        /* ZR_OK or ZR_E_* */

@@ -92,7 +92,10 @@ fn upperName(comptime tag: []const u8) [*:0]const u8 {
 
 /// zr_writer_open flags.
 pub const write_no_sync: u32 = 1;
-pub const write_flags_known: u32 = write_no_sync;
+/// zrecord.h ZR_WRITE_INDEX_PARTS: write index parts (format 1.2, spec §4.1) with the writer
+/// defaults of [ZR-PRT-008].
+pub const write_index_parts: u32 = 2;
+pub const write_flags_known: u32 = write_no_sync | write_index_parts;
 /// zrecord.h ZR_OPEN_CACHE_BYPASS.
 pub const open_cache_bypass: u32 = 1;
 /// zrecord.h ZR_OPEN_VALIDATE_INDEX: read and validate index.zri even where the index cache

@@ -11,8 +11,8 @@
 //! record in record order: what a record's first read is checked against (spec §9.5); the
 //! whole 64 bits stay in index.zri, which verification reads.
 //!
-//! The file (`Builder`, `headerFits`): a 192-byte header (`FileHeader`: the identity of the
-//! index it was built from, sizes, and checksums of its three regions), the block headers, the
+//! The file (`Builder`, `headerFits`): a 248-byte header (`FileHeader`: the identity of the
+//! index files it was built from, sizes, and checksums of its three regions), the block headers, the
 //! checksums' low halves, then the bit fields, then zero padding for the bit reads' 16-byte
 //! loads, and last the absolute path of the store it was built from (which only the cache
 //! folder's pruning reads, to tell whether that store still exists: index_cache.zig).
@@ -247,9 +247,12 @@ pub const FileHeader = extern struct {
     magic: [8]u8 = file_magic,
     version: u32 = file_version,
     header_bytes: u32 = @sizeOf(FileHeader),
-    /// The store's header checksum and the index file's identity: the key of the file.
+    /// The store's header checksum and the index files' identities: the key of the file.
     store_header_checksum: u64,
     index: sys.FileIdentity,
+    /// index.zrs of a store with index parts (spec §9.5: a remembered validation records the
+    /// identity of both index files); all zero for a store without.
+    sums: sys.FileIdentity,
     record_count: u64,
     ndim: u8,
     reserved: [3]u8 = @splat(0),
@@ -288,12 +291,12 @@ pub const FileHeader = extern struct {
 const headers_at: u64 = std.mem.alignForward(u64, @sizeOf(FileHeader), cache_line_bytes);
 
 pub const file_magic = [8]u8{ 'Z', 'R', 'I', 'D', 'X', '\r', '\n', 0x1a };
-/// 2: the checksums' low halves; 3: the store's path (files of older versions are built
-/// again, and pruned).
-pub const file_version: u32 = 3;
+/// 2: the checksums' low halves; 3: the store's path; 4: the identity of index.zrs (files of
+/// older versions are built again, and pruned).
+pub const file_version: u32 = 4;
 
 comptime {
-    std.debug.assert(@sizeOf(FileHeader) == 192);
+    std.debug.assert(@sizeOf(FileHeader) == 248);
     format.assertNoPadding(FileHeader);
     format.assertNoPadding(BlockFixed);
 }
@@ -592,6 +595,7 @@ fn buildInto(fd: sys.Fd, ndim: u8, recs: []const Pending) !FileHeader {
     var key: FileHeader = .{
         .store_header_checksum = 7,
         .index = std.mem.zeroes(sys.FileIdentity),
+        .sums = std.mem.zeroes(sys.FileIdentity),
         .record_count = recs.len,
         .ndim = ndim,
         .headers_at = 0,

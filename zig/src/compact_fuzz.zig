@@ -37,6 +37,7 @@ fn buildFile(random: std.Random, ndim: u8, n: usize, layout: u8) ![]u8 {
     var key: compact.FileHeader = .{
         .store_header_checksum = random.int(u64),
         .index = std.mem.zeroes(sys.FileIdentity),
+        .sums = std.mem.zeroes(sys.FileIdentity),
         .record_count = n,
         .ndim = ndim,
         .headers_at = 0,

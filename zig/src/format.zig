@@ -1,4 +1,4 @@
-//! The on-disk format 1.1 (spec/format-v1.md): limits, codes, header and index entry encoding,
+//! The on-disk format 1.2 (spec/format-v1.md): limits, codes, header and index entry encoding,
 //! decoding and validation.
 //!
 //! Invariants:
@@ -10,6 +10,9 @@
 //!   the sizes that depend on them, [ZR-HDR-003] before the variable part.
 //! - `validateEntry` checks an index entry's rules in the order of spec §9.3.
 //! - `encodeHeader(decodeHeader(x)) == x` for every valid header `x`.
+//! - A header with `index_parts` (required_features bit 0, spec §4.1) has its two shifts judged
+//!   and T computed without overflow (step 2.10a) before the size rule that counts 8 × T bytes
+//!   of group_sums; without the bit, bytes 93 and 94 are reserved and zero, as in 1.1.
 //! - Every dtype's item size comes from `Header.itemsize` (the table `dtypes` and, for the
 //!   parametric dtypes of format 1.1, the header's dtype_length), never from a special case.
 
@@ -29,7 +32,7 @@ pub const magic = [8]u8{ 0x89, 'Z', 'R', 'E', 'C', '\r', '\n', 0x1a };
 pub const format_major: u16 = 1;
 /// The newest minor this core implements. Writers write the lowest minor whose codes a store
 /// uses ([ZR-HDR-018]), so a store without 1.1 dtypes is written as 1.0, byte for byte.
-pub const format_minor: u16 = 1;
+pub const format_minor: u16 = 2;
 pub const header_fixed_bytes: usize = 128;
 pub const data_shards_min: u64 = 1;
 pub const data_shards_max: u64 = 255;
@@ -39,6 +42,14 @@ pub const stored_size_bytes_max: u64 = (1 << 32) - 1;
 pub const dim_max: u64 = (1 << 32) - 1;
 pub const dict_size_bytes_max: u64 = 1 << 24;
 pub const record_count_max: u64 = 1 << 48;
+/// Index parts (spec §4.1, §8): the largest shifts and the most sum groups a reader accepts.
+pub const index_block_shift_max: u8 = 48;
+pub const index_group_shift_max: u8 = 48;
+pub const index_groups_max: u64 = 1 << 16;
+/// The writer defaults of [ZR-PRT-008]: index blocks of 2^8 entries, sum groups of at least
+/// 2^10 block sums.
+pub const index_block_shift_default: u8 = 8;
+pub const index_group_shift_min_default: u8 = 10;
 pub const index_entry_fixed_bytes: u32 = 24;
 /// The largest item size of a dtype (NumPy's own bound: its itemsize is a C int).
 pub const itemsize_bytes_max: u64 = (1 << 31) - 1;
@@ -56,11 +67,43 @@ pub const window_log_floor: u6 = 27;
 /// padding and the checksum ([ZR-HDR-022]). Readers refuse to allocate more than this for a
 /// header.
 pub const header_size_bytes_max: u64 = header_fixed_bytes + 8 * ndim_max + 8 * data_shards_max +
-    dict_size_bytes_max + 8;
+    8 * index_groups_max + dict_size_bytes_max + 8;
 
-/// The bits of required_features this core implements ([ZR-HDR-017]). Format 1.1 defines none;
-/// a later minor that defines one adds it here together with the code that honours it.
-pub const required_features_known: u64 = 0;
+comptime {
+    std.debug.assert(header_size_bytes_max == 17_303_936);
+}
+
+/// required_features bit 0 (format 1.2): the store has index parts (spec §4.1).
+pub const feature_index_parts: u64 = 1 << 0;
+/// The minor version that defined `feature_index_parts`.
+pub const index_parts_minor: u16 = 2;
+
+/// The bits of required_features this core implements ([ZR-HDR-017]). A later minor that
+/// defines one adds it here together with the code that honours it.
+pub const required_features_known: u64 = feature_index_parts;
+
+/// ⌈n / 2^shift⌉ without overflow, for any n and any shift up to 63: the number of index
+/// blocks of n records, or of sum groups of n block sums (spec §4.1).
+pub fn partsOf(n: u64, shift: u8) u64 {
+    std.debug.assert(shift < 64);
+    const sh: u6 = @intCast(shift);
+    const mask = (@as(u64, 1) << sh) - 1;
+    return (n >> sh) + @intFromBool(n & mask != 0);
+}
+
+/// T, the number of sum groups of a store of `record_count` records (spec §4.1).
+pub fn groupCount(record_count: u64, block_shift: u8, group_shift: u8) u64 {
+    return partsOf(partsOf(record_count, block_shift), group_shift);
+}
+
+/// The writer defaults of [ZR-PRT-008] for `record_count` records: s = 8 and g the smallest
+/// value of at least 10 for which T <= index_groups_max.
+pub fn defaultPartShifts(record_count: u64) [2]u8 {
+    const s = index_block_shift_default;
+    var g = index_group_shift_min_default;
+    while (groupCount(record_count, s, g) > index_groups_max) g += 1;
+    return .{ s, g };
+}
 
 pub const Kind = enum(u8) {
     dense = 1,
@@ -214,10 +257,12 @@ pub fn indexEntrySize(kind: Kind, ndim: u8) u32 {
     };
 }
 
-/// Total header size for a schema and dictionary size, spec §3.2 (checksum included).
-pub fn headerSize(kind: Kind, ndim: u8, data_shards: u8, dict_size: u32) u64 {
+/// Total header size for a schema, `groups` sum groups (T, 0 without index parts) and a
+/// dictionary size, spec §3.2 (checksum included). `groups` is at most index_groups_max.
+pub fn headerSize(kind: Kind, ndim: u8, data_shards: u8, groups: u64, dict_size: u32) u64 {
+    std.debug.assert(groups <= index_groups_max);
     const shape_bytes: u64 = if (kind == .dense) 8 * @as(u64, ndim) else 0;
-    const variable = shape_bytes + 8 * @as(u64, data_shards) + dict_size;
+    const variable = shape_bytes + 8 * @as(u64, data_shards) + 8 * groups + dict_size;
     return std.mem.alignForward(u64, header_fixed_bytes + variable, 8) + 8;
 }
 
@@ -259,6 +304,9 @@ pub const Header = struct {
     dtype_length: u32 = 0,
     dtype_unit: u8 = 0,
     required_features: u64 = 0,
+    /// With `feature_index_parts`: s and g of spec §4.1; zero without it.
+    index_block_shift: u8 = 0,
+    index_group_shift: u8 = 0,
     ndim: u8,
     codec: Codec,
     data_shards: u8,
@@ -274,6 +322,8 @@ pub const Header = struct {
     shard_sizes: [data_shards_max]u64 = @splat(0),
     /// Offset of the dictionary within the header bytes (decoding only).
     dict_offset: u32 = 0,
+    /// Offset of group_sums within the header bytes (decoding only; spec §3.2).
+    group_sums_offset: u32 = 0,
     /// The header file's checksum ([ZR-HDR-004]; decoding only): the store's identity.
     header_checksum: u64 = 0,
 
@@ -281,6 +331,27 @@ pub const Header = struct {
     /// validated header (or a schema checked with `dtypeCheck`).
     pub fn itemsize(h: *const Header) u64 {
         return dtypeCheck(h.dtype, h.dtype_length, h.dtype_unit).ok;
+    }
+
+    /// Whether the store has index parts (spec §4.1).
+    pub fn hasParts(h: *const Header) bool {
+        return h.required_features & feature_index_parts != 0;
+    }
+
+    /// B, the number of index blocks (0 without index parts).
+    pub fn blockCount(h: *const Header) u64 {
+        return if (h.hasParts()) partsOf(h.record_count, h.index_block_shift) else 0;
+    }
+
+    /// T, the number of sum groups (0 without index parts).
+    pub fn groupCount(h: *const Header) u64 {
+        return if (h.hasParts()) partsOf(h.blockCount(), h.index_group_shift) else 0;
+    }
+
+    /// Group sum t of a header decoded from `bytes` (t < groupCount()).
+    pub fn groupSum(h: *const Header, bytes: []const u8, t: u64) u64 {
+        std.debug.assert(t < h.groupCount());
+        return get(u64, bytes, h.group_sums_offset + 8 * @as(usize, @intCast(t)));
     }
 
     /// Dense record size; only meaningful for a validated Dense header.
@@ -321,7 +392,9 @@ pub const FixedHeader = extern struct {
     required_features: u64,
     dtype_length: u32,
     dtype_unit: u8,
-    reserved1: [35]u8,
+    index_block_shift: u8,
+    index_group_shift: u8,
+    reserved1: [33]u8,
 
     fn read(bytes: []const u8) FixedHeader {
         return std.mem.bytesToValue(FixedHeader, bytes[0..header_fixed_bytes]);
@@ -334,22 +407,24 @@ comptime {
     assertNoPadding(FixedHeader);
     // The offsets of spec §3.1's table; a field out of place fails the build.
     const offsets = .{
-        .{ "format_major", 8 },      .{ "format_minor", 10 },      .{ "header_size", 12 },   .{ "kind", 16 },
-        .{ "dtype", 17 },            .{ "ndim", 18 },              .{ "codec", 19 },         .{ "data_shards", 20 },
-        .{ "reserved0", 21 },        .{ "record_count", 24 },      .{ "logical_bytes", 32 }, .{ "stored_bytes", 40 },
-        .{ "index_entry_size", 48 }, .{ "dict_size", 52 },         .{ "index_size", 56 },    .{ "index_checksum", 64 },
-        .{ "dict_checksum", 72 },    .{ "required_features", 80 }, .{ "dtype_length", 88 },  .{ "dtype_unit", 92 },
-        .{ "reserved1", 93 },
+        .{ "format_major", 8 },       .{ "format_minor", 10 },      .{ "header_size", 12 },   .{ "kind", 16 },
+        .{ "dtype", 17 },             .{ "ndim", 18 },              .{ "codec", 19 },         .{ "data_shards", 20 },
+        .{ "reserved0", 21 },         .{ "record_count", 24 },      .{ "logical_bytes", 32 }, .{ "stored_bytes", 40 },
+        .{ "index_entry_size", 48 },  .{ "dict_size", 52 },         .{ "index_size", 56 },    .{ "index_checksum", 64 },
+        .{ "dict_checksum", 72 },     .{ "required_features", 80 }, .{ "dtype_length", 88 },  .{ "dtype_unit", 92 },
+        .{ "index_block_shift", 93 }, .{ "index_group_shift", 94 }, .{ "reserved1", 95 },
     };
     for (offsets) |pair| std.debug.assert(@offsetOf(FixedHeader, pair[0]) == pair[1]);
 }
 
 /// Encodes a header into `out`, whose length must be `headerSize(...)` for the header's
-/// schema and `dict.len`. The fields header_size, index_entry_size, dict_size and
-/// dict_checksum are derived here, not taken from `h`.
-pub fn encodeHeader(h: *const Header, dict: []const u8, out: []u8) void {
+/// schema, `group_sums.len` and `dict.len`. The fields header_size, index_entry_size,
+/// dict_size and dict_checksum are derived here, not taken from `h`; `group_sums` holds T sums
+/// for a header with index parts and none without.
+pub fn encodeHeader(h: *const Header, group_sums: []const u64, dict: []const u8, out: []u8) void {
+    std.debug.assert(group_sums.len == h.groupCount());
     const dict_size: u32 = @intCast(dict.len);
-    const size = headerSize(h.kind, h.ndim, h.data_shards, dict_size);
+    const size = headerSize(h.kind, h.ndim, h.data_shards, group_sums.len, dict_size);
     std.debug.assert(out.len == size);
     @memset(out, 0);
     const fixed: FixedHeader = .{
@@ -374,6 +449,8 @@ pub fn encodeHeader(h: *const Header, dict: []const u8, out: []u8) void {
         .required_features = h.required_features,
         .dtype_length = h.dtype_length,
         .dtype_unit = h.dtype_unit,
+        .index_block_shift = if (h.hasParts()) h.index_block_shift else 0,
+        .index_group_shift = if (h.hasParts()) h.index_group_shift else 0,
         .reserved1 = @splat(0),
     };
     @memcpy(out[0..header_fixed_bytes], std.mem.asBytes(&fixed));
@@ -385,6 +462,10 @@ pub fn encodeHeader(h: *const Header, dict: []const u8, out: []u8) void {
     }
     for (h.shard_sizes[0..h.data_shards]) |size_k| {
         put(u64, out, pos, size_k);
+        pos += 8;
+    }
+    for (group_sums) |sum| {
+        put(u64, out, pos, sum);
         pos += 8;
     }
     @memcpy(out[pos..][0..dict.len], dict);
@@ -437,6 +518,13 @@ pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!H
     // bits, so that what a later minor defines there is reported as unsupported, not corrupt.
     for (f.reserved0, @offsetOf(FixedHeader, "reserved0")..) |b, off| {
         if (b != 0) return reservedError(d, name, "reserved0", off, b);
+    }
+    // [ZR-PRT-007] Without index_parts, bytes 93 and 94 are reserved1 as in format 1.1.
+    if (f.required_features & feature_index_parts == 0) {
+        const shifts = [2]u8{ f.index_block_shift, f.index_group_shift };
+        for (shifts, @offsetOf(FixedHeader, "index_block_shift")..) |b, off| {
+            if (b != 0) return reservedError(d, name, "reserved1", off, b);
+        }
     }
     for (f.reserved1, @offsetOf(FixedHeader, "reserved1")..) |b, off| {
         if (b != 0) return reservedError(d, name, "reserved1", off, b);
@@ -552,12 +640,13 @@ fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!H
         return d.fail(error.LimitExceeded, "'{s}' has dict_size {d}, above dict_size_bytes_max " ++
             "{d} (ZR-HDR-013)", .{ name, f.dict_size, dict_size_bytes_max });
     }
+    const groups = try checkPartShifts(f, name, d);
     // [ZR-HDR-003] The size must match the variable part exactly.
-    const want_size = headerSize(kind, f.ndim, f.data_shards, f.dict_size);
+    const want_size = headerSize(kind, f.ndim, f.data_shards, groups, f.dict_size);
     if (want_size != f.header_size) {
         return d.fail(error.Corrupt, "'{s}' declares header_size {d}, but its kind, ndim {d}, " ++
-            "data_shards {d} and dict_size {d} require {d} (ZR-HDR-003)", .{
-            name, f.header_size, f.ndim, f.data_shards, f.dict_size, want_size,
+            "data_shards {d}, {d} sum groups and dict_size {d} require {d} (ZR-HDR-003)", .{
+            name, f.header_size, f.ndim, f.data_shards, groups, f.dict_size, want_size,
         });
     }
     return .{
@@ -569,6 +658,8 @@ fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!H
         .dtype_length = f.dtype_length,
         .dtype_unit = f.dtype_unit,
         .required_features = f.required_features,
+        .index_block_shift = f.index_block_shift,
+        .index_group_shift = f.index_group_shift,
         .ndim = f.ndim,
         .codec = codec,
         .data_shards = f.data_shards,
@@ -583,8 +674,34 @@ fn decodeSchema(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!H
     };
 }
 
-/// The variable part (spec §3.2): item_shape, shard_sizes, where the dictionary lies, and the
-/// padding ([ZR-HDR-005]).
+/// Step 2.10a ([ZR-PRT-002], [ZR-PRT-003]): with index_parts, each shift at most 48, then T at
+/// most index_groups_max; returns T (0 without index parts). T comes from record_count before
+/// record_count is judged against its own limit (step 2.15), so it is computed without
+/// overflow for any record_count.
+fn checkPartShifts(f: *const FixedHeader, name: []const u8, d: *Diag) HeaderError!u64 {
+    if (f.required_features & feature_index_parts == 0) return 0;
+    const shifts = .{
+        .{ "index_block_shift", f.index_block_shift, index_block_shift_max },
+        .{ "index_group_shift", f.index_group_shift, index_group_shift_max },
+    };
+    inline for (shifts) |sh| if (sh[1] > sh[2]) {
+        return d.fail(error.LimitExceeded, "'{s}' has {s} {d}, above {s}_max {d} (ZR-PRT-002)", .{
+            name, sh[0], sh[1], sh[0], sh[2],
+        });
+    };
+    const groups = groupCount(f.record_count, f.index_block_shift, f.index_group_shift);
+    if (groups > index_groups_max) {
+        return d.fail(error.LimitExceeded, "'{s}' has {d} sum groups (record_count {d}, " ++
+            "index_block_shift {d}, index_group_shift {d}), more than index_groups_max {d} " ++
+            "(ZR-PRT-003)", .{
+            name, groups, f.record_count, f.index_block_shift, f.index_group_shift, index_groups_max,
+        });
+    }
+    return groups;
+}
+
+/// The variable part (spec §3.2): item_shape, shard_sizes, where group_sums and the dictionary
+/// lie, and the padding ([ZR-HDR-005]).
 fn decodeVariable(h: *Header, bytes: []const u8, name: []const u8, d: *Diag) HeaderError!void {
     var pos: usize = header_fixed_bytes;
     const shape: []u64 = if (h.kind == .dense) h.item_shape[0..h.ndim] else &.{};
@@ -596,6 +713,8 @@ fn decodeVariable(h: *Header, bytes: []const u8, name: []const u8, d: *Diag) Hea
         size_k.* = get(u64, bytes, pos);
         pos += 8;
     }
+    h.group_sums_offset = @intCast(pos);
+    pos += 8 * @as(usize, @intCast(h.groupCount()));
     h.dict_offset = @intCast(pos);
     pos += h.dict_size;
     for (bytes[pos .. bytes.len - 8], pos..) |b, off| if (b != 0) return reservedError(d, name, "padding", off, b);
@@ -834,9 +953,13 @@ fn sampleHeader() Header {
 }
 
 fn encodeAlloc(h: *const Header, dict: []const u8) ![]u8 {
-    const size = headerSize(h.kind, h.ndim, h.data_shards, @intCast(dict.len));
+    return encodeAllocParts(h, &.{}, dict);
+}
+
+fn encodeAllocParts(h: *const Header, group_sums: []const u64, dict: []const u8) ![]u8 {
+    const size = headerSize(h.kind, h.ndim, h.data_shards, group_sums.len, @intCast(dict.len));
     const buf = try testing.allocator.alloc(u8, @intCast(size));
-    encodeHeader(h, dict, buf);
+    encodeHeader(h, group_sums, dict, buf);
     return buf;
 }
 
@@ -907,7 +1030,7 @@ test "header validation rejects each broken rule with its code" {
     var d: Diag = .{};
     try testing.expectError(error.VersionUnsupported, decodeHeader(buf, "header.zrh", &d));
     try testing.expect(std.mem.indexOf(u8, d.text(), "2.0") != null);
-    try testing.expect(std.mem.indexOf(u8, d.text(), "1.1") != null);
+    try testing.expect(std.mem.indexOf(u8, d.text(), "1.2") != null);
     // [ZR-HDR-016] major 0 is no version of this format either.
     put(u16, buf, 8, 0);
     try testing.expectError(error.VersionUnsupported, decodeHeader(buf, "header.zrh", &d));
@@ -1050,7 +1173,7 @@ test "feature bits and the order of step 2: unsupported before reserved bytes an
     const buf = try testing.allocator.alloc(u8, good.len);
     defer testing.allocator.free(buf);
     // [ZR-HDR-017] an unknown required feature, even with a reserved byte set too.
-    for ([_]u6{ 0, 5, 63 }) |bit| {
+    for ([_]u6{ 1, 5, 63 }) |bit| {
         @memcpy(buf, good);
         put(u64, buf, 80, @as(u64, 1) << bit);
         buf[100] = 1;
@@ -1159,4 +1282,139 @@ test "extent: the non-zero axes of an empty record must make a NumPy shape" {
     const buf = try encodeAlloc(&h, "");
     defer testing.allocator.free(buf);
     try expectDecodeError(buf, error.LimitExceeded);
+}
+
+/// A Dense header of `n` records with index parts of shifts `s` and `g`, and its T group sums
+/// (arbitrary values: decodeHeader does not look at index.zrs).
+fn partsHeader(n: u64, s: u8, g: u8) Header {
+    var h = sampleHeader();
+    h.required_features = feature_index_parts;
+    h.format_minor = index_parts_minor;
+    h.index_block_shift = s;
+    h.index_group_shift = g;
+    h.record_count = n;
+    h.index_size = n * 24;
+    return h;
+}
+
+test "index parts: the writer defaults and the counts of blocks and groups" {
+    // [ZR-PRT-008] s = 8 and the smallest g >= 10 with T <= 2^16.
+    try testing.expectEqual([2]u8{ 8, 10 }, defaultPartShifts(0));
+    try testing.expectEqual([2]u8{ 8, 10 }, defaultPartShifts(1 << 34));
+    try testing.expectEqual([2]u8{ 8, 11 }, defaultPartShifts((1 << 34) + 1));
+    try testing.expectEqual([2]u8{ 8, 24 }, defaultPartShifts(record_count_max));
+    try testing.expectEqual(@as(u64, 0), partsOf(0, 8));
+    try testing.expectEqual(@as(u64, 1), partsOf(1, 8));
+    try testing.expectEqual(@as(u64, 1), partsOf(256, 8));
+    try testing.expectEqual(@as(u64, 2), partsOf(257, 8));
+    // No overflow near 2^64, nor with a shift of 0.
+    try testing.expectEqual(@as(u64, 1 << 16), partsOf(std.math.maxInt(u64), 48));
+    try testing.expectEqual(@as(u64, std.math.maxInt(u64)), partsOf(std.math.maxInt(u64), 0));
+    try testing.expectEqual(@as(u64, 3815), groupCount(1_000_000_000, 8, 10));
+}
+
+test "index parts: bytes 93 and 94, group_sums and their round trip" {
+    const h = partsHeader(1000, 2, 3);
+    try testing.expectEqual(@as(u64, 250), h.blockCount());
+    try testing.expectEqual(@as(u64, 32), h.groupCount());
+    var sums: [32]u64 = undefined;
+    for (&sums, 0..) |*v, t| v.* = 0x1111 * (t + 1);
+    const buf = try encodeAllocParts(&h, &sums, "");
+    defer testing.allocator.free(buf);
+    try testing.expectEqual(@as(usize, 128 + 16 + 24 + 8 * 32 + 8), buf.len);
+    try testing.expectEqual(@as(u8, 2), buf[93]);
+    try testing.expectEqual(@as(u8, 3), buf[94]);
+    try testing.expectEqual(@as(u64, 1), get(u64, buf, 80));
+    // group_sums lie after shard_sizes, before the dictionary (spec §3.2).
+    try testing.expectEqual(@as(u64, 0x1111), get(u64, buf, 128 + 16 + 24));
+    var d: Diag = .{};
+    const got = try decodeHeader(buf, "header.zrh", &d);
+    try testing.expect(got.hasParts());
+    try testing.expectEqual(@as(u8, 2), got.index_block_shift);
+    try testing.expectEqual(@as(u8, 3), got.index_group_shift);
+    for (sums, 0..) |v, t| try testing.expectEqual(v, got.groupSum(buf, t));
+    const again = try encodeAllocParts(&got, &sums, "");
+    defer testing.allocator.free(again);
+    try testing.expectEqualSlices(u8, buf, again);
+    // A dictionary follows the group sums.
+    var hd = h;
+    hd.codec = .zstd_dict;
+    const dbuf = try encodeAllocParts(&hd, &sums, "dict");
+    defer testing.allocator.free(dbuf);
+    const dgot = try decodeHeader(dbuf, "header.zrh", &d);
+    try testing.expectEqualStrings("dict", dbuf[dgot.dict_offset..][0..4]);
+    try testing.expectEqual(@as(u32, 128 + 16 + 24 + 8 * 32), dgot.dict_offset);
+}
+
+test "index parts: step 2.10a and the rules around it" {
+    var d: Diag = .{};
+    // [ZR-PRT-007] Without the bit, bytes 93 and 94 are reserved (corrupt), as in 1.1.
+    const plain = try encodeAlloc(&sampleHeader(), "");
+    defer testing.allocator.free(plain);
+    for ([_]usize{ 93, 94 }) |off| {
+        const b = try testing.allocator.dupe(u8, plain);
+        defer testing.allocator.free(b);
+        b[off] = 8;
+        reseal(b);
+        try expectDecodeError(b, error.Corrupt);
+    }
+    // [ZR-PRT-002] a shift of 48 is accepted, 49 is limit (block shift, then group shift).
+    const ok = partsHeader(10, 48, 48);
+    const okbuf = try encodeAllocParts(&ok, &.{7}, "");
+    defer testing.allocator.free(okbuf);
+    _ = try decodeHeader(okbuf, "header.zrh", &d);
+    for ([_]usize{ 93, 94 }) |off| {
+        const b = try testing.allocator.dupe(u8, okbuf);
+        defer testing.allocator.free(b);
+        b[off] = 49;
+        // Also a reserved byte and a wrong header_size: step 2.10a comes after 2.9, before 2.11.
+        put(u32, b, 12, @intCast(b.len));
+        reseal(b);
+        try testing.expectError(error.LimitExceeded, decodeHeader(b, "header.zrh", &d));
+        const want = if (off == 93) "index_block_shift 49" else "index_group_shift 49";
+        try testing.expect(std.mem.indexOf(u8, d.text(), want) != null);
+        b[100] = 1;
+        reseal(b);
+        try expectDecodeError(b, error.Corrupt);
+    }
+    // [ZR-PRT-003] T = 2^16 is accepted, 2^16 + 1 is limit, judged before the size rule (2.11)
+    // and computed without overflow for a record_count far above record_count_max (2.15).
+    const big = partsHeader(1 << 16, 0, 0);
+    const sums = try testing.allocator.alloc(u64, 1 << 16);
+    defer testing.allocator.free(sums);
+    @memset(sums, 0);
+    const bigbuf = try encodeAllocParts(&big, sums, "");
+    defer testing.allocator.free(bigbuf);
+    _ = try decodeHeader(bigbuf, "header.zrh", &d);
+    put(u64, bigbuf, 24, (1 << 16) + 1);
+    reseal(bigbuf);
+    try testing.expectError(error.LimitExceeded, decodeHeader(bigbuf, "header.zrh", &d));
+    try testing.expect(std.mem.indexOf(u8, d.text(), "ZR-PRT-003") != null);
+    put(u64, bigbuf, 24, std.math.maxInt(u64));
+    bigbuf[93] = 48;
+    bigbuf[94] = 0;
+    reseal(bigbuf);
+    // 2^16 groups of one block of 2^48 records: T fits, then record_count is limit (2.15).
+    try testing.expectError(error.LimitExceeded, decodeHeader(bigbuf, "header.zrh", &d));
+    try testing.expect(std.mem.indexOf(u8, d.text(), "ZR-HDR-014") != null);
+    // [ZR-HDR-003] header_size must count the T group sums.
+    const small = partsHeader(1000, 8, 10);
+    const sbuf = try encodeAllocParts(&small, &.{1}, "");
+    defer testing.allocator.free(sbuf);
+    _ = try decodeHeader(sbuf, "header.zrh", &d);
+    put(u64, sbuf, 24, 256 * 1024 + 1);
+    put(u64, sbuf, 56, (256 * 1024 + 1) * 24);
+    reseal(sbuf);
+    try testing.expectError(error.Corrupt, decodeHeader(sbuf, "header.zrh", &d));
+    try testing.expect(std.mem.indexOf(u8, d.text(), "2 sum groups") != null);
+}
+
+test "index parts: header_size_bytes_max is 1.1's bound plus 8 x 2^16" {
+    try testing.expectEqual(@as(u64, 16_779_648 + 8 * (1 << 16)), header_size_bytes_max);
+    // The largest header of all: ndim 32, 255 shards, 2^16 groups and a 16 MiB dictionary.
+    var h = partsHeader(1 << 16, 0, 0);
+    h.ndim = 32;
+    h.data_shards = 255;
+    h.codec = .zstd_dict;
+    try testing.expectEqual(header_size_bytes_max, headerSize(h.kind, 32, 255, 1 << 16, 1 << 24));
 }

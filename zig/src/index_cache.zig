@@ -13,7 +13,8 @@
 //!   against accidents, and its owner against other users. Files are created 0600 and named
 //!   with the user's id, so users sharing a folder never collide.
 //! - A cache file is named by the store's header checksum, the index file's device and inode
-//!   and the user, and holds the index file's whole identity (size, times of change) and
+//!   and the user, and holds the whole identity (size, times of change) of the index file and,
+//!   in a store with index parts, of index.zrs (spec §9.5), and
 //!   checksums of its own regions; a file that differs in any of these, or is not complete, is
 //!   not used, and the index is validated and built again (and the file replaced).
 //! - What a loaded file says is checked against the store before a record it describes is
@@ -106,11 +107,13 @@ pub fn trusted(st: sys.FileStat) bool {
     return st.kind == .regular and st.uid == sys.geteuid() and st.perm & 0o022 == 0;
 }
 
-/// The key fields of the compact index file of `r`'s index file `id` (compact.FileHeader).
+/// The key fields of the compact index file of `r`'s index files (compact.FileHeader): `id`
+/// of index.zri, and `r.sums_id` of index.zrs in a store with index parts.
 pub fn keyOf(r: *const Reader, id: sys.FileIdentity) compact.FileHeader {
     return .{
         .store_header_checksum = r.header.header_checksum,
         .index = id,
+        .sums = r.sums_id,
         .record_count = r.header.record_count,
         .ndim = if (r.header.kind == .ragged) r.header.ndim else 0,
         .headers_at = 0,
@@ -122,7 +125,7 @@ pub fn keyOf(r: *const Reader, id: sys.FileIdentity) compact.FileHeader {
 
 fn keyMatches(h: compact.FileHeader, key: compact.FileHeader) bool {
     return h.store_header_checksum == key.store_header_checksum and h.record_count == key.record_count and
-        h.ndim == key.ndim and sys.sameVersion(h.index, key.index);
+        h.ndim == key.ndim and sys.sameVersion(h.index, key.index) and sys.sameVersion(h.sums, key.sums);
 }
 
 /// The compact index in the cache file at `path`, if that file is trusted and is the intact

@@ -116,6 +116,10 @@ pub const Reader = struct {
     /// index.zri, kept open for verify, which checks records against their whole checksums
     /// (a record's first read checks the low half the compact index keeps).
     index_fd: sys.Fd = -1,
+    /// index.zrs of a store with index parts (spec §4.1), kept open for verify; -1 without.
+    sums_fd: sys.Fd = -1,
+    /// The identity of index.zrs (all zero without index parts): part of a cache file's key.
+    sums_id: sys.FileIdentity = std.mem.zeroes(sys.FileIdentity),
     /// Loaded from a cache file: one bit per block of the compact index, set once the block's
     /// records have been checked against the header (`index_cache.ensureBlock`, by verify;
     /// gathers check the records they read: `checkIndices`); empty when
@@ -425,6 +429,8 @@ pub const Reader = struct {
         r.compact.record_count = 0;
         if (r.index_fd >= 0) sys.close(r.index_fd);
         r.index_fd = -1;
+        if (r.sums_fd >= 0) sys.close(r.sums_fd);
+        r.sums_fd = -1;
         if (r.blocks_checked.len > 0) alloc.free(r.blocks_checked);
         r.blocks_checked = &.{};
         if (r.verified.len > 0) alloc.free(r.verified);

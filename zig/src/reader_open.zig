@@ -17,6 +17,12 @@
 //!   through a buffer of that size, before its copy is allocated: open allocates memory in
 //!   proportion to the index only once its bytes are the ones the header sealed, never to what
 //!   a (sparse) file claims. Open takes O(header + index) time.
+//! - A store with index parts (spec §4.1) is judged whole at open, in the order of
+//!   [ZR-PRT-010]: index.zri's size (4.1), index.zrs's size (4.2), every sum group (4.3), every
+//!   index block (4.4), the whole index's checksum (4.5), every entry (5), the sums (6). Steps
+//!   4.4, 4.5 and 5 share the one pass over index.zri; a failure of an earlier step is reported
+//!   over one of a later step found first. A store without the bit never opens index.zrs
+//!   ([ZR-PRT-007]).
 
 const std = @import("std");
 const assert = std.debug.assert;
@@ -29,6 +35,7 @@ const zstd_dict = @import("zstd_dict.zig");
 const gather = @import("gather.zig");
 const compact = @import("compact.zig");
 const index_cache = @import("index_cache.zig");
+const index_parts = @import("index_parts.zig");
 const Reader = @import("reader.zig").Reader;
 
 const Diag = diag_mod.Diag;
@@ -210,6 +217,11 @@ fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache
         "'{s}/index.zri' is too large for this platform", .{r.path});
     const id = sys.fileIdentity(st.fd) catch return d.failOs(error.Io, sys.errno(), "cannot stat " ++
         "'{s}/index.zri'", .{r.path});
+    // [ZR-PRT-001] step 4.2, at every open, whether the cache folder holds the index or not.
+    if (r.header.hasParts()) {
+        const sums = try openRegular(dfd, r.path, "index.zrs", d) orelse return missingSums(r, d);
+        try index_parts.openSums(r, sums.fd, sums.size, d);
+    }
     var name: index_cache.Name = .{};
     const policy = opts.index_cache_policy;
     const dir = if (r.header.record_count >= policy.records_min) opts.index_cache else null;
@@ -293,6 +305,10 @@ fn streamIndex(
     var builder = compact.Builder.init(out_fd, index_cache.keyOf(r, id), path, buf[chunk_bytes..]);
     const sizes: format.EntrySizes = .of(h);
     var hasher = format.XxHash64.init(0);
+    // [ZR-PRT-010] Every sum group before any block, every block before the whole index.
+    var sums_buf: [index_parts.sums_buffer_count]u64 = undefined;
+    if (h.hasParts()) try index_parts.checkGroups(r, &sums_buf, d);
+    var blocks = index_parts.BlockHasher.init(r, &sums_buf);
     var shard_sums: [format.data_shards_max]u64 = @splat(0);
     var logical_sum: u64 = 0;
     var failed: ?Error = null;
@@ -303,6 +319,7 @@ fn streamIndex(
         var short = false;
         sys.preadAll(r.index_fd, chunk, off, &short) catch return readError(d, r.path, "index.zri", short);
         hasher.update(chunk);
+        if (h.hasParts()) try blocks.update(chunk, d);
         off += chunk.len;
         if (failed != null) continue;
         var at: usize = 0;
@@ -315,20 +332,14 @@ fn streamIndex(
                 failed = err;
                 break;
             };
-            const e = format.decodeEntry(bytes);
+            const p = pendingOf(h, bytes);
             // Saturating sums: a crafted index cannot wrap them around to the expected value.
-            shard_sums[e.shard] +|= e.stored_size;
+            shard_sums[p.shard] +|= p.stored_size;
             logical_sum +|= logical;
-            var p: compact.Pending = .{
-                .offset = e.offset,
-                .stored_size = e.stored_size,
-                .shard = e.shard,
-                .sum = @truncate(e.checksum),
-            };
-            for (0..h.ndim * @intFromBool(h.kind == .ragged)) |k| p.dims[k] = @intCast(format.entryDim(bytes, k));
             builder.add(p) catch return error.CacheWrite;
         }
     }
+    if (h.hasParts()) try blocks.finish(d);
     // [ZR-HDR-011] The checksum first: entries of a damaged index say nothing.
     if (hasher.final() != h.index_checksum) {
         d.record = -1;
@@ -341,6 +352,24 @@ fn streamIndex(
     const written = builder.finish() catch return error.CacheWrite;
     assert(written.record_count == h.record_count and written.path_len == path.len);
     return written;
+}
+
+fn missingSums(r: *const Reader, d: *Diag) Error {
+    return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' has index parts (required_features bit 0) " ++
+        "but no index.zrs (ZR-GEN-001, ZR-PRT-001)", .{r.path});
+}
+
+/// What the compact index keeps of a validated index entry.
+fn pendingOf(h: *const format.Header, bytes: []const u8) compact.Pending {
+    const e = format.decodeEntry(bytes);
+    var p: compact.Pending = .{
+        .offset = e.offset,
+        .stored_size = e.stored_size,
+        .shard = e.shard,
+        .sum = @truncate(e.checksum),
+    };
+    for (0..h.ndim * @intFromBool(h.kind == .ragged)) |k| p.dims[k] = @intCast(format.entryDim(bytes, k));
+    return p;
 }
 
 /// What the builder of a compact index writes at a time, per stream.
@@ -467,9 +496,14 @@ fn layoutError(r: *const Reader, d: *Diag, k: u8, gap: ?Span, overlap: ?Overlap)
 
 /// Checks index.zri against the header's index checksum ([ZR-HDR-011]), for a verification
 /// of a reader whose compact index came from the cache folder: its open did not read the file.
+/// With index parts, every sum group and every index block first ([ZR-PRT-010], steps 4.3 to
+/// 4.5).
 pub fn checkIndexChecksum(r: *const Reader, d: *Diag) Error!void {
     const buf = alloc.alloc(u8, index_check_chunk_bytes) catch return d.noMemory("a buffer to check the index");
     defer alloc.free(buf);
+    var sums_buf: [index_parts.sums_buffer_count]u64 = undefined;
+    if (r.header.hasParts()) try index_parts.checkGroups(r, &sums_buf, d);
+    var blocks = index_parts.BlockHasher.init(r, &sums_buf);
     var hasher = format.XxHash64.init(0);
     var off: u64 = 0;
     while (off < r.header.index_size) {
@@ -477,8 +511,10 @@ pub fn checkIndexChecksum(r: *const Reader, d: *Diag) Error!void {
         var short = false;
         sys.preadAll(r.index_fd, chunk, off, &short) catch return readError(d, r.path, "index.zri", short);
         hasher.update(chunk);
+        if (r.header.hasParts()) try blocks.update(chunk, d);
         off += chunk.len;
     }
+    if (r.header.hasParts()) try blocks.finish(d);
     if (hasher.final() != r.header.index_checksum) return indexChecksumError(r, d);
 }
 

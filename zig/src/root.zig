@@ -167,7 +167,7 @@ pub export fn zr_staging_publish(s: ?*staging.Staging, flags: u32, st: ?*Status)
     var d: Diag = .{};
     const result: Error!void = blk: {
         const stage = s orelse break :blk nullArgument(&d, "staging");
-        if (flags & ~abi.write_flags_known != 0) break :blk d.fail(error.InvalidArgument, "unknown staging " ++
+        if (flags & ~abi.write_no_sync != 0) break :blk d.fail(error.InvalidArgument, "unknown staging " ++
             "flags 0x{x}; only ZR_WRITE_NO_SYNC (0x1) is defined", .{flags});
         if (stage.tmp_path.len == 0) break :blk d.fail(error.InvalidArgument, "the staged " ++
             "directory for '{s}' was already published or aborted", .{stage.path});
@@ -414,6 +414,7 @@ test {
     _ = @import("tests_pread.zig");
     _ = @import("tests_readahead.zig");
     _ = @import("tests_index.zig");
+    _ = @import("tests_parts.zig");
     _ = @import("sys.zig");
     _ = @import("format.zig");
     _ = @import("parallel.zig");
@@ -422,6 +423,7 @@ test {
     _ = @import("staging.zig");
     _ = @import("reader.zig");
     _ = @import("reader_open.zig");
+    _ = @import("index_parts.zig");
     _ = @import("gather.zig");
     _ = @import("compact.zig");
     _ = @import("compact_fuzz.zig");

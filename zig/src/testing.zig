@@ -72,6 +72,7 @@ pub const TempDir = struct {
             sys.unlinkAt(dfd, std.fmt.bufPrintSentinel(&nb, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable) catch {};
         }
         sys.unlinkAt(dfd, "index.zri") catch {};
+        sys.unlinkAt(dfd, "index.zrs") catch {};
         sys.unlinkAt(dfd, "header.zrh") catch {};
         sys.rmdir(p) catch {};
     }
@@ -235,12 +236,27 @@ pub fn writeDense(
     data: []const u8,
     calls: []const usize,
 ) !void {
+    return writeDenseFlags(td, name, codec, dict, shards, rs, data, calls, abi.write_no_sync);
+}
+
+/// writeDense with the given ZR_WRITE_* flags.
+pub fn writeDenseFlags(
+    td: *const TempDir,
+    name: []const u8,
+    codec: u8,
+    dict: []const u8,
+    shards: u8,
+    rs: u64,
+    data: []const u8,
+    calls: []const usize,
+    flags: u32,
+) !void {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     const schema = schemaWith(1, dtype_uint8, &.{rs}, shards, codec);
     var w: ?*Writer = null;
     const dict_ptr: ?[*]const u8 = if (dict.len > 0) dict.ptr else null;
-    const rc = root.zr_writer_open(td.sub(&pbuf, name), &schema, dict_ptr, dict.len, 1, &w, &st);
+    const rc = root.zr_writer_open(td.sub(&pbuf, name), &schema, dict_ptr, dict.len, flags, &w, &st);
     if (rc != 0) std.debug.print("writer_open failed: {s}\n", .{msg(&st)});
     try testing.expectEqual(@as(c_int, 0), rc);
     defer root.zr_writer_free(w);

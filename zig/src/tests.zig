@@ -362,7 +362,7 @@ test "writer schema validation" {
     cases[3] = .{ .s = t.schemaOf(1, 1, &.{}, 0), .code = t.ZR_E_LIMIT };
     cases[4] = .{ .s = t.schemaOf(2, 1, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT };
     cases[5] = .{ .s = t.schemaOf(1, 14, &.{ 1 << 20, (1 << 7) + 1 }, 1), .code = t.ZR_E_LIMIT };
-    cases[6] = .{ .s = t.schemaOf(1, 1, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT, .flags = 2 };
+    cases[6] = .{ .s = t.schemaOf(1, 1, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT, .flags = 4 };
     // zstd_dict without a dictionary (ZR-COD-002).
     cases[7] = .{ .s = t.schemaOf(1, 1, &.{}, 1), .code = t.ZR_E_INVALID_ARGUMENT };
     cases[7].s.codec = 2;

@@ -403,3 +403,34 @@ test "a cache file that others may write is not trusted: the index is built agai
     root.zr_reader_free(r);
     try f.deinit();
 }
+
+test "index parts: a cache file is keyed by index.zrs too, and a change of it builds again" {
+    // Spec section 9.5: a remembered validation records the identity of both index files.
+    var td: TempDir = .{};
+    try td.init();
+    var data: [600]u8 = undefined;
+    for (&data, 0..) |*b, i| b.* = t.pattern(i);
+    try t.writeDenseFlags(&td, "s", 0, "", 1, 1, &data, &.{600}, abi.write_no_sync | abi.write_index_parts);
+    var r = try openWith(&td, "s", 0);
+    try testing.expectEqual(IndexSource.built_cached, sourceOf(r));
+    root.zr_reader_free(r);
+    r = try openWith(&td, "s", 0);
+    try testing.expectEqual(IndexSource.cached, sourceOf(r));
+    try t.expectDenseGather(r, &data, 1, &.{ 599, 0, 300 }, 1);
+    root.zr_reader_free(r);
+    // The same bytes written again: index.zrs's time of change moves, index.zri's does not.
+    var b1: [64]u8 = undefined;
+    const sums = try t.readAlloc(&td, t.storeFile(&b1, "s", "index.zrs"));
+    defer gpa.free(sums);
+    const pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 10 * std.time.ns_per_ms };
+    _ = std.os.linux.nanosleep(&pause, null);
+    try t.patchFile(&td, "s/index.zrs", 0, sums);
+    r = try openWith(&td, "s", 0);
+    try testing.expectEqual(IndexSource.built_cached, sourceOf(r));
+    var st: Status = undefined;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, 600, &st));
+    root.zr_reader_free(r);
+    removeCache(&td);
+    td.removeStore("s", 1);
+    try td.deinitExpectEmpty();
+}

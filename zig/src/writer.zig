@@ -30,6 +30,11 @@
 //!   (`direct_write_bytes_min`). Both ways share one buffer discipline, so a shard switches at
 //!   any flush. So the disk works while the next bytes are produced, and `publish` has little
 //!   left to flush (decision record 0001 §18).
+//! - With ZR_WRITE_INDEX_PARTS (format 1.2, spec §4.1), index blocks of 2^8 entries are hashed
+//!   as their entries are written, and their sums go to index.zrs in the temporary directory;
+//!   publish completes the last block, reads index.zrs back for the group sums (g is chosen
+//!   from the final record count, [ZR-PRT-008]) and flushes index.zrs with the index, so the
+//!   rename publishes it with the rest.
 
 const std = @import("std");
 const abi = @import("abi.zig");
@@ -96,6 +101,20 @@ pub const page_cache_bytes_max: u64 = 256 << 20;
 const fsync_workers_max: usize = 16;
 /// `startWriteback`'s name for the index file.
 const index_lane: usize = format.data_shards_max;
+/// index.zrs is read back at publish through a buffer of this size.
+const sums_read_bytes: usize = 1 << 16;
+
+/// The index parts a writer with ZR_WRITE_INDEX_PARTS builds as it goes: the running hash of
+/// the index block being filled, and block sums not yet written to index.zrs.
+const Parts = struct {
+    block_hash: format.XxHash64 = format.XxHash64.init(0),
+    /// Bytes of the current index block hashed so far.
+    block_filled: u64 = 0,
+    pending: [512]u64 = undefined,
+    pending_len: usize = 0,
+    /// Block sums written to index.zrs.
+    sums_written: u64 = 0,
+};
 
 const State = enum { open, released };
 
@@ -190,6 +209,9 @@ pub const Writer = struct {
     shard_fds: [format.data_shards_max]Fd = @splat(-1),
     index_fd: Fd = -1,
     index_hash: format.XxHash64 = format.XxHash64.init(0),
+    /// With ZR_WRITE_INDEX_PARTS: index.zrs, the sums of the index blocks (`parts`).
+    sums_fd: Fd = -1,
+    parts: Parts = .{},
     dict: []u8 = &.{},
     scratch: []u8 = &.{},
     /// zstd_dict: the store's dictionary compiled once, shared read-only by every lane.
@@ -218,9 +240,15 @@ pub const Writer = struct {
         const path = std.mem.sliceTo(path_c, 0);
         if (flags & ~abi.write_flags_known != 0) {
             return d.fail(error.InvalidArgument, "unknown writer flags 0x{x}; only " ++
-                "ZR_WRITE_NO_SYNC (0x1) is defined", .{flags});
+                "ZR_WRITE_NO_SYNC (0x1) and ZR_WRITE_INDEX_PARTS (0x2) are defined", .{flags});
         }
-        const h = try validateSchema(schema, dict_ptr, dict_size, d);
+        var h = try validateSchema(schema, dict_ptr, dict_size, d);
+        if (flags & abi.write_index_parts != 0) {
+            // [ZR-HDR-018] index parts are what format 1.2 defines, whatever the dtype.
+            h.required_features |= format.feature_index_parts;
+            h.format_minor = @max(h.format_minor, format.index_parts_minor);
+            h.index_block_shift = format.index_block_shift_default;
+        }
 
         const w = alloc.create(Writer) catch return d.noMemory("the writer handle");
         w.* = .{
@@ -261,6 +289,12 @@ pub const Writer = struct {
             w.shard_fds[k] = try w.createFile(shardName(&buf, k), d);
         }
         w.index_fd = try w.createFile("index.zri", d);
+        if (w.header.hasParts()) {
+            // Read back at publish for the group sums.
+            w.sums_fd = sys.openAt(w.stage.tmp_fd, "index.zrs", sys.O_RDWR | sys.O_CREAT | sys.O_EXCL, 0o666) catch {
+                return d.failOs(error.Io, sys.errno(), "cannot create '{s}/index.zrs'", .{w.stage.tmp_path});
+            };
+        }
         if (w.flags & abi.write_no_sync == 0 and directWritable(w.shard_fds[0])) {
             w.shards = alloc.alloc(ShardState, w.header.data_shards) catch return d.noMemory("the shard states");
             @memset(w.shards, .{});
@@ -277,6 +311,8 @@ pub const Writer = struct {
         }
         if (w.index_fd >= 0) sys.close(w.index_fd);
         w.index_fd = -1;
+        if (w.sums_fd >= 0) sys.close(w.sums_fd);
+        w.sums_fd = -1;
         if (w.dict.len > 0) alloc.free(w.dict);
         w.dict = &.{};
         if (w.scratch.len > 0) alloc.free(w.scratch);
@@ -496,10 +532,77 @@ pub const Writer = struct {
         };
         w.startWriteback(index_lane, w.header.index_size, index_bytes.len);
         w.index_hash.update(index_bytes);
+        if (w.header.hasParts()) try w.hashBlocks(index_bytes, d);
         w.header.index_size += index_bytes.len;
         w.header.record_count += n;
         w.header.logical_bytes += total_bytes;
         w.header.stored_bytes += stored;
+    }
+
+    /// Hashes entries just appended to the index into the sums of their index blocks, and
+    /// writes each completed block's sum to index.zrs (spec §4.1).
+    fn hashBlocks(w: *Writer, bytes: []const u8, d: *Diag) Error!void {
+        const block_bytes = @as(u64, w.entry_size) << @intCast(w.header.index_block_shift);
+        var rest = bytes;
+        while (rest.len > 0) {
+            const take: usize = @intCast(@min(block_bytes - w.parts.block_filled, rest.len));
+            w.parts.block_hash.update(rest[0..take]);
+            w.parts.block_filled += take;
+            rest = rest[take..];
+            if (w.parts.block_filled == block_bytes) try w.endBlock(d);
+        }
+    }
+
+    fn endBlock(w: *Writer, d: *Diag) Error!void {
+        w.parts.pending[w.parts.pending_len] = w.parts.block_hash.final();
+        w.parts.pending_len += 1;
+        w.parts.block_hash = format.XxHash64.init(0);
+        w.parts.block_filled = 0;
+        if (w.parts.pending_len == w.parts.pending.len) try w.flushSums(d);
+    }
+
+    fn flushSums(w: *Writer, d: *Diag) Error!void {
+        const bytes = std.mem.sliceAsBytes(w.parts.pending[0..w.parts.pending_len]);
+        const at = 8 * w.parts.sums_written;
+        sys.pwriteAll(w.sums_fd, bytes, at) catch return d.failOs(error.Io, sys.errno(), "writing {d} " ++
+            "bytes at offset {d} of '{s}/index.zrs' failed", .{ bytes.len, at, w.stage.tmp_path });
+        w.parts.sums_written += w.parts.pending_len;
+        w.parts.pending_len = 0;
+    }
+
+    /// Completes index.zrs (the last, partial block) and returns the header's group sums for
+    /// the writer defaults' g ([ZR-PRT-008]), read back from index.zrs a buffer at a time.
+    /// The caller frees the slice.
+    fn finishParts(w: *Writer, d: *Diag) Error![]u64 {
+        if (w.parts.block_filled > 0) try w.endBlock(d);
+        try w.flushSums(d);
+        const n = w.header.record_count;
+        const shifts = format.defaultPartShifts(n);
+        w.header.index_group_shift = shifts[1];
+        const blocks = format.partsOf(n, shifts[0]);
+        std.debug.assert(shifts[0] == w.header.index_block_shift and blocks == w.parts.sums_written);
+        const groups = format.partsOf(blocks, shifts[1]);
+        const sums = alloc.alloc(u64, @intCast(groups)) catch return d.noMemory("the group sums");
+        errdefer alloc.free(sums);
+        const buf = alloc.alloc(u8, sums_read_bytes) catch return d.noMemory("a buffer to read index.zrs");
+        defer alloc.free(buf);
+        const group_bytes = @as(u64, 8) << @intCast(shifts[1]);
+        for (sums, 0..) |*sum, t| {
+            var hasher = format.XxHash64.init(0);
+            const begin = t * group_bytes;
+            const end = @min(begin + group_bytes, 8 * blocks);
+            var off = begin;
+            while (off < end) {
+                const chunk = buf[0..@intCast(@min(buf.len, end - off))];
+                var short = false;
+                sys.preadAll(w.sums_fd, chunk, off, &short) catch return d.failOs(error.Io, sys.errno(), "" ++
+                    "reading back '{s}/index.zrs' failed", .{w.stage.tmp_path});
+                hasher.update(chunk);
+                off += chunk.len;
+            }
+            sum.* = hasher.final();
+        }
+        return sums;
     }
 
     /// Starts writing back bytes [offset, offset + len) of shard k (or the index, k ==
@@ -537,17 +640,20 @@ pub const Writer = struct {
         // [ZR-PUB-002] header.zrh is written only after every shard and the index are complete
         // and, for a durable store, flushed. The files are flushed in parallel: each fsync
         // mostly waits for the device, which takes several requests at once.
+        const group_sums: []u64 = if (w.header.hasParts()) try w.finishParts(d) else &.{};
+        defer if (w.header.hasParts()) alloc.free(group_sums);
         if (sync) {
-            const files: u64 = @as(u64, w.header.data_shards) + 1;
+            const files: u64 = @as(u64, w.header.data_shards) + 1 + @intFromBool(w.header.hasParts());
             try parallel.run(Writer, w, flushFiles, files, @intCast(@min(files, fsync_workers_max)), .contiguous, d);
         }
         var h = w.header;
         var hasher = w.index_hash;
         h.index_checksum = hasher.final();
-        const size: usize = @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, @intCast(w.dict.len)));
+        const dict_size: u32 = @intCast(w.dict.len);
+        const size: usize = @intCast(format.headerSize(h.kind, h.ndim, h.data_shards, group_sums.len, dict_size));
         const bytes = alloc.alloc(u8, size) catch return d.noMemory("the header");
         defer alloc.free(bytes);
-        format.encodeHeader(&h, w.dict, bytes);
+        format.encodeHeader(&h, group_sums, w.dict, bytes);
 
         const hfd = try w.createFile("header.zrh", d);
         defer sys.close(hfd);
@@ -584,17 +690,23 @@ const LastFlush = struct {
 };
 
 /// Completes and flushes files [begin, end) of the writer: shards 0..data_shards-1 (a direct
-/// writer first writes the partial last block it kept), then the index.
+/// writer first writes the partial last block it kept), then the index, then index.zrs.
 fn flushFiles(w: *const Writer, begin: u64, end: u64, d: *Diag) Error!void {
     var buf: [16]u8 = undefined;
     var k = begin;
     while (k < end) : (k += 1) {
         const is_index = k == w.header.data_shards;
-        const fd = if (is_index) w.index_fd else w.shard_fds[@intCast(k)];
-        if (!is_index and w.direct) try writeTail(w, @intCast(k), d);
+        const is_sums = k == @as(u64, w.header.data_shards) + 1;
+        const fd = if (is_index) w.index_fd else if (is_sums) w.sums_fd else w.shard_fds[@intCast(k)];
+        if (!is_index and !is_sums and w.direct) try writeTail(w, @intCast(k), d);
         sys.fsync(fd) catch {
-            if (!is_index) d.shard = @intCast(k);
-            const name: []const u8 = if (is_index) "index.zri" else Writer.shardName(&buf, @intCast(k));
+            if (!is_index and !is_sums) d.shard = @intCast(k);
+            const name: []const u8 = if (is_index)
+                "index.zri"
+            else if (is_sums)
+                "index.zrs"
+            else
+                Writer.shardName(&buf, @intCast(k));
             return d.failOs(error.Io, sys.errno(), "flushing '{s}/{s}' failed", .{ w.stage.tmp_path, name });
         };
     }

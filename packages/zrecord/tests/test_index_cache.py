@@ -268,11 +268,11 @@ def test_a_large_store_is_primed_by_its_writer(tmp_path, monkeypatch):
 
 
 def _reseal_cache_file(data: bytearray) -> None:
-    """A compact index file's header checksum (its last 8 bytes, over the 192-byte header with
+    """A compact index file's header checksum (its last 8 bytes, over the 248-byte header with
     that field zero) made to match its header again: anyone can compute it."""
-    header = bytearray(data[:192])
-    header[184:192] = bytes(8)
-    data[184:192] = _native.xxh64(np.frombuffer(bytes(header), np.uint8)).to_bytes(8, "little")
+    header = bytearray(data[:248])
+    header[240:248] = bytes(8)
+    data[240:248] = _native.xxh64(np.frombuffer(bytes(header), np.uint8)).to_bytes(8, "little")
 
 
 def test_a_cache_file_planted_by_another_user_is_never_used(tmp_path, every_index):
@@ -294,9 +294,11 @@ def test_a_cache_file_planted_by_another_user_is_never_used(tmp_path, every_inde
     with Dense.open(tmp_path / "A", index_cache=cache):
         pass
     (a_file,) = set(_cache_files(cache)) - {b_file}
-    a_key = (cache / a_file).read_bytes()[16:88]
+    # The key: the store's header checksum, the identities of index.zri and index.zrs, the
+    # record count.
+    a_key = (cache / a_file).read_bytes()[16:144]
     planted = bytearray((cache / b_file).read_bytes())
-    planted[16:88] = a_key
+    planted[16:144] = a_key
     _reseal_cache_file(planted)
     os.unlink(cache / a_file)
     (cache / a_file).write_bytes(bytes(planted))

@@ -94,7 +94,7 @@ ZIG_ENUMS = {"KIND": ("format.zig", "Kind"), "CODEC": ("format.zig", "Codec"),
 ZIG_CONSTS = {"format.zig": ["format_major", "format_minor", "ndim_max", "data_shards_max",
                              "record_size_bytes_max", "dim_max", "dict_size_bytes_max",
                              "record_count_max", "itemsize_bytes_max", "unit_count_max"],
-              "abi.zig": ["write_no_sync", "open_cache_bypass", "open_validate_index", "open_check_every_read",
+              "abi.zig": ["write_no_sync", "write_index_parts", "open_cache_bypass", "open_validate_index", "open_check_every_read",
                           "index_cache_records_min_default", "index_cache_bytes_default"]}
 
 
@@ -134,6 +134,7 @@ def test_the_python_modules_read_the_header_constants() -> None:
         c["ZR_NDIM_MAX"], c["ZR_DATA_SHARDS_MAX"], c["ZR_RECORD_SIZE_BYTES_MAX"],
         c["ZR_DICT_SIZE_BYTES_MAX"], c["ZR_ITEMSIZE_BYTES_MAX"], c["ZR_UNIT_COUNT_MAX"])
     assert _dtypes.WRITE_NO_SYNC == c["ZR_WRITE_NO_SYNC"]
+    assert _dtypes.WRITE_INDEX_PARTS == c["ZR_WRITE_INDEX_PARTS"]
     assert _reader.CACHE_MODES == {"auto": 0, "bypass": c["ZR_OPEN_CACHE_BYPASS"]}
     assert _reader.VALIDATE_MODES == {"cached": 0, "full": c["ZR_OPEN_VALIDATE_INDEX"]}
 

@@ -40,6 +40,7 @@ cdef extern from "zrecord.h" nogil:
     const uint64_t ZR_ITEMSIZE_BYTES_MAX
     const uint64_t ZR_UNIT_COUNT_MAX
     const uint32_t ZR_WRITE_NO_SYNC
+    const uint32_t ZR_WRITE_INDEX_PARTS
     const uint32_t ZR_OPEN_CACHE_BYPASS
     const uint32_t ZR_OPEN_VALIDATE_INDEX
     const uint32_t ZR_OPEN_CHECK_EVERY_READ

@@ -69,6 +69,8 @@ RECORD_SIZE_BYTES_MAX = _C["ZR_RECORD_SIZE_BYTES_MAX"]
 DICT_SIZE_BYTES_MAX = _C["ZR_DICT_SIZE_BYTES_MAX"]
 # Flags of zr_writer_open and zr_staging_publish, and of zr_reader_open_ex.
 WRITE_NO_SYNC = _C["ZR_WRITE_NO_SYNC"]
+# Index parts (format 1.2, spec §4.1); zr_writer_open only.
+WRITE_INDEX_PARTS = _C["ZR_WRITE_INDEX_PARTS"]
 OPEN_CACHE_BYPASS = _C["ZR_OPEN_CACHE_BYPASS"]
 OPEN_VALIDATE_INDEX = _C["ZR_OPEN_VALIDATE_INDEX"]
 OPEN_CHECK_EVERY_READ = _C["ZR_OPEN_CHECK_EVERY_READ"]

@@ -97,7 +97,8 @@ class Dense(_Kind):
     def create(cls, path: StoreLocation, dtype: DTypeLike, item_shape: ItemShape, *,
                codec: Codec, data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
                sync: bool = True, index_cache: IndexCache = "auto",
-               storage_options: StorageOptions | None = None) -> DenseWriter:
+               storage_options: StorageOptions | None = None,
+               index_parts: bool = False) -> DenseWriter:
         """Start a new Dense store at `path` (which must not exist): a local path, or an
         ``s3://bucket/prefix`` URL.
 
@@ -119,11 +120,19 @@ class Dense(_Kind):
         it, and its error says where. `storage_options` as in :meth:`Dense.open` (given with
         a local path they are an error). ``http(s)://`` URLs and schemes zrecord does not
         read (``gs://``, ...) raise ``ValueError``.
+
+        ``index_parts=True`` writes the store as format 1.2 with index parts (spec §4.1:
+        ``index.zrs`` and the header's group sums), which let a reader check any part of the
+        index without reading the rest. It will become the default once every part of zrecord
+        handles such stores; until then it is off, because readers of format 1.1 (zrecord
+        before 1.2 of the format) refuse such a store as unsupported, and :func:`zrecord.publish`
+        and reading such a store by URL do not support it yet (with a URL, `create` refuses it:
+        ``ValueError``).
         """
         from zrecord._writer import DenseWriter
 
         return DenseWriter(path, dtype, item_shape, codec, data_shards, dict_bytes, sync,
-                           index_cache, storage_options)
+                           index_cache, storage_options, bool(index_parts))
 
     @classmethod
     def open(cls, path: StoreLocation, *, cache: CacheMode = "auto",
@@ -189,7 +198,8 @@ class Ragged(_Kind):
     def create(cls, path: StoreLocation, dtype: DTypeLike, ndim: SupportsIndex, *,
                codec: Codec, data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
                sync: bool = True, index_cache: IndexCache = "auto",
-               storage_options: StorageOptions | None = None) -> RaggedWriter:
+               storage_options: StorageOptions | None = None,
+               index_parts: bool = False) -> RaggedWriter:
         """Start a new Ragged store at `path` (which must not exist): a local path, or an
         ``s3://bucket/prefix`` URL, uploaded at ``close()`` as in :meth:`Dense.create`.
 
@@ -199,7 +209,7 @@ class Ragged(_Kind):
         from zrecord._writer import RaggedWriter
 
         return RaggedWriter(path, dtype, ndim, codec, data_shards, dict_bytes, sync, index_cache,
-                            storage_options)
+                            storage_options, bool(index_parts))
 
     @classmethod
     def open(cls, path: StoreLocation, *, cache: CacheMode = "auto",

@@ -28,6 +28,8 @@ Invariants of this module (spec §7.1):
   conditional create. A store or file already at its destination with the same bytes is left
   alone, so publishing a folder again goes on where a failed publish stopped; nothing else is
   ever written over.
+- A store with index parts (format 1.2) is refused before the claim is taken, so nothing of it
+  is uploaded: this publisher does not upload ``index.zrs`` yet.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from zrecord._remote import (
     _shard,
     is_url,
     redact,
+    refuse_index_parts,
     storage_settings,
 )
 from zrecord._tree import WRITER_SAYS, is_store_dir, survey
@@ -311,6 +314,8 @@ class _LocalStore:
     def __init__(self, folder: Path, digest: str) -> None:
         self.folder = folder
         self.header = _read_checked_header(folder / "header.zrh", digest)
+        # Before the claim is taken: nothing of such a store is uploaded.
+        refuse_index_parts(self.header, str(folder / "header.zrh"), "publish")
         # The header the store opened with (its checksum is the digest), so the mirror's reading
         # of its fields applies.
         layout = _layout(self.header)

@@ -49,6 +49,8 @@ Invariants of this module:
   user that open the same store (same URL, ETags and header) share one mirror, made in a
   temporary folder beside it and renamed into place; what a process that died left being made
   or set aside there is removed by the next opener (``_reap``).
+- A store with index parts (format 1.2) is refused at open, from its sealed header, before any
+  other object is asked for (``refuse_index_parts``): the mirror does not fetch ``index.zrs``.
 - fork(): a child forked after reads (or during them, on other threads) reads what the mirror
   holds and closes its copy; it drops the parent's event loop, prefetches, locks and client on
   first use (``Mirror._adopt``). It cannot fetch: obstore's client does not work in a process
@@ -92,6 +94,7 @@ from zrecord.errors import (
     StoreChangedError,
     StoreNotFoundError,
     StoreOSError,
+    UnsupportedError,
     UnsupportedVersionError,
     ZrecordError,
 )
@@ -106,6 +109,10 @@ _MAGIC = b"\x89ZREC\r\n\x1a"
 # larger than this is refused from its HEAD, before its body is read.
 HEADER_SIZE_BYTES_MAX = _HEADER_FIXED_BYTES + 8 * 32 + 8 * 255 + (1 << 24) + 8
 RECORD_COUNT_MAX = 1 << 48
+# required_features bit 0, index parts (format 1.2, spec §4.1): the mirror and publish do not
+# handle index.zrs yet, so they refuse such a store (`refuse_index_parts`) rather than mirror or
+# upload it without that file.
+_FEATURE_INDEX_PARTS = 1
 
 # Tuning keys of `storage_options` and their defaults; every other key configures the client.
 DEFAULTS: dict[str, Any] = {
@@ -673,6 +680,17 @@ def _layout(header: bytes | bytearray) -> _Layout | None:
     return _Layout(records, entry, index_size, list(struct.unpack_from(f"<{shards}Q", header, at)))
 
 
+def refuse_index_parts(header: bytes | bytearray, where: str, what: str) -> None:
+    """Raise UnsupportedError if the sealed header `header` (of the file `where`) is of a store
+    with index parts, which `what` does not support yet."""
+    features, = struct.unpack_from("<Q", header, 80)
+    if features & _FEATURE_INDEX_PARTS:
+        raise UnsupportedError(f"'{where}' is a store with index parts (format 1.2, "
+                               f"required_features bit 0, spec §4.1), which {what} does not "
+                               "support yet; a store written without index_parts (the default "
+                               "of Dense.create and Ragged.create) is supported")
+
+
 class Mirror:
     """The local mirror of one remote store, and the fetches that fill it (module docstring)."""
 
@@ -787,6 +805,8 @@ class Mirror:
         layout = _layout(header)
         if layout is None:
             return _Plan(header, None, None, [])
+        # Before any other object is asked for: nothing of such a store is mirrored.
+        refuse_index_parts(header, self.client.where("header.zrh"), "reading by URL")
         sizes: list[int | None] = []
         for k, want in enumerate(layout.shard_sizes):
             head = self.client.head(_shard(k))

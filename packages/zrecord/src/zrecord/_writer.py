@@ -37,6 +37,7 @@ from zrecord import _native
 from zrecord._dtypes import (
     KIND_DENSE,
     KIND_RAGGED,
+    WRITE_INDEX_PARTS,
     WRITE_NO_SYNC,
     codec_code,
     data_shards_value,
@@ -86,9 +87,14 @@ class _Writer(_Kind):
     def __init__(self, path: StoreLocation, dtype: DTypeLike, shape_or_ndim: tuple[int, ...] | int,
                  codec: Codec, data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
                  index_cache: IndexCache = AUTO,
-                 storage_options: StorageOptions | None = None) -> None:
+                 storage_options: StorageOptions | None = None,
+                 index_parts: bool = False) -> None:
         self._staged: _Staged | None = None
         where = store_location(path, storage_options, role="the destination")
+        if index_parts and is_url(where):
+            raise ValueError(f"{redact(where)}: index_parts=True cannot be written to a URL yet: "
+                             "zrecord.publish does not upload index parts (format 1.2); "
+                             "write the store without them, or locally")
         self.path = redact(where) if is_url(where) else where
         # A store staged for a URL is removed once uploaded: no compact index is kept for it.
         self._index_folder = folder_for(None if is_url(where) else index_cache)
@@ -109,13 +115,14 @@ class _Writer(_Kind):
         self._poisoned: str | None = None
         # Checked (a request or two) once every other argument was, before anything is written.
         staged = _Staged(where, storage_options) if is_url(where) else None
+        flags = (0 if sync else WRITE_NO_SYNC) | (WRITE_INDEX_PARTS if index_parts else 0)
         try:
             # The native core creates missing parent directories, refuses a path inside a
             # published store and removes stale temporaries of this name (zrecord.h). The
             # handle aborts the write if it is collected unpublished.
             self._handle = _native.Writer(native_path(where if staged is None else staged.store),
                                           self._kind, dcode, ndim, ccode, shards, item_shape,
-                                          dict_data, 0 if sync else WRITE_NO_SYNC, dlength, dunit)
+                                          dict_data, flags, dlength, dunit)
         except BaseException:
             if staged is not None:
                 staged.remove()
@@ -246,10 +253,11 @@ class DenseWriter(_Writer, Dense):
     def __init__(self, path: StoreLocation, dtype: DTypeLike, item_shape: ItemShape, codec: Codec,
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
                  index_cache: IndexCache = AUTO,
-                 storage_options: StorageOptions | None = None) -> None:
+                 storage_options: StorageOptions | None = None,
+                 index_parts: bool = False) -> None:
         shape = item_shape_tuple(item_shape)
         super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync, index_cache,
-                         storage_options)
+                         storage_options, index_parts)
         self.item_shape: tuple[int, ...] = shape
         self._record_size = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
 
@@ -296,9 +304,10 @@ class RaggedWriter(_Writer, Ragged):
     def __init__(self, path: StoreLocation, dtype: DTypeLike, ndim: SupportsIndex, codec: Codec,
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
                  index_cache: IndexCache = AUTO,
-                 storage_options: StorageOptions | None = None) -> None:
+                 storage_options: StorageOptions | None = None,
+                 index_parts: bool = False) -> None:
         super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync,
-                         index_cache, storage_options)
+                         index_cache, storage_options, index_parts)
 
     def append(self, records: Iterable[np.ndarray], *, progress: bool = False) -> None:
         """Append every array of the finite iterable `records`, in order.

@@ -1,0 +1,218 @@
+//! End-to-end tests of index parts (format 1.2, spec §4.1) through the C ABI: the bytes the
+//! writer writes for them, and open's whole path over them in the order of [ZR-PRT-010].
+//!
+//! Invariants:
+//! - As in tests.zig, each test works in its own fresh directory under /tmp and removes it; a
+//!   test that leaves anything behind fails.
+//! - Expected bytes are computed here from spec §4.1, not taken from the writer.
+
+const std = @import("std");
+const root = @import("root.zig");
+const abi = @import("abi.zig");
+const sys = @import("sys.zig");
+const format = @import("format.zig");
+const t = @import("testing.zig");
+const Reader = @import("reader.zig").Reader;
+
+const testing = std.testing;
+const gpa = testing.allocator;
+const Status = abi.Status;
+const TempDir = t.TempDir;
+
+const parts_flags = abi.write_no_sync | abi.write_index_parts;
+
+/// 1000 one-byte Dense records in calls that cross block boundaries: 4 index blocks (256, 256,
+/// 256, 232 entries), one sum group.
+const records_count: usize = 1000;
+const calls = [_]usize{ 300, 1, 0, 699 };
+
+fn writeParts(td: *const TempDir, name: []const u8, data: []u8) !void {
+    for (data, 0..) |*b, i| b.* = t.pattern(i);
+    try t.writeDenseFlags(td, name, 0, "", 2, 1, data, &calls, parts_flags);
+}
+
+fn expectOpenFails(td: *const TempDir, store: []const u8, code: abi.Result, needles: []const []const u8) !void {
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    var r: ?*Reader = null;
+    try testing.expectEqual(code.code(), root.zr_reader_open(td.sub(&pbuf, store), &r, &st));
+    try testing.expect(r == null);
+    for (needles) |needle| try t.expectContains(t.msg(&st), needle);
+}
+
+test "index parts: the writer writes index.zrs and group_sums as spec section 4.1 gives them" {
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    var b1: [64]u8 = undefined;
+    const header = try t.readAlloc(&td, t.storeFile(&b1, "s", "header.zrh"));
+    defer gpa.free(header);
+    const index = try t.readAlloc(&td, t.storeFile(&b1, "s", "index.zri"));
+    defer gpa.free(index);
+    const sums = try t.readAlloc(&td, t.storeFile(&b1, "s", "index.zrs"));
+    defer gpa.free(sums);
+    // [ZR-HDR-018] minor 2, bit 0, the writer defaults s = 8 and g = 10 ([ZR-PRT-008]).
+    try testing.expectEqual(@as(u16, 2), std.mem.readInt(u16, header[10..12], .little));
+    try testing.expectEqual(@as(u64, 1), std.mem.readInt(u64, header[80..88], .little));
+    try testing.expectEqual(@as(u8, 8), header[93]);
+    try testing.expectEqual(@as(u8, 10), header[94]);
+    try testing.expect(std.mem.allEqual(u8, header[95..128], 0));
+    // index.zrs: the XXH64 of each block of 256 entries of 24 bytes, the last one short.
+    try testing.expectEqual(@as(usize, 4 * 8), sums.len);
+    for (0..4) |b| {
+        const begin = b * 256 * 24;
+        const end = @min(begin + 256 * 24, index.len);
+        try testing.expectEqual(format.xxh64(index[begin..end]), std.mem.readInt(u64, sums[8 * b ..][0..8], .little));
+    }
+    // One group sum after item_shape (8) and shard_sizes (2 × 8), then the checksum: T = 1.
+    try testing.expectEqual(@as(usize, 128 + 8 + 16 + 8 + 8), header.len);
+    try testing.expectEqual(format.xxh64(sums), std.mem.readInt(u64, header[152..160], .little));
+    try testing.expectEqual(format.xxh64(index), std.mem.readInt(u64, header[64..72], .little));
+    const r = try t.openOk(&td, "s");
+    try t.expectDenseGather(r, &data, 1, &.{ 999, 0, 256, 511, 512 }, 1);
+    var st: Status = undefined;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, records_count, &st));
+    root.zr_reader_free(r);
+    td.removeStore("s", 2);
+
+    // No records: an empty index.zrs and no group sums (B = T = 0).
+    try t.writeDenseFlags(&td, "e", 0, "", 1, 1, &.{}, &.{}, parts_flags);
+    const esums = try t.readAlloc(&td, t.storeFile(&b1, "e", "index.zrs"));
+    defer gpa.free(esums);
+    try testing.expectEqual(@as(usize, 0), esums.len);
+    const eheader = try t.readAlloc(&td, t.storeFile(&b1, "e", "header.zrh"));
+    defer gpa.free(eheader);
+    try testing.expectEqual(@as(usize, 128 + 8 + 8 + 8), eheader.len);
+    root.zr_reader_free(try t.openOk(&td, "e"));
+    td.removeStore("e", 1);
+    try td.deinitExpectEmpty();
+}
+
+test "index parts: open judges every group, then every block, then the index, naming the part" {
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    var b1: [64]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    root.zr_reader_free(try t.openOk(&td, "s"));
+    // [ZR-PRT-005] A reserved byte of record 300's entry, index checksum resealed: block 1
+    // fails its block sum, before the entry's own rule (step 5) is looked at.
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zri"), 300 * 24 + 13);
+    try t.resealIndex(&td, "s");
+    try expectOpenFails(&td, "s", .checksum, &.{ "index block 1 (records 256 to 511)", "ZR-PRT-005" });
+    // Without the reseal the whole index fails too (4.5), but the block (4.4) comes first.
+    try writeParts(&td, "u", &data);
+    try t.flipByte(&td, t.storeFile(&b1, "u", "index.zri"), 999 * 24 + 13);
+    try expectOpenFails(&td, "u", .checksum, &.{ "index block 3 (records 768 to 999)", "index.zri" });
+    // [ZR-PRT-004] A byte of block sum 2 in index.zrs: its group fails before any block.
+    try t.flipByte(&td, t.storeFile(&b1, "u", "index.zrs"), 2 * 8 + 3);
+    try expectOpenFails(&td, "u", .checksum, &.{ "sum group 0 (index blocks 0 to 3, records 0 to 999)", "ZR-PRT-004" });
+    td.removeStore("u", 2);
+    td.removeStore("s", 2);
+
+    // [ZR-PRT-001] index.zrs missing, or of the wrong size: corrupt (step 4.2).
+    try writeParts(&td, "m", &data);
+    var pbuf: [256]u8 = undefined;
+    try sys.unlinkAt(sys.AT_FDCWD, td.sub(&pbuf, "m/index.zrs"));
+    try expectOpenFails(&td, "m", .corrupt, &.{"no index.zrs"});
+    const fd = try sys.open(td.sub(&pbuf, "m/index.zrs"), sys.O_WRONLY | sys.O_CREAT | sys.O_EXCL, 0o644);
+    try sys.pwriteAll(fd, &(@as([40]u8, @splat(0))), 0);
+    sys.close(fd);
+    try expectOpenFails(&td, "m", .corrupt, &.{ "index.zrs' has 40 bytes", "exactly 32", "ZR-PRT-001" });
+    td.removeStore("m", 2);
+    try td.deinitExpectEmpty();
+}
+
+extern "c" fn symlink(target: [*:0]const u8, link: [*:0]const u8) c_int;
+
+test "index parts: index.zrs is a store file only with the bit" {
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    var pbuf: [256]u8 = undefined;
+    var tbuf: [256]u8 = undefined;
+    // [ZR-GEN-004] a link in index.zrs's place is not followed, even to the store's own bytes.
+    try writeParts(&td, "s", &data);
+    try testing.expectEqual(@as(c_int, 0), std.c.rename(td.sub(&pbuf, "s/index.zrs"), td.sub(&tbuf, "outside")));
+    try testing.expectEqual(@as(c_int, 0), symlink(td.sub(&tbuf, "outside"), td.sub(&pbuf, "s/index.zrs")));
+    try expectOpenFails(&td, "s", .corrupt, &.{ "index.zrs", "symbolic link" });
+    try sys.unlinkAt(sys.AT_FDCWD, td.sub(&pbuf, "outside"));
+    td.removeStore("s", 2);
+    // [ZR-PRT-007] Beside a store without index parts, index.zrs is ignored, whatever it is.
+    try t.writeDense(&td, "p", 0, "", 1, 1, &data, &.{records_count});
+    try sys.mkdir(td.sub(&pbuf, "p/index.zrs"), 0o755);
+    const r = try t.openOk(&td, "p");
+    try testing.expectEqual(@as(u64, 0), r.header.required_features);
+    try testing.expect(r.sums_fd < 0);
+    root.zr_reader_free(r);
+    try sys.rmdir(td.sub(&pbuf, "p/index.zrs"));
+    td.removeStore("p", 1);
+    try td.deinitExpectEmpty();
+}
+
+test "index parts: the writer's group sums over two sum groups, read back from index.zrs" {
+    // 2^18 + 1 records: 1025 index blocks of the writer defaults, so T = 2 sum groups (1024
+    // block sums and 1), the second group's sum over one block sum.
+    var td: TempDir = .{};
+    try td.init();
+    const n: usize = (1 << 18) + 1;
+    const data = try gpa.alloc(u8, n);
+    defer gpa.free(data);
+    for (data, 0..) |*b, i| b.* = t.pattern(i);
+    try t.writeDenseFlags(&td, "s", 0, "", 3, 1, data, &.{ 1000, n - 1000 }, parts_flags);
+    var b1: [64]u8 = undefined;
+    const header = try t.readAlloc(&td, t.storeFile(&b1, "s", "header.zrh"));
+    defer gpa.free(header);
+    const sums = try t.readAlloc(&td, t.storeFile(&b1, "s", "index.zrs"));
+    defer gpa.free(sums);
+    try testing.expectEqual(@as(usize, 8 * 1025), sums.len);
+    const groups_at = 128 + 8 + 3 * 8;
+    try testing.expectEqual(@as(usize, groups_at + 2 * 8 + 8), header.len);
+    const group_sums = header[groups_at..][0..16];
+    try testing.expectEqual(format.xxh64(sums[0 .. 8 * 1024]), std.mem.readInt(u64, group_sums[0..8], .little));
+    try testing.expectEqual(format.xxh64(sums[8 * 1024 ..]), std.mem.readInt(u64, group_sums[8..16], .little));
+    const r = try t.openOk(&td, "s");
+    try t.expectDenseGather(r, data, 1, &.{ n - 1, 0, 1 << 18 }, 1);
+    root.zr_reader_free(r);
+    // Block sum 1024, alone in group 1, damaged: group 1 is named, with its one block.
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zrs"), 8 * 1024);
+    try expectOpenFails(&td, "s", .checksum, &.{"sum group 1 (index blocks 1024 to 1024, records 262144 to 262144)"});
+    td.removeStore("s", 3);
+    try td.deinitExpectEmpty();
+}
+
+test "index parts: verify of a reader that did not hash the index judges groups, blocks, then the index" {
+    // What verify runs for a reader whose compact index came from the cache folder (spec §9.5,
+    // [ZR-PRT-010]): its open read neither index file's contents. Files changed in place keep
+    // the descriptors the reader holds.
+    const reader_open = @import("reader_open.zig");
+    const Diag = @import("diag.zig").Diag;
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    var b1: [64]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    const r = try t.openOk(&td, "s");
+    defer root.zr_reader_free(r);
+    var d: Diag = .{};
+    try reader_open.checkIndexChecksum(r, &d);
+    // A reserved byte of record 600 (block 2): the block before the whole index's checksum.
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zri"), 600 * 24 + 13);
+    try testing.expectError(error.ChecksumMismatch, reader_open.checkIndexChecksum(r, &d));
+    try t.expectContains(d.text(), "index block 2 (records 512 to 767)");
+    // A block sum of group 0 too: the group before any block.
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zrs"), 0);
+    try testing.expectError(error.ChecksumMismatch, reader_open.checkIndexChecksum(r, &d));
+    try t.expectContains(d.text(), "sum group 0");
+    // Both restored, the whole index's checksum alone (the header's, in memory, is changed).
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zrs"), 0);
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zri"), 600 * 24 + 13);
+    try reader_open.checkIndexChecksum(r, &d);
+    r.header.index_checksum ^= 1;
+    try testing.expectError(error.ChecksumMismatch, reader_open.checkIndexChecksum(r, &d));
+    try t.expectContains(d.text(), "index_checksum");
+    r.header.index_checksum ^= 1;
+    td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
