@@ -36,6 +36,9 @@ TESTKIT = ROOT / "packages" / "zrecord-testkit"
 CORE_C_SOURCES = [str(p) for p in sorted((ROOT / "zig" / "src").glob("*.c"))]
 ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
 TORCH = "torch==2.13.0"
+# The published loaderx that docs/coming-from.md migrates stores from (and the benchmarks'
+# peer): our distribution's name, so always in a venv of its own.
+PEER_LOADERX = "loaderx==2.5.9"
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
@@ -189,7 +192,8 @@ def zrecord(session: nox.Session) -> None:
 @nox.session(python=DEFAULT_PYTHON)
 def loaderx(session: nox.Session) -> None:
     """loaderx's tests (with the seed's examples), zrecord installed beside it, then
-    loaderx-converter's in the same environment (the `converter` session alone).
+    loaderx-converter's in the same environment (the `converter` session alone). The published
+    loaderx 2.5.9 goes into a venv of its own, for the migration test (test_migrate_2x.py).
 
     torch is pinned to the CPU wheel this machine kind carries (an unpinned torch would pull a
     multi-GB CUDA build); jax installs its CPU build.
@@ -199,7 +203,14 @@ def loaderx(session: nox.Session) -> None:
     # from the test kit's Range HTTP server; the converter's conversions to s3:// URLs
     # (tests/test_convert_url.py) publish to its moto_server (the kit's s3 extra).
     session.install(TORCH, "jax", _pkg(session, ZRECORD, "remote"), _pkg(session, TESTKIT, "s3"))
-    session.run("pytest", "-q", str(LOADERX / "tests"), *session.posargs)
+    # The migration of stores written by the published loaderx 2.x (docs/coming-from.md,
+    # tests/test_migrate_2x.py) needs that loaderx, which shares our name, in its own venv.
+    peer = Path(session.create_tmp()) / "peer-loaderx-2.5.9"
+    session.run("python", "-m", "venv", "--clear", str(peer))
+    session.run(str(peer / "bin" / "python"), "-m", "pip", "install", "-q", PEER_LOADERX,
+                external=True)
+    session.run("pytest", "-q", str(LOADERX / "tests"), *session.posargs,
+                env={"LOADERX_PEER_PYTHON": str(peer / "bin" / "python")})
     session.run("pytest", "-q", str(CONVERTER / "tests"), *session.posargs)
     _drop_venv(session)
 

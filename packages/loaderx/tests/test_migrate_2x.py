@@ -1,7 +1,8 @@
 """docs/examples/migrate_2x_stores.py, run as docs/coming-from.md says: stores written by the
 published loaderx 2.x become zrecord stores with the same records.
 
-Needs the published loaderx in its own environment (the two share a name):
+Needs the published loaderx in its own environment (the two share a name; `nox -s loaderx`
+makes one):
 LOADERX_PEER_PYTHON is that environment's python, as for the benchmarks
 (`python -m venv ../peerenv && ../peerenv/bin/pip install loaderx==2.5.9`). Skipped without it.
 """
