@@ -256,11 +256,14 @@ int zr_reader_open_opts(const char *path, const zr_open_opts *opts, zr_reader **
 enum {
     ZR_INDEX_BUILT = 0,        /* validated and built at open, kept in memory only */
     ZR_INDEX_BUILT_CACHED = 1, /* validated and built at open, and written to the cache folder */
-    ZR_INDEX_CACHED = 2        /* mapped from the cache folder */
+    ZR_INDEX_CACHED = 2,       /* mapped from the cache folder */
+    ZR_INDEX_BY_PART = 3       /* format 1.2 index parts judged by part: none at open, each
+                                  index block when a record of it is first read (spec 9.6) */
 };
 
 typedef struct zr_index_info {
-    uint64_t resident_bytes; /* bytes of the compact index (a shared, read-only mapping) */
+    uint64_t resident_bytes; /* bytes of the compact index (a shared, read-only mapping); by
+                                part, what the blocks filled so far take at most */
     uint32_t source;         /* ZR_INDEX_* */
     uint32_t reserved;
 } zr_index_info;

@@ -267,7 +267,8 @@ pub export fn zr_index_cache_prune(
 pub export fn zr_reader_index_info(r: ?*const Reader, out: ?*abi.IndexInfo) void {
     const rd = r orelse return;
     const o = out orelse return;
-    o.* = .{ .resident_bytes = rd.compact.bytes(), .source = @backingInt(rd.index_source), .reserved = 0 };
+    const resident = if (rd.parts) |l| l.filledBytes() else rd.compact.bytes();
+    o.* = .{ .resident_bytes = resident, .source = @backingInt(rd.index_source), .reserved = 0 };
 }
 
 pub export fn zr_reader_info(r: ?*const Reader, out: ?*abi.Info) void {

@@ -134,6 +134,7 @@ cdef extern from "zrecord.h" nogil:
         ZR_INDEX_BUILT
         ZR_INDEX_BUILT_CACHED
         ZR_INDEX_CACHED
+        ZR_INDEX_BY_PART
 
     ctypedef struct zr_index_info:
         uint64_t resident_bytes

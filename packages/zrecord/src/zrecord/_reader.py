@@ -198,9 +198,12 @@ class _Store(_Kind, Generic[_Batch]):
     def index_info(self) -> dict[str, Any]:
         """How this reader found where its records are: ``source`` is ``"built"`` (index.zri
         validated at open, the compact index kept in memory), ``"built_cached"`` (the same,
-        and written to the index cache folder) or ``"cached"`` (mapped from that folder);
-        ``resident_bytes`` is the compact index's size, shared by the processes of this host
-        that map the same file; ``folder`` is the index cache folder, or None."""
+        and written to the index cache folder), ``"cached"`` (mapped from that folder) or
+        ``"by_part"`` (a format 1.2 store with index parts: open judged none of its index, and
+        each index block is judged when a record of it is first read); ``resident_bytes`` is
+        the compact index's size, shared by the processes of this host that map the same file
+        (by part: at most what the blocks judged so far take); ``folder`` is the index cache
+        folder, or None."""
         self._check_open()
         info = self._handle.index_info()
         return {"source": info["source"], "resident_bytes": int(info["resident_bytes"]),
