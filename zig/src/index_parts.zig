@@ -198,7 +198,7 @@ pub const Lazy = struct {
     /// With index blocks smaller than a compact block (s < 6): one bit per compact block,
     /// filled (`ensureSmall`); empty otherwise.
     units: []u64,
-    locks: [lock_stripes]std.atomic.Mutex = @splat(.unlocked),
+    locks: [lock_stripes]ForkLock = @splat(.{}),
     /// How many index blocks this reader has judged (a passed or failed judgement each), for
     /// tests and zr_reader_index_info.
     judged: std.atomic.Value(u64) = .init(0),
@@ -279,11 +279,39 @@ pub fn ensureRecord(r: *const Reader, l: *Lazy, rec: u64, d: *Diag) Error!void {
     return ensureSmall(r, l, rec / compact.block_records, b, d);
 }
 
-/// Takes the lock of stripe `i`. Judging a block takes microseconds (two small reads and a
-/// hash); a thread that waits for it yields rather than sleeps.
-fn lockStripe(l: *Lazy, i: u64) *std.atomic.Mutex {
+/// A spin lock that a process forked while a thread held it can take over: it holds its
+/// holder's fork generation (sys.forkGeneration) + 1, and a holder of another generation was a
+/// thread of the process this one was forked from, which does not exist here (a DataLoader
+/// forks its workers while the parent may be judging a block). What that thread left half
+/// done is redone: a block's bit is set only after its slots are filled, and filling a block
+/// again writes the same bytes.
+pub const ForkLock = struct {
+    held: std.atomic.Value(u64) = .init(0),
+
+    /// Judging a block takes microseconds (two small reads and a hash); a thread that waits
+    /// for it yields rather than sleeps.
+    pub fn lock(l: *ForkLock) void {
+        const mine = @as(u64, sys.forkGeneration()) + 1;
+        while (true) {
+            const seen = l.held.load(.monotonic);
+            if (seen == mine) {
+                std.Thread.yield() catch std.atomic.spinLoopHint();
+                continue;
+            }
+            // Free (0), or held by a thread of an ancestor process.
+            if (l.held.cmpxchgWeak(seen, mine, .acquire, .monotonic) == null) return;
+        }
+    }
+
+    pub fn unlock(l: *ForkLock) void {
+        l.held.store(0, .release);
+    }
+};
+
+/// Takes the lock of stripe `i`.
+fn lockStripe(l: *Lazy, i: u64) *ForkLock {
     const lock = &l.locks[@intCast(i % lock_stripes)];
-    while (!lock.tryLock()) std.Thread.yield() catch std.atomic.spinLoopHint();
+    lock.lock();
     return lock;
 }
 
@@ -432,4 +460,17 @@ fn partReadError(r: *const Reader, name: []const u8, short: bool, d: *Diag) Erro
     if (short) return d.fail(error.Corrupt, "'{s}/{s}' ended while it was read: the file " ++
         "changed size", .{ r.path, name });
     return d.failOs(error.Io, sys.errno(), "reading '{s}/{s}' failed", .{ r.path, name });
+}
+
+test "a stripe lock held by a thread of the process this one was forked from is taken over" {
+    var l: ForkLock = .{};
+    l.lock();
+    l.unlock();
+    // What a child process sees of a lock its parent's thread held at fork(): another
+    // generation's mark. Taking it must not wait for a thread that does not exist here.
+    l.held.store(@as(u64, sys.forkGeneration()) + 2, .monotonic);
+    l.lock();
+    try std.testing.expectEqual(@as(u64, sys.forkGeneration()) + 1, l.held.load(.monotonic));
+    l.unlock();
+    try std.testing.expectEqual(@as(u64, 0), l.held.load(.monotonic));
 }
