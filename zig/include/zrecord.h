@@ -263,7 +263,7 @@ enum {
 
 typedef struct zr_index_info {
     uint64_t resident_bytes; /* bytes of the compact index (a shared, read-only mapping); by
-                                part, what the blocks filled so far take at most */
+                                part, what the blocks filled so far wrote (private memory) */
     uint32_t source;         /* ZR_INDEX_* */
     uint32_t reserved;
 } zr_index_info;

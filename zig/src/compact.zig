@@ -468,8 +468,9 @@ pub const Slots = struct {
         } };
     }
 
-    /// Fills block `blk` with its records `ps` (all of them, in record order).
-    pub fn fill(s: *const Slots, blk: u64, ps: []const Pending) void {
+    /// Fills block `blk` with its records `ps` (all of them, in record order); returns the
+    /// bytes it wrote.
+    pub fn fill(s: *const Slots, blk: u64, ps: []const Pending) u64 {
         const v = &s.view;
         std.debug.assert(blk < v.blockCount() and ps.len == @min(block_records, v.record_count - blk * block_records));
         var bits: [slot_bits_bytes_max + bits_padding]u8 = undefined;
@@ -486,6 +487,7 @@ pub const Slots = struct {
         std.debug.assert(nbytes <= s.slot_bytes);
         @memcpy(s.map[bits_off + @as(usize, @intCast(bits_at)) ..][0..nbytes], bits[0..nbytes]);
         @memcpy(s.map[heads_off + @as(usize, @intCast(blk)) * hb ..][0..hb], head[0..hb]);
+        return hb + 4 * ps.len + nbytes;
     }
 
     pub fn deinit(s: *Slots) void {

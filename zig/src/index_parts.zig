@@ -202,6 +202,8 @@ pub const Lazy = struct {
     /// How many index blocks this reader has judged (a passed or failed judgement each), for
     /// tests and zr_reader_index_info.
     judged: std.atomic.Value(u64) = .init(0),
+    /// What `compact.Slots.fill` wrote, in bytes (zr_reader_index_info).
+    filled: std.atomic.Value(u64) = .init(0),
     /// Records per index block (2^s).
     block_records: u64,
 
@@ -234,14 +236,10 @@ pub const Lazy = struct {
         return l;
     }
 
-    /// At most the bytes of the compact index that the blocks judged so far filled.
+    /// The bytes of the compact index that the blocks filled so far wrote (the pages they
+    /// commit may be more: a slot's page holds other slots too).
     pub fn filledBytes(l: *const Lazy) u64 {
-        var passed: u64 = 0;
-        for (l.blocks) |*w| passed += @popCount(@atomicLoad(u64, w, .monotonic));
-        const per_record = 4 + l.slots.slot_bytes / compact.block_records;
-        const v = &l.slots.view;
-        const records = passed * l.block_records;
-        return @min(v.bytes(), records * per_record + (records / compact.block_records + passed) * v.header_bytes);
+        return l.filled.load(.monotonic);
     }
 
     /// Frees the bitmaps; the compact index's mapping belongs to the reader (`compact_map`).
@@ -331,7 +329,7 @@ fn ensureBlock(r: *const Reader, l: *Lazy, b: u64, d: *Diag) Error!void {
     while (at < bytes.len) {
         const n: usize = @min(compact.block_records, (bytes.len - at) / es);
         for (0..n) |i| pending[i] = compact.pendingOf(h, bytes[at + i * es ..][0..es]);
-        l.slots.fill((first_rec + at / es) / compact.block_records, pending[0..n]);
+        _ = l.filled.fetchAdd(l.slots.fill((first_rec + at / es) / compact.block_records, pending[0..n]), .monotonic);
         at += n * es;
     }
     setBit(l.blocks, b);
@@ -376,7 +374,7 @@ fn ensureSmall(r: *const Reader, l: *Lazy, c: u64, b: u64, d: *Diag) Error!void 
             }
             passed |= @as(u64, 1) << @intCast(bb - (first >> @intCast(h.index_block_shift)));
         }
-        l.slots.fill(c, pending[0..n]);
+        _ = l.filled.fetchAdd(l.slots.fill(c, pending[0..n]), .monotonic);
         bb = first >> @intCast(h.index_block_shift);
         while (passed != 0) : (passed >>= 1) {
             if (passed & 1 != 0) setBit(l.blocks, bb);

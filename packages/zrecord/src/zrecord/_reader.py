@@ -202,7 +202,7 @@ class _Store(_Kind, Generic[_Batch]):
         ``"by_part"`` (a format 1.2 store with index parts: open judged none of its index, and
         each index block is judged when a record of it is first read); ``resident_bytes`` is
         the compact index's size, shared by the processes of this host that map the same file
-        (by part: at most what the blocks judged so far take); ``folder`` is the index cache
+        (by part: what the blocks judged so far wrote, in this process's own memory); ``folder`` is the index cache
         folder, or None."""
         self._check_open()
         info = self._handle.index_info()
