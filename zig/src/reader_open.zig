@@ -5,7 +5,8 @@
 //! Invariants:
 //! - Open checks every rule of the spec that needs no record data: the header (§3), each
 //!   shard's size, the index's size and checksum, and every index entry in isolation (§4), in
-//!   the order of spec §9 ([ZR-ERR-003]). After open, every entry's byte range lies inside its
+//!   the order of spec §9 ([ZR-ERR-003]); by part, the index's checks wait for the gathers of
+//!   its blocks (below). After open, every entry a gather can reach has a byte range inside its
 //!   shard's mapping, so gathers index the mappings without further bounds doubt.
 //! - The store directory is opened once (a symbolic link to it is followed) and every store
 //!   file is opened relative to it with O_NOFOLLOW and checked to be a regular file
@@ -16,7 +17,8 @@
 //!   index larger than `index_check_chunk_bytes` must also match its checksum, streamed
 //!   through a buffer of that size, before its copy is allocated: open allocates memory in
 //!   proportion to the index only once its bytes are the ones the header sealed, never to what
-//!   a (sparse) file claims. Open takes O(header + index) time.
+//!   a (sparse) file claims. Open takes O(header + index) time; by part, O(header), and the
+//!   memory it commits is a bit per index block and per sum group.
 //! - A store with index parts (spec §4.1) is judged by part unless open is asked to validate
 //!   the index (ZR_OPEN_VALIDATE_INDEX) or a cache file holds a validation of it, or its blocks
 //!   do not fit the path by part (`index_parts.byPartFits`): open then runs steps 4.1 and 4.2
@@ -119,7 +121,8 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
         r.verified = @as([*]u64, @ptrCast(map.ptr))[0..words];
     }
     // What gathers rely on from here: one mapping and descriptor per shard, of the size the
-    // header gives, the index open for verify, and a compact index of every record.
+    // header gives, the index open for verify, and a compact index of every record (by part,
+    // one that gathers fill block by block before they read it).
     assert(r.index_fd >= 0 and r.compact.record_count == h.record_count);
     for (0..h.data_shards) |k| assert(r.fds[k] >= 0 and r.maps[k].len == h.shard_sizes[k]);
     return r;
