@@ -7,6 +7,7 @@ without uploading or mirroring anything."""
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -234,3 +235,34 @@ def test_reading_a_store_with_index_parts_by_url_is_refused_before_anything_is_m
     assert {r.path.rsplit("/", 1)[-1] for r in http_folder.requests()} == {"header.zrh"}
     assert not any((tmp_path / "mirror").rglob("index.zri"))
 
+
+
+def test_by_part_gathers_from_many_threads_read_right_and_fail_only_the_damaged_block(tmp_path):
+    """The loader gathers on several threads at once: first reads of the same blocks race, and
+    every record still comes back right, the damaged block failing every read of its records
+    on every thread."""
+    n = 1 << 14
+    store = tmp_path / "t"
+    data = (np.arange(n * 2, dtype=np.uint32) % 253).astype(np.uint8).reshape(n, 2)
+    with Dense.create(store, np.uint8, (2,), codec="raw", data_shards=3, index_parts=True,
+                      index_cache=None) as w:
+        w.append(data)
+    _flip(store / "index.zri", 5000 * 24 + 16)  # index block 19: records 4864 to 5119
+    with Dense.open(store, index_cache=None) as ds:
+        def work(seed: int) -> int:
+            rng = np.random.default_rng(seed)
+            failed = 0
+            for _ in range(40):
+                idx = rng.integers(0, n, 64)
+                if ((idx >= 4864) & (idx <= 5119)).any():
+                    with pytest.raises(ChecksumError, match="index block 19"):
+                        ds[idx]
+                    failed += 1
+                else:
+                    np.testing.assert_array_equal(ds[idx], data[idx])
+            return failed
+
+        with ThreadPoolExecutor(8) as pool:
+            failures = sum(pool.map(work, range(8)))
+        assert failures > 0
+        np.testing.assert_array_equal(ds[np.arange(4864)], data[:4864])
