@@ -16,9 +16,12 @@
 //!   a size read from disk.
 //! - Errors name the part and the records it describes ([ZR-PRT-011]).
 //! - By part: no entry of a block reaches the compact index before its group, its block sum
-//!   and every entry of the block passed, in that order; a block's bit is set only after its
-//!   compact blocks are filled; memory at open is the compact index's reservation (committed
-//!   as blocks are filled) and one bit per block and per group. Concurrency rules: `Lazy`.
+//!   and every entry of the block passed, in that order; a block is compared with the block
+//!   sum its group was judged with (kept in `Lazy.sums`), never with one read again from
+//!   index.zrs, which may have changed since; a block's bit is set only after its compact
+//!   blocks are filled; memory at open is reservations (the compact index, the judged groups'
+//!   block sums), committed as groups and blocks are judged, and one bit per block and per
+//!   group. Concurrency rules: `Lazy`.
 
 const std = @import("std");
 const assert = std.debug.assert;
@@ -198,7 +201,15 @@ pub const Lazy = struct {
     /// With index blocks smaller than a compact block (s < 6): one bit per compact block,
     /// filled (`ensureSmall`); empty otherwise.
     units: []u64,
+    /// The block sums of the groups that passed, as judged (one u64 per index block; an entry
+    /// is read only once its group's bit is set): a block is compared with the sum its group
+    /// was judged with, never with one read from index.zrs again ([ZR-PRT-005]). Allocated
+    /// untouched, so that only the pages of judged groups become resident.
+    sums: []u64,
     locks: [lock_stripes]ForkLock = @splat(.{}),
+    /// A sum group is judged under its own stripe's lock (taken while a block's may be held,
+    /// never the other way round), so that one thread at a time writes a group's `sums`.
+    group_locks: [lock_stripes]ForkLock = @splat(.{}),
     /// How many index blocks this reader has judged (a passed or failed judgement each), for
     /// tests and zr_reader_index_info.
     judged: std.atomic.Value(u64) = .init(0),
@@ -229,10 +240,13 @@ pub const Lazy = struct {
         const unit_count = if (block_records < compact.block_records) compact_blocks else 0;
         const units = alloc.alloc(u64, @intCast((unit_count + 63) / 64)) catch
             return d.noMemory("the bitmap of filled compact blocks");
+        errdefer alloc.free(units);
+        const sums = alloc.alloc(u64, @intCast(h.blockCount())) catch
+            return d.noMemory("the block sums of judged sum groups");
         @memset(blocks, 0);
         @memset(groups, 0);
         @memset(units, 0);
-        l.* = .{ .slots = slots, .blocks = blocks, .groups = groups, .units = units, .block_records = block_records };
+        l.* = .{ .slots = slots, .blocks = blocks, .groups = groups, .units = units, .sums = sums, .block_records = block_records };
         return l;
     }
 
@@ -247,6 +261,7 @@ pub const Lazy = struct {
         alloc.free(l.blocks);
         alloc.free(l.groups);
         alloc.free(l.units);
+        alloc.free(l.sums);
         alloc.destroy(l);
     }
 };
@@ -399,19 +414,16 @@ fn judge(r: *const Reader, l: *Lazy, b: u64, d: *Diag) Error![]u8 {
     const h = &r.header;
     _ = l.judged.fetchAdd(1, .monotonic);
     const t = b >> @intCast(h.index_group_shift);
-    if (!bitSet(l.groups, t)) {
-        try judgeGroup(r, t, d);
-        setBit(l.groups, t);
-    }
+    if (!bitSet(l.groups, t)) try judgeGroup(r, l, t, d);
     const recs = blockRecords(h, b);
     const es: usize = r.entry_size;
     const buf = alloc.alloc(u8, @intCast((recs[1] - recs[0] + 1) * es)) catch return d.noMemory("an index block");
     errdefer alloc.free(buf);
     var short = false;
     sys.preadAll(r.index_fd, buf, recs[0] * es, &short) catch return partReadError(r, "index.zri", short, d);
-    var sum_bytes: [8]u8 = undefined;
-    sys.preadAll(r.sums_fd, &sum_bytes, 8 * b, &short) catch return partReadError(r, "index.zrs", short, d);
-    if (format.xxh64(buf) != std.mem.readInt(u64, &sum_bytes, .little)) return blockError(r, b, d);
+    // The sum its group was judged with (the group's bit, acquired above, orders this read
+    // after judgeGroup's writes).
+    if (format.xxh64(buf) != l.sums[@intCast(b)]) return blockError(r, b, d);
     const sizes: format.EntrySizes = .of(h);
     var rec = recs[0];
     while (rec <= recs[1]) : (rec += 1) {
@@ -422,22 +434,23 @@ fn judge(r: *const Reader, l: *Lazy, b: u64, d: *Diag) Error![]u8 {
     return buf;
 }
 
-/// [ZR-PRT-004] for sum group `t` alone: its block sums read from index.zrs and hashed.
-fn judgeGroup(r: *const Reader, t: u64, d: *Diag) Error!void {
+/// [ZR-PRT-004] for sum group `t` alone, under its group lock: its block sums read from
+/// index.zrs into `l.sums`, hashed as read, and the group's bit set (release) only when they
+/// match its group sum. A group that fails leaves its `sums` unread: its bit stays unset.
+fn judgeGroup(r: *const Reader, l: *Lazy, t: u64, d: *Diag) Error!void {
     const h = &r.header;
+    const lock = &l.group_locks[@intCast(t % lock_stripes)];
+    lock.lock();
+    defer lock.unlock();
+    if (bitSet(l.groups, t)) return; // another thread judged it while this one waited
     const blocks = groupBlocks(h, t);
-    var hash = format.XxHash64.init(0);
-    var buf: [sums_buffer_count]u64 = undefined;
-    var b = blocks[0];
-    while (b <= blocks[1]) {
-        const n: usize = @intCast(@min(buf.len, blocks[1] + 1 - b));
-        const bytes = std.mem.sliceAsBytes(buf[0..n]);
-        var short = false;
-        sys.preadAll(r.sums_fd, bytes, 8 * b, &short) catch return partReadError(r, "index.zrs", short, d);
-        hash.update(bytes);
-        b += n;
-    }
-    if (hash.final() != h.groupSum(r.header_bytes, t)) return groupError(r, t, d);
+    const sums = l.sums[@intCast(blocks[0])..@intCast(blocks[1] + 1)];
+    const bytes = std.mem.sliceAsBytes(sums);
+    var short = false;
+    sys.preadAll(r.sums_fd, bytes, 8 * blocks[0], &short) catch return partReadError(r, "index.zrs", short, d);
+    if (format.xxh64(bytes) != h.groupSum(r.header_bytes, t)) return groupError(r, t, d);
+    for (sums) |*sum| sum.* = std.mem.littleToNative(u64, sum.*);
+    setBit(l.groups, t);
 }
 
 /// An entry of block `b` failed step 5: its message, with the block it fails named first

@@ -336,6 +336,30 @@ test "index parts by part: a damaged sum group fails the reads of all its blocks
     try td.deinitExpectEmpty();
 }
 
+test "index parts by part: a block is judged against the sum its group passed with, not one read again" {
+    // After group 0 passed (a read of block 0), block 2 of index.zri and its sum in index.zrs
+    // are changed to agree with each other (the group sum in the header no longer does). A
+    // reader that read the block sum from index.zrs again would accept the changed block; one
+    // that compares with the sums its group was judged with refuses it ([ZR-PRT-005]).
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    var b1: [64]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    const r = try t.openOk(&td, "s");
+    defer root.zr_reader_free(r);
+    try t.expectDenseGather(r, &data, 1, &.{0}, 1);
+    try t.patchFile(&td, t.storeFile(&b1, "s", "index.zri"), 600 * 24 + 16, &.{0x5a});
+    const index = try t.readAlloc(&td, t.storeFile(&b1, "s", "index.zri"));
+    defer gpa.free(index);
+    var sum: [8]u8 = undefined;
+    std.mem.writeInt(u64, &sum, format.xxh64(index[512 * 24 .. 768 * 24]), .little);
+    try t.patchFile(&td, t.storeFile(&b1, "s", "index.zrs"), 8 * 2, &sum);
+    try expectReadsFail(r, &.{600}, .checksum, "index block 2 (records 512 to 767) does not match");
+    td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
+
 test "index parts by part: concurrent first reads of one block judge it and read right" {
     var td: TempDir = .{};
     try td.init();
