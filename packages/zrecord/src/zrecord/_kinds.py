@@ -123,11 +123,10 @@ class Dense(_Kind):
 
         ``index_parts=True`` writes the store as format 1.2 with index parts (spec §4.1:
         ``index.zrs`` and the header's group sums), which let a reader check any part of the
-        index without reading the rest. It will become the default once every part of zrecord
-        handles such stores; until then it is off, because readers of format 1.1 (zrecord
-        before 1.2 of the format) refuse such a store as unsupported, and :func:`zrecord.publish`
-        and reading such a store by URL do not support it yet (with a URL, `create` refuses it:
-        ``ValueError``).
+        index without reading the rest; :func:`zrecord.publish` uploads them and reading by URL
+        reads them (judging the whole index at open, as a local open does). It is off by
+        default for now, because readers of format 1.1 (zrecord before 1.2 of the format)
+        refuse such a store as unsupported.
         """
         from zrecord._writer import DenseWriter
 

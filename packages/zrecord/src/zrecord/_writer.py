@@ -91,10 +91,6 @@ class _Writer(_Kind):
                  index_parts: bool = False) -> None:
         self._staged: _Staged | None = None
         where = store_location(path, storage_options, role="the destination")
-        if index_parts and is_url(where):
-            raise ValueError(f"{redact(where)}: index_parts=True cannot be written to a URL yet: "
-                             "zrecord.publish does not upload index parts (format 1.2); "
-                             "write the store without them, or locally")
         self.path = redact(where) if is_url(where) else where
         # A store staged for a URL is removed once uploaded: no compact index is kept for it.
         self._index_folder = folder_for(None if is_url(where) else index_cache)
