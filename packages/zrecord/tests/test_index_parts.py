@@ -57,7 +57,7 @@ def _flip(path, offset: int) -> None:
 def test_create_with_index_parts_round_trips_and_writes_the_parts_of_the_spec(tmp_path):
     """[ZR-PRT-001] [ZR-PRT-008] index.zrs holds the sum of each block of 256 entries, the
     header bit 0, the shifts 8 and 10 and one group sum; the records read back, and verify
-    passes. Without the keyword a store stays format 1.0, without index.zrs."""
+    passes. With index_parts=False a store is format 1.0, without index.zrs."""
     data = _dense(tmp_path / "d")
     store = tmp_path / "d"
     header, index = (store / "header.zrh").read_bytes(), (store / "index.zri").read_bytes()

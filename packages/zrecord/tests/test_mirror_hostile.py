@@ -22,7 +22,7 @@ from zrecord.errors import BadMagicError, CorruptStoreError, StoreOSError, Zreco
 
 pytestmark = pytest.mark.remote
 
-FILES = ("index.zri", "data-000.zrd", "data-001.zrd", "data-002.zrd", "header.zrh")
+FILES = ("index.zri", "index.zrs", "data-000.zrd", "data-001.zrd", "data-002.zrd", "header.zrh")
 OUTSIDE = b"outside!\n"  # 9 bytes that no write of the mirror may change
 # header_size_bytes_max of spec §8 (format 1.2): 128 + 8 × 32 + 8 × 255 + 8 × 2^16 + 2^24 + 8;
 # format 1.1's, without the group sums of index parts: 128 + 8 × 32 + 8 × 255 + 2^24 + 8.
@@ -184,7 +184,7 @@ def test_a_large_index_is_streamed_to_the_mirror_in_bounded_memory(http_folder, 
     records = 1 << 20
     with Dense.create(folder, np.uint8, (1,), codec="raw", data_shards=1, index_cache=None) as w:
         w.append((np.arange(records) % 251).astype(np.uint8).reshape(-1, 1))
-    for part in ("index.zri", "data-000.zrd", "header.zrh"):
+    for part in ("index.zri", "index.zrs", "data-000.zrd", "header.zrh"):
         http_folder.write(f"many/{part}", (folder / part).read_bytes())
     url = http_folder.url_for("many")
     index_bytes = (folder / "index.zri").stat().st_size

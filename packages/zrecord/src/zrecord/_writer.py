@@ -88,7 +88,7 @@ class _Writer(_Kind):
                  codec: Codec, data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
                  index_cache: IndexCache = AUTO,
                  storage_options: StorageOptions | None = None,
-                 index_parts: bool = False) -> None:
+                 index_parts: bool = True) -> None:
         self._staged: _Staged | None = None
         where = store_location(path, storage_options, role="the destination")
         self.path = redact(where) if is_url(where) else where
@@ -250,7 +250,7 @@ class DenseWriter(_Writer, Dense):
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
                  index_cache: IndexCache = AUTO,
                  storage_options: StorageOptions | None = None,
-                 index_parts: bool = False) -> None:
+                 index_parts: bool = True) -> None:
         shape = item_shape_tuple(item_shape)
         super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync, index_cache,
                          storage_options, index_parts)
@@ -301,7 +301,7 @@ class RaggedWriter(_Writer, Ragged):
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
                  index_cache: IndexCache = AUTO,
                  storage_options: StorageOptions | None = None,
-                 index_parts: bool = False) -> None:
+                 index_parts: bool = True) -> None:
         super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync,
                          index_cache, storage_options, index_parts)
 
