@@ -29,7 +29,7 @@ def test_nothing_visible_until_close(store_path):  # [ZR-PUB-001] [ZR-PUB-003]
     w.close()
     assert os.path.isdir(store_path)
     assert sorted(os.listdir(store_path)) == ["data-000.zrd", "data-001.zrd", "data-002.zrd",
-                                              "data-003.zrd", "header.zrh", "index.zri"]
+                                              "data-003.zrd", "header.zrh", "index.zri", "index.zrs"]
     assert siblings(store_path) == ["store"]  # the temporary directory is gone
 
 
