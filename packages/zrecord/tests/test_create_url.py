@@ -125,14 +125,6 @@ def test_http_urls_cannot_be_written(here):
     assert os.listdir(here) == []
 
 
-def test_index_parts_are_refused_for_a_url_until_publish_uploads_them(here):
-    """[O2] first step: a store with index parts (format 1.2) cannot be published yet, so
-    create refuses it for a URL at once, before a request or a write, not at close()."""
-    with pytest.raises(ValueError, match="index_parts=True cannot be written to a URL yet"):
-        Ragged.create("s3://bucket/x", np.int32, 1, codec="raw", index_parts=True)
-    assert os.listdir(here) == []
-
-
 @pytest.mark.parametrize("url", ["gs://bucket/x", "az://account/x", "xyz://h/x", "S3://b/x"])
 def test_a_scheme_zrecord_does_not_read_is_refused_everywhere(url, here, capsys):
     for call in (lambda: Dense.create(url, np.int32, (2, 3), codec="raw"),

@@ -38,7 +38,8 @@ def test_dense_round_trip_byte_for_byte(store_path, dtype, codec):
         w.append(data)
     with Dense.open(store_path) as s:
         assert s.dtype == dt
-        assert s.format_version == (1, 1)
+        # Index parts, the writer's default, are format 1.2 (the dtype alone is 1.1: below).
+        assert s.format_version == (1, 2)
         got = s[:]
         assert got.dtype == dt and got.shape == data.shape
         assert got.tobytes() == data.tobytes()
@@ -60,14 +61,20 @@ def test_ragged_round_trip_byte_for_byte(store_path, dtype, codec):
             assert got.tobytes() == want.tobytes()
 
 
-def test_a_store_of_1_0_dtypes_is_still_format_1_0(store_path):
-    """[ZR-HDR-018] A writer that uses nothing of 1.1 writes a 1.0 store."""
-    with Dense.create(store_path, np.float32, (2,), codec="raw") as w:
+def test_a_store_of_1_0_dtypes_is_still_format_1_0(store_path, tmp_path):
+    """[ZR-HDR-018] A writer that uses nothing of 1.1 (nor index parts, the writer's default
+    since [O2]) writes a 1.0 store; a dtype of 1.1 makes it 1.1, index parts 1.2."""
+    with Dense.create(store_path, np.float32, (2,), codec="raw", index_parts=False) as w:
         w.append(np.zeros((1, 2), np.float32))
     with Dense.open(store_path) as s:
         assert s.format_version == (1, 0)
     with open(os.path.join(store_path, "header.zrh"), "rb") as f:
         assert f.read()[80:128] == bytes(48)
+    for name, dtype, parts, minor in (("u", "U3", False, 1), ("p", np.float32, True, 2)):
+        with Dense.create(tmp_path / name, dtype, (2,), codec="raw", index_parts=parts) as w:
+            w.append(np.zeros((1, 2), dtype))
+        with Dense.open(tmp_path / name) as s:
+            assert s.format_version == (1, minor)
 
 
 def test_zstd_dict_round_trip_of_strings(store_path):

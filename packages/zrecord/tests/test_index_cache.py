@@ -333,10 +333,26 @@ def test_a_cache_file_reached_through_a_symbolic_link_is_not_used(tmp_path, ever
         assert a.index_info()["source"] != "cached"
 
 
+def _xxh64_of(data: bytes) -> int:
+    return int(_native.xxh64(np.frombuffer(data, np.uint8)))
+
+
 def _reseal_index(store) -> None:
-    """After index.zri was edited: its checksum in the header, then the header's own."""
+    """After index.zri was edited: in a store with index parts (the writer's default), its
+    block sums in index.zrs and their group sums in the header (spec §4.1); then its checksum
+    in the header, then the header's own."""
     index = np.fromfile(store / "index.zri", np.uint8)
     header = bytearray((store / "header.zrh").read_bytes())
+    if header[80] & 1:
+        block = (1 << header[93]) * int.from_bytes(header[48:52], "little")
+        raw = index.tobytes()
+        sums = b"".join(_xxh64_of(raw[b:b + block]).to_bytes(8, "little")
+                        for b in range(0, len(raw), block))
+        (store / "index.zrs").write_bytes(sums)
+        group = 8 << header[94]
+        at = 128 + (8 * header[18] if header[16] == 1 else 0) + 8 * header[20]
+        for t, start in enumerate(range(0, len(sums), group)):
+            header[at + 8 * t:at + 8 * t + 8] = _xxh64_of(sums[start:start + group]).to_bytes(8, "little")
     header[64:72] = _native.xxh64(index).to_bytes(8, "little")
     header[-8:] = _native.xxh64(np.frombuffer(bytes(header[:-8]), np.uint8)).to_bytes(8, "little")
     (store / "header.zrh").write_bytes(bytes(header))

@@ -1,8 +1,10 @@
 """Stores with index parts (format 1.2, spec §4.1), written with ``index_parts=True``: they read
-back as written; a plain open judges no part of the index and a read judges the parts of its
-records, so a damaged part fails the reads of its records (and verify) with an error naming
-it, and a whole open (``validate="full"``) fails; the index cache keeps working with them, and publish and reading by URL refuse them (until they support them)
-without uploading or mirroring anything."""
+back as written; a plain local open judges no part of the index and a read judges the parts of
+its records, so a damaged part fails the reads of its records (and verify) with an error naming
+it, and a whole open (``validate="full"``) fails; the index cache keeps working with them.
+Publish uploads ``index.zrs`` before the header (checked on its way up and after), and reading
+by URL mirrors it and judges the store as a local open does: the same records, the same errors,
+naming the URL ([O2]; publish and the mirror refused such stores before)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from zrecord import Dense, Ragged, _native
-from zrecord.errors import ChecksumError, CorruptStoreError, UnsupportedError
+import zrecord._publish as pub
+from zrecord import Dense, Ragged, _native, publish
+from zrecord.errors import (
+    ChecksumError,
+    CorruptStoreError,
+    NotPublishedError,
+    StoreExistsError,
+)
 
 # 1000 records: index blocks of 256 entries (the writer default, s = 8), the last of 232; one
 # sum group.
@@ -51,7 +59,7 @@ def _flip(path, offset: int) -> None:
 def test_create_with_index_parts_round_trips_and_writes_the_parts_of_the_spec(tmp_path):
     """[ZR-PRT-001] [ZR-PRT-008] index.zrs holds the sum of each block of 256 entries, the
     header bit 0, the shifts 8 and 10 and one group sum; the records read back, and verify
-    passes. Without the keyword a store stays format 1.0, without index.zrs."""
+    passes. With index_parts=False a store is format 1.0, without index.zrs."""
     data = _dense(tmp_path / "d")
     store = tmp_path / "d"
     header, index = (store / "header.zrh").read_bytes(), (store / "index.zri").read_bytes()
@@ -209,32 +217,61 @@ def test_by_part_open_of_a_large_store_judges_no_part_of_its_index(tmp_path):
             ds[n - 1]
 
 
-@pytest.mark.remote
-def test_publish_refuses_a_store_with_index_parts_and_uploads_nothing(tmp_path, s3_server, s3_bucket):
-    from zrecord import publish
+FILES = ("header.zrh", "index.zri", "index.zrs", "data-000.zrd", "data-001.zrd")
 
-    _dense(tmp_path / "d")
+
+def _options(s3_server, **extra) -> dict:
     creds = s3_server.credentials
-    opts = {"endpoint_url": s3_server.endpoint_url, "region": creds.region,
-            "aws_access_key_id": creds.access_key_id, "aws_secret_access_key": creds.secret_access_key}
-    with pytest.raises(UnsupportedError, match=r"index parts .* which publish does not support yet"):
-        publish(tmp_path / "d", s3_bucket.url("p"), storage_options=opts)
-    assert s3_bucket.keys("") == []
+    return {"endpoint_url": s3_server.endpoint_url, "region": creds.region,
+            "aws_access_key_id": creds.access_key_id,
+            "aws_secret_access_key": creds.secret_access_key, **extra}
+
+
+def _serve(http_folder, store, name: str, **replace: bytes) -> str:
+    """The store's files on the test's HTTP folder, those named in `replace` (dots as
+    underscores) with other bytes, header.zrh last; its URL."""
+    for part in sorted(FILES, key=lambda f: f == "header.zrh"):
+        data = replace.get(part.replace(".", "_"))
+        http_folder.write(f"{name}/{part}", (store / part).read_bytes() if data is None else data)
+    return http_folder.url_for(name)
+
+
+def _gets(http_folder, name: str, file: str) -> int:
+    return sum(1 for r in http_folder.requests() if r.method == "GET" and r.path.endswith(f"/{name}/{file}"))
 
 
 @pytest.mark.remote
-def test_reading_a_store_with_index_parts_by_url_is_refused_before_anything_is_mirrored(
-        tmp_path, http_folder):
-    _dense(tmp_path / "d")
-    for name in ("index.zri", "index.zrs", "data-000.zrd", "data-001.zrd", "header.zrh"):
-        http_folder.write(f"d/{name}", (tmp_path / "d" / name).read_bytes())
-    url = http_folder.url_for("d")
-    with pytest.raises(UnsupportedError, match=r"header.zrh' is a store with index parts .* reading by URL"):
-        Dense.open(url, storage_options={"cache_dir": str(tmp_path / "mirror")})
-    # Only header.zrh was asked for (a HEAD, then its body): no shard, no index.
-    assert {r.path.rsplit("/", 1)[-1] for r in http_folder.requests()} == {"header.zrh"}
-    assert not any((tmp_path / "mirror").rglob("index.zri"))
-
+def test_a_store_with_index_parts_is_published_and_reads_back_by_url(tmp_path, s3_server, s3_bucket):
+    """Was: publish refused such a store (UnsupportedError), and so did Dense.create by URL
+    (ValueError). Now every object is the local file byte for byte, index.zrs included, and
+    the store reads back by URL as format 1.2 and verifies."""
+    store = tmp_path / "d"
+    data = _dense(store)
+    opts = _options(s3_server)
+    url = s3_bucket.url("p/d")
+    digest = publish(store, url, storage_options=opts)
+    assert sorted(s3_bucket.keys("p/d/")) == sorted(f"p/d/{f}" for f in (*FILES, pub.CLAIM))
+    for name in FILES:
+        assert s3_bucket.get(f"p/d/{name}") == (store / name).read_bytes(), name
+    with Dense.open(url, storage_options=opts) as ds:
+        assert ds.digest == digest and ds.format_version == (1, 2)
+        idx = np.array([999, 0, 256, 511, 767, 768])
+        np.testing.assert_array_equal(ds[idx], data[idx])
+        ds.verify()
+        assert ds.remote_stats()["open_bytes"] == sum((store / f).stat().st_size
+                                                      for f in ("header.zrh", "index.zri", "index.zrs"))
+    # Created by URL: staged, published with its parts, the same bytes as a local write.
+    recs = [np.arange(i % 9, dtype=np.int16) for i in range(700)]
+    for where in (s3_bucket.url("p/r"), tmp_path / "r"):
+        with Ragged.create(where, np.int16, 1, codec="zstd", data_shards=2, index_parts=True,
+                           index_cache=None, **({"storage_options": opts} if isinstance(where, str) else {})) as w:
+            w.append(recs)
+    for name in FILES:
+        assert s3_bucket.get(f"p/r/{name}") == (tmp_path / "r" / name).read_bytes(), name
+    with Ragged.open(s3_bucket.url("p/r"), storage_options=opts) as rs:
+        assert rs.format_version == (1, 2)
+        for i in (0, 255, 256, 699):
+            np.testing.assert_array_equal(rs[i], recs[i])
 
 
 def test_by_part_gathers_from_many_threads_read_right_and_fail_only_the_damaged_block(tmp_path):
@@ -266,3 +303,110 @@ def test_by_part_gathers_from_many_threads_read_right_and_fail_only_the_damaged_
             failures = sum(pool.map(work, range(8)))
         assert failures > 0
         np.testing.assert_array_equal(ds[np.arange(4864)], data[:4864])
+
+
+@pytest.mark.remote
+def test_a_publish_of_index_parts_stopped_before_the_header_leaves_no_readable_store(
+        tmp_path, s3_server, s3_bucket, monkeypatch):
+    """[ZR-PUB-007] index.zrs goes up before header.zrh and is checked after its upload like
+    the other objects: a publish stopped before the header, or one whose index.zrs another
+    writer replaced after it was uploaded, publishes nothing, and the prefix is not a store."""
+    store = tmp_path / "d"
+    _dense(store)
+    opts = _options(s3_server)
+    url = s3_bucket.url("stopped")
+    puts: list[str] = []
+    real_put = pub._Client.put
+
+    def put(client, name, data, **kw):
+        puts.append(name)
+        if name == "header.zrh":
+            raise KeyboardInterrupt  # the publisher stopped right before its header
+        return real_put(client, name, data, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(pub._Client, "put", put)
+        with pytest.raises(KeyboardInterrupt):
+            publish(store, url, storage_options=opts)
+    assert puts.index("index.zrs") < puts.index("header.zrh")
+    assert "stopped/index.zrs" in s3_bucket.keys("stopped/") and "stopped/header.zrh" not in s3_bucket.keys("stopped/")
+    with pytest.raises(NotPublishedError, match="is not a published store"):
+        Dense.open(url, storage_options=opts)
+    real_check = pub._check_uploaded
+
+    def replaced_then_checked(client, local, etags):
+        # Another writer's version, of the same size (S3's ETag is the MD5 of the bytes).
+        s3_bucket.put("stopped/index.zrs", bytes((store / "index.zrs").stat().st_size))
+        return real_check(client, local, etags)
+
+    with monkeypatch.context() as m:
+        m.setattr(pub, "_check_uploaded", replaced_then_checked)
+        with pytest.raises(StoreExistsError, match=r"stopped/index.zrs changed after this publisher uploaded it"):
+            publish(store, url, storage_options=opts)
+    assert "stopped/header.zrh" not in s3_bucket.keys("stopped/")
+    # The claim was released each time: publishing again completes the store.
+    publish(store, url, storage_options=opts)
+    with Dense.open(url, storage_options=opts) as ds:
+        ds.verify()
+
+
+@pytest.mark.remote
+def test_a_store_with_index_parts_reads_by_url_over_http_and_its_mirror_keeps_index_zrs(
+        tmp_path, http_folder):
+    """Was refused (UnsupportedError) from the header, before anything was mirrored. The
+    mirror now fetches index.zrs whole, once, and a shared mirror whose index.zrs was changed
+    on disk is made again from the store rather than trusted."""
+    store = tmp_path / "d"
+    data = _dense(store)
+    url = _serve(http_folder, store, "d")
+    cache = tmp_path / "mirror"
+    opts = {"cache_dir": str(cache)}
+    idx = np.arange(0, RECORDS, 37)
+    with Dense.open(url, storage_options=opts) as ds:
+        assert ds.format_version == (1, 2)
+        np.testing.assert_array_equal(ds[idx], data[idx])
+    (mirror,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    assert (mirror / "store" / "index.zrs").read_bytes() == (store / "index.zrs").read_bytes()
+    assert _gets(http_folder, "d", "index.zrs") == 1
+    with Dense.open(url, storage_options=opts) as ds:
+        np.testing.assert_array_equal(ds[idx], data[idx])
+    assert _gets(http_folder, "d", "index.zrs") == 1  # the mirror's, not fetched again
+    sums = mirror / "store" / "index.zrs"
+    sums.write_bytes(sums.read_bytes())  # the same bytes: only its identity changes
+    with Dense.open(url, storage_options=opts) as ds:
+        np.testing.assert_array_equal(ds[idx], data[idx])
+        ds.verify()
+    assert _gets(http_folder, "d", "index.zrs") == 2
+
+
+@pytest.mark.remote
+def test_a_damaged_remote_index_part_fails_open_naming_the_part_and_the_url(tmp_path, http_folder):
+    """[ZR-PRT-001] [ZR-PRT-004] [ZR-PRT-005] by URL: the errors of a local open, naming the
+    URL and never the mirror; an index.zrs missing or of the wrong size is refused from its
+    HEAD, before index.zri or index.zrs is fetched."""
+    store = tmp_path / "d"
+    _dense(store)
+    good = {f.replace(".", "_"): (store / f).read_bytes() for f in FILES}
+    _flip(store / "index.zri", 300 * 24 + 13)
+    _reseal_index(store)
+    url = _serve(http_folder, store, "block")
+    with pytest.raises(ChecksumError, match=r"index block 1 \(records 256 to 511\) does not match its block sum") as info:
+        Dense.open(url)
+    assert f"{url}/index.zri" in str(info.value) and str(tmp_path) not in str(info.value)
+    sums = bytearray(good["index_zrs"])
+    sums[3 * 8] ^= 0xFF
+    url = _serve(http_folder, store, "group", **{**good, "index_zrs": bytes(sums)})
+    with pytest.raises(ChecksumError, match=r"sum group 0 \(index blocks 0 to 3, records 0 to 999\)") as info:
+        Dense.open(url)
+    assert f"{url}/index.zrs" in str(info.value)
+    url = _serve(http_folder, store, "wrong", **{**good, "index_zrs": bytes(40)})
+    with pytest.raises(CorruptStoreError, match=r"index.zrs' has 40 bytes .*exactly 32 .*ZR-PRT-001") as info:
+        Dense.open(url)
+    assert f"{url}/index.zrs" in str(info.value)
+    url = _serve(http_folder, store, "missing", **good)
+    os.unlink(http_folder.path / "missing" / "index.zrs")
+    with pytest.raises(CorruptStoreError, match=r"has index parts .* but no index.zrs") as info:
+        Dense.open(url)
+    assert url in str(info.value)
+    for name in ("wrong", "missing"):
+        assert _gets(http_folder, name, "index.zri") == _gets(http_folder, name, "index.zrs") == 0

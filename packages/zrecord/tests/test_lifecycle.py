@@ -29,7 +29,7 @@ def test_nothing_visible_until_close(store_path):  # [ZR-PUB-001] [ZR-PUB-003]
     w.close()
     assert os.path.isdir(store_path)
     assert sorted(os.listdir(store_path)) == ["data-000.zrd", "data-001.zrd", "data-002.zrd",
-                                              "data-003.zrd", "header.zrh", "index.zri"]
+                                              "data-003.zrd", "header.zrh", "index.zri", "index.zrs"]
     assert siblings(store_path) == ["store"]  # the temporary directory is gone
 
 
@@ -404,7 +404,9 @@ def test_progress_on_a_terminal_is_a_bar(tmp_path):
     # A new pseudo-terminal is 0 columns wide, where tqdm draws nothing: make it 80 wide.
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     try:
-        proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "s")],
+        # The bar's label is the store's path: a short relative one, so that the bar fits in
+        # 80 columns wherever the temporary folder is (a longer one cut "5.00/5" short).
+        proc = subprocess.run([sys.executable, "-c", script, "s"], cwd=tmp_path,
                               stderr=child, stdout=subprocess.PIPE, timeout=60)
         os.close(child)
         child = -1

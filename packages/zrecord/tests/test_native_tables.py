@@ -58,24 +58,30 @@ _ZIG_OPS: dict[type[ast.operator], Callable[[int, int], int]] = {
     ast.LShift: operator.lshift}
 
 
-def _zig_int(expr: str, where: str) -> int:
+def _zig_int(expr: str, where: str, names: Callable[[str], int] | None = None) -> int:
     """The value of a Zig integer constant expression of literals, + - * << and parentheses
-    (which Zig and Python both parse with + and - binding tighter than <<)."""
+    (which Zig and Python both parse with + and - binding tighter than <<), and of the names
+    of other constants where `names` gives their values."""
     def value(node: ast.expr) -> int:
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return node.value
         if isinstance(node, ast.BinOp) and type(node.op) in _ZIG_OPS:
             return _ZIG_OPS[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.Name) and names is not None:
+            return names(node.id)
         raise AssertionError(f"{where}: {expr!r} is not a constant expression this test reads")
-    return value(ast.parse(expr.replace("_", ""), mode="eval").body)
+    # Digit separators go; the underscores of names stay. The parentheses let it span lines.
+    text = re.sub(r"(?<=\d)_(?=\d)", "", expr)
+    return value(ast.parse(f"({text})", mode="eval").body)
 
 
 def zig_const(file: str, name: str) -> int:
-    """`pub const name: T = <expr>;` of zig/src/<file>."""
+    """`pub const name: T = <expr>;` of zig/src/<file>, over one line or more; names in <expr>
+    are other `pub const`s of the same file."""
     text = (zig_dir() / "src" / file).read_text()
-    found = re.search(rf"^pub const {name}: \w+ = (.+?);", text, re.M)
+    found = re.search(rf"^pub const {name}: \w+ = (.+?);", text, re.M | re.S)
     assert found is not None, f"zig/src/{file} has no `pub const {name}`"
-    return _zig_int(found.group(1), f"zig/src/{file} {name}")
+    return _zig_int(found.group(1), f"zig/src/{file} {name}", lambda other: zig_const(file, other))
 
 
 def zig_enum(file: str, enum: str) -> dict[str, int]:
@@ -137,6 +143,21 @@ def test_the_python_modules_read_the_header_constants() -> None:
     assert _dtypes.WRITE_INDEX_PARTS == c["ZR_WRITE_INDEX_PARTS"]
     assert _reader.CACHE_MODES == {"auto": 0, "bypass": c["ZR_OPEN_CACHE_BYPASS"]}
     assert _reader.VALIDATE_MODES == {"cached": 0, "full": c["ZR_OPEN_VALIDATE_INDEX"]}
+
+
+def test_the_remote_layers_copies_of_the_format_limits_are_the_cores() -> None:
+    """The mirror judges objects by limits of spec §8 before the native open sees them (a
+    header.zrh larger than any valid header is refused from its HEAD, a header's index parts
+    are read to size index.zrs); the binding does not expose these limits, so _remote.py keeps
+    them, held here to format.zig's: format 1.2's header bound, 17,303,936 bytes, since [O2]."""
+    from zrecord import _remote
+
+    assert _remote.HEADER_SIZE_BYTES_MAX == zig_const("format.zig", "header_size_bytes_max") == 17_303_936
+    assert _remote.RECORD_COUNT_MAX == zig_const("format.zig", "record_count_max")
+    assert _remote.INDEX_GROUPS_MAX == zig_const("format.zig", "index_groups_max")
+    assert _remote.INDEX_SHIFT_MAX == zig_const("format.zig", "index_block_shift_max") == \
+        zig_const("format.zig", "index_group_shift_max")
+    assert _remote._FEATURE_INDEX_PARTS == zig_const("format.zig", "feature_index_parts")
 
 
 def test_the_zig_core_names_every_code_as_the_header_does() -> None:

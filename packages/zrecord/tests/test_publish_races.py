@@ -35,7 +35,7 @@ from zrecord.errors import (
 
 pytestmark = pytest.mark.remote
 
-BODY = ("data-000.zrd", "data-001.zrd", "data-002.zrd", "index.zri")
+BODY = ("data-000.zrd", "data-001.zrd", "data-002.zrd", "index.zri", "index.zrs")
 ROUNDS = 6
 
 

@@ -22,7 +22,7 @@ from zrecord.errors import NotPublishedError, RemoteError, StoreNotFoundError
 
 pytestmark = pytest.mark.remote
 
-ORDER = ("index.zri", "data-000.zrd", "data-001.zrd", "header.zrh")
+ORDER = ("index.zri", "index.zrs", "data-000.zrd", "data-001.zrd", "header.zrh")
 
 
 def _closed_port() -> int:
@@ -262,22 +262,24 @@ def test_remote_stats_count_what_open_fetched(http_folder, store, tmp_path):
         http_folder.write(f"images/{name}", (root / name).read_bytes())
     url = http_folder.url_for("images")
     header = (root / "header.zrh").stat().st_size
-    index = (root / "index.zri").stat().st_size
+    # index.zri and index.zrs (a store with index parts, the writer's default).
+    index = (root / "index.zri").stat().st_size + (root / "index.zrs").stat().st_size
     shared = {"cache_dir": str(tmp_path / "mirrors")}
     http_folder.server.clear_requests()
     with Dense.open(url, storage_options=shared) as ds:
         seen = http_folder.requests()
         stats = ds.remote_stats()
-        # HEADs of header.zrh, both shards and index.zri; GETs of header.zrh and index.zri.
-        assert stats["open_requests"] == len(seen) == 6
+        # HEADs of header.zrh, both shards, index.zri and index.zrs; GETs of header.zrh,
+        # index.zri and index.zrs.
+        assert stats["open_requests"] == len(seen) == 8
         assert stats["open_bytes"] == header + index == sum(r.body_bytes for r in seen)
         assert stats["requests"] == 0 and stats["bytes"] == 0
         ds[[0, 199]]
-        assert ds.remote_stats()["open_requests"] == 6 and ds.remote_stats()["requests"] > 0
+        assert ds.remote_stats()["open_requests"] == 8 and ds.remote_stats()["requests"] > 0
     # A mirror that exists already: open fetches no index.
     with Dense.open(url, storage_options=shared) as again:
         assert again.remote_stats()["open_bytes"] == header
-        assert again.remote_stats()["open_requests"] == 5
+        assert again.remote_stats()["open_requests"] == 6
 
 
 # --- storage options: the CLI and the documentation -------------------------------------------

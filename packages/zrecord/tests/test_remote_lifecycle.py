@@ -21,7 +21,7 @@ from zrecord.errors import ClosedError, RemoteError
 
 pytestmark = pytest.mark.remote
 
-ORDER = ("index.zri", "data-000.zrd", "header.zrh")
+ORDER = ("index.zri", "index.zrs", "data-000.zrd", "header.zrh")
 # Records of 20,000 bytes: not a divisor of CHUNK_BYTES, so some records lie in two chunks.
 RECORD_BYTES = 20_000
 RECORDS = 320  # 6.4 MB: more than the smallest budget (4 MiB), which the eviction tests use

@@ -22,7 +22,7 @@ from zrecord.errors import (
 
 pytestmark = pytest.mark.remote
 
-ORDER = ("index.zri", "data-000.zrd", "data-001.zrd", "data-002.zrd", "header.zrh")
+ORDER = ("index.zri", "index.zrs", "data-000.zrd", "data-001.zrd", "data-002.zrd", "header.zrh")
 
 
 def _tokens(n: int = 600, seed: int = 0) -> list[np.ndarray]:

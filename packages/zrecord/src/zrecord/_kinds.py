@@ -98,7 +98,7 @@ class Dense(_Kind):
                codec: Codec, data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
                sync: bool = True, index_cache: IndexCache = "auto",
                storage_options: StorageOptions | None = None,
-               index_parts: bool = False) -> DenseWriter:
+               index_parts: bool = True) -> DenseWriter:
         """Start a new Dense store at `path` (which must not exist): a local path, or an
         ``s3://bucket/prefix`` URL.
 
@@ -121,13 +121,13 @@ class Dense(_Kind):
         a local path they are an error). ``http(s)://`` URLs and schemes zrecord does not
         read (``gs://``, ...) raise ``ValueError``.
 
-        ``index_parts=True`` writes the store as format 1.2 with index parts (spec §4.1:
-        ``index.zrs`` and the header's group sums), which let a reader check any part of the
-        index without reading the rest. It will become the default once every part of zrecord
-        handles such stores; until then it is off, because readers of format 1.1 (zrecord
-        before 1.2 of the format) refuse such a store as unsupported, and :func:`zrecord.publish`
-        and reading such a store by URL do not support it yet (with a URL, `create` refuses it:
-        ``ValueError``).
+        ``index_parts=True``, the default, writes the store as format 1.2 with index parts
+        (spec §4.1: ``index.zrs`` and the header's group sums), which let a reader check any
+        part of the index without reading the rest; :func:`zrecord.publish` uploads them and
+        reading by URL reads them (judging the whole index at open, as a local open does).
+        Readers of format 1.1 (zrecord before 1.2 of the format) refuse such a store as
+        unsupported: ``index_parts=False`` writes a store they read (format 1.0, or 1.1 for
+        its dtypes), without ``index.zrs``.
         """
         from zrecord._writer import DenseWriter
 
@@ -206,7 +206,7 @@ class Ragged(_Kind):
                codec: Codec, data_shards: SupportsIndex = 4, dict_bytes: DictBytes | None = None,
                sync: bool = True, index_cache: IndexCache = "auto",
                storage_options: StorageOptions | None = None,
-               index_parts: bool = False) -> RaggedWriter:
+               index_parts: bool = True) -> RaggedWriter:
         """Start a new Ragged store at `path` (which must not exist): a local path, or an
         ``s3://bucket/prefix`` URL, uploaded at ``close()`` as in :meth:`Dense.create`.
 

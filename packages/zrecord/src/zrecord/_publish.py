@@ -4,7 +4,9 @@ Invariants of this module (spec §7.1):
 - Only a store that opens and passes ``verify()`` is uploaded, and only bytes checked on their
   way up: ``header.zrh`` is read once and must be the header the verified open read (its
   checksum is the store's digest); ``index.zri`` is read once and must match the header's
-  ``index_checksum``; each shard is read once, in parts, and every record in it is checked
+  ``index_checksum``; in a store with index parts (format 1.2), ``index.zrs`` is read once and
+  each of its sum groups must match the header's group sum; each shard is read once, in parts,
+  and every record in it is checked
   against its checksum in that index before the upload ends. A file that changed after
   ``verify()`` fails its upload, and nothing is published.
 - Before it uploads anything, a publisher holds the prefix's claim, ``PREFIX/publish.claim``
@@ -28,8 +30,6 @@ Invariants of this module (spec §7.1):
   conditional create. A store or file already at its destination with the same bytes is left
   alone, so publishing a folder again goes on where a failed publish stopped; nothing else is
   ever written over.
-- A store with index parts (format 1.2) is refused before the claim is taken, so nothing of it
-  is uploaded: this publisher does not upload ``index.zrs`` yet.
 """
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ from zrecord._remote import (
     _HEADER_FIXED_BYTES,
     _Client,
     _import_obstore,
+    _Layout,
     _layout,
     _shard,
     is_url,
     redact,
-    refuse_index_parts,
     storage_settings,
 )
 from zrecord._tree import WRITER_SAYS, is_store_dir, survey
@@ -108,8 +108,9 @@ def publish(source: PathLike, url: str, *, storage_options: StorageOptions | Non
     checked against the store's checksums on its way up, so a local copy damaged meanwhile is
     refused (``ChecksumError``, ``CorruptStoreError``) with nothing published. The publisher
     first takes the prefix's claim (``PREFIX/publish.claim``): ``StoreExistsError`` when the
-    prefix holds a published store or another publisher holds the claim. Shards and
-    ``index.zri`` go up in parallel (multipart above 8 MiB); ``header.zrh``, which publishes
+    prefix holds a published store or another publisher holds the claim. Shards,
+    ``index.zri`` and ``index.zrs`` (format 1.2) go up in parallel (multipart above 8 MiB);
+    ``header.zrh``, which publishes
     the store, goes last. An interrupted upload leaves objects that no reader opens (they
     report ``NotPublishedError``) and releases the claim, so publishing again to the same
     prefix replaces them; a publisher that was killed leaves its claim, and the prefix is
@@ -308,19 +309,20 @@ def _restate(exc: BaseException, more: str) -> None:
 
 
 class _LocalStore:
-    """The files of the local store, read for the upload: ``header.zrh`` and ``index.zri``
-    whole (and checked), the shards as a plan of which records lie where in each."""
+    """The files of the local store, read for the upload: ``header.zrh``, ``index.zri`` and
+    ``index.zrs`` (format 1.2) whole (and checked), the shards as a plan of which records lie
+    where in each."""
 
     def __init__(self, folder: Path, digest: str) -> None:
         self.folder = folder
         self.header = _read_checked_header(folder / "header.zrh", digest)
-        # Before the claim is taken: nothing of such a store is uploaded.
-        refuse_index_parts(self.header, str(folder / "header.zrh"), "publish")
         # The header the store opened with (its checksum is the digest), so the mirror's reading
         # of its fields applies.
         layout = _layout(self.header)
         assert layout is not None, "a header that opened and passed verify has a layout"
-        records, entry, _, self.shard_sizes = layout
+        records, entry, self.shard_sizes = layout.records, layout.entry, layout.shard_sizes
+        # index.zrs, in a store with index parts (format 1.2).
+        self.sums = None if layout.sums_size is None else _read_checked_sums(folder / "index.zrs", layout)
         self.index = (folder / "index.zri").read_bytes()
         expected_sum = int.from_bytes(self.header[64:72], "little")
         if len(self.index) != records * entry or _xxh64(self.index) != expected_sum:
@@ -332,7 +334,7 @@ class _LocalStore:
         self.sizes = table[:, 8:12].copy().view("<u4").ravel().astype(np.uint64)
         self.shards = table[:, 12].copy()
         self.checksums = table[:, 16:24].copy().view("<u8").ravel()
-        self.total_bytes = sum(self.shard_sizes) + len(self.index) + len(self.header)
+        self.total_bytes = sum(self.shard_sizes) + len(self.index) + len(self.sums or b"") + len(self.header)
 
     def shard_path(self, k: int) -> Path:
         return self.folder / _shard(k)
@@ -360,6 +362,24 @@ def _is_header_of(header: bytes, digest: str) -> bool:
     """Whether `header` is the whole header of the store of `digest` (its checksum)."""
     return len(header) >= _HEADER_FIXED_BYTES + 8 and int.from_bytes(header[-8:], "little") \
         == int(digest, 16) == _xxh64(header[:-8])
+
+
+def _read_checked_sums(path: Path, layout: _Layout) -> bytes:
+    """``index.zrs``, whose sum groups must still match the header's group sums (spec §4.1,
+    [ZR-PRT-004]): a file changed after the store was opened is not uploaded. Its block sums
+    need no check of their own: the open (or verify) judged them against an ``index.zri`` that
+    is checked whole against the header's ``index_checksum``."""
+    sums = path.read_bytes()
+    if len(sums) != layout.sums_size:
+        raise CorruptStoreError(f"{path} changed after the store was opened: it has {len(sums)} "
+                                f"bytes, not the {layout.sums_size} of the header's index blocks; "
+                                "nothing was published")
+    group_bytes = 8 * layout.group_blocks
+    for t, expected in enumerate(layout.group_sums):
+        if _xxh64(sums[t * group_bytes:(t + 1) * group_bytes]) != expected:
+            raise ChecksumError(f"{path} changed after the store was opened: its sum group {t} no "
+                                "longer matches its group sum in header.zrh; nothing was published")
+    return sums
 
 
 def _read_checked_header(path: Path, digest: str) -> bytes:
@@ -439,13 +459,16 @@ def _refuse_published(client: _Client, digest: str | None = None) -> bool:
 
 def _upload_body(client: _Client, local: _LocalStore, claim: _Claim, max_in_flight: int,
                  update: Callable[[int], object]) -> dict[str, str | None]:
-    """Upload every shard and ``index.zri`` in parallel; the ETag each upload gave, by name.
+    """Upload every shard, ``index.zri`` and ``index.zrs`` in parallel; the ETag each upload
+    gave, by name.
     A failure stops the uploads still running at their next part, and is raised once they
     have ended (the claim must not be released while any is in flight)."""
     jobs: list[tuple[str, Callable[[], Any], int]] = [
         (local.shard_path(k).name, functools.partial(_shard_parts, local, k, claim), size)
         for k, size in enumerate(local.shard_sizes)]
     jobs.append(("index.zri", lambda: local.index, len(local.index)))
+    if local.sums is not None:
+        jobs.append(("index.zrs", lambda: local.sums, len(local.sums)))
     workers = max(1, min(len(jobs), max_in_flight // 4 or 1))
     etags: dict[str, str | None] = {}
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="zrecord-put") as pool:
@@ -526,6 +549,8 @@ def _check_uploaded(client: _Client, local: _LocalStore, etags: Mapping[str, str
     publisher uploaded (ETag): nothing else wrote it meanwhile."""
     sizes = {local.shard_path(k).name: s for k, s in enumerate(local.shard_sizes)}
     sizes["index.zri"] = len(local.index)
+    if local.sums is not None:
+        sizes["index.zrs"] = len(local.sums)
     for name, size in sizes.items():
         head = client.head(name)
         if head is None or head[0] != size:

@@ -1,20 +1,20 @@
 """Stores read from object storage (``s3://``) and web servers (``http(s)://``) by byte range.
 
 A remote store is read through a *mirror*: a local folder laid out as a store, whose
-``header.zrh`` and ``index.zri`` are the store's, streamed to it when the mirror is made, and
-whose shard files are sparse files of the objects' sizes, filled record by record as gathers
-need them. The
+``header.zrh`` and ``index.zri`` (and ``index.zrs``, in a store with index parts) are the
+store's, streamed to it when the mirror is made, and whose shard files are sparse files of the
+objects' sizes, filled record by record as gathers need them. The
 native reader opens the mirror as it opens any store, so every check of the spec (§9) runs on
 the fetched header and index, and every record is checked against its checksum when it is
 first read, whatever the network did.
 
 Invariants of this module:
 - Open asks every object's size and ETag (HEAD) and judges the sizes by the format's limits
-  and the header before any body is read. It fetches ``header.zrh``, and ``index.zri`` only
-  when it makes the mirror, each in one GET streamed to the mirror in pieces of
-  ``_STREAM_BYTES``, so memory does not grow with the index. Every request after the HEADs
-  carries ``If-Match`` with the ETag they gave, so a store replaced under a reader fails its
-  next fetch (:class:`~zrecord.errors.StoreChangedError`) and is never mixed.
+  and the header before any body is read. It fetches ``header.zrh``, and ``index.zri`` (and
+  ``index.zrs``) only when it makes the mirror, each in one GET streamed to the mirror in
+  pieces of ``_STREAM_BYTES``, so memory does not grow with the index. Every request after the
+  HEADs carries ``If-Match`` with the ETag they gave, so a store replaced under a reader fails
+  its next fetch (:class:`~zrecord.errors.StoreChangedError`) and is never mixed.
 - A gather first fetches the records of its batch that the mirror does not hold: sorted by
   shard and offset, neighbours whose gap is at most ``gap_bytes`` coalesced into one ranged GET
   of at most ``request_bytes_max`` bytes, ``max_in_flight`` requests at once. A record is marked
@@ -40,17 +40,20 @@ Invariants of this module:
   descriptor, and checked to be regular files of this user's with no other link (and of their
   sizes): fetches write through the descriptors opened at open, never through a name that a
   link may have taken since. A mirror whose files are not what it made (missing, damaged,
-  links, its ``index.zri`` changed since written, as the identity recorded in ``index.id``
-  tells) is set aside (renamed, then removed) and made again from the store; one whose folder
-  is another user's is an error naming the URL and ``cache_dir``.
+  links, its ``index.zri`` or ``index.zrs`` changed since written, as the identities recorded
+  in ``index.id`` tell) is set aside (renamed, then removed) and made again from the store;
+  one whose folder is another user's is an error naming the URL and ``cache_dir``.
 - Without ``cache_dir`` the mirror is a private folder in TMPDIR, removed at ``close()`` by the
   process that opened it, which holds a lock beside it for its life: the folder of a process
   that died is removed by the next one that opens a private mirror. With one, processes of one
   user that open the same store (same URL, ETags and header) share one mirror, made in a
   temporary folder beside it and renamed into place; what a process that died left being made
   or set aside there is removed by the next opener (``_reap``).
-- A store with index parts (format 1.2) is refused at open, from its sealed header, before any
-  other object is asked for (``refuse_index_parts``): the mirror does not fetch ``index.zrs``.
+- A store with index parts (format 1.2, spec §4.1) is mirrored whole, as a store without: its
+  ``index.zrs`` is fetched like ``index.zri`` (HEAD, size judged by the header, one GET with
+  If-Match, streamed), and the native open judges every part of the index at open, as it does
+  locally ([ZR-PRT-010]). Fetching index blocks by range, as gathers need them, is [O2]'s next
+  step.
 - fork(): a child forked after reads (or during them, on other threads) reads what the mirror
   holds and closes its copy; it drops the parent's event loop, prefetches, locks and client on
   first use (``Mirror._adopt``). It cannot fetch: obstore's client does not work in a process
@@ -94,7 +97,6 @@ from zrecord.errors import (
     StoreChangedError,
     StoreNotFoundError,
     StoreOSError,
-    UnsupportedError,
     UnsupportedVersionError,
     ZrecordError,
 )
@@ -105,13 +107,17 @@ SCHEMES = ("s3://", "http://", "https://")
 _HEADER_FIXED_BYTES = 128
 _KIND_DENSE = 1
 _MAGIC = b"\x89ZREC\r\n\x1a"
-# header_size_bytes_max and record_count_max of spec §8 (zig/src/format.zig): a header.zrh object
-# larger than this is refused from its HEAD, before its body is read.
-HEADER_SIZE_BYTES_MAX = _HEADER_FIXED_BYTES + 8 * 32 + 8 * 255 + (1 << 24) + 8
+# header_size_bytes_max (format 1.2: the largest shape and shard tables, 2^16 group sums and a
+# 16 MiB dictionary), record_count_max, index_groups_max and the largest index block and group
+# shifts of spec §8, as zig/src/format.zig has them (test_native_tables.py holds them to it;
+# the binding does not expose them): a header.zrh object larger than the first is refused from
+# its HEAD, before its body is read.
+INDEX_GROUPS_MAX = 1 << 16
+HEADER_SIZE_BYTES_MAX = _HEADER_FIXED_BYTES + 8 * 32 + 8 * 255 + 8 * INDEX_GROUPS_MAX + (1 << 24) + 8
 RECORD_COUNT_MAX = 1 << 48
-# required_features bit 0, index parts (format 1.2, spec §4.1): the mirror and publish do not
-# handle index.zrs yet, so they refuse such a store (`refuse_index_parts`) rather than mirror or
-# upload it without that file.
+INDEX_SHIFT_MAX = 48
+# required_features bit 0, index parts (format 1.2, spec §4.1): index.zrs is then a store file,
+# and the header holds the group sums after shard_sizes.
 _FEATURE_INDEX_PARTS = 1
 
 # Tuning keys of `storage_options` and their defaults; every other key configures the client.
@@ -150,8 +156,8 @@ _REFETCHES_MAX = 8
 # What one prefetch call fetches at most (the local prefetch's bounds, readahead.zig).
 PREFETCH_RECORDS_MAX = 16 << 10
 PREFETCH_BYTES_MAX = 64 << 20
-# header.zrh and index.zri reach the mirror in pieces of about this size: what open holds of them
-# in memory, whatever the index's size.
+# header.zrh, index.zri and index.zrs reach the mirror in pieces of about this size: what open
+# holds of them in memory, whatever the index's size.
 _STREAM_BYTES = 1 << 20
 # The mirror's name in its folder is a hash of this, the user, the URL, the ETags and the header.
 _KEY_VERSION = "zrecord-mirror-2"
@@ -649,19 +655,25 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> dict[str, Any
 
 
 class _Layout(NamedTuple):
-    """What the mirror is laid out from: fields of the header (spec §3.1)."""
+    """What the mirror is laid out from: fields of the header (spec §3.1, §4.1)."""
 
     records: int
     entry: int
     index_size: int
     shard_sizes: list[int]
+    # With index parts: the size of index.zrs (8 × B), the header's group sums and how many block
+    # sums each sum group holds (2^g). Without: None, no sums, 0.
+    sums_size: int | None
+    group_sums: list[int]
+    group_blocks: int
 
 
 def _layout(header: bytes | bytearray) -> _Layout | None:
-    """The record count, index entry size, index size and shard sizes of a header whose size and
-    checksum hold and whose sizes agree (spec §9.2 steps 2.1, 2.4, 2.5, 2.15, 2.17); None for any
-    other: the mirror then holds the header alone, and the native open says what is wrong with
-    it (it judges the header before any other file, §9.1)."""
+    """The record count, index entry size, index size, shard sizes and index parts of a header
+    whose size and checksum hold and whose sizes agree (spec §9.2 steps 2.1, 2.4, 2.5, 2.10a,
+    2.11 as far as the tables go, 2.15, 2.17); None for any other, or one with a feature bit
+    other than index parts: the mirror then holds the header alone, and the native open says
+    what is wrong with it (it judges the header before any other file, §9.1)."""
     size = len(header)
     if not _HEADER_FIXED_BYTES + 8 <= size <= HEADER_SIZE_BYTES_MAX or size % 8 or header[:8] != _MAGIC:
         return None
@@ -673,22 +685,28 @@ def _layout(header: bytes | bytearray) -> _Layout | None:
     records, = struct.unpack_from("<Q", header, 24)
     entry, = struct.unpack_from("<I", header, 48)
     index_size, = struct.unpack_from("<Q", header, 56)
+    features, = struct.unpack_from("<Q", header, 80)
     at = _HEADER_FIXED_BYTES + (8 * ndim if kind == _KIND_DENSE else 0)
-    if (shards == 0 or at + 8 * shards > size - 8 or records > RECORD_COUNT_MAX
+    groups_at = at + 8 * shards
+    sums_size, groups, group_blocks = None, 0, 0
+    if features & ~_FEATURE_INDEX_PARTS:
+        return None
+    if features & _FEATURE_INDEX_PARTS:
+        block_shift, group_shift = header[93], header[94]
+        if block_shift > INDEX_SHIFT_MAX or group_shift > INDEX_SHIFT_MAX:
+            return None
+        # Python's integers do not overflow: record_count is judged after the parts (2.10a, 2.15).
+        blocks = (records + (1 << block_shift) - 1) >> block_shift
+        group_blocks = 1 << group_shift
+        groups = (blocks + group_blocks - 1) >> group_shift
+        if groups > INDEX_GROUPS_MAX:
+            return None
+        sums_size = 8 * blocks
+    if (shards == 0 or groups_at + 8 * groups > size - 8 or records > RECORD_COUNT_MAX
             or index_size != records * entry):
         return None
-    return _Layout(records, entry, index_size, list(struct.unpack_from(f"<{shards}Q", header, at)))
-
-
-def refuse_index_parts(header: bytes | bytearray, where: str, what: str) -> None:
-    """Raise UnsupportedError if the sealed header `header` (of the file `where`) is of a store
-    with index parts, which `what` does not support yet."""
-    features, = struct.unpack_from("<Q", header, 80)
-    if features & _FEATURE_INDEX_PARTS:
-        raise UnsupportedError(f"'{where}' is a store with index parts (format 1.2, "
-                               f"required_features bit 0, spec §4.1), which {what} does not "
-                               "support yet; a store written without index_parts (the default "
-                               "of Dense.create and Ragged.create) is supported")
+    return _Layout(records, entry, index_size, list(struct.unpack_from(f"<{shards}Q", header, at)),
+                   sums_size, list(struct.unpack_from(f"<{groups}Q", header, groups_at)), group_blocks)
 
 
 class Mirror:
@@ -800,18 +818,17 @@ class Mirror:
     def _plan(self, header: bytearray) -> _Plan:
         """What the mirror of the store with `header` holds: the objects' sizes from their HEADs,
         checked against the header's before any body is read (spec §9.1 steps 3 and 4: the shards
-        in order, then the index). What the native open would refuse before reading it (a header
-        it refuses, a shard missing) is not asked for; the native open then says what is wrong."""
+        in order, then the index, then index.zrs: steps 4.1 and 4.2 of §9.6). What the native open
+        would refuse before reading it (a header it refuses, a shard or index.zri missing) is not
+        asked for; the native open then says what is wrong."""
         layout = _layout(header)
         if layout is None:
-            return _Plan(header, None, None, [])
-        # Before any other object is asked for: nothing of such a store is mirrored.
-        refuse_index_parts(header, self.client.where("header.zrh"), "reading by URL")
+            return _Plan(header, None, None, [], None)
         sizes: list[int | None] = []
         for k, want in enumerate(layout.shard_sizes):
             head = self.client.head(_shard(k))
             if head is None:
-                return _Plan(header, layout, None, [*sizes, None])
+                return _Plan(header, layout, None, [*sizes, None], None)
             size, self.etags[_shard(k)] = head
             if size != want:
                 raise CorruptStoreError(f"'{self.client.where(_shard(k))}' has {size} bytes (the size "
@@ -820,13 +837,32 @@ class Mirror:
             sizes.append(size)
         head = self.client.head("index.zri")
         if head is None:
-            return _Plan(header, layout, None, sizes)
+            return _Plan(header, layout, None, sizes, None)
         size, self.etags["index.zri"] = head
         if size != layout.index_size:
             raise CorruptStoreError(f"'{self.client.where('index.zri')}' has {size} bytes (the size "
                                     f"its server gives), but the header's index_size says "
                                     f"{layout.index_size} (ZR-HDR-011)")
-        return _Plan(header, layout, size, sizes)
+        return _Plan(header, layout, size, sizes, self._sums_size(layout))
+
+    def _sums_size(self, layout: _Layout) -> int | None:
+        """The size of index.zrs, from its HEAD, in a store with index parts (None without):
+        refused as the native open refuses the file (step 4.2: missing, or not 8 bytes per
+        block sum) before its body is read, naming the URL."""
+        if layout.sums_size is None:
+            return None
+        head = self.client.head("index.zrs")
+        if head is None:
+            raise CorruptStoreError(f"store '{self.url}' has index parts (required_features bit 0) "
+                                    "but no index.zrs (ZR-GEN-001, ZR-PRT-001): the server has no "
+                                    f"object {self.client.where('index.zrs')}")
+        size, self.etags["index.zrs"] = head
+        if size != layout.sums_size:
+            raise CorruptStoreError(f"'{self.client.where('index.zrs')}' has {size} bytes (the size "
+                                    f"its server gives), but the store's {layout.sums_size // 8} "
+                                    f"index blocks need exactly {layout.sums_size} (8 per block "
+                                    "sum) (ZR-PRT-001)")
+        return size
 
     def _stream(self, name: str, size: int, write: Callable[[bytes, int], None], *,
                 end: int | None = None) -> None:
@@ -907,7 +943,8 @@ class Mirror:
     def _open_placed(self, base_fd: int, key: str, plan: _Plan) -> _Files | None:
         """The descriptors of mirror `key`'s files, each checked to be what _fill made; None
         when there is no such mirror. _Damaged when a file is missing or is not that (a link,
-        another kind of file, another size, another header, an index.zri written since);
+        another kind of file, another size, another header, an index.zri or index.zrs written
+        since);
         _Foreign when the mirror's folder is another user's."""
         try:
             st = os.stat(key, dir_fd=base_fd, follow_symlinks=False)
@@ -930,8 +967,15 @@ class Mirror:
                     files.shards[k] = _open_file(files.store, _shard(k), os.O_WRONLY, ident, size=size)
             if plan.index_size is not None and plan.layout is not None:
                 files.index = _open_file(files.store, "index.zri", os.O_RDONLY, ident, size=plan.index_size)
-                if _read_small(files.root, "index.id", ident) != _identity(os.fstat(files.index)):
-                    raise _Damaged(ident, "its index.zri was changed after it was written")
+                identity = _identity(os.fstat(files.index))
+                if plan.sums_size is not None:
+                    fd = _open_file(files.store, "index.zrs", os.O_RDONLY, ident, size=plan.sums_size)
+                    try:
+                        identity += _identity(os.fstat(fd))
+                    finally:
+                        os.close(fd)
+                if _read_small(files.root, "index.id", ident) != identity:
+                    raise _Damaged(ident, "its index.zri or index.zrs was changed after it was written")
                 files.present = _open_file(files.root, "present.bits", os.O_RDWR, ident,
                                            size=(plan.layout.records + 7) // 8)
                 if self.options["cache_bytes"] is not None:
@@ -967,9 +1011,9 @@ class Mirror:
 
     def _fill(self, base_fd: int, name: str, plan: _Plan) -> None:
         """The files of the mirror of `plan` in the new folder `name`: store/header.zrh; the shard
-        files, sparse, of the objects' sizes; store/index.zri streamed from the store, and its
-        identity as the file system tells it (index.id, checked at every later open: a change
-        to the file changes it); present.bits, every record absent."""
+        files, sparse, of the objects' sizes; store/index.zri (and store/index.zrs) streamed from
+        the store, and their identities as the file system tells them (index.id, checked at
+        every later open: a change to a file changes it); present.bits, every record absent."""
         root = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=base_fd)
         try:
             os.mkdir("store", 0o700, dir_fd=root)
@@ -981,19 +1025,25 @@ class Mirror:
                         self._sparse(store, _shard(k), size)
                 if plan.index_size is None or plan.layout is None:
                     return
-                fd = os.open("index.zri", _NEW_FILE, 0o600, dir_fd=store)
-                try:
-                    self._stream("index.zri", plan.index_size, lambda chunk, at: _pwrite_all(fd, chunk, at))
-                finally:
-                    os.close(fd)
-                # Taken after close: on NFS, what later opens see once the writes have landed.
-                identity = _identity(os.stat("index.zri", dir_fd=store, follow_symlinks=False))
+                identity = self._stream_new(store, "index.zri", plan.index_size)
+                if plan.sums_size is not None:
+                    identity += self._stream_new(store, "index.zrs", plan.sums_size)
                 _write_new(root, "index.id", identity)
                 self._sparse(root, "present.bits", (plan.layout.records + 7) // 8)
             finally:
                 os.close(store)
         finally:
             os.close(root)
+
+    def _stream_new(self, dir_fd: int, name: str, size: int) -> bytes:
+        """Object `name` streamed into a new file of that name in folder `dir_fd`; the file's
+        identity, taken after close (on NFS, what later opens see once the writes have landed)."""
+        fd = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
+        try:
+            self._stream(name, size, lambda chunk, at: _pwrite_all(fd, chunk, at))
+        finally:
+            os.close(fd)
+        return _identity(os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
 
     def _sparse(self, dir_fd: int, name: str, size: int) -> None:
         """A new file `name` of `size` bytes, all holes (a shard file, or present.bits)."""
@@ -1046,7 +1096,8 @@ class Mirror:
         self._fds, files.shards = files.shards, {}
         if plan.layout is None or files.index is None or files.present is None:
             return  # the native open fails on these files and says why
-        records, entry, _, self._shard_sizes = plan.layout
+        layout = plan.layout
+        records, entry, self._shard_sizes = layout.records, layout.entry, layout.shard_sizes
         if records == 0 or entry < 16:
             return
         # Views into the mirror's index.zri (spec §4: offset u64 at 0, stored_size u32 at 8, shard
@@ -1332,10 +1383,10 @@ class Mirror:
     def stats(self) -> dict[str, int]:
         """Ranged GETs made for gathers so far (``requests``) and the bytes they brought
         (``bytes``); what open cost: its requests (``open_requests``: the HEAD of every object,
-        the GET of header.zrh, and of index.zri when it made the mirror; a first request
-        tried again with retries counts twice) and the bytes they brought
-        (``open_bytes``: header.zrh, and index.zri when fetched); with a budget, the bytes the
-        mirror holds now and those this reader's evictions freed."""
+        the GET of header.zrh, and of index.zri and index.zrs when it made the mirror; a first
+        request tried again with retries counts twice) and the bytes they brought
+        (``open_bytes``: header.zrh, and index.zri and index.zrs when fetched); with a budget,
+        the bytes the mirror holds now and those this reader's evictions freed."""
         self._adopt()
         with self._lock:
             out = {"requests": self.requests, "bytes": self.bytes_fetched,
@@ -1387,12 +1438,14 @@ def _shard(k: int) -> str:
 class _Plan(NamedTuple):
     """What a mirror holds (Mirror._plan): header.zrh's bytes; their layout (None: a header that
     the native open refuses); index.zri's size (None: not fetched, as the native open fails
-    before reading it); the shards' sizes, up to the first shard missing (None)."""
+    before reading it); the shards' sizes, up to the first shard missing (None); index.zrs's
+    size (None: a store without index parts, or index.zri not fetched)."""
 
     header: bytearray
     layout: _Layout | None
     index_size: int | None
     shard_sizes: list[int | None]
+    sums_size: int | None
 
 
 class _Damaged(Exception):

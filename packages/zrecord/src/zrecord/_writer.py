@@ -88,13 +88,9 @@ class _Writer(_Kind):
                  codec: Codec, data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
                  index_cache: IndexCache = AUTO,
                  storage_options: StorageOptions | None = None,
-                 index_parts: bool = False) -> None:
+                 index_parts: bool = True) -> None:
         self._staged: _Staged | None = None
         where = store_location(path, storage_options, role="the destination")
-        if index_parts and is_url(where):
-            raise ValueError(f"{redact(where)}: index_parts=True cannot be written to a URL yet: "
-                             "zrecord.publish does not upload index parts (format 1.2); "
-                             "write the store without them, or locally")
         self.path = redact(where) if is_url(where) else where
         # A store staged for a URL is removed once uploaded: no compact index is kept for it.
         self._index_folder = folder_for(None if is_url(where) else index_cache)
@@ -255,7 +251,7 @@ class DenseWriter(_Writer, Dense):
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
                  index_cache: IndexCache = AUTO,
                  storage_options: StorageOptions | None = None,
-                 index_parts: bool = False) -> None:
+                 index_parts: bool = True) -> None:
         shape = item_shape_tuple(item_shape)
         super().__init__(path, dtype, shape, codec, data_shards, dict_bytes, sync, index_cache,
                          storage_options, index_parts)
@@ -306,7 +302,7 @@ class RaggedWriter(_Writer, Ragged):
                  data_shards: SupportsIndex, dict_bytes: DictBytes | None, sync: bool,
                  index_cache: IndexCache = AUTO,
                  storage_options: StorageOptions | None = None,
-                 index_parts: bool = False) -> None:
+                 index_parts: bool = True) -> None:
         super().__init__(path, dtype, ndim_value(ndim), codec, data_shards, dict_bytes, sync,
                          index_cache, storage_options, index_parts)
 
