@@ -220,6 +220,13 @@ int zr_reader_open(const char *path, zr_reader **out, zr_status *st);
  * checksum; one copied through a mapping could change between its check and its copy). */
 #define ZR_OPEN_CHECK_EVERY_READ 4u
 
+/* ZR_OPEN_WHOLE_INDEX: never read a store with index parts by part: judge its whole index at
+ * open (spec §9.6, ZR-PRT-010) unless the index cache folder holds a compact index built from
+ * it, which is used. For a reader that has just copied the whole index anyway (the mirror of
+ * a store read over a network), so that a damaged index fails open and a shared copy's
+ * compact index is written to the index cache folder. */
+#define ZR_OPEN_WHOLE_INDEX 8u
+
 /* zr_reader_open with ZR_OPEN_* flags and no index cache folder; an unknown flag is
  * ZR_E_INVALID_ARGUMENT. */
 int zr_reader_open_ex(const char *path, uint32_t flags, zr_reader **out, zr_status *st);

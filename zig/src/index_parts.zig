@@ -246,7 +246,14 @@ pub const Lazy = struct {
         @memset(blocks, 0);
         @memset(groups, 0);
         @memset(units, 0);
-        l.* = .{ .slots = slots, .blocks = blocks, .groups = groups, .units = units, .sums = sums, .block_records = block_records };
+        l.* = .{
+            .slots = slots,
+            .blocks = blocks,
+            .groups = groups,
+            .units = units,
+            .sums = sums,
+            .block_records = block_records,
+        };
         return l;
     }
 

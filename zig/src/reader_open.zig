@@ -20,7 +20,8 @@
 //!   a (sparse) file claims. Open takes O(header + index) time; by part, O(header), and the
 //!   memory it commits is a bit per index block and per sum group.
 //! - A store with index parts (spec §4.1) is judged by part unless open is asked to validate
-//!   the index (ZR_OPEN_VALIDATE_INDEX) or a cache file holds a validation of it, or its blocks
+//!   the index (ZR_OPEN_VALIDATE_INDEX) or to judge it whole (ZR_OPEN_WHOLE_INDEX, the mirror
+//!   of a remote store), or a cache file holds a validation of it, or its blocks
 //!   do not fit the path by part (`index_parts.byPartFits`): open then runs steps 4.1 and 4.2
 //!   and nothing else of the index ([ZR-PRT-009]), reserves a compact index that gathers fill
 //!   block by block (index_parts.zig), and writes no cache file. The rule "after open, every
@@ -245,8 +246,9 @@ fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache
     };
     // [ZR-PRT-009] By part: nothing more of the index at open; gathers judge the blocks of
     // their records (index_parts.ensureRecord). No cache file is written: it would claim a
-    // validation of the whole index.
-    if (opts.flags & abi.open_validate_index == 0 and index_parts.byPartFits(&r.header)) {
+    // validation of the whole index. ZR_OPEN_WHOLE_INDEX asks for the whole path instead.
+    const whole = abi.open_validate_index | abi.open_whole_index;
+    if (opts.flags & whole == 0 and index_parts.byPartFits(&r.header)) {
         const lazy = try index_parts.Lazy.create(&r.header, d);
         r.parts = lazy;
         return .{ .map = lazy.slots.map, .view = lazy.slots.view, .source = .by_part };

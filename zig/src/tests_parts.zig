@@ -127,6 +127,34 @@ test "index parts: open judges every group, then every block, then the index, na
     try td.deinitExpectEmpty();
 }
 
+test "index parts: ZR_OPEN_WHOLE_INDEX judges the whole index at open, never by part" {
+    // The mirror of a store read by URL has copied the whole index: it opens with this flag,
+    // so a damaged part fails open as with ZR_OPEN_VALIDATE_INDEX, and an intact store is
+    // built (not read by part), so that a cache folder would keep its compact index.
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    var b1: [64]u8 = undefined;
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    try writeParts(&td, "s", &data);
+    var r: ?*Reader = null;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_open_ex(td.sub(&pbuf, "s"), abi.open_whole_index, &r, &st));
+    try testing.expectEqual(@import("reader.zig").IndexSource.built, r.?.index_source);
+    try testing.expect(r.?.parts == null);
+    try t.expectDenseGather(r.?, &data, 1, &.{ 999, 0, 300 }, 1);
+    root.zr_reader_free(r.?);
+    r = null;
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zri"), 300 * 24 + 13);
+    try t.resealIndex(&td, "s");
+    const rc = root.zr_reader_open_ex(td.sub(&pbuf, "s"), abi.open_whole_index, &r, &st);
+    try testing.expectEqual(abi.Result.checksum.code(), rc);
+    try testing.expect(r == null);
+    try t.expectContains(t.msg(&st), "index block 1 (records 256 to 511)");
+    td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
+
 extern "c" fn symlink(target: [*:0]const u8, link: [*:0]const u8) c_int;
 
 test "index parts: index.zrs is a store file only with the bit" {

@@ -352,19 +352,25 @@ def test_a_publish_of_index_parts_stopped_before_the_header_leaves_no_readable_s
 
 @pytest.mark.remote
 def test_a_store_with_index_parts_reads_by_url_over_http_and_its_mirror_keeps_index_zrs(
-        tmp_path, http_folder):
+        tmp_path, http_folder, monkeypatch):
     """Was refused (UnsupportedError) from the header, before anything was mirrored. The
     mirror now fetches index.zrs whole, once, and a shared mirror whose index.zrs was changed
-    on disk is made again from the store rather than trusted."""
+    on disk is made again from the store rather than trusted. The mirror's open judges the
+    whole index (ZR_OPEN_WHOLE_INDEX, decision 0008), never by part, so a shared mirror's
+    compact index goes to the index cache folder and the next open maps it."""
+    monkeypatch.setenv("ZRECORD_INDEX_CACHE_RECORDS_MIN", "1")
     store = tmp_path / "d"
     data = _dense(store)
     url = _serve(http_folder, store, "d")
     cache = tmp_path / "mirror"
     opts = {"cache_dir": str(cache)}
     idx = np.arange(0, RECORDS, 37)
-    with Dense.open(url, storage_options=opts) as ds:
+    with Dense.open(url, storage_options=opts, index_cache=tmp_path / "ic") as ds:
         assert ds.format_version == (1, 2)
+        assert ds.index_info()["source"] == "built_cached"
         np.testing.assert_array_equal(ds[idx], data[idx])
+    with Dense.open(url, storage_options=opts, index_cache=tmp_path / "ic") as ds:
+        assert ds.index_info()["source"] == "cached"
     (mirror,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
     assert (mirror / "store" / "index.zrs").read_bytes() == (store / "index.zrs").read_bytes()
     assert _gets(http_folder, "d", "index.zrs") == 1

@@ -32,6 +32,7 @@ from zrecord._dtypes import (
     OPEN_CACHE_BYPASS,
     OPEN_CHECK_EVERY_READ,
     OPEN_VALIDATE_INDEX,
+    OPEN_WHOLE_INDEX,
     dtype_from_info,
     numpy_can_hold,
 )
@@ -507,11 +508,14 @@ def _open_any(path: Any, cache: Any, index_cache: Any, validate: Any,
 def _open_remote(url: str, cache: Any, index_cache: Any, validate: Any,
                  storage_options: Mapping[str, Any] | None) -> tuple[Mirror, _native.Reader]:
     """The mirror of the store at `url` and the native reader of it. A private mirror (no
-    ``cache_dir``) keeps its compact index in memory: no index cache file outlives it."""
+    ``cache_dir``) keeps its compact index in memory: no index cache file outlives it. The
+    mirror fetched the whole index, so the core judges it whole at open (or maps a shared
+    mirror's cache file), never by part: decision 0008, "By part, locally"."""
     mirror = Mirror(url, storage_options)
     folder = folder_for(index_cache) if mirror.options["cache_dir"] is not None else None
     try:
-        return mirror, _open_handle(mirror.store_path, cache, folder, validate, OPEN_CHECK_EVERY_READ)
+        return mirror, _open_handle(mirror.store_path, cache, folder, validate,
+                                     OPEN_CHECK_EVERY_READ | OPEN_WHOLE_INDEX)
     except ZrecordError as exc:
         mirror.close()
         raise mirror.relabel(exc) from None
