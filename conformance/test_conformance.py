@@ -6,9 +6,13 @@ one record at a time and as one batch, and `verify()` passes. Invalid cases: the
 exception class of the case's error code (spec section 9) is raised when the store is opened
 (phase "open"); for phase "read", when its records are read and when it is verified; for phase
 "verify", when it is verified (reading its records succeeds, or fails with the case's
-`read_error`). zrecord judges the whole index of a store with index parts at open (spec §9.6),
-so a v1.2 case with `bad_records` is rejected at open, and a rejected checksum names the case's
-`bad_part` ([ZR-PRT-011]); a case of phase "verify" may be rejected at open too, with its error.
+`read_error`). zrecord reads a store with index parts by part (spec §9.6) unless asked to
+validate its whole index, so a v1.2 case with `bad_records` is run both ways: opened plainly,
+it opens, every read of a record in `bad_records` fails with the case's error and every other
+record reads; opened with ``validate="full"`` it is rejected at open (damage to the index) or
+when the record is read (record data). A rejected checksum names
+the case's `bad_part` ([ZR-PRT-011]) either way; a case of phase "verify" may be rejected at
+open too, with its error.
 """
 
 from __future__ import annotations
@@ -102,13 +106,36 @@ def _check_exception(exc: BaseException, case: dict[str, Any]) -> None:
         assert case["bad_part"] in str(exc), (case["bad_part"], str(exc))
 
 
-def _open_or_rejected(path: Path, case: dict[str, Any]) -> Any:
+def _open_or_rejected(path: Path, case: dict[str, Any], validate: str = "cached") -> Any:
     """The store, or None where open rejected it with exactly the case's error."""
     try:
-        return zrecord.open_store(path)
+        return zrecord.open_store(path, validate=validate)
     except errors.ZrecordError as exc:
         _check_exception(exc, case)
         return None
+
+
+def _check_by_part_and_whole(path: Path, case: dict[str, Any]) -> None:
+    """[ZR-PRT-009] By part: open succeeds, the records of `bad_records` fail with the case's
+    error, every other record reads. Whole ([ZR-PRT-010]): open fails with it, or (damaged
+    record data) the read of the first bad record does."""
+    first, last = case["bad_records"]
+    with zrecord.open_store(path) as store:
+        assert store.index_info()["source"] == "by_part"
+        for i in range(len(store)):
+            if first <= i <= last:
+                with _raises(case) as info:
+                    store[i]
+                _check_exact(info, case)
+            else:
+                store[i]
+    # Whole: damage to the index fails open; damage to a record's data, its read.
+    store = _open_or_rejected(path, case, validate="full")
+    if store is None:
+        return
+    with store, _raises(case) as info:
+        store[first]
+    _check_exact(info, case)
 
 
 @pytest.mark.parametrize(("folder", "case"), INVALID, ids=_ids(INVALID))
@@ -141,6 +168,8 @@ def test_invalid(folder: Path, case: dict[str, Any]) -> None:
         return
     # Phase "read": a reader may reject the store at open already; zrecord checks record
     # checksums and frames when a record is read or verified.
+    if "bad_records" in case:
+        _check_by_part_and_whole(path, case)
     for action in ("read", "verify"):
         store = _open_or_rejected(path, case)
         if store is None:

@@ -220,6 +220,13 @@ int zr_reader_open(const char *path, zr_reader **out, zr_status *st);
  * checksum; one copied through a mapping could change between its check and its copy). */
 #define ZR_OPEN_CHECK_EVERY_READ 4u
 
+/* ZR_OPEN_WHOLE_INDEX: never read a store with index parts by part: judge its whole index at
+ * open (spec §9.6, ZR-PRT-010) unless the index cache folder holds a compact index built from
+ * it, which is used. For a reader that has just copied the whole index anyway (the mirror of
+ * a store read over a network), so that a damaged index fails open and a shared copy's
+ * compact index is written to the index cache folder. */
+#define ZR_OPEN_WHOLE_INDEX 8u
+
 /* zr_reader_open with ZR_OPEN_* flags and no index cache folder; an unknown flag is
  * ZR_E_INVALID_ARGUMENT. */
 int zr_reader_open_ex(const char *path, uint32_t flags, zr_reader **out, zr_status *st);
@@ -256,11 +263,14 @@ int zr_reader_open_opts(const char *path, const zr_open_opts *opts, zr_reader **
 enum {
     ZR_INDEX_BUILT = 0,        /* validated and built at open, kept in memory only */
     ZR_INDEX_BUILT_CACHED = 1, /* validated and built at open, and written to the cache folder */
-    ZR_INDEX_CACHED = 2        /* mapped from the cache folder */
+    ZR_INDEX_CACHED = 2,       /* mapped from the cache folder */
+    ZR_INDEX_BY_PART = 3       /* format 1.2 index parts judged by part: none at open, each
+                                  index block when a record of it is first read (spec 9.6) */
 };
 
 typedef struct zr_index_info {
-    uint64_t resident_bytes; /* bytes of the compact index (a shared, read-only mapping) */
+    uint64_t resident_bytes; /* bytes of the compact index (a shared, read-only mapping); by
+                                part, what the blocks filled so far wrote (private memory) */
     uint32_t source;         /* ZR_INDEX_* */
     uint32_t reserved;
 } zr_index_info;

@@ -105,7 +105,10 @@ pub const open_validate_index: u32 = 2;
 /// and read with pread (never copied through a mapping): the shard files are a cache that
 /// other processes fill and punch holes in while this reader has them open.
 pub const open_check_every_read: u32 = 4;
-pub const open_flags_known: u32 = open_cache_bypass | open_validate_index | open_check_every_read;
+/// zrecord.h ZR_OPEN_WHOLE_INDEX: a store with index parts is judged whole at open (or taken
+/// from a cache file that fits), never by part: the reader copied the whole index anyway.
+pub const open_whole_index: u32 = 8;
+pub const open_flags_known: u32 = open_cache_bypass | open_validate_index | open_check_every_read | open_whole_index;
 /// zrecord.h ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT and ZR_INDEX_CACHE_BYTES_DEFAULT: what
 /// zr_open_opts' 0 means (index_cache.Policy).
 pub const index_cache_records_min_default: u64 = 1 << 16;

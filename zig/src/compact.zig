@@ -22,7 +22,8 @@
 //!   when the file was built, or is validated by the reader before use (`checkBlock`), so a
 //!   damaged file can fail a call, never make one read outside a shard.
 //! - Building is streaming: memory is one block of pending records plus two write buffers,
-//!   whatever the record count.
+//!   whatever the record count. `Slots` builds a view in memory block by block instead, in any
+//!   order, each block in slots of fixed size: a View reads either the same way.
 //! - Decoding a record reads one block header and at most five 16-byte loads of bit fields; no
 //!   allocation, no branch on the data beyond the width of each field.
 
@@ -213,6 +214,19 @@ pub const Pending = struct {
     dims: [format.ndim_max]u32 = undefined,
 };
 
+/// What the compact index keeps of a validated index entry.
+pub fn pendingOf(h: *const format.Header, bytes: []const u8) Pending {
+    const e = format.decodeEntry(bytes);
+    var p: Pending = .{
+        .offset = e.offset,
+        .stored_size = e.stored_size,
+        .shard = e.shard,
+        .sum = @truncate(e.checksum),
+    };
+    for (0..h.ndim * @intFromBool(h.kind == .ragged)) |k| p.dims[k] = @intCast(format.entryDim(bytes, k));
+    return p;
+}
+
 /// Where the builder's bytes go: three streams, written at their own positions of one file.
 const Stream = struct {
     fd: sys.Fd,
@@ -313,7 +327,7 @@ pub const Builder = struct {
     count: usize = 0,
     built: u64 = 0,
     block_buf: [512]u8 = undefined,
-    bits_buf: [block_records * (64 + 32 + 8 + 32 * format.ndim_max) / 8 + 16]u8 = undefined,
+    bits_buf: [slot_bits_bytes_max + bits_padding]u8 = undefined,
 
     /// `buf` is split between the three streams; at least 3 * 4096 bytes. `path` (at most
     /// `path_bytes_max` bytes) is the store's, borrowed until `finish`.
@@ -347,46 +361,15 @@ pub const Builder = struct {
     /// checksums' low halves.
     fn flushBlock(b: *Builder) sys.OsError!void {
         const ps = b.pending[0..b.count];
-        const ndim = b.header.ndim;
-        var plan: BlockPlan = undefined;
-        plan.compute(ps, ndim, b.bits.pos + b.bits.len - b.header.bits_at);
-        try b.putHeader(&plan, ndim);
-        try b.putFields(ps, &plan, ndim);
+        const hb = blockHeaderBytes(b.header.ndim);
         var sums: [4 * block_records]u8 = undefined;
-        for (ps, 0..) |p, i| std.mem.writeInt(u32, sums[4 * i ..][0..4], p.sum, .little);
+        const bits_at = b.bits.pos + b.bits.len - b.header.bits_at;
+        const nbytes = encodeBlock(ps, b.header.ndim, bits_at, b.block_buf[0..hb], &b.bits_buf, &sums);
+        try b.headers.put(b.block_buf[0..hb]);
+        try b.bits.put(b.bits_buf[0..nbytes]);
         try b.sums.put(sums[0 .. 4 * ps.len]);
         b.built += ps.len;
         b.count = 0;
-    }
-
-    /// Writes the block header of `plan`: its fixed part, the dimension widths and bases.
-    fn putHeader(b: *Builder, plan: *const BlockPlan, ndim: u8) sys.OsError!void {
-        const hb = blockHeaderBytes(ndim);
-        const head = b.block_buf[0..hb];
-        @memset(head, 0);
-        @memcpy(head[0..@sizeOf(BlockFixed)], std.mem.asBytes(&plan.fixed));
-        @memcpy(head[dim_bits_at..][0..ndim], plan.dim_bits[0..ndim]);
-        for (0..ndim) |k| std.mem.writeInt(u32, head[dimBasesAt(ndim) + 4 * k ..][0..4], plan.dim_min[k], .little);
-        try b.headers.put(head);
-    }
-
-    /// Writes the records' bit fields, byte-aligned per block, each field the difference to
-    /// its base in `plan`. Inline: the loop over the records is the hot part of a build.
-    inline fn putFields(b: *Builder, ps: []const Pending, plan: *const BlockPlan, ndim: u8) sys.OsError!void {
-        const fixed = &plan.fixed;
-        const first = [2]usize{ 0, fixed.split };
-        const nbytes = (ps.len * @as(usize, fixed.record_bits) + 7) / 8;
-        const out = b.bits_buf[0 .. nbytes + 16];
-        @memset(out, 0);
-        var pos: u64 = 0;
-        for (ps, 0..) |p, i| {
-            const seg: usize = @intFromBool(i >= fixed.split);
-            pos = writeBits(out, pos, @intCast(plan.devs[i] - plan.dev_min), fixed.offset_bits);
-            pos = writeBits(out, pos, p.stored_size - fixed.stored_base, fixed.stored_bits);
-            pos = writeBits(out, pos, p.shard -% ps[first[seg]].shard, fixed.shard_bits);
-            for (0..ndim) |k| pos = writeBits(out, pos, p.dims[k] - plan.dim_min[k], plan.dim_bits[k]);
-        }
-        try b.bits.put(out[0..nbytes]);
     }
 
     /// Writes the last block, the padding and the file header; returns the header.
@@ -409,6 +392,107 @@ pub const Builder = struct {
         h.seal();
         try sys.pwriteAll(b.headers.fd, std.mem.asBytes(&h), 0);
         return h;
+    }
+};
+
+/// The most bytes of bit fields a block of `ndim` axes can take: every field at its widest
+/// (a 64-bit offset deviation, a 32-bit stored size, an 8-bit shard, 32 bits per axis).
+pub fn slotBitsBytes(ndim: u8) usize {
+    return block_records * (64 + 32 + 8 + 32 * @as(usize, ndim)) / 8;
+}
+
+const slot_bits_bytes_max: usize = block_records * (64 + 32 + 8 + 32 * format.ndim_max) / 8;
+
+/// Encodes records `ps` (at most `block_records`, in record order) as one block whose bit
+/// fields start at byte `bits_at` of the bit region: its header into `head`
+/// (`blockHeaderBytes(ndim)` bytes), its bit fields into `bits` (zeroed here; at least
+/// `slotBitsBytes(ndim)` + `bits_padding` bytes), its checksums' low halves into `sums`
+/// (4 per record). Returns the bytes of bit fields used. Inline: the loops over the records
+/// are the hot part of a build.
+inline fn encodeBlock(ps: []const Pending, ndim: u8, bits_at: u64, head: []u8, bits: []u8, sums: []u8) usize {
+    var plan: BlockPlan = undefined;
+    plan.compute(ps, ndim, bits_at);
+    @memset(head, 0);
+    @memcpy(head[0..@sizeOf(BlockFixed)], std.mem.asBytes(&plan.fixed));
+    @memcpy(head[dim_bits_at..][0..ndim], plan.dim_bits[0..ndim]);
+    for (0..ndim) |k| std.mem.writeInt(u32, head[dimBasesAt(ndim) + 4 * k ..][0..4], plan.dim_min[k], .little);
+    const fixed = &plan.fixed;
+    const first = [2]usize{ 0, fixed.split };
+    const nbytes = (ps.len * @as(usize, fixed.record_bits) + 7) / 8;
+    const out = bits[0 .. nbytes + bits_padding];
+    @memset(out, 0);
+    var pos: u64 = 0;
+    for (ps, 0..) |p, i| {
+        const seg: usize = @intFromBool(i >= fixed.split);
+        pos = writeBits(out, pos, @intCast(plan.devs[i] - plan.dev_min), fixed.offset_bits);
+        pos = writeBits(out, pos, p.stored_size - fixed.stored_base, fixed.stored_bits);
+        pos = writeBits(out, pos, p.shard -% ps[first[seg]].shard, fixed.shard_bits);
+        for (0..ndim) |k| pos = writeBits(out, pos, p.dims[k] - plan.dim_min[k], plan.dim_bits[k]);
+    }
+    for (ps, 0..) |p, i| std.mem.writeInt(u32, sums[4 * i ..][0..4], p.sum, .little);
+    return nbytes;
+}
+
+/// A compact index filled block by block, in any order, by a reader that judges its index by
+/// part (index_parts.zig): every block has a slot of fixed size in each region (its header,
+/// its records' checksums, and `slotBitsBytes` of bit fields, its worst case), so that where
+/// a block lies does not depend on the blocks before it, and a `View` reads it unchanged.
+/// The regions are one sparse mapping (`sys.mmapSparse`): reserved for the worst case at
+/// open, committed only in the pages that filled blocks touch.
+///
+/// A block is filled once, before the reader publishes (with a release store) that it may be
+/// read; its bytes are built in a buffer and copied into its own slots, so that filling never
+/// writes a byte of another block, and blocks can be filled by several threads at once.
+pub const Slots = struct {
+    map: []align(std.heap.page_size_min) u8,
+    view: View,
+    slot_bytes: usize,
+
+    pub fn init(record_count: u64, ndim: u8) sys.OsError!Slots {
+        const blocks = (record_count + block_records - 1) / block_records;
+        const hb = blockHeaderBytes(ndim);
+        const slot = slotBitsBytes(ndim);
+        const headers_len: usize = @intCast(blocks * hb);
+        const sums_at = std.mem.alignForward(usize, headers_len, cache_line_bytes);
+        const bits_at = std.mem.alignForward(usize, sums_at + @as(usize, @intCast(4 * record_count)), cache_line_bytes);
+        const bits_len: usize = @intCast(blocks * slot + bits_padding);
+        const len = std.mem.alignForward(usize, bits_at + bits_len, std.heap.page_size_min);
+        const map = try sys.mmapSparse(len);
+        return .{ .map = map, .slot_bytes = slot, .view = .{
+            .headers = map[0..headers_len],
+            .sums = map[sums_at..][0..@intCast(4 * record_count)],
+            .bits = map[bits_at..][0..bits_len],
+            .ndim = ndim,
+            .header_bytes = hb,
+            .record_count = record_count,
+        } };
+    }
+
+    /// Fills block `blk` with its records `ps` (all of them, in record order); returns the
+    /// bytes it wrote.
+    pub fn fill(s: *const Slots, blk: u64, ps: []const Pending) u64 {
+        const v = &s.view;
+        std.debug.assert(blk < v.blockCount() and ps.len == @min(block_records, v.record_count - blk * block_records));
+        var bits: [slot_bits_bytes_max + bits_padding]u8 = undefined;
+        var head: [512]u8 = undefined;
+        const bits_at = blk * s.slot_bytes;
+        const hb = v.header_bytes;
+        const first: usize = @intCast(blk * block_records);
+        const base = s.map.ptr;
+        const heads_off = @intFromPtr(v.headers.ptr) - @intFromPtr(base);
+        const sums_off = @intFromPtr(v.sums.ptr) - @intFromPtr(base);
+        const bits_off = @intFromPtr(v.bits.ptr) - @intFromPtr(base);
+        const sums = s.map[sums_off + 4 * first ..][0 .. 4 * ps.len];
+        const nbytes = encodeBlock(ps, v.ndim, bits_at, head[0..hb], &bits, sums);
+        std.debug.assert(nbytes <= s.slot_bytes);
+        @memcpy(s.map[bits_off + @as(usize, @intCast(bits_at)) ..][0..nbytes], bits[0..nbytes]);
+        @memcpy(s.map[heads_off + @as(usize, @intCast(blk)) * hb ..][0..hb], head[0..hb]);
+        return hb + 4 * ps.len + nbytes;
+    }
+
+    pub fn deinit(s: *Slots) void {
+        sys.munmap(s.map);
+        s.* = undefined;
     }
 };
 

@@ -15,8 +15,11 @@
 //!   is returned: by open for phase "open"; by open, or else by reading each record and by
 //!   verify (on fresh readers), for phase "read"; by open, or else by verify after every
 //!   record read (reading succeeds, or fails with the case's read_error), for phase "verify".
-//!   The core judges the whole index of a store with index parts at open (spec §9.6), so a case
-//!   of v1.2 with `bad_records` is rejected at open, with its error; a rejected checksum names
+//!   The core reads a store with index parts by part unless open is asked to validate the
+//!   index (spec §9.6), so a case of v1.2 with `bad_records` is run both ways: a plain open
+//!   succeeds, every read of a record in `bad_records` fails with the case's error and every
+//!   other record reads; an open with ZR_OPEN_VALIDATE_INDEX fails with it (damage to the
+//!   index) or the read of the first bad record does (record data). A rejected checksum names
 //!   the case's `bad_part` ([ZR-PRT-011]).
 //! - A case that the newest folder the core implements (`newest_folder`) lists in its
 //!   `supersedes` is skipped, and counted as such: its bytes mean something else to a reader of
@@ -55,6 +58,7 @@ const Case = struct {
     phase: ?[]const u8 = null,
     read_error_number: ?i32 = null,
     bad_part: ?[]const u8 = null,
+    bad_records: ?[2]u64 = null,
 };
 
 const Superseded = struct {
@@ -311,6 +315,55 @@ fn expectDenseBatch(c: *const Ctx, r: *Reader, info: *const abi.Info, total: usi
     }
 }
 
+/// [ZR-PRT-009] By part (a plain open): the records of `bad` fail with `want`, naming the
+/// case's part when it is a checksum, every other record reads. Whole ([ZR-PRT-010]): open with
+/// ZR_OPEN_VALIDATE_INDEX fails with `want`.
+fn checkByPartAndWhole(c: *const Ctx, bad: [2]u64, want: c_int) !void {
+    var st: Status = undefined;
+    const r = openStore(c, &st).r.?;
+    defer root.zr_reader_free(r);
+    var info: abi.Info = undefined;
+    root.zr_reader_info(r, &info);
+    var shape: [32]u64 = undefined;
+    var i: u64 = 0;
+    while (i < info.record_count) : (i += 1) {
+        const in_bad = i >= bad[0] and i <= bad[1];
+        switch (try readRecord(r, &info, i, &shape, &st)) {
+            .ok => |b| {
+                freeRecord(b);
+                if (in_bad) return c.fail("record {d} read by part, expected {d}", .{ i, want });
+            },
+            .err => |rc| {
+                if (!in_bad or rc != want) {
+                    return c.fail("reading record {d} by part returned {d} ({s})", .{ i, rc, message(&st) });
+                }
+                const part = c.case.bad_part orelse continue;
+                if (want == abi.Result.checksum.code() and std.mem.indexOf(u8, message(&st), part) == null) {
+                    return c.fail("the message does not name {s}: {s}", .{ part, message(&st) });
+                }
+            },
+        }
+    }
+    // Whole: damage to the index fails open; damage to a record's data, its read.
+    var buf: [4096]u8 = undefined;
+    var whole: ?*Reader = null;
+    const rc = root.zr_reader_open_ex(c.path(&buf, c.case.store), abi.open_validate_index, &whole, &st);
+    if (whole) |w| {
+        defer root.zr_reader_free(w);
+        switch (try readRecord(w, &info, bad[0], &shape, &st)) {
+            .ok => |b| {
+                freeRecord(b);
+                return c.fail("record {d} read after an open that judged the whole index", .{bad[0]});
+            },
+            .err => |e| if (e != want) {
+                return c.fail("reading record {d} after a whole open returned {d} ({s})", .{ bad[0], e, message(&st) });
+            },
+        }
+    } else if (rc != want) {
+        return c.fail("open judging the whole index returned {d} ({s}), expected {d}", .{ rc, message(&st), want });
+    }
+}
+
 fn runInvalid(c: *const Ctx) !void {
     const case = c.case;
     const want: c_int = case.error_number.?;
@@ -334,6 +387,7 @@ fn runInvalid(c: *const Ctx) !void {
     if (std.mem.eql(u8, case.phase.?, "open")) {
         return c.fail("open succeeded, expected {d} ({s})", .{ want, case.@"error".? });
     }
+    if (case.bad_records) |bad| try checkByPartAndWhole(c, bad, want);
     const verify_phase = std.mem.eql(u8, case.phase.?, "verify");
 
     // Phase "read": every record in turn, then verify on a fresh reader. Phase "verify": the

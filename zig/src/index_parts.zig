@@ -1,7 +1,8 @@
 //! Index parts (format 1.2, spec §4.1) on the whole path: index.zrs at open (step 4.2), every
 //! sum group against the header's group sums (step 4.3), and every index block against its
 //! block sum (step 4.4), streamed beside the pass over index.zri that hashes the whole index
-//! (step 4.5) and judges its entries (step 5).
+//! (step 4.5) and judges its entries (step 5). And by part ([ZR-PRT-009], `Lazy`): a gather
+//! judges the index blocks of its records, each once, and fills the compact index from them.
 //!
 //! Invariants:
 //! - The order of [ZR-PRT-010]: `checkGroups` judges every sum group before any block sum is
@@ -14,6 +15,13 @@
 //! - Memory is one buffer of block sums, whatever the store's size; nothing is allocated from
 //!   a size read from disk.
 //! - Errors name the part and the records it describes ([ZR-PRT-011]).
+//! - By part: no entry of a block reaches the compact index before its group, its block sum
+//!   and every entry of the block passed, in that order; a block is compared with the block
+//!   sum its group was judged with (kept in `Lazy.sums`), never with one read again from
+//!   index.zrs, which may have changed since; a block's bit is set only after its compact
+//!   blocks are filled; memory at open is reservations (the compact index, the judged groups'
+//!   block sums), committed as groups and blocks are judged, and one bit per block and per
+//!   group. Concurrency rules: `Lazy`.
 
 const std = @import("std");
 const assert = std.debug.assert;
@@ -21,6 +29,8 @@ const diag_mod = @import("diag.zig");
 const format = @import("format.zig");
 const sys = @import("sys.zig");
 const Reader = @import("reader.zig").Reader;
+const compact = @import("compact.zig");
+const alloc = std.heap.c_allocator;
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -159,3 +169,326 @@ pub const BlockHasher = struct {
         bh.hash = format.XxHash64.init(0);
     }
 };
+
+// ---- by part ([ZR-PRT-009]) -------------------------------------------------------------
+
+/// The largest index block a reader judges by part: one read into one buffer. A store with
+/// larger blocks (s above 12 for Ragged stores of 32 axes, above 15 for Dense ones) is judged
+/// whole at open (`byPartFits`).
+pub const part_block_bytes_max: u64 = 1 << 20;
+
+/// Index blocks whose judging threads take the same lock; a power of two.
+const lock_stripes: usize = 64;
+
+/// What a reader that judges its index by part keeps: the compact index, filled block by
+/// block (`compact.Slots`), one bit per sum group and one per index block that passed, and
+/// the locks that make each block judged and filled once.
+///
+/// Concurrency: a gather judges the blocks of its records (`ensureRecord`) on its calling
+/// thread, before its workers start, and several gathers may run at once on other threads.
+/// A block is judged and filled under its stripe's lock, and its bit is set (release) only
+/// after its compact block is filled; a reader of the bit (acquire) sees the filled block. A
+/// failed block sets no bit: each later read of its records judges it again and fails again,
+/// so a failure is never remembered beyond the bytes that caused it. Groups are judged under
+/// the lock of the block that needs them, so two blocks of one group on different stripes can
+/// judge the group twice at once; both read the same bytes and agree, and the bit is set
+/// with an atomic OR.
+pub const Lazy = struct {
+    slots: compact.Slots,
+    /// One bit per index block, and one per sum group: passed.
+    blocks: []u64,
+    groups: []u64,
+    /// With index blocks smaller than a compact block (s < 6): one bit per compact block,
+    /// filled (`ensureSmall`); empty otherwise.
+    units: []u64,
+    /// The block sums of the groups that passed, as judged (one u64 per index block; an entry
+    /// is read only once its group's bit is set): a block is compared with the sum its group
+    /// was judged with, never with one read from index.zrs again ([ZR-PRT-005]). Allocated
+    /// untouched, so that only the pages of judged groups become resident.
+    sums: []u64,
+    locks: [lock_stripes]ForkLock = @splat(.{}),
+    /// A sum group is judged under its own stripe's lock (taken while a block's may be held,
+    /// never the other way round), so that one thread at a time writes a group's `sums`.
+    group_locks: [lock_stripes]ForkLock = @splat(.{}),
+    /// How many index blocks this reader has judged (a passed or failed judgement each), for
+    /// tests and zr_reader_index_info.
+    judged: std.atomic.Value(u64) = .init(0),
+    /// What `compact.Slots.fill` wrote, in bytes (zr_reader_index_info).
+    filled: std.atomic.Value(u64) = .init(0),
+    /// Records per index block (2^s).
+    block_records: u64,
+
+    pub fn create(h: *const format.Header, d: *Diag) Error!*Lazy {
+        const l = alloc.create(Lazy) catch return d.noMemory("the state of an index read by part");
+        errdefer alloc.destroy(l);
+        const ndim: u8 = if (h.kind == .ragged) h.ndim else 0;
+        const slots = compact.Slots.init(h.record_count, ndim) catch
+            return d.failOs(error.OutOfMemory, sys.errno(), "cannot reserve the compact index of a " ++
+                "store of {d} records", .{h.record_count});
+        errdefer {
+            var s = slots;
+            s.deinit();
+        }
+        const blocks = alloc.alloc(u64, @intCast((h.blockCount() + 63) / 64)) catch
+            return d.noMemory("the bitmap of judged index blocks");
+        errdefer alloc.free(blocks);
+        const groups = alloc.alloc(u64, @intCast((h.groupCount() + 63) / 64)) catch
+            return d.noMemory("the bitmap of judged sum groups");
+        errdefer alloc.free(groups);
+        const block_records = @as(u64, 1) << @intCast(h.index_block_shift);
+        const compact_blocks = (h.record_count + compact.block_records - 1) / compact.block_records;
+        const unit_count = if (block_records < compact.block_records) compact_blocks else 0;
+        const units = alloc.alloc(u64, @intCast((unit_count + 63) / 64)) catch
+            return d.noMemory("the bitmap of filled compact blocks");
+        errdefer alloc.free(units);
+        const sums = alloc.alloc(u64, @intCast(h.blockCount())) catch
+            return d.noMemory("the block sums of judged sum groups");
+        @memset(blocks, 0);
+        @memset(groups, 0);
+        @memset(units, 0);
+        l.* = .{
+            .slots = slots,
+            .blocks = blocks,
+            .groups = groups,
+            .units = units,
+            .sums = sums,
+            .block_records = block_records,
+        };
+        return l;
+    }
+
+    /// The bytes of the compact index that the blocks filled so far wrote (the pages they
+    /// commit may be more: a slot's page holds other slots too).
+    pub fn filledBytes(l: *const Lazy) u64 {
+        return l.filled.load(.monotonic);
+    }
+
+    /// Frees the bitmaps; the compact index's mapping belongs to the reader (`compact_map`).
+    pub fn destroy(l: *Lazy) void {
+        alloc.free(l.blocks);
+        alloc.free(l.groups);
+        alloc.free(l.units);
+        alloc.free(l.sums);
+        alloc.destroy(l);
+    }
+};
+
+/// Whether a store with index parts can be judged by part: it has records, and its index
+/// blocks are small enough for one buffer.
+pub fn byPartFits(h: *const format.Header) bool {
+    if (!h.hasParts() or h.record_count == 0) return false;
+    const s = h.index_block_shift;
+    return s < 40 and (@as(u64, h.index_entry_size) << @intCast(s)) <= part_block_bytes_max;
+}
+
+fn bitSet(bits: []const u64, i: u64) bool {
+    const word = @atomicLoad(u64, &bits[@intCast(i / 64)], .acquire);
+    return word & (@as(u64, 1) << @intCast(i % 64)) != 0;
+}
+
+fn setBit(bits: []u64, i: u64) void {
+    _ = @atomicRmw(u64, &bits[@intCast(i / 64)], .Or, @as(u64, 1) << @intCast(i % 64), .release);
+}
+
+/// Makes record `rec`'s index block judged and its compact block filled, unless it is.
+pub fn ensureRecord(r: *const Reader, l: *Lazy, rec: u64, d: *Diag) Error!void {
+    assert(rec < r.header.record_count);
+    const b = rec >> @intCast(r.header.index_block_shift);
+    if (bitSet(l.blocks, b)) return;
+    if (l.block_records >= compact.block_records) return ensureBlock(r, l, b, d);
+    return ensureSmall(r, l, rec / compact.block_records, b, d);
+}
+
+/// A spin lock that a process forked while a thread held it can take over: it holds its
+/// holder's fork generation (sys.forkGeneration) + 1, and a holder of another generation was a
+/// thread of the process this one was forked from, which does not exist here (a DataLoader
+/// forks its workers while the parent may be judging a block). What that thread left half
+/// done is redone: a block's bit is set only after its slots are filled, and filling a block
+/// again writes the same bytes.
+pub const ForkLock = struct {
+    held: std.atomic.Value(u64) = .init(0),
+
+    /// Judging a block takes microseconds (two small reads and a hash); a thread that waits
+    /// for it yields rather than sleeps.
+    pub fn lock(l: *ForkLock) void {
+        const mine = @as(u64, sys.forkGeneration()) + 1;
+        while (true) {
+            const seen = l.held.load(.monotonic);
+            if (seen == mine) {
+                std.Thread.yield() catch std.atomic.spinLoopHint();
+                continue;
+            }
+            // Free (0), or held by a thread of an ancestor process.
+            if (l.held.cmpxchgWeak(seen, mine, .acquire, .monotonic) == null) return;
+        }
+    }
+
+    pub fn unlock(l: *ForkLock) void {
+        l.held.store(0, .release);
+    }
+};
+
+/// Takes the lock of stripe `i`.
+fn lockStripe(l: *Lazy, i: u64) *ForkLock {
+    const lock = &l.locks[@intCast(i % lock_stripes)];
+    lock.lock();
+    return lock;
+}
+
+/// An index block of at least `compact.block_records` entries (s ≥ 6): judged, then its
+/// compact blocks filled from it alone. A failed block fills nothing and sets no bit.
+fn ensureBlock(r: *const Reader, l: *Lazy, b: u64, d: *Diag) Error!void {
+    const h = &r.header;
+    const lock = lockStripe(l, b);
+    defer lock.unlock();
+    if (bitSet(l.blocks, b)) return;
+    const bytes = try judge(r, l, b, d);
+    defer alloc.free(bytes);
+    const es: usize = r.entry_size;
+    const first_rec = blockRecords(h, b)[0];
+    var pending: [compact.block_records]compact.Pending = undefined;
+    var at: usize = 0;
+    while (at < bytes.len) {
+        const n: usize = @min(compact.block_records, (bytes.len - at) / es);
+        for (0..n) |i| pending[i] = compact.pendingOf(h, bytes[at + i * es ..][0..es]);
+        _ = l.filled.fetchAdd(l.slots.fill((first_rec + at / es) / compact.block_records, pending[0..n]), .monotonic);
+        at += n * es;
+    }
+    setBit(l.blocks, b);
+}
+
+/// Index blocks smaller than a compact block (s < 6): the compact block `c` that holds record
+/// `b`'s block is filled once, from every index block it holds, each judged on its own; a
+/// block that fails leaves placeholders there, which nothing reads, since its bit stays unset
+/// and every read of its records judges it again (and fails again).
+fn ensureSmall(r: *const Reader, l: *Lazy, c: u64, b: u64, d: *Diag) Error!void {
+    const h = &r.header;
+    const lock = lockStripe(l, c);
+    defer lock.unlock();
+    if (bitSet(l.blocks, b)) return;
+    if (!bitSet(l.units, c)) {
+        const first = c * compact.block_records;
+        const n: usize = @intCast(@min(compact.block_records, h.record_count - first));
+        const placeholder: compact.Pending = .{
+            .offset = 0,
+            .stored_size = 0,
+            .shard = 0,
+            .sum = 0,
+            .dims = @splat(0),
+        };
+        var pending: [compact.block_records]compact.Pending = @splat(placeholder);
+        var passed: u64 = 0;
+        var bb = first >> @intCast(h.index_block_shift);
+        while (bb <= (first + n - 1) >> @intCast(h.index_block_shift)) : (bb += 1) {
+            var scratch: Diag = .{};
+            const bytes = judge(r, l, bb, &scratch) catch |err| switch (err) {
+                error.OutOfMemory, error.Io => |e| {
+                    d.copyFrom(&scratch);
+                    return e;
+                },
+                else => continue,
+            };
+            defer alloc.free(bytes);
+            const recs = blockRecords(h, bb);
+            for (0..@intCast(recs[1] - recs[0] + 1)) |i| {
+                const entry = bytes[i * r.entry_size ..][0..r.entry_size];
+                pending[@intCast(recs[0] + i - first)] = compact.pendingOf(h, entry);
+            }
+            passed |= @as(u64, 1) << @intCast(bb - (first >> @intCast(h.index_block_shift)));
+        }
+        _ = l.filled.fetchAdd(l.slots.fill(c, pending[0..n]), .monotonic);
+        bb = first >> @intCast(h.index_block_shift);
+        while (passed != 0) : (passed >>= 1) {
+            if (passed & 1 != 0) setBit(l.blocks, bb);
+            bb += 1;
+        }
+        setBit(l.units, c);
+        if (bitSet(l.blocks, b)) return;
+    }
+    // Block b failed when its compact block was filled: judged again for its error.
+    const bytes = try judge(r, l, b, d);
+    alloc.free(bytes);
+    const recs = blockRecords(h, b);
+    return d.fail(error.Corrupt, "'{s}/index.zri': index block {d} (records {d} to {d}) failed its " ++
+        "checks in this reader and passed them later: the store's index files changed while it " ++
+        "was open", .{ r.path, b, recs[0], recs[1] });
+}
+
+/// [ZR-PRT-004] to [ZR-PRT-006] for index block `b`: its sum group (unless it passed), its
+/// block sum, then step 5 for every entry in record order. Returns the block's bytes, which
+/// the caller frees.
+fn judge(r: *const Reader, l: *Lazy, b: u64, d: *Diag) Error![]u8 {
+    const h = &r.header;
+    _ = l.judged.fetchAdd(1, .monotonic);
+    const t = b >> @intCast(h.index_group_shift);
+    if (!bitSet(l.groups, t)) try judgeGroup(r, l, t, d);
+    const recs = blockRecords(h, b);
+    const es: usize = r.entry_size;
+    const buf = alloc.alloc(u8, @intCast((recs[1] - recs[0] + 1) * es)) catch return d.noMemory("an index block");
+    errdefer alloc.free(buf);
+    var short = false;
+    sys.preadAll(r.index_fd, buf, recs[0] * es, &short) catch return partReadError(r, "index.zri", short, d);
+    // The sum its group was judged with (the group's bit, acquired above, orders this read
+    // after judgeGroup's writes).
+    if (format.xxh64(buf) != l.sums[@intCast(b)]) return blockError(r, b, d);
+    const sizes: format.EntrySizes = .of(h);
+    var rec = recs[0];
+    while (rec <= recs[1]) : (rec += 1) {
+        const at: usize = @intCast((rec - recs[0]) * es);
+        _ = format.validateEntry(h, sizes, buf[at..][0..es], rec, r.path, d) catch |err|
+            return entryError(r, b, err, d);
+    }
+    return buf;
+}
+
+/// [ZR-PRT-004] for sum group `t` alone, under its group lock: its block sums read from
+/// index.zrs into `l.sums`, hashed as read, and the group's bit set (release) only when they
+/// match its group sum. A group that fails leaves its `sums` unread: its bit stays unset.
+fn judgeGroup(r: *const Reader, l: *Lazy, t: u64, d: *Diag) Error!void {
+    const h = &r.header;
+    const lock = &l.group_locks[@intCast(t % lock_stripes)];
+    lock.lock();
+    defer lock.unlock();
+    if (bitSet(l.groups, t)) return; // another thread judged it while this one waited
+    const blocks = groupBlocks(h, t);
+    const sums = l.sums[@intCast(blocks[0])..@intCast(blocks[1] + 1)];
+    const bytes = std.mem.sliceAsBytes(sums);
+    var short = false;
+    sys.preadAll(r.sums_fd, bytes, 8 * blocks[0], &short) catch return partReadError(r, "index.zrs", short, d);
+    if (format.xxh64(bytes) != h.groupSum(r.header_bytes, t)) return groupError(r, t, d);
+    for (sums) |*sum| sum.* = std.mem.littleToNative(u64, sum.*);
+    setBit(l.groups, t);
+}
+
+/// An entry of block `b` failed step 5: its message, with the block it fails named first
+/// ([ZR-PRT-006], [ZR-PRT-011]).
+fn entryError(r: *const Reader, b: u64, err: Error, d: *Diag) Error {
+    var text: [diag_mod.message_bytes_max + 1]u8 = undefined;
+    const old = d.text();
+    @memcpy(text[0..old.len], old);
+    const recs = blockRecords(&r.header, b);
+    const record = d.record;
+    const e = d.fail(err, "{s}; so no record of index block {d} (records {d} to {d}) can be " ++
+        "read (ZR-PRT-006)", .{ text[0..old.len], b, recs[0], recs[1] });
+    d.record = record;
+    return e;
+}
+
+fn partReadError(r: *const Reader, name: []const u8, short: bool, d: *Diag) Error {
+    if (short) return d.fail(error.Corrupt, "'{s}/{s}' ended while it was read: the file " ++
+        "changed size", .{ r.path, name });
+    return d.failOs(error.Io, sys.errno(), "reading '{s}/{s}' failed", .{ r.path, name });
+}
+
+test "a stripe lock held by a thread of the process this one was forked from is taken over" {
+    var l: ForkLock = .{};
+    l.lock();
+    l.unlock();
+    // What a child process sees of a lock its parent's thread held at fork(): another
+    // generation's mark. Taking it must not wait for a thread that does not exist here.
+    l.held.store(@as(u64, sys.forkGeneration()) + 2, .monotonic);
+    l.lock();
+    try std.testing.expectEqual(@as(u64, sys.forkGeneration()) + 1, l.held.load(.monotonic));
+    l.unlock();
+    try std.testing.expectEqual(@as(u64, 0), l.held.load(.monotonic));
+}

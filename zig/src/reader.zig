@@ -32,6 +32,7 @@ const gather = @import("gather.zig");
 const reader_open = @import("reader_open.zig");
 const compact = @import("compact.zig");
 const index_cache = @import("index_cache.zig");
+const index_parts = @import("index_parts.zig");
 
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
@@ -68,6 +69,9 @@ pub const IndexSource = enum(u32) {
     built_cached = 1,
     /// Loaded from the cache folder, built by an earlier open of the same index file.
     cached = 2,
+    /// A store with index parts judged by part: open judged none of its index, and each
+    /// gather judges the index blocks of its records (index_parts.zig).
+    by_part = 3,
 };
 
 pub const Reader = struct {
@@ -125,6 +129,9 @@ pub const Reader = struct {
     /// gathers check the records they read: `checkIndices`); empty when
     /// this reader built the index from index.zri, whose every entry it validated.
     blocks_checked: []u64 = &.{},
+    /// Judged by part (`index_source` is `.by_part`): the blocks judged so far, and the
+    /// compact index they filled (whose mapping `compact_map` also holds); null otherwise.
+    parts: ?*index_parts.Lazy = null,
     /// Whether verify has hashed index.zri itself (a cached index skips that at open).
     index_hashed: std.atomic.Value(bool) = .init(false),
     /// One bit per record: its checksum has passed in this reader ([ZR-SUM-002]).
@@ -218,6 +225,11 @@ pub const Reader = struct {
                 "position {d} is out of range for store '{s}' of {d} records", .{
                 v, i, r.path, r.header.record_count,
             });
+        }
+        if (r.parts) |l| {
+            i = 0;
+            while (i < n) : (i += 1) try index_parts.ensureRecord(r, l, idx[@intCast(i)], d);
+            return;
         }
         if (r.blocks_checked.len == 0) return;
         i = 0;
@@ -355,7 +367,15 @@ pub const Reader = struct {
         // A compact index from the cache folder: open read neither index.zri nor (but for the
         // blocks gathers used) the cache file's entries; verification checks both, first.
         if (!r.index_hashed.load(.acquire)) {
-            try reader_open.checkIndexChecksum(r, d);
+            // By part: the whole index in the order of [ZR-PRT-010] (4.3 to 4.5, every entry,
+            // step 6), then every block not yet judged, so that verification reads each record
+            // through a filled compact index.
+            if (r.parts) |l| {
+                try reader_open.judgeWhole(r, d);
+                var b: u64 = 0;
+                const shift: u6 = @intCast(r.header.index_block_shift);
+                while (b < r.header.blockCount()) : (b += 1) try index_parts.ensureRecord(r, l, b << shift, d);
+            } else try reader_open.checkIndexChecksum(r, d);
             r.index_hashed.store(true, .release);
         }
         if (r.blocks_checked.len > 0) {
@@ -433,8 +453,10 @@ pub const Reader = struct {
         r.sums_fd = -1;
         if (r.blocks_checked.len > 0) alloc.free(r.blocks_checked);
         r.blocks_checked = &.{};
-        if (r.verified.len > 0) alloc.free(r.verified);
+        if (r.verified.len > 0) sys.munmap(@alignCast(std.mem.sliceAsBytes(r.verified)));
         r.verified = &.{};
+        if (r.parts) |l| l.destroy();
+        r.parts = null;
         // Decompressors borrow the compiled dictionary, so they go first.
         for (&r.decoders) |*slot| {
             if (slot.busy.load(.acquire)) {

@@ -5,7 +5,8 @@
 //! Invariants:
 //! - Open checks every rule of the spec that needs no record data: the header (§3), each
 //!   shard's size, the index's size and checksum, and every index entry in isolation (§4), in
-//!   the order of spec §9 ([ZR-ERR-003]). After open, every entry's byte range lies inside its
+//!   the order of spec §9 ([ZR-ERR-003]); by part, the index's checks wait for the gathers of
+//!   its blocks (below). After open, every entry a gather can reach has a byte range inside its
 //!   shard's mapping, so gathers index the mappings without further bounds doubt.
 //! - The store directory is opened once (a symbolic link to it is followed) and every store
 //!   file is opened relative to it with O_NOFOLLOW and checked to be a regular file
@@ -16,13 +17,21 @@
 //!   index larger than `index_check_chunk_bytes` must also match its checksum, streamed
 //!   through a buffer of that size, before its copy is allocated: open allocates memory in
 //!   proportion to the index only once its bytes are the ones the header sealed, never to what
-//!   a (sparse) file claims. Open takes O(header + index) time.
-//! - A store with index parts (spec §4.1) is judged whole at open, in the order of
-//!   [ZR-PRT-010]: index.zri's size (4.1), index.zrs's size (4.2), every sum group (4.3), every
-//!   index block (4.4), the whole index's checksum (4.5), every entry (5), the sums (6). Steps
-//!   4.4, 4.5 and 5 share the one pass over index.zri; a failure of an earlier step is reported
-//!   over one of a later step found first. A store without the bit never opens index.zrs
-//!   ([ZR-PRT-007]).
+//!   a (sparse) file claims. Open takes O(header + index) time; by part, O(header), and the
+//!   memory it commits is a bit per index block and per sum group.
+//! - A store with index parts (spec §4.1) is judged by part unless open is asked to validate
+//!   the index (ZR_OPEN_VALIDATE_INDEX) or to judge it whole (ZR_OPEN_WHOLE_INDEX, the mirror
+//!   of a remote store), or a cache file holds a validation of it, or its blocks
+//!   do not fit the path by part (`index_parts.byPartFits`): open then runs steps 4.1 and 4.2
+//!   and nothing else of the index ([ZR-PRT-009]), reserves a compact index that gathers fill
+//!   block by block (index_parts.zig), and writes no cache file. The rule "after open, every
+//!   entry lies inside its shard" then holds for every entry a gather can reach: gathers judge
+//!   their records' blocks before they read them (`Reader.checkIndices`). Otherwise it is judged
+//!   whole at open, in the order of [ZR-PRT-010]: index.zri's size (4.1), index.zrs's size
+//!   (4.2), every sum group (4.3), every index block (4.4), the whole index's checksum (4.5),
+//!   every entry (5), the sums (6). Steps 4.4, 4.5 and 5 share the one pass over index.zri; a
+//!   failure of an earlier step is reported over one of a later step found first. A store
+//!   without the bit never opens index.zrs ([ZR-PRT-007]).
 
 const std = @import("std");
 const assert = std.debug.assert;
@@ -104,11 +113,17 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
     r.adoptIndex(try loadIndex(r, dfd, opts, d));
     r.pread_every_record = r.check_every_read or
         (h.record_count > 0 and h.stored_bytes / h.record_count >= gather.pread_record_bytes_min);
+    // Zeroed and committed page by page as records are first verified: open costs nothing
+    // per record here, whatever the store's size.
     const words: usize = @intCast((h.record_count + 63) / 64);
-    r.verified = alloc.alloc(u64, words) catch return d.noMemory("the verification bitmap");
-    @memset(r.verified, 0);
+    if (words > 0) {
+        const map = sys.mmapSparse(std.mem.alignForward(usize, 8 * words, std.heap.page_size_min)) catch
+            return d.failOs(error.OutOfMemory, sys.errno(), "cannot reserve the verification bitmap", .{});
+        r.verified = @as([*]u64, @ptrCast(map.ptr))[0..words];
+    }
     // What gathers rely on from here: one mapping and descriptor per shard, of the size the
-    // header gives, the index open for verify, and a compact index of every record.
+    // header gives, the index open for verify, and a compact index of every record (by part,
+    // one that gathers fill block by block before they read it).
     assert(r.index_fd >= 0 and r.compact.record_count == h.record_count);
     for (0..h.data_shards) |k| assert(r.fds[k] >= 0 and r.maps[k].len == h.shard_sizes[k]);
     return r;
@@ -229,6 +244,15 @@ fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache
     if (cache) |c| if (opts.flags & abi.open_validate_index == 0) {
         if (try index_cache.load(r, c, id, d)) |loaded| return loaded;
     };
+    // [ZR-PRT-009] By part: nothing more of the index at open; gathers judge the blocks of
+    // their records (index_parts.ensureRecord). No cache file is written: it would claim a
+    // validation of the whole index. ZR_OPEN_WHOLE_INDEX asks for the whole path instead.
+    const whole = abi.open_validate_index | abi.open_whole_index;
+    if (opts.flags & whole == 0 and index_parts.byPartFits(&r.header)) {
+        const lazy = try index_parts.Lazy.create(&r.header, d);
+        r.parts = lazy;
+        return .{ .map = lazy.slots.map, .view = lazy.slots.view, .source = .by_part };
+    }
     // The store's absolute path goes into a cache file only (for pruning): one readlink.
     var store_path: [sys.path_bytes_max]u8 = undefined;
     const path = if (cache != null) sys.fdPath(dfd, &store_path) orelse "" else "";
@@ -292,17 +316,38 @@ fn streamIndex(
     store_path: []const u8,
     d: *Diag,
 ) StreamError!compact.FileHeader {
+    const buf = alloc.alloc(u8, 3 * build_buffer_bytes) catch
+        return d.noMemory("the buffers to build the compact index");
+    defer alloc.free(buf);
+    const path = store_path[0..@min(store_path.len, compact.path_bytes_max)];
+    var builder = compact.Builder.init(out_fd, index_cache.keyOf(r, id), path, buf);
+    try judgeIndex(r, &builder, d);
+    const written = builder.finish() catch return error.CacheWrite;
+    assert(written.record_count == r.header.record_count and written.path_len == path.len);
+    return written;
+}
+
+/// Judges the whole index in the order of [ZR-PRT-010] (steps 4.3 to 6), for the verification
+/// of a reader that judged it by part.
+pub fn judgeWhole(r: *Reader, d: *Diag) Error!void {
+    judgeIndex(r, null, d) catch |err| switch (err) {
+        error.CacheWrite => unreachable,
+        else => |e| return e,
+    };
+}
+
+/// The one pass over index.zri of a whole judgement: with index parts every sum group, then
+/// every block as its bytes stream by; the index checksum; every entry in record order (each
+/// given to `builder`, if any); step 6.
+fn judgeIndex(r: *Reader, builder: ?*compact.Builder, d: *Diag) StreamError!void {
     const h = &r.header;
     const es: usize = r.entry_size;
     const chunk_bytes = index_check_chunk_bytes / es * es;
     // The header validated index_size = record_count * entry_size ([ZR-HDR-011]), so chunks of
     // whole entries end exactly at the end of the index.
     assert(es > 0 and chunk_bytes > 0 and h.index_size == h.record_count * es);
-    const buf_bytes = chunk_bytes + 3 * build_buffer_bytes;
-    const buf = alloc.alloc(u8, buf_bytes) catch return d.noMemory("the buffers to build the compact index");
+    const buf = alloc.alloc(u8, chunk_bytes) catch return d.noMemory("a buffer to judge the index");
     defer alloc.free(buf);
-    const path = store_path[0..@min(store_path.len, compact.path_bytes_max)];
-    var builder = compact.Builder.init(out_fd, index_cache.keyOf(r, id), path, buf[chunk_bytes..]);
     const sizes: format.EntrySizes = .of(h);
     var hasher = format.XxHash64.init(0);
     // [ZR-PRT-010] Every sum group before any block, every block before the whole index.
@@ -332,11 +377,11 @@ fn streamIndex(
                 failed = err;
                 break;
             };
-            const p = pendingOf(h, bytes);
+            const p = compact.pendingOf(h, bytes);
             // Saturating sums: a crafted index cannot wrap them around to the expected value.
             shard_sums[p.shard] +|= p.stored_size;
             logical_sum +|= logical;
-            builder.add(p) catch return error.CacheWrite;
+            if (builder) |bd| bd.add(p) catch return error.CacheWrite;
         }
     }
     if (h.hasParts()) try blocks.finish(d);
@@ -349,27 +394,11 @@ fn streamIndex(
     if (failed) |err| return err;
     assert(off == h.index_size and rec == h.record_count);
     try checkSums(r, &shard_sums, logical_sum, d);
-    const written = builder.finish() catch return error.CacheWrite;
-    assert(written.record_count == h.record_count and written.path_len == path.len);
-    return written;
 }
 
 fn missingSums(r: *const Reader, d: *Diag) Error {
     return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' has index parts (required_features bit 0) " ++
         "but no index.zrs (ZR-GEN-001, ZR-PRT-001)", .{r.path});
-}
-
-/// What the compact index keeps of a validated index entry.
-fn pendingOf(h: *const format.Header, bytes: []const u8) compact.Pending {
-    const e = format.decodeEntry(bytes);
-    var p: compact.Pending = .{
-        .offset = e.offset,
-        .stored_size = e.stored_size,
-        .shard = e.shard,
-        .sum = @truncate(e.checksum),
-    };
-    for (0..h.ndim * @intFromBool(h.kind == .ragged)) |k| p.dims[k] = @intCast(format.entryDim(bytes, k));
-    return p;
 }
 
 /// What the builder of a compact index writes at a time, per stream.

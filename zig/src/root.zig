@@ -213,8 +213,8 @@ pub export fn zr_reader_open_opts(
         const p = path orelse break :blk nullArgument(&d, "path");
         const op = opts orelse break :blk nullArgument(&d, "opts");
         if (op.flags & ~abi.open_flags_known != 0) break :blk d.fail(error.InvalidArgument, "unknown " ++
-            "open flags 0x{x}; only ZR_OPEN_CACHE_BYPASS (0x1), ZR_OPEN_VALIDATE_INDEX (0x2) and " ++
-            "ZR_OPEN_CHECK_EVERY_READ (0x4) are defined", .{op.flags});
+            "open flags 0x{x}; only ZR_OPEN_CACHE_BYPASS (0x1), ZR_OPEN_VALIDATE_INDEX (0x2), " ++
+            "ZR_OPEN_CHECK_EVERY_READ (0x4) and ZR_OPEN_WHOLE_INDEX (0x8) are defined", .{op.flags});
         if (op.reserved != 0) break :blk d.fail(error.InvalidArgument, "zr_open_opts.reserved must be zero", .{});
         const cache: ?[:0]const u8 = if (op.index_cache) |c| std.mem.sliceTo(c, 0) else null;
         if (cache) |c| if (c.len == 0) break :blk d.fail(error.InvalidArgument, "the index cache folder is " ++
@@ -267,7 +267,8 @@ pub export fn zr_index_cache_prune(
 pub export fn zr_reader_index_info(r: ?*const Reader, out: ?*abi.IndexInfo) void {
     const rd = r orelse return;
     const o = out orelse return;
-    o.* = .{ .resident_bytes = rd.compact.bytes(), .source = @backingInt(rd.index_source), .reserved = 0 };
+    const resident = if (rd.parts) |l| l.filledBytes() else rd.compact.bytes();
+    o.* = .{ .resident_bytes = resident, .source = @backingInt(rd.index_source), .reserved = 0 };
 }
 
 pub export fn zr_reader_info(r: ?*const Reader, out: ?*abi.Info) void {

@@ -107,7 +107,11 @@ pub const LOCK_UN: c_int = 8;
 pub const path_bytes_max: usize = 4096;
 const AT_EMPTY_PATH: u32 = 0x1000;
 const PROT_READ: c_int = 1;
+const PROT_WRITE: c_int = 2;
 const MAP_SHARED: c_int = 1;
+const MAP_PRIVATE: c_int = 2;
+const MAP_ANONYMOUS: c_int = 0x20;
+const MAP_NORESERVE: c_int = 0x4000;
 const MFD_CLOEXEC: u32 = 1;
 pub const MADV_RANDOM: c_int = 1;
 pub const POSIX_FADV_RANDOM: c_int = 1;
@@ -457,6 +461,16 @@ pub fn mmapRead(fd: Fd, len: usize) OsError![]align(std.heap.page_size_min) cons
     const addr = c.mmap(null, len, PROT_READ, MAP_SHARED, fd, 0);
     if (addr == std.math.maxInt(usize)) return error.Os;
     const p: [*]align(std.heap.page_size_min) const u8 = @ptrFromInt(addr);
+    return p[0..len];
+}
+
+/// Reserves `len` bytes of zeroed, writable private memory that the system commits page by
+/// page as they are first written (MAP_NORESERVE): a reservation for the worst case costs
+/// only the pages used.
+pub fn mmapSparse(len: usize) OsError![]align(std.heap.page_size_min) u8 {
+    const addr = c.mmap(null, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (addr == std.math.maxInt(usize)) return error.Os;
+    const p: [*]align(std.heap.page_size_min) u8 = @ptrFromInt(addr);
     return p[0..len];
 }
 

@@ -411,7 +411,12 @@ test "index parts: a cache file is keyed by index.zrs too, and a change of it bu
     var data: [600]u8 = undefined;
     for (&data, 0..) |*b, i| b.* = t.pattern(i);
     try t.writeDenseFlags(&td, "s", 0, "", 1, 1, &data, &.{600}, abi.write_no_sync | abi.write_index_parts);
+    // A plain open without a cache file reads by part and writes none (it judged no part);
+    // an open that judges the whole index writes one.
     var r = try openWith(&td, "s", 0);
+    try testing.expectEqual(IndexSource.by_part, sourceOf(r));
+    root.zr_reader_free(r);
+    r = try openWith(&td, "s", abi.open_validate_index);
     try testing.expectEqual(IndexSource.built_cached, sourceOf(r));
     root.zr_reader_free(r);
     r = try openWith(&td, "s", 0);
@@ -426,9 +431,12 @@ test "index parts: a cache file is keyed by index.zrs too, and a change of it bu
     _ = std.os.linux.nanosleep(&pause, null);
     try t.patchFile(&td, "s/index.zrs", 0, sums);
     r = try openWith(&td, "s", 0);
-    try testing.expectEqual(IndexSource.built_cached, sourceOf(r));
+    try testing.expectEqual(IndexSource.by_part, sourceOf(r));
     var st: Status = undefined;
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, 600, &st));
+    root.zr_reader_free(r);
+    r = try openWith(&td, "s", abi.open_validate_index);
+    try testing.expectEqual(IndexSource.built_cached, sourceOf(r));
     root.zr_reader_free(r);
     removeCache(&td);
     td.removeStore("s", 1);

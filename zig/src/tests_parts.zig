@@ -1,5 +1,6 @@
 //! End-to-end tests of index parts (format 1.2, spec §4.1) through the C ABI: the bytes the
-//! writer writes for them, and open's whole path over them in the order of [ZR-PRT-010].
+//! writer writes for them, open's whole path over them in the order of [ZR-PRT-010]
+//! (ZR_OPEN_VALIDATE_INDEX), and the path by part that a plain open takes ([ZR-PRT-009]).
 //!
 //! Invariants:
 //! - As in tests.zig, each test works in its own fresh directory under /tmp and removes it; a
@@ -31,11 +32,13 @@ fn writeParts(td: *const TempDir, name: []const u8, data: []u8) !void {
     try t.writeDenseFlags(td, name, 0, "", 2, 1, data, &calls, parts_flags);
 }
 
+/// Opens by the whole path (a plain open reads by part) and expects it to fail.
 fn expectOpenFails(td: *const TempDir, store: []const u8, code: abi.Result, needles: []const []const u8) !void {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     var r: ?*Reader = null;
-    try testing.expectEqual(code.code(), root.zr_reader_open(td.sub(&pbuf, store), &r, &st));
+    const rc = root.zr_reader_open_ex(td.sub(&pbuf, store), abi.open_validate_index, &r, &st);
+    try testing.expectEqual(code.code(), rc);
     try testing.expect(r == null);
     for (needles) |needle| try t.expectContains(t.msg(&st), needle);
 }
@@ -121,6 +124,34 @@ test "index parts: open judges every group, then every block, then the index, na
     sys.close(fd);
     try expectOpenFails(&td, "m", .corrupt, &.{ "index.zrs' has 40 bytes", "exactly 32", "ZR-PRT-001" });
     td.removeStore("m", 2);
+    try td.deinitExpectEmpty();
+}
+
+test "index parts: ZR_OPEN_WHOLE_INDEX judges the whole index at open, never by part" {
+    // The mirror of a store read by URL has copied the whole index: it opens with this flag,
+    // so a damaged part fails open as with ZR_OPEN_VALIDATE_INDEX, and an intact store is
+    // built (not read by part), so that a cache folder would keep its compact index.
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    var b1: [64]u8 = undefined;
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    try writeParts(&td, "s", &data);
+    var r: ?*Reader = null;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_open_ex(td.sub(&pbuf, "s"), abi.open_whole_index, &r, &st));
+    try testing.expectEqual(@import("reader.zig").IndexSource.built, r.?.index_source);
+    try testing.expect(r.?.parts == null);
+    try t.expectDenseGather(r.?, &data, 1, &.{ 999, 0, 300 }, 1);
+    root.zr_reader_free(r.?);
+    r = null;
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zri"), 300 * 24 + 13);
+    try t.resealIndex(&td, "s");
+    const rc = root.zr_reader_open_ex(td.sub(&pbuf, "s"), abi.open_whole_index, &r, &st);
+    try testing.expectEqual(abi.Result.checksum.code(), rc);
+    try testing.expect(r == null);
+    try t.expectContains(t.msg(&st), "index block 1 (records 256 to 511)");
+    td.removeStore("s", 2);
     try td.deinitExpectEmpty();
 }
 
@@ -213,6 +244,178 @@ test "index parts: verify of a reader that did not hash the index judges groups,
     try testing.expectError(error.ChecksumMismatch, reader_open.checkIndexChecksum(r, &d));
     try t.expectContains(d.text(), "index_checksum");
     r.header.index_checksum ^= 1;
+    td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
+
+fn gatherOne(r: *Reader, rec: u64, st: *Status) c_int {
+    var out: [1]u8 = undefined;
+    const idx = [_]u64{rec};
+    return root.zr_reader_gather_dense(r, &idx, 1, &out, 1, 1, st);
+}
+
+/// Expects every read of records `recs` (one at a time) to fail with `code`, naming `needle`.
+fn expectReadsFail(r: *Reader, recs: []const u64, code: abi.Result, needle: []const u8) !void {
+    var st: Status = undefined;
+    for (recs) |rec| {
+        try testing.expectEqual(code.code(), gatherOne(r, rec, &st));
+        try t.expectContains(t.msg(&st), needle);
+    }
+}
+
+/// Writes store "s", flips a byte of its file `name` at `offset`, and opens it (by part).
+fn openDamaged(td: *const TempDir, data: []u8, name: []const u8, offset: u64) !*Reader {
+    var b1: [64]u8 = undefined;
+    try writeParts(td, "s", data);
+    try t.flipByte(td, t.storeFile(&b1, "s", name), offset);
+    return t.openOk(td, "s");
+}
+
+fn lazyOf(r: *const Reader) *index_parts.Lazy {
+    return r.parts.?;
+}
+
+const index_parts = @import("index_parts.zig");
+
+test "index parts by part: open judges no part, a gather judges the blocks of its records once" {
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    const r = try t.openOk(&td, "s");
+    defer root.zr_reader_free(r);
+    try testing.expectEqual(@import("reader.zig").IndexSource.by_part, r.index_source);
+    const l = lazyOf(r);
+    try testing.expectEqual(@as(u64, 0), l.judged.load(.monotonic));
+    // Records 999 (block 3) and 0 (block 0), then again: two blocks judged, once each.
+    try t.expectDenseGather(r, &data, 1, &.{ 999, 0, 998, 1 }, 1);
+    try testing.expectEqual(@as(u64, 2), l.judged.load(.monotonic));
+    try t.expectDenseGather(r, &data, 1, &.{ 3, 300, 777, 0 }, 2);
+    try testing.expectEqual(@as(u64, 3), l.judged.load(.monotonic));
+    var st: Status = undefined;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, records_count, &st));
+    try testing.expectEqual(@as(u64, 4), l.judged.load(.monotonic));
+    try t.expectDenseGather(r, &data, 1, &.{ 300, 600 }, 1);
+    td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
+
+test "index parts by part: a damaged block fails the reads of its records only, and verify" {
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    var b1: [64]u8 = undefined;
+    // A byte of record 600's checksum (block 2, records 512 to 767): open does not see it.
+    const r = try openDamaged(&td, &data, "index.zri", 600 * 24 + 16);
+    defer root.zr_reader_free(r);
+    try expectReadsFail(r, &.{ 512, 600, 767, 512 }, .checksum, "index block 2 (records 512 to 767) does not match");
+    var st: Status = undefined;
+    try t.expectDenseGather(r, &data, 1, &.{ 511, 768, 0, 999 }, 1);
+    try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_verify(r, 0, records_count, &st));
+    try t.expectContains(t.msg(&st), "index block 2 (records 512 to 767)");
+    td.removeStore("s", 2);
+
+    // An entry that breaks step 5 under a block sum that matches it: its block's records fail
+    // with step 5's code, naming the block.
+    try writeParts(&td, "e", &data);
+    try t.patchFile(&td, t.storeFile(&b1, "e", "index.zri"), 300 * 24 + 13, &.{1});
+    try t.resealIndex(&td, "e");
+    try resealParts(&td, "e");
+    const r2 = try t.openOk(&td, "e");
+    defer root.zr_reader_free(r2);
+    try testing.expectEqual(abi.Result.corrupt.code(), gatherOne(r2, 256, &st));
+    try t.expectContains(t.msg(&st), "record 300");
+    try t.expectContains(t.msg(&st), "index block 1 (records 256 to 511)");
+    try t.expectDenseGather(r2, &data, 1, &.{ 255, 512 }, 1);
+    td.removeStore("e", 2);
+    try td.deinitExpectEmpty();
+}
+
+/// Rewrites index.zrs and the group sums from index.zri (s = 8, g = 10, one group), and
+/// reseals the header: a store whose parts agree with a changed index.
+fn resealParts(td: *const TempDir, store: []const u8) !void {
+    var b1: [64]u8 = undefined;
+    const index = try t.readAlloc(td, t.storeFile(&b1, store, "index.zri"));
+    defer gpa.free(index);
+    var sums: [4 * 8]u8 = undefined;
+    for (0..4) |b| {
+        const begin = b * 256 * 24;
+        const block = index[begin..@min(begin + 256 * 24, index.len)];
+        std.mem.writeInt(u64, sums[8 * b ..][0..8], format.xxh64(block), .little);
+    }
+    try t.patchFile(td, t.storeFile(&b1, store, "index.zrs"), 0, &sums);
+    const header = try t.readAlloc(td, t.storeFile(&b1, store, "header.zrh"));
+    defer gpa.free(header);
+    std.mem.writeInt(u64, header[152..160], format.xxh64(&sums), .little);
+    t.sealHeader(header);
+    try t.patchFile(td, t.storeFile(&b1, store, "header.zrh"), 0, header);
+}
+
+test "index parts by part: a damaged sum group fails the reads of all its blocks" {
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    const r = try openDamaged(&td, &data, "index.zrs", 8 * 3 + 2);
+    defer root.zr_reader_free(r);
+    try expectReadsFail(r, &.{ 0, 999 }, .checksum, "sum group 0 (index blocks 0 to 3, records 0 to 999)");
+    var st: Status = undefined;
+    try testing.expectEqual(abi.Result.checksum.code(), root.zr_reader_verify(r, 0, records_count, &st));
+    td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
+
+test "index parts by part: a block is judged against the sum its group passed with, not one read again" {
+    // After group 0 passed (a read of block 0), block 2 of index.zri and its sum in index.zrs
+    // are changed to agree with each other (the group sum in the header no longer does). A
+    // reader that read the block sum from index.zrs again would accept the changed block; one
+    // that compares with the sums its group was judged with refuses it ([ZR-PRT-005]).
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    var b1: [64]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    const r = try t.openOk(&td, "s");
+    defer root.zr_reader_free(r);
+    try t.expectDenseGather(r, &data, 1, &.{0}, 1);
+    try t.patchFile(&td, t.storeFile(&b1, "s", "index.zri"), 600 * 24 + 16, &.{0x5a});
+    const index = try t.readAlloc(&td, t.storeFile(&b1, "s", "index.zri"));
+    defer gpa.free(index);
+    var sum: [8]u8 = undefined;
+    std.mem.writeInt(u64, &sum, format.xxh64(index[512 * 24 .. 768 * 24]), .little);
+    try t.patchFile(&td, t.storeFile(&b1, "s", "index.zrs"), 8 * 2, &sum);
+    try expectReadsFail(r, &.{600}, .checksum, "index block 2 (records 512 to 767) does not match");
+    td.removeStore("s", 2);
+    try td.deinitExpectEmpty();
+}
+
+test "index parts by part: concurrent first reads of one block judge it and read right" {
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    const r = try t.openOk(&td, "s");
+    defer root.zr_reader_free(r);
+    const Worker = struct {
+        fn run(rd: *Reader, bytes: []const u8, k: usize, failures: *std.atomic.Value(u32)) void {
+            var st: Status = undefined;
+            // Every thread reads records of block 1 first, then of every block.
+            for (0..40) |j| {
+                const rec: u64 = if (j < 20) 256 + (k * 7 + j) % 256 else (k * 131 + j * 37) % records_count;
+                var out: [1]u8 = undefined;
+                const idx = [_]u64{rec};
+                if (root.zr_reader_gather_dense(rd, &idx, 1, &out, 1, 1, &st) != 0 or out[0] != bytes[@intCast(rec)]) {
+                    _ = failures.fetchAdd(1, .monotonic);
+                }
+            }
+        }
+    };
+    var failures: std.atomic.Value(u32) = .init(0);
+    var threads: [8]std.Thread = undefined;
+    for (&threads, 0..) |*th, k| th.* = try std.Thread.spawn(.{}, Worker.run, .{ r, &data, k, &failures });
+    for (threads) |th| th.join();
+    try testing.expectEqual(@as(u32, 0), failures.load(.monotonic));
+    // Each block judged once: the stripes' locks let no block be judged twice.
+    try testing.expectEqual(@as(u64, 4), lazyOf(r).judged.load(.monotonic));
     td.removeStore("s", 2);
     try td.deinitExpectEmpty();
 }

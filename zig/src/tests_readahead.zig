@@ -504,8 +504,9 @@ test "open_ex refuses unknown flags" {
     var pbuf: [256]u8 = undefined;
     var st: Status = undefined;
     var r: ?*Reader = null;
-    try testing.expectEqual(abi.Result.invalid_argument.code(), root.zr_reader_open_ex(td.sub(&pbuf, "d"), 8, &r, &st));
-    try t.expectContains(t.msg(&st), "unknown open flags 0x8");
+    const rc = root.zr_reader_open_ex(td.sub(&pbuf, "d"), 16, &r, &st);
+    try testing.expectEqual(abi.Result.invalid_argument.code(), rc);
+    try t.expectContains(t.msg(&st), "unknown open flags 0x10");
     try testing.expect(r == null);
     td.removeStore("d", 1);
     try td.deinitExpectEmpty();

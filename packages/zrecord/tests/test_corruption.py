@@ -17,9 +17,9 @@ from zrecord.errors import (
 )
 
 
-def make(path, shards=2):
+def make(path, shards=2, index_parts=True):
     data = np.arange(40 * 16, dtype=np.int32).reshape(40, 16)
-    with Dense.create(path, np.int32, (16,), codec="raw", data_shards=shards) as w:
+    with Dense.create(path, np.int32, (16,), codec="raw", data_shards=shards, index_parts=index_parts) as w:
         w.append(data)
     return data
 
@@ -77,13 +77,23 @@ def test_flipped_header_bits_are_rejected(store_path):  # [ZR-HDR-004]
     Dense.open(store_path).close()
 
 
-def test_flipped_index_bits_are_rejected(store_path):  # [ZR-SUM-003] [ZR-HDR-011]
-    make(store_path)
+@pytest.mark.parametrize("index_parts", [False, True])
+def test_flipped_index_bits_are_rejected(store_path, index_parts):  # [ZR-SUM-003] [ZR-HDR-011] [ZR-PRT-009]
+    """Format 1.1 judges the whole index at every open; 1.2 (index parts) at an open with
+    validate="full", and by part otherwise: the open succeeds and the first read of the
+    damaged block's records fails (its 40 records are one index block)."""
+    make(store_path, index_parts=index_parts)
     index = os.path.join(store_path, "index.zri")
     for offset in range(0, os.path.getsize(index), 13):
         flip(index, offset)
         with pytest.raises(ChecksumError):
-            Dense.open(store_path)
+            Dense.open(store_path, validate="full")
+        if index_parts:
+            with Dense.open(store_path) as ds, pytest.raises(ChecksumError, match="index block 0"):
+                ds[offset // 24]
+        else:
+            with pytest.raises(ChecksumError):
+                Dense.open(store_path)
         flip(index, offset)
 
 

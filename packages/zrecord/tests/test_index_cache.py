@@ -1,5 +1,11 @@
 """The compact index and its cache folder, seen from Python: which folder, what a second open
-finds, what the folder may hold, and that no folder problem fails an open."""
+finds, what the folder may hold, and that no folder problem fails an open.
+
+The stores here are written without index parts (format 1.1, ``index_parts=False``), whose
+every open judges the whole index, so that a plain first open builds and writes the cache file.
+A plain open of a store with index parts (the default) reads by part and writes none
+([ZR-PRT-009]): ``test_the_second_open_maps_the_index_the_first_built`` also runs with parts,
+through an open with ``validate="full"``, and test_index_parts.py has the rest of that path."""
 
 from __future__ import annotations
 
@@ -16,10 +22,10 @@ from zrecord._index_cache import prune as _prune
 from zrecord.errors import ChecksumError
 
 
-def _tokens(path, n=2000, seed=0):
+def _tokens(path, n=2000, seed=0, index_parts=False):
     rng = np.random.default_rng(seed)
     recs = [rng.integers(0, 50_000, rng.integers(0, 100), dtype=np.int32) for _ in range(n)]
-    with Ragged.create(path, np.int32, 1, codec="zstd") as w:
+    with Ragged.create(path, np.int32, 1, codec="zstd", index_parts=index_parts) as w:
         w.append(recs)
     return recs
 
@@ -60,11 +66,18 @@ def prune(folder, budget):
     return _prune(folder, budget)
 
 
-def test_the_second_open_maps_the_index_the_first_built(tmp_path, every_index):
-    """[ZR-ERR-006] a later open of the same index file maps the validation the first made."""
-    recs = _tokens(tmp_path / "t")
+@pytest.mark.parametrize("index_parts", [False, True])
+def test_the_second_open_maps_the_index_the_first_built(tmp_path, every_index, index_parts):
+    """[ZR-ERR-006] a later open of the same index file maps the validation the first made. With
+    index parts a plain open reads by part and writes no cache file ([ZR-PRT-009]): the first
+    open that judges the whole index is one with validate="full"."""
+    recs = _tokens(tmp_path / "t", index_parts=index_parts)
     cache = tmp_path / "cache"
-    with Ragged.open(tmp_path / "t", index_cache=cache) as first:
+    if index_parts:
+        with Ragged.open(tmp_path / "t", index_cache=cache) as plain:
+            assert plain.index_info()["source"] == "by_part"
+        assert not cache.exists() or _cache_files(cache) == []
+    with Ragged.open(tmp_path / "t", index_cache=cache, validate="full" if index_parts else "cached") as first:
         info = first.index_info()
         assert info["source"] == "built_cached" and info["folder"] == str(cache)
         files = _cache_files(cache)
@@ -83,7 +96,7 @@ def test_the_second_open_maps_the_index_the_first_built(tmp_path, every_index):
     with Ragged.open(tmp_path / "t", index_cache=cache, validate="full") as full:
         assert full.index_info()["source"] == "built_cached"
     with Ragged.open(tmp_path / "t", index_cache=None) as none:
-        assert none.index_info() == {"source": "built", "resident_bytes": none.index_info()["resident_bytes"],
+        assert none.index_info() == {"source": "by_part" if index_parts else "built", "resident_bytes": none.index_info()["resident_bytes"],
                                      "folder": None}
     assert len(_cache_files(cache)) == 1
 
@@ -93,7 +106,7 @@ def test_small_indexes_stay_in_memory_and_their_writers_write_nothing(tmp_path, 
     validated at every open, in a few milliseconds, and never written to the folder: stores of
     tests and small experiments do not fill the user's cache, and their writers pay nothing."""
     cache = tmp_path / "cache"
-    with Dense.create(tmp_path / "d", np.int32, (4,), codec="raw", index_cache=cache) as w:
+    with Dense.create(tmp_path / "d", np.int32, (4,), codec="raw", index_cache=cache, index_parts=False) as w:
         w.append(np.zeros((1000, 4), np.int32))
     with Dense.open(tmp_path / "d", index_cache=cache) as ds:
         assert ds.index_info()["source"] == "built"
@@ -107,7 +120,7 @@ def test_small_indexes_stay_in_memory_and_their_writers_write_nothing(tmp_path, 
 
 
 def test_a_dense_raw_store_costs_five_bytes_per_record(tmp_path):
-    with Dense.create(tmp_path / "d", np.uint8, (16,), codec="raw", data_shards=4) as w:
+    with Dense.create(tmp_path / "d", np.uint8, (16,), codec="raw", data_shards=4, index_parts=False) as w:
         w.append(np.zeros((64_000, 16), np.uint8))
     with Dense.open(tmp_path / "d", index_cache=None) as ds:
         # 1,000 block headers of 64 bytes, 4 bytes of checksum per record, and no bit field.
@@ -141,7 +154,7 @@ def test_the_folder_comes_from_the_argument_the_environment_or_the_user_cache(mo
 
 
 def _dense(path, n=300):
-    with Dense.create(path, np.uint8, (1,), codec="raw", index_cache=None) as w:
+    with Dense.create(path, np.uint8, (1,), codec="raw", index_cache=None, index_parts=False) as w:
         w.append((np.arange(n) % 256).astype(np.uint8).reshape(n, 1))
 
 
@@ -254,15 +267,15 @@ def test_an_open_prunes_when_due_and_not_at_every_open(tmp_path, every_index, mo
 def test_a_large_store_is_primed_by_its_writer(tmp_path, monkeypatch):
     monkeypatch.setenv("ZRECORD_INDEX_CACHE_RECORDS_MIN", "100")
     cache = tmp_path / "cache"
-    with Dense.create(tmp_path / "d", np.int32, (4,), codec="raw", index_cache=cache) as w:
+    with Dense.create(tmp_path / "d", np.int32, (4,), codec="raw", index_cache=cache, index_parts=False) as w:
         w.append(np.arange(400, dtype=np.int32).reshape(100, 4))
     assert len(_cache_files(cache)) == 1
     with Dense.open(tmp_path / "d", index_cache=cache) as ds:
         assert ds.index_info()["source"] == "cached"
         np.testing.assert_array_equal(ds[99], [396, 397, 398, 399])
-    with Dense.create(tmp_path / "e", np.int32, (4,), codec="raw", index_cache=None) as w:
+    with Dense.create(tmp_path / "e", np.int32, (4,), codec="raw", index_cache=None, index_parts=False) as w:
         w.append(np.zeros((300, 4), np.int32))
-    with Dense.create(tmp_path / "f", np.int32, (4,), codec="raw", index_cache=cache) as w:
+    with Dense.create(tmp_path / "f", np.int32, (4,), codec="raw", index_cache=cache, index_parts=False) as w:
         w.append(np.zeros((99, 4), np.int32))
     assert len(_cache_files(cache)) == 1
 
@@ -363,7 +376,7 @@ def test_first_reads_check_the_low_half_of_a_checksum_and_verify_all_of_it(tmp_p
     """[ZR-SUM-004] a record whose checksum differs from its bytes' XXH64 only in the high 32
     bits reads (the compact index keeps the low half), and verification reports it."""
     recs = [np.arange(i, dtype=np.int32) for i in range(1, 11)]
-    with Ragged.create(tmp_path / "t", np.int32, 1, codec="raw", data_shards=1, index_cache=None) as w:
+    with Ragged.create(tmp_path / "t", np.int32, 1, codec="raw", data_shards=1, index_cache=None, index_parts=False) as w:
         w.append(recs)
     index = bytearray((tmp_path / "t" / "index.zri").read_bytes())
     entry = len(index) // len(recs)

@@ -1,13 +1,15 @@
 """Stores with index parts (format 1.2, spec §4.1), written with ``index_parts=True``: they read
-back as written, a damaged part fails open with an error naming it, and the index cache keeps
-working with them. Publish uploads ``index.zrs`` before the header (checked on its way up and
-after), and reading by URL mirrors it and judges the store as a local open does: the same
-records, the same errors, naming the URL ([O2]; publish and the mirror refused such stores
-before)."""
+back as written; a plain local open judges no part of the index and a read judges the parts of
+its records, so a damaged part fails the reads of its records (and verify) with an error naming
+it, and a whole open (``validate="full"``) fails; the index cache keeps working with them.
+Publish uploads ``index.zrs`` before the header (checked on its way up and after), and reading
+by URL mirrors it and judges the store as a local open does: the same records, the same errors,
+naming the URL ([O2]; publish and the mirror refused such stores before)."""
 
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -84,9 +86,10 @@ def test_create_with_index_parts_round_trips_and_writes_the_parts_of_the_spec(tm
         assert ds.format_version == (1, 0)
 
 
-def test_a_damaged_part_fails_open_naming_the_part(tmp_path):
+def test_a_damaged_part_fails_a_whole_open_naming_the_part(tmp_path):
     """[ZR-PRT-004] [ZR-PRT-005] [ZR-PRT-011] a block that does not match its sum, a sum group
-    that does not match its group sum, and an index.zrs missing or of the wrong size."""
+    that does not match its group sum (both judged at open with ``validate="full"``), and an
+    index.zrs missing or of the wrong size (judged at every open, [ZR-PRT-009])."""
     store = tmp_path / "d"
     _dense(store)
     # A reserved byte of record 300's entry, the index checksum resealed: block 1 fails (step
@@ -94,11 +97,11 @@ def test_a_damaged_part_fails_open_naming_the_part(tmp_path):
     _flip(store / "index.zri", 300 * 24 + 13)
     _reseal_index(store)
     with pytest.raises(ChecksumError, match=r"index block 1 \(records 256 to 511\) does not match its block sum"):
-        Dense.open(store, index_cache=None)
+        Dense.open(store, index_cache=None, validate="full")
     # A byte of block sum 3: the sum group fails (step 4.3) before any block.
     _flip(store / "index.zrs", 3 * 8)
     with pytest.raises(ChecksumError, match=r"sum group 0 \(index blocks 0 to 3, records 0 to 999\)"):
-        Dense.open(store, index_cache=None)
+        Dense.open(store, index_cache=None, validate="full")
     os.unlink(store / "index.zrs")
     with pytest.raises(CorruptStoreError, match="no index.zrs"):
         Dense.open(store, index_cache=None)
@@ -120,12 +123,98 @@ def test_the_index_cache_keeps_working_and_a_change_of_index_zrs_builds_again(tm
         ds.verify()
     sums = (store / "index.zrs").read_bytes()
     (store / "index.zrs").write_bytes(sums)  # the same bytes: only its identity changes
+    # Without a cache file that fits, a plain open reads by part and writes none (it judged no
+    # part of the index); a whole open writes one.
     with Dense.open(store, index_cache=cache) as ds:
+        assert ds.index_info()["source"] == "by_part"
+        np.testing.assert_array_equal(ds[[5, 900]], data[[5, 900]])
+    with Dense.open(store, index_cache=cache, validate="full") as ds:
         assert ds.index_info()["source"] == "built_cached"
-    # Damaged after that: the cached validation is not relied on, and open names the group.
+    # Damaged after that: the cached validation is not relied on; a read names the group, and
+    # so does a whole open.
     _flip(store / "index.zrs", 0)
+    with Dense.open(store, index_cache=cache) as ds:
+        assert ds.index_info()["source"] == "by_part"
+        with pytest.raises(ChecksumError, match="sum group 0"):
+            ds[5]
     with pytest.raises(ChecksumError, match="sum group 0"):
-        Dense.open(store, index_cache=cache)
+        Dense.open(store, index_cache=cache, validate="full")
+
+
+def test_by_part_a_damaged_block_fails_the_reads_of_its_records_only(tmp_path):
+    """[ZR-PRT-009] [ZR-PRT-011] a byte of record 600's entry (index block 2, records 512 to
+    767) changed: open succeeds, every read of a record of block 2 fails naming the block,
+    every other record reads, and verify fails."""
+    store = tmp_path / "d"
+    data = _dense(store)
+    _flip(store / "index.zri", 600 * 24 + 16)
+    with Dense.open(store, index_cache=None) as ds:
+        assert ds.index_info()["source"] == "by_part"
+        for i in (512, 600, 767, 512):
+            with pytest.raises(ChecksumError, match=r"index block 2 \(records 512 to 767\)"):
+                ds[i]
+        with pytest.raises(ChecksumError, match="index block 2"):
+            ds[np.array([0, 700])]
+        np.testing.assert_array_equal(ds[np.array([511, 768, 0, 999])], data[[511, 768, 0, 999]])
+        with pytest.raises(ChecksumError, match="index block 2"):
+            ds.verify()
+    # An entry that breaks its own rule under a block sum and a group sum that match it: the
+    # reads of its block fail with the entry's code, naming the block.
+    store = tmp_path / "e"
+    data = _dense(store)
+    _flip(store / "index.zri", 300 * 24 + 13)
+    _reseal_parts(store)
+    with Dense.open(store, index_cache=None) as ds:
+        with pytest.raises(CorruptStoreError, match=r"record 300.*index block 1 \(records 256 to 511\)"):
+            ds[256]
+        np.testing.assert_array_equal(ds[np.array([255, 512])], data[[255, 512]])
+
+
+def _reseal_parts(store) -> None:
+    """After index.zri was edited: index.zrs, the one group sum, the index checksum and the
+    header's own, so that only the entries' own rules can fail."""
+    index = (store / "index.zri").read_bytes()
+    block = 256 * 24
+    sums = b"".join(_xxh64(index[b:b + block]).to_bytes(8, "little") for b in range(0, len(index), block))
+    (store / "index.zrs").write_bytes(sums)
+    header = bytearray((store / "header.zrh").read_bytes())
+    header[128 + 8 + 16:128 + 8 + 24] = _xxh64(sums).to_bytes(8, "little")
+    (store / "header.zrh").write_bytes(bytes(header))
+    _reseal_index(store)
+
+
+def test_by_part_a_damaged_sum_group_fails_every_read_of_its_blocks(tmp_path):
+    """[ZR-PRT-004] a byte of block sum 3: open succeeds; a read of any block of group 0
+    fails naming the group, and so does verify."""
+    store = tmp_path / "d"
+    _dense(store)
+    _flip(store / "index.zrs", 3 * 8)
+    with Dense.open(store, index_cache=None) as ds:
+        for i in (0, 999):
+            with pytest.raises(ChecksumError, match=r"sum group 0 \(index blocks 0 to 3, records 0 to 999\)"):
+                ds[i]
+        with pytest.raises(ChecksumError, match="sum group 0"):
+            ds.verify()
+
+
+def test_by_part_open_of_a_large_store_judges_no_part_of_its_index(tmp_path):
+    """[ZR-PRT-009] open runs steps 4.1 and 4.2 only: a store of 2^20 records whose last
+    index block is damaged opens, its compact index holds nothing yet, and only the reads of
+    that block fail."""
+    n = 1 << 20
+    store = tmp_path / "big"
+    data = (np.arange(n, dtype=np.uint32) % 251).astype(np.uint8).reshape(n, 1)
+    with Dense.create(store, np.uint8, (1,), codec="raw", index_parts=True, index_cache=None) as w:
+        w.append(data)
+    _flip(store / "index.zri", (n - 1) * 24 + 16)
+    with Dense.open(store, index_cache=None) as ds:
+        info = ds.index_info()
+        assert info["source"] == "by_part" and info["resident_bytes"] == 0
+        np.testing.assert_array_equal(ds[np.array([0, n // 2])], data[[0, n // 2]])
+        # Two blocks of 256 records judged: what they filled, nothing per record of the store.
+        assert 0 < ds.index_info()["resident_bytes"] <= 2 * 256 * 20
+        with pytest.raises(ChecksumError, match=rf"index block {n // 256 - 1} \(records {n - 256} to {n - 1}\)"):
+            ds[n - 1]
 
 
 FILES = ("header.zrh", "index.zri", "index.zrs", "data-000.zrd", "data-001.zrd")
@@ -185,6 +274,37 @@ def test_a_store_with_index_parts_is_published_and_reads_back_by_url(tmp_path, s
             np.testing.assert_array_equal(rs[i], recs[i])
 
 
+def test_by_part_gathers_from_many_threads_read_right_and_fail_only_the_damaged_block(tmp_path):
+    """The loader gathers on several threads at once: first reads of the same blocks race, and
+    every record still comes back right, the damaged block failing every read of its records
+    on every thread."""
+    n = 1 << 14
+    store = tmp_path / "t"
+    data = (np.arange(n * 2, dtype=np.uint32) % 253).astype(np.uint8).reshape(n, 2)
+    with Dense.create(store, np.uint8, (2,), codec="raw", data_shards=3, index_parts=True,
+                      index_cache=None) as w:
+        w.append(data)
+    _flip(store / "index.zri", 5000 * 24 + 16)  # index block 19: records 4864 to 5119
+    with Dense.open(store, index_cache=None) as ds:
+        def work(seed: int) -> int:
+            rng = np.random.default_rng(seed)
+            failed = 0
+            for _ in range(40):
+                idx = rng.integers(0, n, 64)
+                if ((idx >= 4864) & (idx <= 5119)).any():
+                    with pytest.raises(ChecksumError, match="index block 19"):
+                        ds[idx]
+                    failed += 1
+                else:
+                    np.testing.assert_array_equal(ds[idx], data[idx])
+            return failed
+
+        with ThreadPoolExecutor(8) as pool:
+            failures = sum(pool.map(work, range(8)))
+        assert failures > 0
+        np.testing.assert_array_equal(ds[np.arange(4864)], data[:4864])
+
+
 @pytest.mark.remote
 def test_a_publish_of_index_parts_stopped_before_the_header_leaves_no_readable_store(
         tmp_path, s3_server, s3_bucket, monkeypatch):
@@ -232,19 +352,25 @@ def test_a_publish_of_index_parts_stopped_before_the_header_leaves_no_readable_s
 
 @pytest.mark.remote
 def test_a_store_with_index_parts_reads_by_url_over_http_and_its_mirror_keeps_index_zrs(
-        tmp_path, http_folder):
+        tmp_path, http_folder, monkeypatch):
     """Was refused (UnsupportedError) from the header, before anything was mirrored. The
     mirror now fetches index.zrs whole, once, and a shared mirror whose index.zrs was changed
-    on disk is made again from the store rather than trusted."""
+    on disk is made again from the store rather than trusted. The mirror's open judges the
+    whole index (ZR_OPEN_WHOLE_INDEX, decision 0008), never by part, so a shared mirror's
+    compact index goes to the index cache folder and the next open maps it."""
+    monkeypatch.setenv("ZRECORD_INDEX_CACHE_RECORDS_MIN", "1")
     store = tmp_path / "d"
     data = _dense(store)
     url = _serve(http_folder, store, "d")
     cache = tmp_path / "mirror"
     opts = {"cache_dir": str(cache)}
     idx = np.arange(0, RECORDS, 37)
-    with Dense.open(url, storage_options=opts) as ds:
+    with Dense.open(url, storage_options=opts, index_cache=tmp_path / "ic") as ds:
         assert ds.format_version == (1, 2)
+        assert ds.index_info()["source"] == "built_cached"
         np.testing.assert_array_equal(ds[idx], data[idx])
+    with Dense.open(url, storage_options=opts, index_cache=tmp_path / "ic") as ds:
+        assert ds.index_info()["source"] == "cached"
     (mirror,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
     assert (mirror / "store" / "index.zrs").read_bytes() == (store / "index.zrs").read_bytes()
     assert _gets(http_folder, "d", "index.zrs") == 1

@@ -1,13 +1,17 @@
 """`zrecord verify` detects one flipped bit at every byte of every file of a published store.
 
 For each kind (Dense, Ragged) and codec (raw, zstd, zstd_dict), a small store is written and
-then, one position at a time, one bit of one byte of header.zrh, index.zri or a data file is
-flipped, `zrecord verify --json` is run, and the bit is flipped back. Every position must make
+then, one position at a time, one bit of one byte of header.zrh, index.zri, index.zrs or a data
+file is flipped, `zrecord verify --json` is run, and the bit is flipped back. Every position must make
 verify exit non-zero and name the damaged file, and for a data file the record whose stored
 bytes hold that byte. This holds because every byte of a store is covered by a checksum: the
 header by header_checksum ([ZR-HDR-004]), the index by index_checksum ([ZR-HDR-011]), a shard
 by its records' checksums ([ZR-SUM-001]), since a shard holds nothing but record bytes
-([ZR-DAT-001]) and its size is checked against the header ([ZR-HDR-010]).
+([ZR-DAT-001]) and its size is checked against the header ([ZR-HDR-010]); with index parts (the
+default, format 1.2), index.zrs by the header's group sums ([ZR-PRT-004]) and index.zri's blocks
+by its block sums ([ZR-PRT-005]). A store with index parts opens by part ([ZR-PRT-009]): open
+judges only the header and the index files' sizes, so damage inside the index is reported by
+verify itself (its JSON result names the file, and no record), not by open.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ def dictionary() -> bytes:
     return train_dict(samples, dict_size=256)
 
 
-def write_store(path: str, kind: str, codec: str, dictionary: bytes) -> None:
-    extra = {"dict_bytes": dictionary} if codec == "zstd_dict" else {}
+def write_store(path: str, kind: str, codec: str, dictionary: bytes, parts: bool) -> None:
+    extra: dict = {"dict_bytes": dictionary} if codec == "zstd_dict" else {}
+    extra["index_parts"] = parts
     if kind == "dense":
         data = (np.arange(9 * 5, dtype=np.int16) % 13).reshape(9, 5)
         with Dense.create(path, np.int16, (5,), codec=codec, data_shards=2, **extra) as w:
@@ -72,18 +77,22 @@ def flip(path: str, pos: int, bit: int) -> None:
         f.write(bytes([b ^ (1 << bit)]))
 
 
-@pytest.mark.parametrize("codec", ["raw", "zstd", "zstd_dict"])
-@pytest.mark.parametrize("kind", ["dense", "ragged"])
+@pytest.mark.parametrize(("kind", "codec", "parts"), [
+    *[(kind, codec, True) for kind in ("dense", "ragged") for codec in ("raw", "zstd", "zstd_dict")],
+    # The 1.1 path (no index.zrs, the whole index judged at open), once per kind.
+    ("dense", "zstd", False), ("ragged", "raw", False)])
 def test_verify_detects_a_flipped_bit_at_every_position(tmp_path, capsys, dictionary, kind,
-                                                         codec):
-    """[ZR-HDR-004] [ZR-HDR-011] [ZR-SUM-001] [ZR-DAT-001] [ZR-SUM-003]"""
+                                                         codec, parts):
+    """[ZR-HDR-004] [ZR-HDR-011] [ZR-SUM-001] [ZR-DAT-001] [ZR-SUM-003] [ZR-PRT-004]
+    [ZR-PRT-005] [ZR-PRT-009]"""
     path = str(tmp_path / "s")
-    write_store(path, kind, codec, dictionary)
+    write_store(path, kind, codec, dictionary, parts)
     assert main(["verify", path, "--json"]) == 0
     capsys.readouterr()
     by_byte = owners(path)
     names = sorted(os.listdir(path))
     assert {"header.zrh", "index.zri"} <= set(names)
+    assert ("index.zrs" in names) == parts
     missed: list[str] = []
     checked = 0
     for name in names:
@@ -109,6 +118,11 @@ def test_verify_detects_a_flipped_bit_at_every_position(tmp_path, capsys, dictio
                 if result["record"] != want or name not in result["error"]:
                     missed.append(f"{where}: named record {result['record']} "
                                   f"({result['error']}), expected record {want}")
+            elif parts and name != "header.zrh" and out:
+                # Opened by part: verify judged the index and names the damaged file.
+                result = json.loads(out)
+                if rc != 1 or result["ok"] or result["record"] is not None or name not in result["error"]:
+                    missed.append(f"{where}: exit {rc}, {result}, not naming {name}")
             elif name not in err:
                 missed.append(f"{where}: exit {rc} without naming {name}: {err.strip()}")
     assert checked > 300

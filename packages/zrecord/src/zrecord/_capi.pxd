@@ -44,6 +44,7 @@ cdef extern from "zrecord.h" nogil:
     const uint32_t ZR_OPEN_CACHE_BYPASS
     const uint32_t ZR_OPEN_VALIDATE_INDEX
     const uint32_t ZR_OPEN_CHECK_EVERY_READ
+    const uint32_t ZR_OPEN_WHOLE_INDEX
     const uint64_t ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT
     const uint64_t ZR_INDEX_CACHE_BYTES_DEFAULT
     const uint32_t ZR_READS_AUTO
@@ -134,6 +135,7 @@ cdef extern from "zrecord.h" nogil:
         ZR_INDEX_BUILT
         ZR_INDEX_BUILT_CACHED
         ZR_INDEX_CACHED
+        ZR_INDEX_BY_PART
 
     ctypedef struct zr_index_info:
         uint64_t resident_bytes

@@ -74,6 +74,7 @@ WRITE_INDEX_PARTS = _C["ZR_WRITE_INDEX_PARTS"]
 OPEN_CACHE_BYPASS = _C["ZR_OPEN_CACHE_BYPASS"]
 OPEN_VALIDATE_INDEX = _C["ZR_OPEN_VALIDATE_INDEX"]
 OPEN_CHECK_EVERY_READ = _C["ZR_OPEN_CHECK_EVERY_READ"]
+OPEN_WHOLE_INDEX = _C["ZR_OPEN_WHOLE_INDEX"]
 # NumPy indexes arrays with a signed pointer-sized integer and refuses any shape whose non-zero
 # axes multiply (times the itemsize) past it, even when another axis is zero. The format allows
 # such empty records; they are refused at the Python boundary with a LimitError.

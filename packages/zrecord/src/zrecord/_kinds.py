@@ -159,8 +159,15 @@ class Dense(_Kind):
         process's memory. A folder that cannot be written is no error; it is kept within
         ``ZRECORD_INDEX_CACHE_BYTES`` (16 GiB by default), files of stores that are gone first. `validate` is ``"cached"`` (the default: trust such a file when
         the index it was built from is the same file, unchanged) or ``"full"`` (read and
-        validate index.zri anyway, and write the file anew). See "Large stores: the index" in
-        the zrecord guide.
+        validate index.zri anyway, and write the file anew). A store with index parts (format
+        1.2, ``create(..., index_parts=True)``) for which no such file fits is read **by
+        part** with ``"cached"``: open checks the header and the sizes of ``index.zri`` and
+        ``index.zrs`` and nothing else of the index, whatever the store's size, and each read
+        first checks the index blocks of its records (256 entries each, once per block), so
+        that a damaged block fails every read of its records, naming it, and no other read
+        (spec §9.6); nothing is written to the folder then. ``"full"`` checks its whole index
+        at open (and writes the file). :meth:`verify` checks the whole index either way. See
+        "Large stores: the index" in the zrecord guide.
 
         A URL is read by byte range (the ``remote`` extra's obstore client:
         ``pip install 'obstore>=0.12.1,<0.13'``): open fetches the

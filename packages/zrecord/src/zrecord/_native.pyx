@@ -171,6 +171,7 @@ CONSTANTS = {
     "ZR_OPEN_CACHE_BYPASS": ZR_OPEN_CACHE_BYPASS,
     "ZR_OPEN_VALIDATE_INDEX": ZR_OPEN_VALIDATE_INDEX,
     "ZR_OPEN_CHECK_EVERY_READ": ZR_OPEN_CHECK_EVERY_READ,
+    "ZR_OPEN_WHOLE_INDEX": ZR_OPEN_WHOLE_INDEX,
     "ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT": ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT,
     "ZR_INDEX_CACHE_BYTES_DEFAULT": ZR_INDEX_CACHE_BYTES_DEFAULT,
     "ZR_READS_AUTO": ZR_READS_AUTO,
@@ -310,13 +311,13 @@ cdef class Reader:
             _fail(rc, &st)
 
     def index_info(self):
-        """How the compact index was made (``source``: ``"built"``, ``"built_cached"`` or
-        ``"cached"``) and its size in bytes (``resident_bytes``)."""
+        """How the compact index was made (``source``: ``"built"``, ``"built_cached"``,
+        ``"cached"`` or ``"by_part"``) and its size in bytes (``resident_bytes``)."""
         cdef zr_index_info info
         with nogil:
             zr_reader_index_info(self.r, &info)
         names = {ZR_INDEX_BUILT: "built", ZR_INDEX_BUILT_CACHED: "built_cached",
-                 ZR_INDEX_CACHED: "cached"}
+                 ZR_INDEX_CACHED: "cached", ZR_INDEX_BY_PART: "by_part"}
         return {"source": names[info.source], "resident_bytes": info.resident_bytes}
 
     def __dealloc__(self):

@@ -32,6 +32,7 @@ from zrecord._dtypes import (
     OPEN_CACHE_BYPASS,
     OPEN_CHECK_EVERY_READ,
     OPEN_VALIDATE_INDEX,
+    OPEN_WHOLE_INDEX,
     dtype_from_info,
     numpy_can_hold,
 )
@@ -198,9 +199,12 @@ class _Store(_Kind, Generic[_Batch]):
     def index_info(self) -> dict[str, Any]:
         """How this reader found where its records are: ``source`` is ``"built"`` (index.zri
         validated at open, the compact index kept in memory), ``"built_cached"`` (the same,
-        and written to the index cache folder) or ``"cached"`` (mapped from that folder);
-        ``resident_bytes`` is the compact index's size, shared by the processes of this host
-        that map the same file; ``folder`` is the index cache folder, or None."""
+        and written to the index cache folder), ``"cached"`` (mapped from that folder) or
+        ``"by_part"`` (a format 1.2 store with index parts: open judged none of its index, and
+        each index block is judged when a record of it is first read); ``resident_bytes`` is
+        the compact index's size, shared by the processes of this host that map the same file
+        (by part: what the blocks judged so far wrote, in this process's own memory); ``folder`` is the index cache
+        folder, or None."""
         self._check_open()
         info = self._handle.index_info()
         return {"source": info["source"], "resident_bytes": int(info["resident_bytes"]),
@@ -504,11 +508,14 @@ def _open_any(path: Any, cache: Any, index_cache: Any, validate: Any,
 def _open_remote(url: str, cache: Any, index_cache: Any, validate: Any,
                  storage_options: Mapping[str, Any] | None) -> tuple[Mirror, _native.Reader]:
     """The mirror of the store at `url` and the native reader of it. A private mirror (no
-    ``cache_dir``) keeps its compact index in memory: no index cache file outlives it."""
+    ``cache_dir``) keeps its compact index in memory: no index cache file outlives it. The
+    mirror fetched the whole index, so the core judges it whole at open (or maps a shared
+    mirror's cache file), never by part: decision 0008, "By part, locally"."""
     mirror = Mirror(url, storage_options)
     folder = folder_for(index_cache) if mirror.options["cache_dir"] is not None else None
     try:
-        return mirror, _open_handle(mirror.store_path, cache, folder, validate, OPEN_CHECK_EVERY_READ)
+        return mirror, _open_handle(mirror.store_path, cache, folder, validate,
+                                     OPEN_CHECK_EVERY_READ | OPEN_WHOLE_INDEX)
     except ZrecordError as exc:
         mirror.close()
         raise mirror.relabel(exc) from None

@@ -185,10 +185,11 @@ class _Writer(_Kind):
                 # the compact index to the cache folder; doing it now, while the index is in the
                 # page cache, spares the first reader that pass. A small store's index is
                 # never cached (validating it costs the first reader a few milliseconds), so
-                # its writer does nothing here.
+                # its writer does nothing here. "full": a plain open of a store with index
+                # parts judges no part of it and writes no cache file.
                 from zrecord._reader import _open_handle
 
-                _open_handle(self.path, "auto", self._index_folder, "cached",
+                _open_handle(self.path, "auto", self._index_folder, "full",
                              index_policy=self._index_policy).close()
 
     def abort(self) -> None:
