@@ -195,6 +195,33 @@ void zr_staging_free(zr_staging *s);
 
 /* ---- reader ---------------------------------------------------------------------------- */
 
+/* What a header file says of a store's files (zr_header_layout). */
+typedef struct zr_layout {
+    uint64_t record_count;
+    uint64_t index_size;        /* bytes of index.zri */
+    uint64_t sums_size;         /* bytes of index.zrs (8 per index block); 0 without index parts */
+    uint64_t stored_bytes;
+    uint64_t index_blocks;      /* B of spec §4.1; 0 without index parts */
+    uint64_t sum_groups;        /* T of spec §4.1; 0 without index parts */
+    uint32_t index_entry_size;
+    uint8_t data_shards;
+    uint8_t index_parts;        /* 1 when the store has index parts (required_features bit 0) */
+    uint8_t index_block_shift;  /* s and g of spec §4.1; 0 without index parts */
+    uint8_t index_group_shift;
+    uint64_t header_checksum;
+    uint64_t shard_sizes[ZR_DATA_SHARDS_MAX];
+} zr_layout;
+
+/* Judges header file `name` (a name for messages: a path or a URL) of file_size bytes, whose
+ * first `size` bytes are `bytes`, by the checks a reader's open makes of a header (spec §9.2),
+ * and fills `out` from it. `size` is file_size, or, for a file larger than ZR_HEADER_SIZE_BYTES_MAX,
+ * its first 12 bytes at least: the magic and the version are judged first, then the size. For a
+ * reader that fetches a store's files itself, to lay them out and judge their sizes before
+ * reading them. */
+#define ZR_HEADER_SIZE_BYTES_MAX 17303936ULL
+int zr_header_layout(const void *bytes, uint64_t size, uint64_t file_size, const char *name,
+                     zr_layout *out, zr_status *st);
+
 /* Opens and validates a published store: header and index checksums, every structural rule of
  * the spec that does not need record data. The same as zr_reader_open_ex with flags 0 (no
  * index cache folder). A record's first read is checked against the low 32 bits of its
@@ -326,6 +353,36 @@ int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st
  * device's request queue is full. Fails only for invalid arguments (ZR_E_INDEX for an index
  * out of range) or a closed reader. */
 int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_status *st);
+
+/* A run of index parts (format 1.2, spec §4.1) that a batch needs and a reader has not judged:
+ * index blocks first..last of index.zri (ZR_PART_BLOCKS) or sum groups first..last of
+ * index.zrs (ZR_PART_GROUPS), which occupy bytes [start, end) of that file. */
+#define ZR_PART_BLOCKS 0u
+#define ZR_PART_GROUPS 1u
+typedef struct zr_index_want {
+    uint32_t file;     /* ZR_PART_* */
+    uint32_t reserved; /* zero */
+    uint64_t first;
+    uint64_t last;
+    uint64_t start;
+    uint64_t end;
+} zr_index_want;
+
+/* For a reader that fetches a store's index files itself before it reads them (the mirror of
+ * a store read over a network): the runs of index parts that judging records idx[0..count)
+ * needs and that `r` has not judged yet, in `out` (room for 2 × count runs; runs may repeat
+ * and may hold parts judged already), their number in *out_count. None for a reader that
+ * judged its index at open. Fails only for invalid arguments (ZR_E_INDEX for an index out of
+ * range) or a closed reader. */
+int zr_reader_index_wants(zr_reader *r, const uint64_t *idx, uint64_t count, zr_index_want *out,
+                          uint64_t *out_count, zr_status *st);
+
+/* Where records idx[0..count) lie: shards[i], offsets[i] and sizes[i] (stored bytes) of record
+ * idx[i], each record's index block judged first as a gather judges it, so that a damaged part
+ * of the index fails here as it would fail the gather (spec §9.6), and no location is given
+ * from an index entry that has not passed its checks. */
+int zr_reader_locate(zr_reader *r, const uint64_t *idx, uint64_t count, uint64_t *shards,
+                     uint64_t *offsets, uint64_t *sizes, zr_status *st);
 
 /* How a reader reads batches of records not known to be in the page cache; every mode returns
  * the same records and verifies them the same way. ZR_READS_AUTO (the default) hints and reads

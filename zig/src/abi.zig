@@ -135,8 +135,48 @@ pub const IndexInfo = extern struct {
     reserved: u32,
 };
 
+/// zrecord.h zr_layout: what a header says of the store's files (zr_header_layout).
+pub const Layout = extern struct {
+    record_count: u64,
+    index_size: u64,
+    /// Bytes of index.zrs (8 per index block), 0 without index parts.
+    sums_size: u64,
+    stored_bytes: u64,
+    /// B and T of spec §4.1, 0 without index parts.
+    index_blocks: u64,
+    sum_groups: u64,
+    index_entry_size: u32,
+    data_shards: u8,
+    index_parts: u8,
+    index_block_shift: u8,
+    index_group_shift: u8,
+    header_checksum: u64,
+    shard_sizes: [format.data_shards_max]u64,
+};
+
+/// zrecord.h zr_index_want: a run of index parts of one file that a batch needs and the
+/// reader has not judged (zr_reader_index_wants).
+pub const IndexWant = extern struct {
+    /// ZR_PART_BLOCKS: index blocks first..last of index.zri; ZR_PART_GROUPS: sum groups
+    /// first..last of index.zrs.
+    file: u32,
+    reserved: u32,
+    first: u64,
+    last: u64,
+    /// The bytes of that file they occupy, [start, end).
+    start: u64,
+    end: u64,
+};
+pub const part_blocks: u32 = 0;
+pub const part_groups: u32 = 1;
+
 comptime {
     format.assertNoPadding(OpenOpts);
+    format.assertNoPadding(Layout);
+    format.assertNoPadding(IndexWant);
+    std.debug.assert(@sizeOf(Layout) == 64 + 8 * 255);
+    std.debug.assert(@offsetOf(Layout, "shard_sizes") == 64);
+    std.debug.assert(@sizeOf(IndexWant) == 40);
     format.assertNoPadding(IndexInfo);
     std.debug.assert(@sizeOf(OpenOpts) == 32);
     std.debug.assert(@sizeOf(Status) == 4120);

@@ -506,6 +506,18 @@ pub fn checkMagicVersion(bytes: []const u8, name: []const u8, d: *Diag) HeaderEr
     }
 }
 
+/// What a reader judges of a header file before it reads the file whole: the magic and the
+/// major version on its first bytes `prefix` ([ZR-HDR-001], [ZR-HDR-002]), then its size
+/// `file_size` against the largest valid header ([ZR-HDR-022]), so that a file of another kind
+/// or a newer major is reported as such, and no file larger than any header is read.
+pub fn checkHeaderPrefix(prefix: []const u8, file_size: u64, name: []const u8, d: *Diag) HeaderError!void {
+    try checkMagicVersion(prefix, name, d);
+    if (file_size > header_size_bytes_max) {
+        return d.fail(error.Corrupt, "'{s}' has {d} bytes, more than the largest valid header " ++
+            "({d} bytes) (ZR-HDR-022)", .{ name, file_size, header_size_bytes_max });
+    }
+}
+
 /// Validates and decodes a complete header file. `name` names the file in messages. The
 /// checks run in the order of spec §9.2 ([ZR-ERR-003]), one step per function below.
 pub fn decodeHeader(bytes: []const u8, name: []const u8, d: *Diag) HeaderError!Header {

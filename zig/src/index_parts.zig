@@ -30,6 +30,7 @@ const format = @import("format.zig");
 const sys = @import("sys.zig");
 const Reader = @import("reader.zig").Reader;
 const compact = @import("compact.zig");
+const abi = @import("abi.zig");
 const alloc = std.heap.c_allocator;
 
 const Diag = diag_mod.Diag;
@@ -297,6 +298,56 @@ pub fn ensureRecord(r: *const Reader, l: *Lazy, rec: u64, d: *Diag) Error!void {
     if (bitSet(l.blocks, b)) return;
     if (l.block_records >= compact.block_records) return ensureBlock(r, l, b, d);
     return ensureSmall(r, l, rec / compact.block_records, b, d);
+}
+
+/// What judging record `rec` needs of the index files that this reader has not judged
+/// (zr_reader_index_wants), for a reader that fetches them before it judges them (the mirror
+/// of a store read over a network): the index blocks `ensureRecord` would judge (its block, or
+/// with blocks smaller than a compact block every block of its compact block) and their sum
+/// groups, each a run of parts with the bytes it occupies. 0, 1 or 2 runs in `out`; none once
+/// the record's block passed. A run may hold parts judged already, which cost their bytes only.
+pub fn wants(r: *const Reader, l: *const Lazy, rec: u64, out: *[2]abi.IndexWant) usize {
+    const h = &r.header;
+    assert(rec < h.record_count);
+    const b = rec >> @intCast(h.index_block_shift);
+    if (bitSet(l.blocks, b)) return 0;
+    var first_block = b;
+    var last_block = b;
+    if (l.block_records < compact.block_records) {
+        const c = rec / compact.block_records;
+        const first = c * compact.block_records;
+        const last = @min(first + compact.block_records, h.record_count) - 1;
+        first_block = first >> @intCast(h.index_block_shift);
+        last_block = last >> @intCast(h.index_block_shift);
+    }
+    const first_group = first_block >> @intCast(h.index_group_shift);
+    const last_group = last_block >> @intCast(h.index_group_shift);
+    var k: usize = 0;
+    var t = first_group;
+    const need_groups = while (t <= last_group) : (t += 1) {
+        if (!bitSet(l.groups, t)) break true;
+    } else false;
+    if (need_groups) {
+        out[k] = .{
+            .file = abi.part_groups,
+            .reserved = 0,
+            .first = first_group,
+            .last = last_group,
+            .start = 8 * groupBlocks(h, first_group)[0],
+            .end = 8 * (groupBlocks(h, last_group)[1] + 1),
+        };
+        k += 1;
+    }
+    const es: u64 = r.entry_size;
+    out[k] = .{
+        .file = abi.part_blocks,
+        .reserved = 0,
+        .first = first_block,
+        .last = last_block,
+        .start = blockRecords(h, first_block)[0] * es,
+        .end = (blockRecords(h, last_block)[1] + 1) * es,
+    };
+    return k + 1;
 }
 
 /// A spin lock that a process forked while a thread held it can take over: it holds its

@@ -215,9 +215,8 @@ pub const Reader = struct {
         _ = r.flight.fetchSub(1, .seq_cst);
     }
 
-    /// Checks every index against the record count and, when the compact index came from a
-    /// cache file, every record not read before against the store (index_cache.ensureRecord).
-    fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
+    /// Checks every index against the record count.
+    fn checkRange(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
         var i: u64 = 0;
         while (i < n) : (i += 1) {
             const v = idx[@intCast(i)];
@@ -226,8 +225,14 @@ pub const Reader = struct {
                 v, i, r.path, r.header.record_count,
             });
         }
+    }
+
+    /// Checks every index against the record count and, when the compact index came from a
+    /// cache file, every record not read before against the store (index_cache.ensureRecord).
+    fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
+        try r.checkRange(idx, n, d);
+        var i: u64 = 0;
         if (r.parts) |l| {
-            i = 0;
             while (i < n) : (i += 1) try index_parts.ensureRecord(r, l, idx[@intCast(i)], d);
             return;
         }
@@ -332,6 +337,61 @@ pub const Reader = struct {
         if (total > 0 and out == null) return d.fail(error.InvalidArgument, "gather_ragged got a " ++
             "null output buffer for {d} bytes", .{total});
         return gather.ragged(r, idx.?, n, out, out_size, offsets.?, total, threads, d);
+    }
+
+    /// The runs of index parts that judging records idx[0..n) needs and this reader has not
+    /// judged (zr_reader_index_wants; index_parts.wants), at most 2n of them in `out`, their
+    /// number in `count`; none for a reader that judged its index at open.
+    pub fn indexWants(
+        r: *Reader,
+        idx: ?[*]const u64,
+        n: u64,
+        out: ?[*]abi.IndexWant,
+        count: *u64,
+        d: *Diag,
+    ) Error!void {
+        try r.enter(d);
+        defer r.leave();
+        count.* = 0;
+        if (n == 0) return;
+        if (idx == null or out == null) return d.fail(error.InvalidArgument, "index_wants got a " ++
+            "null array", .{});
+        try r.checkRange(idx.?, n, d);
+        const l = r.parts orelse return;
+        var i: u64 = 0;
+        while (i < n) : (i += 1) {
+            var runs: [2]abi.IndexWant = undefined;
+            const k = index_parts.wants(r, l, idx.?[@intCast(i)], &runs);
+            @memcpy(out.?[@intCast(count.*)..][0..k], runs[0..k]);
+            count.* += k;
+        }
+    }
+
+    /// Where records idx[0..n) lie (zr_reader_locate): each record's index block judged first,
+    /// as a gather judges it (`checkIndices`), then its shard, offset and stored size.
+    pub fn locate(
+        r: *Reader,
+        idx: ?[*]const u64,
+        n: u64,
+        shards: ?[*]u64,
+        offsets: ?[*]u64,
+        sizes: ?[*]u64,
+        d: *Diag,
+    ) Error!void {
+        try r.enter(d);
+        defer r.leave();
+        if (n == 0) return;
+        if (idx == null or shards == null or offsets == null or sizes == null) {
+            return d.fail(error.InvalidArgument, "locate got a null array", .{});
+        }
+        try r.checkIndices(idx.?, n, d);
+        var i: u64 = 0;
+        while (i < n) : (i += 1) {
+            const e = r.location(idx.?[@intCast(i)]);
+            shards.?[@intCast(i)] = e.shard;
+            offsets.?[@intCast(i)] = e.offset;
+            sizes.?[@intCast(i)] = e.stored_size;
+        }
     }
 
     /// How this reader reads batches not known to be in the page cache.

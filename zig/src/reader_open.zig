@@ -144,11 +144,7 @@ fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
     sys.preadAll(hfd, prefix[0..prefix_len], 0, &short) catch return readError(d, path, "header.zrh", short);
     var name_buf: [4096 + 16]u8 = undefined;
     const hname = std.fmt.bufPrint(&name_buf, "{s}/header.zrh", .{path}) catch "header.zrh";
-    try format.checkMagicVersion(prefix[0..prefix_len], hname, d);
-    if (st.size > format.header_size_bytes_max) {
-        return d.fail(error.Corrupt, "'{s}' has {d} bytes, more than the largest valid " ++
-            "header ({d} bytes) (ZR-HDR-022)", .{ hname, st.size, format.header_size_bytes_max });
-    }
+    try format.checkHeaderPrefix(prefix[0..prefix_len], st.size, hname, d);
     const bytes = alloc.alloc(u8, @intCast(st.size)) catch return d.noMemory("the header");
     errdefer alloc.free(bytes);
     sys.preadAll(hfd, bytes, 0, &short) catch return readError(d, path, "header.zrh", short);

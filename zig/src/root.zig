@@ -333,6 +333,43 @@ pub export fn zr_reader_gather_ragged(
     return finish(st, result, &d);
 }
 
+/// The runs of index parts that judging records idx[0..count) needs and `r` has not judged
+/// (Reader.indexWants); `out` holds room for 2 × count of them.
+pub export fn zr_reader_index_wants(
+    r: ?*Reader,
+    idx: ?[*]const u64,
+    count: u64,
+    out: ?[*]abi.IndexWant,
+    out_count: ?*u64,
+    st: ?*Status,
+) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const rd = r orelse break :blk nullArgument(&d, "reader");
+        const oc = out_count orelse break :blk nullArgument(&d, "out_count");
+        break :blk rd.indexWants(idx, count, out, oc, &d);
+    };
+    return finish(st, result, &d);
+}
+
+/// Where records idx[0..count) lie, each judged first (Reader.locate).
+pub export fn zr_reader_locate(
+    r: ?*Reader,
+    idx: ?[*]const u64,
+    count: u64,
+    shards: ?[*]u64,
+    offsets: ?[*]u64,
+    sizes: ?[*]u64,
+    st: ?*Status,
+) c_int {
+    var d: Diag = .{};
+    const result: Error!void = if (r) |rd|
+        rd.locate(idx, count, shards, offsets, sizes, &d)
+    else
+        nullArgument(&d, "reader");
+    return finish(st, result, &d);
+}
+
 pub export fn zr_reader_verify(r: ?*Reader, start: u64, count: u64, st: ?*Status) c_int {
     var d: Diag = .{};
     const result: Error!void = if (r) |rd| rd.verify(start, count, &d) else nullArgument(&d, "reader");
@@ -362,6 +399,56 @@ pub export fn zr_reader_close(r: ?*Reader) void {
 
 pub export fn zr_reader_free(r: ?*Reader) void {
     if (r) |rd| rd.free();
+}
+
+// ---- headers -----------------------------------------------------------------------------
+
+/// Judges the header file `name` of `file_size` bytes, of which `bytes` holds the first `size`
+/// (all of them, or at least its first 12 when it is larger than any valid header), by the
+/// checks of a reader's open (spec §9.2: format.checkHeaderPrefix, then format.decodeHeader),
+/// and fills `out` with what it says of the store's files: for a reader that fetches those
+/// files itself (the mirror of a store read over a network).
+pub export fn zr_header_layout(
+    bytes: ?[*]const u8,
+    size: u64,
+    file_size: u64,
+    name: ?[*:0]const u8,
+    out: ?*abi.Layout,
+    st: ?*Status,
+) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const o = out orelse break :blk nullArgument(&d, "out");
+        o.* = std.mem.zeroes(abi.Layout);
+        const n = name orelse break :blk nullArgument(&d, "name");
+        if (size > 0 and bytes == null) break :blk nullArgument(&d, "bytes");
+        if (size > file_size) break :blk d.fail(error.InvalidArgument, "zr_header_layout got {d} " ++
+            "bytes of a {d}-byte file", .{ size, file_size });
+        const have: []const u8 = if (size == 0) &.{} else bytes.?[0..@intCast(size)];
+        const where = std.mem.sliceTo(n, 0);
+        format.checkHeaderPrefix(have[0..@min(have.len, 12)], file_size, where, &d) catch |err| break :blk err;
+        if (size != file_size) break :blk d.fail(error.InvalidArgument, "zr_header_layout got {d} " ++
+            "bytes of the {d}-byte header '{s}'; it judges a header of at most {d} bytes whole", .{
+            size, file_size, where, format.header_size_bytes_max,
+        });
+        const h = format.decodeHeader(have, where, &d) catch |err| break :blk err;
+        o.* = .{
+            .record_count = h.record_count,
+            .index_size = h.index_size,
+            .sums_size = 8 * h.blockCount(),
+            .stored_bytes = h.stored_bytes,
+            .index_blocks = h.blockCount(),
+            .sum_groups = h.groupCount(),
+            .index_entry_size = h.index_entry_size,
+            .data_shards = h.data_shards,
+            .index_parts = @intFromBool(h.hasParts()),
+            .index_block_shift = h.index_block_shift,
+            .index_group_shift = h.index_group_shift,
+            .header_checksum = h.header_checksum,
+            .shard_sizes = h.shard_sizes,
+        };
+    };
+    return finish(st, result, &d);
 }
 
 // ---- dictionaries ------------------------------------------------------------------------

@@ -419,3 +419,69 @@ test "index parts by part: concurrent first reads of one block judge it and read
     td.removeStore("s", 2);
     try td.deinitExpectEmpty();
 }
+
+/// A run of one part, `first` = `last` = `part`.
+fn want(file: u32, part: u64, start: u64, end: u64) abi.IndexWant {
+    return .{ .file = file, .reserved = 0, .first = part, .last = part, .start = start, .end = end };
+}
+
+test "index parts: index_wants names the parts a batch needs until they pass, and locate judges them first" {
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    const r = try t.openOk(&td, "s");
+    var st: Status = undefined;
+    const idx = [_]u64{ 999, 0, 1 };
+    var wants: [2 * idx.len]abi.IndexWant = undefined;
+    var found: u64 = 0;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_index_wants(r, &idx, idx.len, &wants, &found, &st));
+    // Per record not judged: its sum group (index.zrs bytes of all 4 block sums), then its
+    // block (index.zri bytes of its 256 or 232 entries of 24 bytes).
+    try testing.expectEqual(@as(u64, 6), found);
+    try testing.expectEqual(want(abi.part_groups, 0, 0, 32), wants[0]);
+    try testing.expectEqual(want(abi.part_blocks, 3, 768 * 24, 1000 * 24), wants[1]);
+    try testing.expectEqual(want(abi.part_blocks, 0, 0, 256 * 24), wants[3]);
+    var shards: [idx.len]u64 = undefined;
+    var offsets: [idx.len]u64 = undefined;
+    var sizes: [idx.len]u64 = undefined;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_locate(r, &idx, idx.len, &shards, &offsets, &sizes, &st));
+    // What index.zri says of each record.
+    for (idx, 0..) |rec, i| {
+        const e = try t.entryOf(&td, "s", rec, 24);
+        try testing.expectEqual(@as(u64, e.shard), shards[i]);
+        try testing.expectEqual(e.offset, offsets[i]);
+        try testing.expectEqual(@as(u64, 1), sizes[i]);
+    }
+    try testing.expect(shards[0] != shards[1]);
+    // Judged: nothing more is wanted for them; an index out of range is refused.
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_index_wants(r, &idx, idx.len, &wants, &found, &st));
+    try testing.expectEqual(@as(u64, 0), found);
+    const bad = [_]u64{1000};
+    try testing.expectEqual(abi.Result.index.code(), root.zr_reader_index_wants(r, &bad, 1, &wants, &found, &st));
+    try testing.expectEqual(abi.Result.index.code(), root.zr_reader_locate(r, &bad, 1, &shards, &offsets, &sizes, &st));
+    root.zr_reader_free(r);
+    td.removeStore("s", 2);
+}
+
+test "index parts: locate fails on a damaged block as a gather would, naming the part" {
+    var td: TempDir = .{};
+    try td.init();
+    var data: [records_count]u8 = undefined;
+    try writeParts(&td, "s", &data);
+    var b1: [64]u8 = undefined;
+    try t.flipByte(&td, t.storeFile(&b1, "s", "index.zri"), 300 * 24 + 13); // block 1
+    const r = try t.openOk(&td, "s");
+    var st: Status = undefined;
+    var shards: [1]u64 = undefined;
+    var offsets: [1]u64 = undefined;
+    var sizes: [1]u64 = undefined;
+    const ok = [_]u64{5};
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_locate(r, &ok, 1, &shards, &offsets, &sizes, &st));
+    const damaged = [_]u64{300};
+    const rc = root.zr_reader_locate(r, &damaged, 1, &shards, &offsets, &sizes, &st);
+    try testing.expectEqual(abi.Result.checksum.code(), rc);
+    try t.expectContains(t.msg(&st), "index block 1 (records 256 to 511)");
+    root.zr_reader_free(r);
+    td.removeStore("s", 2);
+}

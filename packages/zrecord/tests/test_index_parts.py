@@ -257,9 +257,13 @@ def test_a_store_with_index_parts_is_published_and_reads_back_by_url(tmp_path, s
         assert ds.digest == digest and ds.format_version == (1, 2)
         idx = np.array([999, 0, 256, 511, 767, 768])
         np.testing.assert_array_equal(ds[idx], data[idx])
+        # By part: open fetched header.zrh alone; verify fetched the rest of the index.
+        stats = ds.remote_stats()
+        assert stats["open_bytes"] == (store / "header.zrh").stat().st_size
+        assert stats["open_requests"] == 1
         ds.verify()
-        assert ds.remote_stats()["open_bytes"] == sum((store / f).stat().st_size
-                                                      for f in ("header.zrh", "index.zri", "index.zrs"))
+        assert ds.remote_stats()["index_bytes"] >= sum((store / f).stat().st_size
+                                                       for f in ("index.zri", "index.zrs"))
     # Created by URL: staged, published with its parts, the same bytes as a local write.
     recs = [np.arange(i % 9, dtype=np.int16) for i in range(700)]
     for where in (s3_bucket.url("p/r"), tmp_path / "r"):
@@ -353,66 +357,131 @@ def test_a_publish_of_index_parts_stopped_before_the_header_leaves_no_readable_s
 @pytest.mark.remote
 def test_a_store_with_index_parts_reads_by_url_over_http_and_its_mirror_keeps_index_zrs(
         tmp_path, http_folder, monkeypatch):
-    """Was refused (UnsupportedError) from the header, before anything was mirrored. The
-    mirror now fetches index.zrs whole, once, and a shared mirror whose index.zrs was changed
-    on disk is made again from the store rather than trusted. The mirror's open judges the
-    whole index (ZR_OPEN_WHOLE_INDEX, decision 0008), never by part, so a shared mirror's
-    compact index goes to the index cache folder and the next open maps it."""
+    """Was refused (UnsupportedError) from the header, before anything was mirrored. By part
+    (decision 0008), the mirror fetches the index parts its gathers need by range and keeps
+    them: a shared mirror opened again fetches no part twice, and a part damaged in the mirror
+    is fetched again rather than trusted or blamed on the store. With validate="full" the
+    mirror fetches the whole index, the open judges it whole, and a shared mirror's compact
+    index goes to the index cache folder for the next open to map."""
     monkeypatch.setenv("ZRECORD_INDEX_CACHE_RECORDS_MIN", "1")
     store = tmp_path / "d"
     data = _dense(store)
     url = _serve(http_folder, store, "d")
-    cache = tmp_path / "mirror"
-    opts = {"cache_dir": str(cache)}
-    idx = np.arange(0, RECORDS, 37)
-    with Dense.open(url, storage_options=opts, index_cache=tmp_path / "ic") as ds:
-        assert ds.format_version == (1, 2)
-        assert ds.index_info()["source"] == "built_cached"
+    opts = {"cache_dir": str(tmp_path / "mirror")}
+    idx = np.array([5, 900])  # index blocks 0 and 3 of 4, one sum group
+    with Dense.open(url, storage_options=opts) as ds:
+        assert ds.format_version == (1, 2) and ds.index_info()["source"] == "by_part"
         np.testing.assert_array_equal(ds[idx], data[idx])
-    with Dense.open(url, storage_options=opts, index_cache=tmp_path / "ic") as ds:
-        assert ds.index_info()["source"] == "cached"
-    (mirror,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    (mirror,) = [p for p in (tmp_path / "mirror").iterdir() if not p.name.startswith(".")]
+    held = (mirror / "store" / "index.zri").read_bytes()
+    whole = (store / "index.zri").read_bytes()
+    for b in range(4):
+        part = slice(b * 256 * 24, min(RECORDS, (b + 1) * 256) * 24)
+        assert (held[part] == whole[part]) == (b in (0, 3)), b  # blocks 1 and 2: holes
     assert (mirror / "store" / "index.zrs").read_bytes() == (store / "index.zrs").read_bytes()
-    assert _gets(http_folder, "d", "index.zrs") == 1
+    gets = {f: _gets(http_folder, "d", f) for f in ("index.zri", "index.zrs")}
+    assert gets == {"index.zri": 2, "index.zrs": 1}
     with Dense.open(url, storage_options=opts) as ds:
         np.testing.assert_array_equal(ds[idx], data[idx])
-    assert _gets(http_folder, "d", "index.zrs") == 1  # the mirror's, not fetched again
-    sums = mirror / "store" / "index.zrs"
-    sums.write_bytes(sums.read_bytes())  # the same bytes: only its identity changes
+        assert ds.remote_stats()["index_requests"] == 0  # the mirror's, not fetched again
+    # A held part damaged in the mirror fails its check there, is fetched once more, and reads.
+    _flip(mirror / "store" / "index.zri", 900 * 24 + 3)
     with Dense.open(url, storage_options=opts) as ds:
         np.testing.assert_array_equal(ds[idx], data[idx])
-        ds.verify()
+        assert ds.remote_stats()["index_requests"] == 1
+    assert _gets(http_folder, "d", "index.zri") == 3
+    # The whole path (validate="full", or a budget): a mirror of its own, the whole index
+    # fetched once and judged at open; validate="full" writes the cache file anew, and the
+    # next whole open maps it.
+    for more, source in (({"validate": "full"}, "built_cached"),
+                         ({"storage_options": {**opts, "cache_bytes": 1 << 30}}, "cached")):
+        with Dense.open(url, **{"storage_options": opts, **more}, index_cache=tmp_path / "ic") as ds:
+            assert ds.index_info()["source"] == source
+            np.testing.assert_array_equal(ds[idx], data[idx])
+            ds.verify()
     assert _gets(http_folder, "d", "index.zrs") == 2
 
 
 @pytest.mark.remote
-def test_a_damaged_remote_index_part_fails_open_naming_the_part_and_the_url(tmp_path, http_folder):
+def test_a_damaged_remote_index_part_fails_its_reads_naming_the_part_and_the_url(tmp_path, http_folder):
     """[ZR-PRT-001] [ZR-PRT-004] [ZR-PRT-005] by URL: the errors of a local open, naming the
-    URL and never the mirror; an index.zrs missing or of the wrong size is refused from its
-    HEAD, before index.zri or index.zrs is fetched."""
+    URL and never the mirror. By part, open succeeds and a read fails on the first part it
+    needs that fails (fetched twice: the mirror's copy is not blamed on the store), while the
+    records of sound parts read right; on the whole path (validate="full") open fails, and an
+    index.zrs missing or of the wrong size is refused from its HEAD, before any index body is
+    fetched."""
     store = tmp_path / "d"
-    _dense(store)
+    data = _dense(store)
     good = {f.replace(".", "_"): (store / f).read_bytes() for f in FILES}
     _flip(store / "index.zri", 300 * 24 + 13)
     _reseal_index(store)
     url = _serve(http_folder, store, "block")
-    with pytest.raises(ChecksumError, match=r"index block 1 \(records 256 to 511\) does not match its block sum") as info:
-        Dense.open(url)
-    assert f"{url}/index.zri" in str(info.value) and str(tmp_path) not in str(info.value)
+    block = r"index block 1 \(records 256 to 511\) does not match its block sum"
+    with pytest.raises(ChecksumError, match=block) as info:
+        Dense.open(url, validate="full")
+    before = _gets(http_folder, "block", "index.zri")  # the whole path's one GET
+    with Dense.open(url) as ds:
+        np.testing.assert_array_equal(ds[[0, 999]], data[[0, 999]])
+        with pytest.raises(ChecksumError, match=block) as info:
+            ds[[0, 300]]
+        assert f"{url}/index.zri" in str(info.value) and str(tmp_path) not in str(info.value)
+        # Blocks 0 and 3 (one GET each: 2 blocks apart), then block 1 twice.
+        assert _gets(http_folder, "block", "index.zri") == before + 2 + 2
+        np.testing.assert_array_equal(ds[[700]], data[[700]])
     sums = bytearray(good["index_zrs"])
     sums[3 * 8] ^= 0xFF
     url = _serve(http_folder, store, "group", **{**good, "index_zrs": bytes(sums)})
-    with pytest.raises(ChecksumError, match=r"sum group 0 \(index blocks 0 to 3, records 0 to 999\)") as info:
-        Dense.open(url)
+    group = r"sum group 0 \(index blocks 0 to 3, records 0 to 999\)"
+    with pytest.raises(ChecksumError, match=group) as info:
+        Dense.open(url, validate="full")
+    with Dense.open(url) as ds, pytest.raises(ChecksumError, match=group) as info:
+        ds[[5]]
     assert f"{url}/index.zrs" in str(info.value)
     url = _serve(http_folder, store, "wrong", **{**good, "index_zrs": bytes(40)})
-    with pytest.raises(CorruptStoreError, match=r"index.zrs' has 40 bytes .*exactly 32 .*ZR-PRT-001") as info:
-        Dense.open(url)
-    assert f"{url}/index.zrs" in str(info.value)
+    for validate in ("full", "cached"):
+        with pytest.raises(CorruptStoreError, match=r"index.zrs' has 40 bytes .*exactly 32 .*ZR-PRT-001") as info:
+            with Dense.open(url, validate=validate) as ds:
+                ds[[5]]
+        assert f"{url}/index.zrs" in str(info.value)
     url = _serve(http_folder, store, "missing", **good)
     os.unlink(http_folder.path / "missing" / "index.zrs")
-    with pytest.raises(CorruptStoreError, match=r"has index parts .* but no index.zrs") as info:
-        Dense.open(url)
-    assert url in str(info.value)
-    for name in ("wrong", "missing"):
-        assert _gets(http_folder, name, "index.zri") == _gets(http_folder, name, "index.zrs") == 0
+    for validate in ("full", "cached"):
+        with pytest.raises(CorruptStoreError, match=r"has index parts .* but no index.zrs") as info:
+            with Dense.open(url, validate=validate) as ds:
+                ds[[5]]
+        assert url in str(info.value)
+
+
+
+
+@pytest.mark.remote
+def test_by_part_reads_from_many_threads_and_prefetches_fetch_each_part_once(tmp_path, http_folder):
+    """By part, index parts are fetched on the reader's event loop as records are: threads
+    reading at once each get their records right, a prefetch fetches the parts of the records
+    it starts, and no part is fetched twice by one reader (its parts.bits and the core's
+    judged blocks say what is held)."""
+    import concurrent.futures
+
+    store = tmp_path / "d"
+    data = _dense(store)
+    url = _serve(http_folder, store, "threads")
+    rng = np.random.default_rng(5)
+    with Dense.open(url) as ds:
+        ds.prefetch(np.arange(0, 256))
+        np.testing.assert_array_equal(ds[np.arange(0, 256)], data[:256])
+        after_prefetch = ds.remote_stats()
+        assert after_prefetch["index_requests"] == 2  # sum group 0, index block 0
+
+        def read(seed: int) -> None:
+            idx = np.random.default_rng(seed).integers(0, RECORDS, 64)
+            np.testing.assert_array_equal(ds[idx], data[idx])
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(read, rng.integers(0, 1 << 30, 32).tolist()))
+        stats = ds.remote_stats()
+        # Blocks 1 to 3, joined into fewer GETs when one batch needs neighbours, and each at
+        # most once per thread however the threads raced (two may ask before either lands).
+        assert 3 <= stats["index_requests"] <= 2 + 3 * 4
+        assert stats["index_bytes"] >= (store / "index.zri").stat().st_size
+        assert stats["open_requests"] == 1
+    assert _gets(http_folder, "threads", "index.zrs") == 1

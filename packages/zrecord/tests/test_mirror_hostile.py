@@ -166,13 +166,22 @@ def test_an_oversized_header_is_refused_before_its_body_is_read(http_folder, tok
 
 def test_an_index_of_another_size_than_the_headers_is_refused_before_its_body_is_read(http_folder,
                                                                                       tokens):
+    """[ZR-HDR-011] from a HEAD at open on the whole path; [ZR-PRT-012] by part, from the first
+    ranged GET's answer, before any byte of it is used."""
     root, _ = tokens
     index = (root / "index.zri").read_bytes()
     url = _serve(http_folder, root, index_zri=index + bytes(1 << 20))
+    # The whole path (validate="full") asks every object's size at open, by HEAD.
     with pytest.raises(CorruptStoreError, match=r"index.zri'? has \d+ bytes") as info:
-        Ragged.open(url)
+        Ragged.open(url, validate="full")
     assert f"{url}/index.zri" in str(info.value) and "ZR-HDR-011" in str(info.value)
     assert not [r for r in http_folder.requests() if r.method == "GET" and r.path.endswith("index.zri")]
+    # By part, open asks nothing but header.zrh; the size that the first ranged GET of
+    # index.zri answers with is judged before its bytes are used, and no record is returned.
+    with Ragged.open(url) as ds:
+        with pytest.raises(CorruptStoreError, match=r"index.zri'? has \d+ bytes") as info:
+            ds[[0]]
+    assert f"{url}/index.zri" in str(info.value) and "ZR-HDR-011" in str(info.value)
 
 
 def test_a_large_index_is_streamed_to_the_mirror_in_bounded_memory(http_folder, tmp_path):
@@ -328,7 +337,19 @@ def test_a_shard_whose_head_lies_about_its_size_is_a_corrupt_store(http_folder, 
 
         monkeypatch.setattr(_remote._Client, "head", head)
         with pytest.raises(CorruptStoreError, match="shard_sizes") as info:
-            Ragged.open(url)
+            Ragged.open(url, validate="full")  # the whole path: sizes from HEADs at open
+        assert f"{url}/data-001.zrd' has {lie} bytes" in str(info.value)
+    # By part, the size comes with the first ranged GET of the shard.
+    honest_get = _remote._Client.get_range
+    for lie in (2**64 + 5, real + 1):
+        async def get_range(self, name, start, end, etag, lie=lie):
+            data, size, tag = await honest_get(self, name, start, end, etag)
+            return data, (lie if name == "data-001.zrd" else size), tag
+
+        monkeypatch.setattr(_remote._Client, "get_range", get_range)
+        with Ragged.open(url) as ds:
+            with pytest.raises(CorruptStoreError, match="shard_sizes") as info:
+                ds[list(range(len(ds)))]
         assert f"{url}/data-001.zrd' has {lie} bytes" in str(info.value)
 
 

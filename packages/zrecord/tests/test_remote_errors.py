@@ -265,21 +265,35 @@ def test_remote_stats_count_what_open_fetched(http_folder, store, tmp_path):
     # index.zri and index.zrs (a store with index parts, the writer's default).
     index = (root / "index.zri").stat().st_size + (root / "index.zrs").stat().st_size
     shared = {"cache_dir": str(tmp_path / "mirrors")}
+    # By part (a store with index parts, the writer's default): open is one GET, of header.zrh.
     http_folder.server.clear_requests()
     with Dense.open(url, storage_options=shared) as ds:
         seen = http_folder.requests()
         stats = ds.remote_stats()
-        # HEADs of header.zrh, both shards, index.zri and index.zrs; GETs of header.zrh,
-        # index.zri and index.zrs.
-        assert stats["open_requests"] == len(seen) == 8
+        assert stats["open_requests"] == len(seen) == 1
+        assert stats["open_bytes"] == header == sum(r.body_bytes for r in seen)
+        assert stats["requests"] == stats["bytes"] == stats["index_requests"] == stats["index_bytes"] == 0
+        http_folder.server.clear_requests()
+        ds[[0, 199]]
+        seen = http_folder.requests()
+        stats = ds.remote_stats()
+        index_gets = [r for r in seen if r.path.endswith((".zri", ".zrs"))]
+        assert stats["index_requests"] == len(index_gets) > 0
+        assert stats["index_bytes"] == sum(r.body_bytes for r in index_gets) <= index
+        assert stats["requests"] == len(seen) - len(index_gets) > 0
+        assert stats["open_requests"] == 1
+    # The whole path (validate="full"): the GET of header.zrh, HEADs of both shards, index.zri and index.zrs, GETs of index.zri and index.zrs.
+    http_folder.server.clear_requests()
+    with Dense.open(url, storage_options=shared, validate="full") as ds:
+        seen = http_folder.requests()
+        stats = ds.remote_stats()
+        assert stats["open_requests"] == len(seen) == 7
         assert stats["open_bytes"] == header + index == sum(r.body_bytes for r in seen)
         assert stats["requests"] == 0 and stats["bytes"] == 0
-        ds[[0, 199]]
-        assert ds.remote_stats()["open_requests"] == 8 and ds.remote_stats()["requests"] > 0
     # A mirror that exists already: open fetches no index.
-    with Dense.open(url, storage_options=shared) as again:
+    with Dense.open(url, storage_options=shared, validate="full") as again:
         assert again.remote_stats()["open_bytes"] == header
-        assert again.remote_stats()["open_requests"] == 6
+        assert again.remote_stats()["open_requests"] == 5
 
 
 # --- storage options: the CLI and the documentation -------------------------------------------

@@ -134,11 +134,23 @@ def test_a_store_replaced_after_open_or_corrupt_on_the_server_is_never_returned(
     root, recs, _ = local_stores
     url = _upload(s3_bucket, "r", root / "tokens")
     opts = _options(s3_server)
+    shard_bytes = len((root / "tokens" / "data-001.zrd").read_bytes())
     with Ragged.open(url, storage_options=opts) as ds:
-        ds[[0]]
-        s3_bucket.put("r/data-001.zrd", os.urandom(len((root / "tokens" / "data-001.zrd").read_bytes())))
+        # Record 200 is the first of data-001.zrd: its GET gave the reader that object's ETag
+        # (by part, open asks no object but header.zrh), which the next GET must still match.
+        ds[[0, 200]]
+        s3_bucket.put("r/data-001.zrd", os.urandom(shard_bytes))
         with pytest.raises(StoreChangedError, match="data-001.zrd changed after the store was opened"):
             ds[list(range(len(recs)))]
+    s3_bucket.put("r/data-001.zrd", (root / "tokens" / "data-001.zrd").read_bytes())
+    with Ragged.open(url, storage_options=opts) as ds:
+        ds[[0]]
+        # An object replaced before the reader's first GET of it: its bytes fail their checks
+        # against the index the header commits to; no record of it is returned.
+        s3_bucket.put("r/data-001.zrd", os.urandom(shard_bytes))
+        with pytest.raises(ChecksumError, match="record 200 is corrupt") as info:
+            ds[list(range(len(recs)))]
+        assert url in str(info.value)
     # A shard whose bytes differ from what its index says, from the start.
     bad = bytearray((root / "tokens" / "data-002.zrd").read_bytes())
     bad[len(bad) // 2] ^= 0xFF
@@ -251,7 +263,9 @@ def test_a_retry_budget_spent_fails_the_whole_batch_in_bounded_time(http_folder,
     with Ragged.open(url, storage_options={"retries": 2, "retry_timeout_s": 5, "gap_bytes": 0}) as ds:
         server.inject(*["503"] * 12)
         start = time.monotonic()
-        with pytest.raises(RemoteError, match=r"/tokens/data-00\d.zrd: the request failed after its retries"):
+        # The batch's index parts are its first requests (by part), then its records.
+        with pytest.raises(RemoteError, match=r"/tokens/(data-00\d\.zrd|index\.zr[is]): the request "
+                           "failed after its retries"):
             ds[[1, 300]]
         assert time.monotonic() - start < 10
         server.clear_faults()

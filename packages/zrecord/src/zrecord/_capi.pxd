@@ -45,6 +45,9 @@ cdef extern from "zrecord.h" nogil:
     const uint32_t ZR_OPEN_VALIDATE_INDEX
     const uint32_t ZR_OPEN_CHECK_EVERY_READ
     const uint32_t ZR_OPEN_WHOLE_INDEX
+    const uint32_t ZR_PART_BLOCKS
+    const uint32_t ZR_PART_GROUPS
+    const uint64_t ZR_HEADER_SIZE_BYTES_MAX
     const uint64_t ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT
     const uint64_t ZR_INDEX_CACHE_BYTES_DEFAULT
     const uint32_t ZR_READS_AUTO
@@ -154,6 +157,33 @@ cdef extern from "zrecord.h" nogil:
                                 zr_status *st)
     int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st)
     int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_status *st)
+    ctypedef struct zr_index_want:
+        uint32_t file
+        uint32_t reserved
+        uint64_t first
+        uint64_t last
+        uint64_t start
+        uint64_t end
+    int zr_reader_index_wants(zr_reader *r, const uint64_t *idx, uint64_t count,
+                              zr_index_want *out, uint64_t *out_count, zr_status *st)
+    int zr_reader_locate(zr_reader *r, const uint64_t *idx, uint64_t count, uint64_t *shards,
+                         uint64_t *offsets, uint64_t *sizes, zr_status *st)
+    ctypedef struct zr_layout:
+        uint64_t record_count
+        uint64_t index_size
+        uint64_t sums_size
+        uint64_t stored_bytes
+        uint64_t index_blocks
+        uint64_t sum_groups
+        uint32_t index_entry_size
+        uint8_t data_shards
+        uint8_t index_parts
+        uint8_t index_block_shift
+        uint8_t index_group_shift
+        uint64_t header_checksum
+        uint64_t shard_sizes[255]
+    int zr_header_layout(const void *bytes, uint64_t size, uint64_t file_size, const char *name,
+                         zr_layout *out, zr_status *st)
     int zr_reader_set_reads(zr_reader *r, uint32_t mode, zr_status *st)
     void zr_reader_close(zr_reader *r)
     void zr_reader_free(zr_reader *r)

@@ -102,18 +102,20 @@ class Budget:
     """The LRU state and eviction of one mirror (module docstring)."""
 
     def __init__(self, root_fd: int, lru: tuple[int, str], shard_paths: list[str | None],
-                 shard_sizes: list[int], places: tuple[np.ndarray, np.ndarray, np.ndarray],
-                 present: np.ndarray, budget: int, fd_of: Callable[[int], int]) -> None:
+                 shard_sizes: list[int], locate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
+                 records: int, present: np.ndarray, budget: int, fd_of: Callable[[int], int]) -> None:
         """`root_fd` is the mirror's folder and `lru` the descriptor and path of its lru.u64, both
         opened by the mirror without following links and checked; the descriptor is the
-        budget's from here on (its eviction lock), closed by close(), or here on failure."""
+        budget's from here on (its eviction lock), closed by close(), or here on failure.
+        `locate(recs)` says where records `recs` (distinct, valid) of the store's `records`
+        lie: their shards, offsets and stored sizes, as the core reads them in the index."""
         lock_fd, path = lru
         try:
             self.budget = budget
             self._fd = fd_of  # the mirror's writable descriptor of a shard
             # The shards the mirror holds files of (an empty shard has none).
             self._held = [k for k, p in enumerate(shard_paths) if p is not None]
-            self._offsets, self._sizes, self._shards = places
+            self._locate, self._records = locate, records
             self._present = present
             counts = [-(-size // CHUNK_BYTES) if p is not None else 0
                       for p, size in zip(shard_paths, shard_sizes)]
@@ -168,9 +170,9 @@ class Budget:
 
     def chunks_of(self, recs: np.ndarray) -> np.ndarray:
         """The chunks that records `recs` lie in."""
-        recs = recs[(recs >= 0) & (recs < self._offsets.shape[0])]
-        offsets = self._offsets[recs]
-        return self._chunks(self._shards[recs], offsets, offsets + self._sizes[recs])
+        recs = np.unique(recs[(recs >= 0) & (recs < self._records)]).astype(np.uint64)
+        shards, offsets, sizes = self._locate(recs)
+        return self._chunks(shards, offsets, offsets + sizes)
 
     def touch(self, chunks: np.ndarray) -> None:
         """Chunks `chunks` (``chunks_of`` a batch) were read now."""
@@ -283,8 +285,9 @@ class Budget:
     def _places_of(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
         """The records of `shard` sorted by offset, and their offsets (built once)."""
         if shard not in self._by_shard:
-            ids = np.flatnonzero(self._shards == shard)
-            starts = np.asarray(self._offsets[ids], dtype=np.int64)
+            shards, offsets, _ = self._locate(np.arange(self._records, dtype=np.uint64))
+            ids = np.flatnonzero(shards == shard)
+            starts = np.asarray(offsets[ids], dtype=np.int64)
             if starts.shape[0] > 1 and bool((np.diff(starts) < 0).any()):
                 order = np.argsort(starts, kind="stable")
                 ids, starts = ids[order], starts[order]

@@ -172,6 +172,9 @@ CONSTANTS = {
     "ZR_OPEN_VALIDATE_INDEX": ZR_OPEN_VALIDATE_INDEX,
     "ZR_OPEN_CHECK_EVERY_READ": ZR_OPEN_CHECK_EVERY_READ,
     "ZR_OPEN_WHOLE_INDEX": ZR_OPEN_WHOLE_INDEX,
+    "ZR_PART_BLOCKS": ZR_PART_BLOCKS,
+    "ZR_PART_GROUPS": ZR_PART_GROUPS,
+    "ZR_HEADER_SIZE_BYTES_MAX": ZR_HEADER_SIZE_BYTES_MAX,
     "ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT": ZR_INDEX_CACHE_RECORDS_MIN_DEFAULT,
     "ZR_INDEX_CACHE_BYTES_DEFAULT": ZR_INDEX_CACHE_BYTES_DEFAULT,
     "ZR_READS_AUTO": ZR_READS_AUTO,
@@ -427,6 +430,45 @@ cdef class Reader:
         if rc != 0:
             _fail(rc, &st)
 
+    def index_wants(self, object idx, uint64_t count, object out):
+        """Writes the runs of index parts that judging records idx[0..count) (a uint64 array)
+        needs and this reader has not judged (zrecord.h zr_reader_index_wants) into `out`, a
+        uint64 array of 2 × count × 5 values read as rows (file, first, last, start, end):
+        zr_index_want's layout on a little-endian host, `file` (0: index blocks of index.zri,
+        1: sum groups of index.zrs) in the low half of the row's first value. Returns how many
+        rows it wrote."""
+        cdef zr_status st
+        cdef int rc
+        cdef uint64_t *ip
+        cdef uint64_t *op
+        cdef uint64_t found = 0
+        _u64(idx, False, &ip, count)
+        _u64(out, True, &op, 10 * count)
+        with nogil:
+            rc = zr_reader_index_wants(self.r, ip, count, <zr_index_want *> op, &found, &st)
+        if rc != 0:
+            _fail(rc, &st)
+        return found
+
+    def locate(self, object idx, uint64_t count, object shards, object offsets, object sizes):
+        """Writes where records idx[0..count) lie into the uint64 arrays `shards`, `offsets`
+        and `sizes` (stored bytes), each record's index block judged first as a gather judges
+        it (zrecord.h zr_reader_locate)."""
+        cdef zr_status st
+        cdef int rc
+        cdef uint64_t *ip
+        cdef uint64_t *sp
+        cdef uint64_t *op
+        cdef uint64_t *zp
+        _u64(idx, False, &ip, count)
+        _u64(shards, True, &sp, count)
+        _u64(offsets, True, &op, count)
+        _u64(sizes, True, &zp, count)
+        with nogil:
+            rc = zr_reader_locate(self.r, ip, count, sp, op, zp, &st)
+        if rc != 0:
+            _fail(rc, &st)
+
     def set_reads(self, uint32_t mode):
         """How batches not known to be in the page cache are read: 0 adaptive (the default),
         1 never hinted, 2 always hinted and read with pread (zrecord.h ZR_READS_*)."""
@@ -517,6 +559,33 @@ def prune_index_cache(bytes folder, uint64_t budget_bytes):
         _fail(rc, &st)
     return {"kept": out.kept, "kept_bytes": out.kept_bytes, "removed": out.removed,
             "removed_bytes": out.removed_bytes}
+
+
+def header_layout(object data, uint64_t file_size, str name):
+    """What the header file `name` (a path or URL, for messages) of `file_size` bytes, whose
+    first bytes are `data` (all of them, or at least 12 of a file larger than any header),
+    says of the store's files (`data` a C-contiguous uint8 array), judged as a reader's open
+    judges a header (zrecord.h
+    zr_header_layout): a dict of its fields, shard_sizes a list. Raises what the open would."""
+    cdef zr_status st
+    cdef zr_layout out
+    cdef int rc
+    cdef bytes where = name.encode("utf-8", "surrogateescape")
+    cdef const char *wp = where
+    cdef uint64_t n
+    cdef void *p
+    _buffer(data, False, &p, &n)
+    with nogil:
+        rc = zr_header_layout(p, n, file_size, wp, &out, &st)
+    if rc != 0:
+        _fail(rc, &st)
+    return {"record_count": out.record_count, "index_size": out.index_size,
+            "sums_size": out.sums_size, "stored_bytes": out.stored_bytes,
+            "index_blocks": out.index_blocks, "sum_groups": out.sum_groups,
+            "index_entry_size": out.index_entry_size, "index_parts": bool(out.index_parts),
+            "index_block_shift": out.index_block_shift, "index_group_shift": out.index_group_shift,
+            "header_checksum": out.header_checksum,
+            "shard_sizes": [out.shard_sizes[k] for k in range(out.data_shards)]}
 
 
 def xxh64(object data):

@@ -42,12 +42,13 @@ import functools
 import json
 import os
 import socket
+import struct
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,11 +56,9 @@ from zrecord import _native
 from zrecord._paths import HEADER_NAME, store_location
 from zrecord._reader import open_store
 from zrecord._remote import (
-    _HEADER_FIXED_BYTES,
+    HEADER_SIZE_BYTES_MAX,
     _Client,
     _import_obstore,
-    _Layout,
-    _layout,
     _shard,
     is_url,
     redact,
@@ -351,6 +350,74 @@ class _LocalStore:
             raise CorruptStoreError(f"{self.shard_path(k)}: the records of index.zri do not cover "
                                     "the shard exactly ([ZR-IDX-008]); nothing was published")
         return recs, starts, ends
+
+
+# Header fields the upload reads (spec §3.1, §4.1): header.zrh's fixed part, and the largest
+# record count, index group count and part shifts of spec §8 (test_native_tables.py holds them
+# to format.zig). [O2] point 3 moves this reading of the format into the core.
+_HEADER_FIXED_BYTES = 128
+_KIND_DENSE = 1
+_MAGIC = b"\x89ZREC\r\n\x1a"
+INDEX_GROUPS_MAX = 1 << 16
+RECORD_COUNT_MAX = 1 << 48
+INDEX_SHIFT_MAX = 48
+_FEATURE_INDEX_PARTS = 1
+
+
+class _Layout(NamedTuple):
+    """What the mirror is laid out from: fields of the header (spec §3.1, §4.1)."""
+
+    records: int
+    entry: int
+    index_size: int
+    shard_sizes: list[int]
+    # With index parts: the size of index.zrs (8 × B), the header's group sums and how many block
+    # sums each sum group holds (2^g). Without: None, no sums, 0.
+    sums_size: int | None
+    group_sums: list[int]
+    group_blocks: int
+
+
+def _layout(header: bytes | bytearray) -> _Layout | None:
+    """The record count, index entry size, index size, shard sizes and index parts of a header
+    whose size and checksum hold and whose sizes agree (spec §9.2 steps 2.1, 2.4, 2.5, 2.10a,
+    2.11 as far as the tables go, 2.15, 2.17); None for any other, or one with a feature bit
+    other than index parts: the mirror then holds the header alone, and the native open says
+    what is wrong with it (it judges the header before any other file, §9.1)."""
+    size = len(header)
+    if not _HEADER_FIXED_BYTES + 8 <= size <= HEADER_SIZE_BYTES_MAX or size % 8 or header[:8] != _MAGIC:
+        return None
+    declared, = struct.unpack_from("<I", header, 12)
+    checksum, = struct.unpack_from("<Q", header, size - 8)
+    if declared != size or _native.xxh64(np.frombuffer(header, np.uint8, size - 8)) != checksum:
+        return None
+    kind, ndim, shards = header[16], header[18], header[20]
+    records, = struct.unpack_from("<Q", header, 24)
+    entry, = struct.unpack_from("<I", header, 48)
+    index_size, = struct.unpack_from("<Q", header, 56)
+    features, = struct.unpack_from("<Q", header, 80)
+    at = _HEADER_FIXED_BYTES + (8 * ndim if kind == _KIND_DENSE else 0)
+    groups_at = at + 8 * shards
+    sums_size, groups, group_blocks = None, 0, 0
+    if features & ~_FEATURE_INDEX_PARTS:
+        return None
+    if features & _FEATURE_INDEX_PARTS:
+        block_shift, group_shift = header[93], header[94]
+        if block_shift > INDEX_SHIFT_MAX or group_shift > INDEX_SHIFT_MAX:
+            return None
+        # Python's integers do not overflow: record_count is judged after the parts (2.10a, 2.15).
+        blocks = (records + (1 << block_shift) - 1) >> block_shift
+        group_blocks = 1 << group_shift
+        groups = (blocks + group_blocks - 1) >> group_shift
+        if groups > INDEX_GROUPS_MAX:
+            return None
+        sums_size = 8 * blocks
+    if (shards == 0 or groups_at + 8 * groups > size - 8 or records > RECORD_COUNT_MAX
+            or index_size != records * entry):
+        return None
+    return _Layout(records, entry, index_size, list(struct.unpack_from(f"<{shards}Q", header, at)),
+                   sums_size, list(struct.unpack_from(f"<{groups}Q", header, groups_at)), group_blocks)
+
 
 
 def _xxh64(data: bytes | np.ndarray) -> int:

@@ -1,20 +1,35 @@
 """Stores read from object storage (``s3://``) and web servers (``http(s)://``) by byte range.
 
 A remote store is read through a *mirror*: a local folder laid out as a store, whose
-``header.zrh`` and ``index.zri`` (and ``index.zrs``, in a store with index parts) are the
-store's, streamed to it when the mirror is made, and whose shard files are sparse files of the
-objects' sizes, filled record by record as gathers need them. The
-native reader opens the mirror as it opens any store, so every check of the spec (§9) runs on
-the fetched header and index, and every record is checked against its checksum when it is
-first read, whatever the network did.
+``header.zrh`` is the store's and whose other files are sparse files of the sizes the header
+gives, filled as gathers need them. The native reader opens the mirror as it opens any store,
+so every check of the spec (§9) runs on what was fetched, and every record is checked against
+its checksum when it is read, whatever the network did. This module holds I/O only: what a
+header says of the files, which index parts a batch needs and where its records lie, the core
+answers (``_native.header_layout``, ``Reader.index_wants``, ``Reader.locate``).
+
+Two paths (decision 0008):
+- *By part* (a store with index parts, format 1.2, read without ``cache_bytes`` and without
+  ``validate="full"``): open is one GET, of ``header.zrh``; the core judges the header from its
+  bytes. A gather asks the core which index parts (sum groups of ``index.zrs``, index blocks of
+  ``index.zri``) its records need and it has not judged, fetches those the mirror does not hold
+  (``parts.bits``) in ranged GETs joined as records' are, then asks where the records lie
+  (which judges those parts first, spec §9.6) and fetches the records. The first GET of each
+  object checks the object's size against the header's (what open checks by HEAD on the other
+  path: step 3 deferred to the object's first read) and learns its ETag; every later request
+  carries ``If-Match`` with it. A part that fails its check in the mirror is fetched once more
+  before its failure is the store's.
+- *Whole* (a store without parts, or with a budget or ``validate="full"``): open asks every
+  object's size and ETag (HEAD) and judges the sizes against the header's before any body is
+  read, and fetches ``index.zri`` (and ``index.zrs``) when it makes the mirror, each in one GET
+  streamed in pieces of ``_STREAM_BYTES``, so memory does not grow with the index. Every
+  request after the HEADs carries ``If-Match`` with the ETag they gave.
+  A store replaced under a reader fails its next fetch of an object whose ETag the reader knows
+  (:class:`~zrecord.errors.StoreChangedError`), and an object replaced before its first fetch
+  fails the checks of the index the header commits to; it is never mixed. The two paths keep
+  separate mirrors of one store (the mirror's name says which).
 
 Invariants of this module:
-- Open asks every object's size and ETag (HEAD) and judges the sizes by the format's limits
-  and the header before any body is read. It fetches ``header.zrh``, and ``index.zri`` (and
-  ``index.zrs``) only when it makes the mirror, each in one GET streamed to the mirror in
-  pieces of ``_STREAM_BYTES``, so memory does not grow with the index. Every request after the
-  HEADs carries ``If-Match`` with the ETag they gave, so a store replaced under a reader fails
-  its next fetch (:class:`~zrecord.errors.StoreChangedError`) and is never mixed.
 - A gather first fetches the records of its batch that the mirror does not hold: sorted by
   shard and offset, neighbours whose gap is at most ``gap_bytes`` coalesced into one ranged GET
   of at most ``request_bytes_max`` bytes, ``max_in_flight`` requests at once. A record is marked
@@ -49,11 +64,8 @@ Invariants of this module:
   user that open the same store (same URL, ETags and header) share one mirror, made in a
   temporary folder beside it and renamed into place; what a process that died left being made
   or set aside there is removed by the next opener (``_reap``).
-- A store with index parts (format 1.2, spec §4.1) is mirrored whole, as a store without: its
-  ``index.zrs`` is fetched like ``index.zri`` (HEAD, size judged by the header, one GET with
-  If-Match, streamed), and the native open judges every part of the index at open, as it does
-  locally ([ZR-PRT-010]). Fetching index blocks by range, as gathers need them, is [O2]'s next
-  step.
+- By part, a bit of ``parts.bits`` is set only after its part's bytes are written, and the
+  core never uses a part it has not judged; a verify fetches the whole index first.
 - fork(): a child forked after reads (or during them, on other threads) reads what the mirror
   holds and closes its copy; it drops the parent's event loop, prefetches, locks and client on
   first use (``Mirror._adopt``). It cannot fetch: obstore's client does not work in a process
@@ -73,13 +85,12 @@ import os
 import re
 import shutil
 import stat
-import struct
 import tempfile
 import threading
 import urllib.parse
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from datetime import timedelta
 from typing import Any, NamedTuple, NoReturn, TypeGuard, TypeVar
 
@@ -88,7 +99,6 @@ import numpy as np
 from zrecord import _native
 from zrecord._mirror_cache import Budget, PunchWord, file_of, parse_budget, punches_since
 from zrecord.errors import (
-    BadMagicError,
     ChecksumError,
     ClosedError,
     CorruptStoreError,
@@ -97,28 +107,18 @@ from zrecord.errors import (
     StoreChangedError,
     StoreNotFoundError,
     StoreOSError,
-    UnsupportedVersionError,
     ZrecordError,
 )
 
 SCHEMES = ("s3://", "http://", "https://")
 
-# Header fields the mirror is laid out from (spec §3.1); the native reader validates them all.
-_HEADER_FIXED_BYTES = 128
-_KIND_DENSE = 1
-_MAGIC = b"\x89ZREC\r\n\x1a"
-# header_size_bytes_max (format 1.2: the largest shape and shard tables, 2^16 group sums and a
-# 16 MiB dictionary), record_count_max, index_groups_max and the largest index block and group
-# shifts of spec §8, as zig/src/format.zig has them (test_native_tables.py holds them to it;
-# the binding does not expose them): a header.zrh object larger than the first is refused from
-# its HEAD, before its body is read.
-INDEX_GROUPS_MAX = 1 << 16
-HEADER_SIZE_BYTES_MAX = _HEADER_FIXED_BYTES + 8 * 32 + 8 * 255 + 8 * INDEX_GROUPS_MAX + (1 << 24) + 8
-RECORD_COUNT_MAX = 1 << 48
-INDEX_SHIFT_MAX = 48
-# required_features bit 0, index parts (format 1.2, spec §4.1): index.zrs is then a store file,
-# and the header holds the group sums after shard_sizes.
-_FEATURE_INDEX_PARTS = 1
+# The largest valid header (spec §8), from the core: a header.zrh larger than this is refused
+# from its first bytes, never read whole. Everything else the mirror knows of the format it asks
+# the core (`_native.header_layout`, `Reader.index_wants`, `Reader.locate`).
+HEADER_SIZE_BYTES_MAX: int = _native.CONSTANTS["ZR_HEADER_SIZE_BYTES_MAX"]
+# Index parts' files (zrecord.h ZR_PART_*), by what `Reader.index_wants` calls them.
+_PART_GROUPS = _native.CONSTANTS["ZR_PART_GROUPS"]
+_PART_FILES = {_native.CONSTANTS["ZR_PART_BLOCKS"]: "index.zri", _PART_GROUPS: "index.zrs"}
 
 # Tuning keys of `storage_options` and their defaults; every other key configures the client.
 DEFAULTS: dict[str, Any] = {
@@ -329,9 +329,10 @@ class _Client:
             self.answered = True
             return out
 
-    async def get_range(self, name: str, start: int, end: int, etag: str | None) -> bytes:
-        """Bytes [start, end) of object `name`, which must still have ETag `etag`: a coroutine,
-        so that one event loop keeps hundreds of requests in flight without a thread each."""
+    async def get_range(self, name: str, start: int, end: int, etag: str | None) -> tuple[bytes, int, str | None]:
+        """Bytes [start, end) of object `name`, which must still have ETag `etag` (when not
+        None), with the object's size and ETag as the answer gives them: a coroutine, so that
+        one event loop keeps hundreds of requests in flight without a thread each."""
         options: dict[str, Any] = {"range": (start, end)}
         if etag is not None:
             options["if_match"] = etag
@@ -343,7 +344,7 @@ class _Client:
                    else "the server does not answer Range requests (it sent more)")
             raise StoreChangedError(_errno.EIO, f"{self.where(name)}: asked for bytes {start}-{end - 1} "
                                     f"and got {len(data)} bytes: {why}")
-        return data
+        return data, int(result.meta["size"]), result.meta.get("e_tag")
 
     def any_object(self) -> bool:
         """Whether anything lies under the store's prefix (S3: a listing; HTTP: index.zri or the
@@ -654,61 +655,6 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> dict[str, Any
     return options
 
 
-class _Layout(NamedTuple):
-    """What the mirror is laid out from: fields of the header (spec §3.1, §4.1)."""
-
-    records: int
-    entry: int
-    index_size: int
-    shard_sizes: list[int]
-    # With index parts: the size of index.zrs (8 × B), the header's group sums and how many block
-    # sums each sum group holds (2^g). Without: None, no sums, 0.
-    sums_size: int | None
-    group_sums: list[int]
-    group_blocks: int
-
-
-def _layout(header: bytes | bytearray) -> _Layout | None:
-    """The record count, index entry size, index size, shard sizes and index parts of a header
-    whose size and checksum hold and whose sizes agree (spec §9.2 steps 2.1, 2.4, 2.5, 2.10a,
-    2.11 as far as the tables go, 2.15, 2.17); None for any other, or one with a feature bit
-    other than index parts: the mirror then holds the header alone, and the native open says
-    what is wrong with it (it judges the header before any other file, §9.1)."""
-    size = len(header)
-    if not _HEADER_FIXED_BYTES + 8 <= size <= HEADER_SIZE_BYTES_MAX or size % 8 or header[:8] != _MAGIC:
-        return None
-    declared, = struct.unpack_from("<I", header, 12)
-    checksum, = struct.unpack_from("<Q", header, size - 8)
-    if declared != size or _native.xxh64(np.frombuffer(header, np.uint8, size - 8)) != checksum:
-        return None
-    kind, ndim, shards = header[16], header[18], header[20]
-    records, = struct.unpack_from("<Q", header, 24)
-    entry, = struct.unpack_from("<I", header, 48)
-    index_size, = struct.unpack_from("<Q", header, 56)
-    features, = struct.unpack_from("<Q", header, 80)
-    at = _HEADER_FIXED_BYTES + (8 * ndim if kind == _KIND_DENSE else 0)
-    groups_at = at + 8 * shards
-    sums_size, groups, group_blocks = None, 0, 0
-    if features & ~_FEATURE_INDEX_PARTS:
-        return None
-    if features & _FEATURE_INDEX_PARTS:
-        block_shift, group_shift = header[93], header[94]
-        if block_shift > INDEX_SHIFT_MAX or group_shift > INDEX_SHIFT_MAX:
-            return None
-        # Python's integers do not overflow: record_count is judged after the parts (2.10a, 2.15).
-        blocks = (records + (1 << block_shift) - 1) >> block_shift
-        group_blocks = 1 << group_shift
-        groups = (blocks + group_blocks - 1) >> group_shift
-        if groups > INDEX_GROUPS_MAX:
-            return None
-        sums_size = 8 * blocks
-    if (shards == 0 or groups_at + 8 * groups > size - 8 or records > RECORD_COUNT_MAX
-            or index_size != records * entry):
-        return None
-    return _Layout(records, entry, index_size, list(struct.unpack_from(f"<{shards}Q", header, at)),
-                   sums_size, list(struct.unpack_from(f"<{groups}Q", header, groups_at)), group_blocks)
-
-
 class Mirror:
     """The local mirror of one remote store, and the fetches that fill it (module docstring)."""
 
@@ -717,7 +663,8 @@ class Mirror:
     # Set by close(), under the lock: no fetch starts after it (_submit).
     _closed = False
 
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None) -> None:
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None, *,
+                 whole_index: bool = False) -> None:
         self.options = storage_settings(storage_options)
         self.client = _Client(url, self.options)
         self.url = self.client.shown
@@ -732,12 +679,34 @@ class Mirror:
         self._pending: list[tuple[np.ndarray, concurrent.futures.Future[None]]] = []
         self.requests = 0
         self.bytes_fetched = 0
+        self.index_requests = 0
+        self.index_bytes = 0
         self.etags: dict[str, str | None] = {}
-        self._offsets = self._sizes = self._shards = np.empty(0, np.uint64)
+        # By part: each object's size as the header gives it, until a GET has confirmed it
+        # (_check_object).
+        self._unconfirmed: dict[str, int] = {}
+        self._records = 0
+        self._shard_sizes: list[int] = []
         self._present: np.ndarray = np.zeros(0, np.uint8)
+        # By part: one bit per sum group, then one per index block, set once the mirror's
+        # index.zrs or index.zri holds its bytes (parts.bits), and the writable descriptors of
+        # those two files, by ZR_PART_* (_index_job).
+        self._parts: np.ndarray = np.zeros(0, np.uint8)
+        self._groups = 0
+        self._layout: dict[str, Any] = {}
+        self._index_fds: dict[int, int] = {}
+        self._native: _native.Reader | None = None
         self._gap = 0
+        self.by_part = False
         try:
-            plan = self._plan(self._fetch_header())
+            header = self._fetch_header()
+            layout = _native.header_layout(np.frombuffer(header, np.uint8), len(header),
+                                           self.client.where("header.zrh"))
+            # By part unless the caller judges the whole index at open (validate="full") or a
+            # budget evicts records (its eviction reads every index entry: _mirror_cache).
+            self.by_part = bool(layout["index_parts"]) and not whole_index and \
+                self.options["cache_bytes"] is None
+            plan = self._plan(header, layout)
             files = self._place(plan)
             try:
                 with self._local():
@@ -750,22 +719,38 @@ class Mirror:
         # What open cost (stats()): every request and byte of the client so far was open's.
         self.open_requests, self.open_bytes = self.client.requests, self.client.bytes
 
+    def attach(self, reader: _native.Reader) -> None:
+        """The native reader of the mirror, which says where records lie and which index parts
+        they need (open_store opens it once the mirror is in place)."""
+        self._native = reader
+        if self._budget is not None:
+            self._budget.check()  # a mirror left larger by an earlier reader or budget
+
     # -- open ---------------------------------------------------------------------------------
 
     def _fetch_header(self) -> bytearray:
-        """header.zrh's bytes, judged by the size its HEAD gives before its body is read."""
-        head = self.client.head("header.zrh")
-        if head is None:
+        """header.zrh's bytes, from one GET whose answer's size is judged before its body is
+        read: of a file larger than any header only the first bytes are read, and the core
+        refuses it from them (its magic, its version, then its size: spec §9.2)."""
+        client = self.client
+        try:
+            result = client._request("header.zrh", lambda store: client._obstore.get(store, "header.zrh"))
+        except FileNotFoundError:
             self._no_header()
-        size, self.etags["header.zrh"] = head
+        size = int(result.meta["size"])
+        self.etags["header.zrh"] = result.meta.get("e_tag")
+        end = size if size <= HEADER_SIZE_BYTES_MAX else 12
+        header = bytearray()
+        with client._errors("header.zrh"):
+            for chunk in result.stream(min_chunk_size=_STREAM_BYTES):
+                client.bytes += len(chunk)
+                header += chunk[:end - len(header)]
+                if len(header) >= end:
+                    break
+        if len(header) != end:
+            raise self._changed("header.zrh", f"ended after {len(header)} of its {size} bytes")
         if size > HEADER_SIZE_BYTES_MAX:
-            self._refuse_header(size)
-        header = bytearray(size)
-
-        def put(chunk: bytes, at: int) -> None:
-            header[at:at + len(chunk)] = chunk
-
-        self._stream("header.zrh", size, put)
+            _native.header_layout(np.frombuffer(header, np.uint8), size, client.where("header.zrh"))
         return header
 
     def _no_header(self) -> NoReturn:
@@ -799,70 +784,73 @@ class Mirror:
                                 f"store's header is uploaded last), but objects ({shown}{more}); "
                                 + _claim_says(self.client))
 
-    def _refuse_header(self, size: int) -> NoReturn:
-        """Refuse a header.zrh of `size` bytes, more than any valid header, from its first 12
-        bytes alone, as the native open refuses such a file (spec §9.2 steps 2.1 to 2.4)."""
-        prefix = bytearray()
-        self._stream("header.zrh", size, lambda chunk, _at: prefix.extend(chunk), end=12)
-        where = self.client.where("header.zrh")
-        if prefix[:8] != _MAGIC:
-            raise BadMagicError(f"'{where}' is not a zrecord header: its first 8 bytes are not the "
-                                "magic 89 5A 52 45 43 0D 0A 1A (ZR-HDR-001)")
-        major, minor = struct.unpack_from("<HH", prefix, 8)
-        if major != 1:
-            raise UnsupportedVersionError(f"'{where}' has format version {major}.{minor}, but this "
-                                          "reader supports format major 1 only (ZR-HDR-002, ZR-HDR-016)")
-        raise CorruptStoreError(f"'{where}' has {size} bytes, more than the largest valid header "
-                                f"({HEADER_SIZE_BYTES_MAX} bytes) (ZR-HDR-022)")
-
-    def _plan(self, header: bytearray) -> _Plan:
-        """What the mirror of the store with `header` holds: the objects' sizes from their HEADs,
-        checked against the header's before any body is read (spec §9.1 steps 3 and 4: the shards
-        in order, then the index, then index.zrs: steps 4.1 and 4.2 of §9.6). What the native open
-        would refuse before reading it (a header it refuses, a shard or index.zri missing) is not
-        asked for; the native open then says what is wrong."""
-        layout = _layout(header)
-        if layout is None:
-            return _Plan(header, None, None, [], None)
+    def _plan(self, header: bytearray, layout: dict[str, Any]) -> _Plan:
+        """What the mirror of the store with `header` (and its `layout`) holds. By part: every
+        file of the sizes the header gives, the objects' own sizes checked by the first GET of
+        each (_check_object): open makes no other request. Whole: the objects' sizes from their
+        HEADs, checked against the header's before any body is read (spec §9.1 steps 3 and 4:
+        the shards in order, then the index, then index.zrs: steps 4.1 and 4.2 of §9.6); what
+        the native open would refuse before reading it (a shard or index.zri missing) is not
+        asked for, and the native open then says what is wrong."""
+        shard_sizes: list[int] = layout["shard_sizes"]
+        if self.by_part:
+            self._unconfirmed = {_shard(k): size for k, size in enumerate(shard_sizes)}
+            self._unconfirmed.update({"index.zri": layout["index_size"], "index.zrs": layout["sums_size"]})
+            return _Plan(header, layout, layout["index_size"], list(shard_sizes), layout["sums_size"], True)
         sizes: list[int | None] = []
-        for k, want in enumerate(layout.shard_sizes):
+        for k, want in enumerate(shard_sizes):
             head = self.client.head(_shard(k))
             if head is None:
-                return _Plan(header, layout, None, [*sizes, None], None)
+                return _Plan(header, layout, None, [*sizes, None], None, False)
             size, self.etags[_shard(k)] = head
             if size != want:
-                raise CorruptStoreError(f"'{self.client.where(_shard(k))}' has {size} bytes (the size "
-                                        f"its server gives), but the header's shard_sizes says {want} "
-                                        "(ZR-HDR-010): the store's objects do not belong together")
+                raise self._wrong_size(_shard(k), size, want)
             sizes.append(size)
         head = self.client.head("index.zri")
         if head is None:
-            return _Plan(header, layout, None, sizes, None)
+            return _Plan(header, layout, None, sizes, None, False)
         size, self.etags["index.zri"] = head
-        if size != layout.index_size:
-            raise CorruptStoreError(f"'{self.client.where('index.zri')}' has {size} bytes (the size "
-                                    f"its server gives), but the header's index_size says "
-                                    f"{layout.index_size} (ZR-HDR-011)")
-        return _Plan(header, layout, size, sizes, self._sums_size(layout))
+        if size != layout["index_size"]:
+            raise self._wrong_size("index.zri", size, layout["index_size"])
+        return _Plan(header, layout, size, sizes, self._sums_size(layout), False)
 
-    def _sums_size(self, layout: _Layout) -> int | None:
+    def _wrong_size(self, name: str, size: int, want: int) -> CorruptStoreError:
+        """The error for object `name` whose server says it has `size` bytes where the header
+        needs `want` (the rule the native open applies to a local file of that size)."""
+        where = self.client.where(name)
+        if name == "index.zri":
+            return CorruptStoreError(f"'{where}' has {size} bytes (the size its server gives), but "
+                                     f"the header's index_size says {want} (ZR-HDR-011)")
+        if name == "index.zrs":
+            return CorruptStoreError(f"'{where}' has {size} bytes (the size its server gives), but "
+                                     f"the store's {want // 8} index blocks need exactly {want} (8 "
+                                     "per block sum) (ZR-PRT-001)")
+        return CorruptStoreError(f"'{where}' has {size} bytes (the size its server gives), but the "
+                                 f"header's shard_sizes says {want} (ZR-HDR-010): the store's "
+                                 "objects do not belong together")
+
+    def _no_object(self, name: str) -> CorruptStoreError:
+        """The error for a store file that the server does not have (ZR-GEN-001)."""
+        if name == "index.zrs":
+            return CorruptStoreError(f"store '{self.url}' has index parts (required_features bit 0) "
+                                     "but no index.zrs (ZR-GEN-001, ZR-PRT-001): the server has no "
+                                     f"object {self.client.where(name)}")
+        return CorruptStoreError(f"store '{self.url}' is missing its file {name} (ZR-GEN-001): the "
+                                 f"server has no object {self.client.where(name)}")
+
+    def _sums_size(self, layout: dict[str, Any]) -> int | None:
         """The size of index.zrs, from its HEAD, in a store with index parts (None without):
         refused as the native open refuses the file (step 4.2: missing, or not 8 bytes per
         block sum) before its body is read, naming the URL."""
-        if layout.sums_size is None:
+        if not layout["index_parts"]:
             return None
         head = self.client.head("index.zrs")
         if head is None:
-            raise CorruptStoreError(f"store '{self.url}' has index parts (required_features bit 0) "
-                                    "but no index.zrs (ZR-GEN-001, ZR-PRT-001): the server has no "
-                                    f"object {self.client.where('index.zrs')}")
+            raise self._no_object("index.zrs")
         size, self.etags["index.zrs"] = head
-        if size != layout.sums_size:
-            raise CorruptStoreError(f"'{self.client.where('index.zrs')}' has {size} bytes (the size "
-                                    f"its server gives), but the store's {layout.sums_size // 8} "
-                                    f"index blocks need exactly {layout.sums_size} (8 per block "
-                                    "sum) (ZR-PRT-001)")
-        return size
+        if size != layout["sums_size"]:
+            raise self._wrong_size("index.zrs", size, layout["sums_size"])
+        return int(size)
 
     def _stream(self, name: str, size: int, write: Callable[[bytes, int], None], *,
                 end: int | None = None) -> None:
@@ -896,8 +884,10 @@ class Mirror:
 
     def _key(self, header: bytearray) -> str:
         """The mirror's name in its folder: one per user, URL, objects' ETags and header."""
-        parts = [_KEY_VERSION, str(os.geteuid()), self.client.url,
-                 *(f"{k}={v}" for k, v in sorted(self.etags.items()))]
+        # By part, only header.zrh's ETag is known at open; the header commits to the rest
+        # (its sums chain to every index entry, the entries to every record).
+        parts = [_KEY_VERSION, "by part" if self.by_part else "whole", str(os.geteuid()),
+                 self.client.url, *(f"{k}={v}" for k, v in sorted(self.etags.items()))]
         return hashlib.sha256("\n".join(parts).encode() + header).hexdigest()[:32]
 
     def _place(self, plan: _Plan) -> _Files:
@@ -965,19 +955,25 @@ class Mirror:
             for k, size in enumerate(plan.shard_sizes):
                 if size is not None:
                     files.shards[k] = _open_file(files.store, _shard(k), os.O_WRONLY, ident, size=size)
-            if plan.index_size is not None and plan.layout is not None:
-                files.index = _open_file(files.store, "index.zri", os.O_RDONLY, ident, size=plan.index_size)
-                identity = _identity(os.fstat(files.index))
+            if plan.index_size is not None:
+                # By part the index files are filled as gathers need them, and the native
+                # reader judges each part before it is used; whole, they were streamed when the
+                # mirror was made and must not have changed since (index.id).
+                mode = os.O_RDWR if plan.by_part else os.O_RDONLY
+                files.index = _open_file(files.store, "index.zri", mode, ident, size=plan.index_size)
                 if plan.sums_size is not None:
-                    fd = _open_file(files.store, "index.zrs", os.O_RDONLY, ident, size=plan.sums_size)
-                    try:
-                        identity += _identity(os.fstat(fd))
-                    finally:
-                        os.close(fd)
-                if _read_small(files.root, "index.id", ident) != identity:
-                    raise _Damaged(ident, "its index.zri or index.zrs was changed after it was written")
+                    files.sums = _open_file(files.store, "index.zrs", mode, ident, size=plan.sums_size)
+                if plan.by_part:
+                    files.parts = _open_file(files.root, "parts.bits", os.O_RDWR, ident,
+                                             size=_parts_bytes(plan.layout))
+                else:
+                    identity = _identity(os.fstat(files.index))
+                    if files.sums is not None:
+                        identity += _identity(os.fstat(files.sums))
+                    if _read_small(files.root, "index.id", ident) != identity:
+                        raise _Damaged(ident, "its index.zri or index.zrs was changed after it was written")
                 files.present = _open_file(files.root, "present.bits", os.O_RDWR, ident,
-                                           size=(plan.layout.records + 7) // 8)
+                                           size=(plan.layout["record_count"] + 7) // 8)
                 if self.options["cache_bytes"] is not None:
                     files.lru = _open_file(files.root, "lru.u64", os.O_RDWR | os.O_CREAT, ident)
             return files
@@ -1023,13 +1019,19 @@ class Mirror:
                 for k, size in enumerate(plan.shard_sizes):
                     if size is not None:
                         self._sparse(store, _shard(k), size)
-                if plan.index_size is None or plan.layout is None:
+                if plan.index_size is None:
                     return
-                identity = self._stream_new(store, "index.zri", plan.index_size)
-                if plan.sums_size is not None:
-                    identity += self._stream_new(store, "index.zrs", plan.sums_size)
-                _write_new(root, "index.id", identity)
-                self._sparse(root, "present.bits", (plan.layout.records + 7) // 8)
+                if plan.by_part:
+                    self._sparse(store, "index.zri", plan.index_size)
+                    if plan.sums_size is not None:
+                        self._sparse(store, "index.zrs", plan.sums_size)
+                    self._sparse(root, "parts.bits", _parts_bytes(plan.layout))
+                else:
+                    identity = self._stream_new(store, "index.zri", plan.index_size)
+                    if plan.sums_size is not None:
+                        identity += self._stream_new(store, "index.zrs", plan.sums_size)
+                    _write_new(root, "index.id", identity)
+                self._sparse(root, "present.bits", (plan.layout["record_count"] + 7) // 8)
             finally:
                 os.close(store)
         finally:
@@ -1091,38 +1093,37 @@ class Mirror:
                                f"{self._where()}: {exc.strerror or exc}") from None
 
     def _entries(self, plan: _Plan, files: _Files) -> None:
-        """Where each record lies, from the mirror's index.zri, the presence bits and the budget,
-        all from the descriptors _open_placed checked (never opened again by name)."""
+        """The mirror's state from the descriptors _open_placed checked (never opened again by
+        name): the shards' and, by part, the index files' writable descriptors, the presence
+        bits of records and of index parts, the gap, and the budget."""
         self._fds, files.shards = files.shards, {}
-        if plan.layout is None or files.index is None or files.present is None:
+        if files.index is None or files.present is None:
             return  # the native open fails on these files and says why
         layout = plan.layout
-        records, entry, self._shard_sizes = layout.records, layout.entry, layout.shard_sizes
-        if records == 0 or entry < 16:
-            return
-        # Views into the mirror's index.zri (spec §4: offset u64 at 0, stored_size u32 at 8, shard
-        # u8 at 12 of each entry), not copies: the page cache holds them once for the host.
-        with file_of(files.index, os.path.join(self.store_path, "index.zri"), "rb") as f:
-            table = np.memmap(f, np.uint8, "r")
-        field = {"offsets": ("<u8", 0), "sizes": ("<u4", 8), "shards": ("u1", 12)}
-        views = {name: np.ndarray((records,), dtype, buffer=table, offset=at, strides=(entry,))
-                 for name, (dtype, at) in field.items()}
-        self._offsets, self._sizes, self._shards = views["offsets"], views["sizes"], views["shards"]
+        self._records, self._shard_sizes = int(layout["record_count"]), list(layout["shard_sizes"])
         with file_of(files.present, os.path.join(self.root, "present.bits"), "r+b") as f:
-            self._present = np.memmap(f, np.uint8, "r+", shape=((records + 7) // 8,))
+            self._present = np.memmap(f, np.uint8, "r+", shape=((self._records + 7) // 8,))
+        if self._records == 0:
+            return
+        if plan.by_part:
+            assert files.parts is not None and files.sums is not None
+            self._index_fds = {part: fd for part, fd in zip(_PART_FILES, (files.index, files.sums))}
+            files.index = files.sums = None  # the mirror's from here on
+            self._groups, self._layout = int(layout["sum_groups"]), layout
+            with file_of(files.parts, os.path.join(self.root, "parts.bits"), "r+b") as f:
+                self._parts = np.memmap(f, np.uint8, "r+", shape=(_parts_bytes(layout),))
         gap = self.options["gap_bytes"]
         # The mean stored record from the header: the records' stored sizes add up to the
         # shards' sizes (ZR-DAT-001, checked at open), so the index need not be read whole.
-        mean = sum(self._shard_sizes) // records
+        mean = sum(self._shard_sizes) // self._records
         self._gap = int(gap) if gap != "auto" else min(GAP_AUTO_MAX, mean)
         if self.options["cache_bytes"] is not None and files.lru is not None:
             paths = [os.path.join(self.store_path, _shard(k)) if k in self._fds else None
                      for k in range(len(self._shard_sizes))]
             lru, files.lru = files.lru, None  # the budget's from here on
             self._budget = Budget(files.root, (lru, os.path.join(self.root, "lru.u64")), paths,
-                                  self._shard_sizes, (self._offsets, self._sizes, self._shards),
+                                  self._shard_sizes, self._where_records, self._records,
                                   self._present, self.options["cache_bytes"], self._fd)
-            self._budget.check()  # a mirror left larger by an earlier reader or budget
 
     def relabel(self, exc: ZrecordError) -> ZrecordError:
         """`exc` with the mirror's path in its message replaced by the URL."""
@@ -1135,12 +1136,18 @@ class Mirror:
 
     # -- gathers ------------------------------------------------------------------------------
 
-    def read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
-        """`gather(idx)` over the mirror, after fetching what it lacks; a record that fails its
-        checksum there is fetched again (module docstring). ClosedError once close() has begun."""
+    def read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T], *, whole_index: bool = False) -> _T:
+        """`gather(idx)` over the mirror, after fetching what it lacks (with `whole_index`, the
+        whole index first: for verify); a record that fails its checksum there is fetched again
+        (module docstring). ClosedError once close() has begun."""
         self._adopt()
         with self._unless_closed():
-            return self._read(idx, gather)
+            try:
+                if whole_index and self.by_part:
+                    self._fetch_whole_index()
+                return self._read(idx, gather)
+            except ZrecordError as exc:
+                raise self.relabel(exc) from None
 
     def _read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         before = self._punch_word()
@@ -1187,52 +1194,62 @@ class Mirror:
 
     def ensure(self, idx: np.ndarray, *, force: bool = False) -> None:
         """Fetch the records of `idx` that the mirror does not hold (all of them with `force`),
-        after waiting for the prefetches under way that fetch any of them."""
+        after the index parts they need (by part) and after waiting for the prefetches under
+        way that fetch any of them."""
         self._adopt()
-        recs = self._missing(idx, force=force)
-        if recs.shape[0] == 0:
+        recs = self._valid(idx)
+        if not force:
+            # A prefetch of any of them fetches their index parts and records: waited for, not
+            # asked for twice.
+            self._wait_prefetches(recs)
+        places = self._missing(self._locate(recs), force=force)
+        if places.recs.shape[0] == 0:
             return
-        if not force and self._wait_prefetches(recs):
-            recs = self._missing(recs)
-        runs = self._runs(recs)
-        if not runs:
-            return
-        self._submit(runs).result()
+        runs = self._runs(places)
+        if runs:
+            self._submit(self._fetch_runs(runs)).result()
 
     def prefetch(self, idx: np.ndarray) -> None:
         """Start fetching the records of `idx` that the mirror lacks and no prefetch is fetching
         (of the first PREFETCH_RECORDS_MAX positions, the lowest-numbered records up to
-        PREFETCH_BYTES_MAX stored bytes), without waiting. ClosedError once close() has begun."""
+        PREFETCH_BYTES_MAX stored bytes), and by part the index parts they need first, without
+        waiting. ClosedError once close() has begun."""
         self._adopt()
         with self._unless_closed():
             self._prefetch(idx)
 
     def _prefetch(self, idx: np.ndarray) -> None:
-        recs = self._missing(idx[:PREFETCH_RECORDS_MAX])
-        if recs.shape[0] == 0:
-            return
+        recs = self._valid(idx[:PREFETCH_RECORDS_MAX])
         with self._lock:
             self._pending = [(r, f) for r, f in self._pending if not f.done()]
             busy = [r for r, _ in self._pending]
-        if busy:
+        if busy and recs.shape[0]:
             recs = recs[~np.isin(recs, np.concatenate(busy))]
-        recs = recs[np.cumsum(self._sizes[recs], dtype=np.uint64) <= PREFETCH_BYTES_MAX]
-        runs = self._runs(recs)
-        if not runs:
+        if recs.shape[0] == 0:
             return
-        future = self._submit(runs)
+        future = self._submit(self._prefetch_job(recs))
         with self._lock:
             self._pending.append((recs, future))
 
-    def _submit(self, runs: list[tuple[int, int, int, np.ndarray]]) -> concurrent.futures.Future[None]:
-        """Start `_fetch_runs(runs)` on the event loop; ClosedError once close() has begun.
+    async def _prefetch_job(self, recs: np.ndarray) -> None:
+        """The fetches of a prefetch, on the event loop: the index parts of `recs` (by part),
+        then their records that the mirror lacks, up to PREFETCH_BYTES_MAX stored bytes."""
+        if self.by_part:
+            await self._index_job(recs, force=False)
+        places = self._missing(self._located(recs))
+        keep = np.cumsum(places.sizes, dtype=np.uint64) <= PREFETCH_BYTES_MAX
+        await self._fetch_runs(self._runs(places.take(keep)))
+
+    def _submit(self, job: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
+        """Start `job` (a fetch) on the event loop; ClosedError once close() has begun.
         Under the lock that close() takes to begin: every fetch started before close() is
         queued on the loop before the cancellation close() queues, so none outlives it (nor
         leaves its waiter waiting on a loop that has stopped)."""
         with self._lock:
             if self._closed:
+                job.close()
                 raise self._closed_error()
-            return asyncio.run_coroutine_threadsafe(self._fetch_runs(runs), self._loop())
+            return asyncio.run_coroutine_threadsafe(job, self._loop())
 
     @contextlib.contextmanager
     def _unless_closed(self) -> Iterator[None]:
@@ -1286,30 +1303,60 @@ class Mirror:
                 future.result()
         return bool(waits)
 
-    def _missing(self, idx: np.ndarray, *, force: bool = False) -> np.ndarray:
-        """The distinct valid records of `idx` with bytes that the mirror does not hold (all of
-        them with `force`); empty records are marked held on the way."""
-        if self._present.shape[0] == 0 or idx.shape[0] == 0:
-            return np.empty(0, np.int64)
-        recs = np.unique(idx.astype(np.int64))
-        recs = recs[(recs >= 0) & (recs < self._offsets.shape[0])]
-        if not force:
-            recs = recs[(self._present[recs >> 3] >> (recs & 7).astype(np.uint8)) & 1 == 0]
-        empty = self._sizes[recs] == 0
-        self._mark(recs[empty])
-        out: np.ndarray = recs[~empty]
+    def _valid(self, idx: np.ndarray) -> np.ndarray:
+        """The distinct records of `idx` that the store has (the gather reports the others)."""
+        if self._records == 0 or idx.shape[0] == 0:
+            return np.empty(0, np.uint64)
+        recs = np.unique(np.asarray(idx).astype(np.uint64))
+        out: np.ndarray = recs[recs < self._records]
         return out
 
-    def _runs(self, recs: np.ndarray) -> list[tuple[int, int, int, np.ndarray]]:
+    def _locate(self, idx: np.ndarray) -> _Places:
+        """Where the distinct valid records of `idx` lie, as the core says once it has judged
+        their index blocks; by part, after fetching the index parts they need. A part that
+        fails there is fetched again once (the mirror's copy may be what is damaged), then its
+        failure is the store's."""
+        recs = self._valid(idx)
+        if not self.by_part or recs.shape[0] == 0:
+            return self._located(recs)
+        self._submit(self._index_job(recs, force=False)).result()
+        try:
+            return self._located(recs)
+        except (ChecksumError, CorruptStoreError):
+            self._submit(self._index_job(recs, force=True)).result()
+            return self._located(recs)
+
+    def _located(self, recs: np.ndarray) -> _Places:
+        n = recs.shape[0]
+        shards, offsets, sizes = (np.zeros(n, np.uint64) for _ in range(3))
+        if n:
+            assert self._native is not None, "attach() gives the mirror its reader before any read"
+            self._native.locate(recs, n, shards, offsets, sizes)
+        return _Places(recs, shards, offsets, sizes)
+
+    def _where_records(self, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The shards, offsets and stored sizes of records `recs` (the budget's view)."""
+        places = self._located(recs)
+        return places.shards, places.offsets, places.sizes
+
+    def _missing(self, places: _Places, *, force: bool = False) -> _Places:
+        """The records of `places` with bytes that the mirror does not hold (all of them with
+        `force`); empty records are marked held on the way."""
+        if places.recs.shape[0] == 0:
+            return places
+        if not force:
+            recs = places.recs
+            places = places.take((self._present[recs >> 3] >> (recs & 7).astype(np.uint8)) & 1 == 0)
+        empty = places.sizes == 0
+        self._mark(places.recs[empty])
+        return places.take(~empty)
+
+    def _runs(self, places: _Places) -> list[tuple[int, int, int, np.ndarray]]:
         """(shard, start, end, records) of each ranged GET: records sorted by place, neighbours
         whose gap is at most gap_bytes joined while the request stays within request_bytes_max."""
-        shards, offsets, sizes = self._shards[recs], self._offsets[recs], self._sizes[recs]
-        order = np.lexsort((offsets, shards))
-        recs, shards, offsets, ends = recs[order], shards[order], offsets[order], offsets[order] + sizes[order]
-        for k in np.unique(shards).tolist():
-            if k >= len(self._shard_sizes) or int(ends[shards == k].max()) > self._shard_sizes[k]:
-                raise CorruptStoreError(f"{self.url}: index.zri places a record past the end of "
-                                        f"{_shard(int(k))}")
+        order = np.lexsort((places.offsets, places.shards))
+        recs, shards, offsets = places.recs[order], places.shards[order], places.offsets[order]
+        ends = offsets + places.sizes[order]
         gap, most = self._gap, int(self.options["request_bytes_max"])
         runs = []
         first = 0
@@ -1320,22 +1367,115 @@ class Mirror:
                 first = i
         return runs
 
+    # -- index parts (by part) ------------------------------------------------------------------
+
+    async def _index_job(self, recs: np.ndarray, *, force: bool) -> None:
+        """Fetch the index parts that judging `recs` needs and that the core has not judged:
+        those the mirror does not hold (all of them with `force`), joined into ranged GETs of
+        index.zri and index.zrs as records are (gap_bytes, request_bytes_max), written to the
+        mirror's files, and marked held (parts.bits) once written."""
+        assert self._native is not None
+        n = recs.shape[0]
+        out = np.empty(10 * n, np.uint64)
+        found = self._native.index_wants(recs, n, out)
+        if found == 0:
+            return
+        wants = out[:5 * found].reshape(found, 5)
+        wants[:, 0] &= np.uint64(0xFFFFFFFF)  # zr_index_want.file (its reserved half is 0)
+        wants = np.unique(wants, axis=0)  # by file, then first part
+        if not force:
+            wants = wants[~self._held(wants)]
+        gap, most = self._gap, int(self.options["request_bytes_max"])
+        jobs, first = [], 0
+        for i in range(1, wants.shape[0] + 1):
+            if (i == wants.shape[0] or wants[i, 0] != wants[first, 0]
+                    or int(wants[i, 3]) > int(wants[first:i, 4].max()) + gap
+                    or int(wants[i, 4]) - int(wants[first, 3]) > most):
+                jobs.append(self._fetch_parts(wants[first:i]))
+                first = i
+        await _all(jobs)
+
+    def _held(self, wants: np.ndarray) -> np.ndarray:
+        """Whether the mirror holds every part of each run of `wants` (parts.bits)."""
+        bits = self._part_bits(wants)
+        counts = (wants[:, 2] - wants[:, 1] + 1).astype(np.int64)
+        held = (self._parts[bits >> 3] >> (bits & 7).astype(np.uint8)) & 1
+        out: np.ndarray = np.logical_and.reduceat(held.astype(bool), np.cumsum(counts) - counts)
+        return out
+
+    def _part_bits(self, wants: np.ndarray) -> np.ndarray:
+        """The bits of parts.bits of every part of the runs `wants`: sum group t is bit t, index
+        block b bit T + b."""
+        counts = (wants[:, 2] - wants[:, 1] + 1).astype(np.int64)
+        base = wants[:, 1].astype(np.int64) + np.where(wants[:, 0] == _PART_GROUPS, 0, self._groups)
+        out: np.ndarray = np.repeat(base, counts) + (np.arange(int(counts.sum())) -
+                                                     np.repeat(np.cumsum(counts) - counts, counts))
+        return out
+
+    async def _fetch_parts(self, wants: np.ndarray) -> None:
+        """One ranged GET of the runs `wants` of one index file, written to the mirror's copy."""
+        await self._fetch_range(int(wants[0, 0]), int(wants[:, 3].min()), int(wants[:, 4].max()))
+        bits = self._part_bits(wants)
+        np.bitwise_or.at(self._parts, bits >> 3, (1 << (bits & 7)).astype(np.uint8))
+
+    def _fetch_whole_index(self) -> None:
+        """Fetch index.zri and index.zrs whole into the mirror unless it holds every part (by
+        part), for verify, which judges the whole index: in ranged GETs of at most
+        request_bytes_max, every part marked held once all are written."""
+        count = self._groups + int(self._layout["index_blocks"])
+        bits = np.unpackbits(np.asarray(self._parts), bitorder="little")[:count]
+        if bool(bits.all()):
+            return
+        most = int(self.options["request_bytes_max"])
+        jobs = []
+        for part in _PART_FILES:
+            size = int(os.fstat(self._index_fds[part]).st_size)
+            jobs += [self._fetch_range(part, start, min(size, start + most)) for start in range(0, size, most)]
+        self._submit(_all(jobs)).result()
+        self._parts[:] = 0xFF
+
+    async def _fetch_range(self, part: int, start: int, end: int) -> None:
+        """Bytes [start, end) of index file `part` (ZR_PART_*) into the mirror's copy."""
+        assert self._slots is not None
+        async with self._slots:
+            data = await self._get(_PART_FILES[part], start, end)
+        _pwrite_all(self._index_fds[part], data, start)
+        with self._lock:
+            self.index_requests += 1
+            self.index_bytes += len(data)
+
+    async def _get(self, name: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of object `name` (_Client.get_range), with If-Match on its ETag
+        once known; by part, the first GET of each object also checks its size against the
+        header's (what open checks from HEADs on the whole path) and learns its ETag."""
+        try:
+            data, size, etag = await self.client.get_range(name, start, end, self.etags.get(name))
+        except FileNotFoundError:
+            raise self._no_object(name) from None
+        self._check_object(name, size, etag)
+        return data
+
+    def _check_object(self, name: str, size: int, etag: str | None) -> None:
+        with self._lock:
+            want = self._unconfirmed.get(name)
+            if want is not None and size != want:
+                raise self._wrong_size(name, size, want)
+            self._unconfirmed.pop(name, None)
+            seen = self.etags.setdefault(name, etag)
+        if seen is not None and etag is not None and seen != etag:
+            raise self._changed(name, f"has ETag {etag}, and an earlier answer gave {seen}")
+
     async def _fetch_runs(self, runs: list[tuple[int, int, int, np.ndarray]]) -> None:
         """Every run's GET, at most max_in_flight of this reader's at once; the first failure
         cancels the rest and is raised."""
-        tasks = [asyncio.ensure_future(self._fetch_run(*run)) for run in runs]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for t in tasks:
-                t.cancel()
+        await _all([self._fetch_run(*run) for run in runs])
 
     async def _fetch_run(self, shard: int, start: int, end: int, recs: np.ndarray) -> None:
         name = _shard(shard)
         assert self._slots is not None
         async with self._slots:
-            data = await self.client.get_range(name, start, end, self.etags.get(name))
-        os.pwrite(self._fd(shard), data, start)
+            data = await self._get(name, start, end)
+        _pwrite_all(self._fd(shard), data, start)
         if self._budget is not None:
             self._budget.wrote(shard, start, start + len(data))
         with self._lock:
@@ -1381,15 +1521,18 @@ class Mirror:
         return self._event_loop
 
     def stats(self) -> dict[str, int]:
-        """Ranged GETs made for gathers so far (``requests``) and the bytes they brought
-        (``bytes``); what open cost: its requests (``open_requests``: the HEAD of every object,
-        the GET of header.zrh, and of index.zri and index.zrs when it made the mirror; a first
+        """Ranged GETs of records made for gathers so far (``requests``) and the bytes they
+        brought (``bytes``); those of index parts (``index_requests``, ``index_bytes``: by
+        part, the parts of index.zri and index.zrs that gathers needed); what open cost: its
+        requests (``open_requests``: the GET of header.zrh, and on the whole path the HEAD of
+        every object and the GETs of index.zri and index.zrs when it made the mirror; a first
         request tried again with retries counts twice) and the bytes they brought
-        (``open_bytes``: header.zrh, and index.zri and index.zrs when fetched); with a budget,
-        the bytes the mirror holds now and those this reader's evictions freed."""
+        (``open_bytes``); with a budget, the bytes the mirror holds now and those this reader's
+        evictions freed."""
         self._adopt()
         with self._lock:
             out = {"requests": self.requests, "bytes": self.bytes_fetched,
+                   "index_requests": self.index_requests, "index_bytes": self.index_bytes,
                    "open_requests": self.open_requests, "open_bytes": self.open_bytes}
         if self._budget is not None:
             out.update(cache_bytes=self._budget.used(), evicted_bytes=self._budget.evicted_bytes,
@@ -1402,6 +1545,7 @@ class Mirror:
             self._closed = True
             loop, self._event_loop = self._event_loop, None
             fds, self._fds = self._fds, {}
+            index_fds, self._index_fds = self._index_fds, {}
             self._pending = []
         if loop is not None:
             # Fetches still under way (prefetches, and gathers racing this close) are cancelled,
@@ -1411,16 +1555,38 @@ class Mirror:
             loop.call_soon_threadsafe(loop.stop)
             if self._thread is not None:
                 self._thread.join()
-        for fd in fds.values():
+        for fd in (*fds.values(), *index_fds.values()):
             os.close(fd)
         if self._budget is not None:
             self._budget.close()
             self._budget = None
-        self._present = np.zeros(0, np.uint8)
-        self._offsets = self._sizes = self._shards = np.empty(0, np.uint64)
+        self._present = self._parts = np.zeros(0, np.uint8)
+        self._records = 0
         if self._private is not None:
             self._private.cleanup()
             self._private = None
+
+
+async def _all(jobs: list[Coroutine[Any, Any, None]]) -> None:
+    """Run `jobs` at once; the first failure cancels the rest and is raised."""
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+class _Places(NamedTuple):
+    """Distinct records and where they lie (Mirror._locate): shard, offset, stored size."""
+
+    recs: np.ndarray
+    shards: np.ndarray
+    offsets: np.ndarray
+    sizes: np.ndarray
+
+    def take(self, keep: np.ndarray) -> _Places:
+        return _Places(self.recs[keep], self.shards[keep], self.offsets[keep], self.sizes[keep])
 
 
 async def _cancel_tasks() -> None:
@@ -1436,16 +1602,23 @@ def _shard(k: int) -> str:
 
 
 class _Plan(NamedTuple):
-    """What a mirror holds (Mirror._plan): header.zrh's bytes; their layout (None: a header that
-    the native open refuses); index.zri's size (None: not fetched, as the native open fails
+    """What a mirror holds (Mirror._plan): header.zrh's bytes; what the core read in them
+    (_native.header_layout); index.zri's size (None: not fetched, as the native open fails
     before reading it); the shards' sizes, up to the first shard missing (None); index.zrs's
-    size (None: a store without index parts, or index.zri not fetched)."""
+    size (None: a store without index parts, or index.zri not fetched); whether the index is
+    fetched by part as gathers need it (else whole, when the mirror is made)."""
 
     header: bytearray
-    layout: _Layout | None
+    layout: dict[str, Any]
     index_size: int | None
     shard_sizes: list[int | None]
     sums_size: int | None
+    by_part: bool
+
+
+def _parts_bytes(layout: Mapping[str, Any]) -> int:
+    """The size of parts.bits: one bit per sum group, then one per index block."""
+    return (int(layout["sum_groups"]) + int(layout["index_blocks"]) + 7) // 8
 
 
 class _Damaged(Exception):
@@ -1475,12 +1648,15 @@ class _Files:
         self.root = root
         self.store: int | None = None
         self.index: int | None = None
+        self.sums: int | None = None
+        self.parts: int | None = None
         self.present: int | None = None
         self.lru: int | None = None
         self.shards: dict[int, int] = {}
 
     def close(self) -> None:
-        for fd in (self.root, self.store, self.index, self.present, self.lru, *self.shards.values()):
+        for fd in (self.root, self.store, self.index, self.sums, self.parts, self.present, self.lru,
+                   *self.shards.values()):
             if fd is not None:
                 os.close(fd)
         self.shards = {}
