@@ -282,7 +282,7 @@ pub fn byPartFits(h: *const format.Header) bool {
     return s < 40 and (@as(u64, h.index_entry_size) << @intCast(s)) <= part_block_bytes_max;
 }
 
-fn bitSet(bits: []const u64, i: u64) bool {
+inline fn bitSet(bits: []const u64, i: u64) bool {
     const word = @atomicLoad(u64, &bits[@intCast(i / 64)], .acquire);
     return word & (@as(u64, 1) << @intCast(i % 64)) != 0;
 }
@@ -292,10 +292,16 @@ fn setBit(bits: []u64, i: u64) void {
 }
 
 /// Makes record `rec`'s index block judged and its compact block filled, unless it is.
-pub fn ensureRecord(r: *const Reader, l: *Lazy, rec: u64, d: *Diag) Error!void {
-    assert(rec < r.header.record_count);
+/// Inline: a gather calls it for every record, and once the block passed it is one load and
+/// one test (the rest is out of line).
+pub inline fn ensureRecord(r: *const Reader, l: *Lazy, rec: u64, d: *Diag) Error!void {
     const b = rec >> @intCast(r.header.index_block_shift);
     if (bitSet(l.blocks, b)) return;
+    return judgeRecord(r, l, rec, b, d);
+}
+
+fn judgeRecord(r: *const Reader, l: *Lazy, rec: u64, b: u64, d: *Diag) Error!void {
+    assert(rec < r.header.record_count);
     if (l.block_records >= compact.block_records) return ensureBlock(r, l, b, d);
     return ensureSmall(r, l, rec / compact.block_records, b, d);
 }

@@ -40,6 +40,16 @@ def straddling(tmp_path_factory):
     return root / "s", data
 
 
+@pytest.fixture(scope="module")
+def straddling_parts(straddling):
+    """The same records in a store with index parts: its mirror reads the index by part."""
+    folder, data = straddling
+    with Dense.create(folder.parent / "p", np.uint8, (RECORD_BYTES,), codec="raw", data_shards=1,
+                      index_cache=None, index_parts=True) as w:
+        w.append(data)
+    return folder.parent / "p", data
+
+
 def _serve(http_folder, folder, name: str = "s") -> str:
     for part in ORDER:
         if (folder / part).exists():  # index.zrs: only in a store with index parts
@@ -339,12 +349,15 @@ def _forked(fn, timeout_s: float = 20) -> tuple:
     return pickle.loads(b"".join(chunks))
 
 
+@pytest.mark.parametrize("store", ["straddling", "straddling_parts"])
 def test_a_child_forked_after_reads_by_url_reads_what_the_mirror_holds_and_never_hangs(
-        http_folder, straddling):
+        http_folder, store, request):
     """Was: the child's first fetch waited forever (on the parent's event loop, whose thread
     the child does not have; and obstore's client does not work in a child forked after it ran),
-    and the child's close() removed the parent's private mirror."""
-    folder, data = straddling
+    and the child's close() removed the parent's private mirror. By part, the child also reads
+    through the index blocks its parent judged, and fails clearly on a record whose index part
+    it would have to fetch."""
+    folder, data = request.getfixturevalue(store)
     url = _serve(http_folder, folder)
     ds = Dense.open(url)
     held = np.arange(10)

@@ -1,0 +1,208 @@
+"""Opening large stores ([O2] point 4): the index read by part against the whole index, locally
+and by URL through a simulated link, at 10^6, 10^8 and 10^9 records.
+
+One store per size (--sizes), written once under --tmp: Dense int8 records of one item (1 byte
+each, the smallest record, so the index is nearly all of the store: 24 bytes a record), raw, in
+--shards shards, with index parts (format 1.2, the writer's defaults: blocks of 256 entries,
+sum groups of 1,024 blocks). Both paths read the same files in the same run:
+
+- **by part** (the default open of such a store): open checks the header and the index files'
+  sizes; a read judges (and by URL first fetches) the index blocks of its records.
+- **whole** (``validate="full"``: what every open did before [O2] point 2, and what a store
+  without index parts still gets): open judges the whole index (by URL: HEADs every object,
+  downloads index.zri and index.zrs whole, then judges them).
+
+Per size and path, locally, each round in a fresh process (no index cache; the page cache as
+the previous round left it: the whole path reads the index from disk when it does not fit):
+time to open, time to the first batch of --batch random records (open included), and steady
+random gathers (ns per record) over a pool of --pool records read once before timing; the two
+paths alternate round by round, and each figure is the median of --rounds (one round for the
+whole path from 10^8 by URL, where one round takes most of a minute).
+
+By URL (a Range HTTP server and the link proxy of zrecord_testkit, profile --link, both in
+processes of their own, as in bench_remote.py): time to open, requests and bytes at open, time
+and bytes to the first batch of --batch random records (open included), then fresh random
+records for --seconds: records/s, and per record the index bytes and requests fetched beside
+the record's own; then the same where the index is already held (fresh records of --held-blocks
+index blocks, one record of each read first): records/s and index requests per record. The whole path by URL is run up to --remote-whole-max records (it downloads
+24 bytes a record at open).
+
+Usage: python benchmarks/index/bench_open_scale.py --tmp DIR [--sizes 1e6,1e8,1e9]
+       [--shards 8] [--rounds 3] [--batch 256] [--pool 65536] [--seconds 5]
+       [--link same-region-s3] [--remote-whole-max 1e8] [--json OUT]
+--tmp needs about 25 GB free at 10^9 records (the store is written once and kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
+from remote.bench_remote import Proxy, Server  # noqa: E402
+
+from zrecord import Dense  # noqa: E402
+
+WRITE_CHUNK = 8 << 20
+
+
+def build(n: int, shards: int, root: Path) -> Path:
+    """The store of `n` records under `root`, written the first time."""
+    path = root / f"open-scale-{n}-{shards}"
+    if (path / "header.zrh").is_file():
+        return path
+    t0 = time.perf_counter()
+    with Dense.create(path, np.int8, (1,), codec="raw", data_shards=shards, index_cache=None,
+                      index_parts=True) as w:
+        for start in range(0, n, WRITE_CHUNK):
+            m = min(WRITE_CHUNK, n - start)
+            w.append((np.arange(start, start + m, dtype=np.int64) % 251).astype(np.int8).reshape(m, 1))
+    print(f"  wrote {n:,} records in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    return path
+
+
+def local_round(path: Path, n: int, whole: bool, args: argparse.Namespace, seed: int) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    first = rng.integers(0, n, args.batch).astype(np.uint64)
+    pool = rng.integers(0, n, args.pool).astype(np.uint64)
+    validate = "full" if whole else "cached"
+    t = time.perf_counter()
+    with Dense.open(path, index_cache=None, validate=validate) as ds:
+        opened = time.perf_counter() - t
+        ds[first]
+        first_s = time.perf_counter() - t
+        ds[pool]  # every block of the pool judged (by part) and its records read once
+        batches = [pool[rng.integers(0, args.pool, args.batch)] for _ in range(400)]
+        t = time.perf_counter()
+        for b in batches:
+            ds[b]
+        steady = (time.perf_counter() - t) / (len(batches) * args.batch)
+    return {"open_s": opened, "first_batch_s": first_s, "steady_ns": steady * 1e9}
+
+
+def local_round_fresh(path: Path, n: int, whole: bool, args: argparse.Namespace, seed: int) -> dict[str, float]:
+    """`local_round` in a fresh process: no reader, mapping or allocation of an earlier round
+    (the whole path's compact index of 10^9 records is gigabytes) shares its address space."""
+    argv = [sys.executable, __file__, "--tmp", args.tmp, "--local-child", f"{path},{n},{int(whole)},{seed}",
+            "--batch", str(args.batch), "--pool", str(args.pool)]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def remote_round(server: Server, name: str, n: int, whole: bool, args: argparse.Namespace,
+                 seed: int) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n)[:args.batch * 4096] if n <= 10**8 else rng.integers(0, n, args.batch * 4096)
+    order = order.astype(np.uint64)
+    with Proxy(server, args.link) as px:
+        url, options = server.store(px.port, name)
+        t = time.perf_counter()
+        with Dense.open(url, storage_options=options, validate="full" if whole else "cached") as ds:
+            opened = time.perf_counter() - t
+            at_open = ds.remote_stats()
+            ds[order[:args.batch]]
+            first_s = time.perf_counter() - t
+            at_first = ds.remote_stats()
+            k, records = args.batch, 0
+            t = time.perf_counter()
+            while time.perf_counter() - t < args.seconds and k < order.shape[0]:
+                records += len(ds[order[k:k + args.batch]])
+                k += args.batch
+            elapsed = time.perf_counter() - t
+            end = ds.remote_stats()
+            # Where the index is held: one record of each of --held-blocks index blocks read
+            # first, then fresh records of those blocks only (by part, no index fetch left).
+            blocks = rng.choice((n + 255) // 256, min(args.held_blocks, (n + 255) // 256), replace=False)
+            ds[np.minimum(blocks * 256, n - 1).astype(np.uint64)]
+            held = np.minimum(blocks[rng.integers(0, blocks.shape[0], args.batch * 4096)] * 256
+                              + rng.integers(1, 256, args.batch * 4096), n - 1).astype(np.uint64)
+            before_held = ds.remote_stats()
+            k, held_records = 0, 0
+            t = time.perf_counter()
+            while time.perf_counter() - t < args.seconds and k < held.shape[0]:
+                held_records += len(ds[held[k:k + args.batch]])
+                k += args.batch
+            held_elapsed = time.perf_counter() - t
+            after_held = ds.remote_stats()
+    fetched = ("requests", "bytes", "index_requests", "index_bytes")
+    first_bytes = sum(at_first[f] for f in ("bytes", "index_bytes")) + at_open["open_bytes"]
+    first_requests = sum(at_first[f] for f in ("requests", "index_requests")) + at_open["open_requests"]
+    steady = {f: (end[f] - at_first[f]) / max(1, records) for f in fetched}
+    return {"open_s": opened, "open_requests": at_open["open_requests"], "open_bytes": at_open["open_bytes"],
+            "first_batch_s": first_s, "first_batch_bytes": first_bytes, "first_batch_requests": first_requests,
+            "records_s": records / elapsed, "index_bytes_per_record": steady["index_bytes"],
+            "index_requests_per_record": steady["index_requests"],
+            "record_requests_per_record": steady["requests"],
+            "held_records_s": held_records / held_elapsed,
+            "held_index_requests_per_record": (after_held["index_requests"] - before_held["index_requests"])
+            / max(1, held_records)}
+
+
+def median(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tmp", required=True)
+    ap.add_argument("--sizes", default="1e6,1e8,1e9", type=lambda s: [int(float(x)) for x in s.split(",")])
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--pool", type=int, default=1 << 16)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--held-blocks", type=int, default=2048,
+                    help="index blocks made held before the held-index gathers by URL")
+    ap.add_argument("--link", default="same-region-s3", choices=("same-region-s3", "fast-lan", "loopback"))
+    ap.add_argument("--remote-whole-max", type=lambda s: int(float(s)), default=10**8)
+    ap.add_argument("--local-whole-max", type=lambda s: int(float(s)), default=10**9)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--local-child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.local_child:
+        path, n, whole, seed = args.local_child.split(",")
+        print(json.dumps(local_round(Path(path), int(n), whole == "1", args, int(seed))))
+        return 0
+    root = Path(args.tmp)
+    root.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+                               "args": {k: v for k, v in vars(args).items() if k != "json"}, "sizes": {}}
+    paths = {n: build(n, args.shards, root) for n in args.sizes}
+    server = Server("http", root, None)
+    try:
+        for n in args.sizes:
+            # The two paths alternate round by round (the page cache and the machine's load
+            # then weigh on both alike); by URL the whole path runs once from 10^8 records,
+            # where one round downloads gigabytes.
+            runs: dict[str, list[dict[str, float]]] = {}
+            for r in range(args.rounds):
+                for whole in (False, True):
+                    name = "whole" if whole else "by_part"
+                    if not whole or n <= args.local_whole_max:
+                        runs.setdefault(f"local_{name}", []).append(local_round_fresh(paths[n], n, whole, args, r))
+                        print(f"{n:.0e} local {name}: {runs[f'local_{name}'][-1]}", file=sys.stderr, flush=True)
+                    if not whole or (n <= args.remote_whole_max and (r == 0 or n < 10**8)):
+                        runs.setdefault(f"remote_{name}", []).append(
+                            remote_round(server, paths[n].name, n, whole, args, r))
+                        print(f"{n:.0e} remote {name}: {runs[f'remote_{name}'][-1]}", file=sys.stderr, flush=True)
+            results["sizes"][str(n)] = {k: median(v) | {"rounds": len(v)} for k, v in runs.items()}
+    finally:
+        server.close()
+    text = json.dumps(results, indent=1)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
