@@ -209,6 +209,9 @@ typedef struct zr_layout {
     uint8_t index_block_shift;  /* s and g of spec §4.1; 0 without index parts */
     uint8_t index_group_shift;
     uint64_t header_checksum;
+    uint8_t by_part;            /* 1 when a reader opened without ZR_OPEN_WHOLE_INDEX judges the
+                                   index by part: index parts whose blocks fit its buffer (1 MiB) */
+    uint8_t reserved[7];
     uint64_t shard_sizes[ZR_DATA_SHARDS_MAX];
 } zr_layout;
 

@@ -151,6 +151,10 @@ pub const Layout = extern struct {
     index_block_shift: u8,
     index_group_shift: u8,
     header_checksum: u64,
+    /// 1 when a reader opened without ZR_OPEN_WHOLE_INDEX judges the index by part
+    /// (index_parts.byPartFits): a store with index parts whose blocks fit one buffer.
+    by_part: u8,
+    reserved: [7]u8,
     shard_sizes: [format.data_shards_max]u64,
 };
 
@@ -174,8 +178,8 @@ comptime {
     format.assertNoPadding(OpenOpts);
     format.assertNoPadding(Layout);
     format.assertNoPadding(IndexWant);
-    std.debug.assert(@sizeOf(Layout) == 64 + 8 * 255);
-    std.debug.assert(@offsetOf(Layout, "shard_sizes") == 64);
+    std.debug.assert(@sizeOf(Layout) == 72 + 8 * 255);
+    std.debug.assert(@offsetOf(Layout, "shard_sizes") == 72);
     std.debug.assert(@sizeOf(IndexWant) == 40);
     format.assertNoPadding(IndexInfo);
     std.debug.assert(@sizeOf(OpenOpts) == 32);

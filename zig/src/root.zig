@@ -19,6 +19,7 @@ const dictionary = @import("dictionary.zig");
 const staging = @import("staging.zig");
 const readahead = @import("readahead.zig");
 const index_cache = @import("index_cache.zig");
+const index_parts = @import("index_parts.zig");
 const sys = @import("sys.zig");
 
 const Diag = diag_mod.Diag;
@@ -445,6 +446,8 @@ pub export fn zr_header_layout(
             .index_block_shift = h.index_block_shift,
             .index_group_shift = h.index_group_shift,
             .header_checksum = h.header_checksum,
+            .by_part = @intFromBool(index_parts.byPartFits(&h)),
+            .reserved = @splat(0),
             .shard_sizes = h.shard_sizes,
         };
     };

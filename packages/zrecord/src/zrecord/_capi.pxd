@@ -181,6 +181,8 @@ cdef extern from "zrecord.h" nogil:
         uint8_t index_block_shift
         uint8_t index_group_shift
         uint64_t header_checksum
+        uint8_t by_part
+        uint8_t reserved[7]
         uint64_t shard_sizes[255]
     int zr_header_layout(const void *bytes, uint64_t size, uint64_t file_size, const char *name,
                          zr_layout *out, zr_status *st)

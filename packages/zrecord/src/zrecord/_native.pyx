@@ -584,7 +584,7 @@ def header_layout(object data, uint64_t file_size, str name):
             "index_blocks": out.index_blocks, "sum_groups": out.sum_groups,
             "index_entry_size": out.index_entry_size, "index_parts": bool(out.index_parts),
             "index_block_shift": out.index_block_shift, "index_group_shift": out.index_group_shift,
-            "header_checksum": out.header_checksum,
+            "header_checksum": out.header_checksum, "by_part": bool(out.by_part),
             "shard_sizes": [out.shard_sizes[k] for k in range(out.data_shards)]}
 
 

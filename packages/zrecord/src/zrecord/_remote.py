@@ -702,9 +702,10 @@ class Mirror:
             header = self._fetch_header()
             layout = _native.header_layout(np.frombuffer(header, np.uint8), len(header),
                                            self.client.where("header.zrh"))
-            # By part unless the caller judges the whole index at open (validate="full") or a
-            # budget evicts records (its eviction reads every index entry: _mirror_cache).
-            self.by_part = bool(layout["index_parts"]) and not whole_index and \
+            # By part where the core reads this store by part (index parts whose blocks fit
+            # its buffer), unless the caller judges the whole index at open (validate="full")
+            # or a budget evicts records (its eviction reads every index entry: _mirror_cache).
+            self.by_part = bool(layout["by_part"]) and not whole_index and \
                 self.options["cache_bytes"] is None
             plan = self._plan(header, layout)
             files = self._place(plan)
