@@ -116,12 +116,7 @@ def remote_round(server: Server, name: str, n: int, whole: bool, args: argparse.
             ds[order[:args.batch]]
             first_s = time.perf_counter() - t
             at_first = ds.remote_stats()
-            k, records = args.batch, 0
-            t = time.perf_counter()
-            while time.perf_counter() - t < args.seconds and k < order.shape[0]:
-                records += len(ds[order[k:k + args.batch]])
-                k += args.batch
-            elapsed = time.perf_counter() - t
+            records, elapsed = timed_batches(ds, order[args.batch:], args)
             end = ds.remote_stats()
             # Where the index is held: one record of each of --held-blocks index blocks read
             # first, then fresh records of those blocks only (by part, no index fetch left).
@@ -130,12 +125,7 @@ def remote_round(server: Server, name: str, n: int, whole: bool, args: argparse.
             held = np.minimum(blocks[rng.integers(0, blocks.shape[0], args.batch * 4096)] * 256
                               + rng.integers(1, 256, args.batch * 4096), n - 1).astype(np.uint64)
             before_held = ds.remote_stats()
-            k, held_records = 0, 0
-            t = time.perf_counter()
-            while time.perf_counter() - t < args.seconds and k < held.shape[0]:
-                held_records += len(ds[held[k:k + args.batch]])
-                k += args.batch
-            held_elapsed = time.perf_counter() - t
+            held_records, held_elapsed = timed_batches(ds, held, args)
             after_held = ds.remote_stats()
     fetched = ("requests", "bytes", "index_requests", "index_bytes")
     first_bytes = sum(at_first[f] for f in ("bytes", "index_bytes")) + at_open["open_bytes"]
@@ -149,6 +139,17 @@ def remote_round(server: Server, name: str, n: int, whole: bool, args: argparse.
             "held_records_s": held_records / held_elapsed,
             "held_index_requests_per_record": (after_held["index_requests"] - before_held["index_requests"])
             / max(1, held_records)}
+
+
+def timed_batches(ds: Any, order: np.ndarray, args: argparse.Namespace) -> tuple[int, float]:
+    """Batches of --batch records of `order`, in order, for --seconds or to its end: (records
+    read, seconds)."""
+    k, records = 0, 0
+    t = time.perf_counter()
+    while time.perf_counter() - t < args.seconds and k < order.shape[0]:
+        records += len(ds[order[k:k + args.batch]])
+        k += args.batch
+    return records, time.perf_counter() - t
 
 
 def median(rows: list[dict[str, float]]) -> dict[str, float]:
