@@ -216,6 +216,9 @@ pub const Lazy = struct {
     judged: std.atomic.Value(u64) = .init(0),
     /// What `compact.Slots.fill` wrote, in bytes (zr_reader_index_info).
     filled: std.atomic.Value(u64) = .init(0),
+    /// How many index blocks passed (bits set in `blocks`): once every block has, a gather
+    /// skips the per-record test (`allPassed`).
+    passed: std.atomic.Value(u64) = .init(0),
     /// Records per index block (2^s).
     block_records: u64,
 
@@ -289,6 +292,18 @@ inline fn bitSet(bits: []const u64, i: u64) bool {
 
 fn setBit(bits: []u64, i: u64) void {
     _ = @atomicRmw(u64, &bits[@intCast(i / 64)], .Or, @as(u64, 1) << @intCast(i % 64), .release);
+}
+
+/// Marks index block `b` passed; called once per block, under the lock that judged it.
+fn pass(l: *Lazy, b: u64) void {
+    setBit(l.blocks, b);
+    _ = l.passed.fetchAdd(1, .release);
+}
+
+/// Whether every index block of the store has passed: the reader then holds the whole
+/// compact index, and `ensureRecord` has nothing left to do for any record.
+pub fn allPassed(r: *const Reader, l: *const Lazy) bool {
+    return l.passed.load(.acquire) == r.header.blockCount();
 }
 
 /// Makes record `rec`'s index block judged and its compact block filled, unless it is.
@@ -411,7 +426,7 @@ fn ensureBlock(r: *const Reader, l: *Lazy, b: u64, d: *Diag) Error!void {
         _ = l.filled.fetchAdd(l.slots.fill((first_rec + at / es) / compact.block_records, pending[0..n]), .monotonic);
         at += n * es;
     }
-    setBit(l.blocks, b);
+    pass(l, b);
 }
 
 /// Index blocks smaller than a compact block (s < 6): the compact block `c` that holds record
@@ -456,7 +471,7 @@ fn ensureSmall(r: *const Reader, l: *Lazy, c: u64, b: u64, d: *Diag) Error!void 
         _ = l.filled.fetchAdd(l.slots.fill(c, pending[0..n]), .monotonic);
         bb = first >> @intCast(h.index_block_shift);
         while (passed != 0) : (passed >>= 1) {
-            if (passed & 1 != 0) setBit(l.blocks, bb);
+            if (passed & 1 != 0) pass(l, bb);
             bb += 1;
         }
         setBit(l.units, c);

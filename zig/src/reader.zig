@@ -228,16 +228,25 @@ pub const Reader = struct {
     }
 
     /// Checks every index against the record count and, when the compact index came from a
-    /// cache file, every record not read before against the store (index_cache.ensureRecord).
+    /// cache file, every record not read before against the store (index_cache.ensureRecord);
+    /// read by part, judges the index blocks of the batch's records (index_parts.ensureRecord)
+    /// in the same pass, each index checked against the record count before its block, unless
+    /// every block has passed. An index out of range is reported as checkRange reports it;
+    /// blocks judged before it stay judged (judging fills the reader's own index only).
     fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
-        try r.checkRange(idx, n, d);
-        var i: u64 = 0;
         if (r.parts) |l| {
-            while (i < n) : (i += 1) try index_parts.ensureRecord(r, l, idx[@intCast(i)], d);
+            if (index_parts.allPassed(r, l)) return r.checkRange(idx, n, d);
+            // One pass: each index is checked against the record count before its block.
+            var k: u64 = 0;
+            while (k < n) : (k += 1) {
+                if (idx[@intCast(k)] >= r.header.record_count) return r.checkRange(idx, n, d);
+                try index_parts.ensureRecord(r, l, idx[@intCast(k)], d);
+            }
             return;
         }
+        try r.checkRange(idx, n, d);
         if (r.blocks_checked.len == 0) return;
-        i = 0;
+        var i: u64 = 0;
         while (i < n) : (i += 1) {
             const rec = idx[@intCast(i)];
             if (!gather.isVerified(r, rec)) try index_cache.ensureRecord(r, rec, d);

@@ -292,9 +292,21 @@ test "index parts by part: open judges no part, a gather judges the blocks of it
     try testing.expectEqual(@as(u64, 2), l.judged.load(.monotonic));
     try t.expectDenseGather(r, &data, 1, &.{ 3, 300, 777, 0 }, 2);
     try testing.expectEqual(@as(u64, 3), l.judged.load(.monotonic));
+    try testing.expect(!index_parts.allPassed(r, l));
+    // An index out of range is refused as out of range, after the blocks before it in the
+    // batch were judged (they stay judged), and the block after it is not judged.
     var st: Status = undefined;
+    var out: [3]u8 = undefined;
+    const bad = [_]u64{ 1, records_count, 600 };
+    try testing.expectEqual(@as(c_int, -6), root.zr_reader_gather_dense(r, &bad, 3, &out, 3, 1, &st));
+    try t.expectContains(t.msg(&st), "index 1000 at position 1 is out of range");
+    try testing.expectEqual(@as(u64, 3), l.judged.load(.monotonic));
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, records_count, &st));
     try testing.expectEqual(@as(u64, 4), l.judged.load(.monotonic));
+    // Every block passed: a gather no longer tests each record's block.
+    try testing.expect(index_parts.allPassed(r, l));
+    try testing.expectEqual(@as(c_int, -6), root.zr_reader_gather_dense(r, &bad, 3, &out, 3, 1, &st));
+    try t.expectContains(t.msg(&st), "index 1000 at position 1 is out of range");
     try t.expectDenseGather(r, &data, 1, &.{ 300, 600 }, 1);
     td.removeStore("s", 2);
     try td.deinitExpectEmpty();
