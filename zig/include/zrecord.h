@@ -225,6 +225,19 @@ typedef struct zr_layout {
 int zr_header_layout(const void *bytes, uint64_t size, uint64_t file_size, const char *name,
                      zr_layout *out, zr_status *st);
 
+/* Judges `index` (index_size bytes) and `sums` (sums_size bytes; NULL and 0 without index
+ * parts) as the index.zri and index.zrs of the store whose header is `header` (header_size
+ * bytes, judged as zr_header_layout judges it), naming the store `name` in messages, in the
+ * order of a whole judgement (spec 9.6 [ZR-PRT-010]: the sizes, sum groups, index blocks, the
+ * index checksum, every entry, the sums of step 6), and decodes every entry into offsets,
+ * stored_sizes, shards and checksums (record_count of each; nothing to be used on failure).
+ * For a program that copies a store's files (the publisher): the bytes it holds are judged,
+ * whatever the files hold by then. */
+int zr_index_table(const void *header, uint64_t header_size, const void *index,
+                   uint64_t index_size, const void *sums, uint64_t sums_size, const char *name,
+                   uint64_t record_count, uint64_t *offsets, uint64_t *stored_sizes,
+                   uint8_t *shards, uint64_t *checksums, zr_status *st);
+
 /* Opens and validates a published store: header and index checksums, every structural rule of
  * the spec that does not need record data. The same as zr_reader_open_ex with flags 0 (no
  * index cache folder). A record's first read is checked against the low 32 bits of its
@@ -279,6 +292,9 @@ typedef struct zr_open_opts {
      * are gone or changed are removed, then the least recently used beyond the bound (the
      * newest stays); 0: the default, 16 GiB. */
     uint64_t index_cache_bytes;
+    /* What messages call the store once its folder is open (not empty), or NULL for `path`:
+     * the URL of a store read through a local mirror, so that every message names the URL. */
+    const char *name;
 } zr_open_opts;
 
 /* What 0 in zr_open_opts.index_cache_records_min and .index_cache_bytes stands for. */

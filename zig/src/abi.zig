@@ -124,6 +124,8 @@ pub const OpenOpts = extern struct {
     index_cache_records_min: u64 = 0,
     /// The bound of the folder in bytes; 0: the default (index_cache.Policy).
     index_cache_bytes: u64 = 0,
+    /// What messages call the store, or null for its path.
+    name: ?[*:0]const u8 = null,
 };
 
 /// zrecord.h zr_index_info.
@@ -182,7 +184,7 @@ comptime {
     std.debug.assert(@offsetOf(Layout, "shard_sizes") == 72);
     std.debug.assert(@sizeOf(IndexWant) == 40);
     format.assertNoPadding(IndexInfo);
-    std.debug.assert(@sizeOf(OpenOpts) == 32);
+    std.debug.assert(@sizeOf(OpenOpts) == 40);
     std.debug.assert(@sizeOf(Status) == 4120);
     std.debug.assert(@offsetOf(Status, "record") == 8);
     std.debug.assert(@offsetOf(Status, "message") == 24);

@@ -54,22 +54,31 @@ fn groupBlocks(h: *const format.Header, t: u64) [2]u64 {
 }
 
 pub fn groupError(r: *const Reader, t: u64, d: *Diag) Error {
-    const h = &r.header;
+    return groupErrorOf(&r.header, r.path, t, d);
+}
+
+/// The error of sum group `t` of the store named `name` with header `h`.
+pub fn groupErrorOf(h: *const format.Header, name: []const u8, t: u64, d: *Diag) Error {
     const blocks = groupBlocks(h, t);
     d.record = -1;
     d.shard = -1;
     return d.fail(error.ChecksumMismatch, "'{s}/index.zrs': sum group {d} (index blocks {d} to {d}, " ++
         "records {d} to {d}) does not match its group sum in header.zrh (ZR-PRT-004)", .{
-        r.path, t, blocks[0], blocks[1], blockRecords(h, blocks[0])[0], blockRecords(h, blocks[1])[1],
+        name, t, blocks[0], blocks[1], blockRecords(h, blocks[0])[0], blockRecords(h, blocks[1])[1],
     });
 }
 
 pub fn blockError(r: *const Reader, b: u64, d: *Diag) Error {
-    const recs = blockRecords(&r.header, b);
+    return blockErrorOf(&r.header, r.path, b, d);
+}
+
+/// The error of index block `b` of the store named `name` with header `h`.
+pub fn blockErrorOf(h: *const format.Header, name: []const u8, b: u64, d: *Diag) Error {
+    const recs = blockRecords(h, b);
     d.record = -1;
     d.shard = -1;
     return d.fail(error.ChecksumMismatch, "'{s}/index.zri': index block {d} (records {d} to {d}) " ++
-        "does not match its block sum in index.zrs (ZR-PRT-005)", .{ r.path, b, recs[0], recs[1] });
+        "does not match its block sum in index.zrs (ZR-PRT-005)", .{ name, b, recs[0], recs[1] });
 }
 
 /// [ZR-PRT-001] Step 4.2 for index.zrs, opened by the caller as a store file (without

@@ -64,6 +64,8 @@ pub const Options = struct {
     index_cache: ?[:0]const u8 = null,
     /// Which indexes go to that folder, and its bound.
     index_cache_policy: index_cache.Policy = .{},
+    /// What messages call the store once its folder is open (`Reader.path`); null: its path.
+    name: ?[]const u8 = null,
 };
 
 /// Opens the store at `path_c` and checks every rule that needs no record data.
@@ -80,17 +82,20 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
         return d.failOs(error.Io, e, "cannot open store directory '{s}'", .{path});
     };
     defer sys.close(dfd);
+    // From here on every message names the store by `shown` (a mirror's URL), its files by
+    // their names in it.
+    const shown = opts.name orelse path;
 
     sys.watchForks();
     gather.zr_guard_install();
-    const header_bytes = try readHeader(dfd, path, d);
+    const header_bytes = try readHeader(dfd, shown, d);
     var name_buf: [4096 + 16]u8 = undefined;
-    const hname = std.fmt.bufPrint(&name_buf, "{s}/header.zrh", .{path}) catch "header.zrh";
+    const hname = std.fmt.bufPrint(&name_buf, "{s}/header.zrh", .{shown}) catch "header.zrh";
     const h = format.decodeHeader(header_bytes, hname, d) catch |err| {
         alloc.free(header_bytes);
         return err;
     };
-    const r = try Reader.create(path, h, header_bytes, opts.flags, d);
+    const r = try Reader.create(shown, h, header_bytes, opts.flags, d);
     errdefer r.free();
     // [ZR-COD-002] decodeHeader has verified dict_checksum ([ZR-HDR-013]); a malformed
     // zstd-format dictionary is rejected here, used by a record or not ([ZR-COD-004]).
@@ -99,13 +104,13 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
         // message says which rule; libzstd then compiles what passed.
         if (zstd_dict.check(r.dict())) |problem| return d.fail(error.Corrupt, "store '{s}': the " ++
             "{d}-byte zstd-format dictionary in header.zrh is malformed: {s} (ZR-COD-004, {s})", .{
-            path, h.dict_size, problem.what, problem.rule,
+            r.path, h.dict_size, problem.what, problem.rule,
         });
         r.ddict = codec.SharedDict.initDecompress(r.dict()) catch |err| switch (err) {
             error.OutOfMemory => return d.noMemory("the decompression dictionary"),
             else => return d.fail(error.Corrupt, "store '{s}': the {d}-byte dictionary in " ++
                 "header.zrh is not a valid zstd dictionary (it has the zstd dictionary magic " ++
-                "but malformed entropy tables), so no record can be decoded (ZR-COD-004)", .{ path, h.dict_size }),
+                "but malformed entropy tables), so no record can be decoded (ZR-COD-004)", .{ r.path, h.dict_size }),
         };
     }
     try mapShards(r, dfd, d);
@@ -402,17 +407,29 @@ const build_buffer_bytes: usize = 1 << 20;
 
 /// [ZR-ERR-002] step 6: [ZR-DAT-001] for each shard in shard order, then [ZR-HDR-015].
 fn checkSums(r: *const Reader, shard_sums: *const [format.data_shards_max]u64, logical_sum: u64, d: *Diag) Error!void {
-    for (0..r.header.data_shards) |k| {
-        if (shard_sums[k] != r.header.shard_sizes[k]) {
+    return checkSumsOf(&r.header, r.path, shard_sums, logical_sum, d);
+}
+
+/// Step 6 for the store named `name` with header `h`: the records' stored sizes add up to
+/// each shard's size, and their logical sizes to logical_bytes.
+pub fn checkSumsOf(
+    h: *const format.Header,
+    name: []const u8,
+    shard_sums: *const [format.data_shards_max]u64,
+    logical_sum: u64,
+    d: *Diag,
+) Error!void {
+    for (0..h.data_shards) |k| {
+        if (shard_sums[k] != h.shard_sizes[k]) {
             d.shard = @intCast(k);
             return d.fail(error.Corrupt, "store '{s}': the records of data-{d:0>3}.zrd add up to " ++
                 "{d} stored bytes, but the file has {d}; a shard holds only record bytes " ++
-                "(ZR-DAT-001)", .{ r.path, k, shard_sums[k], r.header.shard_sizes[k] });
+                "(ZR-DAT-001)", .{ name, k, shard_sums[k], h.shard_sizes[k] });
         }
     }
-    if (logical_sum != r.header.logical_bytes) return d.fail(error.Corrupt, "store '{s}': the " ++
+    if (logical_sum != h.logical_bytes) return d.fail(error.Corrupt, "store '{s}': the " ++
         "records add up to {d} logical bytes, but the header's logical_bytes says {d}", .{
-        r.path, logical_sum, r.header.logical_bytes,
+        name, logical_sum, h.logical_bytes,
     });
 }
 
@@ -544,8 +561,13 @@ pub fn checkIndexChecksum(r: *const Reader, d: *Diag) Error!void {
 }
 
 fn indexChecksumError(r: *const Reader, d: *Diag) Error {
+    return indexChecksumErrorOf(&r.header, r.path, d);
+}
+
+/// The error of an index.zri of the store named `name` that does not match header `h`.
+pub fn indexChecksumErrorOf(h: *const format.Header, name: []const u8, d: *Diag) Error {
     return d.fail(error.ChecksumMismatch, "'{s}/index.zri' does not match the header's " ++
-        "index_checksum 0x{x:0>16} (ZR-HDR-011)", .{ r.path, r.header.index_checksum });
+        "index_checksum 0x{x:0>16} (ZR-HDR-011)", .{ name, h.index_checksum });
 }
 
 /// Opens a store file for reading, relative to the store directory ([ZR-GEN-004]).

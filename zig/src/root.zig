@@ -20,6 +20,7 @@ const staging = @import("staging.zig");
 const readahead = @import("readahead.zig");
 const index_cache = @import("index_cache.zig");
 const index_parts = @import("index_parts.zig");
+const index_table = @import("index_table.zig");
 const sys = @import("sys.zig");
 
 const Diag = diag_mod.Diag;
@@ -217,6 +218,9 @@ pub export fn zr_reader_open_opts(
             "open flags 0x{x}; only ZR_OPEN_CACHE_BYPASS (0x1), ZR_OPEN_VALIDATE_INDEX (0x2), " ++
             "ZR_OPEN_CHECK_EVERY_READ (0x4) and ZR_OPEN_WHOLE_INDEX (0x8) are defined", .{op.flags});
         if (op.reserved != 0) break :blk d.fail(error.InvalidArgument, "zr_open_opts.reserved must be zero", .{});
+        const name: ?[]const u8 = if (op.name) |n| std.mem.sliceTo(n, 0) else null;
+        if (name) |n| if (n.len == 0) break :blk d.fail(error.InvalidArgument, "zr_open_opts.name is " ++
+            "empty; pass NULL to name the store by its path", .{});
         const cache: ?[:0]const u8 = if (op.index_cache) |c| std.mem.sliceTo(c, 0) else null;
         if (cache) |c| if (c.len == 0) break :blk d.fail(error.InvalidArgument, "the index cache folder is " ++
             "an empty path; pass NULL for none", .{});
@@ -232,6 +236,7 @@ pub export fn zr_reader_open_opts(
             .flags = op.flags,
             .index_cache = cache,
             .index_cache_policy = policy,
+            .name = name,
         }, &d) catch |err| break :blk err;
     };
     // The handle is set exactly when the open succeeded.
@@ -450,6 +455,50 @@ pub export fn zr_header_layout(
             .reserved = @splat(0),
             .shard_sizes = h.shard_sizes,
         };
+    };
+    return finish(st, result, &d);
+}
+
+pub export fn zr_index_table(
+    header: ?[*]const u8,
+    header_size: u64,
+    index: ?[*]const u8,
+    index_size: u64,
+    sums: ?[*]const u8,
+    sums_size: u64,
+    name: ?[*:0]const u8,
+    record_count: u64,
+    offsets: ?[*]u64,
+    stored_sizes: ?[*]u64,
+    shards: ?[*]u8,
+    checksums: ?[*]u64,
+    st: ?*Status,
+) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const n = name orelse break :blk nullArgument(&d, "name");
+        const hp = header orelse break :blk nullArgument(&d, "header");
+        if (index_size > 0 and index == null) break :blk nullArgument(&d, "index");
+        if (sums_size > 0 and sums == null) break :blk nullArgument(&d, "sums");
+        const where = std.mem.sliceTo(n, 0);
+        const bytes = hp[0..@intCast(header_size)];
+        format.checkHeaderPrefix(bytes[0..@min(bytes.len, 12)], header_size, where, &d) catch |err| break :blk err;
+        const h = format.decodeHeader(bytes, where, &d) catch |err| break :blk err;
+        if (record_count != h.record_count) break :blk d.fail(error.InvalidArgument, "zr_index_table: " ++
+            "outputs of {d} records for a store of {d}", .{ record_count, h.record_count });
+        const count: usize = @intCast(record_count);
+        if (count > 0 and (offsets == null or stored_sizes == null or shards == null or checksums == null))
+            break :blk nullArgument(&d, "offsets, stored_sizes, shards or checksums");
+        const empty: []const u8 = &.{};
+        index_table.judge(&h, bytes, where, if (index) |p| p[0..@intCast(index_size)] else empty, if (sums) |p|
+            p[0..@intCast(sums_size)]
+        else
+            empty, .{
+            .offsets = if (count > 0) offsets.?[0..count] else &.{},
+            .stored_sizes = if (count > 0) stored_sizes.?[0..count] else &.{},
+            .shards = if (count > 0) shards.?[0..count] else &.{},
+            .checksums = if (count > 0) checksums.?[0..count] else &.{},
+        }, &d) catch |err| break :blk err;
     };
     return finish(st, result, &d);
 }

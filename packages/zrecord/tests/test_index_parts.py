@@ -8,6 +8,7 @@ naming the URL ([O2]; publish and the mirror refused such stores before)."""
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -321,7 +322,7 @@ def test_a_publish_of_index_parts_stopped_before_the_header_leaves_no_readable_s
     opts = _options(s3_server)
     url = s3_bucket.url("stopped")
     puts: list[str] = []
-    real_put = pub._Client.put
+    real_put = pub.Client.put
 
     def put(client, name, data, **kw):
         puts.append(name)
@@ -330,7 +331,7 @@ def test_a_publish_of_index_parts_stopped_before_the_header_leaves_no_readable_s
         return real_put(client, name, data, **kw)
 
     with monkeypatch.context() as m:
-        m.setattr(pub._Client, "put", put)
+        m.setattr(pub.Client, "put", put)
         with pytest.raises(KeyboardInterrupt):
             publish(store, url, storage_options=opts)
     assert puts.index("index.zrs") < puts.index("header.zrh")
@@ -514,3 +515,88 @@ def test_every_valid_store_with_index_parts_reads_by_url_as_it_reads_locally(tmp
             for i in order.tolist():
                 np.testing.assert_array_equal(remote[i], local[i], err_msg=f"{name} record {i}")
             remote.verify()
+
+
+def _index_table(store: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What the core's index_table says of a store's files as bytes (the publisher's reading)."""
+    header = np.frombuffer((store / "header.zrh").read_bytes(), np.uint8)
+    layout = _native.header_layout(header, len(header), str(store))
+    records = layout["record_count"]
+    # A store without parts may hold a stray index.zrs, which no reader reads (spec 4.1).
+    sums = (store / "index.zrs").read_bytes() if layout["index_parts"] else b""
+    out = (np.empty(records, np.uint64), np.empty(records, np.uint64), np.empty(records, np.uint8),
+           np.empty(records, np.uint64))
+    _native.index_table(header, np.frombuffer((store / "index.zri").read_bytes(), np.uint8),
+                        np.frombuffer(sums, np.uint8), str(store), *out)
+    return out
+
+
+def test_the_core_judges_index_bytes_as_a_whole_open_judges_the_files():
+    """zr_index_table (what the publisher reads a store's index with, instead of its own
+    parsing of the format): on every v1.2 vector whose files are regular, it passes the valid
+    ones, decoding where each record lies as the reader locates it, and where it fails an
+    invalid one, a whole open fails it with the same error (the order of [ZR-PRT-010])."""
+    import zrecord
+    from zrecord.errors import ZrecordError
+
+    root = Path(__file__).resolve().parents[3] / "conformance" / "v1.2"
+    cases = json.loads((root / "cases.json").read_text())["cases"]
+    failed = 0
+    for case in cases:
+        store = root / case["store"]
+        files = [store / n for n in ("header.zrh", "index.zri", "index.zrs")]
+        if any(f.is_symlink() or (f.exists() and not f.is_file()) for f in files) or \
+                not files[0].is_file() or not files[1].is_file():
+            continue
+        try:
+            offsets, sizes, shards, _ = _index_table(store)
+        except FileNotFoundError:
+            continue  # no index.zrs to read: a case of the open's file checks, not of the bytes
+        except ZrecordError as exc:
+            assert case["expect"] != "valid", (case["name"], exc)
+            failed += 1
+            with pytest.raises(ZrecordError) as whole:
+                zrecord.open_store(store, index_cache=None, validate="full").close()
+            assert type(whole.value) is type(exc), (case["name"], whole.value, exc)
+            continue
+        if case["expect"] != "valid":
+            continue
+        n = len(offsets)
+        with zrecord.open_store(store, index_cache=None, validate="full") as ds:
+            if n == 0:
+                continue
+            handle = ds._handle
+            got = (np.empty(n, np.uint64), np.empty(n, np.uint64), np.empty(n, np.uint64))
+            handle.locate(np.arange(n, dtype=np.uint64), n, *got)
+        np.testing.assert_array_equal(got[0], shards, err_msg=case["name"])
+        np.testing.assert_array_equal(got[1], offsets, err_msg=case["name"])
+        np.testing.assert_array_equal(got[2], sizes, err_msg=case["name"])
+    assert failed >= 15
+
+
+def test_a_publisher_refuses_index_files_changed_after_the_store_was_opened(tmp_path):
+    """The bytes the publisher uploads are judged by the core against the header it opened
+    (_LocalStore): index.zrs or index.zri changed after open is refused, naming the part,
+    and the entries it decodes are the store's (each record's bytes match its checksum)."""
+    path = tmp_path / "s"
+    with Dense.create(path, np.int32, (3,), codec="zstd", data_shards=2, index_parts=True) as w:
+        w.append(np.arange(3000, dtype=np.int32).reshape(1000, 3))
+    with Dense.open(path) as ds:
+        digest = ds.digest
+    local = pub._LocalStore(path, digest)
+    assert set(local.shards.tolist()) == {0, 1} and len(local.sizes) == 1000
+    for rec in (0, 517, 999):
+        data = (path / f"data-{int(local.shards[rec]):03d}.zrd").read_bytes()
+        start = int(local.offsets[rec])
+        piece = np.frombuffer(data[start:start + int(local.sizes[rec])], np.uint8)
+        assert _native.xxh64(piece) == int(local.checksums[rec])
+    sums = (path / "index.zrs").read_bytes()
+    (path / "index.zrs").write_bytes(bytes([sums[0] ^ 1]) + sums[1:])
+    with pytest.raises(ChecksumError, match=r"index.zrs': sum group 0 .*ZR-PRT-004.*nothing was published"):
+        pub._LocalStore(path, digest)
+    (path / "index.zrs").write_bytes(sums)
+    index = bytearray((path / "index.zri").read_bytes())
+    index[600 * 24 + 16] ^= 1  # record 600's checksum: index block 2
+    (path / "index.zri").write_bytes(bytes(index))
+    with pytest.raises(ChecksumError, match=r"index block 2 \(records 512 to 767\).*nothing was published"):
+        pub._LocalStore(path, digest)

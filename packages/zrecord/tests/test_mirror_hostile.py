@@ -324,29 +324,29 @@ def test_what_a_killed_opener_left_in_a_cache_folder_is_removed_by_the_next_open
 def test_a_shard_whose_head_lies_about_its_size_is_a_corrupt_store(http_folder, tokens, monkeypatch):
     """Was: a raw OverflowError (a size past 2**63) or OSError EFBIG (past what the file
     system holds) from making the mirror's sparse file of that size."""
-    from zrecord import _remote
+    from zrecord import _objects
 
     root, _ = tokens
     url = _serve(http_folder, root)
     real = (root / "data-001.zrd").stat().st_size
-    honest = _remote._Client.head
+    honest = _objects.Client.head
     for lie in (2**64 + 5, 2**62, real + 1):
         def head(self, name, lie=lie):
             got = honest(self, name)
             return (lie, got[1]) if name == "data-001.zrd" and got is not None else got
 
-        monkeypatch.setattr(_remote._Client, "head", head)
+        monkeypatch.setattr(_objects.Client, "head", head)
         with pytest.raises(CorruptStoreError, match="shard_sizes") as info:
             Ragged.open(url, validate="full")  # the whole path: sizes from HEADs at open
         assert f"{url}/data-001.zrd' has {lie} bytes" in str(info.value)
     # By part, the size comes with the first ranged GET of the shard.
-    honest_get = _remote._Client.get_range
+    honest_get = _objects.Client.get_range
     for lie in (2**64 + 5, real + 1):
         async def get_range(self, name, start, end, etag, lie=lie):
             data, size, tag = await honest_get(self, name, start, end, etag)
             return data, (lie if name == "data-001.zrd" else size), tag
 
-        monkeypatch.setattr(_remote._Client, "get_range", get_range)
+        monkeypatch.setattr(_objects.Client, "get_range", get_range)
         with Ragged.open(url) as ds:
             with pytest.raises(CorruptStoreError, match="shard_sizes") as info:
                 ds[list(range(len(ds)))]

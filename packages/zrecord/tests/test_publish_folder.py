@@ -54,14 +54,14 @@ def test_a_folder_of_stores_is_published_with_its_files_last(s3_server, s3_bucke
     with pytest.raises(ValueError, match=r"is a folder, not a store .*zrecord.publish_folder"):
         publish(dataset, url, storage_options=opts)
     order = []
-    real_put = pub._Client.put
+    real_put = pub.Client.put
 
     def put(client, name, data, **kw):
         if name in ("header.zrh", "provenance.json"):
             order.append(f"{client.url.split('/mnist')[1]}/{name}")
         return real_put(client, name, data, **kw)
 
-    monkeypatch.setattr(pub._Client, "put", put)
+    monkeypatch.setattr(pub.Client, "put", put)
     digests = pub.publish_folder(dataset, url, storage_options=opts)
     assert list(digests) == STORES
     assert order == [f"/{s}/header.zrh" for s in STORES] + ["/provenance.json"]

@@ -159,9 +159,9 @@ def test_a_first_request_that_fails_otherwise_keeps_its_retries():
     first request is tried again with the retries; a refusal or a DNS failure is not."""
     from obstore.exceptions import GenericError
 
-    from zrecord._remote import _Client, storage_settings
+    from zrecord._objects import Client, storage_settings
 
-    client = _Client("https://store.invalid/x", storage_settings({"retries": 3}))
+    client = Client("https://store.invalid/x", storage_settings({"retries": 3}))
     for failure in ("Server returned non-2xx status code: 503 Service Unavailable",
                     "error sending request: operation timed out",
                     "connection closed before message completed (ConnectionReset)"):
@@ -328,7 +328,7 @@ def test_every_storage_option_is_documented():
     """Dense.open's docstring did not mention cache_bytes (nor skip_signature)."""
     from pathlib import Path
 
-    from zrecord._remote import _S3_KEYS, DEFAULTS
+    from zrecord._objects import _S3_KEYS, DEFAULTS
     from zrecord._types import StorageOptions
 
     accepted = set(DEFAULTS) | set(_S3_KEYS)

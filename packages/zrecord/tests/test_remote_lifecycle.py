@@ -15,7 +15,7 @@ import pytest
 
 from zrecord import Dense, _mirror_cache, open_store, publish
 from zrecord._mirror_cache import CHUNK_BYTES
-from zrecord._remote import _Client, storage_settings
+from zrecord._objects import Client, storage_settings
 from zrecord.cli import main
 from zrecord.errors import ClosedError, RemoteError
 
@@ -97,9 +97,9 @@ def test_a_panic_in_the_client_is_a_remote_error_naming_the_url():
     (an Exception) naming the URL, not as a BaseException."""
     from obstore.store import HTTPStore
 
-    client = _Client("http://127.0.0.1:9/store", storage_settings({"retries": 0}))
+    client = Client("http://127.0.0.1:9/store", storage_settings({"retries": 0}))
     # What "s3://" used to become: obstore panics on it. Both of the client's stores: its
-    # first request goes without retries (_Client._request).
+    # first request goes without retries (Client._request).
     client.store = client._first = HTTPStore.from_url("s3:")
     with pytest.raises(RemoteError, match=r"http://127.0.0.1:9/store/header.zrh: .*panic") as info:
         client.get("header.zrh")
@@ -247,7 +247,7 @@ def _held_fetches(monkeypatch) -> threading.Event:
         begun.set()
         await asyncio.Event().wait()
 
-    monkeypatch.setattr(_Client, "get_range", never)
+    monkeypatch.setattr(Client, "get_range", never)
     return begun
 
 
@@ -400,7 +400,7 @@ def test_a_child_forked_while_a_prefetch_is_under_way_never_waits_for_it(http_fo
     parent = os.getpid()
     release = threading.Event()
     begun = threading.Event()
-    real_get_range = _Client.get_range
+    real_get_range = Client.get_range
 
     async def held_in_the_parent(self, name, start, end, etag):
         # In the parent, each ranged GET waits until the test releases it (30 s at most).
@@ -411,7 +411,7 @@ def test_a_child_forked_while_a_prefetch_is_under_way_never_waits_for_it(http_fo
                 await asyncio.sleep(0.005)
         return await real_get_range(self, name, start, end, etag)
 
-    monkeypatch.setattr(_Client, "get_range", held_in_the_parent)
+    monkeypatch.setattr(Client, "get_range", held_in_the_parent)
     with Dense.open(url, storage_options={"gap_bytes": 0}) as ds:
         release.set()
         ds[[0]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from zrecord._remote import _first_line, is_url, redact, storage_settings
+from zrecord._objects import _first_line, is_url, redact, storage_settings
 
 
 def test_urls_and_what_messages_show_of_them():
@@ -18,14 +18,15 @@ def test_urls_and_what_messages_show_of_them():
 
 def test_storage_options_are_checked():
     settings = storage_settings({"max_in_flight": 8, "endpoint_url": "http://127.0.0.1:9000"})
-    assert settings["max_in_flight"] == 8 and settings["gap_bytes"] == "auto"
+    assert settings.max_in_flight == 8 and settings.gap_bytes == "auto"
+    assert settings.client == {"endpoint_url": "http://127.0.0.1:9000"}
     with pytest.raises(ValueError, match="unknown storage option 'endpoint'; known: "):
         storage_settings({"endpoint": "x"})
     with pytest.raises(ValueError, match="max_in_flight must be at least 1"):
         storage_settings({"max_in_flight": 0})
     with pytest.raises(ValueError, match="gap_bytes must be 'auto' or at least 0"):
         storage_settings({"gap_bytes": -1})
-    assert storage_settings({"cache_bytes": 64 << 20})["cache_bytes"] == 64 << 20
+    assert storage_settings({"cache_bytes": 64 << 20}).cache_bytes == 64 << 20
     with pytest.raises(ValueError, match=r"cache_bytes must be at least 4194304 \(4 MiB"):
         storage_settings({"cache_bytes": 1 << 20})
     with pytest.raises(ValueError, match="cache_bytes must be a number of bytes or None; got '1G'"):
@@ -36,7 +37,7 @@ def test_a_url_that_does_not_parse_is_a_value_error_naming_it_without_its_secret
     """urlsplit's own ValueError ('Invalid IPv6 URL') escaped from the reader's constructor,
     before the URL's check; it now gets the check's message, with no user information."""
     from zrecord import Dense
-    from zrecord._remote import redact
+    from zrecord._objects import redact
 
     assert redact("http://user:pw@[::1/x") == "http://(a URL that does not parse)"
     for url in ("http://[::1/x", "http://user:pw@[::1/x", "https://h:99999/x"):

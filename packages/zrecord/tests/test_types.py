@@ -4,6 +4,7 @@ checks that the types are the ones the values have at run time."""
 
 from __future__ import annotations
 
+import dataclasses
 import runpy
 from pathlib import Path
 
@@ -51,20 +52,23 @@ def test_the_accepted_typing_uses_run(tmp_path):
 def test_the_storage_options_type_names_exactly_the_keys_open_accepts():
     """[H3] B6: zrecord.StorageOptions is what a type checker holds storage_options to; the
     run-time check (unknown keys are an error) must accept the same keys, no more, no less."""
-    from zrecord import _remote
+    from zrecord import _objects
 
     typed = set(zrecord.StorageOptions.__annotations__)
-    assert typed == set(_remote.DEFAULTS) | set(_remote._S3_KEYS)
-    _remote.storage_settings({key: None for key in ("cache_dir", "cache_bytes")})
+    assert typed == set(_objects.DEFAULTS) | set(_objects._S3_KEYS)
+    # The judged settings: one field per tuning key, and the client's keys together.
+    fields = {f.name for f in dataclasses.fields(_objects.StorageSettings)}
+    assert fields == set(_objects.DEFAULTS) | {"client"}
+    _objects.storage_settings({key: None for key in ("cache_dir", "cache_bytes")})
     with pytest.raises(ValueError, match="unknown storage option 'endpoint'"):
-        _remote.storage_settings({"endpoint": "http://127.0.0.1:9"})
+        _objects.storage_settings({"endpoint": "http://127.0.0.1:9"})
 
 
 def test_the_codec_type_lists_the_codecs():
     import typing
 
     assert set(typing.get_args(zrecord.Codec)) == set(zrecord.CODECS)
-    from zrecord import _reader, _types
+    from zrecord import _opening, _types
 
-    assert set(typing.get_args(_types.CacheMode)) == set(_reader.CACHE_MODES)
-    assert set(typing.get_args(_types.Validate)) == set(_reader.VALIDATE_MODES)
+    assert set(typing.get_args(_types.CacheMode)) == set(_opening.CACHE_MODES)
+    assert set(typing.get_args(_types.Validate)) == set(_opening.VALIDATE_MODES)

@@ -13,10 +13,10 @@ indexing a writer; both are instances of their kind (``isinstance(x, Dense)``).
 from zrecord._dict import train_dict
 from zrecord._dtypes import CODECS, check_store_options
 from zrecord._kinds import Dense, Ragged
+from zrecord._objects import is_url
 from zrecord._paths import enclosing_store, store_location
 from zrecord._publish import check_destination, publish, publish_folder
 from zrecord._reader import DenseReader, RaggedReader, open_store
-from zrecord._remote import is_url
 from zrecord._staging import staged_directory
 from zrecord._types import Codec, StorageOptions
 from zrecord._writer import DenseWriter, RaggedWriter

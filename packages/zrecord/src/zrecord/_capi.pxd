@@ -121,6 +121,7 @@ cdef extern from "zrecord.h" nogil:
         const char *index_cache
         uint64_t index_cache_records_min
         uint64_t index_cache_bytes
+        const char *name
 
     ctypedef struct zr_prune_stats:
         uint64_t kept
@@ -186,6 +187,10 @@ cdef extern from "zrecord.h" nogil:
         uint64_t shard_sizes[255]
     int zr_header_layout(const void *bytes, uint64_t size, uint64_t file_size, const char *name,
                          zr_layout *out, zr_status *st)
+    int zr_index_table(const void *header, uint64_t header_size, const void *index,
+                       uint64_t index_size, const void *sums, uint64_t sums_size, const char *name,
+                       uint64_t record_count, uint64_t *offsets, uint64_t *stored_sizes,
+                       uint8_t *shards, uint64_t *checksums, zr_status *st)
     int zr_reader_set_reads(zr_reader *r, uint32_t mode, zr_status *st)
     void zr_reader_close(zr_reader *r)
     void zr_reader_free(zr_reader *r)

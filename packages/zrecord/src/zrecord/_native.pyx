@@ -298,7 +298,8 @@ cdef class Reader:
     cdef zr_reader *r
 
     def __cinit__(self, bytes path, uint32_t flags=0, bytes index_cache=None,
-                  uint64_t index_cache_records_min=0, uint64_t index_cache_bytes=0):
+                  uint64_t index_cache_records_min=0, uint64_t index_cache_bytes=0,
+                  bytes name=None):
         cdef zr_status st
         cdef const char *cpath = path
         cdef zr_open_opts opts
@@ -308,6 +309,8 @@ cdef class Reader:
         opts.index_cache = NULL if index_cache is None else <const char *>index_cache
         opts.index_cache_records_min = index_cache_records_min
         opts.index_cache_bytes = index_cache_bytes
+        # What messages call the store (a mirror's URL); NULL: its path.
+        opts.name = NULL if name is None else <const char *>name
         with nogil:
             rc = zr_reader_open_opts(cpath, &opts, &self.r, &st)
         if rc != 0:
@@ -586,6 +589,39 @@ def header_layout(object data, uint64_t file_size, str name):
             "index_block_shift": out.index_block_shift, "index_group_shift": out.index_group_shift,
             "header_checksum": out.header_checksum, "by_part": bool(out.by_part),
             "shard_sizes": [out.shard_sizes[k] for k in range(out.data_shards)]}
+
+
+def index_table(object header, object index, object sums, str name, object offsets,
+                object stored_sizes, object shards, object checksums):
+    """Judges `index` and `sums` (C-contiguous uint8 arrays; `sums` empty without index parts)
+    as the index files of the store whose header is `header`, named `name` in messages, and
+    fills `offsets`, `stored_sizes`, `checksums` (uint64) and `shards` (uint8), one of each per
+    record (zrecord.h zr_index_table). Raises what a whole judgement of the index would."""
+    cdef zr_status st
+    cdef int rc
+    cdef bytes where = name.encode("utf-8", "surrogateescape")
+    cdef const char *wp = where
+    cdef void *hp
+    cdef void *ip
+    cdef void *sp
+    cdef void *kp
+    cdef uint64_t hn, inn, sn, kn
+    cdef uint64_t *op
+    cdef uint64_t *zp
+    cdef uint64_t *cp
+    cdef uint64_t count = len(shards)
+    _buffer(header, False, &hp, &hn)
+    _buffer(index, False, &ip, &inn)
+    _buffer(sums, False, &sp, &sn)
+    _buffer(shards, True, &kp, &kn)
+    _u64(offsets, True, &op, count)
+    _u64(stored_sizes, True, &zp, count)
+    _u64(checksums, True, &cp, count)
+    with nogil:
+        rc = zr_index_table(hp, hn, ip, inn, sp if sn > 0 else NULL, sn, wp, count, op, zp,
+                            <uint8_t *> kp, cp, &st)
+    if rc != 0:
+        _fail(rc, &st)
 
 
 def xxh64(object data):

@@ -10,7 +10,7 @@ Invariants of this module:
   (and the converter, through the public API) refuse such paths before writing anything.
 - Every place that takes a store's location (open, create, publish, the command lines, the
   converter) judges it by :func:`store_location` alone: a URL of a scheme zrecord reads
-  (``_remote.SCHEMES``) is a URL, a string of any other ``scheme://`` form is refused (never
+  (``_objects.SCHEMES``) is a URL, a string of any other ``scheme://`` form is refused (never
   taken for a local folder named ``gs:``), and everything else is a local path, with which
   ``storage_options`` (settings of object storage) are refused rather than ignored.
 """
@@ -23,7 +23,7 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from zrecord._remote import SCHEMES, redact
+from zrecord._objects import SCHEMES, redact
 
 if TYPE_CHECKING:
     from zrecord._types import PathLike

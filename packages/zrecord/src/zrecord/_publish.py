@@ -42,28 +42,20 @@ import functools
 import json
 import os
 import socket
-import struct
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from zrecord import _native
+from zrecord._objects import Client, StorageSettings, is_url, redact, storage_settings
 from zrecord._paths import HEADER_NAME, store_location
 from zrecord._reader import open_store
-from zrecord._remote import (
-    HEADER_SIZE_BYTES_MAX,
-    _Client,
-    _import_obstore,
-    _shard,
-    is_url,
-    redact,
-    storage_settings,
-)
+from zrecord._remote import shard_name
 from zrecord._tree import WRITER_SAYS, is_store_dir, survey
 from zrecord._types import PathLike, StorageOptions
 from zrecord.console import progress_bar
@@ -77,6 +69,7 @@ from zrecord.errors import (
     StoreExistsError,
     StoreNotFoundError,
     StoreOSError,
+    ZrecordError,
 )
 
 # Objects at least this large go up as multipart uploads of parts this large (S3's minimum);
@@ -141,7 +134,7 @@ def publish(source: PathLike, url: str, *, storage_options: StorageOptions | Non
         _refuse_published(client)
         claim.start_refreshing()
         with progress_bar(progress, local.total_bytes, f"{client.shown}: publish", unit="B") as update:
-            etags = _upload_body(client, local, claim, int(options["max_in_flight"]), update)
+            etags = _upload_body(client, local, claim, options.max_in_flight, update)
             _check_uploaded(client, local, etags)
             claim.refresh()  # proves, just before the header, that the claim is still ours
             _upload_header(client, local.header)
@@ -281,10 +274,10 @@ def _folder_contents(folder: str) -> tuple[dict[str, str], list[str]]:
 
 
 def _files_to_upload(folder: str, files: list[str],
-                     client: _Client) -> dict[str, tuple[_Client, bytes | None]]:
+                     client: Client) -> dict[str, tuple[Client, bytes | None]]:
     """Each file's bytes, or None where the prefix holds the same bytes already; a file there
     with other bytes stops the publish before any upload."""
-    uploads: dict[str, tuple[_Client, bytes | None]] = {}
+    uploads: dict[str, tuple[Client, bytes | None]] = {}
     for name in files:
         with open(os.path.join(folder, name), "rb") as f:
             data = f.read()
@@ -309,34 +302,34 @@ def _restate(exc: BaseException, more: str) -> None:
 
 class _LocalStore:
     """The files of the local store, read for the upload: ``header.zrh``, ``index.zri`` and
-    ``index.zrs`` (format 1.2) whole (and checked), the shards as a plan of which records lie
-    where in each."""
+    ``index.zrs`` (format 1.2) whole, judged by the core as the store's (the bytes held, not
+    the files as they are by then), and where each record lies, as the core decodes it."""
 
     def __init__(self, folder: Path, digest: str) -> None:
         self.folder = folder
         self.header = _read_checked_header(folder / "header.zrh", digest)
-        # The header the store opened with (its checksum is the digest), so the mirror's reading
-        # of its fields applies.
-        layout = _layout(self.header)
-        assert layout is not None, "a header that opened and passed verify has a layout"
-        records, entry, self.shard_sizes = layout.records, layout.entry, layout.shard_sizes
-        # index.zrs, in a store with index parts (format 1.2).
-        self.sums = None if layout.sums_size is None else _read_checked_sums(folder / "index.zrs", layout)
+        layout = _native.header_layout(np.frombuffer(self.header, np.uint8), len(self.header),
+                                       str(folder / "header.zrh"))
+        self.shard_sizes: list[int] = layout["shard_sizes"]
         self.index = (folder / "index.zri").read_bytes()
-        expected_sum = int.from_bytes(self.header[64:72], "little")
-        if len(self.index) != records * entry or _xxh64(self.index) != expected_sum:
-            raise ChecksumError(f"{folder / 'index.zri'} changed after the store was opened: it no "
-                                f"longer matches index_checksum {expected_sum:016x} of header.zrh; "
-                                "nothing was published")
-        table = np.frombuffer(self.index, np.uint8).reshape(records, entry)
-        self.offsets = table[:, 0:8].copy().view("<u8").ravel()
-        self.sizes = table[:, 8:12].copy().view("<u4").ravel().astype(np.uint64)
-        self.shards = table[:, 12].copy()
-        self.checksums = table[:, 16:24].copy().view("<u8").ravel()
+        # index.zrs, in a store with index parts (format 1.2).
+        self.sums = (folder / "index.zrs").read_bytes() if layout["index_parts"] else None
+        records = int(layout["record_count"])
+        self.offsets = np.empty(records, np.uint64)
+        self.sizes = np.empty(records, np.uint64)
+        self.shards = np.empty(records, np.uint8)
+        self.checksums = np.empty(records, np.uint64)
+        try:
+            _native.index_table(np.frombuffer(self.header, np.uint8), np.frombuffer(self.index, np.uint8),
+                                np.frombuffer(self.sums or b"", np.uint8), str(folder), self.offsets,
+                                self.sizes, self.shards, self.checksums)
+        except ZrecordError as exc:
+            _restate(exc, "the store's files changed after it was opened; nothing was published")
+            raise
         self.total_bytes = sum(self.shard_sizes) + len(self.index) + len(self.sums or b"") + len(self.header)
 
     def shard_path(self, k: int) -> Path:
-        return self.folder / _shard(k)
+        return self.folder / shard_name(k)
 
     def records_of(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(record numbers, starts, ends) of the non-empty records of shard `k` in the order
@@ -352,107 +345,25 @@ class _LocalStore:
         return recs, starts, ends
 
 
-# Header fields the upload reads (spec §3.1, §4.1): header.zrh's fixed part, and the largest
-# record count, index group count and part shifts of spec §8 (test_native_tables.py holds them
-# to format.zig). [O2] point 3 moves this reading of the format into the core.
-_HEADER_FIXED_BYTES = 128
-_KIND_DENSE = 1
-_MAGIC = b"\x89ZREC\r\n\x1a"
-INDEX_GROUPS_MAX = 1 << 16
-RECORD_COUNT_MAX = 1 << 48
-INDEX_SHIFT_MAX = 48
-_FEATURE_INDEX_PARTS = 1
-
-
-class _Layout(NamedTuple):
-    """What the mirror is laid out from: fields of the header (spec §3.1, §4.1)."""
-
-    records: int
-    entry: int
-    index_size: int
-    shard_sizes: list[int]
-    # With index parts: the size of index.zrs (8 × B), the header's group sums and how many block
-    # sums each sum group holds (2^g). Without: None, no sums, 0.
-    sums_size: int | None
-    group_sums: list[int]
-    group_blocks: int
-
-
-def _layout(header: bytes | bytearray) -> _Layout | None:
-    """The record count, index entry size, index size, shard sizes and index parts of a header
-    whose size and checksum hold and whose sizes agree (spec §9.2 steps 2.1, 2.4, 2.5, 2.10a,
-    2.11 as far as the tables go, 2.15, 2.17); None for any other, or one with a feature bit
-    other than index parts: the mirror then holds the header alone, and the native open says
-    what is wrong with it (it judges the header before any other file, §9.1)."""
-    size = len(header)
-    if not _HEADER_FIXED_BYTES + 8 <= size <= HEADER_SIZE_BYTES_MAX or size % 8 or header[:8] != _MAGIC:
-        return None
-    declared, = struct.unpack_from("<I", header, 12)
-    checksum, = struct.unpack_from("<Q", header, size - 8)
-    if declared != size or _native.xxh64(np.frombuffer(header, np.uint8, size - 8)) != checksum:
-        return None
-    kind, ndim, shards = header[16], header[18], header[20]
-    records, = struct.unpack_from("<Q", header, 24)
-    entry, = struct.unpack_from("<I", header, 48)
-    index_size, = struct.unpack_from("<Q", header, 56)
-    features, = struct.unpack_from("<Q", header, 80)
-    at = _HEADER_FIXED_BYTES + (8 * ndim if kind == _KIND_DENSE else 0)
-    groups_at = at + 8 * shards
-    sums_size, groups, group_blocks = None, 0, 0
-    if features & ~_FEATURE_INDEX_PARTS:
-        return None
-    if features & _FEATURE_INDEX_PARTS:
-        block_shift, group_shift = header[93], header[94]
-        if block_shift > INDEX_SHIFT_MAX or group_shift > INDEX_SHIFT_MAX:
-            return None
-        # Python's integers do not overflow: record_count is judged after the parts (2.10a, 2.15).
-        blocks = (records + (1 << block_shift) - 1) >> block_shift
-        group_blocks = 1 << group_shift
-        groups = (blocks + group_blocks - 1) >> group_shift
-        if groups > INDEX_GROUPS_MAX:
-            return None
-        sums_size = 8 * blocks
-    if (shards == 0 or groups_at + 8 * groups > size - 8 or records > RECORD_COUNT_MAX
-            or index_size != records * entry):
-        return None
-    return _Layout(records, entry, index_size, list(struct.unpack_from(f"<{shards}Q", header, at)),
-                   sums_size, list(struct.unpack_from(f"<{groups}Q", header, groups_at)), group_blocks)
-
-
-
 def _xxh64(data: bytes | np.ndarray) -> int:
     arr = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
     return int(_native.xxh64(arr))
 
 
-def _is_header_of(header: bytes, digest: str) -> bool:
-    """Whether `header` is the whole header of the store of `digest` (its checksum)."""
-    return len(header) >= _HEADER_FIXED_BYTES + 8 and int.from_bytes(header[-8:], "little") \
-        == int(digest, 16) == _xxh64(header[:-8])
-
-
-def _read_checked_sums(path: Path, layout: _Layout) -> bytes:
-    """``index.zrs``, whose sum groups must still match the header's group sums (spec §4.1,
-    [ZR-PRT-004]): a file changed after the store was opened is not uploaded. Its block sums
-    need no check of their own: the open (or verify) judged them against an ``index.zri`` that
-    is checked whole against the header's ``index_checksum``."""
-    sums = path.read_bytes()
-    if len(sums) != layout.sums_size:
-        raise CorruptStoreError(f"{path} changed after the store was opened: it has {len(sums)} "
-                                f"bytes, not the {layout.sums_size} of the header's index blocks; "
-                                "nothing was published")
-    group_bytes = 8 * layout.group_blocks
-    for t, expected in enumerate(layout.group_sums):
-        if _xxh64(sums[t * group_bytes:(t + 1) * group_bytes]) != expected:
-            raise ChecksumError(f"{path} changed after the store was opened: its sum group {t} no "
-                                "longer matches its group sum in header.zrh; nothing was published")
-    return sums
+def _is_header_of(header: bytes, digest: str, name: str) -> bool:
+    """Whether `header` (file `name`'s bytes) is a valid header of the store of `digest` (its
+    checksum), as the core judges a header."""
+    try:
+        layout = _native.header_layout(np.frombuffer(header, np.uint8), len(header), name)
+    except ZrecordError:
+        return False
+    return f"{layout['header_checksum']:016x}" == digest
 
 
 def _read_checked_header(path: Path, digest: str) -> bytes:
     """``header.zrh``, which must still be the header of `digest` (its checksum)."""
     header = path.read_bytes()
-    if not _is_header_of(header, digest):
+    if not _is_header_of(header, digest, str(path)):
         raise ChecksumError(f"{path} changed after the store was opened: it is no longer the "
                             f"header of digest {digest}; nothing was published")
     return header
@@ -477,12 +388,12 @@ def _local_source(source: Any) -> str:
     return where
 
 
-def _destination(url: Any, options: Mapping[str, Any],
-                 digest: str | None = None) -> tuple[_Client, bool]:
+def _destination(url: Any, options: StorageSettings,
+                 digest: str | None = None) -> tuple[Client, bool]:
     """The client of the prefix `url` names, once it is known that a store may be published
     there (`check_destination`), and whether the store of `digest` is published there
     already (then it is no error: a folder's publish run again goes on where it stopped)."""
-    client = _Client(_writable_url(url), options)
+    client = Client(_writable_url(url), options)
     if _refuse_published(client, digest):
         return client, True
     found = _read_claim(client)
@@ -507,7 +418,7 @@ def _writable_url(url: Any) -> str:
     return where
 
 
-def _refuse_published(client: _Client, digest: str | None = None) -> bool:
+def _refuse_published(client: Client, digest: str | None = None) -> bool:
     """Raise StoreExistsError where the prefix holds a published store, unless it is the store
     of `digest` (then True: its header, checked whole, is that store's)."""
     if digest is None:
@@ -518,13 +429,13 @@ def _refuse_published(client: _Client, digest: str | None = None) -> bool:
             header, _ = client.get(HEADER_NAME)
         except FileNotFoundError:
             return False
-        if _is_header_of(header, digest):
+        if _is_header_of(header, digest, client.where(HEADER_NAME)):
             return True
     raise StoreExistsError(f"{client.shown} already holds a published store (its {HEADER_NAME} "
                            "exists); published stores are immutable: publish to a new prefix")
 
 
-def _upload_body(client: _Client, local: _LocalStore, claim: _Claim, max_in_flight: int,
+def _upload_body(client: Client, local: _LocalStore, claim: _Claim, max_in_flight: int,
                  update: Callable[[int], object]) -> dict[str, str | None]:
     """Upload every shard, ``index.zri`` and ``index.zrs`` in parallel; the ETag each upload
     gave, by name.
@@ -554,7 +465,7 @@ def _upload_body(client: _Client, local: _LocalStore, claim: _Claim, max_in_flig
     return etags
 
 
-def _put_body(client: _Client, name: str, data: Callable[[], Any], size: int,
+def _put_body(client: Client, name: str, data: Callable[[], Any], size: int,
               claim: _Claim) -> str | None:
     """Upload one object other than the header, only while the claim is ours; its ETag."""
     claim.check()
@@ -611,7 +522,7 @@ def _changed_record(path: Path, shard: int, rec: int, start: int, end: int) -> C
     return exc
 
 
-def _check_uploaded(client: _Client, local: _LocalStore, etags: Mapping[str, str | None]) -> None:
+def _check_uploaded(client: Client, local: _LocalStore, etags: Mapping[str, str | None]) -> None:
     """Every object uploaded is on the server with its size, and is still the version this
     publisher uploaded (ETag): nothing else wrote it meanwhile."""
     sizes = {local.shard_path(k).name: s for k, s in enumerate(local.shard_sizes)}
@@ -628,7 +539,7 @@ def _check_uploaded(client: _Client, local: _LocalStore, etags: Mapping[str, str
                                    "(another writer wrote it); nothing was published")
 
 
-def _upload_header(client: _Client, header: bytes) -> None:
+def _upload_header(client: Client, header: bytes) -> None:
     """Publish: ``header.zrh``, only where none exists."""
     try:
         client.put("header.zrh", header, create=True, part_bytes=MULTIPART_PART_BYTES)
@@ -646,7 +557,7 @@ class _Claim:
     """This publisher's hold on a prefix: the claim object's content and the ETag of the
     version it last wrote (module docstring)."""
 
-    def __init__(self, client: _Client, record: dict[str, Any], etag: str | None) -> None:
+    def __init__(self, client: Client, record: dict[str, Any], etag: str | None) -> None:
         self.client = client
         self.record = record
         self.etag = etag
@@ -658,7 +569,7 @@ class _Claim:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def take(cls, client: _Client, digest: str) -> _Claim:
+    def take(cls, client: Client, digest: str) -> _Claim:
         """Create the claim, or take over a released or stale one; StoreExistsError while
         another publisher holds it."""
         record = {"claim": "zrecord publish", "version": 1, "token": uuid.uuid4().hex,
@@ -758,14 +669,14 @@ class _Claim:
                 pass
 
 
-def _read_claim(client: _Client) -> tuple[dict[str, Any], str | None, float] | None:
+def _read_claim(client: Client) -> tuple[dict[str, Any], str | None, float] | None:
     """The claim object's content (empty where it is not a claim zrecord wrote), its ETag and
     the server's Last-Modified (seconds since the epoch); None where there is none."""
-    obstore = _import_obstore()
-    # `_Client.get` gives no Last-Modified; its error translation is reused for this request.
+    # `Client.get` gives no Last-Modified: the answer's own meta has it.
     try:
-        result = client._call(CLAIM, lambda: obstore.get(client.store, CLAIM))
-        data = bytes(client._call(CLAIM, result.bytes))
+        result = client.get_stream(CLAIM)
+        with client.errors(CLAIM):
+            data = bytes(result.bytes())
     except FileNotFoundError:
         return None
     try:
@@ -784,7 +695,7 @@ def _claim_field(held: Mapping[str, Any], key: str) -> str:
     return str(value) if type(value) is int else repr(str(value)[:100])
 
 
-def claim_state(client: _Client) -> str:
+def claim_state(client: Client) -> str:
     """What the prefix's publish.claim says of an upload, for the error of a prefix that has
     objects but no header.zrh: none, held (in progress), released, or stale (interrupted)."""
     found = _read_claim(client)
@@ -804,7 +715,7 @@ def claim_state(client: _Client) -> str:
             "that upload was interrupted (its publisher killed); publish the store again")
 
 
-def _busy(client: _Client, held: Mapping[str, Any], modified: float) -> StoreExistsError:
+def _busy(client: Client, held: Mapping[str, Any], modified: float) -> StoreExistsError:
     """The error for a claim another publisher holds, saying who and until when."""
     def shown(key: str) -> str:
         return _claim_field(held, key)

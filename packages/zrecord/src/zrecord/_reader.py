@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import numpy as np
@@ -29,20 +29,18 @@ from zrecord._dtypes import (
     CODEC_NAMES,
     KIND_DENSE,
     KIND_RAGGED,
-    OPEN_CACHE_BYPASS,
-    OPEN_CHECK_EVERY_READ,
-    OPEN_VALIDATE_INDEX,
-    OPEN_WHOLE_INDEX,
     dtype_from_info,
     numpy_can_hold,
 )
 from zrecord._index import index_error, normalise
-from zrecord._index_cache import AUTO, folder_for, policy
+from zrecord._index_cache import AUTO, folder_for
 from zrecord._kinds import Dense, Ragged, _Kind
-from zrecord._paths import fspath, native_path, store_location
+from zrecord._objects import is_url, redact
+from zrecord._opening import open_native
+from zrecord._paths import fspath
 from zrecord._pool import BlockPool
 from zrecord._progress import human_bytes
-from zrecord._remote import Mirror, is_url, redact
+from zrecord._remote import Mirror
 from zrecord._types import CacheMode, IndexCache, StorageOptions, StoreLocation, Validate
 from zrecord.errors import (
     ClosedError,
@@ -51,14 +49,7 @@ from zrecord.errors import (
     ModeError,
     StoreChangedError,
     StoreIndexError,
-    StoreNotFoundError,
-    ZrecordError,
 )
-
-# What `cache=` and `validate=` take at open, and the native open flags of each (zrecord.h
-# ZR_OPEN_*).
-CACHE_MODES = {"auto": 0, "bypass": OPEN_CACHE_BYPASS}
-VALIDATE_MODES = {"cached": 0, "full": OPEN_VALIDATE_INDEX}
 
 # Iteration reads ahead in blocks of about this size, so it costs one native call per block.
 _ITER_BLOCK_BYTES = 4 << 20
@@ -119,7 +110,7 @@ class _Store(_Kind, Generic[_Batch]):
         # frees itself.
         self._remote = _remote
         if _handle is None:
-            self._remote, handle = _open_any(path, cache, index_cache, validate, storage_options)
+            self._remote, handle = open_native(path, cache, index_cache, validate, storage_options)
         else:
             handle = _handle
         info = handle.info()
@@ -484,69 +475,8 @@ def open_store(path: StoreLocation, *, cache: CacheMode = "auto",
                storage_options: StorageOptions | None = None) -> DenseReader | RaggedReader:
     """Open the published store at `path` (a local path or a URL), whichever kind it is; the
     arguments as in :meth:`Dense.open`."""
-    remote, handle = _open_any(path, cache, index_cache, validate, storage_options)
+    remote, handle = open_native(path, cache, index_cache, validate, storage_options)
     cls: type[DenseReader | RaggedReader] = (DenseReader if handle.info()["kind"] == KIND_DENSE
                                              else RaggedReader)
     return cls(path, cache=cache, index_cache=index_cache, validate=validate,
                storage_options=storage_options, _handle=handle, _remote=remote)
-
-
-def _open_any(path: Any, cache: Any, index_cache: Any, validate: Any,
-              storage_options: Mapping[str, Any] | None) -> tuple[Mirror | None, _native.Reader]:
-    """The native reader of the store at `path`: a local path, or a URL through its mirror."""
-    where = store_location(path, storage_options)
-    if is_url(where):
-        return _open_remote(where, cache, index_cache, validate, storage_options)
-    local = where
-    try:
-        return None, _open_handle(local, cache, folder_for(index_cache), validate)
-    except StoreNotFoundError as exc:
-        # A store not published yet: say what its unfinished write tells, as the CLI does.
-        from zrecord._tree import WRITER_SAYS, unfinished_writes  # _tree imports this module
-
-        writes = unfinished_writes(local)
-        if writes:
-            exc.args = (f"{exc}: {WRITER_SAYS[writes[0][1]]}",)
-        raise
-
-
-def _open_remote(url: str, cache: Any, index_cache: Any, validate: Any,
-                 storage_options: Mapping[str, Any] | None) -> tuple[Mirror, _native.Reader]:
-    """The mirror of the store at `url` and the native reader of it. A private mirror (no
-    ``cache_dir``) keeps its compact index in memory: no index cache file outlives it. A
-    mirror that fetches the index by part (a store with index parts: decision 0008) is judged
-    by part, as gathers fetch its parts; one that fetched the whole index is judged whole at
-    open (or maps a shared mirror's cache file)."""
-    mirror = Mirror(url, storage_options, whole_index=validate == "full")
-    folder = folder_for(index_cache) if mirror.options["cache_dir"] is not None else None
-    try:
-        handle = _open_handle(mirror.store_path, cache, folder, validate,
-                              OPEN_CHECK_EVERY_READ | (0 if mirror.by_part else OPEN_WHOLE_INDEX))
-        mirror.attach(handle)
-        return mirror, handle
-    except ZrecordError as exc:
-        mirror.close()
-        raise mirror.relabel(exc) from None
-    except BaseException:
-        mirror.close()
-        raise
-
-
-def _mode_flags(name: str, value: Any, modes: dict[str, int]) -> int:
-    if not isinstance(value, str) or value not in modes:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, modes))}; got {value!r}")
-    return modes[value]
-
-
-def _open_handle(path: str, cache: Any, folder: str | None, validate: Any, flags: int = 0,
-                 index_policy: tuple[int, int] | None = None) -> _native.Reader:
-    """The native reader of the store at `path`, opened with the index cache `folder` and
-    `flags` besides those of `cache` and `validate`; the core writes and bounds the folder by
-    `index_policy` (_index_cache.policy, read from the environment when not given; not read
-    at all without a folder)."""
-    flags |= _mode_flags("cache", cache, CACHE_MODES) | _mode_flags("validate", validate, VALIDATE_MODES)
-    if folder is None:
-        index_policy = (0, 0)
-    records_min, budget = index_policy or policy()
-    return _native.Reader(native_path(path), flags, None if folder is None else native_path(folder),
-                          records_min, budget)

@@ -1,4 +1,5 @@
-"""Stores read from object storage (``s3://``) and web servers (``http(s)://``) by byte range.
+"""The mirror: stores read from object storage (``s3://``) and web servers (``http(s)://``) by
+byte range.
 
 A remote store is read through a *mirror*: a local folder laid out as a store, whose
 ``header.zrh`` is the store's and whose other files are sparse files of the sizes the header
@@ -6,7 +7,9 @@ gives, filled as gathers need them. The native reader opens the mirror as it ope
 so every check of the spec (§9) runs on what was fetched, and every record is checked against
 its checksum when it is read, whatever the network did. This module holds I/O only: what a
 header says of the files, which index parts a batch needs and where its records lie, the core
-answers (``_native.header_layout``, ``Reader.index_wants``, ``Reader.locate``).
+answers (``_native.header_layout``, ``Reader.index_wants``, ``Reader.locate``); requests go
+through the object client (``_objects``), the mirror's files are opened as ``_mirror_files``
+says, and opening a store by path or URL is ``_opening``'s.
 
 Two paths (decision 0008):
 - *By part* (a store with index parts, format 1.2, read without ``cache_bytes`` and without
@@ -49,8 +52,9 @@ Invariants of this module:
 - ``close()`` cancels the fetches under way and waits for them to end; a gather or prefetch
   that races it raises :class:`~zrecord.errors.ClosedError`, and none starts after it.
 - Messages name the URL and the object, never the mirror's path, a credential or a query
-  string; a mirror that this user may not use is named by its ``cache_dir`` (or TMPDIR), with
-  what to do.
+  string (the core names the URL itself: the mirror's reader is opened with it as its name);
+  a mirror that this user may not use is named by its ``cache_dir`` (or TMPDIR), with what to
+  do.
 - The mirror's files are opened without following links, relative to their folder's
   descriptor, and checked to be regular files of this user's with no other link (and of their
   sizes): fetches write through the descriptors opened at open, never through a name that a
@@ -63,14 +67,13 @@ Invariants of this module:
   that died is removed by the next one that opens a private mirror. With one, processes of one
   user that open the same store (same URL, ETags and header) share one mirror, made in a
   temporary folder beside it and renamed into place; what a process that died left being made
-  or set aside there is removed by the next opener (``_reap``).
+  or set aside there is removed by the next opener (``reap``).
 - By part, a bit of ``parts.bits`` is set only after its part's bytes are written, and the
   core never uses a part it has not judged; a verify fetches the whole index first.
 - fork(): a child forked after reads (or during them, on other threads) reads what the mirror
   holds and closes its copy; it drops the parent's event loop, prefetches, locks and client on
-  first use (``Mirror._adopt``). It cannot fetch: obstore's client does not work in a process
-  forked after it ran, so a fetch there raises :class:`~zrecord.errors.RemoteError` saying so
-  and how to start workers instead, never waits forever (``_client_runs``).
+  first use (``Mirror._adopt``). It cannot fetch (``_objects._client_runs`` says why and what
+  to do instead, never waits forever).
 """
 
 from __future__ import annotations
@@ -79,38 +82,52 @@ import asyncio
 import concurrent.futures
 import contextlib
 import errno as _errno
-import fcntl
 import hashlib
 import os
-import re
-import shutil
 import stat
 import tempfile
 import threading
-import urllib.parse
-import uuid
-import weakref
 from collections.abc import Callable, Coroutine, Iterator, Mapping
-from datetime import timedelta
-from typing import Any, NamedTuple, NoReturn, TypeGuard, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import numpy as np
 
 from zrecord import _native
-from zrecord._mirror_cache import Budget, PunchWord, file_of, parse_budget, punches_since
+from zrecord._mirror_cache import Budget, PunchWord, file_of, punches_since
+from zrecord._mirror_files import (
+    ASIDE_PREFIX,
+    BUILD_PREFIX,
+    NEW_FILE,
+    NOFOLLOW,
+    Damaged,
+    Files,
+    Foreign,
+    PrivateFolder,
+    discard,
+    ident_of,
+    identity_of,
+    locked_name,
+    open_dir,
+    open_file,
+    pwrite_all,
+    read_all,
+    read_small,
+    reap,
+    remove,
+    unlock,
+    write_new,
+)
+from zrecord._objects import Client, StorageSettings, scrub
 from zrecord.errors import (
     ChecksumError,
     ClosedError,
     CorruptStoreError,
     NotPublishedError,
-    RemoteError,
     StoreChangedError,
     StoreNotFoundError,
     StoreOSError,
     ZrecordError,
 )
-
-SCHEMES = ("s3://", "http://", "https://")
 
 # The largest valid header (spec §8), from the core: a header.zrh larger than this is refused
 # from its first bytes, never read whole. Everything else the mirror knows of the format it asks
@@ -119,32 +136,6 @@ HEADER_SIZE_BYTES_MAX: int = _native.CONSTANTS["ZR_HEADER_SIZE_BYTES_MAX"]
 # Index parts' files (zrecord.h ZR_PART_*), by what `Reader.index_wants` calls them.
 _PART_GROUPS = _native.CONSTANTS["ZR_PART_GROUPS"]
 _PART_FILES = {_native.CONSTANTS["ZR_PART_BLOCKS"]: "index.zri", _PART_GROUPS: "index.zrs"}
-
-# Tuning keys of `storage_options` and their defaults; every other key configures the client.
-DEFAULTS: dict[str, Any] = {
-    "max_in_flight": 64,
-    # "auto": the store's mean stored record, at most GAP_AUTO_MAX: a request joins neighbours
-    # with about one record between them, so that it costs at most about twice its bytes.
-    "gap_bytes": "auto",
-    "request_bytes_max": 8 << 20,
-    "timeout_s": 30.0,
-    "connect_timeout_s": 5.0,
-    # 20 retries with backoff from 100 ms to 5 s: about 40 s of waiting, so a server restart
-    # is ridden out; 8 from 50 ms were spent in under a second against a closed port.
-    "retries": 20,
-    "retry_timeout_s": 60.0,
-    "cache_dir": None,
-    "cache_bytes": None,
-}
-# Client keys: ours, then what obstore's S3 configuration calls them.
-_S3_KEYS = {
-    "endpoint_url": "endpoint",
-    "region": "region",
-    "aws_access_key_id": "access_key_id",
-    "aws_secret_access_key": "secret_access_key",
-    "aws_session_token": "session_token",
-    "skip_signature": "skip_signature",
-}
 
 GAP_AUTO_MAX = 64 << 10
 # Objects listed under a prefix that holds no header.zrh (one request: S3 lists 1,000 keys a
@@ -161,350 +152,7 @@ PREFETCH_BYTES_MAX = 64 << 20
 _STREAM_BYTES = 1 << 20
 # The mirror's name in its folder is a hash of this, the user, the URL, the ETags and the header.
 _KEY_VERSION = "zrecord-mirror-2"
-# Names made beside mirrors: a private mirror's folder in TMPDIR, and a mirror being made or set
-# aside in its folder. Each has a lock beside it, `<name>.lock`, held (flock) by its maker from
-# before the name exists until it is gone: one that can be taken is a dead process's (_reap).
-_PRIVATE_PREFIX = "zrecord-remote-"
-_BUILD_PREFIX = ".zrecord-build-"
-_ASIDE_PREFIX = ".zrecord-gone-"
-_LOCK_SUFFIX = ".lock"
-# Entries of a folder looked at when searching it for leftovers (TMPDIR can be large).
-_REAP_ENTRIES_MAX = 100_000
-# How the mirror opens its files and folders: never through a link, never inherited across exec,
-# never waiting on a FIFO put in a file's place.
-_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-_NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW
-
 _T = TypeVar("_T")
-
-
-def is_url(path: object) -> TypeGuard[str]:
-    """Whether `path` names a remote store (a str starting with s3://, http:// or https://)."""
-    return isinstance(path, str) and path.startswith(SCHEMES)
-
-
-def redact(url: str) -> str:
-    """`url` without user information, query or fragment: what messages may show. A URL that
-    does not parse (an unclosed IPv6 bracket, a port that is no number) is shown by its scheme
-    only, since where its secret parts end cannot be told."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-    except ValueError:
-        return f"{url.partition('://')[0]}://(a URL that does not parse)"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _import_obstore() -> Any:
-    try:
-        import obstore
-    except ImportError:
-        # The extra's requirement itself, not `zrecord[remote]`: right wherever zrecord came
-        # from (a clone, a wheelhouse), and kept equal to the extra's by the wheelhouse session.
-        raise ImportError("reading stores over s3:// and http(s):// needs the obstore client "
-                          "(zrecord's remote extra): pip install 'obstore>=0.12.1,<0.13'") from None
-    return obstore
-
-
-class _Client:
-    """One store's objects through obstore: whole gets, heads and ranged gets with If-Match."""
-
-    def __init__(self, url: str, options: Mapping[str, Any], *, answered: bool = False) -> None:
-        # A URL that names no bucket or host, or does not parse, is refused before the client
-        # is even imported: the mistake is the URL, whatever is installed.
-        bucket, prefix = _checked_url(url)
-        obstore = _import_obstore()
-        from obstore.store import HTTPStore, S3Store
-
-        self._obstore = obstore
-        # The process that made this client: a forked child makes its own (Mirror._adopt).
-        self.pid = os.getpid()
-        self.url = url.rstrip("/")
-        self.shown = redact(self.url)
-        self.bucket = bucket
-        # Plain dicts for obstore's TypedDicts (RetryConfig, ClientConfig, S3Config).
-        retry: Any = {"max_retries": int(options["retries"]),
-                 "backoff": {"init_backoff": timedelta(milliseconds=100),
-                             "max_backoff": timedelta(seconds=5), "base": 2.0},
-                 "retry_timeout": timedelta(seconds=float(options["retry_timeout_s"]))}
-        client: Any = {"timeout": timedelta(seconds=float(options["timeout_s"])),
-                  "connect_timeout": timedelta(seconds=float(options["connect_timeout_s"]))}
-        # Whether the server (or the credential service) has answered this client once: until
-        # then, a request goes first without retries (_request).
-        self.answered = answered
-        # Requests made (each obstore call one, whatever its retries) and bytes downloaded by
-        # the calls of this class and Mirror's open: what opening cost (Mirror.stats).
-        self.requests = 0
-        self.bytes = 0
-        # Where credentials were looked for, for the message when none were found (None where
-        # some were, or none are needed).
-        self.looked_in: str | None = None
-        self.endpoint: str | None = None
-        try:
-            if bucket is not None:
-                config: Any = {ours: options[key] for key, ours in _S3_KEYS.items() if options.get(key) is not None}
-                config.update(_profile_credentials(config))
-                endpoint = config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
-                if endpoint:
-                    self.endpoint = redact(str(endpoint))
-                    # MinIO-style servers: path-style requests, and plain HTTP when the endpoint is.
-                    config.setdefault("virtual_hosted_style_request", False)
-                    if str(endpoint).startswith("http://"):
-                        client["allow_http"] = True
-                self.looked_in = _looked_in(config)
-                self.store: Any = S3Store(bucket, prefix=prefix or None, config=config,
-                                          client_options=client, retry_config=retry)
-                self._first: Any = S3Store(bucket, prefix=prefix or None, config=config,
-                                           client_options=client, retry_config=_no_retries(retry))
-            else:
-                client["allow_http"] = self.url.startswith("http://")
-                self.store = HTTPStore.from_url(self.url, client_options=client, retry_config=retry)
-                self._first = HTTPStore.from_url(self.url, client_options=client,
-                                                 retry_config=_no_retries(retry))
-        except BaseException as exc:
-            if not isinstance(exc, (ValueError, obstore.exceptions.BaseError)) and not _is_panic(exc):
-                raise
-            # Settings the client refuses (an unknown key, an endpoint that is no URL): the
-            # caller's input, said with the URL and never with the settings' values.
-            raise ValueError(f"{self.shown}: the object storage client refuses these settings: "
-                             f"{_first_line(exc)}") from None
-
-    def where(self, name: str) -> str:
-        return f"{self.shown}/{name}" if name else self.shown
-
-    def get(self, name: str) -> tuple[bytes, str | None]:
-        """The whole object `name` and its ETag; FileNotFoundError when there is none."""
-        result = self._request(name, lambda store: self._obstore.get(store, name))
-        data = bytes(self._call(name, result.bytes))
-        self.bytes += len(data)
-        return data, result.meta.get("e_tag")
-
-    def head(self, name: str) -> tuple[int, str | None] | None:
-        """(size, ETag) of object `name`, or None when there is none."""
-        try:
-            meta = self._request(name, lambda store: self._obstore.head(store, name))
-        except FileNotFoundError:
-            return None
-        return int(meta["size"]), meta.get("e_tag")
-
-    def listed(self, most: int) -> list[str]:
-        """The names (below the store's prefix) of at most `most` objects under it, in the
-        server's order: one listing request."""
-        def first(store: Any) -> list[str]:
-            for chunk in self._obstore.list(store, chunk_size=most):
-                return [str(meta["path"]) for meta in chunk[:most]]
-            return []
-        return self._request("", first)
-
-    def _request(self, name: str, fn: Callable[[Any], _T]) -> _T:
-        """`fn(store)`, one request for object `name`, with obstore's errors as zrecord's.
-
-        Until the server has answered this client once, the request goes first without
-        retries: a connection refused, a name that does not resolve, or credentials that
-        cannot be had then fail at once (_unreachable, _no_credentials), not after the retries
-        meant for a server that is restarting (about 40 s). Any other failure of that first try
-        (a timeout, a 5xx, a connection reset) is tried again with the retries. Once the server
-        has answered, a refused connection is a restart, and is waited for as the rest."""
-        self.requests += 1
-        with self._errors(name):
-            if not self.answered:
-                try:
-                    out = fn(self._first)
-                except Exception as exc:
-                    fast = self._no_credentials(exc) or self._unreachable(name, exc)
-                    if fast is not None:
-                        raise fast from None
-                    if isinstance(exc, self._obstore.exceptions.BaseError) and \
-                            type(exc) is not self._obstore.exceptions.GenericError:
-                        self.answered = True  # an answer (not found, denied, ...)
-                    if self.answered or not isinstance(exc, self._obstore.exceptions.BaseError):
-                        raise
-                else:
-                    self.answered = True
-                    return out
-                self.requests += 1
-            out = fn(self.store)
-            self.answered = True
-            return out
-
-    async def get_range(self, name: str, start: int, end: int, etag: str | None) -> tuple[bytes, int, str | None]:
-        """Bytes [start, end) of object `name`, which must still have ETag `etag` (when not
-        None), with the object's size and ETag as the answer gives them: a coroutine, so that
-        one event loop keeps hundreds of requests in flight without a thread each."""
-        options: dict[str, Any] = {"range": (start, end)}
-        if etag is not None:
-            options["if_match"] = etag
-        with self._errors(name):
-            result = await self._obstore.get_async(self.store, name, options=options)
-            data = bytes(await result.bytes_async())
-        if len(data) != end - start:
-            why = ("the object is shorter than at open (truncated or replaced)" if len(data) < end - start
-                   else "the server does not answer Range requests (it sent more)")
-            raise StoreChangedError(_errno.EIO, f"{self.where(name)}: asked for bytes {start}-{end - 1} "
-                                    f"and got {len(data)} bytes: {why}")
-        return data, int(result.meta["size"]), result.meta.get("e_tag")
-
-    def any_object(self) -> bool:
-        """Whether anything lies under the store's prefix (S3: a listing; HTTP: index.zri or the
-        first shard answer a HEAD)."""
-        if self.url.startswith("s3://"):
-            return bool(self.listed(1))
-        return any(self.head(n) is not None for n in ("index.zri", "data-000.zrd"))
-
-    def put(self, name: str, data: bytes | Iterator[bytes], *, size: int | None = None,
-            create: bool = False, if_match: str | None = None, part_bytes: int) -> str | None:
-        """Upload `data` as object `name` and return the ETag the server gave it (None where it
-        gives none). `data` is the object's bytes, or an iterator of them (`size` then says how
-        many in all); an exception the iterator raises ends the upload, and no object is made.
-        Multipart in parts of `part_bytes` when the object is at least that large. With
-        `create`, only where no such object exists (FileExistsError otherwise); with
-        `if_match`, only where the object's ETag is still `if_match` (StoreChangedError
-        otherwise: another writer replaced it, or removed it)."""
-        if create and if_match is not None:
-            raise ValueError("put: create and if_match exclude each other")
-        size = len(data) if isinstance(data, bytes) else size
-        if size is None:
-            raise ValueError("put: give the size of an object uploaded from an iterator")
-        mode: Any = "create" if create else "overwrite" if if_match is None else {"e_tag": if_match}
-        # A conditional put is one request (obstore makes no multipart upload of one).
-        multipart = size >= part_bytes and mode == "overwrite"
-        with self._errors(name):
-            try:
-                result = self._obstore.put(self.store, name, data, mode=mode,
-                                           use_multipart=multipart, chunk_size=part_bytes)
-            except (self._obstore.exceptions.PreconditionError, FileNotFoundError):
-                if if_match is None:
-                    raise
-                raise StoreChangedError(_errno.ESTALE, f"{self.where(name)} was not replaced: it "
-                                        f"is no longer the version {if_match} (another writer "
-                                        "replaced or removed it)") from None
-        etag = result.get("e_tag")
-        return None if etag is None else str(etag)
-
-    def _unreachable(self, name: str, exc: Exception) -> RemoteError | None:
-        """The error for `exc`, a request for object `name`, when it says that the server's host cannot be reached at all (a
-        connection refused, a name that does not resolve, no route to it), naming the host,
-        the cause and where the address comes from; None for any other failure."""
-        text = str(exc)
-        if "dns error" in text:
-            detail = re.search(r'dns error.*?error: "([^"]+)"', text, re.S)
-            cause = "its name does not resolve" + (f" ({detail.group(1)})" if detail else "")
-            code = _errno.EHOSTUNREACH
-        elif "ConnectionRefused" in text or "Connection refused" in text:
-            cause, code = "connection refused: nothing listens at that address", _errno.ECONNREFUSED
-        elif "NetworkUnreachable" in text or "HostUnreachable" in text:
-            cause, code = "no route to it (network or host unreachable)", _errno.EHOSTUNREACH
-        else:
-            return None
-        if self.bucket is None:
-            hint = "check the URL's host and port"
-        elif self.endpoint is not None:
-            hint = (f"is the endpoint {self.endpoint} right (storage_options['endpoint_url'], the "
-                    "CLI's --endpoint-url, or AWS_ENDPOINT_URL) and its server running?")
-        else:
-            hint = ("for an S3-compatible server (MinIO, Ceph, R2, ...) give its address: "
-                    "storage_options={'endpoint_url': 'http://HOST:PORT'}, the CLI's "
-                    "--endpoint-url, or AWS_ENDPOINT_URL")
-        return RemoteError(code, f"{self.where(name)}: the request failed: cannot reach "
-                           f"{_host_of(text) or 'the server'}: {cause} (not retried, as the server "
-                           f"never answered this client); {hint}")
-
-    def _no_credentials(self, exc: Exception) -> RemoteError | None:
-        """The error for `exc` when it is the failure of the last place credentials are looked
-        for, the instance metadata service, by a client that found none elsewhere; None for
-        any other failure. Says where they were looked for and how to give them."""
-        text = str(exc)
-        if self.looked_in is None or not re.search(r"/latest/(api/token|meta-data/)", text):
-            return None
-        status = re.search(r"status(?: code)?:? (\d{3})", text)
-        cause = ("connection refused" if "ConnectionRefused" in text or "Connection refused" in text
-                 else "its name does not resolve" if "dns error" in text
-                 else "timed out" if "timed out" in text.lower() or "Timeout" in text
-                 else f"it answered HTTP {status.group(1)}" if status else _first_line(exc))
-        return RemoteError(_errno.EACCES, f"no credentials found for {self.shown} (looked in: "
-                           f"{self.looked_in}, and the instance metadata service at "
-                           f"{_host_of(text) or 'its address'}: {cause}). Give them as "
-                           "storage_options={'aws_access_key_id': ..., 'aws_secret_access_key': "
-                           "...}, as the environment variables AWS_ACCESS_KEY_ID and "
-                           "AWS_SECRET_ACCESS_KEY, or in ~/.aws/credentials (AWS_PROFILE picks "
-                           "the profile); a public bucket reads without them with "
-                           "storage_options={'skip_signature': True}")
-
-    def _call(self, name: str, fn: Callable[[], _T]) -> _T:
-        """`fn()`, with obstore's errors as zrecord's (`_errors`)."""
-        with self._errors(name):
-            return fn()
-
-    @contextlib.contextmanager
-    def _errors(self, name: str) -> Iterator[None]:
-        """obstore's errors inside the block raised as zrecord's (`_translate`); the block is
-        an obstore request, refused in a process where obstore cannot run (`_client_runs`)."""
-        _client_runs(self.where(name))
-        try:
-            yield
-        except Exception as exc:
-            mapped = self._translate(name, exc)
-            if mapped is exc:
-                raise
-            raise mapped from None
-        except BaseException as exc:
-            # A panic in obstore's Rust code reaches Python as pyo3's PanicException, a
-            # BaseException that `except Exception` (ours and the caller's) would miss.
-            if not _is_panic(exc):
-                raise
-            raise RemoteError(_errno.EIO, f"{self.where(name)}: the object storage client failed "
-                              f"(a panic in obstore): {_first_line(exc)}") from None
-
-    def _translate(self, name: str, exc: Exception) -> Exception:
-        """zrecord's error for obstore's `exc` on object `name`, naming the object (never a
-        secret); `exc` itself when it is no obstore error, or FileNotFoundError."""
-        exc_mod = self._obstore.exceptions
-        where = self.where(name)
-        if isinstance(exc, FileNotFoundError) or not isinstance(exc, exc_mod.BaseError):
-            return exc
-        no_credentials = self._no_credentials(exc)
-        if no_credentials is not None:
-            return no_credentials
-        if isinstance(exc, exc_mod.AlreadyExistsError):
-            return FileExistsError(_errno.EEXIST, f"{where} exists")
-        if isinstance(exc, exc_mod.PreconditionError):
-            return StoreChangedError(_errno.ESTALE, f"{where} changed after the store was opened "
-                                     "(its ETag is not the one seen at open): the store was "
-                                     "replaced; open it again to read the new one")
-        if isinstance(exc, (exc_mod.PermissionDeniedError, exc_mod.UnauthenticatedError)):
-            return RemoteError(_errno.EACCES, f"{where}: access denied ({type(exc).__name__}); "
-                               "check the credentials (AWS_ACCESS_KEY_ID and "
-                               "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or storage_options)")
-        if isinstance(exc, exc_mod.NotSupportedError):
-            return RemoteError(_errno.EOPNOTSUPP, f"{where}: the server does not answer Range "
-                               "requests, which reading a store by URL needs")
-        if "NoSuchBucket" in str(exc):
-            return StoreNotFoundError(f"no store at {self.shown}: the bucket {self.bucket!r} does not exist")
-        return RemoteError(_errno.EIO, f"{where}: the request failed after its retries: {_first_line(exc)}")
-
-
-# The process where obstore's client first ran here. Its first request starts a tokio runtime
-# whose threads a process forked afterwards does not have, and every request of such a child,
-# on any client, waits forever (tokio-rs/tokio#4301; obstore 0.12 has no check of its own).
-_client_ran_in: int | None = None
-
-
-def _client_runs(where: str) -> None:
-    """Note that obstore's client runs in this process, or refuse with RemoteError in a child
-    forked after it ran in an ancestor (module comment above): a clear error, never a hang."""
-    global _client_ran_in
-    if _client_ran_in is None:
-        _client_ran_in = os.getpid()
-    elif _client_ran_in != os.getpid():
-        raise RemoteError(_errno.EOPNOTSUPP, f"{where}: cannot fetch in this process: it was forked "
-                          "(os.fork(), or a worker of multiprocessing's or a DataLoader's 'fork' "
-                          "start method) after its parent had fetched from object storage, and the "
-                          "client (obstore's tokio runtime) does not work in such a child. The "
-                          "records the mirror holds are read all the same; to fetch, start workers "
-                          "with 'spawn' or 'forkserver' (DataLoader(multiprocessing_context="
-                          "'spawn')), or fork before opening stores by URL")
 
 
 # Held while a forked child adopts a mirror (Mirror._adopt); made anew in every child, since a
@@ -520,139 +168,12 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _first_line(exc: BaseException) -> str:
-    """The first line of a client error, without what could hold a secret: user information
-    and query strings of the URLs in it."""
-    text = str(exc).strip().splitlines()
-    return _scrub(text[0][:400] if text else type(exc).__name__)
-
-
-def _scrub(text: str) -> str:
-    """`text` without the user information, query strings and fragments of URLs in it: what a
-    message may show of text that does not parse as one URL (redact's regex twin)."""
-    return re.sub(r"[?#][^\s]*", "", re.sub(r"://[^/@\s]+@", "://", text))
-
-
-def _checked_url(url: str) -> tuple[str | None, str]:
-    """(bucket, prefix) of an s3:// URL, (None, "") of an http(s):// one; ValueError naming the
-    URL (scrubbed) when it names no bucket or no host, or does not parse."""
-    if url.startswith("s3://"):
-        # Not urlsplit: an S3 key may hold '?' and '#', which are part of the prefix here.
-        bucket, _, prefix = url[len("s3://"):].partition("/")
-        if not bucket:
-            raise ValueError(f"an s3:// URL names a bucket and a prefix, s3://BUCKET/PREFIX; "
-                             f"got {_scrub(url)!r}, which names no bucket")
-        return bucket, prefix.rstrip("/")
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host, _ = parts.hostname, parts.port  # .port raises on a port that is no number
-    except ValueError as exc:
-        raise ValueError(f"{_scrub(url)!r} is not a valid URL: {exc}") from None
-    if not host:
-        raise ValueError(f"an {parts.scheme}:// URL names a host, {parts.scheme}://HOST/PATH; "
-                         f"got {_scrub(url)!r}, which names no host")
-    return None, ""
-
-
-def _is_panic(exc: BaseException) -> bool:
-    """Whether `exc` is pyo3's PanicException (a panic in Rust code, such as obstore's)."""
-    return type(exc).__name__ == "PanicException" and not isinstance(exc, Exception)
-
-
-def _claim_says(client: _Client) -> str:
+def _claim_says(client: Client) -> str:
     """What the prefix's publish.claim says of an upload (``_publish.claim_state``: claims are
     the publisher's; imported here, as that module imports this one)."""
     from zrecord._publish import claim_state
 
-    client.requests += 1
     return claim_state(client)
-
-
-def _no_retries(retry: Mapping[str, Any]) -> Any:
-    """`retry` (obstore's RetryConfig) with no retries: a client's first request (_request)."""
-    return {**retry, "max_retries": 0}
-
-
-def _host_of(text: str) -> str | None:
-    """The scheme, host and port of the URL a client error names ("Error performing HEAD
-    http://host:port/..."), None where it names none: never its path, user or query."""
-    found = re.search(r"(https?://[^\s/]+)", text)
-    if found is None:
-        return None
-    shown = redact(found.group(1))
-    return None if "does not parse" in shown else shown
-
-
-def _credential_files() -> list[tuple[str, str]]:
-    """The shared files AWS's tools read credentials from, and the section of each that the
-    profile (AWS_PROFILE, else default) is in."""
-    profile = os.environ.get("AWS_PROFILE", "default")
-    return [(os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"), profile),
-            (os.environ.get("AWS_CONFIG_FILE", "~/.aws/config"),
-             profile if profile == "default" else f"profile {profile}")]
-
-
-# Environment variables that give obstore credentials, or a way to get them, before it asks the
-# instance metadata service (object_store's AmazonS3Builder::build, in its order): keys, a web
-# identity token (with AWS_ROLE_ARN), a container's credentials service.
-_CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE",
-                         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                         "AWS_CONTAINER_CREDENTIALS_FULL_URI")
-
-
-def _looked_in(config: Mapping[str, Any]) -> str | None:
-    """Where credentials were looked for, said for a message (names only, never a value),
-    when the instance metadata service is the only place left to get them from; None where
-    `config` (storage_options and the shared files) or the environment gives them, or none are
-    needed (skip_signature)."""
-    if config.get("skip_signature") or config.get("access_key_id"):
-        return None
-    if any(os.environ.get(name) for name in _CREDENTIAL_VARIABLES):
-        return None
-    if str(os.environ.get("AWS_SKIP_SIGNATURE", "")).lower() in ("1", "true"):
-        return None
-    files = " and ".join(f"{path} [{section}]" for path, section in _credential_files())
-    return ("storage_options (aws_access_key_id, aws_secret_access_key), the environment ("
-            + ", ".join(_CREDENTIAL_VARIABLES) + f"), the shared files {files}")
-
-
-def _profile_credentials(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Keys and region from ~/.aws/credentials and ~/.aws/config (AWS_PROFILE, else default)
-    where neither `config` nor the environment gives them: what AWS's own tools would use."""
-    if "access_key_id" in config or os.environ.get("AWS_ACCESS_KEY_ID"):
-        return {}
-    import configparser
-
-    found: dict[str, Any] = {}
-    for path, section in _credential_files():
-        parser = configparser.RawConfigParser()
-        with contextlib.suppress(OSError, configparser.Error):
-            parser.read(os.path.expanduser(path))
-        if not parser.has_section(section):
-            continue
-        for key, ours in (("aws_access_key_id", "access_key_id"),
-                          ("aws_secret_access_key", "secret_access_key"),
-                          ("aws_session_token", "session_token"), ("region", "region")):
-            if parser.has_option(section, key) and ours not in config and ours not in found:
-                found[ours] = parser.get(section, key)
-    return found
-
-
-def storage_settings(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`storage_options` with the defaults filled in; unknown keys are an error."""
-    options = dict(DEFAULTS)
-    for key, value in (storage_options or {}).items():
-        if key not in DEFAULTS and key not in _S3_KEYS:
-            known = ", ".join(sorted([*DEFAULTS, *_S3_KEYS]))
-            raise ValueError(f"unknown storage option {key!r}; known: {known}")
-        options[key] = value
-    for key in ("max_in_flight", "request_bytes_max"):
-        if int(options[key]) < 1:
-            raise ValueError(f"storage option {key} must be at least 1; got {options[key]!r}")
-    options["cache_bytes"] = parse_budget(options["cache_bytes"])
-    if options["gap_bytes"] != "auto" and int(options["gap_bytes"]) < 0:
-        raise ValueError(f"storage option gap_bytes must be 'auto' or at least 0; got {options['gap_bytes']!r}")
-    return options
 
 
 class Mirror:
@@ -663,12 +184,11 @@ class Mirror:
     # Set by close(), under the lock: no fetch starts after it (_submit).
     _closed = False
 
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None, *,
-                 whole_index: bool = False) -> None:
-        self.options = storage_settings(storage_options)
-        self.client = _Client(url, self.options)
+    def __init__(self, url: str, settings: StorageSettings, *, whole_index: bool = False) -> None:
+        self.options = settings
+        self.client = Client(url, self.options)
         self.url = self.client.shown
-        self._private: _PrivateFolder | None = None
+        self._private: PrivateFolder | None = None
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -706,7 +226,7 @@ class Mirror:
             # its buffer), unless the caller judges the whole index at open (validate="full")
             # or a budget evicts records (its eviction reads every index entry: _mirror_cache).
             self.by_part = bool(layout["by_part"]) and not whole_index and \
-                self.options["cache_bytes"] is None
+                self.options.cache_bytes is None
             plan = self._plan(header, layout)
             files = self._place(plan)
             try:
@@ -735,14 +255,14 @@ class Mirror:
         refuses it from them (its magic, its version, then its size: spec §9.2)."""
         client = self.client
         try:
-            result = client._request("header.zrh", lambda store: client._obstore.get(store, "header.zrh"))
+            result = client.get_stream("header.zrh")
         except FileNotFoundError:
             self._no_header()
         size = int(result.meta["size"])
         self.etags["header.zrh"] = result.meta.get("e_tag")
         end = size if size <= HEADER_SIZE_BYTES_MAX else 12
         header = bytearray()
-        with client._errors("header.zrh"):
+        with client.errors("header.zrh"):
             for chunk in result.stream(min_chunk_size=_STREAM_BYTES):
                 client.bytes += len(chunk)
                 header += chunk[:end - len(header)]
@@ -777,9 +297,9 @@ class Mirror:
             # Objects only in sub-prefixes, none of whose headers came in the listing's first
             # page (a store of many shards lists them before its header).
             raise StoreNotFoundError(f"no store at {self.url}: no header.zrh there, and the objects "
-                                     f"under it lie below it, such as {self.url}/{_scrub(names[0])[:200]}: "
+                                     f"under it lie below it, such as {self.url}/{scrub(names[0])[:200]}: "
                                      "a folder of stores? Open a store below it")
-        shown = ", ".join(_scrub(n)[:100] for n in names[:_SHOWN_MAX])
+        shown = ", ".join(scrub(n)[:100] for n in names[:_SHOWN_MAX])
         more = " and more" if len(names) > _SHOWN_MAX else ""
         raise NotPublishedError(f"{self.url} is not a published store: no header.zrh there (a "
                                 f"store's header is uploaded last), but objects ({shown}{more}); "
@@ -795,17 +315,17 @@ class Mirror:
         asked for, and the native open then says what is wrong."""
         shard_sizes: list[int] = layout["shard_sizes"]
         if self.by_part:
-            self._unconfirmed = {_shard(k): size for k, size in enumerate(shard_sizes)}
+            self._unconfirmed = {shard_name(k): size for k, size in enumerate(shard_sizes)}
             self._unconfirmed.update({"index.zri": layout["index_size"], "index.zrs": layout["sums_size"]})
             return _Plan(header, layout, layout["index_size"], list(shard_sizes), layout["sums_size"], True)
         sizes: list[int | None] = []
         for k, want in enumerate(shard_sizes):
-            head = self.client.head(_shard(k))
+            head = self.client.head(shard_name(k))
             if head is None:
                 return _Plan(header, layout, None, [*sizes, None], None, False)
-            size, self.etags[_shard(k)] = head
+            size, self.etags[shard_name(k)] = head
             if size != want:
-                raise self._wrong_size(_shard(k), size, want)
+                raise self._wrong_size(shard_name(k), size, want)
             sizes.append(size)
         head = self.client.head("index.zri")
         if head is None:
@@ -865,9 +385,8 @@ class Mirror:
         if self.etags.get(name) is not None:
             options["if_match"] = self.etags[name]
         client, at = self.client, 0
-        client.requests += 1
-        with client._errors(name):
-            result = client._obstore.get(client.store, name, options=options)
+        result = client.get_stream(name, options)
+        with client.errors(name):
             if int(result.meta["size"]) != size:
                 raise self._changed(name, f"is {result.meta['size']} bytes, and its HEAD said {size}")
             for chunk in result.stream(min_chunk_size=_STREAM_BYTES):
@@ -891,7 +410,7 @@ class Mirror:
                  self.client.url, *(f"{k}={v}" for k, v in sorted(self.etags.items()))]
         return hashlib.sha256("\n".join(parts).encode() + header).hexdigest()[:32]
 
-    def _place(self, plan: _Plan) -> _Files:
+    def _place(self, plan: _Plan) -> Files:
         """The mirror's files for `plan`, each opened without following a link and checked to be
         what the mirror made (_open_placed): those of the mirror found in its folder, else of one
         made from the store (_build). One whose files are not (missing, damaged, links, another
@@ -902,15 +421,15 @@ class Mirror:
             base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
                 if self._private is None:
-                    _reap(base, base_fd, (_BUILD_PREFIX, _ASIDE_PREFIX))
+                    reap(base, base_fd, (BUILD_PREFIX, ASIDE_PREFIX))
                 why = ""
                 # At most: set a damaged one aside, make it, lose the race to place it, open it.
                 for _ in range(4):
                     try:
                         files = self._open_placed(base_fd, key, plan)
-                    except _Damaged as damage:
+                    except Damaged as damage:
                         why = damage.why
-                        _discard(base, base_fd, key, damage.ident)
+                        discard(base, base_fd, key, damage.ident)
                         continue
                     if files is not None:
                         self.root = os.path.join(base, key)
@@ -924,59 +443,59 @@ class Mirror:
 
     def _base(self) -> str:
         """The folder the mirror lives in: cache_dir, else a private folder made in TMPDIR."""
-        if self.options["cache_dir"] is None:
-            self._private = _PrivateFolder()
+        if self.options.cache_dir is None:
+            self._private = PrivateFolder()
             return self._private.name
-        base: str = os.path.abspath(os.fspath(self.options["cache_dir"]))
+        base = os.path.abspath(os.fsdecode(self.options.cache_dir))
         os.makedirs(base, exist_ok=True)
         return base
 
-    def _open_placed(self, base_fd: int, key: str, plan: _Plan) -> _Files | None:
+    def _open_placed(self, base_fd: int, key: str, plan: _Plan) -> Files | None:
         """The descriptors of mirror `key`'s files, each checked to be what _fill made; None
-        when there is no such mirror. _Damaged when a file is missing or is not that (a link,
+        when there is no such mirror. Damaged when a file is missing or is not that (a link,
         another kind of file, another size, another header, an index.zri or index.zrs written
         since);
-        _Foreign when the mirror's folder is another user's."""
+        Foreign when the mirror's folder is another user's."""
         try:
             st = os.stat(key, dir_fd=base_fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
-        ident = _ident(st)
+        ident = ident_of(st)
         if stat.S_ISDIR(st.st_mode) and st.st_uid != os.geteuid():
-            raise _Foreign(key, st.st_uid)
-        files = _Files(_open_dir(base_fd, key, ident))
+            raise Foreign(key, st.st_uid)
+        files = Files(open_dir(base_fd, key, ident))
         try:
-            files.store = _open_dir(files.root, "store", ident)
-            fd = _open_file(files.store, "header.zrh", os.O_RDONLY, ident, size=len(plan.header))
+            files.store = open_dir(files.root, "store", ident)
+            fd = open_file(files.store, "header.zrh", os.O_RDONLY, ident, size=len(plan.header))
             try:
-                if _read_all(fd, len(plan.header)) != plan.header:
-                    raise _Damaged(ident, "its header.zrh is not the store's")
+                if read_all(fd, len(plan.header)) != plan.header:
+                    raise Damaged(ident, "its header.zrh is not the store's")
             finally:
                 os.close(fd)
             for k, size in enumerate(plan.shard_sizes):
                 if size is not None:
-                    files.shards[k] = _open_file(files.store, _shard(k), os.O_WRONLY, ident, size=size)
+                    files.shards[k] = open_file(files.store, shard_name(k), os.O_WRONLY, ident, size=size)
             if plan.index_size is not None:
                 # By part the index files are filled as gathers need them, and the native
                 # reader judges each part before it is used; whole, they were streamed when the
                 # mirror was made and must not have changed since (index.id).
                 mode = os.O_RDWR if plan.by_part else os.O_RDONLY
-                files.index = _open_file(files.store, "index.zri", mode, ident, size=plan.index_size)
+                files.index = open_file(files.store, "index.zri", mode, ident, size=plan.index_size)
                 if plan.sums_size is not None:
-                    files.sums = _open_file(files.store, "index.zrs", mode, ident, size=plan.sums_size)
+                    files.sums = open_file(files.store, "index.zrs", mode, ident, size=plan.sums_size)
                 if plan.by_part:
-                    files.parts = _open_file(files.root, "parts.bits", os.O_RDWR, ident,
+                    files.parts = open_file(files.root, "parts.bits", os.O_RDWR, ident,
                                              size=_parts_bytes(plan.layout))
                 else:
-                    identity = _identity(os.fstat(files.index))
+                    identity = identity_of(os.fstat(files.index))
                     if files.sums is not None:
-                        identity += _identity(os.fstat(files.sums))
-                    if _read_small(files.root, "index.id", ident) != identity:
-                        raise _Damaged(ident, "its index.zri or index.zrs was changed after it was written")
-                files.present = _open_file(files.root, "present.bits", os.O_RDWR, ident,
+                        identity += identity_of(os.fstat(files.sums))
+                    if read_small(files.root, "index.id", ident) != identity:
+                        raise Damaged(ident, "its index.zri or index.zrs was changed after it was written")
+                files.present = open_file(files.root, "present.bits", os.O_RDWR, ident,
                                            size=(plan.layout["record_count"] + 7) // 8)
-                if self.options["cache_bytes"] is not None:
-                    files.lru = _open_file(files.root, "lru.u64", os.O_RDWR | os.O_CREAT, ident)
+                if self.options.cache_bytes is not None:
+                    files.lru = open_file(files.root, "lru.u64", os.O_RDWR | os.O_CREAT, ident)
             return files
         except BaseException:
             files.close()
@@ -986,40 +505,40 @@ class Mirror:
         """Make mirror `key` from the store, in a temporary folder beside it renamed into place
         when complete: processes sharing cache_dir find it whole or not at all. One that loses
         the race to place it keeps the winner's. A process that dies meanwhile leaves the
-        temporary folder with a lock that nobody holds, and a later opener removes it (_reap)."""
-        name, lock = _locked_name(base_fd, _BUILD_PREFIX)
+        temporary folder with a lock that nobody holds, and a later opener removes it (reap)."""
+        name, lock = locked_name(base_fd, BUILD_PREFIX)
         try:
             os.mkdir(name, 0o700, dir_fd=base_fd)
             try:
                 self._fill(base_fd, name, plan)
             except BaseException:
-                _remove(base, base_fd, name)
+                remove(base, base_fd, name)
                 raise
             try:
                 os.rename(name, key, src_dir_fd=base_fd, dst_dir_fd=base_fd)
             except OSError as exc:
-                _remove(base, base_fd, name)
+                remove(base, base_fd, name)
                 # A folder is there (another process placed its mirror first: the caller opens
                 # it), or something that is no folder (the caller finds it damaged).
                 if exc.errno not in (_errno.EEXIST, _errno.ENOTEMPTY, _errno.ENOTDIR, _errno.EISDIR):
                     raise
         finally:
-            _unlock(base_fd, name, lock)
+            unlock(base_fd, name, lock)
 
     def _fill(self, base_fd: int, name: str, plan: _Plan) -> None:
         """The files of the mirror of `plan` in the new folder `name`: store/header.zrh; the shard
         files, sparse, of the objects' sizes; store/index.zri (and store/index.zrs) streamed from
         the store, and their identities as the file system tells them (index.id, checked at
         every later open: a change to a file changes it); present.bits, every record absent."""
-        root = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=base_fd)
+        root = os.open(name, os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW, dir_fd=base_fd)
         try:
             os.mkdir("store", 0o700, dir_fd=root)
-            store = os.open("store", os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=root)
+            store = os.open("store", os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW, dir_fd=root)
             try:
-                _write_new(store, "header.zrh", plan.header)
+                write_new(store, "header.zrh", plan.header)
                 for k, size in enumerate(plan.shard_sizes):
                     if size is not None:
-                        self._sparse(store, _shard(k), size)
+                        self._sparse(store, shard_name(k), size)
                 if plan.index_size is None:
                     return
                 if plan.by_part:
@@ -1031,7 +550,7 @@ class Mirror:
                     identity = self._stream_new(store, "index.zri", plan.index_size)
                     if plan.sums_size is not None:
                         identity += self._stream_new(store, "index.zrs", plan.sums_size)
-                    _write_new(root, "index.id", identity)
+                    write_new(root, "index.id", identity)
                 self._sparse(root, "present.bits", (plan.layout["record_count"] + 7) // 8)
             finally:
                 os.close(store)
@@ -1041,16 +560,16 @@ class Mirror:
     def _stream_new(self, dir_fd: int, name: str, size: int) -> bytes:
         """Object `name` streamed into a new file of that name in folder `dir_fd`; the file's
         identity, taken after close (on NFS, what later opens see once the writes have landed)."""
-        fd = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
+        fd = os.open(name, NEW_FILE, 0o600, dir_fd=dir_fd)
         try:
-            self._stream(name, size, lambda chunk, at: _pwrite_all(fd, chunk, at))
+            self._stream(name, size, lambda chunk, at: pwrite_all(fd, chunk, at))
         finally:
             os.close(fd)
-        return _identity(os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
+        return identity_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
 
     def _sparse(self, dir_fd: int, name: str, size: int) -> None:
         """A new file `name` of `size` bytes, all holes (a shard file, or present.bits)."""
-        fd = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
+        fd = os.open(name, NEW_FILE, 0o600, dir_fd=dir_fd)
         try:
             os.ftruncate(fd, size)
         except (OverflowError, OSError) as exc:
@@ -1063,22 +582,22 @@ class Mirror:
 
     def _where(self) -> str:
         """Where the mirror lives, as messages say it: never the mirror's own path."""
-        if self.options["cache_dir"] is None:
+        if self.options.cache_dir is None:
             return f"in the temporary folder {tempfile.gettempdir()!r} (TMPDIR)"
-        return f"in cache_dir {os.fspath(self.options['cache_dir'])!r}"
+        return f"in cache_dir {os.fspath(self.options.cache_dir)!r}"
 
     @contextlib.contextmanager
     def _local(self) -> Iterator[None]:
         """What the block's work on the mirror's folder and files raises, as zrecord's errors
         naming the URL and where the mirror lives: a folder or file this user may not use says
         so and what to do instead."""
-        if self.options["cache_dir"] is None:
+        if self.options.cache_dir is None:
             instead = "set TMPDIR to a folder this user may write, or give storage_options a cache_dir"
         else:
             instead = "give storage_options a cache_dir of this user's own"
         try:
             yield
-        except _Foreign as exc:
+        except Foreign as exc:
             raise StoreOSError(_errno.EACCES, f"{self.url}: cannot use its mirror {self._where()}: "
                                f"the folder {exc.name} there belongs to another user (uid {exc.uid}), "
                                f"and mirrors are not shared between users; {instead}, or remove "
@@ -1093,7 +612,7 @@ class Mirror:
             raise StoreOSError(exc.errno or _errno.EIO, f"{self.url}: cannot make or open its mirror "
                                f"{self._where()}: {exc.strerror or exc}") from None
 
-    def _entries(self, plan: _Plan, files: _Files) -> None:
+    def _entries(self, plan: _Plan, files: Files) -> None:
         """The mirror's state from the descriptors _open_placed checked (never opened again by
         name): the shards' and, by part, the index files' writable descriptors, the presence
         bits of records and of index parts, the gap, and the budget."""
@@ -1113,27 +632,18 @@ class Mirror:
             self._groups, self._layout = int(layout["sum_groups"]), layout
             with file_of(files.parts, os.path.join(self.root, "parts.bits"), "r+b") as f:
                 self._parts = np.memmap(f, np.uint8, "r+", shape=(_parts_bytes(layout),))
-        gap = self.options["gap_bytes"]
+        gap = self.options.gap_bytes
         # The mean stored record from the header: the records' stored sizes add up to the
         # shards' sizes (ZR-DAT-001, checked at open), so the index need not be read whole.
         mean = sum(self._shard_sizes) // self._records
         self._gap = int(gap) if gap != "auto" else min(GAP_AUTO_MAX, mean)
-        if self.options["cache_bytes"] is not None and files.lru is not None:
-            paths = [os.path.join(self.store_path, _shard(k)) if k in self._fds else None
+        if self.options.cache_bytes is not None and files.lru is not None:
+            paths = [os.path.join(self.store_path, shard_name(k)) if k in self._fds else None
                      for k in range(len(self._shard_sizes))]
             lru, files.lru = files.lru, None  # the budget's from here on
             self._budget = Budget(files.root, (lru, os.path.join(self.root, "lru.u64")), paths,
                                   self._shard_sizes, self._where_records, self._records,
-                                  self._present, self.options["cache_bytes"], self._fd)
-
-    def relabel(self, exc: ZrecordError) -> ZrecordError:
-        """`exc` with the mirror's path in its message replaced by the URL."""
-        local = self.store_path
-        if isinstance(exc, OSError) and exc.strerror:
-            exc.strerror = exc.strerror.replace(local, self.url)
-        elif exc.args and isinstance(exc.args[0], str):
-            exc.args = (exc.args[0].replace(local, self.url), *exc.args[1:])
-        return exc
+                                  self._present, self.options.cache_bytes, self._fd)
 
     # -- gathers ------------------------------------------------------------------------------
 
@@ -1143,12 +653,9 @@ class Mirror:
         (module docstring). ClosedError once close() has begun."""
         self._adopt()
         with self._unless_closed():
-            try:
-                if whole_index and self.by_part:
-                    self._fetch_whole_index()
-                return self._read(idx, gather)
-            except ZrecordError as exc:
-                raise self.relabel(exc) from None
+            if whole_index and self.by_part:
+                self._fetch_whole_index()
+            return self._read(idx, gather)
 
     def _read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         before = self._punch_word()
@@ -1169,15 +676,13 @@ class Mirror:
                 # damages a record at most once (_mirror_cache's module docstring).
                 allowed = min(_REFETCHES_MAX, 1 + punches_since(before, self._punch_word()))
                 if rec is None or refetched.get(rec, 0) >= allowed:
-                    raise self.relabel(exc) from None
+                    raise
                 refetched[rec] = refetched.get(rec, 0) + 1
                 # What an eviction took since has lost its bit and comes back with the rest;
                 # the failed record is fetched whatever its bit says.
                 self.ensure(idx)
                 self.ensure(np.array([rec], np.uint64), force=True)
                 continue
-            except ZrecordError as exc:
-                raise self.relabel(exc) from None
             if self._budget is not None and chunks is not None:
                 self._budget.touch(chunks)
             return result
@@ -1187,7 +692,7 @@ class Mirror:
         readers with a budget that share the mirror, else 0 (a private mirror, no budget)."""
         if self._budget is not None:
             return self._budget.punch_word()
-        if self.options["cache_dir"] is None:
+        if self.options.cache_dir is None:
             return 0
         if self._shared_punches is None:
             self._shared_punches = PunchWord(self.root)
@@ -1292,7 +797,7 @@ class Mirror:
                 if finalizer is not None:
                     finalizer.detach()
                 self._private = None
-            self.client = _Client(self.client.url, self.options, answered=self.client.answered)
+            self.client = Client(self.client.url, self.options, answered=self.client.answered)
 
     def _wait_prefetches(self, recs: np.ndarray) -> bool:
         """Wait for the prefetches under way that fetch any of `recs`; whether there were any.
@@ -1358,7 +863,7 @@ class Mirror:
         order = np.lexsort((places.offsets, places.shards))
         recs, shards, offsets = places.recs[order], places.shards[order], places.offsets[order]
         ends = offsets + places.sizes[order]
-        gap, most = self._gap, int(self.options["request_bytes_max"])
+        gap, most = self._gap, self.options.request_bytes_max
         runs = []
         first = 0
         for i in range(1, recs.shape[0] + 1):
@@ -1386,7 +891,7 @@ class Mirror:
         wants = np.unique(wants, axis=0)  # by file, then first part
         if not force:
             wants = wants[~self._held(wants)]
-        gap, most = self._gap, int(self.options["request_bytes_max"])
+        gap, most = self._gap, self.options.request_bytes_max
         jobs, first = [], 0
         for i in range(1, wants.shape[0] + 1):
             if (i == wants.shape[0] or wants[i, 0] != wants[first, 0]
@@ -1427,7 +932,7 @@ class Mirror:
         bits = np.unpackbits(np.asarray(self._parts), bitorder="little")[:count]
         if bool(bits.all()):
             return
-        most = int(self.options["request_bytes_max"])
+        most = self.options.request_bytes_max
         jobs = []
         for part in _PART_FILES:
             size = int(os.fstat(self._index_fds[part]).st_size)
@@ -1440,13 +945,13 @@ class Mirror:
         assert self._slots is not None
         async with self._slots:
             data = await self._get(_PART_FILES[part], start, end)
-        _pwrite_all(self._index_fds[part], data, start)
+        pwrite_all(self._index_fds[part], data, start)
         with self._lock:
             self.index_requests += 1
             self.index_bytes += len(data)
 
     async def _get(self, name: str, start: int, end: int) -> bytes:
-        """Bytes [start, end) of object `name` (_Client.get_range), with If-Match on its ETag
+        """Bytes [start, end) of object `name` (Client.get_range), with If-Match on its ETag
         once known; by part, the first GET of each object also checks its size against the
         header's (what open checks from HEADs on the whole path) and learns its ETag."""
         try:
@@ -1472,11 +977,11 @@ class Mirror:
         await _all([self._fetch_run(*run) for run in runs])
 
     async def _fetch_run(self, shard: int, start: int, end: int, recs: np.ndarray) -> None:
-        name = _shard(shard)
+        name = shard_name(shard)
         assert self._slots is not None
         async with self._slots:
             data = await self._get(name, start, end)
-        _pwrite_all(self._fd(shard), data, start)
+        pwrite_all(self._fd(shard), data, start)
         if self._budget is not None:
             self._budget.wrote(shard, start, start + len(data))
         with self._lock:
@@ -1497,7 +1002,7 @@ class Mirror:
         if fd is None:
             if self._closed:
                 raise self._closed_error()
-            raise CorruptStoreError(f"{self.url}: the mirror has no {_shard(shard)}: the store has no "
+            raise CorruptStoreError(f"{self.url}: the mirror has no {shard_name(shard)}: the store has no "
                                     "such object")
         return fd
 
@@ -1510,7 +1015,7 @@ class Mirror:
 
             def run() -> None:
                 asyncio.set_event_loop(loop)
-                self._slots = asyncio.Semaphore(int(self.options["max_in_flight"]))
+                self._slots = asyncio.Semaphore(self.options.max_in_flight)
                 started.set()
                 loop.run_forever()
                 loop.close()
@@ -1598,7 +1103,8 @@ async def _cancel_tasks() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _shard(k: int) -> str:
+def shard_name(k: int) -> str:
+    """The name of shard `k`'s file (spec §3)."""
     return f"data-{k:03d}.zrd"
 
 
@@ -1621,257 +1127,3 @@ def _parts_bytes(layout: Mapping[str, Any]) -> int:
     """The size of parts.bits: one bit per sum group, then one per index block."""
     return (int(layout["sum_groups"]) + int(layout["index_blocks"]) + 7) // 8
 
-
-class _Damaged(Exception):
-    """A mirror's file or folder is not what the mirror made: the mirror is set aside and made
-    again from the store."""
-
-    def __init__(self, ident: tuple[int, int], why: str) -> None:
-        super().__init__(why)
-        self.ident = ident  # the mirror's folder as found: _discard sets aside only that one
-        self.why = why
-
-
-class _Foreign(Exception):
-    """A mirror's folder belongs to another user: never used, never removed."""
-
-    def __init__(self, name: str, uid: int) -> None:
-        super().__init__(name)
-        self.name = name
-        self.uid = uid
-
-
-class _Files:
-    """The descriptors of one mirror's files (Mirror._open_placed); close() closes those not
-    handed on (the shards' to the mirror, lru.u64's to its budget)."""
-
-    def __init__(self, root: int) -> None:
-        self.root = root
-        self.store: int | None = None
-        self.index: int | None = None
-        self.sums: int | None = None
-        self.parts: int | None = None
-        self.present: int | None = None
-        self.lru: int | None = None
-        self.shards: dict[int, int] = {}
-
-    def close(self) -> None:
-        for fd in (self.root, self.store, self.index, self.sums, self.parts, self.present, self.lru,
-                   *self.shards.values()):
-            if fd is not None:
-                os.close(fd)
-        self.shards = {}
-
-
-class _PrivateFolder:
-    """A reader's private mirror folder, ``zrecord-remote-<hex>`` in TMPDIR, with its lock beside
-    it (_locked_name) held for the reader's life: the folder of a reader that died without
-    close() (SIGKILL, a crash) is removed by the next reader that makes a private folder
-    (_reap). cleanup() removes it at close(); its _finalizer also does when the reader is
-    dropped unclosed, or at exit, and Mirror._adopt detaches it in a forked child (the folder
-    stays the parent's, whose lock the child's copy of the descriptor shares)."""
-
-    def __init__(self) -> None:
-        base = tempfile.gettempdir()
-        base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            _reap(base, base_fd, (_PRIVATE_PREFIX,))
-            name, lock = _locked_name(base_fd, _PRIVATE_PREFIX)
-            try:
-                os.mkdir(name, 0o700, dir_fd=base_fd)
-            except BaseException:
-                _unlock(base_fd, name, lock)
-                raise
-        finally:
-            os.close(base_fd)
-        self.name = os.path.join(base, name)
-        self._finalizer = weakref.finalize(self, _remove_private, base, name, lock)
-
-    def cleanup(self) -> None:
-        self._finalizer()
-
-
-def _remove_private(base: str, name: str, lock: int) -> None:
-    """Remove private folder `name` of folder `base`, then its lock, then release that."""
-    try:
-        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(base, name + _LOCK_SUFFIX))
-    finally:
-        os.close(lock)
-
-
-def _locked_name(base_fd: int, prefix: str) -> tuple[str, int]:
-    """A new name `<prefix><hex>` in folder `base_fd` and its lock `<name>.lock`, made and held
-    (flock) before anything of that name exists, so that _reap never takes a live one for a
-    leftover. A reaper that took the lock between its creation and the flock removed it: then
-    another name is drawn."""
-    for _ in range(8):
-        name = prefix + uuid.uuid4().hex
-        lock = name + _LOCK_SUFFIX
-        fd = os.open(lock, _NEW_FILE, 0o600, dir_fd=base_fd)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if _ident(os.stat(lock, dir_fd=base_fd, follow_symlinks=False)) == _ident(os.fstat(fd)):
-                return name, fd
-        except (BlockingIOError, FileNotFoundError):
-            pass
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-    raise OSError(_errno.EAGAIN, "no lock of a new name could be taken (other processes took each)")
-
-
-def _unlock(base_fd: int, name: str, lock: int) -> None:
-    """Remove the lock of `name` (_locked_name), then release it."""
-    with contextlib.suppress(OSError):
-        os.unlink(name + _LOCK_SUFFIX, dir_fd=base_fd)
-    os.close(lock)
-
-
-def _reap(base: str, base_fd: int, prefixes: tuple[str, ...]) -> None:
-    """Remove what processes that died left in folder `base`: each `<prefix><hex>` whose lock,
-    `<name>.lock`, is this user's and held by nobody, then the lock. Best effort: what cannot
-    be removed now stays for a later reaper."""
-    try:
-        with os.scandir(base_fd) as entries:
-            locks = [e.name for _, e in zip(range(_REAP_ENTRIES_MAX), entries)
-                     if e.name.startswith(prefixes) and e.name.endswith(_LOCK_SUFFIX)]
-    except OSError:
-        return
-    for lock in locks:
-        try:
-            fd = os.open(lock, os.O_RDWR | _NOFOLLOW, dir_fd=base_fd)
-        except OSError:
-            continue
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                _remove(base, base_fd, lock[:-len(_LOCK_SUFFIX)])
-                os.unlink(lock, dir_fd=base_fd)
-        except OSError:
-            pass  # held (a live process's), or gone meanwhile
-        finally:
-            os.close(fd)
-
-
-def _discard(base: str, base_fd: int, key: str, ident: tuple[int, int]) -> None:
-    """Set mirror `key` aside and remove it: renamed first, so that no opener finds it half
-    removed (readers that have it open read on from their descriptors); not when what is there
-    is no longer what was found damaged (another opener made it again meanwhile)."""
-    name, lock = _locked_name(base_fd, _ASIDE_PREFIX)
-    try:
-        try:
-            if _ident(os.stat(key, dir_fd=base_fd, follow_symlinks=False)) != ident:
-                return
-            os.rename(key, name, src_dir_fd=base_fd, dst_dir_fd=base_fd)
-        except FileNotFoundError:
-            return
-        _remove(base, base_fd, name)
-    finally:
-        _unlock(base_fd, name, lock)
-
-
-def _remove(base: str, base_fd: int, name: str) -> None:
-    """Remove `name` from folder `base`, whatever it is, never following a link (rmtree's
-    descriptor-based walk); what cannot be removed stays."""
-    try:
-        st = os.stat(name, dir_fd=base_fd, follow_symlinks=False)
-    except OSError:
-        return
-    if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            os.unlink(name, dir_fd=base_fd)
-
-
-def _ident(st: os.stat_result) -> tuple[int, int]:
-    return st.st_dev, st.st_ino
-
-
-def _identity(st: os.stat_result) -> bytes:
-    """A file's identity as the file system tells it (spec §9.5): any change to it, by any
-    program, changes the size or the times of its last change of contents and of status."""
-    return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}\n".encode()
-
-
-def _open_dir(dir_fd: int, name: str, ident: tuple[int, int]) -> int:
-    """Folder `name` of folder `dir_fd`, opened without following a link and checked (_checked)."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno not in (_errno.ENOENT, _errno.ELOOP, _errno.ENOTDIR):
-            raise
-        raise _Damaged(ident, f"its {name} is missing, a symbolic link or no folder") from None
-    return _checked(fd, name, ident, stat.S_IFDIR)
-
-
-def _open_file(dir_fd: int, name: str, flags: int, ident: tuple[int, int], *,
-               size: int | None = None) -> int:
-    """File `name` of folder `dir_fd`, opened with `flags` without following a link and
-    checked (_checked)."""
-    try:
-        fd = os.open(name, flags | _NOFOLLOW, 0o600, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno not in (_errno.ENOENT, _errno.ELOOP, _errno.ENOTDIR, _errno.EISDIR, _errno.ENXIO):
-            raise
-        raise _Damaged(ident, f"its {name} is missing, a symbolic link or no regular file") from None
-    return _checked(fd, name, ident, stat.S_IFREG, size)
-
-
-def _checked(fd: int, name: str, ident: tuple[int, int], kind: int, size: int | None = None) -> int:
-    """`fd`, when it is a `kind` (stat.S_IFDIR or S_IFREG) of this user's, and a file with no
-    other link and, when `size` is given, of that size: what the mirror made. Else _Damaged
-    (and `fd` closed)."""
-    st = os.fstat(fd)
-    why = ""
-    if stat.S_IFMT(st.st_mode) != kind:
-        why = "no folder" if kind == stat.S_IFDIR else "no regular file"
-    elif st.st_uid != os.geteuid():
-        why = f"another user's (uid {st.st_uid})"
-    elif kind == stat.S_IFREG and st.st_nlink != 1:
-        why = f"linked {st.st_nlink} times"
-    elif size is not None and st.st_size != size:
-        why = f"{st.st_size} bytes, not {size}"
-    if why:
-        os.close(fd)
-        raise _Damaged(ident, f"its {name} is {why}")
-    return fd
-
-
-def _read_all(fd: int, size: int) -> bytes:
-    parts, at = [], 0
-    while at < size:
-        chunk = os.pread(fd, min(size - at, _STREAM_BYTES), at)
-        if not chunk:
-            break
-        parts.append(chunk)
-        at += len(chunk)
-    return b"".join(parts)
-
-
-def _read_small(dir_fd: int, name: str, ident: tuple[int, int]) -> bytes:
-    """The first 4 KiB of file `name` of folder `dir_fd`, opened as _open_file does."""
-    fd = _open_file(dir_fd, name, os.O_RDONLY, ident)
-    try:
-        return os.pread(fd, 4096, 0)
-    finally:
-        os.close(fd)
-
-
-def _write_new(dir_fd: int, name: str, data: bytes | bytearray) -> None:
-    fd = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
-    try:
-        _pwrite_all(fd, data, 0)
-    finally:
-        os.close(fd)
-
-
-def _pwrite_all(fd: int, data: bytes | bytearray, at: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, at)
-        view, at = view[n:], at + n

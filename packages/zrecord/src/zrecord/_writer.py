@@ -47,10 +47,10 @@ from zrecord._dtypes import (
 )
 from zrecord._index_cache import AUTO, folder_for, policy, records_min
 from zrecord._kinds import Dense, Ragged, _Kind
+from zrecord._objects import is_url, redact, storage_settings
 from zrecord._pages import release_mapped_pages
 from zrecord._paths import fspath, native_path, store_location
 from zrecord._publish import _restate, check_destination, publish
-from zrecord._remote import is_url, redact, storage_settings
 from zrecord._types import Codec, DictBytes, DTypeLike, IndexCache, ItemShape, StorageOptions, StoreLocation
 from zrecord.console import progress_bar
 from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
@@ -187,10 +187,10 @@ class _Writer(_Kind):
                 # never cached (validating it costs the first reader a few milliseconds), so
                 # its writer does nothing here. "full": a plain open of a store with index
                 # parts judges no part of it and writes no cache file.
-                from zrecord._reader import _open_handle
+                from zrecord._opening import open_handle
 
-                _open_handle(self.path, "auto", self._index_folder, "full",
-                             index_policy=self._index_policy).close()
+                open_handle(self.path, "auto", self._index_folder, "full",
+                            index_policy=self._index_policy).close()
 
     def abort(self) -> None:
         """Discard everything appended; nothing is published (a writer by URL also removes its
@@ -394,7 +394,7 @@ class _Staged:
         check_destination(url, storage_options=storage_options)
         self.url = url
         self.storage_options = storage_options
-        parent = storage_settings(storage_options)["cache_dir"]
+        parent = storage_settings(storage_options).cache_dir
         if parent is not None:
             parent = fspath(parent)
             os.makedirs(parent, exist_ok=True)

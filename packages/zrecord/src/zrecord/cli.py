@@ -49,9 +49,9 @@ from typing import Any
 import numpy as np
 
 from zrecord import __version__
+from zrecord._objects import redact
 from zrecord._publish import Published, publish, publish_entries
 from zrecord._reader import DenseReader, RaggedReader, open_store
-from zrecord._remote import redact
 from zrecord._tree import (
     DIRECTORIES_MAX,
     TEMPORARY_MARKER,
