@@ -70,22 +70,27 @@ def test_delivery_is_in_step_order_under_a_randomly_sleeping_transform(streams):
     assert got == list(range(120))
 
 
+def _blocks(mode: Mode) -> dict[str, int]:
+    """The block settings that mode BLOCKS needs (none for the other modes)."""
+    return {"block_records": 5, "window_blocks": 2} if mode is Mode.BLOCKS else {}
+
+
 @pytest.mark.parametrize("mode", list(Mode))
 def test_resume_at_random_steps_equals_the_uninterrupted_run(streams, mode):
     def run(loader, n):
         return [(b["y"].tolist(), [r.tolist() for r in b["t"]]) for b in
                 (next(loader) for _ in range(n))]
 
-    with DataLoader(streams, Sampler(N, 8, mode, seed=3)) as loader:
+    with DataLoader(streams, Sampler(N, 8, mode, seed=3, **_blocks(mode))) as loader:
         reference = run(loader, 60)
     rng = np.random.default_rng(1)
     for k in rng.integers(0, 60, 20):
         k = int(k)
-        with DataLoader(streams, Sampler(N, 8, mode, seed=3), prefetch=3) as first:
+        with DataLoader(streams, Sampler(N, 8, mode, seed=3, **_blocks(mode)), prefetch=3) as first:
             head = run(first, k)
             state = json.loads(json.dumps(first.state_dict()))  # survives a checkpoint file
         assert state["step"] == k
-        with DataLoader(streams, Sampler(N, 8, mode, seed=3), state=state) as resumed:
+        with DataLoader(streams, Sampler(N, 8, mode, seed=3, **_blocks(mode)), state=state) as resumed:
             tail = run(resumed, 60 - k)
         assert head + tail == reference
 

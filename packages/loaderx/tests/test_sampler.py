@@ -12,6 +12,13 @@ from loaderx.sampler import Sampler
 Mode = Sampler.Mode
 
 
+def make(length: int, batch: int, mode: Mode, *args: int, **kw: int) -> Sampler:
+    """A Sampler of `mode`; BLOCKS, which needs its block settings, gets small ones."""
+    if mode is Mode.BLOCKS:
+        kw = {"block_records": 16, "window_blocks": 3} | kw
+    return Sampler(length, batch, mode, *args, **kw)
+
+
 def draws(s: Sampler, n: int) -> list[list[int]]:
     return [s.next().tolist() for _ in range(n)]
 
@@ -105,22 +112,22 @@ def test_iid_is_uniform_with_replacement():
 
 @pytest.mark.parametrize("mode", list(Mode))
 def test_determinism_by_seed(mode):
-    a = draws(Sampler(500, 32, mode, seed=1), 20)
-    assert a == draws(Sampler(500, 32, mode, seed=1), 20)
+    a = draws(make(500, 32, mode, seed=1), 20)
+    assert a == draws(make(500, 32, mode, seed=1), 20)
     if mode is not Mode.SEQUENTIAL:
-        assert a != draws(Sampler(500, 32, mode, seed=2), 20)
+        assert a != draws(make(500, 32, mode, seed=2), 20)
 
 
 @pytest.mark.parametrize("mode", list(Mode))
 def test_seek_equals_replay(mode):
-    ref = draws(Sampler(777, 10, mode, seed=9), 300)
+    ref = draws(make(777, 10, mode, seed=9), 300)
     rng = np.random.default_rng(0)
     for k in rng.integers(0, 300, 25):
-        s = Sampler(777, 10, mode, seed=9)
+        s = make(777, 10, mode, seed=9)
         s.seek(int(k))
         assert s.step == k
         assert draws(s, 300 - int(k)) == ref[int(k):]
-    s = Sampler(777, 10, mode, seed=9)
+    s = make(777, 10, mode, seed=9)
     assert s.batch(123).tolist() == ref[123] and s.step == 0
 
 
@@ -133,9 +140,9 @@ def test_ranks_split_the_global_batch_with_equal_steps(mode, world):
     within a step; IID draws with replacement, so positions may share a record, exactly as
     one process's batch may."""
     length, batch = 1000, 16
-    samplers = [Sampler(length, batch, mode, seed=4, rank=r, world_size=world)
+    samplers = [make(length, batch, mode, seed=4, rank=r, world_size=world)
                 for r in range(world)]
-    single = Sampler(length, batch * world, mode, seed=4)
+    single = make(length, batch * world, mode, seed=4)
     for _ in range(50):
         parts = [s.next().copy() for s in samplers]
         assert all(len(p) == batch for p in parts)
@@ -159,7 +166,7 @@ def test_iid_ranks_reach_every_record():
 @pytest.mark.parametrize("mode", list(Mode))
 def test_huge_lengths(mode):
     n = 1 << 63
-    s = Sampler(n, 64, mode, seed=1)
+    s = make(n, 64, mode, seed=1)
     s.seek((1 << 62) + 12345)
     got = s.next()
     assert got.max() < n

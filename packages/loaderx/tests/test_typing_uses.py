@@ -8,7 +8,7 @@ import runpy
 import typing
 from pathlib import Path
 
-from loaderx.sampler import ModeName
+from loaderx.sampler import ModeName, Sampler
 from loaderx_converter import _convert, _features
 
 
@@ -19,5 +19,4 @@ def test_the_accepted_typing_uses_run(tmp_path):
 
 def test_the_literal_types_name_exactly_the_words_the_calls_take():
     assert set(typing.get_args(_convert.MediaMode)) == set(_features.MEDIA_MODES)
-    assert {word.upper() for word in typing.get_args(ModeName)} == {"SEQUENTIAL", "IID",
-                                                                    "CYCLIC"}
+    assert {word.upper() for word in typing.get_args(ModeName)} == {m.name for m in Sampler.Mode}

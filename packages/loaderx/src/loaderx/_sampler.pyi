@@ -7,7 +7,8 @@ from typing_extensions import disjoint_base
 @disjoint_base
 class SamplerCore:
     def __init__(self, length: int, batch_size: int, mode: int, seed: int, rank: int,
-                 world_size: int, passes: int = 0) -> None: ...
+                 world_size: int, passes: int = 0, block_records: int = 1,
+                 window_blocks: int = 1) -> None: ...
     def next(self) -> np.ndarray:
         """The next batch of indices: a read-only view of the reused buffer (borrowed).
         With passes, StopIteration after the last step."""

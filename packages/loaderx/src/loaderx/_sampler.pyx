@@ -22,10 +22,16 @@ Invariants:
               per cycle). Full batches only; the length mod G positions at the end of each
               cycle's permutation are omitted, so which records are omitted is drawn afresh
               by every cycle's permutation.
+  BLOCKS      cycles and full batches as CYCLIC, of another order (lx_blocks): the records cut
+              into blocks of `block_records` consecutive records, a permutation of the full
+              blocks (the short last block, if any, after them), cut into windows of
+              `window_blocks` blocks, each window's records in a permutation of their own. A
+              window of window_blocks * block_records positions reads that many blocks, each
+              a run of consecutive records (one ranged read of a store).
   No dataset-sized allocation in any mode.
-- Passes (`finite`, SEQUENTIAL and CYCLIC only): a pass is ceil(length / G) steps that cover
-  positions 0 .. length - 1 once (SEQUENTIAL: the records in order; CYCLIC: pass p is cycle
-  p's permutation, read to its end); the last step of a pass holds length mod G positions,
+- Passes (`finite`, SEQUENTIAL, CYCLIC and BLOCKS): a pass is ceil(length / G) steps that
+  cover positions 0 .. length - 1 once (SEQUENTIAL: the records in order; CYCLIC and BLOCKS:
+  pass p is cycle p's order, read to its end); the last step of a pass holds length mod G positions,
   split as evenly as the ranks allow, so a rank's batch there is short or empty. After
   `passes` passes (`end` steps) a draw raises StopIteration and the step stays at `end`.
 - The C batch function is `lx_fill` in _sampler_core.h; this module owns the buffers and the
@@ -65,7 +71,8 @@ cdef class SamplerCore:
     cdef object _view
 
     def __init__(self, uint64_t length, uint64_t batch_size, int mode, uint64_t seed,
-                 uint64_t rank, uint64_t world_size, uint64_t passes=0):
+                 uint64_t rank, uint64_t world_size, uint64_t passes=0,
+                 uint64_t block_records=1, uint64_t window_blocks=1):
         # The Python layer validates every argument; this layer only stores them. `passes` 0
         # is endless; otherwise passes * steps per pass is at most 2**64 - 1.
         self.cfg.length = length
@@ -75,6 +82,8 @@ cdef class SamplerCore:
         self.cfg.world = world_size
         self.cfg.key = lx_mix64(seed ^ 0x6C6F61646572780AULL)
         self.cfg.finite = 1 if passes else 0
+        self.cfg.block = block_records
+        self.cfg.window = window_blocks
         self._end = passes * lx_steps_per_pass(&self.cfg) if passes else 0
         self._step = 0
         self._buffer = bytearray(8 * batch_size)

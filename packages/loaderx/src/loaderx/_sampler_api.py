@@ -37,9 +37,10 @@ class Mode(enum.IntEnum):
     SEQUENTIAL = 0
     IID = 1
     CYCLIC = 2
+    BLOCKS = 3
 
 
-ModeName = Literal["sequential", "iid", "cyclic", "SEQUENTIAL", "IID", "CYCLIC"]
+ModeName = Literal["sequential", "iid", "cyclic", "blocks", "SEQUENTIAL", "IID", "CYCLIC", "BLOCKS"]
 """A sampling mode by name, as ``Sampler`` and ``Mix`` also take it (``"cyclic"``): any case is
 accepted at run time; these spellings are the type, so that a type checker catches a misspelt
 mode before the run."""
@@ -56,12 +57,19 @@ class _Config:
     rank: int
     world_size: int
     passes: int | None
+    # BLOCKS only (None in the other modes): records per block, blocks per window.
+    block_records: int | None = None
+    window_blocks: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The configuration as the JSON-serialisable part of a state (mode by name)."""
-        return {"length": self.length, "batch_size": self.batch_size, "mode": self.mode.name,
-                "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
-                "passes": self.passes}
+        """The configuration as the JSON-serialisable part of a state (mode by name); the
+        BLOCKS settings only in that mode, so states of the other modes are as before."""
+        out = {"length": self.length, "batch_size": self.batch_size, "mode": self.mode.name,
+               "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
+               "passes": self.passes}
+        if self.mode is Mode.BLOCKS:
+            out |= {"block_records": self.block_records, "window_blocks": self.window_blocks}
+        return out
 
 
 # How many world sizes an elastic-resume error lists at most.
@@ -128,6 +136,43 @@ def reshard_state(what: str, state: Mapping[str, Any], world_size: int, rank: in
     return {**state, "batch_size": g // world_size, "world_size": world_size, "rank": rank}
 
 
+# BLOCKS: blocks whose records are shuffled together, unless the caller says otherwise.
+WINDOW_BLOCKS_DEFAULT = 8
+
+
+def _blocks_settings(mode: Mode, block_records: Any, window_blocks: Any) -> tuple[int | None, int | None]:
+    """(block_records, window_blocks) checked for BLOCKS; (None, None) for the other modes,
+    which take no block_records."""
+    if mode is not Mode.BLOCKS:
+        if block_records is not None:
+            raise ValueError(f"Sampler block_records is a setting of mode BLOCKS; got "
+                             f"block_records={block_records!r} with mode {mode.name}")
+        return None, None
+    if block_records is None:
+        raise ValueError("Sampler mode BLOCKS needs block_records, the records of one block "
+                         "(a run of consecutive records read at once): for a store, "
+                         "loaderx.sampler.block_records(store, block_bytes) sizes it in bytes")
+    r = _positive("block_records", block_records)
+    w = _positive("window_blocks", window_blocks)
+    if r * w > LENGTH_MAX:
+        raise ValueError(f"Sampler block_records * window_blocks must be <= 2**63; got {r} * {w}")
+    return r, w
+
+
+def block_records(store: Any, block_bytes: int = 8 << 20) -> int:
+    """Records per block for mode BLOCKS such that a block of `store` (a zrecord reader, or
+    anything with ``len()`` and ``stored_bytes``) holds about `block_bytes` stored bytes, at
+    least one record: ``max(1, block_bytes * len(store) // store.stored_bytes)``."""
+    block_bytes = _positive("block_bytes", block_bytes)
+    n = len(store)
+    stored = int(getattr(store, "stored_bytes", 0))
+    if n < 1:
+        raise ValueError("block_records of an empty store: it has no records to cut into blocks")
+    if stored <= 0:
+        return max(1, min(n, block_bytes))
+    return max(1, min(n, block_bytes * n // stored))
+
+
 def _int_arg(name: str, value: Any) -> int:
     try:
         return operator.index(value)
@@ -165,7 +210,8 @@ class Sampler(SamplerCore):
 
     def __init__(self, length: int, batch_size: int, mode: Mode | ModeName | int,
                  seed: int = 0, *, rank: int = 0, world_size: int = 1,
-                 passes: int | None = None) -> None:
+                 passes: int | None = None, block_records: int | None = None,
+                 window_blocks: int = WINDOW_BLOCKS_DEFAULT) -> None:
         length = _positive("length", length)
         batch_size = _positive("batch_size", batch_size)
         world_size = _positive("world_size", world_size)
@@ -201,9 +247,9 @@ class Sampler(SamplerCore):
                 raise ValueError(f"Sampler passes must be <= {U64_MAX // per_pass} for "
                                  f"{per_pass} steps per pass (steps are 0..2**64-1); got "
                                  f"{passes}")
-        elif mode is Mode.CYCLIC and global_batch > length:
+        elif mode in (Mode.CYCLIC, Mode.BLOCKS) and global_batch > length:
             raise ValueError(
-                f"CYCLIC draws full batches without replacement, so batch_size * world_size "
+                f"{mode.name} draws full batches without replacement, so batch_size * world_size "
                 f"({batch_size} * {world_size} = {global_batch}) must not exceed length "
                 f"({length}); use IID or SEQUENTIAL, or a smaller batch")
         if passes is None and world_size > 1 and mode is Mode.SEQUENTIAL and \
@@ -211,8 +257,10 @@ class Sampler(SamplerCore):
             raise ValueError(
                 f"with world_size > 1, SEQUENTIAL needs batch_size * world_size ({global_batch}) "
                 f"<= length ({length}) so that ranks draw disjoint indices")
-        self._cfg = _Config(length, batch_size, mode, seed, rank, world_size, passes)
-        super().__init__(length, batch_size, int(mode), seed, rank, world_size, passes or 0)
+        block, window = _blocks_settings(mode, block_records, window_blocks)
+        self._cfg = _Config(length, batch_size, mode, seed, rank, world_size, passes, block, window)
+        super().__init__(length, batch_size, int(mode), seed, rank, world_size, passes or 0,
+                         block or 1, window or 1)
 
     # The seed's attribute names.
     @property
@@ -249,6 +297,16 @@ class Sampler(SamplerCore):
     def passes(self) -> int | None:
         """With ``passes=k``, k; None for the endless default."""
         return self._cfg.passes
+
+    @property
+    def block_records(self) -> int | None:
+        """BLOCKS: records per block (a run of consecutive records); None in other modes."""
+        return self._cfg.block_records
+
+    @property
+    def window_blocks(self) -> int | None:
+        """BLOCKS: blocks per window (whose records are shuffled together); None otherwise."""
+        return self._cfg.window_blocks
 
     @property
     def steps(self) -> int | None:
@@ -300,7 +358,7 @@ class Sampler(SamplerCore):
         ``length`` records or just more (``ceil(length / (batch_size * world_size))``), so
         ``range(sampler.steps_per_cycle)`` is an epoch's loop in every mode."""
         global_batch = self.batch_size * self.world_size
-        if self.passes is None and self.mode is Mode.CYCLIC:
+        if self.passes is None and self.mode in (Mode.CYCLIC, Mode.BLOCKS):
             return self.length // global_batch
         return -(-self.length // global_batch)
 
@@ -339,9 +397,11 @@ class Sampler(SamplerCore):
         ``Sampler(length=1000, batch_size=16, mode=Sampler.Mode.CYCLIC, seed=42, rank=0,
         world_size=2) at step 40 (cycle 1, step 9 of 31 in it)``."""
         passes = "" if self.passes is None else f", passes={self.passes}"
+        blocks = ("" if self.mode is not Mode.BLOCKS else
+                  f", block_records={self.block_records}, window_blocks={self.window_blocks}")
         return (f"Sampler(length={self.length}, batch_size={self.batch_size}, "
                 f"mode=Sampler.Mode.{self.mode.name}, seed={self.seed}, rank={self.rank}, "
-                f"world_size={self.world_size}{passes}) at step {self.step}{self._where()}")
+                f"world_size={self.world_size}{passes}{blocks}) at step {self.step}{self._where()}")
 
     def _where(self) -> str:
         """Where the next step lies in its cycle or pass (empty for IID)."""
@@ -353,7 +413,7 @@ class Sampler(SamplerCore):
                 return f" of {per}"
             return (f" of {self.passes * per} (pass {step // per} of {self.passes}, step "
                     f"{step % per} of {per} in it)")
-        if self.mode is Mode.CYCLIC:
+        if self.mode in (Mode.CYCLIC, Mode.BLOCKS):
             return f" (cycle {step // per}, step {step % per} of {per} in it)"
         if self.mode is Mode.SEQUENTIAL:
             first = (step * self.batch_size * self.world_size) % self.length
@@ -361,4 +421,5 @@ class Sampler(SamplerCore):
         return ""
 
 
-__all__ = ["LENGTH_MAX", "TOPOLOGY", "U64_MAX", "Mode", "ModeName", "Sampler", "reshard_state"]
+__all__ = ["LENGTH_MAX", "TOPOLOGY", "U64_MAX", "WINDOW_BLOCKS_DEFAULT", "Mode", "ModeName", "Sampler",
+           "block_records", "reshard_state"]

@@ -6,8 +6,9 @@
  * - Nothing is carried between steps: the output depends on `*c` and `step` only, so a seek is
  *   O(1) and a resumed run draws exactly what the uninterrupted one would have drawn.
  * - The caller has checked the configuration: 1 <= length <= 2^63, batch >= 1, world >= 1,
- *   rank < world, batch * world <= 2^63, and, when endless (`finite` 0), for CYCLIC
- *   batch * world <= length; `finite` is never set for IID. Nothing
+ *   rank < world, batch * world <= 2^63, and, when endless (`finite` 0), for CYCLIC and
+ *   BLOCKS batch * world <= length; `finite` is never set for IID; for BLOCKS block >= 1,
+ *   window >= 1 and block * window <= 2^63. Nothing
  *   here allocates, and `out` holds `batch` values.
  * - Every index written is below `length`.
  * - Global sequence: position p of step s (p < G, rank p / batch) is a function of (s, p)
@@ -59,9 +60,11 @@ typedef struct {
     /* 0: endless (the seed's semantics); 1: in passes (every record exactly once per pass,
        the last step of a pass short). How many passes is the caller's business. */
     uint64_t finite;
+    /* BLOCKS only: records per block (R >= 1) and blocks per window (W >= 1), R * W <= 2^63. */
+    uint64_t block, window;
 } lx_config;
 
-enum { LX_SEQUENTIAL = 0, LX_IID = 1, LX_CYCLIC = 2 };
+enum { LX_SEQUENTIAL = 0, LX_IID = 1, LX_CYCLIC = 2, LX_BLOCKS = 3 };
 #define LX_GOLDEN 0x9E3779B97F4A7C15ULL
 
 /* Steps in one pass: ceil(length / G). Below 2^63 + 1, as length <= 2^63 and G >= 1. */
@@ -101,25 +104,79 @@ static inline uint64_t lx_count(const lx_config *c, uint64_t step) {
     return lx_pass_span(c, step, &first, &pass);
 }
 
+/* A keyed permutation of [0, n), n >= 1: lx_permute on the next power of two, cycle-walked
+   into [0, n). */
+typedef struct {
+    uint64_t n, mask;
+    unsigned half;
+    uint64_t keys[3];
+} lx_perm;
+
+static inline void lx_perm_init(lx_perm *p, uint64_t n, uint64_t key) {
+    unsigned bits = 1, i;
+    while (bits < 64 && (1ULL << bits) < n) bits++;
+    p->n = n;
+    p->mask = (bits == 64) ? ~0ULL : ((1ULL << bits) - 1);
+    p->half = (bits + 1) / 2;
+    for (i = 0; i < 3; i++) p->keys[i] = lx_mix64(key + (i + 1) * LX_GOLDEN);
+}
+
+static inline uint64_t lx_perm_at(const lx_perm *p, uint64_t x) {
+    uint64_t y = lx_permute(x, p->mask, p->half, p->keys);
+    while (y >= p->n) y = lx_permute(y, p->mask, p->half, p->keys);
+    return y;
+}
+
+/* The key of cycle `cycle`'s permutations. */
+static inline uint64_t lx_cycle_key(uint64_t K, uint64_t cycle) {
+    return lx_mix64(K ^ lx_mix64(cycle + LX_GOLDEN));
+}
+
 /* Writes `count` positions of cycle `cycle`'s permutation, from position `pos`. */
 static void lx_permuted(uint64_t N, uint64_t K, uint64_t cycle, uint64_t pos, uint64_t count,
                         uint64_t *restrict out) {
     uint64_t i;
-    unsigned bits = 1;
-    while (bits < 64 && (1ULL << bits) < N) bits++;
-    const uint64_t mask = (bits == 64) ? ~0ULL : ((1ULL << bits) - 1);
-    const unsigned half = (bits + 1) / 2;
-    uint64_t keys[3];
-    const uint64_t ck = lx_mix64(K ^ lx_mix64(cycle + LX_GOLDEN));
-    for (i = 0; i < 3; i++) keys[i] = lx_mix64(ck + (i + 1) * LX_GOLDEN);
+    lx_perm p;
+    lx_perm_init(&p, N, lx_cycle_key(K, cycle));
     /* One branch-free pass lets the CPU overlap the indices' dependency chains; the few
        values that land in [length, 2^bits) are cycle-walked afterwards. */
     for (i = 0; i < count; i++)
-        out[i] = lx_permute(pos + i, mask, half, keys);
+        out[i] = lx_permute(pos + i, p.mask, p.half, p.keys);
     for (i = 0; i < count; i++) {
         uint64_t y = out[i];
-        while (y >= N) y = lx_permute(y, mask, half, keys);
+        while (y >= N) y = lx_permute(y, p.mask, p.half, p.keys);
         out[i] = y;
+    }
+}
+
+/* BLOCKS: writes `count` positions of cycle `cycle`'s order, from position `pos`. The records
+   are cut into blocks of R consecutive records (the last one short when R does not divide
+   N); the cycle's order is a permutation of the full blocks followed by the short block, cut
+   into windows of W blocks; a window's records come in a permutation of their own. So a
+   window of W * R positions reads W blocks, each a run of consecutive records, and every
+   record is at exactly one position of the cycle. */
+static void lx_blocks(const lx_config *c, uint64_t cycle, uint64_t pos, uint64_t count,
+                      uint64_t *restrict out) {
+    const uint64_t N = c->length, R = c->block, W = c->window;
+    const uint64_t full = N / R;     /* the short block, if any, is block `full` */
+    const uint64_t span = W * R;     /* positions of a window, all but the last */
+    const uint64_t ck = lx_cycle_key(c->key, cycle);
+    lx_perm order, within;
+    uint64_t i, w = 0, started = 0;
+    if (full > 0) lx_perm_init(&order, full, lx_mix64(ck ^ 0x626C6F636B73ULL));
+    for (i = 0; i < count; i++) {
+        const uint64_t p = pos + i;
+        if (!started || p / span != w) {
+            w = p / span;
+            started = 1;
+            /* w * span <= p < N: no overflow; the last window holds what is left. */
+            const uint64_t first = w * span, left = N - first;
+            lx_perm_init(&within, left < span ? left : span, lx_mix64(ck + (w + 1) * LX_GOLDEN));
+        }
+        const uint64_t q = lx_perm_at(&within, p - w * span);
+        const uint64_t slot = w * W + q / R;
+        const uint64_t block = slot < full ? lx_perm_at(&order, slot) : slot;
+        out[i] = block * R + q % R;
     }
 }
 
@@ -136,6 +193,8 @@ static uint64_t lx_fill(const lx_config *c, uint64_t step, uint64_t *restrict ou
         const uint64_t n = lx_pass_span(c, step, &pos, &pass);
         if (c->mode == LX_SEQUENTIAL) {
             for (i = 0; i < n; i++) out[i] = pos + i;
+        } else if (c->mode == LX_BLOCKS) {
+            lx_blocks(c, pass, pos, n, out);
         } else {
             /* A pass of CYCLIC is cycle `pass`'s permutation, read to its end. */
             lx_permuted(N, K, pass, pos, n, out);
@@ -157,9 +216,13 @@ static uint64_t lx_fill(const lx_config *c, uint64_t step, uint64_t *restrict ou
             out[i] = lx_below(u, N);
         }
     } else {
+        /* CYCLIC and BLOCKS: full batches of cycle `cycle`'s order. */
         const uint64_t per_cycle = N / G;
         const uint64_t cycle = step / per_cycle;
-        lx_permuted(N, K, cycle, (step % per_cycle) * G + first, B, out);
+        if (c->mode == LX_BLOCKS)
+            lx_blocks(c, cycle, (step % per_cycle) * G + first, B, out);
+        else
+            lx_permuted(N, K, cycle, (step % per_cycle) * G + first, B, out);
     }
     return B;
 }

@@ -3,7 +3,7 @@ from libc.stdint cimport uint64_t
 
 cdef extern from "_sampler_core.h" nogil:
     ctypedef struct lx_config:
-        uint64_t length, batch, rank, world, mode, key, finite
+        uint64_t length, batch, rank, world, mode, key, finite, block, window
 
     uint64_t lx_mix64(uint64_t z)
     uint64_t lx_steps_per_pass(const lx_config *c)

@@ -1,6 +1,7 @@
 """The stateless sampler: batch indices as a pure function of (seed, step).
 
-``Sampler(length, batch_size, mode, seed=0, *, rank=0, world_size=1, passes=None)`` draws
+``Sampler(length, batch_size, mode, seed=0, *, rank=0, world_size=1, passes=None,
+block_records=None, window_blocks=8)`` draws
 one batch of record indices per step. ``next()`` (and iteration) returns a read-only view of
 one reused uint64 buffer: it is *borrowed* until the next draw from the same sampler, so copy
 it only if it must outlive that draw. The indices are uint64, as the user's design has them:
@@ -17,6 +18,17 @@ Modes:
   batches; when ``length`` is not a multiple of the global batch, each cycle omits
   ``length mod (batch_size * world_size)`` records, chosen afresh by each cycle's permutation. No dataset-sized permutation is
   ever allocated (the permutation is a keyed bijection computed per index).
+- ``BLOCKS`` (locality-aware): as CYCLIC (cycles, full batches, passes), in another order.
+  The records are cut into blocks of ``block_records`` consecutive records (the last block
+  short when ``block_records`` does not divide ``length``); each cycle takes the full blocks
+  in a fresh pseudo-random order, the short one last, cuts that order into windows of
+  ``window_blocks`` blocks, and draws each window's records in a fresh permutation of their
+  own. So the ``window_blocks * block_records`` positions of a window read only that many
+  blocks, each a run of records that a store lays back to back: one ranged read each from
+  object storage instead of one per record. ``window_blocks`` tunes between reading whole
+  blocks (1) and a uniform shuffle (a window of the whole dataset); ``block_records(store,
+  block_bytes=8 << 20)`` sizes blocks in stored bytes. Exact resume, ``seek``, ranks and
+  ``reshard`` work as for CYCLIC.
 
 Passes (evaluation): ``Sampler(..., passes=k)`` with SEQUENTIAL or CYCLIC reads every record
 exactly once per pass, for ``k`` passes, then ``next()`` raises StopIteration; ``len(sampler)``
@@ -58,6 +70,6 @@ also a pure function of (seed, step). See ``loaderx._mix``.
 """
 
 from loaderx._mix import Mix
-from loaderx._sampler_api import Mode, ModeName, Sampler
+from loaderx._sampler_api import Mode, ModeName, Sampler, block_records
 
-__all__ = ["Mix", "Mode", "ModeName", "Sampler"]
+__all__ = ["Mix", "Mode", "ModeName", "Sampler", "block_records"]
