@@ -12,12 +12,16 @@ sum groups of 1,024 blocks). Both paths read the same files in the same run:
   without index parts still gets): open judges the whole index (by URL: HEADs every object,
   downloads index.zri and index.zrs whole, then judges them).
 
-Per size and path, locally, each round in a fresh process (no index cache; the page cache as
-the previous round left it: the whole path reads the index from disk when it does not fit):
-time to open, time to the first batch of --batch random records (open included), and steady
-random gathers (ns per record) over a pool of --pool records read once before timing; the two
-paths alternate round by round, and each figure is the median of --rounds (one round for the
-whole path from 10^8 by URL, where one round takes most of a minute).
+Locally, each round in a fresh process (no index cache; the page cache as the previous round
+left it: the whole path reads the index from disk when it does not fit) opens the store by
+part, then whole, each timed to its open and to its first batch of --batch random records
+(open included); then both readers gather side by side: steady random gathers (ns per record)
+over a pool of --pool records read once before timing, in passes alternating between the two
+readers in a balanced order (a pass warms the CPU caches with the shard pages for the next,
+whichever reader makes it), and cold gathers (ns per record) of records whose index blocks the
+reader holds, read once each after the page cache was dropped (root only; not measured
+otherwise). Each figure is the median of --rounds (one round for the whole path from 10^8 by
+URL, where one round takes most of a minute).
 
 By URL (a Range HTTP server and the link proxy of zrecord_testkit, profile --link, both in
 processes of their own, as in bench_remote.py): time to open, requests and bytes at open, time
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -53,6 +58,11 @@ from remote.bench_remote import Proxy, Server  # noqa: E402
 from zrecord import Dense  # noqa: E402
 
 WRITE_CHUNK = 8 << 20
+# A local round's steady gathers: passes of this many batches, alternating between the paths,
+# and the records read cold per path.
+STEADY_BATCHES = 400
+STEADY_PASSES = 8
+COLD_RECORDS = 16 << 10
 
 
 def build(n: int, shards: int, root: Path) -> Path:
@@ -70,33 +80,79 @@ def build(n: int, shards: int, root: Path) -> Path:
     return path
 
 
-def local_round(path: Path, n: int, whole: bool, args: argparse.Namespace, seed: int) -> dict[str, float]:
+def local_round(path: Path, n: int, paths: list[bool], args: argparse.Namespace,
+                seed: int) -> dict[str, dict[str, float | None]]:
+    """One local round in this process, for each path of `paths` (True: whole): open and
+    the first batch, in that order (the first path opens in a fresh process); then steady and
+    cold gathers of the paths' readers side by side, passes alternating in a balanced order
+    (ABBA...), since a pass warms the CPU caches with the shard pages for the pass after it,
+    whichever reader makes it."""
     rng = np.random.default_rng(seed)
     first = rng.integers(0, n, args.batch).astype(np.uint64)
     pool = rng.integers(0, n, args.pool).astype(np.uint64)
-    validate = "full" if whole else "cached"
-    t = time.perf_counter()
-    with Dense.open(path, index_cache=None, validate=validate) as ds:
-        opened = time.perf_counter() - t
-        ds[first]
-        first_s = time.perf_counter() - t
-        ds[pool]  # every block of the pool judged (by part) and its records read once
-        batches = [pool[rng.integers(0, args.pool, args.batch)] for _ in range(400)]
-        # One untimed pass first: a pool read cold goes through pread, and the first mapped
-        # read of each page afterwards takes a page fault (about 0.6 us at 10^9 records).
-        for b in batches:
-            ds[b]
-        t = time.perf_counter()
-        for b in batches:
-            ds[b]
-        steady = (time.perf_counter() - t) / (len(batches) * args.batch)
-    return {"open_s": opened, "first_batch_s": first_s, "steady_ns": steady * 1e9}
+    batches = [pool[rng.integers(0, args.pool, args.batch)] for _ in range(STEADY_BATCHES)]
+    out: dict[str, dict[str, float | None]] = {}
+    readers = {}
+    try:
+        for whole in paths:
+            name = "whole" if whole else "by_part"
+            t = time.perf_counter()
+            ds = Dense.open(path, index_cache=None, validate="full" if whole else "cached")
+            readers[name] = ds
+            opened = time.perf_counter() - t
+            ds[first]
+            out[name] = {"open_s": opened, "first_batch_s": time.perf_counter() - t}
+        for ds in readers.values():
+            ds[pool]  # every block of the pool judged (by part) and its records read once
+            # An untimed pass: a pool read cold goes through pread, and the first mapped
+            # read of each page afterwards takes a page fault (about 0.6 us at 10^9 records).
+            for b in batches:
+                ds[b]
+        names = list(readers)
+        steady: dict[str, list[float]] = {k: [] for k in names}
+        for r in range(STEADY_PASSES):
+            for k in (names if r % 4 in (0, 3) else names[::-1]):
+                t = time.perf_counter()
+                for b in batches:
+                    readers[k][b]
+                steady[k].append((time.perf_counter() - t) / (len(batches) * args.batch) * 1e9)
+        # Cold: records of the same index blocks (neighbours of the pool's records, whose index
+        # the readers hold), read once each after the page cache was dropped; each path reads
+        # its own neighbours, which alternate between rounds.
+        cold: dict[str, float | None] = {k: None for k in names}
+        for j, k in enumerate(names):
+            flip = np.uint64(1 << ((j + seed) % 2))
+            neighbours = np.minimum(pool ^ flip, np.uint64(n - 1))[:COLD_RECORDS]
+            if not drop_page_cache():
+                break
+            t = time.perf_counter()
+            for i in range(0, len(neighbours), args.batch):
+                readers[k][neighbours[i:i + args.batch]]
+            cold[k] = (time.perf_counter() - t) / len(neighbours) * 1e9
+        for k in names:
+            out[k] |= {"steady_ns": statistics.mean(steady[k]), "cold_ns": cold[k]}
+    finally:
+        for ds in readers.values():
+            ds.close()
+    return out
 
 
-def local_round_fresh(path: Path, n: int, whole: bool, args: argparse.Namespace, seed: int) -> dict[str, float]:
+def drop_page_cache() -> bool:
+    """Empty the page cache (root only: /proc/sys/vm/drop_caches); whether it was done."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1")
+    except OSError:
+        return False
+    return True
+
+
+def local_round_fresh(path: Path, n: int, paths: list[bool], args: argparse.Namespace,
+                      seed: int) -> dict[str, dict[str, float | None]]:
     """`local_round` in a fresh process: no reader, mapping or allocation of an earlier round
     (the whole path's compact index of 10^9 records is gigabytes) shares its address space."""
-    argv = [sys.executable, __file__, "--tmp", args.tmp, "--local-child", f"{path},{n},{int(whole)},{seed}",
+    which = "".join("1" if whole else "0" for whole in paths)
+    argv = [sys.executable, __file__, "--tmp", args.tmp, "--local-child", f"{path},{n},{which},{seed}",
             "--batch", str(args.batch), "--pool", str(args.pool)]
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
@@ -152,8 +208,13 @@ def timed_batches(ds: Any, order: np.ndarray, args: argparse.Namespace) -> tuple
     return records, time.perf_counter() - t
 
 
-def median(rows: list[dict[str, float]]) -> dict[str, float]:
-    return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+def median(rows: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """The median of each figure over rounds; None for a figure no round measured."""
+    out: dict[str, float | None] = {}
+    for k in rows[0]:
+        values = [r[k] for r in rows if r[k] is not None]
+        out[k] = statistics.median(values) if values else None
+    return out
 
 
 def main() -> int:
@@ -176,12 +237,12 @@ def main() -> int:
                     help="run the local rounds only, replacing those of an existing --json file")
     args = ap.parse_args()
     if args.local_child:
-        path, n, whole, seed = args.local_child.split(",")
-        print(json.dumps(local_round(Path(path), int(n), whole == "1", args, int(seed))))
+        path, n, which, seed = args.local_child.split(",")
+        print(json.dumps(local_round(Path(path), int(n), [c == "1" for c in which], args, int(seed))))
         return 0
     root = Path(args.tmp)
     root.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+    results: dict[str, Any] = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
                                "args": {k: v for k, v in vars(args).items() if k != "json"}, "sizes": {}}
     paths = {n: build(n, args.shards, root) for n in args.sizes}
     server = Server("http", root, None)
@@ -192,11 +253,13 @@ def main() -> int:
             # where one round downloads gigabytes.
             runs: dict[str, list[dict[str, float]]] = {}
             for r in range(args.rounds):
+                # Locally both paths in one process a round (by part opens first, fresh).
+                local = [False] + ([True] if n <= args.local_whole_max else [])
+                for name, row in local_round_fresh(paths[n], n, local, args, r).items():
+                    runs.setdefault(f"local_{name}", []).append(row)
+                    print(f"{n:.0e} local {name}: {row}", file=sys.stderr, flush=True)
                 for whole in (False, True):
                     name = "whole" if whole else "by_part"
-                    if not whole or n <= args.local_whole_max:
-                        runs.setdefault(f"local_{name}", []).append(local_round_fresh(paths[n], n, whole, args, r))
-                        print(f"{n:.0e} local {name}: {runs[f'local_{name}'][-1]}", file=sys.stderr, flush=True)
                     if not args.local_only and (not whole or (n <= args.remote_whole_max and (r == 0 or n < 10**8))):
                         runs.setdefault(f"remote_{name}", []).append(
                             remote_round(server, paths[n].name, n, whole, args, r))
