@@ -163,14 +163,13 @@ def block_records(store: Any, block_bytes: int = 8 << 20) -> int:
     """Records per block for mode BLOCKS such that a block of `store` (a zrecord reader, or
     anything with ``len()`` and ``stored_bytes``) holds about `block_bytes` stored bytes, at
     least one record: ``max(1, block_bytes * len(store) // store.stored_bytes)``."""
+    from zrecord import block_records_for  # the rule zrecord's epoch_cost counts blocks by
+
     block_bytes = _positive("block_bytes", block_bytes)
     n = len(store)
-    stored = int(getattr(store, "stored_bytes", 0))
     if n < 1:
         raise ValueError("block_records of an empty store: it has no records to cut into blocks")
-    if stored <= 0:
-        return max(1, min(n, block_bytes))
-    return max(1, min(n, block_bytes * n // stored))
+    return block_records_for(n, int(getattr(store, "stored_bytes", 0)), block_bytes)
 
 
 def _int_arg(name: str, value: Any) -> int:

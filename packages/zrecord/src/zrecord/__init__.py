@@ -10,6 +10,7 @@ record is its append position. The on-disk format is specified in ``spec/format-
 indexing a writer; both are instances of their kind (``isinstance(x, Dense)``).
 """
 
+from zrecord._cost import PRICES, EpochCost, Price, block_records_for, epoch_cost
 from zrecord._dict import train_dict
 from zrecord._dtypes import CODECS, check_store_options
 from zrecord._kinds import Dense, Ragged
@@ -49,6 +50,7 @@ def __getattr__(name: str) -> str:
 
 __all__ = [
     "CODECS",
+    "PRICES",
     "ChecksumError",
     "ClosedError",
     "Codec",
@@ -56,10 +58,12 @@ __all__ = [
     "Dense",
     "DenseReader",
     "DenseWriter",
+    "EpochCost",
     "FormatError",
     "ImmutableStoreError",
     "Ragged",
     "RaggedReader",
+    "Price",
     "RaggedWriter",
     "StoreExistsError",
     "StoreIndexError",
@@ -68,9 +72,11 @@ __all__ = [
     "ZrecordError",
     "__version__",
     "__zstd_version__",
+    "block_records_for",
     "check_destination",
     "check_store_options",
     "enclosing_store",
+    "epoch_cost",
     "is_url",
     "open_store",
     "publish",

@@ -237,6 +237,20 @@ class _Store(_Kind, Generic[_Batch]):
     def __len__(self) -> int:
         return self._len
 
+    def _locations(self, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where records `recs` (distinct, ascending uint64, in range) lie: their shards,
+        offsets and stored sizes, as the core reads them in the index (by URL, after the
+        mirror fetched the index parts they need)."""
+        self._check_open()
+        if self._remote is not None:
+            places = self._remote.locate(recs)
+            return places.shards, places.offsets, places.sizes
+        n = recs.shape[0]
+        shards, offsets, sizes = (np.zeros(n, np.uint64) for _ in range(3))
+        if n:
+            self._handle.locate(recs, n, shards, offsets, sizes)
+        return shards, offsets, sizes
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"the {self._kind_name} store {self.path!r} is closed")

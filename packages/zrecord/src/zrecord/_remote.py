@@ -817,6 +817,13 @@ class Mirror:
         out: np.ndarray = recs[recs < self._records]
         return out
 
+    def locate(self, idx: np.ndarray) -> _Places:
+        """Where the distinct valid records of `idx` lie (`_locate`), for callers outside a
+        gather; ClosedError once close() has begun."""
+        self._adopt()
+        with self._unless_closed():
+            return self._locate(idx)
+
     def _locate(self, idx: np.ndarray) -> _Places:
         """Where the distinct valid records of `idx` lie, as the core says once it has judged
         their index blocks; by part, after fetching the index parts they need. A part that

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from zrecord import __version__
+from zrecord._cost import BLOCK_BYTES_DEFAULT, PRICES, REQUEST_BYTES_MAX_DEFAULT, Price, epoch_cost
 from zrecord._objects import redact
 from zrecord._publish import Published, publish, publish_entries
 from zrecord._reader import DenseReader, RaggedReader, open_store
@@ -555,7 +556,31 @@ def cmd_stats(store: DenseReader | RaggedReader, args: argparse.Namespace) -> in
     return 0
 
 
-COMMANDS = {"info": cmd_info, "verify": cmd_verify, "head": cmd_head, "stats": cmd_stats}
+def cmd_cost(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
+    """``zrecord cost``: what one epoch over the store costs in object storage."""
+    if args.usd_per_million_gets is not None or args.usd_per_gb is not None:
+        price = Price(args.usd_per_million_gets or 0.0, args.usd_per_gb or 0.0)
+        price_name = "given prices"
+    else:
+        price, price_name = PRICES[args.price], args.price
+    rows = epoch_cost(store, block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
+                      request_bytes_max=args.request_bytes_max, price=price)
+    if args.json:
+        print(_dumps({"path": store.path, "price": {"name": price_name, **vars(price)},
+                      "epochs": [r.as_dict() for r in rows]}))
+        return 0
+    print(f"{_shown(store.path)}: {len(store):,} records, {_human(store.stored_bytes)} stored; "
+          f"one epoch at {price_name} (${price.usd_per_million_gets:,.2f} per million GETs, "
+          f"${price.usd_per_gb:,.3f} per GB):")
+    for r in rows:
+        how = r.how if r.block_records is None else f"blocks of {r.block_records:,} records"
+        print(f"  {how:<28} {r.requests:>14,} GETs  {_human(r.bytes):>12}  "
+              f"x{r.amplification:.2f}  ${r.usd:,.4f}")
+    return 0
+
+
+COMMANDS = {"info": cmd_info, "verify": cmd_verify, "head": cmd_head, "stats": cmd_stats,
+            "cost": cmd_cost}
 
 # What each command does, for --help (plain text: argparse prints it as it is).
 _SUMMARIES = {
@@ -565,6 +590,9 @@ _SUMMARIES = {
               "folder that is not a store, of every store below it",
     "head": "the first records, at most --values values of each",
     "stats": "distribution of record sizes (and of shapes, for Ragged stores)",
+    "cost": "the ranged GETs, bytes and dollars of one epoch over the store in object storage: "
+            "read record by record (a uniform shuffle), and by blocks of consecutive records "
+            "(loaderx's Sampler mode BLOCKS), counted from where the records lie",
 }
 _EXAMPLES = {
     "info": [("zrecord info data/mnist/train/image", "one store"),
@@ -581,6 +609,9 @@ _EXAMPLES = {
              ("zrecord head STORE -n 100 | head -5", "a closed pipe ends it quietly")],
     "stats": [("zrecord stats STORE", "record sizes: min, p10, median, p90, max, mean"),
               ("zrecord stats STORE --json", "the same for scripts")],
+    "cost": [("zrecord cost s3://bucket/corpora/tokens", "per record and by 8 MiB blocks, S3 prices"),
+             ("zrecord cost STORE --block-bytes 64M --price gcs-standard", "larger blocks, GCS"),
+             ("zrecord cost STORE --usd-per-million-gets 0.2 --json", "your own price, as JSON")],
     "publish": [("zrecord publish data/tokens s3://bucket/corpora/tokens", "upload, header last"),
                 ("zrecord publish data/mnist s3://bucket/mnist",
                  "every store below a folder (a converted dataset), provenance.json last"),
@@ -654,6 +685,22 @@ def _parser() -> argparse.ArgumentParser:
                                 f"memory used; above it {what}"
                                 + ("" if name == "head" else " (raw stores need no decoding "
                                    "and are always checked whole)"))
+        if name == "cost":
+            p.add_argument("--block-bytes", type=_byte_size, default=BLOCK_BYTES_DEFAULT,
+                           metavar="SIZE", help="stored bytes of a block (binary units: 8M), "
+                           "as loaderx.sampler.block_records(store, block_bytes) sizes it")
+            p.add_argument("--gap-bytes", type=_byte_size, default=0, metavar="SIZE",
+                           help="neighbouring records of one shard at most SIZE apart share a "
+                                "request (the gap is downloaded too)")
+            p.add_argument("--request-bytes-max", type=_byte_size, metavar="SIZE",
+                           default=REQUEST_BYTES_MAX_DEFAULT, help="the largest request")
+            p.add_argument("--price", choices=sorted(PRICES), default="s3-standard",
+                           help="list prices: " + "; ".join(f"{k}: {v.source}"
+                                                            for k, v in PRICES.items()))
+            p.add_argument("--usd-per-million-gets", type=float, default=None, metavar="USD",
+                           help="your price of a million GETs (instead of --price)")
+            p.add_argument("--usd-per-gb", type=float, default=None, metavar="USD",
+                           help="your price of a GB transferred (instead of --price)")
         if name == "verify":
             p.add_argument("-q", "--quiet", action="store_true",
                            help="no progress on stderr (else a bar on a terminal, and "

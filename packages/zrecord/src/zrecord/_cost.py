@@ -1,0 +1,163 @@
+"""What one epoch over a store costs in object storage: ranged GETs, bytes and money, for a
+uniform shuffle (every record its own request) and for a shuffle that reads blocks of
+consecutive records (loaderx's ``Sampler`` mode BLOCKS), from where the records lie.
+
+Invariants of this module:
+- The figures come from the store's own index, as the core locates each record (`_locations`
+  of the reader: by URL, after fetching the index parts the records need), never from
+  averages: a block whose records lie in two shard runs costs two requests.
+- A block is ``block_records`` consecutive records, the sampler's (``block_records`` there,
+  sized from ``block_bytes`` the same way: at least 1, ``block_bytes * records //
+  stored_bytes``). Its records are read in requests of at most ``request_bytes_max``
+  bytes, joining neighbours of one shard whose gap is at most ``gap_bytes``, as the mirror
+  joins them; a run longer than ``request_bytes_max`` counts ``ceil(span / max)`` requests.
+- Memory is bounded by ``_CHUNK_RECORDS`` locations at a time, whatever the store's size.
+- Prices are per million GET requests and per GB (10^9 bytes) transferred; the named
+  profiles are list prices as dated in ``PRICES``, and any can be given instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+import numpy as np
+
+# Records located at a time.
+_CHUNK_RECORDS = 1 << 20
+# What the DataLoader's BLOCKS sampler reads at once unless told otherwise (loaderx's
+# block_records default block_bytes).
+BLOCK_BYTES_DEFAULT = 8 << 20
+# The mirror's largest ranged GET (storage_options request_bytes_max's default).
+REQUEST_BYTES_MAX_DEFAULT = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Price:
+    """What a provider bills: US dollars per million GET requests and per GB transferred."""
+
+    usd_per_million_gets: float
+    usd_per_gb: float
+    source: str = "given"
+
+
+# List prices of a GET (and of transfer to compute in the same region: none), as published
+# for the US regions when this table was written (2026); check them for yours.
+PRICES: dict[str, Price] = {
+    "s3-standard": Price(0.40, 0.0, "Amazon S3 Standard, GET $0.0004 per 1,000, us-east-1"),
+    "gcs-standard": Price(0.40, 0.0, "Google Cloud Storage Standard, class B $0.004 per 10,000"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochCost:
+    """One epoch (every record read once) in one way of reading: ``requests`` ranged GETs
+    bringing ``bytes`` bytes for ``stored_bytes`` of records; ``amplification`` is their
+    ratio, ``usd`` the bill at `price`."""
+
+    how: str
+    records: int
+    block_records: int | None
+    requests: int
+    bytes: int
+    stored_bytes: int
+    usd: float
+
+    @property
+    def amplification(self) -> float:
+        """Bytes fetched per stored byte of the records (1.0: nothing but the records)."""
+        return self.bytes / self.stored_bytes if self.stored_bytes else 1.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields and the amplification, JSON-serialisable."""
+        return {**dataclasses.asdict(self), "amplification": self.amplification}
+
+
+def block_records_for(records: int, stored_bytes: int, block_bytes: int) -> int:
+    """Records per block of about `block_bytes` stored bytes (loaderx's block_records)."""
+    if records < 1:
+        return 1
+    if stored_bytes <= 0:
+        return max(1, min(records, block_bytes))
+    return max(1, min(records, block_bytes * records // stored_bytes))
+
+
+def epoch_cost(store: Any, *, block_bytes: int | None = BLOCK_BYTES_DEFAULT,
+               block_records: int | None = None, gap_bytes: int = 0,
+               request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT,
+               price: str | Price = "s3-standard") -> list[EpochCost]:
+    """What one epoch over `store` (an open zrecord store, local or by URL) costs: read
+    record by record (a uniform shuffle), and, unless `block_bytes` and `block_records` are
+    both None, by blocks of `block_records` consecutive records (from `block_bytes` when not
+    given). See the module docstring for how requests are counted."""
+    if isinstance(price, str):
+        if price not in PRICES:
+            raise ValueError(f"unknown price {price!r}; known: {', '.join(PRICES)}, or give a "
+                             "Price(usd_per_million_gets, usd_per_gb)")
+        price = PRICES[price]
+    gap_bytes = _at_least("gap_bytes", gap_bytes, 0)
+    request_bytes_max = _at_least("request_bytes_max", request_bytes_max, 1)
+    n, stored = len(store), int(store.stored_bytes)
+    if block_records is None and block_bytes is not None:
+        block_records = block_records_for(n, stored, _at_least("block_bytes", block_bytes, 1))
+    elif block_records is not None:
+        block_records = _at_least("block_records", block_records, 1)
+    per_record = [0, 0]  # requests, bytes
+    blocks = [0, 0]
+    # Whole blocks per chunk, so that no block is split between two chunks.
+    step = _CHUNK_RECORDS if block_records is None else \
+        max(block_records, _CHUNK_RECORDS // block_records * block_records)
+    for start in range(0, n, step):
+        recs = np.arange(start, min(n, start + step), dtype=np.uint64)
+        shards, offsets, sizes = store._locations(recs)
+        nonempty = sizes > 0
+        per_record[0] += int(np.count_nonzero(nonempty))
+        per_record[1] += int(sizes.sum())
+        if block_records is not None:
+            r, b = _block_requests(recs // np.uint64(block_records), shards, offsets, sizes,
+                                   gap_bytes, request_bytes_max)
+            blocks[0] += r
+            blocks[1] += b
+
+    def cost(how: str, requests: int, nbytes: int, r: int | None) -> EpochCost:
+        usd = requests / 1e6 * price.usd_per_million_gets + nbytes / 1e9 * price.usd_per_gb
+        return EpochCost(how, n, r, requests, nbytes, stored, usd)
+
+    out = [cost("per record", per_record[0], per_record[1], None)]
+    if block_records is not None:
+        out.append(cost("blocks", blocks[0], blocks[1], block_records))
+    return out
+
+
+def _block_requests(block: np.ndarray, shards: np.ndarray, offsets: np.ndarray,
+                    sizes: np.ndarray, gap_bytes: int, most: int) -> tuple[int, int]:
+    """The requests and bytes that read every non-empty record, block by block."""
+    keep = sizes > 0
+    block, shards, offsets, sizes = block[keep], shards[keep], offsets[keep], sizes[keep]
+    if block.size == 0:
+        return 0, 0
+    order = np.lexsort((offsets, shards, block))
+    block, shards, offsets = block[order], shards[order], offsets[order]
+    # Records of a shard do not overlap ([ZR-IDX-006]): in offset order each ends before the
+    # next begins. A record starts a new run unless it follows one of its block and shard
+    # within the gap.
+    ends = offsets + sizes[order]
+    new = np.ones(block.size, dtype=bool)
+    new[1:] = (block[1:] != block[:-1]) | (shards[1:] != shards[:-1]) | \
+        (offsets[1:] > ends[:-1] + np.uint64(gap_bytes))
+    starts = np.flatnonzero(new)
+    last = np.append(starts[1:], block.size) - 1
+    spans = (ends[last] - offsets[starts]).astype(np.int64)
+    requests = int(((spans + most - 1) // most).sum())
+    return requests, int(spans.sum())
+
+
+def _at_least(name: str, value: Any, least: int) -> int:
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int; got {type(value).__name__}") from None
+    if number < least:
+        raise ValueError(f"{name} must be at least {least}; got {number}")
+    return number

@@ -1,0 +1,108 @@
+"""What one epoch over a store costs in object storage (`epoch_cost`, `zrecord cost`): requests
+and bytes counted from where the records lie, per record and by blocks of consecutive records."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import zrecord
+from zrecord import Dense, Ragged, epoch_cost
+from zrecord.cli import main
+
+
+@pytest.fixture
+def tokens(tmp_path):
+    """1,000 Ragged records of 1..40 int32 tokens, raw, 4 shards (each append split in 4 runs)."""
+    rng = np.random.default_rng(3)
+    path = tmp_path / "tokens"
+    with Ragged.create(path, np.int32, 1, codec="raw", data_shards=4) as w:
+        for _ in range(4):
+            w.append([np.arange(int(k), dtype=np.int32) for k in rng.integers(1, 41, 250)])
+    return path
+
+
+def _runs(store, block: int, gap: int, most: int) -> tuple[int, int]:
+    """The requests of reading every block, counted record by record (the definition)."""
+    requests = nbytes = 0
+    n = len(store)
+    for start in range(0, n, block):
+        recs = np.arange(start, min(n, start + block), dtype=np.uint64)
+        shards, offsets, sizes = store._locations(recs)
+        places = sorted((int(s), int(o), int(z)) for s, o, z in zip(shards, offsets, sizes) if z)
+        run = None
+        for shard, offset, size in places:
+            if run and run[0] == shard and offset <= run[2] + gap:
+                run[2] = offset + size
+                continue
+            if run:
+                span = run[2] - run[1]
+                requests, nbytes = requests + -(-span // most), nbytes + span
+            run = [shard, offset, offset + size]
+        if run:
+            span = run[2] - run[1]
+            requests, nbytes = requests + -(-span // most), nbytes + span
+    return requests, nbytes
+
+
+def test_per_record_and_block_requests_are_counted_from_where_records_lie(tokens):
+    with zrecord.open_store(tokens) as store:
+        stored = store.stored_bytes
+        per_record, blocks = epoch_cost(store, block_records=100)
+        assert (per_record.requests, per_record.bytes) == (1000, stored)
+        assert per_record.usd == pytest.approx(1000 / 1e6 * 0.40)
+        # Blocks of 100 records: one request per run of a shard within a block; the writer
+        # laid each append's 250 records out in 4 runs, so some blocks span two shards.
+        assert (blocks.requests, blocks.bytes) == _runs(store, 100, 0, 8 << 20)
+        assert 10 <= blocks.requests < 30 and blocks.bytes == stored
+        assert blocks.amplification == 1.0
+        # A request of at most 1 KiB splits the runs; by byte size: block_records_for.
+        small = epoch_cost(store, block_records=100, request_bytes_max=1024)[1]
+        assert small.requests == _runs(store, 100, 0, 1024)[0] > blocks.requests
+        sized = epoch_cost(store, block_bytes=stored // 10)[1]
+        assert sized.block_records == zrecord.block_records_for(1000, stored, stored // 10) == 99
+        assert epoch_cost(store, block_bytes=None) == [per_record]
+
+
+def test_a_block_of_one_shard_run_is_one_request_split_at_the_largest(tmp_path):
+    path = tmp_path / "d"
+    with Dense.create(path, np.uint8, (100,), codec="raw", data_shards=1) as w:
+        w.append(np.zeros((50, 100), np.uint8))
+    with zrecord.open_store(path) as store:
+        # One shard, records back to back: a block of 10 is one request of 1,000 bytes...
+        per_record, blocks = epoch_cost(store, block_records=10)
+        assert (blocks.requests, blocks.bytes, per_record.requests) == (5, 5000, 50)
+        # ... or 4 of at most 300 bytes.
+        assert epoch_cost(store, block_records=10, request_bytes_max=300)[1].requests == 20
+
+
+def test_cost_by_url_fetches_only_index_parts(tokens, http_folder):
+    for f in tokens.iterdir():
+        http_folder.write(f"t/{f.name}", f.read_bytes())
+    with zrecord.open_store(tokens) as local, zrecord.open_store(http_folder.url_for("t")) as remote:
+        assert epoch_cost(remote, block_records=64) == epoch_cost(local, block_records=64)
+        assert remote.remote_stats()["requests"] == 0   # no record fetched, only the index
+
+
+def test_bad_settings_are_clear_errors(tokens):
+    with zrecord.open_store(tokens) as store:
+        with pytest.raises(ValueError, match="unknown price 'aws'; known: s3-standard"):
+            epoch_cost(store, price="aws")
+        with pytest.raises(ValueError, match="block_records must be at least 1; got 0"):
+            epoch_cost(store, block_records=0)
+        with pytest.raises(ValueError, match="request_bytes_max must be at least 1"):
+            epoch_cost(store, request_bytes_max=0)
+
+
+def test_the_cost_command(tokens, capsys):
+    assert main(["cost", str(tokens), "--block-bytes", "1K"]) == 0
+    out = capsys.readouterr().out
+    assert "1,000 records" in out and "per record" in out and "blocks of" in out and "$0.00" in out
+    assert main(["cost", str(tokens), "--usd-per-million-gets", "1000000", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    per_record, blocks = result["epochs"]
+    assert per_record["requests"] == 1000 and per_record["usd"] == pytest.approx(1000.0)
+    assert blocks["how"] == "blocks" and blocks["block_records"] == 1000   # 8 MiB: the store
+    assert result["price"]["usd_per_million_gets"] == 1e6
