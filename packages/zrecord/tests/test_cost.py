@@ -84,6 +84,12 @@ def test_cost_by_url_fetches_only_index_parts(tokens, http_folder):
     with zrecord.open_store(tokens) as local, zrecord.open_store(http_folder.url_for("t")) as remote:
         assert epoch_cost(remote, block_records=64) == epoch_cost(local, block_records=64)
         assert remote.remote_stats()["requests"] == 0   # no record fetched, only the index
+        # The payload's amplification: bytes fetched per stored byte asked for.
+        idx = np.arange(0, 1000, 7)
+        remote[idx]
+        stats = remote.remote_stats()
+        shards, offsets, sizes = local._locations(idx.astype(np.uint64))
+        assert stats["delivered_bytes"] == int(sizes.sum()) <= stats["bytes"]
 
 
 def test_bad_settings_are_clear_errors(tokens):

@@ -212,7 +212,9 @@ class _Store(_Kind, Generic[_Batch]):
 
     def remote_stats(self) -> dict[str, int] | None:
         """For a store opened by URL: the ranged GETs its gathers made so far (``requests``)
-        and the bytes they brought (``bytes``); what opening it cost (``open_requests``,
+        and the bytes they brought (``bytes``), against the stored bytes of the records they
+        were asked for (``delivered_bytes``, each record once per gather: ``bytes /
+        delivered_bytes`` is the payload's amplification); what opening it cost (``open_requests``,
         ``open_bytes``: the HEADs, the header's GET and the index's when the mirror fetched
         it); with a ``cache_bytes`` budget, the mirror's ``cache_bytes`` now and what
         evictions freed (``evicted_bytes``, ``evictions``). None for a local store."""

@@ -199,6 +199,8 @@ class Mirror:
         self._pending: list[tuple[np.ndarray, concurrent.futures.Future[None]]] = []
         self.requests = 0
         self.bytes_fetched = 0
+        # Stored bytes of the distinct records of each gather: what the fetches were for.
+        self.delivered_bytes = 0
         self.index_requests = 0
         self.index_bytes = 0
         self.etags: dict[str, str | None] = {}
@@ -659,7 +661,9 @@ class Mirror:
 
     def _read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         before = self._punch_word()
-        self.ensure(idx)
+        wanted = self.ensure(idx)
+        with self._lock:
+            self.delivered_bytes += wanted
         chunks = None
         if self._budget is not None:
             # After every gather's fetches, and after those its prefetches made for it.
@@ -698,22 +702,26 @@ class Mirror:
             self._shared_punches = PunchWord(self.root)
         return self._shared_punches()
 
-    def ensure(self, idx: np.ndarray, *, force: bool = False) -> None:
+    def ensure(self, idx: np.ndarray, *, force: bool = False) -> int:
         """Fetch the records of `idx` that the mirror does not hold (all of them with `force`),
         after the index parts they need (by part) and after waiting for the prefetches under
-        way that fetch any of them."""
+        way that fetch any of them. Returns the stored bytes of the distinct records of
+        `idx`."""
         self._adopt()
         recs = self._valid(idx)
         if not force:
             # A prefetch of any of them fetches their index parts and records: waited for, not
             # asked for twice.
             self._wait_prefetches(recs)
-        places = self._missing(self._locate(recs), force=force)
+        located = self._locate(recs)
+        wanted = int(located.sizes.sum())
+        places = self._missing(located, force=force)
         if places.recs.shape[0] == 0:
-            return
+            return wanted
         runs = self._runs(places)
         if runs:
             self._submit(self._fetch_runs(runs)).result()
+        return wanted
 
     def prefetch(self, idx: np.ndarray) -> None:
         """Start fetching the records of `idx` that the mirror lacks and no prefetch is fetching
@@ -1040,11 +1048,14 @@ class Mirror:
         requests (``open_requests``: the GET of header.zrh, and on the whole path the HEAD of
         every object and the GETs of index.zri and index.zrs when it made the mirror; a first
         request tried again with retries counts twice) and the bytes they brought
-        (``open_bytes``); with a budget, the bytes the mirror holds now and those this reader's
-        evictions freed."""
+        (``open_bytes``); the stored bytes of the records the gathers asked for
+        (``delivered_bytes``: each record once per gather, held or fetched), against which
+        ``bytes`` is the payload's amplification; with a budget, the bytes the mirror holds
+        now and those this reader's evictions freed."""
         self._adopt()
         with self._lock:
             out = {"requests": self.requests, "bytes": self.bytes_fetched,
+                   "delivered_bytes": self.delivered_bytes,
                    "index_requests": self.index_requests, "index_bytes": self.index_bytes,
                    "open_requests": self.open_requests, "open_bytes": self.open_bytes}
         if self._budget is not None:
