@@ -21,8 +21,12 @@ Invariants of this module:
   nothing this module knows of, with ``FRESH`` set when that was a write (fetched, not read
   since).
 - Fresh chunks are evicted only after ``FRESH_NS``: they hold records fetched for batches in
-  flight or read ahead, and punching them out would make their gather fetch them again. So a
-  mirror exceeds its budget by at most what its readers fetched and have not read yet. An
+  flight or read ahead, and punching them out would make their gather fetch them again.
+- Admission: a fetch is admitted before it starts (``reserve``): room is made for it and for
+  this process's other fetches under way, and a prefetch fetches no more than fits, so the
+  mirror holds at most its budget at its peak, not only after a trim; it exceeds it only by
+  a batch whose own chunks (with those fetched and not read yet) are more than the budget,
+  or by fetches of other processes admitted at the same moment. An
   eviction chooses from a snapshot of the stamps and passes over a chunk whose stamp changed
   since (fetched or read meanwhile).
 - What the mirror holds is what its shard files have allocated (``st_blocks``), measured after
@@ -134,6 +138,10 @@ class Budget:
         self._thread_lock = threading.Lock()
         self._by_shard: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.evicted_bytes = 0
+        # Bytes this process's fetches under way were admitted for (reserve, release): what
+        # the shard files do not hold yet but will.
+        self._reserved = 0
+        self._reserve_lock = threading.Lock()
 
     @staticmethod
     def _probe_punch(root_fd: int) -> None:
@@ -229,11 +237,42 @@ class Budget:
         os.close(inherited)
         self._thread_lock = threading.Lock()
 
-    def _evict(self, keep: np.ndarray | None) -> None:
+    def reserve(self, incoming: int, keep: np.ndarray | None = None, *, partial: bool = False) -> int:
+        """Admit a fetch of `incoming` bytes (file blocks it allocates): evict, least recently
+        used first and never `keep` nor chunks fetched and not read yet, so that what the
+        mirror holds, with what this process's other fetches were admitted for, stays within
+        the budget after it; then count it as admitted until `release`. Returns the bytes
+        admitted: `incoming` (a gather's fetch, which must be made), or with `partial` what
+        fits (a prefetch's, which fetches no more)."""
+        with self._reserve_lock:
+            if self.used() + self._reserved + incoming > self.budget:
+                with self._thread_lock:
+                    try:
+                        fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        pass  # another process evicts: it frees what it can
+                    else:
+                        try:
+                            self._evict(keep, incoming + self._reserved)
+                        finally:
+                            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            granted = incoming
+            if partial:
+                granted = max(0, min(incoming, self.budget - self.used() - self._reserved))
+            self._reserved += granted
+            return granted
+
+    def release(self, admitted: int) -> None:
+        """A fetch admitted for `admitted` bytes (`reserve`) has ended: its bytes are in the
+        files now (or it failed)."""
+        with self._reserve_lock:
+            self._reserved -= admitted
+
+    def _evict(self, keep: np.ndarray | None, incoming: int = 0) -> None:
         # Measured again under the lock: another process may have evicted just before it.
         used = self.used()
-        target = int(self.budget * LOW_WATER)
-        if used <= self.budget:
+        target = int(self.budget * LOW_WATER) - incoming
+        if used + incoming <= self.budget:
             return
         stamps = np.array(self._stamps)  # one snapshot: readers and fetches go on meanwhile
         when = stamps & np.uint64(FRESH - 1)

@@ -720,7 +720,15 @@ class Mirror:
             return wanted
         runs = self._runs(places)
         if runs:
-            self._submit(self._fetch_runs(runs)).result()
+            if self._budget is None:
+                self._submit(self._fetch_runs(runs)).result()
+                return wanted
+            # Admission: room for what comes, never evicting the batch's own chunks.
+            admitted = self._budget.reserve(_allocated(runs), self._budget.chunks_of(recs))
+            try:
+                self._submit(self._fetch_runs(runs)).result()
+            finally:
+                self._budget.release(admitted)
         return wanted
 
     def prefetch(self, idx: np.ndarray) -> None:
@@ -752,7 +760,19 @@ class Mirror:
             await self._index_job(recs, force=False)
         places = self._missing(self._located(recs))
         keep = np.cumsum(places.sizes, dtype=np.uint64) <= PREFETCH_BYTES_MAX
-        await self._fetch_runs(self._runs(places.take(keep)))
+        runs = self._runs(places.take(keep))
+        if self._budget is None:
+            await self._fetch_runs(runs)
+            return
+        # Admission: room made by evicting what was read longest ago (never what was fetched
+        # and not read yet); the prefetch fetches the runs that fit.
+        sizes = [_allocated([run]) for run in runs]
+        admitted = self._budget.reserve(sum(sizes), partial=True)
+        try:
+            fits = np.cumsum(sizes, dtype=np.int64) <= admitted
+            await self._fetch_runs([run for run, ok in zip(runs, fits.tolist()) if ok])
+        finally:
+            self._budget.release(admitted)
 
     def _submit(self, job: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
         """Start `job` (a fetch) on the event loop; ClosedError once close() has begun.
@@ -1119,6 +1139,12 @@ async def _cancel_tasks() -> None:
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _allocated(runs: list[tuple[int, int, int, np.ndarray]]) -> int:
+    """The bytes of file blocks that fetching `runs` (shard, start, end, records) allocates at
+    most in the mirror's sparse files: each run widened to whole 4 KiB blocks."""
+    return sum((end + 4095) // 4096 * 4096 - start // 4096 * 4096 for _, start, end, _ in runs)
 
 
 def shard_name(k: int) -> str:
