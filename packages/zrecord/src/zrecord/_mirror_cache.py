@@ -179,7 +179,11 @@ class Budget:
     def chunks_of(self, recs: np.ndarray) -> np.ndarray:
         """The chunks that records `recs` lie in."""
         recs = np.unique(recs[(recs >= 0) & (recs < self._records)]).astype(np.uint64)
-        shards, offsets, sizes = self._locate(recs)
+        return self.chunks_at(*self._locate(recs))
+
+    def chunks_at(self, shards: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """The chunks of records that lie at `offsets` of `shards`, `sizes` bytes each (what
+        the caller located already)."""
         return self._chunks(shards, offsets, offsets + sizes)
 
     def touch(self, chunks: np.ndarray) -> None:

@@ -661,13 +661,13 @@ class Mirror:
 
     def _read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         before = self._punch_word()
-        wanted = self.ensure(idx)
+        located = self.ensure(idx)
         with self._lock:
-            self.delivered_bytes += wanted
+            self.delivered_bytes += int(located.sizes.sum())
         chunks = None
         if self._budget is not None:
             # After every gather's fetches, and after those its prefetches made for it.
-            chunks = self._budget.chunks_of(np.asarray(idx, dtype=np.int64))
+            chunks = self._budget.chunks_at(located.shards, located.offsets, located.sizes)
             self._budget.check(keep=chunks)
         refetched: dict[int, int] = {}
         while True:
@@ -702,11 +702,10 @@ class Mirror:
             self._shared_punches = PunchWord(self.root)
         return self._shared_punches()
 
-    def ensure(self, idx: np.ndarray, *, force: bool = False) -> int:
+    def ensure(self, idx: np.ndarray, *, force: bool = False) -> _Places:
         """Fetch the records of `idx` that the mirror does not hold (all of them with `force`),
         after the index parts they need (by part) and after waiting for the prefetches under
-        way that fetch any of them. Returns the stored bytes of the distinct records of
-        `idx`."""
+        way that fetch any of them. Returns where the distinct records of `idx` lie."""
         self._adopt()
         recs = self._valid(idx)
         if not force:
@@ -714,22 +713,22 @@ class Mirror:
             # asked for twice.
             self._wait_prefetches(recs)
         located = self._locate(recs)
-        wanted = int(located.sizes.sum())
         places = self._missing(located, force=force)
         if places.recs.shape[0] == 0:
-            return wanted
+            return located
         runs = self._runs(places)
         if runs:
             if self._budget is None:
                 self._submit(self._fetch_runs(runs)).result()
-                return wanted
+                return located
             # Admission: room for what comes, never evicting the batch's own chunks.
-            admitted = self._budget.reserve(_allocated(runs), self._budget.chunks_of(recs))
+            keep = self._budget.chunks_at(located.shards, located.offsets, located.sizes)
+            admitted = self._budget.reserve(_allocated(runs), keep)
             try:
                 self._submit(self._fetch_runs(runs)).result()
             finally:
                 self._budget.release(admitted)
-        return wanted
+        return located
 
     def prefetch(self, idx: np.ndarray) -> None:
         """Start fetching the records of `idx` that the mirror lacks and no prefetch is fetching
