@@ -21,6 +21,9 @@ runner first, which costs minutes on a cold cache, while one direct ``build-lib`
 - An explicit baseline CPU and glibc 2.28, so the extension runs on any x86-64 or ARM64 Linux
   from the last years, not only on the machine that built it.
 - The Limited API (``Py_LIMITED_API`` = 3.10), so one ``cp310-abi3`` wheel serves CPython 3.10+.
+  A free-threaded interpreter (``Py_GIL_DISABLED``, CPython 3.13t) has no Limited API: built
+  there, the extension is for that interpreter's version only (its ``EXT_SUFFIX``, a wheel
+  tagged ``cp313-cp313t``), in a build folder of its own.
 - A linker version script that exports the module's ``PyInit_`` function only.
 
 Settings, from the environment (docs/decisions/0004-zstd-in-wheels.md says why zstd has two
@@ -60,6 +63,20 @@ from pathlib import Path
 from typing import Any
 
 LIMITED_API = "0x030A0000"
+
+
+def free_threaded() -> bool:
+    """Whether the building interpreter is a free-threaded build (no GIL, no Limited API)."""
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def _abi() -> tuple[str, str, list[str]]:
+    """(extension file suffix, wheel tag's python-abi part, C flags) of the building
+    interpreter: the Limited API's, or a free-threaded interpreter's own."""
+    if not free_threaded():
+        return ".abi3.so", "cp310-abi3", [f"-DPy_LIMITED_API={LIMITED_API}"]
+    version = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    return str(sysconfig.get_config_var("EXT_SUFFIX")), f"{version}-{version}t", []
 GLIBC = "2.28"
 ARCHS = ("x86_64", "aarch64")
 
@@ -311,6 +328,9 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
         core = [str(zig / "src" / "root.zig"), str(libzstd)]
         info["target"] = zig_target(arch)
         flavour = f"{arch}-zstd-{linkage}"
+    suffix, abi_tag, _ = _abi()
+    if free_threaded():
+        flavour += f"-{abi_tag.split('-')[1]}"
 
     build = root / "build" / "native" / flavour
     build.mkdir(parents=True, exist_ok=True)
@@ -327,7 +347,7 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
         (build / "_build.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
         files[build / "_build.json"] = f"{package}/_build.json"
     external = info is not None and info["zstd_linkage"] == "system"
-    tag = f"cp310-abi3-{'linux' if external else 'manylinux_2_28'}_{arch}"
+    tag = f"{abi_tag}-{'linux' if external else 'manylinux_2_28'}_{arch}"
     return {"files": files, "licenses": licenses, "tag": tag, "native": arch == platform.machine()}
 
 
@@ -357,16 +377,18 @@ def _core_zstd(root: Path, zig: Path, arch: str, env: dict[str, str],
 def _link(build: Path, name: str, arch: str, optimize: str, core: list[str], include: list[str],
           sources: list[str], inputs: list[Path], env: dict[str, str], log: Log) -> Path:
     """Compiles the C `sources` (the Cython-generated file first) with the Zig `core` into
-    build/<name>.abi3.so in one `zig build-lib` call, exporting PyInit_<name> only. An
-    extension newer than every file of `inputs` and built by the same command is reused."""
+    build/<name>.abi3.so (on a free-threaded interpreter, <name><EXT_SUFFIX>) in one `zig
+    build-lib` call, exporting PyInit_<name> only. An extension newer than every file of
+    `inputs` and built by the same command is reused."""
     exports = build / "exports.map"
     exports.write_text(f"{{ global: PyInit_{name}; local: *; }};\n")
-    out = build / f"{name}.abi3.so"
+    suffix, _, abi_flags = _abi()
+    out = build / f"{name}{suffix}"
     tmp_out = build / f"{name}.tmp.so"
     cmd = [sys.executable, "-m", "ziglang", "build-lib", "-dynamic",
            "-target", zig_target(arch), "-mcpu=baseline", f"-O{optimize}",
            "-fPIC", "-lc", "-fstrip", *core,
-           "-cflags", f"-DPy_LIMITED_API={LIMITED_API}", "-O2", "-fno-strict-aliasing", *include,
+           "-cflags", *abi_flags, "-O2", "-fno-strict-aliasing", *include,
            "-I", sysconfig.get_paths()["include"], "--", *sources,
            "--version-script", str(exports), f"-femit-bin={tmp_out}"]
     stamp = build / f"{out.name}.cmd"

@@ -78,6 +78,7 @@ def test_a_block_of_one_shard_run_is_one_request_split_at_the_largest(tmp_path):
         assert epoch_cost(store, block_records=10, request_bytes_max=300)[1].requests == 20
 
 
+@pytest.mark.remote
 def test_cost_by_url_fetches_only_index_parts(tokens, http_folder):
     for f in tokens.iterdir():
         http_folder.write(f"t/{f.name}", f.read_bytes())
