@@ -785,6 +785,10 @@ class _Server(ThreadingHTTPServer):
         self.records: list[RequestRecord] = []
         self.connections: set[socket.socket] = set()
         self.lock = threading.Lock()
+        # Requests being answered: a request's record is made after its body was sent, so a
+        # client may have its answer before the record exists; `requests()` waits for these.
+        self.answering = 0
+        self.answered = threading.Condition(self.lock)
         # Faults for the next ranged GETs, in order (RangeHTTPServer.inject).
         self.faults: list[str] = []
         super().__init__(address, _RangeHandler)
@@ -824,10 +828,24 @@ class _RangeHandler(BaseHTTPRequestHandler):
         _log.debug("%s " + format, self.address_string(), *args)
 
     def do_GET(self) -> None:
-        self._serve(send_body=True)
+        with self._answering():
+            self._serve(send_body=True)
 
     def do_HEAD(self) -> None:
-        self._serve(send_body=False)
+        with self._answering():
+            self._serve(send_body=False)
+
+    @contextlib.contextmanager
+    def _answering(self) -> Iterator[None]:
+        """Count the request as being answered until its record is made (`_record`)."""
+        with self.server.lock:
+            self.server.answering += 1
+        try:
+            yield
+        finally:
+            with self.server.lock:
+                self.server.answering -= 1
+                self.server.answered.notify_all()
 
     def _refuse_method(self) -> None:
         # The request may carry a body this server does not read: end the connection after.
@@ -1020,7 +1038,10 @@ class RangeHTTPServer:
         return self.url + "/" + urllib.parse.quote(rel.as_posix(), safe="/")
 
     def requests(self) -> list[RequestRecord]:
+        """What was answered so far, once the requests being answered have their records (a
+        client may read its answer before the server has recorded it); waits at most 5 s."""
         with self._server.lock:
+            self._server.answered.wait_for(lambda: self._server.answering == 0, timeout=5.0)
             return list(self._server.records)
 
     def inject(self, *faults: str) -> None:
