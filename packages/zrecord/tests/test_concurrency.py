@@ -1,5 +1,8 @@
-"""Concurrent readers: many threads on one store, one store in many processes, and readers
-while other processes publish stores beside it. Every value read is checked exactly.
+"""Concurrent readers: many threads on one store, one store in many processes, readers while
+other processes publish stores beside it, a store closed while threads gather, threads on one
+remote mirror and on the object client's counts. Every value read is checked exactly. The
+`freethreaded` nox session runs this file with the GIL off, where the threads' Python code
+runs at once too, not only the native core's.
 
 A fresh store is opened for each thread test, so that the threads also race on each record's
 first-read checksum verification ([ZR-SUM-002]), not only on copies of verified records.
@@ -19,6 +22,8 @@ import pytest
 
 import zrecord
 from zrecord import Dense, Ragged, train_dict
+from zrecord.errors import ClosedError
+from zrecord_testkit.threads import run_threads
 
 pytestmark = pytest.mark.slow  # many processes; run once, in the zrecord session
 
@@ -37,27 +42,6 @@ def dictionary() -> bytes:
 
 def codec_args(codec: str, dictionary: bytes) -> dict:
     return {"codec": codec, "dict_bytes": dictionary if codec == "zstd_dict" else None}
-
-
-def run_threads(work, n: int = THREADS) -> list[str]:
-    """Run work(k) on n threads started together; return their failures."""
-    failures: list[str] = []
-    barrier = threading.Barrier(n)
-
-    def body(k: int) -> None:
-        try:
-            barrier.wait(10)
-            work(k)
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
-            failures.append(f"thread {k}: {exc!r}")
-
-    threads = [threading.Thread(target=body, args=(k,)) for k in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a reader thread hung"
-    return failures
 
 
 @pytest.mark.parametrize("codec", ["raw", "zstd", "zstd_dict"])
@@ -215,3 +199,110 @@ def test_readers_while_other_processes_publish_beside_the_store(tmp_path):
             with zrecord.open_store(os.path.join(parent, name)) as s:
                 s.verify()
                 np.testing.assert_array_equal(s[:], np.full((500, 33), k, np.int16))
+
+
+# -- closed while gathering, one remote mirror, the client's counts -------------------------
+
+
+@pytest.fixture(scope="module")
+def thread_stores(tmp_path_factory):
+    root = tmp_path_factory.mktemp("threads")
+    rng = np.random.default_rng(21)
+    dense = rng.integers(0, 1 << 30, size=(3000, 24), dtype=np.int64)
+    ragged = [rng.integers(0, 1 << 20, size=int(rng.integers(0, 80)), dtype=np.int32)
+              for _ in range(3000)]
+    with Dense.create(str(root / "dense"), np.int64, (24,), codec="raw", data_shards=3,
+                      index_cache=None) as w:
+        w.append(dense)
+    with Ragged.create(str(root / "ragged"), np.int32, 1, codec="zstd", data_shards=3,
+                       index_cache=None) as w:
+        w.append(ragged)
+    return root, dense, ragged
+
+
+def _gather_until_closed(store, dense, ragged, k: int, gathered: list[int]) -> None:
+    """Gather random batches from `store` until it is closed; every batch exact."""
+    rng = np.random.default_rng(k)
+    while True:
+        idx = rng.integers(0, len(store), 48)
+        try:
+            got = store[idx]
+        except ClosedError:
+            return
+        if dense is not None:
+            np.testing.assert_array_equal(got, dense[idx])
+        else:
+            for rec, i in zip(got, idx):
+                np.testing.assert_array_equal(rec, ragged[i])
+        gathered[k] += 1
+
+
+@pytest.mark.parametrize("kind", ["dense", "ragged"])
+def test_a_store_closed_while_many_threads_gather_returns_exact_batches_then_closed_errors(thread_stores, kind):
+    """close() waits for the gathers in flight; each thread's batches are exact until it meets
+    ClosedError, and never anything else."""
+    root, dense, ragged = thread_stores
+    for round_ in range(4):
+        store = (Dense if kind == "dense" else Ragged).open(str(root / kind))
+        gathered = [0] * THREADS
+        ready = threading.Event()
+
+        def work(k: int, store=store, gathered=gathered, ready=ready) -> None:
+            if k == 0:
+                # The closer: once every reader has gathered a few batches.
+                while min(gathered[1:]) < 3:
+                    threading.Event().wait(0.001)
+                ready.set()
+                store.close()
+                return
+            _gather_until_closed(store, dense if kind == "dense" else None, ragged, k, gathered)
+
+        assert run_threads(work) == [], f"round {round_}"
+        assert ready.is_set() and store.closed
+        with pytest.raises(ClosedError):
+            store[[0]]
+
+
+ORDER = ("index.zri", "index.zrs", "data-000.zrd", "data-001.zrd", "data-002.zrd", "header.zrh")
+
+
+@pytest.mark.remote
+def test_many_threads_gather_from_one_remote_mirror_exactly_and_count_every_record(
+        http_folder, thread_stores, tmp_path):
+    """Eight threads on one store opened by URL (one mirror, its parts and records fetched as
+    the threads ask): every batch exact, and `delivered_bytes` counts each gather's distinct
+    records once, however the threads interleave."""
+    root, dense, ragged = thread_stores
+    urls = {}
+    for kind in ("dense", "ragged"):
+        for name in ORDER:
+            http_folder.write(f"{kind}/{name}", (root / kind / name).read_bytes())
+        urls[kind] = http_folder.url_for(kind)
+    opts = {"cache_dir": str(tmp_path / "mirrors")}
+    record_bytes = dense.shape[1] * dense.itemsize
+    asked = [0] * THREADS
+    with Dense.open(urls["dense"], storage_options=opts) as ds, \
+            Ragged.open(urls["ragged"], storage_options=opts) as rs:
+        def work(k: int) -> None:
+            rng = np.random.default_rng(100 + k)
+            for _ in range(25):
+                idx = rng.integers(0, len(dense), 40)
+                np.testing.assert_array_equal(ds[idx], dense[idx])
+                asked[k] += len(np.unique(idx))
+                for rec, i in zip(rs[idx], idx):
+                    np.testing.assert_array_equal(rec, ragged[i])
+
+        assert run_threads(work) == []
+        stats = ds.remote_stats()
+        assert stats["delivered_bytes"] == sum(asked) * record_bytes
+        assert 0 < stats["bytes"] <= dense.nbytes + (1 << 20)
+
+
+@pytest.mark.remote  # the client is obstore's, which the remote extra installs
+def test_the_object_clients_counts_lose_nothing_under_many_threads():
+    from zrecord._objects import Client, storage_settings
+
+    client = Client("http://127.0.0.1:9/store", storage_settings(None))
+    per_thread = 20_000
+    assert run_threads(lambda k: [client.count(requests=1, nbytes=3) for _ in range(per_thread)]) == []
+    assert (client.requests, client.bytes) == (THREADS * per_thread, 3 * THREADS * per_thread)

@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: freethreading_compatible = True
 """The sampler's batch function: a pure function of (configuration, seed, step).
 
 Invariants:
@@ -44,6 +45,7 @@ Invariants:
   address stays valid as long as the view exists.
 """
 
+cimport cython
 from cpython.bytearray cimport PyByteArray_AsString
 from libc.stdint cimport uint64_t, uintptr_t
 
@@ -93,10 +95,16 @@ cdef class SamplerCore:
         self._view = view
 
     cdef object _draw(self):
-        if self.cfg.finite and self._step >= self._end:
-            raise StopIteration
-        cdef uint64_t n = lx_fill(&self.cfg, self._step, self.data)
-        self._step += 1
+        cdef uint64_t n
+        # The step counter and the reused buffer are this object's state: on a free-threaded
+        # CPython, threads drawing from one sampler take turns on the object's own lock (a
+        # no-op where the GIL does the same), so each draw gets a step of its own and fills
+        # the buffer whole. The view stays borrowed: the next draw overwrites it.
+        with cython.critical_section(self):
+            if self.cfg.finite and self._step >= self._end:
+                raise StopIteration
+            n = lx_fill(&self.cfg, self._step, self.data)
+            self._step += 1
         # Only the last step of a pass is short: a shorter view of the same buffer.
         return self._view if n == self.cfg.batch else self._view[:n]
 
@@ -121,7 +129,8 @@ cdef class SamplerCore:
 
     def seek(self, uint64_t step):
         """Make `step` the next step drawn. O(1)."""
-        self._step = step
+        with cython.critical_section(self):
+            self._step = step
 
     @property
     def _steps(self):

@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
+# cython: freethreading_compatible = True
 """Thin binding of the native core (zig/include/zrecord.h).
 
 Invariants:

@@ -27,6 +27,7 @@ import dataclasses
 import errno as _errno
 import os
 import re
+import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
@@ -126,8 +127,11 @@ class Client:
         self.answered = answered
         # Requests made (each obstore call one, whatever its retries) and bytes downloaded by
         # the calls of this class and Mirror's open: what opening cost (Mirror.stats).
+        # Threads count through `count` (one lock): `+=` on an attribute is three steps, and
+        # threads that run at once (a free-threaded CPython) would lose counts between them.
         self.requests = 0
         self.bytes = 0
+        self._counting = threading.Lock()
         # Where credentials were looked for, for the message when none were found (None where
         # some were, or none are needed).
         self.looked_in: str | None = None
@@ -161,6 +165,12 @@ class Client:
             raise ValueError(f"{self.shown}: the object storage client refuses these settings: "
                              f"{_first_line(exc)}") from None
 
+    def count(self, *, requests: int = 0, nbytes: int = 0) -> None:
+        """Add to the client's counts of requests and bytes downloaded (any thread)."""
+        with self._counting:
+            self.requests += requests
+            self.bytes += nbytes
+
     def where(self, name: str) -> str:
         return f"{self.shown}/{name}" if name else self.shown
 
@@ -168,7 +178,7 @@ class Client:
         """The whole object `name` and its ETag; FileNotFoundError when there is none."""
         result = self._request(name, lambda store: self._obstore.get(store, name))
         data = bytes(self._call(name, result.bytes))
-        self.bytes += len(data)
+        self.count(nbytes=len(data))
         return data, result.meta.get("e_tag")
 
     def get_stream(self, name: str, options: Mapping[str, Any] | None = None) -> Any:
@@ -203,7 +213,7 @@ class Client:
         meant for a server that is restarting (about 40 s). Any other failure of that first try
         (a timeout, a 5xx, a connection reset) is tried again with the retries. Once the server
         has answered, a refused connection is a restart, and is waited for as the rest."""
-        self.requests += 1
+        self.count(requests=1)
         with self.errors(name):
             if not self.answered:
                 try:
@@ -220,7 +230,7 @@ class Client:
                 else:
                     self.answered = True
                     return out
-                self.requests += 1
+                self.count(requests=1)
             out = fn(self.store)
             self.answered = True
             return out

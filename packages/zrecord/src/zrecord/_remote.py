@@ -266,7 +266,7 @@ class Mirror:
         header = bytearray()
         with client.errors("header.zrh"):
             for chunk in result.stream(min_chunk_size=_STREAM_BYTES):
-                client.bytes += len(chunk)
+                client.count(nbytes=len(chunk))
                 header += chunk[:end - len(header)]
                 if len(header) >= end:
                     break
@@ -396,7 +396,7 @@ class Mirror:
                     raise self._changed(name, f"sent more than the {want} bytes asked for")
                 write(chunk, at)
                 at += len(chunk)
-                client.bytes += len(chunk)
+                client.count(nbytes=len(chunk))
         if at != want:
             raise self._changed(name, f"ended after {at} of its {want} bytes")
 
