@@ -45,7 +45,8 @@ nox.options.reuse_existing_virtualenvs = False
 # loaderx-converter's tests run in the `loaderx` session, which installs it anyway: a session
 # of their own cost the suite another environment of the same wheels (about a minute in CI).
 nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "pins", "roundtrip",
-                        "wheelhouse", "pythons", "fuzz", "distributed", "conformance", "docs"]
+                        "wheelhouse", "pythons", "freethreaded", "fuzz", "distributed",
+                         "conformance", "docs"]
 nox.options.error_on_missing_interpreters = True
 
 # Readers of large stores keep compact indexes in a cache folder (the user's ~/.cache by
@@ -95,7 +96,7 @@ def _release() -> ModuleType:
 # are abi3 (CPython 3.10+), so one build serves every session and interpreter: the Zig core,
 # zstd and the Cython extensions compile once per run instead of once per session. The
 # `roundtrip` session still builds from the sdists on purpose, with the same settings.
-_WHEELS: dict[tuple[Path, str], str] = {}
+_WHEELS: dict[tuple[Path, str, str | None], str] = {}
 # And kept between runs, under a key of everything the build reads (`_source_key`), so the
 # README's two commands (the demo, then the tests) and every rerun build each wheel once: a
 # changed source file makes a new key, and so a new build; a stale wheel is never used.
@@ -124,26 +125,34 @@ def _source_key(folder: Path, env: dict[str, str]) -> str | None:
     return digest.hexdigest()[:20]
 
 
-def _pkg(session: nox.Session, folder: Path, *extras: str, arch: str = NATIVE_ARCH) -> str:
+def _pkg(session: nox.Session, folder: Path, *extras: str, arch: str = NATIVE_ARCH,
+         python: str | None = None) -> str:
     """A requirement for the distribution in `folder`: its release wheel for `arch` (built from
-    this source once: in this run, or in an earlier one, `WHEEL_CACHE`), with `extras`."""
-    if (folder, arch) not in _WHEELS:
+    this source once: in this run, or in an earlier one, `WHEEL_CACHE`), with `extras`. Built
+    by the session's interpreter (an abi3 wheel), or by `python`, another CPython whose wheels
+    differ (a free-threaded one's are cp313t: `freethreaded`)."""
+    if (folder, arch, python) not in _WHEELS:
         env = _release().release_env(arch)
-        key = _source_key(folder, env)
-        kept = WHEEL_CACHE / f"{folder.name}-{arch}-{key}"
+        flavour = arch
+        if python is not None:
+            flavour += "-" + session.run(python, "-c", "import sysconfig; print(sysconfig."
+                                         "get_config_var('SOABI'))", silent=True,
+                                         external=True).strip()
+        key = _source_key(folder, {**env, "flavour": flavour} if python else env)
+        kept = WHEEL_CACHE / f"{folder.name}-{flavour}-{key}"
         if key is not None and len(found := list(kept.glob("*.whl"))) == 1:
             session.log(f"{found[0].name}: built from this source before ({kept})")
         else:
             out = Path(tempfile.mkdtemp(prefix=f"nox-wheel-{folder.name}-"))
             atexit.register(shutil.rmtree, out, True)
-            session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir", str(out),
-                        str(folder), env=env)
+            session.run(python or "python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir",
+                        str(out), str(folder), env=env, external=True)
             if key is not None:
                 _keep_wheel(out, kept)
             kept = kept if key is not None else out
         (wheel,) = kept.glob("*.whl")
-        _WHEELS[folder, arch] = str(wheel)
-    return _WHEELS[folder, arch] + (f"[{','.join(extras)}]" if extras else "")
+        _WHEELS[folder, arch, python] = str(wheel)
+    return _WHEELS[folder, arch, python] + (f"[{','.join(extras)}]" if extras else "")
 
 
 def _keep_wheel(built: Path, kept: Path) -> None:
@@ -249,11 +258,65 @@ def pythons(session: nox.Session) -> None:
 
     The 8 GiB memory tests (`heavy`), the process-level ones (`slow`: kills, fuzz
     self-tests, concurrency) and those against a server process (`remote`) exercise the OS,
-    the native core and the network, not the interpreter; they run once, in `zrecord` (the
-    test kit, which only they need, is not installed here)."""
-    session.install(_pkg(session, ZRECORD, "test"))
+    the native core and the network, not the interpreter; they run once, in `zrecord`. The
+    test kit (no dependencies) is installed for its thread helper, which test_concurrency.py
+    imports when it is collected; none of its servers starts here."""
+    session.install(_pkg(session, ZRECORD, "test"), _pkg(session, TESTKIT))
     session.run("pytest", "-q", "-m", "not heavy and not slow and not remote", str(ZRECORD / "tests"),
                 *session.posargs)
+
+
+@nox.session(python=False)
+def freethreaded(session: nox.Session) -> None:
+    """zrecord's and loaderx's tests on a free-threaded CPython 3.13 (3.13t), with the GIL off.
+
+    The interpreter is built once by tools/freethreaded.py (Debian 13's CPython source, root
+    for apt-get; ~5 minutes on 2 cores) into a cache folder outside the checkout, and reused
+    after. zrecord's and loaderx's cp313t wheels are built by it, then installed into a fresh
+    environment as a user without a compiler would (binary wheels only, nothing but the
+    environment on PATH). The tests run under tools/gil_guard.py, which fails the run if the
+    GIL is on after importing every extension or at the end. Left out: the 8 GiB tests
+    (`heavy`, as in `pythons`), and what needs a dependency with no cp313t wheel here
+    (`FREETHREADED_LEFT_OUT`): the tests against servers (`remote`: obstore 0.12), and
+    loaderx's tests of torch, jax and the converter (datasets, through hf-xet); Ray's skip
+    themselves."""
+    found = session.run(sys.executable, str(ROOT / "tools" / "freethreaded.py"), silent=True,
+                        external=True)
+    python = found.strip().splitlines()[-1]
+    tmp = Path(session.create_tmp()).resolve()
+    venv = tmp / "venv-313t"
+    session.run(python, "-m", "venv", "--clear", str(venv), external=True)
+    vpython = str(venv / "bin" / "python")
+    wheels = [_pkg(session, folder, python=vpython) for folder in (ZRECORD, LOADERX)]
+    wheels.append(_pkg(session, TESTKIT))  # pure Python, no dependencies: the thread helper
+    bare = ["env", "-i", f"PATH={venv / 'bin'}", f"HOME={tmp}"]
+    session.run(*bare, vpython, "-m", "pip", "install", "-q", "--only-binary", ":all:", *wheels,
+                external=True)
+    # The test tools, as binary wheels where one exists for 3.13t (Pillow's newest has none, and
+    # built from source it lacks the codecs the transform tests decode); zstandard (the
+    # reference decoder of zrecord's codec tests) has none at all and compiles here.
+    session.run(vpython, "-m", "pip", "install", "-q", "--prefer-binary", "pytest>=8",
+                "zstandard>=0.22", "tqdm>=4.60", "pillow>=10", external=True)
+    guard = {"PYTHONPATH": str(ROOT / "tools")}
+    session.run(vpython, "-m", "pytest", "-q", "-p", "gil_guard", "-m", "not heavy and not remote",
+                str(ZRECORD / "tests"), *session.posargs, env=guard, external=True)
+    # Node IDs as pytest names them: relative to the repository's root, nox's folder.
+    tests = (LOADERX / "tests").relative_to(ROOT)
+    left_out = [f"--ignore={tests / name}" if name.endswith(".py") else f"--deselect={tests / name}"
+                for name in FREETHREADED_LEFT_OUT]
+    session.run(vpython, "-m", "pytest", "-q", "-p", "gil_guard", "-m", "not remote", *left_out,
+                str(LOADERX / "tests"), *session.posargs, env=guard, external=True)
+
+
+# loaderx's tests that `freethreaded` leaves out: they need torch or jax (test_torch.py, the
+# seed's transfer examples) or loaderx-converter's datasets (the demo, the typing uses), none
+# of which can be installed on 3.13t here (no cp313t wheel of torch 2.13, jax's jaxlib, or
+# datasets' hf-xet, which needs Rust to build).
+FREETHREADED_LEFT_OUT = ["test_torch.py", "test_typing_uses.py", "test_demo_log.py",
+                         "test_import_paths.py::test_converter_import_with_the_distribution",
+                         "test_seed_examples.py::test_cpu_to_gpu_transfer_with_torch",
+                         "test_seed_examples.py::test_cpu_to_gpu_transfer_with_pinned_memory",
+                         "test_seed_examples.py::test_jax_device_put"]
 
 
 def _libzstd() -> Path:
@@ -453,7 +516,9 @@ def release(session: nox.Session) -> None:
     The three sdists are built from `git archive HEAD`, so nothing uncommitted or built in the
     working tree reaches them; every wheel is built from its unpacked sdist: zrecord and
     loaderx as cp310-abi3 manylinux_2_28 wheels for x86-64 and ARM64 (cross-compiled by Zig,
-    zstd built in), loaderx-converter as a pure wheel. Then `twine check --strict` on all of
+    zstd built in), and as cp313t wheels for both, built by a free-threaded CPython 3.13
+    (tools/freethreaded.py builds one once, ~5 minutes, root for apt-get); loaderx-converter as
+    a pure wheel. Then `twine check --strict` on all of
     them and `auditwheel show` on each binary wheel (tools/release.py). Takes ~10 minutes on 2
     cores, cold.
 
@@ -463,8 +528,16 @@ def release(session: nox.Session) -> None:
     and that line is resolved from dist/ alone. `nox -s release -- --deps-python python3.12`
     (repeatable) adds another CPython's."""
     session.install(*_build_requires(), "build==1.6.1", "twine==7.0.0", "auditwheel==6.8.2")
-    session.run("python", str(ROOT / "tools" / "release.py"), "--work", session.create_tmp(),
-                *session.posargs)
+    # The cp313t wheels' builder: a free-threaded CPython (tools/freethreaded.py builds it once)
+    # in an environment of its own with the same build requirements.
+    found = session.run("python", str(ROOT / "tools" / "freethreaded.py"), silent=True)
+    tmp = Path(session.create_tmp()).resolve()
+    venv = tmp / "venv-313t"
+    session.run(found.strip().splitlines()[-1], "-m", "venv", "--clear", str(venv), external=True)
+    session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *_build_requires(),
+                "build==1.6.1", external=True)
+    session.run("python", str(ROOT / "tools" / "release.py"), "--work", str(tmp),
+                "--free-threaded", str(venv / "bin" / "python"), *session.posargs)
 
 
 @nox.session(python=DEFAULT_PYTHON)

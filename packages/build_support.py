@@ -70,13 +70,17 @@ def free_threaded() -> bool:
     return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
-def _abi() -> tuple[str, str, list[str]]:
+def _abi(arch: str) -> tuple[str, str, list[str]]:
     """(extension file suffix, wheel tag's python-abi part, C flags) of the building
-    interpreter: the Limited API's, or a free-threaded interpreter's own."""
+    interpreter for CPU `arch`: the Limited API's, or a free-threaded interpreter's own (its
+    suffix names its CPU: a cross build names the target's)."""
     if not free_threaded():
         return ".abi3.so", "cp310-abi3", [f"-DPy_LIMITED_API={LIMITED_API}"]
     version = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    return str(sysconfig.get_config_var("EXT_SUFFIX")), f"{version}-{version}t", []
+    suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
+    if arch != platform.machine():
+        suffix = suffix.replace(f"-{platform.machine()}-", f"-{arch}-")
+    return suffix, f"{version}-{version}t", []
 GLIBC = "2.28"
 ARCHS = ("x86_64", "aarch64")
 
@@ -328,7 +332,7 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
         core = [str(zig / "src" / "root.zig"), str(libzstd)]
         info["target"] = zig_target(arch)
         flavour = f"{arch}-zstd-{linkage}"
-    suffix, abi_tag, _ = _abi()
+    suffix, abi_tag, _ = _abi(arch)
     if free_threaded():
         flavour += f"-{abi_tag.split('-')[1]}"
 
@@ -382,7 +386,7 @@ def _link(build: Path, name: str, arch: str, optimize: str, core: list[str], inc
     `inputs` and built by the same command is reused."""
     exports = build / "exports.map"
     exports.write_text(f"{{ global: PyInit_{name}; local: *; }};\n")
-    suffix, _, abi_flags = _abi()
+    suffix, _, abi_flags = _abi(arch)
     out = build / f"{name}{suffix}"
     tmp_out = build / f"{name}.tmp.so"
     cmd = [sys.executable, "-m", "ziglang", "build-lib", "-dynamic",

@@ -8,7 +8,7 @@ Run with the python of an environment that has the three distributions' build re
 The three sdists are built from `git archive HEAD`, so nothing uncommitted or built in the
 working tree reaches them; every wheel is built from its unpacked sdist: zrecord and loaderx as
 cp310-abi3 manylinux_2_28 wheels for every CPU of build_support.ARCHS (cross-compiled by Zig,
-zstd built in), loaderx-converter as a pure wheel. Then `twine check --strict` on all of them
+zstd built in), and with --free-threaded as cp313t wheels too; loaderx-converter as a pure wheel. Then `twine check --strict` on all of them
 and `auditwheel show` on each binary wheel. Last, the wheels of every third-party
 dependency for the running CPython (and each --deps-python) on this machine's CPU land in
 dist/ beside them, and the README's `pip install --no-index --find-links dist ...` line must
@@ -114,8 +114,10 @@ def audit(wheel: Path) -> None:
         raise SystemExit(f"{wheel.name} is not manylinux_2_28 compatible: {text}")
 
 
-def build(dist: Path, work: Path) -> list[Path]:
-    """The sdists of HEAD and every wheel built from them, in `dist` (emptied first)."""
+def build(dist: Path, work: Path, free_threaded: str | None = None) -> list[Path]:
+    """The sdists of HEAD and every wheel built from them, in `dist` (emptied first); with
+    `free_threaded` (a free-threaded CPython 3.13 with the build requirements), zrecord's and
+    loaderx's cp313t wheels beside the abi3 ones."""
     changed = run("git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", capture=True)
     if changed.strip():
         print("warning: the working tree has uncommitted changes; the release is built from HEAD "
@@ -133,12 +135,14 @@ def build(dist: Path, work: Path) -> list[Path]:
         shutil.unpack_archive(sdist, work / "sdists")
         src = work / "sdists" / sdist.name.removesuffix(".tar.gz")
         native = (src / "hatch_build.py").is_file()
+        pythons = [sys.executable, *([free_threaded] if free_threaded and native else [])]
         for arch in archs if native else (None,):
-            run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
-                str(src), env=release_env(arch) if arch else None)
+            for python in pythons:
+                run(python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
+                    str(src), env=release_env(arch) if arch else None)
     files = sorted(dist.iterdir())
     print("dist: " + ", ".join(f.name for f in files), file=sys.stderr)
-    expected = 3 + 2 * len(archs) + 1
+    expected = 3 + 2 * len(archs) * (2 if free_threaded else 1) + 1
     if len(files) != expected:
         raise SystemExit(f"expected {expected} files in dist/, found {len(files)}")
     return files
@@ -204,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deps-python", action="append", metavar="PYTHON",
                     help="a CPython for which dist/ gets the dependencies' wheels (repeatable; "
                          "default the one running this script)")
+    ap.add_argument("--free-threaded", metavar="PYTHON",
+                    help="a free-threaded CPython 3.13 that has the build requirements: zrecord's "
+                         "and loaderx's cp313t wheels are built by it too")
     ap.add_argument("--deps-only", action="store_true",
                     help="only fetch the dependencies' wheels for the project's wheels already in "
                          "--dist, and check the README's install line against them")
@@ -216,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.work is None:
         ap.error("--work is required to build a release")
     work = args.work / "release"
-    files = build(args.dist, work)
+    files = build(args.dist, work, args.free_threaded)
     run(sys.executable, "-m", "twine", "check", "--strict", *(str(f) for f in files))
     for wheel in files:
-        if wheel.name.endswith(".whl") and "-abi3-" in wheel.name:
+        if wheel.name.endswith(".whl") and not wheel.name.endswith("-any.whl"):
             audit(wheel)
     # The README of the released commit, as the sdists are.
     for python in pythons:
