@@ -148,13 +148,17 @@ def build(dist: Path, work: Path, free_threaded: str | None = None) -> list[Path
     return files
 
 
-def own_wheels(house: Path) -> list[Path]:
-    """The project's wheels in `house` that this machine can install: the pure ones and those
-    built for its CPU."""
+def own_wheels(house: Path, python: str) -> list[Path]:
+    """The project's wheels in `house` that the CPython `python` on this machine can install:
+    the pure ones and those built for its CPU and its kind (abi3, or cp313t on a free-threaded
+    interpreter)."""
     arch = platform.machine()
+    probe = "import sysconfig; print(bool(sysconfig.get_config_var('Py_GIL_DISABLED')))"
+    free = run(python, "-c", probe, capture=True).strip() == "True"
     return sorted(wheel for wheel in house.glob("*.whl")
                   if wheel.name.split("-")[0].replace("_", "-") in OURS
-                  and wheel.name.endswith(("-any.whl", f"_{arch}.whl")))
+                  and (wheel.name.endswith("-any.whl")
+                       or (wheel.name.endswith(f"_{arch}.whl") and ("t-manylinux" in wheel.name) == free)))
 
 
 def readme_install_line(readme: Path) -> list[str]:
@@ -178,7 +182,7 @@ def download_dependencies(house: Path, python: str, readme: Path) -> list[Path]:
     so another CPython needs its own run (`python` is that interpreter), never pip's
     --python-version. Wheels only: a dependency without a wheel for the target fails here, not
     on a machine without a compiler."""
-    ours = own_wheels(house)
+    ours = own_wheels(house, python)
     if not ours:
         raise SystemExit(f"{house}: none of the project's wheels for {platform.machine()}")
     before = set(house.iterdir())
