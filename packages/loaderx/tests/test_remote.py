@@ -60,3 +60,36 @@ def test_remote_batches_equal_local_ones_and_resume_exactly(served):
     finally:
         for s in (*local.values(), *remote.values()):
             s.close()
+
+
+def test_the_bill_counts_what_the_loader_fetched_as_the_server_saw_it(served):
+    """bill(): the GETs and bytes of the streams opened by URL since the loader was made (what
+    opening them fetched is not the loader's), equal to what the server answered, priced."""
+    root, server = served
+    remote = _streams(server=server)
+    try:
+        remote["x"][[0, 1]]  # fetched before the loader: not on its bill
+        before = remote["x"].remote_stats()
+        server.clear_requests()
+        sampler = Sampler(N, 32, Sampler.Mode.IID, seed=3)
+        with DataLoader(remote, sampler, workers=1, prefetch=1, readahead=0) as loader:
+            _run(loader, 6)
+        bill = loader.bill()
+        seen = [r for r in server.requests() if r.method == "GET"]
+        assert bill["requests"] == len(seen) > 0
+        assert bill["bytes"] == sum(r.body_bytes for r in seen)
+        assert set(bill["streams"]) == {"x", "t"}
+        x, after = bill["streams"]["x"], remote["x"].remote_stats()
+        assert x["delivered_bytes"] == after["delivered_bytes"] - before["delivered_bytes"] > 0
+        assert x["requests"] == after["requests"] - before["requests"]
+        assert bill["usd"] == pytest.approx(bill["requests"] * 0.40 / 1e6)
+        express = loader.bill("s3-express")
+        assert express["usd"] == pytest.approx(bill["requests"] * 0.03 / 1e6 + bill["bytes"] * 0.0006 / 1e9)
+        with pytest.raises(ValueError, match="unknown price 'nope'"):
+            loader.bill("nope")
+    finally:
+        for s in remote.values():
+            s.close()
+    with DataLoader(_streams(root), Sampler(N, 32, Sampler.Mode.IID, seed=3)) as local:
+        next(local)
+        assert local.bill()["requests"] == 0 and local.bill()["streams"] == {}

@@ -194,6 +194,22 @@ def _run_step(streams: dict[str, Stream], transform: Callable[..., Any] | None,
     return out
 
 
+# The counts of zrecord's remote_stats() that DataLoader.bill reports.
+_BILLED = ("requests", "bytes", "index_requests", "index_bytes", "delivered_bytes")
+
+
+def _remote_counts(streams: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """``remote_stats()`` of each stream opened by URL (a zrecord store's; None for a local
+    one), by name."""
+    out = {}
+    for name, stream in streams.items():
+        stats = getattr(stream, "remote_stats", None)
+        counts = stats() if callable(stats) else None
+        if counts is not None:
+            out[name] = {k: int(counts.get(k, 0)) for k in _BILLED}
+    return out
+
+
 def stream_digests(streams: Mapping[str, Stream]) -> dict[str, str | None]:
     """``{name: digest}`` of a dict of streams: a zrecord store's ``digest`` (its header
     checksum), a Mix stream's digest of its sources' digests, None for a stream without one
@@ -432,6 +448,9 @@ class DataLoader(Generic[_Batch]):
         self._last_step: int | None = None
         if state is not None:
             self.load_state_dict(state)
+        # What the streams opened by URL had fetched when the loader was made, so that bill()
+        # reports what this loader did.
+        self._fetched_before = _remote_counts(self._streams)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=self._workers, thread_name_prefix="loaderx")
         self._finalizer = weakref.finalize(self, _shutdown, self._executor)
@@ -665,6 +684,32 @@ class DataLoader(Generic[_Batch]):
                 "transform_s": self._stats.transform_s,
                 "consumer_wait_s": self._stats.wait_s,
             }
+
+    def bill(self, price: str | zrecord.Price = "s3-standard") -> dict[str, Any]:
+        """What this loader fetched from object storage since it was made, and what that costs
+        at `price` (a name of ``zrecord.PRICES`` or a ``zrecord.Price``): per stream opened by
+        URL (``streams``: its ranged GETs of records and of index parts, the bytes they
+        brought, the stored bytes of the records its batches asked for, and the dollars), and
+        their totals (``requests``, ``bytes``, ``delivered_bytes``, ``amplification`` = bytes
+        per delivered byte, ``usd``). Prefetches and read-ahead count, as they are billed.
+        Streams read from a local disk are not in it; with none opened by URL every total is
+        0. The same figures as ``zrecord cost`` estimates before a run."""
+        rate = zrecord.price_of(price)
+        now = _remote_counts(self._streams)
+        streams: dict[str, dict[str, Any]] = {}
+        for name, counts in now.items():
+            before = self._fetched_before.get(name, {})
+            got = {k: counts[k] - before.get(k, 0) for k in _BILLED}
+            requests = got["requests"] + got["index_requests"]
+            nbytes = got["bytes"] + got["index_bytes"]
+            streams[name] = {**got, "usd": rate.usd(requests, nbytes)}
+        requests = sum(v["requests"] + v["index_requests"] for v in streams.values())
+        nbytes = sum(v["bytes"] + v["index_bytes"] for v in streams.values())
+        delivered = sum(v["delivered_bytes"] for v in streams.values())
+        return {"price": rate.source, "requests": requests, "bytes": nbytes,
+                "delivered_bytes": delivered,
+                "amplification": nbytes / delivered if delivered else 0.0,
+                "usd": rate.usd(requests, nbytes), "streams": streams}
 
     def __repr__(self) -> str:
         """``<DataLoader step 12 of 40, 3 in flight, 2 read ahead; 2 streams of 500 records: x=Dense

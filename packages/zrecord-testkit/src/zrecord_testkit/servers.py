@@ -1063,7 +1063,11 @@ class RangeHTTPServer:
             return len(self._server.faults)
 
     def clear_requests(self) -> None:
+        """Forget what was answered so far, once the requests being answered have their
+        records (as ``requests``): a request whose answer the client has already read is never
+        counted after the clear."""
         with self._server.lock:
+            self._server.answered.wait_for(lambda: self._server.answering == 0, timeout=5.0)
             self._server.records.clear()
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ record is its append position. The on-disk format is specified in ``spec/format-
 indexing a writer; both are instances of their kind (``isinstance(x, Dense)``).
 """
 
-from zrecord._cost import PRICES, EpochCost, Price, block_records_for, epoch_cost
+from zrecord._cost import PRICES, EpochCost, Price, block_records_for, epoch_cost, price_of
 from zrecord._dict import train_dict
 from zrecord._dtypes import CODECS, check_store_options
 from zrecord._kinds import Dense, Ragged
@@ -79,6 +79,7 @@ __all__ = [
     "epoch_cost",
     "is_url",
     "open_store",
+    "price_of",
     "publish",
     "publish_folder",
     "staged_directory",

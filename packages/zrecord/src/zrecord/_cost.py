@@ -41,11 +41,17 @@ class Price:
     usd_per_gb: float
     source: str = "given"
 
+    def usd(self, requests: int, nbytes: int) -> float:
+        """The bill for `requests` GETs bringing `nbytes` bytes."""
+        return requests / 1e6 * self.usd_per_million_gets + nbytes / 1e9 * self.usd_per_gb
+
 
 # List prices of a GET (and of transfer to compute in the same region: none), as published
 # for the US regions when this table was written (2026); check them for yours.
 PRICES: dict[str, Price] = {
     "s3-standard": Price(0.40, 0.0, "Amazon S3 Standard, GET $0.0004 per 1,000, us-east-1"),
+    "s3-express": Price(0.03, 0.0006, "Amazon S3 Express One Zone, GET $0.00003 per 1,000 and "
+                        "data retrieval $0.0006 per GB, us-east-1"),
     "gcs-standard": Price(0.40, 0.0, "Google Cloud Storage Standard, class B $0.004 per 10,000"),
 }
 
@@ -74,6 +80,17 @@ class EpochCost:
         return {**dataclasses.asdict(self), "amplification": self.amplification}
 
 
+def price_of(price: str | Price) -> Price:
+    """`price` itself, or the profile of ``PRICES`` it names (a ValueError naming the known
+    ones otherwise)."""
+    if isinstance(price, Price):
+        return price
+    if price not in PRICES:
+        raise ValueError(f"unknown price {price!r}; known: {', '.join(PRICES)}, or give a "
+                         "Price(usd_per_million_gets, usd_per_gb)")
+    return PRICES[price]
+
+
 def block_records_for(records: int, stored_bytes: int, block_bytes: int) -> int:
     """Records per block of about `block_bytes` stored bytes (loaderx's block_records)."""
     if records < 1:
@@ -91,11 +108,7 @@ def epoch_cost(store: Any, *, block_bytes: int | None = BLOCK_BYTES_DEFAULT,
     record by record (a uniform shuffle), and, unless `block_bytes` and `block_records` are
     both None, by blocks of `block_records` consecutive records (from `block_bytes` when not
     given). See the module docstring for how requests are counted."""
-    if isinstance(price, str):
-        if price not in PRICES:
-            raise ValueError(f"unknown price {price!r}; known: {', '.join(PRICES)}, or give a "
-                             "Price(usd_per_million_gets, usd_per_gb)")
-        price = PRICES[price]
+    price = price_of(price)
     gap_bytes = _at_least("gap_bytes", gap_bytes, 0)
     request_bytes_max = _at_least("request_bytes_max", request_bytes_max, 1)
     n, stored = len(store), int(store.stored_bytes)
@@ -121,8 +134,7 @@ def epoch_cost(store: Any, *, block_bytes: int | None = BLOCK_BYTES_DEFAULT,
             blocks[1] += b
 
     def cost(how: str, requests: int, nbytes: int, r: int | None) -> EpochCost:
-        usd = requests / 1e6 * price.usd_per_million_gets + nbytes / 1e9 * price.usd_per_gb
-        return EpochCost(how, n, r, requests, nbytes, stored, usd)
+        return EpochCost(how, n, r, requests, nbytes, stored, price.usd(requests, nbytes))
 
     out = [cost("per record", per_record[0], per_record[1], None)]
     if block_records is not None:
