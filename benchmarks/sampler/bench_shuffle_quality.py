@@ -19,9 +19,13 @@ The MDS orders come from ``streaming.base.shuffle.get_shuffle`` run in --mds-pyt
 with ``pip install --no-deps mosaicml-streaming==0.13.0 numpy``: the shuffle is NumPy only),
 with shards of one block each, one canonical node, and the shuffle block (``block_size``, in
 samples) set to the window of the BLOCKS row it stands beside; without --mds-python those rows
-are left out.
+are left out. LitData's default order (``FullShuffle`` of litdata 0.2.76, one node, one worker:
+chunks of one block in a permuted order, each chunk's items shuffled within it in its default
+item window of 256) comes from litdata's own shuffle modules run in --litdata-python (``pip
+install --no-deps litdata==0.2.76 numpy``; the torch names they import are stubbed); it is one
+row per block size, its window being one chunk.
 
-Usage: python benchmarks/sampler/bench_shuffle_quality.py [--mds-python PY] [--json OUT]
+Usage: python benchmarks/sampler/bench_shuffle_quality.py [--mds-python PY] [--litdata-python PY] [--json OUT]
        [--block-bytes 262144,1048576] [--windows 1,4,16] [--cache-blocks 16] [--seeds 3]
 """
 
@@ -57,6 +61,39 @@ algo, per, shards, block, seed, out = sys.argv[1:7]
 sizes = np.full(int(shards), int(per), np.int64)
 sizes[-1] = 60000 - int(per) * (int(shards) - 1)
 np.save(out, shuffle.get_shuffle(algo, sizes, 1, int(seed), 0, int(block)))
+"""
+
+# Run in the LitData Python: litdata's own shuffle modules (streaming/shuffle.py,
+# utilities/shuffle.py) without the package's __init__ or torch, which they import only for
+# names they do not use here (stubbed). Its default order for one node and one worker:
+# FullShuffle, the chunks permuted per epoch, each chunk's items in its default item window.
+# argv: chunk records, chunks, seed, output .npy.
+_LITDATA = """
+import sys, types, importlib, importlib.util, pathlib, collections, numpy as np
+root = pathlib.Path(importlib.util.find_spec("litdata").submodule_search_locations[0])
+for name, path in (("litdata", root), ("litdata.streaming", root / "streaming"),
+                   ("litdata.utilities", root / "utilities")):
+    m = types.ModuleType(name); m.__path__ = [str(path)]; sys.modules[name] = m
+sys.modules["litdata.streaming"].Cache = object
+loader = types.ModuleType("litdata.streaming.item_loader")
+loader.Interval = collections.namedtuple("Interval", "chunk_start roi_start_idx roi_end_idx chunk_end")
+sys.modules["litdata.streaming.item_loader"] = loader
+torch = types.ModuleType("torch"); torch.utils = types.ModuleType("torch.utils")
+torch.utils.data = types.ModuleType("torch.utils.data"); torch.utils.data.get_worker_info = lambda: None
+sys.modules.update({"torch": torch, "torch.utils": torch.utils, "torch.utils.data": torch.utils.data})
+env = importlib.import_module("litdata.utilities.env")
+shuffle = importlib.import_module("litdata.streaming.shuffle")
+per, chunks, seed, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+class Reader: _config = None; _max_cache_size = 0
+class Cache:
+    _reader = Reader()
+    def get_chunk_intervals(self):
+        return [loader.Interval(a, a, min(a + per, 60000), min(a + per, 60000)) for a in range(0, 60000, per)]
+full = shuffle.FullShuffle(Cache(), seed, False)
+epoch = 1
+workers_chunks, workers_intervals = full.get_chunks_and_intervals_per_workers(env._DistributedEnv(1, 0, 1), 1, 256, epoch)
+order = [full(np.arange(i[1], i[2]), chunks, epoch, int(c)) for c, i in zip(workers_chunks[0], workers_intervals[0])]
+np.save(out, np.concatenate([np.asarray(o, np.int64) for o in order]))
 """
 
 
@@ -96,9 +133,18 @@ def mds_order(python: str, algo: str, block_records: int, block_size: int, seed:
         return np.load(out).astype(np.int64)
 
 
+def litdata_order(python: str, chunk_records: int, seed: int) -> np.ndarray:
+    chunks = -(-RECORDS // chunk_records)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "order.npy"
+        subprocess.run([python, "-c", _LITDATA, str(chunk_records), str(chunks), str(seed), str(out)], check=True)
+        return np.load(out).astype(np.int64)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mds-python", default=None)
+    ap.add_argument("--litdata-python", default=None)
     ap.add_argument("--block-bytes", default="262144,1048576",
                     type=lambda s: [int(x) for x in s.split(",")])
     ap.add_argument("--windows", default="1,4,16", type=lambda s: [int(x) for x in s.split(",")])
@@ -126,6 +172,9 @@ def main() -> int:
         r = max(1, block_bytes // RECORD_BYTES)
         measure("sorted (no shuffle)", block_bytes, None, [np.arange(RECORDS)])
         measure("loaderx CYCLIC", block_bytes, None, [loaderx_order("cyclic", s) for s in seeds])
+        if args.litdata_python:
+            measure("LitData FullShuffle", block_bytes, 1,
+                    [litdata_order(args.litdata_python, r, s) for s in seeds])
         for w in args.windows:
             measure("loaderx BLOCKS", block_bytes, w,
                     [loaderx_order("blocks", s, block_records=r, window_blocks=w) for s in seeds])

@@ -13,13 +13,14 @@ shuffle, 0.9 for the sorted order), computed as bench_shuffle_quality.py compute
 Orders: the sorted order itself (SEQUENTIAL), a uniform shuffle (CYCLIC), the
 locality-aware shuffle (BLOCKS) at the documented default (8 MiB blocks, a window of 8
 blocks) and at smaller blocks and windows, and, with --mds-python, MosaicML Streaming 0.13.0's
-`py1e` at the same block size and window (bench_shuffle_quality.py's way of running it).
+`py1e` at the same block size and window, with --litdata-python LitData 0.2.76's default order
+(its chunk = one block) (bench_shuffle_quality.py's way of running them).
 
 Data: the Debian package dataset-fashion-mnist (/usr/share/datasets/fashion-mnist; `apt-get
 install dataset-fashion-mnist`). Needs torch.
 
 Usage: python benchmarks/sampler/bench_sorted_training.py [--passes 2] [--seeds 3]
-       [--mds-python PY] [--json OUT]
+       [--mds-python PY] [--litdata-python PY] [--json OUT]
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_shuffle_quality import label_skew, mds_order  # noqa: E402
+from bench_shuffle_quality import label_skew, litdata_order, mds_order  # noqa: E402
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 BATCH = 256
@@ -113,6 +114,13 @@ def orders(args: argparse.Namespace, seed: int) -> list[tuple[str, dict[str, Any
                                     for p in range(args.passes)])
             out.append(("MDS py1e", {"block_kib": block_bytes >> 10, "window_blocks": window},
                         OrderSampler(order)))
+    if args.litdata_python:
+        for block_bytes in (1 << 20, 256 << 10):
+            r = block_bytes // RECORD_BYTES
+            order = np.concatenate([litdata_order(args.litdata_python, r, seed * 100 + p)
+                                    for p in range(args.passes)])
+            out.append(("LitData FullShuffle", {"block_kib": block_bytes >> 10, "window_blocks": 1},
+                        OrderSampler(order)))
     return out
 
 
@@ -121,6 +129,7 @@ def main() -> int:
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--mds-python", default=None)
+    ap.add_argument("--litdata-python", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     from zrecord import Dense
