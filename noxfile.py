@@ -266,6 +266,16 @@ def pythons(session: nox.Session) -> None:
                 *session.posargs)
 
 
+def _freethreaded_venv(session: nox.Session, tmp: Path) -> Path:
+    """A fresh virtual environment `tmp`/venv-313t of the free-threaded CPython 3.13 that
+    tools/freethreaded.py builds once (or finds built)."""
+    found = session.run(sys.executable, str(ROOT / "tools" / "freethreaded.py"), silent=True,
+                        external=True)
+    venv = tmp / "venv-313t"
+    session.run(found.strip().splitlines()[-1], "-m", "venv", "--clear", str(venv), external=True)
+    return venv
+
+
 @nox.session(python=False)
 def freethreaded(session: nox.Session) -> None:
     """zrecord's and loaderx's tests on a free-threaded CPython 3.13 (3.13t), with the GIL off.
@@ -280,12 +290,8 @@ def freethreaded(session: nox.Session) -> None:
     (`FREETHREADED_LEFT_OUT`): the tests against servers (`remote`: obstore 0.12), and
     loaderx's tests of torch, jax and the converter (datasets, through hf-xet); Ray's skip
     themselves."""
-    found = session.run(sys.executable, str(ROOT / "tools" / "freethreaded.py"), silent=True,
-                        external=True)
-    python = found.strip().splitlines()[-1]
     tmp = Path(session.create_tmp()).resolve()
-    venv = tmp / "venv-313t"
-    session.run(python, "-m", "venv", "--clear", str(venv), external=True)
+    venv = _freethreaded_venv(session, tmp)
     vpython = str(venv / "bin" / "python")
     wheels = [_pkg(session, folder, python=vpython) for folder in (ZRECORD, LOADERX)]
     wheels.append(_pkg(session, TESTKIT))  # pure Python, no dependencies: the thread helper
@@ -530,10 +536,8 @@ def release(session: nox.Session) -> None:
     session.install(*_build_requires(), "build==1.6.1", "twine==7.0.0", "auditwheel==6.8.2")
     # The cp313t wheels' builder: a free-threaded CPython (tools/freethreaded.py builds it once)
     # in an environment of its own with the same build requirements.
-    found = session.run("python", str(ROOT / "tools" / "freethreaded.py"), silent=True)
     tmp = Path(session.create_tmp()).resolve()
-    venv = tmp / "venv-313t"
-    session.run(found.strip().splitlines()[-1], "-m", "venv", "--clear", str(venv), external=True)
+    venv = _freethreaded_venv(session, tmp)
     session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *_build_requires(),
                 "build==1.6.1", external=True)
     session.run("python", str(ROOT / "tools" / "release.py"), "--work", str(tmp),

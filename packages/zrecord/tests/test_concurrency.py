@@ -263,9 +263,6 @@ def test_a_store_closed_while_many_threads_gather_returns_exact_batches_then_clo
             store[[0]]
 
 
-ORDER = ("index.zri", "index.zrs", "data-000.zrd", "data-001.zrd", "data-002.zrd", "header.zrh")
-
-
 @pytest.mark.remote
 def test_many_threads_gather_from_one_remote_mirror_exactly_and_count_every_record(
         http_folder, thread_stores, tmp_path):
@@ -275,8 +272,9 @@ def test_many_threads_gather_from_one_remote_mirror_exactly_and_count_every_reco
     root, dense, ragged = thread_stores
     urls = {}
     for kind in ("dense", "ragged"):
-        for name in ORDER:
-            http_folder.write(f"{kind}/{name}", (root / kind / name).read_bytes())
+        # Every file of the store, its header last (as a publisher uploads them).
+        for path in sorted((root / kind).iterdir(), key=lambda p: p.name == "header.zrh"):
+            http_folder.write(f"{kind}/{path.name}", path.read_bytes())
         urls[kind] = http_folder.url_for(kind)
     opts = {"cache_dir": str(tmp_path / "mirrors")}
     record_bytes = dense.shape[1] * dense.itemsize

@@ -695,17 +695,14 @@ class DataLoader(Generic[_Batch]):
         Streams read from a local disk are not in it; with none opened by URL every total is
         0. The same figures as ``zrecord cost`` estimates before a run."""
         rate = zrecord.price_of(price)
-        now = _remote_counts(self._streams)
         streams: dict[str, dict[str, Any]] = {}
-        for name, counts in now.items():
+        requests = nbytes = delivered = 0
+        for name, counts in _remote_counts(self._streams).items():
             before = self._fetched_before.get(name, {})
             got = {k: counts[k] - before.get(k, 0) for k in _BILLED}
-            requests = got["requests"] + got["index_requests"]
-            nbytes = got["bytes"] + got["index_bytes"]
-            streams[name] = {**got, "usd": rate.usd(requests, nbytes)}
-        requests = sum(v["requests"] + v["index_requests"] for v in streams.values())
-        nbytes = sum(v["bytes"] + v["index_bytes"] for v in streams.values())
-        delivered = sum(v["delivered_bytes"] for v in streams.values())
+            gets, fetched = got["requests"] + got["index_requests"], got["bytes"] + got["index_bytes"]
+            streams[name] = {**got, "usd": rate.usd(gets, fetched)}
+            requests, nbytes, delivered = requests + gets, nbytes + fetched, delivered + got["delivered_bytes"]
         return {"price": rate.source, "requests": requests, "bytes": nbytes,
                 "delivered_bytes": delivered,
                 "amplification": nbytes / delivered if delivered else 0.0,

@@ -43,8 +43,8 @@ def _dtype_tables() -> tuple[dict[int, np.dtype[Any]], dict[int, str]]:
         # np.dtype("<i4") is NumPy's own descriptor of int32 on a little-endian host (byte order
         # "="), where dt.newbyteorder("<") would be a new object equal to it. Every array a
         # reader returns shares this one: a new descriptor is a shared object whose reference
-        # count threads update at once for every scalar they take from such arrays (a quarter
-        # of a second thread's gain on a free-threaded CPython), where NumPy's own is immortal.
+        # count threads update at once for every scalar they take from such arrays (on a
+        # free-threaded CPython), where NumPy's own is immortal.
         fixed[code] = np.dtype(dt.newbyteorder("<").str) if itemsize > 1 else dt
     return fixed, parametric
 
