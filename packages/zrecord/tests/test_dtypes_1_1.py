@@ -133,3 +133,19 @@ def test_cli_head_shows_the_new_dtypes(tmp_path, capsys):
         assert out.strip()
         if dtype.startswith("M8"):
             assert "NaT" in out
+
+
+@pytest.mark.parametrize("dtype", ["<i4", "<f8", "<u2", "<c8"])
+def test_arrays_read_carry_numpys_own_dtype_object(tmp_path, dtype):
+    """A reader's arrays share NumPy's own descriptor of their dtype (np.dtype("<i4") on a
+    little-endian host), not an equal copy made with newbyteorder: the copy is one more shared
+    object whose reference count every thread reading scalars updates (free-threaded CPython)."""
+    data = np.arange(24).astype(dtype).reshape(6, 4)
+    with Dense.create(str(tmp_path / "d"), dtype, (4,), codec="raw") as w:
+        w.append(data)
+    with Ragged.create(str(tmp_path / "r"), dtype, 1, codec="raw") as w:
+        w.append(list(data))
+    with Dense.open(str(tmp_path / "d")) as d, Ragged.open(str(tmp_path / "r")) as r:
+        own = np.dtype(dtype)
+        assert d.dtype is own and d[[0, 5]].dtype is own and d[2].dtype is own
+        assert r.dtype is own and all(rec.dtype is own for rec in r[[1, 3]])
