@@ -6,6 +6,7 @@ import gc
 import json
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -650,3 +651,44 @@ def test_help_lists_the_parameters():
     for name in ("``workers``", "``prefetch``", "``readahead``", "``state``", "``subset``",
                  "num_workers"):
         assert name in text
+
+
+def test_streams_that_foresee_are_told_the_samplers_future_and_let_go_at_close():
+    """A stream with ``foresee(batch_of, progress)`` is told the sampler's ``batch`` and the
+    loader's step; progress() follows delivery, and is None once the loader is closed, when
+    the handle is closed too. The loader is held weakly."""
+    calls = []
+
+    class Handle:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    class Foreseeing:
+        def __len__(self):
+            return 100
+
+        def __getitem__(self, idx):
+            return np.asarray(idx)
+
+        def foresee(self, batch_of, progress):
+            calls.append((batch_of, progress, Handle()))
+            return calls[-1][2]
+
+    sampler = Sampler(100, 10, "cyclic", seed=1)
+    loader = DataLoader({"a": Foreseeing(), "b": np.arange(100)}, sampler, workers=1)
+    (batch_of, progress, handle), = calls
+    assert (batch_of(3) == Sampler(100, 10, "cyclic", seed=1).batch(3)).all()
+    assert progress() == 0
+    next(loader)
+    next(loader)
+    assert progress() == 2
+    loader.close()
+    assert progress() is None and handle.closed
+    loader2 = DataLoader({"a": Foreseeing()}, Sampler(100, 10, "cyclic", seed=1), workers=1)
+    progress2, handle2 = calls[-1][1], calls[-1][2]
+    ref = weakref.ref(loader2)
+    del loader2
+    gc.collect()
+    assert ref() is None and progress2() is None and handle2.closed

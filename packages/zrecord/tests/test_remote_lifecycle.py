@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from zrecord import Dense, _mirror_cache, open_store, publish
-from zrecord._mirror_cache import CHUNK_BYTES
 from zrecord._objects import Client, storage_settings
 from zrecord.cli import main
 from zrecord.errors import ClosedError, RemoteError
@@ -25,6 +24,16 @@ ORDER = ("index.zri", "index.zrs", "data-000.zrd", "header.zrh")
 # Records of 20,000 bytes: not a divisor of CHUNK_BYTES, so some records lie in two chunks.
 RECORD_BYTES = 20_000
 RECORDS = 320  # 6.4 MB: more than the smallest budget (4 MiB), which the eviction tests use
+# The chunk of the mirrors of these tests, which pick the chunks of a record by hand: 256 KiB
+# (stores of this size have 4 KiB chunks: chunk_bytes_for).
+CHUNK_BYTES = 256 << 10
+
+
+@pytest.fixture(autouse=True)
+def _chunks_of_256_kib(monkeypatch):
+    monkeypatch.setattr(_mirror_cache, "CHUNK_BYTES_MIN", CHUNK_BYTES)
+    # One chunk a punch: the punch tests stop an eviction between the punches of two chunks.
+    monkeypatch.setattr(_mirror_cache, "PUNCH_RUN_BYTES", CHUNK_BYTES)
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,11 @@ Invariants:
   ``prefetch(indices)`` method (zrecord stores: a hint to the kernel, no buffers), so a cold
   disk works on them while the model computes. What it holds: ``readahead`` index arrays, and
   page cache the kernel may reclaim; batches themselves stay bounded by ``prefetch``.
+- Foresight. With a sampler that can draw any step (``batch(step)``: Sampler, Mix), every
+  stream that has a ``foresee(batch_of, progress)`` method is told the sampler's future and
+  the loader's step (zrecord stores opened by URL with a ``cache_bytes`` budget: their mirror
+  then evicts what is needed farthest ahead, not what was read longest ago). The streams
+  hold the loader weakly; ``close()`` takes the future back.
 - Threads. ``close()`` cancels what has not started, waits for what has, and joins every
   thread; it is idempotent, and the same shutdown runs when the loader is garbage-collected or
   the interpreter exits. An exception in gather or transform reaches the consumer with its
@@ -71,7 +76,7 @@ import numpy as np
 
 import zrecord
 from loaderx._sampler_api import reshard_state
-from loaderx.protocols import BatchSampler, Stream, _Prefetching, _Resumable, _Seekable
+from loaderx.protocols import BatchSampler, Stream, _Foreseeing, _Prefetching, _Resumable, _Seekable
 
 STATE_VERSION = 1
 
@@ -92,8 +97,19 @@ class _Exhausted(Exception):
     """Internal: a finite sampler has ended and every drawn step was delivered."""
 
 
-def _shutdown(executor: concurrent.futures.ThreadPoolExecutor) -> None:
+def _shutdown(executor: concurrent.futures.ThreadPoolExecutor, foresights: list[Any]) -> None:
     executor.shutdown(wait=True, cancel_futures=True)
+    for handle in foresights:
+        handle.close()
+
+
+def _progress_of(loader: weakref.ref[DataLoader[Any]]) -> Callable[[], int | None]:
+    """The loader's progress for a stream's foresight: the step of its next batch, None once
+    it is closed or gone (the foresight then forgets its future). Holds the loader weakly."""
+    def progress() -> int | None:
+        it = loader()
+        return None if it is None or it._closed else it._next_step
+    return progress
 
 
 class _Stats:
@@ -453,7 +469,23 @@ class DataLoader(Generic[_Batch]):
         self._fetched_before = _remote_counts(self._streams)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=self._workers, thread_name_prefix="loaderx")
-        self._finalizer = weakref.finalize(self, _shutdown, self._executor)
+        self._foresights: list[Any] = []
+        self._finalizer = weakref.finalize(self, _shutdown, self._executor, self._foresights)
+        self._foresights.extend(self._foresee())
+
+    def _foresee(self) -> list[Any]:
+        """Tell every stream that takes it the sampler's future (module docstring)."""
+        batch_of = getattr(self._sampler, "batch", None)
+        if not callable(batch_of):
+            return []
+        progress = _progress_of(weakref.ref(self))
+        handles = []
+        for stream in self._streams.values():
+            if isinstance(stream, _Foreseeing) and callable(stream.foresee):
+                handle = stream.foresee(batch_of, progress)
+                if handle is not None:
+                    handles.append(handle)
+        return handles
 
     # -- the pipeline ---------------------------------------------------------------------
 

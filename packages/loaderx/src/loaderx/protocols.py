@@ -10,6 +10,8 @@ Beyond the protocols, the loader uses these when an object has them (a sampler w
 still runs, and only the feature that needs them is refused):
 
 - a stream's ``prefetch(indices)``: read-ahead hints (zrecord stores);
+  its ``foresee(batch_of, progress)``, with a sampler's ``batch(step)``: the sampler's future
+  for the stream's cache (zrecord stores opened by URL with a ``cache_bytes`` budget);
   its ``digest`` (a str): the resume check and ``stream_digests``;
 - a sampler's ``state_dict()`` and ``load_state_dict(state)``, or else ``seek(step)``:
   resume; ``__len__``: a finite run's ``len(loader)``; ``length``: checked against the
@@ -22,7 +24,7 @@ methods, not whether they work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from numpy.typing import ArrayLike
@@ -71,6 +73,16 @@ class _Prefetching(Protocol):
     """A stream that takes read-ahead hints for the indices of steps to come."""
 
     def prefetch(self, indices: Any, /) -> Any: ...
+
+
+@runtime_checkable
+class _Foreseeing(Protocol):
+    """A stream that is told the sampler's future (zrecord stores opened by URL: their cache
+    evicts what is needed farthest ahead): `batch_of(step)` the indices of any step,
+    `progress()` the first step not yet consumed, None once the loader is gone. Returns a
+    handle with ``close()``, or None."""
+
+    def foresee(self, batch_of: Callable[[int], Any], progress: Callable[[], int | None], /) -> Any: ...
 
 
 __all__ = ["BatchSampler", "Stream"]

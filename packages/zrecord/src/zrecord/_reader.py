@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import numpy as np
@@ -32,6 +32,7 @@ from zrecord._dtypes import (
     dtype_from_info,
     numpy_can_hold,
 )
+from zrecord._foresight import Foresight
 from zrecord._index import index_error, normalise
 from zrecord._index_cache import AUTO, folder_for
 from zrecord._kinds import Dense, Ragged, _Kind
@@ -337,6 +338,21 @@ class _Store(_Kind, Generic[_Batch]):
                 # The mirror's shard files fill as the fetches land: the page cache holds what
                 # they wrote, and a hint before them would read holes.
                 self._remote.prefetch(idx)
+
+    def foresee(self, batch_of: Callable[[int], Any],
+                progress: Callable[[], int | None]) -> Foresight | None:
+        """Tell a store opened by URL with a ``cache_bytes`` budget what its reader will read:
+        ``batch_of(step)`` the positions that step reads (a stateless sampler's ``batch``),
+        ``progress()`` the first step not yet consumed (None once the reader is gone). The
+        mirror's eviction then takes what is needed farthest ahead first (Belady's rule)
+        instead of what was read longest ago, across every reader of the mirror that foresees;
+        the order of reads and their results are unchanged. loaderx's DataLoader calls it for
+        every stream it reads. Returns a handle whose ``close()`` forgets the future (closing
+        the store does too); None where nothing is evicted (a local store, or no budget)."""
+        self._check_open()
+        if self._remote is None:
+            return None
+        return self._remote.foresee(batch_of, progress)
 
     def _iter_block_records(self) -> int:
         raise NotImplementedError  # pragma: no cover - defined by subclasses

@@ -93,6 +93,7 @@ from typing import Any, NamedTuple, NoReturn, TypeVar
 import numpy as np
 
 from zrecord import _native
+from zrecord._foresight import Foresight
 from zrecord._mirror_cache import Budget, PunchWord, file_of, punches_since
 from zrecord._mirror_files import (
     ASIDE_PREFIX,
@@ -195,6 +196,8 @@ class Mirror:
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}
         self._budget: Budget | None = None
+        # The futures its readers told the budget (foresee), caught up before every gather.
+        self._foresights: list[Foresight] = []
         # Prefetches under way: the records each fetches, and its future.
         self._pending: list[tuple[np.ndarray, concurrent.futures.Future[None]]] = []
         self.requests = 0
@@ -660,6 +663,8 @@ class Mirror:
             return self._read(idx, gather)
 
     def _read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
+        for foresight in self._foresights:
+            foresight.catch_up()
         before = self._punch_word()
         located = self.ensure(idx)
         with self._lock:
@@ -730,6 +735,21 @@ class Mirror:
                 self._budget.release(admitted)
         return located
 
+    def foresee(self, batch_of: Callable[[int], np.ndarray],
+                progress: Callable[[], int | None]) -> Foresight | None:
+        """Tell the budget this reader's future (``_foresight``): the records of each step,
+        and the step it has reached (None once it is gone), so that evictions take what is
+        needed farthest ahead first. None without a budget (nothing is evicted). The
+        foresight is forgotten by its close() or the mirror's."""
+        self._adopt()
+        with self._unless_closed():
+            if self._budget is None:
+                return None
+            foresight = Foresight(self._budget, batch_of, progress, self._records)
+            with self._lock:
+                self._foresights = [f for f in self._foresights if not f.closed] + [foresight]
+            return foresight
+
     def prefetch(self, idx: np.ndarray) -> None:
         """Start fetching the records of `idx` that the mirror lacks and no prefetch is fetching
         (of the first PREFETCH_RECORDS_MAX positions, the lowest-numbered records up to
@@ -757,7 +777,12 @@ class Mirror:
         then their records that the mirror lacks, up to PREFETCH_BYTES_MAX stored bytes."""
         if self.by_part:
             await self._index_job(recs, force=False)
-        places = self._missing(self._located(recs))
+        located = self._located(recs)
+        if self._budget is not None:
+            # What the mirror holds of them already is to be read soon too: protected as if
+            # just fetched (a chunk may hold nothing else of theirs).
+            self._budget.expect(self._budget.chunks_at(located.shards, located.offsets, located.sizes))
+        places = self._missing(located)
         keep = np.cumsum(places.sizes, dtype=np.uint64) <= PREFETCH_BYTES_MAX
         runs = self._runs(places.take(keep))
         if self._budget is None:
@@ -815,6 +840,7 @@ class Mirror:
             self._thread = None
             self._slots = None
             self._pending = []
+            self._foresights = []  # the parent's loaders' futures, not this process's
             if self._budget is not None:
                 self._budget.after_fork()
             if self._private is not None:
@@ -1090,6 +1116,9 @@ class Mirror:
             fds, self._fds = self._fds, {}
             index_fds, self._index_fds = self._index_fds, {}
             self._pending = []
+            foresights, self._foresights = self._foresights, []
+        for foresight in foresights:
+            foresight.close()
         if loop is not None:
             # Fetches still under way (prefetches, and gathers racing this close) are cancelled,
             # and end, before their files close; their waiters get ClosedError (_submit).

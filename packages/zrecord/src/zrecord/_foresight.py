@@ -1,0 +1,206 @@
+"""The known future of a reader of a remote store's mirror (``Reader.foresee``): which chunks of
+the mirror its next steps read, and when, written as hints for the eviction under a
+``cache_bytes`` budget (``_mirror_cache``), so that it punches out what is needed farthest ahead
+(Belady's rule) rather than what was read longest ago.
+
+Invariants of this module:
+- Correctness never depends on it: hints only order evictions. A wrong or lost hint costs a
+  fetch, never a wrong record (the mirror checks every read against its checksum).
+- The future is the caller's: ``batch_of(step)`` returns the records that step reads (a
+  stateless sampler's ``batch``) and ``progress()`` the first step not yet consumed, or None
+  once the caller is gone (the foresight then closes). Nothing else is assumed of the order.
+- The horizon: steps ``[base, end)`` are drawn and located at once, at most ``records_max``
+  record draws (or up to the first step ``batch_of`` refuses: the end of a finite run); it is
+  drawn again from the current step when progress passes its middle or leaves it (a seek).
+  What it holds: per (chunk, step) pair one 64-bit key, twice (by chunk, and by step); the
+  draws are also cut to ``KEYS_MAX`` over the chunks a mean record spans.
+- A chunk's hint is the time at which its next use at or after ``progress()`` is expected:
+  the time of the last refresh plus the steps from that refresh's step times the measured
+  time per step (one origin for all, so a reader's hints order its chunks as its steps do).
+  When progress passes steps, the chunks those steps read get their next use again (the only
+  hints that a step changes); all hints are written again, from a new origin, when the horizon
+  is drawn again, when the pace changes by more than a quarter, and every ``REFRESH_NS``, so
+  that they follow the run and never go stale while the reader lives (``HINT_GRACE_NS``).
+- Thread safety: one lock per foresight; gathers on any thread call ``catch_up``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from zrecord._mirror_cache import Budget
+
+# Record draws located per horizon, at most; and (chunk, step) keys, at most (16 bytes each:
+# 64 MiB), which bound the draws of stores whose records span many chunks.
+RECORDS_MAX = 1 << 21
+KEYS_MAX = 1 << 22
+# All hints are written again at least this often (well inside _mirror_cache.HINT_GRACE_NS).
+REFRESH_NS = 5 * 10**9
+# The time per step assumed until the run's pace is measured.
+STEP_NS_GUESS = 100 * 10**6
+# The pace is measured over at least this long (shorter spans are noise).
+PACE_SPAN_NS = 200 * 10**6
+
+_STEP_BITS = 32
+_STEP_MASK = (1 << _STEP_BITS) - 1
+# Refusals that end a horizon: the end of a finite run (Sampler.batch raises ValueError).
+_ENDS = (ValueError, IndexError, StopIteration)
+
+
+class Foresight:
+    """One reader's future over one mirror's budget (module docstring)."""
+
+    def __init__(self, budget: Budget, batch_of: Callable[[int], np.ndarray],
+                 progress: Callable[[], int | None], records: int, *,
+                 records_max: int = RECORDS_MAX) -> None:
+        self._budget, self._batch_of, self._progress = budget, batch_of, progress
+        spans = 1 + budget.stored_bytes // max(1, records) // budget.chunk_bytes
+        self._records, self._records_max = records, max(1, min(int(records_max), KEYS_MAX // spans))
+        self._lock = threading.Lock()
+        self._mine = np.zeros(budget.chunk_count, np.uint64)
+        self._base = self._end = self._done = 0
+        self._by_chunk = self._by_step = np.empty(0, np.int64)
+        self._built = False
+        self._step_ns = STEP_NS_GUESS
+        self._pace: tuple[int, int] | None = None
+        self._measured = False
+        self._refreshed = 0
+        # The time and step that hints are measured from, fixed at each refresh: between two
+        # refreshes every hint of this reader is origin + (step - origin step) * step time,
+        # so its hints order its chunks exactly as its steps do.
+        self._origin = (0, 0)
+        self.closed = False
+
+    # -- the horizon ------------------------------------------------------------------------
+
+    def _draw(self, start: int) -> None:
+        """Draw and locate the horizon from step `start`."""
+        batches: list[np.ndarray] = []
+        drawn = 0
+        step = start
+        while drawn < self._records_max and step - start < _STEP_MASK:
+            try:
+                batch = np.asarray(self._batch_of(step)).astype(np.int64, copy=False).ravel()
+            except _ENDS:
+                break
+            batches.append(batch)
+            drawn += batch.shape[0]
+            step += 1
+        self._base, self._end, self._done, self._built = start, step, start, True
+        if not batches:
+            self._by_chunk = self._by_step = np.empty(0, np.int64)
+            return
+        recs = np.concatenate(batches)
+        rel = np.repeat(np.arange(len(batches), dtype=np.int64), [b.shape[0] for b in batches])
+        ok = (recs >= 0) & (recs < self._records)
+        recs, rel = recs[ok], rel[ok]
+        distinct, inverse = np.unique(recs, return_inverse=True)
+        first, last = self._budget.chunk_spans(distinct.astype(np.uint64))
+        first, last = first[inverse], last[inverse]
+        spans = last - first + 1
+        if spans.shape[0] and int(spans.max()) > 1:
+            within = np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
+            chunks = np.repeat(first, spans) + within
+            rel = np.repeat(rel, spans)
+        else:
+            chunks = first
+        self._by_chunk = np.unique((chunks << _STEP_BITS) | rel)
+        self._by_step = np.unique((rel << _STEP_BITS) | chunks)
+
+    def _next_use(self, chunks: np.ndarray, step: int) -> np.ndarray:
+        """The first step at or after `step` at which each of `chunks` is read, -1 for none
+        in the horizon."""
+        keys = self._by_chunk
+        if keys.shape[0] == 0:
+            return np.full(chunks.shape[0], -1, np.int64)
+        at = np.searchsorted(keys, (chunks << _STEP_BITS) | (step - self._base))
+        found = np.minimum(at, keys.shape[0] - 1)
+        hit = (at < keys.shape[0]) & ((keys[found] >> _STEP_BITS) == chunks)
+        out: np.ndarray = np.where(hit, self._base + (keys[found] & _STEP_MASK), -1)
+        return out
+
+    def _steps_chunks(self, first: int, stop: int) -> np.ndarray:
+        """The distinct chunks read by steps [first, stop) of the horizon."""
+        lo = (max(first, self._base) - self._base) << _STEP_BITS
+        hi = (min(stop, self._end) - self._base) << _STEP_BITS
+        keys = self._by_step[np.searchsorted(self._by_step, lo):np.searchsorted(self._by_step, hi)]
+        out: np.ndarray = np.unique(keys & _STEP_MASK)
+        return out
+
+    # -- the hints --------------------------------------------------------------------------
+
+    def _write(self, chunks: np.ndarray, step: int) -> None:
+        """Hint chunks `chunks` (distinct) with their next use at or after `step`."""
+        nxt = self._next_use(chunks, step)
+        origin, first = self._origin
+        ahead = np.minimum(np.maximum(nxt - first, 0), (1 << 61) // self._step_ns)
+        times = np.where(nxt >= 0, origin + 1 + ahead * self._step_ns, 0)
+        self._budget.hint(chunks, times.astype(np.uint64), self._mine)
+
+    def _refresh(self, step: int, now: int) -> None:
+        """Write every hint again: the horizon's chunks, and this reader's own earlier hints
+        of chunks now outside it (cleared)."""
+        ours = np.flatnonzero(self._mine).astype(np.int64)
+        chunks = np.union1d(np.unique(self._by_chunk >> _STEP_BITS), ours)
+        self._origin = (now, step)
+        self._write(chunks, step)
+        self._refreshed = now
+
+    def _measure(self, step: int, now: int) -> bool:
+        """Update the time per step from progress; whether it changed by more than a quarter."""
+        if self._pace is None or step < self._pace[1]:
+            self._pace = (now, step)
+            return False
+        t0, s0 = self._pace
+        if step == s0 or now - t0 < PACE_SPAN_NS:
+            return False
+        pace = max(1, (now - t0) // (step - s0))
+        self._pace = (now, step)
+        old, self._step_ns = self._step_ns, (self._step_ns + pace) // 2 if self._measured else pace
+        self._measured = True
+        return not 0.75 * old <= self._step_ns <= 1.25 * old
+
+    def catch_up(self) -> None:
+        """Bring the hints up to the caller's progress (module docstring). Cheap when nothing
+        changed: a call of ``progress()``."""
+        with self._lock:
+            if self.closed:
+                return
+            step = self._progress()
+            if step is None:
+                self._close()
+                return
+            now = time.time_ns()
+            drifted = self._measure(step, now)
+            if not self._built or step < self._base or (
+                    step >= (self._base + self._end + 1) // 2 if self._end > self._base
+                    else step != self._base):
+                self._draw(step)
+                self._refresh(step, now)
+                return
+            if drifted or now - self._refreshed > REFRESH_NS:
+                self._refresh(step, now)
+                self._done = step
+                return
+            if step > self._done:
+                self._write(self._steps_chunks(self._done, step), step)
+                self._done = step
+
+    def close(self) -> None:
+        """Forget this future: the hints this reader wrote are cleared where still its own."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        ours = np.flatnonzero(self._mine).astype(np.int64)
+        self._budget.hint(ours, np.zeros(ours.shape[0], np.uint64), self._mine)
+        self._by_chunk = self._by_step = np.empty(0, np.int64)

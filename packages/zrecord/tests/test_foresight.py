@@ -1,0 +1,134 @@
+"""[O3] point 4: a mirror whose reader tells its future (``Reader.foresee``) evicts, under its
+``cache_bytes`` budget, what is needed farthest ahead (Belady's rule), across the readers that
+share it; without a future it stays LRU."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from zrecord import Dense, _mirror_cache
+
+pytestmark = pytest.mark.remote
+
+N, REC, BATCH = 192, 128 << 10, 8  # 24 MiB of records, 24 steps per epoch
+STEPS = N // BATCH
+
+
+def _store(http_folder):
+    folder = http_folder.path / "s"
+    with Dense.create(folder, np.uint8, (REC,), codec="raw", data_shards=1) as w:
+        rng = np.random.default_rng(0)
+        for _ in range(N // 64):
+            w.append(rng.integers(0, 255, (64, REC), dtype=np.uint8))
+    return folder, http_folder.url_for("s")
+
+
+def _cycles(seed=7):
+    """A cyclic order: a fresh permutation each epoch, BATCH records a step."""
+    perms = {}
+
+    def batch_of(step):
+        epoch = step // STEPS
+        if epoch not in perms:
+            perms[epoch] = np.random.default_rng([seed, epoch]).permutation(N)
+        return perms[epoch][(step % STEPS) * BATCH:(step % STEPS + 1) * BATCH]
+    return batch_of
+
+
+def _two_epochs(url, tmp_path, name, *, foresee):
+    """Epoch 1 then epoch 2 of the cyclic order through a mirror with half the records'
+    bytes as its budget; the bytes fetched in epoch 2."""
+    batch_of = _cycles()
+    at = [0]
+    opts = {"cache_dir": str(tmp_path / name), "cache_bytes": N * REC // 2}
+    with Dense.open(url, storage_options=opts) as ds:
+        if foresee:
+            handle = ds.foresee(batch_of, lambda: at[0])
+            assert handle is not None
+        local = None
+        for step in range(2 * STEPS):
+            if step == STEPS:
+                local = ds.remote_stats()["bytes"]
+            got = ds[np.sort(batch_of(step))]
+            assert got.shape == (BATCH, REC)
+            at[0] = step + 1
+        assert local is not None
+        return ds.remote_stats()["bytes"] - local
+
+
+def test_a_second_cyclic_epoch_fetches_what_the_optimal_policy_fetches(http_folder, tmp_path):
+    from zrecord_testkit.caching import belady_fetched, lru_fetched
+
+    _, url = _store(http_folder)
+    batch_of = _cycles()
+    reads = [int(r) for step in range(2 * STEPS) for r in batch_of(step)]
+    optimal = sum(belady_fetched(reads, [REC] * N, N * REC // 2)[N:])
+    lru_model = sum(lru_fetched(reads, [REC] * N, N * REC // 2)[N:])
+    ours = _two_epochs(url, tmp_path, "next-use", foresee=True)
+    lru = _two_epochs(url, tmp_path, "lru", foresee=False)
+    # Belady keeps the half of the records epoch 2 reads first: half of them are fetched.
+    assert optimal == N * REC // 2
+    assert ours <= optimal * 1.05, (ours, optimal)  # the issue's bound: within 5%
+    # LRU keeps what epoch 1 read last, and a fresh order reads it at random times.
+    assert lru >= optimal * 1.4 and lru_model >= optimal * 1.4, (lru, lru_model, optimal)
+
+
+def test_hints_merge_across_readers_and_go_with_their_reader(http_folder, tmp_path):
+    """Two readers of one mirror: each chunk's hint is the earlier of their live hints; a
+    reader replaces its own hints; closing a foresight (or its reader going: progress None)
+    clears the hints that are still its own."""
+    _, url = _store(http_folder)
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": N * REC // 2}
+    with Dense.open(url, storage_options=opts) as a, Dense.open(url, storage_options=opts) as b:
+        ahead = [0]
+        near = a.foresee(lambda s: np.array([s % N]), lambda: 0)  # record s at step s
+        far = b.foresee(lambda s: np.array([(N - 1 - s) % N]), lambda: ahead[0])
+        a[np.array([0])]  # catch_up: a draws its horizon and hints it
+        b[np.array([0])]
+        budget = a._remote._budget
+        hints = np.array(budget._hints)
+        first, _ = budget.chunk_spans(np.array([0, N - 1], np.uint64))
+        # Record 0 is a's step 0 and b's step N-1: a's earlier hint holds; record N-1 the
+        # other way round.
+        assert 0 < hints[first[0]] < hints[first[1]] + 10**9
+        assert hints[first[1]] > 0
+        near.close()
+        after = np.array(budget._hints)
+        # a's own hints are gone; b's (every chunk it reads) remain.
+        assert (after[hints == 0] == 0).all()
+        assert int((after > 0).sum()) > 0
+        ahead[0] = None  # b's reader is gone
+        b[np.array([1])]
+        assert not np.array(budget._hints).any()
+        assert far.closed
+
+
+def test_eviction_order_is_hinted_farthest_first_then_unhinted_least_recent(http_folder, tmp_path):
+    _, url = _store(http_folder)
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": _mirror_cache.BUDGET_MIN_BYTES}
+    with Dense.open(url, storage_options=opts) as ds:
+        budget = ds._remote._budget
+        ds[np.arange(0, 24, dtype=np.uint64)]  # 3 MiB: within the 4 MiB budget
+        first, last = budget.chunk_spans(np.arange(0, 24, dtype=np.uint64))
+        chunks = np.unique(np.concatenate([np.arange(f, e + 1) for f, e in zip(first, last)]))
+        mine = np.zeros(budget.chunk_count, np.uint64)
+        now = time.time_ns()
+        # Every held chunk hinted, the first ones needed farthest ahead.
+        budget.hint(chunks, now + 10**9 * (chunks.shape[0] - np.arange(chunks.shape[0])), mine)
+        ds[np.arange(24, 40, dtype=np.uint64)]  # 2 MiB more: over the budget
+        held = np.flatnonzero(np.array(budget._stamps))
+        kept = np.intersect1d(held, chunks)
+        # What went is the farthest-hinted: the held hinted chunks are the nearest ones.
+        assert kept.shape[0] < chunks.shape[0]
+        assert (kept == chunks[chunks.shape[0] - kept.shape[0]:]).all(), (kept, chunks)
+
+
+def test_foresee_is_none_where_nothing_is_evicted(http_folder, tmp_path):
+    folder, url = _store(http_folder)
+    with Dense.open(folder) as local:
+        assert local.foresee(lambda s: np.array([0]), lambda: 0) is None
+    with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c")}) as remote:
+        assert remote.foresee(lambda s: np.array([0]), lambda: 0) is None
