@@ -18,8 +18,8 @@ record level with each record's stored size: Belady's rule (the optimum for reco
 size; the usual yardstick otherwise) and LRU, with the same capacity; and Belady with the
 capacity less the loader's read-ahead window (what a cache that also holds 5 steps fetched
 ahead can hold for later: the optimum for the default loader, approximately). The mirror evicts
-256 KiB chunks, not records: with records much smaller than a chunk (tokens) a chunk holds
-records of many steps, which the record-level optimum does not pay for.
+chunks (4 KiB in stores up to 16 GiB), not records: with records much smaller than a chunk
+(tokens) a chunk holds records of many steps, which the record-level optimum does not pay for.
 
 Target ([O3]): bytes fetched in the second epoch within 5% of the optimal policy's, with LRU's
 beside it.
