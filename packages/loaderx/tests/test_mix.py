@@ -241,3 +241,42 @@ def test_repr_shows_each_sources_share_and_size():
         text = repr(loader)
     assert "x=ndarray int64 () mixed from 3 sources" in text
     assert "source=source numbers (int64) of 3 sources" in text
+
+
+def test_a_mixed_stream_tells_each_source_its_share_of_the_future():
+    """The DataLoader over a Mix tells the mixed stream the Mix's future; each source that
+    takes it (a store opened by URL with a cache budget) is told the positions of each step
+    that fall in it, as its own positions; closing the loader closes their handles."""
+    told = {}
+
+    class Handle:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    class Source:
+        def __init__(self, name, n):
+            self.name, self.n = name, n
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, idx):
+            return np.asarray(idx, dtype=np.int64)
+
+        def foresee(self, batch_of, progress):
+            told[self.name] = (batch_of, progress, Handle())
+            return told[self.name][2]
+
+    a, b = Source("a", 30), Source("b", 50)
+    mix = Mix([{"x": a}, {"x": b}, {"x": np.arange(20)}], [1, 1, 1], batch_size=12, seed=3)
+    with DataLoader(mix.streams, mix, workers=1) as loader:
+        assert set(told) == {"a", "b"}
+        for step in range(5):
+            whole = mix.batch(step).astype(np.int64)
+            assert told["a"][0](step).tolist() == whole[whole < 30].tolist()
+            assert told["b"][0](step).tolist() == [i - 30 for i in whole.tolist() if 30 <= i < 80]
+        next(loader)
+        assert told["a"][1]() == 1
+    assert told["a"][2].closed and told["b"][2].closed

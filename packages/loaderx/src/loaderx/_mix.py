@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
@@ -199,6 +199,21 @@ class _Concat:
             schema = _type_name(first)
         return f"{schema} mixed from {len(self.parts)} sources"
 
+    def foresee(self, batch_of: Callable[[int], Any], progress: Callable[[], int | None]) -> Any:
+        """Tell every source that takes it (a zrecord store opened by URL with a cache budget)
+        its share of the future: the positions of each step that fall in it, as its own
+        positions. A handle whose close() closes theirs, or None when no source took it."""
+        handles = []
+        for k, part in enumerate(self.parts):
+            foresee = getattr(part, "foresee", None)
+            if not callable(foresee):
+                continue
+            handle = foresee(_share_of(batch_of, int(self.offsets[k]), int(self.offsets[k + 1])),
+                             progress)
+            if handle is not None:
+                handles.append(handle)
+        return _Handles(handles) if handles else None
+
     def __getitem__(self, idx: Any) -> Any:
         idx = np.asarray(idx, dtype=np.uint64)
         if idx.ndim != 1:
@@ -232,6 +247,26 @@ class _Concat:
                 for pos, value in zip(where.tolist(), values, strict=True):
                     out[pos] = value
         return out
+
+
+def _share_of(batch_of: Callable[[int], Any], lo: int, hi: int) -> Callable[[int], np.ndarray]:
+    """The positions of each step of `batch_of` in [lo, hi), from lo."""
+    def share(step: int) -> np.ndarray:
+        idx = np.asarray(batch_of(step), dtype=np.int64)
+        out: np.ndarray = idx[(idx >= lo) & (idx < hi)] - lo
+        return out
+    return share
+
+
+class _Handles:
+    """The foresight handles of a mixed stream's sources, closed together."""
+
+    def __init__(self, handles: list[Any]) -> None:
+        self.handles = handles
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.close()
 
 
 def _parse_source(k: int, source: Any) -> tuple[dict[str, Stream] | None, Any]:
