@@ -113,3 +113,40 @@ def test_the_cost_command(tokens, capsys):
     assert per_record["requests"] == 1000 and per_record["usd"] == pytest.approx(1000.0)
     assert blocks["how"] == "blocks" and blocks["block_records"] == 1000   # 8 MiB: the store
     assert result["price"]["usd_per_million_gets"] == 1e6
+
+
+# --- [O3] point 3: the request cost model's gap -------------------------------------------
+
+
+def test_the_join_gap_is_the_cheaper_of_a_round_trip_and_a_request_in_bytes():
+    # S3 Standard bills no bytes in the region: the round trip bounds it (25 ms x 80 MB/s).
+    assert zrecord.LINKS["s3-standard"].join_gap() == 2_000_000
+    # S3 Express bills $0.03 per million GETs and $0.0006 per GB: a GET costs 50 KB.
+    assert zrecord.LINKS["s3-express"].join_gap() == 50_000
+    own = zrecord.Link(0.010, 1e9, zrecord.Price(1.0, 1.0))
+    assert own.join_gap() == 1_000  # $1e-6 a request = 1,000 bytes at $1 per GB
+    assert zrecord.link_of("gcs-standard") is zrecord.LINKS["gcs-standard"]
+    with pytest.raises(ValueError, match="unknown link 's4'; known: s3-standard"):
+        zrecord.link_of("s4")
+
+
+@pytest.mark.remote
+def test_a_link_makes_auto_gaps_join_what_costs_less_than_a_request(http_folder, tmp_path):
+    """Records 100 KB apart: by default (gap at most 64 KiB) each costs a request; with the S3
+    Standard link (gap 2 MB) one request reads them all; an unknown link is refused."""
+    folder = http_folder.path / "s"
+    with Dense.create(folder, np.uint8, (10_000,), codec="raw", data_shards=1) as w:
+        w.append(np.arange(200 * 10_000, dtype=np.int64).astype(np.uint8).reshape(200, 10_000))
+    url = http_folder.url_for("s")
+    idx = np.arange(0, 200, 10)  # 20 records, 90 KB between neighbours
+    counts = {}
+    for link in (None, "s3-standard"):
+        opts = {"cache_dir": str(tmp_path / f"c-{link}"), "link": link}
+        with Dense.open(url, storage_options=opts) as ds:
+            got = ds[idx]
+            counts[link] = ds.remote_stats()["requests"]
+        with Dense.open(folder) as local:
+            np.testing.assert_array_equal(got, local[idx])
+    assert counts == {None: 20, "s3-standard": 1}
+    with pytest.raises(ValueError, match="storage option link: unknown link 'nope'"):
+        Dense.open(url, storage_options={"link": "nope"})

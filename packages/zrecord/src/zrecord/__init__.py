@@ -10,7 +10,17 @@ record is its append position. The on-disk format is specified in ``spec/format-
 indexing a writer; both are instances of their kind (``isinstance(x, Dense)``).
 """
 
-from zrecord._cost import PRICES, EpochCost, Price, block_records_for, epoch_cost, price_of
+from zrecord._cost import (
+    LINKS,
+    PRICES,
+    EpochCost,
+    Link,
+    Price,
+    block_records_for,
+    epoch_cost,
+    link_of,
+    price_of,
+)
 from zrecord._dict import train_dict
 from zrecord._dtypes import CODECS, check_store_options
 from zrecord._kinds import Dense, Ragged
@@ -61,6 +71,8 @@ __all__ = [
     "EpochCost",
     "FormatError",
     "ImmutableStoreError",
+    "LINKS",
+    "Link",
     "Ragged",
     "RaggedReader",
     "Price",
@@ -78,6 +90,7 @@ __all__ = [
     "enclosing_store",
     "epoch_cost",
     "is_url",
+    "link_of",
     "open_store",
     "price_of",
     "publish",

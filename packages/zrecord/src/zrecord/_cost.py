@@ -57,6 +57,58 @@ PRICES: dict[str, Price] = {
 
 
 @dataclasses.dataclass(frozen=True)
+class Link:
+    """A link to object storage as the request cost model sees it: the time from a request to
+    its first byte (``latency_s``), what one connection carries (``connection_bytes_per_s``),
+    and what the provider bills (``price``).
+
+    The model: two wanted byte ranges of one object, `gap` bytes apart, are read by one
+    request through the gap when that costs less than a second request, in time and in money.
+    In time, a second request costs a round trip, in which one connection carries
+    ``latency_s * connection_bytes_per_s`` bytes; in money, a request costs what
+    ``usd_per_million_gets / 1e6 / (usd_per_gb / 1e9)`` bytes of transfer cost (no bound where
+    bytes are free). ``join_gap()`` is the smaller: about 2 MB on S3 Standard, 50 KB on S3
+    Express (whose bytes are billed)."""
+
+    latency_s: float
+    connection_bytes_per_s: float
+    price: Price
+    source: str = "given"
+
+    def join_gap(self) -> int:
+        """The largest gap worth reading through (the model above), in bytes."""
+        by_time = self.latency_s * self.connection_bytes_per_s
+        if self.price.usd_per_gb > 0:
+            by_money = self.price.usd_per_million_gets / 1e6 / (self.price.usd_per_gb / 1e9)
+            return round(min(by_time, by_money))
+        return round(by_time)
+
+
+# The cost model's links, by provider in one region: the prices of PRICES, and a time to first
+# byte and a per-connection rate assumed from commonly reported figures (the same-region profile
+# of the benchmarks' link proxy uses 25 ms and 640 Mbit/s); measure your own and give a Link.
+LINKS: dict[str, Link] = {
+    "s3-standard": Link(0.025, 80e6, PRICES["s3-standard"], "S3 Standard in one region: 25 ms "
+                        "to first byte, 80 MB/s per connection (assumed)"),
+    "s3-express": Link(0.005, 80e6, PRICES["s3-express"], "S3 Express One Zone in its zone: 5 ms "
+                       "to first byte, 80 MB/s per connection (assumed)"),
+    "gcs-standard": Link(0.030, 80e6, PRICES["gcs-standard"], "GCS Standard in one region: 30 ms "
+                         "to first byte, 80 MB/s per connection (assumed)"),
+}
+
+
+def link_of(link: str | Link) -> Link:
+    """`link` itself, or the profile of ``LINKS`` it names (a ValueError naming the known
+    ones otherwise)."""
+    if isinstance(link, Link):
+        return link
+    if not isinstance(link, str) or link not in LINKS:
+        raise ValueError(f"unknown link {link!r}; known: {', '.join(LINKS)}, or give a "
+                         "Link(latency_s, connection_bytes_per_s, price)")
+    return LINKS[link]
+
+
+@dataclasses.dataclass(frozen=True)
 class EpochCost:
     """One epoch (every record read once) in one way of reading: ``requests`` ranged GETs
     bringing ``bytes`` bytes for ``stored_bytes`` of records; ``amplification`` is their

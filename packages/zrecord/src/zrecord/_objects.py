@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any, Literal, TypeGuard, TypeVar
 
+from zrecord._cost import Link, link_of
 from zrecord._mirror_cache import parse_budget
 from zrecord._types import PathLike
 from zrecord.errors import RemoteError, StoreChangedError, StoreNotFoundError
@@ -54,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "retry_timeout_s": 60.0,
     "cache_dir": None,
     "cache_bytes": None,
+    # The request cost model's link (zrecord.LINKS or a Link): with it, "auto" gap_bytes is
+    # the gap that costs less than a request (Link.join_gap).
+    "link": None,
 }
 # Client keys: ours, then what obstore's S3 configuration calls them.
 _S3_KEYS = {
@@ -536,6 +540,7 @@ class StorageSettings:
     retry_timeout_s: float
     cache_dir: PathLike | None
     cache_bytes: int | None
+    link: Link | None
     # The client's keys that were given (endpoint, region, credentials, skip_signature), by the
     # names of storage_options.
     client: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -561,6 +566,7 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> StorageSettin
         retry_timeout_s=_seconds(options, "retry_timeout_s"),
         cache_dir=options["cache_dir"],
         cache_bytes=parse_budget(options["cache_bytes"]),
+        link=None if options["link"] is None else _link(options["link"]),
         client={k: v for k, v in given.items() if k in _S3_KEYS and v is not None},
     )
 
@@ -575,6 +581,14 @@ def _whole(options: Mapping[str, Any], key: str, least: int, other: str = "") ->
     if number is None or isinstance(value, bool) or number != value or number < least:
         raise ValueError(f"storage option {key} must be {other}at least {least}; got {value!r}")
     return number
+
+
+def _link(value: Any) -> Link:
+    """Storage option ``link``: a Link, or the name of one of ``zrecord.LINKS``."""
+    try:
+        return link_of(value)
+    except ValueError as exc:
+        raise ValueError(f"storage option link: {exc}") from None
 
 
 def _seconds(options: Mapping[str, Any], key: str) -> float:

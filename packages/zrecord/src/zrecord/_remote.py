@@ -641,7 +641,9 @@ class Mirror:
         # The mean stored record from the header: the records' stored sizes add up to the
         # shards' sizes (ZR-DAT-001, checked at open), so the index need not be read whole.
         mean = sum(self._shard_sizes) // self._records
-        self._gap = int(gap) if gap != "auto" else min(GAP_AUTO_MAX, mean)
+        link = self.options.link
+        self._gap = int(gap) if gap != "auto" else \
+            link.join_gap() if link is not None else min(GAP_AUTO_MAX, mean)
         if self.options.cache_bytes is not None and files.lru is not None:
             paths = [os.path.join(self.store_path, shard_name(k)) if k in self._fds else None
                      for k in range(len(self._shard_sizes))]

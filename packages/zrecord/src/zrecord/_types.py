@@ -17,6 +17,8 @@ from typing import Literal, SupportsIndex, TypedDict
 
 import numpy.typing as npt
 
+from zrecord._cost import Link
+
 # A path of the local file system, as ``open()`` takes it (bytes are decoded as the OS does).
 PathLike = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 # A local path, or (where a store is read) the URL of one: s3://bucket/prefix, http(s)://...
@@ -62,3 +64,6 @@ class StorageOptions(TypedDict, total=False):
     # and its byte budget (None: unbounded).
     cache_dir: PathLike | None
     cache_bytes: int | None
+    # The request cost model's link: a name of zrecord.LINKS ("s3-standard", "s3-express",
+    # "gcs-standard") or a zrecord.Link; with it, "auto" gap_bytes is Link.join_gap().
+    link: str | Link | None

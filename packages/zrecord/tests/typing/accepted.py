@@ -107,7 +107,7 @@ def arguments(folder: str) -> None:
     with Ragged.create(os.fsencode(path) + b"-r", np.float32, 2, codec="zstd", sync=False) as rw:
         rw.append([np.zeros((1, 2), np.float32)])
     options: StorageOptions = {"endpoint_url": "http://127.0.0.1:9000", "max_in_flight": 8,
-                               "gap_bytes": "auto", "cache_bytes": None}
+                               "gap_bytes": "auto", "cache_bytes": None, "link": "s3-express"}
     assert options["gap_bytes"] == "auto"
     check_store_options(codec="zstd_dict", dict_bytes=b"\x37\xa4\x30\xec" + bytes(8))
     assert enclosing_store(path / "inside") == str(path)
