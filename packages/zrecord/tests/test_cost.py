@@ -123,6 +123,11 @@ def test_the_join_gap_is_the_cheaper_of_a_round_trip_and_a_request_in_bytes():
     assert zrecord.LINKS["s3-standard"].join_gap() == 2_000_000
     # S3 Express bills $0.03 per million GETs and $0.0006 per GB: a GET costs 50 KB.
     assert zrecord.LINKS["s3-express"].join_gap() == 50_000
+    # Requests in flight by Little's law: the rate the link takes times a request's time.
+    s3 = zrecord.LINKS["s3-standard"]
+    assert s3.in_flight(150_528) == 148  # 5,500 GETs/s x (25 ms + 1.9 ms)
+    assert s3.in_flight(227) == 138  # 5,500 GETs/s x 25 ms: the request rate bounds it
+    assert s3.in_flight(8 << 20) == 20  # 149 GETs/s (10 Gbit/s) x (25 ms + 105 ms)
     own = zrecord.Link(0.010, 1e9, zrecord.Price(1.0, 1.0))
     assert own.join_gap() == 1_000  # $1e-6 a request = 1,000 bytes at $1 per GB
     assert zrecord.link_of("gcs-standard") is zrecord.LINKS["gcs-standard"]
@@ -145,6 +150,9 @@ def test_a_link_makes_auto_gaps_join_what_costs_less_than_a_request(http_folder,
         with Dense.open(url, storage_options=opts) as ds:
             got = ds[idx]
             counts[link] = ds.remote_stats()["requests"]
+            # max_in_flight "auto": 64, or what the link keeps busy for the mean record.
+            assert ds._remote.in_flight == (64 if link is None else
+                                            zrecord.LINKS[link].in_flight(10_000))
         with Dense.open(folder) as local:
             np.testing.assert_array_equal(got, local[idx])
     assert counts == {None: 20, "s3-standard": 1}

@@ -22,7 +22,7 @@ def test_storage_options_are_checked():
     assert settings.client == {"endpoint_url": "http://127.0.0.1:9000"}
     with pytest.raises(ValueError, match="unknown storage option 'endpoint'; known: "):
         storage_settings({"endpoint": "x"})
-    with pytest.raises(ValueError, match="max_in_flight must be at least 1"):
+    with pytest.raises(ValueError, match="max_in_flight must be 'auto' or at least 1"):
         storage_settings({"max_in_flight": 0})
     with pytest.raises(ValueError, match="gap_bytes must be 'auto' or at least 0"):
         storage_settings({"gap_bytes": -1})

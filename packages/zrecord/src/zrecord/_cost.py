@@ -19,6 +19,7 @@ Invariants of this module:
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 from typing import Any
 
@@ -73,7 +74,21 @@ class Link:
     latency_s: float
     connection_bytes_per_s: float
     price: Price
+    # What the host's network carries (10 Gbit/s), and the most GETs a second the provider
+    # serves (S3: 5,500 a second per prefix).
+    host_bytes_per_s: float = 1.25e9
+    requests_per_s_max: float = 5500.0
     source: str = "given"
+
+    def in_flight(self, request_bytes: float) -> int:
+        """Requests to keep in flight for requests of `request_bytes` (Little's law): the
+        request rate the link can take (the host's bytes a second over the request size, at
+        most ``requests_per_s_max``) times the time one request takes (the latency plus its
+        bytes at one connection's rate); 1 to 1,024. About 150 for records of a few hundred
+        bytes to a few hundred KB on S3 Standard, 20 for 8 MiB requests."""
+        size = max(1.0, float(request_bytes))
+        rate = min(self.host_bytes_per_s / size, self.requests_per_s_max)
+        return max(1, min(1024, math.ceil(rate * (self.latency_s + size / self.connection_bytes_per_s))))
 
     def join_gap(self) -> int:
         """The largest gap worth reading through (the model above), in bytes."""
@@ -88,11 +103,11 @@ class Link:
 # byte and a per-connection rate assumed from commonly reported figures (the same-region profile
 # of the benchmarks' link proxy uses 25 ms and 640 Mbit/s); measure your own and give a Link.
 LINKS: dict[str, Link] = {
-    "s3-standard": Link(0.025, 80e6, PRICES["s3-standard"], "S3 Standard in one region: 25 ms "
+    "s3-standard": Link(0.025, 80e6, PRICES["s3-standard"], source="S3 Standard in one region: 25 ms "
                         "to first byte, 80 MB/s per connection (assumed)"),
-    "s3-express": Link(0.005, 80e6, PRICES["s3-express"], "S3 Express One Zone in its zone: 5 ms "
+    "s3-express": Link(0.005, 80e6, PRICES["s3-express"], source="S3 Express One Zone in its zone: 5 ms "
                        "to first byte, 80 MB/s per connection (assumed)"),
-    "gcs-standard": Link(0.030, 80e6, PRICES["gcs-standard"], "GCS Standard in one region: 30 ms "
+    "gcs-standard": Link(0.030, 80e6, PRICES["gcs-standard"], source="GCS Standard in one region: 30 ms "
                          "to first byte, 80 MB/s per connection (assumed)"),
 }
 

@@ -179,9 +179,13 @@ class Dense(_Kind):
         instance metadata service), ``skip_signature`` (True: unsigned requests, for a public
         bucket), ``cache_dir`` (a folder where processes of the host share what was fetched;
         default: a private temporary folder removed at ``close()``), ``cache_bytes`` (the most
-        bytes the fetched records may take on disk there, at least 4 MiB; least recently used
-        parts are evicted; default: no bound), ``max_in_flight`` (64), ``gap_bytes``
-        (``"auto"``: the mean stored record, at most 64 KiB), ``request_bytes_max`` (8 MiB),
+        bytes the fetched records may take on disk there, at least 4 MiB; the parts needed
+        farthest ahead, or least recently used, are evicted; default: no bound), ``link`` (the
+        request cost model's: ``"s3-standard"``, ``"s3-express"``, ``"gcs-standard"`` or a
+        ``zrecord.Link``; default: none), ``max_in_flight`` (``"auto"``: 64, or with a link
+        ``Link.in_flight`` of the mean stored record), ``gap_bytes`` (``"auto"``: the mean
+        stored record, at most 64 KiB, or with a link ``Link.join_gap()``),
+        ``request_bytes_max`` (8 MiB),
         ``timeout_s`` (30), ``connect_timeout_s`` (5), ``retries`` (20) and
         ``retry_timeout_s`` (60). A server that refuses the connection, or whose name does not
         resolve, fails at once when it has never answered. ``remote_stats()`` says what open

@@ -39,10 +39,14 @@ from zrecord._types import PathLike
 from zrecord.errors import RemoteError, StoreChangedError, StoreNotFoundError
 
 SCHEMES = ("s3://", "http://", "https://")
+# Requests in flight per reader (and the uploads' share) without a link to size them from.
+MAX_IN_FLIGHT_DEFAULT = 64
 
 # Tuning keys of `storage_options` and their defaults; every other key configures the client.
 DEFAULTS: dict[str, Any] = {
-    "max_in_flight": 64,
+    # "auto": MAX_IN_FLIGHT_DEFAULT, or with a link the requests its rate and latency keep
+    # busy (Link.in_flight of the store's mean record).
+    "max_in_flight": "auto",
     # "auto": the store's mean stored record, at most GAP_AUTO_MAX: a request joins neighbours
     # with about one record between them, so that it costs at most about twice its bytes.
     "gap_bytes": "auto",
@@ -531,7 +535,7 @@ class StorageSettings:
     """``storage_options`` judged, with the defaults filled in (`storage_settings`): what the
     client, the mirror and the publisher read. The keys and their meaning: ``zrecord.StorageOptions``."""
 
-    max_in_flight: int
+    max_in_flight: int | Literal["auto"]
     gap_bytes: int | Literal["auto"]
     request_bytes_max: int
     timeout_s: float
@@ -557,7 +561,8 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> StorageSettin
     options = {**DEFAULTS, **{k: v for k, v in given.items() if k in DEFAULTS}}
     gap = options["gap_bytes"]
     return StorageSettings(
-        max_in_flight=_whole(options, "max_in_flight", 1),
+        max_in_flight="auto" if options["max_in_flight"] == "auto"
+        else _whole(options, "max_in_flight", 1, "'auto' or "),
         gap_bytes="auto" if gap == "auto" else _whole(options, "gap_bytes", 0, "'auto' or "),
         request_bytes_max=_whole(options, "request_bytes_max", 1),
         timeout_s=_seconds(options, "timeout_s"),

@@ -52,7 +52,14 @@ from typing import Any
 import numpy as np
 
 from zrecord import _native
-from zrecord._objects import Client, StorageSettings, is_url, redact, storage_settings
+from zrecord._objects import (
+    MAX_IN_FLIGHT_DEFAULT,
+    Client,
+    StorageSettings,
+    is_url,
+    redact,
+    storage_settings,
+)
 from zrecord._paths import HEADER_NAME, store_location
 from zrecord._reader import open_store
 from zrecord._remote import shard_name
@@ -134,7 +141,8 @@ def publish(source: PathLike, url: str, *, storage_options: StorageOptions | Non
         _refuse_published(client)
         claim.start_refreshing()
         with progress_bar(progress, local.total_bytes, f"{client.shown}: publish", unit="B") as update:
-            etags = _upload_body(client, local, claim, options.max_in_flight, update)
+            in_flight = MAX_IN_FLIGHT_DEFAULT if options.max_in_flight == "auto" else options.max_in_flight
+            etags = _upload_body(client, local, claim, in_flight, update)
             _check_uploaded(client, local, etags)
             claim.refresh()  # proves, just before the header, that the claim is still ours
             _upload_header(client, local.header)

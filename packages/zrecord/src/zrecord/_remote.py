@@ -118,7 +118,7 @@ from zrecord._mirror_files import (
     unlock,
     write_new,
 )
-from zrecord._objects import Client, StorageSettings, scrub
+from zrecord._objects import MAX_IN_FLIGHT_DEFAULT, Client, StorageSettings, scrub
 from zrecord.errors import (
     ChecksumError,
     ClosedError,
@@ -187,6 +187,10 @@ class Mirror:
 
     def __init__(self, url: str, settings: StorageSettings, *, whole_index: bool = False) -> None:
         self.options = settings
+        # Ranged GETs at once: max_in_flight, or for "auto" the default until a link sizes it
+        # from the store's mean record (_entries).
+        self.in_flight = MAX_IN_FLIGHT_DEFAULT if settings.max_in_flight == "auto" \
+            else settings.max_in_flight
         self.client = Client(url, self.options)
         self.url = self.client.shown
         self._private: PrivateFolder | None = None
@@ -644,6 +648,8 @@ class Mirror:
         link = self.options.link
         self._gap = int(gap) if gap != "auto" else \
             link.join_gap() if link is not None else min(GAP_AUTO_MAX, mean)
+        if self.options.max_in_flight == "auto" and link is not None:
+            self.in_flight = link.in_flight(mean)
         if self.options.cache_bytes is not None and files.lru is not None:
             paths = [os.path.join(self.store_path, shard_name(k)) if k in self._fds else None
                      for k in range(len(self._shard_sizes))]
@@ -1077,7 +1083,7 @@ class Mirror:
 
             def run() -> None:
                 asyncio.set_event_loop(loop)
-                self._slots = asyncio.Semaphore(self.options.max_in_flight)
+                self._slots = asyncio.Semaphore(self.in_flight)
                 started.set()
                 loop.run_forever()
                 loop.close()

@@ -51,9 +51,10 @@ class StorageOptions(TypedDict, total=False):
     aws_secret_access_key: str
     aws_session_token: str
     skip_signature: bool
-    # Requests: how many in flight, how far apart neighbours may be to share one ranged GET
+    # Requests: how many in flight ("auto": 64, or with a link what its rate and latency keep
+    # busy), how far apart neighbours may be to share one ranged GET
     # ("auto": the store's mean stored record, at most 64 KiB), the largest GET.
-    max_in_flight: int
+    max_in_flight: int | Literal["auto"]
     gap_bytes: int | Literal["auto"]
     request_bytes_max: int
     timeout_s: float
