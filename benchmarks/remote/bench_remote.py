@@ -27,6 +27,10 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   plus steps read ahead: 7 + 2 at most) is cut to what the budget holds, since records fetched
   and not read yet are not evicted; and the same with ``readahead=0`` (the read-ahead steps'
   prefetch starts their ranged GETs early; without it only the batches in flight fetch).
+- the same DataLoader with its defaults (``prefetch=4, readahead=2``, whatever the budget
+  holds), the mirror's bytes on disk sampled every 2 ms by a thread of its own during the pass
+  ([O3] point 4: the budget must hold at its peak, not only after each trim); ``--budget-only``
+  runs this row alone.
 - the same gathers from the local store (the page cache warm): the upper bound.
 - with ``--peers PYTHON`` (and ``--server s3rver``): MosaicML Streaming and LitData
   (benchmarks/remote/remote_peers.py, in that Python) write the same records in their formats, upload
@@ -45,7 +49,7 @@ peer at the same cache budget, read amplification <= 1.2.
 Usage: python benchmarks/remote/bench_remote.py [--data DIR] [--workloads vision_dense,tokens]
        [--link same-region-s3|fast-lan|loopback] [--server http|s3rver --s3rver PATH]
        [--peers PYTHON] [--cache-share 0.1] [--rounds 3] [--seconds 5] [--batch 256]
-       [--in-flight 64] [--loader-records 8192] [--tmp DIR] [--json OUT]
+       [--in-flight 64] [--loader-records 8192] [--budget-only] [--tmp DIR] [--json OUT]
 (The server and the proxy come from the development test kit, which is never released:
 `pip install -e packages/zrecord-testkit` beside zrecord[remote] and loaderx. s3rver:
 `npm install s3rver@3.7.1`; the peers' Python: a virtualenv with
@@ -266,12 +270,14 @@ def remote_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
 
 
 def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Namespace,
-               seed: int, dataset_bytes: int, readahead: int = 2) -> dict[str, Any]:
+               seed: int, dataset_bytes: int, readahead: int = 2, defaults: bool = False) -> dict[str, Any]:
     """loaderx's DataLoader over a fresh remote reader, for one whole CYCLIC pass over the first
     `--loader-records` records (each read once, in random order): time to the first batch, then
     records/s while the loader prefetches ahead. A whole pass, so that every byte fetched was
     delivered (what the loader prefetches past the pass is held already: the next pass reads the
-    same records)."""
+    same records). With `defaults`, the DataLoader's own prefetch and readahead, whatever the
+    budget holds, and the mirror's size is sampled every 2 ms by a thread of its own (the
+    budget must hold at its peak, not only after each trim)."""
     from loaderx.dataloader import DataLoader
     from loaderx.sampler import Sampler
 
@@ -285,10 +291,22 @@ def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
         fits = max(1, budget // max(1, args.batch * dataset_bytes // n))
         prefetch = min(args.loader_workers * 2, fits + 1)
         readahead = min(readahead, max(0, fits - (prefetch - 1)))
+        if defaults:
+            prefetch, readahead = 4, 2
         t = time.monotonic()
         store = cls.open(url, storage_options=options | {"max_in_flight": args.in_flight,
                                                          "cache_bytes": budget})
         peak = 0
+        sampled = [0]
+        done = threading.Event()
+
+        def sample() -> None:
+            budget_of = store._remote._budget
+            while not done.wait(0.002):
+                sampled[0] = max(sampled[0], budget_of.used())
+
+        sampler_thread = threading.Thread(target=sample, daemon=True)
+        sampler_thread.start()
         try:
             with DataLoader({"x": store}, Sampler(length, args.batch, Sampler.Mode.CYCLIC, seed=seed),
                             workers=args.loader_workers, prefetch=prefetch,
@@ -302,11 +320,14 @@ def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
                 el = time.monotonic() - start
             fetched = store.remote_stats()["bytes"]
         finally:
+            done.set()
+            sampler_thread.join()
             store.close()
     return {"first_batch_s": first, "records_s": (steps - 1) * args.batch / el, "records": steps * args.batch,
             "payload_amplification": fetched / max(1, delivered),
             "read_amplification": px.bytes_down / max(1, delivered),
-            "cache_budget_bytes": budget, "peak_cache_bytes": peak, "prefetch": prefetch,
+            "cache_budget_bytes": budget, "peak_cache_bytes": peak, "sampled_peak_cache_bytes": sampled[0],
+            "prefetch": prefetch,
             "readahead": readahead}
 
 
@@ -382,6 +403,21 @@ def med(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {k: statistics.median(r[k] for r in rows) for k in keys} | {"rounds": rows}
 
 
+def budget_table(results: dict[str, Any]) -> str:
+    lines = [f"### The mirror's budget at its peak, DataLoader defaults (prefetch=4, readahead=2), "
+             f"cache {100 * results['cache_share']:.0f}% of the dataset, over {results['link']}",
+             "", "| workload | budget MiB | peak MiB (sampled every 2 ms) | peak MiB (after each batch) | "
+             "payload amp. | wire amp. | records/s | first batch s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, w in results["workloads"].items():
+        d = w["loader_defaults"]
+        lines.append(f"| {name} | {d['cache_budget_bytes'] / 2**20:,.1f} | "
+                     f"{d['sampled_peak_cache_bytes'] / 2**20:,.1f} | {d['peak_cache_bytes'] / 2**20:,.1f} | "
+                     f"{d['payload_amplification']:.3f} | {d['read_amplification']:.3f} | "
+                     f"{d['records_s']:,.0f} | {d['first_batch_s']:.2f} |")
+    return "\n".join(lines)
+
+
 def table(results: dict[str, Any]) -> str:
     lines = [f"### Remote reads over {results['link']} ({results['server']} server), batch "
              f"{results['batch']}, {results['in_flight']} requests in flight",
@@ -437,6 +473,8 @@ def main() -> int:
     ap.add_argument("--loader-records", type=int, default=8192,
                     help="the DataLoader reads one whole pass over this many records")
     ap.add_argument("--tmp", default=None)
+    ap.add_argument("--budget-only", action="store_true",
+                    help="only the DataLoader with its defaults and the mirror's sampled peak")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.peers and args.server != "s3rver":
@@ -460,10 +498,15 @@ def main() -> int:
                 record = w.nbytes / w.n
                 print(f"{name}: {w.n:,} records of {record:,.0f} B ...", file=sys.stderr, flush=True)
                 peers = peer_stores(args, server, name, w.nbytes) if args.peers else {}
-                rounds: dict[str, list[dict[str, Any]]] = {"ceiling": [], "remote": [], "loader": [],
-                                                           "loader_no_readahead": [], "local": []}
+                parts = ["loader_defaults"] if args.budget_only else \
+                    ["ceiling", "remote", "loader", "loader_no_readahead", "loader_defaults", "local"]
+                rounds: dict[str, list[dict[str, Any]]] = {part: [] for part in parts}
                 peer_rounds: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
                 for k in range(args.rounds):
+                    rounds["loader_defaults"].append(loader_run(server, base, w.kind, w.n, args, k,
+                                                                w.nbytes, defaults=True))
+                    if args.budget_only:
+                        continue
                     rounds["ceiling"].append(ceiling(server, base, max(1, round(record)), args))
                     rounds["remote"].append(remote_run(server, base, w.kind, w.n, args, k))
                     rounds["loader"].append(loader_run(server, base, w.kind, w.n, args, k, w.nbytes))
@@ -478,7 +521,7 @@ def main() -> int:
                                               "peer_stores": peers}
         finally:
             server.close()
-    text = table(results)
+    text = budget_table(results) if args.budget_only else table(results) + "\n\n" + budget_table(results)
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
