@@ -132,3 +132,9 @@ def test_foresee_is_none_where_nothing_is_evicted(http_folder, tmp_path):
         assert local.foresee(lambda s: np.array([0]), lambda: 0) is None
     with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c")}) as remote:
         assert remote.foresee(lambda s: np.array([0]), lambda: 0) is None
+    # A closed store foresees nothing (a loader may be made over it; its reads raise).
+    opts = {"cache_dir": str(tmp_path / "b"), "cache_bytes": N * REC // 2}
+    budgeted = Dense.open(url, storage_options=opts)
+    assert budgeted.foresee(lambda s: np.array([0]), lambda: 0) is not None
+    budgeted.close()
+    assert budgeted.foresee(lambda s: np.array([0]), lambda: 0) is None

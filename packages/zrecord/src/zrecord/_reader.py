@@ -348,11 +348,14 @@ class _Store(_Kind, Generic[_Batch]):
         instead of what was read longest ago, across every reader of the mirror that foresees;
         the order of reads and their results are unchanged. loaderx's DataLoader calls it for
         every stream it reads. Returns a handle whose ``close()`` forgets the future (closing
-        the store does too); None where nothing is evicted (a local store, or no budget)."""
-        self._check_open()
-        if self._remote is None:
+        the store does too); None where nothing is evicted (a local store, or no budget) and
+        for a closed store (whose reads raise ClosedError anyway)."""
+        if self._closed or self._remote is None:
             return None
-        return self._remote.foresee(batch_of, progress)
+        try:
+            return self._remote.foresee(batch_of, progress)
+        except ClosedError:  # closed by another thread meanwhile
+            return None
 
     def _iter_block_records(self) -> int:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
