@@ -139,3 +139,38 @@ def test_the_loader_tells_a_budgeted_mirror_its_future(tmp_path):
     optimal = sum(belady_fetched(reads, [rec] * n, n * rec // 2)[n:])
     assert fetched["next-use"] <= optimal * 1.05, (fetched, optimal)
     assert fetched["lru"] >= optimal * 1.4, (fetched, optimal)
+
+
+def test_with_the_loaders_defaults_the_mirror_holds_its_budget_at_its_peak(tmp_path, monkeypatch):
+    """The DataLoader's defaults (prefetch=4, readahead=2: 5 steps fetched ahead) over a
+    mirror whose budget holds 2 steps: the mirror's bytes on disk, sampled after every write of
+    every fetch, never exceed the budget, and the bytes fetched are within 5% of those
+    delivered (payload amplification). Was: the
+    window of 5 steps was fetched whatever the budget (the photographs' mirror reached 2.2x
+    its budget)."""
+    from zrecord import _mirror_cache
+    from zrecord_testkit.caching import record_peaks
+    from zrecord_testkit.servers import RangeHTTPServer
+
+    n, rec, batch = 2048, 8 << 10, 256  # 16 MiB; a step is 2 MiB
+    data = np.random.default_rng(2).integers(0, 255, (n, rec), dtype=np.uint8)
+    with Dense.create(tmp_path / "srv" / "s", np.uint8, (rec,), codec="raw", data_shards=1) as w:
+        w.append(data)
+    budget = 5 << 20  # 2 steps and some
+    peaks = record_peaks(monkeypatch, _mirror_cache.Budget)
+    with RangeHTTPServer(tmp_path / "srv") as server:
+        # gap_bytes 0: no record between two wanted ones is fetched, so every byte fetched
+        # beyond those delivered is a record fetched again.
+        opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": budget, "gap_bytes": 0}
+        with Dense.open(server.url_for("s"), storage_options=opts) as store:
+            assert store.cache_budget_bytes == budget
+            sampler = Sampler(n, batch, "cyclic", seed=1)
+            with DataLoader({"x": store}, sampler) as loader:
+                assert loader._window() == (1, 0)  # until a step's bytes are known
+                for step in range(n // batch):
+                    got = next(loader)["x"]
+                    np.testing.assert_array_equal(got, data[sampler.batch(step)])
+                assert loader._window() == (2, 0)  # 5 MiB holds 2 steps of 2 MiB
+            stats = store.remote_stats()
+    assert peaks and max(peaks) <= budget, (max(peaks), budget)
+    assert stats["bytes"] <= 1.05 * stats["delivered_bytes"], stats

@@ -449,19 +449,14 @@ def test_a_budget_holds_at_its_peak_with_prefetch(http_folder, tmp_path, monkeyp
     after the trim), never exceed cache_bytes while random batches are read with the next one
     prefetched, as the DataLoader does. Was: the budget was trimmed after each fetch only, and a
     prefetch fetched up to 64 MiB whatever the budget (here a 4 MiB budget reached 4.5 MiB)."""
+    from zrecord_testkit.caching import record_peaks
+
     folder = tmp_path / "big"
     with Dense.create(folder, np.uint8, (8192,), codec="raw", data_shards=1) as w:
         w.append(np.random.default_rng(0).integers(0, 255, (4096, 8192), dtype=np.uint8))
     url = _serve(http_folder, folder)
     budget = _mirror_cache.BUDGET_MIN_BYTES
-    peaks: list[int] = []
-    real_wrote = _mirror_cache.Budget.wrote
-
-    def wrote(self, shard, start, end):
-        real_wrote(self, shard, start, end)
-        peaks.append(self.used())
-
-    monkeypatch.setattr(_mirror_cache.Budget, "wrote", wrote)
+    peaks = record_peaks(monkeypatch, _mirror_cache.Budget)
     rng = np.random.default_rng(1)
     batches = [np.sort(rng.choice(4096, 48, replace=False)) for _ in range(30)]
     opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": budget, "gap_bytes": 0}

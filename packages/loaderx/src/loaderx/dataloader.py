@@ -45,6 +45,12 @@ Invariants:
   ``prefetch(indices)`` method (zrecord stores: a hint to the kernel, no buffers), so a cold
   disk works on them while the model computes. What it holds: ``readahead`` index arrays, and
   page cache the kernel may reclaim; batches themselves stay bounded by ``prefetch``.
+- A cache budget bounds the window. When a stream's cache has a byte budget
+  (``cache_budget_bytes``: a zrecord store opened by URL with ``cache_bytes``), the steps in
+  flight and read ahead together are cut to what the smallest budget holds (its bytes over
+  the most bytes one step of that stream took of it, ``cache_cost(indices)`` where the stream
+  has it, else the bytes gathered; one step until that is known), so that the records fetched
+  ahead never take more than the budget.
 - Foresight. With a sampler that can draw any step (``batch(step)``: Sampler, Mix), every
   stream that has a ``foresee(batch_of, progress)`` method is told the sampler's future and
   the loader's step (zrecord stores opened by URL with a ``cache_bytes`` budget: their mirror
@@ -122,6 +128,10 @@ class _Stats:
         self.transform_s = 0.0
         self.wait_s = 0.0
         self.started = time.perf_counter()
+        # The streams whose cache has a byte budget, and the most bytes one step of each
+        # gathered so far (the loader's window is cut to what the budget holds).
+        self.budgeted: frozenset[str] = frozenset()
+        self.step_bytes: dict[str, int] = {}
 
 
 # The first word of every batch generator's derivation path (SeedSequence spawn_key), so that
@@ -193,6 +203,11 @@ def _run_step(streams: dict[str, Stream], transform: Callable[..., Any] | None,
     t0 = time.perf_counter()
     batch = {name: stream[indices] for name, stream in streams.items()}
     t1 = time.perf_counter()
+    for name in stats.budgeted:
+        cost = getattr(streams[name], "cache_cost", None)
+        size = int(cost(indices)) if callable(cost) else _nbytes(batch[name])
+        with stats.lock:
+            stats.step_bytes[name] = max(size, stats.step_bytes.get(name, 0))
     try:
         if transform is None:
             out = batch
@@ -208,6 +223,13 @@ def _run_step(streams: dict[str, Stream], transform: Callable[..., Any] | None,
         stats.gather_s += t1 - t0
         stats.transform_s += t2 - t1
     return out
+
+
+def _nbytes(value: Any) -> int:
+    """The bytes of a gathered batch: an array's, or the sum of a list of arrays'."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    return sum(int(getattr(v, "nbytes", 0)) for v in value) if isinstance(value, list) else 0
 
 
 # The counts of zrecord's remote_stats() that DataLoader.bill reports.
@@ -454,6 +476,9 @@ class DataLoader(Generic[_Batch]):
                         if isinstance(s, _Prefetching) and callable(s.prefetch)] \
             if self._readahead else []
         self._stats = _Stats()
+        self._budgets = {name: int(b) for name, s in streams.items()
+                         if isinstance(b := getattr(s, "cache_budget_bytes", None), int)}
+        self._stats.budgeted = frozenset(self._budgets)
         # Guards _closed and _pending: close() may run on another thread while the consumer is
         # inside next().
         self._lock = threading.Lock()
@@ -489,9 +514,9 @@ class DataLoader(Generic[_Batch]):
 
     # -- the pipeline ---------------------------------------------------------------------
 
-    def _draw(self) -> None:
-        """Draw the next step's indices (in step order, on this thread) and hint them to the
-        streams that read ahead."""
+    def _draw(self, hint: bool = True) -> None:
+        """Draw the next step's indices (in step order, on this thread) and, with `hint`,
+        hint them to the streams that read ahead."""
         indices = self._sampler.next()
         # The sampler's view is borrowed until its next draw; the worker needs its own copy.
         own = np.array(indices, dtype=np.uint64, copy=True)
@@ -499,7 +524,7 @@ class DataLoader(Generic[_Batch]):
             raise ValueError(f"the sampler returned indices of shape {own.shape}; a "
                              "one-dimensional array is required")
         own.flags.writeable = False  # shared by the gather and the transform's context
-        for prefetch in self._hinted:
+        for prefetch in self._hinted if hint else ():
             prefetch(own)
         self._drawn.append(own)
 
@@ -536,12 +561,14 @@ class DataLoader(Generic[_Batch]):
         with self._lock:
             if self._closed:
                 raise self._closed_error()
-            # The consumer still holds the batch last delivered: it counts against prefetch.
-            in_flight = max(1, self._prefetch - 1)
+            in_flight, readahead = self._window()
             while (not self._exhausted and
-                   len(self._pending) + len(self._drawn) < in_flight + self._readahead):
+                   len(self._pending) + len(self._drawn) < in_flight + readahead):
                 try:
-                    self._draw()
+                    # No read-ahead left in the window (a cache budget cut it): the step is
+                    # submitted as soon as it is drawn, and a hint would only compete with its
+                    # own gather for the budget.
+                    self._draw(hint=readahead > 0)
                 except StopIteration:
                     self._exhausted = True  # a finite sampler (passes=...) has ended
             while len(self._pending) < in_flight and self._drawn:
@@ -549,6 +576,22 @@ class DataLoader(Generic[_Batch]):
             if not self._pending:
                 raise _Exhausted
             return self._pending.popleft()
+
+    def _window(self) -> tuple[int, int]:
+        """Steps in flight and steps read ahead (module docstring): ``prefetch - 1`` (the
+        consumer still holds the batch last delivered) and ``readahead``, cut to what the
+        smallest cache budget of the streams holds: one step until a step's bytes are known,
+        then budget // step bytes steps in all."""
+        in_flight = max(1, self._prefetch - 1)
+        if not self._budgets:
+            return in_flight, self._readahead
+        with self._stats.lock:
+            known = dict(self._stats.step_bytes)
+        if len(known) < len(self._budgets):
+            return 1, 0
+        fits = max(1, min(budget // max(1, known[name]) for name, budget in self._budgets.items()))
+        in_flight = min(in_flight, fits)
+        return in_flight, max(0, min(self._readahead, fits - in_flight))
 
     def _closed_error(self) -> LoaderClosedError:
         return LoaderClosedError("the DataLoader is closed" +

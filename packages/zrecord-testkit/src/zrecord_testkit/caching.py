@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 _NEVER = 1 << 62
 
@@ -58,3 +59,18 @@ def lru_fetched(reads: Sequence[int], sizes: Sequence[int], capacity: int) -> li
             victim, _ = held.popitem(last=False)
             used -= sizes[victim]
     return fetched
+
+
+def record_peaks(monkeypatch: Any, budget_class: Any) -> list[int]:
+    """Make every write of a fetch into a budgeted mirror append the bytes the mirror then holds
+    on disk (``used()``) to the list returned: the mirror's size sampled at its peaks, not after
+    each trim. `budget_class` is zrecord's ``_mirror_cache.Budget``; `monkeypatch` pytest's."""
+    peaks: list[int] = []
+    real_wrote = budget_class.wrote
+
+    def wrote(self: Any, shard: int, start: int, end: int) -> None:
+        real_wrote(self, shard, start, end)
+        peaks.append(self.used())
+
+    monkeypatch.setattr(budget_class, "wrote", wrote)
+    return peaks

@@ -68,6 +68,9 @@ CHUNKS_MAX = 1 << 22
 # The most one punch frees: neighbouring chunks chosen by one eviction are punched together, up
 # to this many bytes (a punch is a system call, and one chunk of 4 KiB each would be slow).
 PUNCH_RUN_BYTES = 4 << 20
+# How long a gather's fetch waits for the gathers in flight to read theirs before it is made
+# anyway (reserve): a fetch stalled by the network must not stall every gather.
+ROOM_WAIT_S = 10.0
 # The smallest budget: a batch fetched must fit, or the eviction after it would punch out what
 # the gather is about to read.
 BUDGET_MIN_BYTES = 4 << 20
@@ -173,6 +176,10 @@ class Budget:
         # the shard files do not hold yet but will.
         self._reserved = 0
         self._reserve_lock = threading.Lock()
+        # Gathers of this process admitted and not done reading (hold, finished): their
+        # chunks become evictable once read, so a gather that does not fit waits for them.
+        self._holding = 0
+        self._room = threading.Condition(self._reserve_lock)
 
     @staticmethod
     def _probe_punch(root_fd: int) -> None:
@@ -303,37 +310,65 @@ class Budget:
         inherited, self._lock_fd = self._lock_fd, os.open(path, os.O_RDWR)
         os.close(inherited)
         self._thread_lock = threading.Lock()
+        # The parent's fetches and gathers are not this process's.
+        self._reserve_lock = threading.Lock()
+        self._room = threading.Condition(self._reserve_lock)
+        self._reserved = self._holding = 0
 
-    def reserve(self, incoming: int, keep: np.ndarray | None = None, *, partial: bool = False) -> int:
+    def reserve(self, incoming: int, keep: np.ndarray | None = None, *, partial: bool = False,
+                hold: bool = False, own: int = 0) -> int:
         """Admit a fetch of `incoming` bytes (file blocks it allocates): evict, in the module's
         order and never `keep` nor chunks fetched and not read yet, so that what the
         mirror holds, with what this process's other fetches were admitted for, stays within
         the budget after it; then count it as admitted until `release`. Returns the bytes
         admitted: `incoming` (a gather's fetch, which must be made), or with `partial` what
-        fits (a prefetch's, which fetches no more)."""
-        with self._reserve_lock:
-            if self.used() + self._reserved + incoming > self.budget:
-                with self._thread_lock:
-                    try:
-                        fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        pass  # another process evicts: it frees what it can
-                    else:
-                        try:
-                            self._evict(keep, incoming + self._reserved)
-                        finally:
-                            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        fits (a prefetch's, which fetches no more). A gather's fetch (`hold`) that does not fit
+        while other gathers of this process are admitted and not done reading waits for them
+        (their records become evictable once read; ROOM_WAIT_S at most), so that the
+        gathers in flight share the budget instead of exceeding it together; it then counts
+        as holding until `finished`. `own`: how many of the holds are the caller's own (a
+        gather that fetches again), which it does not wait for."""
+        deadline = time.monotonic() + ROOM_WAIT_S
+        with self._room:
+            while True:
+                if self.used() + self._reserved + incoming > self.budget:
+                    self._evict_locked(keep, incoming + self._reserved)
+                fits = self.used() + self._reserved + incoming <= self.budget
+                left = deadline - time.monotonic()
+                if partial or fits or not hold or self._holding <= own or left <= 0:
+                    break
+                self._room.wait(min(left, 0.5))
             granted = incoming
             if partial:
                 granted = max(0, min(incoming, self.budget - self.used() - self._reserved))
             self._reserved += granted
+            self._holding += hold
             return granted
+
+    def _evict_locked(self, keep: np.ndarray | None, incoming: int) -> None:
+        with self._thread_lock:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another process evicts: it frees what it can
+            try:
+                self._evict(keep, incoming)
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def release(self, admitted: int) -> None:
         """A fetch admitted for `admitted` bytes (`reserve`) has ended: its bytes are in the
         files now (or it failed)."""
-        with self._reserve_lock:
+        with self._room:
             self._reserved -= admitted
+            self._room.notify_all()
+
+    def finished(self) -> None:
+        """A gather admitted with `hold` has read its records (or failed): they are evictable
+        now, and gathers waiting for room look again."""
+        with self._room:
+            self._holding -= 1
+            self._room.notify_all()
 
     def _evict(self, keep: np.ndarray | None, incoming: int = 0) -> None:
         # Measured again under the lock: another process may have evicted just before it.

@@ -339,6 +339,28 @@ class _Store(_Kind, Generic[_Batch]):
                 # they wrote, and a hint before them would read holes.
                 self._remote.prefetch(idx)
 
+    @property
+    def cache_budget_bytes(self) -> int | None:
+        """For a store opened by URL with a ``cache_bytes`` budget: the budget (what its
+        mirror may hold on disk at once, so what a loader's steps in flight and read ahead
+        must fit in); None otherwise."""
+        return None if self._remote is None else self._remote.options.cache_bytes
+
+    def cache_cost(self, key: Positions) -> int:
+        """The bytes of the mirror's disk that records ``store[key]`` occupy (each record's
+        file blocks of 4 KiB, distinct records once): what reading them takes of a
+        ``cache_bytes`` budget, which a loader sizes its window by. The records' stored bytes
+        for a local store."""
+        self._check_open()
+        idx = normalise(key, self._len, self.path)
+        recs = np.unique(np.atleast_1d(np.asarray(idx, dtype=np.uint64)))
+        _, offsets, sizes = self._locations(recs[recs < self._len])
+        if self._remote is None:
+            return int(sizes.sum())
+        starts, ends = offsets.astype(np.int64), (offsets + sizes).astype(np.int64)
+        blocks = (ends + 4095) // 4096 - starts // 4096
+        return int((np.where(sizes > 0, blocks, 0) * 4096).sum())
+
     def foresee(self, batch_of: Callable[[int], Any],
                 progress: Callable[[], int | None]) -> Foresight | None:
         """Tell a store opened by URL with a ``cache_bytes`` budget what its reader will read:

@@ -673,8 +673,18 @@ class Mirror:
     def _read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         for foresight in self._foresights:
             foresight.catch_up()
+        holds: list[Budget] = []
+        try:
+            return self._read_held(idx, gather, holds)
+        finally:
+            for budget in holds:
+                budget.finished()
+
+    def _read_held(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T], holds: list[Budget]) -> _T:
+        """`_read`; the budget admissions of its fetches are added to `holds`, which _read
+        ends once the records are read."""
         before = self._punch_word()
-        located = self.ensure(idx)
+        located = self.ensure(idx, holds=holds)
         with self._lock:
             self.delivered_bytes += int(located.sizes.sum())
         chunks = None
@@ -697,8 +707,8 @@ class Mirror:
                 refetched[rec] = refetched.get(rec, 0) + 1
                 # What an eviction took since has lost its bit and comes back with the rest;
                 # the failed record is fetched whatever its bit says.
-                self.ensure(idx)
-                self.ensure(np.array([rec], np.uint64), force=True)
+                self.ensure(idx, holds=holds)
+                self.ensure(np.array([rec], np.uint64), force=True, holds=holds)
                 continue
             if self._budget is not None and chunks is not None:
                 self._budget.touch(chunks)
@@ -715,10 +725,12 @@ class Mirror:
             self._shared_punches = PunchWord(self.root)
         return self._shared_punches()
 
-    def ensure(self, idx: np.ndarray, *, force: bool = False) -> _Places:
+    def ensure(self, idx: np.ndarray, *, force: bool = False, holds: list[Budget] | None = None) -> _Places:
         """Fetch the records of `idx` that the mirror does not hold (all of them with `force`),
         after the index parts they need (by part) and after waiting for the prefetches under
-        way that fetch any of them. Returns where the distinct records of `idx` lie."""
+        way that fetch any of them. Returns where the distinct records of `idx` lie. With
+        `holds`, the budget's admission holds until the caller has read them (appended to
+        `holds`: the caller calls ``finished()`` of each)."""
         self._adopt()
         recs = self._valid(idx)
         if not force:
@@ -736,7 +748,10 @@ class Mirror:
                 return located
             # Admission: room for what comes, never evicting the batch's own chunks.
             keep = self._budget.chunks_at(located.shards, located.offsets, located.sizes)
-            admitted = self._budget.reserve(_allocated(runs), keep)
+            admitted = self._budget.reserve(_allocated(runs), keep, hold=holds is not None,
+                                            own=len(holds or ()))
+            if holds is not None:
+                holds.append(self._budget)
             try:
                 self._submit(self._fetch_runs(runs)).result()
             finally:
