@@ -81,8 +81,10 @@ def test_a_transform_that_mutates_shared_state_runs_once_per_step_and_the_batche
             for got, i in zip(batch["r"], idx):
                 np.testing.assert_array_equal(got, ragged[i])
     # Every step the loader ran (those delivered and those prefetched) ran the transform once.
+    # close() cancels the steps not started: one may be cancelled while a later one had
+    # started already (a worker takes the next task as another marks its own running).
     ran = sorted(log)
-    assert ran == list(range(len(ran))) and steps <= len(ran) <= steps + 8 + 2
+    assert len(set(ran)) == len(ran) and set(range(steps)) <= set(ran) and ran[-1] < steps + 8 + 2
     expected: dict[int, int] = {}
     for step in ran:
         for i in reference.batch(step).tolist():
