@@ -105,3 +105,11 @@ def finish(args: argparse.Namespace, results: dict[str, Any], tables: list[str])
         print("\n\n".join(tables))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def emit(args: argparse.Namespace, results: dict[str, Any], text: str) -> None:
+    """Print a run's table `text` and write its JSON (--json), for the scripts that need no
+    more than that."""
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")

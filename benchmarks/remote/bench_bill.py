@@ -20,7 +20,6 @@ Usage: python benchmarks/remote/bench_bill.py [--data DIR] [--workloads vision_d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -28,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import zrecord
-from zrecord import Dense, Ragged
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.data import Workload, default_data  # noqa: E402
-from common.store import ensure_store  # noqa: E402
+from common.reports import emit  # noqa: E402
+from common.store import ensure_store, open_store  # noqa: E402
 
 PRICE_NAMES = ("s3-standard", "s3-express", "gcs-standard")
 
@@ -84,14 +83,10 @@ def main() -> int:
         for name in args.workloads.split(","):
             w = Workload(name, args.data, None)
             path = ensure_store(w, "raw", root, 64)
-            cls = Dense if w.kind == "dense" else Ragged
-            with cls.open(path) as store:
+            with open_store(w, path) as store:
                 results["workloads"][name] = {"records": len(store), "stored_bytes": int(store.stored_bytes),
                                               "rows": bills(store, args.block_bytes, args.shard_bytes)}
-    text = table(results)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    emit(args, results, table(results))
     return 0
 
 

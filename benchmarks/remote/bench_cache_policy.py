@@ -32,7 +32,6 @@ Usage: python benchmarks/remote/bench_cache_policy.py [--data DIR] [--workloads 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -49,7 +48,8 @@ from zrecord import Dense, Ragged
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
 from common.data import Workload, default_data  # noqa: E402
-from common.store import ensure_store  # noqa: E402
+from common.reports import emit  # noqa: E402
+from common.store import ensure_store, open_store  # noqa: E402
 
 from loaderx import DataLoader, Sampler  # noqa: E402
 from zrecord_testkit.caching import belady_fetched, lru_fetched  # noqa: E402
@@ -154,8 +154,7 @@ def main() -> int:
             for name in args.workloads.split(","):
                 w = Workload(name, args.data, args.records or None)
                 base = os.path.basename(ensure_store(w, "raw", root, 64))
-                cls = Dense if w.kind == "dense" else Ragged
-                with cls.open(os.path.join(root, base)) as local:
+                with open_store(w, os.path.join(root, base)) as local:
                     sizes = local._locations(np.arange(w.n, dtype=np.uint64))[2].astype(np.int64)
                 stored = int(sizes.sum())
                 batch = args.batch or (32 if w.kind == "dense" else 256)
@@ -185,10 +184,7 @@ def main() -> int:
                         "workload": name, "mode": mode, "records": w.n, "stored_bytes": stored,
                         "batch": batch, "block_records": block if mode == "blocks" else None,
                         "cache_bytes": cache, "window_bytes": window, "runs": runs, "offline": off}
-    text = table(results)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    emit(args, results, table(results))
     return 0
 
 
