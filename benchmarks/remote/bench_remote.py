@@ -1,8 +1,10 @@
 """Reading stores over a simulated network link: zrecord by byte range against the link's own
 ceiling, with a local-disk run as the upper bound.
 
-Set-up, all on loopback: a Range HTTP server (zrecord_testkit.servers' RangeHTTPServer, in a
-process of its own) serves the stores' files; between it and the client runs the delaying,
+Set-up, all on loopback: a Range HTTP server serves the stores' files (``--server http``:
+zrecord_testkit.servers' RangeHTTPServer, in a process of its own; ``nginx``: nginx from the
+Debian packages, one worker, Range, ETag and If-Match its own, the fast server; ``s3rver`` or
+``moto``: S3 servers, for S3 semantics and for the peers); between it and the client runs the delaying,
 rate-limiting TCP proxy zrecord_testkit.netlink (a process of its own), with a link profile:
 "same-region-s3" (25 ms round trip, 640 Mbit/s per connection and direction) or "fast-lan"
 (1 ms, 2 Gbit/s). The server and proxy share this machine's cores with the client, so their
@@ -31,6 +33,15 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   holds), the mirror's bytes on disk sampled every 2 ms by a thread of its own during the pass
   ([O3] point 4: the budget must hold at its peak, not only after each trim); ``--budget-only``
   runs this row alone.
+- ``blocks``: the DataLoader with its defaults in loaderx's locality-aware BLOCKS order
+  (blocks of ``--block-bytes``, windows of ``--window-blocks``) over a fresh reader told the
+  link (the cost model's gap and requests in flight), its mirror bounded to two windows, one
+  whole epoch: MiB/s against the link's bandwidth (a), and its GETs (the reader's count, and
+  nginx's access log) against the floor stored bytes / 8 MiB + blocks.
+- ``peer_epochs`` (with ``--peers``, an S3 server): MosaicML Streaming (``py1e``, its shuffle
+  block one window) and LitData (its default shuffle) read one epoch of the same records, in
+  shards of one block, through caches bounded to the same two windows: GETs (their boto3 and
+  obstore calls, counted in their process), bytes through the link, records/s.
 - the same gathers from the local store (the page cache warm): the upper bound.
 - with ``--peers PYTHON`` (and ``--server s3rver``): MosaicML Streaming and LitData
   (benchmarks/remote/remote_peers.py, in that Python) write the same records in their formats, upload
@@ -47,7 +58,8 @@ requests in flight; time to first batch <= 1/10 of the peers'; DataLoader >= 2x 
 peer at the same cache budget, read amplification <= 1.2.
 
 Usage: python benchmarks/remote/bench_remote.py [--data DIR] [--workloads vision_dense,tokens]
-       [--link same-region-s3|fast-lan|loopback] [--server http|s3rver --s3rver PATH]
+       [--link same-region-s3|fast-lan|loopback] [--server http|nginx|moto|s3rver --s3rver PATH]
+       [--parts ceiling,remote,blocks,...] [--block-bytes 8388608] [--window-blocks 8]
        [--peers PYTHON] [--cache-share 0.1] [--rounds 3] [--seconds 5] [--batch 256]
        [--in-flight 64] [--loader-records 8192] [--budget-only] [--tmp DIR] [--json OUT]
 (The server and the proxy come from the development test kit, which is never released:
@@ -93,6 +105,17 @@ except ImportError as exc:
 
 HERE = Path(__file__).resolve().parent
 CHUNK = 8 << 20
+# zrecord's default request_bytes_max: the size of the requests the blocks' floor counts.
+REQUEST_BYTES = 8 << 20
+# The cost model's link for each proxy profile (the proxy's figures, not a cloud's).
+LINK_OF_PROFILE = {
+    "same-region-s3": zrecord.Link(latency_s=0.025, connection_bytes_per_s=80e6, price=zrecord.PRICES["s3-standard"],
+                                   source="the same-region-s3 proxy profile (25 ms, 640 Mbit/s)"),
+    "fast-lan": zrecord.Link(latency_s=0.001, connection_bytes_per_s=250e6, price=zrecord.PRICES["s3-standard"],
+                             source="the fast-lan proxy profile (1 ms, 2 Gbit/s)"),
+    "loopback": zrecord.Link(latency_s=0.0001, connection_bytes_per_s=1e9, price=zrecord.PRICES["s3-standard"],
+                             source="loopback, no delay"),
+}
 
 
 def free_port() -> int:
@@ -118,13 +141,20 @@ class Server:
     s3rver (npm s3rver 3.7.1, `--s3rver PATH` to its executable) with a bucket "bench" the
     stores are published to (zrecord.publish, straight to the server, not through the link)."""
 
-    def __init__(self, kind: str, root: Path, s3rver: str | None) -> None:
-        self.kind, self.port = kind, free_port()
+    def __init__(self, kind: str, root: Path, s3rver: str | None, nginx: str | None = None) -> None:
+        self.kind, self.port, self.root = kind, free_port(), root
         if kind == "http":
             code = (f"import sys, time; from {servers.__name__} import RangeHTTPServer; "
                     "s = RangeHTTPServer(sys.argv[1], port=int(sys.argv[2]), record_requests=False); "
                     "time.sleep(1e9)")
             self.proc = subprocess.Popen([sys.executable, "-c", code, str(root), str(self.port)])
+        elif kind == "nginx":
+            self.proc = subprocess.Popen([nginx or "nginx", "-c", str(nginx_conf(root, self.port)),
+                                          "-p", str(root / "nginx")])
+        elif kind == "moto":
+            self._moto = servers.S3Server(port=self.port)
+            self._moto.create_bucket("bench")
+            return
         else:
             if not s3rver:
                 raise SystemExit("--server s3rver needs --s3rver PATH (npm install s3rver@3.7.1)")
@@ -140,19 +170,68 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def publish(self, local: str, name: str) -> None:
-        if self.kind == "s3rver":
+        if self.kind in ("s3rver", "moto"):
             zrecord.publish(local, f"s3://bench/{name}", storage_options=S3_KEYS | {"endpoint_url": self.endpoint},
                             verify=False)
 
     def store(self, port: int, name: str) -> tuple[str, dict[str, Any]]:
         """The URL of store `name` through the link at `port`, and its storage options."""
-        if self.kind == "http":
+        if self.kind in ("http", "nginx"):
             return f"http://127.0.0.1:{port}/{name}", {}
         return f"s3://bench/{name}", S3_KEYS | {"endpoint_url": f"http://127.0.0.1:{port}"}
 
+    def requests(self) -> int | None:
+        """The requests the server answered so far: nginx's access log lines (None for the
+        other servers, which keep no count here)."""
+        if self.kind != "nginx":
+            return None
+        log = self.root / "nginx" / "access.log"
+        with open(log, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
     def close(self) -> None:
+        if self.kind == "moto":
+            self._moto.close()
+            return
         self.proc.terminate()
         self.proc.wait(10)
+
+
+def nginx_conf(root: Path, port: int) -> Path:
+    """A configuration for nginx serving `root`'s files on 127.0.0.1:`port` as static files
+    (Range, ETag and If-Match are nginx's own), in the foreground, every path of its own under
+    `root`/nginx. One worker process: the machine's other core runs the proxy and the client.
+    Requests are counted in its access log (one line each)."""
+    home = root / "nginx"
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    conf = home / "nginx.conf"
+    # Started by root, nginx's workers would run as nobody, who may not read a private temp
+    # folder: they stay root's (nginx ignores `user` for anyone else).
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    conf.write_text(f"""daemon off;
+{user}worker_processes 1;
+pid {home}/nginx.pid;
+error_log {home}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log {home}/access.log;
+  client_body_temp_path {home}/tmp;
+  proxy_temp_path {home}/tmp;
+  fastcgi_temp_path {home}/tmp;
+  uwsgi_temp_path {home}/tmp;
+  scgi_temp_path {home}/tmp;
+  sendfile on;
+  keepalive_requests 1000000;
+  keepalive_timeout 300s;
+  default_type application/octet-stream;
+  server {{
+    listen 127.0.0.1:{port};
+    root {root};
+    location / {{ }}
+  }}
+}}
+""")
+    return conf
 
 
 S3_KEYS = {"aws_access_key_id": "S3RVER", "aws_secret_access_key": "S3RVER", "region": "us-east-1"}
@@ -177,7 +256,13 @@ class Proxy:
 
     def __exit__(self, *exc: object) -> None:
         self.proc.send_signal(signal.SIGTERM)
-        err = self.proc.communicate(timeout=30)[1]
+        try:
+            err = self.proc.communicate(timeout=30)[1]
+        except subprocess.TimeoutExpired:
+            # Its count is printed before it closes its connections, which may take long with
+            # hundreds open: what it printed is kept.
+            self.proc.kill()
+            err = self.proc.communicate()[1]
         found = re.search(r"(\d+) bytes down", err)
         self.bytes_down = int(found.group(1)) if found else 0
 
@@ -186,7 +271,7 @@ def client(server: Server, port: int, name: str) -> Any:
     """An obstore client of store `name`'s objects through the link at `port`."""
     from obstore.store import HTTPStore, S3Store
 
-    if server.kind == "http":
+    if server.kind in ("http", "nginx"):
         return HTTPStore.from_url(f"http://127.0.0.1:{port}/{name}", client_options={"allow_http": True})
     return S3Store("bench", prefix=name, config={"endpoint": f"http://127.0.0.1:{port}",
                                                    "access_key_id": "S3RVER", "secret_access_key": "S3RVER",
@@ -296,7 +381,6 @@ def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
         t = time.monotonic()
         store = cls.open(url, storage_options=options | {"max_in_flight": args.in_flight,
                                                          "cache_bytes": budget})
-        peak = 0
         sampled = [0]
         done = threading.Event()
 
@@ -311,13 +395,7 @@ def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
             with DataLoader({"x": store}, Sampler(length, args.batch, Sampler.Mode.CYCLIC, seed=seed),
                             workers=args.loader_workers, prefetch=prefetch, subset=length < n,
                             readahead=readahead) as loader:
-                delivered = _nbytes(next(loader)["x"])
-                first = time.monotonic() - t
-                start = time.monotonic()
-                for _ in range(steps - 1):
-                    delivered += _nbytes(next(loader)["x"])
-                    peak = max(peak, store.remote_stats()["cache_bytes"])
-                el = time.monotonic() - start
+                delivered, first, el, peak = one_pass(loader, steps, store, t)
             fetched = store.remote_stats()["bytes"]
         finally:
             done.set()
@@ -329,6 +407,67 @@ def loader_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
             "cache_budget_bytes": budget, "peak_cache_bytes": peak, "sampled_peak_cache_bytes": sampled[0],
             "prefetch": prefetch,
             "readahead": readahead}
+
+
+def one_pass(loader: Any, steps: int, store: Any, t: float) -> tuple[int, float, float, int]:
+    """`steps` batches of `loader` (stream "x" of `store`, opened at `t`): bytes delivered,
+    seconds to the first batch since `t`, seconds of the others, and the mirror's largest size
+    after a batch."""
+    delivered = _nbytes(next(loader)["x"])
+    first = time.monotonic() - t
+    start = time.monotonic()
+    peak = 0
+    for _ in range(steps - 1):
+        delivered += _nbytes(next(loader)["x"])
+        peak = max(peak, store.remote_stats()["cache_bytes"])
+    return delivered, first, time.monotonic() - start, peak
+
+
+def blocks_run(server: Server, name: str, kind: str, n: int, args: argparse.Namespace,
+               seed: int) -> dict[str, Any]:
+    """loaderx's DataLoader (its defaults) in the locality-aware BLOCKS order over a fresh reader
+    told the link (storage option ``link``: the cost model's gap and requests in flight), one
+    whole epoch over every record: blocks of ``--block-bytes``, windows of ``--window-blocks``,
+    the mirror bounded to ``blocks_budget`` (what the peers' caches get too). Records/s and MiB/s
+    delivered, the GETs and bytes of the epoch (the reader's count, and the server's where it
+    keeps one) against the blocks' own figure (stored bytes / request size + blocks)."""
+    from loaderx.dataloader import DataLoader
+    from loaderx.sampler import Sampler, block_records
+
+    cls = Dense if kind == "dense" else Ragged
+    link = LINK_OF_PROFILE[args.link]
+    with Proxy(server, args.link) as px:
+        url, options = server.store(px.port, name)
+        t = time.monotonic()
+        store = cls.open(url, storage_options=options | {"link": link, "cache_bytes": blocks_budget(args)})
+        try:
+            per_block = block_records(store, args.block_bytes)
+            sampler = Sampler(n, args.batch, Sampler.Mode.BLOCKS, seed=seed, block_records=per_block,
+                              window_blocks=args.window_blocks)
+            steps = sampler.steps_per_cycle
+            served = server.requests()
+            with DataLoader({"x": store}, sampler, workers=args.loader_workers) as loader:
+                delivered, first, el, peak = one_pass(loader, steps, store, t)
+                stats = store.remote_stats()
+            after = server.requests()
+            served = None if after is None or served is None else after - served
+            stored = int(store.stored_bytes)
+        finally:
+            store.close()
+    blocks = -(-n // per_block)
+    floor = -(-stored // REQUEST_BYTES) + blocks
+    return {"first_batch_s": first, "records_s": (steps - 1) * args.batch / el,
+            "mib_s": (delivered - delivered // steps) / el / 2**20, "records": steps * args.batch,
+            "block_records": per_block, "blocks": blocks, "gets": stats["requests"],
+            "server_requests": served, "gets_floor": floor, "gets_over_floor": stats["requests"] / floor,
+            "payload_amplification": stats["bytes"] / max(1, delivered), "bytes_down": px.bytes_down,
+            "peak_cache_bytes": peak, "read_amplification": px.bytes_down / max(1, delivered)}
+
+
+def blocks_budget(args: argparse.Namespace) -> int:
+    """The cache budget of the BLOCKS rows: two windows of blocks (the window being read and
+    the next, read ahead)."""
+    return 2 * args.window_blocks * args.block_bytes
 
 
 def local_run(path: str, kind: str, n: int, args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -386,6 +525,38 @@ def peer_run(args: argparse.Namespace, server: Server, peer: str, name: str, n: 
     return got
 
 
+def peer_epoch_stores(args: argparse.Namespace, server: Server, name: str) -> dict[str, dict[str, Any]]:
+    """Each peer's copy of workload `name` for the epochs in their own shuffles: shards of one
+    block (``--block-bytes``), written locally and uploaded under ``PEER-blocks/NAME``."""
+    out = {}
+    for peer in args.peer_names:
+        local = Path(args.root) / f"{peer}-blocks-{name}"
+        info = json.loads(_peer(args, "write", "--peer", peer, "--data", args.data, "--workload", name,
+                                "--out", str(local), "--shard-bytes", str(args.block_bytes)))
+        _peer(args, "upload", "--src", str(local), "--bucket", "bench", "--prefix", f"{peer}-blocks/{name}",
+              "--endpoint", server.endpoint)
+        out[peer] = info
+    return out
+
+
+def peer_epoch_run(args: argparse.Namespace, server: Server, peer: str, name: str, info: dict[str, Any],
+                   seed: int) -> dict[str, Any]:
+    """One epoch of a peer in its default shuffle (MDS py1e with a shuffle block of a BLOCKS
+    window's records; LitData its default) through its cache bounded to the BLOCKS rows'
+    budget, through a fresh link proxy: its GETs, bytes and time."""
+    cache = Path(args.root) / f"cache-epoch-{peer}-{name}-{seed}"
+    per_block = max(1, args.block_bytes * info["records"] // max(1, info["bytes"]))
+    with Proxy(server, args.link) as px:
+        got = json.loads(_peer(args, "epoch", "--peer", peer, "--url", f"s3://bench/{peer}-blocks/{name}",
+                               "--endpoint", f"http://127.0.0.1:{px.port}", "--cache", str(cache),
+                               "--cache-bytes", str(blocks_budget(args)), "--batch", str(args.batch),
+                               "--window-records", str(args.window_blocks * per_block), "--seed", str(seed)))
+    shutil.rmtree(cache, ignore_errors=True)
+    got["bytes_down"] = px.bytes_down
+    got["read_amplification"] = px.bytes_down / max(1, got["delivered_bytes"])
+    return got
+
+
 def _peer(args: argparse.Namespace, *argv: str) -> str:
     out = subprocess.run([args.peers, str(HERE / "remote_peers.py"), *argv], capture_output=True,
                          text=True, timeout=1800)
@@ -404,6 +575,8 @@ def med(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def budget_table(results: dict[str, Any]) -> str:
+    if not all("loader_defaults" in w for w in results["workloads"].values()):
+        return ""
     lines = [f"### The mirror's budget at its peak, DataLoader defaults (prefetch=4, readahead=2), "
              f"cache {100 * results['cache_share']:.0f}% of the dataset, over {results['link']}",
              "", "| workload | budget MiB | peak MiB (sampled every 2 ms) | peak MiB (after each batch) | "
@@ -418,7 +591,53 @@ def budget_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def blocks_table(results: dict[str, Any]) -> str:
+    """The BLOCKS rows against the link's ceiling of the same run ("" without them)."""
+    rows = [(name, w) for name, w in results["workloads"].items() if "blocks" in w]
+    if not rows:
+        return ""
+    lines = [f"### The locality-aware order (BLOCKS: blocks of {results['block_bytes'] >> 20} MiB, windows of "
+             f"{results['window_blocks']}), the DataLoader's defaults, one epoch, over {results['link']} "
+             f"({results['server']} server)", "",
+             "| workload | blocks (records each) | link MiB/s | MiB/s | % of link | records/s | GETs (server) | "
+             "floor: bytes/8 MiB + blocks | GETs / floor | payload amp. | wire amp. | first batch s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, w in rows:
+        b, c = w["blocks"], w.get("ceiling")
+        link = f"{c['bandwidth_mib_s']:,.0f}" if c else ""
+        share = f"{100 * b['mib_s'] / c['bandwidth_mib_s']:.0f}%" if c else ""
+        served = "" if b.get("server_requests") is None else f" ({b['server_requests']:,.0f})"
+        lines.append(f"| {name} | {b['blocks']:,.0f} ({b['block_records']:,.0f}) | {link} | {b['mib_s']:,.1f} | "
+                     f"{share} | {b['records_s']:,.0f} | {b['gets']:,.0f}{served} | {b['gets_floor']:,.0f} | "
+                     f"{b['gets_over_floor']:.2f} | {b['payload_amplification']:.3f} | "
+                     f"{b['read_amplification']:.3f} | {b['first_batch_s']:.2f} |")
+    epochs = [(name, peer, e) for name, w in rows for peer, e in w.get("peer_epochs", {}).items()]
+    if epochs:
+        lines += ["", f"One epoch at the same cache budget ({blocks_budget_of(results) >> 20} MiB): loaderx BLOCKS "
+                  "against the peers in their default shuffles (MDS py1e, shuffle block = one window; LitData's "
+                  "default), shards of one block:", "",
+                  "| workload | reader | GETs | MiB through the link | per MiB delivered | records/s | "
+                  "first record s | peak cache MiB |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for name, w in rows:
+            b = w["blocks"]
+            lines.append(f"| {name} | loaderx BLOCKS | {b['gets']:,.0f} | {b['bytes_down'] / 2**20:,.1f} | "
+                         f"{b['read_amplification']:.3f} | {b['records_s']:,.0f} | {b['first_batch_s']:.2f} | "
+                         f"{b['peak_cache_bytes'] / 2**20:,.1f} |")
+            for peer, e in w.get("peer_epochs", {}).items():
+                lines.append(f"| {name} | {peer} | {e['gets']:,.0f} | {e['bytes_down'] / 2**20:,.1f} | "
+                             f"{e['read_amplification']:.3f} | {e['records_s']:,.0f} | {e['first_record_s']:.2f} | "
+                             f"{e['peak_cache_bytes'] / 2**20:,.1f} |")
+    return "\n".join(lines)
+
+
+def blocks_budget_of(results: dict[str, Any]) -> int:
+    return 2 * int(results["window_blocks"]) * int(results["block_bytes"])
+
+
 def table(results: dict[str, Any]) -> str:
+    if not all(part in w for w in results["workloads"].values() for part in ("ceiling", "remote", "loader",
+                                                                           "loader_no_readahead", "local")):
+        return ""
     lines = [f"### Remote reads over {results['link']} ({results['server']} server), batch "
              f"{results['batch']}, {results['in_flight']} requests in flight",
              "", "| workload | record | link MiB/s (1 conn.) | link small req/s | zrecord records/s | "
@@ -455,12 +674,50 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def measure(server: Server, name: str, w: Workload, base: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Every part asked for (``--parts``, the peers with ``--peers``) of workload `name`,
+    whose store `base` the server serves, over ``--rounds`` rounds: the medians, and each
+    round's figures."""
+    record = w.nbytes / w.n
+    print(f"{name}: {w.n:,} records of {record:,.0f} B ...", file=sys.stderr, flush=True)
+    parts = ["loader_defaults"] if args.budget_only else args.parts
+    peers = peer_stores(args, server, name, w.nbytes) if args.peers and "peers" in parts else {}
+    epoch_peers = peer_epoch_stores(args, server, name) if args.peers and "peer_epochs" in parts else {}
+    runs = {
+        "loader_defaults": lambda k: loader_run(server, base, w.kind, w.n, args, k, w.nbytes, defaults=True),
+        "ceiling": lambda k: ceiling(server, base, max(1, round(record)), args),
+        "remote": lambda k: remote_run(server, base, w.kind, w.n, args, k),
+        "loader": lambda k: loader_run(server, base, w.kind, w.n, args, k, w.nbytes),
+        "loader_no_readahead": lambda k: loader_run(server, base, w.kind, w.n, args, k, w.nbytes, readahead=0),
+        "blocks": lambda k: blocks_run(server, base, w.kind, w.n, args, k),
+        "local": lambda k: local_run(os.path.join(args.root, base), w.kind, w.n, args, k),
+    }
+    rounds: dict[str, list[dict[str, Any]]] = {part: [] for part in parts if part in runs}
+    peer_rounds: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
+    epoch_rounds: dict[str, list[dict[str, Any]]] = {p: [] for p in epoch_peers}
+    for k in range(args.rounds):
+        for part in rounds:
+            rounds[part].append(runs[part](k))
+        for peer in peers:
+            peer_rounds[peer].append(peer_run(args, server, peer, name, w.n, w.nbytes, k))
+        for peer, info in epoch_peers.items():
+            epoch_rounds[peer].append(peer_epoch_run(args, server, peer, name, info, k))
+    return {"records": w.n, "record_bytes": record, **{part: med(rows) for part, rows in rounds.items()},
+            "peers": {p: med(rows) for p, rows in peer_rounds.items()}, "peer_stores": peers,
+            "peer_epochs": {p: med(rows) for p, rows in epoch_rounds.items()}, "peer_epoch_stores": epoch_peers}
+
+
+PARTS = ("loader_defaults", "ceiling", "remote", "loader", "loader_no_readahead", "blocks", "local", "peers",
+         "peer_epochs")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=default_data())
     ap.add_argument("--workloads", default="vision_dense,tokens")
     ap.add_argument("--link", default="same-region-s3", choices=("same-region-s3", "fast-lan", "loopback"))
-    ap.add_argument("--server", default="http", choices=("http", "s3rver"))
+    ap.add_argument("--server", default="http", choices=("http", "nginx", "s3rver", "moto"))
+    ap.add_argument("--nginx", default=None, help="the nginx executable (apt-get install nginx-light)")
     ap.add_argument("--s3rver", default=None, help="the s3rver executable (npm install s3rver@3.7.1)")
     ap.add_argument("--peers", default=None, help="a python with mosaicml-streaming, litdata, boto3 (needs --server s3rver)")
     ap.add_argument("--peer-names", default="mds,litdata", type=lambda s: s.split(","))
@@ -474,15 +731,20 @@ def main() -> int:
                     help="the DataLoader reads one whole pass over this many records")
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--budget-only", action="store_true", help="only the DataLoader with its defaults")
+    ap.add_argument("--parts", default=",".join(PARTS), type=lambda s: s.split(","),
+                    help=f"what to measure, of {','.join(PARTS)}")
+    ap.add_argument("--block-bytes", type=int, default=8 << 20, help="BLOCKS: stored bytes of a block")
+    ap.add_argument("--window-blocks", type=int, default=8, help="BLOCKS: blocks of a window")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    if args.peers and args.server != "s3rver":
-        ap.error("--peers needs --server s3rver (the peers read s3:// URLs)")
+    if args.peers and args.server not in ("s3rver", "moto"):
+        ap.error("--peers needs --server s3rver or moto (the peers read s3:// URLs)")
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.platform(),
                                "cpus": os.cpu_count(), "zrecord": zrecord.__version__, "link": args.link,
                                "server": args.server, "batch": args.batch, "in_flight": args.in_flight,
                                "rounds": args.rounds, "seconds": args.seconds,
-                               "cache_share": args.cache_share, "workloads": {}}
+                               "cache_share": args.cache_share, "block_bytes": args.block_bytes,
+                               "window_blocks": args.window_blocks, "workloads": {}}
     with tempfile.TemporaryDirectory(dir=args.tmp, prefix="bench-remote-") as root:
         args.root = root
         stores = {}
@@ -490,37 +752,14 @@ def main() -> int:
             w = Workload(name, args.data, None)
             path = ensure_store(w, "raw", root, args.batch)
             stores[name] = (w, os.path.basename(path))
-        server = Server(args.server, Path(root), args.s3rver)
+        server = Server(args.server, Path(root), args.s3rver, args.nginx)
         try:
             for name, (w, base) in stores.items():
                 server.publish(os.path.join(root, base), base)
-                record = w.nbytes / w.n
-                print(f"{name}: {w.n:,} records of {record:,.0f} B ...", file=sys.stderr, flush=True)
-                peers = peer_stores(args, server, name, w.nbytes) if args.peers else {}
-                parts = ["loader_defaults"] if args.budget_only else \
-                    ["ceiling", "remote", "loader", "loader_no_readahead", "loader_defaults", "local"]
-                rounds: dict[str, list[dict[str, Any]]] = {part: [] for part in parts}
-                peer_rounds: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
-                for k in range(args.rounds):
-                    rounds["loader_defaults"].append(loader_run(server, base, w.kind, w.n, args, k,
-                                                                w.nbytes, defaults=True))
-                    if args.budget_only:
-                        continue
-                    rounds["ceiling"].append(ceiling(server, base, max(1, round(record)), args))
-                    rounds["remote"].append(remote_run(server, base, w.kind, w.n, args, k))
-                    rounds["loader"].append(loader_run(server, base, w.kind, w.n, args, k, w.nbytes))
-                    rounds["loader_no_readahead"].append(loader_run(server, base, w.kind, w.n, args, k,
-                                                                    w.nbytes, readahead=0))
-                    rounds["local"].append(local_run(os.path.join(root, base), w.kind, w.n, args, k))
-                    for peer in peers:
-                        peer_rounds[peer].append(peer_run(args, server, peer, name, w.n, w.nbytes, k))
-                results["workloads"][name] = {"records": w.n, "record_bytes": record,
-                                              **{part: med(rows) for part, rows in rounds.items()},
-                                              "peers": {p: med(rows) for p, rows in peer_rounds.items()},
-                                              "peer_stores": peers}
+                results["workloads"][name] = measure(server, name, w, base, args)
         finally:
             server.close()
-    text = budget_table(results) if args.budget_only else table(results) + "\n\n" + budget_table(results)
+    text = "\n\n".join(t for t in (table(results), blocks_table(results), budget_table(results)) if t)
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

@@ -15,6 +15,14 @@ returned), records/s over the batches that follow (each a slice of one random pe
 every record, records read one by one by index, as a map-style dataset is), and the peak size
 of its cache folder. The records are the workload's own (benchmarks/prepare_data.py's files),
 as raw bytes; each read is checked against its length.
+
+    python remote_peers.py epoch --peer mds --url s3://B/P --endpoint URL --cache DIR
+           --cache-bytes N --window-records N --batch 256 --seed 0
+
+`epoch` iterates one whole epoch in the peer's default shuffle (MDS: ``py1e`` with a shuffle
+block of ``--window-records``; LitData: its default), as their users read, and prints the GETs
+its boto3 clients made (every GetObject, ranged or whole), the bytes delivered, the time to
+the first record, records/s and the cache folder's peak.
 """
 
 from __future__ import annotations
@@ -110,7 +118,29 @@ def folder_bytes(path: str) -> int:
     return total
 
 
-def open_dataset(args: argparse.Namespace):  # noqa: ANN201 - either peer's dataset
+class FolderPeak:
+    """The largest size of folder `path` (its files' bytes), sampled every 50 ms by a thread
+    of its own from now until `stop()`: `bytes`."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.bytes = path, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.is_set():
+            self.bytes = max(self.bytes, folder_bytes(self.path))
+            self._done.wait(0.05)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def open_dataset(args: argparse.Namespace, shuffle: bool = False):  # noqa: ANN201 - either peer's dataset
+    """The peer's dataset of `args.url`; with `shuffle`, in its default shuffle (MDS: py1e,
+    its shuffle block `args.window_records`; LitData: its default), seeded by `args.seed`."""
     os.environ.update({"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
                        "S3_ENDPOINT_URL": args.endpoint, "AWS_ENDPOINT_URL": args.endpoint})
@@ -118,24 +148,79 @@ def open_dataset(args: argparse.Namespace):  # noqa: ANN201 - either peer's data
         _torchvision_stand_in()
         from streaming import StreamingDataset
 
-        return StreamingDataset(remote=args.url, local=args.cache, shuffle=False, batch_size=args.batch,
-                                cache_limit=args.cache_bytes), lambda rec: rec["x"]
+        order = {"shuffle_algo": "py1e", "shuffle_block_size": args.window_records,
+                 "shuffle_seed": args.seed} if shuffle else {}
+        return StreamingDataset(remote=args.url, local=args.cache, shuffle=shuffle, batch_size=args.batch,
+                                cache_limit=args.cache_bytes, **order), lambda rec: rec["x"]
     from litdata import StreamingDataset as LitDataset
+    from litdata.streaming import downloader
 
-    return LitDataset(args.url, cache_dir=args.cache, max_cache_size=args.cache_bytes), lambda rec: rec["x"]
+    # LitData fetches chunks with obstore, whose client refuses the benchmark's http:// endpoint
+    # (real buckets are https://) unless told.
+    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True
+
+    return LitDataset(args.url, cache_dir=args.cache, max_cache_size=args.cache_bytes, shuffle=shuffle,
+                      seed=args.seed), lambda rec: rec["x"]
+
+
+def count_gets() -> list[int]:
+    """A counter of the GETs (each billed) that this process makes from now on: every
+    GetObject call of a boto3 client (MDS; LitData's index), and every range of obstore's
+    `get` and `get_ranges` (LitData's chunks)."""
+    import botocore.client
+    import obstore
+
+    count = [0]
+    lock = threading.Lock()
+    make = botocore.client.BaseClient._make_api_call
+
+    def add(k: int) -> None:
+        with lock:
+            count[0] += k
+
+    def counted(self, operation_name, api_params):  # noqa: ANN001, ANN202 - botocore's own signature
+        if operation_name == "GetObject":
+            add(1)
+        return make(self, operation_name, api_params)
+
+    get, get_ranges = obstore.get, obstore.get_ranges
+
+    def counted_get(*a, **k):  # noqa: ANN002, ANN003, ANN202 - obstore's own signature
+        add(1)
+        return get(*a, **k)
+
+    def counted_get_ranges(*a, **k):  # noqa: ANN002, ANN003, ANN202 - obstore's own signature
+        add(len(k.get("starts", a[2] if len(a) > 2 else ())))
+        return get_ranges(*a, **k)
+
+    botocore.client.BaseClient._make_api_call = counted
+    obstore.get, obstore.get_ranges = counted_get, counted_get_ranges
+    return count
+
+
+def epoch(args: argparse.Namespace) -> None:
+    """One epoch in the peer's default shuffle, iterated as its users do: records, GETs,
+    delivered bytes, time to the first record, records/s, the cache folder's peak."""
+    peak = FolderPeak(args.cache)
+    gets = count_gets()
+    t = time.monotonic()
+    ds, field = open_dataset(args, shuffle=True)
+    n = nbytes = 0
+    first = 0.0
+    for rec in ds:
+        nbytes += len(field(rec))
+        n += 1
+        if n == 1:
+            first = time.monotonic() - t
+    el = time.monotonic() - t
+    peak.stop()
+    print(json.dumps({"records": n, "gets": gets[0], "delivered_bytes": nbytes, "first_record_s": first,
+                      "records_s": n / el if el else 0.0, "mib_s": nbytes / el / 2**20 if el else 0.0,
+                      "peak_cache_bytes": peak.bytes}))
 
 
 def read(args: argparse.Namespace) -> None:
-    peak = [0]
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], folder_bytes(args.cache))
-            stop.wait(0.05)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    peak = FolderPeak(args.cache)
     order = np.random.default_rng(args.seed).permutation(args.records)
     t = time.monotonic()
     ds, field = open_dataset(args)
@@ -150,16 +235,15 @@ def read(args: argparse.Namespace) -> None:
         n += len(batch)
         k += args.batch
     el = time.monotonic() - start
-    stop.set()
-    watcher.join()
+    peak.stop()
     print(json.dumps({"first_batch_s": first, "records_s": n / el if el else 0.0,
                       "mib_s": nbytes / el / 2**20 if el else 0.0, "records": n,
-                      "delivered_bytes": nbytes + delivered, "peak_cache_bytes": peak[0]}))
+                      "delivered_bytes": nbytes + delivered, "peak_cache_bytes": peak.bytes}))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=("write", "upload", "read"))
+    ap.add_argument("what", choices=("write", "upload", "read", "epoch"))
     ap.add_argument("--peer", choices=("mds", "litdata"))
     ap.add_argument("--data")
     ap.add_argument("--workload")
@@ -176,8 +260,9 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--window-records", type=int, default=1 << 18, help="MDS py1e's shuffle block (epoch)")
     args = ap.parse_args()
-    {"write": write, "upload": upload, "read": read}[args.what](args)
+    {"write": write, "upload": upload, "read": read, "epoch": epoch}[args.what](args)
     return 0
 
 

@@ -158,3 +158,39 @@ def test_a_link_makes_auto_gaps_join_what_costs_less_than_a_request(http_folder,
     assert counts == {None: 20, "s3-standard": 1}
     with pytest.raises(ValueError, match="storage option link: unknown link 'nope'"):
         Dense.open(url, storage_options={"link": "nope"})
+
+
+@pytest.mark.parametrize("budget", [None, 64 << 20], ids=["by-part", "budget"])
+def test_records_a_joined_request_read_through_are_held_not_fetched_again(http_folder, tmp_path, budget):
+    """A GET joined through a gap writes the records in the gap too: they are held (by part,
+    once their index parts are), so reading them later costs no request; a record outside the
+    GET still does."""
+    folder = http_folder.path / "s"
+    data = (np.arange(200 * 10_000, dtype=np.int64) % 251).astype(np.uint8).reshape(200, 10_000)
+    with Dense.create(folder, np.uint8, (10_000,), codec="raw", data_shards=1) as w:
+        w.append(data)
+    opts = {"cache_dir": str(tmp_path / "c"), "link": "s3-standard", "cache_bytes": budget}
+    with Dense.open(http_folder.url_for("s"), storage_options=opts) as ds:
+        np.testing.assert_array_equal(ds[np.array([0, 40])], data[[0, 40]])
+        assert ds.remote_stats()["requests"] == 1
+        np.testing.assert_array_equal(ds[np.arange(41)], data[:41])
+        assert ds.remote_stats()["requests"] == 1
+        np.testing.assert_array_equal(ds[np.array([41])], data[[41]])
+        assert ds.remote_stats()["requests"] == 2
+
+
+def test_a_budget_reads_no_gap_it_cannot_hold(http_folder, tmp_path):
+    """With cache_bytes, the gaps a link's gap rule would read through are read only where the
+    budget has room for their bytes too: four records 1.5 MB apart are one GET of 4.6 MB in a
+    budget of 16 MiB, and four GETs in one of 4 MiB, whose mirror stays within it."""
+    folder = http_folder.path / "s"
+    data = (np.arange(200 * 100_000, dtype=np.int64) % 253).astype(np.uint8).reshape(200, 100_000)
+    with Dense.create(folder, np.uint8, (100_000,), codec="raw", data_shards=1) as w:
+        w.append(data)
+    idx = np.array([0, 15, 30, 45])
+    for budget, requests in ((16 << 20, 1), (4 << 20, 4)):
+        opts = {"cache_dir": str(tmp_path / f"c{budget}"), "link": "s3-standard", "cache_bytes": budget}
+        with Dense.open(http_folder.url_for("s"), storage_options=opts) as ds:
+            np.testing.assert_array_equal(ds[idx], data[idx])
+            stats = ds.remote_stats()
+            assert (stats["requests"], stats["cache_bytes"] <= budget) == (requests, True)

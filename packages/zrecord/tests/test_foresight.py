@@ -138,3 +138,36 @@ def test_foresee_is_none_where_nothing_is_evicted(http_folder, tmp_path):
     assert budgeted.foresee(lambda s: np.array([0]), lambda: 0) is not None
     budgeted.close()
     assert budgeted.foresee(lambda s: np.array([0]), lambda: 0) is None
+
+
+def test_reads_are_planned_a_segment_at_a_time_from_the_known_future(http_folder, tmp_path):
+    """A foresight plans the records of the steps ahead in segments of half the bytes it is
+    allowed, each returned once, none while that much is planned ahead of progress, again from
+    a step sought back to, none once its reader is gone; the mirror fetches a segment together:
+    two steps of neighbours cost one GET where each step's own gather would make one each."""
+    _, url = _store(http_folder)
+    at = [0]
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20}
+    with Dense.open(url, storage_options=opts) as ds:
+        handle = ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N,
+                            lambda: at[0] if at[0] >= 0 else None)
+        assert handle is not None
+        half = 2 * BATCH * REC  # two steps' records
+        np.testing.assert_array_equal(handle.plan(2 * half), np.arange(2 * BATCH))
+        assert handle.plan(2 * half).shape == (0,)
+        at[0] = 1
+        assert handle.plan(2 * half).shape == (0,)
+        at[0] = 2
+        np.testing.assert_array_equal(handle.plan(2 * half), np.arange(2 * BATCH, 4 * BATCH))
+        at[0] = 0  # sought back
+        np.testing.assert_array_equal(handle.plan(2 * half), np.arange(2 * BATCH))
+        at[0] = -1  # the reader is gone
+        assert handle.plan(2 * half).shape == (0,)
+    with Dense.open(url, storage_options=opts | {"cache_dir": str(tmp_path / "d")}) as ds:
+        at[0] = 0
+        ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N, lambda: at[0])
+        # The mirror plans half its budget: 4 MiB, 32 records, one GET of neighbours.
+        for step in range(2):
+            ds[np.arange(step * BATCH, (step + 1) * BATCH)]
+            at[0] = step + 1
+        assert ds.remote_stats()["requests"] == 1

@@ -21,7 +21,13 @@ Invariants of this module:
   hints that a step changes); all hints are written again, from a new origin, when the horizon
   is drawn again, when the pace changes by more than a quarter, and every ``REFRESH_NS``, so
   that they follow the run and never go stale while the reader lives (``HINT_GRACE_NS``).
-- Thread safety: one lock per foresight; gathers on any thread call ``catch_up``.
+- Planned reads (``plan``): the records of the steps ahead, drawn in segments whose stored
+  bytes are half of what the caller allows (the mirror: half its budget), one segment at a
+  time once what is planned ahead of progress falls under that half, each returned once (a
+  seek back plans again from there). The mirror fetches a segment's records together, so that
+  its requests join the neighbours of many steps (in loaderx's BLOCKS order, whole blocks)
+  where a step's own would join only its own.
+- Thread safety: one lock per foresight; gathers on any thread call ``catch_up`` and ``plan``.
 """
 
 from __future__ import annotations
@@ -49,6 +55,9 @@ PACE_SPAN_NS = 200 * 10**6
 
 _STEP_BITS = 32
 _STEP_MASK = (1 << _STEP_BITS) - 1
+# The most steps, and record draws, one planned segment spans.
+PLAN_STEPS_MAX = 1 << 16
+PLAN_RECORDS_MAX = 1 << 18
 # Refusals that end a horizon: the end of a finite run (Sampler.batch raises ValueError).
 _ENDS = (ValueError, IndexError, StopIteration)
 
@@ -76,6 +85,10 @@ class Foresight:
         # so its hints order its chunks exactly as its steps do.
         self._origin = (0, 0)
         self.closed = False
+        # Planned reads: the first step not planned yet, the progress last seen, and (end
+        # step, stored bytes) of each segment planned, oldest first.
+        self._planned = self._plan_seen = -1
+        self._segments: list[tuple[int, int]] = []
 
     # -- the horizon ------------------------------------------------------------------------
 
@@ -191,6 +204,52 @@ class Foresight:
             if step > self._done:
                 self._write(self._steps_chunks(self._done, step), step)
                 self._done = step
+
+    def plan(self, bytes_max: int) -> np.ndarray:
+        """The records (distinct, sorted) of the next segment of steps to fetch ahead, when
+        what is planned ahead of the caller's progress holds under half of `bytes_max` stored
+        bytes; else none (module docstring)."""
+        none = np.empty(0, np.uint64)
+        with self._lock:
+            step = None if self.closed else self._progress()
+            if step is None:
+                return none
+            if self._planned < 0 or step < self._plan_seen or step > self._planned:
+                self._planned, self._segments = step, []  # the first plan, a seek, or behind
+            self._plan_seen = step
+            self._segments = [(end, size) for end, size in self._segments if end > step]
+            half = max(1, bytes_max // 2)
+            if sum(size for _, size in self._segments) >= half:
+                return none
+            recs, size, end, drawn = none, 0, self._planned, 0
+            pending: list[np.ndarray] = []
+            while (size < half and recs.shape[0] < self._records and drawn < PLAN_RECORDS_MAX
+                   and end - self._planned < PLAN_STEPS_MAX):
+                try:
+                    batch = np.asarray(self._batch_of(end)).astype(np.int64, copy=False).ravel()
+                except _ENDS:
+                    break
+                pending.append(batch[(batch >= 0) & (batch < self._records)])
+                drawn += batch.shape[0]
+                end += 1
+                if len(pending) == 16 or end - self._planned <= 16:
+                    recs, size = self._merged(recs, size, pending)
+                    pending = []
+            recs, size = self._merged(recs, size, pending)
+            self._segments.append((end, size))
+            self._planned = end
+            return recs
+
+    def _merged(self, recs: np.ndarray, size: int, batches: list[np.ndarray]) -> tuple[np.ndarray, int]:
+        """`recs` (distinct, sorted) with the records of `batches`, and `size` (their stored
+        bytes) with those of the records new among them."""
+        if not batches:
+            return recs, size
+        incoming = np.unique(np.concatenate(batches)).astype(np.uint64)
+        new = incoming[~np.isin(incoming, recs, assume_unique=True)]
+        if new.shape[0] == 0:
+            return recs, size
+        return np.union1d(recs, new), size + int(self._budget.stored_sizes(new).sum())
 
     def close(self) -> None:
         """Forget this future: the hints this reader wrote are cleared where still its own."""

@@ -240,6 +240,10 @@ class Budget:
         self._hints[chunks] = np.where(earlier, held, times)
         mine[chunks] = times
 
+    def stored_sizes(self, recs: np.ndarray) -> np.ndarray:
+        """The stored sizes of records `recs` (distinct, valid), as uint64."""
+        return self._locate(recs)[2]
+
     def chunk_spans(self, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The first and last chunk (int64) that each of records `recs` (distinct, valid)
         lies in; an empty record's first chunk for both."""
@@ -316,7 +320,7 @@ class Budget:
         self._reserved = self._holding = 0
 
     def reserve(self, incoming: int, keep: np.ndarray | None = None, *, partial: bool = False,
-                hold: bool = False, own: int = 0) -> int:
+                hold: bool = False, own: int = 0, foreseen: bool = True) -> int:
         """Admit a fetch of `incoming` bytes (file blocks it allocates): evict, in the module's
         order and never `keep` nor chunks fetched and not read yet, so that what the
         mirror holds, with what this process's other fetches were admitted for, stays within
@@ -327,12 +331,14 @@ class Budget:
         (their records become evictable once read; ROOM_WAIT_S at most), so that the
         gathers in flight share the budget instead of exceeding it together; it then counts
         as holding until `finished`. `own`: how many of the holds are the caller's own (a
-        gather that fetches again), which it does not wait for."""
+        gather that fetches again), which it does not wait for. Without `foreseen`, it evicts
+        only chunks that no reader foresees (a fetch planned ahead must not take the room of
+        what is read before it)."""
         deadline = time.monotonic() + ROOM_WAIT_S
         with self._room:
             while True:
                 if self.used() + self._reserved + incoming > self.budget:
-                    self._evict_locked(keep, incoming + self._reserved)
+                    self._evict_locked(keep, incoming + self._reserved, foreseen)
                 fits = self.used() + self._reserved + incoming <= self.budget
                 left = deadline - time.monotonic()
                 if partial or fits or not hold or self._holding <= own or left <= 0:
@@ -345,14 +351,14 @@ class Budget:
             self._holding += hold
             return granted
 
-    def _evict_locked(self, keep: np.ndarray | None, incoming: int) -> None:
+    def _evict_locked(self, keep: np.ndarray | None, incoming: int, foreseen: bool = True) -> None:
         with self._thread_lock:
             try:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # another process evicts: it frees what it can
             try:
-                self._evict(keep, incoming)
+                self._evict(keep, incoming, foreseen)
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
@@ -370,7 +376,7 @@ class Budget:
             self._holding -= 1
             self._room.notify_all()
 
-    def _evict(self, keep: np.ndarray | None, incoming: int = 0) -> None:
+    def _evict(self, keep: np.ndarray | None, incoming: int = 0, foreseen: bool = True) -> None:
         # Measured again under the lock: another process may have evicted just before it.
         used = self.used()
         if used + incoming <= self.budget:
@@ -390,8 +396,9 @@ class Budget:
         # each of those punched out is a fetch to come.
         used = self._evict_in(unknown[np.argsort(when[unknown], kind="stable")], stamps, used,
                               int(self.budget * LOW_WATER) - incoming)
-        self._evict_in(known[np.argsort(hints[live], kind="stable")[::-1]], stamps, used,
-                       self.budget - incoming)
+        if foreseen:
+                self._evict_in(known[np.argsort(hints[live], kind="stable")[::-1]], stamps, used,
+                           self.budget - incoming)
 
     def _evict_in(self, order: np.ndarray, stamps: np.ndarray, used: int, target: int) -> int:
         """Punch out chunks of `order`, first first, until the mirror holds at most `target`

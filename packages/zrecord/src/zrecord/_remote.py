@@ -145,6 +145,8 @@ _LISTED_MAX = 1000
 _SHOWN_MAX = 5
 # The most times one gather fetches one record again after its bytes in the mirror failed.
 _REFETCHES_MAX = 8
+# The most records numbered between those a GET was made for that it looks at (_inside).
+_BETWEEN_MAX = 1 << 20
 # What one prefetch call fetches at most (the local prefetch's bounds, readahead.zig).
 PREFETCH_RECORDS_MAX = 16 << 10
 PREFETCH_BYTES_MAX = 64 << 20
@@ -197,6 +199,7 @@ class Mirror:
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._slots: asyncio.Semaphore | None = None
+        self._between_parts = asyncio.Lock()  # made again with each event loop
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}
         self._budget: Budget | None = None
@@ -673,6 +676,7 @@ class Mirror:
     def _read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         for foresight in self._foresights:
             foresight.catch_up()
+            self._plan_ahead(foresight)
         holds: list[Budget] = []
         try:
             return self._read_held(idx, gather, holds)
@@ -748,6 +752,7 @@ class Mirror:
                 return located
             # Admission: room for what comes, never evicting the batch's own chunks.
             keep = self._budget.chunks_at(located.shards, located.offsets, located.sizes)
+            runs = self._within_budget(places, runs, keep)
             admitted = self._budget.reserve(_allocated(runs), keep, hold=holds is not None,
                                             own=len(holds or ()))
             if holds is not None:
@@ -757,6 +762,22 @@ class Mirror:
             finally:
                 self._budget.release(admitted)
         return located
+
+    def _within_budget(self, places: _Places, runs: list[tuple[int, int, int, np.ndarray]],
+                       keep: np.ndarray | None, *, foreseen: bool = True) -> list[tuple[int, int, int, np.ndarray]]:
+        """`runs`, the ranged GETs of `places` joined through gaps, where the budget has room
+        for them once it has evicted what it may (never `keep`, nor what was fetched and not
+        read yet); else the GETs of `places` with no gap read through. The bytes of a gap are
+        written to the mirror too: joined where the budget cannot hold them, they would take
+        it past its bound, or evict what the next gathers read."""
+        assert self._budget is not None
+        joined = _allocated(runs)
+        plain = self._runs(places, 0) if self._gap > 0 else runs
+        if joined <= _allocated(plain):
+            return runs
+        room = self._budget.reserve(joined, keep, partial=True, foreseen=foreseen)
+        self._budget.release(room)
+        return runs if room >= joined else plain
 
     def foresee(self, batch_of: Callable[[int], np.ndarray],
                 progress: Callable[[], int | None]) -> Foresight | None:
@@ -782,7 +803,17 @@ class Mirror:
         with self._unless_closed():
             self._prefetch(idx)
 
-    def _prefetch(self, idx: np.ndarray) -> None:
+    def _plan_ahead(self, foresight: Foresight) -> None:
+        """Reads planned from a reader's known future (``Foresight.plan``): the next segment
+        of its steps, half the budget's bytes, prefetched together (in slices of
+        PREFETCH_RECORDS_MAX records), so that requests join the neighbours of many steps;
+        into room that nothing foreseen holds (what is read before them keeps its place)."""
+        assert self._budget is not None
+        ahead = foresight.plan(self._budget.budget)
+        for k in range(0, ahead.shape[0], PREFETCH_RECORDS_MAX):
+            self._prefetch(ahead[k:k + PREFETCH_RECORDS_MAX], planned=True)
+
+    def _prefetch(self, idx: np.ndarray, planned: bool = False) -> None:
         recs = self._valid(idx[:PREFETCH_RECORDS_MAX])
         with self._lock:
             self._pending = [(r, f) for r, f in self._pending if not f.done()]
@@ -791,11 +822,11 @@ class Mirror:
             recs = recs[~np.isin(recs, np.concatenate(busy))]
         if recs.shape[0] == 0:
             return
-        future = self._submit(self._prefetch_job(recs))
+        future = self._submit(self._prefetch_job(recs, planned))
         with self._lock:
             self._pending.append((recs, future))
 
-    async def _prefetch_job(self, recs: np.ndarray) -> None:
+    async def _prefetch_job(self, recs: np.ndarray, planned: bool = False) -> None:
         """The fetches of a prefetch, on the event loop: the index parts of `recs` (by part),
         then their records that the mirror lacks, up to PREFETCH_BYTES_MAX stored bytes."""
         if self.by_part:
@@ -806,15 +837,16 @@ class Mirror:
             # just fetched (a chunk may hold nothing else of theirs).
             self._budget.expect(self._budget.chunks_at(located.shards, located.offsets, located.sizes))
         places = self._missing(located)
-        keep = np.cumsum(places.sizes, dtype=np.uint64) <= PREFETCH_BYTES_MAX
-        runs = self._runs(places.take(keep))
+        places = places.take(np.cumsum(places.sizes, dtype=np.uint64) <= PREFETCH_BYTES_MAX)
+        runs = self._runs(places)
         if self._budget is None:
             await self._fetch_runs(runs)
             return
+        runs = self._within_budget(places, runs, None, foreseen=not planned)
         # Admission: room made by evicting what was read longest ago (never what was fetched
-        # and not read yet); the prefetch fetches the runs that fit.
+        # and not read yet; planned, nothing foreseen); the prefetch fetches the runs that fit.
         sizes = [_allocated([run]) for run in runs]
-        admitted = self._budget.reserve(sum(sizes), partial=True)
+        admitted = self._budget.reserve(sum(sizes), partial=True, foreseen=not planned)
         try:
             fits = np.cumsum(sizes, dtype=np.int64) <= admitted
             await self._fetch_runs([run for run, ok in zip(runs, fits.tolist()) if ok])
@@ -940,13 +972,14 @@ class Mirror:
         self._mark(places.recs[empty])
         return places.take(~empty)
 
-    def _runs(self, places: _Places) -> list[tuple[int, int, int, np.ndarray]]:
+    def _runs(self, places: _Places, gap: int | None = None) -> list[tuple[int, int, int, np.ndarray]]:
         """(shard, start, end, records) of each ranged GET: records sorted by place, neighbours
-        whose gap is at most gap_bytes joined while the request stays within request_bytes_max."""
+        whose gap is at most `gap` (gap_bytes when None) joined while the request stays within
+        request_bytes_max."""
         order = np.lexsort((places.offsets, places.shards))
         recs, shards, offsets = places.recs[order], places.shards[order], places.offsets[order]
         ends = offsets + places.sizes[order]
-        gap, most = self._gap, self.options.request_bytes_max
+        gap, most = self._gap if gap is None else gap, self.options.request_bytes_max
         runs = []
         first = 0
         for i in range(1, recs.shape[0] + 1):
@@ -963,14 +996,9 @@ class Mirror:
         those the mirror does not hold (all of them with `force`), joined into ranged GETs of
         index.zri and index.zrs as records are (gap_bytes, request_bytes_max), written to the
         mirror's files, and marked held (parts.bits) once written."""
-        assert self._native is not None
-        n = recs.shape[0]
-        out = np.empty(10 * n, np.uint64)
-        found = self._native.index_wants(recs, n, out)
-        if found == 0:
+        wants = self._wants(recs)
+        if wants.shape[0] == 0:
             return
-        wants = out[:5 * found].reshape(found, 5)
-        wants[:, 0] &= np.uint64(0xFFFFFFFF)  # zr_index_want.file (its reserved half is 0)
         wants = np.unique(wants, axis=0)  # by file, then first part
         if not force:
             wants = wants[~self._held(wants)]
@@ -1071,6 +1099,38 @@ class Mirror:
             self.requests += 1
             self.bytes_fetched += len(data)
         self._mark(recs)
+        self._mark(await self._inside(shard, start, start + len(data), recs))
+
+    async def _inside(self, shard: int, start: int, end: int, recs: np.ndarray) -> np.ndarray:
+        """The records numbered between `recs` (those a GET of bytes [start, end) of shard
+        `shard` was made for) whose bytes lie wholly in that range: a GET joined through its
+        gaps wrote them too, so they are held as the others are, not fetched again when asked
+        for. By part, finding them needs their index parts, fetched first (joined, as a
+        gather's are: a read of those records would fetch them anyway). None past
+        _BETWEEN_MAX records."""
+        lo, hi = int(recs.min()), int(recs.max())
+        if hi - lo + 1 == recs.shape[0] or hi - lo >= _BETWEEN_MAX:
+            return recs[:0]
+        between = np.arange(lo, hi + 1, dtype=np.uint64)
+        if self.by_part:
+            # One at a time: runs written together would each fetch the parts they share.
+            async with self._between_parts:
+                await self._index_job(between, force=False)
+        places = self._located(between)
+        inside = (places.shards == shard) & (places.offsets >= start) & (places.offsets + places.sizes <= end)
+        held: np.ndarray = places.recs[inside]
+        return held
+
+    def _wants(self, recs: np.ndarray) -> np.ndarray:
+        """The core's index wants of `recs` it has not judged: rows (file, first part, last
+        part, start, end) of the index files."""
+        assert self._native is not None
+        n = recs.shape[0]
+        out = np.empty(10 * n, np.uint64)
+        found = self._native.index_wants(recs, n, out)
+        wants = out[:5 * found].reshape(found, 5)
+        wants[:, 0] &= np.uint64(0xFFFFFFFF)  # zr_index_want.file (its reserved half is 0)
+        return wants
 
     def _mark(self, recs: np.ndarray) -> None:
         if recs.shape[0]:
@@ -1099,6 +1159,7 @@ class Mirror:
             def run() -> None:
                 asyncio.set_event_loop(loop)
                 self._slots = asyncio.Semaphore(self.in_flight)
+                self._between_parts = asyncio.Lock()
                 started.set()
                 loop.run_forever()
                 loop.close()
