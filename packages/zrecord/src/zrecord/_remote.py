@@ -35,9 +35,13 @@ Two paths (decision 0008):
 Invariants of this module:
 - A gather first fetches the records of its batch that the mirror does not hold: sorted by
   shard and offset, neighbours whose gap is at most ``gap_bytes`` coalesced into one ranged GET
-  of at most ``request_bytes_max`` bytes, ``max_in_flight`` requests at once. A record is marked
-  present (one bit per record, ``present.bits`` beside the mirror) only after its bytes are
-  written; a failed fetch fails the whole gather, never returns part of a batch.
+  of at most ``request_bytes_max`` bytes, ``max_in_flight`` requests at once (with a budget,
+  joined only where it has room for the gaps' bytes). A record is marked present (one bit per
+  record, ``present.bits`` beside the mirror) only after its bytes are written: those asked
+  for, and those numbered between them that lie wholly in the bytes a joined GET wrote. A
+  failed fetch fails the whole gather, never returns part of a batch.
+- With a reader's known future (``foresee``), each gather also prefetches the next segment of
+  its steps (``Foresight.plan``: half the budget's bytes), into room nothing foreseen holds.
 - The native reader of a mirror checks every read of a record against its checksum, not only the
   first (ZR_OPEN_CHECK_EVERY_READ): the mirror's files change while it reads them. A record
   whose bytes there fail (a damaged or half-written mirror, or one punched out by an eviction
