@@ -160,6 +160,7 @@ def test_a_link_makes_auto_gaps_join_what_costs_less_than_a_request(http_folder,
         Dense.open(url, storage_options={"link": "nope"})
 
 
+@pytest.mark.remote
 @pytest.mark.parametrize("budget", [None, 64 << 20], ids=["by-part", "budget"])
 def test_records_a_joined_request_read_through_are_held_not_fetched_again(http_folder, tmp_path, budget):
     """A GET joined through a gap writes the records in the gap too: they are held (by part,
@@ -179,6 +180,7 @@ def test_records_a_joined_request_read_through_are_held_not_fetched_again(http_f
         assert ds.remote_stats()["requests"] == 2
 
 
+@pytest.mark.remote
 def test_a_budget_reads_no_gap_it_cannot_hold(http_folder, tmp_path):
     """With cache_bytes, the gaps a link's gap rule would read through are read only where the
     budget has room for their bytes too: four records 1.5 MB apart are one GET of 4.6 MB in a
