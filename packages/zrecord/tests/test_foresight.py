@@ -171,3 +171,22 @@ def test_reads_are_planned_a_segment_at_a_time_from_the_known_future(http_folder
             ds[np.arange(step * BATCH, (step + 1) * BATCH)]
             at[0] = step + 1
         assert ds.remote_stats()["requests"] == 1
+
+
+def test_the_first_horizon_is_short_and_each_later_one_twice_as_long(http_folder, tmp_path):
+    """The first gather draws a horizon of FIRST_RECORDS draws, not the longest (at 2 million
+    draws it kept a loader's first batch waiting seconds); each horizon drawn after is twice
+    the one before, up to the most."""
+    from zrecord import _foresight
+
+    _, url = _store(http_folder)
+    at = [0]
+    with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20}) as ds:
+        handle = ds.foresee(_cycles(), lambda: at[0])
+        assert handle is not None
+        ds[np.sort(_cycles()(0))]
+        first = handle._end - handle._base
+        assert first * BATCH == _foresight.FIRST_RECORDS
+        at[0] = first // 2 + 1  # past the middle: drawn again, twice as long
+        handle.catch_up()
+        assert (handle._end - handle._base) == 2 * first

@@ -10,9 +10,10 @@ Invariants of this module:
   stateless sampler's ``batch``) and ``progress()`` the first step not yet consumed, or None
   once the caller is gone (the foresight then closes). Nothing else is assumed of the order.
 - The horizon: steps ``[base, end)`` are drawn and located at once, at most ``records_max``
-  record draws (or up to the first step ``batch_of`` refuses: the end of a finite run); it is
-  drawn again from the current step when progress passes its middle or leaves it (a seek).
-  What it holds: per (chunk, step) pair one 64-bit key, twice (by chunk, and by step); the
+  record draws (the first ``FIRST_RECORDS``, so that the first gather does not wait for a long
+  one; each later one twice the one before), or up to the first step ``batch_of`` refuses
+  (the end of a finite run); it is drawn again from the current step when progress passes
+  its middle or leaves it (a seek). What it holds: per (chunk, step) pair one 64-bit key, twice (by chunk, and by step); the
   draws are also cut to ``KEYS_MAX`` over the chunks a mean record spans.
 - A chunk's hint is the time at which its next use at or after ``progress()`` is expected:
   the time of the last refresh plus the steps from that refresh's step times the measured
@@ -42,6 +43,8 @@ import numpy as np
 if TYPE_CHECKING:
     from zrecord._mirror_cache import Budget
 
+# Record draws of the first horizon (each later one twice the one before, up to the most).
+FIRST_RECORDS = 1 << 14
 # Record draws located per horizon, at most; and (chunk, step) keys, at most (16 bytes each:
 # 64 MiB), which bound the draws of stores whose records span many chunks.
 RECORDS_MAX = 1 << 21
@@ -71,6 +74,9 @@ class Foresight:
         self._budget, self._batch_of, self._progress = budget, batch_of, progress
         spans = 1 + budget.stored_bytes // max(1, records) // budget.chunk_bytes
         self._records, self._records_max = records, max(1, min(int(records_max), KEYS_MAX // spans))
+        # The first horizon is short, so the first gather does not wait for a long one to be
+        # drawn; each one drawn after is twice as long, up to _records_max.
+        self._horizon = min(self._records_max, FIRST_RECORDS)
         self._lock = threading.Lock()
         self._mine = np.zeros(budget.chunk_count, np.uint64)
         self._base = self._end = self._done = 0
@@ -97,7 +103,7 @@ class Foresight:
         batches: list[np.ndarray] = []
         drawn = 0
         step = start
-        while drawn < self._records_max and step - start < _STEP_MASK:
+        while drawn < self._horizon and step - start < _STEP_MASK:
             try:
                 batch = np.asarray(self._batch_of(step)).astype(np.int64, copy=False).ravel()
             except _ENDS:
@@ -106,6 +112,7 @@ class Foresight:
             drawn += batch.shape[0]
             step += 1
         self._base, self._end, self._done, self._built = start, step, start, True
+        self._horizon = min(self._records_max, 2 * self._horizon)
         if not batches:
             self._by_chunk = self._by_step = np.empty(0, np.int64)
             return
