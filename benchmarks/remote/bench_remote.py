@@ -109,8 +109,7 @@ CHUNK = 8 << 20
 REQUEST_BYTES = 8 << 20
 # The cost model's link for each proxy profile (the proxy's figures, not a cloud's).
 LINK_OF_PROFILE = {
-    "same-region-s3": zrecord.Link(latency_s=0.025, connection_bytes_per_s=80e6, price=zrecord.PRICES["s3-standard"],
-                                   source="the same-region-s3 proxy profile (25 ms, 640 Mbit/s)"),
+    "same-region-s3": zrecord.LINKS["s3-standard"],  # its 25 ms and 80 MB/s are the proxy profile's
     "fast-lan": zrecord.Link(latency_s=0.001, connection_bytes_per_s=250e6, price=zrecord.PRICES["s3-standard"],
                              source="the fast-lan proxy profile (1 ms, 2 Gbit/s)"),
     "loopback": zrecord.Link(latency_s=0.0001, connection_bytes_per_s=1e9, price=zrecord.PRICES["s3-standard"],
@@ -613,7 +612,7 @@ def blocks_table(results: dict[str, Any]) -> str:
                      f"{b['read_amplification']:.3f} | {b['first_batch_s']:.2f} |")
     epochs = [(name, peer, e) for name, w in rows for peer, e in w.get("peer_epochs", {}).items()]
     if epochs:
-        lines += ["", f"One epoch at the same cache budget ({blocks_budget_of(results) >> 20} MiB): loaderx BLOCKS "
+        lines += ["", f"One epoch at the same cache budget ({results['blocks_budget_bytes'] >> 20} MiB): loaderx BLOCKS "
                   "against the peers in their default shuffles (MDS py1e, shuffle block = one window; LitData's "
                   "default), shards of one block:", "",
                   "| workload | reader | GETs | MiB through the link | per MiB delivered | records/s | "
@@ -630,8 +629,6 @@ def blocks_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def blocks_budget_of(results: dict[str, Any]) -> int:
-    return 2 * int(results["window_blocks"]) * int(results["block_bytes"])
 
 
 def table(results: dict[str, Any]) -> str:
@@ -744,7 +741,8 @@ def main() -> int:
                                "server": args.server, "batch": args.batch, "in_flight": args.in_flight,
                                "rounds": args.rounds, "seconds": args.seconds,
                                "cache_share": args.cache_share, "block_bytes": args.block_bytes,
-                               "window_blocks": args.window_blocks, "workloads": {}}
+                               "window_blocks": args.window_blocks, "blocks_budget_bytes": blocks_budget(args),
+                               "workloads": {}}
     with tempfile.TemporaryDirectory(dir=args.tmp, prefix="bench-remote-") as root:
         args.root = root
         stores = {}

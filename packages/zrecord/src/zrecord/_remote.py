@@ -775,13 +775,12 @@ class Mirror:
         written to the mirror too: joined where the budget cannot hold them, they would take
         it past its bound, or evict what the next gathers read."""
         assert self._budget is not None
+        if sum(end - start for _, start, end, _ in runs) <= int(places.sizes.sum()):
+            return runs  # no gap read through
         joined = _allocated(runs)
-        plain = self._runs(places, 0) if self._gap > 0 else runs
-        if joined <= _allocated(plain):
-            return runs
         room = self._budget.reserve(joined, keep, partial=True, foreseen=foreseen)
         self._budget.release(room)
-        return runs if room >= joined else plain
+        return runs if room >= joined else self._runs(places, 0)
 
     def foresee(self, batch_of: Callable[[int], np.ndarray],
                 progress: Callable[[], int | None]) -> Foresight | None:
