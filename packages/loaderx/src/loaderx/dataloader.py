@@ -274,7 +274,9 @@ def _check_digests(saved: Mapping[str, Any], streams: Mapping[str, Stream]) -> N
                              "to skip the check")
         if current[name] != digest:
             path = getattr(streams[name], "path", None)
-            where = f" at {path!r}" if path is not None else ""
+            version = getattr(streams[name], "version", None)
+            where = (f" at {path!r}" if path is not None else "") + \
+                (f" (version {version} of a dataset)" if isinstance(version, int) else "")
             raise ValueError(f"stream {name!r}{where} is not the store the state was saved "
                              f"with: its digest is {current[name]}, the state's {digest}. Its "
                              "records differ (another build, or another version of the data), "

@@ -21,10 +21,19 @@ from zrecord._cost import (
     link_of,
     price_of,
 )
+from zrecord._dataset import (
+    DenseDataset,
+    RaggedDataset,
+    dataset_versions,
+    extend_dataset,
+    open_dataset,
+    publish_dataset,
+)
 from zrecord._dict import train_dict
 from zrecord._dtypes import CODECS, check_store_options
 from zrecord._kinds import Dense, Ragged
 from zrecord._objects import is_url
+from zrecord._parallel import write_dataset
 from zrecord._paths import enclosing_store, store_location
 from zrecord._publish import check_destination, publish, publish_folder
 from zrecord._reader import DenseReader, RaggedReader, open_store
@@ -66,6 +75,7 @@ __all__ = [
     "Codec",
     "CorruptStoreError",
     "Dense",
+    "DenseDataset",
     "DenseReader",
     "DenseWriter",
     "EpochCost",
@@ -74,6 +84,7 @@ __all__ = [
     "LINKS",
     "Link",
     "Ragged",
+    "RaggedDataset",
     "RaggedReader",
     "Price",
     "RaggedWriter",
@@ -87,15 +98,20 @@ __all__ = [
     "block_records_for",
     "check_destination",
     "check_store_options",
+    "dataset_versions",
     "enclosing_store",
     "epoch_cost",
+    "extend_dataset",
     "is_url",
     "link_of",
+    "open_dataset",
     "open_store",
     "price_of",
     "publish",
+    "publish_dataset",
     "publish_folder",
     "staged_directory",
     "store_location",
     "train_dict",
+    "write_dataset",
 ]

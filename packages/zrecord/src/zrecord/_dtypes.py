@@ -89,6 +89,11 @@ _ACCEPTED = (", ".join(str(dt) for dt in _DTYPES.values())
              + ", datetime64[unit], timedelta64[unit], S<n>, U<n>, V<n>")
 
 
+def dtype_code_known(code: int) -> bool:
+    """Whether `code` is a dtype code of spec §3.3 (whatever its parameters)."""
+    return code in _DTYPES or code in _PARAMETRIC
+
+
 def dtype_from_info(code: int, length: int = 0, unit: int = 0) -> np.dtype[Any]:
     """The NumPy dtype of a store's dtype code and parameters (spec §3.3), as the native core
     validated them."""

@@ -50,6 +50,7 @@ import numpy as np
 
 from zrecord import __version__
 from zrecord._cost import BLOCK_BYTES_DEFAULT, PRICES, REQUEST_BYTES_MAX_DEFAULT, Price, epoch_cost
+from zrecord._kinds import Dense, Ragged
 from zrecord._objects import redact
 from zrecord._publish import Published, publish, publish_entries
 from zrecord._reader import DenseReader, RaggedReader, open_store
@@ -208,7 +209,7 @@ def _decoded_bytes(store: DenseReader | RaggedReader, start: int, stop: int) -> 
     """Decoded bytes of records ``[start, stop)`` as float64 (exact below 2**53, and a shape
     from a hostile header cannot overflow it); no record data is read."""
     itemsize = store.dtype.itemsize
-    if isinstance(store, DenseReader):
+    if isinstance(store, Dense):
         return np.full(stop - start, float(math.prod(store.item_shape) * itemsize))
     # shapes() gives the axes as int64; view them as the unsigned values they are.
     shapes = store.shapes(slice(start, stop)).view(np.uint64)
@@ -466,7 +467,7 @@ class _Shown:
 
 def _describe(store: DenseReader | RaggedReader, i: int) -> _Shown:
     """Record `i`'s shape and decoded size, from the index alone (no record data read)."""
-    if isinstance(store, RaggedReader):
+    if isinstance(store, Ragged):
         shape = tuple(int(d) for d in store.shapes(i)[0].view(np.uint64))
     else:
         shape = store.item_shape
@@ -529,7 +530,7 @@ def cmd_stats(store: DenseReader | RaggedReader, args: argparse.Namespace) -> in
     """``zrecord stats``: the distribution of record sizes."""
     n = len(store)
     stats: dict[str, Any] = {"path": store.path, "kind": store.info()["kind"], "records": n}
-    if isinstance(store, RaggedReader):
+    if isinstance(store, Ragged):
         shapes = store.shapes()
         sizes = shapes.prod(axis=1) * store.dtype.itemsize if n else np.zeros(0)
         stats["record_bytes"] = _distribution(sizes.astype(np.float64))
@@ -919,6 +920,10 @@ def _run(argv: list[str] | None) -> int:
     if options and not path.startswith("s3://"):
         say(f"{command}: --endpoint-url is for a store in S3 (an s3:// URL); got {path!r}")
         return EXIT_USAGE
+    from zrecord._dataset_cli import is_dataset, run_dataset  # it imports this module
+
+    if is_dataset(path):
+        return run_dataset(args, path, options)
     try:
         store = open_store(path, storage_options=options or None)
     except (ZrecordError, OSError, MemoryError) as exc:

@@ -117,6 +117,14 @@ class InvalidArgumentError(ZrecordError, ValueError):
     example too few samples to train a dictionary from)."""
 
 
+class WorkerError(ZrecordError, RuntimeError):
+    """An input of :func:`zrecord.write_dataset` failed in a worker (or a worker died), so
+    nothing was published. ``input_index`` is the input's position (None when a worker
+    died); the message carries the worker's traceback."""
+
+    input_index: int | None = None
+
+
 # Native result codes (zig/include/zrecord.h's zr_result) by name -> exception class. The one
 # mapping; numbers never appear here (the binding passes the name the core gives a code).
 BY_RESULT_NAME: dict[str, type[ZrecordError]] = {
@@ -180,5 +188,6 @@ __all__ = [
     "StoreOSError",
     "UnsupportedError",
     "UnsupportedVersionError",
+    "WorkerError",
     "ZrecordError",
 ]

@@ -1,0 +1,637 @@
+"""Datasets of many stores (spec §12): ``open_dataset``, ``publish_dataset``,
+``extend_dataset`` and ``dataset_versions``.
+
+A dataset is a folder (or an object prefix) that holds published stores, its *parts*, and one
+manifest per version (``dataset-00000001.zrm``, ...), each an immutable list of parts in order
+(``_manifest``). Record ``i`` of a version is record ``i - start(k)`` of its part ``k``.
+
+Invariants of this module:
+- Opening judges the manifest whole, then opens every part in order and checks it against its
+  entry (header checksum, counts, schema: spec §12.4 step 4) before any record is read; a part
+  that changed since the manifest was published is refused, never read.
+- A batch is gathered straight into one output, each part writing its records at their rows
+  (the core's gather at output offsets): no copy besides the one a store's own gather makes.
+- A manifest is published by creating its file where none exists (a hard link of a complete,
+  flushed temporary file locally; a conditional create in object storage), so two writers of
+  one version never both succeed and no reader sees a partial manifest. Published manifests
+  and the parts they name are never modified: a new version is a new manifest.
+- A dataset's ``digest`` is its manifest's (``_manifest.digest_of``): the DataLoader's resume
+  check, ``Sampler`` and ``Mix`` see one identity, which any change of a part or of the
+  order changes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from zrecord import _manifest
+from zrecord._dtypes import KIND_DENSE, KIND_RAGGED
+from zrecord._index import index_error, normalise
+from zrecord._index_cache import AUTO
+from zrecord._kinds import Dense, Ragged
+from zrecord._manifest import Manifest, Part, Schema
+from zrecord._objects import Client, is_url, redact, storage_settings
+from zrecord._paths import HEADER_NAME, store_location
+from zrecord._pool import BlockPool
+from zrecord._progress import human_bytes
+from zrecord._reader import DenseReader, RaggedReader, open_store
+from zrecord._types import CacheMode, IndexCache, StorageOptions, StoreLocation, Validate
+from zrecord.errors import (
+    ChecksumError,
+    ClosedError,
+    CorruptStoreError,
+    FormatError,
+    NotPublishedError,
+    SchemaError,
+    StoreChangedError,
+    StoreExistsError,
+    StoreIndexError,
+    StoreNotFoundError,
+)
+
+_Reader = DenseReader | RaggedReader
+_Batch = TypeVar("_Batch")
+
+# Parts of a dataset by URL are opened this many at a time (each open is a few requests).
+_OPEN_THREADS = 16
+
+
+class _Location:
+    """Where a dataset lies: a local folder or a URL prefix, and how to read its objects."""
+
+    def __init__(self, path: StoreLocation, storage_options: StorageOptions | None) -> None:
+        where = store_location(path, storage_options, role="the dataset")
+        self.url = is_url(where)
+        self.root = where.rstrip("/") if self.url else os.path.abspath(where)
+        self.shown = redact(self.root) if self.url else where
+        self.client = Client(self.root, storage_settings(storage_options)) if self.url else None
+
+    def join(self, name: str) -> str:
+        return f"{self.root}/{name}" if self.url else os.path.join(self.root, name)
+
+    def versions(self) -> list[int]:
+        """The versions whose manifests lie in the dataset, ascending."""
+        if self.client is not None:
+            if not self.root.startswith("s3://"):
+                raise ValueError(f"{self.shown}: a web server cannot list a dataset's versions; "
+                                 "give version= (or the URL of a manifest, .../dataset-NNNNNNNN.zrm)")
+            names = self.client.listed(1 << 20)
+        else:
+            names = self._local_names()
+        found = (_manifest.version_of(name) for name in names)
+        return sorted(v for v in found if v is not None)
+
+    def _local_names(self) -> list[str]:
+        try:
+            return os.listdir(self.root)
+        except FileNotFoundError:
+            raise StoreNotFoundError(errno.ENOENT, f"no dataset at {self.shown!r}: nothing "
+                                     "there [ZR-DS-001]") from None
+        except NotADirectoryError:
+            raise NotPublishedError(f"{self.shown!r} is not a dataset: it is not a folder "
+                                    "[ZR-DS-001]") from None
+
+    def read(self, name: str) -> bytes:
+        """The bytes of manifest `name` (a regular file, never through a symbolic link)."""
+        if self.client is not None:
+            try:
+                return self.client.get(name)[0]
+            except FileNotFoundError:
+                raise StoreNotFoundError(errno.ENOENT, f"{self.client.where(name)}: no such "
+                                         "manifest [ZR-DS-002]") from None
+        path = self.join(name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise StoreNotFoundError(errno.ENOENT, f"{path}: no such manifest [ZR-DS-002]") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise CorruptStoreError(f"{path}: a manifest must be a regular file, not a "
+                                        "symbolic link [ZR-DS-002]") from None
+            raise
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise CorruptStoreError(f"{path}: a manifest must be a regular file [ZR-DS-002]")
+            return f.read(_manifest.SIZE_MAX + 1)
+
+
+def _split(path: StoreLocation, version: int | None,
+           storage_options: StorageOptions | None) -> tuple[_Location, int | None]:
+    """The dataset's location and the version asked for: a path or URL that ends in a
+    manifest's name names its folder and that version."""
+    text = store_location(path, storage_options, role="the dataset")
+    head, _, tail = text.rstrip("/").rpartition("/") if is_url(text) else \
+        (os.path.dirname(text), "/", os.path.basename(text))
+    named = _manifest.version_of(tail)
+    if named is not None and head:
+        if version is not None and version != named:
+            raise ValueError(f"{text!r} names version {named}, and version={version} was given")
+        return _Location(head, storage_options), named
+    return _Location(path, storage_options), version
+
+
+def read_manifest(where: _Location, version: int | None) -> Manifest:
+    """Steps 2 and 3 of spec §12.4: the manifest of `version` (the latest when None), judged."""
+    if version is None:
+        versions = where.versions()
+        if not versions:
+            store = "" if where.url or not os.path.exists(where.join(HEADER_NAME)) else \
+                " (it is one store: open it with zrecord.open_store)"
+            raise NotPublishedError(f"{where.shown!r} holds no dataset manifest "
+                                    f"(dataset-NNNNNNNN.zrm){store} [ZR-DS-002]")
+        version = versions[-1]
+    name = _manifest.file_name(version)
+    return _manifest.decode(where.read(name), where.join(name) if not where.url else
+                            f"{where.shown}/{name}", version)
+
+
+def _open_part(where: _Location, k: int, part: Part, schema: Schema, shown: str,
+               options: dict[str, Any]) -> _Reader:
+    """Step 4 of spec §12.4 for part `k`: the store opened and checked against its entry."""
+    label = f"{shown}: part {k} ({part.name!r})"
+    try:
+        store = open_store(where.join(part.name), **options)
+    except (StoreNotFoundError, NotPublishedError) as exc:
+        raise CorruptStoreError(f"{label} is not a published store: {exc} [ZR-DS-011]") from None
+    except FormatError as exc:
+        raise type(exc)(f"{label}: {exc}") from None
+    info = store._info
+    problem: FormatError | None = None
+    if int(info["header_checksum"]) != part.header_checksum:
+        problem = ChecksumError(f"{label} is another store than the manifest names: its header "
+                                f"checksum is {int(info['header_checksum']):016x}, the manifest's "
+                                f"{part.header_checksum:016x} (a part replaced, moved or "
+                                "rewritten) [ZR-DS-011]")
+    elif (len(store), store.stored_bytes) != (part.records, part.stored_bytes):
+        problem = CorruptStoreError(f"{label} holds {len(store):,} records and {store.stored_bytes:,} "
+                                    f"stored bytes; the manifest says {part.records:,} and "
+                                    f"{part.stored_bytes:,} [ZR-DS-011]")
+    elif Schema.of_info(info) != schema:
+        problem = CorruptStoreError(f"{label} is a {Schema.of_info(info).describe()} store; the "
+                                    f"dataset is {schema.describe()} [ZR-DS-011]")
+    if problem is not None:
+        store.close()
+        raise problem
+    return store
+
+
+def _open_parts(where: _Location, manifest: Manifest, shown: str,
+                options: dict[str, Any]) -> list[_Reader]:
+    """Every part, opened and checked in order; the first failure in part order is raised and
+    nothing stays open. By URL, parts are opened several at a time."""
+    jobs = list(enumerate(manifest.parts))
+    if not where.url or len(jobs) == 1:
+        stores: list[_Reader] = []
+        try:
+            for k, part in jobs:
+                stores.append(_open_part(where, k, part, manifest.schema, shown, options))
+        except BaseException:
+            for store in stores:
+                store.close()
+            raise
+        return stores
+    with ThreadPoolExecutor(min(_OPEN_THREADS, len(jobs))) as pool:
+        futures = [pool.submit(_open_part, where, k, p, manifest.schema, shown, options)
+                   for k, p in jobs]
+        failed = next((f.exception() for f in futures if f.exception() is not None), None)
+    if failed is not None:
+        for future in futures:
+            if future.exception() is None:
+                future.result().close()
+        raise failed
+    return [f.result() for f in futures]
+
+
+class _Dataset(Generic[_Batch]):
+    """What Dense and Ragged datasets share: the parts, the record numbering across them, and
+    the reads that split a batch among them."""
+
+    _kind: int
+    _kind_name: str
+
+    def __init__(self, where: _Location, manifest: Manifest, parts: list[_Reader],
+                 reopen: dict[str, Any]) -> None:
+        self.path = where.shown
+        """The dataset's folder (or URL prefix), as given."""
+        self.version = manifest.version
+        """The version of the dataset this reader reads (its manifest's number)."""
+        self.parts: tuple[_Reader, ...] = tuple(parts)
+        """The parts, opened, in order: stores of one schema."""
+        self.part_names: tuple[str, ...] = tuple(p.name for p in manifest.parts)
+        """The parts' names, relative to the dataset's folder, in order."""
+        self._manifest = manifest
+        self._reopen = reopen
+        first = parts[0]
+        self.dtype = first.dtype
+        self.ndim = first.ndim
+        self.codec = first.codec
+        counts = np.array([p.records for p in manifest.parts], dtype=np.uint64)
+        # Record numbers where each part starts, and one past the last record.
+        self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64)
+        self._len = int(self._starts[-1])
+        self._closed = False
+        self._pool = BlockPool()
+
+    # -- identity and description ------------------------------------------------------------
+
+    @property
+    def digest(self) -> str:
+        """The dataset's identity, 16 hex digits: XXH64 of its parts' header checksums in
+        order (spec [ZR-DS-012]). Equal digests mean the same records in the same order; a
+        part replaced, added, removed or moved gives another digest, so a loader state saved
+        on one version of a dataset is refused on another."""
+        return self._manifest.digest
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def nbytes(self) -> int:
+        """Logical (decoded) payload bytes of all records."""
+        return sum(p.nbytes for p in self.parts)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes the records occupy in the parts' shard files."""
+        return self._manifest.stored_bytes
+
+    @property
+    def starts(self) -> tuple[int, ...]:
+        """The number of each part's first record in the dataset, in part order."""
+        return tuple(int(s) for s in self._starts[:-1])
+
+    def info(self) -> dict[str, Any]:
+        """Schema, version, counts and sizes, and each part's name, records and digest."""
+        schema = self.parts[0].info()
+        return {"path": self.path, "kind": self._kind_name, "dtype": schema["dtype"],
+                "ndim": self.ndim, "item_shape": schema["item_shape"], "codec": self.codec,
+                "version": self.version, "records": self._len, "logical_bytes": self.nbytes,
+                "stored_bytes": self.stored_bytes, "digest": self.digest,
+                "parts": [{"name": name, "records": len(p), "digest": p.digest}
+                          for name, p in zip(self.part_names, self.parts)]}
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else (f"{self._len:,} records in {len(self.parts)} parts, "
+                                               f"{human_bytes(self.stored_bytes)}")
+        return (f"<{self._kind_name} dataset {self.path!r} v{self.version} {self.dtype} "
+                f"{self._shape_text()} {self.codec}, {state}>")
+
+    def _shape_text(self) -> str:
+        return f"ndim={self.ndim}"
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release every part. Later reads raise ClosedError."""
+        if not self._closed:
+            self._closed = True
+            for part in self.parts:
+                part.close()
+            self._pool.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A dataset pickles as what reopens it (its location, version and open options) and
+        its digest: a process that unpickles it opens the same version again, and refuses
+        parts that changed meanwhile (StoreChangedError)."""
+        self._check_open()
+        return (_reopen, (self._reopen, self.version, self.digest))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"the {self._kind_name} dataset {self.path!r} is closed")
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def _split(self, idx: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(part, rows of `idx`, the records' numbers within the part) for each part that
+        `idx` (in range, uint64) reads from, in part order."""
+        which = np.searchsorted(self._starts, idx, side="right") - 1
+        if idx.shape[0] and which[0] == which[-1] and (which == which[0]).all():
+            k = int(which[0])
+            yield k, np.arange(idx.shape[0]), idx - self._starts[k]
+            return
+        order = np.argsort(which, kind="stable")
+        sorted_parts = which[order]
+        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+        for rows in np.split(order, bounds):
+            if rows.shape[0]:
+                k = int(which[rows[0]])
+                yield k, rows, idx[rows] - self._starts[k]
+
+    def __getitem__(self, key: Any) -> Any:
+        self._check_open()
+        idx = normalise(key, self._len, self.path)
+        if isinstance(idx, int):
+            k = int(np.searchsorted(self._starts, idx, side="right")) - 1
+            return self.parts[k][idx - int(self._starts[k])]
+        if idx.shape[0] and int(idx.max()) >= self._len:
+            raise index_error(idx, key, self._len, self.path)
+        return self._read(idx)
+
+    def _read(self, idx: np.ndarray) -> _Batch:
+        raise NotImplementedError  # pragma: no cover - defined by subclasses
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        self._check_open()
+        for part in self.parts:
+            yield from part
+
+    def verify(self, start: int = 0, stop: int | None = None) -> None:
+        """Check every stored byte of records ``[start, stop)`` against its checksum, part by
+        part in order."""
+        self._check_open()
+        stop = self._len if stop is None else stop
+        if not 0 <= start <= stop <= self._len:
+            raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{self._len}")
+        for k, part in enumerate(self.parts):
+            lo, hi = int(self._starts[k]), int(self._starts[k + 1])
+            if max(lo, start) < min(hi, stop):
+                part.verify(max(lo, start) - lo, min(hi, stop) - lo)
+
+    def prefetch(self, key: Any) -> None:
+        """Read-ahead hints for records ``dataset[key]``, passed to their parts (see
+        :meth:`zrecord.DenseReader.prefetch`)."""
+        self._check_open()
+        idx = normalise(key, self._len, self.path)
+        idx = np.array([idx], dtype=np.uint64) if isinstance(idx, int) else idx
+        if idx.shape[0] and int(idx.max()) >= self._len:
+            raise index_error(idx, key, self._len, self.path)
+        for k, _, local in self._split(idx):
+            self.parts[k].prefetch(local)
+
+    def cache_cost(self, key: Any) -> int:
+        """The bytes records ``dataset[key]`` take of their parts' mirrors (see
+        :meth:`zrecord.DenseReader.cache_cost`)."""
+        self._check_open()
+        idx = normalise(key, self._len, self.path)
+        idx = np.array([idx], dtype=np.uint64) if isinstance(idx, int) else idx
+        idx = idx[idx < self._len]
+        return sum(self.parts[k].cache_cost(local) for k, _, local in self._split(idx))
+
+    def remote_stats(self) -> dict[str, int] | None:
+        """For a dataset opened by URL: its parts' ``remote_stats()`` added up; None for a
+        local one."""
+        stats = [p.remote_stats() for p in self.parts]
+        if any(s is None for s in stats):
+            return None
+        total: dict[str, int] = {}
+        for s in stats:
+            for name, value in (s or {}).items():
+                total[name] = total.get(name, 0) + value
+        return total
+
+    def _each_part(self, idx: np.ndarray, gather: Callable[[_Reader, np.ndarray, np.ndarray], None]) -> None:
+        """`gather(part, rows, local)` for each part that `idx` reads from; by URL, the parts'
+        fetches run at once."""
+        jobs = list(self._split(idx))
+        remote = [j for j in jobs if self.parts[j[0]]._remote is not None]
+        if len(remote) > 1:
+            with ThreadPoolExecutor(min(_OPEN_THREADS, len(jobs))) as pool:
+                for future in [pool.submit(gather, self.parts[k], rows, local) for k, rows, local in jobs]:
+                    future.result()
+            return
+        for k, rows, local in jobs:
+            gather(self.parts[k], rows, local)
+
+
+def _scatter(part: _Reader, local: np.ndarray, out: np.ndarray, offsets: np.ndarray) -> None:
+    """Part `part`'s records `local` decoded into `out` at byte `offsets` (by URL once its
+    mirror holds them)."""
+    def gather(i: np.ndarray) -> None:
+        part._handle.gather_ragged(i, i.shape[0], out, offsets)
+    part._check_open()
+    if part._remote is None:
+        gather(local)
+    else:
+        part._remote.read(local, gather)
+
+
+class DenseDataset(_Dataset[np.ndarray], Dense):
+    """A version of a dataset of Dense parts (:func:`open_dataset`): ``ds[i]`` is record ``i``
+    counted across the parts in order, ``ds[[i, j]]`` and slices a stacked array, as a
+    :class:`DenseReader` reads one store."""
+
+    _kind = KIND_DENSE
+    _kind_name = "Dense"
+
+    def __init__(self, where: _Location, manifest: Manifest, parts: list[_Reader],
+                 reopen: dict[str, Any]) -> None:
+        super().__init__(where, manifest, parts, reopen)
+        self.item_shape: tuple[int, ...] = parts[0].item_shape  # type: ignore[union-attr]
+        self._record_size = int(parts[0]._info["record_size"])
+
+    def _shape_text(self) -> str:
+        return str(self.item_shape)
+
+    def _read(self, idx: np.ndarray) -> np.ndarray:
+        out = self._pool.empty((idx.shape[0], *self.item_shape), self.dtype)
+        if idx.shape[0] == 0:
+            return out
+        flat = out.reshape(-1).view(np.uint8) if out.size else out
+
+        def gather(part: _Reader, rows: np.ndarray, local: np.ndarray) -> None:
+            offsets = rows.astype(np.uint64) * np.uint64(self._record_size)
+            _scatter(part, local, flat, offsets)
+        self._each_part(idx, gather)
+        return out
+
+
+class RaggedDataset(_Dataset[list[np.ndarray]], Ragged):
+    """A version of a dataset of Ragged parts (:func:`open_dataset`): ``ds[i]`` is record
+    ``i`` counted across the parts in order with its own shape, a collection of indices a
+    list of arrays."""
+
+    _kind = KIND_RAGGED
+    _kind_name = "Ragged"
+
+    def shapes(self, key: Any = slice(None)) -> np.ndarray:
+        """The shapes of the selected records, as an ``(n, ndim)`` int64 array (no data read)."""
+        self._check_open()
+        idx = normalise(key, self._len, self.path)
+        idx = np.array([idx], dtype=np.uint64) if isinstance(idx, int) else idx
+        if idx.shape[0] and int(idx.max()) >= self._len:
+            raise index_error(idx, key, self._len, self.path)
+        out = np.empty((idx.shape[0], self.ndim), dtype=np.int64)
+        for k, rows, local in self._split(idx):
+            out[rows] = self.parts[k].shapes(local)  # type: ignore[union-attr]
+        return out
+
+    def _read(self, idx: np.ndarray) -> list[np.ndarray]:
+        out: list[Any] = [None] * idx.shape[0]
+
+        def gather(part: _Reader, rows: np.ndarray, local: np.ndarray) -> None:
+            for row, record in zip(rows.tolist(), part._read(local)):
+                out[row] = record
+        self._each_part(idx, gather)
+        return out
+
+
+def open_dataset(path: StoreLocation, *, version: int | None = None, cache: CacheMode = "auto",
+                 index_cache: IndexCache = AUTO, validate: Validate = "cached",
+                 storage_options: StorageOptions | None = None) -> DenseDataset | RaggedDataset:
+    """Open a version of the dataset at `path` (a folder, or an ``s3://`` or ``http(s)://``
+    prefix): the latest unless `version` is given (or `path` ends in a manifest's name,
+    ``.../dataset-00000003.zrm``). Every part is opened and checked against the manifest
+    (spec §12.4) with the other arguments, as :meth:`zrecord.Dense.open` takes them.
+
+    A ``cache_bytes`` budget in `storage_options` is refused for a dataset of several parts:
+    each part's mirror would hold up to it."""
+    where, version = _split(path, version, storage_options)
+    budget = (storage_options or {}).get("cache_bytes")
+    manifest = read_manifest(where, version)
+    if budget is not None and len(manifest.parts) > 1:
+        raise ValueError(f"{where.shown}: storage_options cache_bytes bounds one store's mirror, "
+                         f"and this dataset has {len(manifest.parts)} parts: a budget shared by "
+                         "the parts of a dataset is not supported yet; use cache_dir without "
+                         "cache_bytes, or open the parts as stores")
+    options = {"cache": cache, "index_cache": index_cache, "validate": validate,
+               "storage_options": storage_options}
+    shown = f"{where.shown} v{manifest.version}"
+    parts = _open_parts(where, manifest, shown, options)
+    cls = DenseDataset if manifest.schema.kind == KIND_DENSE else RaggedDataset
+    reopen = {"path": where.root, **options}
+    return cls(where, manifest, parts, reopen)
+
+
+def _reopen(args: dict[str, Any], version: int, digest: str) -> DenseDataset | RaggedDataset:
+    """The dataset a pickled reader stands for, opened again, if its digest is unchanged."""
+    ds = open_dataset(args["path"], version=version, cache=args["cache"],
+                      index_cache=args["index_cache"], validate=args["validate"],
+                      storage_options=args["storage_options"])
+    if ds.digest != digest:
+        ds.close()
+        raise StoreChangedError(errno.ESTALE, f"{ds.path!r} v{version} holds other parts than "
+                                f"when it was pickled (digest {ds.digest}, pickled {digest})")
+    return ds
+
+
+def dataset_versions(path: StoreLocation, *,
+                     storage_options: StorageOptions | None = None) -> list[int]:
+    """The published versions of the dataset at `path`, ascending (an ``s3://`` prefix is
+    listed; a web server cannot be)."""
+    return _Location(path, storage_options).versions()
+
+
+def _part_entry(where: _Location, name: str, storage_options: StorageOptions | None) -> tuple[Part, Schema]:
+    """The manifest entry and schema of the published store `name` in the dataset."""
+    problem = _manifest.name_problem(name)
+    if problem is not None:
+        raise ValueError(f"{name!r} cannot name a part of a dataset: {problem} (a part is named "
+                         "by its path relative to the dataset's folder)")
+    with open_store(where.join(name), storage_options=storage_options) as store:
+        info = store._info
+        return (Part(name, len(store), store.stored_bytes, int(info["header_checksum"])),
+                Schema.of_info(info))
+
+
+def _part_name(where: _Location, part: Any) -> str:
+    """A part given as its name in the dataset, or (local) as a path inside its folder: a
+    name is what lies in the folder under it, else the path is taken from the working
+    folder."""
+    text = os.fspath(part) if not isinstance(part, str) else part
+    if where.url or os.path.lexists(where.join(text)) and not os.path.isabs(text):
+        return text.rstrip("/")
+    rel = os.path.relpath(os.path.abspath(text), where.root)
+    if rel == "." or rel.startswith(".."):
+        raise ValueError(f"{text!r} lies outside the dataset's folder {where.shown!r}: a part "
+                         "is a store inside it")
+    return rel.replace(os.sep, "/")
+
+
+def publish_dataset(path: StoreLocation, parts: Sequence[str | os.PathLike[str]], *,
+                    version: int | None = None,
+                    storage_options: StorageOptions | None = None) -> int:
+    """Publish a version of the dataset at `path` made of the published stores `parts`, in
+    order (their names in the dataset's folder or prefix, or local paths inside it), and
+    return its version number: the one after the latest, or `version`, which must not exist.
+
+    Each part is opened (its header judged) and must have the first one's schema (kind,
+    dtype, item shape or rank, codec: ``SchemaError`` otherwise). The manifest is written
+    complete and then created where no manifest of that version exists, so of two writers
+    publishing one version, one gets ``StoreExistsError`` and nothing of its is published.
+    Earlier versions stay as they are. See :func:`extend_dataset` to add parts to the latest."""
+    where = _Location(path, storage_options)
+    names = [_part_name(where, p) for p in parts]
+    if not names:
+        raise ValueError(f"{where.shown!r}: a dataset needs at least one part")
+    entries = [_part_entry(where, name, storage_options) for name in names]
+    first = entries[0][1]
+    for name, (_, schema) in zip(names, entries):
+        if schema != first:
+            raise SchemaError(f"{where.shown!r}: part {name!r} is a {schema.describe()} store, "
+                              f"part {names[0]!r} a {first.describe()} one: the parts of a "
+                              "dataset share one schema")
+    if version is None:
+        known = where.versions()
+        version = (known[-1] if known else 0) + 1
+    manifest = Manifest(version, first, tuple(e[0] for e in entries))
+    _create_manifest(where, version, _manifest.encode(manifest))
+    return version
+
+
+def extend_dataset(path: StoreLocation, parts: Sequence[str | os.PathLike[str]], *,
+                   storage_options: StorageOptions | None = None) -> int:
+    """Publish the next version of the dataset at `path`: the latest version's parts followed
+    by `parts` (as :func:`publish_dataset` takes them); the version before stays readable as
+    it was. Returns the new version. ``StoreExistsError`` when another writer published the
+    next version first: run it again to add to that one."""
+    where = _Location(path, storage_options)
+    latest = read_manifest(where, None)
+    names = [p.name for p in latest.parts] + [_part_name(where, p) for p in parts]
+    return publish_dataset(path, names, version=latest.version + 1,
+                           storage_options=storage_options)
+
+
+def _create_manifest(where: _Location, version: int, data: bytes) -> None:
+    """Create manifest `version` with bytes `data` where none exists ([ZR-DS-013])."""
+    name = _manifest.file_name(version)
+    if where.client is not None:
+        try:
+            where.client.put(name, data, create=True, part_bytes=max(len(data), 1) + 1)
+        except FileExistsError:
+            raise StoreExistsError(errno.EEXIST, f"{where.shown}/{name}: version {version} of the "
+                                   "dataset exists (another writer, or an earlier run, published "
+                                   "it); nothing was written") from None
+        return
+    final = where.join(name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.zr-tmp-", dir=where.root)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            raise StoreExistsError(errno.EEXIST, f"{final}: version {version} of the dataset exists "
+                                   "(another writer, or an earlier run, published it); nothing "
+                                   "was written") from None
+    finally:
+        os.unlink(tmp)
+    dir_fd = os.open(where.root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+__all__ = ["DenseDataset", "RaggedDataset", "dataset_versions", "extend_dataset", "open_dataset",
+           "publish_dataset"]

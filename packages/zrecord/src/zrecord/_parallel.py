@@ -1,0 +1,254 @@
+"""Writing a dataset with several processes: :func:`write_dataset`.
+
+The inputs are cut into runs of ``inputs_per_part`` consecutive inputs, one part each; worker
+processes take runs from a queue, call the user's function on each input of a run and append
+what it returns to the run's part. The dataset's records are the inputs' records in input
+order, whatever the number of workers: the same call with 1 or 8 workers writes the same
+parts and so the same dataset digest.
+
+Invariants of this module:
+- Nothing is published until every part is: parts are written into a staging folder inside
+  the dataset's (``.zr-tmp-dataset-*``), moved into it once all are done, and only then is the
+  manifest created. A failure of any input, or of a worker, removes the staging folder, so a
+  failed run publishes nothing, and its error names the input (its position and repr) and
+  carries the worker's traceback.
+- The parent only schedules, counts progress and publishes: the user's function runs in the
+  workers (in the calling process when ``workers=1``).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import queue
+import secrets
+import shutil
+import threading
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zrecord._dataset import dataset_versions, extend_dataset, publish_dataset
+from zrecord._kinds import Dense, Ragged
+from zrecord._objects import is_url
+from zrecord._paths import store_location
+from zrecord.console import progress_bar
+from zrecord.errors import StoreExistsError, WorkerError
+
+# Parts a dataset is cut into when the caller does not say (at most; fewer with fewer inputs).
+PARTS_DEFAULT = 64
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What each worker needs to write its parts (picklable)."""
+
+    fn: Callable[[Any], Any]
+    dtype: Any
+    item_shape: tuple[int, ...] | None
+    ndim: int | None
+    codec: str
+    data_shards: int
+    dict_bytes: bytes | None
+    sync: bool
+
+
+class _InputFailed(Exception):
+    """An input that raised in a worker: its position, its repr, the error and the worker's
+    traceback (as args, so that it pickles back to the parent)."""
+
+    def as_error(self) -> WorkerError:
+        index, shown, error, trace = self.args
+        out = WorkerError(f"input {index} ({shown}) failed: {error}; nothing was published.\n"
+                          f"The worker's traceback:\n{trace}")
+        out.input_index = index
+        return out
+
+
+_progress: Any = None  # the worker's progress queue (set by _start_worker)
+
+
+def _start_worker(progress: Any) -> None:
+    global _progress
+    _progress = progress
+
+
+def _write_part(spec: _Spec, folder: str, name: str, first: int, inputs: Sequence[Any]) -> int:
+    """Write the part `name` in `folder` from `inputs` (positions `first`...) and return its
+    record count; _InputFailed for an input that raised (the part is not published)."""
+    path = os.path.join(folder, name)
+    index = first
+    records = total = 0
+    try:
+        writer = (Dense.create(path, spec.dtype, spec.item_shape or (), codec=spec.codec,  # type: ignore[arg-type]
+                               data_shards=spec.data_shards, dict_bytes=spec.dict_bytes,
+                               sync=spec.sync, index_cache=None)
+                  if spec.item_shape is not None else
+                  Ragged.create(path, spec.dtype, spec.ndim or 1, codec=spec.codec,  # type: ignore[arg-type]
+                                data_shards=spec.data_shards, dict_bytes=spec.dict_bytes,
+                                sync=spec.sync, index_cache=None))
+        with writer:
+            for item in inputs:
+                records = _append(writer, spec, spec.fn(item))
+                total += records
+                if _progress is not None:
+                    _progress.put((1, records))
+                index += 1
+    except Exception as exc:  # noqa: BLE001 - the user's function may raise anything: reported with its input
+        shown = repr(inputs[index - first])
+        raise _InputFailed(index, shown if len(shown) <= 200 else shown[:200] + "...",
+                           f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+    return total
+
+
+def _append(writer: Any, spec: _Spec, out: Any) -> int:
+    """Append what the user's function returned for one input; the records appended."""
+    if out is None:
+        return 0
+    if spec.item_shape is not None and isinstance(out, np.ndarray) and \
+            out.ndim == len(spec.item_shape) + 1:
+        writer.append(out)
+        return int(out.shape[0])
+    if spec.item_shape is not None:
+        n = 0
+        for record in out:
+            writer.append(np.asarray(record)[None])
+            n += 1
+        return n
+    records = list(out)
+    writer.append(records)
+    return len(records)
+
+
+def _runs(count: int, per_part: int) -> list[tuple[int, int]]:
+    return [(a, min(a + per_part, count)) for a in range(0, count, per_part)]
+
+
+def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *, dtype: Any,
+                  item_shape: Sequence[int] | None = None, ndim: int | None = None,
+                  codec: str, workers: int = 1, inputs_per_part: int | None = None,
+                  data_shards: int = 1, dict_bytes: bytes | None = None, sync: bool = True,
+                  extend: bool = False, progress: bool = True,
+                  start_method: str = "spawn") -> int:
+    """Write a dataset at `path` (a local folder) from `fn` applied to each of `inputs`, with
+    `workers` processes, and publish it; return the version published.
+
+    ``fn(input)`` returns the input's records: for a Dense dataset (`item_shape` given) an
+    array of shape ``(n, *item_shape)`` or an iterable of arrays of `item_shape`; for a Ragged
+    one (`ndim` given) an iterable of arrays of rank `ndim`; None for none. The inputs are cut
+    into parts of `inputs_per_part` consecutive inputs (default: so that there are at most 64
+    parts); each part is a store with `codec`, `data_shards` and `dict_bytes`, and the
+    dataset's records are in input order whatever `workers` is. With ``workers > 1`` `fn`
+    and the inputs must pickle (a module-level function; with ``start_method="spawn"``, the
+    default, a script calls this under ``if __name__ == "__main__":``).
+
+    If any input raises, or a worker dies, nothing is published and :class:`WorkerError` says
+    which input (its position and repr) with the worker's traceback. A dataset that exists at
+    `path` is refused unless `extend`, which publishes its next version: its parts, then the
+    new ones. `progress` shows inputs and records done on stderr."""
+    items = list(inputs)
+    if not items:
+        raise ValueError("write_dataset needs at least one input")
+    if (item_shape is None) == (ndim is None):
+        raise ValueError("write_dataset takes item_shape (a Dense dataset) or ndim (a Ragged "
+                         f"one), exactly one; got item_shape={item_shape!r}, ndim={ndim!r}")
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive int; got {workers!r}")
+    where = store_location(path, role="the dataset")
+    if is_url(where):
+        raise ValueError(f"write_dataset writes a local folder; got {where!r}: write it locally "
+                         "and upload its parts with zrecord.publish_folder")
+    folder = os.path.abspath(where)
+    os.makedirs(folder, exist_ok=True)
+    if dataset_versions(folder) and not extend:
+        raise StoreExistsError(f"{where!r} holds a dataset already: pass extend=True to publish "
+                               "its next version with new parts, or write to another folder")
+    per_part = inputs_per_part or math.ceil(len(items) / PARTS_DEFAULT)
+    if not isinstance(per_part, int) or per_part < 1:
+        raise ValueError(f"inputs_per_part must be a positive int; got {inputs_per_part!r}")
+    spec = _Spec(fn, dtype, None if item_shape is None else tuple(item_shape), ndim, codec,
+                 data_shards, dict_bytes, sync)
+    token = secrets.token_hex(4)
+    staging = os.path.join(folder, f".zr-tmp-dataset-{token}")
+    os.mkdir(staging)
+    try:
+        names = _write_parts(spec, staging, token, items, _runs(len(items), per_part),
+                             workers, progress, start_method, where)
+        for name in names:
+            os.rename(os.path.join(staging, name), os.path.join(folder, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if extend and dataset_versions(folder):
+        return extend_dataset(folder, names)
+    return publish_dataset(folder, names)
+
+
+def _write_parts(spec: _Spec, staging: str, token: str, items: list[Any],
+                 runs: list[tuple[int, int]], workers: int, progress: bool, start_method: str,
+                 shown: str) -> list[str]:
+    """Write every run's part into `staging`; their names in order, or WorkerError."""
+    names = [f"part-{token}-{k:05d}" for k in range(len(runs))]
+    with progress_bar(progress, len(items), f"{shown}: write", unit="inputs") as update:
+        if workers == 1 or len(runs) == 1:
+            _start_worker(None)
+            for name, (a, b) in zip(names, runs):
+                try:
+                    _write_part(spec, staging, name, a, items[a:b])
+                except _InputFailed as exc:
+                    raise exc.as_error() from None
+                update(b - a)
+            return names
+        context = multiprocessing.get_context(start_method)
+        counts = context.Queue()
+        drain = threading.Thread(target=_drain, args=(counts, update), daemon=True)
+        drain.start()
+        try:
+            with ProcessPoolExecutor(min(workers, len(runs)), mp_context=context,
+                                     initializer=_start_worker, initargs=(counts,)) as pool:
+                futures = [pool.submit(_write_part, spec, staging, name, a, items[a:b])
+                           for name, (a, b) in zip(names, runs)]
+                _wait_all(futures, runs)
+        finally:
+            counts.put(None)
+            drain.join()
+    return names
+
+
+def _drain(counts: Any, update: Callable[[int], object]) -> None:
+    """Count the inputs workers report done until told to stop (None)."""
+    while True:
+        try:
+            item = counts.get(timeout=1.0)
+        except queue.Empty:
+            continue
+        if item is None:
+            return
+        update(item[0])
+
+
+def _wait_all(futures: list[Any], runs: list[tuple[int, int]]) -> None:
+    """Wait for every part; on the first failure (in part order among those finished) cancel
+    the parts not begun and raise it."""
+    done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+    for k, future in enumerate(futures):
+        exc = future.exception() if future in done else None
+        if exc is None:
+            continue
+        for other in futures:
+            other.cancel()
+        if isinstance(exc, _InputFailed):
+            raise exc.as_error() from None
+        a, b = runs[k]
+        if isinstance(exc, BrokenProcessPool):
+            raise WorkerError(f"a worker process died while writing inputs {a}..{b - 1} "
+                              f"({exc}); nothing was published") from None
+        raise exc
+
+
+__all__ = ["write_dataset"]

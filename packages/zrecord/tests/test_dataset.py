@@ -1,0 +1,417 @@
+"""Datasets of many stores (spec §12): the manifest's checks, reads across parts, versions,
+identity, and the parallel writer."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import struct
+import sys
+
+import numpy as np
+import pytest
+
+import zrecord
+from zrecord import _manifest, errors
+from zrecord._manifest import Manifest, Part
+
+
+def _write_dense(path, values, codec="zstd"):
+    with zrecord.Dense.create(path, values.dtype, values.shape[1:], codec=codec,
+                              data_shards=2) as w:
+        if len(values):
+            w.append(values)
+
+
+def _dense_dataset(root, sizes, seed=0):
+    """A dataset at `root` of Dense parts of `sizes` records (float32 (3,)); its records."""
+    rng = np.random.default_rng(seed)
+    os.makedirs(root, exist_ok=True)
+    records, names = [], []
+    for k, n in enumerate(sizes):
+        values = rng.standard_normal((n, 3)).astype(np.float32)
+        _write_dense(root / f"p{k}", values)
+        records.append(values)
+        names.append(f"p{k}")
+    assert zrecord.publish_dataset(root, names) == 1
+    return np.concatenate(records)
+
+
+def test_records_are_numbered_across_the_parts_in_order(tmp_path):  # [ZR-DS-001]
+    expected = _dense_dataset(tmp_path / "ds", [5, 0, 7, 1])
+    with zrecord.open_dataset(tmp_path / "ds") as ds:
+        assert isinstance(ds, zrecord.DenseDataset) and isinstance(ds, zrecord.Dense)
+        assert len(ds) == 13 and ds.starts == (0, 5, 5, 12) and ds.version == 1
+        assert ds.item_shape == (3,) and ds.dtype == np.float32 and ds.codec == "zstd"
+        idx = np.random.default_rng(1).integers(0, 13, 200)
+        assert np.array_equal(ds[idx], expected[idx])
+        assert np.array_equal(ds[4], expected[4]) and np.array_equal(ds[12], expected[12])
+        assert np.array_equal(ds[3:9], expected[3:9]) and np.array_equal(ds[::-2], expected[::-2])
+        assert np.array_equal(np.stack(list(ds)), expected)
+        assert ds[[]].shape == (0, 3)
+        ds.verify()
+        ds.verify(4, 6)
+        with pytest.raises(zrecord.StoreIndexError, match="13 records"):
+            ds[13]
+        with pytest.raises(zrecord.StoreIndexError, match="index 20 at position 1"):
+            ds[[0, 20]]
+    with pytest.raises(zrecord.ClosedError):
+        ds[0]
+
+
+def test_ragged_datasets_keep_each_records_shape(tmp_path):
+    rng = np.random.default_rng(2)
+    os.makedirs(tmp_path / "r")
+    expected = []
+    for k, n in enumerate([3, 4]):
+        recs = [rng.integers(0, 9, (int(rng.integers(0, 4)), 2)).astype(np.int16) for _ in range(n)]
+        with zrecord.Ragged.create(tmp_path / "r" / f"part{k}", np.int16, 2, codec="raw") as w:
+            w.append(recs)
+        expected += recs
+    zrecord.publish_dataset(tmp_path / "r", ["part0", "part1"])
+    with zrecord.open_dataset(tmp_path / "r") as ds:
+        assert isinstance(ds, zrecord.RaggedDataset) and isinstance(ds, zrecord.Ragged)
+        order = [6, 0, 3, 3, 2]
+        for got, want in zip(ds[order], [expected[i] for i in order]):
+            assert got.shape == want.shape and np.array_equal(got, want)
+        assert ds.shapes(order).tolist() == [list(expected[i].shape) for i in order]
+
+
+def test_the_gather_into_one_output_keeps_every_dtype_and_shape(tmp_path):
+    """The scatter writes records of any size at their rows (string records, odd sizes)."""
+    os.makedirs(tmp_path / "s")
+    values = np.array([["ab", "c", "def"]] * 9, dtype="<U3")
+    values[:, 0] = [str(i) for i in range(9)]
+    _write_dense(tmp_path / "s" / "a", values[:4], codec="raw")
+    _write_dense(tmp_path / "s" / "b", values[4:], codec="raw")
+    zrecord.publish_dataset(tmp_path / "s", ["a", "b"])
+    with zrecord.open_dataset(tmp_path / "s") as ds:
+        order = [8, 1, 5, 0, 4, 4]
+        assert np.array_equal(ds[order], values[order])
+
+
+def test_new_versions_add_parts_and_old_ones_stay_readable(tmp_path):
+    expected = _dense_dataset(tmp_path / "ds", [4, 6])
+    first = zrecord.open_dataset(tmp_path / "ds")
+    more = np.ones((3, 3), np.float32)
+    _write_dense(tmp_path / "ds" / "new", more)
+    assert zrecord.extend_dataset(tmp_path / "ds", [tmp_path / "ds" / "new"]) == 2
+    assert zrecord.dataset_versions(tmp_path / "ds") == [1, 2]
+    with zrecord.open_dataset(tmp_path / "ds") as latest:
+        assert latest.version == 2 and len(latest) == 13
+        assert latest.part_names == ("p0", "p1", "new")
+        assert np.array_equal(latest[:], np.concatenate([expected, more]))
+        assert latest.digest != first.digest
+    for again in (zrecord.open_dataset(tmp_path / "ds", version=1),
+                  zrecord.open_dataset(tmp_path / "ds" / "dataset-00000001.zrm")):
+        with again:
+            assert again.version == 1 and again.digest == first.digest
+            assert np.array_equal(again[:], expected)
+    with pytest.raises(zrecord.StoreExistsError, match="version 2 of the dataset exists"):
+        zrecord.publish_dataset(tmp_path / "ds", ["p0"], version=2)
+    assert zrecord.dataset_versions(tmp_path / "ds") == [1, 2]
+    first.close()
+
+
+def test_the_digest_depends_on_the_parts_and_their_order_only(tmp_path):  # [ZR-DS-012]
+    _dense_dataset(tmp_path / "ds", [2, 3])
+    zrecord.publish_dataset(tmp_path / "ds", ["p1", "p0"])
+    zrecord.publish_dataset(tmp_path / "ds", ["p0", "p1"])
+    digests = [zrecord.open_dataset(tmp_path / "ds", version=v).digest for v in (1, 2, 3)]
+    assert digests[0] == digests[2] != digests[1]
+    # A copy whose parts have other names has the same digest.
+    os.makedirs(tmp_path / "copy")
+    shutil.copytree(tmp_path / "ds" / "p0", tmp_path / "copy" / "x")
+    shutil.copytree(tmp_path / "ds" / "p1", tmp_path / "copy" / "sub" / "y")
+    zrecord.publish_dataset(tmp_path / "copy", ["x", "sub/y"])
+    assert zrecord.open_dataset(tmp_path / "copy").digest == digests[0]
+    with zrecord.open_store(tmp_path / "ds" / "p0") as a, zrecord.open_store(tmp_path / "ds" / "p1") as b:
+        sums = np.array([int(a.digest, 16), int(b.digest, 16)], dtype="<u8")
+        from zrecord import _native
+        assert digests[0] == f"{_native.xxh64(sums.view(np.uint8)):016x}"
+
+
+def test_a_dataset_pickles_as_what_reopens_it(tmp_path):
+    expected = _dense_dataset(tmp_path / "ds", [2, 3])
+    with zrecord.open_dataset(tmp_path / "ds") as ds:
+        again = pickle.loads(pickle.dumps(ds))
+        assert again.digest == ds.digest and np.array_equal(again[:], expected)
+        again.close()
+        shutil.rmtree(tmp_path / "ds" / "p1")
+        _write_dense(tmp_path / "ds" / "p1", np.zeros((3, 3), np.float32))
+        with pytest.raises(errors.ChecksumError, match="part 1 .'p1'. is another store"):
+            pickle.loads(pickle.dumps(ds))
+
+
+# -- the manifest's checks: each broken rule, its error, in order ------------------------------
+
+
+def test_a_part_missing_replaced_or_reordered_is_refused(tmp_path):  # [ZR-DS-011]
+    _dense_dataset(tmp_path / "ds", [2, 3, 4])
+    ds = tmp_path / "ds"
+    os.rename(ds / "p1", ds / "hidden")
+    with pytest.raises(errors.CorruptStoreError, match=r"part 1 \('p1'\) is not a published store"):
+        zrecord.open_dataset(ds)
+    os.rename(ds / "p2", ds / "p1")  # reordered: p1 now holds p2's store
+    os.rename(ds / "hidden", ds / "p2")
+    with pytest.raises(errors.ChecksumError, match=r"part 1 \('p1'\) is another store"):
+        zrecord.open_dataset(ds)
+    os.rename(ds / "p1", ds / "tmp")
+    os.rename(ds / "p2", ds / "p1")
+    os.rename(ds / "tmp", ds / "p2")
+    zrecord.open_dataset(ds).close()
+    shutil.rmtree(ds / "p2")
+    _write_dense(ds / "p2", np.zeros((4, 3), np.float32))  # rewritten: same size, other records
+    with pytest.raises(errors.ChecksumError, match=r"part 2 \('p2'\)"):
+        zrecord.open_dataset(ds)
+
+
+def _forge(root, parts, schema=None, version=1):
+    """A manifest naming `parts` (name, store path) with their true entries, and `schema`."""
+    entries, schemas = [], []
+    for name in parts:
+        with zrecord.open_store(root / name) as s:
+            entries.append(Part(name, len(s), s.stored_bytes, int(s.digest, 16)))
+            schemas.append(_manifest.Schema.of_info(s._info))
+    data = _manifest.encode(Manifest(version, schema or schemas[0], tuple(entries)))
+    (root / _manifest.file_name(version)).write_bytes(data)
+    return data
+
+
+def test_a_part_of_another_schema_is_refused_by_writer_and_reader(tmp_path):
+    root = tmp_path / "ds"
+    _dense_dataset(root, [2])
+    _write_dense(root / "ints", np.zeros((2, 3), np.int32))
+    with pytest.raises(errors.SchemaError, match="share one schema"):
+        zrecord.publish_dataset(root, ["p0", "ints"])
+    assert zrecord.dataset_versions(root) == [1]
+    # A manifest written by another tool that lists it anyway: refused at open.
+    _forge(root, ["p0", "ints"], version=2)
+    with pytest.raises(errors.CorruptStoreError, match=r"part 1 \('ints'\) is a Dense int32 \(3,\) zstd store; the dataset is Dense float32"):
+        zrecord.open_dataset(root)
+
+
+def _reseal(data):
+    return data[:-8] + struct.pack("<Q", _manifest._xxh64(data[:-8]))
+
+
+@pytest.mark.parametrize(("change", "error", "text"), [
+    (lambda d: b"\x89ZRXX" + d[5:], errors.BadMagicError, "manifest magic"),
+    (lambda d: d[:10], errors.CorruptStoreError, "too short to hold the format version"),
+    (lambda d: d[:8] + struct.pack("<H", 2) + d[10:], errors.UnsupportedVersionError, "format 2.3"),
+    (lambda d: d + bytes(8), errors.CorruptStoreError, "exactly its manifest_size"),
+    (lambda d: d[:-1] + bytes([d[-1] ^ 1]), errors.ChecksumError, "does not match its checksum"),
+    (lambda d: _reseal(d[:56] + b"\x07" + d[57:]), errors.UnsupportedError, "unknown kind code 7"),
+    (lambda d: _reseal(d[:59] + b"\x09" + d[60:]), errors.UnsupportedError, "unknown codec code 9"),
+    (lambda d: _reseal(d[:12] + b"\x01" + d[13:]), errors.CorruptStoreError, "reserved bytes"),
+    (lambda d: _reseal(d[:24] + struct.pack("<Q", 5) + d[32:]), errors.CorruptStoreError,
+     "holds version 5, its name says 1"),
+    (lambda d: _reseal(d[:32] + struct.pack("<I", 0) + d[36:]), errors.LimitError, "0 parts"),
+    (lambda d: _reseal(d[:40] + struct.pack("<Q", 99) + d[48:]), errors.CorruptStoreError,
+     "the manifest says 99"),
+])
+def test_each_rule_of_the_manifest_has_its_error(tmp_path, change, error, text):  # [ZR-DS-003..010]
+    root = tmp_path / "ds"
+    _dense_dataset(root, [2, 1])
+    path = root / "dataset-00000001.zrm"
+    path.write_bytes(change(path.read_bytes()))
+    with pytest.raises(error, match=text):
+        zrecord.open_dataset(root)
+
+
+def test_part_names_must_stay_inside_the_dataset(tmp_path):  # [ZR-DS-006]
+    root = tmp_path / "ds"
+    _dense_dataset(root, [1])
+    for bad in ("../p0", ".hidden", "a//b", "p0/", "p 0", ""):
+        assert _manifest.name_problem(bad) is not None, bad
+    assert _manifest.name_problem("sub/p-0_1.x") is None
+    data = bytearray(_forge(root, ["p0"]))
+    name_at = _manifest.FIXED_SIZE + 8 + _manifest.ENTRY_SIZE  # after the shape (3,)
+    data[name_at:name_at + 2] = b".."
+    (root / "dataset-00000001.zrm").write_bytes(_reseal(bytes(data)))
+    with pytest.raises(errors.CorruptStoreError, match="cannot name a part"):
+        zrecord.open_dataset(root)
+    with pytest.raises(ValueError, match="lies outside the dataset's folder"):
+        zrecord.publish_dataset(root, [tmp_path])
+
+
+def test_a_manifest_is_a_regular_file_and_a_store_is_not_a_dataset(tmp_path):  # [ZR-DS-002]
+    root = tmp_path / "ds"
+    _dense_dataset(root, [1])
+    os.rename(root / "dataset-00000001.zrm", tmp_path / "elsewhere.zrm")
+    os.symlink(tmp_path / "elsewhere.zrm", root / "dataset-00000001.zrm")
+    with pytest.raises(errors.CorruptStoreError, match="not a symbolic link"):
+        zrecord.open_dataset(root)
+    with pytest.raises(errors.NotPublishedError, match="it is one store: open it with zrecord.open_store"):
+        zrecord.open_dataset(root / "p0")
+    with pytest.raises(zrecord.StoreNotFoundError, match="nothing there"):
+        zrecord.open_dataset(tmp_path / "missing")
+    with pytest.raises(zrecord.StoreNotFoundError, match="no such manifest"):
+        zrecord.open_dataset(root, version=7)
+
+
+def test_encoding_is_one_layout_per_list_of_parts(tmp_path):
+    root = tmp_path / "ds"
+    _dense_dataset(root, [2, 3])
+    data = (root / "dataset-00000001.zrm").read_bytes()
+    assert _manifest.encode(_manifest.decode(data, "m", 1)) == data
+
+
+# -- the parallel writer ---------------------------------------------------------------------
+
+
+def _records_of(i):
+    if i == 13:
+        raise ValueError("input thirteen is bad")
+    return np.full((i % 4, 2), i, dtype=np.int64)
+
+
+def _ragged_of(i):
+    return [np.arange(i % 5, dtype=np.uint16)] * 2
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_write_dataset_writes_the_inputs_in_order_whatever_the_workers(tmp_path, workers):
+    inputs = [i for i in range(30) if i != 13]
+    version = zrecord.write_dataset(tmp_path / "w", _records_of, inputs, dtype=np.int64,
+                                    item_shape=(2,), codec="zstd", workers=workers,
+                                    inputs_per_part=4, progress=False)
+    assert version == 1
+    expected = np.concatenate([_records_of(i) for i in inputs])
+    with zrecord.open_dataset(tmp_path / "w") as ds:
+        assert len(ds.parts) == 8 and np.array_equal(ds[:], expected)
+        names = ds.part_names
+    # The digest does not depend on the workers (nor on the parts' names).
+    one = zrecord.write_dataset(tmp_path / "one", _records_of, inputs, dtype=np.int64,
+                                item_shape=(2,), codec="zstd", inputs_per_part=4, progress=False)
+    assert one == 1
+    assert zrecord.open_dataset(tmp_path / "one").digest == zrecord.open_dataset(tmp_path / "w").digest
+    assert sorted(os.listdir(tmp_path / "w")) == sorted([*names, "dataset-00000001.zrm"])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failed_input_publishes_nothing_and_is_named(tmp_path, workers):
+    with pytest.raises(errors.WorkerError) as info:
+        zrecord.write_dataset(tmp_path / "w", _records_of, range(20), dtype=np.int64,
+                              item_shape=(2,), codec="raw", workers=workers, inputs_per_part=3,
+                              progress=False)
+    assert info.value.input_index == 13
+    assert "input 13 (13) failed: ValueError: input thirteen is bad" in str(info.value)
+    assert "_records_of" in str(info.value)  # the worker's traceback
+    assert os.listdir(tmp_path / "w") == []
+    assert zrecord.dataset_versions(tmp_path / "w") == []
+
+
+def test_write_dataset_extends_only_when_asked_and_writes_ragged(tmp_path):
+    zrecord.write_dataset(tmp_path / "r", _ragged_of, range(6), dtype=np.uint16, ndim=1,
+                          codec="raw", progress=False)
+    with pytest.raises(zrecord.StoreExistsError, match="extend=True"):
+        zrecord.write_dataset(tmp_path / "r", _ragged_of, range(6, 8), dtype=np.uint16, ndim=1,
+                              codec="raw", progress=False)
+    assert zrecord.write_dataset(tmp_path / "r", _ragged_of, range(6, 8), dtype=np.uint16,
+                                 ndim=1, codec="raw", extend=True, progress=False) == 2
+    with zrecord.open_dataset(tmp_path / "r") as ds:
+        want = [r for i in range(8) for r in _ragged_of(i)]
+        assert len(ds) == len(want)
+        assert all(np.array_equal(a, b) for a, b in zip(ds[:], want))
+    assert len(zrecord.open_dataset(tmp_path / "r", version=1)) == 12
+
+
+def test_write_dataset_refuses_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="exactly one"):
+        zrecord.write_dataset(tmp_path / "a", _ragged_of, [1], dtype=np.uint16, codec="raw")
+    with pytest.raises(ValueError, match="at least one input"):
+        zrecord.write_dataset(tmp_path / "a", _ragged_of, [], dtype=np.uint16, ndim=1, codec="raw")
+    with pytest.raises(ValueError, match="workers must be a positive int"):
+        zrecord.write_dataset(tmp_path / "a", _ragged_of, [1], dtype=np.uint16, ndim=1,
+                              codec="raw", workers=0)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kills a worker with a POSIX signal")
+def test_a_worker_that_dies_publishes_nothing(tmp_path):
+    with pytest.raises(errors.WorkerError, match="a worker process died"):
+        zrecord.write_dataset(tmp_path / "w", _die_on_5, range(8), dtype=np.int64,
+                              item_shape=(2,), codec="raw", workers=2, inputs_per_part=2,
+                              progress=False)
+    assert os.listdir(tmp_path / "w") == []
+
+
+def _die_on_5(i):
+    if i == 5:
+        os._exit(3)
+    return np.zeros((1, 2), np.int64)
+
+
+# -- by URL ----------------------------------------------------------------------------------
+
+
+def _s3_options(s3_server):
+    creds = s3_server.credentials
+    return {"endpoint_url": s3_server.endpoint_url, "region": creds.region,
+            "aws_access_key_id": creds.access_key_id,
+            "aws_secret_access_key": creds.secret_access_key}
+
+
+@pytest.mark.remote
+def test_a_dataset_published_to_a_bucket_reads_as_the_local_one(tmp_path, s3_server, s3_bucket):
+    expected = _dense_dataset(tmp_path / "ds", [3, 0, 5])
+    opts = _s3_options(s3_server)
+    url = s3_bucket.url("data/ds")
+    zrecord.publish_folder(tmp_path / "ds", url, storage_options=opts)  # parts, then the manifest
+    with zrecord.open_dataset(url, storage_options=opts) as remote, \
+            zrecord.open_dataset(tmp_path / "ds") as local:
+        assert remote.digest == local.digest and remote.version == 1
+        idx = np.random.default_rng(4).integers(0, 8, 40)
+        assert np.array_equal(remote[idx], expected[idx])
+        stats = remote.remote_stats()
+        assert stats is not None and stats["requests"] >= 1
+    # A new version made by URL: the manifest created where none exists.
+    with zrecord.Dense.create(s3_bucket.url("data/ds/extra"), np.float32, (3,), codec="zstd",
+                              storage_options=opts) as w:
+        w.append(np.ones((2, 3), np.float32))
+    assert zrecord.extend_dataset(url, ["extra"], storage_options=opts) == 2
+    assert zrecord.dataset_versions(url, storage_options=opts) == [1, 2]
+    with zrecord.open_dataset(url, storage_options=opts) as v2:
+        assert len(v2) == 10 and np.array_equal(v2[8:], np.ones((2, 3), np.float32))
+    with pytest.raises(zrecord.StoreExistsError, match="version 2 of the dataset exists"):
+        zrecord.publish_dataset(url, ["p0"], version=2, storage_options=opts)
+    with pytest.raises(ValueError, match="cache_bytes"):
+        zrecord.open_dataset(url, storage_options={**opts, "cache_bytes": 8 << 20})
+
+
+@pytest.mark.remote
+def test_a_dataset_on_a_web_server_opens_by_version(tmp_path, http_folder):
+    expected = _dense_dataset(http_folder.path / "ds", [2, 4])
+    base = http_folder.url_for("ds")
+    for ds in (zrecord.open_dataset(base, version=1),
+               zrecord.open_dataset(base + "/dataset-00000001.zrm")):
+        with ds:
+            assert np.array_equal(ds[[5, 0, 3]], expected[[5, 0, 3]])
+    with pytest.raises(ValueError, match="give version="):
+        zrecord.open_dataset(base)
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_the_command_line_reads_a_dataset(tmp_path, capsys):
+    from zrecord.cli import main
+
+    root = tmp_path / "ds"
+    _dense_dataset(root, [3, 4])
+    assert main(["info", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "Dense dataset, version 1, 2 parts" in out and "p1" in out and "records from 3" in out
+    assert main(["verify", str(root / "dataset-00000001.zrm"), "--json"]) == 0
+    assert '"ok": true' in capsys.readouterr().out
+    assert main(["head", str(root), "-n", "4"]) == 0
+    assert "[3] shape (3,) float32" in capsys.readouterr().out
+    assert main(["cost", str(root)]) == 2
+    assert "run it on each part" in capsys.readouterr().err
+    shard = root / "p1" / "data-001.zrd"
+    damaged = bytearray(shard.read_bytes())
+    damaged[0] ^= 0xFF
+    shard.write_bytes(bytes(damaged))
+    assert main(["verify", str(root)]) == 1
+    assert "CORRUPT: part p1" in capsys.readouterr().out
