@@ -1,5 +1,6 @@
 """Generates the conformance vectors of format 1.0 (conformance/v1/), of format 1.1
-(conformance/v1.1/) and of format 1.2 (conformance/v1.2/), and checks them.
+(conformance/v1.1/) and of format 1.2 (conformance/v1.2/), and of datasets (conformance/datasets/,
+spec section 12, conformance/cases_datasets.py), and checks them.
 
     python conformance/generate.py           # (re)write v1/, v1.1/ and v1.2/ (valid, invalid, cases.json)
     python conformance/generate.py --check   # regenerate into a temporary folder and compare
@@ -39,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 V1 = HERE / "v1"
 V1_1 = HERE / "v1.1"
 V1_2 = HERE / "v1.2"
+DATASETS = HERE / "datasets"
 sys.path.insert(0, str(HERE))
 
 from reference import reader as ref  # noqa: E402
@@ -1690,7 +1692,13 @@ def generate_v1_2(out: Path) -> None:
     (out / "cases.json").write_text(text)
 
 
-GENERATORS = {V1: generate, V1_1: generate_v1_1, V1_2: generate_v1_2}
+def generate_datasets(out: Path) -> None:
+    import cases_datasets
+
+    cases_datasets.generate(out)
+
+
+GENERATORS = {V1: generate, V1_1: generate_v1_1, V1_2: generate_v1_2, DATASETS: generate_datasets}
 
 
 def _tree(root: Path) -> dict[str, tuple[str, bytes | str]]:

@@ -1,5 +1,5 @@
-"""Runs every conformance case of v1/cases.json, v1.1/cases.json and v1.2/cases.json against the
-reference reader, in both of its modes: judging the whole index at open, and judging a store with
+"""Runs every conformance case of v1/cases.json, v1.1/cases.json, v1.2/cases.json and
+datasets/cases.json against the reference reader, in both of its modes: judging the whole index at open, and judging a store with
 index parts by part (spec section 9.6).
 
     python conformance/run_reference.py [-v] [--mode whole|part] [case-name ...]
@@ -29,7 +29,10 @@ FOLDERS = [HERE / "v1", HERE / "v1.1", HERE / "v1.2"]
 MODES = {"whole": False, "part": True}
 sys.path.insert(0, str(HERE))
 
+from reference.dataset import open_dataset  # noqa: E402
 from reference.reader import FormatViolation, open_store  # noqa: E402
+
+DATASETS = HERE / "datasets"
 
 
 def load_cases() -> list[tuple[Path, dict[str, Any]]]:
@@ -78,6 +81,29 @@ def run_case(folder: Path, case: dict[str, Any], by_part: bool = False) -> str |
     except FormatViolation as exc:
         return None if exc.code == case["error"] else f"error {exc.code} ({exc}), expected {case['error']}"
     return f"every record read, expected error {case['error']}"
+
+
+def run_dataset_case(case: dict[str, Any], by_part: bool = False) -> str | None:
+    """A case of conformance/datasets/ (spec section 12): a valid dataset reads its records
+    and digest; an invalid one is rejected at open with its code."""
+    path = DATASETS / case["dataset"]
+    try:
+        ds = open_dataset(path, case["version"], by_part=by_part)
+        got = ds.read_all()
+        ds.verify()
+    except FormatViolation as exc:
+        if case["expect"] == "valid":
+            return f"valid dataset rejected: {exc}"
+        return None if exc.code == case["error"] else f"error {exc.code} ({exc}), expected {case['error']}"
+    if case["expect"] == "error":
+        return f"opened, expected error {case['error']} at open"
+    if ds.digest != case["digest"] or ds.manifest.version != case["opened_version"]:
+        return f"digest {ds.digest} v{ds.manifest.version}, expected {case['digest']} v{case['opened_version']}"
+    want = [np.load(DATASETS / p, allow_pickle=False) for p in case["records"]]
+    if len(got) != len(want) or any(g.dtype != w.dtype or g.shape != w.shape or g.tobytes() != w.tobytes()
+                                    for g, w in zip(got, want)):
+        return "records differ"
+    return None
 
 
 def _run_bad_records(store: Any, case: dict[str, Any]) -> str | None:
@@ -142,6 +168,19 @@ def main() -> int:
             elif args.verbose:
                 print(f"ok   ({mode}) {folder.name}/{case['name']}")
         print(f"reference reader, index judged {mode}: {len(cases) - failed} of {len(cases)} cases pass")
+        failed_any = failed_any or failed > 0
+        with open(DATASETS / "cases.json", encoding="utf-8") as f:
+            datasets = [c for c in json.load(f)["cases"] if not args.names or c["name"] in args.names]
+        failed = 0
+        for case in datasets:
+            problem = run_dataset_case(case, MODES[mode])
+            if problem is not None:
+                failed += 1
+                print(f"FAIL ({mode}) datasets/{case['name']}: {problem}")
+            elif args.verbose:
+                print(f"ok   ({mode}) datasets/{case['name']}")
+        print(f"reference reader, datasets, index judged {mode}: {len(datasets) - failed} of "
+              f"{len(datasets)} cases pass")
         failed_any = failed_any or failed > 0
     return 1 if failed_any else 0
 

@@ -412,3 +412,42 @@ def test_a_match_into_a_dictionarys_tables_reads_as_the_whole_dictionary(tmp_pat
         with pytest.raises(FormatViolation) as info:
             reference_open(tmp_path / name).read(0)
         assert info.value.code == "decode"
+
+
+# ---- datasets (spec section 12): conformance/datasets/ ----------------------------------------
+
+DATASETS = HERE / "datasets"
+DATASET_CASES: list[dict[str, Any]] = json.loads((DATASETS / "cases.json").read_text(encoding="utf-8"))["cases"]
+
+
+@pytest.mark.parametrize("case", DATASET_CASES, ids=[c["name"] for c in DATASET_CASES])
+def test_dataset_case(case: dict[str, Any]) -> None:
+    """A valid dataset opens with the version, digest, parts and exact records of the case (as
+    one batch and record by record); an invalid one raises the exact class of its code at open,
+    naming the part for a rule of step 4."""
+    path = DATASETS / case["dataset"]
+    if case["expect"] == "error":
+        with pytest.raises(errors.ZrecordError) as info:
+            zrecord.open_dataset(path, version=case["version"]).close()
+        assert type(info.value) is EXCEPTIONS[case["error"]], (type(info.value), str(info.value))
+        if "ZR-DS-011" in case["spec"]:
+            assert "part " in str(info.value)
+        return
+    with zrecord.open_dataset(path, version=case["version"]) as ds:
+        assert (ds.version, ds.digest, len(ds)) == (case["opened_version"], case["digest"], case["record_count"])
+        assert list(ds.part_names) == case["parts"]
+        want = [np.load(DATASETS / p, allow_pickle=False) for p in case["records"]]
+        batch = ds[np.arange(len(ds))]
+        for i, w in enumerate(want):
+            for got in (ds[i], batch[i]):
+                assert got.dtype == w.dtype and got.shape == w.shape and got.tobytes() == w.tobytes(), i
+        ds.verify()
+
+
+def test_the_datasets_manifest_matches_its_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((DATASETS / "cases.schema.json").read_text(encoding="utf-8"))
+    manifest = json.loads((DATASETS / "cases.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(manifest)
+    assert len({c["name"] for c in manifest["cases"]}) == len(manifest["cases"])

@@ -117,9 +117,10 @@ class _Location:
                 raise CorruptStoreError(f"{path}: a manifest must be a regular file, not a "
                                         "symbolic link [ZR-DS-002]") from None
             raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise CorruptStoreError(f"{path}: a manifest must be a regular file [ZR-DS-002]")
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise CorruptStoreError(f"{path}: a manifest must be a regular file [ZR-DS-002]")
             return f.read(_manifest.SIZE_MAX + 1)
 
 
