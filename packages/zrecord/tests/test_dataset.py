@@ -415,3 +415,13 @@ def test_the_command_line_reads_a_dataset(tmp_path, capsys):
     shard.write_bytes(bytes(damaged))
     assert main(["verify", str(root)]) == 1
     assert "CORRUPT: part p1" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork")
+def test_forked_workers_take_a_function_that_does_not_pickle(tmp_path):
+    scale = 3
+    zrecord.write_dataset(tmp_path / "f", lambda i: np.full((2, 1), i * scale, np.int32), range(6),
+                          dtype=np.int32, item_shape=(1,), codec="raw", workers=2,
+                          inputs_per_part=2, start_method="fork", progress=False)
+    with zrecord.open_dataset(tmp_path / "f") as ds:
+        assert ds[:].ravel().tolist() == [0, 0, 3, 3, 6, 6, 9, 9, 12, 12, 15, 15]

@@ -71,12 +71,22 @@ class _InputFailed(Exception):
         return out
 
 
-_progress: Any = None  # the worker's progress queue (set by _start_worker)
+# A worker's progress queue and the writing settings (set by _start_worker). The settings,
+# the user's function among them, reach a worker as the initializer's arguments: inherited,
+# not pickled, by a forked worker, so that a function defined in a notebook works there.
+_progress: Any = None
+_spec: _Spec | None = None
 
 
-def _start_worker(progress: Any) -> None:
-    global _progress
-    _progress = progress
+def _start_worker(progress: Any, spec: _Spec) -> None:
+    global _progress, _spec
+    _progress, _spec = progress, spec
+
+
+def _write_part_here(folder: str, name: str, first: int, inputs: Sequence[Any]) -> int:
+    """`_write_part` in a worker, with the settings it was started with."""
+    assert _spec is not None, "a worker writes only after _start_worker"
+    return _write_part(_spec, folder, name, first, inputs)
 
 
 def _write_part(spec: _Spec, folder: str, name: str, first: int, inputs: Sequence[Any]) -> int:
@@ -144,9 +154,11 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
     one (`ndim` given) an iterable of arrays of rank `ndim`; None for none. The inputs are cut
     into parts of `inputs_per_part` consecutive inputs (default: so that there are at most 64
     parts); each part is a store with `codec`, `data_shards` and `dict_bytes`, and the
-    dataset's records are in input order whatever `workers` is. With ``workers > 1`` `fn`
-    and the inputs must pickle (a module-level function; with ``start_method="spawn"``, the
-    default, a script calls this under ``if __name__ == "__main__":``).
+    dataset's records are in input order whatever `workers` is. With ``workers > 1`` the
+    inputs must pickle, and with ``start_method="spawn"`` (the default) `fn` too (a function
+    of a module, or of a script that calls this under ``if __name__ == "__main__":``);
+    ``start_method="fork"`` (Linux) hands `fn` to the workers without pickling it (a function
+    defined in a notebook).
 
     If any input raises, or a worker dies, nothing is published and :class:`WorkerError` says
     which input (its position and repr) with the worker's traceback. A dataset that exists at
@@ -196,7 +208,7 @@ def _write_parts(spec: _Spec, staging: str, token: str, items: list[Any],
     names = [f"part-{token}-{k:05d}" for k in range(len(runs))]
     with progress_bar(progress, len(items), f"{shown}: write", unit="inputs") as update:
         if workers == 1 or len(runs) == 1:
-            _start_worker(None)
+            _start_worker(None, spec)
             for name, (a, b) in zip(names, runs):
                 try:
                     _write_part(spec, staging, name, a, items[a:b])
@@ -207,16 +219,19 @@ def _write_parts(spec: _Spec, staging: str, token: str, items: list[Any],
         context = multiprocessing.get_context(start_method)
         counts = context.Queue()
         drain = threading.Thread(target=_drain, args=(counts, update), daemon=True)
-        drain.start()
         try:
             with ProcessPoolExecutor(min(workers, len(runs)), mp_context=context,
-                                     initializer=_start_worker, initargs=(counts,)) as pool:
-                futures = [pool.submit(_write_part, spec, staging, name, a, items[a:b])
+                                     initializer=_start_worker, initargs=(counts, spec)) as pool:
+                futures = [pool.submit(_write_part_here, staging, name, a, items[a:b])
                            for name, (a, b) in zip(names, runs)]
+                # Started once the workers are (a forked worker must not inherit the queue's
+                # lock held by a thread of the parent).
+                drain.start()
                 _wait_all(futures, runs)
         finally:
             counts.put(None)
-            drain.join()
+            if drain.is_alive():
+                drain.join()
     return names
 
 
