@@ -373,6 +373,13 @@ int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st
  * out of range) or a closed reader. */
 int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_status *st);
 
+/* zr_reader_prefetch, and `*hinted` (when not NULL) says whether it hinted the records: 0 when
+ * none were given, with ZR_READS_MAPPED, or when the sample found them in the page cache. A
+ * caller that hints the records of one batch to many stores (the parts of a dataset) can skip
+ * the others' samples once one found its records there. */
+int zr_reader_prefetch_hinted(zr_reader *r, const uint64_t *idx, uint64_t count, uint32_t *hinted,
+                              zr_status *st);
+
 /* A run of index parts (format 1.2, spec §4.1) that a batch needs and a reader has not judged:
  * index blocks first..last of index.zri (ZR_PART_BLOCKS) or sum groups first..last of
  * index.zrs (ZR_PART_GROUPS), which occupy bytes [start, end) of that file. */

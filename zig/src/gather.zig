@@ -488,7 +488,7 @@ pub fn ragged(
 
 /// Reader.prefetch once its arguments have passed and its mode is not `mapped`: hints the
 /// first records of idx[0..n), unless (in mode `auto`) a sample finds them in the page cache.
-pub fn prefetch(r: *Reader, idx: [*]const u64, n: u64, mode: readahead.Mode) void {
+pub fn prefetch(r: *Reader, idx: [*]const u64, n: u64, mode: readahead.Mode) bool {
     const ctx: GatherCtx = .{
         .r = r,
         .job = .{ .prefetch = .{ .idx = idx } },
@@ -497,9 +497,10 @@ pub fn prefetch(r: *Reader, idx: [*]const u64, n: u64, mode: readahead.Mode) voi
     if (mode == .auto) {
         const resident = ctx.batch().sampleResident(0, ctx.n);
         r.estimate.notePrefetch(!resident);
-        if (resident) return;
+        if (resident) return false;
     }
     ctx.hint(0, runEnd(r, &ctx, 0, readahead.window_bytes_max, readahead.window_records_max));
+    return true;
 }
 
 /// Reader.verify once its range has passed and the layout check with it: checks and (for

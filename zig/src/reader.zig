@@ -416,14 +416,16 @@ pub const Reader = struct {
     /// them (zr_reader_prefetch): nothing when a residency sample finds them there, or the
     /// reader's mode is `mapped`; otherwise hints for at most readahead.prefetch_records_max
     /// records and readahead.window_bytes_max stored bytes, the first ones given.
-    pub fn prefetch(r: *Reader, idx: ?[*]const u64, n: u64, d: *Diag) Error!void {
+    /// Whether it hinted the records (false: none given, ZR_READS_MAPPED, or a sample found
+    /// them in the page cache).
+    pub fn prefetch(r: *Reader, idx: ?[*]const u64, n: u64, d: *Diag) Error!bool {
         try r.enter(d);
         defer r.leave();
-        if (n == 0) return;
+        if (n == 0) return false;
         if (idx == null) return d.fail(error.InvalidArgument, "prefetch got a null index array", .{});
         try r.checkIndices(idx.?, n, d);
         const mode = r.readMode();
-        if (mode != .mapped) gather.prefetch(r, idx.?, n, mode);
+        return mode != .mapped and gather.prefetch(r, idx.?, n, mode);
     }
 
     pub fn verify(r: *Reader, start: u64, n: u64, d: *Diag) Error!void {

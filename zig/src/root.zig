@@ -383,8 +383,16 @@ pub export fn zr_reader_verify(r: ?*Reader, start: u64, count: u64, st: ?*Status
 }
 
 pub export fn zr_reader_prefetch(r: ?*Reader, idx: ?[*]const u64, count: u64, st: ?*Status) c_int {
+    return zr_reader_prefetch_hinted(r, idx, count, null, st);
+}
+
+pub export fn zr_reader_prefetch_hinted(r: ?*Reader, idx: ?[*]const u64, count: u64, hinted: ?*u32, st: ?*Status) c_int {
     var d: Diag = .{};
-    const result: Error!void = if (r) |rd| rd.prefetch(idx, count, &d) else nullArgument(&d, "reader");
+    const result: Error!void = blk: {
+        const rd = r orelse break :blk nullArgument(&d, "reader");
+        const did = rd.prefetch(idx, count, &d) catch |err| break :blk err;
+        if (hinted) |h| h.* = @intFromBool(did);
+    };
     return finish(st, result, &d);
 }
 

@@ -237,6 +237,35 @@ test "a shard truncated after open fails with ZR_E_CORRUPT in every read mode" {
     try td.deinitExpectEmpty();
 }
 
+test "prefetch_hinted says whether it hinted: not for records in the page cache, nor when mapped" {
+    var td: TempDir = .{};
+    try td.init();
+    const rs = 700;
+    const n = 300;
+    const data = try t.randomBytes(3, n * rs);
+    defer gpa.free(data);
+    try t.writeDense(&td, "d", t.codec_raw, "", 2, rs, data, &.{ 100, 200 });
+    var st: Status = undefined;
+    var buf: [256]u64 = undefined;
+    const idx = batchOf(&buf, n, 3);
+    var hinted: u32 = 7;
+    for (modes) |mode| {
+        const r = try t.openOk(&td, "d");
+        try setMode(r, mode);
+        // Read once: in the page cache now.
+        try t.expectDenseGather(r, data, rs, idx, 1);
+        try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch_hinted(r, idx.ptr, idx.len, &hinted, &st));
+        // auto samples and finds them; mapped never hints; hinted always does.
+        try testing.expectEqual(@as(u32, @intFromBool(mode == .hinted)), hinted);
+        try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch_hinted(r, null, 0, &hinted, &st));
+        try testing.expectEqual(@as(u32, 0), hinted);
+        try testing.expectEqual(@as(c_int, 0), root.zr_reader_prefetch_hinted(r, idx.ptr, idx.len, null, &st));
+        root.zr_reader_free(r);
+    }
+    td.removeStore("d", 2);
+    try td.deinitExpectEmpty();
+}
+
 test "prefetch takes every valid batch in every mode and refuses invalid arguments" {
     var td: TempDir = .{};
     try td.init();

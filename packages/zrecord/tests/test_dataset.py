@@ -425,3 +425,56 @@ def test_forked_workers_take_a_function_that_does_not_pickle(tmp_path):
                           inputs_per_part=2, start_method="fork", progress=False)
     with zrecord.open_dataset(tmp_path / "f") as ds:
         assert ds[:].ravel().tolist() == [0, 0, 3, 3, 6, 6, 9, 9, 12, 12, 15, 15]
+
+
+@pytest.mark.parametrize("kind", ["dense", "ragged"])
+def test_a_large_batch_across_parts_is_gathered_in_two_halves(tmp_path, kind):
+    """A local batch of at least 4 MiB spread over the parts is gathered on two threads, each
+    writing its parts' records at their rows: the result is the batch asked for."""
+    rng = np.random.default_rng(7)
+    root = tmp_path / "big"
+    os.makedirs(root)
+    values = rng.integers(0, 1 << 30, (90, 256, 128), dtype=np.int32)  # 128 KiB per record
+    for k in range(5):
+        part = values[k * 18:(k + 1) * 18]
+        if kind == "dense":
+            _write_dense(root / f"p{k}", part, codec="raw")
+        else:
+            with zrecord.Ragged.create(root / f"p{k}", np.int32, 2, codec="raw") as w:
+                w.append([r[: 128 + i] for i, r in enumerate(part)])
+    zrecord.publish_dataset(root, [f"p{k}" for k in range(5)])
+    order = rng.permutation(90).tolist() + [3, 3, 89]
+    with zrecord.open_dataset(root) as ds:
+        got = ds[order]
+        for pos, i in enumerate(order):
+            want = values[i] if kind == "dense" else values[i][: 128 + i % 18]
+            assert np.array_equal(got[pos], want), (pos, i)
+        assert ds._helper is not None  # the two-thread path ran
+
+
+def test_records_are_placed_in_their_parts_empty_parts_included():
+    """_native.plan_parts against a plain reading of the numbering: parts of 0, 3, 0, 0, 2, 4
+    and 0 records."""
+    from zrecord import _native
+
+    counts = [0, 3, 0, 0, 2, 4, 0]
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64)
+    owner = [k for k, c in enumerate(counts) for _ in range(c)]
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 9, 40):
+        idx = rng.integers(0, 9, n).astype(np.uint64)
+        order, local = np.empty(n, np.uint64), np.empty(n, np.uint64)
+        bounds = np.empty(len(counts) + 1, np.uint64)
+        one = _native.plan_parts(starts, len(counts), idx, n, order, bounds, local)
+        parts = [owner[i] for i in idx.tolist()]
+        if len(set(parts)) == 1:
+            assert one == parts[0]
+            continue
+        assert one == -1
+        want = sorted(range(n), key=lambda p: (parts[p], p))  # stable by part
+        assert order.tolist() == want
+        assert local.tolist() == [int(idx[p] - starts[parts[p]]) for p in want]
+        assert bounds.tolist() == [sum(1 for p in parts if p < k) for k in range(len(counts) + 1)]
+    with pytest.raises(IndexError):
+        _native.plan_parts(starts, len(counts), np.array([9], np.uint64), 1, order[:1].copy(),
+                           bounds, local[:1].copy())

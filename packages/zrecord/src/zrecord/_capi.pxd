@@ -158,6 +158,8 @@ cdef extern from "zrecord.h" nogil:
                                 zr_status *st)
     int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st)
     int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_status *st)
+    int zr_reader_prefetch_hinted(zr_reader *r, const uint64_t *idx, uint64_t count,
+                                  uint32_t *hinted, zr_status *st)
     ctypedef struct zr_index_want:
         uint32_t file
         uint32_t reserved

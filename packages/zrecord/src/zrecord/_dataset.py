@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from zrecord import _manifest
+from zrecord import _manifest, _native
 from zrecord._dtypes import KIND_DENSE, KIND_RAGGED
 from zrecord._index import index_error, normalise
 from zrecord._index_cache import AUTO
@@ -42,7 +42,7 @@ from zrecord._objects import Client, is_url, redact, storage_settings
 from zrecord._paths import HEADER_NAME, store_location
 from zrecord._pool import BlockPool
 from zrecord._progress import human_bytes
-from zrecord._reader import DenseReader, RaggedReader, open_store
+from zrecord._reader import DenseReader, RaggedReader, open_store, ragged_records
 from zrecord._types import CacheMode, IndexCache, StorageOptions, StoreLocation, Validate
 from zrecord.errors import (
     ChecksumError,
@@ -60,8 +60,11 @@ from zrecord.errors import (
 _Reader = DenseReader | RaggedReader
 _Batch = TypeVar("_Batch")
 
-# Parts of a dataset by URL are opened this many at a time (each open is a few requests).
+# Parts of a dataset by URL are opened (and read) this many at a time.
 _OPEN_THREADS = 16
+# A local gather across parts of at least this many output bytes runs on two threads: the
+# core's own threshold for gathering one batch on more than one (gather.zig).
+_PARALLEL_BYTES = 4 << 20
 
 
 class _Location:
@@ -240,6 +243,12 @@ class _Dataset(Generic[_Batch]):
         self._len = int(self._starts[-1])
         self._closed = False
         self._pool = BlockPool()
+        # The parts' native readers, for gathers that span parts (_native.gather_parts); by
+        # URL each part's mirror fetches first, so those gathers go part by part instead.
+        self._handles = [p._handle for p in parts]
+        self._remote = any(p._remote is not None for p in parts)
+        # The second thread of a large local gather that spans parts (made on first use).
+        self._helper: ThreadPoolExecutor | None = None
 
     # -- identity and description ------------------------------------------------------------
 
@@ -301,6 +310,8 @@ class _Dataset(Generic[_Batch]):
             for part in self.parts:
                 part.close()
             self._pool.close()
+            if self._helper is not None:
+                self._helper.shutdown(wait=True)
 
     def __enter__(self) -> Any:
         return self
@@ -321,21 +332,30 @@ class _Dataset(Generic[_Batch]):
 
     # -- reads -------------------------------------------------------------------------------
 
+    def _plan(self, idx: np.ndarray) -> int | tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where the records `idx` (in range, uint64, at least one) lie: the part, when one
+        holds them all; else (order, bounds, local): `idx[order]` sorted by part (stable),
+        part g's records at positions bounds[g]..bounds[g+1] of that order, `local` their
+        numbers in their parts (_native.plan_parts)."""
+        n = idx.shape[0]
+        order, local = np.empty(n, np.uint64), np.empty(n, np.uint64)
+        bounds = np.empty(len(self.parts) + 1, np.uint64)
+        one = _native.plan_parts(self._starts, len(self.parts), idx, n, order, bounds, local)
+        return one if one >= 0 else (order, bounds, local)
+
     def _split(self, idx: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """(part, rows of `idx`, the records' numbers within the part) for each part that
         `idx` (in range, uint64) reads from, in part order."""
-        which = np.searchsorted(self._starts, idx, side="right") - 1
-        if idx.shape[0] and which[0] == which[-1] and (which == which[0]).all():
-            k = int(which[0])
-            yield k, np.arange(idx.shape[0]), idx - self._starts[k]
+        if idx.shape[0] == 0:
             return
-        order = np.argsort(which, kind="stable")
-        sorted_parts = which[order]
-        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
-        for rows in np.split(order, bounds):
-            if rows.shape[0]:
-                k = int(which[rows[0]])
-                yield k, rows, idx[rows] - self._starts[k]
+        plan = self._plan(idx)
+        if isinstance(plan, int):
+            yield plan, np.arange(idx.shape[0]), idx - self._starts[plan]
+            return
+        order, bounds, local = plan
+        for k in np.flatnonzero(np.diff(bounds)).tolist():
+            a, b = int(bounds[k]), int(bounds[k + 1])
+            yield k, order[a:b], local[a:b]
 
     def __getitem__(self, key: Any) -> Any:
         self._check_open()
@@ -375,8 +395,16 @@ class _Dataset(Generic[_Batch]):
         idx = np.array([idx], dtype=np.uint64) if isinstance(idx, int) else idx
         if idx.shape[0] and int(idx.max()) >= self._len:
             raise index_error(idx, key, self._len, self.path)
-        for k, _, local in self._split(idx):
-            self.parts[k].prefetch(local)
+        if self._remote or idx.shape[0] == 0:
+            for k, _, local in self._split(idx):
+                self.parts[k].prefetch(local)
+            return
+        plan = self._plan(idx)
+        if isinstance(plan, int):
+            self.parts[plan].prefetch(idx - self._starts[plan])
+            return
+        _, bounds, local = plan
+        _native.prefetch_parts(self._handles, bounds, local, idx.shape[0])
 
     def cache_cost(self, key: Any) -> int:
         """The bytes records ``dataset[key]`` take of their parts' mirrors (see
@@ -400,29 +428,48 @@ class _Dataset(Generic[_Batch]):
         return total
 
     def _each_part(self, idx: np.ndarray, gather: Callable[[_Reader, np.ndarray, np.ndarray], None]) -> None:
-        """`gather(part, rows, local)` for each part that `idx` reads from; by URL, the parts'
-        fetches run at once."""
+        """By URL: `gather(part, rows, local)` for each part that `idx` reads from, their
+        fetches at once."""
         jobs = list(self._split(idx))
-        remote = [j for j in jobs if self.parts[j[0]]._remote is not None]
-        if len(remote) > 1:
-            with ThreadPoolExecutor(min(_OPEN_THREADS, len(jobs))) as pool:
-                for future in [pool.submit(gather, self.parts[k], rows, local) for k, rows, local in jobs]:
-                    future.result()
+        with ThreadPoolExecutor(min(_OPEN_THREADS, len(jobs))) as pool:
+            for future in [pool.submit(gather, self.parts[k], rows, local) for k, rows, local in jobs]:
+                future.result()
+
+    def _gather_parts(self, bounds: np.ndarray, local: np.ndarray, out: np.ndarray,
+                      offsets: np.ndarray, nbytes: int) -> None:
+        """Local parts: their records `local` (by `bounds`) into `out` at `offsets`, in one
+        native call; a batch the core itself would gather on more than one thread (at least
+        _PARALLEL_BYTES) is hinted first and gathered in two calls on two threads."""
+        n = local.shape[0]
+        if nbytes < _PARALLEL_BYTES or len(self.parts) < 2:
+            _native.gather_parts(self._handles, bounds, local, n, out, offsets)
             return
-        for k, rows, local in jobs:
-            gather(self.parts[k], rows, local)
+        # Hint every part's records first: a cold batch spread over the parts then reads as
+        # one batch of one store does, its reads in flight together, not part after part. A
+        # warm one costs one sample (prefetch_parts).
+        _native.prefetch_parts(self._handles, bounds, local, n)
+        m = int(np.searchsorted(bounds, n // 2))  # parts [0, m) here, [m, ...) on the helper
+        m = min(max(m, 1), len(self.parts) - 1)
+        cut = int(bounds[m])
+        if self._helper is None:
+            self._helper = ThreadPoolExecutor(1, thread_name_prefix="zrecord-dataset")
+        later = self._helper.submit(_native.gather_parts, self._handles[m:], bounds[m:] - np.uint64(cut),
+                                    local[cut:], n - cut, out, offsets[cut:])
+        try:
+            _native.gather_parts(self._handles[:m], bounds[:m + 1], local[:cut], cut, out,
+                                 offsets[:cut])
+        finally:
+            later.result()
 
 
 def _scatter(part: _Reader, local: np.ndarray, out: np.ndarray, offsets: np.ndarray) -> None:
-    """Part `part`'s records `local` decoded into `out` at byte `offsets` (by URL once its
-    mirror holds them)."""
+    """Part `part`'s records `local` decoded into `out` at byte `offsets`, once its mirror
+    holds them."""
     def gather(i: np.ndarray) -> None:
         part._handle.gather_ragged(i, i.shape[0], out, offsets)
     part._check_open()
-    if part._remote is None:
-        gather(local)
-    else:
-        part._remote.read(local, gather)
+    assert part._remote is not None
+    part._remote.read(local, gather)
 
 
 class DenseDataset(_Dataset[np.ndarray], Dense):
@@ -443,15 +490,20 @@ class DenseDataset(_Dataset[np.ndarray], Dense):
         return str(self.item_shape)
 
     def _read(self, idx: np.ndarray) -> np.ndarray:
-        out = self._pool.empty((idx.shape[0], *self.item_shape), self.dtype)
         if idx.shape[0] == 0:
-            return out
+            return self._pool.empty((0, *self.item_shape), self.dtype)
+        plan = self._plan(idx)
+        if isinstance(plan, int):
+            return self.parts[plan]._read(idx - self._starts[plan])  # type: ignore[return-value]
+        out = self._pool.empty((idx.shape[0], *self.item_shape), self.dtype)
         flat = out.reshape(-1).view(np.uint8) if out.size else out
-
-        def gather(part: _Reader, rows: np.ndarray, local: np.ndarray) -> None:
-            offsets = rows.astype(np.uint64) * np.uint64(self._record_size)
-            _scatter(part, local, flat, offsets)
-        self._each_part(idx, gather)
+        size = np.uint64(self._record_size)
+        if self._remote:
+            self._each_part(idx, lambda part, rows, local: _scatter(
+                part, local, flat, rows.astype(np.uint64) * size))
+            return out
+        order, bounds, local = plan
+        self._gather_parts(bounds, local, flat, order.astype(np.uint64) * size, out.nbytes)
         return out
 
 
@@ -476,13 +528,28 @@ class RaggedDataset(_Dataset[list[np.ndarray]], Ragged):
         return out
 
     def _read(self, idx: np.ndarray) -> list[np.ndarray]:
-        out: list[Any] = [None] * idx.shape[0]
+        n = idx.shape[0]
+        if n == 0:
+            return []
+        plan = self._plan(idx)
+        if isinstance(plan, int):
+            return self.parts[plan]._read(idx - self._starts[plan])  # type: ignore[return-value]
+        if self._remote:
+            out: list[Any] = [None] * n
 
-        def gather(part: _Reader, rows: np.ndarray, local: np.ndarray) -> None:
-            for row, record in zip(rows.tolist(), part._read(local)):
-                out[row] = record
-        self._each_part(idx, gather)
-        return out
+            def fetch(part: _Reader, rows: np.ndarray, local: np.ndarray) -> None:
+                for row, record in zip(rows.tolist(), part._read(local)):
+                    out[row] = record
+            self._each_part(idx, fetch)
+            return out
+        order, bounds, local = plan
+        by_part = (np.empty((n, self.ndim), np.uint64), np.empty(n, np.uint64))
+        _native.shapes_parts(self._handles, bounds, local, n, self.ndim, *by_part)
+        shapes, sizes = np.empty_like(by_part[0]), np.empty_like(by_part[1])
+        shapes[order], sizes[order] = by_part
+        return ragged_records(self._pool, self.dtype, shapes, sizes, idx, self.path,
+                              lambda flat, offsets: self._gather_parts(
+                                  bounds, local, flat, offsets[order], int(sizes.sum())))
 
 
 def open_dataset(path: StoreLocation, *, version: int | None = None, cache: CacheMode = "auto",

@@ -625,6 +625,205 @@ def index_table(object header, object index, object sums, str name, object offse
         _fail(rc, &st)
 
 
+cdef zr_reader **_part_readers(list readers, object bounds, uint64_t **bp, uint64_t count) except NULL:
+    """The native handles of `readers` (one per part of a dataset) in a malloc'ed array, after
+    checking that `bounds` holds len(readers) + 1 ascending uint64 values ending at `count`."""
+    cdef Py_ssize_t groups = len(readers)
+    cdef Py_ssize_t g
+    cdef zr_reader **rs
+    _u64(bounds, False, bp, groups + 1)
+    if bp[0][0] != 0 or bp[0][groups] != count:
+        raise ValueError(f"bounds must run from 0 to {count}")
+    for g in range(groups):
+        if bp[0][g] > bp[0][g + 1]:
+            raise ValueError("bounds must be ascending")
+    rs = <zr_reader **> malloc(max(groups, 1) * sizeof(zr_reader *))
+    if rs == NULL:
+        raise MemoryError()
+    for g in range(groups):
+        rs[g] = (<Reader?> readers[g]).r
+    return rs
+
+
+def gather_parts(list readers, object bounds, object idx, uint64_t count, object out,
+                 object offsets, uint32_t threads=0):
+    """A batch read from the parts of a dataset in one call: for each part g, its records
+    idx[bounds[g]:bounds[g+1]] decoded to byte offsets offsets[bounds[g]:bounds[g+1]] of the
+    array `out` (zr_reader_gather_ragged, which places records of either kind), the parts in
+    turn with the GIL released. The first failure is raised; the caller keeps the readers
+    (and so their handles) alive."""
+    cdef zr_status st
+    cdef int rc = 0
+    cdef uint64_t *bp
+    cdef uint64_t *ip
+    cdef uint64_t *fp
+    cdef void *op
+    cdef uint64_t out_size
+    cdef Py_ssize_t g
+    cdef Py_ssize_t groups = len(readers)
+    _u64(idx, False, &ip, count)
+    _u64(offsets, False, &fp, count)
+    _buffer(out, True, &op, &out_size)
+    cdef zr_reader **rs = _part_readers(readers, bounds, &bp, count)
+    try:
+        with nogil:
+            for g in range(groups):
+                if bp[g + 1] > bp[g]:
+                    rc = zr_reader_gather_ragged(rs[g], ip + bp[g], bp[g + 1] - bp[g], op,
+                                                 fp + bp[g], out_size, threads, &st)
+                    if rc != 0:
+                        break
+    finally:
+        free(rs)
+    if rc != 0:
+        _fail(rc, &st)
+
+
+def shapes_parts(list readers, object bounds, object idx, uint64_t count, uint64_t ndim,
+                 object shapes, object sizes):
+    """`Reader.shapes` over the parts of a dataset in one call: for each part g, the shapes
+    (rows of `ndim` uint64) and logical sizes of its records idx[bounds[g]:bounds[g+1]], at
+    the same rows of `shapes` and `sizes`."""
+    cdef zr_status st
+    cdef int rc = 0
+    cdef uint64_t *bp
+    cdef uint64_t *ip
+    cdef uint64_t *sp
+    cdef uint64_t *zp
+    cdef Py_ssize_t g
+    cdef Py_ssize_t groups = len(readers)
+    _u64(idx, False, &ip, count)
+    _u64(shapes, True, &sp, count * ndim)
+    _u64(sizes, True, &zp, count)
+    cdef zr_reader **rs = _part_readers(readers, bounds, &bp, count)
+    try:
+        with nogil:
+            for g in range(groups):
+                if bp[g + 1] > bp[g]:
+                    rc = zr_reader_shapes(rs[g], ip + bp[g], bp[g + 1] - bp[g], sp + bp[g] * ndim,
+                                          zp + bp[g], &st)
+                    if rc != 0:
+                        break
+    finally:
+        free(rs)
+    if rc != 0:
+        _fail(rc, &st)
+
+
+def prefetch_parts(list readers, object bounds, object idx, uint64_t count):
+    """`Reader.prefetch` over the parts of a dataset in one call: for each part g, a read-ahead
+    hint for its records idx[bounds[g]:bounds[g+1]]. The largest part's records go first; when
+    its sample finds them in the page cache, the batch is taken to be there, and the other
+    parts are not sampled (each sample costs a few system calls, which a batch spread over
+    many parts would otherwise pay once per part)."""
+    cdef zr_status st
+    cdef int rc = 0
+    cdef uint64_t *bp
+    cdef uint64_t *ip
+    cdef Py_ssize_t g
+    cdef Py_ssize_t largest = 0
+    cdef Py_ssize_t groups = len(readers)
+    cdef uint32_t hinted = 1
+    _u64(idx, False, &ip, count)
+    cdef zr_reader **rs = _part_readers(readers, bounds, &bp, count)
+    try:
+        with nogil:
+            for g in range(groups):
+                if bp[g + 1] - bp[g] > bp[largest + 1] - bp[largest]:
+                    largest = g
+            if groups:
+                rc = zr_reader_prefetch_hinted(rs[largest], ip + bp[largest],
+                                               bp[largest + 1] - bp[largest], &hinted, &st)
+            for g in range(groups):
+                if rc != 0 or not hinted:
+                    break
+                if g != largest and bp[g + 1] > bp[g]:
+                    rc = zr_reader_prefetch(rs[g], ip + bp[g], bp[g + 1] - bp[g], &st)
+    finally:
+        free(rs)
+    if rc != 0:
+        _fail(rc, &st)
+
+
+def plan_parts(object starts, uint64_t parts, object idx, uint64_t count, object order,
+               object bounds, object local):
+    """Where the records idx[0..count) of a dataset lie, its parts starting at record numbers
+    starts[0..parts] (ascending, starts[parts] its length; every idx below it): returns the
+    part that holds them all, else -1 after writing `order` (the positions of idx sorted by
+    part, stably), `bounds` (part g's at order[bounds[g]:bounds[g+1]]) and `local` (the
+    records' numbers in their parts, in that order). One pass to find the parts (binary
+    search), one counting sort."""
+    cdef uint64_t *sp
+    cdef uint64_t *ip
+    cdef uint64_t *op
+    cdef uint64_t *bp
+    cdef uint64_t *lp
+    cdef uint64_t i, lo, hi, mid, k
+    cdef uint64_t first = 0
+    cdef bint one = True
+    _u64(starts, False, &sp, parts + 1)
+    _u64(idx, False, &ip, count)
+    _u64(order, True, &op, count)
+    _u64(bounds, True, &bp, parts + 1)
+    _u64(local, True, &lp, count)
+    if count == 0:
+        memset(bp, 0, (parts + 1) * 8)
+        return -1
+    for i in range(count):
+        if ip[i] >= sp[parts]:
+            raise IndexError(f"record {ip[i]} of a dataset of {sp[parts]} records")
+    with nogil:
+        memset(bp, 0, (parts + 1) * 8)
+        for i in range(count):
+            lo = 0
+            hi = parts
+            while hi - lo > 1:  # the last part whose start is at most the record (an empty
+                                # part starts where the next does, so it is never that one)
+                mid = (lo + hi) // 2
+                if sp[mid] <= ip[i]:
+                    lo = mid
+                else:
+                    hi = mid
+            op[i] = lo  # the part, for now
+            bp[lo + 1] += 1
+            if i == 0:
+                first = lo
+            elif lo != first:
+                one = False
+        for k in range(parts):
+            bp[k + 1] += bp[k]
+    if one:
+        return <long long> first
+    return _place(sp, parts, ip, count, op, bp, lp)
+
+
+cdef long long _place(uint64_t *sp, uint64_t parts, uint64_t *ip, uint64_t count, uint64_t *op,
+                      uint64_t *bp, uint64_t *lp) except -2:
+    """plan_parts' counting sort, `op` holding each position's part: `op` becomes the order,
+    `lp` the local numbers."""
+    cdef uint64_t *cursor = <uint64_t *> malloc(max(parts, 1) * 8)
+    cdef uint64_t *part_of = <uint64_t *> malloc(max(count, 1) * 8)
+    cdef uint64_t i, k, at
+    if cursor == NULL or part_of == NULL:
+        free(cursor)
+        free(part_of)
+        raise MemoryError()
+    with nogil:
+        for k in range(parts):
+            cursor[k] = bp[k]
+        for i in range(count):
+            part_of[i] = op[i]
+        for i in range(count):
+            k = part_of[i]
+            at = cursor[k]
+            cursor[k] += 1
+            op[at] = i
+            lp[at] = ip[i] - sp[k]
+    free(cursor)
+    free(part_of)
+    return -1
+
+
 def xxh64(object data):
     """XXH64 (seed 0) of a C-contiguous array's bytes: the format's checksum."""
     cdef uint64_t h

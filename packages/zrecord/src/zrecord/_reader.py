@@ -491,27 +491,37 @@ class RaggedReader(_Store[list[np.ndarray]], Ragged):
         shapes = np.empty((n, self.ndim), dtype=np.uint64)
         sizes = np.empty(n, dtype=np.uint64)
         self._handle.shapes(idx, n, self.ndim, shapes, sizes)
-        itemsize = self.dtype.itemsize
-        if self.ndim > 1:
-            # Only empty records can have shapes NumPy cannot hold: the others are bounded by
-            # record_size_bytes_max.
-            for pos in np.flatnonzero(sizes == 0).tolist():
-                if not numpy_can_hold(shapes[pos].tolist(), itemsize):
-                    raise LimitError(f"{self.path!r}: record {int(idx[pos])} has shape "
-                                     f"{tuple(shapes[pos].tolist())}, which cannot be a NumPy "
-                                     "shape (its non-zero axes times the itemsize exceed "
-                                     f"{np.iinfo(np.intp).max})")
-        counts = (sizes // itemsize).astype(np.int64)
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        flat = self._pool.empty((int(ends[-1]),), self.dtype)
-        offsets = (starts * itemsize).astype(np.uint64)
-        self._handle.gather_ragged(idx, n, flat, offsets)
-        shape_list = shapes.tolist()
-        if self.ndim == 1:
-            return [flat[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
-        return [flat[s:e].reshape(shp)
-                for s, e, shp in zip(starts.tolist(), ends.tolist(), shape_list)]
+        return ragged_records(self._pool, self.dtype, shapes, sizes, idx, self.path,
+                              lambda flat, offsets: self._handle.gather_ragged(idx, n, flat, offsets))
+
+
+def ragged_records(pool: BlockPool, dtype: np.dtype[Any], shapes: np.ndarray, sizes: np.ndarray,
+                   idx: np.ndarray, where: str,
+                   fill: Callable[[np.ndarray, np.ndarray], None]) -> list[np.ndarray]:
+    """The records of a Ragged batch whose `shapes` and logical `sizes` are known, in batch
+    order: one flat output from `pool`, filled by `fill(flat, byte_offsets)`, and a view of it
+    per record (LimitError for an empty record whose shape NumPy cannot hold; `idx` and
+    `where` name it)."""
+    ndim = shapes.shape[1]
+    itemsize = dtype.itemsize
+    if ndim > 1:
+        # Only empty records can have shapes NumPy cannot hold: the others are bounded by
+        # record_size_bytes_max.
+        for pos in np.flatnonzero(sizes == 0).tolist():
+            if not numpy_can_hold(shapes[pos].tolist(), itemsize):
+                raise LimitError(f"{where!r}: record {int(idx[pos])} has shape "
+                                 f"{tuple(shapes[pos].tolist())}, which cannot be a NumPy "
+                                 "shape (its non-zero axes times the itemsize exceed "
+                                 f"{np.iinfo(np.intp).max})")
+    counts = (sizes // itemsize).astype(np.int64)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    flat = pool.empty((int(ends[-1]),), dtype)
+    fill(flat, (starts * itemsize).astype(np.uint64))
+    if ndim == 1:
+        return [flat[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+    return [flat[s:e].reshape(shp)
+            for s, e, shp in zip(starts.tolist(), ends.tolist(), shapes.tolist())]
 
 
 def _reopen(kind_name: str, args: dict[str, Any], digest: str) -> DenseReader | RaggedReader:

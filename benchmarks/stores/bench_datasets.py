@@ -1,0 +1,400 @@
+"""Datasets of many stores: writing one in parallel, and reading one against a single store.
+
+Import (each configuration in a fresh interpreter; wall time and the peak PSS of its process
+tree, sampled every 20 ms; medians of `--rounds` rounds, run in turn):
+  photos-decoded  the real photographs (vision_dense.npy) written once as JPEG files (quality
+                  90), cycled to `--records` inputs; each input is decoded (Pillow) to a
+                  (3, 224, 224) uint8 record: the Python-side work of an import
+  photos-encoded  the same files, each stored as its bytes (a Ragged uint8 record)
+  tokens          the token corpus (tokens.npy, offsets.npy), inputs of 1,000 records each,
+                  Ragged int32 records
+ours: `zrecord.write_dataset(..., workers=N)` with its defaults (spawned workers, parts flushed
+to stable storage), codec raw; with `--peers PYTHON` (a venv with litdata and
+mosaicml-streaming): LitData's `optimize(fn, inputs, num_workers=N)` and MosaicML Streaming's
+`MDSWriter` run by N processes on contiguous slices of the inputs (then `merge_index`), both
+with shards of 64 MB and no compression, as their defaults.
+
+Read (one process; the same records as one store and as a dataset of `--parts` parts, written
+by write_dataset): open time (median of 20 opens), warm random gathers of `--batch` records
+(records/s, alternating batch by batch for `--seconds` per round), cold gathers (the files
+evicted from the page cache before every batch), and loaderx's DataLoader (CYCLIC, warm,
+batches/s), for photos (Dense) and tokens (Ragged).
+
+    python benchmarks/stores/bench_datasets.py --data ../data --tmp /var/tmp/bench \\
+        [--peers ../peerenv/bin/python] [--records 20000] [--rounds 2]
+Writes docs/benchmarks/bench_datasets.json and prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
+from common.data import default_data
+from common.probes import evict, folder_files, tree_pss_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT_JSON = ROOT / "docs" / "benchmarks" / "bench_datasets.json"
+
+# The children: argv = [workload, workers, out, inputs.json, data]. Each prints one JSON line.
+_INPUTS = """
+import json, sys, time
+import numpy as np
+WORKLOAD, WORKERS, OUT, INPUTS, DATA = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+
+def decoded(path):
+    from PIL import Image
+    with Image.open(path) as im:
+        return np.ascontiguousarray(np.asarray(im.convert("RGB")).transpose(2, 0, 1))
+
+def encoded(path):
+    with open(path, "rb") as f:
+        return np.frombuffer(f.read(), dtype=np.uint8)
+
+_TOKENS = None
+def token_records(span):
+    global _TOKENS
+    if _TOKENS is None:
+        _TOKENS = (np.load(DATA + "/tokens.npy", mmap_mode="r"), np.load(DATA + "/offsets.npy"))
+    tokens, offsets = _TOKENS
+    return [np.array(tokens[offsets[i]:offsets[i + 1]]) for i in range(span[0], span[1])]
+"""
+
+OURS = _INPUTS + """
+import zrecord
+
+def photo_decoded(path):
+    return decoded(path)[None]
+
+def photo_encoded(path):
+    return [encoded(path)]
+
+if __name__ == "__main__":
+    inputs = [tuple(x) if isinstance(x, list) else x for x in json.load(open(INPUTS))]
+    kw = {"photos-decoded": dict(fn=photo_decoded, dtype=np.uint8, item_shape=(3, 224, 224)),
+          "photos-encoded": dict(fn=photo_encoded, dtype=np.uint8, ndim=1),
+          "tokens": dict(fn=token_records, dtype=np.int32, ndim=1)}[WORKLOAD]
+    fn = kw.pop("fn")
+    t = time.perf_counter()
+    zrecord.write_dataset(OUT, fn, inputs, codec="raw", workers=WORKERS, progress=False, **kw)
+    seconds = time.perf_counter() - t
+    with zrecord.open_dataset(OUT) as ds:
+        print(json.dumps({"seconds": seconds, "records": len(ds)}))
+"""
+
+LITDATA = _INPUTS + """
+from litdata import optimize
+
+def photo_decoded(path):
+    return decoded(path)
+
+def photo_encoded(path):
+    return encoded(path).tobytes()
+
+def tokens(span):
+    yield from token_records(span)
+
+if __name__ == "__main__":
+    inputs = [tuple(x) if isinstance(x, list) else x for x in json.load(open(INPUTS))]
+    fn = {"photos-decoded": photo_decoded, "photos-encoded": photo_encoded, "tokens": tokens}[WORKLOAD]
+    t = time.perf_counter()
+    optimize(fn=fn, inputs=inputs, output_dir=OUT, num_workers=WORKERS, chunk_bytes="64MB")
+    seconds = time.perf_counter() - t
+    from litdata import StreamingDataset
+    print(json.dumps({"seconds": seconds, "records": len(StreamingDataset(OUT))}))
+"""
+
+MDS = _INPUTS + """
+import multiprocessing
+from streaming import MDSWriter
+from streaming.base.util import merge_index
+
+COLUMNS = {"photos-decoded": {"x": "ndarray:uint8:3,224,224"}, "photos-encoded": {"x": "bytes"},
+           "tokens": {"x": "ndarray:int32"}}
+
+def write(args):
+    k, part = args
+    n = 0
+    with MDSWriter(out=f"{OUT}/{k}", columns=COLUMNS[WORKLOAD], size_limit="64mb") as w:
+        for item in part:
+            if WORKLOAD == "tokens":
+                for rec in token_records(item):
+                    w.write({"x": rec}); n += 1
+            elif WORKLOAD == "photos-decoded":
+                w.write({"x": decoded(item)}); n += 1
+            else:
+                w.write({"x": encoded(item).tobytes()}); n += 1
+    return n
+
+if __name__ == "__main__":
+    inputs = [tuple(x) if isinstance(x, list) else x for x in json.load(open(INPUTS))]
+    cuts = np.linspace(0, len(inputs), WORKERS + 1).astype(int)
+    parts = [(k, inputs[a:b]) for k, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+    t = time.perf_counter()
+    if WORKERS == 1:
+        n = write(parts[0])
+    else:
+        with multiprocessing.Pool(WORKERS) as pool:
+            n = sum(pool.map(write, parts))
+    merge_index(OUT, keep_local=True)
+    print(json.dumps({"seconds": time.perf_counter() - t, "records": n}))
+"""
+
+CHILDREN = {"ours": OURS, "litdata": LITDATA, "mds": MDS}
+
+
+def _jpegs(data: str, folder: Path, count: int) -> list[str]:
+    """The photographs as JPEG files (made once), cycled to `count` input paths."""
+    from PIL import Image
+
+    images = np.load(os.path.join(data, "vision_dense.npy"), mmap_mode="r")
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(len(images)):
+        path = folder / f"{i:05d}.jpg"
+        if not path.exists():
+            Image.fromarray(np.asarray(images[i]).transpose(1, 2, 0)).save(path, quality=90)
+        paths.append(str(path))
+    return [paths[i % len(paths)] for i in range(count)]
+
+
+def _token_spans(data: str, per_input: int = 1000) -> list[list[int]]:
+    n = len(np.load(os.path.join(data, "offsets.npy"))) - 1
+    return [[a, min(a + per_input, n)] for a in range(0, n, per_input)]
+
+
+def _run_child(python: str, code: str, argv: list[str], scratch: Path) -> dict[str, Any]:
+    """Run one import in a fresh interpreter: its JSON line, and the peak PSS of its tree."""
+    script = scratch / "child.py"
+    script.write_text(code)
+    child = subprocess.Popen([python, str(script), *argv], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], tree_pss_bytes(child.pid))
+            time.sleep(0.02)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = child.communicate()
+    stop.set()
+    sampler.join()
+    if child.returncode != 0:
+        raise RuntimeError(f"{argv[:2]} failed ({child.returncode}):\n{err[-3000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    return {**result, "peak_pss_bytes": peak[0]}
+
+
+def import_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Every import configuration, `--rounds` times in turn."""
+    inputs = {"photos-decoded": _jpegs(args.data, tmp / "jpegs", args.records),
+              "tokens": _token_spans(args.data)}
+    inputs["photos-encoded"] = inputs["photos-decoded"]
+    tools = {"ours": sys.executable}
+    if args.peers:
+        tools |= {"litdata": args.peers, "mds": args.peers}
+    results: dict[str, Any] = {}
+    for r in range(args.rounds):
+        for workload in args.workloads:
+            listed = tmp / f"{workload}.json"
+            listed.write_text(json.dumps(inputs[workload]))
+            for tool, python in tools.items():
+                for workers in (1, 2):
+                    out = tmp / f"out-{tool}-{workload}-{workers}"
+                    shutil.rmtree(out, ignore_errors=True)
+                    got = _run_child(python, CHILDREN[tool],
+                                     [workload, str(workers), str(out), str(listed), args.data], tmp)
+                    got["disk_bytes"] = sum(os.path.getsize(p) for p in folder_files(str(out)))
+                    shutil.rmtree(out, ignore_errors=True)
+                    key = f"{workload}/{tool}/{workers}"
+                    results.setdefault(key, []).append(got)
+                    print(f"round {r}: {key}: {got['seconds']:.1f} s, {got['records']:,} records, "
+                          f"peak PSS {got['peak_pss_bytes'] / 2**20:,.0f} MiB", flush=True)
+    return results
+
+
+# ---- reading: one store against a dataset of parts ------------------------------------------
+
+
+def _write_read_pair(workload: str, args: argparse.Namespace, tmp: Path) -> tuple[str, str]:
+    """The same records as one store and as a dataset of `--parts` parts."""
+    import zrecord
+
+    one, ds = tmp / f"read-{workload}-store", tmp / f"read-{workload}-dataset"
+    for p in (one, ds):
+        shutil.rmtree(p, ignore_errors=True)
+    if workload == "photos":
+        images = np.load(os.path.join(args.data, "vision_dense.npy"), mmap_mode="r")
+        n = min(args.read_records, len(images) * 8)
+        chunks = [np.asarray(images[i % len(images)])[None] for i in range(n)]
+        kind: dict[str, Any] = {"dtype": np.uint8, "item_shape": (3, 224, 224)}
+        with zrecord.Dense.create(one, np.uint8, (3, 224, 224), codec="raw") as w:
+            for c in chunks:
+                w.append(c)
+        fn: Any = _ident_batch
+    else:
+        tokens = np.load(os.path.join(args.data, "tokens.npy"), mmap_mode="r")
+        offsets = np.load(os.path.join(args.data, "offsets.npy"))
+        chunks = [[np.array(tokens[offsets[i]:offsets[i + 1]])] for i in range(len(offsets) - 1)]
+        kind = {"dtype": np.int32, "ndim": 1}
+        with zrecord.Ragged.create(one, np.int32, 1, codec="raw") as w:
+            for c in chunks:
+                w.append(c)
+        fn = _ident_list
+    zrecord.write_dataset(ds, fn, chunks, codec="raw", inputs_per_part=-(-len(chunks) // args.parts),
+                          progress=False, **kind)
+    return str(one), str(ds)
+
+
+def _ident_batch(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+def _ident_list(x: list[np.ndarray]) -> list[np.ndarray]:
+    return x
+
+
+def _opens(open_fn: Any, path: str, n: int = 20) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        open_fn(path).close()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def _alternate(readers: dict[str, Any], batch: int, seconds: float, files: dict[str, list[str]] | None,
+               rng: np.random.Generator) -> dict[str, float]:
+    """Random gathers of `batch` records from each reader in turn, batch by batch, for about
+    `seconds`; with `files`, each reader's files are evicted before each of its batches (cold).
+    Records/s per reader."""
+    n = len(next(iter(readers.values())))
+    spent = dict.fromkeys(readers, 0.0)
+    done = dict.fromkeys(readers, 0)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end or min(done.values()) < 3:
+        idx = rng.integers(0, n, batch)
+        for name, reader in readers.items():
+            if files is not None:
+                evict(files[name])
+            t = time.perf_counter()
+            reader[idx]
+            spent[name] += time.perf_counter() - t
+            done[name] += batch
+    return {name: done[name] / spent[name] for name in readers}
+
+
+def _loader_rate(reader: Any, batch: int, steps: int) -> float:
+    from loaderx import DataLoader, Sampler
+
+    with DataLoader({"x": reader}, Sampler(len(reader), batch, "cyclic", seed=0)) as loader:
+        for _ in range(10):
+            next(loader)
+        t = time.perf_counter()
+        for _ in range(steps):
+            next(loader)
+        return steps / (time.perf_counter() - t)
+
+
+def read_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    import zrecord
+
+    out: dict[str, Any] = {}
+    for workload in ("photos", "tokens"):
+        one, ds = _write_read_pair(workload, args, tmp)
+        readers = {"store": zrecord.open_store(one), "dataset": zrecord.open_dataset(ds)}
+        files = {"store": folder_files(one), "dataset": folder_files(ds)}
+        rng = np.random.default_rng(0)
+        rows: dict[str, list[float]] = {}
+        for _ in range(args.rounds):
+            rows.setdefault("open_store_s", []).append(_opens(zrecord.open_store, one))
+            rows.setdefault("open_dataset_s", []).append(_opens(zrecord.open_dataset, ds))
+            for name, rate in _alternate(readers, args.batch, args.seconds, None, rng).items():
+                rows.setdefault(f"warm_{name}", []).append(rate)
+            for name, rate in _alternate(readers, args.batch, args.seconds, files, rng).items():
+                rows.setdefault(f"cold_{name}", []).append(rate)
+            for name, reader in readers.items():
+                rows.setdefault(f"loader_{name}", []).append(_loader_rate(reader, args.batch, 60))
+        out[workload] = {"records": len(readers["store"]), "parts": len(readers["dataset"].parts),
+                         "rounds": rows}
+        for r in readers.values():
+            r.close()
+        print(f"read {workload}: " + ", ".join(f"{k} {np.median(v):,.4g}" for k, v in rows.items()),
+              flush=True)
+    return out
+
+
+def tables(results: dict[str, Any]) -> str:
+    lines = ["Import (medians): seconds, records/s, peak PSS; speed-up of 2 workers over 1",
+             "| workload | tool | 1 worker s | 2 workers s | 2 / 1 | records/s (2) | peak PSS (2) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    imports = results.get("import", {})
+    for key in sorted({k.rsplit("/", 1)[0] for k in imports}):
+        one, two = imports.get(f"{key}/1"), imports.get(f"{key}/2")
+        if not one or not two:
+            continue
+        s1 = float(np.median([r["seconds"] for r in one]))
+        s2 = float(np.median([r["seconds"] for r in two]))
+        pss = float(np.median([r["peak_pss_bytes"] for r in two])) / 2**20
+        workload, tool = key.split("/")
+        lines.append(f"| {workload} | {tool} | {s1:.1f} | {s2:.1f} | {s1 / s2:.2f}x | "
+                     f"{two[0]['records'] / s2:,.0f} | {pss:,.0f} MiB |")
+    lines += ["", "Read: a dataset of parts against one store of the same records (medians; ratio "
+              "dataset / store)", "| workload | records | parts | open store | open dataset | "
+              "warm gathers | cold gathers | DataLoader |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for workload, r in results.get("read", {}).items():
+        m = {k: float(np.median(v)) for k, v in r["rounds"].items()}
+        lines.append(f"| {workload} | {r['records']:,} | {r['parts']} | {m['open_store_s'] * 1e3:.2f} ms | "
+                     f"{m['open_dataset_s'] * 1e3:.2f} ms | {m['warm_dataset'] / m['warm_store']:.3f} | "
+                     f"{m['cold_dataset'] / m['cold_store']:.3f} | "
+                     f"{m['loader_dataset'] / m['loader_store']:.3f} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=default_data())
+    ap.add_argument("--tmp", default=tempfile.gettempdir())
+    ap.add_argument("--peers", metavar="PYTHON", help="a venv's python with litdata and mosaicml-streaming")
+    ap.add_argument("--records", type=int, default=20_000, help="photo inputs (cycled)")
+    ap.add_argument("--read-records", type=int, default=8_000, help="photo records of the read part")
+    ap.add_argument("--parts", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--workloads", default="photos-decoded,photos-encoded,tokens",
+                    type=lambda s: s.split(","))
+    ap.add_argument("--skip", default="", help="import or read")
+    ap.add_argument("--out", default=str(OUT_JSON))
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-datasets-", dir=args.tmp))
+    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
+                               "records": args.records, "rounds": args.rounds}
+    try:
+        if "import" not in args.skip:
+            results["import"] = import_rounds(args, tmp)
+        if "read" not in args.skip:
+            results["read"] = read_rounds(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    print(tables(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
