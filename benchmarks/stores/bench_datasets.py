@@ -1,14 +1,15 @@
 """Datasets of many stores: writing one in parallel, and reading one against a single store.
 
 Import (each configuration in a fresh interpreter; wall time and the peak PSS of its process
-tree, sampled every 20 ms; medians of `--rounds` rounds, run in turn):
+tree, sampled every 100 ms; medians of `--rounds` rounds, run in turn):
   photos-decoded  the real photographs (vision_dense.npy) written once as JPEG files (quality
                   90), cycled to `--records` inputs; each input is decoded (Pillow) to a
                   (3, 224, 224) uint8 record: the Python-side work of an import
   photos-encoded  the same files, each stored as its bytes (a Ragged uint8 record)
   tokens          the token corpus (tokens.npy, offsets.npy), inputs of 1,000 records each,
                   Ragged int32 records
-ours: `zrecord.write_dataset(..., workers=N)` with its defaults (spawned workers, parts flushed
+ceiling: the same decoding (or reading) by 1 or 2 forked processes, nothing written: what
+the machine gives that work. ours: `zrecord.write_dataset(..., workers=N)` with its defaults (spawned workers, parts flushed
 to stable storage), codec raw; with `--peers PYTHON` (a venv with litdata and
 mosaicml-streaming): LitData's `optimize(fn, inputs, num_workers=N)` and MosaicML Streaming's
 `MDSWriter` run by N processes on contiguous slices of the inputs (then `merge_index`), both
@@ -88,7 +89,9 @@ if __name__ == "__main__":
           "tokens": dict(fn=token_records, dtype=np.int32, ndim=1)}[WORKLOAD]
     fn = kw.pop("fn")
     t = time.perf_counter()
-    zrecord.write_dataset(OUT, fn, inputs, codec="raw", workers=WORKERS, progress=False, **kw)
+    sync = len(sys.argv) < 7 or sys.argv[6] != "nosync"
+    zrecord.write_dataset(OUT, fn, inputs, codec="raw", workers=WORKERS, progress=False, sync=sync,
+                          **kw)
     seconds = time.perf_counter() - t
     with zrecord.open_dataset(OUT) as ds:
         print(json.dumps({"seconds": seconds, "records": len(ds)}))
@@ -152,7 +155,35 @@ if __name__ == "__main__":
     print(json.dumps({"seconds": time.perf_counter() - t, "records": n}))
 """
 
-CHILDREN = {"ours": OURS, "litdata": LITDATA, "mds": MDS}
+# The machine's own ceiling for the same Python-side work: each input decoded (or read) and
+# dropped, by 1 or 2 processes on contiguous slices, nothing written.
+CEILING = _INPUTS + """
+import multiprocessing
+
+def work(part):
+    n = 0
+    for item in part:
+        if WORKLOAD == "tokens":
+            n += len(token_records(item))
+        else:
+            (decoded if WORKLOAD == "photos-decoded" else encoded)(item)
+            n += 1
+    return n
+
+if __name__ == "__main__":
+    inputs = [tuple(x) if isinstance(x, list) else x for x in json.load(open(INPUTS))]
+    cuts = np.linspace(0, len(inputs), WORKERS + 1).astype(int)
+    parts = [inputs[a:b] for a, b in zip(cuts, cuts[1:])]
+    t = time.perf_counter()
+    if WORKERS == 1:
+        n = work(parts[0])
+    else:
+        with multiprocessing.get_context("fork").Pool(WORKERS) as pool:
+            n = sum(pool.map(work, parts))
+    print(json.dumps({"seconds": time.perf_counter() - t, "records": n}))
+"""
+
+CHILDREN = {"ceiling": CEILING, "ours": OURS, "ours-nosync": OURS, "litdata": LITDATA, "mds": MDS}
 
 
 def _jpegs(data: str, folder: Path, count: int) -> list[str]:
@@ -187,7 +218,7 @@ def _run_child(python: str, code: str, argv: list[str], scratch: Path) -> dict[s
     def sample() -> None:
         while not stop.is_set():
             peak[0] = max(peak[0], tree_pss_bytes(child.pid))
-            time.sleep(0.02)
+            time.sleep(0.1)  # reading smaps of a tree costs CPU the import would use
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     out, err = child.communicate()
@@ -204,7 +235,7 @@ def import_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     inputs = {"photos-decoded": _jpegs(args.data, tmp / "jpegs", args.records),
               "tokens": _token_spans(args.data)}
     inputs["photos-encoded"] = inputs["photos-decoded"]
-    tools = {"ours": sys.executable}
+    tools = {"ceiling": sys.executable, "ours": sys.executable, "ours-nosync": sys.executable}
     if args.peers:
         tools |= {"litdata": args.peers, "mds": args.peers}
     results: dict[str, Any] = {}
@@ -216,9 +247,11 @@ def import_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 for workers in (1, 2):
                     out = tmp / f"out-{tool}-{workload}-{workers}"
                     shutil.rmtree(out, ignore_errors=True)
+                    argv = [workload, str(workers), str(out), str(listed), args.data]
                     got = _run_child(python, CHILDREN[tool],
-                                     [workload, str(workers), str(out), str(listed), args.data], tmp)
-                    got["disk_bytes"] = sum(os.path.getsize(p) for p in folder_files(str(out)))
+                                     argv + (["nosync"] if tool == "ours-nosync" else []), tmp)
+                    got["disk_bytes"] = (sum(os.path.getsize(p) for p in folder_files(str(out)))
+                                         if out.exists() else 0)
                     shutil.rmtree(out, ignore_errors=True)
                     key = f"{workload}/{tool}/{workers}"
                     results.setdefault(key, []).append(got)

@@ -386,7 +386,13 @@ pub export fn zr_reader_prefetch(r: ?*Reader, idx: ?[*]const u64, count: u64, st
     return zr_reader_prefetch_hinted(r, idx, count, null, st);
 }
 
-pub export fn zr_reader_prefetch_hinted(r: ?*Reader, idx: ?[*]const u64, count: u64, hinted: ?*u32, st: ?*Status) c_int {
+pub export fn zr_reader_prefetch_hinted(
+    r: ?*Reader,
+    idx: ?[*]const u64,
+    count: u64,
+    hinted: ?*u32,
+    st: ?*Status,
+) c_int {
     var d: Diag = .{};
     const result: Error!void = blk: {
         const rd = r orelse break :blk nullArgument(&d, "reader");

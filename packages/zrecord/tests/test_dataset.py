@@ -330,15 +330,19 @@ def test_write_dataset_refuses_bad_arguments(tmp_path):
 
 @pytest.mark.skipif(sys.platform != "linux", reason="kills a worker with a POSIX signal")
 def test_a_worker_that_dies_publishes_nothing(tmp_path):
-    with pytest.raises(errors.WorkerError, match="a worker process died"):
-        zrecord.write_dataset(tmp_path / "w", _die_on_5, range(8), dtype=np.int64,
+    """Input 1 lies in the first part, which a worker process takes (this process takes parts
+    from the back)."""
+    with pytest.raises(errors.WorkerError, match=r"a worker process died while writing inputs 0\.\.[13]"):
+        zrecord.write_dataset(tmp_path / "w", _die_in_a_worker_on_1, range(8), dtype=np.int64,
                               item_shape=(2,), codec="raw", workers=2, inputs_per_part=2,
                               progress=False)
     assert os.listdir(tmp_path / "w") == []
 
 
-def _die_on_5(i):
-    if i == 5:
+def _die_in_a_worker_on_1(i):
+    import multiprocessing
+
+    if i == 1 and multiprocessing.parent_process() is not None:
         os._exit(3)
     return np.zeros((1, 2), np.int64)
 
@@ -478,3 +482,27 @@ def test_records_are_placed_in_their_parts_empty_parts_included():
     with pytest.raises(IndexError):
         _native.plan_parts(starts, len(counts), np.array([9], np.uint64), 1, order[:1].copy(),
                            bounds, local[:1].copy())
+
+
+@pytest.mark.remote
+def test_write_dataset_straight_to_a_bucket(tmp_path, s3_server, s3_bucket):
+    opts = _s3_options(s3_server)
+    url = s3_bucket.url("w/ds")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    assert zrecord.write_dataset(url, _records_of, [0, 1, 2, 3, 5], dtype=np.int64, item_shape=(2,),
+                                 codec="zstd", inputs_per_part=2, progress=False,
+                                 storage_options={**opts, "cache_dir": str(cache)}) == 1
+    assert not [n for n in os.listdir(cache) if "zr-tmp" in n]  # the staging folder is gone
+    with zrecord.open_dataset(url, storage_options=opts) as ds:
+        assert len(ds.parts) == 3
+        assert np.array_equal(ds[:], np.concatenate([_records_of(i) for i in (0, 1, 2, 3, 5)]))
+    with pytest.raises(zrecord.StoreExistsError, match="extend=True"):
+        zrecord.write_dataset(url, _records_of, [6], dtype=np.int64, item_shape=(2,), codec="zstd",
+                              progress=False, storage_options=opts)
+    assert zrecord.write_dataset(url, _records_of, [6], dtype=np.int64, item_shape=(2,),
+                                 codec="zstd", progress=False, extend=True, storage_options=opts) == 2
+    assert len(zrecord.open_dataset(url, storage_options=opts)) == 7 + 2
+    with pytest.raises(ValueError, match="a web server cannot be written to"):
+        zrecord.write_dataset("https://example.invalid/ds", _records_of, [1], dtype=np.int64,
+                              item_shape=(2,), codec="raw", progress=False)

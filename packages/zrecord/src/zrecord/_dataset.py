@@ -26,6 +26,7 @@ import errno
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
@@ -249,6 +250,7 @@ class _Dataset(Generic[_Batch]):
         self._remote = any(p._remote is not None for p in parts)
         # The second thread of a large local gather that spans parts (made on first use).
         self._helper: ThreadPoolExecutor | None = None
+        self._helper_lock = threading.Lock()
 
     # -- identity and description ------------------------------------------------------------
 
@@ -310,8 +312,9 @@ class _Dataset(Generic[_Batch]):
             for part in self.parts:
                 part.close()
             self._pool.close()
-            if self._helper is not None:
-                self._helper.shutdown(wait=True)
+            with self._helper_lock:
+                if self._helper is not None:
+                    self._helper.shutdown(wait=True)
 
     def __enter__(self) -> Any:
         return self
@@ -451,9 +454,11 @@ class _Dataset(Generic[_Batch]):
         m = int(np.searchsorted(bounds, n // 2))  # parts [0, m) here, [m, ...) on the helper
         m = min(max(m, 1), len(self.parts) - 1)
         cut = int(bounds[m])
-        if self._helper is None:
-            self._helper = ThreadPoolExecutor(1, thread_name_prefix="zrecord-dataset")
-        later = self._helper.submit(_native.gather_parts, self._handles[m:], bounds[m:] - np.uint64(cut),
+        with self._helper_lock:
+            if self._helper is None:
+                self._helper = ThreadPoolExecutor(1, thread_name_prefix="zrecord-dataset")
+            helper = self._helper
+        later = helper.submit(_native.gather_parts, self._handles[m:], bounds[m:] - np.uint64(cut),
                                     local[cut:], n - cut, out, offsets[cut:])
         try:
             _native.gather_parts(self._handles[:m], bounds[:m + 1], local[:cut], cut, out,

@@ -18,16 +18,18 @@ Invariants of this module:
 
 from __future__ import annotations
 
+import collections
 import math
 import multiprocessing
 import os
 import queue
 import secrets
 import shutil
+import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
@@ -36,8 +38,10 @@ import numpy as np
 
 from zrecord._dataset import dataset_versions, extend_dataset, publish_dataset
 from zrecord._kinds import Dense, Ragged
-from zrecord._objects import is_url
+from zrecord._objects import is_url, redact
 from zrecord._paths import store_location
+from zrecord._publish import publish_folder
+from zrecord._types import StorageOptions
 from zrecord.console import progress_bar
 from zrecord.errors import StoreExistsError, WorkerError
 
@@ -144,8 +148,8 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
                   item_shape: Sequence[int] | None = None, ndim: int | None = None,
                   codec: str, workers: int = 1, inputs_per_part: int | None = None,
                   data_shards: int = 1, dict_bytes: bytes | None = None, sync: bool = True,
-                  extend: bool = False, progress: bool = True,
-                  start_method: str = "spawn") -> int:
+                  extend: bool = False, progress: bool = True, start_method: str = "spawn",
+                  storage_options: StorageOptions | None = None) -> int:
     """Write a dataset at `path` (a local folder) from `fn` applied to each of `inputs`, with
     `workers` processes, and publish it; return the version published.
 
@@ -163,7 +167,14 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
     If any input raises, or a worker dies, nothing is published and :class:`WorkerError` says
     which input (its position and repr) with the worker's traceback. A dataset that exists at
     `path` is refused unless `extend`, which publishes its next version: its parts, then the
-    new ones. `progress` shows inputs and records done on stderr."""
+    new ones. `progress` shows inputs and records done on stderr.
+
+    `path` may be an ``s3://bucket/prefix`` URL (`storage_options` as for
+    :meth:`zrecord.Dense.open`): the parts are written in a private temporary folder (under
+    ``storage_options["cache_dir"]`` when given), uploaded as :func:`zrecord.publish_folder`
+    uploads stores, and the manifest is then created where none of that version exists; the
+    local folder is removed either way. A failed upload publishes no version (parts already
+    uploaded are stores no manifest names)."""
     items = list(inputs)
     if not items:
         raise ValueError("write_dataset needs at least one input")
@@ -172,67 +183,140 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
                          f"one), exactly one; got item_shape={item_shape!r}, ndim={ndim!r}")
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive int; got {workers!r}")
-    where = store_location(path, role="the dataset")
-    if is_url(where):
-        raise ValueError(f"write_dataset writes a local folder; got {where!r}: write it locally "
-                         "and upload its parts with zrecord.publish_folder")
-    folder = os.path.abspath(where)
-    os.makedirs(folder, exist_ok=True)
-    if dataset_versions(folder) and not extend:
-        raise StoreExistsError(f"{where!r} holds a dataset already: pass extend=True to publish "
-                               "its next version with new parts, or write to another folder")
     per_part = inputs_per_part or math.ceil(len(items) / PARTS_DEFAULT)
     if not isinstance(per_part, int) or per_part < 1:
         raise ValueError(f"inputs_per_part must be a positive int; got {inputs_per_part!r}")
+    folder = _destination(path, extend, storage_options)
     spec = _Spec(fn, dtype, None if item_shape is None else tuple(item_shape), ndim, codec,
                  data_shards, dict_bytes, sync)
     token = secrets.token_hex(4)
-    staging = os.path.join(folder, f".zr-tmp-dataset-{token}")
-    os.mkdir(staging)
+    url = is_url(folder)
+    cache_dir = (storage_options or {}).get("cache_dir")
+    staging = (tempfile.mkdtemp(prefix=f".zr-tmp-dataset-{token}-",
+                                dir=None if cache_dir is None else str(cache_dir)) if url
+               else os.path.join(folder, f".zr-tmp-dataset-{token}"))
+    if not url:
+        os.mkdir(staging)
     try:
         names = _write_parts(spec, staging, token, items, _runs(len(items), per_part),
-                             workers, progress, start_method, where)
-        for name in names:
-            os.rename(os.path.join(staging, name), os.path.join(folder, name))
+                             workers, progress, start_method, redact(folder))
+        if url:
+            publish_folder(staging, folder, storage_options=storage_options, progress=progress,
+                           verify=False)
+        else:
+            for name in names:
+                os.rename(os.path.join(staging, name), os.path.join(folder, name))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if extend and dataset_versions(folder):
-        return extend_dataset(folder, names)
-    return publish_dataset(folder, names)
+    if extend and dataset_versions(folder, storage_options=storage_options):
+        return extend_dataset(folder, names, storage_options=storage_options)
+    return publish_dataset(folder, names, storage_options=storage_options)
+
+
+def _destination(path: Any, extend: bool, storage_options: StorageOptions | None) -> str:
+    """The dataset's folder (made if missing) or s3:// prefix, once it is known that it may be
+    written there: no web server, no dataset unless `extend`."""
+    where = store_location(path, storage_options, role="the dataset")
+    url = is_url(where)
+    if url and not where.startswith("s3://"):
+        raise ValueError(f"write_dataset writes a local folder or an s3:// prefix; got "
+                         f"{redact(where)!r}: a web server cannot be written to (write the "
+                         "dataset locally and serve its folder)")
+    folder = where if url else os.path.abspath(where)
+    if not url:
+        os.makedirs(folder, exist_ok=True)
+    if dataset_versions(folder, storage_options=storage_options) and not extend:
+        raise StoreExistsError(f"{redact(where)!r} holds a dataset already: pass extend=True to "
+                               "publish its next version with new parts, or write elsewhere")
+    return folder
 
 
 def _write_parts(spec: _Spec, staging: str, token: str, items: list[Any],
                  runs: list[tuple[int, int]], workers: int, progress: bool, start_method: str,
                  shown: str) -> list[str]:
-    """Write every run's part into `staging`; their names in order, or WorkerError."""
+    """Write every run's part into `staging`; their names in order, or WorkerError. With
+    `workers` > 1 this process is one of them: `workers - 1` processes take runs from the
+    front, this one from the back, so a small import is done before they have started."""
     names = [f"part-{token}-{k:05d}" for k in range(len(runs))]
     with progress_bar(progress, len(items), f"{shown}: write", unit="inputs") as update:
+        _start_worker(None, spec)
         if workers == 1 or len(runs) == 1:
-            _start_worker(None, spec)
-            for name, (a, b) in zip(names, runs):
-                try:
-                    _write_part(spec, staging, name, a, items[a:b])
-                except _InputFailed as exc:
-                    raise exc.as_error() from None
-                update(b - a)
+            for k in range(len(runs)):
+                _write_here(spec, staging, names[k], items, runs[k], update)
             return names
         context = multiprocessing.get_context(start_method)
         counts = context.Queue()
         drain = threading.Thread(target=_drain, args=(counts, update), daemon=True)
+        children = min(workers, len(runs)) - 1
         try:
-            with ProcessPoolExecutor(min(workers, len(runs)), mp_context=context,
-                                     initializer=_start_worker, initargs=(counts, spec)) as pool:
-                futures = [pool.submit(_write_part_here, staging, name, a, items[a:b])
-                           for name, (a, b) in zip(names, runs)]
-                # Started once the workers are (a forked worker must not inherit the queue's
-                # lock held by a thread of the parent).
-                drain.start()
-                _wait_all(futures, runs)
+            with ProcessPoolExecutor(children, mp_context=context, initializer=_start_worker,
+                                     initargs=(counts, spec)) as pool:
+                _share(pool, children, spec, staging, names, items, runs, update, drain)
         finally:
             counts.put(None)
             if drain.is_alive():
                 drain.join()
     return names
+
+
+def _write_here(spec: _Spec, staging: str, name: str, items: list[Any], run: tuple[int, int],
+                update: Callable[[int], object]) -> None:
+    """One run's part written by this process."""
+    a, b = run
+    try:
+        _write_part(spec, staging, name, a, items[a:b])
+    except _InputFailed as exc:
+        raise exc.as_error() from None
+    update(b - a)
+
+
+def _share(pool: ProcessPoolExecutor, children: int, spec: _Spec, staging: str, names: list[str],
+           items: list[Any], runs: list[tuple[int, int]], update: Callable[[int], object],
+           drain: threading.Thread) -> None:
+    """The runs, shared between the pool's `children` (from the front, one queued for each
+    beside the one it writes) and this process (from the back); the first failure found is
+    raised and the runs not begun are dropped."""
+    todo = collections.deque(range(len(runs)))
+    in_flight: dict[Any, int] = {}
+    while todo or in_flight:
+        while todo and len(in_flight) < 2 * children:
+            k = todo.popleft()
+            a, b = runs[k]
+            in_flight[pool.submit(_write_part_here, staging, names[k], a, items[a:b])] = k
+        if not drain.is_alive() and drain.ident is None:
+            # Started once the workers are (a forked worker must not inherit the queue's lock
+            # held by a thread of the parent).
+            drain.start()
+        if todo:
+            k = todo.pop()
+            _write_here(spec, staging, names[k], items, runs[k], update)
+            done = {f for f in in_flight if f.done()}
+        else:
+            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+        failed = sorted((in_flight.pop(f), f.exception()) for f in done)
+        failed = [(k, exc) for k, exc in failed if exc is not None]
+        if failed:
+            for other in in_flight:
+                other.cancel()
+            raise _worker_error(failed, runs)
+
+
+def _worker_error(failed: list[tuple[int, BaseException | None]],
+                  runs: list[tuple[int, int]]) -> BaseException:
+    """What the parts that failed in the workers (part, its exception) raise here: an input's
+    failure as it is; a dead worker as the inputs of the parts it broke (the one it was
+    writing, and those queued to the pool then, which cannot be told apart)."""
+    for _, exc in failed:
+        if isinstance(exc, _InputFailed):
+            return exc.as_error()
+    broken = [k for k, exc in failed if isinstance(exc, BrokenProcessPool)]
+    if broken:
+        first, last = runs[broken[0]][0], runs[broken[-1]][1] - 1
+        return WorkerError(f"a worker process died while writing inputs {first}..{last} ({failed[0][1]}); "
+                           "nothing was published")
+    exc = failed[0][1]
+    assert exc is not None
+    return exc
 
 
 def _drain(counts: Any, update: Callable[[int], object]) -> None:
@@ -245,25 +329,6 @@ def _drain(counts: Any, update: Callable[[int], object]) -> None:
         if item is None:
             return
         update(item[0])
-
-
-def _wait_all(futures: list[Any], runs: list[tuple[int, int]]) -> None:
-    """Wait for every part; on the first failure (in part order among those finished) cancel
-    the parts not begun and raise it."""
-    done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-    for k, future in enumerate(futures):
-        exc = future.exception() if future in done else None
-        if exc is None:
-            continue
-        for other in futures:
-            other.cancel()
-        if isinstance(exc, _InputFailed):
-            raise exc.as_error() from None
-        a, b = runs[k]
-        if isinstance(exc, BrokenProcessPool):
-            raise WorkerError(f"a worker process died while writing inputs {a}..{b - 1} "
-                              f"({exc}); nothing was published") from None
-        raise exc
 
 
 __all__ = ["write_dataset"]
