@@ -506,3 +506,25 @@ def test_write_dataset_straight_to_a_bucket(tmp_path, s3_server, s3_bucket):
     with pytest.raises(ValueError, match="a web server cannot be written to"):
         zrecord.write_dataset("https://example.invalid/ds", _records_of, [1], dtype=np.int64,
                               item_shape=(2,), codec="raw", progress=False)
+
+
+@pytest.mark.remote
+def test_the_versions_in_a_bucket_are_listed_from_the_manifests_on(tmp_path, s3_server, s3_bucket):
+    """S3 lists by name: the listing starts after "dataset-", so a part named before the
+    manifests ("a0") is not listed, and one request finds up to 1,000 versions."""
+    from zrecord._dataset import _Location
+
+    opts = _s3_options(s3_server)
+    os.makedirs(tmp_path / "ds")
+    for name in ("a0", "p0"):
+        _write_dense(tmp_path / "ds" / name, np.zeros((2, 3), np.float32))
+    zrecord.publish_dataset(tmp_path / "ds", ["a0", "p0"])
+    zrecord.publish_dataset(tmp_path / "ds", ["p0"])
+    url = s3_bucket.url("x/ds")
+    zrecord.publish_folder(tmp_path / "ds", url, storage_options=opts)
+    where = _Location(url, opts)
+    names = where.client.listed(1000, after="dataset-")
+    assert names[:2] == ["dataset-00000001.zrm", "dataset-00000002.zrm"]
+    assert not [n for n in names if n.startswith("a0/")]
+    before = where.client.requests
+    assert where.versions() == [1, 2] and where.client.requests == before + 1

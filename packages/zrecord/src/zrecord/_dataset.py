@@ -63,6 +63,8 @@ _Batch = TypeVar("_Batch")
 
 # Parts of a dataset by URL are opened (and read) this many at a time.
 _OPEN_THREADS = 16
+# Names per listing request of a dataset's prefix (S3's own page).
+_LIST_PAGE = 1000
 # A local gather across parts of at least this many output bytes runs on two threads: the
 # core's own threshold for gathering one batch on more than one (gather.zig).
 _PARALLEL_BYTES = 4 << 20
@@ -87,11 +89,25 @@ class _Location:
             if not self.root.startswith("s3://"):
                 raise ValueError(f"{self.shown}: a web server cannot list a dataset's versions; "
                                  "give version= (or the URL of a manifest, .../dataset-NNNNNNNN.zrm)")
-            names = self.client.listed(1 << 20)
+            names = self._listed_manifests()
         else:
             names = self._local_names()
         found = (_manifest.version_of(name) for name in names)
         return sorted(v for v in found if v is not None)
+
+    def _listed_manifests(self) -> list[str]:
+        """S3 lists by name, so the manifests come first after "dataset-": pages of names from
+        there until one holds a name that is no manifest's (one request for up to 1,000
+        versions)."""
+        assert self.client is not None
+        names: list[str] = []
+        after = "dataset-"
+        while True:
+            page = self.client.listed(_LIST_PAGE, after=after)
+            names += [n for n in page if _manifest.version_of(n) is not None]
+            if len(page) < _LIST_PAGE or _manifest.version_of(page[-1]) is None:
+                return names
+            after = page[-1]
 
     def _local_names(self) -> list[str]:
         try:
@@ -128,7 +144,7 @@ class _Location:
             return f.read(_manifest.SIZE_MAX + 1)
 
 
-def _split(path: StoreLocation, version: int | None,
+def _located(path: StoreLocation, version: int | None,
            storage_options: StorageOptions | None) -> tuple[_Location, int | None]:
     """The dataset's location and the version asked for: a path or URL that ends in a
     manifest's name names its folder and that version."""
@@ -264,6 +280,7 @@ class _Dataset(Generic[_Batch]):
 
     @property
     def closed(self) -> bool:
+        """True after ``close()``: every part is released and reads raise ClosedError."""
         return self._closed
 
     @property
@@ -567,7 +584,7 @@ def open_dataset(path: StoreLocation, *, version: int | None = None, cache: Cach
 
     A ``cache_bytes`` budget in `storage_options` is refused for a dataset of several parts:
     each part's mirror would hold up to it."""
-    where, version = _split(path, version, storage_options)
+    where, version = _located(path, version, storage_options)
     budget = (storage_options or {}).get("cache_bytes")
     manifest = read_manifest(where, version)
     if budget is not None and len(manifest.parts) > 1:

@@ -203,11 +203,12 @@ class Client:
             return None
         return int(meta["size"]), meta.get("e_tag")
 
-    def listed(self, most: int) -> list[str]:
+    def listed(self, most: int, after: str | None = None) -> list[str]:
         """The names (below the store's prefix) of at most `most` objects under it, in the
-        server's order: one listing request."""
+        server's order (S3: by name), only those after `after` when given: one listing
+        request."""
         def first(store: Any) -> list[str]:
-            for chunk in self._obstore.list(store, chunk_size=most):
+            for chunk in self._obstore.list(store, offset=after, chunk_size=most):
                 return [str(meta["path"]) for meta in chunk[:most]]
             return []
         return self._request("", first)
