@@ -528,3 +528,20 @@ def test_the_versions_in_a_bucket_are_listed_from_the_manifests_on(tmp_path, s3_
     assert not [n for n in names if n.startswith("a0/")]
     before = where.client.requests
     assert where.versions() == [1, 2] and where.client.requests == before + 1
+
+
+def test_a_function_that_does_not_pickle_is_refused_with_the_way_out(tmp_path):
+    scale = 2
+    with pytest.raises(TypeError, match='start_method="fork"'):
+        zrecord.write_dataset(tmp_path / "p", lambda i: np.full((1, 1), i * scale, np.int32),
+                              range(6), dtype=np.int32, item_shape=(1,), codec="raw", workers=2,
+                              inputs_per_part=1, progress=False)
+    assert zrecord.dataset_versions(tmp_path / "p") == []
+    assert [n for n in os.listdir(tmp_path / "p") if not n.startswith(".")] == []
+
+
+def test_a_part_that_cannot_be_written_is_no_inputs_fault(tmp_path):
+    with pytest.raises(zrecord.errors.CodecError):
+        zrecord.write_dataset(tmp_path / "c", _records_of, [1, 2], dtype=np.int64, item_shape=(2,),
+                              codec="zstd_dict", progress=False)  # no dictionary given
+    assert zrecord.dataset_versions(tmp_path / "c") == []

@@ -22,6 +22,7 @@ import collections
 import math
 import multiprocessing
 import os
+import pickle
 import queue
 import secrets
 import shutil
@@ -97,27 +98,27 @@ def _write_part(spec: _Spec, folder: str, name: str, first: int, inputs: Sequenc
     """Write the part `name` in `folder` from `inputs` (positions `first`...) and return its
     record count; _InputFailed for an input that raised (the part is not published)."""
     path = os.path.join(folder, name)
-    index = first
-    records = total = 0
-    try:
-        writer = (Dense.create(path, spec.dtype, spec.item_shape or (), codec=spec.codec,  # type: ignore[arg-type]
-                               data_shards=spec.data_shards, dict_bytes=spec.dict_bytes,
-                               sync=spec.sync, index_cache=None)
-                  if spec.item_shape is not None else
-                  Ragged.create(path, spec.dtype, spec.ndim or 1, codec=spec.codec,  # type: ignore[arg-type]
-                                data_shards=spec.data_shards, dict_bytes=spec.dict_bytes,
-                                sync=spec.sync, index_cache=None))
-        with writer:
-            for item in inputs:
+    # A writer that cannot be made, or a part that cannot be published, fails as it is: no
+    # input is to blame.
+    writer = (Dense.create(path, spec.dtype, spec.item_shape or (), codec=spec.codec,  # type: ignore[arg-type]
+                           data_shards=spec.data_shards, dict_bytes=spec.dict_bytes,
+                           sync=spec.sync, index_cache=None)
+              if spec.item_shape is not None else
+              Ragged.create(path, spec.dtype, spec.ndim or 1, codec=spec.codec,  # type: ignore[arg-type]
+                            data_shards=spec.data_shards, dict_bytes=spec.dict_bytes,
+                            sync=spec.sync, index_cache=None))
+    total = 0
+    with writer:  # an exception aborts the part: nothing of it is published
+        for index, item in enumerate(inputs, first):
+            try:
                 records = _append(writer, spec, spec.fn(item))
-                total += records
-                if _progress is not None:
-                    _progress.put((1, records))
-                index += 1
-    except Exception as exc:  # noqa: BLE001 - the user's function may raise anything: reported with its input
-        shown = repr(inputs[index - first])
-        raise _InputFailed(index, shown if len(shown) <= 200 else shown[:200] + "...",
-                           f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+            except Exception as exc:  # noqa: BLE001 - the user's function may raise anything: reported with its input
+                shown = repr(item)
+                raise _InputFailed(index, shown if len(shown) <= 200 else shown[:200] + "...",
+                                   f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+            total += records
+            if _progress is not None:
+                _progress.put((1, records))
     return total
 
 
@@ -252,6 +253,15 @@ def _write_parts(spec: _Spec, staging: str, token: str, items: list[Any],
             with ProcessPoolExecutor(children, mp_context=context, initializer=_start_worker,
                                      initargs=(counts, spec)) as pool:
                 _share(pool, children, spec, staging, names, items, runs, update, drain)
+        except (pickle.PicklingError, AttributeError) as exc:
+            if "pickle" not in str(exc):
+                raise
+            raise TypeError(f"write_dataset with workers={workers} and start_method="
+                            f"{start_method!r} sends fn and the inputs to its workers, and they "
+                            f"do not pickle ({exc}): use a function of a module (a script "
+                            "calls write_dataset under `if __name__ == \"__main__\":`), or on "
+                            "Linux start_method=\"fork\" for a function defined in a notebook"
+                            ) from exc
         finally:
             counts.put(None)
             if drain.is_alive():
