@@ -244,6 +244,8 @@ def _invalid_location_cases(g: DatasetCases) -> None:
         three_parts(path)
         (path / rd.manifest_name(1)).unlink()
         (path / rd.manifest_name(1)).mkdir()
+        # Not empty: git keeps no empty directory, and the case must survive a clone.
+        (path / rd.manifest_name(1) / "keep").write_text("a directory, not a manifest\n")
     g.invalid("manifest_is_a_directory", error="corrupt", spec=["ZR-DS-002"],
               description="a directory in the manifest's place", make=directory)
 
