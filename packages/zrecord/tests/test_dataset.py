@@ -367,6 +367,7 @@ def test_a_dataset_published_to_a_bucket_reads_as_the_local_one(tmp_path, s3_ser
             zrecord.open_dataset(tmp_path / "ds") as local:
         assert remote.digest == local.digest and remote.version == 1
         idx = np.random.default_rng(4).integers(0, 8, 40)
+        remote.prefetch(idx)  # the parts' fetches start; the read waits for them
         assert np.array_equal(remote[idx], expected[idx])
         stats = remote.remote_stats()
         assert stats is not None and stats["requests"] >= 1
@@ -545,3 +546,15 @@ def test_a_part_that_cannot_be_written_is_no_inputs_fault(tmp_path):
         zrecord.write_dataset(tmp_path / "c", _records_of, [1, 2], dtype=np.int64, item_shape=(2,),
                               codec="zstd_dict", progress=False)  # no dictionary given
     assert zrecord.dataset_versions(tmp_path / "c") == []
+
+
+def test_hints_across_parts_take_any_key_a_read_takes(tmp_path):
+    expected = _dense_dataset(tmp_path / "ds", [5, 0, 7, 1])
+    with zrecord.open_dataset(tmp_path / "ds") as ds:
+        for key in (3, [12, 0, 6], slice(2, 9), [], np.array([4, 4])):
+            ds.prefetch(key)
+        with pytest.raises(zrecord.StoreIndexError, match="index 20 at position 1"):
+            ds.prefetch([0, 20])
+        with pytest.raises(zrecord.StoreIndexError, match="index -1 at position 2"):
+            ds[[0, 3, -1]]
+        assert np.array_equal(ds[[12, 0, 6]], expected[[12, 0, 6]])

@@ -373,8 +373,7 @@ class _Dataset(Generic[_Batch]):
             yield plan, np.arange(idx.shape[0]), idx - self._starts[plan]
             return
         order, bounds, local = plan
-        for k in np.flatnonzero(np.diff(bounds)).tolist():
-            a, b = int(bounds[k]), int(bounds[k + 1])
+        for k, a, b in _groups(bounds):
             yield k, order[a:b], local[a:b]
 
     def __getitem__(self, key: Any) -> Any:
@@ -383,9 +382,12 @@ class _Dataset(Generic[_Batch]):
         if isinstance(idx, int):
             k = int(np.searchsorted(self._starts, idx, side="right")) - 1
             return self.parts[k][idx - int(self._starts[k])]
-        if idx.shape[0] and int(idx.max()) >= self._len:
-            raise index_error(idx, key, self._len, self.path)
-        return self._read(idx)
+        try:
+            return self._read(idx)
+        except StoreIndexError:  # plan_parts, the one range check: name the position as given
+            if int(idx.max()) >= self._len:
+                raise index_error(idx, key, self._len, self.path) from None
+            raise
 
     def _read(self, idx: np.ndarray) -> _Batch:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
@@ -413,18 +415,21 @@ class _Dataset(Generic[_Batch]):
         self._check_open()
         idx = normalise(key, self._len, self.path)
         idx = np.array([idx], dtype=np.uint64) if isinstance(idx, int) else idx
-        if idx.shape[0] and int(idx.max()) >= self._len:
-            raise index_error(idx, key, self._len, self.path)
-        if self._remote or idx.shape[0] == 0:
-            for k, _, local in self._split(idx):
-                self.parts[k].prefetch(local)
+        if idx.shape[0] == 0:
             return
-        plan = self._plan(idx)
+        try:
+            plan = self._plan(idx)
+        except StoreIndexError:  # plan_parts, the one range check: name the position as given
+            raise index_error(idx, key, self._len, self.path) from None
         if isinstance(plan, int):
             self.parts[plan].prefetch(idx - self._starts[plan])
             return
         _, bounds, local = plan
-        _native.prefetch_parts(self._handles, bounds, local, idx.shape[0])
+        if not self._remote:
+            _native.prefetch_parts(self._handles, bounds, local, idx.shape[0])
+            return
+        for k, a, b in _groups(bounds):
+            self.parts[k].prefetch(local[a:b])
 
     def cache_cost(self, key: Any) -> int:
         """The bytes records ``dataset[key]`` take of their parts' mirrors (see
@@ -484,6 +489,12 @@ class _Dataset(Generic[_Batch]):
             later.result()
 
 
+def _groups(bounds: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """(part, first, end) of each part that a plan's `bounds` give records (_Dataset._plan)."""
+    for k in np.flatnonzero(np.diff(bounds)).tolist():
+        yield k, int(bounds[k]), int(bounds[k + 1])
+
+
 def _scatter(part: _Reader, local: np.ndarray, out: np.ndarray, offsets: np.ndarray) -> None:
     """Part `part`'s records `local` decoded into `out` at byte `offsets`, once its mirror
     holds them."""
@@ -525,7 +536,7 @@ class DenseDataset(_Dataset[np.ndarray], Dense):
                 part, local, flat, rows.astype(np.uint64) * size))
             return out
         order, bounds, local = plan
-        self._gather_parts(bounds, local, flat, order.astype(np.uint64) * size, out.nbytes)
+        self._gather_parts(bounds, local, flat, order * size, out.nbytes)  # order: uint64
         return out
 
 

@@ -752,7 +752,8 @@ def plan_parts(object starts, uint64_t parts, object idx, uint64_t count, object
     part that holds them all, else -1 after writing `order` (the positions of idx sorted by
     part, stably), `bounds` (part g's at order[bounds[g]:bounds[g+1]]) and `local` (the
     records' numbers in their parts, in that order). One pass to find the parts (binary
-    search), one counting sort."""
+    search), one counting sort. StoreIndexError for a record past the dataset's end: the
+    one range check of a dataset's gathers and hints."""
     cdef uint64_t *sp
     cdef uint64_t *ip
     cdef uint64_t *op
@@ -771,7 +772,7 @@ def plan_parts(object starts, uint64_t parts, object idx, uint64_t count, object
         return -1
     for i in range(count):
         if ip[i] >= sp[parts]:
-            raise IndexError(f"record {ip[i]} of a dataset of {sp[parts]} records")
+            raise _errors.StoreIndexError(f"record {ip[i]} of a dataset of {sp[parts]} records")
     with nogil:
         memset(bp, 0, (parts + 1) * 8)
         for i in range(count):
