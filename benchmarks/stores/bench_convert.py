@@ -42,12 +42,13 @@ from common.device import work_folder
 from common.tables import convert_rows, convert_table
 from common.timing import disk_bytes
 
-# argv: workload source dest codec
+# argv: workload source dest codec [workers]
 CHILD = """
 import sys, time, warnings
 import datasets
 warnings.simplefilter("ignore")
 workload, source, dest, codec = sys.argv[1:5]
+workers = int(sys.argv[5]) if len(sys.argv) > 5 else 1
 dataset = datasets.load_from_disk(source)
 try:
     from loaderx_converter import convert
@@ -56,6 +57,8 @@ except ImportError:  # the published loaderx, in its own virtualenv
     from loaderx.converter import convert
     ours = False
 kwargs = {"progress": False} if ours else {}
+if workers > 1:
+    kwargs["workers"] = workers
 if workload.startswith("photos"):
     dataset = datasets.DatasetDict({"train": dataset.select_columns(["image", "source"])})
     if workload == "photos-encoded":
@@ -108,9 +111,10 @@ def column_bytes(dest: str) -> dict[str, int]:
     return out
 
 
-def run_one(python: str, workload: str, source: str, dest: str, codec: str) -> dict[str, Any]:
+def run_one(python: str, workload: str, source: str, dest: str, codec: str,
+            workers: int = 1) -> dict[str, Any]:
     start = time.perf_counter()
-    proc = subprocess.Popen([python, "-c", CHILD, workload, source, dest, codec],
+    proc = subprocess.Popen([python, "-c", CHILD, workload, source, dest, codec, str(workers)],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     out = proc.stdout.read()

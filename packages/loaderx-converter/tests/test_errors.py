@@ -56,7 +56,7 @@ def test_the_modules_raise_only_the_converters_error_classes():
 def test_every_error_class_is_a_conversion_error_and_a_builtin():
     exported = [getattr(loaderx_converter, name) for name in loaderx_converter.__all__]
     classes = [c for c in exported if isinstance(c, type) and issubclass(c, BaseException)]
-    assert len(classes) == 14
+    assert len(classes) == 15
     for cls in classes:
         builtin = [base for base in cls.__mro__
                    if base.__module__ == "builtins" and base not in (Exception, BaseException, object)]

@@ -26,6 +26,7 @@ from loaderx_converter.errors import (
     SplitNotFoundError,
     UnsafePathError,
     UnsupportedFeatureError,
+    WorkerError,
 )
 
 # The one place the distribution's version is written: pyproject.toml reads it from here.
@@ -50,6 +51,7 @@ __all__ = [
     "SplitNotFoundError",
     "UnsafePathError",
     "UnsupportedFeatureError",
+    "WorkerError",
     "__version__",
     "convert",
     "from_local",

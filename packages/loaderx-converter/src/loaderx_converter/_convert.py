@@ -23,9 +23,10 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +41,7 @@ from loaderx_converter._hub import Provenance, provenance_of
 from loaderx_converter._options import ColumnOptions, Requested
 from loaderx_converter._paths import PROVENANCE_FILE, Destination, check_names
 from loaderx_converter._spelling import PYTHON, Spelling
+from loaderx_converter._workers import Team, column_of, extract
 from loaderx_converter.errors import (
     ArgumentTypeError,
     ColumnNotFoundError,
@@ -125,11 +127,6 @@ def _batches(ds: Any, cuts: list[int]) -> Iterator[tuple[int, pa.Table]]:
         yield start, rows[start:end]
 
 
-def _column(table: pa.Table, name: str) -> pa.Array:
-    col = table.column(name)
-    return col.chunk(0) if col.num_chunks == 1 else pa.concat_arrays(col.chunks)
-
-
 def _versions() -> dict[str, str]:
     import datasets
 
@@ -149,7 +146,8 @@ def convert(dataset: Any, root: str | os.PathLike[str], *,
             dict_bytes: bytes | Mapping[str, bytes] | None = None,
             dict_from: str | Sequence[str] | None = None, images: MediaMode = "decode",
             audio: MediaMode = "decode", data_shards: int = 4, progress: bool = True,
-            storage_options: zrecord.StorageOptions | None = None) -> dict[str, Any]:
+            storage_options: zrecord.StorageOptions | None = None,
+            workers: int = 1) -> dict[str, Any]:
     """Write every (selected) column of every split as a zrecord store under ``root/split/column``.
 
     `dataset` is a ``datasets.DatasetDict`` or a single ``Dataset`` (written as its split name,
@@ -165,6 +163,12 @@ def convert(dataset: Any, root: str | os.PathLike[str], *,
     `dict_bytes` (one for every such column, or a dict column -> dictionary, ``"*"`` the
     default), or `dict_from` (a column name or a list of them) to train each named column's
     dictionary from its own records. `data_shards` is passed to each store.
+
+    `workers` > 1 hands the write pass's batches to that many worker processes, which decode
+    and flatten them while this process writes them in order; the files written are those of
+    ``workers=1``, byte for byte. The workers never import the caller's ``__main__`` (no
+    ``if __name__ == "__main__"`` guard is needed); an error in one is raised here with its
+    own class, and a worker that is killed raises :class:`WorkerError`.
 
     `images` and `audio` say what ``Image`` and ``Audio`` columns hold: ``"decode"`` stores the
     pixels or samples, as ``datasets`` decodes them; ``"encoded"`` stores each file's bytes,
@@ -193,14 +197,18 @@ def convert(dataset: Any, root: str | os.PathLike[str], *,
     """
     return run(dataset, root, codec=codec, columns=columns, dict_bytes=dict_bytes,
                dict_from=dict_from, images=images, audio=audio, data_shards=data_shards,
-               progress=progress, spell=PYTHON, storage_options=storage_options)
+               progress=progress, spell=PYTHON, storage_options=storage_options, workers=workers)
 
 
 def run(dataset: Any, root: Any, *, codec: Any, columns: Sequence[str] | None, dict_bytes: Any,
         dict_from: Any, images: str, audio: str, data_shards: int, progress: bool,
-        spell: Spelling, storage_options: zrecord.StorageOptions | None = None) -> dict[str, Any]:
+        spell: Spelling, storage_options: zrecord.StorageOptions | None = None,
+        workers: int = 1) -> dict[str, Any]:
     """convert() with the words of its errors chosen by `spell` (the command line's own)."""
     req = _options.request(codec, dict_bytes, dict_from, data_shards, spell)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise OptionError(f"convert: {spell.name('workers')} must be a whole number of "
+                          f"processes, at least 1; got {workers!r}")
     for keyword, value in (("images", images), ("audio", audio)):
         if value not in MEDIA_MODES:
             raise OptionError(f"convert: {spell.name(keyword)} must be 'decode' or 'encoded'; "
@@ -216,7 +224,7 @@ def run(dataset: Any, root: Any, *, codec: Any, columns: Sequence[str] | None, d
                                          images=images, audio=audio) for c in cols}
                    for split, cols in chosen.items()}
         job = _Job(dataset, dest.root, splits, chosen, readers, opts, req, data_shards,
-                   progress, spell, {"images": images, "audio": audio})
+                   progress, spell, {"images": images, "audio": audio}, workers)
         with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="loaderx-convert") as pool:
             for by_column in readers.values():
                 for reader in by_column.values():
@@ -235,7 +243,7 @@ class _Job:
     def __init__(self, dataset: Any, root: Path, splits: dict[str, Any],
                  chosen: dict[str, list[str]], readers: dict[str, dict[str, Any]],
                  opts: dict[str, ColumnOptions], req: Requested, data_shards: int,
-                 progress: bool, spell: Spelling, media: dict[str, str]) -> None:
+                 progress: bool, spell: Spelling, media: dict[str, str], workers: int) -> None:
         self.dataset = dataset
         self.root = root
         self.splits = splits
@@ -247,6 +255,8 @@ class _Job:
         self.progress = progress
         self.spell = spell
         self.media = media
+        self.workers = workers
+        self.team: Team | None = None  # the worker processes, while run() runs
         self.plans: dict[str, dict[str, ColumnPlan]] = {}
         self.formats: dict[str, list[str]] = {}  # encoded column of mixed formats -> names
 
@@ -260,11 +270,19 @@ class _Job:
         return _cuts(ds.num_rows, _batch_rows(ds, self.chosen[split]), total)
 
     def run(self) -> dict[str, Any]:
+        with Team(self.workers) if self.workers > 1 else contextlib.nullcontext() as team:
+            self.team = team
+            try:
+                return self._run()
+            finally:
+                self.team = None
+
+    def _run(self) -> dict[str, Any]:
         for split, ds in self.splits.items():
             with progress_bar(self.progress, ds.num_rows, f"{split}: check", "rows") as advance:
                 for row0, table in _batches(ds, self.cuts(split, decoded=False)):
                     for c in self.chosen[split]:
-                        self.readers[split][c].scan(_column(table, c), row0)
+                        self.readers[split][c].scan(column_of(table, c), row0)
                     advance(table.num_rows)
             self.plans[split] = {c: self.readers[split][c].plan() for c in self.chosen[split]}
         self._format_columns()
@@ -331,7 +349,7 @@ class _Job:
         reader = self.readers[split][column]
         plan = self.plans[split][column]
         for row0, table in _batches(self.splits[split], self.cuts(split)):
-            yield from reader.extract(_column(table, column), plan, row0)
+            yield from reader.extract(column_of(table, column), plan, row0)
             advance(table.num_rows)
 
     def _choose_codecs(self, scratch: Path) -> None:
@@ -359,7 +377,7 @@ class _Job:
         taken: list[Any] = []
         records = total = 0
         for row0, table in _batches(self.splits[split], self.cuts(split)):
-            got = reader.extract(_column(table, column), plan, row0)
+            got = reader.extract(column_of(table, column), plan, row0)
             if plan.kind == "Dense":
                 got = got[:_options.CODEC_SAMPLE_RECORDS - records]
                 taken.append(got)
@@ -374,6 +392,17 @@ class _Job:
             if records >= _options.CODEC_SAMPLE_RECORDS or total >= _options.CODEC_SAMPLE_BYTES_MAX:
                 break
         return taken
+
+    def _extracted(self, split: str) -> Generator[tuple[int, dict[str, Any]], None, None]:
+        """(rows, records by column) of each write batch of a split, in order: extracted in
+        this process, or with ``workers`` > 1 by that many worker processes (_workers)."""
+        readers, plans, cols = self.readers[split], self.plans[split], self.chosen[split]
+        batches = _batches(self.splits[split], self.cuts(split))
+        if self.team is None:
+            for row0, table in batches:
+                yield table.num_rows, extract(readers, plans, cols, table, row0)
+            return
+        yield from self.team.extracted(batches, readers, plans, cols, split)
 
     def _write_split(self, split: str, folder: Path) -> dict[str, Any]:
         ds = self.splits[split]
@@ -398,14 +427,13 @@ class _Job:
                     writers[c] = zrecord.Ragged.create(
                         folder / c, plan.dtype, plan.ndim, codec=o.codec,
                         data_shards=self.data_shards, dict_bytes=o.dict_bytes)
-            with progress_bar(self.progress, ds.num_rows, f"{split}: write", "rows") as advance:
-                for row0, table in _batches(ds, self.cuts(split)):
-                    batch = {c: readers[c].extract(_column(table, c), plan=plans[c], row0=row0)
-                             for c in cols}
+            with progress_bar(self.progress, ds.num_rows, f"{split}: write", "rows") as advance, \
+                    contextlib.closing(self._extracted(split)) as extracted:
+                for rows, batch in extracted:
                     if pending is not None:
                         pending.result()
                     pending = appender.submit(_append, writers, batch)
-                    advance(table.num_rows)
+                    advance(rows)
                 if pending is not None:
                     pending.result()
                     pending = None

@@ -19,6 +19,7 @@ _FLAGS = {
     "columns": "--columns",
     "images": "--images",
     "audio": "--audio",
+    "workers": "--workers",
 }
 
 

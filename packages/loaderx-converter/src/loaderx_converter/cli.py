@@ -21,6 +21,7 @@ from loaderx_converter import (
     SourceError,
     SourceNotFoundError,
     UnsafePathError,
+    WorkerError,
     __version__,
     from_local,
     huggingface,
@@ -237,6 +238,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-shards", type=int, default=4, metavar="N",
                         help="data files per store, 1 to 255: the write parallelism of each "
                              "store")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="processes that decode and flatten the records while this one "
+                             "writes them (default 1: this process alone); the stores are the "
+                             "same whatever N")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress on stderr (else a bar on a terminal, and plain lines "
                              "elsewhere)")
@@ -292,6 +297,8 @@ def _status_of(exc: BaseException) -> int:
     (1), or the system (3)."""
     if isinstance(exc, HubError):
         return EXIT_RUNTIME  # the Hub, the network or the cache did not deliver
+    if isinstance(exc, WorkerError):
+        return EXIT_RUNTIME  # a worker process was killed (out of memory, say)
     if isinstance(exc, ConversionError):
         return EXIT_UNCONVERTIBLE  # also no such SOURCE, or ROOT exists: nothing was written
     if isinstance(exc, (MemoryError, OSError)):
@@ -338,7 +345,7 @@ def _run(argv: list[str] | None) -> int:
                          columns=columns, dict_bytes=_per_column(args.dict_bytes, None),
                          dict_from=dict_from, images=args.images, audio=args.audio,
                          data_shards=args.data_shards, progress=not args.quiet,
-                         storage_options=storage or None)
+                         storage_options=storage or None, workers=args.workers)
     except BrokenPipeError:
         raise  # a progress bar met a closed stderr: run_tool ends the command quietly
     except UnsafePathError as exc:

@@ -85,6 +85,12 @@ class _IncompleteWriteError(ConversionError, RuntimeError):
     of the converter, checked before anything is published."""
 
 
+class WorkerError(ConversionError, RuntimeError):
+    """A worker process of ``convert(..., workers=N)`` ended before returning its batch
+    (killed, or out of memory); the message names the split and rows it held. Nothing was
+    published."""
+
+
 class HubError(ConversionError, ConnectionError):
     """The Hugging Face Hub (or the local cache, offline) could not provide the snapshot."""
 
