@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import os
 import pickle
 import queue
@@ -199,10 +200,7 @@ class Team:
                   split: str) -> Iterator[tuple[int, dict[str, Any]]]:
         """(rows, records by column) of each of `batches` ((first row, table) in order),
         extracted by the workers and yielded in order."""
-        # A worker decodes on its own thread: the processes are the parallelism.
-        alone = {c: copy.copy(r) for c, r in readers.items()}
-        for r in alone.values():
-            r.pool = None
+        alone = {c: _for_worker(r) for c, r in readers.items()}
         for worker in self.members:
             worker.send(("split", alone, plans, columns), f"the first rows of split {split!r}")
         pending: collections.deque[tuple[int, int, _Worker]] = collections.deque()
@@ -214,6 +212,36 @@ class Team:
                 yield _result(pending.popleft(), split)
         while pending:
             yield _result(pending.popleft(), split)
+
+
+class _Feature:
+    """A column's ``datasets`` feature as a worker gets it: its repr for messages at once, the
+    feature itself unpickled only if a reader asks for more (decoding a remote file), so that
+    a worker does not import ``datasets`` (a second of its start) to extract plain rows."""
+
+    def __init__(self, feature: Any) -> None:
+        self._text = repr(feature)
+        self._pickled = pickle.dumps(feature, protocol=5)
+        self._feature: Any = None
+
+    def __repr__(self) -> str:
+        return self._text
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._feature is None:
+            self._feature = pickle.loads(self._pickled)
+        return getattr(self._feature, name)
+
+
+def _for_worker(reader: Any) -> Any:
+    """A copy of `reader` to send to the workers: it decodes on the worker's own thread (the
+    processes are the parallelism) and names its feature by a _Feature."""
+    alone = copy.copy(reader)
+    alone.pool = None
+    alone.where = dataclasses.replace(reader.where, feature=_Feature(reader.where.feature))
+    return alone
 
 
 def _rows(row0: int, rows: int, split: str) -> str:
