@@ -174,3 +174,34 @@ def test_with_the_loaders_defaults_the_mirror_holds_its_budget_at_its_peak(tmp_p
             stats = store.remote_stats()
     assert peaks and max(peaks) <= budget, (max(peaks), budget)
     assert stats["bytes"] <= 1.05 * stats["delivered_bytes"], stats
+
+
+def test_a_dataset_by_url_shares_its_budget_and_is_told_the_future(tmp_path):
+    """[D2] with [O3] point 4: a dataset of parts opened by URL with one cache_bytes budget
+    (each part's mirror bounded by its share) reads through the DataLoader as the local
+    dataset does, each part told its share of the sampler's future and forgetting it when the
+    loader closes."""
+    from loaderx.zrecord import open_dataset, publish_dataset
+    from zrecord_testkit.servers import RangeHTTPServer
+
+    rng = np.random.default_rng(2)
+    root = tmp_path / "srv" / "ds"
+    for k, n in enumerate((70, 0, 130)):
+        with Dense.create(root / f"p{k}", np.uint8, (4096,), codec="raw", data_shards=1) as w:
+            w.append(rng.integers(0, 255, (n, 4096), dtype=np.uint8))
+    publish_dataset(root, ["p0", "p1", "p2"])
+    local = open_dataset(root)
+    with RangeHTTPServer(tmp_path / "srv") as server:
+        opts = {"cache_dir": str(tmp_path / "cache"), "cache_bytes": 16 << 20}
+        with open_dataset(server.url_for("ds"), version=1, storage_options=opts) as ds:
+            assert ds.cache_budget_bytes is not None and ds.cache_budget_bytes <= 16 << 20
+            got = []
+            with DataLoader({"x": ds}, Sampler(200, 16, "iid", seed=1), workers=2) as dl:
+                got = [next(dl)["x"] for _ in range(25)]
+                assert len(dl._foresights) == 1 and len(dl._foresights[0].handles) == 2
+            for part in (ds.parts[0], ds.parts[2]):
+                assert not np.array(part._remote._budget._hints).any()
+    sampler = Sampler(200, 16, "iid", seed=1)
+    for step, batch in enumerate(got):
+        assert np.array_equal(batch, local[sampler.batch(step)])
+    local.close()

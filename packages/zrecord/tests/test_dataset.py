@@ -14,6 +14,7 @@ import pytest
 
 import zrecord
 from zrecord import _manifest, errors
+from zrecord._dataset import budget_shares
 from zrecord._manifest import Manifest, Part
 
 
@@ -381,8 +382,42 @@ def test_a_dataset_published_to_a_bucket_reads_as_the_local_one(tmp_path, s3_ser
         assert len(v2) == 10 and np.array_equal(v2[8:], np.ones((2, 3), np.float32))
     with pytest.raises(zrecord.StoreExistsError, match="version 2 of the dataset exists"):
         zrecord.publish_dataset(url, ["p0"], version=2, storage_options=opts)
-    with pytest.raises(ValueError, match="cache_bytes"):
+    with pytest.raises(ValueError, match=r"cannot be shared by its 4 parts: .* at least 16 MiB \(16777216 bytes\)"):
         zrecord.open_dataset(url, storage_options={**opts, "cache_bytes": 8 << 20})
+
+
+def test_a_budget_is_shared_by_the_parts_in_proportion_to_their_bytes():
+    MIN = 4 << 20
+    shares = budget_shares(64 << 20, [100, 300, 0, 600])
+    assert sum(shares) <= 64 << 20 and min(shares) == MIN == shares[2]
+    assert shares == [MIN + (48 << 20) * b // 1000 for b in (100, 300, 0, 600)]
+    assert budget_shares(4 * MIN, [1, 2, 3, 4]) == [MIN] * 4  # nothing to spare
+    assert budget_shares(3 * MIN + 3, [0, 0, 0]) == [MIN + 1] * 3  # empty parts: shared evenly
+
+
+@pytest.mark.remote
+def test_a_dataset_by_url_shares_its_budget_and_its_future(tmp_path, s3_server, s3_bucket):
+    expected = _dense_dataset(tmp_path / "ds", [30, 0, 50])
+    opts = _s3_options(s3_server)
+    url = s3_bucket.url("shared/ds")
+    zrecord.publish_folder(tmp_path / "ds", url, storage_options=opts)
+    budget = 20 << 20
+    with zrecord.open_dataset(url, storage_options={**opts, "cache_bytes": budget,
+                                                    "cache_dir": str(tmp_path / "cache")}) as ds:
+        shares = [p.cache_budget_bytes for p in ds.parts]
+        assert shares == budget_shares(budget, [p.stored_bytes for p in ds.parts])
+        assert ds.cache_budget_bytes == sum(shares) <= budget
+        steps = {k: np.random.default_rng(k).integers(0, 80, 16) for k in range(4)}
+        handle = ds.foresee(lambda step: steps[step % 4], lambda: 0)
+        assert handle is not None and len(handle.handles) == 2  # the empty part reads nothing
+        for k in range(4):
+            assert np.array_equal(ds[steps[k]], expected[steps[k]])
+        handle.close()
+        again = pickle.loads(pickle.dumps(ds))  # reopens with the same shares
+        assert [p.cache_budget_bytes for p in again.parts] == shares
+        again.close()
+    with zrecord.open_dataset(url, storage_options=opts) as plain:
+        assert plain.cache_budget_bytes is None and plain.foresee(lambda s: steps[0], lambda: 0) is None
 
 
 @pytest.mark.remote

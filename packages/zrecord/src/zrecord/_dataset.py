@@ -39,6 +39,7 @@ from zrecord._index import index_error, normalise
 from zrecord._index_cache import AUTO
 from zrecord._kinds import Dense, Ragged
 from zrecord._manifest import Manifest, Part, Schema
+from zrecord._mirror_cache import BUDGET_MIN_BYTES, parse_budget
 from zrecord._objects import Client, is_url, redact, storage_settings
 from zrecord._paths import HEADER_NAME, store_location
 from zrecord._pool import BlockPool
@@ -204,24 +205,53 @@ def _open_part(where: _Location, k: int, part: Part, schema: Schema, shown: str,
     return store
 
 
-def _open_parts(where: _Location, manifest: Manifest, shown: str,
-                options: dict[str, Any]) -> list[_Reader]:
-    """Every part, opened and checked in order; the first failure in part order is raised and
-    nothing stays open. By URL, parts are opened several at a time."""
-    jobs = list(enumerate(manifest.parts))
+def budget_shares(budget: int, stored_bytes: Sequence[int]) -> list[int]:
+    """The ``cache_bytes`` of each part's mirror when a dataset of parts of `stored_bytes`
+    shares `budget` (at least BUDGET_MIN_BYTES per part): each gets BUDGET_MIN_BYTES (what one
+    mirror needs for the batches being read) and the rest in proportion to its stored bytes,
+    rounded down, so that the shares never add up to more than the budget."""
+    parts = len(stored_bytes)
+    spare = budget - BUDGET_MIN_BYTES * parts
+    total = sum(stored_bytes)
+    return [BUDGET_MIN_BYTES + (spare * b // total if total else spare // parts) for b in stored_bytes]
+
+
+def _part_budgets(shown: str, manifest: Manifest, budget: Any) -> list[int] | None:
+    """The parts' shares of a ``cache_bytes`` budget given for the dataset (None: none)."""
+    budget = parse_budget(budget)
+    parts = len(manifest.parts)
+    if budget is None:
+        return None
+    if budget < BUDGET_MIN_BYTES * parts:
+        raise ValueError(f"{shown}: storage option cache_bytes {human_bytes(budget)} cannot be "
+                         f"shared by its {parts} parts: each part's mirror needs at least "
+                         f"{human_bytes(BUDGET_MIN_BYTES)}, so a budget of at least "
+                         f"{human_bytes(BUDGET_MIN_BYTES * parts)} ({BUDGET_MIN_BYTES * parts} "
+                         "bytes)")
+    return budget_shares(budget, [p.stored_bytes for p in manifest.parts])
+
+
+def _open_parts(where: _Location, manifest: Manifest, shown: str, options: dict[str, Any],
+                budgets: list[int] | None = None) -> list[_Reader]:
+    """Every part, opened and checked in order (with `budgets`, part k's mirror bounded by
+    budgets[k]); the first failure in part order is raised and nothing stays open. By URL,
+    parts are opened several at a time."""
+    jobs = [(k, part, options if budgets is None else
+             {**options, "storage_options": {**options["storage_options"], "cache_bytes": budgets[k]}})
+            for k, part in enumerate(manifest.parts)]
     if not where.url or len(jobs) == 1:
         stores: list[_Reader] = []
         try:
-            for k, part in jobs:
-                stores.append(_open_part(where, k, part, manifest.schema, shown, options))
+            for k, part, opts in jobs:
+                stores.append(_open_part(where, k, part, manifest.schema, shown, opts))
         except BaseException:
             for store in stores:
                 store.close()
             raise
         return stores
     with ThreadPoolExecutor(min(_OPEN_THREADS, len(jobs))) as pool:
-        futures = [pool.submit(_open_part, where, k, p, manifest.schema, shown, options)
-                   for k, p in jobs]
+        futures = [pool.submit(_open_part, where, k, p, manifest.schema, shown, opts)
+                   for k, p, opts in jobs]
         failed = next((f.exception() for f in futures if f.exception() is not None), None)
     if failed is not None:
         for future in futures:
@@ -440,6 +470,28 @@ class _Dataset(Generic[_Batch]):
         idx = idx[idx < self._len]
         return sum(self.parts[k].cache_cost(local) for k, _, local in self._split(idx))
 
+    @property
+    def cache_budget_bytes(self) -> int | None:
+        """For a dataset opened by URL with a ``cache_bytes`` budget: what its parts' mirrors
+        may hold on disk together (the sum of their shares, at most the budget); None
+        otherwise."""
+        budgets = [p.cache_budget_bytes for p in self.parts]
+        return None if any(b is None for b in budgets) else sum(b for b in budgets if b is not None)
+
+    def foresee(self, batch_of: Callable[[int], Any], progress: Callable[[], int | None]) -> Any:
+        """Tell each part that takes it (opened by URL with a budget: see
+        :meth:`zrecord.DenseReader.foresee`) its share of the future: the records of each step
+        that lie in it, as its own record numbers. A handle whose ``close()`` closes theirs;
+        None where no part took it."""
+        self._check_open()
+        handles = []
+        for k, part in enumerate(self.parts):
+            handle = part.foresee(_share_of(batch_of, int(self._starts[k]), int(self._starts[k + 1])),
+                                  progress)
+            if handle is not None:
+                handles.append(handle)
+        return _Handles(handles) if handles else None
+
     def remote_stats(self) -> dict[str, int] | None:
         """For a dataset opened by URL: its parts' ``remote_stats()`` added up; None for a
         local one."""
@@ -487,6 +539,26 @@ class _Dataset(Generic[_Batch]):
                                  offsets[:cut])
         finally:
             later.result()
+
+
+def _share_of(batch_of: Callable[[int], Any], lo: int, hi: int) -> Callable[[int], np.ndarray]:
+    """The records of each step of `batch_of` in [lo, hi), numbered from lo."""
+    def share(step: int) -> np.ndarray:
+        idx = np.asarray(batch_of(step), dtype=np.int64)
+        out: np.ndarray = idx[(idx >= lo) & (idx < hi)] - lo
+        return out
+    return share
+
+
+class _Handles:
+    """The foresight handles of a dataset's parts, closed together."""
+
+    def __init__(self, handles: list[Any]) -> None:
+        self.handles = handles
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.close()
 
 
 def _groups(bounds: np.ndarray) -> Iterator[tuple[int, int, int]]:
@@ -593,20 +665,17 @@ def open_dataset(path: StoreLocation, *, version: int | None = None, cache: Cach
     ``.../dataset-00000003.zrm``). Every part is opened and checked against the manifest
     (spec §12.4) with the other arguments, as :meth:`zrecord.Dense.open` takes them.
 
-    A ``cache_bytes`` budget in `storage_options` is refused for a dataset of several parts:
-    each part's mirror would hold up to it."""
+    A ``cache_bytes`` budget in `storage_options` bounds the parts' mirrors together: each
+    part's mirror holds at most its share, 4 MiB plus a share of the rest in proportion to the
+    part's stored bytes, so a dataset of N parts needs a budget of at least N x 4 MiB. The dataset's ``cache_budget_bytes`` is their sum, and ``foresee`` tells
+    each part its share of a loader's future."""
     where, version = _located(path, version, storage_options)
-    budget = (storage_options or {}).get("cache_bytes")
     manifest = read_manifest(where, version)
-    if budget is not None and len(manifest.parts) > 1:
-        raise ValueError(f"{where.shown}: storage_options cache_bytes bounds one store's mirror, "
-                         f"and this dataset has {len(manifest.parts)} parts: a budget shared by "
-                         "the parts of a dataset is not supported yet; use cache_dir without "
-                         "cache_bytes, or open the parts as stores")
     options = {"cache": cache, "index_cache": index_cache, "validate": validate,
                "storage_options": storage_options}
     shown = f"{where.shown} v{manifest.version}"
-    parts = _open_parts(where, manifest, shown, options)
+    parts = _open_parts(where, manifest, shown, options,
+                        _part_budgets(shown, manifest, (storage_options or {}).get("cache_bytes")))
     cls = DenseDataset if manifest.schema.kind == KIND_DENSE else RaggedDataset
     reopen = {"path": where.root, **options}
     return cls(where, manifest, parts, reopen)
