@@ -300,7 +300,9 @@ pub export fn zr_reader_gather_dense(
     threads: u32,
     st: ?*Status,
 ) c_int {
-    var d: Diag = .{};
+    @setRuntimeSafety(false); // a hot path's forwarding only: Diag.fresh says why
+    var d: Diag = undefined;
+    d.fresh();
     const result: Error!void = if (r) |rd|
         rd.gatherDense(idx, count, @ptrCast(out), out_size, threads, &d)
     else
@@ -316,7 +318,9 @@ pub export fn zr_reader_shapes(
     sizes: ?[*]u64,
     st: ?*Status,
 ) c_int {
-    var d: Diag = .{};
+    @setRuntimeSafety(false); // a hot path's forwarding only: Diag.fresh says why
+    var d: Diag = undefined;
+    d.fresh();
     const result: Error!void = if (r) |rd| rd.shapes(idx, count, shapes, sizes, &d) else nullArgument(&d, "reader");
     return finish(st, result, &d);
 }
@@ -331,7 +335,9 @@ pub export fn zr_reader_gather_ragged(
     threads: u32,
     st: ?*Status,
 ) c_int {
-    var d: Diag = .{};
+    @setRuntimeSafety(false); // a hot path's forwarding only: Diag.fresh says why
+    var d: Diag = undefined;
+    d.fresh();
     const result: Error!void = if (r) |rd|
         rd.gatherRagged(idx, count, @ptrCast(out), offsets, out_size, threads, &d)
     else
@@ -393,7 +399,9 @@ pub export fn zr_reader_prefetch_hinted(
     hinted: ?*u32,
     st: ?*Status,
 ) c_int {
-    var d: Diag = .{};
+    @setRuntimeSafety(false); // a hot path's forwarding only: Diag.fresh says why
+    var d: Diag = undefined;
+    d.fresh();
     const result: Error!void = blk: {
         const rd = r orelse break :blk nullArgument(&d, "reader");
         const did = rd.prefetch(idx, count, &d) catch |err| break :blk err;

@@ -648,13 +648,11 @@ class RaggedDataset(_Dataset[list[np.ndarray]], Ragged):
             self._each_part(idx, fetch)
             return out
         order, bounds, local = plan
-        by_part = (np.empty((n, self.ndim), np.uint64), np.empty(n, np.uint64))
-        _native.shapes_parts(self._handles, bounds, local, n, self.ndim, *by_part)
-        shapes, sizes = np.empty_like(by_part[0]), np.empty_like(by_part[1])
-        shapes[order], sizes[order] = by_part
+        shapes, sizes = np.empty((n, self.ndim), np.uint64), np.empty(n, np.uint64)
+        _native.shapes_parts(self._handles, bounds, local, n, self.ndim, shapes, sizes, order)
         return ragged_records(self._pool, self.dtype, shapes, sizes, idx, self.path,
                               lambda flat, offsets: self._gather_parts(
-                                  bounds, local, flat, offsets[order], int(sizes.sum())))
+                                  bounds, local, flat, offsets[order], flat.nbytes))
 
 
 def open_dataset(path: StoreLocation, *, version: int | None = None, cache: CacheMode = "auto",

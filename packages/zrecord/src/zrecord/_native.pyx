@@ -680,32 +680,56 @@ def gather_parts(list readers, object bounds, object idx, uint64_t count, object
 
 
 def shapes_parts(list readers, object bounds, object idx, uint64_t count, uint64_t ndim,
-                 object shapes, object sizes):
+                 object shapes, object sizes, object rows=None):
     """`Reader.shapes` over the parts of a dataset in one call: for each part g, the shapes
     (rows of `ndim` uint64) and logical sizes of its records idx[bounds[g]:bounds[g+1]], at
-    the same rows of `shapes` and `sizes`."""
+    the same rows of `shapes` and `sizes`, or with `rows` (uint64, a permutation of
+    0..count) position j's at row rows[j]."""
     cdef zr_status st
     cdef int rc = 0
     cdef uint64_t *bp
     cdef uint64_t *ip
     cdef uint64_t *sp
     cdef uint64_t *zp
+    cdef uint64_t *rp = NULL
+    cdef uint64_t *ts = NULL
+    cdef uint64_t *tz = NULL
+    cdef uint64_t j, a, row
     cdef Py_ssize_t g
     cdef Py_ssize_t groups = len(readers)
     _u64(idx, False, &ip, count)
     _u64(shapes, True, &sp, count * ndim)
     _u64(sizes, True, &zp, count)
+    if rows is not None:
+        _u64(rows, False, &rp, count)
+        for j in range(count):
+            if rp[j] >= count:
+                raise ValueError(f"rows must lie in 0..{count}; got {rp[j]}")
     cdef zr_reader **rs = _part_readers(readers, bounds, &bp, count)
     try:
+        if rp != NULL:
+            ts = <uint64_t *> malloc(max(count * ndim, 1) * 8)
+            tz = <uint64_t *> malloc(max(count, 1) * 8)
+            if ts == NULL or tz == NULL:
+                raise MemoryError()
         with nogil:
             for g in range(groups):
                 if bp[g + 1] > bp[g]:
-                    rc = zr_reader_shapes(rs[g], ip + bp[g], bp[g + 1] - bp[g], sp + bp[g] * ndim,
-                                          zp + bp[g], &st)
+                    rc = zr_reader_shapes(rs[g], ip + bp[g], bp[g + 1] - bp[g],
+                                          (ts if rp != NULL else sp) + bp[g] * ndim,
+                                          (tz if rp != NULL else zp) + bp[g], &st)
                     if rc != 0:
                         break
+            if rc == 0 and rp != NULL:
+                for j in range(count):
+                    row = rp[j]
+                    zp[row] = tz[j]
+                    for a in range(ndim):
+                        sp[row * ndim + a] = ts[j * ndim + a]
     finally:
         free(rs)
+        free(ts)
+        free(tz)
     if rc != 0:
         _fail(rc, &st)
 
