@@ -132,3 +132,16 @@ def test_a_script_without_a_main_guard_converts_with_workers(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("converted") == 1
     assert "['test', 'train']" in done.stdout
+
+
+class _TwoArguments(Exception):
+    def __init__(self, a, b):
+        super().__init__(f"{a} and {b}")
+
+
+def test_an_exception_that_does_not_pickle_comes_back_as_a_worker_error():
+    kept = ValueError("row 3 is bad")
+    assert _workers._portable(kept) is kept
+    sent = _workers._portable(_TwoArguments(1, 2))
+    assert isinstance(sent, WorkerError)
+    assert "_TwoArguments: 1 and 2" in str(sent) and "does not pickle" in str(sent)

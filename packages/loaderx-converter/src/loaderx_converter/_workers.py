@@ -113,12 +113,22 @@ def serve(read_fd: int, write_fd: int) -> None:
             table = pa.ipc.open_stream(task[2]).read_all()
             reply: tuple[Any, ...] = ("ok", extract(readers, plans, columns, table, task[1]))
         except Exception as exc:  # noqa: BLE001 - sent back and raised by the caller
-            reply = ("error", exc, traceback.format_exc())
+            reply = ("error", _portable(exc), traceback.format_exc())
         try:
             _send(sink, reply)
-        except (pickle.PicklingError, TypeError, AttributeError):
-            _send(sink, ("error", WorkerError(f"convert: {reply[1]!r} (its class does not pickle)"),
-                         reply[2]))
+        except BrokenPipeError:
+            return  # the caller is gone (it failed, or was interrupted): nothing to answer
+
+
+def _portable(exc: Exception) -> Exception:
+    """`exc` if it survives pickling both ways (an exception class whose constructor takes
+    other arguments than it keeps does not), else a WorkerError with its class and message."""
+    try:
+        pickle.loads(pickle.dumps(exc, protocol=5))
+    except Exception:  # noqa: BLE001 - any failure to pickle or unpickle
+        return WorkerError(f"convert: {type(exc).__module__}.{type(exc).__qualname__}: {exc} "
+                           "(raised in a worker process; its class does not pickle)")
+    return exc
 
 
 class _Worker:
