@@ -22,6 +22,8 @@ A script imports from this package and from no other script; nothing here import
   tables       the tables of bench_matrix.py, bench_loaders.py, bench_convert.py and
                bench_decode.py, which report.py renders from their JSON too
   cold_report  bench_cold.py's tables and report, likewise
+  convert      one conversion in a fresh interpreter, timed and checked (bench_convert.py,
+               bench_convert_workers.py)
 
 At import time `store` imports zrecord (or the published loaderx), the others only the standard
 library and NumPy, so that a peer's virtualenv (loaderx 2.5.9 and NumPy) runs the scripts too.

@@ -6,7 +6,7 @@ Workloads (benchmarks/prepare_data.py, part hf), as in bench_convert.py:
   photos-decode   the 1,493 photographs cast to RGB and decoded (Pillow releases the GIL:
                   one process already decodes them on a thread pool)
 
-Each conversion runs in a fresh interpreter (bench_convert.run_one: wall time, peak RSS of the
+Each conversion runs in a fresh interpreter (common.convert.run_one: wall time, peak RSS of the
 converting process, the result checked against its source), codec zstd, workers 1 and each of
 `--workers`, in turn within each round; the speed-up is the median of the per-round ratios.
 The stores written are the same whatever the workers (tests/test_workers.py checks it byte
@@ -31,8 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, which holds `common`
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_convert import run_one
+from common.convert import run_one
 from common.data import default_data
 
 
