@@ -409,10 +409,12 @@ def test_a_dataset_by_url_shares_its_budget_and_its_future(tmp_path, s3_server, 
         assert ds.cache_budget_bytes == sum(shares) <= budget
         steps = {k: np.random.default_rng(k).integers(0, 80, 16) for k in range(4)}
         handle = ds.foresee(lambda step: steps[step % 4], lambda: 0)
-        assert handle is not None and len(handle.handles) == 2  # the empty part reads nothing
+        told = [f for p in ds.parts for f in p._remote._foresights]
+        assert handle is not None and len(told) == 2  # the empty part reads nothing
         for k in range(4):
             assert np.array_equal(ds[steps[k]], expected[steps[k]])
         handle.close()
+        assert all(f.closed for f in told)
         again = pickle.loads(pickle.dumps(ds))  # reopens with the same shares
         assert [p.cache_budget_bytes for p in again.parts] == shares
         again.close()

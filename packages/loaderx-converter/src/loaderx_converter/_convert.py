@@ -19,6 +19,9 @@ Invariants:
   check pass learns each image's (and clip's) decoded size from its header, so the write pass
   cuts its batches by the bytes they decode to (a batch holds one huge image alone, or
   thousands of thumbnails); what the check pass keeps is nine bytes per image.
+- ``workers`` changes who extracts the write pass's records, never what is written: worker
+  processes run the same readers on the same batches and this process appends their records
+  in batch order (``_workers``).
 """
 
 from __future__ import annotations
@@ -206,9 +209,10 @@ def run(dataset: Any, root: Any, *, codec: Any, columns: Sequence[str] | None, d
         workers: int = 1) -> dict[str, Any]:
     """convert() with the words of its errors chosen by `spell` (the command line's own)."""
     req = _options.request(codec, dict_bytes, dict_from, data_shards, spell)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise OptionError(f"convert: {spell.name('workers')} must be a whole number of "
                           f"processes, at least 1; got {workers!r}")
+    workers = int(workers)
     for keyword, value in (("images", images), ("audio", audio)):
         if value not in MEDIA_MODES:
             raise OptionError(f"convert: {spell.name(keyword)} must be 'decode' or 'encoded'; "

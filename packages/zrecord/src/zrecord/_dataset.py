@@ -22,6 +22,7 @@ Invariants of this module:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -484,13 +485,15 @@ class _Dataset(Generic[_Batch]):
         that lie in it, as its own record numbers. A handle whose ``close()`` closes theirs;
         None where no part took it."""
         self._check_open()
-        handles = []
+        handles = contextlib.ExitStack()  # its close() closes every part's handle
+        told = 0
         for k, part in enumerate(self.parts):
             handle = part.foresee(_share_of(batch_of, int(self._starts[k]), int(self._starts[k + 1])),
                                   progress)
             if handle is not None:
-                handles.append(handle)
-        return _Handles(handles) if handles else None
+                handles.callback(handle.close)
+                told += 1
+        return handles if told else None
 
     def remote_stats(self) -> dict[str, int] | None:
         """For a dataset opened by URL: its parts' ``remote_stats()`` added up; None for a
@@ -548,17 +551,6 @@ def _share_of(batch_of: Callable[[int], Any], lo: int, hi: int) -> Callable[[int
         out: np.ndarray = idx[(idx >= lo) & (idx < hi)] - lo
         return out
     return share
-
-
-class _Handles:
-    """The foresight handles of a dataset's parts, closed together."""
-
-    def __init__(self, handles: list[Any]) -> None:
-        self.handles = handles
-
-    def close(self) -> None:
-        for handle in self.handles:
-            handle.close()
 
 
 def _groups(bounds: np.ndarray) -> Iterator[tuple[int, int, int]]:
@@ -665,8 +657,9 @@ def open_dataset(path: StoreLocation, *, version: int | None = None, cache: Cach
 
     A ``cache_bytes`` budget in `storage_options` bounds the parts' mirrors together: each
     part's mirror holds at most its share, 4 MiB plus a share of the rest in proportion to the
-    part's stored bytes, so a dataset of N parts needs a budget of at least N x 4 MiB. The dataset's ``cache_budget_bytes`` is their sum, and ``foresee`` tells
-    each part its share of a loader's future."""
+    part's stored bytes, so a dataset of N parts needs a budget of at least N x 4 MiB. The
+    dataset's ``cache_budget_bytes`` is their sum, and ``foresee`` tells each part its share
+    of a loader's future."""
     where, version = _located(path, version, storage_options)
     manifest = read_manifest(where, version)
     options = {"cache": cache, "index_cache": index_cache, "validate": validate,
