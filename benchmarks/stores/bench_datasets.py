@@ -415,16 +415,20 @@ def main() -> int:
     ap.add_argument("--out", default=str(OUT_JSON))
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-datasets-", dir=args.tmp))
-    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
-                               "records": args.records, "rounds": args.rounds}
+    # A part skipped keeps what an earlier run wrote of it to --out (with its own run's facts).
+    out = Path(args.out)
+    results: dict[str, Any] = json.loads(out.read_text()) if out.is_file() and args.skip else {}
+    run = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "rounds": args.rounds}
     try:
         if "import" not in args.skip:
             results["import"] = import_rounds(args, tmp)
+            results["import_run"] = {**run, "records": args.records}
         if "read" not in args.skip:
             results["read"] = read_rounds(args, tmp)
+            results["read_run"] = {**run, "records": args.read_records}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    out.write_text(json.dumps(results, indent=1) + "\n")
     print(tables(results))
     return 0
 
