@@ -239,7 +239,9 @@ class _Feature:
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
-            raise AttributeError(name)
+            # Its own attributes before they exist (unpickling), and the protocols' dunders:
+            # the object's own lookup says they are missing.
+            return object.__getattribute__(self, name)
         if self._feature is None:
             self._feature = pickle.loads(self._pickled)
         return getattr(self._feature, name)
