@@ -142,6 +142,10 @@ class _Worker:
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
                                          pass_fds=(to_child, from_child), env=env)
+        except BaseException:
+            os.close(from_parent)
+            os.close(to_parent)
+            raise
         finally:
             os.close(to_child)
             os.close(from_child)
@@ -169,7 +173,11 @@ class _Worker:
                            "or out of memory?); nothing was published. Run again with fewer "
                            "workers, or with workers=1 to extract in this process")
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Ends the worker: its input closed, it leaves once idle; with `abort` (the
+        conversion failed, its work is not wanted) it is killed at once."""
+        if abort:
+            self.proc.kill()
         for pipe in (self.tasks, self.results):
             try:
                 pipe.close()
@@ -192,18 +200,19 @@ class Team:
             for _ in range(workers):
                 self.members.append(_Worker())
         except BaseException:
-            self.close()
+            self.close(abort=True)
             raise
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Ends every worker (`_Worker.close`)."""
         for worker in self.members:
-            worker.close()
+            worker.close(abort)
 
     def __enter__(self) -> Team:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.close(abort=kind is not None)
 
     def extracted(self, batches: Iterator[tuple[int, pa.Table]], readers: dict[str, Any],
                   plans: dict[str, Any], columns: list[str],
