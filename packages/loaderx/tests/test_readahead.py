@@ -61,6 +61,31 @@ def test_every_stream_with_prefetch_is_hinted_others_are_not_needed():
     assert hinted.hinted[0] == batch["h"].tolist()
 
 
+def test_a_stream_that_took_the_future_gets_no_hints_one_that_declined_does():
+    """A stream whose ``foresee`` returned a handle plans its own reads from the sampler's
+    future (a zrecord mirror with a budget): hints would compete with them for its budget.
+    One whose ``foresee`` returned None (no budget) is hinted as any other."""
+    class Foreseeing(Recording):
+        def __init__(self, n: int, handle: object) -> None:
+            super().__init__(n)
+            self.handle = handle
+
+        def foresee(self, batch_of, progress):
+            return self.handle
+
+    class Handle:
+        def close(self) -> None:
+            pass
+
+    took, declined = Foreseeing(N, Handle()), Foreseeing(N, None)
+    with DataLoader({"t": took, "d": declined}, Sampler(N, 10, Mode.CYCLIC, seed=1),
+                    readahead=3) as loader:
+        for _ in range(5):
+            next(loader)
+    assert took.hinted == [] and took.gathered == declined.gathered >= 5
+    assert len(declined.hinted) >= 5
+
+
 def test_a_finite_sampler_ends_exactly_with_readahead_beyond_its_end():
     stream = Recording(N)
     sampler = Sampler(N, 64, Mode.SEQUENTIAL, passes=1)

@@ -71,6 +71,7 @@ def test_a_second_cyclic_epoch_fetches_what_the_optimal_policy_fetches(http_fold
     lru = _two_epochs(url, tmp_path, "lru", foresee=False)
     # Belady keeps the half of the records epoch 2 reads first: half of them are fetched.
     assert optimal == N * REC // 2
+    print("OURS", ours / optimal)
     assert ours <= optimal * 1.05, (ours, optimal)  # the issue's bound: within 5%
     # LRU keeps what epoch 1 read last, and a fresh order reads it at random times.
     assert lru >= optimal * 1.4 and lru_model >= optimal * 1.4, (lru, lru_model, optimal)
@@ -141,8 +142,8 @@ def test_foresee_is_none_where_nothing_is_evicted(http_folder, tmp_path):
 
 
 def test_reads_are_planned_a_segment_at_a_time_from_the_known_future(http_folder, tmp_path):
-    """A foresight plans the records of the steps ahead in segments of half the bytes it is
-    allowed, each returned once, none while that much is planned ahead of progress, again from
+    """A foresight plans the records of the steps ahead in segments of a quarter of the bytes
+    it is allowed, each returned once, none while half is planned ahead of progress, again from
     a step sought back to, none once its reader is gone; the mirror fetches a segment together:
     two steps of neighbours cost one GET where each step's own gather would make one each."""
     _, url = _store(http_folder)
@@ -152,25 +153,38 @@ def test_reads_are_planned_a_segment_at_a_time_from_the_known_future(http_folder
         handle = ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N,
                             lambda: at[0] if at[0] >= 0 else None)
         assert handle is not None
-        half = 2 * BATCH * REC  # two steps' records
-        np.testing.assert_array_equal(handle.plan(2 * half), np.arange(2 * BATCH))
-        assert handle.plan(2 * half).shape == (0,)
-        at[0] = 1
-        assert handle.plan(2 * half).shape == (0,)
+        steps = 8 * BATCH * REC  # allowed: eight steps' records (segments of two, four ahead)
+
+        def planned():
+            return [(recs.tolist(), until) for recs, until in handle.plan(steps)]
+
+        def seg(first, end):
+            return [(list(range(first * BATCH, end * BATCH)), end)]
+        assert planned() == seg(0, 2)
+        assert planned() == seg(2, 4)
+        assert planned() == []  # four steps planned ahead
+        at[0] = 1  # one of the first segment's two steps is still ahead: half of it counts
+        assert planned() == seg(4, 6)
         at[0] = 2
-        np.testing.assert_array_equal(handle.plan(2 * half), np.arange(2 * BATCH, 4 * BATCH))
+        assert planned() == []
         at[0] = 0  # sought back
-        np.testing.assert_array_equal(handle.plan(2 * half), np.arange(2 * BATCH))
+        assert planned() == seg(0, 2)
         at[0] = -1  # the reader is gone
-        assert handle.plan(2 * half).shape == (0,)
-    with Dense.open(url, storage_options=opts | {"cache_dir": str(tmp_path / "d")}) as ds:
+        assert planned() == []
+    opts = {"cache_dir": str(tmp_path / "d"), "cache_bytes": 16 << 20}
+    with Dense.open(url, storage_options=opts) as ds:
         at[0] = 0
         ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N, lambda: at[0])
-        # The mirror plans half its budget: 4 MiB, 32 records, one GET of neighbours.
-        for step in range(2):
+        # The mirror plans segments of a quarter of its budget (4 MiB: four steps) while less
+        # than half is planned ahead, one segment a gather: steps 0-3, 4-7, then 8-11 once two
+        # of the first are passed, each one GET; the gathers' own records were all planned.
+        for step in range(4):
             ds[np.arange(step * BATCH, (step + 1) * BATCH)]
             at[0] = step + 1
-        assert ds.remote_stats()["requests"] == 1
+        for _, future in list(ds._remote._pending):
+            future.result()
+        assert ds.remote_stats()["requests"] == 3
+        assert ds.remote_stats()["bytes"] == 12 * BATCH * REC
 
 
 def test_the_first_horizon_is_short_and_each_later_one_twice_as_long(http_folder, tmp_path):
@@ -190,3 +204,64 @@ def test_the_first_horizon_is_short_and_each_later_one_twice_as_long(http_folder
         at[0] = first // 2 + 1  # past the middle: drawn again, twice as long
         handle.catch_up()
         assert (handle._end - handle._base) == 2 * first
+
+
+def test_a_planned_read_the_budget_has_no_room_for_is_made_later_not_dropped(http_folder, tmp_path):
+    """What the budget cannot admit of a planned read is handed back to the foresight and
+    planned again (first, before any new segment) until progress passes the end of its
+    segment; the mirror fetches it once there is room, in one GET as planned."""
+    _, url = _store(http_folder)
+    at = [0]
+    with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20}) as ds:
+        handle = ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N, lambda: at[0])
+        assert handle is not None
+        mirror, budget = ds._remote, ds._remote._budget
+        real, room = budget.reserve, [False]
+        budget.reserve = lambda incoming, *a, **kw: real(incoming if room[0] else 0, *a, **kw)
+
+        def settle():
+            for _, future in list(mirror._pending):
+                future.result()
+        mirror._plan_ahead(handle)  # steps 0-1 (a quarter of 8 MiB): no room, deferred
+        settle()
+        assert ds.remote_stats()["requests"] == 0
+        room[0] = True
+        mirror._plan_ahead(handle)  # the deferred read, then the next segment (steps 2-3)
+        settle()
+        assert ds.remote_stats()["requests"] == 2
+        assert ds.remote_stats()["bytes"] == 4 * BATCH * REC
+        # Deferred reads go once progress reaches the end of their segment.
+        handle.defer(np.arange(4 * BATCH, 5 * BATCH, dtype=np.uint64), 5)
+        handle.defer(np.arange(0, BATCH, dtype=np.uint64), 2)
+        at[0] = 2
+        reads = handle.plan(8 * BATCH * REC)
+        assert [(recs.tolist(), until) for recs, until in reads][0] == (list(range(4 * BATCH, 5 * BATCH)), 5)
+        assert all(until > 2 for _, until in reads)
+
+
+def test_a_gather_waits_for_a_get_under_way_that_writes_its_records(http_folder, tmp_path):
+    """A record that a GET under way writes (asked for, or read through its gaps by a joined
+    prefetch) is waited for, not asked for again: two readers' requests joined through each
+    other's records fetched 12% of a photograph epoch twice."""
+    import threading
+
+    folder, url = _store(http_folder)
+    with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c"), "gap_bytes": 1 << 20}) as ds:
+        mirror = ds._remote
+        ds[np.array([0])]  # the mirror made, one record fetched
+        asked = np.array([8, 15], np.uint64)  # joined through 9..14
+        runs = mirror._runs(mirror._missing(mirror._locate(asked)))
+        assert len(runs) == 1
+        flight = mirror._take_off(runs)
+        got = {}
+        reader = threading.Thread(target=lambda: got.setdefault("x", ds[np.array([11])]))
+        reader.start()
+        reader.join(0.5)
+        assert reader.is_alive()  # waiting for the GET under way
+        mirror._submit(mirror._fetch_runs(runs)).result()
+        mirror._land(flight)
+        reader.join(10)
+        assert not reader.is_alive()
+        assert ds.remote_stats()["requests"] == 2  # record 0, then 8..15 once
+        with Dense.open(folder) as local:
+            np.testing.assert_array_equal(got["x"], local[np.array([11])])

@@ -28,8 +28,15 @@ Invariants of this module:
   chunks without a live hint (none, or older than ``HINT_GRACE_NS``: its reader stalled or
   left), least recently used first; then those with one, the latest hint first (needed
   farthest ahead). Without any reader that foresees, every hint is 0: plain LRU.
-- Fresh chunks are evicted only after ``FRESH_NS``: they hold records fetched for batches in
-  flight or read ahead, and punching them out would make their gather fetch them again.
+- Fresh chunks without a live hint are evicted only after ``FRESH_NS``: they hold records
+  fetched for batches in flight or read ahead, and punching them out would make their gather
+  fetch them again. A fresh chunk with a live hint is ordered by its hint like any other (a
+  read planned far ahead must not outrank what is read before it).
+- Belady's rule at admission too (``reserve(beyond=T)``): a gather whose chunks a reader
+  foresees evicts only chunks foreseen later than its own (never what the gathers of earlier
+  steps, in flight beside it, are about to read), and a read planned ahead only what is
+  foreseen well after its steps (``Foresight.room_after``); both may evict what nobody
+  foresees.
 - Admission: a fetch is admitted before it starts (``reserve``): room is made for it and for
   this process's other fetches under way, and a prefetch fetches no more than fits, so the
   mirror holds at most its budget at its peak, not only after a trim; it exceeds it only by
@@ -254,6 +261,13 @@ class Budget:
         last = base + (offsets + np.maximum(sizes, 1) - 1) // self.chunk_bytes
         return first, last
 
+    def foreseen_by(self, chunks: np.ndarray) -> int | None:
+        """The latest live hint of chunks `chunks` (a batch's): the time by which a reader that
+        knows its future reads them; None where none of them has one."""
+        hints = np.asarray(self._hints[chunks])
+        hints = hints[hints + np.uint64(HINT_GRACE_NS) >= np.uint64(time.time_ns())]
+        return int(hints.max()) if hints.shape[0] else None
+
     def touch(self, chunks: np.ndarray) -> None:
         """Chunks `chunks` (``chunks_of`` a batch) were read now."""
         self._stamps[chunks] = time.time_ns()
@@ -320,7 +334,7 @@ class Budget:
         self._reserved = self._holding = 0
 
     def reserve(self, incoming: int, keep: np.ndarray | None = None, *, partial: bool = False,
-                hold: bool = False, own: int = 0, foreseen: bool = True) -> int:
+                hold: bool = False, own: int = 0, beyond: int | None = None) -> int:
         """Admit a fetch of `incoming` bytes (file blocks it allocates): evict, in the module's
         order and never `keep` nor chunks fetched and not read yet, so that what the
         mirror holds, with what this process's other fetches were admitted for, stays within
@@ -331,14 +345,15 @@ class Budget:
         (their records become evictable once read; ROOM_WAIT_S at most), so that the
         gathers in flight share the budget instead of exceeding it together; it then counts
         as holding until `finished`. `own`: how many of the holds are the caller's own (a
-        gather that fetches again), which it does not wait for. Without `foreseen`, it evicts
-        only chunks that no reader foresees (a fetch planned ahead must not take the room of
-        what is read before it)."""
+        gather that fetches again), which it does not wait for. With `beyond` (a time, ns
+        since the epoch), it evicts only chunks that no reader foresees or that are foreseen
+        later than that: a fetch planned ahead for steps read by then must not take the room
+        of what is read before them (Belady's rule, applied to admission)."""
         deadline = time.monotonic() + ROOM_WAIT_S
         with self._room:
             while True:
                 if self.used() + self._reserved + incoming > self.budget:
-                    self._evict_locked(keep, incoming + self._reserved, foreseen)
+                    self._evict_locked(keep, incoming + self._reserved, beyond)
                 fits = self.used() + self._reserved + incoming <= self.budget
                 left = deadline - time.monotonic()
                 if partial or fits or not hold or self._holding <= own or left <= 0:
@@ -351,14 +366,14 @@ class Budget:
             self._holding += hold
             return granted
 
-    def _evict_locked(self, keep: np.ndarray | None, incoming: int, foreseen: bool = True) -> None:
+    def _evict_locked(self, keep: np.ndarray | None, incoming: int, beyond: int | None = None) -> None:
         with self._thread_lock:
             try:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # another process evicts: it frees what it can
             try:
-                self._evict(keep, incoming, foreseen)
+                self._evict(keep, incoming, beyond)
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
@@ -376,29 +391,32 @@ class Budget:
             self._holding -= 1
             self._room.notify_all()
 
-    def _evict(self, keep: np.ndarray | None, incoming: int = 0, foreseen: bool = True) -> None:
+    def _evict(self, keep: np.ndarray | None, incoming: int = 0, beyond: int | None = None) -> None:
         # Measured again under the lock: another process may have evicted just before it.
         used = self.used()
         if used + incoming <= self.budget:
             return
         stamps = np.array(self._stamps)  # one snapshot: readers and fetches go on meanwhile
+        now = time.time_ns()
         when = stamps & np.uint64(FRESH - 1)
-        fresh = (stamps & np.uint64(FRESH)) != 0
-        held = (stamps != 0) & ~(fresh & (when > np.uint64(max(0, time.time_ns() - FRESH_NS))))
+        hints = np.asarray(self._hints)
+        live = hints + np.uint64(HINT_GRACE_NS) >= np.uint64(now)
+        # Fresh protects what was fetched for a reader that did not tell when it reads it; a
+        # chunk foreseen is ordered by its hint like the others.
+        fresh = ((stamps & np.uint64(FRESH)) != 0) & (when > np.uint64(max(0, now - FRESH_NS))) & ~live
+        held = (stamps != 0) & ~fresh
         if keep is not None:
             held[keep] = False
-        held = np.flatnonzero(held)
-        hints = np.asarray(self._hints[held])
-        live = hints + np.uint64(HINT_GRACE_NS) >= np.uint64(time.time_ns())
-        unknown, known = held[~live], held[live]
+        unknown, known = np.flatnonzero(held & ~live), np.flatnonzero(held & live)
+        if beyond is not None:
+            known = known[hints[known] > np.uint64(beyond)]
         # Chunks nobody foresees go down to LOW_WATER (an eviction per tenth of the budget
         # fetched); chunks some reader will read again only as far as the budget requires:
         # each of those punched out is a fetch to come.
         used = self._evict_in(unknown[np.argsort(when[unknown], kind="stable")], stamps, used,
                               int(self.budget * LOW_WATER) - incoming)
-        if foreseen:
-                self._evict_in(known[np.argsort(hints[live], kind="stable")[::-1]], stamps, used,
-                           self.budget - incoming)
+        self._evict_in(known[np.argsort(hints[known], kind="stable")[::-1]], stamps, used,
+                       self.budget - incoming)
 
     def _evict_in(self, order: np.ndarray, stamps: np.ndarray, used: int, target: int) -> int:
         """Punch out chunks of `order`, first first, until the mirror holds at most `target`

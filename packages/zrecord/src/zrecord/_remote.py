@@ -40,8 +40,16 @@ Invariants of this module:
   record, ``present.bits`` beside the mirror) only after its bytes are written: those asked
   for, and those numbered between them that lie wholly in the bytes a joined GET wrote. A
   failed fetch fails the whole gather, never returns part of a batch.
-- With a reader's known future (``foresee``), each gather also prefetches the next segment of
-  its steps (``Foresight.plan``: half the budget's bytes), into room nothing foreseen holds.
+- No byte is asked for twice at once: the GETs under way (``_flights``: the records numbered
+  in the bytes each writes, gaps included) are counted as such when they are decided, under
+  one lock (``_claim``), and a gather waits for those that write any of its records, a
+  prefetch leaves those records out. (Two gathers whose requests joined through each other's
+  records fetched 12-16% of an epoch of photographs twice.)
+- With a reader's known future (``foresee``), each gather also prefetches the reads that
+  ``Foresight.plan`` returns (segments of a quarter of the budget's bytes, while less than
+  half is planned ahead), joined through their gaps, into the room the budget admits
+  (``Foresight.room_after``); what it cannot admit yet goes back to the foresight, which
+  returns it with the next plan.
 - The native reader of a mirror checks every read of a record against its checksum, not only the
   first (ZR_OPEN_CHECK_EVERY_READ): the mirror's files change while it reads them. A record
   whose bytes there fail (a damaged or half-written mirror, or one punched out by an eviction
@@ -211,6 +219,11 @@ class Mirror:
         self._foresights: list[Foresight] = []
         # Prefetches under way: the records each fetches, and its future.
         self._pending: list[tuple[np.ndarray, concurrent.futures.Future[None]]] = []
+        # GETs under way: the records numbered from the first to the last each was made for
+        # (what it writes, read through its gaps), and an event set when they have ended.
+        self._flights: list[_Flight] = []
+        # Held from the look at the GETs under way to counting a new one among them (_claim).
+        self._claim_lock = threading.Lock()
         self.requests = 0
         self.bytes_fetched = 0
         # Stored bytes of the distinct records of each gather: what the fetches were for.
@@ -749,26 +762,59 @@ class Mirror:
         places = self._missing(located, force=force)
         if places.recs.shape[0] == 0:
             return located
-        runs = self._runs(places)
-        if runs:
-            if self._budget is None:
-                self._submit(self._fetch_runs(runs)).result()
-                return located
-            # Admission: room for what comes, never evicting the batch's own chunks.
+        keep = beyond = None
+        if self._budget is not None:
+            # Admission: room for what comes, never evicting the batch's own chunks. What a
+            # reader that knows its future reads before this batch keeps its place too
+            # (Belady's rule: only what is read after it may be evicted for it).
             keep = self._budget.chunks_at(located.shards, located.offsets, located.sizes)
-            runs = self._within_budget(places, runs, keep)
-            admitted = self._budget.reserve(_allocated(runs), keep, hold=holds is not None,
-                                            own=len(holds or ()))
-            if holds is not None:
-                holds.append(self._budget)
-            try:
-                self._submit(self._fetch_runs(runs)).result()
-            finally:
-                self._budget.release(admitted)
+            beyond = self._budget.foreseen_by(keep)
+        runs, flight = self._claim(places, keep, beyond, wait=not force)
+        if flight is None:
+            return located
+        budget, admitted = self._budget, 0
+        try:
+            if budget is not None:
+                admitted = budget.reserve(_allocated(runs), keep, hold=holds is not None,
+                                          own=len(holds or ()), beyond=beyond)
+                if holds is not None:
+                    holds.append(budget)
+            future = self._submit(self._fetch_runs(runs))
+        except BaseException:
+            self._land(flight)
+            if budget is not None:
+                budget.release(admitted)
+            raise
+        future.add_done_callback(lambda _: self._land(flight))
+        try:
+            future.result()
+        finally:
+            if budget is not None:
+                budget.release(admitted)
         return located
 
+    def _claim(self, places: _Places, keep: np.ndarray | None, beyond: int | None, *,
+               wait: bool) -> tuple[list[tuple[int, int, int, np.ndarray]], _Flight | None]:
+        """The GETs of `places` (joined as the budget allows: ``_within_budget``), counted as
+        under way (``_take_off``) at once, so that no other gather or prefetch asks for their
+        bytes again meanwhile; with `wait`, after waiting for the GETs under way that write
+        any of `places` (then those still missing). No flight when none is left to fetch."""
+        while True:
+            with self._claim_lock:
+                events = self._in_flight(places.recs)[1] if wait else []
+                if not events:
+                    runs = self._runs(places)
+                    if self._budget is not None:
+                        runs = self._within_budget(places, runs, keep, beyond)
+                    return (runs, self._take_off(runs)) if runs else ([], None)
+            for done in events:
+                done.wait()
+            places = self._missing(places)
+            if places.recs.shape[0] == 0:
+                return [], None
+
     def _within_budget(self, places: _Places, runs: list[tuple[int, int, int, np.ndarray]],
-                       keep: np.ndarray | None, *, foreseen: bool = True) -> list[tuple[int, int, int, np.ndarray]]:
+                       keep: np.ndarray | None, beyond: int | None = None) -> list[tuple[int, int, int, np.ndarray]]:
         """`runs`, the ranged GETs of `places` joined through gaps, where the budget has room
         for them once it has evicted what it may (never `keep`, nor what was fetched and not
         read yet); else the GETs of `places` with no gap read through. The bytes of a gap are
@@ -778,7 +824,7 @@ class Mirror:
         if sum(end - start for _, start, end, _ in runs) <= int(places.sizes.sum()):
             return runs  # no gap read through
         joined = _allocated(runs)
-        room = self._budget.reserve(joined, keep, partial=True, foreseen=foreseen)
+        room = self._budget.reserve(joined, keep, partial=True, beyond=beyond)
         self._budget.release(room)
         return runs if room >= joined else self._runs(places, 0)
 
@@ -807,16 +853,17 @@ class Mirror:
             self._prefetch(idx)
 
     def _plan_ahead(self, foresight: Foresight) -> None:
-        """Reads planned from a reader's known future (``Foresight.plan``): the next segment
-        of its steps, half the budget's bytes, prefetched together (in slices of
+        """Reads planned from a reader's known future (``Foresight.plan``): what was deferred,
+        then the next segment of its steps, prefetched together (in slices of
         PREFETCH_RECORDS_MAX records), so that requests join the neighbours of many steps;
-        into room that nothing foreseen holds (what is read before them keeps its place)."""
+        into the room ``Foresight.room_after`` allows (what is read before them keeps its
+        place), the rest deferred again (module docstring)."""
         assert self._budget is not None
-        ahead = foresight.plan(self._budget.budget)
-        for k in range(0, ahead.shape[0], PREFETCH_RECORDS_MAX):
-            self._prefetch(ahead[k:k + PREFETCH_RECORDS_MAX], planned=True)
+        for ahead, until in foresight.plan(self._budget.budget):
+            for k in range(0, ahead.shape[0], PREFETCH_RECORDS_MAX):
+                self._prefetch(ahead[k:k + PREFETCH_RECORDS_MAX], planned=(foresight, until))
 
-    def _prefetch(self, idx: np.ndarray, planned: bool = False) -> None:
+    def _prefetch(self, idx: np.ndarray, planned: tuple[Foresight, int] | None = None) -> None:
         recs = self._valid(idx[:PREFETCH_RECORDS_MAX])
         with self._lock:
             self._pending = [(r, f) for r, f in self._pending if not f.done()]
@@ -829,9 +876,11 @@ class Mirror:
         with self._lock:
             self._pending.append((recs, future))
 
-    async def _prefetch_job(self, recs: np.ndarray, planned: bool = False) -> None:
+    async def _prefetch_job(self, recs: np.ndarray, planned: tuple[Foresight, int] | None = None) -> None:
         """The fetches of a prefetch, on the event loop: the index parts of `recs` (by part),
-        then their records that the mirror lacks, up to PREFETCH_BYTES_MAX stored bytes."""
+        then their records that the mirror lacks, up to PREFETCH_BYTES_MAX stored bytes. A
+        `planned` one (a foresight's read, to step `until`) reads through every gap it joins,
+        fetches what the budget has room for now and defers the rest to that foresight."""
         if self.by_part:
             await self._index_job(recs, force=False)
         located = self._located(recs)
@@ -839,22 +888,41 @@ class Mirror:
             # What the mirror holds of them already is to be read soon too: protected as if
             # just fetched (a chunk may hold nothing else of theirs).
             self._budget.expect(self._budget.chunks_at(located.shards, located.offsets, located.sizes))
+        with self._claim_lock:  # no other fetch asks for what this one claims (_claim)
+            runs, flight, admitted = self._claim_ahead(located, planned)
+        try:
+            await self._fetch_runs(runs)
+        finally:
+            self._land(flight)
+            if self._budget is not None:
+                self._budget.release(admitted)
+
+    def _claim_ahead(self, located: _Places, planned: tuple[Foresight, int] | None
+                     ) -> tuple[list[tuple[int, int, int, np.ndarray]], _Flight, int]:
+        """A prefetch's GETs (``_prefetch_job``, under the claim lock): of `located`, what the
+        mirror lacks and no GET under way writes, admitted by the budget, counted as under way;
+        with the bytes admitted."""
         places = self._missing(located)
-        places = places.take(np.cumsum(places.sizes, dtype=np.uint64) <= PREFETCH_BYTES_MAX)
+        places = places.take(~self._in_flight(places.recs)[0])
+        if planned is None:  # a planned read is bounded by the budget's admission alone
+            places = places.take(np.cumsum(places.sizes, dtype=np.uint64) <= PREFETCH_BYTES_MAX)
         runs = self._runs(places)
         if self._budget is None:
-            await self._fetch_runs(runs)
-            return
-        runs = self._within_budget(places, runs, None, foreseen=not planned)
+            return runs, self._take_off(runs), 0
+        if planned is None:
+            runs = self._within_budget(places, runs, None)
         # Admission: room made by evicting what was read longest ago (never what was fetched
-        # and not read yet; planned, nothing foreseen); the prefetch fetches the runs that fit.
+        # and not read yet; planned, only what is read well after it); the prefetch fetches the
+        # runs that fit, and a planned one defers the others.
         sizes = [_allocated([run]) for run in runs]
-        admitted = self._budget.reserve(sum(sizes), partial=True, foreseen=not planned)
-        try:
-            fits = np.cumsum(sizes, dtype=np.int64) <= admitted
-            await self._fetch_runs([run for run, ok in zip(runs, fits.tolist()) if ok])
-        finally:
-            self._budget.release(admitted)
+        beyond = None if planned is None else planned[0].room_after(planned[1])
+        admitted = self._budget.reserve(sum(sizes), partial=True, beyond=beyond)
+        fits = (np.cumsum(sizes, dtype=np.int64) <= admitted).tolist()
+        if planned is not None and not all(fits):
+            foresight, until = planned
+            foresight.defer(np.concatenate([run[3] for run, ok in zip(runs, fits) if not ok]), until)
+        runs = [run for run, ok in zip(runs, fits) if ok]
+        return runs, self._take_off(runs), admitted
 
     def _submit(self, job: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
         """Start `job` (a fetch) on the event loop; ClosedError once close() has begun.
@@ -884,8 +952,8 @@ class Mirror:
     def _adopt(self) -> None:
         """In a process forked from the one that used this mirror last (os.fork(), 'fork'
         workers), first drop what belongs to the parent: its event loop (whose thread is not
-        here: a fetch queued on it would wait forever), its prefetches (they run and end in the
-        parent), a lock one of its threads may have held, its budget's eviction lock, and its
+        here: a fetch queued on it would wait forever), its prefetches and GETs under way (they
+        run and end in the parent), the locks one of its threads may have held, its budget's eviction lock, and its
         client (whose connections are the parent's sockets): this process makes its own on
         first use. A private mirror stays the parent's to remove."""
         if self.client.pid == os.getpid():
@@ -898,6 +966,8 @@ class Mirror:
             self._thread = None
             self._slots = None
             self._pending = []
+            self._flights = []  # the parent's GETs: they end (and are waited for) there
+            self._claim_lock = threading.Lock()
             self._foresights = []  # the parent's loaders' futures, not this process's
             if self._budget is not None:
                 self._budget.after_fork()
@@ -909,6 +979,21 @@ class Mirror:
                     finalizer.detach()
                 self._private = None
             self.client = Client(self.client.url, self.options, answered=self.client.answered)
+
+    def _in_flight(self, recs: np.ndarray) -> tuple[np.ndarray, list[threading.Event]]:
+        """Which of `recs` a GET under way writes (asked for, or read through its gaps), and
+        the events of those GETs."""
+        with self._lock:
+            flights = list(self._flights)
+        covered = np.zeros(recs.shape[0], bool)
+        events = []
+        for first, last, done in flights:
+            at = np.searchsorted(first, recs, side="right") - 1
+            hit = (at >= 0) & (recs <= last[np.maximum(at, 0)])
+            if hit.any():
+                covered |= hit
+                events.append(done)
+        return covered, events
 
     def _wait_prefetches(self, recs: np.ndarray) -> bool:
         """Wait for the prefetches under way that fetch any of `recs`; whether there were any.
@@ -1090,6 +1175,21 @@ class Mirror:
         cancels the rest and is raised."""
         await _all([self._fetch_run(*run) for run in runs])
 
+    def _take_off(self, runs: list[tuple[int, int, int, np.ndarray]]) -> _Flight:
+        """Count the GETs of `runs` as under way (``_in_flight``) until ``_land``."""
+        spans = sorted((int(recs.min()), int(recs.max())) for _, _, _, recs in runs)
+        flight = _Flight(np.array([a for a, _ in spans], np.uint64),
+                         np.array([b for _, b in spans], np.uint64), threading.Event())
+        with self._lock:
+            self._flights.append(flight)
+        return flight
+
+    def _land(self, flight: _Flight) -> None:
+        """The GETs of `flight` have ended (written, failed or cancelled)."""
+        with self._lock:
+            self._flights = [f for f in self._flights if f is not flight]
+        flight.done.set()
+
     async def _fetch_run(self, shard: int, start: int, end: int, recs: np.ndarray) -> None:
         name = shard_name(shard)
         assert self._slots is not None
@@ -1234,6 +1334,15 @@ async def _all(jobs: list[Coroutine[Any, Any, None]]) -> None:
     finally:
         for t in tasks:
             t.cancel()
+
+
+class _Flight(NamedTuple):
+    """GETs under way (``Mirror._take_off``): for each, the first and last record numbered in
+    the bytes it writes (sorted by the first), and an event set once they have all ended."""
+
+    first: np.ndarray
+    last: np.ndarray
+    done: threading.Event
 
 
 class _Places(NamedTuple):
