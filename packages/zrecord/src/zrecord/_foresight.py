@@ -264,10 +264,13 @@ class Foresight:
             ahead = sum(size * (end - max(step, first)) // (end - first) for first, end, size in self._segments)
             if ahead >= half:
                 return due
-            none = np.empty(0, np.uint64)
-            recs, size, end, drawn = none, 0, self._planned, 0
+            # The segment's records, in pieces of up to 16 steps' distinct records, and their
+            # stored bytes (a record in two pieces counts twice: the segment ends sooner).
+            pieces: list[np.ndarray] = []
             pending: list[np.ndarray] = []
-            while (size < max(1, bytes_max // 4) and recs.shape[0] < self._records and drawn < PLAN_RECORDS_MAX
+            size = count = drawn = 0
+            end = self._planned
+            while (size < max(1, bytes_max // 4) and count < self._records and drawn < PLAN_RECORDS_MAX
                    and end - self._planned < PLAN_STEPS_MAX):
                 try:
                     batch = np.asarray(self._batch_of(end)).astype(np.int64, copy=False).ravel()
@@ -277,13 +280,28 @@ class Foresight:
                 drawn += batch.shape[0]
                 end += 1
                 if len(pending) == 16 or end - self._planned <= 16:
-                    recs, size = self._merged(recs, size, pending)
+                    size, count = self._piece(pieces, pending, size, count)
                     pending = []
-            recs, size = self._merged(recs, size, pending)
+            size, count = self._piece(pieces, pending, size, count)
             if end > self._planned:
                 self._segments.append((self._planned, end, size))
             self._planned = end
-            return due + [(recs, end)] if recs.shape[0] else due
+            if not count:
+                return due
+            recs: np.ndarray = np.unique(np.concatenate(pieces)) if len(pieces) > 1 else pieces[0]
+            return due + [(recs, end)]
+
+    def _piece(self, pieces: list[np.ndarray], batches: list[np.ndarray], size: int,
+               count: int) -> tuple[int, int]:
+        """Add the distinct records of `batches` to `pieces`; `size` and `count` with their
+        stored bytes and number added."""
+        if not batches:
+            return size, count
+        piece = np.unique(np.concatenate(batches)).astype(np.uint64)
+        if piece.shape[0] == 0:
+            return size, count
+        pieces.append(piece)
+        return size + int(self._budget.stored_sizes(piece).sum()), count + piece.shape[0]
 
     def defer(self, recs: np.ndarray, until: int) -> None:
         """Records `recs` of a read planned up to step `until` that the budget had no room for
@@ -293,17 +311,6 @@ class Foresight:
         with self._lock:
             if not self.closed:
                 self._deferred.append((recs, until))
-
-    def _merged(self, recs: np.ndarray, size: int, batches: list[np.ndarray]) -> tuple[np.ndarray, int]:
-        """`recs` (distinct, sorted) with the records of `batches`, and `size` (their stored
-        bytes) with those of the records new among them."""
-        if not batches:
-            return recs, size
-        incoming = np.unique(np.concatenate(batches)).astype(np.uint64)
-        new = incoming[~np.isin(incoming, recs, assume_unique=True)]
-        if new.shape[0] == 0:
-            return recs, size
-        return np.union1d(recs, new), size + int(self._budget.stored_sizes(new).sum())
 
     def close(self) -> None:
         """Forget this future: the hints this reader wrote are cleared where still its own."""

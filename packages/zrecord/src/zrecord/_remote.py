@@ -40,8 +40,8 @@ Invariants of this module:
   record, ``present.bits`` beside the mirror) only after its bytes are written: those asked
   for, and those numbered between them that lie wholly in the bytes a joined GET wrote. A
   failed fetch fails the whole gather, never returns part of a batch.
-- No byte is asked for twice at once: the GETs under way (``_flights``: the records numbered
-  in the bytes each writes, gaps included) are counted as such when they are decided, under
+- No byte is asked for twice at once: the GETs under way (``_flights``: the byte ranges each
+  writes, gaps included) are counted as such when they are decided, under
   one lock (``_claim``), and a gather waits for those that write any of its records, a
   prefetch leaves those records out. (Two gathers whose requests joined through each other's
   records fetched 12-16% of an epoch of photographs twice.)
@@ -219,8 +219,8 @@ class Mirror:
         self._foresights: list[Foresight] = []
         # Prefetches under way: the records each fetches, and its future.
         self._pending: list[tuple[np.ndarray, concurrent.futures.Future[None]]] = []
-        # GETs under way: the records numbered from the first to the last each was made for
-        # (what it writes, read through its gaps), and an event set when they have ended.
+        # GETs under way: the byte ranges each writes (gaps read through included), and an
+        # event set when they have ended.
         self._flights: list[_Flight] = []
         # Held from the look at the GETs under way to counting a new one among them (_claim).
         self._claim_lock = threading.Lock()
@@ -801,7 +801,7 @@ class Mirror:
         any of `places` (then those still missing). No flight when none is left to fetch."""
         while True:
             with self._claim_lock:
-                events = self._in_flight(places.recs)[1] if wait else []
+                events = self._in_flight(places)[1] if wait else []
                 if not events:
                     runs = self._runs(places)
                     if self._budget is not None:
@@ -854,17 +854,18 @@ class Mirror:
 
     def _plan_ahead(self, foresight: Foresight) -> None:
         """Reads planned from a reader's known future (``Foresight.plan``): what was deferred,
-        then the next segment of its steps, prefetched together (in slices of
-        PREFETCH_RECORDS_MAX records), so that requests join the neighbours of many steps;
+        then the next segment of its steps, each prefetched at once, so that requests join the
+        neighbours of many steps;
         into the room ``Foresight.room_after`` allows (what is read before them keeps its
         place), the rest deferred again (module docstring)."""
         assert self._budget is not None
         for ahead, until in foresight.plan(self._budget.budget):
-            for k in range(0, ahead.shape[0], PREFETCH_RECORDS_MAX):
-                self._prefetch(ahead[k:k + PREFETCH_RECORDS_MAX], planned=(foresight, until))
+            self._prefetch(ahead, planned=(foresight, until))
 
     def _prefetch(self, idx: np.ndarray, planned: tuple[Foresight, int] | None = None) -> None:
-        recs = self._valid(idx[:PREFETCH_RECORDS_MAX])
+        # A planned read is bounded by its plan (PLAN_RECORDS_MAX records), and cut in no
+        # slices: slices of record numbers would cut its requests at their edges.
+        recs = self._valid(idx if planned is not None else idx[:PREFETCH_RECORDS_MAX])
         with self._lock:
             self._pending = [(r, f) for r, f in self._pending if not f.done()]
             busy = [r for r, _ in self._pending]
@@ -903,7 +904,7 @@ class Mirror:
         mirror lacks and no GET under way writes, admitted by the budget, counted as under way;
         with the bytes admitted."""
         places = self._missing(located)
-        places = places.take(~self._in_flight(places.recs)[0])
+        places = places.take(~self._in_flight(places)[0])
         if planned is None:  # a planned read is bounded by the budget's admission alone
             places = places.take(np.cumsum(places.sizes, dtype=np.uint64) <= PREFETCH_BYTES_MAX)
         runs = self._runs(places)
@@ -980,19 +981,26 @@ class Mirror:
                 self._private = None
             self.client = Client(self.client.url, self.options, answered=self.client.answered)
 
-    def _in_flight(self, recs: np.ndarray) -> tuple[np.ndarray, list[threading.Event]]:
-        """Which of `recs` a GET under way writes (asked for, or read through its gaps), and
-        the events of those GETs."""
+    def _in_flight(self, places: _Places) -> tuple[np.ndarray, list[threading.Event]]:
+        """Which of the records at `places` a GET under way writes (asked for, or read through
+        its gaps), and the events of those GETs."""
         with self._lock:
             flights = list(self._flights)
-        covered = np.zeros(recs.shape[0], bool)
-        events = []
-        for first, last, done in flights:
-            at = np.searchsorted(first, recs, side="right") - 1
-            hit = (at >= 0) & (recs <= last[np.maximum(at, 0)])
+        covered = np.zeros(places.recs.shape[0], bool)
+        events: list[threading.Event] = []
+        if not flights or places.recs.shape[0] == 0:
+            return covered, events
+        starts = places.offsets.astype(np.uint64)
+        ends = starts + places.sizes.astype(np.uint64)
+        for flight in flights:
+            hit = np.zeros(places.recs.shape[0], bool)
+            for shard, (first, last) in flight.runs.items():
+                mine = places.shards == shard
+                at = np.maximum(np.searchsorted(first, starts[mine], side="right") - 1, 0)
+                hit[mine] = (first[at] <= starts[mine]) & (ends[mine] <= last[at])
             if hit.any():
                 covered |= hit
-                events.append(done)
+                events.append(flight.done)
         return covered, events
 
     def _wait_prefetches(self, recs: np.ndarray) -> bool:
@@ -1177,9 +1185,11 @@ class Mirror:
 
     def _take_off(self, runs: list[tuple[int, int, int, np.ndarray]]) -> _Flight:
         """Count the GETs of `runs` as under way (``_in_flight``) until ``_land``."""
-        spans = sorted((int(recs.min()), int(recs.max())) for _, _, _, recs in runs)
-        flight = _Flight(np.array([a for a, _ in spans], np.uint64),
-                         np.array([b for _, b in spans], np.uint64), threading.Event())
+        by_shard: dict[int, list[tuple[int, int]]] = {}
+        for shard, start, end, _ in runs:
+            by_shard.setdefault(shard, []).append((start, end))
+        flight = _Flight({shard: (np.array([a for a, _ in spans], np.uint64), np.array([b for _, b in spans], np.uint64))
+                          for shard, spans in ((k, sorted(v)) for k, v in by_shard.items())}, threading.Event())
         with self._lock:
             self._flights.append(flight)
         return flight
@@ -1337,11 +1347,10 @@ async def _all(jobs: list[Coroutine[Any, Any, None]]) -> None:
 
 
 class _Flight(NamedTuple):
-    """GETs under way (``Mirror._take_off``): for each, the first and last record numbered in
-    the bytes it writes (sorted by the first), and an event set once they have all ended."""
+    """GETs under way (``Mirror._take_off``): by shard, the first and the end byte of each
+    (sorted), and an event set once they have all ended."""
 
-    first: np.ndarray
-    last: np.ndarray
+    runs: dict[int, tuple[np.ndarray, np.ndarray]]
     done: threading.Event
 
 
