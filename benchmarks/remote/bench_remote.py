@@ -464,9 +464,9 @@ def blocks_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
 
 
 def blocks_budget(args: argparse.Namespace) -> int:
-    """The cache budget of the BLOCKS rows: two windows of blocks (the window being read and
-    the next, read ahead)."""
-    return 2 * args.window_blocks * args.block_bytes
+    """The cache budget of the BLOCKS rows: ``--blocks-budget-windows`` windows of blocks (by
+    default two: the window being read and the next, read ahead)."""
+    return int(args.blocks_budget_windows * args.window_blocks * args.block_bytes)
 
 
 def local_run(path: str, kind: str, n: int, args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -732,6 +732,8 @@ def main() -> int:
                     help=f"what to measure, of {','.join(PARTS)}")
     ap.add_argument("--block-bytes", type=int, default=8 << 20, help="BLOCKS: stored bytes of a block")
     ap.add_argument("--window-blocks", type=int, default=8, help="BLOCKS: blocks of a window")
+    ap.add_argument("--blocks-budget-windows", type=float, default=2.0,
+                    help="BLOCKS: the cache budget (ours and the peers'), in windows")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.peers and args.server not in ("s3rver", "moto"):

@@ -36,7 +36,9 @@ Invariants of this module:
   foresees evicts only chunks foreseen later than its own (never what the gathers of earlier
   steps, in flight beside it, are about to read), and a read planned ahead only what is
   foreseen well after its steps (``Foresight.room_after``); both may evict what nobody
-  foresees.
+  foresees. A gather that still does not fit and has no other gather of this process in
+  flight (or has waited for them) evicts in Belady's order over everything foreseen: hints
+  follow delivered steps, so the step a loader has just gathered still looks foreseen.
 - Admission: a fetch is admitted before it starts (``reserve``): room is made for it and for
   this process's other fetches under way, and a prefetch fetches no more than fits, so the
   mirror holds at most its budget at its peak, not only after a trim; it exceeds it only by
@@ -356,7 +358,14 @@ class Budget:
                     self._evict_locked(keep, incoming + self._reserved, beyond)
                 fits = self.used() + self._reserved + incoming <= self.budget
                 left = deadline - time.monotonic()
-                if partial or fits or not hold or self._holding <= own or left <= 0:
+                last = not hold or self._holding <= own or left <= 0
+                if not fits and not partial and last and beyond is not None:
+                    # A fetch that must be made, and no other gather of this process is
+                    # reading what is foreseen before it (their hints lag the reads): every
+                    # foreseen chunk in Belady's order rather than past the budget.
+                    self._evict_locked(keep, incoming + self._reserved)
+                    fits = self.used() + self._reserved + incoming <= self.budget
+                if partial or fits or last:
                     break
                 self._room.wait(min(left, 0.5))
             granted = incoming
