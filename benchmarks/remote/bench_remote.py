@@ -22,6 +22,8 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   and shard HEADs, then the first gather of ``--batch`` random records); then batches of a
   random permutation (each record fetched once) for ``--seconds``: records/s, MiB/s, requests
   per record, and read amplification (bytes fetched over bytes delivered).
+- ``remote_deep``: the same, with the next ``--prefetch-batches`` batches always prefetched
+  (``store.prefetch``) while one is gathered: the "deep prefetch" of [O3]'s target.
 - loaderx's DataLoader (4 worker threads) over a fresh remote reader whose mirror is bounded to
   ``--cache-share`` of the dataset (``cache_bytes``, at least 4 MiB), one whole random pass over
   the first ``--loader-records`` records: time to the first batch, records/s, amplification
@@ -35,7 +37,8 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   runs this row alone.
 - ``blocks``: the DataLoader with its defaults in loaderx's locality-aware BLOCKS order
   (blocks of ``--block-bytes``, windows of ``--window-blocks``) over a fresh reader told the
-  link (the cost model's gap and requests in flight), its mirror bounded to two windows, one
+  link (the cost model's gap and requests in flight), its mirror bounded to
+  ``--blocks-budget-windows`` windows (two), one
   whole epoch: MiB/s against the link's bandwidth (a), and its GETs (the reader's count, and
   nginx's access log) against the floor stored bytes / 8 MiB + blocks.
 - ``peer_epochs`` (with ``--peers``, an S3 server): MosaicML Streaming (``py1e``, its shuffle
@@ -59,7 +62,8 @@ peer at the same cache budget, read amplification <= 1.2.
 
 Usage: python benchmarks/remote/bench_remote.py [--data DIR] [--workloads vision_dense,tokens]
        [--link same-region-s3|fast-lan|loopback] [--server http|nginx|moto|s3rver --s3rver PATH]
-       [--parts ceiling,remote,blocks,...] [--block-bytes 8388608] [--window-blocks 8]
+       [--parts ceiling,remote,remote_deep,blocks,...] [--block-bytes 8388608] [--window-blocks 8]
+       [--blocks-budget-windows 2] [--prefetch-batches 2]
        [--peers PYTHON] [--cache-share 0.1] [--rounds 3] [--seconds 5] [--batch 256]
        [--in-flight 64] [--loader-records 8192] [--budget-only] [--tmp DIR] [--json OUT]
 (The server and the proxy come from the development test kit, which is never released:
@@ -327,8 +331,9 @@ def ceiling(server: Server, name: str, record_bytes: int, args: argparse.Namespa
 
 
 def remote_run(server: Server, name: str, kind: str, n: int, args: argparse.Namespace,
-               seed: int) -> dict[str, Any]:
-    """A fresh remote reader: time to first batch, then a random permutation in batches."""
+               seed: int, depth: int = 0) -> dict[str, Any]:
+    """A fresh remote reader: time to first batch, then a random permutation in batches, each
+    gather after ``prefetch`` of the batch `depth` batches ahead (none with 0)."""
     cls = Dense if kind == "dense" else Ragged
     order = np.random.default_rng(seed).permutation(n).astype(np.uint64)
     with Proxy(server, args.link) as px:
@@ -341,7 +346,7 @@ def remote_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
             first = time.monotonic() - t
             delivered_all = _nbytes(first_got)
             before = store.remote_stats()
-            records, delivered, el = timed_batches(store, order, args.batch, args)
+            records, delivered, el = timed_batches(store, order, args.batch, args, depth)
             after = store.remote_stats()
         finally:
             store.close()
@@ -478,12 +483,18 @@ def local_run(path: str, kind: str, n: int, args: argparse.Namespace, seed: int)
     return {"records_s": records / el, "mib_s": delivered / el / 2**20}
 
 
-def timed_batches(store: Any, order: np.ndarray, k: int, args: argparse.Namespace) -> tuple[int, int, float]:
+def timed_batches(store: Any, order: np.ndarray, k: int, args: argparse.Namespace,
+                  depth: int = 0) -> tuple[int, int, float]:
     """Batches of `order` from position `k` on, for --seconds or to its end: (records, bytes
-    delivered, seconds)."""
+    delivered, seconds). With `depth`, the next `depth` batches are always prefetched (their
+    GETs under way while the current one is gathered)."""
     delivered, records = 0, 0
     start = time.monotonic()
+    for d in range(depth):
+        store.prefetch(order[k + d * args.batch:k + (d + 1) * args.batch])
     while time.monotonic() - start < args.seconds and k < order.shape[0]:
+        if depth:
+            store.prefetch(order[k + depth * args.batch:k + (depth + 1) * args.batch])
         got = store[order[k:k + args.batch]]
         delivered += _nbytes(got)
         records += len(got)
@@ -631,6 +642,26 @@ def blocks_table(results: dict[str, Any]) -> str:
 
 
 
+def deep_table(results: dict[str, Any]) -> str:
+    """Uniform random gathers with and without prefetching the next batches, against the
+    server-and-proxy's request rate measured in the same run."""
+    rows = [(name, w) for name, w in results["workloads"].items() if "remote_deep" in w and "ceiling" in w]
+    if not rows:
+        return ""
+    lines = [f"### Uniform random gathers, the next {results['prefetch_batches']} batches prefetched, over "
+             f"{results['link']} ({results['server']} server), {results['in_flight']} requests in flight",
+             "", "| workload | link GETs/s | GETs/s, no prefetch (% of link) | GETs/s, prefetched (% of link) | "
+             "MiB/s, prefetched | first batch s |", "|---|---:|---:|---:|---:|---:|"]
+    for name, w in rows:
+        c, d = w["ceiling"], w["remote_deep"]
+        plain = (f"{w['remote']['requests_s']:,.0f} ({100 * w['remote']['requests_s'] / c['request_rate']:.0f}%)"
+                 if "remote" in w else "")
+        lines.append(f"| {name} | {c['request_rate']:,.0f} | {plain} | {d['requests_s']:,.0f} "
+                     f"({100 * d['requests_s'] / c['request_rate']:.0f}%) | {d['mib_s']:,.1f} | "
+                     f"{d['first_batch_s']:.2f} |")
+    return "\n".join(lines)
+
+
 def table(results: dict[str, Any]) -> str:
     if not all(part in w for w in results["workloads"].values() for part in ("ceiling", "remote", "loader",
                                                                            "loader_no_readahead", "local")):
@@ -684,6 +715,7 @@ def measure(server: Server, name: str, w: Workload, base: str, args: argparse.Na
         "loader_defaults": lambda k: loader_run(server, base, w.kind, w.n, args, k, w.nbytes, defaults=True),
         "ceiling": lambda k: ceiling(server, base, max(1, round(record)), args),
         "remote": lambda k: remote_run(server, base, w.kind, w.n, args, k),
+        "remote_deep": lambda k: remote_run(server, base, w.kind, w.n, args, k, args.prefetch_batches),
         "loader": lambda k: loader_run(server, base, w.kind, w.n, args, k, w.nbytes),
         "loader_no_readahead": lambda k: loader_run(server, base, w.kind, w.n, args, k, w.nbytes, readahead=0),
         "blocks": lambda k: blocks_run(server, base, w.kind, w.n, args, k),
@@ -704,7 +736,7 @@ def measure(server: Server, name: str, w: Workload, base: str, args: argparse.Na
             "peer_epochs": {p: med(rows) for p, rows in epoch_rounds.items()}, "peer_epoch_stores": epoch_peers}
 
 
-PARTS = ("loader_defaults", "ceiling", "remote", "loader", "loader_no_readahead", "blocks", "local", "peers",
+PARTS = ("loader_defaults", "ceiling", "remote", "remote_deep", "loader", "loader_no_readahead", "blocks", "local", "peers",
          "peer_epochs")
 
 
@@ -732,6 +764,8 @@ def main() -> int:
                     help=f"what to measure, of {','.join(PARTS)}")
     ap.add_argument("--block-bytes", type=int, default=8 << 20, help="BLOCKS: stored bytes of a block")
     ap.add_argument("--window-blocks", type=int, default=8, help="BLOCKS: blocks of a window")
+    ap.add_argument("--prefetch-batches", type=int, default=2,
+                    help="remote_deep: batches prefetched ahead of the one gathered")
     ap.add_argument("--blocks-budget-windows", type=float, default=2.0,
                     help="BLOCKS: the cache budget (ours and the peers'), in windows")
     ap.add_argument("--json", default=None)
@@ -743,7 +777,8 @@ def main() -> int:
                                "server": args.server, "batch": args.batch, "in_flight": args.in_flight,
                                "rounds": args.rounds, "seconds": args.seconds,
                                "cache_share": args.cache_share, "block_bytes": args.block_bytes,
-                               "window_blocks": args.window_blocks, "blocks_budget_bytes": blocks_budget(args),
+                               "window_blocks": args.window_blocks, "prefetch_batches": args.prefetch_batches,
+                               "blocks_budget_bytes": blocks_budget(args),
                                "workloads": {}}
     with tempfile.TemporaryDirectory(dir=args.tmp, prefix="bench-remote-") as root:
         args.root = root
@@ -759,7 +794,7 @@ def main() -> int:
                 results["workloads"][name] = measure(server, name, w, base, args)
         finally:
             server.close()
-    text = "\n\n".join(t for t in (table(results), blocks_table(results), budget_table(results)) if t)
+    text = "\n\n".join(t for t in (table(results), deep_table(results), blocks_table(results), budget_table(results)) if t)
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
