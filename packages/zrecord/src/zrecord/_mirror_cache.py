@@ -408,23 +408,25 @@ class Budget:
         stamps = np.array(self._stamps)  # one snapshot: readers and fetches go on meanwhile
         now = time.time_ns()
         when = stamps & np.uint64(FRESH - 1)
-        hints = np.asarray(self._hints)
+        held = stamps != 0
+        if keep is not None:
+            held[keep] = False
+        held = np.flatnonzero(held)
+        hints = np.asarray(self._hints[held])
         live = hints + np.uint64(HINT_GRACE_NS) >= np.uint64(now)
         # Fresh protects what was fetched for a reader that did not tell when it reads it; a
         # chunk foreseen is ordered by its hint like the others.
-        fresh = ((stamps & np.uint64(FRESH)) != 0) & (when > np.uint64(max(0, now - FRESH_NS))) & ~live
-        held = (stamps != 0) & ~fresh
-        if keep is not None:
-            held[keep] = False
-        unknown, known = np.flatnonzero(held & ~live), np.flatnonzero(held & live)
+        fresh = ((stamps[held] & np.uint64(FRESH)) != 0) & (when[held] > np.uint64(max(0, now - FRESH_NS)))
+        unknown, known, hints = held[~live & ~fresh], held[live], hints[live]
         if beyond is not None:
-            known = known[hints[known] > np.uint64(beyond)]
+            later = hints > np.uint64(beyond)
+            known, hints = known[later], hints[later]
         # Chunks nobody foresees go down to LOW_WATER (an eviction per tenth of the budget
         # fetched); chunks some reader will read again only as far as the budget requires:
         # each of those punched out is a fetch to come.
         used = self._evict_in(unknown[np.argsort(when[unknown], kind="stable")], stamps, used,
                               int(self.budget * LOW_WATER) - incoming)
-        self._evict_in(known[np.argsort(hints[known], kind="stable")[::-1]], stamps, used,
+        self._evict_in(known[np.argsort(hints, kind="stable")[::-1]], stamps, used,
                        self.budget - incoming)
 
     def _evict_in(self, order: np.ndarray, stamps: np.ndarray, used: int, target: int) -> int:

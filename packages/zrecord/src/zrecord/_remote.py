@@ -954,9 +954,9 @@ class Mirror:
         """In a process forked from the one that used this mirror last (os.fork(), 'fork'
         workers), first drop what belongs to the parent: its event loop (whose thread is not
         here: a fetch queued on it would wait forever), its prefetches and GETs under way (they
-        run and end in the parent), the locks one of its threads may have held, its budget's eviction lock, and its
-        client (whose connections are the parent's sockets): this process makes its own on
-        first use. A private mirror stays the parent's to remove."""
+        run and end in the parent), the locks one of its threads may have held, its budget's
+        eviction lock, and its client (whose connections are the parent's sockets): this
+        process makes its own on first use. A private mirror stays the parent's to remove."""
         if self.client.pid == os.getpid():
             return
         with _adopting:
@@ -1188,8 +1188,8 @@ class Mirror:
         by_shard: dict[int, list[tuple[int, int]]] = {}
         for shard, start, end, _ in runs:
             by_shard.setdefault(shard, []).append((start, end))
-        flight = _Flight({shard: (np.array([a for a, _ in spans], np.uint64), np.array([b for _, b in spans], np.uint64))
-                          for shard, spans in ((k, sorted(v)) for k, v in by_shard.items())}, threading.Event())
+        spans = {shard: np.array(sorted(pairs), np.uint64).reshape(-1, 2) for shard, pairs in by_shard.items()}
+        flight = _Flight({shard: (pairs[:, 0], pairs[:, 1]) for shard, pairs in spans.items()}, threading.Event())
         with self._lock:
             self._flights.append(flight)
         return flight
