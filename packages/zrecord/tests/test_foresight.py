@@ -142,8 +142,8 @@ def test_foresee_is_none_where_nothing_is_evicted(http_folder, tmp_path):
 
 
 def test_reads_are_planned_a_segment_at_a_time_from_the_known_future(http_folder, tmp_path):
-    """A foresight plans the records of the steps ahead in segments of a quarter of the bytes
-    it is allowed, each returned once, none while half is planned ahead of progress, again from
+    """A foresight plans the records of the steps ahead in segments of half the bytes it is
+    allowed, each returned once, none while half is planned ahead of progress, again from
     a step sought back to, none once its reader is gone; the mirror fetches a segment together:
     two steps of neighbours cost one GET where each step's own gather would make one each."""
     _, url = _store(http_folder)
@@ -153,38 +153,37 @@ def test_reads_are_planned_a_segment_at_a_time_from_the_known_future(http_folder
         handle = ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N,
                             lambda: at[0] if at[0] >= 0 else None)
         assert handle is not None
-        steps = 8 * BATCH * REC  # allowed: eight steps' records (segments of two, four ahead)
+        steps = 8 * BATCH * REC  # allowed: eight steps' records (segments of four, four ahead)
 
         def planned():
             return [(recs.tolist(), until) for recs, until in handle.plan(steps)]
 
         def seg(first, end):
             return [(list(range(first * BATCH, end * BATCH)), end)]
-        assert planned() == seg(0, 2)
-        assert planned() == seg(2, 4)
+        assert planned() == seg(0, 4)
         assert planned() == []  # four steps planned ahead
-        at[0] = 1  # one of the first segment's two steps is still ahead: half of it counts
-        assert planned() == seg(4, 6)
+        at[0] = 1  # three of the segment's four steps are still ahead: three quarters count
+        assert planned() == seg(4, 8)
         at[0] = 2
         assert planned() == []
         at[0] = 0  # sought back
-        assert planned() == seg(0, 2)
+        assert planned() == seg(0, 4)
         at[0] = -1  # the reader is gone
         assert planned() == []
     opts = {"cache_dir": str(tmp_path / "d"), "cache_bytes": 16 << 20}
     with Dense.open(url, storage_options=opts) as ds:
         at[0] = 0
         ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N, lambda: at[0])
-        # The mirror plans segments of a quarter of its budget (4 MiB: four steps) while less
-        # than half is planned ahead, one segment a gather: steps 0-3, 4-7, then 8-11 once two
-        # of the first are passed, each one GET; the gathers' own records were all planned.
+        # The mirror plans segments of half its budget (8 MiB: eight steps) while less than
+        # half is planned ahead, one segment a gather: steps 0-7, then 8-15 once one of the
+        # first is passed, each one GET; the gathers' own records were all planned.
         for step in range(4):
             ds[np.arange(step * BATCH, (step + 1) * BATCH)]
             at[0] = step + 1
         for _, future in list(ds._remote._pending):
             future.result()
-        assert ds.remote_stats()["requests"] == 3
-        assert ds.remote_stats()["bytes"] == 12 * BATCH * REC
+        assert ds.remote_stats()["requests"] == 2
+        assert ds.remote_stats()["bytes"] == 16 * BATCH * REC
 
 
 def test_the_first_horizon_is_short_and_each_later_one_twice_as_long(http_folder, tmp_path):
@@ -222,13 +221,13 @@ def test_a_planned_read_the_budget_has_no_room_for_is_made_later_not_dropped(htt
         def settle():
             for _, future in list(mirror._pending):
                 future.result()
-        mirror._plan_ahead(handle)  # steps 0-1 (a quarter of 8 MiB): no room, deferred
+        mirror._plan_ahead(handle)  # steps 0-3 (half of 8 MiB): no room, deferred
         settle()
         assert ds.remote_stats()["requests"] == 0
         room[0] = True
-        mirror._plan_ahead(handle)  # the deferred read, then the next segment (steps 2-3)
+        mirror._plan_ahead(handle)  # the deferred read (no new segment: half is planned)
         settle()
-        assert ds.remote_stats()["requests"] == 2
+        assert ds.remote_stats()["requests"] == 1
         assert ds.remote_stats()["bytes"] == 4 * BATCH * REC
         # Deferred reads go once progress reaches the end of their segment.
         handle.defer(np.arange(4 * BATCH, 5 * BATCH, dtype=np.uint64), 5)

@@ -23,9 +23,9 @@ Invariants of this module:
   is drawn again, when the pace changes by more than a quarter, and every ``REFRESH_NS``, so
   that they follow the run and never go stale while the reader lives (``HINT_GRACE_NS``).
 - Planned reads (``plan``): the records of the steps ahead, drawn in segments whose stored
-  bytes are a quarter of what the caller allows (the mirror: its budget), one segment per
-  call while what is planned ahead of progress (a segment partly passed counted for its
-  steps still ahead, its bytes spread evenly over them) is under half of it, each returned
+  bytes are half of what the caller allows (the mirror: its budget), one segment per call
+  while what is planned ahead of progress (a segment partly passed counted for its steps
+  still ahead, its bytes spread evenly over them) is under half of it, each returned
   once (a seek back plans again from there). The mirror fetches a segment's records
   together, so that its requests join the neighbours of many steps (in loaderx's BLOCKS
   order, whole blocks) where a step's own would join only its own. What the budget has no
@@ -270,7 +270,7 @@ class Foresight:
             pending: list[np.ndarray] = []
             size = count = drawn = 0
             end = self._planned
-            while (size < max(1, bytes_max // 4) and count < self._records and drawn < PLAN_RECORDS_MAX
+            while (size < half and count < self._records and drawn < PLAN_RECORDS_MAX
                    and end - self._planned < PLAN_STEPS_MAX):
                 try:
                     batch = np.asarray(self._batch_of(end)).astype(np.int64, copy=False).ravel()

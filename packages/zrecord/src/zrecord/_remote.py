@@ -46,7 +46,7 @@ Invariants of this module:
   prefetch leaves those records out. (Two gathers whose requests joined through each other's
   records fetched 12-16% of an epoch of photographs twice.)
 - With a reader's known future (``foresee``), each gather also prefetches the reads that
-  ``Foresight.plan`` returns (segments of a quarter of the budget's bytes, while less than
+  ``Foresight.plan`` returns (segments of half the budget's bytes, while less than
   half is planned ahead), joined through their gaps, into the room the budget admits
   (``Foresight.room_after``); what it cannot admit yet goes back to the foresight, which
   returns it with the next plan.
