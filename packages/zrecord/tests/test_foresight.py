@@ -324,3 +324,33 @@ def test_a_gather_that_must_fetch_evicts_a_step_already_read_whose_hint_lags(htt
             for _, future in list(ds._remote._pending):
                 future.result()
     assert peaks and max(peaks) <= budget, (max(peaks), budget)
+
+
+def test_a_planned_read_admits_first_the_runs_read_first(http_folder, tmp_path):
+    """Where the budget admits only part of a planned read, it admits the runs whose records
+    are read soonest (by their chunks' hints), not those that lie first in the file: the rest
+    waits for the room that reading frees (photographs in BLOCKS order through 128 MiB: 218
+    GETs an epoch against 232-239 in file order)."""
+    _, url = _store(http_folder)
+    at = [0]
+
+    def batch_of(step):
+        if step >= 16:
+            raise ValueError("the end of the run")
+        return np.arange(160, 168) if step == 0 else np.arange(8 * step - 8, 8 * step)
+
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20, "gap_bytes": 0}
+    with Dense.open(url, storage_options=opts) as ds:
+        handle = ds.foresee(batch_of, lambda: at[0])
+        assert handle is not None
+        mirror, budget = ds._remote, ds._remote._budget
+        handle.catch_up()  # the hints of the steps ahead
+        real = budget.reserve
+        budget.reserve = lambda incoming, *a, **kw: real(min(incoming, 1 << 20), *a, **kw)
+        mirror._plan_ahead(handle)  # steps 0-3: records 160-167, then 0-23 (2 runs)
+        for _, future in list(mirror._pending):
+            future.result()
+        assert ds.remote_stats()["requests"] == 1
+        held = mirror._missing(mirror._locate(np.arange(N, dtype=np.uint64))).recs
+        assert not np.isin(np.arange(160, 168), held).any()  # step 0's records: fetched
+        assert np.isin(np.arange(0, 24), held).all()  # later steps': deferred

@@ -52,7 +52,7 @@ Invariants:
   has it, else the bytes gathered; one step until that is known), so that the records fetched
   ahead never take more than the budget. A stream that took the sampler's future (below)
   counts half its budget: the other half is for the reads it plans from that future (over
-  nginx, photographs in BLOCKS order through a 128 MiB cache: 239 GETs an epoch where the
+  nginx, photographs in BLOCKS order through a 128 MiB cache: 235 GETs an epoch where the
   whole budget for the window made 800-870).
 - Foresight. With a sampler that can draw any step (``batch(step)``: Sampler, Mix), every
   stream that has a ``foresee(batch_of, progress)`` method is told the sampler's future and

@@ -270,6 +270,14 @@ class Budget:
         hints = hints[hints + np.uint64(HINT_GRACE_NS) >= np.uint64(time.time_ns())]
         return int(hints.max()) if hints.shape[0] else None
 
+    def soonest(self, shard: int, start: int, end: int) -> int:
+        """The earliest live hint of the chunks that bytes [start, end) of shard `shard` lie
+        in: when a reader that knows its future first reads any of them (2**64 - 1: none)."""
+        chunks = self._chunks(np.array([shard]), np.array([start]), np.array([end]))
+        hints = np.asarray(self._hints[chunks])
+        hints = hints[hints + np.uint64(HINT_GRACE_NS) >= np.uint64(time.time_ns())]
+        return int(hints.min()) if hints.shape[0] else (1 << 64) - 1
+
     def touch(self, chunks: np.ndarray) -> None:
         """Chunks `chunks` (``chunks_of`` a batch) were read now."""
         self._stamps[chunks] = time.time_ns()

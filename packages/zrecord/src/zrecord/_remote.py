@@ -48,8 +48,8 @@ Invariants of this module:
 - With a reader's known future (``foresee``), each gather also prefetches the reads that
   ``Foresight.plan`` returns (segments of half the budget's bytes, while less than
   half is planned ahead), joined through their gaps, into the room the budget admits
-  (``Foresight.room_after``); what it cannot admit yet goes back to the foresight, which
-  returns it with the next plan.
+  (``Foresight.room_after``), the runs read soonest first; what it cannot admit yet goes back
+  to the foresight, which returns it with the next plan.
 - The native reader of a mirror checks every read of a record against its checksum, not only the
   first (ZR_OPEN_CHECK_EVERY_READ): the mirror's files change while it reads them. A record
   whose bytes there fail (a damaged or half-written mirror, or one punched out by an eviction
@@ -915,6 +915,10 @@ class Mirror:
         # Admission: room made by evicting what was read longest ago (never what was fetched
         # and not read yet; planned, only what is read well after it); the prefetch fetches the
         # runs that fit, and a planned one defers the others.
+        if planned is not None and len(runs) > 1:
+            # What the budget admits first is what is read first.
+            soonest = [self._budget.soonest(shard, start, end) for shard, start, end, _ in runs]
+            runs = [runs[k] for k in sorted(range(len(runs)), key=soonest.__getitem__)]
         sizes = [_allocated([run]) for run in runs]
         beyond = None if planned is None else planned[0].room_after(planned[1])
         admitted = self._budget.reserve(sum(sizes), partial=True, beyond=beyond)
