@@ -213,15 +213,15 @@ class Budget:
     def _chunks(self, shards: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Every chunk that the byte ranges [starts, ends) of `shards` touch."""
         keep = ends > starts
-        shards, starts, ends = shards[keep].astype(np.int64), starts[keep].astype(np.int64), ends[keep].astype(np.int64)
+        return _expand(*self._chunk_ranges(shards[keep], starts[keep], ends[keep]))
+
+    def _chunk_ranges(self, shards: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first chunk and the number of chunks (int64) of each byte range [start, end)
+        (not empty) of `shards`."""
+        shards, starts, ends = shards.astype(np.int64), starts.astype(np.int64), ends.astype(np.int64)
         first: np.ndarray = self._base[shards] + starts // self.chunk_bytes
         last: np.ndarray = self._base[shards] + (ends - 1) // self.chunk_bytes
-        if first.size == 0 or int((last - first).max()) == 0:
-            return first
-        spans = last - first + 1
-        within = np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
-        out: np.ndarray = np.repeat(first, spans) + within
-        return out
+        return first, last - first + 1
 
     def chunks_of(self, recs: np.ndarray) -> np.ndarray:
         """The chunks that records `recs` lie in."""
@@ -263,20 +263,27 @@ class Budget:
         last = base + (offsets + np.maximum(sizes, 1) - 1) // self.chunk_bytes
         return first, last
 
+    def _live_hints(self, chunks: np.ndarray) -> np.ndarray:
+        """The hints of chunks `chunks`, 0 where none is live (module docstring)."""
+        hints = np.array(self._hints[chunks])
+        hints[hints + np.uint64(HINT_GRACE_NS) < np.uint64(time.time_ns())] = 0
+        return hints
+
     def foreseen_by(self, chunks: np.ndarray) -> int | None:
         """The latest live hint of chunks `chunks` (a batch's): the time by which a reader that
         knows its future reads them; None where none of them has one."""
-        hints = np.asarray(self._hints[chunks])
-        hints = hints[hints + np.uint64(HINT_GRACE_NS) >= np.uint64(time.time_ns())]
-        return int(hints.max()) if hints.shape[0] else None
+        latest = int(self._live_hints(chunks).max()) if chunks.shape[0] else 0
+        return latest or None
 
-    def soonest(self, shard: int, start: int, end: int) -> int:
-        """The earliest live hint of the chunks that bytes [start, end) of shard `shard` lie
-        in: when a reader that knows its future first reads any of them (2**64 - 1: none)."""
-        chunks = self._chunks(np.array([shard]), np.array([start]), np.array([end]))
-        hints = np.asarray(self._hints[chunks])
-        hints = hints[hints + np.uint64(HINT_GRACE_NS) >= np.uint64(time.time_ns())]
-        return int(hints.min()) if hints.shape[0] else (1 << 64) - 1
+    def soonest(self, shards: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """For each byte range [start, end) (not empty) of `shards`, the earliest live hint of
+        the chunks it lies in: when a reader that knows its future first reads any of them
+        (2**64 - 1: none does)."""
+        first, spans = self._chunk_ranges(shards, starts, ends)
+        hints = self._live_hints(_expand(first, spans))
+        hints[hints == 0] = np.uint64((1 << 64) - 1)
+        soonest: np.ndarray = np.minimum.reduceat(hints, np.cumsum(spans) - spans)
+        return soonest
 
     def touch(self, chunks: np.ndarray) -> None:
         """Chunks `chunks` (``chunks_of`` a batch) were read now."""
@@ -507,6 +514,15 @@ class Budget:
     def close(self) -> None:
         os.close(self._lock_fd)
         self._by_shard = {}
+
+
+def _expand(first: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """Chunks first[k] .. first[k] + spans[k] - 1 of every k, in order."""
+    if first.size == 0 or int(spans.max()) == 1:
+        return first
+    within = np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
+    out: np.ndarray = np.repeat(first, spans) + within
+    return out
 
 
 def punches_since(before: int, now: int) -> int:

@@ -917,8 +917,8 @@ class Mirror:
         # runs that fit, and a planned one defers the others.
         if planned is not None and len(runs) > 1:
             # What the budget admits first is what is read first.
-            soonest = [self._budget.soonest(shard, start, end) for shard, start, end, _ in runs]
-            runs = [runs[k] for k in sorted(range(len(runs)), key=soonest.__getitem__)]
+            shards, starts, ends = (np.array([run[k] for run in runs], np.int64) for k in range(3))
+            runs = [runs[k] for k in np.argsort(self._budget.soonest(shards, starts, ends), kind="stable").tolist()]
         sizes = [_allocated([run]) for run in runs]
         beyond = None if planned is None else planned[0].room_after(planned[1])
         admitted = self._budget.reserve(sum(sizes), partial=True, beyond=beyond)
