@@ -15,6 +15,7 @@
 
 const std = @import("std");
 const abi = @import("abi.zig");
+const sys = @import("sys.zig");
 
 pub const Error = error{
     InvalidArgument,
@@ -171,7 +172,7 @@ pub const Diag = struct {
     ) @TypeOf(err) {
         d.os_errno = errno_value;
         var desc_buf: [128]u8 = undefined;
-        const desc = errnoText(errno_value, &desc_buf);
+        const desc = sys.errnoText(errno_value, &desc_buf);
         d.print(fmt ++ " (errno {d}: {s})", args ++ .{ errno_value, desc });
         return err;
     }
@@ -255,16 +256,6 @@ fn utf8Boundary(bytes: []const u8) usize {
     // The lead byte plus its continuation bytes form a complete sequence: keep everything.
     if (back + 1 >= need) return bytes.len;
     return end - 1;
-}
-
-extern "c" fn strerror_r(errnum: c_int, buf: [*]u8, buflen: usize) ?[*:0]const u8;
-
-/// The C library's description of an errno (glibc's GNU strerror_r, which may return a static
-/// string instead of filling the buffer).
-fn errnoText(errno_value: i32, buf: *[128]u8) []const u8 {
-    buf[0] = 0;
-    const p = strerror_r(errno_value, buf, buf.len) orelse return "unknown error";
-    return std.mem.sliceTo(p, 0);
 }
 
 test "diag truncates long messages on a UTF-8 boundary and keeps the NUL" {

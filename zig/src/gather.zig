@@ -599,7 +599,7 @@ const GatherCtx = struct {
 
     /// Starts reading a page-aligned span of a shard into the page cache (readahead.Batch).
     pub fn advise(ctx: *const GatherCtx, s: readahead.Span) void {
-        sys.fadviseRange(ctx.r.fds[s.shard], s.offset, s.len, sys.POSIX_FADV_WILLNEED);
+        sys.fadviseRange(ctx.r.fds[s.shard], s.offset, s.len, .willneed);
     }
 
     /// Whether a page-aligned span of a shard is in the page cache (readahead.Batch); when

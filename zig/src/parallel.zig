@@ -21,6 +21,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const diag_mod = @import("diag.zig");
+const sys = @import("sys.zig");
 const Diag = diag_mod.Diag;
 const Error = diag_mod.Error;
 
@@ -175,8 +176,7 @@ test "claimed chunks: two failures report the lower one, whichever worker met it
                 // one only after a delay.
                 if (i == 900) return d.fail(error.Corrupt, "unit {d}", .{i});
                 if (i == 130) {
-                    const pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 20 * std.time.ns_per_ms };
-                    _ = std.os.linux.nanosleep(&pause, null);
+                    sys.sleepNs(20 * std.time.ns_per_ms);
                     return d.fail(error.Corrupt, "unit {d}", .{i});
                 }
             }

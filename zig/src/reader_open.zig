@@ -185,7 +185,7 @@ fn mapShards(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
         // Gathers touch records in random order; read-ahead would mostly fetch pages that
         // the batch does not use.
         sys.madvise(r.maps[k], sys.MADV_RANDOM);
-        sys.fadvise(fd, sys.POSIX_FADV_RANDOM);
+        sys.fadvise(fd, .random);
     }
     d.shard = -1;
 }
@@ -199,7 +199,7 @@ fn openDirect(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
         if (r.maps[k].len == 0) continue;
         const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
         d.shard = @intCast(k);
-        const fd = sys.openAt(dfd, name, sys.O_RDONLY | sys.O_NONBLOCK | sys.O_NOFOLLOW | sys.O_DIRECT, 0) catch {
+        const fd = sys.openDirectAt(dfd, name, sys.O_RDONLY | sys.O_NONBLOCK | sys.O_NOFOLLOW) catch {
             const e = sys.errno();
             if (e == sys.EINVAL) return d.failOs(error.Io, e, "cannot bypass the page cache for " ++
                 "'{s}/{s}': its file system does not support O_DIRECT reads; open the store " ++

@@ -1,9 +1,15 @@
-//! Thin wrappers over the C library and a few Linux system calls.
+//! The OS layer of the core: thin wrappers over the C library, one small interface per concern
+//! (publish without replacing, durable write and flush, reads around the page cache, read
+//! advice, mappings, random bytes, sleeping on a word, file identity).
 //!
 //! Invariants:
-//! - The C library functions are declared here by hand (Zig 0.17 has no @cImport, and the std
-//!   file API changes between releases); the few raw system calls (renameat2, statx, getrandom)
-//!   come from std.os.linux, whose numbers are correct per architecture.
+//! - What is the same on every POSIX system (open, pread, pwrite, mmap, flock, ...) is here;
+//!   what differs (the ABI's constants, and each concern whose fast path is the system's own
+//!   call) is in the system's half, `sys_linux.zig` or `sys_macos.zig`, which export the same
+//!   names. Callers use only this file.
+//! - The C library functions are declared by hand (Zig 0.17 has no @cImport, and the std file
+//!   API changes between releases), except the few whose symbol name differs between
+//!   architectures of one system, which come from std.c.
 //! - Every wrapper either succeeds or returns `error.Os` with the thread's errno describing the
 //!   failure; callers read it with `errno()` immediately, before any other C call.
 //! - EINTR is retried here, so callers never see it.
@@ -11,7 +17,13 @@
 
 const std = @import("std");
 const builtin = @import("builtin");
-const linux = std.os.linux;
+
+/// The system's half of the layer.
+const os = switch (builtin.os.tag) {
+    .linux => @import("sys_linux.zig"),
+    .macos => @import("sys_macos.zig"),
+    else => @compileError("zrecord: the core has no OS layer for " ++ @tagName(builtin.os.tag)),
+};
 
 pub const OsError = error{Os};
 
@@ -23,22 +35,18 @@ pub const IoVec = extern struct {
 };
 
 const c = struct {
-    extern "c" fn open(path: [*:0]const u8, flags: c_int, ...) c_int;
     extern "c" fn openat(dirfd: c_int, path: [*:0]const u8, flags: c_int, ...) c_int;
     extern "c" fn close(fd: c_int) c_int;
     extern "c" fn pread(fd: c_int, buf: [*]u8, count: usize, offset: i64) isize;
     extern "c" fn pwrite(fd: c_int, buf: [*]const u8, count: usize, offset: i64) isize;
     extern "c" fn pwritev(fd: c_int, iov: [*]const IoVec, iovcnt: c_int, offset: i64) isize;
     extern "c" fn lseek(fd: c_int, offset: i64, whence: c_int) i64;
-    extern "c" fn fsync(fd: c_int) c_int;
-    extern "c" fn fcntl(fd: c_int, cmd: c_int, ...) c_int;
-    extern "c" fn fstatfs(fd: c_int, buf: *[256]u8) c_int;
     extern "c" fn mmap(addr: ?*anyopaque, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) usize;
     extern "c" fn munmap(addr: *anyopaque, len: usize) c_int;
     extern "c" fn madvise(addr: *anyopaque, len: usize, advice: c_int) c_int;
-    extern "c" fn posix_fadvise(fd: c_int, offset: i64, len: i64, advice: c_int) c_int;
     extern "c" fn mincore(addr: *anyopaque, len: usize, vec: [*]u8) c_int;
-    extern "c" fn clock_gettime(clock: c_int, ts: *linux.timespec) c_int;
+    extern "c" fn clock_gettime(clock: c_int, ts: *std.c.timespec) c_int;
+    extern "c" fn nanosleep(req: *const std.c.timespec, rem: ?*std.c.timespec) c_int;
     extern "c" fn mkdir(path: [*:0]const u8, mode: c_uint) c_int;
     extern "c" fn rename(old: [*:0]const u8, new: [*:0]const u8) c_int;
     extern "c" fn unlinkat(dirfd: c_int, path: [*:0]const u8, flags: c_int) c_int;
@@ -46,82 +54,56 @@ const c = struct {
     extern "c" fn getpid() c_int;
     extern "c" fn faccessat(dirfd: c_int, path: [*:0]const u8, mode: c_int, flags: c_int) c_int;
     extern "c" fn sched_yield() c_int;
-    extern "c" fn __errno_location() *c_int;
-    extern "c" fn __mempcpy(noalias dst: [*]u8, noalias src: [*]const u8, n: usize) [*]u8;
     extern "c" fn flock(fd: c_int, operation: c_int) c_int;
-    extern "c" fn sync_file_range(fd: c_int, offset: i64, nbytes: i64, flags: c_uint) c_int;
-    extern "c" fn realpath(path: [*:0]const u8, resolved: [*]u8) ?[*:0]u8;
     extern "c" fn dup(fd: c_int) c_int;
-    extern "c" fn fdopendir(fd: c_int) ?*anyopaque;
-    extern "c" fn readdir(dir: *anyopaque) ?*std.c.dirent;
     extern "c" fn closedir(dir: *anyopaque) c_int;
     extern "c" fn geteuid() c_uint;
-    extern "c" fn futimens(fd: c_int, times: ?*const [2]linux.timespec) c_int;
-    extern "c" fn readlink(path: [*:0]const u8, buf: [*]u8, size: usize) isize;
+    extern "c" fn futimens(fd: c_int, times: ?*const [2]std.c.timespec) c_int;
 };
 
-// Open flags differ between architectures for O_DIRECTORY and O_NOFOLLOW.
 pub const O_RDONLY: c_int = 0;
 pub const O_WRONLY: c_int = 1;
 pub const O_RDWR: c_int = 2;
-pub const O_CREAT: c_int = 0o100;
-pub const O_EXCL: c_int = 0o200;
-pub const O_CLOEXEC: c_int = 0o2000000;
-/// The same on x86_64 and aarch64. Has no effect on regular files; the reader opens store files
-/// with it so that a FIFO put in a file's place is refused instead of blocking open forever.
-pub const O_NONBLOCK: c_int = 0o4000;
-pub const O_DIRECTORY: c_int = switch (builtin.cpu.arch) {
-    .x86_64 => 0o200000,
-    .aarch64 => 0o40000,
-    else => @compileError("zrecord: add O_DIRECTORY for this architecture"),
-};
+pub const O_CREAT: c_int = os.O_CREAT;
+pub const O_EXCL: c_int = os.O_EXCL;
+pub const O_CLOEXEC: c_int = os.O_CLOEXEC;
+/// Has no effect on regular files; the reader opens store files with it so that a FIFO put in
+/// a file's place is refused instead of blocking open forever.
+pub const O_NONBLOCK: c_int = os.O_NONBLOCK;
+pub const O_DIRECTORY: c_int = os.O_DIRECTORY;
 /// open(2) fails with ELOOP instead of following a symbolic link in the last component.
-pub const O_NOFOLLOW: c_int = switch (builtin.cpu.arch) {
-    .x86_64 => 0o400000,
-    .aarch64 => 0o100000,
-    else => @compileError("zrecord: add O_NOFOLLOW for this architecture"),
-};
+pub const O_NOFOLLOW: c_int = os.O_NOFOLLOW;
 
-/// open(2) and fcntl(F_SETFL): read or write around the page cache, straight from the caller's
-/// buffer; offsets, lengths and buffers must be aligned to the device's logical block size
-/// (reads use `direct_align_bytes`; writes ask the file's `directIoAlignment`).
-pub const O_DIRECT: c_int = switch (builtin.cpu.arch) {
-    .x86_64 => 0o40000,
-    .aarch64 => 0o200000,
-    else => @compileError("zrecord: add O_DIRECT for this architecture"),
-};
-/// The alignment of O_DIRECT reads: a multiple of the 512- and 4096-byte logical blocks of
-/// disks, and of the page size of x86_64.
+/// The alignment of reads around the page cache (`openDirectAt`): a multiple of the 512- and
+/// 4096-byte logical blocks of disks, and of the page size of x86_64.
 pub const direct_align_bytes: usize = 4096;
 
-const F_GETFL: c_int = 3;
-const F_SETFL: c_int = 4;
-
-pub const AT_FDCWD: c_int = -100;
-const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
-const AT_REMOVEDIR: c_int = 0x200;
+pub const AT_FDCWD: c_int = os.AT_FDCWD;
 pub const LOCK_EX: c_int = 2;
 pub const LOCK_NB: c_int = 4;
 pub const LOCK_UN: c_int = 8;
-/// PATH_MAX of Linux, terminating NUL included.
-pub const path_bytes_max: usize = 4096;
-const AT_EMPTY_PATH: u32 = 0x1000;
+/// PATH_MAX of the system, terminating NUL included.
+pub const path_bytes_max: usize = os.path_bytes_max;
 const PROT_READ: c_int = 1;
 const PROT_WRITE: c_int = 2;
 const MAP_SHARED: c_int = 1;
 const MAP_PRIVATE: c_int = 2;
-const MAP_ANONYMOUS: c_int = 0x20;
-const MAP_NORESERVE: c_int = 0x4000;
-const MFD_CLOEXEC: u32 = 1;
 pub const MADV_RANDOM: c_int = 1;
-pub const POSIX_FADV_RANDOM: c_int = 1;
-pub const POSIX_FADV_WILLNEED: c_int = 3;
 const CLOCK_REALTIME: c_int = 0;
-const CLOCK_MONOTONIC: c_int = 1;
 const SEEK_END: c_int = 2;
 const S_IFMT: u32 = 0o170000;
 const S_IFREG: u32 = 0o100000;
 const S_IFDIR: u32 = 0o040000;
+
+/// Advice on how a file's bytes will be read (`fadvise`, `fadviseRange`).
+pub const Advice = enum {
+    /// In no particular order: no read-ahead.
+    random,
+    /// Soon: start reading them into the page cache without waiting.
+    willneed,
+    /// Not again: their cached pages may go (a no-op where the system has no such advice).
+    dontneed,
+};
 
 pub const EPERM: i32 = 1;
 pub const ENOENT: i32 = 2;
@@ -133,21 +115,24 @@ pub const EEXIST: i32 = 17;
 pub const ENOTDIR: i32 = 20;
 pub const EISDIR: i32 = 21;
 pub const EINVAL: i32 = 22;
-pub const ENOSYS: i32 = 38;
-pub const ENOTEMPTY: i32 = 39;
-pub const ELOOP: i32 = 40;
-pub const ENAMETOOLONG: i32 = 36;
+pub const ENOSYS: i32 = os.ENOSYS;
+pub const ENOTEMPTY: i32 = os.ENOTEMPTY;
+pub const ELOOP: i32 = os.ELOOP;
+pub const ENAMETOOLONG: i32 = os.ENAMETOOLONG;
 
 /// Largest single read or write Linux performs (0x7ffff000); larger requests are looped.
 const io_chunk_bytes_max: usize = 0x7fff_f000;
 
 pub fn errno() i32 {
-    return c.__errno_location().*;
+    return os.errnoLocation().*;
 }
 
-fn setErrno(value: i32) void {
-    c.__errno_location().* = value;
+pub fn setErrno(value: i32) void {
+    os.errnoLocation().* = value;
 }
+
+/// The C library's description of an errno.
+pub const errnoText = os.errnoText;
 
 pub fn open(path: [*:0]const u8, flags: c_int, mode: c_uint) OsError!Fd {
     return openAt(AT_FDCWD, path, flags, mode);
@@ -252,48 +237,30 @@ pub fn pwritevAll(fd: Fd, iov: []IoVec, offset: u64) OsError!void {
     }
 }
 
-pub fn fsync(fd: Fd) OsError!void {
-    while (c.fsync(fd) != 0) {
-        if (errno() != EINTR) return error.Os;
-    }
-}
+/// The file's data and metadata on stable storage (on macOS, F_FULLFSYNC: past the drive's
+/// write cache).
+pub const fsync = os.fsyncFd;
 
-/// Turns O_DIRECT on or off for an open file. Fails (errno EINVAL) where the file system
-/// cannot write around its page cache.
-pub fn setDirect(fd: Fd, on: bool) OsError!void {
-    const flags = c.fcntl(fd, F_GETFL);
-    if (flags < 0) return error.Os;
-    const want = if (on) flags | O_DIRECT else flags & ~O_DIRECT;
-    if (want == flags) return;
-    while (c.fcntl(fd, F_SETFL, want) != 0) {
-        if (errno() != EINTR) return error.Os;
-    }
-}
+/// Opens `name` in `dir` for reads and writes around the page cache: O_DIRECT on Linux (the
+/// buffers, offsets and lengths then aligned to `direct_align_bytes`), F_NOCACHE on macOS.
+/// Fails (errno EINVAL) where the file system cannot.
+pub const openDirectAt = os.openDirectAt;
 
-/// What O_DIRECT asks of buffer addresses and file offsets and lengths on an open file, as
-/// statx(STATX_DIOALIGN) reports it (Linux 6.1 and later): `null` where the kernel or the
-/// file system does not say, a result with `offset == 0` where direct I/O is unsupported.
+/// Turns reads and writes around the page cache (`openDirectAt`) on or off for an open file.
+/// Fails (errno EINVAL) where the file system cannot write around its page cache.
+pub const setDirect = os.setDirect;
+
+/// What reads and writes around the page cache ask of buffer addresses and file offsets and
+/// lengths on an open file, as statx(STATX_DIOALIGN) reports it (Linux 6.1 and later): `null`
+/// where the system or the file system does not say (always on macOS, whose F_NOCACHE asks
+/// for no alignment), a result with `offset == 0` where direct I/O is unsupported.
 pub const DirectIoAlignment = struct { memory: u32, offset: u32 };
 
-pub fn directIoAlignment(fd: Fd) ?DirectIoAlignment {
-    var stx: linux.Statx = undefined;
-    const rc = linux.statx(fd, "", AT_EMPTY_PATH, .{ .DIOALIGN = true }, &stx);
-    if (linux.errno(rc) != .SUCCESS or !stx.mask.DIOALIGN) return null;
-    return .{ .memory = stx.dio_mem_align, .offset = stx.dio_offset_align };
-}
+pub const directIoAlignment = os.directIoAlignment;
 
 /// Whether the open file lives on a file system held in memory (tmpfs, ramfs), whose writes
 /// never reach a device.
-pub fn isMemoryFs(fd: Fd) bool {
-    // struct statfs starts with f_type, a long, on every 64-bit Linux; 256 bytes hold the
-    // whole struct (120 on x86_64 and aarch64).
-    var buf: [256]u8 align(8) = undefined;
-    if (c.fstatfs(fd, &buf) != 0) return false;
-    const f_type = std.mem.readInt(i64, buf[0..8], builtin.cpu.arch.endian());
-    const tmpfs_magic: i64 = 0x01021994;
-    const ramfs_magic: i64 = 0x858458f6;
-    return f_type == tmpfs_magic or f_type == ramfs_magic;
-}
+pub const isMemoryFs = os.isMemoryFs;
 
 pub const FileKind = enum { regular, directory, other };
 
@@ -311,46 +278,29 @@ pub const FileStat = struct {
 /// No user has this id (it is (uid_t)-1, which chown(2) reads as "no change").
 pub const uid_unknown: u32 = std.math.maxInt(u32);
 
-const stat_want: linux.STATX = .{ .TYPE = true, .MODE = true, .UID = true, .MTIME = true, .SIZE = true };
-
-fn statOf(stx: *const linux.Statx) FileStat {
-    const mode: u32 = stx.mode;
-    const kind: FileKind = switch (mode & S_IFMT) {
+/// The kind of file that the type bits of a st_mode say.
+pub fn kindOfMode(mode: u32) FileKind {
+    return switch (mode & S_IFMT) {
         S_IFREG => .regular,
         S_IFDIR => .directory,
         else => .other,
     };
-    return .{ .size = stx.size, .kind = kind, .uid = stx.uid, .perm = mode & 0o7777, .mtime_sec = stx.mtime.sec };
 }
 
-/// The size, type, owner and permissions of an open file, through statx (lseek where statx is
-/// unavailable: the size only).
-pub fn fstat(fd: Fd) OsError!FileStat {
-    var stx: linux.Statx = undefined;
-    const rc = linux.statx(fd, "", AT_EMPTY_PATH, stat_want, &stx);
-    const e = linux.errno(rc);
-    if (e == .SUCCESS) return statOf(&stx);
-    if (e != .NOSYS and e != .PERM) {
-        setErrno(@intCast(@backingInt(e)));
-        return error.Os;
-    }
+/// The size of an open file, by lseek(SEEK_END).
+pub fn seekEnd(fd: Fd) OsError!u64 {
     const end = c.lseek(fd, 0, SEEK_END);
     if (end < 0) return error.Os;
-    return .{ .size = @intCast(end), .kind = .regular };
+    return @intCast(end);
 }
+
+/// The size, type, owner and permissions of an open file (statx on Linux, where an old kernel
+/// without it gives the size only).
+pub const fstat = os.fstat;
 
 /// `fstat` of the entry `name` of the directory `dir`, not following a symbolic link (a link
 /// is `.other`).
-pub fn fstatAt(dir: Fd, name: [*:0]const u8) OsError!FileStat {
-    var stx: linux.Statx = undefined;
-    const rc = linux.statx(dir, name, AT_SYMLINK_NOFOLLOW, stat_want, &stx);
-    const e = linux.errno(rc);
-    if (e != .SUCCESS) {
-        setErrno(@intCast(@backingInt(e)));
-        return error.Os;
-    }
-    return statOf(&stx);
-}
+pub const fstatAt = os.fstatAt;
 
 /// The effective user id of this process.
 pub fn geteuid() u32 {
@@ -365,15 +315,7 @@ pub fn touch(fd: Fd) OsError!void {
 /// The absolute path the kernel knows for the open file or directory `fd` (its
 /// /proc/self/fd link), in `out`; null where it cannot tell (no /proc, a deleted file, a path
 /// too long).
-pub fn fdPath(fd: Fd, out: *[path_bytes_max]u8) ?[]const u8 {
-    var link: [48]u8 = undefined;
-    const name = std.fmt.bufPrintSentinel(&link, "/proc/self/fd/{d}", .{fd}, 0) catch return null;
-    const n = c.readlink(name, out, out.len);
-    if (n <= 0 or n >= out.len) return null;
-    const path = out[0..@intCast(n)];
-    if (path[0] != '/' or std.mem.endsWith(u8, path, " (deleted)")) return null;
-    return path;
-}
+pub const fdPath = os.fdPath;
 
 /// What tells one version of a file from another without reading it: the file (device and
 /// inode), its size, and the times of its last change of contents and of status. A file
@@ -399,39 +341,13 @@ pub fn sameVersion(a: FileIdentity, b: FileIdentity) bool {
     return std.mem.eql(u8, std.mem.asBytes(&a), std.mem.asBytes(&b));
 }
 
-/// The identity of an open file, through statx.
-pub fn fileIdentity(fd: Fd) OsError!FileIdentity {
-    var stx: linux.Statx = undefined;
-    const want: linux.STATX = .{ .INO = true, .SIZE = true, .MTIME = true, .CTIME = true };
-    const rc = linux.statx(fd, "", AT_EMPTY_PATH, want, &stx);
-    const e = linux.errno(rc);
-    if (e != .SUCCESS) {
-        setErrno(@intCast(@backingInt(e)));
-        return error.Os;
-    }
-    return .{
-        .dev_major = stx.dev_major,
-        .dev_minor = stx.dev_minor,
-        .ino = stx.ino,
-        .size = stx.size,
-        .mtime_sec = stx.mtime.sec,
-        .mtime_nsec = stx.mtime.nsec,
-        .ctime_sec = stx.ctime.sec,
-        .ctime_nsec = stx.ctime.nsec,
-    };
-}
+/// The identity of an open file.
+pub const fileIdentity = os.fileIdentity;
 
-/// An anonymous file in memory (memfd_create), closed on exec: shared by the processes that
-/// map it (forked children inherit the mapping), gone with its last descriptor and mapping.
-pub fn memfd(name: [*:0]const u8) OsError!Fd {
-    const rc = linux.memfd_create(name, MFD_CLOEXEC);
-    const e = linux.errno(rc);
-    if (e != .SUCCESS) {
-        setErrno(@intCast(@backingInt(e)));
-        return error.Os;
-    }
-    return @intCast(rc);
-}
+/// An anonymous file, closed on exec: shared by the processes that map it (forked children
+/// inherit the mapping), gone with its last descriptor and mapping (memfd_create on Linux; on
+/// macOS a temporary file unlinked at once).
+pub const memfd = os.memfd;
 
 /// Renames `old` to `new`, replacing what is at `new` (rename(2)).
 pub fn rename(old: [*:0]const u8, new: [*:0]const u8) OsError!void {
@@ -468,7 +384,7 @@ pub fn mmapRead(fd: Fd, len: usize) OsError![]align(std.heap.page_size_min) cons
 /// page as they are first written (MAP_NORESERVE): a reservation for the worst case costs
 /// only the pages used.
 pub fn mmapSparse(len: usize) OsError![]align(std.heap.page_size_min) u8 {
-    const addr = c.mmap(null, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    const addr = c.mmap(null, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | os.MAP_ANONYMOUS | os.MAP_NORESERVE, -1, 0);
     if (addr == std.math.maxInt(usize)) return error.Os;
     const p: [*]align(std.heap.page_size_min) u8 = @ptrFromInt(addr);
     return p[0..len];
@@ -484,27 +400,29 @@ pub fn madvise(mem: []align(std.heap.page_size_min) const u8, advice: c_int) voi
 }
 
 /// Asks the kernel to start writing back [offset, offset + len) of `fd` without waiting
-/// (sync_file_range with SYNC_FILE_RANGE_WRITE). A hint: failure is ignored, errno is kept,
-/// and durability still comes from fsync.
+/// (sync_file_range with SYNC_FILE_RANGE_WRITE on Linux; nothing on macOS). A hint: failure
+/// is ignored, errno is kept, and durability still comes from fsync.
 pub fn startWriteback(fd: Fd, offset: u64, len: u64) void {
     if (len == 0) return;
     const saved = errno();
-    _ = c.sync_file_range(fd, @intCast(offset), @intCast(len), 2);
+    os.startWriteback(fd, offset, len);
     setErrno(saved);
 }
 
-/// Advice is only a hint; failure is ignored (posix_fadvise returns its error, errno is kept).
-pub fn fadvise(fd: Fd, advice: c_int) void {
-    _ = c.posix_fadvise(fd, 0, 0, advice);
+/// Advice on the whole file. Only a hint: failure is ignored and errno kept.
+pub fn fadvise(fd: Fd, advice: Advice) void {
+    const saved = errno();
+    os.fadviseRange(fd, 0, 0, advice);
+    setErrno(saved);
 }
 
-/// Advice on the byte range [offset, offset + len) of `fd` (POSIX_FADV_WILLNEED starts reading
-/// it into the page cache and returns without waiting for the reads). Only a hint: failure is
-/// ignored and errno kept.
-pub fn fadviseRange(fd: Fd, offset: u64, len: u64, advice: c_int) void {
+/// Advice on the byte range [offset, offset + len) of `fd` (`willneed` starts reading it into
+/// the page cache and returns without waiting for the reads). Only a hint: failure is ignored
+/// and errno kept.
+pub fn fadviseRange(fd: Fd, offset: u64, len: u64, advice: Advice) void {
     if (len == 0) return;
     const saved = errno();
-    _ = c.posix_fadvise(fd, @intCast(offset), @intCast(len), advice);
+    os.fadviseRange(fd, offset, len, advice);
     setErrno(saved);
 }
 
@@ -527,7 +445,7 @@ pub fn resident(base: [*]const u8, len: usize, vec: []u8) ?bool {
 
 /// Seconds since the epoch (the real-time clock), 0 where it cannot be read.
 pub fn nowSeconds() i64 {
-    var ts: linux.timespec = undefined;
+    var ts: std.c.timespec = undefined;
     if (c.clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
     return ts.sec;
 }
@@ -535,9 +453,16 @@ pub fn nowSeconds() i64 {
 /// Nanoseconds on CLOCK_MONOTONIC (through the vDSO where the kernel offers it: tens of
 /// nanoseconds, no system call).
 pub fn monotonicNs() u64 {
-    var ts: linux.timespec = undefined;
-    if (c.clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    var ts: std.c.timespec = undefined;
+    if (c.clock_gettime(os.CLOCK_MONOTONIC, &ts) != 0) return 0;
     return @as(u64, @intCast(ts.sec)) *% std.time.ns_per_s +% @as(u64, @intCast(ts.nsec));
+}
+
+/// Sleeps for at least `ns` nanoseconds (nanosleep, resumed after signals).
+pub fn sleepNs(ns: u64) void {
+    var req: std.c.timespec = .{ .sec = @intCast(ns / std.time.ns_per_s), .nsec = @intCast(ns % std.time.ns_per_s) };
+    var rem: std.c.timespec = undefined;
+    while (c.nanosleep(&req, &rem) != 0 and errno() == EINTR) req = rem;
 }
 
 pub fn mkdir(path: [*:0]const u8, mode: c_uint) OsError!void {
@@ -553,7 +478,7 @@ pub fn unlinkAt(dir: Fd, name: [*:0]const u8) OsError!void {
 }
 
 pub fn rmdirAt(dir: Fd, name: [*:0]const u8) OsError!void {
-    if (c.unlinkat(dir, name, AT_REMOVEDIR) != 0) return error.Os;
+    if (c.unlinkat(dir, name, os.AT_REMOVEDIR) != 0) return error.Os;
 }
 
 /// Whether anything (a dangling symbolic link included) exists at `path`.
@@ -563,7 +488,7 @@ pub fn exists(path: [*:0]const u8) OsError!bool {
 
 /// Whether anything exists at `name` relative to directory `dir`, links not followed.
 pub fn existsAt(dir: Fd, name: [*:0]const u8) OsError!bool {
-    if (c.faccessat(dir, name, 0, AT_SYMLINK_NOFOLLOW) == 0) return true;
+    if (c.faccessat(dir, name, 0, os.AT_SYMLINK_NOFOLLOW) == 0) return true;
     if (errno() == ENOENT) return false;
     return error.Os;
 }
@@ -577,7 +502,7 @@ pub fn flock(fd: Fd, operation: c_int) OsError!void {
 
 /// The canonical absolute form of `path` (every symbolic link resolved), in `out`.
 pub fn realpath(path: [*:0]const u8, out: *[path_bytes_max]u8) OsError![]const u8 {
-    const r = c.realpath(path, out) orelse return error.Os;
+    const r = os.realpath(path, out) orelse return error.Os;
     return std.mem.sliceTo(r, 0);
 }
 
@@ -590,11 +515,8 @@ pub fn isStoreDir(dir_path: []const u8) bool {
     @memcpy(buf[0..dir_path.len], dir_path);
     @memcpy(buf[dir_path.len..][0..name.len], name);
     buf[dir_path.len + name.len] = 0;
-    var stx: linux.Statx = undefined;
-    const path_z = buf[0 .. dir_path.len + name.len :0];
-    const rc = linux.statx(AT_FDCWD, path_z, AT_SYMLINK_NOFOLLOW, .{ .TYPE = true }, &stx);
-    if (linux.errno(rc) != .SUCCESS) return false;
-    return (@as(u32, stx.mode) & S_IFMT) == S_IFREG;
+    const mode = os.modeAt(buf[0 .. dir_path.len + name.len :0]) orelse return false;
+    return kindOfMode(mode) == .regular;
 }
 
 /// The entries of an open directory, "." and ".." left out. The stream reads through its own
@@ -605,7 +527,7 @@ pub const Dir = struct {
     pub fn open(fd: Fd) ?Dir {
         const copy_fd = c.dup(fd);
         if (copy_fd < 0) return null;
-        const h = c.fdopendir(copy_fd) orelse {
+        const h = os.fdopendir(copy_fd) orelse {
             _ = c.close(copy_fd);
             return null;
         };
@@ -614,7 +536,7 @@ pub const Dir = struct {
 
     /// The next entry's name, valid until the next call; null at the end (or on an error).
     pub fn next(dir: *Dir) ?[:0]const u8 {
-        while (c.readdir(dir.handle)) |entry| {
+        while (os.readdir(dir.handle)) |entry| {
             const name = std.mem.sliceTo(@as([*:0]const u8, @ptrCast(&entry.name)), 0);
             if (std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) continue;
             return name;
@@ -629,21 +551,12 @@ pub const Dir = struct {
     }
 };
 
-/// Renames `old` to `new`, failing with EEXIST instead of replacing anything at `new`.
-/// Where the kernel or file system lacks RENAME_NOREPLACE, it falls back to an existence
-/// check followed by rename(2); that fallback has a race window, which only matters on such
-/// systems.
+/// Renames `old` to `new`, failing with EEXIST instead of replacing anything at `new`
+/// (renameat2 with RENAME_NOREPLACE on Linux, renamex_np with RENAME_EXCL on macOS). Where the
+/// kernel or file system lacks it, it falls back to an existence check followed by rename(2);
+/// that fallback has a race window, which only matters on such systems.
 pub fn renameNoReplace(old: [*:0]const u8, new: [*:0]const u8) OsError!void {
-    const rc = linux.renameat2(AT_FDCWD, old, AT_FDCWD, new, .{ .NOREPLACE = true });
-    const e = linux.errno(rc);
-    switch (e) {
-        .SUCCESS => return,
-        .NOSYS, .INVAL => {},
-        else => {
-            setErrno(@intCast(@backingInt(e)));
-            return error.Os;
-        },
-    }
+    if (os.renameExclusive(old, new)) |done| return done;
     if (try exists(new)) {
         setErrno(EEXIST);
         return error.Os;
@@ -657,41 +570,35 @@ pub fn getpid() i32 {
 
 var random_counter: u64 = 0;
 
-/// 64 random bits for temporary names: getrandom, or else time, address and a counter, which
-/// are unique enough together with the process id that precedes them in the name.
+/// 64 random bits for temporary names: the system's random source (getrandom,
+/// arc4random_buf), or else time, address and a counter, which are unique enough together
+/// with the process id that precedes them in the name.
 pub fn randomU64() u64 {
     var value: u64 = 0;
-    const rc = linux.getrandom(@ptrCast(&value), @sizeOf(u64), 0);
-    if (linux.errno(rc) == .SUCCESS and rc == @sizeOf(u64)) return value;
-    var ts: linux.timespec = undefined;
-    _ = linux.clock_gettime(.REALTIME, &ts);
+    if (os.entropy(&value)) return value;
+    var ts: std.c.timespec = undefined;
+    _ = c.clock_gettime(CLOCK_REALTIME, &ts);
     const n = @atomicRmw(u64, &random_counter, .Add, 1, .monotonic);
     const t: u64 = @bitCast(@as(i64, ts.sec) *% 1_000_000_000 +% @as(i64, ts.nsec));
     return std.hash.XxHash64.hash(n, std.mem.asBytes(&t)) ^ @intFromPtr(&value);
 }
 
-/// Copies `src` into `dst` (same length, not overlapping) with the C library's copy routine.
-/// The core is compiled for the baseline CPU, so a plain `@memcpy` becomes Zig's own 16-byte
-/// SSE2 loop (compiler_rt provides `memcpy` inside the library); glibc picks its copy for the
-/// running CPU (AVX2, `rep movsb`) when the library is loaded. glibc's `__mempcpy` (exported
-/// since GLIBC_2.2.5, the same implementations as its memcpy) is called by that name because
-/// LLVM would turn a call to `memcpy` or `mempcpy` back into the compiler_rt copy.
+/// Copies `src` into `dst` (same length, not overlapping) with the C library's copy routine
+/// where it is faster. The core is compiled for the baseline CPU, so a plain `@memcpy` becomes
+/// Zig's own 16-byte SSE2 loop (compiler_rt provides `memcpy` inside the library); glibc picks
+/// its copy for the running CPU (AVX2, `rep movsb`) when the library is loaded.
 pub fn copy(dst: []u8, src: []const u8) void {
     std.debug.assert(dst.len == src.len);
     if (dst.len == 0) return;
-    _ = c.__mempcpy(dst.ptr, src.ptr, dst.len);
+    os.copy(dst, src);
 }
 
 /// Sleeps while the 32-bit word at `word` holds `expected` (or until woken); returns at once
 /// if it holds something else. Spurious returns are possible: callers loop.
-pub fn futexWait(word: *const std.atomic.Value(u32), expected: u32) void {
-    _ = linux.futex_4arg(&word.raw, .{ .cmd = .WAIT, .private = true }, expected, null);
-}
+pub const futexWait = os.futexWait;
 
 /// Wakes every thread sleeping in `futexWait` on `word`.
-pub fn futexWake(word: *const std.atomic.Value(u32)) void {
-    _ = linux.futex_3arg(&word.raw, .{ .cmd = .WAKE, .private = true }, std.math.maxInt(i32));
-}
+pub const futexWake = os.futexWake;
 
 pub fn yield() void {
     _ = c.sched_yield();
@@ -702,15 +609,14 @@ extern "c" fn pthread_atfork(
     parent: ?*const fn () callconv(.c) void,
     child: ?*const fn () callconv(.c) void,
 ) c_int;
-extern "c" fn pthread_once(once: *c_int, init: *const fn () callconv(.c) void) c_int;
+extern "c" fn pthread_once(once: *os.PthreadOnce, init: *const fn () callconv(.c) void) c_int;
 
 /// How many fork() calls separate this process from the process that first called
 /// `watchForks` (its children count 1, their children 2, ...). A value remembered with some
 /// state tells whether the state was made by this process or inherited by fork, in which case
 /// the threads that it counts do not exist here.
 var fork_generation: std.atomic.Value(u32) = .init(0);
-/// glibc's pthread_once_t is an int, PTHREAD_ONCE_INIT 0.
-var fork_watch_once: c_int = 0;
+var fork_watch_once: os.PthreadOnce = os.pthread_once_init;
 
 fn onForkChild() callconv(.c) void {
     // Runs in the child, on the one thread fork() leaves there, before fork() returns.
@@ -734,8 +640,8 @@ pub fn forkGeneration() u32 {
 }
 
 extern "c" fn sysconf(name: c_int) c_long;
-const sc_pagesize: c_int = 30; // _SC_PAGESIZE on Linux (glibc and musl)
-const sc_phys_pages: c_int = 85; // _SC_PHYS_PAGES on Linux (glibc and musl)
+const sc_pagesize = os.sc_pagesize;
+const sc_phys_pages = os.sc_phys_pages;
 
 /// The machine's physical memory in bytes, or null where sysconf cannot tell.
 pub fn physicalMemoryBytes() ?u64 {

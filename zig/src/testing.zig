@@ -316,7 +316,7 @@ pub fn evict(td: *const TempDir, store: []const u8, shards: usize) !bool {
         const fd = try sys.open(td.sub(&pbuf, rel), sys.O_RDONLY, 0);
         defer sys.close(fd);
         try sys.fsync(fd);
-        sys.fadviseRange(fd, 0, std.math.maxInt(i64), 4); // POSIX_FADV_DONTNEED
+        sys.fadviseRange(fd, 0, std.math.maxInt(i64), .dontneed);
         const size = (try sys.fstat(fd)).size;
         if (size == 0) continue;
         const map = try sys.mmapRead(fd, @intCast(size));

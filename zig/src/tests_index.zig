@@ -427,8 +427,7 @@ test "index parts: a cache file is keyed by index.zrs too, and a change of it bu
     var b1: [64]u8 = undefined;
     const sums = try t.readAlloc(&td, t.storeFile(&b1, "s", "index.zrs"));
     defer gpa.free(sums);
-    const pause: std.os.linux.timespec = .{ .sec = 0, .nsec = 10 * std.time.ns_per_ms };
-    _ = std.os.linux.nanosleep(&pause, null);
+    sys.sleepNs(10 * std.time.ns_per_ms);
     try t.patchFile(&td, "s/index.zrs", 0, sums);
     r = try openWith(&td, "s", 0);
     try testing.expectEqual(IndexSource.by_part, sourceOf(r));
