@@ -46,7 +46,7 @@ nox.options.reuse_existing_virtualenvs = False
 # of their own cost the suite another environment of the same wheels (about a minute in CI).
 nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "pins", "roundtrip",
                         "wheelhouse", "pythons", "freethreaded", "fuzz", "distributed",
-                         "conformance", "docs"]
+                         "conformance", "macos", "docs"]
 nox.options.error_on_missing_interpreters = True
 
 # Readers of large stores keep compact indexes in a cache folder (the user's ~/.cache by
@@ -92,11 +92,11 @@ def _release() -> ModuleType:
     return release
 
 
-# Wheels built in this nox run, by distribution folder and CPU. zrecord's and loaderx's wheels
+# Wheels built in this nox run, by distribution folder, CPU, interpreter and system. zrecord's and loaderx's wheels
 # are abi3 (CPython 3.10+), so one build serves every session and interpreter: the Zig core,
 # zstd and the Cython extensions compile once per run instead of once per session. The
 # `roundtrip` session still builds from the sdists on purpose, with the same settings.
-_WHEELS: dict[tuple[Path, str, str | None], str] = {}
+_WHEELS: dict[tuple[Path, str, str | None, str], str] = {}
 # And kept between runs, under a key of everything the build reads (`_source_key`), so the
 # README's two commands (the demo, then the tests) and every rerun build each wheel once: a
 # changed source file makes a new key, and so a new build; a stale wheel is never used.
@@ -126,14 +126,14 @@ def _source_key(folder: Path, env: dict[str, str]) -> str | None:
 
 
 def _pkg(session: nox.Session, folder: Path, *extras: str, arch: str = NATIVE_ARCH,
-         python: str | None = None) -> str:
-    """A requirement for the distribution in `folder`: its release wheel for `arch` (built from
-    this source once: in this run, or in an earlier one, `WHEEL_CACHE`), with `extras`. Built
-    by the session's interpreter (an abi3 wheel), or by `python`, another CPython whose wheels
-    differ (a free-threaded one's are cp313t: `freethreaded`)."""
-    if (folder, arch, python) not in _WHEELS:
-        env = _release().release_env(arch)
-        flavour = arch
+         python: str | None = None, system: str = "linux") -> str:
+    """A requirement for the distribution in `folder`: its release wheel for `arch` on `system`
+    (built from this source once: in this run, or in an earlier one, `WHEEL_CACHE`), with
+    `extras`. Built by the session's interpreter (an abi3 wheel), or by `python`, another
+    CPython whose wheels differ (a free-threaded one's are cp313t: `freethreaded`)."""
+    if (folder, arch, python, system) not in _WHEELS:
+        env = _release().release_env(arch, system)
+        flavour = arch if system == "linux" else f"{system}-{arch}"
         if python is not None:
             flavour += "-" + session.run(python, "-c", "import sysconfig; print(sysconfig."
                                          "get_config_var('SOABI'))", silent=True,
@@ -151,8 +151,8 @@ def _pkg(session: nox.Session, folder: Path, *extras: str, arch: str = NATIVE_AR
                 _keep_wheel(out, kept)
             kept = kept if key is not None else out
         (wheel,) = kept.glob("*.whl")
-        _WHEELS[folder, arch, python] = str(wheel)
-    return _WHEELS[folder, arch, python] + (f"[{','.join(extras)}]" if extras else "")
+        _WHEELS[folder, arch, python, system] = str(wheel)
+    return _WHEELS[folder, arch, python, system] + (f"[{','.join(extras)}]" if extras else "")
 
 
 def _keep_wheel(built: Path, kept: Path) -> None:
@@ -341,6 +341,36 @@ def zig(session: nox.Session) -> None:
     # extension's build.
     session.run(sys.executable, "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "root.zig"),
                 *CORE_C_SOURCES, "-lc", str(_libzstd()), env=env, external=True)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def macos(session: nox.Session) -> None:
+    """The core and both extensions built for macOS 11 on arm64 and x86-64, and checked: nothing
+    here runs them (no macOS machine; docs/release.md's platform table says so).
+
+    For each CPU: the Zig suite compiled and linked (`zig test --test-no-exec`, zstd compiled
+    for the target and linked in); zrecord's and loaderx's release wheels
+    (`cp310-abi3-macosx_11_0_<arm64|x86_64>`), whose extensions tools/macho.py checks: built
+    for that CPU and macOS 11, loading libSystem only, exporting PyInit_<name> (and the core's
+    zr_*) only, importing only Python's C API and the libSystem symbols of
+    tools/macos_libsystem.txt. First the tests of that check."""
+    session.install(f"ziglang=={ZIG_VERSION}", "pytest")
+    session.run("pytest", "-q", str(ROOT / "tools" / "test_macho.py"))
+    tmp = Path(session.create_tmp()).resolve()
+    zig_env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
+               "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
+    wheels = []
+    for arch in _build_support().ARCHS:
+        env = _release().release_env(arch, "macos")
+        libzstd = session.run("python", str(ROOT / "packages" / "build_support.py"), "zstd", arch,
+                              "macos", env={**env, **zig_env}, silent=True)
+        assert isinstance(libzstd, str)
+        session.run("python", "-m", "ziglang", "test", "-target",
+                    _build_support().zig_target(arch, "macos"), "--test-no-exec",
+                    f"-femit-bin={tmp / f'zig-tests-{arch}'}", str(ROOT / "zig" / "src" / "root.zig"),
+                    *CORE_C_SOURCES, "-lc", libzstd.strip().splitlines()[-1], env=zig_env)
+        wheels += [_pkg(session, folder, arch=arch, system="macos") for folder in (ZRECORD, LOADERX)]
+    session.run("python", str(ROOT / "tools" / "macho.py"), *wheels)
 
 
 @nox.session(python=DEFAULT_PYTHON)

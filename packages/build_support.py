@@ -34,7 +34,13 @@ Settings, from the environment (docs/decisions/0004-zstd-in-wheels.md says why z
 ways in):
 
 - ``NATIVE_BUILD_ARCH``: ``x86_64`` or ``aarch64``, the CPU to build for; default this
-  machine's. Zig cross-compiles. The building interpreter's Python headers serve both targets:
+  machine's. Zig cross-compiles.
+- ``NATIVE_BUILD_OS``: ``linux`` or ``macos``, the system to build for; default this machine's.
+  A macOS build targets macOS 11 and later (``macosx_11_0_<arm64|x86_64>`` wheels), links zstd
+  in (``ZRECORD_ZSTD=static``: macOS has no system libzstd), leaves the Python C API's symbols
+  to be resolved when the interpreter loads the module (as every macOS extension does), and
+  hides every C symbol but ``PyInit_<name>`` (Mach-O has no version script; the Zig core's
+  ``zr_*`` functions stay exported, private to the module under macOS's two-level namespace). The building interpreter's Python headers serve both targets:
   under the Limited API only object layouts and type sizes reach the extension, and they are
   the same on both (64-bit, little-endian, LP64).
 - ``ZRECORD_ZSTD``: ``system`` (default) links the platform's ``libzstd.so.1`` dynamically,
@@ -87,6 +93,14 @@ def _abi(arch: str) -> tuple[str, str, list[str]]:
     return suffix, f"{version}-{version}t", []
 GLIBC = "2.28"
 ARCHS = ("x86_64", "aarch64")
+SYSTEMS = ("linux", "macos")
+# The oldest macOS a macOS build runs on: pwritev(2) came with macOS 11.
+MACOS_MIN = "11.0"
+# What a macOS build adds to the C flags of everything it compiles (zstd, Cython's C, the
+# core's C): every symbol hidden but those marked otherwise (PyInit_<name>, by Python's
+# PyMODINIT_FUNC), zstd's public API included (its *_VISIBLE macros emptied).
+MACOS_HIDDEN_CFLAGS = ["-fvisibility=hidden", "-DZSTDLIB_VISIBLE=", "-DZSTDERRORLIB_VISIBLE=",
+                       "-DZDICTLIB_VISIBLE="]
 
 # The zstd of static builds: zstd's own library sources as the `backports.zstd` sdist on PyPI
 # ships them (src/c/zstd/lib, unmodified). They are fetched into the build folder at build time,
@@ -113,15 +127,44 @@ ZSTD_CFLAGS = [
 Log = Callable[[str], None]
 
 
-def zig_target(arch: str) -> str:
+def zig_target(arch: str, system: str = "linux") -> str:
+    """Zig's name of the target: glibc 2.28 on Linux, macOS 11 on macOS."""
+    if system == "macos":
+        return f"{arch}-macos.{MACOS_MIN}"
     return f"{arch}-linux-gnu.{GLIBC}"
+
+
+def host_system() -> str | None:
+    """This machine's system in SYSTEMS' terms, None where it is none of them."""
+    return {"linux": "linux", "darwin": "macos"}.get(sys.platform)
+
+
+def host_arch() -> str:
+    """This machine's CPU in ARCHS' terms (macOS says arm64 where Linux says aarch64)."""
+    machine = platform.machine()
+    return "aarch64" if machine == "arm64" else machine
+
+
+def target_system() -> str:
+    """The system to build for: NATIVE_BUILD_OS, else this machine's."""
+    system = os.environ.get("NATIVE_BUILD_OS") or host_system()
+    if system not in SYSTEMS:
+        raise RuntimeError(f"native build: unsupported system {system or sys.platform!r} "
+                           f"(NATIVE_BUILD_OS or this machine's); supported: {', '.join(SYSTEMS)}")
+    return system
+
+
+def platform_tag(arch: str, system: str, external_zstd: bool) -> str:
+    """A wheel's platform tag: ``manylinux_2_28_<arch>`` when it links nothing but glibc,
+    ``linux_<arch>`` when it links the platform's libzstd, ``macosx_11_0_<arm64|x86_64>``."""
+    if system == "macos":
+        return f"macosx_{MACOS_MIN.replace('.', '_')}_{'arm64' if arch == 'aarch64' else arch}"
+    return f"{'linux' if external_zstd else 'manylinux_2_28'}_{arch}"
 
 
 def target_arch() -> str:
     """The CPU to build for: NATIVE_BUILD_ARCH, else this machine's."""
-    if not sys.platform.startswith("linux"):
-        raise RuntimeError(f"native build: only Linux is supported so far, not {sys.platform}")
-    arch = os.environ.get("NATIVE_BUILD_ARCH") or platform.machine()
+    arch = os.environ.get("NATIVE_BUILD_ARCH") or host_arch()
     if arch not in ARCHS:
         raise RuntimeError(f"native build: unsupported CPU architecture {arch!r} (NATIVE_BUILD_ARCH "
                            f"or this machine's); supported: {', '.join(ARCHS)}")
@@ -256,24 +299,28 @@ def _zstd_sources(cache: Path, log: Log) -> Path:
     return lib
 
 
-def build_static_zstd(build: Path, arch: str, env: dict[str, str], log: Log) -> Path:
-    """libzstd.a of the pinned release for `arch`, compiled by zig cc; reused once built."""
+def build_static_zstd(build: Path, arch: str, env: dict[str, str], log: Log,
+                      system: str = "linux") -> Path:
+    """libzstd.a of the pinned release for `arch` on `system`, compiled by zig cc; reused once
+    built."""
     cache = build / "zstd"
     lib = _zstd_sources(cache, log)
-    out = cache / f"zstd-{ZSTD_VERSION}-{arch}" / "libzstd.a"
+    name = f"zstd-{ZSTD_VERSION}-{arch}" if system == "linux" else f"zstd-{ZSTD_VERSION}-{system}-{arch}"
+    out = cache / name / "libzstd.a"
     files = sorted(str(f) for part in ZSTD_LIB_PARTS for f in (lib / part).glob("*.c"))
     if arch == "x86_64":
         # The hand-written Huffman decoding loop, as in zstd's own x86-64 builds.
         files.append(str(lib / "decompress" / "huf_decompress_amd64.S"))
     tmp = out.with_suffix(".tmp.a")
     cmd = [sys.executable, "-m", "ziglang", "build-lib", "-static", "--name", "zstd",
-           "-target", zig_target(arch), "-mcpu=baseline", "-OReleaseFast", "-fPIC", "-lc",
-           "-cflags", *ZSTD_CFLAGS, "--", *files, f"-femit-bin={tmp}"]
+           "-target", zig_target(arch, system), "-mcpu=baseline", "-OReleaseFast", "-fPIC", "-lc",
+           "-cflags", *ZSTD_CFLAGS, *(MACOS_HIDDEN_CFLAGS if system == "macos" else []),
+           "--", *files, f"-femit-bin={tmp}"]
     stamp = out.with_suffix(".cmd")
     if out.is_file() and stamp.is_file() and stamp.read_text() == json.dumps(cmd[1:]):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    log(f"compiling zstd {ZSTD_VERSION} for {arch} ({len(files)} files)")
+    log(f"compiling zstd {ZSTD_VERSION} for {arch}-{system} ({len(files)} files)")
     subprocess.run(cmd, check=True, cwd=out.parent, env=env)
     os.replace(tmp, out)
     stamp.write_text(json.dumps(cmd[1:]))
@@ -299,7 +346,10 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
     build/native/<arch>[-zstd-<linkage>]/ beside the package, so builds for several targets
     never overwrite each other; an extension whose inputs and command are unchanged is reused.
     """
-    arch = target_arch()
+    arch, system = target_arch(), target_system()
+    if system != "linux" and free_threaded():
+        raise RuntimeError(f"native build: a {system} build is abi3 only; build it with a CPython "
+                           "that has the GIL")
     package, _, name = str(config["module"]).rpartition(".")
     pkg = root / "src" / package
     # Everything the extension is made of, the Cython sources first: the module, its .pxd
@@ -328,14 +378,16 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
         inputs += [Path(p) for p in core_c]
         inputs.append(zig / "libzstd-dirs.txt")
         include += ["-I", str(zig / "include")]
-        libzstd, info, licenses = _core_zstd(root, zig, arch, env, log)
+        libzstd, info, licenses = _core_zstd(root, zig, arch, system, env, log)
         linkage = info["zstd_linkage"]
         if linkage == "static":
             # A static library is compiled into the extension: a new build of it is a new input.
             inputs.append(libzstd)
         core = [str(zig / "src" / "root.zig"), str(libzstd)]
-        info["target"] = zig_target(arch)
+        info["target"] = zig_target(arch, system)
         flavour = f"{arch}-zstd-{linkage}"
+    if system != "linux":
+        flavour = f"{system}-{flavour}"
     suffix, abi_tag, _ = _abi(arch)
     if free_threaded():
         flavour += f"-{abi_tag.split('-')[1]}"
@@ -346,7 +398,7 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
     if not _newer(c_file, cython_inputs):
         subprocess.run([sys.executable, "-m", "cython", "-3", "--fast-fail", *include,
                         str(pkg / f"{name}.pyx"), "-o", str(c_file)], check=True)
-    out = _link(build, name, arch, config.get("optimize", "ReleaseSafe"), core, include,
+    out = _link(build, name, (arch, system), config.get("optimize", "ReleaseSafe"), core, include,
                 [str(c_file), *core_c], [*inputs, c_file], env, log)
 
     files = {out: f"{package}/{out.name}"}
@@ -355,22 +407,28 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
         (build / "_build.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
         files[build / "_build.json"] = f"{package}/_build.json"
     external = info is not None and info["zstd_linkage"] == "system"
-    tag = f"{abi_tag}-{'linux' if external else 'manylinux_2_28'}_{arch}"
-    return {"files": files, "licenses": licenses, "tag": tag, "native": arch == platform.machine()}
+    tag = f"{abi_tag}-{platform_tag(arch, system, external)}"
+    native = arch == host_arch() and system == host_system()
+    return {"files": files, "licenses": licenses, "tag": tag, "native": native}
 
 
-def _core_zstd(root: Path, zig: Path, arch: str, env: dict[str, str],
+def _core_zstd(root: Path, zig: Path, arch: str, system: str, env: dict[str, str],
                log: Log) -> tuple[Path, dict[str, str], dict[Path, str]]:
     """The zstd library the Zig core links, as ZRECORD_ZSTD says: the pinned release compiled
-    for `arch` (static) or the platform's libzstd.so.1 (system). Returns the library, the build
-    information that names the linkage (zrecord/_build.json) and the licenses the extension
-    must then carry (license file -> its name in the wheel's metadata folder)."""
-    linkage = os.environ.get("ZRECORD_ZSTD") or "system"
+    for `arch` and `system` (static; a macOS build's default and only choice) or the
+    platform's libzstd.so.1 (system). Returns the library, the build information that names
+    the linkage (zrecord/_build.json) and the licenses the extension must then carry (license
+    file -> its name in the wheel's metadata folder)."""
+    linkage = os.environ.get("ZRECORD_ZSTD") or ("system" if system == "linux" else "static")
+    if linkage == "system" and system != "linux":
+        raise RuntimeError(f"zrecord build: a {system} build links zstd in; set ZRECORD_ZSTD=static "
+                           "(or leave it unset), not 'system'")
     if linkage == "static":
         # ZRECORD_ZSTD_BUILD: a folder that builds share for the compiled library (the
         # release's builds of one run, sdists unpacked elsewhere included).
         shared = os.environ.get("ZRECORD_ZSTD_BUILD")
-        libzstd = build_static_zstd(Path(shared) if shared else root / "build", arch, env, log)
+        libzstd = build_static_zstd(Path(shared) if shared else root / "build", arch, env, log,
+                                    system)
         # zstd's BSD license asks binary redistributions to carry its notice.
         licenses = {libzstd.parent.parent / f"zstd-{ZSTD_VERSION}" / "LICENSE": "zstd-LICENSE"}
         info = {"zstd_linkage": "static", "zstd_version": ZSTD_VERSION,
@@ -382,23 +440,33 @@ def _core_zstd(root: Path, zig: Path, arch: str, env: dict[str, str],
                        f"not {linkage!r}")
 
 
-def _link(build: Path, name: str, arch: str, optimize: str, core: list[str], include: list[str],
-          sources: list[str], inputs: list[Path], env: dict[str, str], log: Log) -> Path:
+def _link(build: Path, name: str, target: tuple[str, str], optimize: str, core: list[str],
+          include: list[str], sources: list[str], inputs: list[Path], env: dict[str, str],
+          log: Log) -> Path:
     """Compiles the C `sources` (the Cython-generated file first) with the Zig `core` into
     build/<name>.abi3.so (on a free-threaded interpreter, <name><EXT_SUFFIX>) in one `zig
-    build-lib` call, exporting PyInit_<name> only. An extension newer than every file of
-    `inputs` and built by the same command is reused."""
-    exports = build / "exports.map"
-    exports.write_text(f"{{ global: PyInit_{name}; local: *; }};\n")
+    build-lib` call for `target` (arch, system), exporting PyInit_<name> only (on macOS, the
+    core's zr_* too: see NATIVE_BUILD_OS). An extension newer than every file of `inputs` and
+    built by the same command is reused."""
+    arch, system = target
+    if system == "linux":
+        exports = build / "exports.map"
+        exports.write_text(f"{{ global: PyInit_{name}; local: *; }};\n")
+        hide = ["--version-script", str(exports)]
+        system_flags: list[str] = []
+    else:
+        # Python's symbols resolve when the interpreter loads the module.
+        hide = ["-fallow-shlib-undefined"]
+        system_flags = MACOS_HIDDEN_CFLAGS
     suffix, _, abi_flags = _abi(arch)
     out = build / f"{name}{suffix}"
     tmp_out = build / f"{name}.tmp.so"
     cmd = [sys.executable, "-m", "ziglang", "build-lib", "-dynamic",
-           "-target", zig_target(arch), "-mcpu=baseline", f"-O{optimize}",
+           "-target", zig_target(arch, system), "-mcpu=baseline", f"-O{optimize}",
            "-fPIC", "-lc", "-fstrip", *core,
-           "-cflags", *abi_flags, "-O2", "-fno-strict-aliasing", "-fno-sanitize=undefined", *include,
-           "-I", sysconfig.get_paths()["include"], "--", *sources,
-           "--version-script", str(exports), f"-femit-bin={tmp_out}"]
+           "-cflags", *abi_flags, "-O2", "-fno-strict-aliasing", "-fno-sanitize=undefined",
+           *system_flags, *include, "-I", sysconfig.get_paths()["include"], "--", *sources,
+           *hide, f"-femit-bin={tmp_out}"]
     stamp = build / f"{out.name}.cmd"
     # The command without the interpreter, which differs between isolated build environments.
     if not (_newer(out, inputs) and stamp.is_file()
@@ -438,7 +506,7 @@ def get_build_hook() -> type:
                 # git-ignored); only a build for this machine can be imported here.
                 if not built["native"]:
                     raise RuntimeError("native build: an editable install must be built for this "
-                                       "machine; unset NATIVE_BUILD_ARCH")
+                                       "machine; unset NATIVE_BUILD_ARCH and NATIVE_BUILD_OS")
                 for path, dest in built["files"].items():
                     # Copied beside and renamed over the old file, never written into it: a
                     # process that has the old extension loaded keeps its mapping of the old
@@ -455,3 +523,14 @@ def get_build_hook() -> type:
                     build_data["extra_metadata"][str(path)] = dest
 
     return NativeBuildHook
+
+
+if __name__ == "__main__":
+    # `python packages/build_support.py zstd ARCH SYSTEM`: the pinned zstd compiled for a
+    # target into ZRECORD_ZSTD_BUILD (or build/ here), its path printed: what a `zig test` of
+    # the core for that target links (the `macos` nox session).
+    if len(sys.argv) != 4 or sys.argv[1] != "zstd" or sys.argv[2] not in ARCHS \
+            or sys.argv[3] not in SYSTEMS:
+        sys.exit(f"usage: {sys.argv[0]} zstd {{{','.join(ARCHS)}}} {{{','.join(SYSTEMS)}}}")
+    folder = Path(os.environ.get("ZRECORD_ZSTD_BUILD") or Path(__file__).parent / "build")
+    print(build_static_zstd(folder, sys.argv[2], dict(os.environ), _log, sys.argv[3]))

@@ -7,9 +7,10 @@ Run with the python of an environment that has the three distributions' build re
 
 The three sdists are built from `git archive HEAD`, so nothing uncommitted or built in the
 working tree reaches them; every wheel is built from its unpacked sdist: zrecord and loaderx as
-cp310-abi3 manylinux_2_28 wheels for every CPU of build_support.ARCHS (cross-compiled by Zig,
-zstd built in), and with --free-threaded as cp313t wheels too; loaderx-converter as a pure wheel. Then `twine check --strict` on all of them
-and `auditwheel show` on each binary wheel. Last, the wheels of every third-party
+cp310-abi3 manylinux_2_28 and macosx_11_0 wheels for every CPU of build_support.ARCHS
+(cross-compiled by Zig, zstd built in), and with --free-threaded as Linux cp313t wheels too;
+loaderx-converter as a pure wheel. Then `twine check --strict` on all of them, `auditwheel
+show` on each Linux binary wheel and tools/macho.py on each macOS one. Last, the wheels of every third-party
 dependency for the running CPython (and each --deps-python) on this machine's CPU land in
 dist/ beside them, and the README's `pip install --no-index --find-links dist ...` line must
 resolve from dist/ alone. Exits non-zero on the first thing that fails.
@@ -66,8 +67,9 @@ def run(*command: str, env: dict[str, str] | None = None, capture: bool = False,
     return done.stdout if capture else ""
 
 
-def release_env(arch: str) -> dict[str, str]:
-    """The settings of a release build for `arch`: zstd compiled in from the pinned sources.
+def release_env(arch: str, system: str = "linux") -> dict[str, str]:
+    """The settings of a release build for `arch` on `system`: zstd compiled in from the pinned
+    sources.
 
     The source archive is fetched once with pip into build/ (git-ignored) and handed to every
     build, so no build fetches anything itself; the library is compiled once into
@@ -78,7 +80,7 @@ def release_env(arch: str) -> dict[str, str]:
     if not (folder / support.ZSTD_SDIST_FILE).is_file():
         run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
             "--ignore-requires-python", "--dest", str(folder), support.ZSTD_SDIST_REQUIREMENT)
-    return {"NATIVE_BUILD_ARCH": arch, "ZRECORD_ZSTD": "static",
+    return {"NATIVE_BUILD_ARCH": arch, "NATIVE_BUILD_OS": system, "ZRECORD_ZSTD": "static",
             "ZRECORD_ZSTD_SDIST": str(folder / support.ZSTD_SDIST_FILE),
             "ZRECORD_ZSTD_BUILD": str(ROOT / "build" / "zstd-static")}
 
@@ -114,6 +116,12 @@ def audit(wheel: Path) -> None:
         raise SystemExit(f"{wheel.name} is not manylinux_2_28 compatible: {text}")
 
 
+def macos_check(wheel: Path) -> None:
+    """tools/macho.py must pass `wheel`: its extensions built for the wheel's CPU and macOS 11,
+    loading libSystem only, exporting and importing only what that check allows."""
+    run(sys.executable, str(ROOT / "tools" / "macho.py"), str(wheel))
+
+
 def build(dist: Path, work: Path, free_threaded: str | None = None) -> list[Path]:
     """The sdists of HEAD and every wheel built from them, in `dist` (emptied first); with
     `free_threaded` (a free-threaded CPython 3.13 with the build requirements), zrecord's and
@@ -135,14 +143,21 @@ def build(dist: Path, work: Path, free_threaded: str | None = None) -> list[Path
         shutil.unpack_archive(sdist, work / "sdists")
         src = work / "sdists" / sdist.name.removesuffix(".tar.gz")
         native = (src / "hatch_build.py").is_file()
-        pythons = [sys.executable, *([free_threaded] if free_threaded and native else [])]
-        for arch in archs if native else (None,):
-            for python in pythons:
-                run(python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
-                    str(src), env=release_env(arch) if arch else None)
+        if not native:
+            run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(src))
+            continue
+        for system in build_support().SYSTEMS:
+            # The free-threaded wheels are Linux only: a macOS build is abi3 only.
+            pythons = [sys.executable, *([free_threaded] if free_threaded and system == "linux" else [])]
+            for arch in archs:
+                for python in pythons:
+                    run(python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
+                        str(src), env=release_env(arch, system))
     files = sorted(dist.iterdir())
     print("dist: " + ", ".join(f.name for f in files), file=sys.stderr)
-    expected = 3 + 2 * len(archs) * (2 if free_threaded else 1) + 1
+    # 3 sdists, the converter's pure wheel, and zrecord's and loaderx's: abi3 (and cp313t)
+    # for Linux, abi3 for macOS, on every CPU.
+    expected = 3 + 1 + 2 * len(archs) * ((2 if free_threaded else 1) + 1)
     if len(files) != expected:
         raise SystemExit(f"expected {expected} files in dist/, found {len(files)}")
     return files
@@ -158,7 +173,8 @@ def own_wheels(house: Path, python: str) -> list[Path]:
     return sorted(wheel for wheel in house.glob("*.whl")
                   if wheel.name.split("-")[0].replace("_", "-") in OURS
                   and (wheel.name.endswith("-any.whl")
-                       or (wheel.name.endswith(f"_{arch}.whl") and ("t-manylinux" in wheel.name) == free)))
+                       or (wheel.name.endswith(f"-manylinux_2_28_{arch}.whl")
+                           and ("t-manylinux" in wheel.name) == free)))
 
 
 def readme_install_line(readme: Path) -> list[str]:
@@ -230,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     files = build(args.dist, work, args.free_threaded)
     run(sys.executable, "-m", "twine", "check", "--strict", *(str(f) for f in files))
     for wheel in files:
-        if wheel.name.endswith(".whl") and not wheel.name.endswith("-any.whl"):
+        if wheel.name.endswith(".whl") and "-macosx_" in wheel.name:
+            macos_check(wheel)
+        elif wheel.name.endswith(".whl") and not wheel.name.endswith("-any.whl"):
             audit(wheel)
     # The README of the released commit, as the sdists are.
     for python in pythons:
