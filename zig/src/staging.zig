@@ -41,8 +41,6 @@ const parents_depth_max: usize = 256;
 /// Fresh lock files `createLocked` makes after others' reaps took the previous ones (each time
 /// a reap has to fall into the instant between a create and its lock, so a few suffice).
 const lock_taken_retries_max: usize = 64;
-/// flock(2)'s "held by another open file" (EAGAIN, which is EWOULDBLOCK on Linux).
-const EWOULDBLOCK: i32 = 11;
 
 pub const Staging = struct {
     /// The store's path, its parent directory and final component, as given.
@@ -256,7 +254,7 @@ const LockOutcome = enum { locked, taken, failed };
 /// a clock and a guess at how long an instant is.)
 fn lockNew(fd: Fd, lock: [:0]const u8) LockOutcome {
     sys.flock(fd, sys.LOCK_EX | sys.LOCK_NB) catch {
-        return if (sys.errno() == EWOULDBLOCK) .taken else .failed;
+        return if (sys.errno() == sys.EWOULDBLOCK) .taken else .failed;
     };
     const mine = sys.fileIdentity(fd) catch return .failed;
     const named = sys.open(lock, sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK, 0) catch {

@@ -119,6 +119,8 @@ pub const ENOSYS: i32 = os.ENOSYS;
 pub const ENOTEMPTY: i32 = os.ENOTEMPTY;
 pub const ELOOP: i32 = os.ELOOP;
 pub const ENAMETOOLONG: i32 = os.ENAMETOOLONG;
+/// flock(2)'s "held by another open file" (EAGAIN, the same code on Linux and macOS).
+pub const EWOULDBLOCK: i32 = os.EWOULDBLOCK;
 
 /// Largest single read or write Linux performs (0x7ffff000); larger requests are looped.
 const io_chunk_bytes_max: usize = 0x7fff_f000;

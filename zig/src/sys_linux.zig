@@ -56,6 +56,7 @@ pub const ENOSYS: i32 = 38;
 pub const ENOTEMPTY: i32 = 39;
 pub const ELOOP: i32 = 40;
 pub const ENAMETOOLONG: i32 = 36;
+pub const EWOULDBLOCK: i32 = 11;
 
 pub const sc_pagesize: c_int = 30; // _SC_PAGESIZE (glibc and musl)
 pub const sc_phys_pages: c_int = 85; // _SC_PHYS_PAGES (glibc and musl)

@@ -56,6 +56,7 @@ pub const ENOSYS: i32 = @backingInt(std.c.E.NOSYS);
 pub const ENOTEMPTY: i32 = @backingInt(std.c.E.NOTEMPTY);
 pub const ELOOP: i32 = @backingInt(std.c.E.LOOP);
 pub const ENAMETOOLONG: i32 = @backingInt(std.c.E.NAMETOOLONG);
+pub const EWOULDBLOCK: i32 = @backingInt(std.c.E.AGAIN);
 const ENOTSUP: i32 = @backingInt(std.c.E.OPNOTSUPP); // ENOTSUP: the same code on Darwin
 
 pub const sc_pagesize: c_int = 29; // _SC_PAGESIZE
