@@ -337,8 +337,18 @@ def _log(message: str) -> None:
     print(f"native build: {message}", file=sys.stderr)
 
 
+def _target() -> tuple[str, str]:
+    """(CPU, system) to build for; a macOS build is abi3, so not from a free-threaded CPython."""
+    arch, system = target_arch(), target_system()
+    if system != "linux" and free_threaded():
+        raise RuntimeError(f"native build: a {system} build is abi3 only; build it with a CPython "
+                           "that has the GIL")
+    return arch, system
+
+
 def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict[str, Any]:
-    """Build the extension that `config` describes for target_arch(); return what to ship.
+    """Build the extension that `config` describes for the target (`_target`); return what to
+    ship.
 
     The result holds `files` (built file -> its path in the wheel), `licenses` (license of
     what the extension carries -> its name in the wheel's metadata folder), `tag` (the wheel's
@@ -346,10 +356,7 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
     build/native/<arch>[-zstd-<linkage>]/ beside the package, so builds for several targets
     never overwrite each other; an extension whose inputs and command are unchanged is reused.
     """
-    arch, system = target_arch(), target_system()
-    if system != "linux" and free_threaded():
-        raise RuntimeError(f"native build: a {system} build is abi3 only; build it with a CPython "
-                           "that has the GIL")
+    arch, system = _target()
     package, _, name = str(config["module"]).rpartition(".")
     pkg = root / "src" / package
     # Everything the extension is made of, the Cython sources first: the module, its .pxd
@@ -386,8 +393,7 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
         core = [str(zig / "src" / "root.zig"), str(libzstd)]
         info["target"] = zig_target(arch, system)
         flavour = f"{arch}-zstd-{linkage}"
-    if system != "linux":
-        flavour = f"{system}-{flavour}"
+    flavour = flavour if system == "linux" else f"{system}-{flavour}"
     suffix, abi_tag, _ = _abi(arch)
     if free_threaded():
         flavour += f"-{abi_tag.split('-')[1]}"
