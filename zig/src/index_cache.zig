@@ -232,7 +232,7 @@ fn cacheDamaged(r: *const Reader, rec: u64, d: *Diag) Error {
 /// Where a compact index is built: a temporary file of the cache folder, published by a rename
 /// once complete, or an anonymous memory file.
 pub const Output = struct {
-    fd: sys.Fd = -1,
+    fd: sys.Fd = sys.invalid_fd,
     /// The errno of the last failure to make a file (memory files included).
     errno: i32 = 0,
     final: ?[:0]const u8,
@@ -274,14 +274,14 @@ pub const Output = struct {
         o.close();
         o.fd = sys.memfd("zrecord-index") catch blk: {
             o.errno = sys.errno();
-            break :blk -1;
+            break :blk sys.invalid_fd;
         };
     }
 
     /// Renames the temporary file into place; false for a memory file or a failed rename.
     pub fn publish(o: *Output) bool {
         if (o.tmp_len == 0) return false;
-        std.debug.assert(o.fd >= 0);
+        std.debug.assert(o.fd != sys.invalid_fd);
         sys.rename(o.tmpPath(), o.final.?) catch {
             o.close();
             return false;
@@ -294,8 +294,8 @@ pub const Output = struct {
     pub fn close(o: *Output) void {
         if (o.tmp_len > 0) sys.unlinkAt(sys.AT_FDCWD, o.tmpPath()) catch {};
         o.tmp_len = 0;
-        if (o.fd >= 0) sys.close(o.fd);
-        o.fd = -1;
+        if (o.fd != sys.invalid_fd) sys.close(o.fd);
+        o.fd = sys.invalid_fd;
     }
 };
 

@@ -85,7 +85,7 @@ pub fn blockErrorOf(h: *const format.Header, name: []const u8, b: u64, d: *Diag)
 /// following links, checked to be a regular file) of `size` bytes: exactly 8 × B bytes. Keeps
 /// its descriptor (closed with the reader's files, on failure too) and identity in the reader.
 pub fn openSums(r: *Reader, fd: sys.Fd, size: u64, d: *Diag) Error!void {
-    assert(r.header.hasParts() and r.sums_fd < 0);
+    assert(r.header.hasParts() and r.sums_fd == sys.invalid_fd);
     r.sums_fd = fd;
     const want = 8 * r.header.blockCount();
     if (size != want) return d.fail(error.Corrupt, "'{s}/index.zrs' has {d} bytes, but the " ++

@@ -90,7 +90,7 @@ pub const Reader = struct {
     /// The same mappings, for the SIGBUS guard.
     guard_ranges: [format.data_shards_max]gather.GuardRange = @splat(.{}),
     /// One read-only descriptor per shard, for the pread path; -1 where none is open.
-    fds: [format.data_shards_max]sys.Fd = @splat(-1),
+    fds: [format.data_shards_max]sys.Fd = @splat(sys.invalid_fd),
     /// Whether every record is read with pread, not only large ones: the store's records
     /// average at least `gather.pread_record_bytes_min` stored bytes, or `check_every_read`.
     pread_every_record: bool = false,
@@ -102,7 +102,7 @@ pub const Reader = struct {
     /// and every record is read with pread (`pread_every_record`).
     check_every_read: bool = false,
     /// One O_DIRECT descriptor per non-empty shard when `bypass`; -1 elsewhere.
-    direct_fds: [format.data_shards_max]sys.Fd = @splat(-1),
+    direct_fds: [format.data_shards_max]sys.Fd = @splat(sys.invalid_fd),
     /// Whether `reader_open.checkLayout` has passed; verify runs it until it has.
     layout_checked: std.atomic.Value(bool) = .init(false),
     /// Where every record is (compact.zig), in a read-only shared mapping of `compact_map`.
@@ -119,9 +119,9 @@ pub const Reader = struct {
     index_source: IndexSource = .built,
     /// index.zri, kept open for verify, which checks records against their whole checksums
     /// (a record's first read checks the low half the compact index keeps).
-    index_fd: sys.Fd = -1,
+    index_fd: sys.Fd = sys.invalid_fd,
     /// index.zrs of a store with index parts (spec §4.1), kept open for verify; -1 without.
-    sums_fd: sys.Fd = -1,
+    sums_fd: sys.Fd = sys.invalid_fd,
     /// The identity of index.zrs (all zero without index parts): part of a cache file's key.
     sums_id: sys.FileIdentity = std.mem.zeroes(sys.FileIdentity),
     /// Loaded from a cache file: one bit per block of the compact index, set once the block's
@@ -510,18 +510,18 @@ pub const Reader = struct {
             g.* = .{};
         }
         for (&r.fds, &r.direct_fds) |*fd, *dfd| {
-            if (fd.* >= 0) sys.close(fd.*);
-            fd.* = -1;
-            if (dfd.* >= 0) sys.close(dfd.*);
-            dfd.* = -1;
+            if (fd.* != sys.invalid_fd) sys.close(fd.*);
+            fd.* = sys.invalid_fd;
+            if (dfd.* != sys.invalid_fd) sys.close(dfd.*);
+            dfd.* = sys.invalid_fd;
         }
         if (r.compact_map.len > 0) sys.munmap(r.compact_map);
         r.compact_map = &.{};
         r.compact.record_count = 0;
-        if (r.index_fd >= 0) sys.close(r.index_fd);
-        r.index_fd = -1;
-        if (r.sums_fd >= 0) sys.close(r.sums_fd);
-        r.sums_fd = -1;
+        if (r.index_fd != sys.invalid_fd) sys.close(r.index_fd);
+        r.index_fd = sys.invalid_fd;
+        if (r.sums_fd != sys.invalid_fd) sys.close(r.sums_fd);
+        r.sums_fd = sys.invalid_fd;
         if (r.blocks_checked.len > 0) alloc.free(r.blocks_checked);
         r.blocks_checked = &.{};
         if (r.verified.len > 0) sys.munmap(@alignCast(std.mem.sliceAsBytes(r.verified)));

@@ -129,8 +129,8 @@ pub fn open(path_c: [*:0]const u8, opts: Options, d: *Diag) Error!*Reader {
     // What gathers rely on from here: one mapping and descriptor per shard, of the size the
     // header gives, the index open for verify, and a compact index of every record (by part,
     // one that gathers fill block by block before they read it).
-    assert(r.index_fd >= 0 and r.compact.record_count == h.record_count);
-    for (0..h.data_shards) |k| assert(r.fds[k] >= 0 and r.maps[k].len == h.shard_sizes[k]);
+    assert(r.index_fd != sys.invalid_fd and r.compact.record_count == h.record_count);
+    for (0..h.data_shards) |k| assert(r.fds[k] != sys.invalid_fd and r.maps[k].len == h.shard_sizes[k]);
     return r;
 }
 
@@ -159,7 +159,7 @@ fn readHeader(dfd: sys.Fd, path: []const u8, d: *Diag) Error![]u8 {
 fn mapShards(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
     var name_buf: [16]u8 = undefined;
     for (0..r.header.data_shards) |k| {
-        assert(r.fds[k] < 0 and r.maps[k].len == 0);
+        assert(r.fds[k] == sys.invalid_fd and r.maps[k].len == 0);
         const name = std.fmt.bufPrintSentinel(&name_buf, "data-{d:0>3}.zrd", .{k}, 0) catch unreachable;
         d.shard = @intCast(k);
         // [ZR-GEN-001]
@@ -221,7 +221,7 @@ fn openDirect(r: *Reader, dfd: sys.Fd, d: *Diag) Error!void {
 /// validation), else built by `buildIndex`, which validates every entry. Indexes of fewer
 /// records than the policy's minimum never use the folder.
 fn loadIndex(r: *Reader, dfd: sys.Fd, opts: Options, d: *Diag) Error!index_cache.Loaded {
-    assert(r.index_fd < 0 and r.compact_map.len == 0);
+    assert(r.index_fd == sys.invalid_fd and r.compact_map.len == 0);
     const st = try openRegular(dfd, r.path, "index.zri", d) orelse
         return d.failOs(error.Corrupt, sys.ENOENT, "store '{s}' is missing its index.zri (ZR-GEN-001)", .{r.path});
     // Kept open for verify, which reads the whole checksums; releaseFiles closes it, on failure too.
@@ -281,7 +281,7 @@ fn buildIndex(
     defer out.close();
     var attempt: u8 = 0;
     while (true) : (attempt += 1) {
-        if (out.fd < 0) return d.failOs(error.Io, out.errno, "cannot create a memory file for the " ++
+        if (out.fd == sys.invalid_fd) return d.failOs(error.Io, out.errno, "cannot create a memory file for the " ++
             "index of store '{s}'", .{r.path});
         const written = streamIndex(r, id, out.fd, store_path, d) catch |err| switch (err) {
             // The cache folder could not take the file (full, read-only): once more, in memory.

@@ -50,8 +50,8 @@ pub const Staging = struct {
     tmp_path: [:0]const u8 = "",
     lock_path: [:0]const u8 = "",
     /// The temporary directory, open for the owner to create its files relative to it.
-    tmp_fd: Fd = -1,
-    lock_fd: Fd = -1,
+    tmp_fd: Fd = sys.invalid_fd,
+    lock_fd: Fd = sys.invalid_fd,
 
     /// Checks `path` (new, not inside a published store), creates its missing parent
     /// directories, removes stale temporaries of the same name and creates a locked temporary
@@ -81,14 +81,14 @@ pub const Staging = struct {
         try s.createLocked(d);
         // A staging that `create` returns holds its lock and its open temporary directory,
         // named after the store; `publish` or `abort` releases them.
-        assert(s.lock_fd >= 0 and s.tmp_fd >= 0);
+        assert(s.lock_fd != sys.invalid_fd and s.tmp_fd != sys.invalid_fd);
         assert(std.mem.endsWith(u8, s.lock_path, lock_suffix) and std.mem.startsWith(u8, s.lock_path, s.tmp_path));
         assert(std.mem.indexOf(u8, std.fs.path.basename(s.tmp_path), tmp_marker) != null);
         return s;
     }
 
     fn createLocked(s: *Staging, d: *Diag) Error!void {
-        assert(s.lock_fd < 0 and s.tmp_fd < 0 and s.tmp_path.len == 0);
+        assert(s.lock_fd == sys.invalid_fd and s.tmp_fd == sys.invalid_fd and s.tmp_path.len == 0);
         var attempt: usize = 0;
         var taken: usize = 0;
         while (true) : (attempt += 1) {
@@ -122,7 +122,7 @@ pub const Staging = struct {
                 alloc.free(lock);
                 s.tmp_path = "";
                 s.lock_path = "";
-                s.lock_fd = -1;
+                s.lock_fd = sys.invalid_fd;
                 continue;
             }
             // flock itself is unsupported, or the lock was taken again and again: no liveness
@@ -157,7 +157,7 @@ pub const Staging = struct {
     /// caller has made the temporary directory and everything in it durable before.
     pub fn rename(s: *Staging, sync: bool, d: *Diag) Error!void {
         // Only a staging that holds its lock publishes: a reap may remove an unlocked one.
-        assert(s.lock_fd >= 0 and s.tmp_fd >= 0 and s.tmp_path.len > 0);
+        assert(s.lock_fd != sys.invalid_fd and s.tmp_fd != sys.invalid_fd and s.tmp_path.len > 0);
         sys.renameNoReplace(s.tmp_path, s.path) catch {
             const e = sys.errno();
             if (e == sys.EEXIST or e == sys.ENOTEMPTY) return d.failOs(error.Exists, e, "store " ++
@@ -169,11 +169,11 @@ pub const Staging = struct {
         };
         // The directory now lives at the store path: nothing temporary is left but the lock.
         sys.close(s.tmp_fd);
-        s.tmp_fd = -1;
+        s.tmp_fd = sys.invalid_fd;
         alloc.free(s.tmp_path);
         s.tmp_path = "";
         s.unlock();
-        assert(s.lock_fd < 0 and s.tmp_fd < 0);
+        assert(s.lock_fd == sys.invalid_fd and s.tmp_fd == sys.invalid_fd);
         // The rename is durable once the parent directory is flushed. The store is already
         // published when this fails, so it is reported but nothing is undone.
         if (sync) {
@@ -199,10 +199,10 @@ pub const Staging = struct {
     /// is a hidden temporary that the next writer of this name removes.
     pub fn abort(s: *Staging) void {
         if (s.tmp_path.len > 0) {
-            if (s.tmp_fd >= 0) sys.close(s.tmp_fd);
-            s.tmp_fd = -1;
-            const parent_fd = sys.open(s.parent, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch -1;
-            if (parent_fd >= 0) {
+            if (s.tmp_fd != sys.invalid_fd) sys.close(s.tmp_fd);
+            s.tmp_fd = sys.invalid_fd;
+            const parent_fd = sys.open(s.parent, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch sys.invalid_fd;
+            if (parent_fd != sys.invalid_fd) {
                 const base = std.fs.path.basename(s.tmp_path);
                 var buf: [256]u8 = undefined;
                 if (base.len < buf.len) {
@@ -216,19 +216,19 @@ pub const Staging = struct {
             s.tmp_path = "";
         }
         s.unlock();
-        assert(s.tmp_fd < 0 and s.lock_fd < 0 and s.tmp_path.len == 0);
+        assert(s.tmp_fd == sys.invalid_fd and s.lock_fd == sys.invalid_fd and s.tmp_path.len == 0);
     }
 
     fn unlock(s: *Staging) void {
-        if (s.lock_fd < 0) return;
+        if (s.lock_fd == sys.invalid_fd) return;
         sys.unlinkAt(sys.AT_FDCWD, s.lock_path) catch {};
         sys.close(s.lock_fd);
-        s.lock_fd = -1;
+        s.lock_fd = sys.invalid_fd;
     }
 
     /// Frees the paths; `abort` or `publish` came first.
     pub fn deinit(s: *Staging) void {
-        if (s.tmp_fd >= 0 or s.lock_fd >= 0) s.abort();
+        if (s.tmp_fd != sys.invalid_fd or s.lock_fd != sys.invalid_fd) s.abort();
         if (s.path.len > 0) alloc.free(s.path);
         if (s.parent.len > 0) alloc.free(s.parent);
         if (s.tmp_path.len > 0) alloc.free(s.tmp_path);

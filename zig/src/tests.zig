@@ -400,7 +400,7 @@ test "a failed append poisons the writer; abort cleans up" {
     try t.expectContains(t.msg(&st), "data-001.zrd");
     try testing.expectEqual(@as(c_int, t.ZR_E_IO), root.zr_writer_append_dense(w, &data, 4, 1, &st));
     try t.expectContains(t.msg(&st), "unusable");
-    w.?.shard_fds[1] = -1;
+    w.?.shard_fds[1] = sys.invalid_fd;
     try testing.expectEqual(@as(c_int, t.ZR_E_IO), root.zr_writer_publish(w, &st));
     root.zr_writer_abort(w);
     root.zr_writer_free(w);

@@ -206,11 +206,11 @@ pub const Writer = struct {
     itemsize: u64,
     record_size: u64,
     entry_size: u32,
-    shard_fds: [format.data_shards_max]Fd = @splat(-1),
-    index_fd: Fd = -1,
+    shard_fds: [format.data_shards_max]Fd = @splat(sys.invalid_fd),
+    index_fd: Fd = sys.invalid_fd,
     index_hash: format.XxHash64 = format.XxHash64.init(0),
     /// With ZR_WRITE_INDEX_PARTS: index.zrs, the sums of the index blocks (`parts`).
-    sums_fd: Fd = -1,
+    sums_fd: Fd = sys.invalid_fd,
     parts: Parts = .{},
     dict: []u8 = &.{},
     scratch: []u8 = &.{},
@@ -306,13 +306,13 @@ pub const Writer = struct {
     /// Closes every descriptor and frees every buffer but the handle and its paths.
     fn release(w: *Writer) void {
         for (w.shard_fds[0..w.header.data_shards]) |*fd| {
-            if (fd.* >= 0) sys.close(fd.*);
-            fd.* = -1;
+            if (fd.* != sys.invalid_fd) sys.close(fd.*);
+            fd.* = sys.invalid_fd;
         }
-        if (w.index_fd >= 0) sys.close(w.index_fd);
-        w.index_fd = -1;
-        if (w.sums_fd >= 0) sys.close(w.sums_fd);
-        w.sums_fd = -1;
+        if (w.index_fd != sys.invalid_fd) sys.close(w.index_fd);
+        w.index_fd = sys.invalid_fd;
+        if (w.sums_fd != sys.invalid_fd) sys.close(w.sums_fd);
+        w.sums_fd = sys.invalid_fd;
         if (w.dict.len > 0) alloc.free(w.dict);
         w.dict = &.{};
         if (w.scratch.len > 0) alloc.free(w.scratch);
