@@ -128,9 +128,12 @@ Log = Callable[[str], None]
 
 
 def zig_target(arch: str, system: str = "linux") -> str:
-    """Zig's name of the target: glibc 2.28 on Linux, macOS 11 on macOS."""
+    """Zig's name of the target: glibc 2.28 on Linux, macOS 11 on macOS, MinGW-w64 on Windows
+    (the core's tests only: no Windows wheel is built yet)."""
     if system == "macos":
         return f"{arch}-macos.{MACOS_MIN}"
+    if system == "windows":
+        return f"{arch}-windows-gnu"
     return f"{arch}-linux-gnu.{GLIBC}"
 
 
@@ -534,9 +537,10 @@ def get_build_hook() -> type:
 if __name__ == "__main__":
     # `python packages/build_support.py zstd ARCH SYSTEM`: the pinned zstd compiled for a
     # target into ZRECORD_ZSTD_BUILD (or build/ here), its path printed: what a `zig test` of
-    # the core for that target links (the `macos` nox session).
+    # the core for that target links (the `macos` and `windows` nox sessions).
+    systems = (*SYSTEMS, "windows")
     if len(sys.argv) != 4 or sys.argv[1] != "zstd" or sys.argv[2] not in ARCHS \
-            or sys.argv[3] not in SYSTEMS:
-        sys.exit(f"usage: {sys.argv[0]} zstd {{{','.join(ARCHS)}}} {{{','.join(SYSTEMS)}}}")
+            or sys.argv[3] not in systems:
+        sys.exit(f"usage: {sys.argv[0]} zstd {{{','.join(ARCHS)}}} {{{','.join(systems)}}}")
     folder = Path(os.environ.get("ZRECORD_ZSTD_BUILD") or Path(__file__).parent / "build")
     print(build_static_zstd(folder, sys.argv[2], dict(os.environ), _log, sys.argv[3]))

@@ -111,16 +111,8 @@ pub const AsyncWriter = struct {
 
 test "posted writes land, one at a time, and a failure is reported once with its errno" {
     const t = std.testing;
-    var tmpl = "/tmp/zrecord-async-XXXXXX".*;
-    const mkstemp = struct {
-        extern "c" fn mkstemp(template: [*:0]u8) c_int;
-    }.mkstemp;
-    const fd = mkstemp(&tmpl);
-    try t.expect(fd != sys.invalid_fd);
-    defer {
-        sys.close(fd);
-        sys.unlinkAt(sys.AT_FDCWD, &tmpl) catch {};
-    }
+    const fd = try sys.memfd("zrecord-async");
+    defer sys.close(fd);
     var a: AsyncWriter = .{};
     defer a.stop();
     var bufs: [2][4096]u8 = undefined;

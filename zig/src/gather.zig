@@ -993,6 +993,8 @@ extern "c" fn raise(sig: c_int) c_int;
 extern "c" fn dup2(old: c_int, new: c_int) c_int;
 
 test "a shard truncated after open fails the mapped gather and verify with ZR_E_CORRUPT, not SIGBUS" {
+    // Windows: no fork.
+    if (comptime @import("builtin").os.tag == .windows) return error.SkipZigTest;
     // [R1] item 6: records under pread_record_bytes_min are copied from the shard's mapping,
     // and a page past the new end of a truncated file raised SIGBUS there.
     const t = @import("testing.zig");

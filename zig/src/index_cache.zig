@@ -278,12 +278,15 @@ pub const Output = struct {
         };
     }
 
-    /// Renames the temporary file into place; false for a memory file or a failed rename.
+    /// Renames the temporary file into place; false for a memory file or a failed rename
+    /// (then the temporary name is removed). The descriptor stays open either way, for the
+    /// caller's mapping; `close` closes it.
     pub fn publish(o: *Output) bool {
         if (o.tmp_len == 0) return false;
         std.debug.assert(o.fd != sys.invalid_fd);
         sys.rename(o.tmpPath(), o.final.?) catch {
-            o.close();
+            sys.unlinkAt(sys.AT_FDCWD, o.tmpPath()) catch {};
+            o.tmp_len = 0;
             return false;
         };
         o.tmp_len = 0;

@@ -7,7 +7,8 @@
 //!   every POSIX system (open, pread, pwrite, mmap, flock, ...) is implemented once, in
 //!   `sys_posix.zig`; what differs (the ABI's constants, and each concern whose fast path is
 //!   the system's own call) in the system's half, `sys_linux.zig` or `sys_macos.zig`, which
-//!   export the same names.
+//!   export the same names. `sys_windows.zig` serves both parts on Windows, where files are
+//!   handles, not descriptors.
 //! - The C library functions are declared by hand (Zig 0.17 has no @cImport, and the std file
 //!   API changes between releases), except the few whose symbol name differs between
 //!   architectures of one system, which come from std.c.
@@ -23,11 +24,12 @@ const builtin = @import("builtin");
 const os = switch (builtin.os.tag) {
     .linux => @import("sys_linux.zig"),
     .macos => @import("sys_macos.zig"),
+    .windows => @import("sys_windows.zig"),
     else => @compileError("zrecord: the core has no OS layer for " ++ @tagName(builtin.os.tag)),
 };
 
-/// What every POSIX system has in common.
-const base = @import("sys_posix.zig");
+/// What every POSIX system has in common; Windows' half serves both parts.
+const base = if (builtin.os.tag == .windows) os else @import("sys_posix.zig");
 
 // Descriptors, errno, reads and writes, mappings, directories, locks, fork tracking
 // (sys_posix.zig documents each).
@@ -101,7 +103,7 @@ pub const O_NOFOLLOW: c_int = os.O_NOFOLLOW;
 /// 4096-byte logical blocks of disks, and of the page size of x86_64.
 pub const direct_align_bytes: usize = 4096;
 
-pub const AT_FDCWD: c_int = os.AT_FDCWD;
+pub const AT_FDCWD: Fd = os.AT_FDCWD;
 pub const LOCK_EX: c_int = 2;
 pub const LOCK_NB: c_int = 4;
 pub const LOCK_UN: c_int = 8;

@@ -42,18 +42,42 @@ pub const codec_zstd: u8 = 1;
 pub const codec_zstd_dict: u8 = 2;
 pub const dtype_uint8: u8 = 3;
 
-extern "c" fn mkdtemp(template: [*:0]u8) ?[*:0]u8;
+extern "c" fn getenv(name: [*:0]const u8) ?[*:0]const u8;
+
+/// A new private folder for a test, `{tmp}/{prefix}-{pid}-{random}`, its path in `out`: tmp is
+/// /tmp on POSIX systems and %TEMP% on Windows.
+pub fn makeTempDir(out: []u8, prefix: []const u8) ![:0]u8 {
+    const windows = @import("builtin").os.tag == .windows;
+    const base = if (windows) std.mem.sliceTo(getenv("TEMP") orelse "C:\\Windows\\Temp", 0) else "/tmp";
+    const args = .{ base, prefix, sys.getpid(), sys.randomU64() };
+    const path = try std.fmt.bufPrintSentinel(out, "{s}/{s}-{d}-{x}", args, 0);
+    sys.mkdir(path, 0o700) catch return error.MkdirFailed;
+    return path;
+}
+
+/// Whether the tests run on Windows, where some of them cannot (no fork, FIFO or chmod; a
+/// mapped file cannot be truncated; symbolic links need a privilege).
+pub const on_windows = @import("builtin").os.tag == .windows;
+
+/// Whether the tests run under Wine (its ntdll exports wine_get_version), which emulates some
+/// Windows behaviour with the host's: its byte-range locks are the process's, as POSIX
+/// fcntl locks are, where Windows' belong to a handle.
+pub fn underWine() bool {
+    if (!on_windows) return false;
+    const w = struct {
+        extern "kernel32" fn GetModuleHandleA(name: [*:0]const u8) callconv(.winapi) ?*anyopaque;
+        extern "kernel32" fn GetProcAddress(module: *anyopaque, name: [*:0]const u8) callconv(.winapi) ?*anyopaque;
+    };
+    const ntdll = w.GetModuleHandleA("ntdll.dll") orelse return false;
+    return w.GetProcAddress(ntdll, "wine_get_version") != null;
+}
 
 pub const TempDir = struct {
-    buf: [64]u8 = undefined,
+    buf: [256]u8 = undefined,
     len: usize = 0,
 
     pub fn init(t: *TempDir) !void {
-        const tmpl = "/tmp/zrecord-test-XXXXXX";
-        @memcpy(t.buf[0..tmpl.len], tmpl);
-        t.buf[tmpl.len] = 0;
-        t.len = tmpl.len;
-        if (mkdtemp(@ptrCast(&t.buf)) == null) return error.MkdtempFailed;
+        t.len = (try makeTempDir(&t.buf, "zrecord-test")).len;
     }
 
     pub fn sub(t: *const TempDir, buf: []u8, name: []const u8) [:0]u8 {

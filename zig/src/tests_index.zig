@@ -164,7 +164,9 @@ test "the first open builds the compact index into the cache, later opens load i
     try testing.expect(info.resident_bytes < 10 * n);
     // Full validation builds again, and replaces the file.
     const r3 = try openWith(td, "r", abi.open_validate_index);
-    try testing.expectEqual(IndexSource.built_cached, sourceOf(r3));
+    // Windows replaces no file that a view maps (r1's and r2's): the rebuilt index stays in
+    // its unnamed temporary file there.
+    try testing.expectEqual(if (t.on_windows) IndexSource.built else IndexSource.built_cached, sourceOf(r3));
     try expectRagged(r3, recs, &idx);
     for ([_]*Reader{ r1, r2, r3 }) |r| root.zr_reader_free(r);
     // Without a cache folder nothing is written.
@@ -175,6 +177,8 @@ test "the first open builds the compact index into the cache, later opens load i
 }
 
 test "a damaged, truncated or stale cache file is not used: the index is built again" {
+    // Windows: no truncate(2); a mapped file cannot shrink there.
+    if (comptime @import("builtin").os.tag == .windows) return error.SkipZigTest;
     // [ZR-ERR-006] a record that is not complete, fails its own checksums, or was made from
     // another version of index.zri is not relied on.
     const n = 300;
@@ -384,6 +388,8 @@ fn gatherOne(r: *Reader, recs: []const []const u8, i: usize) !void {
 extern "c" fn chmod(path: [*:0]const u8, mode: c_uint) c_int;
 
 test "a cache file that others may write is not trusted: the index is built again" {
+    // Windows: no mode bits.
+    if (comptime @import("builtin").os.tag == .windows) return error.SkipZigTest;
     // [ZR-ERR-008] only a file that this user owns and nobody else can write is relied on.
     const n = 300;
     var f: Tokens = .{};
