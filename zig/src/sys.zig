@@ -134,7 +134,8 @@ pub const ENOSYS: i32 = os.ENOSYS;
 pub const ENOTEMPTY: i32 = os.ENOTEMPTY;
 pub const ELOOP: i32 = os.ELOOP;
 pub const ENAMETOOLONG: i32 = os.ENAMETOOLONG;
-/// flock(2)'s "held by another open file" (EAGAIN, the same code on Linux and macOS).
+/// flock(2)'s "held by another open file" (EAGAIN, the same code on Linux and macOS; a lock
+/// violation of LockFileEx on Windows).
 pub const EWOULDBLOCK: i32 = os.EWOULDBLOCK;
 
 /// The C library's description of an errno.

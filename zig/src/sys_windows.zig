@@ -285,10 +285,6 @@ const epoch_gap_s: i64 = 11_644_473_600;
 
 threadlocal var errno_value: c_int = 0;
 
-pub fn errnoLocation() *c_int {
-    return &errno_value;
-}
-
 pub fn errno() i32 {
     return errno_value;
 }
