@@ -64,7 +64,6 @@ pub const exists = base.exists;
 pub const existsAt = base.existsAt;
 pub const flock = base.flock;
 pub const realpath = base.realpath;
-pub const isStoreDir = base.isStoreDir;
 pub const Dir = base.Dir;
 pub const renameNoReplace = base.renameNoReplace;
 pub const getpid = base.getpid;
@@ -137,6 +136,19 @@ pub const ENAMETOOLONG: i32 = os.ENAMETOOLONG;
 /// flock(2)'s "held by another open file" (EAGAIN, the same code on Linux and macOS; a lock
 /// violation of LockFileEx on Windows).
 pub const EWOULDBLOCK: i32 = os.EWOULDBLOCK;
+
+/// Whether the directory `dir_path` holds a regular file `header.zrh`: a published store
+/// (spec §7). Symbolic links are not followed for the header.
+pub fn isStoreDir(dir_path: []const u8) bool {
+    var buf: [path_bytes_max]u8 = undefined;
+    const name = "/header.zrh";
+    if (dir_path.len + name.len >= buf.len) return false;
+    @memcpy(buf[0..dir_path.len], dir_path);
+    @memcpy(buf[dir_path.len..][0..name.len], name);
+    buf[dir_path.len + name.len] = 0;
+    const st = fstatAt(AT_FDCWD, buf[0 .. dir_path.len + name.len :0]) catch return false;
+    return st.kind == .regular;
+}
 
 /// The C library's description of an errno.
 pub const errnoText = os.errnoText;

@@ -176,15 +176,6 @@ pub fn fileIdentity(fd: Fd) OsError!FileIdentity {
     };
 }
 
-/// The type bits of what is at `path` (symbolic links not followed), null where it cannot be
-/// read.
-pub fn modeAt(path: [*:0]const u8) ?u32 {
-    var stx: linux.Statx = undefined;
-    const rc = linux.statx(AT_FDCWD, path, @intCast(AT_SYMLINK_NOFOLLOW), .{ .TYPE = true }, &stx);
-    if (linux.errno(rc) != .SUCCESS) return null;
-    return stx.mode;
-}
-
 /// memfd_create, closed on exec.
 pub fn memfd(name: [*:0]const u8) OsError!Fd {
     const rc = linux.memfd_create(name, MFD_CLOEXEC);

@@ -181,12 +181,6 @@ pub fn fileIdentity(fd: Fd) OsError!FileIdentity {
     };
 }
 
-pub fn modeAt(path: [*:0]const u8) ?u32 {
-    var st: std.c.Stat = undefined;
-    if (std.c.fstatat(AT_FDCWD, path, &st, @intCast(AT_SYMLINK_NOFOLLOW)) != 0) return null;
-    return st.mode;
-}
-
 /// A file in $TMPDIR (else /tmp), unlinked as soon as it is made, closed on exec: gone with its
 /// last descriptor and mapping, like Linux's memfd, but backed by the disk's page cache.
 pub fn memfd(name: [*:0]const u8) OsError!Fd {

@@ -334,19 +334,6 @@ pub fn realpath(path: [*:0]const u8, out: *[path_bytes_max]u8) OsError![]const u
     return std.mem.sliceTo(r, 0);
 }
 
-/// Whether the directory `dir_path` holds a regular file `header.zrh`: a published store
-/// (spec §7). Symbolic links are not followed for the header.
-pub fn isStoreDir(dir_path: []const u8) bool {
-    var buf: [path_bytes_max]u8 = undefined;
-    const name = "/header.zrh";
-    if (dir_path.len + name.len >= buf.len) return false;
-    @memcpy(buf[0..dir_path.len], dir_path);
-    @memcpy(buf[dir_path.len..][0..name.len], name);
-    buf[dir_path.len + name.len] = 0;
-    const mode = os.modeAt(buf[0 .. dir_path.len + name.len :0]) orelse return false;
-    return kindOfMode(mode) == .regular;
-}
-
 /// The entries of an open directory, "." and ".." left out. The stream reads through its own
 /// duplicate of the descriptor, which stays the caller's to close.
 pub const Dir = struct {

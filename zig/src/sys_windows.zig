@@ -648,15 +648,6 @@ pub fn fileIdentity(fd: Fd) OsError!FileIdentity {
     };
 }
 
-pub fn modeAt(path: [*:0]const u8) ?u32 {
-    const st = fstatAt(AT_FDCWD, path) catch return null;
-    return switch (st.kind) {
-        .regular => 0o100000,
-        .directory => 0o040000,
-        .other => 0o120000,
-    };
-}
-
 var temp_counter: std.atomic.Value(u64) = .init(0);
 
 /// A new file in the temporary folder, deleted when its last handle closes.
@@ -791,17 +782,6 @@ fn openAttributesFollowing(path: []const u8) OsError!Fd {
     const h = k.CreateFileW(wide.z(), FILE_READ_ATTRIBUTES, SHARE_ALL, null, OPEN_EXISTING, flags, null);
     if (h == invalid_fd) return failLast();
     return h;
-}
-
-pub fn isStoreDir(dir_path: []const u8) bool {
-    var buf: [path_bytes_max]u8 = undefined;
-    const name = "/header.zrh";
-    if (dir_path.len + name.len >= buf.len) return false;
-    @memcpy(buf[0..dir_path.len], dir_path);
-    @memcpy(buf[dir_path.len..][0..name.len], name);
-    buf[dir_path.len + name.len] = 0;
-    const st = fstatAt(AT_FDCWD, buf[0 .. dir_path.len + name.len :0]) catch return false;
-    return st.kind == .regular;
 }
 
 /// The entries of an open directory, "." and ".." left out (FindFirstFileW over its path).
