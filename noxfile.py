@@ -378,9 +378,12 @@ def windows(session: nox.Session) -> None:
     """The Zig suite cross-compiled for Windows x86-64 (MinGW-w64, zstd compiled for it) and run
     under Wine: the core's Windows half (zig/src/sys_windows.zig) as far as a machine without
     Windows can test it. Wine is installed with apt-get the first time (tools/wine.py, root);
-    its prefix is kept in build/wine-prefix. No Windows wheel is built yet, and no Python
-    test runs on Windows (no Windows CPython reaches these machines)."""
-    session.install(f"ziglang=={ZIG_VERSION}")
+    its prefix is kept in build/wine-prefix. Then zrecord's and loaderx's `cp310-abi3-win_amd64`
+    wheels, checked by tools/pe.py (after its own tests): exports, and imports from python3.dll,
+    the UCRT and the system's DLLs only. No Python test runs on Windows (no Windows CPython
+    reaches these machines)."""
+    session.install(f"ziglang=={ZIG_VERSION}", "pytest")
+    session.run("pytest", "-q", str(ROOT / "tools" / "test_pe.py"))
     wine = session.run("python", str(ROOT / "tools" / "wine.py"), silent=True, external=True)
     assert isinstance(wine, str)
     zig_env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
@@ -395,6 +398,8 @@ def windows(session: nox.Session) -> None:
                 libzstd.strip().splitlines()[-1], "--test-cmd", wine.strip().splitlines()[-1],
                 "--test-cmd-bin",
                 env={**zig_env, "WINEDEBUG": "-all", "WINEPREFIX": str(ROOT / "build" / "wine-prefix")})
+    wheels = [_pkg(session, folder, arch="x86_64", system="windows") for folder in (ZRECORD, LOADERX)]
+    session.run("python", str(ROOT / "tools" / "pe.py"), *wheels)
 
 
 @nox.session(python=DEFAULT_PYTHON)

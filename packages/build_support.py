@@ -34,15 +34,21 @@ Settings, from the environment (docs/decisions/0004-zstd-in-wheels.md says why z
 ways in):
 
 - ``NATIVE_BUILD_ARCH``: ``x86_64`` or ``aarch64``, the CPU to build for; default this
-  machine's. Zig cross-compiles.
-- ``NATIVE_BUILD_OS``: ``linux`` or ``macos``, the system to build for; default this machine's.
-  A macOS build targets macOS 11 and later (``macosx_11_0_<arm64|x86_64>`` wheels), links zstd
-  in (``ZRECORD_ZSTD=static``: macOS has no system libzstd), leaves the Python C API's symbols
-  to be resolved when the interpreter loads the module (as every macOS extension does), and
-  hides every C symbol but ``PyInit_<name>`` (Mach-O has no version script; the Zig core's
-  ``zr_*`` functions stay exported, private to the module under macOS's two-level namespace). The building interpreter's Python headers serve both targets:
+  machine's. Zig cross-compiles. The building interpreter's Python headers serve both CPUs:
   under the Limited API only object layouts and type sizes reach the extension, and they are
   the same on both (64-bit, little-endian, LP64).
+- ``NATIVE_BUILD_OS``: ``linux``, ``macos`` or ``windows``, the system to build for; default
+  this machine's (a build on Windows itself is not supported: Windows builds are
+  cross-compiled). macOS and Windows builds link zstd in (``ZRECORD_ZSTD=static``: neither has a
+  system libzstd). A macOS build targets macOS 11 and later (``macosx_11_0_<arm64|x86_64>``
+  wheels), leaves the Python C API's symbols to be resolved when the interpreter loads the
+  module (as every macOS extension does), and hides every C symbol but ``PyInit_<name>`` (Mach-O
+  has no version script; the Zig core's ``zr_*`` functions stay exported, private to the
+  module under macOS's two-level namespace). A Windows build (x86-64 only, ``win_amd64``
+  wheels, a ``.pyd``) compiles against a copy of the headers whose ``pyconfig.h`` is
+  WINDOWS_PYCONFIG (LLP64: a long is 4 bytes there), imports the C API from python3.dll (the
+  stable ABI's DLL) through an import library made from PYTHON3_IMPORTS, and exports
+  ``PyInit_<name>`` only.
 - ``ZRECORD_ZSTD``: ``system`` (default) links the platform's ``libzstd.so.1`` dynamically,
   found in the folders listed in ``zig/libzstd-dirs.txt`` (the list ``zig/build.zig`` reads
   too) or at ``ZRECORD_LIBZSTD``; ``static`` compiles the pinned zstd release below for the
@@ -80,12 +86,14 @@ def free_threaded() -> bool:
     return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
-def _abi(arch: str) -> tuple[str, str, list[str]]:
+def _abi(arch: str, system: str = "linux") -> tuple[str, str, list[str]]:
     """(extension file suffix, wheel tag's python-abi part, C flags) of the building
-    interpreter for CPU `arch`: the Limited API's, or a free-threaded interpreter's own (its
-    suffix names its CPU: a cross build names the target's)."""
+    interpreter for CPU `arch`: the Limited API's (a Windows module is a .pyd), or a
+    free-threaded interpreter's own (its suffix names its CPU: a cross build names the
+    target's)."""
     if not free_threaded():
-        return ".abi3.so", "cp310-abi3", [f"-DPy_LIMITED_API={LIMITED_API}"]
+        suffix = ".pyd" if system == "windows" else ".abi3.so"
+        return suffix, "cp310-abi3", [f"-DPy_LIMITED_API={LIMITED_API}"]
     version = f"cp{sys.version_info.major}{sys.version_info.minor}"
     suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
     if arch != platform.machine():
@@ -93,12 +101,100 @@ def _abi(arch: str) -> tuple[str, str, list[str]]:
     return suffix, f"{version}-{version}t", []
 GLIBC = "2.28"
 ARCHS = ("x86_64", "aarch64")
-SYSTEMS = ("linux", "macos")
+SYSTEMS = ("linux", "macos", "windows")
 # The oldest macOS a macOS build runs on: pwritev(2) came with macOS 11.
 MACOS_MIN = "11.0"
 # What a macOS build adds to the C flags of everything it compiles (zstd, Cython's C, the
 # core's C): every symbol hidden but those marked otherwise (PyInit_<name>, by Python's
 # PyMODINIT_FUNC), zstd's public API included (its *_VISIBLE macros emptied).
+# The Python C API that zrecord's and loaderx's extensions import from python3.dll on Windows
+# (the stable ABI's DLL): the import library is made from this list (`_python3_import_lib`), and
+# a name the extensions need that is missing here fails their link. Data (types, exceptions,
+# None/True/False) is marked as such in the import library.
+PYTHON3_IMPORTS = """
+    PyArg_ValidateKeywordArguments PyBaseObject_Type PyByteArray_AsString PyByteArray_Size
+    PyByteArray_Type PyBytes_AsString PyBytes_AsStringAndSize PyBytes_FromString
+    PyBytes_FromStringAndSize PyBytes_Size PyBytes_Type PyCFunction_GetFunction
+    PyCFunction_GetSelf PyCFunction_Type PyCMethod_New PyCallable_Check PyCapsule_GetPointer
+    PyCapsule_New PyDict_Contains PyDict_DelItem PyDict_GetItem PyDict_GetItemString
+    PyDict_GetItemWithError PyDict_New PyDict_Next PyDict_SetItem PyDict_SetItemString
+    PyDict_Size PyDict_Type PyErr_Clear PyErr_ExceptionMatches PyErr_Fetch PyErr_Format
+    PyErr_GetExcInfo PyErr_GivenExceptionMatches PyErr_NoMemory PyErr_NormalizeException
+    PyErr_Occurred PyErr_Restore PyErr_SetExcInfo PyErr_SetNone PyErr_SetObject
+    PyErr_SetString PyErr_WarnEx PyErr_WarnFormat PyErr_WriteUnraisable PyEval_EvalCode
+    PyEval_GetBuiltins PyEval_RestoreThread PyEval_SaveThread PyExc_AttributeError
+    PyExc_DeprecationWarning PyExc_Exception PyExc_GeneratorExit PyExc_ImportError
+    PyExc_KeyError PyExc_MemoryError PyExc_NameError PyExc_NotImplementedError
+    PyExc_OverflowError PyExc_RuntimeError PyExc_RuntimeWarning PyExc_StopIteration
+    PyExc_SystemError PyExc_TypeError PyExc_ValueError PyException_SetCause
+    PyException_SetTraceback PyFloat_AsDouble PyFloat_Type PyImport_AddModule
+    PyImport_GetModule PyImport_GetModuleDict PyImport_ImportModule
+    PyImport_ImportModuleLevelObject PyInterpreterState_Get PyInterpreterState_GetID
+    PyIter_Check PyIter_Next PyList_Append PyList_GetItem PyList_New PyList_SetItem
+    PyList_Size PyList_Type PyLong_AsLong PyLong_AsLongAndOverflow PyLong_AsLongLong
+    PyLong_AsLongLongAndOverflow PyLong_AsSsize_t PyLong_AsUnsignedLong
+    PyLong_AsUnsignedLongLong PyLong_FromLong PyLong_FromLongLong PyLong_FromSsize_t
+    PyLong_FromUnsignedLong PyLong_FromUnsignedLongLong PyLong_Type PyMapping_Check
+    PyMem_Free PyMem_Malloc PyMem_Realloc PyModuleDef_Init PyModule_GetDict PyModule_GetName
+    PyModule_NewObject PyNumber_Index PyNumber_Long PyOS_snprintf PyObject_Call
+    PyObject_CallFunctionObjArgs PyObject_CallMethodObjArgs PyObject_ClearWeakRefs
+    PyObject_GC_Del PyObject_GC_Track PyObject_GC_UnTrack PyObject_GenericGetAttr
+    PyObject_GenericGetDict PyObject_GenericSetDict PyObject_GetAttr PyObject_GetAttrString
+    PyObject_GetItem PyObject_HasAttr PyObject_Hash PyObject_Init PyObject_IsInstance
+    PyObject_IsSubclass PyObject_IsTrue PyObject_RichCompare PyObject_RichCompareBool
+    PyObject_SelfIter PyObject_SetAttr PyObject_SetAttrString PyObject_Size
+    PySequence_GetItem PySequence_Repeat PySequence_Tuple PySlice_New PySys_GetObject
+    PyThreadState_Get PyTraceBack_Here PyTraceBack_Type PyTuple_GetItem PyTuple_GetSlice
+    PyTuple_New PyTuple_Pack PyTuple_SetItem PyTuple_Size PyTuple_Type
+    PyType_FromModuleAndSpec PyType_GetFlags PyType_GetSlot PyType_IsSubtype PyType_Modified
+    PyType_Type PyUnicode_AsEncodedString PyUnicode_Compare PyUnicode_CompareWithASCIIString
+    PyUnicode_Concat PyUnicode_DecodeASCII PyUnicode_DecodeUTF8 PyUnicode_FindChar
+    PyUnicode_FromFormat PyUnicode_FromOrdinal PyUnicode_FromString
+    PyUnicode_FromStringAndSize PyUnicode_GetLength PyUnicode_InternFromString
+    PyUnicode_InternInPlace PyUnicode_Join PyUnicode_ReadChar PyUnicode_Substring
+    PyUnicode_Type Py_CompileString Py_DecRef Py_EnterRecursiveCall Py_GetVersion
+    Py_LeaveRecursiveCall _PyObject_CallFunction_SizeT _PyObject_GC_New _Py_Dealloc
+    _Py_FalseStruct _Py_NoneStruct _Py_TrueStruct
+""".split()
+# What CPython's own PC/pyconfig.h says that the Limited API's headers read, for 64-bit Windows
+# built by MinGW-w64 (zig cc): a shared Python whose API is imported with __declspec(dllimport),
+# LLP64 sizes (a long is 4 bytes). Written over the building interpreter's pyconfig.h in a copy
+# of its headers (`_windows_python_include`).
+WINDOWS_PYCONFIG = """\
+#ifndef Py_CONFIG_H
+#define Py_CONFIG_H
+/* Written by zrecord's build_support.py: 64-bit Windows, MinGW-w64, Limited API only. */
+#define MS_WIN32
+#define MS_WIN64
+#define MS_WINDOWS
+#define NT_THREADS
+#define WITH_THREAD
+#define Py_ENABLE_SHARED 1
+#define HAVE_DECLSPEC_DLL
+#define PLATFORM "win32"
+#define SIZEOF_SHORT 2
+#define SIZEOF_INT 4
+#define SIZEOF_LONG 4
+#define SIZEOF_LONG_LONG 8
+#define SIZEOF_FLOAT 4
+#define SIZEOF_DOUBLE 8
+#define SIZEOF_VOID_P 8
+#define SIZEOF_SIZE_T 8
+#define SIZEOF_TIME_T 8
+#define SIZEOF_WCHAR_T 2
+#define SIZEOF__BOOL 1
+#define SIZEOF_OFF_T 4
+#define SIZEOF_FPOS_T 8
+#define ALIGNOF_SIZE_T 8
+#define ALIGNOF_LONG 4
+#define HAVE_LONG_LONG 1
+#define PY_LONG_LONG long long
+#define HAVE_WCHAR_H 1
+#define HAVE_STDDEF_H 1
+#define Py_WIN_WIDE_FILENAMES
+#define DOUBLE_IS_LITTLE_ENDIAN_IEEE754 1
+#endif
+"""
 MACOS_HIDDEN_CFLAGS = ["-fvisibility=hidden", "-DZSTDLIB_VISIBLE=", "-DZSTDERRORLIB_VISIBLE=",
                        "-DZDICTLIB_VISIBLE="]
 
@@ -128,8 +224,7 @@ Log = Callable[[str], None]
 
 
 def zig_target(arch: str, system: str = "linux") -> str:
-    """Zig's name of the target: glibc 2.28 on Linux, macOS 11 on macOS, MinGW-w64 on Windows
-    (the core's tests only: no Windows wheel is built yet)."""
+    """Zig's name of the target: glibc 2.28 on Linux, macOS 11 on macOS, MinGW-w64 on Windows."""
     if system == "macos":
         return f"{arch}-macos.{MACOS_MIN}"
     if system == "windows":
@@ -159,9 +254,12 @@ def target_system() -> str:
 
 def platform_tag(arch: str, system: str, external_zstd: bool) -> str:
     """A wheel's platform tag: ``manylinux_2_28_<arch>`` when it links nothing but glibc,
-    ``linux_<arch>`` when it links the platform's libzstd, ``macosx_11_0_<arm64|x86_64>``."""
+    ``linux_<arch>`` when it links the platform's libzstd, ``macosx_11_0_<arm64|x86_64>``,
+    ``win_amd64``."""
     if system == "macos":
         return f"macosx_{MACOS_MIN.replace('.', '_')}_{'arm64' if arch == 'aarch64' else arch}"
+    if system == "windows":
+        return "win_amd64"
     return f"{'linux' if external_zstd else 'manylinux_2_28'}_{arch}"
 
 
@@ -346,6 +444,8 @@ def _target() -> tuple[str, str]:
     if system != "linux" and free_threaded():
         raise RuntimeError(f"native build: a {system} build is abi3 only; build it with a CPython "
                            "that has the GIL")
+    if system == "windows" and arch != "x86_64":
+        raise RuntimeError(f"native build: Windows builds are for x86_64 only, not {arch}")
     return arch, system
 
 
@@ -397,7 +497,7 @@ def build_extension(root: Path, config: dict[str, Any], log: Log = _log) -> dict
         info["target"] = zig_target(arch, system)
         flavour = f"{arch}-zstd-{linkage}"
     flavour = flavour if system == "linux" else f"{system}-{flavour}"
-    suffix, abi_tag, _ = _abi(arch)
+    suffix, abi_tag, _ = _abi(arch, system)
     if free_threaded():
         flavour += f"-{abi_tag.split('-')[1]}"
 
@@ -458,23 +558,30 @@ def _link(build: Path, name: str, target: tuple[str, str], optimize: str, core: 
     core's zr_* too: see NATIVE_BUILD_OS). An extension newer than every file of `inputs` and
     built by the same command is reused."""
     arch, system = target
+    python_include = sysconfig.get_paths()["include"]
     if system == "linux":
         exports = build / "exports.map"
         exports.write_text(f"{{ global: PyInit_{name}; local: *; }};\n")
         hide = ["--version-script", str(exports)]
         system_flags: list[str] = []
-    else:
+    elif system == "macos":
         # Python's symbols resolve when the interpreter loads the module.
         hide = ["-fallow-shlib-undefined"]
         system_flags = MACOS_HIDDEN_CFLAGS
-    suffix, _, abi_flags = _abi(arch)
+    else:
+        # A DLL exports what is marked dllexport (PyInit_<name>), not the core's zr_*; it
+        # imports Python's API from python3.dll through an import library made here.
+        hide = ["-fno-dll-export-fns", str(_python3_import_lib(build, env))]
+        system_flags = []
+        python_include = str(_windows_python_include(build))
+    suffix, _, abi_flags = _abi(arch, system)
     out = build / f"{name}{suffix}"
     tmp_out = build / f"{name}.tmp.so"
     cmd = [sys.executable, "-m", "ziglang", "build-lib", "-dynamic",
            "-target", zig_target(arch, system), "-mcpu=baseline", f"-O{optimize}",
            "-fPIC", "-lc", "-fstrip", *core,
            "-cflags", *abi_flags, "-O2", "-fno-strict-aliasing", "-fno-sanitize=undefined",
-           *system_flags, *include, "-I", sysconfig.get_paths()["include"], "--", *sources,
+           *system_flags, *include, "-I", python_include, "--", *sources,
            *hide, f"-femit-bin={tmp_out}"]
     stamp = build / f"{out.name}.cmd"
     # The command without the interpreter, which differs between isolated build environments.
@@ -485,6 +592,38 @@ def _link(build: Path, name: str, target: tuple[str, str], optimize: str, core: 
         os.replace(tmp_out, out)
         stamp.write_text(json.dumps(cmd[1:]))
     return out
+
+
+def _windows_python_include(build: Path) -> Path:
+    """A copy of the building interpreter's headers with WINDOWS_PYCONFIG as pyconfig.h (the
+    headers include it by a quoted name, so it must sit beside them)."""
+    out = build / "python-include"
+    source = Path(sysconfig.get_paths()["include"])
+    if not (out / "Python.h").is_file():
+        tmp = build / "python-include.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(source, tmp)
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(tmp, out)
+    if not (out / "pyconfig.h").is_file() or (out / "pyconfig.h").read_text() != WINDOWS_PYCONFIG:
+        (out / "pyconfig.h").write_text(WINDOWS_PYCONFIG)
+    return out
+
+
+def _python3_import_lib(build: Path, env: dict[str, str]) -> Path:
+    """libpython3.a, the import library of python3.dll for PYTHON3_IMPORTS, by zig dlltool."""
+    data = ("_Type", "_Struct")
+    lines = ["LIBRARY python3.dll", "EXPORTS"]
+    lines += [f"    {n}{' DATA' if n.endswith(data) or n.startswith('PyExc_') else ''}"
+              for n in PYTHON3_IMPORTS]
+    definition = build / "python3.def"
+    lib = build / "libpython3.a"
+    text = "\n".join(lines) + "\n"
+    if not lib.is_file() or not definition.is_file() or definition.read_text() != text:
+        definition.write_text(text)
+        subprocess.run([sys.executable, "-m", "ziglang", "dlltool", "-d", str(definition), "-l",
+                        str(lib), "-m", "i386:x86-64"], check=True, cwd=build, env=env)
+    return lib
 
 
 def get_build_hook() -> type:
@@ -538,9 +677,8 @@ if __name__ == "__main__":
     # `python packages/build_support.py zstd ARCH SYSTEM`: the pinned zstd compiled for a
     # target into ZRECORD_ZSTD_BUILD (or build/ here), its path printed: what a `zig test` of
     # the core for that target links (the `macos` and `windows` nox sessions).
-    systems = (*SYSTEMS, "windows")
     if len(sys.argv) != 4 or sys.argv[1] != "zstd" or sys.argv[2] not in ARCHS \
-            or sys.argv[3] not in systems:
-        sys.exit(f"usage: {sys.argv[0]} zstd {{{','.join(ARCHS)}}} {{{','.join(systems)}}}")
+            or sys.argv[3] not in SYSTEMS:
+        sys.exit(f"usage: {sys.argv[0]} zstd {{{','.join(ARCHS)}}} {{{','.join(SYSTEMS)}}}")
     folder = Path(os.environ.get("ZRECORD_ZSTD_BUILD") or Path(__file__).parent / "build")
     print(build_static_zstd(folder, sys.argv[2], dict(os.environ), _log, sys.argv[3]))

@@ -7,10 +7,11 @@ Run with the python of an environment that has the three distributions' build re
 
 The three sdists are built from `git archive HEAD`, so nothing uncommitted or built in the
 working tree reaches them; every wheel is built from its unpacked sdist: zrecord and loaderx as
-cp310-abi3 manylinux_2_28 and macosx_11_0 wheels for every CPU of build_support.ARCHS
-(cross-compiled by Zig, zstd built in), and with --free-threaded as Linux cp313t wheels too;
-loaderx-converter as a pure wheel. Then `twine check --strict` on all of them, `auditwheel
-show` on each Linux binary wheel and tools/macho.py on each macOS one. Last, the wheels of every third-party
+cp310-abi3 manylinux_2_28 and macosx_11_0 wheels for every CPU of build_support.ARCHS and as
+win_amd64 wheels (cross-compiled by Zig, zstd built in), and with --free-threaded as Linux
+cp313t wheels too; loaderx-converter as a pure wheel. Then `twine check --strict` on all of
+them, `auditwheel show` on each Linux binary wheel, tools/macho.py on each macOS one and
+tools/pe.py on each Windows one. Last, the wheels of every third-party
 dependency for the running CPython (and each --deps-python) on this machine's CPU land in
 dist/ beside them, and the README's `pip install --no-index --find-links dist ...` line must
 resolve from dist/ alone. Exits non-zero on the first thing that fails.
@@ -147,17 +148,18 @@ def build(dist: Path, work: Path, free_threaded: str | None = None) -> list[Path
             run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(src))
             continue
         for system in build_support().SYSTEMS:
-            # The free-threaded wheels are Linux only: a macOS build is abi3 only.
+            # The free-threaded wheels are Linux only: macOS and Windows builds are abi3 only;
+            # Windows builds are for x86-64 only.
             pythons = [sys.executable, *([free_threaded] if free_threaded and system == "linux" else [])]
-            for arch in archs:
+            for arch in archs if system != "windows" else ("x86_64",):
                 for python in pythons:
                     run(python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
                         str(src), env=release_env(arch, system))
     files = sorted(dist.iterdir())
     print("dist: " + ", ".join(f.name for f in files), file=sys.stderr)
     # 3 sdists, the converter's pure wheel, and zrecord's and loaderx's: abi3 (and cp313t)
-    # for Linux, abi3 for macOS, on every CPU.
-    expected = 3 + 1 + 2 * len(archs) * ((2 if free_threaded else 1) + 1)
+    # for Linux and abi3 for macOS on every CPU, abi3 for Windows on x86-64.
+    expected = 3 + 1 + 2 * (len(archs) * ((2 if free_threaded else 1) + 1) + 1)
     if len(files) != expected:
         raise SystemExit(f"expected {expected} files in dist/, found {len(files)}")
     return files
@@ -248,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     for wheel in files:
         if wheel.name.endswith(".whl") and "-macosx_" in wheel.name:
             macos_check(wheel)
+        elif wheel.name.endswith("-win_amd64.whl"):
+            run(sys.executable, str(ROOT / "tools" / "pe.py"), str(wheel))
         elif wheel.name.endswith(".whl") and not wheel.name.endswith("-any.whl"):
             audit(wheel)
     # The README of the released commit, as the sdists are.
