@@ -35,6 +35,9 @@ TESTKIT = ROOT / "packages" / "zrecord-testkit"
 # The core's own C files (the SIGBUS guard), which every `zig test` of zig/src must compile.
 CORE_C_SOURCES = [str(p) for p in sorted((ROOT / "zig" / "src").glob("*.c"))]
 ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
+# Zig's caches for the sessions that run `zig test` themselves, inside the checkout.
+ZIG_CACHE_ENV = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
+                 "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
 TORCH = "torch==2.13.0"
 # The published loaderx that docs/coming-from.md migrates stores from (and the benchmarks'
 # peer): our distribution's name, so always in a venv of its own.
@@ -335,8 +338,7 @@ def zig(session: nox.Session) -> None:
     """The Zig core's own tests (Debug build, safety checks on)."""
     session.run(sys.executable, "-m", "pip", "install", "-q", f"ziglang=={ZIG_VERSION}",
                 external=True)
-    env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
-           "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
+    env = ZIG_CACHE_ENV
     # The core's C files (the SIGBUS guard) are compiled beside the Zig root module, as in the
     # extension's build.
     session.run(sys.executable, "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "root.zig"),
@@ -357,18 +359,16 @@ def macos(session: nox.Session) -> None:
     session.install(f"ziglang=={ZIG_VERSION}", "pytest")
     session.run("pytest", "-q", str(ROOT / "tools" / "test_macho.py"))
     tmp = Path(session.create_tmp()).resolve()
-    zig_env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
-               "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
     wheels = []
     for arch in _build_support().ARCHS:
         env = _release().release_env(arch, "macos")
         libzstd = session.run("python", str(ROOT / "packages" / "build_support.py"), "zstd", arch,
-                              "macos", env={**env, **zig_env}, silent=True)
+                              "macos", env={**env, **ZIG_CACHE_ENV}, silent=True)
         assert isinstance(libzstd, str)
         session.run("python", "-m", "ziglang", "test", "-target",
                     _build_support().zig_target(arch, "macos"), "--test-no-exec",
                     f"-femit-bin={tmp / f'zig-tests-{arch}'}", str(ROOT / "zig" / "src" / "root.zig"),
-                    *CORE_C_SOURCES, "-lc", libzstd.strip().splitlines()[-1], env=zig_env)
+                    *CORE_C_SOURCES, "-lc", libzstd.strip().splitlines()[-1], env=ZIG_CACHE_ENV)
         wheels += [_pkg(session, folder, arch=arch, system="macos") for folder in (ZRECORD, LOADERX)]
     session.run("python", str(ROOT / "tools" / "macho.py"), *wheels)
 
@@ -386,18 +386,16 @@ def windows(session: nox.Session) -> None:
     session.run("pytest", "-q", str(ROOT / "tools" / "test_pe.py"))
     wine = session.run("python", str(ROOT / "tools" / "wine.py"), silent=True, external=True)
     assert isinstance(wine, str)
-    zig_env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
-               "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
     env = _release().release_env("x86_64", "windows")
     libzstd = session.run("python", str(ROOT / "packages" / "build_support.py"), "zstd", "x86_64",
-                          "windows", env={**env, **zig_env}, silent=True)
+                          "windows", env={**env, **ZIG_CACHE_ENV}, silent=True)
     assert isinstance(libzstd, str)
     # Windows gives a program's main thread 1 MiB of stack unless the program asks; Linux 8.
     session.run("python", "-m", "ziglang", "test", "-target", "x86_64-windows-gnu", "--stack",
                 str(16 << 20), str(ROOT / "zig" / "src" / "root.zig"), *CORE_C_SOURCES, "-lc",
                 libzstd.strip().splitlines()[-1], "--test-cmd", wine.strip().splitlines()[-1],
                 "--test-cmd-bin",
-                env={**zig_env, "WINEDEBUG": "-all", "WINEPREFIX": str(ROOT / "build" / "wine-prefix")})
+                env={**ZIG_CACHE_ENV, "WINEDEBUG": "-all", "WINEPREFIX": str(ROOT / "build" / "wine-prefix")})
     wheels = [_pkg(session, folder, arch="x86_64", system="windows") for folder in (ZRECORD, LOADERX)]
     session.run("python", str(ROOT / "tools" / "pe.py"), *wheels)
 
@@ -418,9 +416,7 @@ def conformance(session: nox.Session) -> None:
     session.run("python", str(conf / "run_reference.py"))
     session.run("pytest", "-q", str(conf / "test_conformance.py"), *session.posargs)
     for folder in ("v1", "v1.1", "v1.2"):
-        env = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
-               "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local"),
-               "ZR_CONFORMANCE_DIR": str(conf / folder)}
+        env = {**ZIG_CACHE_ENV, "ZR_CONFORMANCE_DIR": str(conf / folder)}
         session.run("python", "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "conformance_test.zig"),
                     *CORE_C_SOURCES, "-lc", str(_libzstd()), "--test-filter", "conformance v1",
                     env=env)

@@ -42,7 +42,7 @@ pub const preadAll = base.preadAll;
 pub const preadSome = base.preadSome;
 pub const pwriteAll = base.pwriteAll;
 pub const pwritevAll = base.pwritevAll;
-pub const kindOfMode = base.kindOfMode;
+pub const setFileSize = base.setFileSize;
 pub const seekEnd = base.seekEnd;
 pub const geteuid = base.geteuid;
 pub const touch = base.touch;
@@ -136,6 +136,18 @@ pub const ENAMETOOLONG: i32 = os.ENAMETOOLONG;
 /// flock(2)'s "held by another open file" (EAGAIN, the same code on Linux and macOS; a lock
 /// violation of LockFileEx on Windows).
 pub const EWOULDBLOCK: i32 = os.EWOULDBLOCK;
+
+/// The kind of file that the type bits of a st_mode say.
+pub fn kindOfMode(mode: u32) FileKind {
+    const S_IFMT: u32 = 0o170000;
+    const S_IFREG: u32 = 0o100000;
+    const S_IFDIR: u32 = 0o040000;
+    return switch (mode & S_IFMT) {
+        S_IFREG => .regular,
+        S_IFDIR => .directory,
+        else => .other,
+    };
+}
 
 /// Whether the directory `dir_path` holds a regular file `header.zrh`: a published store
 /// (spec §7). Symbolic links are not followed for the header.

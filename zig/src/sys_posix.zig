@@ -34,6 +34,7 @@ const c = struct {
     extern "c" fn pwrite(fd: c_int, buf: [*]const u8, count: usize, offset: i64) isize;
     extern "c" fn pwritev(fd: c_int, iov: [*]const IoVec, iovcnt: c_int, offset: i64) isize;
     extern "c" fn lseek(fd: c_int, offset: i64, whence: c_int) i64;
+    extern "c" fn ftruncate(fd: c_int, length: i64) c_int;
     extern "c" fn mmap(addr: ?*anyopaque, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) usize;
     extern "c" fn munmap(addr: *anyopaque, len: usize) c_int;
     extern "c" fn madvise(addr: *anyopaque, len: usize, advice: c_int) c_int;
@@ -60,9 +61,6 @@ const MAP_SHARED: c_int = 1;
 const MAP_PRIVATE: c_int = 2;
 const CLOCK_REALTIME: c_int = 0;
 const SEEK_END: c_int = 2;
-const S_IFMT: u32 = 0o170000;
-const S_IFREG: u32 = 0o100000;
-const S_IFDIR: u32 = 0o040000;
 
 /// Largest single read or write Linux performs (0x7ffff000); larger requests are looped.
 const io_chunk_bytes_max: usize = 0x7fff_f000;
@@ -178,16 +176,14 @@ pub fn pwritevAll(fd: Fd, iov: []IoVec, offset: u64) OsError!void {
     }
 }
 
-/// The kind of file that the type bits of a st_mode say.
-pub fn kindOfMode(mode: u32) FileKind {
-    return switch (mode & S_IFMT) {
-        S_IFREG => .regular,
-        S_IFDIR => .directory,
-        else => .other,
-    };
+/// The size of an open file, by lseek(SEEK_END).
+/// ftruncate(2).
+pub fn setFileSize(fd: Fd, len: u64) OsError!void {
+    while (c.ftruncate(fd, @intCast(len)) != 0) {
+        if (errno() != EINTR) return error.Os;
+    }
 }
 
-/// The size of an open file, by lseek(SEEK_END).
 pub fn seekEnd(fd: Fd) OsError!u64 {
     const end = c.lseek(fd, 0, SEEK_END);
     if (end < 0) return error.Os;

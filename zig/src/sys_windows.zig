@@ -275,6 +275,7 @@ const LOCKFILE_FAIL_IMMEDIATELY: DWORD = 0x1;
 const LOCKFILE_EXCLUSIVE_LOCK: DWORD = 0x2;
 const FILE_BASIC_INFO_CLASS: c_int = 0;
 const FILE_DISPOSITION_INFO_CLASS: c_int = 4;
+const FILE_END_OF_FILE_INFO_CLASS: c_int = 6;
 const FILE_DISPOSITION_INFO_EX_CLASS: c_int = 21;
 const DISPOSITION_DELETE: DWORD = 0x1;
 const DISPOSITION_POSIX_SEMANTICS: DWORD = 0x2;
@@ -554,12 +555,10 @@ pub fn isMemoryFs(fd: Fd) bool {
     return false;
 }
 
-pub fn kindOfMode(mode: u32) FileKind {
-    return switch (mode & 0o170000) {
-        0o100000 => .regular,
-        0o040000 => .directory,
-        else => .other,
-    };
+/// SetFileInformationByHandle(FileEndOfFileInfo); fails for a file that a view maps.
+pub fn setFileSize(fd: Fd, len: u64) OsError!void {
+    var end: i64 = @intCast(len);
+    if (k.SetFileInformationByHandle(fd, FILE_END_OF_FILE_INFO_CLASS, &end, @sizeOf(i64)) == 0) return failLast();
 }
 
 pub fn seekEnd(fd: Fd) OsError!u64 {
@@ -822,21 +821,6 @@ pub const Dir = struct {
 // ---- memory ------------------------------------------------------------------------------
 
 pub fn mmapRead(fd: Fd, len: usize) OsError![]align(std.heap.page_size_min) const u8 {
-    return mapView(fd, len) catch {
-        if (errno_value != sys.EINVAL) return error.Os;
-        // Wine refuses a mapping of a handle whose file was renamed after it was opened
-        // (ERROR_INVALID_PARAMETER); a handle opened anew under the file's name maps it.
-        var wide: WPath = .{};
-        wide.len = try finalPath(fd, &wide.buf);
-        wide.buf[wide.len] = 0;
-        const again = k.CreateFileW(wide.z(), GENERIC_READ, SHARE_ALL, null, OPEN_EXISTING, ATTRIBUTE_NORMAL, null);
-        if (again == invalid_fd) return failLast();
-        defer _ = k.CloseHandle(again);
-        return mapView(again, len);
-    };
-}
-
-fn mapView(fd: Fd, len: usize) OsError![]align(std.heap.page_size_min) const u8 {
     const mapping = k.CreateFileMappingW(fd, null, PAGE_READONLY, 0, 0, null) orelse return failLast();
     defer _ = k.CloseHandle(mapping);
     const p = k.MapViewOfFile(mapping, FILE_MAP_READ, 0, 0, len) orelse return failLast();

@@ -59,31 +59,12 @@ pub fn makeTempDir(out: []u8, prefix: []const u8) ![:0]u8 {
 /// mapped file cannot be truncated; symbolic links need a privilege).
 pub const on_windows = @import("builtin").os.tag == .windows;
 
-/// Cuts the file `rel` of the test's folder to `len` bytes (truncate(2); on Windows, its end
-/// of file set through a handle).
+/// Cuts the file `rel` of the test's folder to `len` bytes.
 pub fn truncateFile(td: *const TempDir, rel: []const u8, len: u64) !void {
     var buf: [256]u8 = undefined;
-    const path = td.sub(&buf, rel);
-    if (!on_windows) {
-        const c = struct {
-            extern "c" fn truncate(path: [*:0]const u8, length: i64) c_int;
-        };
-        if (c.truncate(path, @intCast(len)) != 0) return error.TruncateFailed;
-        return;
-    }
-    const w = struct {
-        extern "kernel32" fn SetFileInformationByHandle(
-            h: sys.Fd,
-            class: c_int,
-            info: *anyopaque,
-            size: u32,
-        ) callconv(.winapi) c_int;
-    };
-    const fd = try sys.open(path, sys.O_RDWR, 0);
+    const fd = try sys.open(td.sub(&buf, rel), sys.O_RDWR, 0);
     defer sys.close(fd);
-    var end: i64 = @intCast(len);
-    const file_end_of_file_info = 6;
-    if (w.SetFileInformationByHandle(fd, file_end_of_file_info, &end, @sizeOf(i64)) == 0) return error.TruncateFailed;
+    try sys.setFileSize(fd, len);
 }
 
 /// Whether the tests run under Wine (its ntdll exports wine_get_version), which emulates some

@@ -1254,8 +1254,6 @@ fn schemaDtypeError(s: *const abi.Schema, problem: format.DtypeProblem, d: *Diag
 }
 
 test "a direct write that the file system refuses is written through the page cache" {
-    // Windows: no truncate(2); a mapped file cannot shrink there.
-    if (comptime @import("builtin").os.tag == .windows) return error.SkipZigTest;
     const t = std.testing;
     var td: @import("testing.zig").TempDir = .{};
     try td.init();
