@@ -494,32 +494,117 @@ def test_a_large_batch_across_parts_is_gathered_in_two_halves(tmp_path, kind):
         assert ds._helper is not None  # the two-thread path ran
 
 
-def test_records_are_placed_in_their_parts_empty_parts_included():
-    """_native.plan_parts against a plain reading of the numbering: parts of 0, 3, 0, 0, 2, 4
-    and 0 records."""
-    from zrecord import _native
-
+def test_records_are_placed_in_their_parts_empty_parts_included(tmp_path):
+    """_native.Parts.plan against a plain reading of the numbering: parts of 0, 3, 0, 0, 2, 4
+    and 0 records; and the batch read through the plan, whole or in two calls over the parts
+    (as two threads share a large batch), equal to the records."""
     counts = [0, 3, 0, 0, 2, 4, 0]
+    values = _dense_dataset(tmp_path / "ds", counts)
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64)
     owner = [k for k, c in enumerate(counts) for _ in range(c)]
     rng = np.random.default_rng(3)
-    for n in (1, 2, 9, 40):
-        idx = rng.integers(0, 9, n).astype(np.uint64)
-        order, local = np.empty(n, np.uint64), np.empty(n, np.uint64)
-        bounds = np.empty(len(counts) + 1, np.uint64)
-        one = _native.plan_parts(starts, len(counts), idx, n, order, bounds, local)
-        parts = [owner[i] for i in idx.tolist()]
-        if len(set(parts)) == 1:
-            assert one == parts[0]
-            continue
-        assert one == -1
-        want = sorted(range(n), key=lambda p: (parts[p], p))  # stable by part
-        assert order.tolist() == want
-        assert local.tolist() == [int(idx[p] - starts[parts[p]]) for p in want]
-        assert bounds.tolist() == [sum(1 for p in parts if p < k) for k in range(len(counts) + 1)]
-    with pytest.raises(IndexError):
-        _native.plan_parts(starts, len(counts), np.array([9], np.uint64), 1, order[:1].copy(),
-                           bounds, local[:1].copy())
+    with zrecord.open_dataset(tmp_path / "ds") as ds:
+        parts = ds._native
+        for n in (1, 2, 9, 40):
+            idx = rng.integers(0, 9, n).astype(np.uint64)
+            plan = np.empty(2 * n + len(counts) + 1, np.uint64)
+            one = parts.plan(idx, n, plan)
+            where = [owner[i] for i in idx.tolist()]
+            if len(set(where)) == 1:
+                assert one == where[0]
+                continue
+            assert one == -1
+            order, bounds, local = ds._views(plan, n)
+            want = sorted(range(n), key=lambda p: (where[p], p))  # stable by part
+            assert order.tolist() == want
+            assert local.tolist() == [int(idx[p] - starts[where[p]]) for p in want]
+            assert bounds.tolist() == [sum(1 for p in where if p < k) for k in range(len(counts) + 1)]
+            out = np.zeros((n, 3), np.float32)
+            parts.gather(plan, n, out.reshape(-1).view(np.uint8), None, 12)
+            assert np.array_equal(out, values[idx])
+            halves = np.zeros((n, 3), np.float32)
+            flat = halves.reshape(-1).view(np.uint8)
+            parts.gather(plan, n, flat, None, 12, 0, 5)
+            parts.gather(plan, n, flat, None, 12, 5)
+            assert np.array_equal(halves, values[idx])
+            with pytest.raises(ValueError, match="parts"):
+                parts.gather(plan, n, flat, None, 12, 6, 5)
+        with pytest.raises(IndexError):
+            parts.plan(np.array([9], np.uint64), 1, np.empty(2 + len(counts) + 1, np.uint64))
+        with pytest.raises(ValueError, match="uint64"):  # a plan of the wrong size
+            parts.plan(np.array([1, 5], np.uint64), 2, np.empty(3, np.uint64))
+    with pytest.raises(ValueError, match="ascending"):
+        with zrecord.open_store(tmp_path / "ds" / "p1") as store:
+            zrecord._native.Parts([store._handle] * 2, np.array([0, 3, 2], np.uint64))
+
+
+@pytest.mark.parametrize("sizes", [
+    [10**9, 1, 0, 1, 0, 0, 5],                 # one huge part, tiny and empty ones
+    [0] * 3 + [7] * 500 + [0] * 2 + [100_000],  # many parts sharing a bucket, then a large one
+    [1] * 5000,                                 # more parts than the table has buckets
+    [3, 1 << 40],
+])
+def test_the_part_lookup_table_agrees_with_a_search_over_the_starts(tmp_path, sizes):
+    """Parts.plan finds each record's part through a table of buckets (a short search where
+    a bucket straddles parts' ends): against numpy's search over the starts, for datasets of
+    very uneven parts. Only the plan is checked (one store's reader stands for every part)."""
+    from zrecord import _native
+
+    _write_dense(tmp_path / "s", np.zeros((1, 3), np.float32))
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint64)
+    total = int(starts[-1])
+    rng = np.random.default_rng(5)
+    idx = np.concatenate([rng.integers(0, total, 4000, dtype=np.uint64),
+                          starts[:-1][np.diff(starts) > 0],      # every part's first record
+                          starts[1:][np.diff(starts) > 0] - 1])  # and its last
+    want = np.searchsorted(starts, idx, side="right") - 1
+    with zrecord.open_store(tmp_path / "s") as store:
+        parts = _native.Parts([store._handle] * len(sizes), starts)
+        n = idx.shape[0]
+        plan = np.empty(2 * n + len(sizes) + 1, np.uint64)
+        assert parts.plan(idx, n, plan) == -1
+        order, bounds, local = plan[:n], plan[2 * n:], plan[n:2 * n]
+        got = np.empty(n, np.int64)
+        for k in range(len(sizes)):
+            got[order[bounds[k]:bounds[k + 1]].astype(np.int64)] = k
+        assert np.array_equal(got, want)
+        assert np.array_equal(local, idx[order.astype(np.int64)] - starts[got[order.astype(np.int64)]])
+
+
+@pytest.mark.parametrize("found_cold", [True, False])
+def test_a_slow_batch_has_the_next_hinted_across_the_parts(tmp_path, monkeypatch, found_cold):
+    """A batch across parts read slower than the page cache reads marks the dataset cold: the
+    next batch is hinted across all its parts (Parts.prefetch) before it is read, and so on
+    while the hint's sample finds the batches cold; one found warm ends it."""
+    from zrecord import _dataset
+
+    values = _dense_dataset(tmp_path / "ds", [5, 5, 5])
+    calls = []
+    ticks = iter([0, 10**9] + [0, 1] * 10)  # the first gather slow, the others fast
+
+    class Spy:  # the dataset's native parts, with their gathers and hints counted
+        def __init__(self, real):
+            self.real = real
+
+        def plan(self, *args):
+            return self.real.plan(*args)
+
+        def gather(self, *args):
+            calls.append("gather")
+            return self.real.gather(*args)
+
+        def prefetch(self, *args):
+            calls.append("prefetch")
+            self.real.prefetch(*args)
+            return found_cold
+
+    monkeypatch.setattr(_dataset, "_clock", lambda: next(ticks))
+    with zrecord.open_dataset(tmp_path / "ds") as ds:
+        ds._native = Spy(ds._native)
+        for idx in ([0, 5, 10], [1, 6, 11], [2, 7, 12]):
+            assert np.array_equal(ds[idx], values[idx])
+    hinted = ["prefetch", "gather"]
+    assert calls == ["gather"] + hinted + (hinted if found_cold else ["gather"])
 
 
 @pytest.mark.remote

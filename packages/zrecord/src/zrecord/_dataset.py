@@ -28,6 +28,7 @@ import os
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
@@ -70,6 +71,12 @@ _LIST_PAGE = 1000
 # A local gather across parts of at least this many output bytes runs on two threads: the
 # core's own threshold for gathering one batch on more than one (gather.zig).
 _PARALLEL_BYTES = 4 << 20
+# A local gather that took longer than this per record, plus this per KiB, waited for the
+# device: the rule by which the core's probe judges a store's first records (readahead.zig,
+# `slow`), here applied to a whole batch across parts.
+_SLOW_NS_PER_RECORD = 8_000
+_SLOW_NS_PER_KIB = 1_000
+_clock = time.perf_counter_ns
 
 
 class _Location:
@@ -291,10 +298,15 @@ class _Dataset(Generic[_Batch]):
         self._len = int(self._starts[-1])
         self._closed = False
         self._pool = BlockPool()
-        # The parts' native readers, for gathers that span parts (_native.gather_parts); by
+        # The parts' native readers, for batches that span parts (one native call each); by
         # URL each part's mirror fetches first, so those gathers go part by part instead.
-        self._handles = [p._handle for p in parts]
+        self._native = _native.Parts([p._handle for p in parts], self._starts)
         self._remote = any(p._remote is not None for p in parts)
+        # Whether the last local batch was found cold (hinted, or read slower than the page
+        # cache reads): the next one is then hinted across all its parts before it is read,
+        # as one store hints its whole batch (_gather_parts). Written by gathers on any
+        # thread; a stale value costs a hint or a slow batch, never a wrong record.
+        self._cold = False
         # The second thread of a large local gather that spans parts (made on first use).
         self._helper: ThreadPoolExecutor | None = None
         self._helper_lock = threading.Lock()
@@ -383,16 +395,20 @@ class _Dataset(Generic[_Batch]):
 
     # -- reads -------------------------------------------------------------------------------
 
-    def _plan(self, idx: np.ndarray) -> int | tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _plan(self, idx: np.ndarray) -> int | np.ndarray:
         """Where the records `idx` (in range, uint64, at least one) lie: the part, when one
-        holds them all; else (order, bounds, local): `idx[order]` sorted by part (stable),
-        part g's records at positions bounds[g]..bounds[g+1] of that order, `local` their
-        numbers in their parts (_native.plan_parts)."""
+        holds them all; else the batch's plan (_native.Parts), which _views reads."""
         n = idx.shape[0]
-        order, local = np.empty(n, np.uint64), np.empty(n, np.uint64)
-        bounds = np.empty(len(self.parts) + 1, np.uint64)
-        one = _native.plan_parts(self._starts, len(self.parts), idx, n, order, bounds, local)
-        return one if one >= 0 else (order, bounds, local)
+        plan = np.empty(2 * n + len(self.parts) + 1, np.uint64)
+        one = self._native.plan(idx, n, plan)
+        return one if one >= 0 else plan
+
+    @staticmethod
+    def _views(plan: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(order, bounds, local) of a plan of `n` records: `idx[order]` sorted by part
+        (stable), part g's records at positions bounds[g]..bounds[g+1] of that order, `local`
+        their numbers in their parts."""
+        return plan[:n], plan[2 * n:], plan[n:2 * n]
 
     def _split(self, idx: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """(part, rows of `idx`, the records' numbers within the part) for each part that
@@ -403,7 +419,7 @@ class _Dataset(Generic[_Batch]):
         if isinstance(plan, int):
             yield plan, np.arange(idx.shape[0]), idx - self._starts[plan]
             return
-        order, bounds, local = plan
+        order, bounds, local = self._views(plan, idx.shape[0])
         for k, a, b in _groups(bounds):
             yield k, order[a:b], local[a:b]
 
@@ -415,7 +431,7 @@ class _Dataset(Generic[_Batch]):
             return self.parts[k][idx - int(self._starts[k])]
         try:
             return self._read(idx)
-        except StoreIndexError:  # plan_parts, the one range check: name the position as given
+        except StoreIndexError:  # Parts.plan, the one range check: name the position as given
             if int(idx.max()) >= self._len:
                 raise index_error(idx, key, self._len, self.path) from None
             raise
@@ -450,15 +466,15 @@ class _Dataset(Generic[_Batch]):
             return
         try:
             plan = self._plan(idx)
-        except StoreIndexError:  # plan_parts, the one range check: name the position as given
+        except StoreIndexError:  # Parts.plan, the one range check: name the position as given
             raise index_error(idx, key, self._len, self.path) from None
         if isinstance(plan, int):
             self.parts[plan].prefetch(idx - self._starts[plan])
             return
-        _, bounds, local = plan
         if not self._remote:
-            _native.prefetch_parts(self._handles, bounds, local, idx.shape[0])
+            self._native.prefetch(plan, idx.shape[0])
             return
+        _, bounds, local = self._views(plan, idx.shape[0])
         for k, a, b in _groups(bounds):
             self.parts[k].prefetch(local[a:b])
 
@@ -515,31 +531,38 @@ class _Dataset(Generic[_Batch]):
             for future in [pool.submit(gather, self.parts[k], rows, local) for k, rows, local in jobs]:
                 future.result()
 
-    def _gather_parts(self, bounds: np.ndarray, local: np.ndarray, out: np.ndarray,
-                      offsets: np.ndarray, nbytes: int) -> None:
-        """Local parts: their records `local` (by `bounds`) into `out` at `offsets`, in one
-        native call; a batch the core itself would gather on more than one thread (at least
-        _PARALLEL_BYTES) is hinted first and gathered in two calls on two threads."""
-        n = local.shape[0]
-        if nbytes < _PARALLEL_BYTES or len(self.parts) < 2:
-            _native.gather_parts(self._handles, bounds, local, n, out, offsets)
+    def _gather_parts(self, plan: np.ndarray, n: int, out: np.ndarray,
+                      offsets: np.ndarray | None, nbytes: int, size: int = 0) -> None:
+        """Local parts: the batch of `n` records planned in `plan` into `out`, position j at
+        byte offsets[j] (or j * `size`), in one native call. Hinted first (Parts.prefetch,
+        whose one sample tells whether the batch is cold) when the last batch was cold, and
+        when the core itself would gather the batch on more than one thread (at least
+        _PARALLEL_BYTES): that one is gathered in two calls on two threads. A batch read
+        without a hint that was slow marks the dataset cold: each part's own probe sees only
+        its few records of a batch, and hinting them part after part leaves one part's reads
+        in flight at a time (cold token batches over 64 parts: 0.6x one store's rate; hinted
+        across the parts first, 1.2x)."""
+        parallel = nbytes >= _PARALLEL_BYTES and len(self.parts) > 1
+        hinted = False
+        if self._cold or parallel:
+            hinted = self._cold = self._native.prefetch(plan, n)
+        if not parallel:
+            start = _clock()
+            self._native.gather(plan, n, out, offsets, size)
+            if not hinted and _clock() - start > (
+                    n * _SLOW_NS_PER_RECORD + nbytes // 1024 * _SLOW_NS_PER_KIB):
+                self._cold = True
             return
-        # Hint every part's records first: a cold batch spread over the parts then reads as
-        # one batch of one store does, its reads in flight together, not part after part. A
-        # warm one costs one sample (prefetch_parts).
-        _native.prefetch_parts(self._handles, bounds, local, n)
+        _, bounds, _ = self._views(plan, n)
         m = int(np.searchsorted(bounds, n // 2))  # parts [0, m) here, [m, ...) on the helper
         m = min(max(m, 1), len(self.parts) - 1)
-        cut = int(bounds[m])
         with self._helper_lock:
             if self._helper is None:
                 self._helper = ThreadPoolExecutor(1, thread_name_prefix="zrecord-dataset")
             helper = self._helper
-        later = helper.submit(_native.gather_parts, self._handles[m:], bounds[m:] - np.uint64(cut),
-                                    local[cut:], n - cut, out, offsets[cut:])
+        later = helper.submit(self._native.gather, plan, n, out, offsets, size, m)
         try:
-            _native.gather_parts(self._handles[:m], bounds[:m + 1], local[:cut], cut, out,
-                                 offsets[:cut])
+            self._native.gather(plan, n, out, offsets, size, 0, m)
         finally:
             later.result()
 
@@ -594,13 +617,12 @@ class DenseDataset(_Dataset[np.ndarray], Dense):
             return self.parts[plan]._read(idx - self._starts[plan])  # type: ignore[return-value]
         out = self._pool.empty((idx.shape[0], *self.item_shape), self.dtype)
         flat = out.reshape(-1).view(np.uint8) if out.size else out
-        size = np.uint64(self._record_size)
         if self._remote:
+            size = np.uint64(self._record_size)
             self._each_part(idx, lambda part, rows, local: _scatter(
                 part, local, flat, rows.astype(np.uint64) * size))
             return out
-        order, bounds, local = plan
-        self._gather_parts(bounds, local, flat, order * size, out.nbytes)  # order: uint64
+        self._gather_parts(plan, idx.shape[0], flat, None, out.nbytes, self._record_size)
         return out
 
 
@@ -639,12 +661,11 @@ class RaggedDataset(_Dataset[list[np.ndarray]], Ragged):
                     out[row] = record
             self._each_part(idx, fetch)
             return out
-        order, bounds, local = plan
         shapes, sizes = np.empty((n, self.ndim), np.uint64), np.empty(n, np.uint64)
-        _native.shapes_parts(self._handles, bounds, local, n, self.ndim, shapes, sizes, order)
+        self._native.shapes(plan, n, self.ndim, shapes, sizes)
         return ragged_records(self._pool, self.dtype, shapes, sizes, idx, self.path,
                               lambda flat, offsets: self._gather_parts(
-                                  bounds, local, flat, offsets[order], flat.nbytes))
+                                  plan, n, flat, offsets, flat.nbytes))
 
 
 def open_dataset(path: StoreLocation, *, version: int | None = None, cache: CacheMode = "auto",

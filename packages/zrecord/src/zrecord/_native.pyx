@@ -625,207 +625,252 @@ def index_table(object header, object index, object sums, str name, object offse
         _fail(rc, &st)
 
 
-cdef zr_reader **_part_readers(list readers, object bounds, uint64_t **bp, uint64_t count) except NULL:
-    """The native handles of `readers` (one per part of a dataset) in a malloc'ed array, after
-    checking that `bounds` holds len(readers) + 1 ascending uint64 values ending at `count`."""
-    cdef Py_ssize_t groups = len(readers)
-    cdef Py_ssize_t g
+cdef enum:
+    # Parts' lookup table: buckets per part, and the most buckets (8 bytes each).
+    PARTS_BUCKETS = 16
+    PARTS_TABLE_MAX = 65536
+
+
+cdef class Parts:
+    """The parts of a dataset, for its batch reads (each one call, which runs the parts'
+    native calls in turn with the GIL released): their native readers, held alive by this
+    object (so a handle outlives every call that uses it), and the record numbers their parts
+    start at. Holds nothing that changes, so calls may overlap from many threads.
+
+    A batch's plan (`plan`) is one uint64 array of 2 * count + parts + 1 values: `order` (the
+    batch's positions sorted by part, stably), `local` (those records' numbers within their
+    parts, in that order) and `bounds` (part g's positions at order[bounds[g]:bounds[g+1]]). One
+    array, not three: each array crossing this layer costs its capsule (module docstring)."""
+
+    cdef list readers
     cdef zr_reader **rs
-    _u64(bounds, False, bp, groups + 1)
-    if bp[0][0] != 0 or bp[0][groups] != count:
-        raise ValueError(f"bounds must run from 0 to {count}")
-    for g in range(groups):
-        if bp[0][g] > bp[0][g + 1]:
-            raise ValueError("bounds must be ascending")
-    rs = <zr_reader **> malloc(max(groups, 1) * sizeof(zr_reader *))
-    if rs == NULL:
-        raise MemoryError()
-    for g in range(groups):
-        rs[g] = (<Reader?> readers[g]).r
-    return rs
+    cdef uint64_t *starts
+    cdef readonly uint64_t parts
+    # Where to look for a record's part: `table[b]` is the part holding record b << shift, so
+    # record x lies in a part of table[x >> shift] .. table[(x >> shift) + 1] (a bucket of
+    # records, about PARTS_BUCKETS of them per part): one load and, for the few buckets that
+    # straddle the end of a part, a short search. A binary search over all the parts' starts
+    # costs log2(parts) branches on random data, half of them mispredicted; a compiler may
+    # turn a branch-free formulation back into branches.
+    cdef uint64_t *table
+    cdef uint64_t buckets
+    cdef unsigned shift
 
+    def __cinit__(self, list readers, object starts):
+        cdef Py_ssize_t n = len(readers)
+        cdef Py_ssize_t g
+        cdef uint64_t *sp
+        if n == 0:
+            raise ValueError("a dataset has at least one part")
+        _u64(starts, False, &sp, n + 1)
+        if sp[0] != 0:
+            raise ValueError(f"starts must begin at 0; got {sp[0]}")
+        for g in range(n):
+            if sp[g + 1] < sp[g]:
+                raise ValueError(f"starts must be ascending; part {g} starts at {sp[g]} and "
+                                 f"part {g + 1} at {sp[g + 1]}")
+        # Buckets of 2**shift records: the fewest that give each part about PARTS_BUCKETS.
+        cdef uint64_t total = sp[n]
+        cdef uint64_t want = min(<uint64_t> n * PARTS_BUCKETS, PARTS_TABLE_MAX)
+        cdef unsigned shift = 0
+        while (total >> shift) >= want:
+            shift += 1
+        cdef uint64_t buckets = (total >> shift) + 1
+        self.rs = <zr_reader **> malloc(n * sizeof(zr_reader *))
+        self.starts = <uint64_t *> malloc((n + 1) * 8)
+        self.table = <uint64_t *> malloc((buckets + 1) * 8)
+        if self.rs == NULL or self.starts == NULL or self.table == NULL:
+            raise MemoryError()
+        for g in range(n):
+            self.rs[g] = (<Reader?> readers[g]).r
+            self.starts[g] = sp[g]
+        self.starts[n] = sp[n]
+        self.readers = list(readers)
+        self.parts = n
+        self.shift = shift
+        self.buckets = buckets
+        # table[b]: the last part starting at or before record b << shift (a part with
+        # records: an empty one starts where the next does); the last entry, n - 1, bounds
+        # the last bucket.
+        g = 0
+        cdef uint64_t b
+        for b in range(buckets):
+            while <uint64_t> g + 1 < <uint64_t> n and sp[g + 1] <= (b << shift):
+                g += 1
+            self.table[b] = g
+        self.table[buckets] = n - 1
 
-def gather_parts(list readers, object bounds, object idx, uint64_t count, object out,
-                 object offsets, uint32_t threads=0):
-    """A batch read from the parts of a dataset in one call: for each part g, its records
-    idx[bounds[g]:bounds[g+1]] decoded to byte offsets offsets[bounds[g]:bounds[g+1]] of the
-    array `out` (zr_reader_gather_ragged, which places records of either kind), the parts in
-    turn with the GIL released. The first failure is raised; the caller keeps the readers
-    (and so their handles) alive."""
-    cdef zr_status st
-    cdef int rc = 0
-    cdef uint64_t *bp
-    cdef uint64_t *ip
-    cdef uint64_t *fp
-    cdef void *op
-    cdef uint64_t out_size
-    cdef Py_ssize_t g
-    cdef Py_ssize_t groups = len(readers)
-    _u64(idx, False, &ip, count)
-    _u64(offsets, False, &fp, count)
-    _buffer(out, True, &op, &out_size)
-    cdef zr_reader **rs = _part_readers(readers, bounds, &bp, count)
-    try:
+    def __dealloc__(self):
+        free(self.rs)
+        free(self.starts)
+        free(self.table)
+
+    cdef uint64_t *_plan_of(self, object plan, uint64_t count) except NULL:
+        cdef uint64_t *pp
+        _u64(plan, False, &pp, 2 * count + self.parts + 1)
+        return pp
+
+    def plan(self, object idx, uint64_t count, object plan):
+        """Where the records idx[0..count) lie: returns the part that holds them all, else -1
+        after writing `plan` (class docstring). One pass to find the parts (a binary search
+        over their starts), one counting sort. StoreIndexError for a record past the
+        dataset's end: the one range check of a dataset's gathers and hints."""
+        cdef uint64_t *ip
+        cdef uint64_t *op
+        cdef uint64_t i, x, lo, hi, mid, k
+        cdef uint64_t parts = self.parts
+        cdef uint64_t *sp = self.starts
+        cdef uint64_t *table = self.table
+        cdef unsigned shift = self.shift
+        cdef uint64_t first = 0
+        cdef bint one = True
+        _u64(idx, False, &ip, count)
+        _u64(plan, True, &op, 2 * count + parts + 1)
+        cdef uint64_t *lp = op + count
+        cdef uint64_t *bp = op + 2 * count
+        for i in range(count):
+            if ip[i] >= sp[parts]:
+                raise _errors.StoreIndexError(f"record {ip[i]} of a dataset of {sp[parts]} records")
         with nogil:
-            for g in range(groups):
-                if bp[g + 1] > bp[g]:
-                    rc = zr_reader_gather_ragged(rs[g], ip + bp[g], bp[g + 1] - bp[g], op,
-                                                 fp + bp[g], out_size, threads, &st)
-                    if rc != 0:
-                        break
-    finally:
-        free(rs)
-    if rc != 0:
-        _fail(rc, &st)
+            memset(bp, 0, (parts + 1) * 8)
+            for i in range(count):
+                # The last part whose start is at most the record (an empty part starts where
+                # the next does, so it is never that one), between the parts of its bucket
+                # and of the next (the table; usually the same part).
+                x = ip[i]
+                lo = table[x >> shift]
+                hi = table[(x >> shift) + 1]
+                while lo < hi:
+                    mid = (lo + hi + 1) >> 1
+                    if sp[mid] <= x:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                op[i] = lo  # the part, for now
+                bp[lo + 1] += 1
+                if i == 0:
+                    first = lo
+                elif lo != first:
+                    one = False
+            for k in range(parts):
+                bp[k + 1] += bp[k]
+        if count == 0:
+            return -1
+        if one:
+            return <long long> first
+        return _place(sp, parts, ip, count, op, bp, lp)
 
+    def shapes(self, object plan, uint64_t count, uint64_t ndim, object shapes, object sizes):
+        """`Reader.shapes` over the parts in one call (zr_reader_shapes of each): the shapes
+        (rows of `ndim` uint64) and logical sizes of the batch's records, at their positions in
+        the batch."""
+        cdef zr_status st
+        cdef int rc = 0
+        cdef uint64_t *pp = self._plan_of(plan, count)
+        cdef uint64_t *bp = pp + 2 * count
+        cdef uint64_t *lp = pp + count
+        cdef uint64_t *sp
+        cdef uint64_t *zp
+        cdef uint64_t j, a, row, g
+        _u64(shapes, True, &sp, count * ndim)
+        _u64(sizes, True, &zp, count)
+        cdef uint64_t *ts = <uint64_t *> malloc(max(count * (ndim + 1), 1) * 8)
+        if ts == NULL:
+            raise MemoryError()
+        cdef uint64_t *tz = ts + count * ndim
+        try:
+            with nogil:
+                for g in range(self.parts):
+                    if bp[g + 1] > bp[g]:
+                        rc = zr_reader_shapes(self.rs[g], lp + bp[g], bp[g + 1] - bp[g],
+                                              ts + bp[g] * ndim, tz + bp[g], &st)
+                        if rc != 0:
+                            break
+                if rc == 0:
+                    for j in range(count):
+                        row = pp[j]
+                        zp[row] = tz[j]
+                        for a in range(ndim):
+                            sp[row * ndim + a] = ts[j * ndim + a]
+        finally:
+            free(ts)
+        if rc != 0:
+            _fail(rc, &st)
 
-def shapes_parts(list readers, object bounds, object idx, uint64_t count, uint64_t ndim,
-                 object shapes, object sizes, object rows=None):
-    """`Reader.shapes` over the parts of a dataset in one call: for each part g, the shapes
-    (rows of `ndim` uint64) and logical sizes of its records idx[bounds[g]:bounds[g+1]], at
-    the same rows of `shapes` and `sizes`, or with `rows` (uint64, a permutation of
-    0..count) position j's at row rows[j]."""
-    cdef zr_status st
-    cdef int rc = 0
-    cdef uint64_t *bp
-    cdef uint64_t *ip
-    cdef uint64_t *sp
-    cdef uint64_t *zp
-    cdef uint64_t *rp = NULL
-    cdef uint64_t *ts = NULL
-    cdef uint64_t *tz = NULL
-    cdef uint64_t j, a, row
-    cdef Py_ssize_t g
-    cdef Py_ssize_t groups = len(readers)
-    _u64(idx, False, &ip, count)
-    _u64(shapes, True, &sp, count * ndim)
-    _u64(sizes, True, &zp, count)
-    if rows is not None:
-        _u64(rows, False, &rp, count)
-        for j in range(count):
-            if rp[j] >= count:
-                raise ValueError(f"rows must lie in 0..{count}; got {rp[j]}")
-    cdef zr_reader **rs = _part_readers(readers, bounds, &bp, count)
-    try:
-        if rp != NULL:
-            ts = <uint64_t *> malloc(max(count * ndim, 1) * 8)
-            tz = <uint64_t *> malloc(max(count, 1) * 8)
-            if ts == NULL or tz == NULL:
-                raise MemoryError()
+    def gather(self, object plan, uint64_t count, object out, object offsets, uint64_t size=0,
+               uint64_t first=0, object end=None, uint32_t threads=0):
+        """The batch's records decoded into the array `out` (zr_reader_gather_ragged of each
+        part, which places records of either kind): position j's at byte offsets[j] (uint64), or, with
+        `offsets` None, at j * `size` (a Dense batch). Only parts [first, end) (default all),
+        so that two threads can share a batch. Runs with the GIL released."""
+        cdef zr_status st
+        cdef int rc = 0
+        cdef uint64_t *pp = self._plan_of(plan, count)
+        cdef uint64_t *fp = NULL
+        cdef void *op
+        cdef uint64_t out_size, j, lo, hi, g
+        cdef uint64_t stop = self.parts if end is None else <uint64_t> end
+        if first > stop or stop > self.parts:
+            raise ValueError(f"parts [{first}, {stop}) of {self.parts}")
+        if offsets is not None:
+            _u64(offsets, False, &fp, count)
+        _buffer(out, True, &op, &out_size)
+        cdef uint64_t *bp = pp + 2 * count
+        lo, hi = bp[first], bp[stop]
+        cdef uint64_t *placed = <uint64_t *> malloc(max(count, 1) * 8)
+        if placed == NULL:
+            raise MemoryError()
+        try:
+            with nogil:
+                # The offsets in the plan's order, which is how each part reads its records.
+                for j in range(lo, hi):
+                    placed[j] = fp[pp[j]] if fp != NULL else pp[j] * size
+                for g in range(first, stop):
+                    if bp[g + 1] > bp[g]:
+                        rc = zr_reader_gather_ragged(self.rs[g], pp + count + bp[g],
+                                                     bp[g + 1] - bp[g], op, placed + bp[g],
+                                                     out_size, threads, &st)
+                        if rc != 0:
+                            break
+        finally:
+            free(placed)
+        if rc != 0:
+            _fail(rc, &st)
+
+    def prefetch(self, object plan, uint64_t count):
+        """`Reader.prefetch` over the parts in one call: for each part, a read-ahead hint for
+        its records of the batch. The largest part's records go first; when its sample finds
+        them in the page cache, the batch is taken to be there, and the other parts are not
+        sampled (each sample costs a few system calls, which a batch spread over many parts
+        would otherwise pay once per part). Returns whether it hinted (the batch was found
+        cold)."""
+        cdef zr_status st
+        cdef int rc = 0
+        cdef uint64_t *pp = self._plan_of(plan, count)
+        cdef uint64_t *bp = pp + 2 * count
+        cdef uint64_t *lp = pp + count
+        cdef uint64_t g
+        cdef uint64_t largest = 0
+        cdef uint32_t hinted = 1
         with nogil:
-            for g in range(groups):
-                if bp[g + 1] > bp[g]:
-                    rc = zr_reader_shapes(rs[g], ip + bp[g], bp[g + 1] - bp[g],
-                                          (ts if rp != NULL else sp) + bp[g] * ndim,
-                                          (tz if rp != NULL else zp) + bp[g], &st)
-                    if rc != 0:
-                        break
-            if rc == 0 and rp != NULL:
-                for j in range(count):
-                    row = rp[j]
-                    zp[row] = tz[j]
-                    for a in range(ndim):
-                        sp[row * ndim + a] = ts[j * ndim + a]
-    finally:
-        free(rs)
-        free(ts)
-        free(tz)
-    if rc != 0:
-        _fail(rc, &st)
-
-
-def prefetch_parts(list readers, object bounds, object idx, uint64_t count):
-    """`Reader.prefetch` over the parts of a dataset in one call: for each part g, a read-ahead
-    hint for its records idx[bounds[g]:bounds[g+1]]. The largest part's records go first; when
-    its sample finds them in the page cache, the batch is taken to be there, and the other
-    parts are not sampled (each sample costs a few system calls, which a batch spread over
-    many parts would otherwise pay once per part)."""
-    cdef zr_status st
-    cdef int rc = 0
-    cdef uint64_t *bp
-    cdef uint64_t *ip
-    cdef Py_ssize_t g
-    cdef Py_ssize_t largest = 0
-    cdef Py_ssize_t groups = len(readers)
-    cdef uint32_t hinted = 1
-    _u64(idx, False, &ip, count)
-    cdef zr_reader **rs = _part_readers(readers, bounds, &bp, count)
-    try:
-        with nogil:
-            for g in range(groups):
+            for g in range(self.parts):
                 if bp[g + 1] - bp[g] > bp[largest + 1] - bp[largest]:
                     largest = g
-            if groups:
-                rc = zr_reader_prefetch_hinted(rs[largest], ip + bp[largest],
-                                               bp[largest + 1] - bp[largest], &hinted, &st)
-            for g in range(groups):
+            rc = zr_reader_prefetch_hinted(self.rs[largest], lp + bp[largest],
+                                           bp[largest + 1] - bp[largest], &hinted, &st)
+            for g in range(self.parts):
                 if rc != 0 or not hinted:
                     break
                 if g != largest and bp[g + 1] > bp[g]:
-                    rc = zr_reader_prefetch(rs[g], ip + bp[g], bp[g + 1] - bp[g], &st)
-    finally:
-        free(rs)
-    if rc != 0:
-        _fail(rc, &st)
-
-
-def plan_parts(object starts, uint64_t parts, object idx, uint64_t count, object order,
-               object bounds, object local):
-    """Where the records idx[0..count) of a dataset lie, its parts starting at record numbers
-    starts[0..parts] (ascending, starts[parts] its length; every idx below it): returns the
-    part that holds them all, else -1 after writing `order` (the positions of idx sorted by
-    part, stably), `bounds` (part g's at order[bounds[g]:bounds[g+1]]) and `local` (the
-    records' numbers in their parts, in that order). One pass to find the parts (binary
-    search), one counting sort. StoreIndexError for a record past the dataset's end: the
-    one range check of a dataset's gathers and hints."""
-    cdef uint64_t *sp
-    cdef uint64_t *ip
-    cdef uint64_t *op
-    cdef uint64_t *bp
-    cdef uint64_t *lp
-    cdef uint64_t i, lo, width, half, k
-    cdef uint64_t first = 0
-    cdef bint one = True
-    _u64(starts, False, &sp, parts + 1)
-    _u64(idx, False, &ip, count)
-    _u64(order, True, &op, count)
-    _u64(bounds, True, &bp, parts + 1)
-    _u64(local, True, &lp, count)
-    if count == 0:
-        memset(bp, 0, (parts + 1) * 8)
-        return -1
-    for i in range(count):
-        if ip[i] >= sp[parts]:
-            raise _errors.StoreIndexError(f"record {ip[i]} of a dataset of {sp[parts]} records")
-    with nogil:
-        memset(bp, 0, (parts + 1) * 8)
-        for i in range(count):
-            # The last part whose start is at most the record (an empty part starts where the
-            # next does, so it is never that one): a binary search without branches on the
-            # data (a conditional move per step), since random records mispredict half the
-            # steps of the branching one.
-            lo = 0
-            width = parts
-            while width > 1:
-                half = width // 2
-                lo = lo + half if sp[lo + half] <= ip[i] else lo
-                width -= half
-            op[i] = lo  # the part, for now
-            bp[lo + 1] += 1
-            if i == 0:
-                first = lo
-            elif lo != first:
-                one = False
-        for k in range(parts):
-            bp[k + 1] += bp[k]
-    if one:
-        return <long long> first
-    return _place(sp, parts, ip, count, op, bp, lp)
+                    rc = zr_reader_prefetch(self.rs[g], lp + bp[g], bp[g + 1] - bp[g], &st)
+        if rc != 0:
+            _fail(rc, &st)
+        return hinted != 0
 
 
 cdef long long _place(uint64_t *sp, uint64_t parts, uint64_t *ip, uint64_t count, uint64_t *op,
                       uint64_t *bp, uint64_t *lp) except -2:
-    """plan_parts' counting sort, `op` holding each position's part: `op` becomes the order,
+    """Parts.plan's counting sort, `op` holding each position's part: `op` becomes the order,
     `lp` the local numbers."""
     cdef uint64_t *cursor = <uint64_t *> malloc(max(parts, 1) * 8)
     cdef uint64_t *part_of = <uint64_t *> malloc(max(count, 1) * 8)
