@@ -238,6 +238,35 @@ def test_a_planned_read_the_budget_has_no_room_for_is_made_later_not_dropped(htt
         assert all(until > 2 for _, until in reads)
 
 
+@pytest.mark.parametrize("room_for_it", [True, False])
+def test_a_gather_fetches_a_deferred_planned_read_it_joins_whole(http_folder, tmp_path, room_for_it):
+    """A planned read that the budget could not admit yet (deferred) is fetched whole, in the
+    GET of the first gather that needs any of its records, when the budget has room for it by
+    then, instead of the gather's own records now and the rest in what pieces are left later;
+    without room the gather fetches its own records alone."""
+    _, url = _store(http_folder)
+    at = [0]
+    with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20}) as ds:
+        handle = ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N, lambda: at[0])
+        assert handle is not None
+        mirror, budget = ds._remote, ds._remote._budget
+        real, room = budget.reserve, [False]
+
+        def reserve(incoming, *args, partial=False, **kw):
+            # No room for anything optional until `room`; a gather's own records always.
+            return real(incoming if room[0] or not partial else 0, *args, partial=partial, **kw)
+        budget.reserve = reserve
+        mirror._plan_ahead(handle)  # steps 0-3 (half of 8 MiB): no room, deferred
+        for _, future in list(mirror._pending):
+            future.result()
+        assert ds.remote_stats()["requests"] == 0
+        assert [recs.shape[0] for recs in handle.deferred_records()] == [4 * BATCH]
+        room[0] = room_for_it
+        mirror.ensure(np.array([1, 2], np.uint64))  # a gather's fetch, two records of step 0
+        assert ds.remote_stats()["requests"] == 1
+        assert ds.remote_stats()["bytes"] == (4 * BATCH if room_for_it else 2) * REC
+
+
 def test_a_gather_waits_for_a_get_under_way_that_writes_its_records(http_folder, tmp_path):
     """A record that a GET under way writes (asked for, or read through its gaps by a joined
     prefetch) is waited for, not asked for again: two readers' requests joined through each

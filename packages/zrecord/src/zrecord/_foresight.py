@@ -33,7 +33,8 @@ Invariants of this module:
   any new segment, until progress reaches the end of its segment: room frees as the steps
   before it are read, and a planned read dropped for lack of room is made later by the
   gathers, one step's records at a time (photographs in 8 MiB blocks: 8x the GETs of whole
-  blocks, for 1.4x the bytes).
+  blocks, for 1.4x the bytes). Meanwhile a gather that needs some of a deferred read's
+  records fetches the rest of it with them where its GETs join (``deferred_records``).
 - Room for a planned read (``room_after``): besides what no reader foresees, the chunks whose
   next use comes after its segment's end by at least ``ROOM_LEADS`` times as many steps as
   the segment ends ahead of progress. Fetching early by evicting what is read sooner fetches
@@ -311,6 +312,16 @@ class Foresight:
         with self._lock:
             if not self.closed:
                 self._deferred.append((recs, until))
+
+    def deferred_records(self) -> list[np.ndarray]:
+        """The records of the planned reads deferred for room (``defer``), not returned by a
+        ``plan`` since and still ahead of the caller's progress: a gather that needs any of
+        them may fetch them with its own."""
+        with self._lock:
+            step = None if self.closed else self._progress()
+            if step is None:
+                return []
+            return [recs for recs, until in self._deferred if until > step]
 
     def close(self) -> None:
         """Forget this future: the hints this reader wrote are cleared where still its own."""

@@ -49,7 +49,9 @@ Invariants of this module:
   ``Foresight.plan`` returns (segments of half the budget's bytes, while less than
   half is planned ahead), joined through their gaps, into the room the budget admits
   (``Foresight.room_after``), the runs read soonest first; what it cannot admit yet goes back
-  to the foresight, which returns it with the next plan.
+  to the foresight, which returns it with the next plan, and a gather whose GETs would join
+  any of it fetches it with its own records when the budget has room for it by then
+  (``_with_deferred``: a deferred block is fetched whole, not piece by piece by each gather).
 - The native reader of a mirror checks every read of a record against its checksum, not only the
   first (ZR_OPEN_CHECK_EVERY_READ): the mirror's files change while it reads them. A record
   whose bytes there fail (a damaged or half-written mirror, or one punched out by an eviction
@@ -805,13 +807,40 @@ class Mirror:
                 if not events:
                     runs = self._runs(places)
                     if self._budget is not None:
-                        runs = self._within_budget(places, runs, keep, beyond)
+                        whole = self._with_deferred(places, keep, beyond)
+                        runs = whole if whole is not None else self._within_budget(places, runs, keep, beyond)
                     return (runs, self._take_off(runs)) if runs else ([], None)
             for done in events:
                 done.wait()
             places = self._missing(places)
             if places.recs.shape[0] == 0:
                 return [], None
+
+    def _with_deferred(self, places: _Places, keep: np.ndarray | None,
+                       beyond: int | None) -> list[tuple[int, int, int, np.ndarray]] | None:
+        """A gather's GETs of `places` joined with the records its readers' foresights planned
+        and the budget could not admit yet (``Foresight.defer``) wherever a GET of the gather
+        would join them, when the budget has room for them all; else None. A planned read of a
+        block deferred for room is otherwise fetched piece by piece, by each gather that
+        needs some of its records, and its rest later in what pieces are left: the first
+        gather that needs any of it fetches it whole (under the claim lock, as `_claim`)."""
+        assert self._budget is not None
+        deferred = [recs for foresight in self._foresights for recs in foresight.deferred_records()]
+        if not deferred or places.recs.shape[0] == 0:
+            return None
+        more = np.setdiff1d(np.concatenate(deferred).astype(np.uint64), places.recs)
+        extra = self._missing(self._located(self._valid(more)))
+        extra = extra.take(~self._in_flight(extra)[0])
+        if extra.recs.shape[0] == 0:
+            return None
+        both = _Places(*(np.concatenate([a, b]) for a, b in zip(places, extra)))
+        runs = [run for run in self._runs(both) if np.isin(run[3], places.recs).any()]
+        if sum(run[3].shape[0] for run in runs) == places.recs.shape[0]:
+            return None  # nothing deferred joins the gather's GETs
+        joined = _allocated(runs)
+        room = self._budget.reserve(joined, keep, partial=True, beyond=beyond)
+        self._budget.release(room)
+        return runs if room >= joined else None
 
     def _within_budget(self, places: _Places, runs: list[tuple[int, int, int, np.ndarray]],
                        keep: np.ndarray | None, beyond: int | None = None) -> list[tuple[int, int, int, np.ndarray]]:
