@@ -267,6 +267,30 @@ def test_a_gather_fetches_a_deferred_planned_read_it_joins_whole(http_folder, tm
         assert ds.remote_stats()["bytes"] == (4 * BATCH if room_for_it else 2) * REC
 
 
+def test_a_planned_read_of_many_records_is_not_cut_into_slices(http_folder, tmp_path):
+    """A planned read of more records than a prefetch takes at once (PREFETCH_RECORDS_MAX)
+    is fetched whole: its requests join across what were the slices' edges (it was fetched in
+    slices of 16,384 record numbers, each ending its requests: a store of small records made
+    a GET per slice)."""
+    from zrecord import _remote
+
+    n = 3 * _remote.PREFETCH_RECORDS_MAX + 100  # 49,252 records of 64 bytes: 3 MiB
+    with Dense.create(http_folder.path / "small", np.uint8, (64,), codec="raw", data_shards=1) as w:
+        w.append(np.zeros((n, 64), np.uint8))
+    url = http_folder.url_for("small")
+    steps = 8
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20}
+    with Dense.open(url, storage_options=opts) as ds:
+        batch = -(-n // steps)
+        handle = ds.foresee(lambda step: np.arange(step * batch, min(n, (step + 1) * batch)), lambda: 0)
+        assert handle is not None
+        ds._remote._plan_ahead(handle)  # half the budget (4 MiB) holds every record: one segment
+        for _, future in list(ds._remote._pending):
+            future.result()
+        assert ds.remote_stats()["requests"] == 1
+        assert ds.remote_stats()["bytes"] == n * 64
+
+
 def test_a_gather_waits_for_a_get_under_way_that_writes_its_records(http_folder, tmp_path):
     """A record that a GET under way writes (asked for, or read through its gaps by a joined
     prefetch) is waited for, not asked for again: two readers' requests joined through each
