@@ -17,9 +17,10 @@ with shards of 64 MB and no compression, as their defaults.
 
 Read (one process; the same records as one store and as a dataset of `--parts` parts, written
 by write_dataset): open time (median of 20 opens), warm random gathers of `--batch` records
-(records/s, alternating batch by batch for `--seconds` per round), cold gathers (fresh readers; the files
-evicted from the page cache before every batch), and loaderx's DataLoader (CYCLIC, warm,
-batches/s), for photos (Dense) and tokens (Ragged).
+(records/s, alternating batch by batch for `--seconds` per round, every record read once
+first), loaderx's DataLoader (CYCLIC, warm, batches/s), and cold gathers (readers opened for
+them, the files evicted from the page cache before every batch), for photos (Dense) and
+tokens (Ragged).
 
     python benchmarks/stores/bench_datasets.py --data ../data --tmp /var/tmp/bench \\
         [--peers ../peerenv/bin/python] [--records 20000] [--rounds 2]

@@ -541,7 +541,7 @@ class _Dataset(Generic[_Batch]):
         without a hint that was slow marks the dataset cold: each part's own probe sees only
         its few records of a batch, and hinting them part after part leaves one part's reads
         in flight at a time (cold token batches over 64 parts: 0.6x one store's rate; hinted
-        across the parts first, 1.2x)."""
+        across the parts first, 0.96x)."""
         parallel = nbytes >= _PARALLEL_BYTES and len(self.parts) > 1
         hinted = False
         if self._cold or parallel:

@@ -712,8 +712,8 @@ cdef class Parts:
 
     def plan(self, object idx, uint64_t count, object plan):
         """Where the records idx[0..count) lie: returns the part that holds them all, else -1
-        after writing `plan` (class docstring). One pass to find the parts (a binary search
-        over their starts), one counting sort. StoreIndexError for a record past the
+        after writing `plan` (class docstring). One pass to find the parts (the lookup table:
+        see `table`), one counting sort. StoreIndexError for a record past the
         dataset's end: the one range check of a dataset's gathers and hints."""
         cdef uint64_t *ip
         cdef uint64_t *op
