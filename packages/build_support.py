@@ -143,7 +143,8 @@ PYTHON3_IMPORTS = """
     PyObject_GetItem PyObject_HasAttr PyObject_Hash PyObject_Init PyObject_IsInstance
     PyObject_IsSubclass PyObject_IsTrue PyObject_RichCompare PyObject_RichCompareBool
     PyObject_SelfIter PyObject_SetAttr PyObject_SetAttrString PyObject_Size
-    PySequence_GetItem PySequence_Repeat PySequence_Tuple PySlice_New PySys_GetObject
+    PySequence_GetItem PySequence_List PySequence_Repeat PySequence_Tuple PySlice_New
+    PySys_GetObject
     PyThreadState_Get PyTraceBack_Here PyTraceBack_Type PyTuple_GetItem PyTuple_GetSlice
     PyTuple_New PyTuple_Pack PyTuple_SetItem PyTuple_Size PyTuple_Type
     PyType_FromModuleAndSpec PyType_GetFlags PyType_GetSlot PyType_IsSubtype PyType_Modified
