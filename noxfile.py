@@ -621,7 +621,8 @@ def lint(session: nox.Session) -> None:
     externs, stale references to Zig code); ruff on everything; mypy --strict on the
     pure-Python code of the three packages and of the test kit, and on the typing snippets of
     zrecord's public API (packages/zrecord/tests/typing); the compiled modules' stubs checked
-    against the built extension by mypy.stubtest.
+    against the built extension by mypy.stubtest; the Linux extensions' Python symbols against
+    the Windows build's import list (tools/elf.py).
 
     loaderx is type-checked without its optional frameworks' types being required (Ray is
     not installed here; torch is, as its types are what loaderx.torch is written against).
@@ -635,9 +636,13 @@ def lint(session: nox.Session) -> None:
     # deliberate violation; and the tests of the collector of the docs' install lines, which
     # the `wheelhouse` session resolves (tools/install_lines.py).
     session.run("pytest", "-q", str(ROOT / "tools" / "test_tidy.py"),
-                str(ROOT / "tools" / "test_install_lines.py"))
+                str(ROOT / "tools" / "test_install_lines.py"), str(ROOT / "tools" / "test_elf.py"))
     session.run("python", str(ROOT / "tools" / "tidy.py"))
-    session.install(_pkg(session, ZRECORD), _pkg(session, LOADERX))
+    wheels = [_pkg(session, ZRECORD), _pkg(session, LOADERX)]
+    session.install(*wheels)
+    # Every Python C-API name the Linux extensions use is in the Windows build's import list
+    # (tools/elf.py): a name missing there would fail only the `windows` session's link, late.
+    session.run("python", str(ROOT / "tools" / "elf.py"), *wheels)
     session.run("ruff", "check", "noxfile.py", "packages", "benchmarks", "tools")
     session.run("mypy", "--ignore-missing-imports", "--strict",
                 str(ZRECORD / "src" / "zrecord"), env={"MYPYPATH": str(ZRECORD / "src")})

@@ -21,12 +21,13 @@ load commands). Exits non-zero, naming each problem, when any file fails.
 
 from __future__ import annotations
 
-import argparse
 import struct
 import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wheel_check  # noqa: E402
 
 MH_MAGIC_64 = 0xFEEDFACF
 CPU = {0x01000007: "x86_64", 0x0100000C: "aarch64"}
@@ -122,33 +123,14 @@ def check_wheel(wheel: Path, allowed: set[str]) -> list[str]:
     if not tag.startswith("macosx_"):
         return [f"{wheel.name}: not a macOS wheel (platform tag {tag})"]
     arch = {"arm64": "aarch64"}.get(tag.split("_", 3)[3], tag.split("_", 3)[3])
-    out = []
-    with zipfile.ZipFile(wheel) as z:
-        libs = [n for n in z.namelist() if n.endswith(".so")]
-        if not libs:
-            return [f"{wheel.name}: holds no extension"]
-        for name in libs:
-            module = Path(name).name.split(".", 1)[0]
-            try:
-                m = read(z.read(name))
-            except ValueError as exc:
-                out.append(f"{wheel.name}/{name}: {exc}")
-                continue
-            out += [f"{wheel.name}/{name}: {p}" for p in problems(m, module, arch, allowed)]
-            print(f"{wheel.name}/{name}: {m.cpu}, macOS {m.minos}, {len(m.exports)} exports, "
-                  f"{len(m.imports)} imports", file=sys.stderr)
-    return out
+    return wheel_check.each_extension(
+        wheel, ".so", read, lambda name, m: problems(m, wheel_check.module_of(name), arch, allowed),
+        lambda m: f"{m.cpu}, macOS {m.minos}, {len(m.exports)} exports, {len(m.imports)} imports")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("wheels", nargs="+", type=Path)
-    args = ap.parse_args(argv)
     allowed = allowed_imports()
-    found = [p for wheel in args.wheels for p in check_wheel(wheel, allowed)]
-    for p in found:
-        print(f"macho: {p}", file=sys.stderr)
-    return 1 if found else 0
+    return wheel_check.main(__doc__ or "", "macho", lambda wheel: check_wheel(wheel, allowed), argv)
 
 
 if __name__ == "__main__":

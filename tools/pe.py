@@ -19,16 +19,16 @@ naming each problem, when any file fails.
 
 from __future__ import annotations
 
-import argparse
 import re
 import struct
 import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "packages"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build_support  # noqa: E402
+import wheel_check  # noqa: E402
 
 AMD64 = 0x8664
 PE32_PLUS = 0x20B
@@ -112,31 +112,14 @@ def check_wheel(wheel: Path) -> list[str]:
     """Every problem of every extension in a Windows wheel, each prefixed by the file's name."""
     if not wheel.name.endswith("-win_amd64.whl"):
         return [f"{wheel.name}: not a win_amd64 wheel"]
-    out = []
-    with zipfile.ZipFile(wheel) as z:
-        libs = [n for n in z.namelist() if n.endswith(".pyd")]
-        if not libs:
-            return [f"{wheel.name}: holds no extension"]
-        for name in libs:
-            try:
-                p = read(z.read(name))
-            except ValueError as exc:
-                out.append(f"{wheel.name}/{name}: {exc}")
-                continue
-            out += [f"{wheel.name}/{name}: {x}" for x in problems(p, Path(name).name.split(".", 1)[0])]
-            print(f"{wheel.name}/{name}: exports {p.exports}, imports from "
-                  f"{', '.join(f'{d} ({len(n)})' for d, n in sorted(p.imports.items()))}", file=sys.stderr)
-    return out
+    return wheel_check.each_extension(
+        wheel, ".pyd", read, lambda name, p: problems(p, wheel_check.module_of(name)),
+        lambda p: f"exports {p.exports}, imports from "
+                  f"{', '.join(f'{d} ({len(n)})' for d, n in sorted(p.imports.items()))}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("wheels", nargs="+", type=Path)
-    args = ap.parse_args(argv)
-    found = [x for wheel in args.wheels for x in check_wheel(wheel)]
-    for x in found:
-        print(f"pe: {x}", file=sys.stderr)
-    return 1 if found else 0
+    return wheel_check.main(__doc__ or "", "pe", check_wheel, argv)
 
 
 if __name__ == "__main__":
