@@ -376,8 +376,8 @@ def read_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     for name, reader in readers.items():
                         rows.setdefault(f"loader_{name}", []).append(
                             _loader_rate(reader, args.batch, 60))
-                out[workload] = {"records": len(readers["store"]),
-                                 "parts": len(readers["dataset"].parts), "rounds": rows}
+                    out[workload] = {"records": len(readers["store"]),
+                                     "parts": len(readers["dataset"].parts), "rounds": rows}
                 for r in readers.values():
                     r.close()
         print(f"read {workload}: " + ", ".join(f"{k} {np.median(v):,.4g}" for k, v in rows.items()),

@@ -38,6 +38,29 @@ def _cycles(seed=7):
     return batch_of
 
 
+def _settle(mirror):
+    """Wait for the mirror's prefetches under way (planned reads among them)."""
+    for _, future in list(mirror._pending):
+        future.result()
+
+
+def _sequential(ds, at):
+    """Tell `ds` a future of BATCH consecutive records a step (wrapping), at progress at[0]."""
+    handle = ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N, lambda: at[0])
+    assert handle is not None
+    return handle
+
+
+def _optional_room(budget, room):
+    """Make `budget` admit nothing optional (a partial admission: a planned read's, a
+    gather's gaps or joined deferred records) until room[0]; a gather's own records always."""
+    real = budget.reserve
+
+    def reserve(incoming, *args, partial=False, **kw):
+        return real(incoming if room[0] or not partial else 0, *args, partial=partial, **kw)
+    budget.reserve = reserve
+
+
 def _two_epochs(url, tmp_path, name, *, foresee):
     """Epoch 1 then epoch 2 of the cyclic order through a mirror with half the records'
     bytes as its budget; the bytes fetched in epoch 2."""
@@ -180,8 +203,7 @@ def test_reads_are_planned_a_segment_at_a_time_from_the_known_future(http_folder
         for step in range(4):
             ds[np.arange(step * BATCH, (step + 1) * BATCH)]
             at[0] = step + 1
-        for _, future in list(ds._remote._pending):
-            future.result()
+        _settle(ds._remote)
         assert ds.remote_stats()["requests"] == 2
         assert ds.remote_stats()["bytes"] == 16 * BATCH * REC
 
@@ -212,21 +234,15 @@ def test_a_planned_read_the_budget_has_no_room_for_is_made_later_not_dropped(htt
     _, url = _store(http_folder)
     at = [0]
     with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20}) as ds:
-        handle = ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N, lambda: at[0])
-        assert handle is not None
-        mirror, budget = ds._remote, ds._remote._budget
-        real, room = budget.reserve, [False]
-        budget.reserve = lambda incoming, *a, **kw: real(incoming if room[0] else 0, *a, **kw)
-
-        def settle():
-            for _, future in list(mirror._pending):
-                future.result()
+        handle = _sequential(ds, at)
+        mirror, room = ds._remote, [False]
+        _optional_room(mirror._budget, room)
         mirror._plan_ahead(handle)  # steps 0-3 (half of 8 MiB): no room, deferred
-        settle()
+        _settle(mirror)
         assert ds.remote_stats()["requests"] == 0
         room[0] = True
         mirror._plan_ahead(handle)  # the deferred read (no new segment: half is planned)
-        settle()
+        _settle(mirror)
         assert ds.remote_stats()["requests"] == 1
         assert ds.remote_stats()["bytes"] == 4 * BATCH * REC
         # Deferred reads go once progress reaches the end of their segment.
@@ -247,18 +263,11 @@ def test_a_gather_fetches_a_deferred_planned_read_it_joins_whole(http_folder, tm
     _, url = _store(http_folder)
     at = [0]
     with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20}) as ds:
-        handle = ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N, lambda: at[0])
-        assert handle is not None
-        mirror, budget = ds._remote, ds._remote._budget
-        real, room = budget.reserve, [False]
-
-        def reserve(incoming, *args, partial=False, **kw):
-            # No room for anything optional until `room`; a gather's own records always.
-            return real(incoming if room[0] or not partial else 0, *args, partial=partial, **kw)
-        budget.reserve = reserve
+        handle = _sequential(ds, at)
+        mirror, room = ds._remote, [False]
+        _optional_room(mirror._budget, room)  # a gather's own records are always admitted
         mirror._plan_ahead(handle)  # steps 0-3 (half of 8 MiB): no room, deferred
-        for _, future in list(mirror._pending):
-            future.result()
+        _settle(mirror)
         assert ds.remote_stats()["requests"] == 0
         assert [recs.shape[0] for recs in handle.deferred_records()] == [4 * BATCH]
         room[0] = room_for_it
@@ -285,8 +294,7 @@ def test_a_planned_read_of_many_records_is_not_cut_into_slices(http_folder, tmp_
         handle = ds.foresee(lambda step: np.arange(step * batch, min(n, (step + 1) * batch)), lambda: 0)
         assert handle is not None
         ds._remote._plan_ahead(handle)  # half the budget (4 MiB) holds every record: one segment
-        for _, future in list(ds._remote._pending):
-            future.result()
+        _settle(ds._remote)
         assert ds.remote_stats()["requests"] == 1
         assert ds.remote_stats()["bytes"] == n * 64
 
@@ -374,8 +382,7 @@ def test_a_gather_that_must_fetch_evicts_a_step_already_read_whose_hint_lags(htt
             at[0] = max(0, step - 1)  # the step before is being delivered
             k = step % steps
             assert ds[order[k * batch:(k + 1) * batch]].shape == (batch, REC)
-            for _, future in list(ds._remote._pending):
-                future.result()
+            _settle(ds._remote)
     assert peaks and max(peaks) <= budget, (max(peaks), budget)
 
 
@@ -401,8 +408,7 @@ def test_a_planned_read_admits_first_the_runs_read_first(http_folder, tmp_path):
         real = budget.reserve
         budget.reserve = lambda incoming, *a, **kw: real(min(incoming, 1 << 20), *a, **kw)
         mirror._plan_ahead(handle)  # steps 0-3: records 160-167, then 0-23 (2 runs)
-        for _, future in list(mirror._pending):
-            future.result()
+        _settle(mirror)
         assert ds.remote_stats()["requests"] == 1
         held = mirror._missing(mirror._locate(np.arange(N, dtype=np.uint64))).recs
         assert not np.isin(np.arange(160, 168), held).any()  # step 0's records: fetched

@@ -828,8 +828,9 @@ class Mirror:
         deferred = [recs for foresight in self._foresights for recs in foresight.deferred_records()]
         if not deferred or places.recs.shape[0] == 0:
             return None
+        # Distinct and sorted (setdiff1d), and valid: a foresight plans only the store's records.
         more = np.setdiff1d(np.concatenate(deferred).astype(np.uint64), places.recs)
-        extra = self._missing(self._located(self._valid(more)))
+        extra = self._missing(self._located(more))
         extra = extra.take(~self._in_flight(extra)[0])
         if extra.recs.shape[0] == 0:
             return None
@@ -837,10 +838,18 @@ class Mirror:
         runs = [run for run in self._runs(both) if np.isin(run[3], places.recs).any()]
         if sum(run[3].shape[0] for run in runs) == places.recs.shape[0]:
             return None  # nothing deferred joins the gather's GETs
+        return runs if self._has_room(runs, keep, beyond) else None
+
+    def _has_room(self, runs: list[tuple[int, int, int, np.ndarray]], keep: np.ndarray | None,
+                  beyond: int | None) -> bool:
+        """Whether the budget has room for `runs` once it has evicted what a gather may (never
+        `keep`, nor what was fetched and not read yet; with `beyond`, only what is read after
+        it): asked of the budget, and not kept (the gather's own admission follows)."""
+        assert self._budget is not None
         joined = _allocated(runs)
         room = self._budget.reserve(joined, keep, partial=True, beyond=beyond)
         self._budget.release(room)
-        return runs if room >= joined else None
+        return room >= joined
 
     def _within_budget(self, places: _Places, runs: list[tuple[int, int, int, np.ndarray]],
                        keep: np.ndarray | None, beyond: int | None = None) -> list[tuple[int, int, int, np.ndarray]]:
@@ -849,13 +858,9 @@ class Mirror:
         read yet); else the GETs of `places` with no gap read through. The bytes of a gap are
         written to the mirror too: joined where the budget cannot hold them, they would take
         it past its bound, or evict what the next gathers read."""
-        assert self._budget is not None
         if sum(end - start for _, start, end, _ in runs) <= int(places.sizes.sum()):
             return runs  # no gap read through
-        joined = _allocated(runs)
-        room = self._budget.reserve(joined, keep, partial=True, beyond=beyond)
-        self._budget.release(room)
-        return runs if room >= joined else self._runs(places, 0)
+        return runs if self._has_room(runs, keep, beyond) else self._runs(places, 0)
 
     def foresee(self, batch_of: Callable[[int], np.ndarray],
                 progress: Callable[[], int | None]) -> Foresight | None:
