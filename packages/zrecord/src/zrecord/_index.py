@@ -73,3 +73,18 @@ def index_error(idx: np.ndarray, key: Any, length: int, path: str) -> StoreIndex
     return StoreIndexError(
         f"index {int(given)} at position {bad} is out of range for {path!r} "
         f"with {length} records (indices must be in 0..{length - 1})")
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of the one-dimensional integer array `values`, sorted, in its dtype
+    (``np.unique``'s answer). By a sort and a comparison of neighbours: NumPy 2.4's
+    ``np.unique`` of integers takes a hash table first, 20 to 30 times as long (145 ms for
+    600,000 keys against 4 ms), which a gather waited for in the mirror's planning."""
+    ordered = np.sort(values)
+    if ordered.shape[0] < 2:
+        return ordered
+    keep = np.empty(ordered.shape[0], np.bool_)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    out: np.ndarray = ordered[keep]
+    return out

@@ -33,7 +33,7 @@ from zrecord._dtypes import (
     numpy_can_hold,
 )
 from zrecord._foresight import Foresight
-from zrecord._index import index_error, normalise
+from zrecord._index import distinct, index_error, normalise
 from zrecord._index_cache import AUTO, folder_for
 from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._objects import is_url, redact
@@ -353,7 +353,7 @@ class _Store(_Kind, Generic[_Batch]):
         for a local store."""
         self._check_open()
         idx = normalise(key, self._len, self.path)
-        recs = np.unique(np.atleast_1d(np.asarray(idx, dtype=np.uint64)))
+        recs = distinct(np.atleast_1d(np.asarray(idx, dtype=np.uint64)).ravel())
         _, offsets, sizes = self._locations(recs[recs < self._len])
         if self._remote is None:
             return int(sizes.sum())

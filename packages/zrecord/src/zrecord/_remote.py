@@ -108,6 +108,7 @@ import numpy as np
 
 from zrecord import _native
 from zrecord._foresight import Foresight
+from zrecord._index import distinct
 from zrecord._mirror_cache import Budget, PunchWord, file_of, punches_since
 from zrecord._mirror_files import (
     ASIDE_PREFIX,
@@ -1055,7 +1056,7 @@ class Mirror:
         """The distinct records of `idx` that the store has (the gather reports the others)."""
         if self._records == 0 or idx.shape[0] == 0:
             return np.empty(0, np.uint64)
-        recs = np.unique(np.asarray(idx).astype(np.uint64))
+        recs = distinct(np.asarray(idx).astype(np.uint64))
         out: np.ndarray = recs[recs < self._records]
         return out
 
