@@ -829,8 +829,9 @@ class Mirror:
         deferred = [recs for foresight in self._foresights for recs in foresight.deferred_records()]
         if not deferred or places.recs.shape[0] == 0:
             return None
-        # Distinct and sorted (setdiff1d), and valid: a foresight plans only the store's records.
-        more = np.setdiff1d(np.concatenate(deferred).astype(np.uint64), places.recs)
+        # Distinct and sorted, and valid: a foresight plans only the store's records.
+        more = distinct(np.concatenate(deferred).astype(np.uint64))
+        more = more[~np.isin(more, places.recs, assume_unique=True)]
         extra = self._missing(self._located(more))
         extra = extra.take(~self._in_flight(extra)[0])
         if extra.recs.shape[0] == 0:
