@@ -289,7 +289,7 @@ def write_new(dir_fd: int, name: str, data: bytes | bytearray) -> None:
         os.close(fd)
 
 
-def pwrite_all(fd: int, data: bytes | bytearray, at: int) -> None:
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
     view = memoryview(data)
     while view:
         n = os.pwrite(fd, view, at)

@@ -1197,7 +1197,7 @@ class Mirror:
             self.index_requests += 1
             self.index_bytes += len(data)
 
-    async def _get(self, name: str, start: int, end: int) -> bytes:
+    async def _get(self, name: str, start: int, end: int) -> memoryview:
         """Bytes [start, end) of object `name` (Client.get_range), with If-Match on its ETag
         once known; by part, the first GET of each object also checks its size against the
         header's (what open checks from HEADs on the whole path) and learns its ETag."""
