@@ -299,6 +299,18 @@ def test_a_planned_read_of_many_records_is_not_cut_into_slices(http_folder, tmp_
         assert ds.remote_stats()["bytes"] == n * 64
 
 
+def test_a_future_that_reads_none_of_the_stores_records_is_no_error(http_folder, tmp_path):
+    """A reader told a future of steps that read none of its records (a dataset's part whose
+    records no step of the horizon reads) draws an empty horizon and gathers as before."""
+    _, url = _store(http_folder)
+    with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20}) as ds:
+        handle = ds.foresee(lambda step: np.array([N + step], np.int64), lambda: 0)
+        assert handle is not None
+        with Dense.open(http_folder.path / "s") as local:
+            np.testing.assert_array_equal(ds[np.array([3, 5])], local[np.array([3, 5])])
+        handle.close()
+
+
 def test_a_gather_waits_for_a_get_under_way_that_writes_its_records(http_folder, tmp_path):
     """A record that a GET under way writes (asked for, or read through its gaps by a joined
     prefetch) is waited for, not asked for again: two readers' requests joined through each

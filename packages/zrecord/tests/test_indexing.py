@@ -191,10 +191,11 @@ def test_the_guide_says_what_negative_indices_do(tmp_path):
 def test_distinct_is_numpys_unique(dtype, n):
     # The mirror's planning takes a sort and a comparison of neighbours for np.unique (NumPy
     # 2.4's hashed unique was 30x slower): the same values, sorted, in the same dtype.
-    from zrecord._index import distinct
+    from zrecord._index import distinct, distinct_sorted
 
     values = np.random.default_rng(n).integers(0, max(1, n // 3), n).astype(dtype)
     got, want = distinct(values), np.unique(values)
     assert got.dtype == want.dtype
     assert got.tolist() == want.tolist()
     assert distinct(values[::-1].copy()).tolist() == want.tolist()
+    assert distinct_sorted(np.sort(values)).tolist() == want.tolist()
