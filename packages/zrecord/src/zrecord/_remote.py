@@ -806,10 +806,13 @@ class Mirror:
             with self._claim_lock:
                 events = self._in_flight(places)[1] if wait else []
                 if not events:
-                    runs = self._runs(places)
-                    if self._budget is not None:
-                        whole = self._with_deferred(places, keep, beyond)
-                        runs = whole if whole is not None else self._within_budget(places, runs, keep, beyond)
+                    # With a budget: joined with deferred planned records where they can be,
+                    # else the gather's own GETs, within it (worked out only then).
+                    runs = None if self._budget is None else self._with_deferred(places, keep, beyond)
+                    if runs is None:
+                        runs = self._runs(places)
+                        if self._budget is not None:
+                            runs = self._within_budget(places, runs, keep, beyond)
                     return (runs, self._take_off(runs)) if runs else ([], None)
             for done in events:
                 done.wait()
