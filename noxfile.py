@@ -11,6 +11,7 @@ built in, docs/decisions/0004-zstd-in-wheels.md), so the tests run what users in
 from __future__ import annotations
 
 import atexit
+import functools
 import glob
 import hashlib
 import json
@@ -35,12 +36,10 @@ TESTKIT = ROOT / "packages" / "zrecord-testkit"
 # The core's own C files (the SIGBUS guard), which every `zig test` of zig/src must compile.
 CORE_C_SOURCES = [str(p) for p in sorted((ROOT / "zig" / "src").glob("*.c"))]
 ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
-# Zig's caches, inside the checkout: for the sessions that run `zig test` themselves, and for
-# every native build of this run (`_pkg`, `roundtrip`). One cache for all of them: each build
-# otherwise kept its own under the package's build/ folder, and so compiled the C library and
-# compiler runtime of its target again (the Windows wheels took 55-64 s each in a fresh clone).
-ZIG_CACHE_ENV = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
-                 "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
+# Zig's caches, inside the checkout, and the Zig library they are built from: one for every
+# native build of this run (`_pkg`, `roundtrip`) and every `zig test` a session runs (`_zig_env`).
+ZIG_CACHE_DIRS = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),
+                  "ZIG_LOCAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "local")}
 TORCH = "torch==2.13.0"
 # The published loaderx that docs/coming-from.md migrates stores from (and the benchmarks'
 # peer): our distribution's name, so always in a venv of its own.
@@ -77,6 +76,34 @@ DEFAULT_PYTHON = _interpreter("3.11")
 
 
 NATIVE_ARCH = platform.machine()
+
+
+@functools.cache
+def _zig_env() -> dict[str, str]:
+    """Zig's settings for every native build and `zig test` of this run: the caches of
+    ZIG_CACHE_DIRS, and as ZIG_LIB_DIR the library of one ziglang of ZIG_VERSION, installed
+    once into .nox/ (a folder of its own: the runner's environment is left alone).
+
+    Zig keys what it compiles from its library (a target's C library, its compiler runtime)
+    by that library's path, and each isolated wheel build installs ziglang into a new
+    temporary environment: so every build compiled them again, whatever the cache (in a fresh
+    clone a Windows wheel of loaderx took 50 s, 11 s with one library for all). The builds'
+    own ziglang is the same pinned version, checked here against this one."""
+    pinned = [req for req in _build_requires() if req.startswith("ziglang")]
+    if pinned != [f"ziglang=={ZIG_VERSION}"]:
+        raise SystemExit(f"the packages' builds pin {pinned}, the noxfile's ZIG_VERSION is "
+                         f"{ZIG_VERSION}: a Zig library of one version cannot serve another's "
+                         "compiler; make them equal")
+    folder = ROOT / ".nox" / f"ziglang-{ZIG_VERSION}"
+    lib = folder / "ziglang" / "lib"
+    if not (lib / "std").is_dir():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(prefix=".ziglang-", dir=folder.parent))
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                        str(staged), f"ziglang=={ZIG_VERSION}"], check=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        staged.rename(folder)
+    return {**ZIG_CACHE_DIRS, "ZIG_LIB_DIR": str(lib)}
 
 
 def _build_support() -> ModuleType:
@@ -152,7 +179,7 @@ def _pkg(session: nox.Session, folder: Path, *extras: str, arch: str = NATIVE_AR
             out = Path(tempfile.mkdtemp(prefix=f"nox-wheel-{folder.name}-"))
             atexit.register(shutil.rmtree, out, True)
             session.run(python or "python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir",
-                        str(out), str(folder), env={**env, **ZIG_CACHE_ENV}, external=True)
+                        str(out), str(folder), env={**env, **_zig_env()}, external=True)
             if key is not None:
                 _keep_wheel(out, kept)
             kept = kept if key is not None else out
@@ -341,7 +368,7 @@ def zig(session: nox.Session) -> None:
     """The Zig core's own tests (Debug build, safety checks on)."""
     session.run(sys.executable, "-m", "pip", "install", "-q", f"ziglang=={ZIG_VERSION}",
                 external=True)
-    env = ZIG_CACHE_ENV
+    env = _zig_env()
     # The core's C files (the SIGBUS guard) are compiled beside the Zig root module, as in the
     # extension's build.
     session.run(sys.executable, "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "root.zig"),
@@ -366,12 +393,12 @@ def macos(session: nox.Session) -> None:
     for arch in _build_support().ARCHS:
         env = _release().release_env(arch, "macos")
         libzstd = session.run("python", str(ROOT / "packages" / "build_support.py"), "zstd", arch,
-                              "macos", env={**env, **ZIG_CACHE_ENV}, silent=True)
+                              "macos", env={**env, **_zig_env()}, silent=True)
         assert isinstance(libzstd, str)
         session.run("python", "-m", "ziglang", "test", "-target",
                     _build_support().zig_target(arch, "macos"), "--test-no-exec",
                     f"-femit-bin={tmp / f'zig-tests-{arch}'}", str(ROOT / "zig" / "src" / "root.zig"),
-                    *CORE_C_SOURCES, "-lc", libzstd.strip().splitlines()[-1], env=ZIG_CACHE_ENV)
+                    *CORE_C_SOURCES, "-lc", libzstd.strip().splitlines()[-1], env=_zig_env())
         wheels += [_pkg(session, folder, arch=arch, system="macos") for folder in (ZRECORD, LOADERX)]
     session.run("python", str(ROOT / "tools" / "macho.py"), *wheels)
 
@@ -391,14 +418,14 @@ def windows(session: nox.Session) -> None:
     assert isinstance(wine, str)
     env = _release().release_env("x86_64", "windows")
     libzstd = session.run("python", str(ROOT / "packages" / "build_support.py"), "zstd", "x86_64",
-                          "windows", env={**env, **ZIG_CACHE_ENV}, silent=True)
+                          "windows", env={**env, **_zig_env()}, silent=True)
     assert isinstance(libzstd, str)
     # Windows gives a program's main thread 1 MiB of stack unless the program asks; Linux 8.
     session.run("python", "-m", "ziglang", "test", "-target", "x86_64-windows-gnu", "--stack",
                 str(16 << 20), str(ROOT / "zig" / "src" / "root.zig"), *CORE_C_SOURCES, "-lc",
                 libzstd.strip().splitlines()[-1], "--test-cmd", wine.strip().splitlines()[-1],
                 "--test-cmd-bin",
-                env={**ZIG_CACHE_ENV, "WINEDEBUG": "-all", "WINEPREFIX": str(ROOT / "build" / "wine-prefix")})
+                env={**_zig_env(), "WINEDEBUG": "-all", "WINEPREFIX": str(ROOT / "build" / "wine-prefix")})
     wheels = [_pkg(session, folder, arch="x86_64", system="windows") for folder in (ZRECORD, LOADERX)]
     session.run("python", str(ROOT / "tools" / "pe.py"), *wheels)
 
@@ -419,7 +446,7 @@ def conformance(session: nox.Session) -> None:
     session.run("python", str(conf / "run_reference.py"))
     session.run("pytest", "-q", str(conf / "test_conformance.py"), *session.posargs)
     for folder in ("v1", "v1.1", "v1.2"):
-        env = {**ZIG_CACHE_ENV, "ZR_CONFORMANCE_DIR": str(conf / folder)}
+        env = {**_zig_env(), "ZR_CONFORMANCE_DIR": str(conf / folder)}
         session.run("python", "-m", "ziglang", "test", str(ROOT / "zig" / "src" / "conformance_test.zig"),
                     *CORE_C_SOURCES, "-lc", str(_libzstd()), "--test-filter", "conformance v1",
                     env=env)
@@ -488,7 +515,7 @@ def roundtrip(session: nox.Session) -> None:
             native = (src / "hatch_build.py").is_file()
             session.run("python", "-m", "build", "--no-isolation", "--wheel", "--outdir",
                         str(tmp_path / "wheels"), str(src),
-                        env={**_release().release_env(NATIVE_ARCH), **ZIG_CACHE_ENV} if native else None)
+                        env={**_release().release_env(NATIVE_ARCH), **_zig_env()} if native else None)
         wheels = sorted(str(p) for p in (tmp_path / "wheels").glob("*.whl"))
         session.log("wheels: " + ", ".join(os.path.basename(w) for w in wheels))
         for wheel in wheels:
