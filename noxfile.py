@@ -36,7 +36,7 @@ CONVERTER = ROOT / "packages" / "loaderx-converter"
 TESTKIT = ROOT / "packages" / "zrecord-testkit"
 # The core's own C files (the SIGBUS guard), which every `zig test` of zig/src must compile.
 CORE_C_SOURCES = [str(p) for p in sorted((ROOT / "zig" / "src").glob("*.c"))]
-ZIG_VERSION = "0.17.1"  # keep equal to packages/zrecord/pyproject.toml build-system.requires
+ZIG_VERSION = "0.17.1"  # the packages' build-system pin, which _zig_env checks it against
 # Zig's caches, inside the checkout, and the Zig library they are built from: one for every
 # native build of this run (`_pkg`, `roundtrip`) and every `zig test` a session runs (`_zig_env`).
 ZIG_CACHE_DIRS = {"ZIG_GLOBAL_CACHE_DIR": str(ROOT / "zig" / ".zig-cache" / "global"),

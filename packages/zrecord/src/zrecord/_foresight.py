@@ -129,6 +129,11 @@ class Foresight:
 
     # -- the horizon ------------------------------------------------------------------------
 
+    def _step_records(self, step: int) -> np.ndarray:
+        """The records step `step` reads (the caller's ``batch_of``), as int64; what it raises
+        at the end of a finite run (_ENDS) goes to the caller."""
+        return np.asarray(self._batch_of(step)).astype(np.int64, copy=False).ravel()
+
     def _draw(self, start: int) -> None:
         """Draw and locate the horizon from step `start`."""
         batches: list[np.ndarray] = []
@@ -136,7 +141,7 @@ class Foresight:
         step = start
         while drawn < self._horizon and step - start < _STEP_MASK:
             try:
-                batch = np.asarray(self._batch_of(step)).astype(np.int64, copy=False).ravel()
+                batch = self._step_records(step)
             except _ENDS:
                 break
             batches.append(batch)
@@ -290,7 +295,7 @@ class Foresight:
             while (size < half and count < self._records and drawn < PLAN_RECORDS_MAX
                    and end - self._planned < PLAN_STEPS_MAX):
                 try:
-                    batch = np.asarray(self._batch_of(end)).astype(np.int64, copy=False).ravel()
+                    batch = self._step_records(end)
                 except _ENDS:
                     break
                 pending.append(batch[(batch >= 0) & (batch < self._records)])
@@ -319,7 +324,7 @@ class Foresight:
             if drawn >= PLAN_RECORDS_MAX:
                 break
             try:
-                batch = np.asarray(self._batch_of(step)).astype(np.int64, copy=False).ravel()
+                batch = self._step_records(step)
             except _ENDS:
                 break
             later.append(batch[(batch >= 0) & (batch < self._records)].astype(np.uint64))
@@ -331,20 +336,19 @@ class Foresight:
         if mine.all():
             return recs
         # Runs of consecutive record numbers (back to back in the store), and in each the
-        # lowest and highest of the segment's records and of the later ones.
-        starts = np.flatnonzero(np.diff(both) != 1) + 1
-        run = np.zeros(both.shape[0], np.int64)
-        run[starts] = 1
-        run = np.cumsum(run)
-        starts = np.concatenate([[0], starts])
+        # lowest and highest of the segment's records and of the later ones (a run without
+        # one of them: lowest `top`, highest 0, so that no span overlaps it).
+        breaks = np.diff(both) != 1
+        run = np.concatenate([[0], np.cumsum(breaks)])
+        starts = np.concatenate([[0], np.flatnonzero(breaks) + 1])
         top = np.uint64(np.iinfo(np.uint64).max)
         lo_mine = np.minimum.reduceat(np.where(mine, both, top), starts)
         hi_mine = np.maximum.reduceat(np.where(mine, both, 0), starts)
         lo_later = np.minimum.reduceat(np.where(mine, top, both), starts)
         hi_later = np.maximum.reduceat(np.where(mine, 0, both), starts)
-        # Shuffled among them: the run holds records of both, and their spans overlap (a run
-        # read in order, the segment's records before the later ones, is not taken early).
-        mixed = (lo_mine != top) & (lo_later != top) & (lo_later < hi_mine) & (hi_later > lo_mine)
+        # Shuffled among them: their spans overlap (a run read in order, the segment's records
+        # before the later ones, is not taken early).
+        mixed = (lo_later < hi_mine) & (hi_later > lo_mine)
         out: np.ndarray = both[mine | mixed[run]]
         return out
 
