@@ -1,7 +1,8 @@
 """The one task runner of the monorepo.
 
-`python -m nox` (no arguments) runs the full test suite: the sessions in
-`nox.options.sessions`. Other sessions (`demo`, `bench`, `release`, `arm64`, ...) run by name.
+`python -m nox` (no arguments) runs the full test suite: the `suite` session, which runs every
+session of `SUITE`, two at a time. Other sessions (`demo`, `bench`, `release`, `arm64`, ...)
+run by name, and so does each of the suite's.
 
 The distributions are installed from wheels built from their folders once per run (see
 `_pkg`), never from a package index. Those wheels are release builds for this machine (zstd
@@ -22,6 +23,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -48,11 +51,17 @@ PEER_LOADERX = "loaderx==2.5.9"
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
+# The full test suite's sessions (`suite` runs them), each with the seconds it took in a fresh
+# clone on a 2-core machine (one at a time, 84afecf): only the order they start in comes from
+# these, longest first, so that the two run side by side end close together.
 # loaderx-converter's tests run in the `loaderx` session, which installs it anyway: a session
 # of their own cost the suite another environment of the same wheels (about a minute in CI).
-nox.options.sessions = ["lint", "zig", "zrecord", "loaderx", "pins", "roundtrip",
-                        "wheelhouse", "pythons", "freethreaded", "fuzz", "distributed",
-                         "conformance", "macos", "windows", "docs"]
+SUITE = {"windows": 164, "loaderx": 141, "zrecord": 135, "freethreaded": 131, "macos": 117,
+         "lint": 100, "pythons": 81, "wheelhouse": 69, "docs": 63, "distributed": 50,
+         "roundtrip": 39, "fuzz": 39, "conformance": 19, "zig": 9, "pins": 5}
+# Those that install none of the Linux wheels that `wheels` builds first: they start at once.
+SUITE_WITHOUT_WHEELS = {"windows", "macos", "freethreaded", "roundtrip", "zig", "pins"}
+nox.options.sessions = ["suite"]
 nox.options.error_on_missing_interpreters = True
 
 # Readers of large stores keep compact indexes in a cache folder (the user's ~/.cache by
@@ -105,8 +114,12 @@ def _zig_env() -> dict[str, str]:
         staged = Path(tempfile.mkdtemp(prefix=".ziglang-", dir=folder.parent))
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
                         str(staged), f"ziglang=={ZIG_VERSION}"], check=True)
-        shutil.rmtree(folder, ignore_errors=True)
-        staged.rename(folder)
+        try:
+            staged.rename(folder)
+        except OSError:  # another nox run put it there first (and may be building with it)
+            shutil.rmtree(staged, ignore_errors=True)
+            if not (lib / "std").is_dir():
+                raise
     return {**ZIG_CACHE_DIRS, "ZIG_LIB_DIR": str(lib)}
 
 
@@ -196,8 +209,13 @@ def _keep_wheel(built: Path, kept: Path) -> None:
     """Move the wheel folder `built` to `kept` in one rename (a run that stops midway leaves no
     half-written wheel there), and drop the same distribution's wheels of older sources."""
     kept.parent.mkdir(parents=True, exist_ok=True)
-    for old in kept.parent.glob(kept.name.rsplit("-", 1)[0] + "-*"):
-        shutil.rmtree(old, ignore_errors=True)
+    # Older sources' wheels of this flavour only: not another flavour's whose name this one's
+    # begins ("zrecord-x86_64-cpython-313t-..." begins as "zrecord-x86_64-"), nor this
+    # source's, which a session running beside this one may have kept and be installing.
+    flavour = kept.name.rsplit("-", 1)[0]
+    for old in kept.parent.glob(flavour + "-*"):
+        if old != kept and old.name.rsplit("-", 1)[0] == flavour:
+            shutil.rmtree(old, ignore_errors=True)
     staged = Path(tempfile.mkdtemp(prefix=".staged-", dir=kept.parent))
     for wheel in built.glob("*.whl"):
         shutil.copy2(wheel, staged)
@@ -214,10 +232,111 @@ def _install_all(session: nox.Session, *extras: str) -> None:
 def _drop_venv(session: nox.Session) -> None:
     """Under CI, remove a session's virtual environment once it has passed: those with torch
     hold 1-2 GB each, and CI machines can have only a few GB of disk free (one ran out
-    mid-suite, and every later session failed to create its own). Locally they stay, for
-    `nox -r`; `docs` (the last session) keeps its own, which holds the built site."""
+    mid-suite, and every later session failed to create its own); the suite runs two sessions
+    at a time. Locally they stay, for `nox -r`; `docs` keeps its own, which holds the built
+    site."""
     if os.environ.get("CI") and isinstance(session.virtualenv.location, str):
         shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+
+
+@nox.session(python=False)
+def suite(session: nox.Session) -> None:
+    """The full test suite, what `python -m nox` and CI run: `wheels`, then every session of
+    SUITE, each in a nox process of its own, two at a time (one on a one-core machine; or
+    LOADERX_SUITE_LANES), the longest first. Most of a session's time is one core's work (a
+    test run, an install), so the two cores of a CI machine finish the suite in about 60% of
+    the time that one after another took.
+
+    Each session's output is printed whole when it ends, with its result and seconds, and kept
+    in this session's temporary folder (logs/); a table of them all ends the run. A failed
+    session does not stop the others; the suite fails if any did. Sessions that install the
+    Linux wheels start once `wheels` has built them (or found them built), the others at once."""
+    lanes = int(os.environ.get("LOADERX_SUITE_LANES") or min(2, os.cpu_count() or 1))
+    logs = Path(session.create_tmp()).resolve() / "logs"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    _zig_env()  # installed here once, before any two sessions could both find it missing
+    queue = _SuiteQueue(sorted(SUITE, key=SUITE.__getitem__, reverse=True), logs, session)
+    threads = [threading.Thread(target=queue.lane, args=(first,), name=f"lane-{first}")
+               for first in range(lanes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    session.log("the suite, session by session (seconds; lanes: %d):", lanes)
+    for name, (result, seconds) in queue.results.items():
+        session.log(f"  {name:<14} {result:<8} {seconds:6.0f}")
+    # A lane that stopped on an error of its own left sessions without a result: failures too.
+    failed = [name for name in ("wheels", *SUITE) if queue.results.get(name, ("",))[0] != "passed"]
+    if failed:
+        session.error(f"failed or not run: {', '.join(failed)} (their output is above, and in {logs})")
+
+
+class _SuiteQueue:
+    """The sessions `suite` has yet to start, taken one at a time by its lanes; lane 0 builds
+    the wheels first, and sessions that need them wait until it has."""
+
+    def __init__(self, pending: list[str], logs: Path, session: nox.Session) -> None:
+        self.pending, self.logs, self.session = pending, logs, session
+        self.results: dict[str, tuple[str, float]] = {}
+        self.wheels: bool | None = None  # built (True), failed (False), building (None)
+        self.cond = threading.Condition()
+
+    def lane(self, first: int) -> None:
+        if first == 0:
+            built = self.run("wheels")
+            with self.cond:
+                self.wheels = built
+                self.cond.notify_all()
+        while (name := self.take()) is not None:
+            if name in SUITE_WITHOUT_WHEELS or self.wheels:
+                self.run(name)
+            else:
+                with self.cond:
+                    self.results[name] = ("not run", 0.0)
+                    self.session.log(f"{name}: not run, as the wheels it installs did not build")
+
+    def take(self) -> str | None:
+        with self.cond:
+            while True:
+                ready = [name for name in self.pending
+                         if name in SUITE_WITHOUT_WHEELS or self.wheels is not None]
+                if ready or not self.pending:
+                    break
+                self.cond.wait()
+            if not ready:
+                return None
+            self.pending.remove(ready[0])
+            return ready[0]
+
+    def run(self, name: str) -> bool:
+        """Run the session `name` in a nox process of its own; print its output when it ends."""
+        log = self.logs / f"{name}.log"
+        self.session.log(f"{name}: started")
+        started = time.monotonic()
+        with open(log, "wb") as out:
+            code = subprocess.run([sys.executable, "-m", "nox", "--noxfile", str(ROOT / "noxfile.py"),
+                                   "-s", name], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                  stdin=subprocess.DEVNULL).returncode
+        seconds = time.monotonic() - started
+        result = "passed" if code == 0 else f"failed ({code})"
+        with self.cond:
+            self.results[name] = (result, seconds)
+            sys.stdout.write(f"\n===== {name}: {result} in {seconds:.0f} s =====\n")
+            sys.stdout.write(log.read_text(errors="replace"))
+            sys.stdout.write(f"===== end of {name} =====\n\n")
+            sys.stdout.flush()
+        return code == 0
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def wheels(session: nox.Session) -> None:
+    """This source's wheels of the four package folders for this machine, built (or found
+    built) into .nox/wheels/, as every session that installs them would: the suite's first
+    step, so that its sessions running side by side find them built instead of building the
+    same ones at once."""
+    for folder in (ZRECORD, LOADERX, CONVERTER, TESTKIT):
+        session.log(_pkg(session, folder))
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -405,6 +524,7 @@ def macos(session: nox.Session) -> None:
                     *CORE_C_SOURCES, "-lc", libzstd.strip().splitlines()[-1], env=_zig_env())
         wheels += [_pkg(session, folder, arch=arch, system="macos") for folder in (ZRECORD, LOADERX)]
     session.run("python", str(ROOT / "tools" / "macho.py"), *wheels)
+    _drop_venv(session)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -432,6 +552,7 @@ def windows(session: nox.Session) -> None:
                 env={**_zig_env(), "WINEDEBUG": "-all", "WINEPREFIX": str(ROOT / "build" / "wine-prefix")})
     wheels = [_pkg(session, folder, arch="x86_64", system="windows") for folder in (ZRECORD, LOADERX)]
     session.run("python", str(ROOT / "tools" / "pe.py"), *wheels)
+    _drop_venv(session)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -602,6 +723,7 @@ def wheelhouse(session: nox.Session) -> None:
         session.run(*bare, program, *line[1:], external=True)
     session.run(*bare, str(venv / "bin" / "python"), str(ROOT / "tools" / "smoke_install.py"),
                 _build_support().ZSTD_VERSION, external=True)
+    _drop_venv(session)
 
 
 @nox.session(python=DEFAULT_PYTHON)
