@@ -111,9 +111,31 @@ pub const TempDir = struct {
 
     pub fn deinitExpectEmpty(t: *TempDir) !void {
         const p: [*:0]const u8 = @ptrCast(&t.buf);
-        sys.rmdir(p) catch return error.TempDirNotEmpty;
+        rmdirSettled(p) catch return error.TempDirNotEmpty;
     }
 };
+
+/// How long `rmdirSettled` waits for entries deleted while another handle held them open.
+const settle_ns: u64 = 10 * std.time.ns_per_s;
+
+/// Removes the empty folder `path`, waiting up to `settle_ns` for what another handle keeps in
+/// it: on Windows (and Wine) a file deleted while a handle holds it open stays until that
+/// handle is closed, and so does a folder deleted while one is open. The index cache's pruning
+/// runs on a detached thread holding its folder and its stamp file open until it ends
+/// (index_cache.maybePrune), which can be after the test that wrote the cache has removed
+/// them; under load it was (three tests of the cache failed under Wine, CI beside other
+/// work). A folder that something else keeps non-empty still fails, after the wait.
+pub fn rmdirSettled(path: [*:0]const u8) sys.OsError!void {
+    const deadline = sys.monotonicNs() + settle_ns;
+    while (true) {
+        sys.rmdir(path) catch |err| {
+            if (sys.monotonicNs() > deadline) return err;
+            sys.sleepNs(10 * std.time.ns_per_ms);
+            continue;
+        };
+        return;
+    }
+}
 
 pub fn schemaOf(kind: u8, dtype: u8, shape: []const u64, shards: u8) abi.Schema {
     var s = std.mem.zeroes(abi.Schema);

@@ -66,6 +66,13 @@ fn cacheFile(td: *const TempDir, buf: []u8) ![:0]const u8 {
 fn removeCache(td: *const TempDir) void {
     var cbuf: [256]u8 = undefined;
     const path = td.sub(&cbuf, "cache");
+    unlinkAll(path);
+    // Closed first: waiting on a folder that this test holds open would wait for itself.
+    t.rmdirSettled(path) catch {};
+}
+
+/// Unlinks the files of folder `path` (at most 8, of names under 128 bytes: a cache's).
+fn unlinkAll(path: [:0]const u8) void {
     const fd = sys.open(path, sys.O_RDONLY | sys.O_DIRECTORY, 0) catch return;
     defer sys.close(fd);
     var names: [8][128]u8 = undefined;
@@ -79,7 +86,6 @@ fn removeCache(td: *const TempDir) void {
         }
     }
     for (names[0..count]) |*name| sys.unlinkAt(fd, @ptrCast(name)) catch {};
-    sys.rmdir(path) catch {};
 }
 
 fn writeTokens(td: *const TempDir, n: usize) ![]const []const u8 {
