@@ -538,7 +538,9 @@ def windows(session: nox.Session) -> None:
     reaches these machines)."""
     session.install(f"ziglang=={ZIG_VERSION}", "pytest")
     session.run("pytest", "-q", str(ROOT / "tools" / "test_pe.py"))
-    wine = session.run("python", str(ROOT / "tools" / "wine.py"), silent=True, external=True)
+    prefix = ROOT / "build" / "wine-prefix"
+    wine = session.run("python", str(ROOT / "tools" / "wine.py"), str(prefix), silent=True,
+                       external=True)
     assert isinstance(wine, str)
     env = _release().release_env("x86_64", "windows")
     libzstd = session.run("python", str(ROOT / "packages" / "build_support.py"), "zstd", "x86_64",
@@ -549,7 +551,7 @@ def windows(session: nox.Session) -> None:
                 str(16 << 20), str(ROOT / "zig" / "src" / "root.zig"), *CORE_C_SOURCES, "-lc",
                 libzstd.strip().splitlines()[-1], "--test-cmd", wine.strip().splitlines()[-1],
                 "--test-cmd-bin",
-                env={**_zig_env(), "WINEDEBUG": "-all", "WINEPREFIX": str(ROOT / "build" / "wine-prefix")})
+                env={**_zig_env(), "WINEDEBUG": "-all", "WINEPREFIX": str(prefix)})
     wheels = [_pkg(session, folder, arch="x86_64", system="windows") for folder in (ZRECORD, LOADERX)]
     session.run("python", str(ROOT / "tools" / "pe.py"), *wheels)
     _drop_venv(session)

@@ -1,10 +1,17 @@
 """Wine for the `windows` nox session: find it, or install it with apt-get.
 
     python tools/wine.py        # prints the path of wine64, installing it first if missing
+    python tools/wine.py PREFIX # the same, with the Wine prefix PREFIX made first if missing
 
 The session runs the Zig core's test suite, cross-compiled for Windows x86-64, under Wine
 (Debian's `wine64`, Wine 8 on bookworm). Installing needs root for apt-get; without it the
 message says what to install. Standard library only.
+
+A prefix is made before the tests run, not by their first program: Wine makes a missing
+prefix in the background of the first program it starts, and under load (the suite's
+sessions side by side) that program once started before the prefix held kernel32.dll and
+failed with status c0000135. Here `wineboot --init` makes it and `wineserver --wait` waits
+until it is written; a prefix that still lacks kernel32.dll is made again, once.
 """
 
 from __future__ import annotations
@@ -45,8 +52,30 @@ def install() -> str:
     return found
 
 
+def make_prefix(loader: str, prefix: Path) -> None:
+    """Make the Wine prefix `prefix` (nothing if it is made), and wait until it is written."""
+    kernel32 = prefix / "drive_c" / "windows" / "system32" / "kernel32.dll"
+    env = {**os.environ, "WINEPREFIX": str(prefix), "WINEDEBUG": "-all"}
+    server = Path(loader).with_name("wineserver")
+    for attempt in range(2):
+        if kernel32.is_file():
+            return
+        if attempt:
+            shutil.rmtree(prefix, ignore_errors=True)
+        made = subprocess.run([loader, "wineboot", "--init"], env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True)
+        if server.is_file():
+            subprocess.run([str(server), "--wait"], env=env, check=False)
+    if not kernel32.is_file():
+        raise SystemExit(f"Wine did not make its prefix {prefix} (no {kernel32.name} in it); "
+                         f"`wineboot --init` said:\n{made.stdout}{made.stderr}")
+
+
 def main() -> int:
-    print(find() or install())
+    loader = find() or install()
+    if len(sys.argv) > 1:
+        make_prefix(loader, Path(sys.argv[1]).resolve())
+    print(loader)
     return 0
 
 
