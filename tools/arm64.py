@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from apt_lock import apt_lock
 from release import ROOT, requires_dist, run
 
 # Built once (~10 minutes) into build/ and reused.
@@ -78,8 +79,9 @@ def debian_source() -> tuple[str, str]:
 def make_root() -> None:
     """qemu-user for aarch64 binaries and the Debian arm64 root, made once."""
     if not (shutil.which("qemu-aarch64-static") and shutil.which("debootstrap")):
-        run("apt-get", "update", "-q")
-        run("apt-get", "install", "-y", "-q", "qemu-user-static", "debootstrap")
+        with apt_lock():
+            run("apt-get", "update", "-q")
+            run("apt-get", "install", "-y", "-q", "qemu-user-static", "debootstrap")
     misc = Path("/proc/sys/fs/binfmt_misc")
     if not (misc / "register").exists():
         run("mount", "-t", "binfmt_misc", "binfmt_misc", str(misc))

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from apt_lock import apt_lock
+
 SOURCE_PACKAGE = "python3.13"
 SUITE = "trixie"
 PREFIX = Path(os.environ.get("ZRECORD_FREETHREADED_PREFIX")
@@ -80,12 +82,14 @@ def build(prefix: Path = PREFIX) -> Path:
             f"docs/development.md")
     SOURCES.write_text(f"Types: deb-src\nURIs: {_mirror()}\nSuites: {SUITE}\nComponents: main\n"
                        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
-    _run("apt-get", "update", "-q")
-    _run("apt-get", "install", "-y", "-q", "--no-install-recommends", *BUILD_DEPENDENCIES)
+    with apt_lock():  # the suite's other sessions may be installing too
+        _run("apt-get", "update", "-q")
+        _run("apt-get", "install", "-y", "-q", "--no-install-recommends", *BUILD_DEPENDENCIES)
     shutil.rmtree(prefix, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="cpython-3.13t-") as tmp:
         work = Path(tmp)
-        _run("apt-get", "source", "--download-only", SOURCE_PACKAGE, cwd=work)
+        with apt_lock():
+            _run("apt-get", "source", "--download-only", SOURCE_PACKAGE, cwd=work)
         (orig,) = work.glob(f"{SOURCE_PACKAGE}_*.orig.tar.xz")
         _run("tar", "xf", orig.name, cwd=work)
         (src,) = (p for p in work.iterdir() if p.is_dir() and p.name.startswith("Python-3.13"))

@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from apt_lock import apt_lock
+
 PACKAGE = "wine64"
 # Debian installs the 64-bit loader outside PATH unless the `wine` package adds its wrapper.
 CANDIDATES = ("wine64", "wine")
@@ -43,8 +45,10 @@ def install() -> str:
         raise SystemExit(f"the Windows tests run under Wine, which is not installed: install "
                          f"it (Debian/Ubuntu: `apt-get install --no-install-recommends {PACKAGE}`) "
                          "or run this as root")
-    subprocess.run(["apt-get", "update", "-q"], check=True)
-    subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", PACKAGE], check=True)
+    with apt_lock():  # the suite's other sessions may be installing too
+        subprocess.run(["apt-get", "update", "-q"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", PACKAGE],
+                       check=True)
     found = find()
     if found is None:
         raise SystemExit(f"apt-get installed {PACKAGE}, but no Wine loader is on PATH or at "
