@@ -261,8 +261,8 @@ def suite(session: nox.Session) -> None:
     logs.mkdir(parents=True)
     _zig_env()  # installed here once, before any two sessions could both find it missing
     queue = _SuiteQueue(sorted(SUITE, key=SUITE.__getitem__, reverse=True), logs, session)
-    threads = [threading.Thread(target=queue.lane, args=(first,), name=f"lane-{first}")
-               for first in range(lanes)]
+    threads = [threading.Thread(target=queue.lane, args=(number,), name=f"lane-{number}")
+               for number in range(lanes)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -286,12 +286,15 @@ class _SuiteQueue:
         self.wheels: bool | None = None  # built (True), failed (False), building (None)
         self.cond = threading.Condition()
 
-    def lane(self, first: int) -> None:
-        if first == 0:
-            built = self.run("wheels")
-            with self.cond:
-                self.wheels = built
-                self.cond.notify_all()
+    def lane(self, number: int) -> None:
+        if number == 0:
+            built = False
+            try:
+                built = self.run("wheels")
+            finally:  # the other lanes wait for this, whatever happened to it
+                with self.cond:
+                    self.wheels = built
+                    self.cond.notify_all()
         while (name := self.take()) is not None:
             if name in SUITE_WITHOUT_WHEELS or self.wheels:
                 self.run(name)

@@ -8,10 +8,11 @@ The session runs the Zig core's test suite, cross-compiled for Windows x86-64, u
 message says what to install. Standard library only.
 
 A prefix is made before the tests run, not by their first program: Wine makes a missing
-prefix in the background of the first program it starts, and under load (the suite's
-sessions side by side) that program once started before the prefix held kernel32.dll and
-failed with status c0000135. Here `wineboot --init` makes it and `wineserver --wait` waits
-until it is written; a prefix that still lacks kernel32.dll is made again, once.
+prefix as the first program it starts begins, and in one fresh-clone run of the suite
+(sessions side by side) that program failed to load kernel32.dll (status c0000135) in a
+prefix made that way; the cause was not reproduced. Here `wineboot --init` makes it and
+`wineserver --wait` waits until it is written; a prefix that still lacks kernel32.dll is made
+again, once.
 """
 
 from __future__ import annotations
