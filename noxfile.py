@@ -798,8 +798,9 @@ def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.6", "mypy==2.4.1", "numpy", "nox", "pytest", TORCH,
                     f"ziglang=={ZIG_VERSION}")
     # The house rules (tools/tidy.py), after the tests that show each rule catches a
-    # deliberate violation; and the tests of the collector of the docs' install lines, which
-    # the `wheelhouse` session resolves (tools/install_lines.py).
+    # deliberate violation; the tests of the collector of the docs' install lines, which
+    # the `wheelhouse` session resolves (tools/install_lines.py), of the ELF check, and of the
+    # lock that keeps the tools' apt-get calls one at a time (tools/apt_lock.py).
     session.run("pytest", "-q", str(ROOT / "tools" / "test_tidy.py"),
                 str(ROOT / "tools" / "test_install_lines.py"), str(ROOT / "tools" / "test_elf.py"),
                 str(ROOT / "tools" / "test_apt_lock.py"))
