@@ -134,6 +134,11 @@ class Foresight:
         at the end of a finite run (_ENDS) goes to the caller."""
         return np.asarray(self._batch_of(step)).astype(np.int64, copy=False).ravel()
 
+    def _in_store(self, batch: np.ndarray) -> np.ndarray:
+        """The records of `batch` (from _step_records) that the store holds."""
+        out: np.ndarray = batch[(batch >= 0) & (batch < self._records)]
+        return out
+
     def _draw(self, start: int) -> None:
         """Draw and locate the horizon from step `start`."""
         batches: list[np.ndarray] = []
@@ -298,7 +303,7 @@ class Foresight:
                     batch = self._step_records(end)
                 except _ENDS:
                     break
-                pending.append(batch[(batch >= 0) & (batch < self._records)])
+                pending.append(self._in_store(batch))
                 drawn += batch.shape[0]
                 end += 1
                 if len(pending) == 16 or end - self._planned <= 16:
@@ -327,7 +332,7 @@ class Foresight:
                 batch = self._step_records(step)
             except _ENDS:
                 break
-            later.append(batch[(batch >= 0) & (batch < self._records)].astype(np.uint64))
+            later.append(self._in_store(batch).astype(np.uint64))
             drawn += batch.shape[0]
         if not later:
             return recs
