@@ -20,7 +20,9 @@ by write_dataset): open time (median of 20 opens), warm random gathers of `--bat
 (records/s, alternating batch by batch for `--seconds` per round, every record read once
 first), loaderx's DataLoader (CYCLIC, warm, batches/s), and cold gathers (readers opened for
 them, the files evicted from the page cache before every batch), for photos (Dense) and
-tokens (Ragged).
+tokens (Ragged). A control reads the same gathers beside them: one store whose records lie in
+as many data files as the dataset has parts (`data_shards`), which tells the cost of many
+files' mappings from the cost of the dataset's own work.
 
     python benchmarks/stores/bench_datasets.py --data ../data --tmp /var/tmp/bench \\
         [--peers ../peerenv/bin/python] [--records 20000] [--rounds 2]
@@ -264,34 +266,38 @@ def import_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 # ---- reading: one store against a dataset of parts ------------------------------------------
 
 
-def _write_read_pair(workload: str, args: argparse.Namespace, tmp: Path) -> tuple[str, str]:
-    """The same records as one store and as a dataset of `--parts` parts."""
+def _write_read_pair(workload: str, args: argparse.Namespace, tmp: Path) -> tuple[str, str, str]:
+    """The same records as one store, as one store of `--parts` data files (the control) and
+    as a dataset of `--parts` parts."""
     import zrecord
 
-    one, ds = tmp / f"read-{workload}-store", tmp / f"read-{workload}-dataset"
-    for p in (one, ds):
+    one, files, ds = (tmp / f"read-{workload}-store", tmp / f"read-{workload}-store-files",
+                      tmp / f"read-{workload}-dataset")
+    for p in (one, files, ds):
         shutil.rmtree(p, ignore_errors=True)
     if workload == "photos":
         images = np.load(os.path.join(args.data, "vision_dense.npy"), mmap_mode="r")
         n = min(args.read_records, len(images) * 8)
         chunks = [np.asarray(images[i % len(images)])[None] for i in range(n)]
         kind: dict[str, Any] = {"dtype": np.uint8, "item_shape": (3, 224, 224)}
-        with zrecord.Dense.create(one, np.uint8, (3, 224, 224), codec="raw") as w:
-            for c in chunks:
-                w.append(c)
+        for path, shards in ((one, 1), (files, args.parts)):
+            with zrecord.Dense.create(path, np.uint8, (3, 224, 224), codec="raw", data_shards=shards) as w:
+                for c in chunks:
+                    w.append(c)
         fn: Any = _ident_batch
     else:
         tokens = np.load(os.path.join(args.data, "tokens.npy"), mmap_mode="r")
         offsets = np.load(os.path.join(args.data, "offsets.npy"))
         chunks = [[np.array(tokens[offsets[i]:offsets[i + 1]])] for i in range(len(offsets) - 1)]
         kind = {"dtype": np.int32, "ndim": 1}
-        with zrecord.Ragged.create(one, np.int32, 1, codec="raw") as w:
-            for c in chunks:
-                w.append(c)
+        for path, shards in ((one, 1), (files, args.parts)):
+            with zrecord.Ragged.create(path, np.int32, 1, codec="raw", data_shards=shards) as w:
+                for c in chunks:
+                    w.append(c)
         fn = _ident_list
     zrecord.write_dataset(ds, fn, chunks, codec="raw", inputs_per_part=-(-len(chunks) // args.parts),
                           progress=False, **kind)
-    return str(one), str(ds)
+    return str(one), str(files), str(ds)
 
 
 def _ident_batch(x: np.ndarray) -> np.ndarray:
@@ -347,13 +353,15 @@ def _loader_rate(reader: Any, batch: int, steps: int) -> float:
 def read_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     import zrecord
 
-    def open_both() -> dict[str, Any]:
-        return {"store": zrecord.open_store(one), "dataset": zrecord.open_dataset(ds)}
+    def open_all() -> dict[str, Any]:
+        return {"store": zrecord.open_store(one), "store_files": zrecord.open_store(many),
+                "dataset": zrecord.open_dataset(ds)}
 
     out: dict[str, Any] = {}
     for workload in ("photos", "tokens"):
-        one, ds = _write_read_pair(workload, args, tmp)
-        files = {"store": folder_files(one), "dataset": folder_files(ds)}
+        one, many, ds = _write_read_pair(workload, args, tmp)
+        files = {"store": folder_files(one), "store_files": folder_files(many),
+                 "dataset": folder_files(ds)}
         rng = np.random.default_rng(0)
         rows: dict[str, list[float]] = {}
         for _ in range(args.rounds):
@@ -365,7 +373,7 @@ def read_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             # records (read through the mappings) would read warm in the cold phase. A reader
             # that finds its batches cold reads them with pread, mapping nothing.
             for phase, drop in (("warm", None), ("cold", files)):
-                readers = open_both()
+                readers = open_all()
                 if phase == "warm":  # every record read once: the last cold phase evicted them
                     for reader in readers.values():
                         for i in range(0, len(reader), 1024):
@@ -373,9 +381,9 @@ def read_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 for name, rate in _alternate(readers, args.batch, args.seconds, drop, rng).items():
                     rows.setdefault(f"{phase}_{name}", []).append(rate)
                 if phase == "warm":
-                    for name, reader in readers.items():
+                    for name in ("store", "dataset"):
                         rows.setdefault(f"loader_{name}", []).append(
-                            _loader_rate(reader, args.batch, 60))
+                            _loader_rate(readers[name], args.batch, 60))
                     out[workload] = {"records": len(readers["store"]),
                                      "parts": len(readers["dataset"].parts), "rounds": rows}
                 for r in readers.values():
@@ -401,15 +409,23 @@ def tables(results: dict[str, Any]) -> str:
         lines.append(f"| {workload} | {tool} | {s1:.1f} | {s2:.1f} | {s1 / s2:.2f}x | "
                      f"{two[0]['records'] / s2:,.0f} | {pss:,.0f} MiB |")
     lines += ["", "Read: a dataset of parts against one store of the same records (medians; ratio "
-              "dataset / store)", "| workload | records | parts | open store | open dataset | "
-              "warm gathers | cold gathers | DataLoader |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+              "dataset / store; the control, one store of as many data files as parts / store)",
+              "| workload | records | parts | open store | open dataset | warm gathers | cold gathers | "
+              "DataLoader | control warm | control cold |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for workload, r in results.get("read", {}).items():
         m = {k: float(np.median(v)) for k, v in r["rounds"].items()}
         lines.append(f"| {workload} | {r['records']:,} | {r['parts']} | {m['open_store_s'] * 1e3:.2f} ms | "
                      f"{m['open_dataset_s'] * 1e3:.2f} ms | {m['warm_dataset'] / m['warm_store']:.3f} | "
                      f"{m['cold_dataset'] / m['cold_store']:.3f} | "
-                     f"{m['loader_dataset'] / m['loader_store']:.3f} |")
+                     f"{m['loader_dataset'] / m['loader_store']:.3f} | {_ratio(m, 'warm')} | "
+                     f"{_ratio(m, 'cold')} |")
     return "\n".join(lines)
+
+
+def _ratio(medians: dict[str, float], phase: str) -> str:
+    """The control's rate over the store's in `phase` ("-" for results written before it)."""
+    control = medians.get(f"{phase}_store_files")
+    return "-" if control is None else f"{control / medians[f'{phase}_store']:.3f}"
 
 
 def main() -> int:
