@@ -19,6 +19,9 @@ only: Numba has no 3.13t build here).
 Rows (batch `--batch` records; `threads` = the DataLoader's workers):
   transform-python   loaderx DataLoader, CYCLIC sampler, `features_py` in the transform,
                      1 and 2 threads, on each interpreter
+  transform-python-source  the same, its functions taken from this file imported as a module
+                     compiled from its source (as with PYTHONDONTWRITEBYTECODE, or a source
+                     newer than its .pyc): on 3.13t its number constants are not immortal
   transform-numpy    the same with `features` (NumPy scalars), 1 and 2 threads, each
   torch-fork         PyTorch DataLoader over the same records (a map-style dataset of the
                      token arrays, shuffle), `features_py` in the collate_fn of 2 fork workers
@@ -207,10 +210,27 @@ def child_gather(args: argparse.Namespace) -> dict[str, Any]:
     return {"records_per_s": calls * args.batch / elapsed, "peak_pss_mib": pss / 2**20}
 
 
+def _compiled_from_source() -> Any:
+    """This file run again as a module of its own, its code compiled from the source by
+    `compile()` in this process, as a module's is when it is imported without a .pyc
+    (PYTHONDONTWRITEBYTECODE set, a source newer than its .pyc) or made by exec. On 3.13t the
+    number constants of such code are not immortal (the main script's and a .pyc's are), so
+    threads running it share their reference counts (loaderx/_constants.py warns about it)."""
+    import types
+
+    module = types.ModuleType("bench_freethreaded_source")
+    module.__file__ = __file__
+    exec(compile(Path(__file__).read_text(), __file__, "exec"), module.__dict__)
+    sys.modules[module.__name__] = module
+    return module
+
+
 def run_as_child(args: argparse.Namespace) -> dict[str, Any]:
     name, threads = args.child, int(args.threads)
     if name == "transform-python":
         return child_loaderx(args, batch_features_py, threads)
+    if name == "transform-python-source":
+        return child_loaderx(args, _compiled_from_source().batch_features_py, threads)
     if name == "transform-numpy":
         return child_loaderx(args, lambda recs: batch_features(recs, features), threads)
     if name == "transform-numba":
@@ -230,6 +250,7 @@ def run_as_child(args: argparse.Namespace) -> dict[str, Any]:
 
 # (row, threads, interpreters it runs on)
 PLAN = [("transform-python", 1, ("gil", "ft")), ("transform-python", 2, ("gil", "ft")),
+        ("transform-python-source", 1, ("gil", "ft")), ("transform-python-source", 2, ("gil", "ft")),
         ("transform-numpy", 1, ("gil", "ft")), ("transform-numpy", 2, ("gil", "ft")),
         ("torch-fork", 2, ("gil",)), ("transform-numba", 2, ("gil",)),
         ("gather", 1, ("gil", "ft")), ("loader-raw", 2, ("gil", "ft"))]

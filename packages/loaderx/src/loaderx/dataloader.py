@@ -86,6 +86,7 @@ from typing import Any, Generic, TypeVar, overload
 import numpy as np
 
 import zrecord
+from loaderx._constants import warn_if_contended
 from loaderx._sampler_api import reshard_state
 from loaderx.protocols import BatchSampler, Stream, _Foreseeing, _Prefetching, _Resumable, _Seekable
 
@@ -465,6 +466,7 @@ class DataLoader(Generic[_Batch]):
             raise ValueError(f"readahead must be 0 or more; got {readahead}")
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable; got {type(transform).__name__}")
+        warn_if_contended(transform, stacklevel=2)
         self._streams = dict(streams)
         self._sampler = sampler
         self._transform = transform
