@@ -7,12 +7,13 @@ from its source (``PYTHONDONTWRITEBYTECODE`` set, a source newer than its ``.pyc
 a notebook's cells. Each use of such a constant (``1.0``, ``1000003``, ``[0.0] * n``) from the
 loader's threads then updates a reference count that the threads share, and the transform
 runs at a fraction of its speed: measured on a Python text transform (benchmarks/loader/
-bench_freethreaded.py), 28.5 batches/s on two threads against 171 from the same module's
+bench_freethreaded.py), about 28 batches/s on two threads against 171 from the same module's
 ``.pyc``. The DataLoader warns once per module (docs/howto/tuning.md says what to do).
 
-What is looked at: the modules the transform reaches by name (its own, and those of the
-functions and modules its code names), their functions and their classes' methods, and the
-code nested in them. Only on 3.13t with the GIL off; elsewhere nothing is looked at.
+What is looked at: the modules the transform reaches (its own, and those of the functions and
+modules its code names as globals or its closure holds), their functions and their classes'
+methods, and the code nested in them. Only on 3.13t with the GIL off; elsewhere nothing is
+looked at.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-# Constants of these types are what a hot loop uses over and over: numbers (others, like
-# strings, are interned and immortal however the code was made).
+# The constants a hot loop uses over and over (a step, a weight, `[0.0] * n`); others are not
+# looked at.
 _NUMBERS = (int, float, complex)
 
 _warned: set[str] = set()  # modules warned about in this process
@@ -38,6 +39,7 @@ def _applies() -> bool:
 
 
 def _is_immortal(obj: object) -> bool:
+    """Whether `obj` is immortal: its reference count reads as None's, which is."""
     return sys.getrefcount(obj) == sys.getrefcount(None)
 
 
@@ -144,7 +146,7 @@ def warn_if_contended(transform: Any, stacklevel: int) -> None:
     listed = ", ".join(f"{name!r} ({n})" for name, n in sorted(found.items()))
     warnings.warn(
         f"the transform reaches code whose number constants are not immortal on this "
-        f"free-threaded CPython 3.13: {listed}. Its code was compiled in this process instead "
+        f"free-threaded CPython 3.13: {listed}. Their code was compiled in this process instead "
         "of loaded from a .pyc (PYTHONDONTWRITEBYTECODE is set, the source changed since its "
         ".pyc was written, or it came from exec or a notebook cell), and every use of such a "
         "constant from the loader's threads updates a reference count the threads share: a "
