@@ -40,7 +40,8 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   link (the cost model's gap and requests in flight), its mirror bounded to
   ``--blocks-budget-windows`` windows (two), one
   whole epoch: MiB/s against the link's bandwidth (a), and its GETs (the reader's count, and
-  nginx's access log) against the floor stored bytes / 8 MiB + blocks.
+  nginx's access log) against the floor stored bytes / 8 MiB + blocks. With ``--timeline``,
+  the JSON gets the reader's GETs under way, bytes fetched and mirror size every 10 ms.
 - ``peer_epochs`` (with ``--peers``, an S3 server): MosaicML Streaming (``py1e``, its shuffle
   block one window) and LitData (its default shuffle) read one epoch of the same records, in
   shards of one block, through caches bounded to the same two windows: GETs (their boto3 and
@@ -63,7 +64,7 @@ peer at the same cache budget, read amplification <= 1.2.
 Usage: python benchmarks/remote/bench_remote.py [--data DIR] [--workloads vision_dense,tokens]
        [--link same-region-s3|fast-lan|loopback] [--server http|nginx|moto|s3rver --s3rver PATH]
        [--parts ceiling,remote,remote_deep,blocks,...] [--block-bytes 8388608] [--window-blocks 8]
-       [--blocks-budget-windows 2] [--prefetch-batches 2]
+       [--blocks-budget-windows 2] [--timeline] [--prefetch-batches 2]
        [--peers PYTHON] [--cache-share 0.1] [--rounds 3] [--seconds 5] [--batch 256]
        [--in-flight 64] [--loader-records 8192] [--budget-only] [--tmp DIR] [--json OUT]
 (The server and the proxy come from the development test kit, which is never released:
@@ -427,6 +428,33 @@ def one_pass(loader: Any, steps: int, store: Any, t: float) -> tuple[int, float,
     return delivered, first, time.monotonic() - start, peak
 
 
+class Timeline:
+    """With ``--timeline``: every 10 ms of a pass, the reader's GETs under way (holding one of
+    its ``max_in_flight`` slots), its bytes fetched so far and its mirror's bytes on disk, as
+    rows ``[seconds, gets, bytes_fetched, cache_bytes]`` (what the link is given over time)."""
+
+    def __init__(self, store: Any, on: bool) -> None:
+        self.rows: list[list[float]] = []
+        self._store, self._stop = store, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True) if on else None
+        if self._thread is not None:
+            self._thread.start()
+
+    def _run(self) -> None:
+        mirror, t0 = self._store._remote, time.monotonic()
+        while not self._stop.wait(0.01):
+            slots = getattr(mirror, "_slots", None)
+            gets = mirror.in_flight - slots._value if slots is not None else 0
+            self.rows.append([round(time.monotonic() - t0, 3), gets, mirror.bytes_fetched,
+                              self._store.remote_stats()["cache_bytes"]])
+
+    def stop(self) -> list[list[float]]:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+        return self.rows
+
+
 def blocks_run(server: Server, name: str, kind: str, n: int, args: argparse.Namespace,
                seed: int) -> dict[str, Any]:
     """loaderx's DataLoader (its defaults) in the locality-aware BLOCKS order over a fresh reader
@@ -451,8 +479,10 @@ def blocks_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
             steps = sampler.steps_per_cycle
             served = server.requests()
             with DataLoader({"x": store}, sampler, workers=args.loader_workers) as loader:
+                timeline = Timeline(store, args.timeline)
                 delivered, first, el, peak = one_pass(loader, steps, store, t)
                 stats = store.remote_stats()
+                rows = timeline.stop()
             after = server.requests()
             served = None if after is None or served is None else after - served
             stored = int(store.stored_bytes)
@@ -465,7 +495,8 @@ def blocks_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
             "block_records": per_block, "blocks": blocks, "gets": stats["requests"],
             "server_requests": served, "gets_floor": floor, "gets_over_floor": stats["requests"] / floor,
             "payload_amplification": stats["bytes"] / max(1, delivered), "bytes_down": px.bytes_down,
-            "peak_cache_bytes": peak, "read_amplification": px.bytes_down / max(1, delivered)}
+            "peak_cache_bytes": peak, "read_amplification": px.bytes_down / max(1, delivered),
+            **({"timeline": rows} if args.timeline else {})}
 
 
 def blocks_budget(args: argparse.Namespace) -> int:
@@ -766,6 +797,8 @@ def main() -> int:
     ap.add_argument("--window-blocks", type=int, default=8, help="BLOCKS: blocks of a window")
     ap.add_argument("--prefetch-batches", type=int, default=2,
                     help="remote_deep: batches prefetched ahead of the one gathered")
+    ap.add_argument("--timeline", action="store_true",
+                    help="blocks: the reader's GETs under way, bytes fetched and mirror size every 10 ms, into the JSON")
     ap.add_argument("--blocks-budget-windows", type=float, default=2.0,
                     help="BLOCKS: the cache budget (ours and the peers'), in windows")
     ap.add_argument("--json", default=None)
