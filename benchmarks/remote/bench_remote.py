@@ -41,7 +41,9 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   ``--blocks-budget-windows`` windows (two), one
   whole epoch: MiB/s against the link's bandwidth (a), and its GETs (the reader's count, and
   nginx's access log) against the floor stored bytes / 8 MiB + blocks. With ``--timeline``,
-  the JSON gets the reader's GETs under way, bytes fetched and mirror size every 10 ms.
+  the JSON gets the reader's GETs under way, bytes fetched and mirror size every 10 ms; with
+  ``--blocks-epochs E``, the same loader reads E epochs and the later ones are reported apart
+  (what the mirror kept at the end of one epoch serves the start of the next).
 - ``peer_epochs`` (with ``--peers``, an S3 server): MosaicML Streaming (``py1e``, its shuffle
   block one window) and LitData (its default shuffle) read one epoch of the same records, in
   shards of one block, through caches bounded to the same two windows: GETs (their boto3 and
@@ -64,7 +66,7 @@ peer at the same cache budget, read amplification <= 1.2.
 Usage: python benchmarks/remote/bench_remote.py [--data DIR] [--workloads vision_dense,tokens]
        [--link same-region-s3|fast-lan|loopback] [--server http|nginx|moto|s3rver --s3rver PATH]
        [--parts ceiling,remote,remote_deep,blocks,...] [--block-bytes 8388608] [--window-blocks 8]
-       [--blocks-budget-windows 2] [--timeline] [--prefetch-batches 2]
+       [--blocks-budget-windows 2] [--blocks-epochs 1] [--timeline] [--prefetch-batches 2]
        [--peers PYTHON] [--cache-share 0.1] [--rounds 3] [--seconds 5] [--batch 256]
        [--in-flight 64] [--loader-records 8192] [--budget-only] [--tmp DIR] [--json OUT]
 (The server and the proxy come from the development test kit, which is never released:
@@ -482,8 +484,26 @@ def blocks_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
                 timeline = Timeline(store, args.timeline)
                 delivered, first, el, peak = one_pass(loader, steps, store, t)
                 stats = store.remote_stats()
+                # The first epoch's figures below are its own, the server's count too (the
+                # link's bytes are known when the proxy closes: over all epochs read).
+                after = server.requests()
+                delivered_all = delivered
+                later, before = [], stats
+                for epoch in range(2, args.blocks_epochs + 1):
+                    # The same loader goes on into the next cycle of the order: what the mirror
+                    # kept for it, and what the first epoch's end gave up to keep it, show here.
+                    got, _, took, top = one_pass(loader, steps, store, t)
+                    delivered_all += got
+                    now = store.remote_stats()
+                    later.append({"epoch": epoch, "mib_s": (got - got // steps) / took / 2**20,
+                                  "records_s": (steps - 1) * args.batch / took,
+                                  "gets": now["requests"] - before["requests"],
+                                  "payload_amplification": (now["bytes"] - before["bytes"]) / max(1, got),
+                                  "peak_cache_bytes": top})
+                    print(f"  epoch {epoch}: {later[-1]['mib_s']:,.1f} MiB/s, {later[-1]['gets']} GETs, "
+                          f"payload {later[-1]['payload_amplification']:.3f}", file=sys.stderr, flush=True)
+                    before = now
                 rows = timeline.stop()
-            after = server.requests()
             served = None if after is None or served is None else after - served
             stored = int(store.stored_bytes)
         finally:
@@ -495,8 +515,8 @@ def blocks_run(server: Server, name: str, kind: str, n: int, args: argparse.Name
             "block_records": per_block, "blocks": blocks, "gets": stats["requests"],
             "server_requests": served, "gets_floor": floor, "gets_over_floor": stats["requests"] / floor,
             "payload_amplification": stats["bytes"] / max(1, delivered), "bytes_down": px.bytes_down,
-            "peak_cache_bytes": peak, "read_amplification": px.bytes_down / max(1, delivered),
-            **({"timeline": rows} if args.timeline else {})}
+            "peak_cache_bytes": peak, "read_amplification": px.bytes_down / max(1, delivered_all),
+            **({"timeline": rows} if args.timeline else {}), **({"later_epochs": later} if later else {})}
 
 
 def blocks_budget(args: argparse.Namespace) -> int:
@@ -797,6 +817,8 @@ def main() -> int:
     ap.add_argument("--window-blocks", type=int, default=8, help="BLOCKS: blocks of a window")
     ap.add_argument("--prefetch-batches", type=int, default=2,
                     help="remote_deep: batches prefetched ahead of the one gathered")
+    ap.add_argument("--blocks-epochs", type=int, default=1,
+                    help="blocks: epochs read by one loader; the later ones are reported apart (JSON: later_epochs)")
     ap.add_argument("--timeline", action="store_true",
                     help="blocks: the reader's GETs under way, bytes fetched and mirror size every 10 ms, into the JSON")
     ap.add_argument("--blocks-budget-windows", type=float, default=2.0,
