@@ -320,6 +320,44 @@ def test_gathers_in_a_loop_racing_close_end_in_closed_error(http_folder, straddl
         assert len(raised) == 1 and isinstance(raised[0], ClosedError), raised
 
 
+def test_close_waits_for_a_large_get_written_off_the_event_loop(http_folder, straddling, monkeypatch):
+    """A GET of at least WRITE_THREAD_BYTES is written to the mirror by a writer thread while
+    the event loop goes on; close() cancels the fetch, but must not close the file under the
+    write (its descriptor number could be reused by then): it returns after the write ends."""
+    from zrecord import _remote
+
+    folder, data = straddling
+    url = _serve(http_folder, folder)
+    monkeypatch.setattr(_remote, "WRITE_THREAD_BYTES", 1 << 20)
+    real = _remote.pwrite_all
+    writing, release = threading.Event(), threading.Event()
+    written: list[tuple[int, bool]] = []
+
+    def held(fd, payload, at):
+        if len(payload) >= 1 << 20:  # the writer thread's
+            writing.set()
+            assert release.wait(timeout=20)
+        real(fd, payload, at)
+        written.append((len(payload), threading.current_thread().name.startswith("zrecord-mirror-write")))
+
+    monkeypatch.setattr(_remote, "pwrite_all", held)
+    ds = Dense.open(url, storage_options={"request_bytes_max": 8 << 20})
+    np.testing.assert_array_equal(ds[[0]], data[[0]])  # a small GET: written on the loop
+    ds.prefetch(np.arange(100, 200))  # one GET of 2 MB
+    assert writing.wait(timeout=20)
+    closing, _ = _in_thread(ds.close)
+    closing.join(timeout=0.5)
+    assert closing.is_alive(), "close() returned while a write to the mirror was under way"
+    release.set()
+    closing.join(timeout=20)
+    assert not closing.is_alive()
+    # (The index's bytes, written at open, come first.)
+    assert written[-2:] == [(RECORD_BYTES, False), (100 * RECORD_BYTES, True)], written
+    # Read again by a new reader: the mirror holds what the write wrote (or fetches it).
+    with Dense.open(url) as again:
+        np.testing.assert_array_equal(again[np.arange(100, 200)], data[100:200])
+
+
 # --- [R2] 4: fork() after reads by URL ----------------------------------------------------
 
 

@@ -40,6 +40,11 @@ Invariants of this module:
   record, ``present.bits`` beside the mirror) only after its bytes are written: those asked
   for, and those numbered between them that lie wholly in the bytes a joined GET wrote. A
   failed fetch fails the whole gather, never returns part of a batch.
+- A GET of at least ``WRITE_THREAD_BYTES`` is written to the mirror by one of the mirror's
+  writer threads while the event loop goes on with the other GETs (in a BLOCKS epoch over the
+  link the loop's thread was busy 75% of the time, 63% in the kernel, most of it that copy
+  into the page cache). Its records are marked present after the write, as any other's, and
+  ``close()`` waits for the writes under way before it closes the files they write.
 - No byte is asked for twice at once: the GETs under way (``_flights``: the byte ranges each
   writes, gaps included) are counted as such when they are decided, under
   one lock (``_claim``), and a gather waits for those that write any of its records, a
@@ -168,6 +173,12 @@ PREFETCH_BYTES_MAX = 64 << 20
 # header.zrh, index.zri and index.zrs reach the mirror in pieces of about this size: what open
 # holds of them in memory, whatever the index's size.
 _STREAM_BYTES = 1 << 20
+# A GET of at least this many bytes is written to the mirror by one of WRITE_THREADS threads,
+# not on the event loop (module docstring). Smaller ones are written on the loop: for 147 KiB
+# photographs read at random the hand-over cost more than it freed (392-413 MiB/s against
+# 461-477, bench_remote.py remote_deep, 2026-12-06).
+WRITE_THREAD_BYTES = 1 << 20
+WRITE_THREADS = 2
 # The mirror's name in its folder is a hash of this, the user, the URL, the ETags and the header.
 _KEY_VERSION = "zrecord-mirror-2"
 _T = TypeVar("_T")
@@ -201,6 +212,8 @@ class Mirror:
     _shared_punches: PunchWord | None = None
     # Set by close(), under the lock: no fetch starts after it (_submit).
     _closed = False
+    # The threads that write large GETs to the mirror (_write_off_loop), made on first use.
+    _writers: concurrent.futures.ThreadPoolExecutor | None = None
 
     def __init__(self, url: str, settings: StorageSettings, *, whole_index: bool = False) -> None:
         self.options = settings
@@ -1012,6 +1025,7 @@ class Mirror:
             self._pending = []
             self._flights = []  # the parent's GETs: they end (and are waited for) there
             self._claim_lock = threading.Lock()
+            self._writers = None  # the parent's threads: not here
             self._foresights = []  # the parent's loaders' futures, not this process's
             if self._budget is not None:
                 self._budget.after_fork()
@@ -1248,7 +1262,10 @@ class Mirror:
         assert self._slots is not None
         async with self._slots:
             data = await self._get(name, start, end)
-        pwrite_all(self._fd(shard), data, start)
+        if len(data) >= WRITE_THREAD_BYTES:
+            await self._write_off_loop(self._fd(shard), data, start)
+        else:
+            pwrite_all(self._fd(shard), data, start)
         if self._budget is not None:
             self._budget.wrote(shard, start, start + len(data))
         with self._lock:
@@ -1256,6 +1273,21 @@ class Mirror:
             self.bytes_fetched += len(data)
         self._mark(recs)
         self._mark(await self._inside(shard, start, start + len(data), recs))
+
+    async def _write_off_loop(self, fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
+        """`pwrite_all` on one of the mirror's writer threads (module docstring); cancelled,
+        it still waits for the write to end: the descriptor must outlive it."""
+        with self._lock:
+            if self._writers is None:
+                self._writers = concurrent.futures.ThreadPoolExecutor(
+                    WRITE_THREADS, thread_name_prefix="zrecord-mirror-write")
+            writers = self._writers
+        done = writers.submit(pwrite_all, fd, data, at)
+        try:
+            await asyncio.wrap_future(done)
+        except asyncio.CancelledError:
+            concurrent.futures.wait([done])
+            raise
 
     async def _inside(self, shard: int, start: int, end: int, recs: np.ndarray) -> np.ndarray:
         """The records numbered between `recs` (those a GET of bytes [start, end) of shard
@@ -1377,6 +1409,9 @@ class Mirror:
             loop.call_soon_threadsafe(loop.stop)
             if self._thread is not None:
                 self._thread.join()
+        writers, self._writers = self._writers, None
+        if writers is not None:
+            writers.shutdown(wait=True)
         for fd in (*fds.values(), *index_fds.values()):
             os.close(fd)
         if self._budget is not None:
