@@ -353,7 +353,7 @@ def test_close_waits_for_a_large_get_written_off_the_event_loop(http_folder, str
     assert not closing.is_alive()
     # (The index's bytes, written at open, come first.)
     assert written[-2:] == [(RECORD_BYTES, False), (100 * RECORD_BYTES, True)], written
-    # Read again by a new reader: the mirror holds what the write wrote (or fetches it).
+    # The store reads whole afterwards (a new reader, with a private mirror of its own).
     with Dense.open(url) as again:
         np.testing.assert_array_equal(again[np.arange(100, 200)], data[100:200])
 
