@@ -4,9 +4,9 @@ The free-threaded CPython 3.13 (3.13t) makes the constants of a code object immo
 reference count to update) when it loads the code from a ``.pyc`` or compiles the main
 script, but not when the code was compiled by ``compile()`` in this process: a module imported
 with no up-to-date ``.pyc`` to read (``PYTHONDONTWRITEBYTECODE`` kept one from being written, or
-its source changed since), ``exec``, a notebook's cells. Each use of such a constant (``1.0``, ``1000003``, ``[0.0] * n``) from the
-loader's threads then updates a reference count that the threads share, and the transform
-runs at a fraction of its speed: measured on a Python text transform (benchmarks/loader/
+its source changed since), ``exec``, a notebook's cells. Each use of such a constant (``1.0``,
+``1000003``, ``[0.0] * n``) from the loader's threads then updates a reference count that the
+threads share, and the transform runs at a fraction of its speed: measured on a Python text transform (benchmarks/loader/
 bench_freethreaded.py), about 28 batches/s on two threads against 171 from the same module's
 ``.pyc``. The DataLoader warns once per module (docs/howto/tuning.md says what to do).
 
@@ -149,9 +149,9 @@ def warn_if_contended(transform: Any, stacklevel: int) -> None:
         f"free-threaded CPython 3.13: {listed}. Their code was compiled in this process instead "
         "of loaded from a .pyc (there was no up-to-date .pyc: PYTHONDONTWRITEBYTECODE kept one "
         "from being written, or the source changed since; or the code came from exec or a "
-        "notebook cell), and every use of such a "
-        "constant from the loader's threads updates a reference count the threads share: a "
-        "Python text transform ran 6x slower on two threads. Load the module from a .pyc "
+        "notebook cell), and every use of such a constant from the loader's threads updates a "
+        "reference count the threads share: a Python text transform ran 6x slower on two "
+        "threads. Load the module from a .pyc "
         "(`python -m compileall FOLDER` once; a .pyc is read even with "
         "PYTHONDONTWRITEBYTECODE set), or keep the transform's loops in the main script",
         RuntimeWarning, stacklevel=stacklevel + 1)

@@ -1276,7 +1276,8 @@ class Mirror:
 
     async def _write_off_loop(self, fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
         """`pwrite_all` on one of the mirror's writer threads (module docstring); cancelled,
-        it still waits for the write to end: the descriptor must outlive it."""
+        it still waits for the write to end, so that the GET's flight and admission end after
+        its bytes are written, and its descriptor outlives it."""
         with self._lock:
             if self._writers is None:
                 self._writers = concurrent.futures.ThreadPoolExecutor(
