@@ -799,11 +799,13 @@ def lint(session: nox.Session) -> None:
                     f"ziglang=={ZIG_VERSION}")
     # The house rules (tools/tidy.py), after the tests that show each rule catches a
     # deliberate violation; the tests of the collector of the docs' install lines, which
-    # the `wheelhouse` session resolves (tools/install_lines.py), of the ELF check, and of the
-    # lock that keeps the tools' apt-get calls one at a time (tools/apt_lock.py).
+    # the `wheelhouse` session resolves (tools/install_lines.py), of the ELF check, of the
+    # lock that keeps the tools' apt-get calls one at a time (tools/apt_lock.py), and of the
+    # zstd builds that sessions side by side share (tools/test_build_support.py).
     session.run("pytest", "-q", str(ROOT / "tools" / "test_tidy.py"),
                 str(ROOT / "tools" / "test_install_lines.py"), str(ROOT / "tools" / "test_elf.py"),
-                str(ROOT / "tools" / "test_apt_lock.py"))
+                str(ROOT / "tools" / "test_apt_lock.py"),
+                str(ROOT / "tools" / "test_build_support.py"))
     session.run("python", str(ROOT / "tools" / "tidy.py"))
     wheels = [_pkg(session, ZRECORD), _pkg(session, LOADERX)]
     session.install(*wheels)

@@ -65,6 +65,7 @@ platform's libzstd, which is outside the manylinux policy.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -74,7 +75,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -401,12 +402,34 @@ def _zstd_sources(cache: Path, log: Log) -> Path:
     return lib
 
 
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold the exclusive lock of `folder` (its `.lock` file) while the block runs. Builds
+    running at once share the zstd folder (the suite's `wheels` and `windows` sessions start
+    side by side in a fresh clone): unlocked, one build's unpacking removed the sources that the
+    other was compiling, and both failed. A Windows build runs on Linux or macOS
+    (cross-compiled), so flock serves every host that builds."""
+    import fcntl  # POSIX only: imported here, so that the module still loads elsewhere
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def build_static_zstd(build: Path, arch: str, env: dict[str, str], log: Log,
                       system: str = "linux") -> Path:
     """libzstd.a of the pinned release for `arch` on `system`, compiled by zig cc; reused once
-    built."""
+    built. Builds side by side wait for one another: the sources are unpacked under the zstd
+    folder's lock (once unpacked, nothing removes them), each target's library is compiled
+    under its own folder's lock, so two targets compile at once and a second build of one
+    target reuses the first's."""
     cache = build / "zstd"
-    lib = _zstd_sources(cache, log)
+    with _locked(cache):
+        lib = _zstd_sources(cache, log)
     name = f"zstd-{ZSTD_VERSION}-{arch}" if system == "linux" else f"zstd-{ZSTD_VERSION}-{system}-{arch}"
     out = cache / name / "libzstd.a"
     files = sorted(str(f) for part in ZSTD_LIB_PARTS for f in (lib / part).glob("*.c"))
@@ -419,13 +442,13 @@ def build_static_zstd(build: Path, arch: str, env: dict[str, str], log: Log,
            "-cflags", *ZSTD_CFLAGS, *(MACOS_HIDDEN_CFLAGS if system == "macos" else []),
            "--", *files, f"-femit-bin={tmp}"]
     stamp = out.with_suffix(".cmd")
-    if out.is_file() and stamp.is_file() and stamp.read_text() == json.dumps(cmd[1:]):
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log(f"compiling zstd {ZSTD_VERSION} for {arch}-{system} ({len(files)} files)")
-    subprocess.run(cmd, check=True, cwd=out.parent, env=env)
-    os.replace(tmp, out)
-    stamp.write_text(json.dumps(cmd[1:]))
+    with _locked(out.parent):
+        if out.is_file() and stamp.is_file() and stamp.read_text() == json.dumps(cmd[1:]):
+            return out
+        log(f"compiling zstd {ZSTD_VERSION} for {arch}-{system} ({len(files)} files)")
+        subprocess.run(cmd, check=True, cwd=out.parent, env=env)
+        os.replace(tmp, out)
+        stamp.write_text(json.dumps(cmd[1:]))
     return out
 
 

@@ -36,6 +36,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -79,8 +80,14 @@ def release_env(arch: str, system: str = "linux") -> dict[str, str]:
     support = build_support()
     folder = ROOT / "build" / "zstd-sdist"
     if not (folder / support.ZSTD_SDIST_FILE).is_file():
-        run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-            "--ignore-requires-python", "--dest", str(folder), support.ZSTD_SDIST_REQUIREMENT)
+        # Fetched into a folder of its own, then renamed into place whole: pip copies the file
+        # into --dest, and a session started beside this one (the suite's `wheels` and
+        # `windows`) would otherwise find it there half-copied and build from it.
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".fetching-", dir=folder) as staged:
+            run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                "--ignore-requires-python", "--dest", staged, support.ZSTD_SDIST_REQUIREMENT)
+            os.replace(Path(staged) / support.ZSTD_SDIST_FILE, folder / support.ZSTD_SDIST_FILE)
     return {"NATIVE_BUILD_ARCH": arch, "NATIVE_BUILD_OS": system, "ZRECORD_ZSTD": "static",
             "ZRECORD_ZSTD_SDIST": str(folder / support.ZSTD_SDIST_FILE),
             "ZRECORD_ZSTD_BUILD": str(ROOT / "build" / "zstd-static")}
