@@ -46,6 +46,12 @@ WRITER = textwrap.dedent("""
             w.append(data[:3])          # a few KB: through the page cache
             w.append(data[3:600])       # MBs: whole blocks with O_DIRECT, past the budget
             w.append(data[600:])
+    elif kind == "small":  # 3,000 appends of one 4 KB record each: 12 MB, under the budget
+        rec = np.arange(1000, dtype=np.int32)
+        with Ragged.create(path, np.int32, 1, codec=codec, data_shards=1, sync=sync,
+                           index_cache=None) as w:
+            for _ in range(3000):
+                w.append([rec])
     else:
         recs = [rng.integers(0, 1000, rng.integers(0, 20000), dtype=np.int32) for _ in range(400)]
         with Ragged.create(path, np.int32, 1, codec=codec, data_shards=2, sync=sync,
@@ -220,16 +226,37 @@ def test_durable_writer_writes_around_the_page_cache(tmp_path, strace_available)
 
 def test_small_durable_store_is_written_through_the_page_cache(tmp_path, strace_available):
     """Within its page-cache budget (256 MiB by default) a durable writer never asks for
-    O_DIRECT: it writes through the page cache, starts writeback behind each write
-    (sync_file_range) and leaves the rest to publish's flushes."""
+    O_DIRECT: it writes through the page cache and leaves the rest to publish's flushes."""
     if zrecord_fs_is_memory(tmp_path):
         pytest.skip("the test folder is on a memory file system")
     lines, _ = trace(tmp_path, "dense", "raw")
     assert not [line for line in lines if "F_SETFL" in line and "O_DIRECT" in line]
     ev = Events(lines)
     shards = r"/data-\d{3}\.zrd$"
-    assert len({c["file"] for c in ev.find("sync_file_range", shards)}) == 3
     assert len({c["file"] for c in ev.find("fsync", shards)}) == 3
+
+
+def test_writeback_is_started_behind_the_writes_a_mebibyte_at_a_time(tmp_path, strace_available):
+    """A durable writer starts writing back what it wrote once a file has 1 MiB or more of
+    bytes not yet started (sync_file_range), whatever the size of its writes: 3,000 appends of
+    one 4 KB record made two such calls each (the shard's and the index's), 6,000 in all, which
+    sent the disk a few KiB each and the index's partial page again each time; now 12 MB make
+    at most 12 calls, each over at least 1 MiB, and the store's bytes are all started or
+    flushed by publish."""
+    if zrecord_fs_is_memory(tmp_path):
+        pytest.skip("the test folder is on a memory file system")
+    lines, path = trace(tmp_path, "small", "raw")
+    ev = Events(lines)
+    hints = [re.match(r"sync_file_range\(\d+, (\d+), (\d+),", c["text"]) for c in
+             ev.find("sync_file_range", r".")]
+    assert 1 <= len(hints) <= 12, len(hints)
+    assert all(m is not None and int(m.group(2)) >= 1 << 20 for m in hints), hints
+    # One shard: its hints cover its bytes from the start, back to back.
+    starts = [int(m.group(1)) for m in hints]
+    ends = [int(m.group(1)) + int(m.group(2)) for m in hints]
+    assert starts[0] == 0 and starts[1:] == ends[:-1]
+    assert os.path.getsize(os.path.join(path, "data-000.zrd")) - ends[-1] < 1 << 20
+    assert len({c["file"] for c in ev.find("fsync", r"/data-\d{3}\.zrd$")}) == 1
 
 
 def test_spent_budget_turns_the_writes_direct_mid_store(tmp_path, strace_available):
