@@ -299,10 +299,10 @@ class _Reports(list):
 
 
 def test_a_worker_reports_its_progress_at_intervals_not_per_input(tmp_path, monkeypatch):
-    """One report per input cost each side a pickled message through a pipe: 100,000 small
-    inputs spent seconds of the cores on them. A part of 5,000 quick inputs now sends one
-    report a tenth of a second, at most, and one at its end; together they count every input
-    and record."""
+    """One report per input, a pickled message through a pipe that the parent's drain thread
+    takes while the parent writes, held two workers importing 100,000 small inputs to 2.9 s
+    (1.9 s without). A part of 5,000 quick inputs now sends one report a tenth of a second, at
+    most, and one at its end; together they count every input and record."""
     reports = _Reports()
     monkeypatch.setattr(_parallel, "_progress", reports)
     spec = _parallel._Spec(_records_of, np.int64, (2,), None, "raw", 1, None, False)
