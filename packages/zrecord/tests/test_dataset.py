@@ -372,6 +372,179 @@ def _die_in_a_worker_on_1(i):
     return np.zeros((1, 2), np.int64)
 
 
+def test_a_part_named_twice_is_refused_before_anything_is_published(tmp_path):
+    root = tmp_path / "ds"
+    _dense_dataset(root, [2, 3])
+    with pytest.raises(ValueError, match=r"'p0' is given as part 0 and again as part 2"):
+        zrecord.publish_dataset(root, ["p0", "p1", "p0"])
+    with pytest.raises(ValueError, match=r"'p1' is part 1 of the latest version already"):
+        zrecord.extend_dataset(root, ["p1"])
+    # Nothing was published, so the dataset still opens and can still be extended.
+    assert zrecord.dataset_versions(root) == [1]
+    _write_dense(root / "p2", np.zeros((1, 3), np.float32))
+    assert zrecord.extend_dataset(root, ["p2"]) == 2
+    with zrecord.open_dataset(root) as ds:
+        assert list(ds.part_names) == ["p0", "p1", "p2"]
+
+
+def test_more_parts_than_a_manifest_holds_are_refused_before_publishing(tmp_path, monkeypatch):
+    from zrecord import _dataset
+
+    root = tmp_path / "ds"
+    _dense_dataset(root, [1])
+    entry, schema = _dataset._part_entry(_dataset._Location(root, None), "p0", None)
+    # Opening 65,537 stores takes minutes: every name stands for the one store written.
+    monkeypatch.setattr(_dataset, "_part_entry", lambda where, name, so: (
+        Part(name, entry.records, entry.stored_bytes, entry.header_checksum), schema))
+    names = [str(root / f"q{k}") for k in range(_manifest.PARTS_MAX + 1)]
+    with pytest.raises(ValueError, match="65,537 parts given; a dataset has at most 65,536"):
+        zrecord.publish_dataset(root, names, version=2)
+    assert zrecord.dataset_versions(root) == [1]
+
+
+def _publish_another_dataset_first(i):
+    if i == 0:  # another writer publishes a dataset where this one is being written
+        root = os.environ["ZR_TEST_OTHER_ROOT"]
+        with zrecord.Dense.create(os.path.join(root, "other"), np.int64, (2,), codec="raw") as w:
+            w.append(np.zeros((7, 2), np.int64))
+        zrecord.publish_dataset(root, ["other"])
+    return np.full((1, 2), i, np.int64)
+
+
+def test_a_dataset_published_meanwhile_is_refused_not_published_over(tmp_path, monkeypatch):
+    root = tmp_path / "ds"
+    monkeypatch.setenv("ZR_TEST_OTHER_ROOT", str(root))
+    with pytest.raises(zrecord.StoreExistsError, match="version 1 of the dataset exists"):
+        zrecord.write_dataset(root, _publish_another_dataset_first, range(4), dtype=np.int64,
+                              item_shape=(2,), codec="raw", inputs_per_part=1, progress=False)
+    assert zrecord.dataset_versions(root) == [1]
+    with zrecord.open_dataset(root) as ds:
+        assert list(ds.part_names) == ["other"] and len(ds) == 7
+    # The run's own parts went with it.
+    assert sorted(os.listdir(root)) == ["dataset-00000001.zrm", "other"]
+
+
+def test_extending_with_another_schema_is_refused_before_anything_is_written(tmp_path):
+    root = tmp_path / "ds"
+    zrecord.write_dataset(root, _records_of, [1, 2], dtype=np.int64, item_shape=(2,),
+                          codec="raw", progress=False)
+    before = sorted(os.listdir(root))
+    calls = []
+
+    def fn(i):
+        calls.append(i)
+        return np.zeros((1, 2), np.float32)
+
+    with pytest.raises(zrecord.errors.SchemaError,
+                       match=r"holds a Dense int64 \(2,\) raw dataset \(version 1\); these "
+                             r"arguments write Dense float32 \(2,\) raw parts"):
+        zrecord.write_dataset(root, fn, [1, 2], dtype=np.float32, item_shape=(2,), codec="raw",
+                              extend=True, progress=False)
+    assert calls == [] and sorted(os.listdir(root)) == before
+
+
+def test_a_failed_publish_leaves_no_part_behind(tmp_path, monkeypatch):
+    root = tmp_path / "ds"
+
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_parallel, "publish_dataset", refuse)
+    with pytest.raises(OSError, match="No space left"):
+        zrecord.write_dataset(root, _records_of, [1, 2, 3], dtype=np.int64, item_shape=(2,),
+                              codec="raw", inputs_per_part=1, progress=False)
+    assert os.listdir(root) == []
+
+
+def test_a_manifest_named_alone_opens_from_the_working_folder(tmp_path, monkeypatch):
+    root = tmp_path / "ds"
+    expected = _dense_dataset(root, [2, 3])
+    monkeypatch.chdir(root)
+    with zrecord.open_dataset("dataset-00000001.zrm") as ds:
+        assert np.array_equal(ds[:], expected)
+
+
+def test_verify_goes_on_past_a_part_checked_in_part_to_a_corrupt_one(tmp_path, capsys):
+    from zrecord.cli import main
+
+    root = tmp_path / "ds"
+    os.makedirs(root)
+    for name, sizes in (("p0", [4, 1024]), ("p1", [4, 4, 4])):  # p0's second record: 8 KiB
+        with zrecord.Ragged.create(root / name, np.float64, 1, codec="zstd", data_shards=2) as w:
+            w.append([np.ones(n, np.float64) for n in sizes])
+    zrecord.publish_dataset(root, ["p0", "p1"])
+    assert main(["verify", "-q", "--max-record-bytes", "1K", str(root)]) == 3
+    assert "INCOMPLETE: 1 of 2 parts checked in part (p0)" in capsys.readouterr().out
+    shard = root / "p1" / "data-001.zrd"
+    damaged = bytearray(shard.read_bytes())
+    damaged[0] ^= 0xFF
+    shard.write_bytes(bytes(damaged))
+    assert main(["verify", "-q", "--max-record-bytes", "1K", str(root)]) == 1
+    assert "CORRUPT: part p1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", [0, True, -1, 1.5])
+def test_inputs_per_part_must_be_a_positive_int(tmp_path, bad):
+    with pytest.raises(ValueError, match="inputs_per_part must be a positive int"):
+        zrecord.write_dataset(tmp_path / "w", _records_of, [1, 2], dtype=np.int64,
+                              item_shape=(2,), codec="raw", inputs_per_part=bad, progress=False)
+
+
+def _one_dense_record(i):
+    return np.full((2,), i, np.int64)
+
+
+def _one_ragged_record(i):
+    return np.arange(i + 1, dtype=np.uint16)
+
+
+def test_a_single_record_returned_for_a_batch_says_how_to_return_it(tmp_path):
+    with pytest.raises(errors.WorkerError, match=r"input 0 \(0\) failed: SchemaError: fn "
+                       r"returned an array of shape \(2,\) for a Dense dataset of item_shape "
+                       r"\(2,\): .*one record x as x\[None\]"):
+        zrecord.write_dataset(tmp_path / "d", _one_dense_record, [0, 1], dtype=np.int64,
+                              item_shape=(2,), codec="raw", progress=False)
+    with pytest.raises(errors.WorkerError, match=r"fn returned one array of shape \(1,\) for "
+                       r"a Ragged dataset of ndim 1: .*one record x as \[x\]"):
+        zrecord.write_dataset(tmp_path / "r", _one_ragged_record, [0, 1], dtype=np.uint16,
+                              ndim=1, codec="raw", progress=False)
+
+
+def test_an_input_that_does_not_pickle_is_named(tmp_path):
+    import threading
+
+    inputs = [threading.Lock(), 2, 3, 4]  # input 0 goes to the worker, not to this process
+    with pytest.raises(TypeError, match=r"input 0 \(<unlocked _thread.lock object.*inputs "
+                       r"are pickled whatever the start method"):
+        zrecord.write_dataset(tmp_path / "w", _records_of, inputs, dtype=np.int64,
+                              item_shape=(2,), codec="raw", workers=2, inputs_per_part=1,
+                              progress=False)
+    assert os.listdir(tmp_path / "w") == []
+
+
+def _slow_but_the_last_fails(i):
+    if i == 15:  # the first input the calling process writes (it takes runs from the back)
+        raise ValueError("input fifteen is bad")
+    time.sleep(0.1)
+    with open(os.environ["ZR_TEST_LOG"], "a") as log:
+        log.write(f"{i}\n")
+    return np.full((1, 2), i, np.int64)
+
+
+def test_a_failure_stops_the_workers_instead_of_waiting_for_their_parts(tmp_path, monkeypatch):
+    log = tmp_path / "done.txt"
+    log.write_text("")
+    monkeypatch.setenv("ZR_TEST_LOG", str(log))
+    with pytest.raises(errors.WorkerError, match="input 15 .* input fifteen is bad"):
+        zrecord.write_dataset(tmp_path / "w", _slow_but_the_last_fails, range(20),
+                              dtype=np.int64, item_shape=(2,), codec="raw", workers=2,
+                              inputs_per_part=5, progress=False)
+    # The worker was given parts 0 and 1 (inputs 0..9, 0.1 s each); it was stopped, not left
+    # to write them for a run that had already failed.
+    assert len(log.read_text().split()) < 10
+    assert os.listdir(tmp_path / "w") == []
+
+
 # -- by URL ----------------------------------------------------------------------------------
 
 
@@ -691,7 +864,8 @@ def test_a_part_that_cannot_be_written_is_no_inputs_fault(tmp_path):
     with pytest.raises(zrecord.errors.CodecError):
         zrecord.write_dataset(tmp_path / "c", _records_of, [1, 2], dtype=np.int64, item_shape=(2,),
                               codec="zstd_dict", progress=False)  # no dictionary given
-    assert zrecord.dataset_versions(tmp_path / "c") == []
+    # The arguments are judged before anything is made: not even the folder.
+    assert not (tmp_path / "c").exists()
 
 
 def test_hints_across_parts_take_any_key_a_read_takes(tmp_path):

@@ -161,7 +161,8 @@ def _located(path: StoreLocation, version: int | None,
     head, _, tail = text.rstrip("/").rpartition("/") if is_url(text) else \
         (os.path.dirname(text), "/", os.path.basename(text))
     named = _manifest.version_of(tail)
-    if named is not None and head:
+    if named is not None:
+        head = head or "."  # a manifest's bare name: in the working folder
         if version is not None and version != named:
             raise ValueError(f"{text!r} names version {named}, and version={version} was given")
         return _Location(head, storage_options), named
@@ -181,6 +182,11 @@ def read_manifest(where: _Location, version: int | None) -> Manifest:
     name = _manifest.file_name(version)
     return _manifest.decode(where.read(name), where.join(name) if not where.url else
                             f"{where.shown}/{name}", version)
+
+
+def latest_manifest(path: StoreLocation, storage_options: StorageOptions | None) -> Manifest:
+    """The latest version's manifest of the dataset at `path`, judged; no part is opened."""
+    return read_manifest(_Location(path, storage_options), None)
 
 
 def _open_part(where: _Location, k: int, part: Part, schema: Schema, shown: str,
@@ -752,8 +758,7 @@ def publish_dataset(path: StoreLocation, parts: Sequence[str | os.PathLike[str]]
     Earlier versions stay as they are. See :func:`extend_dataset` to add parts to the latest."""
     where = _Location(path, storage_options)
     names = [_part_name(where, p) for p in parts]
-    if not names:
-        raise ValueError(f"{where.shown!r}: a dataset needs at least one part")
+    _check_part_list(where, names)
     entries = [_part_entry(where, name, storage_options) for name in names]
     first = entries[0][1]
     for name, (_, schema) in zip(names, entries):
@@ -765,8 +770,32 @@ def publish_dataset(path: StoreLocation, parts: Sequence[str | os.PathLike[str]]
         known = where.versions()
         version = (known[-1] if known else 0) + 1
     manifest = Manifest(version, first, tuple(e[0] for e in entries))
-    _create_manifest(where, version, _manifest.encode(manifest))
+    data = _manifest.encode(manifest)
+    # What is published is what open_dataset will accept: the one reader of the format judges
+    # the bytes before they exist anywhere (a limit the checks above missed is raised here).
+    _manifest.decode(data, f"{where.shown!r}: version {version} to be published", version)
+    _create_manifest(where, version, data)
     return version
+
+
+def _check_part_list(where: _Location, names: list[str], earlier: int = 0) -> None:
+    """Refuse a list of parts no manifest may hold (spec [ZR-DS-006], [ZR-DS-008]) before any
+    part is opened; the first `earlier` names are the latest version's, kept by extend."""
+    if not names:
+        raise ValueError(f"{where.shown!r}: a dataset needs at least one part")
+    if len(names) > _manifest.PARTS_MAX:
+        kept = f" ({earlier:,} of them the latest version's)" if earlier else ""
+        raise ValueError(f"{where.shown!r}: {len(names):,} parts given{kept}; a dataset has at "
+                         f"most {_manifest.PARTS_MAX:,} (write larger parts)")
+    first: dict[str, int] = {}
+    for k, name in enumerate(names):
+        if name in first:
+            j = first[name]
+            said = (f"is part {j} of the latest version already" if j < earlier else
+                    f"is given as part {j} and again as part {k}")
+            raise ValueError(f"{where.shown!r}: {name!r} {said}: a dataset names each part once "
+                             "[ZR-DS-006]")
+        first[name] = k
 
 
 def extend_dataset(path: StoreLocation, parts: Sequence[str | os.PathLike[str]], *,
@@ -778,6 +807,7 @@ def extend_dataset(path: StoreLocation, parts: Sequence[str | os.PathLike[str]],
     where = _Location(path, storage_options)
     latest = read_manifest(where, None)
     names = [p.name for p in latest.parts] + [_part_name(where, p) for p in parts]
+    _check_part_list(where, names, earlier=len(latest.parts))
     return publish_dataset(path, names, version=latest.version + 1,
                            storage_options=storage_options)
 

@@ -92,17 +92,24 @@ def _info(ds: DenseDataset | RaggedDataset, args: argparse.Namespace) -> int:
 
 
 def _verify(ds: DenseDataset | RaggedDataset, args: argparse.Namespace) -> int:
-    """Every part in order; exit 1 at the first corrupt part (the rest are not checked)."""
+    """Every part in order; exit 1 at the first corrupt part (the rest are not checked), or
+    3 when every part was checked and some only in part (records over --max-record-bytes)."""
     started = time.perf_counter()
     results: list[dict[str, Any]] = []
     status = EXIT_OK
+    incomplete: list[str] = []
     for name, part in zip(ds.part_names, ds.parts):
-        status, result, line = _verify_store(part, args, _shown(f"{ds.path}: {name}"))
+        part_status, result, line = _verify_store(part, args, _shown(f"{ds.path}: {name}"))
         results.append({**result, "path": name})
         if not args.json:
             print(_shown(f"{name}: {line}"), flush=True)
-        if status != EXIT_OK:
+        if part_status == EXIT_INVALID:
+            status = part_status
             break
+        if part_status != EXIT_OK:
+            # Checked in part: the parts after it may still be corrupt, so go on.
+            status = part_status
+            incomplete.append(name)
     ok = {EXIT_OK: True, EXIT_RUNTIME: None}.get(status, False)
     seconds = time.perf_counter() - started
     if args.json:
@@ -111,7 +118,10 @@ def _verify(ds: DenseDataset | RaggedDataset, args: argparse.Namespace) -> int:
     elif status == EXIT_OK:
         print(_shown(f"{ds.path}: OK: {len(ds):,} records in {len(ds.parts):,} parts, "
                      f"{_human(ds.stored_bytes)} checked in {seconds:.2f} s"))
+    elif status == EXIT_INVALID:
+        print(_shown(f"{ds.path}: CORRUPT: part {results[-1]['path']}"))
     else:
-        what = "CORRUPT" if status == EXIT_INVALID else "INCOMPLETE"
-        print(_shown(f"{ds.path}: {what}: part {results[-1]['path']}"))
+        print(_shown(f"{ds.path}: INCOMPLETE: {len(incomplete):,} of {len(ds.parts):,} parts "
+                     f"checked in part ({', '.join(incomplete[:5])}"
+                     f"{', ...' if len(incomplete) > 5 else ''}), no corruption found"))
     return status

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +28,12 @@ from zrecord._dtypes import (
     KIND_DENSE,
     KIND_RAGGED,
     NDIM_MAX,
+    codec_code,
+    dtype_code,
     dtype_code_known,
     dtype_from_info,
+    item_shape_tuple,
+    ndim_value,
 )
 from zrecord.errors import (
     BadMagicError,
@@ -110,6 +115,19 @@ class Schema:
                    int(info["dtype_unit"]),  # type: ignore[call-overload]
                    tuple(int(d) for d in shape) if kind == KIND_DENSE and shape is not None  # type: ignore[attr-defined]
                    else None)
+
+    @classmethod
+    def of_arguments(cls, dtype: Any, item_shape: Any, ndim: Any, codec: Any,
+                     dict_bytes: Any) -> Schema:
+        """The schema of a store that ``Dense.create`` (`item_shape` given) or
+        ``Ragged.create`` (`ndim`) would write with these arguments, which are checked as they
+        check them."""
+        _, code, length, unit = dtype_code(dtype)
+        codec_number = codec_code(codec, dict_bytes)[0]
+        if item_shape is not None:
+            shape = item_shape_tuple(item_shape)
+            return cls(KIND_DENSE, code, len(shape), codec_number, length, unit, shape)
+        return cls(KIND_RAGGED, code, ndim_value(ndim), codec_number, length, unit, None)
 
     def describe(self) -> str:
         """``Dense uint8 (3, 32, 32) zstd``: the schema as a person reads it."""

@@ -9,11 +9,17 @@ parts and so the same dataset digest.
 Invariants of this module:
 - Nothing is published until every part is: parts are written into a staging folder inside
   the dataset's (``.zr-tmp-dataset-*``), moved into it once all are done, and only then is the
-  manifest created. A failure of any input, or of a worker, removes the staging folder, so a
-  failed run publishes nothing, and its error names the input (its position and repr) and
-  carries the worker's traceback.
-- The parent only schedules, counts progress and publishes: the user's function runs in the
-  workers (in the calling process when ``workers=1``).
+  manifest created. A failure of any input, of a worker or of the publishing removes the
+  staging folder and the parts moved out of it, so a failed run publishes nothing and leaves
+  nothing, and its error names the input (its position and repr) and carries the worker's
+  traceback.
+- The calling process is one of the writers: it takes runs from the back while ``workers - 1``
+  worker processes take them from the front, so a small import is done before they have
+  started; it also counts progress and publishes. A failure anywhere stops the workers at
+  once (``_stop_workers``).
+- What is published is version 1 of a new dataset, or the next version of the one that
+  ``extend`` found, of the same schema: a dataset that another writer published at the path
+  meanwhile is refused, never replaced by a later version number.
 """
 
 from __future__ import annotations
@@ -38,14 +44,15 @@ from typing import Any
 
 import numpy as np
 
-from zrecord._dataset import dataset_versions, extend_dataset, publish_dataset
+from zrecord._dataset import dataset_versions, extend_dataset, latest_manifest, publish_dataset
 from zrecord._kinds import Dense, Ragged
+from zrecord._manifest import Schema
 from zrecord._objects import is_url, redact
 from zrecord._paths import store_location
 from zrecord._publish import publish_folder
 from zrecord._types import StorageOptions
 from zrecord.console import progress_bar
-from zrecord.errors import StoreExistsError, WorkerError
+from zrecord.errors import SchemaError, StoreExistsError, WorkerError
 
 # Parts a dataset is cut into when the caller does not say (at most; fewer with fewer inputs).
 PARTS_DEFAULT = 64
@@ -138,10 +145,18 @@ def _append(writer: Any, spec: _Spec, out: Any) -> int:
     """Append what the user's function returned for one input; the records appended."""
     if out is None:
         return 0
-    if spec.item_shape is not None and isinstance(out, np.ndarray) and \
-            out.ndim == len(spec.item_shape) + 1:
+    if spec.item_shape is not None and isinstance(out, np.ndarray):
+        if out.ndim != len(spec.item_shape) + 1:
+            raise SchemaError(f"fn returned an array of shape {out.shape} for a Dense dataset of "
+                              f"item_shape {spec.item_shape}: return an array of shape "
+                              f"(n, *item_shape) holding n records (one record x as x[None]), or "
+                              "an iterable of records")
         writer.append(out)
         return int(out.shape[0])
+    if spec.item_shape is None and isinstance(out, np.ndarray) and out.ndim == spec.ndim:
+        raise SchemaError(f"fn returned one array of shape {out.shape} for a Ragged dataset of "
+                          f"ndim {spec.ndim}: return an iterable of records (one record x as "
+                          "[x])")
     if spec.item_shape is not None:
         n = 0
         for record in out:
@@ -177,10 +192,14 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
     ``start_method="fork"`` (Linux) hands `fn` to the workers without pickling it (a function
     defined in a notebook).
 
-    If any input raises, or a worker dies, nothing is published and :class:`WorkerError` says
-    which input (its position and repr) with the worker's traceback. A dataset that exists at
-    `path` is refused unless `extend`, which publishes its next version: its parts, then the
-    new ones. `progress` shows inputs and records done on stderr.
+    With ``workers > 1`` the calling process writes parts too (from the end of the inputs,
+    while the worker processes start). If any input raises, or a worker dies, the workers are
+    stopped, nothing is published and :class:`WorkerError` says which input (its position and
+    repr) with the worker's traceback. A dataset that exists at `path` (or is published there
+    by another writer meanwhile) is refused with :class:`StoreExistsError` unless `extend`,
+    which publishes its next version: its parts, then the new ones, which must have its schema
+    (:class:`SchemaError` before anything is written). `progress` shows inputs and records done
+    on stderr.
 
     `path` may be an ``s3://bucket/prefix`` URL (`storage_options` as for
     :meth:`zrecord.Dense.open`): the parts are written in a private temporary folder (under
@@ -194,12 +213,16 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
     if (item_shape is None) == (ndim is None):
         raise ValueError("write_dataset takes item_shape (a Dense dataset) or ndim (a Ragged "
                          f"one), exactly one; got item_shape={item_shape!r}, ndim={ndim!r}")
-    if not isinstance(workers, int) or workers < 1:
+    if not _positive_int(workers):
         raise ValueError(f"workers must be a positive int; got {workers!r}")
+    if inputs_per_part is not None and not _positive_int(inputs_per_part):
+        raise ValueError(f"inputs_per_part must be a positive int (or None: at most "
+                         f"{PARTS_DEFAULT} parts); got {inputs_per_part!r}")
     per_part = inputs_per_part or math.ceil(len(items) / PARTS_DEFAULT)
-    if not isinstance(per_part, int) or per_part < 1:
-        raise ValueError(f"inputs_per_part must be a positive int; got {inputs_per_part!r}")
-    folder = _destination(path, extend, storage_options)
+    # The arguments are judged here, as the parts' writers will judge them, before any worker
+    # starts; an existing dataset must have this schema to be extended.
+    schema = Schema.of_arguments(dtype, item_shape, ndim, codec, dict_bytes)
+    folder = _destination(path, extend, storage_options, schema)
     spec = _Spec(fn, dtype, None if item_shape is None else tuple(item_shape), ndim, codec,
                  data_shards, dict_bytes, sync)
     token = secrets.token_hex(4)
@@ -213,22 +236,44 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
     try:
         names = _write_parts(spec, staging, token, items, _runs(len(items), per_part),
                              workers, progress, start_method, redact(folder))
-        if url:
+        return _publish(folder, staging, names, extend, progress, storage_options)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(folder: str, staging: str, names: list[str], extend: bool, progress: bool,
+             storage_options: StorageOptions | None) -> int:
+    """Move (or upload) the parts written in `staging` into the dataset and publish its
+    version; a failure removes the parts moved, which no manifest names (uploaded ones stay,
+    as write_dataset's docstring says)."""
+    moved: list[str] = []
+    try:
+        if is_url(folder):
             publish_folder(staging, folder, storage_options=storage_options, progress=progress,
                            verify=False)
         else:
             for name in names:
                 os.rename(os.path.join(staging, name), os.path.join(folder, name))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    if extend and dataset_versions(folder, storage_options=storage_options):
-        return extend_dataset(folder, names, storage_options=storage_options)
-    return publish_dataset(folder, names, storage_options=storage_options)
+                moved.append(name)
+        if extend and dataset_versions(folder, storage_options=storage_options):
+            return extend_dataset(folder, names, storage_options=storage_options)
+        # Version 1 exactly: a dataset another writer published here meanwhile is refused
+        # (StoreExistsError), never published over with the next version number.
+        return publish_dataset(folder, names, version=1, storage_options=storage_options)
+    except BaseException:
+        for name in moved:
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+        raise
 
 
-def _destination(path: Any, extend: bool, storage_options: StorageOptions | None) -> str:
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _destination(path: Any, extend: bool, storage_options: StorageOptions | None,
+                 schema: Schema) -> str:
     """The dataset's folder (made if missing) or s3:// prefix, once it is known that it may be
-    written there: no web server, no dataset unless `extend`."""
+    written there: no web server, no dataset unless `extend`, and then one of `schema`."""
     where = store_location(path, storage_options, role="the dataset")
     url = is_url(where)
     if url and not where.startswith("s3://"):
@@ -238,9 +283,17 @@ def _destination(path: Any, extend: bool, storage_options: StorageOptions | None
     folder = where if url else os.path.abspath(where)
     if not url:
         os.makedirs(folder, exist_ok=True)
-    if dataset_versions(folder, storage_options=storage_options) and not extend:
+    versions = dataset_versions(folder, storage_options=storage_options)
+    if versions and not extend:
         raise StoreExistsError(f"{redact(where)!r} holds a dataset already: pass extend=True to "
                                "publish its next version with new parts, or write elsewhere")
+    if versions:
+        latest = latest_manifest(folder, storage_options)
+        if latest.schema != schema:
+            raise SchemaError(f"{redact(where)!r} holds a {latest.schema.describe()} dataset "
+                              f"(version {latest.version}); these arguments write "
+                              f"{schema.describe()} parts: the parts of a dataset share one "
+                              "schema (nothing was written)")
     return folder
 
 
@@ -259,26 +312,78 @@ def _write_parts(spec: _Spec, staging: str, token: str, items: list[Any],
             return names
         context = multiprocessing.get_context(start_method)
         counts = context.Queue()
-        drain = threading.Thread(target=_drain, args=(counts, update), daemon=True)
+        stop = threading.Event()
+        drain = threading.Thread(target=_drain, args=(counts, update, stop), daemon=True)
         children = min(workers, len(runs)) - 1
+        finished = False
         try:
             with ProcessPoolExecutor(children, mp_context=context, initializer=_start_worker,
                                      initargs=(counts, spec)) as pool:
-                _share(pool, children, spec, staging, names, items, runs, update, drain)
-        except (pickle.PicklingError, AttributeError) as exc:
+                try:
+                    _share(pool, children, spec, staging, names, items, runs, update, drain)
+                except BaseException:
+                    _stop_workers(pool)
+                    raise
+            finished = True
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
             if "pickle" not in str(exc):
                 raise
+            what, advice = _unpicklable(spec, items, start_method)
             raise TypeError(f"write_dataset with workers={workers} and start_method="
-                            f"{start_method!r} sends fn and the inputs to its workers, and they "
-                            f"do not pickle ({exc}): use a function of a module (a script "
-                            "calls write_dataset under `if __name__ == \"__main__\":`), or on "
-                            "Linux start_method=\"fork\" for a function defined in a notebook"
-                            ) from exc
+                            f"{start_method!r} sends {'fn and ' if start_method != 'fork' else ''}"
+                            f"the inputs to its workers, and {what} does not pickle ({exc}): "
+                            f"{advice}") from exc
         finally:
-            counts.put(None)
+            if finished:
+                # The workers have exited, their reports are in the queue: all are counted.
+                counts.put(None)
+            else:
+                # A worker stopped while it held the queue's lock would hold a put forever.
+                stop.set()
             if drain.is_alive():
                 drain.join()
     return names
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End a failed run's workers now: the parts not begun are dropped, those being written
+    are abandoned (their staging folder is removed), so that the error is raised at once, not
+    after the parts queued to the workers have been written for nothing."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+        return
+    # Before 3.14, the pool's own table of its processes (which shutdown() clears).
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+
+
+_FN_ADVICE = ("use a function of a module (a script calls write_dataset under `if __name__ == "
+              "\"__main__\":`), or on Linux start_method=\"fork\" for a function defined in a "
+              "notebook")
+_INPUT_ADVICE = ("inputs are pickled whatever the start method: give inputs that pickle "
+                 "(paths, numbers, tuples of them) and open what they name in fn, or workers=1")
+
+
+def _unpicklable(spec: _Spec, items: list[Any], start_method: str) -> tuple[str, str]:
+    """What of the run does not pickle, as a message says it (fn, sent to spawned workers,
+    or the first input that does not), and what to do."""
+    if start_method != "fork":
+        try:
+            pickle.dumps(spec.fn)
+        except Exception:  # noqa: BLE001 - whatever pickling raises says the same
+            return f"fn ({spec.fn!r})", _FN_ADVICE
+    for index, item in enumerate(items):
+        try:
+            pickle.dumps(item)
+        except Exception:  # noqa: BLE001 - as above
+            shown = repr(item)
+            return (f"input {index} ({shown if len(shown) <= 200 else shown[:200] + '...'})",
+                    _INPUT_ADVICE)
+    return "what it sends", f"{_FN_ADVICE}; {_INPUT_ADVICE}"
 
 
 def _write_here(spec: _Spec, staging: str, name: str, items: list[Any], run: tuple[int, int],
@@ -341,11 +446,12 @@ def _worker_error(failed: list[tuple[int, BaseException | None]],
     return exc
 
 
-def _drain(counts: Any, update: Callable[[int], object]) -> None:
-    """Count the inputs workers report done until told to stop (None)."""
-    while True:
+def _drain(counts: Any, update: Callable[[int], object], stop: threading.Event) -> None:
+    """Count the inputs workers report done until told to stop (None in the queue, or `stop`
+    set when the workers were ended)."""
+    while not stop.is_set():
         try:
-            item = counts.get(timeout=1.0)
+            item = counts.get(timeout=0.1)
         except queue.Empty:
             continue
         if item is None:
