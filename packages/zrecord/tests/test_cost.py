@@ -115,6 +115,14 @@ def test_the_cost_command(tokens, capsys):
     assert result["price"]["usd_per_million_gets"] == 1e6
 
 
+@pytest.mark.parametrize("option", ["--block-bytes", "--request-bytes-max"])
+def test_the_cost_command_refuses_a_size_of_zero_as_a_usage_error(tokens, capsys, option):
+    with pytest.raises(SystemExit) as exit_:
+        main(["cost", str(tokens), option, "0"])
+    assert exit_.value.code == 2
+    assert f"argument {option}: invalid size '0': at least 1 byte" in capsys.readouterr().err
+
+
 # --- [O3] point 3: the request cost model's gap -------------------------------------------
 
 

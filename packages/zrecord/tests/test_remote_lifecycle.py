@@ -214,32 +214,23 @@ def test_a_record_in_two_chunks_of_one_eviction_read_between_their_punches(http_
         assert other.remote_stats()["evictions"] > 0
 
 
-def test_a_reader_without_a_budget_counts_the_punches_of_readers_with_one(http_folder, straddling,
-                                                                          tmp_path, monkeypatch):
-    """A reader of a shared mirror without a budget of its own, whose record another reader's
-    evictions punch out twice during one read. Was: ChecksumError, since a reader without a
-    budget counted no evictions at all and allowed one refetch."""
+def test_readers_with_and_without_a_budget_do_not_share_a_mirror(http_folder, straddling, tmp_path):
+    """A reader without a budget fills its mirror whole; one with a budget in the same cache
+    folder keeps within it. Was: one mirror for both (a store without index parts), whose bytes
+    the reader without a budget had fetched unstamped, so that the budget could never evict
+    them: the budgeted reader held the whole store, past its 4 MiB."""
     folder, data = straddling
     url = _serve(http_folder, folder)
     shared = {"cache_dir": str(tmp_path / "c")}
-    with Dense.open(url, storage_options=shared) as ds, \
-            Dense.open(url, storage_options={**shared, "cache_bytes": 4 << 20}) as other:
-        rec = 7
-        chunk = int(ds._remote._located(np.array([rec], np.uint64)).offsets[0]) // CHUNK_BYTES
-        ds[[rec]]
-        budget = other._remote._budget
-
-        def evict(k: int) -> None:
-            # Before each of the first two gathers, the other reader fills the mirror past its
-            # budget and evicts, the record's chunk first.
-            if k <= 2:
-                other._remote.ensure(np.arange(RECORDS))
-                _age(budget, [chunk])
-                budget.check()
-
-        calls = _before_gathers(monkeypatch, ds, evict)
-        np.testing.assert_array_equal(ds[[rec]][0], data[rec])
-        assert len(calls) == 3
+    budget = 4 << 20
+    with Dense.open(url, storage_options=shared) as whole:
+        np.testing.assert_array_equal(whole[np.arange(RECORDS)], data)
+        with Dense.open(url, storage_options={**shared, "cache_bytes": budget}) as small:
+            np.testing.assert_array_equal(small[np.arange(0, RECORDS, 3)][:4], data[0:12:3])
+            assert small.remote_stats()["cache_bytes"] <= budget
+            assert small.remote_stats()["requests"] > 0  # it did not read the other's mirror
+    mirrors = [p for p in (tmp_path / "c").iterdir() if not p.name.startswith(".")]
+    assert len(mirrors) == 2
 
 
 # --- [R2] 11: a gather racing close() ------------------------------------------------------

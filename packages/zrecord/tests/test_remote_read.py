@@ -5,6 +5,7 @@ mirror misbehaves."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 import numpy as np
@@ -244,6 +245,24 @@ def _served_tokens(http_folder, local_stores) -> str:
     for name in ORDER:
         http_folder.write(f"tokens/{name}", (root / "tokens" / name).read_bytes())
     return http_folder.url_for("tokens")
+
+
+def test_a_write_to_the_mirror_that_fails_names_the_object_and_the_mirror(http_folder, local_stores,
+                                                                          tmp_path, monkeypatch):
+    from zrecord import _remote
+    from zrecord.errors import StoreOSError
+
+    url = _served_tokens(http_folder, local_stores)
+
+    def full(fd, data, at):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with Ragged.open(url, storage_options={"cache_dir": str(tmp_path / "m")}) as store:
+        monkeypatch.setattr(_remote, "pwrite_all", full)  # what a gather fetches, once open
+        with pytest.raises(StoreOSError, match=r"/tokens/(data-00\d\.zrd|index\.zr[is]): cannot write its bytes "
+                           r"[0-9,]+\.\.[0-9,]+ into the mirror .*No space left on device \(free "
+                           r"room there, or give storage_options a smaller cache_bytes"):
+            store[[0, 1]]
 
 
 def test_throttling_drops_and_short_bodies_are_retried(http_folder, local_stores):

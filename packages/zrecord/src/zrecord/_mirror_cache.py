@@ -16,7 +16,8 @@ Invariants of this module:
   it. Each punch damages a record's bytes at most once between two fetches of it (a fetch that
   follows the punch finds the punch complete: the file system orders them), so a record read
   fails at most once more than the punches counted since the read began (``Mirror.read``).
-  Readers of a mirror without a budget of their own read the word too (``PunchWord``).
+  Only readers with a budget share a mirror that has one (``Mirror._key``): a reader without
+  one never stamps what it fetches, so its bytes could never be evicted.
 - The unit is a chunk: ``chunk_bytes_for(the shards' bytes)`` of one shard file (the same for
   every reader of the store). ``lru.u64`` holds after its punch word,
   per chunk, the time (ns since the epoch) of its last write or read, 0 for a chunk holding
@@ -547,20 +548,3 @@ def punches_since(before: int, now: int) -> int:
     """The punches begun between two looks at a punch word, `before` and `now`, the one under
     way at the first look included (module docstring)."""
     return (now - (before & ~1) + 1) >> 1
-
-
-class PunchWord:
-    """The punch word of a shared mirror, for a reader without a budget of its own: readers
-    with one punch its records all the same. 0 until one of them has made ``lru.u64``."""
-
-    def __init__(self, root: str) -> None:
-        self._path = os.path.join(root, "lru.u64")
-        self._word: np.memmap[Any, np.dtype[np.uint64]] | None = None
-
-    def __call__(self) -> int:
-        if self._word is None:
-            try:
-                self._word = np.memmap(self._path, "<u8", "r", shape=(1,))
-            except (OSError, ValueError):  # not made yet, or being made (still empty)
-                return 0
-        return int(self._word[0])

@@ -114,7 +114,7 @@ import numpy as np
 from zrecord import _native
 from zrecord._foresight import Foresight
 from zrecord._index import distinct
-from zrecord._mirror_cache import Budget, PunchWord, file_of, punches_since
+from zrecord._mirror_cache import Budget, file_of, punches_since
 from zrecord._mirror_files import (
     ASIDE_PREFIX,
     BUILD_PREFIX,
@@ -208,8 +208,6 @@ def _claim_says(client: Client) -> str:
 class Mirror:
     """The local mirror of one remote store, and the fetches that fill it (module docstring)."""
 
-    # The punch word of a shared mirror read without a budget, made on first use (_punch_word).
-    _shared_punches: PunchWord | None = None
     # Set by close(), under the lock: no fetch starts after it (_submit).
     _closed = False
     # The threads that write large GETs to the mirror (_write_off_loop), made on first use.
@@ -448,11 +446,15 @@ class Mirror:
                                  "the store was opened (replaced, or being uploaded); open it again")
 
     def _key(self, header: bytearray) -> str:
-        """The mirror's name in its folder: one per user, URL, objects' ETags and header."""
+        """The mirror's name in its folder: one per user, URL, objects' ETags and header, and
+        apart for readers with a budget: a reader without one never stamps what it reads in
+        lru.u64, so the bytes it fetched into a shared mirror could never be evicted."""
         # By part, only header.zrh's ETag is known at open; the header commits to the rest
         # (its sums chain to every index entry, the entries to every record).
         parts = [_KEY_VERSION, "by part" if self.by_part else "whole", str(os.geteuid()),
                  self.client.url, *(f"{k}={v}" for k, v in sorted(self.etags.items()))]
+        if self.options.cache_bytes is not None:
+            parts.append("budget")
         return hashlib.sha256("\n".join(parts).encode() + header).hexdigest()[:32]
 
     def _place(self, plan: _Plan) -> Files:
@@ -752,15 +754,9 @@ class Mirror:
             return result
 
     def _punch_word(self) -> int:
-        """The mirror's punch word (_mirror_cache): this reader's budget's, else that of the
-        readers with a budget that share the mirror, else 0 (a private mirror, no budget)."""
-        if self._budget is not None:
-            return self._budget.punch_word()
-        if self.options.cache_dir is None:
-            return 0
-        if self._shared_punches is None:
-            self._shared_punches = PunchWord(self.root)
-        return self._shared_punches()
+        """The mirror's punch word (_mirror_cache): this reader's budget's, else 0 (a mirror
+        without a budget is shared only by readers without one, and nothing punches it)."""
+        return self._budget.punch_word() if self._budget is not None else 0
 
     def ensure(self, idx: np.ndarray, *, force: bool = False, holds: list[Budget] | None = None) -> _Places:
         """Fetch the records of `idx` that the mirror does not hold (all of them with `force`),
@@ -1209,7 +1205,8 @@ class Mirror:
         assert self._slots is not None
         async with self._slots:
             data = await self._get(_PART_FILES[part], start, end)
-        pwrite_all(self._index_fds[part], data, start)
+        with self._writing(_PART_FILES[part], start, len(data)):
+            pwrite_all(self._index_fds[part], data, start)
         with self._lock:
             self.index_requests += 1
             self.index_bytes += len(data)
@@ -1262,10 +1259,11 @@ class Mirror:
         assert self._slots is not None
         async with self._slots:
             data = await self._get(name, start, end)
-        if len(data) >= WRITE_THREAD_BYTES:
-            await self._write_off_loop(self._fd(shard), data, start)
-        else:
-            pwrite_all(self._fd(shard), data, start)
+        with self._writing(name, start, len(data)):
+            if len(data) >= WRITE_THREAD_BYTES:
+                await self._write_off_loop(self._fd(shard), data, start)
+            else:
+                pwrite_all(self._fd(shard), data, start)
         if self._budget is not None:
             self._budget.wrote(shard, start, start + len(data))
         with self._lock:
@@ -1273,6 +1271,21 @@ class Mirror:
             self.bytes_fetched += len(data)
         self._mark(recs)
         self._mark(await self._inside(shard, start, start + len(data), recs))
+
+    @contextlib.contextmanager
+    def _writing(self, name: str, start: int, size: int) -> Iterator[None]:
+        """A write of object `name`'s bytes [start, start + size) into the mirror: its
+        failure (a full disk, a quota) as a StoreOSError naming the object and the mirror."""
+        try:
+            yield
+        except OSError as exc:
+            if isinstance(exc, ZrecordError):
+                raise
+            raise StoreOSError(exc.errno or _errno.EIO, f"{self.client.where(name)}: cannot write "
+                               f"its bytes {start:,}..{start + size:,} into the mirror "
+                               f"{self._where()}: {exc.strerror or exc} (free room there, or give "
+                               "storage_options a smaller cache_bytes or another cache_dir)"
+                               ) from None
 
     async def _write_off_loop(self, fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
         """`pwrite_all` on one of the mirror's writer threads (module docstring); cancelled,

@@ -140,6 +140,14 @@ def _byte_size(text: str) -> int:
     return int(match.group(1)) * _SIZE_UNITS[unit]
 
 
+def _positive_byte_size(text: str) -> int:
+    """`_byte_size`, at least 1 byte."""
+    size = _byte_size(text)
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: at least 1 byte")
+    return size
+
+
 def _shown(text: str) -> str:
     """`text` with every character that is not printable written as Python's repr writes it
     (``\\x1b``, ``\\n``, ``\\u202e``), and a byte of a name that is not UTF-8 (decoded by
@@ -687,13 +695,13 @@ def _parser() -> argparse.ArgumentParser:
                                 + ("" if name == "head" else " (raw stores need no decoding "
                                    "and are always checked whole)"))
         if name == "cost":
-            p.add_argument("--block-bytes", type=_byte_size, default=BLOCK_BYTES_DEFAULT,
+            p.add_argument("--block-bytes", type=_positive_byte_size, default=BLOCK_BYTES_DEFAULT,
                            metavar="SIZE", help="stored bytes of a block (binary units: 8M), "
                            "as loaderx.sampler.block_records(store, block_bytes) sizes it")
             p.add_argument("--gap-bytes", type=_byte_size, default=0, metavar="SIZE",
                            help="neighbouring records of one shard at most SIZE apart share a "
                                 "request (the gap is downloaded too)")
-            p.add_argument("--request-bytes-max", type=_byte_size, metavar="SIZE",
+            p.add_argument("--request-bytes-max", type=_positive_byte_size, metavar="SIZE",
                            default=REQUEST_BYTES_MAX_DEFAULT, help="the largest request")
             p.add_argument("--price", choices=sorted(PRICES), default="s3-standard",
                            help="list prices: " + "; ".join(f"{k}: {v.source}"
