@@ -25,7 +25,9 @@ def tokens(tmp_path):
 
 
 def _runs(store, block: int, gap: int, most: int) -> tuple[int, int]:
-    """The requests of reading every block, counted record by record (the definition)."""
+    """The requests of reading every block, counted record by record as the mirror makes them
+    (the definition): a record joins the request before it if it lies in its shard, within
+    `gap` of its end, and the request then spans at most `most` bytes."""
     requests = nbytes = 0
     n = len(store)
     for start in range(0, n, block):
@@ -34,16 +36,14 @@ def _runs(store, block: int, gap: int, most: int) -> tuple[int, int]:
         places = sorted((int(s), int(o), int(z)) for s, o, z in zip(shards, offsets, sizes) if z)
         run = None
         for shard, offset, size in places:
-            if run and run[0] == shard and offset <= run[2] + gap:
+            if run and run[0] == shard and offset <= run[2] + gap and offset + size - run[1] <= most:
                 run[2] = offset + size
                 continue
             if run:
-                span = run[2] - run[1]
-                requests, nbytes = requests + -(-span // most), nbytes + span
+                requests, nbytes = requests + 1, nbytes + run[2] - run[1]
             run = [shard, offset, offset + size]
         if run:
-            span = run[2] - run[1]
-            requests, nbytes = requests + -(-span // most), nbytes + span
+            requests, nbytes = requests + 1, nbytes + run[2] - run[1]
     return requests, nbytes
 
 
@@ -91,6 +91,26 @@ def test_cost_by_url_fetches_only_index_parts(tokens, http_folder):
         stats = remote.remote_stats()
         shards, offsets, sizes = local._locations(idx.astype(np.uint64))
         assert stats["delivered_bytes"] == int(sizes.sum()) <= stats["bytes"]
+
+
+@pytest.mark.remote
+@pytest.mark.parametrize("size, most", [(600, 1000), (2500, 1000), (100, 1000)])
+def test_the_block_estimate_counts_the_requests_the_mirror_makes(http_folder, tmp_path, size, most):
+    """Records back to back, blocks of 4, requests of at most `most` bytes: the mirror never
+    splits a record, so records of 600 bytes go one per request (the estimate said 3 a block
+    of 2,400 bytes) and records of 2,500 bytes one each (it said 10 a block)."""
+    with Dense.create(tmp_path / "d", np.uint8, (size,), codec="raw", data_shards=1) as w:
+        w.append(np.arange(12 * size, dtype=np.uint64).astype(np.uint8).reshape(12, size))
+    for f in (tmp_path / "d").iterdir():
+        http_folder.write(f"c{size}/{f.name}", f.read_bytes())
+    options = {"gap_bytes": 0, "request_bytes_max": most, "cache_dir": str(tmp_path / "m")}
+    with zrecord.open_store(http_folder.url_for(f"c{size}"), storage_options=options) as remote:
+        blocks = epoch_cost(remote, block_records=4, request_bytes_max=most)[1]
+        for start in range(0, 12, 4):
+            remote[np.arange(start, start + 4)]
+        stats = remote.remote_stats()
+        assert (blocks.requests, blocks.bytes) == (stats["requests"], stats["bytes"])
+        assert blocks.requests == _runs(remote, 4, 0, most)[0]
 
 
 def test_bad_settings_are_clear_errors(tokens):

@@ -10,7 +10,9 @@ Invariants of this module:
   sized from ``block_bytes`` the same way: at least 1, ``block_bytes * records //
   stored_bytes``). Its records are read in requests of at most ``request_bytes_max``
   bytes, joining neighbours of one shard whose gap is at most ``gap_bytes``, as the mirror
-  joins them; a run longer than ``request_bytes_max`` counts ``ceil(span / max)`` requests.
+  joins them: a request takes the records of a run in order while it spans at most
+  ``request_bytes_max`` bytes, and never splits a record (one larger than that is one request
+  of its own), so a run longer than that counts the requests the mirror cuts it into.
 - Memory is bounded by ``_CHUNK_RECORDS`` locations at a time, whatever the store's size.
 - Prices are per million GET requests and per GB (10^9 bytes) transferred; the named
   profiles are list prices as dated in ``PRICES``, and any can be given instead.
@@ -228,8 +230,20 @@ def _block_requests(block: np.ndarray, shards: np.ndarray, offsets: np.ndarray,
     starts = np.flatnonzero(new)
     last = np.append(starts[1:], block.size) - 1
     spans = (ends[last] - offsets[starts]).astype(np.int64)
-    requests = int(((spans + most - 1) // most).sum())
-    return requests, int(spans.sum())
+    short = spans <= most
+    requests, nbytes = int(np.count_nonzero(short)), int(spans[short].sum())
+    # A run longer than one request is cut as the mirror cuts it (Mirror._runs): each request
+    # from the first record it lacks, while the span stays within `most`, at least one record.
+    # There are at most stored bytes / `most` such runs, and as many requests in them.
+    for a, b in zip(starts[~short].tolist(), (last[~short] + 1).tolist()):
+        o, e = offsets[a:b].astype(np.int64), ends[a:b].astype(np.int64)
+        at = 0
+        while at < o.shape[0]:
+            upto = max(at + 1, int(np.searchsorted(e, o[at] + most, side="right")))
+            requests += 1
+            nbytes += int(e[upto - 1] - o[at])
+            at = upto
+    return requests, nbytes
 
 
 def _at_least(name: str, value: Any, least: int) -> int:
