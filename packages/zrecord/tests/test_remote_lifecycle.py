@@ -233,6 +233,32 @@ def test_readers_with_and_without_a_budget_do_not_share_a_mirror(http_folder, st
     assert len(mirrors) == 2
 
 
+def test_a_record_punched_out_under_its_read_again_and_again_is_sheltered_once_refetched(
+        http_folder, straddling, tmp_path, monkeypatch):
+    """Two readers sharing a budget too small for both: before each gather of this reader, the
+    other fetches the whole store and evicts, and the record's chunk is the one it may take
+    (foreseen, far ahead; everything else fetched and not read yet). Was: the record punched
+    out under each of its refetches, then ChecksumError for an intact record after 8 tries."""
+    folder, data = straddling
+    url = _serve(http_folder, folder)
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": _mirror_cache.BUDGET_MIN_BYTES}
+    with Dense.open(url, storage_options=opts) as ds, Dense.open(url, storage_options=opts) as other:
+        rec = 7
+        chunk = int(ds._remote._located(np.array([rec], np.uint64)).offsets[0]) // CHUNK_BYTES
+        budget = other._remote._budget
+        # A reader foresees the record's chunk far ahead: the one an eviction takes first.
+        budget._hints[chunk] = time.time_ns() + 20 * 10**9
+
+        def evict(k: int) -> None:
+            other._remote.ensure(np.arange(RECORDS))
+            budget.check()
+
+        calls = _before_gathers(monkeypatch, ds, evict)
+        np.testing.assert_array_equal(ds[[rec]][0], data[rec])
+        assert 2 <= len(calls) <= 3  # punched once (or twice: the first fetch, the refetch)
+        assert other.remote_stats()["evictions"] > 0
+
+
 # --- [R2] 11: a gather racing close() ------------------------------------------------------
 
 

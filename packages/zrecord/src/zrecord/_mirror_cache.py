@@ -300,6 +300,16 @@ class Budget:
         held = chunks[np.asarray(self._stamps[chunks]) != 0]
         self._stamps[held] = np.uint64(time.time_ns() | FRESH)
 
+    def shelter(self, chunks: np.ndarray) -> None:
+        """Chunks `chunks` hold a gather's records that evictions punched out under it: their
+        hints are cleared, so that once fetched again (FRESH) no eviction takes them before they
+        are read (``touch``) or FRESH_NS has passed. Otherwise readers sharing a budget too
+        small for their gathers together punch each other's foreseen records out again and
+        again, and a record failed its read as corrupt after _REFETCHES_MAX tries. The mirror
+        may then go past its budget by such a batch, as ``reserve`` allows. Unlocked: a
+        reader's next refresh may hint them again, which costs at most a fetch."""
+        self._hints[chunks] = 0
+
     def wrote(self, shard: int, start: int, end: int) -> None:
         """Bytes [start, end) of shard `shard` were written now, to be read soon (FRESH)."""
         chunks = self._chunks(np.array([shard]), np.array([start]), np.array([end]))

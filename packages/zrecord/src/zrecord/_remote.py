@@ -740,10 +740,14 @@ class Mirror:
                 # Once for bytes that were bad before (a damaged or half-written mirror), and
                 # once for each punch since the read began, by any reader of the mirror: each
                 # damages a record at most once (_mirror_cache's module docstring).
-                allowed = min(_REFETCHES_MAX, 1 + punches_since(before, self._punch_word()))
+                punched = punches_since(before, self._punch_word())
+                allowed = min(_REFETCHES_MAX, 1 + punched)
                 if rec is None or refetched.get(rec, 0) >= allowed:
                     raise
                 refetched[rec] = refetched.get(rec, 0) + 1
+                if punched and self._budget is not None and chunks is not None:
+                    # Punched out under the read: what is fetched again stays until read.
+                    self._budget.shelter(chunks)
                 # What an eviction took since has lost its bit and comes back with the rest;
                 # the failed record is fetched whatever its bit says.
                 self.ensure(idx, holds=holds)
