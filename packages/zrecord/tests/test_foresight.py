@@ -183,7 +183,7 @@ def test_a_fetch_that_must_be_made_evicts_again_what_a_prefetch_stamped_under_it
         admitted = budget.reserve(3 << 20, None, hold=True, beyond=now)
         try:
             assert admitted == 3 << 20
-            assert budget.used() + budget._reserved <= budget.budget, (budget.used(), budget._reserved)
+            assert budget.used() + budget._admission.reserved <= budget.budget, (budget.used(), budget._admission.reserved)
             assert evictions[0] == 3  # with beyond, without, and again
         finally:
             budget.release(admitted)

@@ -259,6 +259,26 @@ def test_a_record_punched_out_under_its_read_again_and_again_is_sheltered_once_r
         assert other.remote_stats()["evictions"] > 0
 
 
+def test_readers_of_one_mirror_in_one_process_admit_their_fetches_together(http_folder, straddling,
+                                                                           tmp_path):
+    """Two readers of one budgeted mirror in one process: what one admitted for its fetches
+    under way is room the other cannot take. Was: each counted only its own, and two loaders
+    together held the mirror 15-47% past its budget."""
+    folder, data = straddling
+    url = _serve(http_folder, folder)
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": _mirror_cache.BUDGET_MIN_BYTES}
+    with Dense.open(url, storage_options=opts) as a, Dense.open(url, storage_options=opts) as b:
+        first, second = a._remote._budget, b._remote._budget
+        room = first.budget - first.used()
+        assert first.reserve(room - 4096, partial=True) == room - 4096
+        assert second.reserve(1 << 20, partial=True) == 4096  # only what the first left
+        first.release(room - 4096)
+        assert second.reserve(1 << 20, partial=True) == 1 << 20
+        second.release(4096 + (1 << 20))
+        np.testing.assert_array_equal(b[[3, 1]], data[[3, 1]])
+    assert _mirror_cache._admissions == {}  # gone with their readers
+
+
 # --- [R2] 11: a gather racing close() ------------------------------------------------------
 
 
