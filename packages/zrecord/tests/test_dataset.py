@@ -545,6 +545,40 @@ def test_a_failure_stops_the_workers_instead_of_waiting_for_their_parts(tmp_path
     assert os.listdir(tmp_path / "w") == []
 
 
+_KILLED_RUN = """
+import os, signal, sys
+import numpy as np
+import zrecord
+
+def fn(i):
+    if i == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # the run dies: no finally, no exit handlers
+    return np.full((1, 2), i, np.int64)
+
+zrecord.write_dataset(sys.argv[1], fn, range(4), dtype=np.int64, item_shape=(2,), codec="raw",
+                      inputs_per_part=1, progress=False)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_the_staging_folder_of_a_run_that_died_is_shown_and_removed_by_the_next(tmp_path, capsys):
+    import subprocess
+
+    from zrecord.cli import main
+
+    root = tmp_path / "ds"
+    died = subprocess.run([sys.executable, "-c", _KILLED_RUN, str(root)], check=False)
+    assert died.returncode == -9
+    (left,) = [n for n in os.listdir(root) if not n.endswith(".lock")]
+    assert left.startswith(".parts.zr-tmp-") and (root / (left + ".lock")).exists()
+    main(["info", str(root)])
+    assert "its writer is gone" in capsys.readouterr().out
+    assert zrecord.write_dataset(root, _records_of, [1, 2], dtype=np.int64, item_shape=(2,),
+                                 codec="raw", progress=False) == 1
+    assert sorted(os.listdir(root)) == ["dataset-00000001.zrm", *sorted(
+        n for n in os.listdir(root) if n.startswith("part-"))]
+
+
 # -- by URL ----------------------------------------------------------------------------------
 
 

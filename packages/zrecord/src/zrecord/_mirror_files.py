@@ -83,19 +83,20 @@ class Files:
 
 
 class PrivateFolder:
-    """A reader's private mirror folder, ``zrecord-remote-<hex>`` in TMPDIR, with its lock beside
-    it (locked_name) held for the reader's life: the folder of a reader that died without
-    close() (SIGKILL, a crash) is removed by the next reader that makes a private folder
-    (reap). cleanup() removes it at close(); its _finalizer also does when the reader is
-    dropped unclosed, or at exit, and Mirror._adopt detaches it in a forked child (the folder
-    stays the parent's, whose lock the child's copy of the descriptor shares)."""
+    """A reader's private mirror folder, ``zrecord-remote-<hex>`` in TMPDIR (or `prefix<hex>`
+    in `base`: write_dataset's staging folder), with its lock beside it (locked_name) held for
+    the reader's life: the folder of a reader that died without close() (SIGKILL, a crash) is
+    removed by the next reader that makes a private folder there (reap). cleanup() removes it
+    at close(); its _finalizer also does when the reader is dropped unclosed, or at exit, and
+    Mirror._adopt detaches it in a forked child (the folder stays the parent's, whose lock the
+    child's copy of the descriptor shares)."""
 
-    def __init__(self) -> None:
-        base = tempfile.gettempdir()
+    def __init__(self, base: str | None = None, prefix: str = PRIVATE_PREFIX) -> None:
+        base = tempfile.gettempdir() if base is None else base
         base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            reap(base, base_fd, (PRIVATE_PREFIX,))
-            name, lock = locked_name(base_fd, PRIVATE_PREFIX)
+            reap(base, base_fd, (prefix,))
+            name, lock = locked_name(base_fd, prefix)
             try:
                 os.mkdir(name, 0o700, dir_fd=base_fd)
             except BaseException:

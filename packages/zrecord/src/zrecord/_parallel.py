@@ -8,7 +8,8 @@ parts and so the same dataset digest.
 
 Invariants of this module:
 - Nothing is published until every part is: parts are written into a staging folder inside
-  the dataset's (``.zr-tmp-dataset-*``), moved into it once all are done, and only then is the
+  the dataset's (``.parts.zr-tmp-*``, locked for the run, so that the next run removes one
+  whose writer died), moved into it once all are done, and only then is the
   manifest created. A failure of any input, of a worker or of the publishing removes the
   staging folder and the parts moved out of it, so a failed run publishes nothing and leaves
   nothing, and its error names the input (its position and repr) and carries the worker's
@@ -47,6 +48,7 @@ import numpy as np
 from zrecord._dataset import dataset_versions, extend_dataset, latest_manifest, publish_dataset
 from zrecord._kinds import Dense, Ragged
 from zrecord._manifest import Schema
+from zrecord._mirror_files import PrivateFolder
 from zrecord._objects import is_url, redact
 from zrecord._paths import store_location
 from zrecord._publish import publish_folder
@@ -54,6 +56,9 @@ from zrecord._types import StorageOptions
 from zrecord.console import progress_bar
 from zrecord.errors import SchemaError, StoreExistsError, WorkerError
 
+# The staging folder of a run, with a hex name after it, locked beside it (`.lock`): a
+# writer's temporary as `zrecord info` knows them (`.NAME.zr-tmp-`).
+STAGING_PREFIX = ".parts.zr-tmp-"
 # Parts a dataset is cut into when the caller does not say (at most; fewer with fewer inputs).
 PARTS_DEFAULT = 64
 # How often a worker reports its inputs done to the parent's progress bar, at most (seconds).
@@ -226,19 +231,18 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
     spec = _Spec(fn, dtype, None if item_shape is None else tuple(item_shape), ndim, codec,
                  data_shards, dict_bytes, sync)
     token = secrets.token_hex(4)
-    url = is_url(folder)
     cache_dir = (storage_options or {}).get("cache_dir")
-    staging = (tempfile.mkdtemp(prefix=f".zr-tmp-dataset-{token}-",
-                                dir=None if cache_dir is None else str(cache_dir)) if url
-               else os.path.join(folder, f".zr-tmp-dataset-{token}"))
-    if not url:
-        os.mkdir(staging)
+    base = folder if not is_url(folder) else \
+        tempfile.gettempdir() if cache_dir is None else str(cache_dir)
+    # Locked for the run: the staging folder of a run that died (SIGKILL, a crash) is shown by
+    # `zrecord info` as a write whose writer is gone, and removed by the next run here.
+    staging = PrivateFolder(base, STAGING_PREFIX)
     try:
-        names = _write_parts(spec, staging, token, items, _runs(len(items), per_part),
+        names = _write_parts(spec, staging.name, token, items, _runs(len(items), per_part),
                              workers, progress, start_method, redact(folder))
-        return _publish(folder, staging, names, extend, progress, storage_options)
+        return _publish(folder, staging.name, names, extend, progress, storage_options)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        staging.cleanup()
 
 
 def _publish(folder: str, staging: str, names: list[str], extend: bool, progress: bool,
