@@ -279,6 +279,57 @@ def test_readers_of_one_mirror_in_one_process_admit_their_fetches_together(http_
     assert _mirror_cache._admissions == {}  # gone with their readers
 
 
+def test_close_waits_for_an_eviction_under_way_before_closing_what_it_punches(
+        http_folder, straddling, tmp_path, monkeypatch):
+    """close() while another thread's eviction is about to punch: the shard's descriptor must
+    still be the shard's when the punch runs. Was: close() closed it under the eviction, whose
+    punch then went to a closed descriptor, or to whatever file had been given its number."""
+    folder, data = straddling
+    url = _serve(http_folder, folder)
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": _mirror_cache.BUDGET_MIN_BYTES}
+    ds = Dense.open(url, storage_options=opts)
+    ds._remote.ensure(np.arange(RECORDS))  # past the budget (fetched, so not evicted yet)
+    _age(ds._remote._budget, [])  # read a while ago: the next check evicts
+    shard = os.fstat(ds._remote._fd(0))
+    punching, go = threading.Event(), threading.Event()
+    targets: list[tuple[int, int] | None] = []
+    real_punch = _mirror_cache._punch
+
+    def gated(fd: int, offset: int, length: int) -> None:
+        punching.set()
+        assert go.wait(timeout=20)
+        try:
+            st = os.fstat(fd)
+            targets.append((st.st_dev, st.st_ino))
+        except OSError:
+            targets.append(None)
+        real_punch(fd, offset, length)
+
+    monkeypatch.setattr(_mirror_cache, "_punch", gated)
+    budget = ds._remote._budget
+    ended: list[BaseException | None] = []
+
+    def evict() -> None:
+        try:
+            budget.check()
+            ended.append(None)
+        except ClosedError as exc:  # the rest of the eviction, after the punch: the store closed
+            ended.append(exc)
+
+    evicting = threading.Thread(target=evict)
+    evicting.start()
+    assert punching.wait(timeout=20)
+    closing = threading.Thread(target=ds.close)
+    closing.start()
+    closing.join(timeout=0.5)
+    assert closing.is_alive()  # waiting for the eviction under way
+    go.set()
+    evicting.join(timeout=20)
+    closing.join(timeout=20)
+    assert not closing.is_alive() and len(ended) == 1 and targets
+    assert all(t == (shard.st_dev, shard.st_ino) for t in targets), targets
+
+
 # --- [R2] 11: a gather racing close() ------------------------------------------------------
 
 

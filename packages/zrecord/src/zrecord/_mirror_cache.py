@@ -234,7 +234,11 @@ class Budget:
         self._stamps = self._words[1:1 + self.chunk_count]
         self._hints = self._words[1 + self.chunk_count:]
         self._lock_fd = lock_fd
+        # Held by every eviction, and by close(): no punch runs once close() has returned, so
+        # a shard descriptor closed after it, its number reused by another file, is never
+        # punched (that would zero part of an unrelated file).
         self._thread_lock = threading.Lock()
+        self._closed = False
         self._by_shard: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.evicted_bytes = 0
         self._admission_key, self._admission = _admission_of(lock_fd)
@@ -383,6 +387,8 @@ class Budget:
         if self.used() <= self.budget or not self._thread_lock.acquire(blocking=False):
             return
         try:
+            if self._closed:
+                return
             try:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -460,6 +466,8 @@ class Budget:
         """`_evict` under the eviction locks; what it passed over (0 when another process
         evicts)."""
         with self._thread_lock:
+            if self._closed:
+                return 0
             try:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -585,9 +593,13 @@ class Budget:
         return self._by_shard[shard]
 
     def close(self) -> None:
-        _admission_done(self._admission_key, self._admission)
-        os.close(self._lock_fd)
-        self._by_shard = {}
+        """Once an eviction under way has ended: no eviction after it (the caller closes the
+        shard descriptors after this)."""
+        with self._thread_lock:
+            self._closed = True
+            _admission_done(self._admission_key, self._admission)
+            os.close(self._lock_fd)
+            self._by_shard = {}
 
 
 def _expand(first: np.ndarray, spans: np.ndarray) -> np.ndarray:

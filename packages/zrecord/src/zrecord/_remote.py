@@ -1430,11 +1430,13 @@ class Mirror:
         writers, self._writers = self._writers, None
         if writers is not None:
             writers.shutdown(wait=True)
-        for fd in (*fds.values(), *index_fds.values()):
-            os.close(fd)
         if self._budget is not None:
+            # First: it waits for an eviction under way, which punches through these
+            # descriptors, and allows no other.
             self._budget.close()
             self._budget = None
+        for fd in (*fds.values(), *index_fds.values()):
+            os.close(fd)
         self._present = self._parts = np.zeros(0, np.uint8)
         self._records = 0
         if self._private is not None:
