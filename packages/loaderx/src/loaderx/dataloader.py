@@ -784,7 +784,9 @@ class DataLoader(Generic[_Batch]):
         their totals (``requests``, ``bytes``, ``delivered_bytes``, ``amplification`` = bytes
         per delivered byte, ``usd``). Prefetches and read-ahead count, as they are billed.
         Streams read from a local disk are not in it; with none opened by URL every total is
-        0. The same figures as ``zrecord cost`` estimates before a run."""
+        0. The records' requests and bytes are the figures ``zrecord cost`` estimates before
+        a run; the totals add the index parts' (``index_requests``, ``index_bytes``), which the
+        estimate leaves out: a reader by part fetches them as its gathers need them."""
         rate = zrecord.price_of(price)
         streams: dict[str, dict[str, Any]] = {}
         requests = nbytes = delivered = 0
