@@ -3,6 +3,7 @@ identity, and the parallel writer."""
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import shutil
@@ -577,6 +578,19 @@ def test_the_staging_folder_of_a_run_that_died_is_shown_and_removed_by_the_next(
                                  codec="raw", progress=False) == 1
     assert sorted(os.listdir(root)) == ["dataset-00000001.zrm", *sorted(
         n for n in os.listdir(root) if n.startswith("part-"))]
+
+
+def test_a_folder_that_cannot_lock_still_takes_a_dataset(tmp_path, monkeypatch):
+    from zrecord import _mirror_files
+
+    def cannot(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(_mirror_files.fcntl, "flock", cannot)
+    root = tmp_path / "ds"
+    assert zrecord.write_dataset(root, _records_of, [1, 2, 3], dtype=np.int64, item_shape=(2,),
+                                 codec="raw", inputs_per_part=1, progress=False) == 1
+    assert not [n for n in os.listdir(root) if n.startswith(".")]  # no staging, no lock file
 
 
 # -- by URL ----------------------------------------------------------------------------------

@@ -137,7 +137,10 @@ def locked_name(base_fd: int, prefix: str) -> tuple[str, int]:
         except (BlockingIOError, FileNotFoundError):
             pass
         except BaseException:
+            # A file system that cannot lock (ENOLCK, ENOTSUP): no lock file is left behind.
             os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(lock, dir_fd=base_fd)
             raise
         os.close(fd)
     raise OSError(_errno.EAGAIN, "no lock of a new name could be taken (other processes took each)")
