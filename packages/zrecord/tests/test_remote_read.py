@@ -265,6 +265,17 @@ def test_a_write_to_the_mirror_that_fails_names_the_object_and_the_mirror(http_f
             store[[0, 1]]
 
 
+def test_a_budgeted_reader_of_an_empty_store_reports_its_budget_figures(http_folder, tmp_path):
+    with Dense.create(tmp_path / "e", np.int64, (2,), codec="raw"):
+        pass
+    for f in (tmp_path / "e").iterdir():
+        http_folder.write(f"empty/{f.name}", f.read_bytes())
+    with open_store(http_folder.url_for("empty"), storage_options={"cache_bytes": 4 << 20}) as st:
+        assert len(st) == 0
+        stats = st.remote_stats()
+        assert (stats["cache_bytes"], stats["evicted_bytes"], stats["evictions"]) == (0, 0, 0)
+
+
 def test_throttling_drops_and_short_bodies_are_retried(http_folder, local_stores):
     _, recs, _ = local_stores
     url = _served_tokens(http_folder, local_stores)

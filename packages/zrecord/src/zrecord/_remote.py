@@ -1406,6 +1406,9 @@ class Mirror:
         if self._budget is not None:
             out.update(cache_bytes=self._budget.used(), evicted_bytes=self._budget.evicted_bytes,
                        evictions=self._budget.evictions())
+        elif self.options.cache_bytes is not None:
+            # A budget over a store with no records to hold: nothing held, nothing evicted.
+            out.update(cache_bytes=0, evicted_bytes=0, evictions=0)
         return out
 
     def close(self) -> None:
