@@ -150,17 +150,24 @@ static void lx_permuted(uint64_t N, uint64_t K, uint64_t cycle, uint64_t pos, ui
 }
 
 /* BLOCKS: writes `count` positions of cycle `cycle`'s order, from position `pos`. The records
-   are cut into blocks of R consecutive records (the last one short when R does not divide
-   N); the cycle's order is a permutation of the full blocks followed by the short block, cut
-   into windows of W blocks; a window's records come in a permutation of their own. So a
-   window of W * R positions reads W blocks, each a run of consecutive records, and every
-   record is at exactly one position of the cycle. */
+   are cut into blocks of R consecutive records, with one short block of the N % R left over
+   when R does not divide N; the cycle's order is a permutation of the full blocks followed
+   by the short block, cut into windows of W blocks; a window's records come in a permutation
+   of their own. So a window of W * R positions reads W blocks, each a run of consecutive
+   records, and every record is at exactly one position of the cycle. The short block is cut
+   at a place drawn for each cycle (after `cut` full blocks; those after it start N % R
+   records later): it is always read last, and an endless run leaves the last positions of a
+   cycle unread, so a short block always cut at the end would leave the same records unread
+   in every cycle (1,050 records in blocks of 64, batches of 100: the last 26 never read). */
 static void lx_blocks(const lx_config *c, uint64_t cycle, uint64_t pos, uint64_t count,
                       uint64_t *restrict out) {
     const uint64_t N = c->length, R = c->block, W = c->window;
     const uint64_t full = N / R;     /* the short block, if any, is block `full` */
+    const uint64_t rest = N - full * R;  /* its records */
     const uint64_t span = W * R;     /* positions of a window, all but the last */
     const uint64_t ck = lx_cycle_key(c->key, cycle);
+    /* The full blocks before the short one in the records: any of 0..full, drawn per cycle. */
+    const uint64_t cut = rest ? lx_below(lx_mix64(ck ^ 0x73686F7274ULL), full + 1) : full;
     lx_perm order, within;
     uint64_t i, w = 0, started = 0;
     if (full > 0) lx_perm_init(&order, full, lx_mix64(ck ^ 0x626C6F636B73ULL));
@@ -176,7 +183,8 @@ static void lx_blocks(const lx_config *c, uint64_t cycle, uint64_t pos, uint64_t
         const uint64_t q = lx_perm_at(&within, p - w * span);
         const uint64_t slot = w * W + q / R;
         const uint64_t block = slot < full ? lx_perm_at(&order, slot) : slot;
-        out[i] = block * R + q % R;
+        const uint64_t start = block == full ? cut * R : block * R + (block >= cut ? rest : 0);
+        out[i] = start + q % R;
     }
 }
 
