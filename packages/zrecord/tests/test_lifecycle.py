@@ -165,6 +165,33 @@ def test_partial_ragged_append_failure_poisons_the_writer(store_path, monkeypatc
     assert not os.path.exists(store_path)
 
 
+def test_partial_dense_append_failure_poisons_the_writer(store_path, monkeypatch):
+    """A Dense append interrupted after its first chunk was written. Was: close() published
+    the chunks written, a part of what the caller asked for (32 of 40 records)."""
+    import zrecord._writer as store
+
+    monkeypatch.setattr(store, "_CHUNK_BYTES", 2 * 8)  # two records of 8 bytes a chunk
+    real = store.DenseWriter._append_chunk
+    calls = []
+
+    def interrupted(self, chunk):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("Ctrl-C in the middle of an append")
+        return real(self, chunk)
+
+    monkeypatch.setattr(store.DenseWriter, "_append_chunk", interrupted)
+    w = Dense.create(store_path, np.int64, (), codec="raw")
+    w.append(np.arange(2, dtype=np.int64))  # a whole append before: it stays appended
+    with pytest.raises(KeyboardInterrupt):
+        w.append(np.arange(10, dtype=np.int64))
+    assert len(w) == 4
+    with pytest.raises(zrecord.ZrecordError, match="published nothing: an earlier append "
+                       "failed after writing 2 of its records"):
+        w.close()
+    assert not os.path.exists(store_path)
+
+
 def test_ragged_chunks_written_on_the_helper_thread_round_trip_in_order(store_path, monkeypatch):
     import zrecord._writer as store
 

@@ -23,6 +23,7 @@ Invariants of this module:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -158,6 +159,20 @@ class _Writer(_Kind):
             raise ClosedError(f"the {self._kind_name} writer for {self.path!r} is closed; "
                               "published stores are immutable (write a new store instead)")
 
+    @contextlib.contextmanager
+    def _whole_or_poisoned(self) -> Iterator[None]:
+        """An append: one that fails (or is interrupted) after writing part of its input
+        poisons the writer, since publishing would store half of what the caller asked for,
+        so that close() aborts instead. Held under the writer's lock."""
+        first = len(self)
+        try:
+            yield
+        except BaseException as exc:
+            if len(self) != first:
+                self._poisoned = (f"an earlier append failed after writing "
+                                  f"{len(self) - first} of its records ({exc!r})")
+            raise
+
     def close(self) -> None:
         """Publish the store atomically at its path, or upload it to its URL (``zrecord.publish``:
         a failed upload keeps the staged store and its error says where). Idempotent."""
@@ -275,7 +290,7 @@ class DenseWriter(_Writer, Dense):
                     f" for {self.path!r}")
             n = arr.shape[0]
             step = max(1, _CHUNK_BYTES // max(1, self._record_size))
-            with progress_bar(progress, n, self.path) as advance:
+            with self._whole_or_poisoned(), progress_bar(progress, n, self.path) as advance:
                 for start in range(0, n, step):
                     self._append_chunk(arr[start:start + step])
                     advance(min(step, n - start))
@@ -325,18 +340,10 @@ class RaggedWriter(_Writer, Ragged):
                     " (to store one array, pass [array])")
             first = len(self)
             total = len(records) if isinstance(records, Sized) else None
-            try:
-                with progress_bar(progress, total, self.path) as advance:
-                    # Iterating a list or tuple runs no code that could change a record
-                    # already taken, so theirs are never copied (RaggedChunk says when others are).
-                    self._stream(iter(records), isinstance(records, (list, tuple)), first, advance)
-            except BaseException as exc:
-                if len(self) != first:
-                    # Part of this call's input is already written: publishing would store
-                    # half of what the caller asked for, so the writer can only be aborted.
-                    self._poisoned = (f"an earlier append failed after writing "
-                                      f"{len(self) - first} of its records ({exc!r})")
-                raise
+            with self._whole_or_poisoned(), progress_bar(progress, total, self.path) as advance:
+                # Iterating a list or tuple runs no code that could change a record
+                # already taken, so theirs are never copied (RaggedChunk says when others are).
+                self._stream(iter(records), isinstance(records, (list, tuple)), first, advance)
 
     def _stream(self, it: Iterator[Any], trusted: bool, first: int,
                 advance: Callable[[int], object]) -> None:
