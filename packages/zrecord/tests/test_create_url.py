@@ -8,6 +8,7 @@ taken; options with a local path are an error.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,6 +138,22 @@ def test_a_scheme_zrecord_does_not_read_is_refused_everywhere(url, here, capsys)
         assert main([command, url]) == 2  # a usage error, not "no store at 'gs://...'"
         assert "a scheme zrecord does not read" in capsys.readouterr().err
     assert main(["publish", str(here), url, "-q"]) == 2
+    _no_scheme_folders(here)
+    assert os.listdir(here) == []
+
+
+@pytest.mark.parametrize("given", [Path("s3://my-bucket/corpora") / "ids", "s3:/my-bucket/other",
+                                   Path("https://host/s")])
+def test_a_url_whose_slashes_a_path_joined_is_refused_not_made_a_folder(given, here, capsys):
+    """Was: Dense.create(Path("s3://b/x") / "ids") made the local folder ./s3:/b/x/ids (a
+    pathlib.Path writes "s3://" as "s3:/"), as a str URL once did ([U3])."""
+    for call in (lambda: Dense.create(given, np.int32, (2,), codec="raw"),
+                 lambda: Ragged.create(given, np.int32, 1, codec="raw"),
+                 lambda: open_store(given), lambda: publish(here, given)):
+        with pytest.raises(ValueError, match=r"is the URL '(s3|https)://.*' with its '//' made "
+                           r"'/' \(a pathlib.Path writes"):
+            call()
+    assert main(["info", str(given)]) == 2
     _no_scheme_folders(here)
     assert os.listdir(here) == []
 

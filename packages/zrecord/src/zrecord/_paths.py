@@ -33,6 +33,9 @@ HEADER_NAME = "header.zrh"
 # A URL's scheme and its "://" (RFC 3986: a letter, then letters, digits, "+", "-" or "."). Two
 # characters at least, so that a drive letter ("C://data") is never taken for one.
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
+# A URL whose "//" a pathlib.Path (or a typo) made one "/": `s3:/bucket/x` would otherwise be
+# a local folder named `s3:`. Two letters at least, so that `C:/` stays a Windows drive.
+_MANGLED = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/(?!/)")
 
 
 def fspath(path: Any) -> str:
@@ -76,6 +79,15 @@ def store_location(path: Any, storage_options: Mapping[str, Any] | None = None, 
                          f"({scheme}); a store lies at a local path or at an "
                          f"{', '.join(SCHEMES)} URL{hint}")
     local = fspath(path)
+    mangled = _MANGLED.match(local)
+    if mangled is not None:
+        scheme = mangled.group(1)
+        url = f"{scheme}://{local[len(scheme) + 2:]}"
+        shown = redact(url) if url.startswith(SCHEMES) else url
+        raise ValueError(f"{role}: the path given ({scheme}:/...) is the URL {shown!r} with "
+                         "its '//' made '/' (a pathlib.Path writes 's3://b/x' as 's3:/b/x'), not "
+                         f"a local path, and no local folder named '{scheme}:' is made: give "
+                         "the URL as a str")
     if storage_options:
         raise ValueError(f"{role}: storage_options were given with the local path {local!r}; "
                          "they configure object storage (s3://, http(s):// URLs) and "
