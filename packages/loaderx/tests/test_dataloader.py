@@ -435,6 +435,28 @@ def test_a_transform_raising_stop_iteration_is_an_error_not_the_end(streams):
             next(loader)
 
 
+def test_a_stream_raising_stop_iteration_is_an_error_not_the_end():
+    """A stream whose gather raises StopIteration (one backed by an exhausted iterator). Was:
+    the endless loader's iteration ended quietly after the batches before it, as if the data
+    had ended."""
+    class Drained:
+        def __init__(self) -> None:
+            self.left = iter(range(3))
+
+        def __len__(self) -> int:
+            return 100
+
+        def __getitem__(self, idx):  # type: ignore[no-untyped-def]
+            next(self.left)  # the fourth gather raises StopIteration
+            return np.asarray(idx)
+
+    with DataLoader({"x": Drained()}, Sampler(100, 4, "cyclic"), workers=1, prefetch=2,
+                    readahead=0) as loader:
+        with pytest.raises(RuntimeError, match="stream 'x' raised StopIteration when gathered"):
+            for _ in loader:
+                pass
+
+
 def test_an_endless_loader_has_no_len(streams):
     with DataLoader(streams, Sampler(N, 8, Mode.CYCLIC)) as loader:
         assert bool(loader)

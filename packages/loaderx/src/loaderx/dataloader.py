@@ -207,7 +207,13 @@ def _run_step(streams: dict[str, Stream], transform: Callable[..., Any] | None,
     the last reference to a loader finalizes it at once, on the consumer's thread.
     """
     t0 = time.perf_counter()
-    batch = {name: stream[indices] for name, stream in streams.items()}
+    batch = {}
+    for name, stream in streams.items():
+        try:
+            batch[name] = stream[indices]
+        except StopIteration as exc:
+            # In the consumer's next() it would read as the end of the data (PEP 479's reason).
+            raise RuntimeError(f"stream {name!r} raised StopIteration when gathered") from exc
     t1 = time.perf_counter()
     for name in stats.budgeted:
         cost = getattr(streams[name], "cache_cost", None)
