@@ -158,3 +158,18 @@ def _help(capsys) -> str:
     with pytest.raises(SystemExit):
         main(["publish", "--help"])
     return capsys.readouterr().out
+
+
+def test_a_writers_temporary_folder_is_never_uploaded(tmp_path, capsys):
+    """A writer killed after writing its header, before its rename, leaves a temporary folder
+    that holds a whole store's files. Was: `zrecord info` refused it as an unfinished write,
+    but publish() and `zrecord publish` uploaded it as a store. Refused before any request."""
+    temporary = tmp_path / ".s.zr-tmp-12345"
+    with Dense.create(tmp_path / "s", np.int64, (2,), codec="raw") as w:
+        w.append(np.zeros((3, 2), np.int64))
+    (tmp_path / "s").rename(temporary)
+    with pytest.raises(ValueError, match=r"is a writer's temporary folder, not a published "
+                       "store: whether its writer is alive cannot be told"):
+        publish(temporary, "s3://bucket/s")
+    assert main(["publish", str(temporary), "s3://bucket/s", "-q"]) == 2
+    assert "is a writer's temporary folder" in capsys.readouterr().err

@@ -63,7 +63,7 @@ from zrecord._objects import (
 from zrecord._paths import HEADER_NAME, store_location
 from zrecord._reader import open_store
 from zrecord._remote import shard_name
-from zrecord._tree import WRITER_SAYS, is_store_dir, survey
+from zrecord._tree import WRITER_SAYS, is_store_dir, is_temporary_name, survey, writer_state
 from zrecord._types import PathLike, StorageOptions
 from zrecord.console import progress_bar
 from zrecord.errors import (
@@ -393,6 +393,11 @@ def _local_source(source: Any) -> str:
     if is_url(where):
         raise ValueError(f"the source {redact(where)!r} is a URL: publish uploads a local store "
                          "(or folder of stores) to object storage")
+    if is_temporary_name(os.path.basename(os.path.normpath(where))) and os.path.isdir(where):
+        # Even once its writer wrote a header into it: an unfinished or aborted write.
+        raise ValueError(f"the source {where!r} is a writer's temporary folder, not a published "
+                         f"store: {WRITER_SAYS[writer_state(where)]}; publish the store its "
+                         "writer's close() publishes")
     return where
 
 
