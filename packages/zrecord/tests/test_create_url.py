@@ -8,6 +8,7 @@ taken; options with a local path are an error.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,37 @@ def test_a_url_holding_a_store_is_refused_at_create_before_any_write(s3_server, 
         Dense.create(url, np.int32, (2, 3), codec="raw",
                      storage_options=_options(s3_server, cache_dir=str(staging)))
     assert not staging.exists() or os.listdir(staging) == []
+
+
+@pytest.mark.remote
+def test_an_upload_interrupted_at_close_is_made_by_the_next_close(s3_server, s3_bucket, here,
+                                                                  monkeypatch):
+    """Ctrl-C during close()'s upload. Was: the interrupt said nothing of the copy kept, and a
+    second close() returned as if the store were published, with nothing at the URL."""
+    from zrecord._objects import Client
+
+    url = s3_bucket.url("interrupted")
+    opts = _options(s3_server, cache_dir=str(here / "cache"))
+    real = Client.put
+
+    def interrupted(self, name, data, **kw):  # type: ignore[no-untyped-def]
+        if name.endswith("index.zri"):
+            raise KeyboardInterrupt("Ctrl-C during the upload")
+        return real(self, name, data, **kw)
+
+    w = Dense.create(url, np.int32, (2, 3), codec="raw", storage_options=opts)
+    w.append(DATA)
+    monkeypatch.setattr(Client, "put", interrupted)
+    with pytest.raises(KeyboardInterrupt) as info:
+        w.close()
+    assert any("was not published" in note and "close() again uploads it" in note
+               for note in getattr(info.value, "__notes__", [])) or sys.version_info < (3, 11)
+    monkeypatch.setattr(Client, "put", real)
+    w.close()  # uploads the kept copy
+    with Dense.open(url, storage_options=_options(s3_server)) as ds:
+        np.testing.assert_array_equal(ds[:], DATA)
+    assert not [p for p in (here / "cache").iterdir()]  # the kept copy went once uploaded
+    w.close()  # idempotent
 
 
 @pytest.mark.remote

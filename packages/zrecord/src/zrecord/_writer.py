@@ -91,6 +91,8 @@ class _Writer(_Kind):
                  storage_options: StorageOptions | None = None,
                  index_parts: bool = True) -> None:
         self._staged: _Staged | None = None
+        # A staged store whose upload failed at close(), kept for the next close() to upload.
+        self._unuploaded: _Staged | None = None
         where = store_location(path, storage_options, role="the destination")
         self.path = redact(where) if is_url(where) else where
         # A store staged for a URL is removed once uploaded: no compact index is kept for it.
@@ -178,6 +180,11 @@ class _Writer(_Kind):
         a failed upload keeps the staged store and its error says where). Idempotent."""
         with self._lock:
             if self._handle.done:
+                if self._unuploaded is not None:
+                    # The upload failed (or was interrupted): this close() tries it again, so
+                    # that a caller retrying close() never takes a failure for success.
+                    self._unuploaded.publish()
+                    self._unuploaded = None
                 return
             # Whatever happens now, abort() may no longer remove the staged store: a failed
             # upload keeps it.
@@ -193,7 +200,11 @@ class _Writer(_Kind):
                     staged.remove()
                 raise
             if staged is not None:
-                staged.publish()
+                try:
+                    staged.publish()
+                except BaseException:
+                    self._unuploaded = staged
+                    raise
                 return
             if self._index_folder is not None and len(self) >= records_min(self._index_policy[0]):
                 # The first open of a large store on this host validates its index and writes
@@ -209,9 +220,11 @@ class _Writer(_Kind):
 
     def abort(self) -> None:
         """Discard everything appended; nothing is published (a writer by URL also removes its
-        staged store). Idempotent."""
+        staged store, except one whose upload failed: its error said where it is kept, and
+        close() no longer uploads it). Idempotent."""
         with self._lock:
             self._handle.abort()
+            self._unuploaded = None
             if self._staged is not None:
                 self._staged.remove()
                 self._staged = None
@@ -414,11 +427,15 @@ class _Staged:
         """Upload the published staged store to the URL; remove it once it is there."""
         try:
             publish(self.store, self.url, storage_options=self.storage_options)
-        except Exception as exc:
-            _restate(exc, f"{redact(self.url)} was not published: the store written for it is "
-                     f"kept at {self.store!r}; publish it from there once the cause is fixed "
-                     f"(zrecord.publish(path, url), or `zrecord publish PATH URL`), or delete "
-                     f"{self.folder!r}")
+        except BaseException as exc:
+            kept = (f"{redact(self.url)} was not published: the store written for it is kept "
+                    f"at {self.store!r}; close() again uploads it, or publish it from there "
+                    f"once the cause is fixed (zrecord.publish(path, url), or `zrecord publish "
+                    f"PATH URL`), or delete {self.folder!r}")
+            if isinstance(exc, Exception):
+                _restate(exc, kept)
+            elif hasattr(exc, "add_note"):  # an interrupt's own message stays as it is
+                exc.add_note(kept)
             raise
         self.remove()
 
