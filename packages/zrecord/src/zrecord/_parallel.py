@@ -60,6 +60,8 @@ from zrecord.errors import SchemaError, StoreExistsError, WorkerError
 # The staging folder of a run, with a hex name after it, locked beside it (`.lock`): a
 # writer's temporary as `zrecord info` knows them (`.NAME.zr-tmp-`).
 STAGING_PREFIX = ".parts.zr-tmp-"
+# The staging folder of a run that uploads its parts (in cache_dir, or TMPDIR).
+UPLOAD_STAGING_PREFIX = "zrecord-dataset-"
 # Parts a dataset is cut into when the caller does not say (at most; fewer with fewer inputs).
 PARTS_DEFAULT = 64
 # How often a worker reports its inputs done to the parent's progress bar, at most (seconds).
@@ -233,9 +235,13 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
                  data_shards, dict_bytes, sync)
     token = secrets.token_hex(4)
     cache_dir = (storage_options or {}).get("cache_dir")
-    base = folder if not is_url(folder) else \
-        tempfile.gettempdir() if cache_dir is None else str(cache_dir)
-    staging = _Staging(base)
+    if is_url(folder):
+        # Uploaded from there by publish_folder, which refuses a writer's temporary: a
+        # private folder as a reader's mirror has, reaped alike.
+        staging = _Staging(tempfile.gettempdir() if cache_dir is None else str(cache_dir),
+                           UPLOAD_STAGING_PREFIX)
+    else:
+        staging = _Staging(folder, STAGING_PREFIX)
     try:
         names = _write_parts(spec, staging.name, token, items, _runs(len(items), per_part),
                              workers, progress, start_method, redact(folder))
@@ -245,20 +251,21 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
 
 
 class _Staging:
-    """A run's staging folder in `base`, locked for the run (PrivateFolder): one that a run
-    left when it died (SIGKILL, a crash) is shown by `zrecord info` as a write whose writer is
-    gone, and removed by the next run there. Where the file system cannot lock (some network
-    and FUSE mounts), the folder is made unlocked, as before: a dead run's stays."""
+    """A run's staging folder in `base`, `prefix<hex>`, locked for the run (PrivateFolder):
+    one that a run left when it died (SIGKILL, a crash) is removed by the next run there (and
+    in a dataset's folder shown by `zrecord info` as a write whose writer is gone). Where the
+    file system cannot lock (some network and FUSE mounts), the folder is made unlocked, as
+    before: a dead run's stays."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, prefix: str) -> None:
         self._private: PrivateFolder | None = None
         try:
-            self._private = PrivateFolder(base, STAGING_PREFIX)
+            self._private = PrivateFolder(base, prefix)
             self.name = self._private.name
         except OSError as exc:
             if exc.errno not in _NO_LOCKS:
                 raise
-            self.name = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=base)
+            self.name = tempfile.mkdtemp(prefix=prefix, dir=base)
 
     def cleanup(self) -> None:
         if self._private is not None:
