@@ -126,6 +126,26 @@ def test_an_upload_interrupted_at_close_is_made_by_the_next_close(s3_server, s3_
 
 
 @pytest.mark.remote
+def test_a_bucket_that_does_not_exist_fails_create_at_once(s3_server, here, tmp_path):
+    """Was: create and check_destination passed (the bucket's 404 read as "no store there"),
+    and close() and publish() failed after the write with obstore's raw FileNotFoundError."""
+    from zrecord import check_destination
+    from zrecord.errors import RemoteError
+
+    url = "s3://no-such-bucket-zr/x"
+    said = r"s3://no-such-bucket-zr/x: the bucket 'no-such-bucket-zr' does not exist \(create it"
+    with pytest.raises(RemoteError, match=said):
+        Dense.create(url, np.int32, (2, 3), codec="raw", storage_options=_options(s3_server))
+    with pytest.raises(RemoteError, match=said):
+        check_destination(url, storage_options=_options(s3_server))
+    with Dense.create(tmp_path / "s", np.int32, (2, 3), codec="raw") as w:
+        w.append(DATA)
+    with pytest.raises(RemoteError, match=said):
+        publish(tmp_path / "s", url, storage_options=_options(s3_server))
+    _no_scheme_folders(here)
+
+
+@pytest.mark.remote
 def test_a_failed_upload_keeps_the_staged_store_and_says_where(s3_server, s3_bucket, here):
     """Another writer publishes at the URL between create and close: the upload is refused,
     nothing of this store is published, and the staged copy is kept (and named) so that the

@@ -36,7 +36,7 @@ from typing import Any, Literal, TypeGuard, TypeVar
 from zrecord._cost import Link, link_of
 from zrecord._mirror_cache import parse_budget
 from zrecord._types import PathLike
-from zrecord.errors import RemoteError, StoreChangedError, StoreNotFoundError
+from zrecord.errors import RemoteError, StoreChangedError
 
 SCHEMES = ("s3://", "http://", "https://")
 # Requests in flight per reader (and the uploads' share) without a link to size them from.
@@ -379,6 +379,12 @@ class Client:
         secret); `exc` itself when it is no obstore error, or FileNotFoundError."""
         exc_mod = self._obstore.exceptions
         where = self.where(name)
+        if "NoSuchBucket" in str(exc):
+            # Not a FileNotFoundError (obstore's is one): every caller reads that as "no such
+            # object", and a publisher would go on writing to a bucket that is not there.
+            return RemoteError(_errno.ENOENT, f"{self.shown}: the bucket {self.bucket!r} does not "
+                               "exist (create it first, or check the URL, the endpoint and the "
+                               "region)")
         if isinstance(exc, FileNotFoundError) or not isinstance(exc, exc_mod.BaseError):
             return exc
         no_credentials = self._no_credentials(exc)
@@ -397,8 +403,6 @@ class Client:
         if isinstance(exc, exc_mod.NotSupportedError):
             return RemoteError(_errno.EOPNOTSUPP, f"{where}: the server does not answer Range "
                                "requests, which reading a store by URL needs")
-        if "NoSuchBucket" in str(exc):
-            return StoreNotFoundError(f"no store at {self.shown}: the bucket {self.bucket!r} does not exist")
         return RemoteError(_errno.EIO, f"{where}: the request failed after its retries: {_first_line(exc)}")
 
 
