@@ -146,6 +146,20 @@ def test_a_bucket_that_does_not_exist_fails_create_at_once(s3_server, here, tmp_
 
 
 @pytest.mark.remote
+def test_a_relative_cache_dir_is_taken_at_create(s3_server, s3_bucket, here):
+    url = s3_bucket.url("relative")
+    os.mkdir("elsewhere")
+    w = Dense.create(url, np.int32, (2, 3), codec="raw",
+                     storage_options=_options(s3_server, cache_dir="cache"))
+    w.append(DATA)
+    os.chdir("elsewhere")
+    w.close()  # was: StoreNotFoundError, the staged store looked for under elsewhere/cache
+    with Dense.open(url, storage_options=_options(s3_server)) as ds:
+        np.testing.assert_array_equal(ds[:], DATA)
+    assert os.listdir(".") == []
+
+
+@pytest.mark.remote
 def test_a_failed_upload_keeps_the_staged_store_and_says_where(s3_server, s3_bucket, here):
     """Another writer publishes at the URL between create and close: the upload is refused,
     nothing of this store is published, and the staged copy is kept (and named) so that the

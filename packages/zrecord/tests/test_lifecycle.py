@@ -165,6 +165,20 @@ def test_partial_ragged_append_failure_poisons_the_writer(store_path, monkeypatc
     assert not os.path.exists(store_path)
 
 
+def test_a_relative_path_is_the_one_of_the_working_folder_at_create(tmp_path, monkeypatch):
+    """Was: the writer kept the relative path and published it from the working folder of
+    close(), or failed there ("its parent directory '.' is gone")."""
+    monkeypatch.chdir(tmp_path)
+    os.mkdir("elsewhere")
+    w = Dense.create("s", np.int64, (2,), codec="raw")
+    w.append(np.zeros((3, 2), np.int64))
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    w.close()
+    assert os.listdir(tmp_path / "elsewhere") == []
+    with zrecord.open_store(tmp_path / "s") as r:
+        assert len(r) == 3
+
+
 def test_partial_dense_append_failure_poisons_the_writer(store_path, monkeypatch):
     """A Dense append interrupted after its first chunk was written. Was: close() published
     the chunks written, a part of what the caller asked for (32 of 40 records)."""

@@ -119,7 +119,9 @@ class _Writer(_Kind):
             # The native core creates missing parent directories, refuses a path inside a
             # published store and removes stale temporaries of this name (zrecord.h). The
             # handle aborts the write if it is collected unpublished.
-            self._handle = _native.Writer(native_path(where if staged is None else staged.store),
+            # Absolute: a relative path would be taken from the working folder at close().
+            self._handle = _native.Writer(native_path(os.path.abspath(where) if staged is None
+                                                      else staged.store),
                                           self._kind, dcode, ndim, ccode, shards, item_shape,
                                           dict_data, flags, dlength, dunit)
         except BaseException:
@@ -416,7 +418,8 @@ class _Staged:
         self.storage_options = storage_options
         parent = storage_settings(storage_options).cache_dir
         if parent is not None:
-            parent = fspath(parent)
+            # Absolute: the upload at close() must find it whatever the working folder is then.
+            parent = os.path.abspath(fspath(parent))
             os.makedirs(parent, exist_ok=True)
         # A folder of this process's own (mode 0700): the native writer makes its locked
         # temporary beside `store`, inside it.
