@@ -183,3 +183,12 @@ def test_mix_takes_blocks_samplers():
     mine = idx[idx < 200]                                       # source 0's records
     expected = np.concatenate([s0.batch(k) for k in range(len(mine) // 8 + 1)])[:len(mine)]
     assert mine.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("mode", ["blocks", Mode.BLOCKS])
+def test_mix_of_stream_dicts_in_blocks_mode_says_how_to_give_it(mode):
+    """Was: ValueError "Sampler mode BLOCKS needs block_records" from inside Mix, which takes
+    no block_records: mode "blocks" could never be used there."""
+    with pytest.raises(ValueError, match=r"Mix source 0 is a stream dict.*mode BLOCKS needs "
+                       r"block_records: give it as a \(streams, Sampler\("):
+        Mix([{"x": np.arange(100)}, {"x": np.arange(50)}], [1, 1], batch_size=8, mode=mode)

@@ -343,6 +343,12 @@ class _Sources:
             assert n is not None  # _parse_source gives streams or a sampler
             if n < 1:
                 raise ValueError(f"Mix source {k} is empty")
+            if _is_blocks(mode):
+                raise ValueError(f"Mix source {k} is a stream dict, for which Mix builds a "
+                                 "Sampler of `mode`, and mode BLOCKS needs block_records: give "
+                                 "it as a (streams, Sampler(len, batch_size, 'blocks', "
+                                 "block_records=...)) pair (loaderx.sampler.block_records sizes "
+                                 "blocks from a store)")
             sampler = Sampler(n, min(self.global_batch, n), mode,
                               (seed + (k + 1) * _SEED_STEP) & U64_MAX)
         length = int(sampler.length)
@@ -352,6 +358,13 @@ class _Sources:
                                  f"but its streams have {n}")
             length = n
         return sampler, length
+
+
+def _is_blocks(mode: Any) -> bool:
+    """Whether `mode` (a name or a Mode) is BLOCKS; others are judged by Sampler."""
+    if isinstance(mode, str):
+        return mode.upper() == Mode.BLOCKS.name
+    return isinstance(mode, int) and not isinstance(mode, bool) and mode == Mode.BLOCKS
 
 
 class Mix:
