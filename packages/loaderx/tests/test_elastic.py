@@ -76,6 +76,10 @@ def test_a_global_batch_that_does_not_divide_is_refused_with_what_would_work():
     message = str(info.value)
     assert "batch_size 8 x world_size 4 = global batch 32" in message
     assert "32 records per step cannot be split evenly over 3 ranks" in message
+    # reshard takes no batch size: the message names none that was not given (it said
+    # "this run has batch_size 10 x world_size 3 = 30").
+    assert "but it cannot be resharded to world_size 3." in message
+    assert "this run has" not in message
     assert ("World sizes that can resume it: 1 (batch_size 32), 2 (batch_size 16), "
             "4 (batch_size 8), 8 (batch_size 4), 16 (batch_size 2), 32 (batch_size 1)") in message
     with pytest.raises(ValueError, match="with world_size 2, use batch_size 16"):

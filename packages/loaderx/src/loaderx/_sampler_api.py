@@ -79,10 +79,11 @@ _WORLD_SIZES_LISTED_MAX = 1024
 TOPOLOGY = ("batch_size", "world_size", "rank")
 
 
-def _global_batch_error(what: str, saved_batch: int, saved_world: int, batch_size: int,
+def _global_batch_error(what: str, saved_batch: int, saved_world: int, batch_size: int | None,
                         world_size: int) -> str:
     """Why (batch_size, world_size) cannot resume a state saved with (saved_batch,
-    saved_world), and which settings can."""
+    saved_world), and which settings can; `batch_size` None: reshard(world_size), which takes
+    no batch size."""
     g = saved_batch * saved_world
     works = [w for w in range(1, min(g, _WORLD_SIZES_LISTED_MAX) + 1) if g % w == 0]
     listed = ", ".join(f"{w} (batch_size {g // w})" for w in works)
@@ -91,9 +92,11 @@ def _global_batch_error(what: str, saved_batch: int, saved_world: int, batch_siz
         hint = f"with world_size {world_size}, use batch_size {g // world_size}"
     else:
         hint = f"{g} records per step cannot be split evenly over {world_size} ranks"
+    asked = (f"it cannot be resharded to world_size {world_size}" if batch_size is None else
+             f"this run has batch_size {batch_size} x world_size {world_size} = "
+             f"{batch_size * world_size}")
     return (f"{what} state was saved with batch_size {saved_batch} x world_size {saved_world} "
-            f"= global batch {g}, but this run has batch_size {batch_size} x world_size "
-            f"{world_size} = {batch_size * world_size}. A run resumes exactly (no record "
+            f"= global batch {g}, but {asked}. A run resumes exactly (no record "
             f"repeated or skipped) only with the same global batch: {hint}. World sizes that "
             f"can resume it{more}: {listed}")
 
@@ -131,8 +134,7 @@ def reshard_state(what: str, state: Mapping[str, Any], world_size: int, rank: in
                          f"{saved_batch!r}/{saved_world!r}")
     g = saved_batch * saved_world
     if g % world_size:
-        raise ValueError(_global_batch_error(what, saved_batch, saved_world,
-                                             max(1, g // world_size), world_size))
+        raise ValueError(_global_batch_error(what, saved_batch, saved_world, None, world_size))
     return {**state, "batch_size": g // world_size, "world_size": world_size, "rank": rank}
 
 
