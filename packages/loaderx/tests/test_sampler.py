@@ -354,3 +354,30 @@ def test_repr_rebuilds_the_sampler_and_says_where_it_is():
     q.seek(3)
     assert repr(q).endswith("at step 3 (next global position: record 2)")
     assert repr(Sampler(10, 4, Mode.IID)).endswith("world_size=1) at step 0")
+
+
+@pytest.mark.parametrize("kwargs", [dict(mode="cyclic"), dict(mode="iid", rank=1, world_size=2),
+                                    dict(mode="blocks", block_records=10, window_blocks=2),
+                                    dict(mode="sequential", passes=2)])
+def test_a_sampler_pickles_and_copies_as_its_state(kwargs):
+    """Was: TypeError "self.data cannot be converted to a Python object for pickling" from
+    copy.deepcopy of a training configuration that held a sampler."""
+    import copy
+    import pickle
+
+    s = Sampler(1000, 8, kwargs.pop("mode"), 3, **kwargs)
+    s.seek(17)
+    for other in (pickle.loads(pickle.dumps(s)), copy.copy(s), copy.deepcopy(s)):
+        assert other.state_dict() == s.state_dict()
+        assert other.next().tolist() == s.batch(17).tolist()
+        assert s.step == 17  # the original did not move
+
+
+def test_a_mix_refuses_to_be_copied_saying_what_to_save():
+    import copy
+
+    from loaderx.sampler import Mix
+
+    m = Mix([Sampler(100, 8, "cyclic"), Sampler(50, 8, "cyclic")], [1, 1], batch_size=8)
+    with pytest.raises(TypeError, match=r"save mix.state_dict\(\) and build the Mix again"):
+        copy.deepcopy(m)

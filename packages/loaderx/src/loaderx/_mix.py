@@ -516,6 +516,11 @@ class Mix:
                 "seed": self.seed, "rank": self.rank, "world_size": self.world_size,
                 "sources": sources}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError("a Mix is not pickled or copied (its sources hold open stores and "
+                        "samplers): save mix.state_dict() and build the Mix again from its "
+                        "sources, then load_state_dict(state)")
+
     def state_dict(self) -> dict[str, Any]:
         """The configuration and the next step: small and JSON-serialisable."""
         return {**self._config(), "step": self._step}

@@ -138,6 +138,16 @@ def reshard_state(what: str, state: Mapping[str, Any], world_size: int, rank: in
     return {**state, "batch_size": g // world_size, "world_size": world_size, "rank": rank}
 
 
+def _sampler_of(state: Mapping[str, Any]) -> Sampler:
+    """The sampler a state describes, at its step (Sampler.__reduce__)."""
+    blocks = {k: state[k] for k in ("block_records", "window_blocks") if k in state}
+    sampler = Sampler(state["length"], state["batch_size"], state["mode"], state["seed"],
+                      rank=state["rank"], world_size=state["world_size"], passes=state["passes"],
+                      **blocks)
+    sampler.seek(state["step"])
+    return sampler
+
+
 # BLOCKS: blocks whose records are shuffled together, unless the caller says otherwise.
 WINDOW_BLOCKS_DEFAULT = 8
 
@@ -366,6 +376,11 @@ class Sampler(SamplerCore):
     def state_dict(self) -> dict[str, Any]:
         """The configuration and the next step: small and JSON-serialisable."""
         return {**self._cfg.as_dict(), "step": int(self.step)}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A sampler pickles (and copies) as its state: the same configuration at the same
+        step, with a buffer of its own."""
+        return (_sampler_of, (self.state_dict(),))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Seek to a saved step after checking that the configuration is the same, except
