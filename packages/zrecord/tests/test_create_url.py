@@ -8,6 +8,7 @@ taken; options with a local path are an error.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -157,6 +158,32 @@ def test_a_relative_cache_dir_is_taken_at_create(s3_server, s3_bucket, here):
     with Dense.open(url, storage_options=_options(s3_server)) as ds:
         np.testing.assert_array_equal(ds[:], DATA)
     assert os.listdir(".") == []
+
+
+@pytest.mark.remote
+def test_nothing_is_created_inside_a_published_store_by_url(s3_server, s3_bucket, here):
+    """As a local path inside a store is refused. Was: accepted, the new store's objects
+    added under the published store's prefix."""
+    from zrecord.errors import ImmutableStoreError
+
+    url = s3_bucket.url("outer")
+    with Dense.create(url, np.int32, (2, 3), codec="raw", storage_options=_options(s3_server)) as w:
+        w.append(DATA)
+    for inner in (f"{url}/inner", f"{url}/a/b"):
+        with pytest.raises(ImmutableStoreError, match=r"lies inside the published store "
+                           + re.escape(url)):
+            Dense.create(inner, np.int32, (2, 3), codec="raw", storage_options=_options(s3_server))
+    with Dense.create(s3_bucket.url("outer2/inner"), np.int32, (2, 3), codec="raw",
+                      storage_options=_options(s3_server)) as w:  # beside it: fine
+        w.append(DATA)
+
+
+@pytest.mark.parametrize("url", ["s3://b/v1?versionId=3", "s3://b/v1#x"])
+def test_a_query_or_fragment_in_a_destination_is_refused(url, here):
+    """Was: published under the key 'v1?versionId=3/', reported as s3://b/v1."""
+    with pytest.raises(ValueError, match="an s3:// URL takes no query string or fragment"):
+        Dense.create(url, np.int32, (2, 3), codec="raw")
+    _no_scheme_folders(here)
 
 
 @pytest.mark.remote

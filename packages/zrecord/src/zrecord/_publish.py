@@ -70,6 +70,7 @@ from zrecord.errors import (
     ChecksumError,
     CorruptStoreError,
     FormatError,
+    ImmutableStoreError,
     NotPublishedError,
     RemoteError,
     StoreChangedError,
@@ -409,12 +410,31 @@ def _destination(url: Any, options: StorageSettings,
     client = Client(_writable_url(url), options)
     if _refuse_published(client, digest):
         return client, True
+    _refuse_inside_a_store(client, options)
     found = _read_claim(client)
     if found is not None:
         held, _, modified = found
         if held.get("state") != "released" and time.time() - modified < CLAIM_STALE_S:
             raise _busy(client, held, modified)
     return client, False
+
+
+def _refuse_inside_a_store(client: Client, options: StorageSettings) -> None:
+    """ImmutableStoreError where a prefix above the client's holds a published store (one
+    HEAD of header.zrh a level, at most _ANCESTORS_MAX levels): as a local path inside a store
+    is refused, nothing is published inside one."""
+    key = client.url[len(f"s3://{client.bucket}/"):] if client.url.startswith("s3://") else ""
+    parts = [p for p in key.split("/") if p]
+    for depth in range(len(parts) - 1, max(0, len(parts) - 1 - _ANCESTORS_MAX), -1):
+        above = Client(f"s3://{client.bucket}/{'/'.join(parts[:depth])}", options, answered=True)
+        if above.head(HEADER_NAME) is not None:
+            raise ImmutableStoreError(_errno.EROFS, f"{client.shown} lies inside the published store "
+                                      f"{above.shown}: published stores are immutable and nothing "
+                                      "is published inside one; publish to a prefix beside it")
+
+
+# Levels above a destination looked at for a published store.
+_ANCESTORS_MAX = 8
 
 
 def _writable_url(url: Any) -> str:
@@ -428,6 +448,13 @@ def _writable_url(url: Any) -> str:
                          "URL, which zrecord reads but cannot write (a web server takes no "
                          "uploads): publish to an s3://BUCKET/PREFIX URL, or copy the store to "
                          "the web server's folder by other means")
+    marks = [c for c in "?#" if c in where]
+    if marks:
+        # S3 would keep them in the key, where the URL as shown (without them) finds nothing.
+        raise ValueError(f"the destination URL holds {' and '.join(map(repr, marks))} "
+                         f"({redact(where)!r} without what follows): an s3:// URL takes no "
+                         "query string or fragment, and the objects would lie under a key "
+                         "that holds it; give s3://BUCKET/PREFIX")
     return where
 
 
