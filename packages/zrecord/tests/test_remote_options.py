@@ -33,6 +33,18 @@ def test_storage_options_are_checked():
         storage_settings({"cache_bytes": "1G"})
 
 
+def test_a_credential_of_the_wrong_type_is_a_value_error_naming_the_option_not_the_value():
+    """Was: TypeError "'int' object is not an instance of 'str'" from obstore, naming no
+    option."""
+    with pytest.raises(ValueError, match="storage option aws_secret_access_key must be a str; "
+                       "got type int") as info:
+        storage_settings({"aws_secret_access_key": 12345678})
+    assert "12345678" not in str(info.value)
+    with pytest.raises(ValueError, match="storage option skip_signature must be a bool"):
+        storage_settings({"skip_signature": "yes"})
+    assert storage_settings({"skip_signature": True, "region": None}).client == {"skip_signature": True}
+
+
 def test_a_url_that_does_not_parse_is_a_value_error_naming_it_without_its_secret():
     """urlsplit's own ValueError ('Invalid IPv6 URL') escaped from the reader's constructor,
     before the URL's check; it now gets the check's message, with no user information."""

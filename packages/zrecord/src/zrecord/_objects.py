@@ -565,6 +565,13 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> StorageSettin
     if unknown:
         known = ", ".join(sorted([*DEFAULTS, *_S3_KEYS]))
         raise ValueError(f"unknown storage option {unknown[0]!r}; known: {known}")
+    for key in _S3_KEYS:
+        value = given.get(key)
+        wanted = bool if key == "skip_signature" else str
+        if value is not None and not isinstance(value, wanted):
+            # Its value is never shown: it may be a secret.
+            raise ValueError(f"storage option {key} must be a {wanted.__name__}; got type "
+                             f"{type(value).__name__}")
     options = {**DEFAULTS, **{k: v for k, v in given.items() if k in DEFAULTS}}
     gap = options["gap_bytes"]
     return StorageSettings(
