@@ -111,7 +111,9 @@ MACOS_MIN = "11.0"
 # The Python C API that zrecord's and loaderx's extensions import from python3.dll on Windows
 # (the stable ABI's DLL): the import library is made from this list (`_python3_import_lib`), and
 # a name the extensions need that is missing here fails their link. Data (types, exceptions,
-# None/True/False) is marked as such in the import library.
+# None/True/False) is marked as such in the import library. Cython 3.3.2 and later call
+# Py_IncRef/_Py_IncRef (and the DecRefs) for every reference count under the limited API
+# below 3.12, where 3.3.1 changed the count inline: all four are python3.dll's since 3.10.
 PYTHON3_IMPORTS = """
     PyArg_ValidateKeywordArguments PyBaseObject_Type PyByteArray_AsString PyByteArray_Size
     PyByteArray_Type PyBytes_AsString PyBytes_AsStringAndSize PyBytes_FromString
@@ -155,8 +157,8 @@ PYTHON3_IMPORTS = """
     PyUnicode_FromStringAndSize PyUnicode_GetLength PyUnicode_InternFromString
     PyUnicode_InternInPlace PyUnicode_Join PyUnicode_ReadChar PyUnicode_Substring
     PyUnicode_Type Py_CompileString Py_DecRef Py_EnterRecursiveCall Py_GetVersion
-    Py_LeaveRecursiveCall _PyObject_CallFunction_SizeT _PyObject_GC_New _Py_Dealloc
-    _Py_FalseStruct _Py_NoneStruct _Py_TrueStruct
+    Py_IncRef Py_LeaveRecursiveCall _PyObject_CallFunction_SizeT _PyObject_GC_New _Py_DecRef
+    _Py_Dealloc _Py_FalseStruct _Py_IncRef _Py_NoneStruct _Py_TrueStruct
 """.split()
 # What CPython's own PC/pyconfig.h says that the Limited API's headers read, for 64-bit Windows
 # built by MinGW-w64 (zig cc): a shared Python whose API is imported with __declspec(dllimport),
