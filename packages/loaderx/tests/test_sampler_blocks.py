@@ -20,29 +20,35 @@ def one_pass(length: int, block: int, window: int, seed: int = 0, batch: int = 1
     return np.concatenate([b.copy() for b in s]).tolist()
 
 
+def _windows(order: list[int], length: int, block: int, window: int) -> list[set[int]]:
+    """The blocks (record // block) of each window of `order`, cut where the blocks read so
+    far are whole and `window` of them (or the order ends); AssertionError where a window
+    would read more than `window` blocks."""
+    full = length // block
+    size = {b: block if b < full else length - full * block for b in range(-(-length // block))}
+    windows, seen = [], {}
+    for k, r in enumerate(order):
+        seen[r // block] = seen.get(r // block, 0) + 1
+        assert len(seen) <= window, (k, seen)
+        if all(n == size[b] for b, n in seen.items()) and (len(seen) == window or
+                                                           k == length - 1):
+            windows.append(set(seen))
+            seen = {}
+    assert not seen
+    return windows
+
+
 @pytest.mark.parametrize("length,block,window", [(1000, 10, 4), (1003, 10, 4), (97, 7, 3),
                                                  (50, 64, 2), (64, 8, 8), (1, 1, 1), (30, 1, 1)])
 def test_a_cycle_is_a_permutation_whose_windows_read_whole_blocks(length, block, window):
     order = one_pass(length, block, window, seed=5)
     assert sorted(order) == list(range(length))                 # every record exactly once
-    span = block * window
-    full, rest = divmod(length, block)
-    found = []
-    for cut in (range(full + 1) if rest else [full]):
-        # The blocks if the short one was cut after `cut` full blocks: (first record, size).
-        blocks = [(b * block + (rest if b >= cut else 0), block) for b in range(full)]
-        blocks += [(cut * block, rest)] if rest else []
-        of = {r: k for k, (a, n) in enumerate(blocks) for r in range(a, a + n)}
-        windows = [order[w:w + span] for w in range(0, length, span)]
-        if all(len({of[r] for r in records}) <= window                  # <= W blocks a window
-               and all(sum(of[r] == b for r in records) == blocks[b][1]  # ... each whole
-                       for b in {of[r] for r in records})
-               for records in windows):
-            found.append(cut)
-            if rest:
-                assert of[order[-1]] == len(blocks) - 1 or \
-                    set(range(cut * block, cut * block + rest)) <= set(windows[-1])  # short one last
-    assert found                                                # some cut reads whole blocks
+    windows = _windows(order, length, block, window)             # <= W blocks, each whole
+    assert sum(len(w) for w in windows) == -(-length // block)
+    if length % block == 0:
+        # No short block: windows of W * block positions, as the order always was.
+        span = block * window
+        assert [set(r // block for r in order[w:w + span]) for w in range(0, length, span)] == windows
 
 
 def test_the_short_block_is_cut_at_a_new_place_each_cycle_so_no_record_is_always_left_unread():

@@ -150,41 +150,73 @@ static void lx_permuted(uint64_t N, uint64_t K, uint64_t cycle, uint64_t pos, ui
 }
 
 /* BLOCKS: writes `count` positions of cycle `cycle`'s order, from position `pos`. The records
-   are cut into blocks of R consecutive records, with one short block of the N % R left over
-   when R does not divide N; the cycle's order is a permutation of the full blocks followed
-   by the short block, cut into windows of W blocks; a window's records come in a permutation
-   of their own. So a window of W * R positions reads W blocks, each a run of consecutive
-   records, and every record is at exactly one position of the cycle. The short block is cut
-   at a place drawn for each cycle (after `cut` full blocks; those after it start N % R
-   records later): it is always read last, and an endless run leaves the last positions of a
-   cycle unread, so a short block always cut at the end would leave the same records unread
-   in every cycle (1,050 records in blocks of 64, batches of 100: the last 26 never read). */
+   are cut into blocks of R consecutive records, the last one short (N % R records) when R does
+   not divide N; the cycle's order takes the blocks in a random order, cut into windows of W
+   blocks, and a window's records come in a permutation of their own. So a window reads at
+   most W blocks, each a run of consecutive records starting at a multiple of R, and every
+   record is at exactly one position of the cycle. The short block's place among the blocks
+   is drawn per cycle like the others' (slot `s`); its window has R - N % R positions fewer,
+   and the windows after it start that much earlier. (Always last, the short block fell where
+   an endless run leaves a cycle's last positions unread, and was never read: 1,050 records
+   in blocks of 64, batches of 100, records 1,024..1,049.) When R divides N there is no short
+   block and the order is as it always was. */
 static void lx_blocks(const lx_config *c, uint64_t cycle, uint64_t pos, uint64_t count,
                       uint64_t *restrict out) {
     const uint64_t N = c->length, R = c->block, W = c->window;
-    const uint64_t full = N / R;     /* the short block, if any, is block `full` */
-    const uint64_t rest = N - full * R;  /* its records */
-    const uint64_t span = W * R;     /* positions of a window, all but the last */
+    const uint64_t full = N / R;     /* full blocks; the short block, if any, is block `full` */
+    const uint64_t rest = N - full * R;  /* the short block's records */
+    const uint64_t slots = full + (rest ? 1 : 0);
+    const uint64_t span = W * R;     /* positions of a window of W full blocks */
+    const uint64_t lack = rest ? R - rest : 0;  /* positions the short block's window lacks */
     const uint64_t ck = lx_cycle_key(c->key, cycle);
-    /* The full blocks before the short one in the records: any of 0..full, drawn per cycle. */
-    const uint64_t cut = rest ? lx_below(lx_mix64(ck ^ 0x73686F7274ULL), full + 1) : full;
+    /* The short block's slot, any of 0..full, and its window. */
+    const uint64_t s = rest ? lx_below(lx_mix64(ck ^ 0x73686F7274ULL), full + 1) : slots;
+    const uint64_t ws = s / W;
+    const uint64_t after = (ws + 1) * span - lack;  /* where the window after it starts */
     lx_perm order, within;
-    uint64_t i, w = 0, started = 0;
+    uint64_t i, w = 0, first = 0, started = 0;
     if (full > 0) lx_perm_init(&order, full, lx_mix64(ck ^ 0x626C6F636B73ULL));
     for (i = 0; i < count; i++) {
         const uint64_t p = pos + i;
-        if (!started || p / span != w) {
-            w = p / span;
+        uint64_t pw;
+        if (!rest || p < ws * span) pw = p / span;
+        else if (p < after) pw = ws;
+        else pw = ws + 1 + (p - after) / span;
+        if (!started || pw != w) {
+            w = pw;
             started = 1;
-            /* w * span <= p < N: no overflow; the last window holds what is left. */
-            const uint64_t first = w * span, left = N - first;
-            lx_perm_init(&within, left < span ? left : span, lx_mix64(ck + (w + 1) * LX_GOLDEN));
+            /* w * W < slots: p < N. The last window holds the slots that are left. */
+            const uint64_t k = slots - w * W < W ? slots - w * W : W;
+            first = w * span - (rest && w > ws ? lack : 0);
+            lx_perm_init(&within, k * R - (rest && w == ws ? lack : 0),
+                         lx_mix64(ck + (w + 1) * LX_GOLDEN));
         }
-        const uint64_t q = lx_perm_at(&within, p - w * span);
-        const uint64_t slot = w * W + q / R;
-        const uint64_t block = slot < full ? lx_perm_at(&order, slot) : slot;
-        const uint64_t start = block == full ? cut * R : block * R + (block >= cut ? rest : 0);
-        out[i] = start + q % R;
+        const uint64_t q = lx_perm_at(&within, p - first);
+        uint64_t j, off;                 /* the slot within the window, the record within it */
+        if (rest && w == ws) {
+            const uint64_t js = s - w * W;
+            if (q < js * R) {
+                j = q / R;
+                off = q % R;
+            } else if (q < js * R + rest) {
+                j = js;
+                off = q - js * R;
+            } else {
+                const uint64_t q2 = q - js * R - rest;
+                j = js + 1 + q2 / R;
+                off = q2 % R;
+            }
+        } else {
+            j = q / R;
+            off = q % R;
+        }
+        const uint64_t slot = w * W + j;
+        if (rest && slot == s) {
+            out[i] = full * R + off;
+        } else {
+            const uint64_t block = lx_perm_at(&order, slot - (rest && slot > s ? 1 : 0));
+            out[i] = block * R + off;
+        }
     }
 }
 
