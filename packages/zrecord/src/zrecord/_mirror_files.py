@@ -89,19 +89,28 @@ class PrivateFolder:
     removed by the next reader that makes a private folder there (reap). cleanup() removes it
     at close(); its _finalizer also does when the reader is dropped unclosed, or at exit, and
     Mirror._adopt detaches it in a forked child (the folder stays the parent's, whose lock the
-    child's copy of the descriptor shares)."""
+    child's copy of the descriptor shares). Where the file system cannot lock (some network
+    and FUSE mounts: flock fails with one of NO_LOCKS), the folder is made without a lock, and
+    one left by a process that died stays there."""
 
     def __init__(self, base: str | None = None, prefix: str = PRIVATE_PREFIX) -> None:
         base = tempfile.gettempdir() if base is None else base
         base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        lock: int | None
         try:
             reap(base, base_fd, (prefix,))
-            name, lock = locked_name(base_fd, prefix)
             try:
-                os.mkdir(name, 0o700, dir_fd=base_fd)
-            except BaseException:
-                unlock(base_fd, name, lock)
-                raise
+                name, lock = locked_name(base_fd, prefix)
+            except OSError as exc:
+                if exc.errno not in NO_LOCKS:
+                    raise
+                name, lock = os.path.basename(tempfile.mkdtemp(prefix=prefix, dir=base)), None
+            else:
+                try:
+                    os.mkdir(name, 0o700, dir_fd=base_fd)
+                except BaseException:
+                    unlock(base_fd, name, lock)
+                    raise
         finally:
             os.close(base_fd)
         self.name = os.path.join(base, name)
@@ -111,14 +120,21 @@ class PrivateFolder:
         self._finalizer()
 
 
-def _remove_private(base: str, name: str, lock: int) -> None:
-    """Remove private folder `name` of folder `base`, then its lock, then release that."""
+def _remove_private(base: str, name: str, lock: int | None) -> None:
+    """Remove private folder `name` of folder `base`, then its lock, if any, then release
+    that."""
     try:
         shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(base, name + LOCK_SUFFIX))
+        if lock is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(base, name + LOCK_SUFFIX))
     finally:
-        os.close(lock)
+        if lock is not None:
+            os.close(lock)
+
+
+# What flock raises where a file system cannot lock.
+NO_LOCKS = {_errno.ENOLCK, _errno.EOPNOTSUPP, _errno.ENOTSUP, _errno.ENOSYS, _errno.EINVAL}
 
 
 def locked_name(base_fd: int, prefix: str) -> tuple[str, int]:

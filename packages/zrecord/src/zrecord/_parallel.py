@@ -26,7 +26,6 @@ Invariants of this module:
 from __future__ import annotations
 
 import collections
-import errno
 import math
 import multiprocessing
 import os
@@ -238,44 +237,18 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
     if is_url(folder):
         # Uploaded from there by publish_folder, which refuses a writer's temporary: a
         # private folder as a reader's mirror has, reaped alike.
-        staging = _Staging(tempfile.gettempdir() if cache_dir is None else str(cache_dir),
-                           UPLOAD_STAGING_PREFIX)
+        staging = PrivateFolder(tempfile.gettempdir() if cache_dir is None else str(cache_dir),
+                                UPLOAD_STAGING_PREFIX)
     else:
-        staging = _Staging(folder, STAGING_PREFIX)
+        # Locked for the run: one a run left when it died (SIGKILL, a crash) is shown by
+        # `zrecord info` as a write whose writer is gone, and removed by the next run here.
+        staging = PrivateFolder(folder, STAGING_PREFIX)
     try:
         names = _write_parts(spec, staging.name, token, items, _runs(len(items), per_part),
                              workers, progress, start_method, redact(folder))
         return _publish(folder, staging.name, names, extend, progress, storage_options)
     finally:
         staging.cleanup()
-
-
-class _Staging:
-    """A run's staging folder in `base`, `prefix<hex>`, locked for the run (PrivateFolder):
-    one that a run left when it died (SIGKILL, a crash) is removed by the next run there (and
-    in a dataset's folder shown by `zrecord info` as a write whose writer is gone). Where the
-    file system cannot lock (some network and FUSE mounts), the folder is made unlocked, as
-    before: a dead run's stays."""
-
-    def __init__(self, base: str, prefix: str) -> None:
-        self._private: PrivateFolder | None = None
-        try:
-            self._private = PrivateFolder(base, prefix)
-            self.name = self._private.name
-        except OSError as exc:
-            if exc.errno not in _NO_LOCKS:
-                raise
-            self.name = tempfile.mkdtemp(prefix=prefix, dir=base)
-
-    def cleanup(self) -> None:
-        if self._private is not None:
-            self._private.cleanup()
-        else:
-            shutil.rmtree(self.name, ignore_errors=True)
-
-
-# What flock raises where a file system cannot lock.
-_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL}
 
 
 def _publish(folder: str, staging: str, names: list[str], extend: bool, progress: bool,
