@@ -53,6 +53,7 @@ from loaderx._sampler_api import (
     ModeName,
     Sampler,
     _check_topology,
+    mode_of,
     reshard_state,
 )
 from loaderx.dataloader import _type_name
@@ -343,7 +344,7 @@ class _Sources:
             assert n is not None  # _parse_source gives streams or a sampler
             if n < 1:
                 raise ValueError(f"Mix source {k} is empty")
-            if _is_blocks(mode):
+            if mode_of(mode) is Mode.BLOCKS:
                 raise ValueError(f"Mix source {k} is a stream dict, for which Mix builds a "
                                  "Sampler of `mode`, and mode BLOCKS needs block_records: give "
                                  "it as a (streams, Sampler(len, batch_size, 'blocks', "
@@ -358,13 +359,6 @@ class _Sources:
                                  f"but its streams have {n}")
             length = n
         return sampler, length
-
-
-def _is_blocks(mode: Any) -> bool:
-    """Whether `mode` (a name or a Mode) is BLOCKS; others are judged by Sampler."""
-    if isinstance(mode, str):
-        return mode.upper() == Mode.BLOCKS.name
-    return isinstance(mode, int) and not isinstance(mode, bool) and mode == Mode.BLOCKS
 
 
 class Mix:

@@ -138,6 +138,20 @@ def reshard_state(what: str, state: Mapping[str, Any], world_size: int, rank: in
     return {**state, "batch_size": g // world_size, "world_size": world_size, "rank": rank}
 
 
+def mode_of(mode: Mode | ModeName | int) -> Mode:
+    """`mode` (a Mode, its name in any case, or its number) as a Mode; ValueError otherwise."""
+    if isinstance(mode, str):
+        try:
+            return Mode[mode.upper()]
+        except KeyError:
+            raise ValueError(f"Sampler mode must be one of {[m.name for m in Mode]}; "
+                             f"got {mode!r}") from None
+    try:
+        return Mode(mode)
+    except ValueError:
+        raise ValueError(f"Sampler mode must be a Sampler.Mode; got {mode!r}") from None
+
+
 def _sampler_of(state: Mapping[str, Any]) -> Sampler:
     """The sampler a state describes, at its step (Sampler.__reduce__)."""
     blocks = {k: state[k] for k in ("block_records", "window_blocks") if k in state}
@@ -226,16 +240,7 @@ class Sampler(SamplerCore):
         length = _positive("length", length)
         batch_size = _positive("batch_size", batch_size)
         world_size = _positive("world_size", world_size)
-        if isinstance(mode, str):
-            try:
-                mode = Mode[mode.upper()]
-            except KeyError:
-                raise ValueError(f"Sampler mode must be one of {[m.name for m in Mode]}; "
-                                 f"got {mode!r}") from None
-        try:
-            mode = Mode(mode)
-        except ValueError:
-            raise ValueError(f"Sampler mode must be a Sampler.Mode; got {mode!r}") from None
+        mode = mode_of(mode)
         rank = _int_arg("rank", rank)
         if not 0 <= rank < world_size:
             raise ValueError(f"Sampler rank must be in 0..{world_size - 1} for world_size "
