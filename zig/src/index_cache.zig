@@ -383,6 +383,8 @@ const prune_stack_bytes: usize = 1 << 20;
 const Kept = struct {
     mtime_sec: i64,
     size: u64,
+    /// The file judged (`judge`), which is the one removed, if any.
+    id: ?sys.FileIdentity,
     name_at: usize,
     name_len: usize,
 
@@ -407,9 +409,13 @@ pub fn prune(dfd: sys.Fd, budget: u64, now: i64) error{OutOfMemory}!PruneStats {
         if (!trusted(st)) continue;
         const is_temp = std.mem.indexOf(u8, name, temp_marker) != null;
         if (!is_temp and !std.mem.endsWith(u8, name, file_suffix)) continue;
-        const keep = if (is_temp) now - st.mtime_sec <= stale_temp_s else isCurrent(dfd, name, st.size);
-        if (!keep) {
-            if (remove(dfd, name)) {
+        // A temporary's name is its writer's own, never reused: no other file can take it.
+        const judged: Judged = if (is_temp)
+            .{ .current = now - st.mtime_sec <= stale_temp_s, .id = null }
+        else
+            judge(dfd, name, st.size);
+        if (!judged.current) {
+            if (removeJudged(dfd, name, judged.id)) {
                 stats.removed += 1;
                 stats.removed_bytes += st.size;
             }
@@ -419,6 +425,7 @@ pub fn prune(dfd: sys.Fd, budget: u64, now: i64) error{OutOfMemory}!PruneStats {
         try kept.append(alloc, .{
             .mtime_sec = st.mtime_sec,
             .size = st.size,
+            .id = judged.id,
             .name_at = names.items.len,
             .name_len = name.len,
         });
@@ -433,7 +440,7 @@ pub fn prune(dfd: sys.Fd, budget: u64, now: i64) error{OutOfMemory}!PruneStats {
         if (total <= budget) break;
         total -= k.size;
         dropped += 1;
-        if (remove(dfd, names.items[k.name_at..][0..k.name_len :0])) {
+        if (removeJudged(dfd, names.items[k.name_at..][0..k.name_len :0], k.id)) {
             stats.removed += 1;
             stats.removed_bytes += k.size;
         }
@@ -445,19 +452,46 @@ pub fn prune(dfd: sys.Fd, budget: u64, now: i64) error{OutOfMemory}!PruneStats {
     return stats;
 }
 
-fn remove(dfd: sys.Fd, name: [*:0]const u8) bool {
+/// What pruning found of one file of the folder: whether it stays, and which file it judged
+/// (null where it could not tell, or for a temporary).
+const Judged = struct {
+    current: bool,
+    id: ?sys.FileIdentity,
+};
+
+/// Removes the file named `name` if it is still the file that was judged (`id`). A reader
+/// writes a cache file by renaming it over the name of the one it replaces, which may be the
+/// stale file pruning just judged: without this check the fresh file went in its place (a
+/// flaky test found it). A file loaded since it was judged (its time refreshed) stays too.
+/// What is left is the time between this check and the unlink, not the whole listing's.
+pub fn removeJudged(dfd: sys.Fd, name: [*:0]const u8, id: ?sys.FileIdentity) bool {
+    if (id) |judged| {
+        const fd = sys.openAt(dfd, name, judge_flags, 0) catch return false;
+        const now = sys.fileIdentity(fd);
+        sys.close(fd);
+        if (now) |same| {
+            if (!sys.sameVersion(same, judged)) return false;
+        } else |_| return false;
+    }
     sys.unlinkAt(dfd, name) catch return false;
     return true;
 }
 
-/// Whether the cache file `name` (`size` bytes) of the folder `dfd` is of this version and
-/// was built from the index file its store holds now. A store that cannot be reached for
-/// another reason than its absence (a folder it cannot search, a file system not mounted)
-/// keeps its file.
-fn isCurrent(dfd: sys.Fd, name: [*:0]const u8, size: u64) bool {
-    const open_flags = sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC;
-    const fd = sys.openAt(dfd, name, open_flags, 0) catch return true;
+const judge_flags = sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC;
+
+/// `isCurrent` of the file named `name`, and the file's identity.
+fn judge(dfd: sys.Fd, name: [*:0]const u8, size: u64) Judged {
+    const fd = sys.openAt(dfd, name, judge_flags, 0) catch return .{ .current = true, .id = null };
     defer sys.close(fd);
+    const id = sys.fileIdentity(fd) catch null;
+    return .{ .current = isCurrent(fd, size), .id = id };
+}
+
+/// Whether the cache file open as `fd` (`size` bytes) is of this version and was built from
+/// the index file its store holds now. A store that cannot be reached for another reason
+/// than its absence (a folder it cannot search, a file system not mounted) keeps its file.
+fn isCurrent(fd: sys.Fd, size: u64) bool {
+    const open_flags = judge_flags;
     var h: compact.FileHeader = undefined;
     var short = false;
     if (size < @sizeOf(compact.FileHeader)) return false;

@@ -12,6 +12,7 @@ const abi = @import("abi.zig");
 const sys = @import("sys.zig");
 const format = @import("format.zig");
 const compact = @import("compact.zig");
+const index_cache = @import("index_cache.zig");
 const t = @import("testing.zig");
 const Reader = @import("reader.zig").Reader;
 const IndexSource = @import("reader.zig").IndexSource;
@@ -60,6 +61,18 @@ fn cacheFile(td: *const TempDir, buf: []u8) ![:0]const u8 {
         found = try std.fmt.bufPrintSentinel(buf, "cache/{s}", .{name}, 0);
     }
     return found orelse error.NoCacheFile;
+}
+
+/// Waits for a pruning of the test's cache folder to end: its thread holds the stamp's lock
+/// until it is done (index_cache.maybePrune).
+fn waitPruned(td: *const TempDir) !void {
+    var cbuf: [256]u8 = undefined;
+    var nbuf: [64]u8 = undefined;
+    const rel = try std.fmt.bufPrint(&nbuf, "cache/.prune-stamp-{d}", .{sys.geteuid()});
+    const fd = sys.open(td.sub(&cbuf, rel), sys.O_RDWR, 0) catch return;
+    defer sys.close(fd);
+    try sys.flock(fd, sys.LOCK_EX);
+    try sys.flock(fd, sys.LOCK_UN);
 }
 
 /// Removes the cache folder and every file in it.
@@ -111,11 +124,16 @@ const Tokens = struct {
     td: TempDir = .{},
     recs: []const []const u8 = &.{},
 
-    /// `primed`: opened once, so that the cache folder holds its compact index.
+    /// `primed`: opened once, so that the cache folder holds its compact index, and the
+    /// pruning that first write started (on a thread of its own) ended: a test that then
+    /// damages the cache file would race it.
     fn init(f: *Tokens, n: usize, primed: bool) !void {
         try f.td.init();
         f.recs = try writeTokens(&f.td, n);
-        if (primed) root.zr_reader_free(try openWith(&f.td, "r", 0));
+        if (primed) {
+            root.zr_reader_free(try openWith(&f.td, "r", 0));
+            try waitPruned(&f.td);
+        }
     }
 
     fn deinit(f: *Tokens) !void {
@@ -216,6 +234,49 @@ test "a damaged, truncated or stale cache file is not used: the index is built a
         try expectRagged(r, recs, &idx);
         root.zr_reader_free(r);
     }
+    try f.deinit();
+}
+
+test "pruning removes a file only while it is the one judged: a fresh file renamed over it stays" {
+    // A reader writes its cache file by renaming it over the name of the file it replaces,
+    // which a pruning on another thread may have judged stale a moment before.
+    var f: Tokens = .{};
+    try f.init(300, true);
+    const td = &f.td;
+    var nbuf: [256]u8 = undefined;
+    const rel = try cacheFile(td, &nbuf);
+    var pbuf: [256]u8 = undefined;
+    var qbuf: [256]u8 = undefined;
+    const path = td.sub(&pbuf, rel);
+    const judged = blk: {
+        const fd = try sys.open(path, sys.O_RDONLY, 0);
+        defer sys.close(fd);
+        break :blk try sys.fileIdentity(fd);
+    };
+    // Another file, as a reader writes it, renamed over the judged one.
+    const bytes = try t.readAlloc(td, rel);
+    defer gpa.free(bytes);
+    const fresh = td.sub(&qbuf, "cache/fresh.tmp");
+    {
+        const fd = try sys.open(fresh, sys.O_WRONLY | sys.O_CREAT | sys.O_EXCL, 0o600);
+        defer sys.close(fd);
+        try sys.pwriteAll(fd, bytes, 0);
+    }
+    try sys.rename(fresh, path);
+    var cbuf: [256]u8 = undefined;
+    const dfd = try sys.open(td.sub(&cbuf, "cache"), sys.O_RDONLY | sys.O_DIRECTORY, 0);
+    defer sys.close(dfd);
+    const name = path[std.mem.lastIndexOfScalar(u8, path, '/').? + 1 .. :0];
+    try testing.expect(!index_cache.removeJudged(dfd, name, judged));
+    _ = try cacheFile(td, &nbuf);
+    // The file it judges now goes.
+    const now = blk: {
+        const fd = try sys.open(path, sys.O_RDONLY, 0);
+        defer sys.close(fd);
+        break :blk try sys.fileIdentity(fd);
+    };
+    try testing.expect(index_cache.removeJudged(dfd, name, now));
+    try testing.expectError(error.NoCacheFile, cacheFile(td, &nbuf));
     try f.deinit();
 }
 
