@@ -330,6 +330,36 @@ def test_close_waits_for_an_eviction_under_way_before_closing_what_it_punches(
     assert all(t == (shard.st_dev, shard.st_ino) for t in targets), targets
 
 
+def test_close_wakes_a_gather_waiting_for_room(http_folder, straddling, tmp_path, monkeypatch):
+    """A gather waiting in the budget's admission for another gather's room when the reader
+    closes stops waiting at once, with ClosedError. Was: it went on waiting until its next look
+    (every 0.5 s), as nothing woke it."""
+    folder, _ = straddling
+    url = _serve(http_folder, folder)
+    monkeypatch.setattr(_mirror_cache, "ROOM_WAIT_S", 60.0)
+    monkeypatch.setattr(_mirror_cache, "ROOM_POLL_S", 60.0)  # only a wake-up ends its wait
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": _mirror_cache.BUDGET_MIN_BYTES}
+    ds = Dense.open(url, storage_options=opts)
+    budget = ds._remote._budget
+    room = budget.budget - budget.used()
+    assert budget.reserve(room, hold=True) == room  # another gather holds all the room
+    waited: list[float] = []
+
+    def gather() -> None:
+        began = time.monotonic()
+        with pytest.raises(ClosedError):
+            budget.reserve(8192, hold=True)
+        waited.append(time.monotonic() - began)
+
+    waiting = threading.Thread(target=gather)
+    waiting.start()
+    waiting.join(timeout=1.0)
+    assert waiting.is_alive()  # waiting for room
+    ds.close()
+    waiting.join(timeout=20)
+    assert not waiting.is_alive() and waited and waited[0] < 20, waited
+
+
 # --- [R2] 11: a gather racing close() ------------------------------------------------------
 
 

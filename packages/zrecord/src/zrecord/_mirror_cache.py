@@ -84,6 +84,9 @@ PUNCH_RUN_BYTES = 4 << 20
 # How long a gather's fetch waits for the gathers in flight to read theirs before it is made
 # anyway (reserve): a fetch stalled by the network must not stall every gather.
 ROOM_WAIT_S = 10.0
+# How often a fetch waiting for room looks again without being woken (another process's
+# eviction or reads free room without a notification in this one).
+ROOM_POLL_S = 0.5
 # The most eviction passes a fetch that must be made runs to fit the budget (reserve).
 EVICT_PASSES_MAX = 4
 # The smallest budget: a batch fetched must fit, or the eviction after it would punch out what
@@ -452,9 +455,11 @@ class Budget:
                         fits = self.used() + admission.reserved + incoming <= self.budget
                         if fits or not raced:
                             break
-                if partial or fits or last:
+                # Closed meanwhile: nothing more to wait for (the caller's fetch then raises
+                # ClosedError); close() wakes the waiters.
+                if partial or fits or last or self._closed:
                     break
-                admission.room.wait(min(left, 0.5))
+                admission.room.wait(min(left, ROOM_POLL_S))
             granted = incoming
             if partial:
                 granted = max(0, min(incoming, self.budget - self.used() - admission.reserved))
@@ -600,6 +605,11 @@ class Budget:
             _admission_done(self._admission_key, self._admission)
             os.close(self._lock_fd)
             self._by_shard = {}
+        # A gather of this reader waiting for room (reserve) stops waiting now, not at its
+        # next timeout (up to ROOM_WAIT_S). Outside the eviction lock: reserve takes the room's
+        # lock first and the eviction lock under it.
+        with self._admission.room:
+            self._admission.room.notify_all()
 
 
 def _expand(first: np.ndarray, spans: np.ndarray) -> np.ndarray:
