@@ -170,6 +170,26 @@ def test_a_part_missing_replaced_or_reordered_is_refused(tmp_path):  # [ZR-DS-01
         zrecord.open_dataset(ds)
 
 
+def test_a_part_the_system_refuses_is_named(tmp_path, monkeypatch):
+    """A part that cannot be read (permission denied, an I/O error) fails the open with the
+    same error type and errno, naming the part as the manifest's checks do. Was: the
+    exception from the store's open, which named a path but not which part of which dataset
+    version it was. (Simulated: the tests may run as root, whom permissions do not stop.)"""
+    _dense_dataset(tmp_path / "ds", [2, 3])
+    from zrecord import _dataset
+    real = _dataset.open_store
+
+    def refused(path, **options):
+        if str(path).endswith("p1"):
+            raise errors.StoreOSError(errno.EACCES, f"cannot open '{path}/header.zrh': permission denied")
+        return real(path, **options)
+
+    monkeypatch.setattr(_dataset, "open_store", refused)
+    with pytest.raises(errors.StoreOSError, match=r"v1: part 1 \('p1'\): cannot open .*permission denied") as caught:
+        zrecord.open_dataset(tmp_path / "ds")
+    assert caught.value.errno == errno.EACCES
+
+
 def _forge(root, parts, schema=None, version=1):
     """A manifest naming `parts` (name, store path) with their true entries, and `schema`."""
     entries, schemas = [], []

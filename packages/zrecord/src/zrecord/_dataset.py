@@ -59,6 +59,7 @@ from zrecord.errors import (
     StoreExistsError,
     StoreIndexError,
     StoreNotFoundError,
+    StoreOSError,
 )
 
 _Reader = DenseReader | RaggedReader
@@ -199,6 +200,8 @@ def _open_part(where: _Location, k: int, part: Part, schema: Schema, shown: str,
         raise CorruptStoreError(f"{label} is not a published store: {exc} [ZR-DS-011]") from None
     except FormatError as exc:
         raise type(exc)(f"{label}: {exc}") from None
+    except StoreOSError as exc:  # permission denied, an I/O error: the type and errno kept
+        raise type(exc)(exc.errno, f"{label}: {exc.strerror}") from exc
     info = store._info
     problem: FormatError | None = None
     if int(info["header_checksum"]) != part.header_checksum:
