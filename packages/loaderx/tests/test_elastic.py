@@ -96,6 +96,25 @@ def test_a_global_batch_that_does_not_divide_is_refused_with_what_would_work():
         Sampler.reshard(saved, world_size=2, rank=2)
 
 
+def test_reshard_offers_only_world_sizes_whose_sampler_can_be_built():
+    """SEQUENTIAL over one rank may draw a global batch larger than the records; over more
+    ranks the constructor refuses it (ranks would not draw disjoint indices). Was: reshard
+    listed and returned states for world sizes 2 and 4, whose sampler then failed to build."""
+    saved = Sampler(3, 4, Mode.SEQUENTIAL).state_dict()
+    with pytest.raises(ValueError) as info:
+        Sampler.reshard(saved, world_size=2, rank=1)
+    message = str(info.value)
+    assert "SEQUENTIAL needs the global batch (4) <= length (3)" in message
+    assert message.endswith("World sizes that can resume it: 1 (batch_size 4)")
+    assert Sampler.reshard(saved, world_size=1, rank=0)["batch_size"] == 4
+    # With passes, or with a global batch within the records, every divisor still works.
+    many = Sampler(8, 4, Mode.SEQUENTIAL, world_size=1).state_dict()
+    state = Sampler.reshard(many, world_size=2, rank=1)
+    assert Sampler(8, state["batch_size"], Mode.SEQUENTIAL, rank=1, world_size=2).batch_size == 2
+    bounded = Sampler(3, 4, Mode.SEQUENTIAL, passes=2).state_dict()
+    assert Sampler.reshard(bounded, world_size=4, rank=3)["batch_size"] == 1
+
+
 @pytest.fixture
 def stores(tmp_path):
     with Dense.create(tmp_path / "id", np.int64, (), codec="raw") as w:

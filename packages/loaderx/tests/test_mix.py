@@ -198,8 +198,16 @@ def test_bad_sources_are_refused():
         Mix([{"x": np.arange(3)}, {"x": np.arange(3.0)}], [1, 1], batch_size=2)
     with pytest.raises(ValueError, match="same length"):
         Mix([{"x": np.arange(3), "y": np.arange(4)}], [1], batch_size=2)
-    with pytest.raises(ValueError, match="draws from 9 records but its streams have 3"):
+    with pytest.raises(ValueError, match="source 0: the sampler draws from 9 records but the streams have 3"):
         Mix([({"x": np.arange(3)}, Sampler(9, 2, "iid"))], [1])
+    # A sampler of fewer records than its streams hold: refused unless subset=True, as the
+    # DataLoader refuses it. Was: accepted, and the records past it were never read.
+    with pytest.raises(ValueError, match=r"source 1: the sampler draws from the first 2 records .* subset=True"):
+        Mix([{"x": np.arange(3)}, ({"x": np.arange(5)}, Sampler(2, 2, "iid"))], [1, 1], batch_size=2)
+    mix = Mix([{"x": np.arange(3)}, ({"x": np.arange(5)}, Sampler(2, 2, "iid"))], [1, 1],
+              batch_size=2, subset=True)
+    drawn = np.concatenate([mix.next() for _ in range(20)])
+    assert set(drawn.tolist()) <= {0, 1, 2, 3, 4} and not {5, 6, 7} & set(drawn.tolist())
     with pytest.raises(ValueError, match="source_key 'x' is already a stream name"):
         Mix(arrays(3), [1], batch_size=2, source_key="x")
     with pytest.raises(ValueError, match="rank"):

@@ -56,7 +56,7 @@ from loaderx._sampler_api import (
     mode_of,
     reshard_state,
 )
-from loaderx.dataloader import _type_name
+from loaderx.dataloader import _type_name, check_sampler_length
 from loaderx.protocols import Stream
 
 # The longest schedule period (table entries). Weights whose exact period is longer are
@@ -318,7 +318,7 @@ class _Sources:
     """Mix(...)'s per-source samplers, record counts and optional stream dicts."""
 
     def __init__(self, sources: Any, batch_size: int | None, mode: Any, seed: int,
-                 world_size: int) -> None:
+                 world_size: int, subset: bool = False) -> None:
         if isinstance(sources, Mapping) or not isinstance(sources, Sequence) or not sources:
             raise TypeError("Mix sources must be a non-empty list of stream dicts, "
                             "(streams, sampler) pairs or samplers; got "
@@ -332,13 +332,15 @@ class _Sources:
         self.samplers: list[_StepSampler] = []
         self.lengths: list[int] = []
         for k, (streams, sampler) in enumerate(parsed):
-            sampler, length = self._resolve(k, streams, sampler, mode, seed)
+            sampler, length = self._resolve(k, streams, sampler, mode, seed, subset)
             self.samplers.append(sampler)
             self.lengths.append(length)
 
     def _resolve(self, k: int, streams: dict[str, Stream] | None, sampler: Any, mode: Any,
-                 seed: int) -> tuple[_StepSampler, int]:
-        """Source `k`'s sampler (built when not given) and its record count."""
+                 seed: int, subset: bool) -> tuple[_StepSampler, int]:
+        """Source `k`'s sampler (built when not given) and its record count: a given sampler
+        draws from all of its streams' records, or with `subset` from the first ones (the
+        DataLoader's rule)."""
         n = None if streams is None else len(next(iter(streams.values())))
         if sampler is None:
             assert n is not None  # _parse_source gives streams or a sampler
@@ -354,9 +356,10 @@ class _Sources:
                               (seed + (k + 1) * _SEED_STEP) & U64_MAX)
         length = int(sampler.length)
         if n is not None:
-            if length > n:
-                raise ValueError(f"the sampler of Mix source {k} draws from {length} records "
-                                 f"but its streams have {n}")
+            try:
+                check_sampler_length(sampler, n, subset)
+            except ValueError as exc:
+                raise ValueError(f"Mix source {k}: {exc}") from None
             length = n
         return sampler, length
 
@@ -365,10 +368,11 @@ class Mix:
     """Weighted, per-record mixing of several sources into one endless batch stream.
 
     ``Mix(sources, weights, seed=0, *, batch_size=None, mode="cyclic", rank=0, world_size=1,
-    source_key=None)``. `sources` is a list whose items are stream dicts ``{name: store}``
-    (Mix samples each with its own ``Sampler(len, min(len, batch_size * world_size), mode)``,
-    seeded from `seed`),
-    ``(streams, sampler)`` pairs, or bare samplers. `weights` (one per source, >= 0, not all
+    source_key=None, subset=False)``. `sources` is a list whose items are stream dicts
+    ``{name: store}`` (Mix samples each with its own ``Sampler(len, min(len, batch_size *
+    world_size), mode)``, seeded from `seed`), ``(streams, sampler)`` pairs (a sampler that
+    draws from fewer records than its streams hold is refused unless `subset` is True, as by
+    the DataLoader), or bare samplers. `weights` (one per source, >= 0, not all
     zero) are the proportions of records; `seed` is 0..2**64-1, as for ``Sampler``. ``next()`` returns this rank's indices of the next
     step in the concatenation of the sources, a borrowed read-only view like
     ``Sampler.next()``; ``DataLoader(mix.streams, mix)`` turns them into batches. Resumes
@@ -377,7 +381,8 @@ class Mix:
 
     def __init__(self, sources: Sequence[Any], weights: Sequence[Any], seed: int = 0, *,
                  batch_size: int | None = None, mode: Mode | ModeName | int = "cyclic",
-                 rank: int = 0, world_size: int = 1, source_key: str | None = None) -> None:
+                 rank: int = 0, world_size: int = 1, source_key: str | None = None,
+                 subset: bool = False) -> None:
         seed = operator.index(seed)
         if not 0 <= seed <= U64_MAX:
             raise ValueError(f"Mix seed must be in 0..2**64-1; got {seed}")
@@ -386,7 +391,7 @@ class Mix:
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"Mix rank must be in 0..world_size-1 and world_size at least 1; "
                              f"got rank {rank}, world_size {world_size}")
-        resolved = _Sources(sources, batch_size, mode, seed, world_size)
+        resolved = _Sources(sources, batch_size, mode, seed, world_size, subset)
         self.quanta = _quanta(weights, len(resolved.samplers))
         self._src = resolved
         self.batch_size = resolved.batch_size

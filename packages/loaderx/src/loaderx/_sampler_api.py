@@ -79,16 +79,36 @@ _WORLD_SIZES_LISTED_MAX = 1024
 TOPOLOGY = ("batch_size", "world_size", "rank")
 
 
+def _ranks_draw_apart(state: Mapping[str, Any], world_size: int) -> bool:
+    """Whether a sampler of `state`'s settings can split its global batch over `world_size`
+    ranks: the constructor's rule that SEQUENTIAL without passes, over more than one rank, has
+    a global batch of at most `length` (ranks draw disjoint indices). True for states that are
+    not a Sampler's (a Mix's)."""
+    length, batch, world = state.get("length"), state.get("batch_size"), state.get("world_size")
+    if world_size == 1 or state.get("passes") is not None or not isinstance(length, int) \
+            or not isinstance(batch, int) or not isinstance(world, int):
+        return True
+    try:
+        mode = mode_of(state.get("mode"))  # type: ignore[arg-type]
+    except ValueError:
+        return True
+    return not (mode is Mode.SEQUENTIAL and batch * world > length)
+
+
 def _global_batch_error(what: str, saved_batch: int, saved_world: int, batch_size: int | None,
-                        world_size: int) -> str:
+                        world_size: int, state: Mapping[str, Any] | None = None) -> str:
     """Why (batch_size, world_size) cannot resume a state saved with (saved_batch,
     saved_world), and which settings can; `batch_size` None: reshard(world_size), which takes
-    no batch size."""
+    no batch size. With `state`, only world sizes its sampler can be built with are listed."""
     g = saved_batch * saved_world
-    works = [w for w in range(1, min(g, _WORLD_SIZES_LISTED_MAX) + 1) if g % w == 0]
+    works = [w for w in range(1, min(g, _WORLD_SIZES_LISTED_MAX) + 1)
+             if g % w == 0 and (state is None or _ranks_draw_apart(state, w))]
     listed = ", ".join(f"{w} (batch_size {g // w})" for w in works)
     more = f" (listed up to {_WORLD_SIZES_LISTED_MAX})" if g > _WORLD_SIZES_LISTED_MAX else ""
-    if g % world_size == 0:
+    if state is not None and not _ranks_draw_apart(state, world_size):
+        hint = (f"with world_size > 1, SEQUENTIAL needs the global batch ({g}) <= length "
+                f"({state.get('length')}) so that ranks draw disjoint indices")
+    elif g % world_size == 0:
         hint = f"with world_size {world_size}, use batch_size {g // world_size}"
     else:
         hint = f"{g} records per step cannot be split evenly over {world_size} ranks"
@@ -133,8 +153,9 @@ def reshard_state(what: str, state: Mapping[str, Any], world_size: int, rank: in
         raise ValueError(f"{what} state has no batch_size/world_size; got "
                          f"{saved_batch!r}/{saved_world!r}")
     g = saved_batch * saved_world
-    if g % world_size:
-        raise ValueError(_global_batch_error(what, saved_batch, saved_world, None, world_size))
+    if g % world_size or not _ranks_draw_apart(state, world_size):
+        raise ValueError(_global_batch_error(what, saved_batch, saved_world, None, world_size,
+                                             state))
     return {**state, "batch_size": g // world_size, "world_size": world_size, "rank": rank}
 
 
