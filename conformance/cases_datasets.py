@@ -319,7 +319,9 @@ def _invalid_entry_cases(g: DatasetCases) -> None:
                             ("name_trailing_slash", "b/", "a trailing '/'"),
                             ("name_space", "b c", "a space"),
                             ("name_absolute", "/b", "a leading '/'"),
-                            ("name_twice", "a", "the name of the entry before")):
+                            ("name_twice", "a", "the name of the entry before"),
+                            ("name_trailing_newline", "b\n", "a newline after its last character"),
+                            ("name_non_ascii", "b\u00e9", "a letter outside ASCII (UTF-8 'é')")):
         g.invalid(case, error="corrupt", spec=["ZR-DS-006"], make=_rebuilt(rename(name)),
                   description=f"the second entry's name has {why}")
     g.invalid("name_length_0", error="corrupt", spec=["ZR-DS-009"],

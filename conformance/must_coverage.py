@@ -2,9 +2,10 @@
 
     python conformance/must_coverage.py [-v]
 
-A requirement is a bullet that starts with an ID such as `[ZR-HDR-004]` and whose text says
-MUST (or MUST NOT). It is covered when its ID appears in the `spec` list of a case of
-v1/cases.json, v1.1/cases.json or v1.2/cases.json, or in a test: a file under packages/*/tests/, a conformance/test_*.py, a
+A requirement is a bullet that starts with an ID such as `[ZR-HDR-004]` or `[ZR-DS-002]` (or a
+range, `[ZR-DS-003] to [ZR-DS-005]`, which states each ID of it) and whose text says MUST (or
+MUST NOT). It is covered when its ID appears in the `spec` list of a case of v1/cases.json,
+v1.1/cases.json, v1.2/cases.json or datasets/cases.json, or in a test: a file under packages/*/tests/, a conformance/test_*.py, a
 zig/src/tests*.zig or zig/src/*_test.zig file, or the inline `test` blocks at the end of any
 other zig/src/*.zig file (from its first `test "` line on). Exit status 1 if any is uncovered.
 """
@@ -19,25 +20,37 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-ID = re.compile(r"ZR-[A-Z]{3}-\d{3}")
-BULLET = re.compile(r"^- \[(ZR-[A-Z]{3}-\d{3})\]")
+ID = re.compile(r"ZR-[A-Z]{2,3}-\d{3}")
+BULLET = re.compile(r"^- \[(ZR-[A-Z]{2,3}-\d{3})\](?: to \[(ZR-[A-Z]{2,3}-\d{3})\])?")
+CASE_FOLDERS = ("v1", "v1.1", "v1.2", "datasets")
 
 
 def must_ids() -> dict[str, str]:
     """ID -> requirement text, for every bullet requirement of spec/*.md that says MUST."""
     found: dict[str, str] = {}
     for spec in sorted((ROOT / "spec").glob("*.md")):
-        current: str | None = None
+        current: list[str] = []
         text: list[str] = []
         for line in spec.read_text(encoding="utf-8").splitlines() + [""]:
             m = BULLET.match(line)
             if m or not line.startswith("  ") or not line.strip():
-                if current is not None and "MUST" in " ".join(text):
-                    found[current] = " ".join(text)
-                current, text = (m.group(1), [line]) if m else (None, [])
-            elif current is not None:
+                if current and "MUST" in " ".join(text):
+                    for rid in current:
+                        found[rid] = " ".join(text)
+                current, text = (_span(m.group(1), m.group(2)), [line]) if m else ([], [])
+            elif current:
                 text.append(line.strip())
     return found
+
+
+def _span(first: str, last: str | None) -> list[str]:
+    """The IDs a bullet states: one, or each of a range of one prefix."""
+    if last is None:
+        return [first]
+    prefix, a = first.rsplit("-", 1)
+    if not last.startswith(prefix + "-"):
+        raise SystemExit(f"must_coverage: a range across prefixes: [{first}] to [{last}]")
+    return [f"{prefix}-{k:03d}" for k in range(int(a), int(last.rsplit("-", 1)[1]) + 1)]
 
 
 def test_files() -> list[tuple[Path, str]]:
@@ -63,7 +76,7 @@ def main() -> int:
     args = parser.parse_args()
     musts = must_ids()
     cited: dict[str, list[str]] = {}
-    for folder in ("v1", "v1.1", "v1.2"):
+    for folder in CASE_FOLDERS:
         manifest = json.loads((HERE / folder / "cases.json").read_text(encoding="utf-8"))
         for case in manifest["cases"]:
             for rid in case["spec"]:

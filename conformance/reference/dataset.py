@@ -26,8 +26,11 @@ NAME_MAX = 1024
 STORE_RECORDS_MAX = 2**48
 DATASET_RECORDS_MAX = 2**56
 SIZE_MAX = 96 + 8 * 32 + PARTS_MAX * (32 + NAME_MAX) + 8
-MANIFEST_NAME = re.compile(r"^dataset-(\d{8})\.zrm$")
-COMPONENT = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
+# Whole names only (fullmatch: "$" alone also matches before a final newline), ASCII digits
+# only ("\d" matches any script's).
+MANIFEST_NAME = re.compile(r"dataset-([0-9]{8})\.zrm", re.ASCII)
+COMPONENT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", re.ASCII)
+VERSION_MAX = 99_999_999
 
 
 def _le(data: bytes, at: int, size: int) -> int:
@@ -81,7 +84,7 @@ def valid_name(name: str) -> bool:
     raw = name.encode("utf-8")
     if len(raw) < 1 or len(raw) > NAME_MAX:
         return False
-    return all(COMPONENT.match(c) and len(c) <= 255 for c in name.split("/"))
+    return all(COMPONENT.fullmatch(c) and len(c) <= 255 for c in name.split("/"))
 
 
 # ---- writing (spec 12.2, 12.3) ----------------------------------------------------------------
@@ -259,10 +262,12 @@ def _read_manifest(path: str, version: int | None) -> tuple[bytes, int]:
     """Step 2: the manifest of `version`, or of the highest version present."""
     names = _listing(path)
     if version is None:
-        found = [int(mm.group(1)) for mm in map(MANIFEST_NAME.match, names) if mm and int(mm.group(1)) > 0]
+        found = [int(mm.group(1)) for mm in map(MANIFEST_NAME.fullmatch, names) if mm and int(mm.group(1)) > 0]
         if not found:
             raise _fail("not_published", "ZR-DS-002", "no manifest in " + path)
         version = max(found)
+    if not 1 <= version <= VERSION_MAX:  # [ZR-DS-002]: no file can hold another version
+        raise _fail("not_found", "ZR-DS-002", f"version {version} is not in 1..{VERSION_MAX}")
     full = os.path.join(path, manifest_name(version))
     try:
         st = os.lstat(full)

@@ -174,20 +174,84 @@ def test_a_part_the_system_refuses_is_named(tmp_path, monkeypatch):
     """A part that cannot be read (permission denied, an I/O error) fails the open with the
     same error type and errno, naming the part as the manifest's checks do. Was: the
     exception from the store's open, which named a path but not which part of which dataset
-    version it was. (Simulated: the tests may run as root, whom permissions do not stop.)"""
+    version it was. (Simulated: the tests may run as root, whom permissions do not stop.)
+    Likewise a part past a format limit ([ZR-DS-011]: "name the part"): LimitError is no
+    FormatError, and went out unnamed."""
     _dense_dataset(tmp_path / "ds", [2, 3])
     from zrecord import _dataset
     real = _dataset.open_store
+    failure: list[BaseException] = []
 
     def refused(path, **options):
         if str(path).endswith("p1"):
-            raise errors.StoreOSError(errno.EACCES, f"cannot open '{path}/header.zrh': permission denied")
+            raise failure[0]
         return real(path, **options)
 
     monkeypatch.setattr(_dataset, "open_store", refused)
+    failure.append(errors.StoreOSError(errno.EACCES, "cannot open 'p1/header.zrh': permission denied"))
     with pytest.raises(errors.StoreOSError, match=r"v1: part 1 \('p1'\): cannot open .*permission denied") as caught:
         zrecord.open_dataset(tmp_path / "ds")
     assert caught.value.errno == errno.EACCES
+    failure[0] = errors.LimitError("'p1/header.zrh': data_shards is 0; 1..255 (ZR-LIM-001)")
+    with pytest.raises(errors.LimitError, match=r"v1: part 1 \('p1'\): .*data_shards is 0"):
+        zrecord.open_dataset(tmp_path / "ds")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX's")
+def test_a_fifo_in_a_manifests_place_is_refused_without_waiting(tmp_path):  # [ZR-DS-002]
+    """Was: the manifest was opened blocking, and a FIFO named like the latest version's held
+    open_dataset (and `zrecord verify`) until some writer opened it."""
+    import threading
+    _dense_dataset(tmp_path / "ds", [2])
+    fifo = tmp_path / "ds" / "dataset-00000002.zrm"
+    os.mkfifo(fifo)
+    raised: list[BaseException] = []
+
+    def opening() -> None:
+        try:
+            zrecord.open_dataset(tmp_path / "ds").close()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            raised.append(exc)
+
+    thread = threading.Thread(target=opening, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    if thread.is_alive():  # release the blocked open before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(timeout=20)
+        pytest.fail("open_dataset waited on a FIFO in the manifest's place")
+    assert len(raised) == 1 and isinstance(raised[0], errors.CorruptStoreError), raised
+    assert "must be a regular file" in str(raised[0])
+
+
+def test_a_version_asked_of_a_path_that_is_no_folder_is_not_published(tmp_path):  # [ZR-GEN-005]
+    """Was: with version= the listing was skipped, and the manifest's open raised a bare
+    NotADirectoryError, where the same path without a version said "not a folder"."""
+    (tmp_path / "file").write_bytes(b"not a dataset")
+    for path in (tmp_path / "file", tmp_path / "file" / "sub"):
+        with pytest.raises(errors.NotPublishedError, match="not a folder"):
+            zrecord.open_dataset(path, version=1)
+
+
+def test_the_s3_listing_of_versions_reads_past_names_among_the_manifests():  # [ZR-DS-002]
+    """S3 lists by name, and a name like ``dataset-00000999.zrm.bak`` sorts between versions
+    999 and 1,000: a full page of names that ends in one is not the end of the manifests. Was:
+    the listing stopped there, and the dataset opened version 999 of 1,000. (A client that
+    lists as S3 does, one page of at most `most` names after `after`.)"""
+    from zrecord._dataset import _Location
+    names = sorted([_manifest.file_name(v) for v in range(1, 1001)]
+                   + ["dataset-00000999.zrm.bak", "p0/header.zrh", "p0/index.zri"])
+    pages: list[str | None] = []
+
+    class Listing:
+        def listed(self, most, after=None):
+            pages.append(after)
+            return [n for n in names if after is None or n > after][:most]
+
+    where = _Location.__new__(_Location)
+    where.url, where.root, where.shown, where.client = True, "s3://b/ds", "s3://b/ds", Listing()
+    assert where.versions() == list(range(1, 1001))
+    assert len(pages) == 2  # a full page, then the rest
 
 
 def _forge(root, parts, schema=None, version=1):

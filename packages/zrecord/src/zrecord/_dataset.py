@@ -53,6 +53,7 @@ from zrecord.errors import (
     ClosedError,
     CorruptStoreError,
     FormatError,
+    LimitError,
     NotPublishedError,
     SchemaError,
     StoreChangedError,
@@ -107,15 +108,18 @@ class _Location:
 
     def _listed_manifests(self) -> list[str]:
         """S3 lists by name, so the manifests come first after "dataset-": pages of names from
-        there until one holds a name that is no manifest's (one request for up to 1,000
-        versions)."""
+        there until a page is short or reaches past the last name a manifest can have (one
+        request for up to 1,000 versions). Other names may sort among the manifests'
+        (``dataset-00000999.zrm.bak`` between versions 999 and 1,000): a page ending in one
+        is not the end of the manifests."""
         assert self.client is not None
         names: list[str] = []
         after = "dataset-"
+        last = _manifest.file_name(_manifest.VERSION_MAX)
         while True:
             page = self.client.listed(_LIST_PAGE, after=after)
             names += [n for n in page if _manifest.version_of(n) is not None]
-            if len(page) < _LIST_PAGE or _manifest.version_of(page[-1]) is None:
+            if len(page) < _LIST_PAGE or page[-1] >= last:
                 return names
             after = page[-1]
 
@@ -138,10 +142,16 @@ class _Location:
                 raise StoreNotFoundError(errno.ENOENT, f"{self.client.where(name)}: no such "
                                          "manifest [ZR-DS-002]") from None
         path = self.join(name)
+        # Non-blocking, so that a FIFO (or a device) in the manifest's place is refused by its
+        # type below instead of blocking the open until a writer comes (spec §11).
+        flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(path, flags)
         except FileNotFoundError:
             raise StoreNotFoundError(errno.ENOENT, f"{path}: no such manifest [ZR-DS-002]") from None
+        except NotADirectoryError:  # [ZR-GEN-005]: the dataset's path is not a folder
+            raise NotPublishedError(f"{self.shown!r} is not a dataset: it is not a folder "
+                                    "[ZR-DS-001]") from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise CorruptStoreError(f"{path}: a manifest must be a regular file, not a "
@@ -198,7 +208,7 @@ def _open_part(where: _Location, k: int, part: Part, schema: Schema, shown: str,
         store = open_store(where.join(part.name), **options)
     except (StoreNotFoundError, NotPublishedError) as exc:
         raise CorruptStoreError(f"{label} is not a published store: {exc} [ZR-DS-011]") from None
-    except FormatError as exc:
+    except (FormatError, LimitError) as exc:
         raise type(exc)(f"{label}: {exc}") from None
     except StoreOSError as exc:  # permission denied, an I/O error: the type and errno kept
         raise type(exc)(exc.errno, f"{label}: {exc.strerror}") from exc
