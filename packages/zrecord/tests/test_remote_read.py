@@ -84,6 +84,27 @@ def test_s3_gathers_return_what_a_local_read_returns(s3_server, s3_bucket, local
         assert ds.remote_stats()["bytes"] == 3 * 64  # three records, exactly their bytes
 
 
+def test_shapes_by_url_before_any_record_is_read(http_folder, local_stores):
+    """A Ragged store's shapes lie in index parts that a fresh mirror does not hold: they are
+    fetched and judged first. Was: shapes() of a fresh open by URL judged index parts that it
+    had never fetched, and raised ChecksumError ("sum group 0 ... does not match") for a valid
+    store, which made `zrecord head`, `stats` and `verify` call it corrupt."""
+    root, recs, _ = local_stores
+    assert (root / "tokens" / "index.zrs").exists()  # read by part
+    for name in ORDER:
+        http_folder.write(f"shapes/{name}", (root / "tokens" / name).read_bytes())
+    url = http_folder.url_for("shapes")
+    idx = [len(recs) - 1, 0, 7]
+    with Ragged.open(url) as ds:
+        np.testing.assert_array_equal(ds.shapes(idx)[:, 0], [len(recs[i]) for i in idx])
+        assert ds.remote_stats()["delivered_bytes"] == 0  # no record fetched for it
+    with Ragged.open(url) as ds:
+        np.testing.assert_array_equal(ds.shapes()[:, 0], [len(r) for r in recs])
+    from zrecord.cli import main
+    assert main(["stats", url]) == 0
+    assert main(["head", url, "-n", "2"]) == 0
+
+
 def test_http_gathers_and_a_shared_cache_folder(http_folder, local_stores, tmp_path):
     root, recs, _ = local_stores
     for name in ORDER:

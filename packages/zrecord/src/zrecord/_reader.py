@@ -478,6 +478,10 @@ class RaggedReader(_Store[list[np.ndarray]], Ragged):
         shapes = np.empty((idx.shape[0], self.ndim), dtype=np.uint64)
         sizes = np.empty(idx.shape[0], dtype=np.uint64)
         if idx.shape[0]:
+            if self._remote is not None:
+                # By URL, the shapes lie in index parts the mirror may not hold yet: fetched
+                # (and judged) first, as a read of the records would, without their bytes.
+                self._remote.locate(idx)
             try:
                 self._handle.shapes(idx, idx.shape[0], self.ndim, shapes, sizes)
             except StoreIndexError:
