@@ -204,6 +204,32 @@ def test_foresee_is_none_where_nothing_is_evicted(http_folder, tmp_path):
     assert budgeted.foresee(lambda s: np.array([0]), lambda: 0) is None
 
 
+@pytest.mark.parametrize("empty_first", [True, False], ids=["all-empty", "empty-at-the-end"])
+def test_empty_records_are_foreseen_as_needing_no_chunk(http_folder, tmp_path, empty_first):
+    """Records of no bytes need no chunk of the mirror. Was: the foresight gave each the chunk
+    its offset falls in, which for a store of empty records only (or one at the end of its
+    shard) is past the last chunk, and a budgeted reader told its future failed every read
+    with IndexError."""
+    from zrecord import Ragged
+    folder = http_folder.path / f"empty-{empty_first}"
+    # The second store's shard is exactly one chunk (8 x 512 bytes): its empty records lie
+    # at its end, the first byte of a chunk that does not exist.
+    records = [np.zeros(0, np.int32)] * 16 if empty_first else \
+        [np.arange(128, dtype=np.int32) + n for n in range(8)] + [np.zeros(0, np.int32)] * 8
+    with Ragged.create(folder, np.int32, 1, codec="raw", data_shards=1) as w:
+        w.append(records)
+    opts = {"cache_dir": str(tmp_path / "c"), "cache_bytes": _mirror_cache.BUDGET_MIN_BYTES}
+    with Ragged.open(http_folder.url_for(folder.name), storage_options=opts) as ds:
+        at = [0]
+        handle = ds.foresee(lambda step: np.arange(step * 4, (step + 1) * 4) % 16, lambda: at[0])
+        assert handle is not None
+        for step in range(8):
+            got = ds[np.arange(step * 4, (step + 1) * 4) % 16]
+            for k, r in zip(np.arange(step * 4, (step + 1) * 4) % 16, got):
+                np.testing.assert_array_equal(r, records[k])
+            at[0] = step + 1
+
+
 def test_reads_are_planned_a_segment_at_a_time_from_the_known_future(http_folder, tmp_path):
     """A foresight plans the records of the steps ahead in segments of half the bytes it is
     allowed, each returned once, none while half is planned ahead of progress, again from

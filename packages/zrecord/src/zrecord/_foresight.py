@@ -165,6 +165,9 @@ class Foresight:
         first, last = self._budget.chunk_spans(each.astype(np.uint64))
         first, last = first[inverse], last[inverse]
         spans = last - first + 1
+        if spans.shape[0] and int(spans.min()) == 0:  # empty records: no chunk to foresee
+            busy = spans > 0
+            first, spans, rel = first[busy], spans[busy], rel[busy]
         if spans.shape[0] and int(spans.max()) > 1:
             within = np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
             chunks = np.repeat(first, spans) + within

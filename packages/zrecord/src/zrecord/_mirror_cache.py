@@ -311,12 +311,13 @@ class Budget:
 
     def chunk_spans(self, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The first and last chunk (int64) that each of records `recs` (distinct, valid)
-        lies in; an empty record's first chunk for both."""
+        lies in; an empty record lies in none (last = first - 1): it needs no bytes, and may
+        lie at the end of its shard, past the last chunk."""
         shards, offsets, sizes = self._locate(recs)
         base = self._base[shards.astype(np.int64)]
         offsets, sizes = offsets.astype(np.int64), sizes.astype(np.int64)
         first = base + offsets // self.chunk_bytes
-        last = base + (offsets + np.maximum(sizes, 1) - 1) // self.chunk_bytes
+        last = np.where(sizes > 0, base + (offsets + sizes - 1) // self.chunk_bytes, first - 1)
         return first, last
 
     def _live_hints(self, chunks: np.ndarray) -> np.ndarray:
