@@ -6,6 +6,7 @@ private staging folder and published with ``zrecord.publish_folder`` (the stores
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -70,22 +71,33 @@ def test_convert_to_a_url_publishes_every_store_and_the_provenance(s3_server, s3
 
 
 @pytest.mark.remote
+@pytest.mark.parametrize("failure", [
+    lambda: zrecord.ChecksumError("simulated damage"),
+    # An OSError with an errno shows its strerror, not args: the note that says where the
+    # copy is kept was lost from such errors (a failed request, RemoteError).
+    lambda: zrecord.errors.RemoteError(errno.EIO, "s3://b/kept/train/label: the request failed"),
+    # An interrupt: its note is what the command line prints after "interrupted". Was: the
+    # copy kept in silence (448 MB in a temporary folder) and the same command then refused.
+    KeyboardInterrupt,
+], ids=["checksum", "request-failed", "ctrl-c"])
 def test_a_failed_publish_keeps_the_converted_dataset_and_says_where(s3_server, s3_bucket, here,
-                                                                     monkeypatch):
+                                                                     monkeypatch, failure):
     url = s3_bucket.url("kept")
     real = pub.publish
 
     def fails_for_train(source, *args, **kw):
         if "/train/" in str(source):
-            raise zrecord.ChecksumError("simulated damage")
+            raise failure()
         return real(source, *args, **kw)
 
     monkeypatch.setattr(pub, "publish", fails_for_train)
-    with pytest.raises(zrecord.ChecksumError) as info:
+    with pytest.raises((zrecord.ZrecordError, KeyboardInterrupt)) as info:
         convert(_dataset(), url, progress=False,
                 storage_options=_options(s3_server, cache_dir=str(here / "cache")))
-    message = str(info.value)
+    assert type(info.value) is type(failure())
+    message = "; ".join([str(info.value), *getattr(info.value, "__notes__", [])])
     assert "the converted dataset is kept at" in message and "stopped at the store 'train/label'" in message
+    assert "zrecord publish " in message and url in message
     kept = message.split("is kept at '")[1].split("'")[0]
     assert "mnist/provenance.json" not in s3_bucket.keys()
     monkeypatch.setattr(pub, "publish", real)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -398,6 +399,37 @@ def test_in_process_interrupt_returns_130(stores, capsys, monkeypatch):
     assert main(["stats", stores[0]]) == 130
     assert capsys.readouterr().err == "zrecord: interrupted\n"
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_an_interrupt_prints_what_the_work_kept_after_its_one_line(stores, capsys, monkeypatch):
+    """A library that keeps something when interrupted says so on the interrupt (a note, by
+    `console.restate`), and the tool prints it after "interrupted": an upload stopped by Ctrl-C
+    says where its staged copy is. Was: the one line only, and the copy kept in silence."""
+    import zrecord.cli as cli
+    from zrecord.console import restate
+
+    def interrupted(store, args):
+        stop = KeyboardInterrupt()
+        restate(stop, "the store is kept at '/tmp/x'")
+        raise stop
+
+    monkeypatch.setitem(cli.COMMANDS, "stats", interrupted)
+    assert main(["stats", stores[0]]) == 130
+    assert capsys.readouterr().err == "zrecord: interrupted\nzrecord: the store is kept at '/tmp/x'\n"
+
+
+def test_restate_adds_to_what_an_os_error_with_an_errno_says():
+    """`str()` of an OSError with an errno is its strerror, whatever its args: the words added
+    there were lost (a failed request's "kept at", for one)."""
+    from zrecord.console import restate
+    from zrecord.errors import RemoteError
+    exc = RemoteError(errno.EIO, "s3://b/x: the request failed")
+    restate(exc, "the store is kept at '/tmp/x'")
+    assert str(exc) == "[Errno 5] s3://b/x: the request failed; the store is kept at '/tmp/x'"
+    assert exc.errno == errno.EIO and isinstance(exc, RemoteError)
+    plain = ValueError("bad")
+    restate(plain, "more")
+    assert str(plain) == "bad; more"
 
 
 def _into_closed_pipe(*argv: str) -> subprocess.CompletedProcess[str]:

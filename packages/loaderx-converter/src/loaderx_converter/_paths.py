@@ -31,6 +31,7 @@ from typing import Any
 
 import zrecord
 from loaderx_converter.errors import ArgumentTypeError, DestinationExistsError, UnsafePathError
+from zrecord.console import restate
 
 # Writers add this much to a name for their temporary siblings: zrecord's lock file
 # ".NAME.zr-tmp-16HEX.lock" adds 30 bytes (for stores and dataset roots alike); 40 leaves a
@@ -206,10 +207,10 @@ class Destination:
         try:
             zrecord.publish_folder(self.root, self.url, progress=progress,
                                    storage_options=self.storage_options)
-        except Exception as exc:
-            exc.args = (f"{exc}; convert: the converted dataset is kept at {str(self.root)!r}: "
-                        f"publish it from there once the cause is fixed (`zrecord publish "
-                        f"{self.root} URL`: stores already published are skipped), or delete "
-                        f"{str(self.staging)!r}",)
+        except BaseException as exc:  # an interrupt too: some stores may be published by then
+            restate(exc, f"convert: the converted dataset is kept at {str(self.root)!r}: "
+                         f"publish it from there once the cause is fixed (`zrecord publish "
+                         f"{self.root} {self.url}`: stores already published are skipped), or "
+                         f"delete {str(self.staging)!r}")
             raise
         self.discard()

@@ -65,7 +65,7 @@ from zrecord._reader import open_store
 from zrecord._remote import shard_name
 from zrecord._tree import WRITER_SAYS, is_store_dir, is_temporary_name, survey, writer_state
 from zrecord._types import PathLike, StorageOptions
-from zrecord.console import progress_bar
+from zrecord.console import progress_bar, restate
 from zrecord.errors import (
     ChecksumError,
     CorruptStoreError,
@@ -224,9 +224,9 @@ def publish_entries(source: PathLike, url: str, *, storage_options: StorageOptio
             try:
                 publish(os.path.join(folder, rel), f"{base}/{rel}",
                         storage_options=storage_options, progress=progress, verify=False)
-            except Exception as exc:
+            except BaseException as exc:  # an interrupt too: what was published, and what not
                 left = [r for r in targets if r not in {e.path for e in done}]
-                _restate(exc, f"publishing the folder {folder!r} to {redact(base)!r} stopped at "
+                restate(exc, f"publishing the folder {folder!r} to {redact(base)!r} stopped at "
                          f"the store {rel!r}; published: {[e.path for e in done] or 'none'}; not "
                          f"published: {left} (publishing the folder again skips the stores "
                          "already published)")
@@ -303,12 +303,6 @@ def _files_to_upload(folder: str, files: list[str],
     return uploads
 
 
-def _restate(exc: BaseException, more: str) -> None:
-    """Add `more` to the message of `exc`, which goes on being raised as it is (its type and
-    attributes kept, for callers that tell errors apart)."""
-    exc.args = (f"{exc}; {more}",)
-
-
 class _LocalStore:
     """The files of the local store, read for the upload: ``header.zrh``, ``index.zri`` and
     ``index.zrs`` (format 1.2) whole, judged by the core as the store's (the bytes held, not
@@ -333,7 +327,7 @@ class _LocalStore:
                                 np.frombuffer(self.sums or b"", np.uint8), str(folder), self.offsets,
                                 self.sizes, self.shards, self.checksums)
         except ZrecordError as exc:
-            _restate(exc, "the store's files changed after it was opened; nothing was published")
+            restate(exc, "the store's files changed after it was opened; nothing was published")
             raise
         self.total_bytes = sum(self.shard_sizes) + len(self.index) + len(self.sums or b"") + len(self.header)
 

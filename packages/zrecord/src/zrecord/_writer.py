@@ -51,9 +51,9 @@ from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._objects import is_url, redact, storage_settings
 from zrecord._pages import release_mapped_pages
 from zrecord._paths import fspath, native_path, store_location
-from zrecord._publish import _restate, check_destination, publish
+from zrecord._publish import check_destination, publish
 from zrecord._types import Codec, DictBytes, DTypeLike, IndexCache, ItemShape, StorageOptions, StoreLocation
-from zrecord.console import progress_bar
+from zrecord.console import progress_bar, restate
 from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
 
 # Writers hand the native core at most this much input per call; it bounds the memory a
@@ -435,10 +435,7 @@ class _Staged:
                     f"at {self.store!r}; close() again uploads it, or publish it from there "
                     f"once the cause is fixed (zrecord.publish(path, url), or `zrecord publish "
                     f"PATH URL`), or delete {self.folder!r}")
-            if isinstance(exc, Exception):
-                _restate(exc, kept)
-            elif hasattr(exc, "add_note"):  # an interrupt's own message stays as it is
-                exc.add_note(kept)
+            restate(exc, kept)
             raise
         self.remove()
 

@@ -3,7 +3,8 @@ command uses it, and so does ``loaderx-convert`` (it is public for such tools).
 
 Invariants of this module:
 - Every run ends with one of the exit statuses below, and each status means one thing.
-- Ctrl-C prints one line on stderr and nothing else. Run as the program, the process then ends
+- Ctrl-C prints one line on stderr, then one for each note the interrupted work left on the
+  interrupt (``restate``: what it kept, where), and nothing else. Run as the program, the process then ends
   by SIGINT itself (the shell reports status 130): a shell running a loop of commands stops
   at the interrupt only when its child was killed by the signal, not when it exited 130.
 - A reader of the output that goes away (``zrecord head S | head -1``) ends the command
@@ -23,7 +24,7 @@ import signal
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -182,8 +183,23 @@ def run_tool(prog: str, body: Callable[[], int], *, as_program: bool) -> int:
         if as_program:
             _silence_output()
         return EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
-        return _interrupted(prog, as_program)
+    except KeyboardInterrupt as exc:
+        return _interrupted(prog, as_program, getattr(exc, "__notes__", ()))
+
+
+def restate(exc: BaseException, more: str) -> None:
+    """Add `more` to what `exc` says, which goes on being raised as it is (its type and
+    attributes kept, for callers that tell errors apart): to its message, or for an interrupt
+    (whose one line stays as it is) as a note, which ``run_tool`` prints after that line. An
+    ``OSError`` that has an errno shows its ``strerror`` and ignores ``args``, so that is where
+    `more` goes for one."""
+    if not isinstance(exc, Exception):
+        notes = getattr(exc, "__notes__", None)
+        exc.__notes__ = [*(notes or ()), more]  # add_note, which Python 3.10 lacks
+    elif isinstance(exc, OSError) and exc.strerror is not None:
+        exc.strerror = f"{exc.strerror}; {more}"
+    else:
+        exc.args = (f"{exc}; {more}",)
 
 
 def _silence_output() -> None:
@@ -200,12 +216,16 @@ def _silence_output() -> None:
         os.close(devnull)
 
 
-def _interrupted(prog: str, as_program: bool) -> int:
+def _interrupted(prog: str, as_program: bool, notes: Sequence[str] = ()) -> int:
+    """The one line of an interrupt, then what the work interrupted left and how to go on
+    (the notes a library added to the interrupt: a staged copy kept, where)."""
     if as_program:
         # From here a second Ctrl-C ends the process at once (say, while a stalled reader
         # blocks the flush below).
         signal.signal(signal.SIGINT, signal.SIG_DFL)
     say(f"{prog}: interrupted")
+    for note in notes:
+        say(f"{prog}: {note}")
     if as_program:
         try:
             sys.stdout.flush()
