@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -368,7 +369,9 @@ def test_argument_errors(tmp_path):
 
 
 def test_a_failure_while_writing_removes_everything(tmp_path, monkeypatch):
-    """A decode error after the check pass (e.g. a file that lied in its header) publishes nothing."""
+    """A failure of the system while the write pass reads an image (an I/O error, which has an
+    errno; a file whose pixels do not decode is test_errors.py's) publishes nothing, and is
+    raised as it is."""
     from loaderx_converter import _features
 
     ds = Dataset.from_dict({"x": list(range(100)), "img": [
@@ -376,7 +379,7 @@ def test_a_failure_while_writing_removes_everything(tmp_path, monkeypatch):
         features=Features({"x": Value("int32"), "img": datasets.Image()}))
 
     def broken(*args):
-        raise OSError("disk read failed")
+        raise OSError(errno.EIO, "disk read failed")
 
     monkeypatch.setattr(_features._ImageReader, "_decode", broken)
     monkeypatch.setattr(_features._ImageReader, "_zip_into", broken)

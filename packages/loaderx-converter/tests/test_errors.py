@@ -20,6 +20,7 @@ from loaderx_converter import (
     ColumnNotFoundError,
     ConversionError,
     DestinationExistsError,
+    InconsistentRecordsError,
     OptionError,
     SourceError,
     SourceNotFoundError,
@@ -106,6 +107,40 @@ def test_sources_that_cannot_be_loaded(tmp_path):
     (tmp_path / "bad.parquet").write_bytes(b"not parquet")
     with pytest.raises(SourceError, match="datasets could not load"):
         from_local(tmp_path / "bad.parquet")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_image_that_does_not_decode_is_named_by_its_row(tmp_path, workers):
+    """A PNG whose header is sound and whose pixel stream is damaged (found while writing), and
+    a truncated JPEG (found by the check pass): one InconsistentRecordsError naming the row,
+    exit 1. Was: Pillow's own ValueError with a traceback, or its OSError "Truncated File
+    Read" as the system's failure (exit 3), naming no row."""
+    import io
+
+    import numpy as np
+    import PIL.Image
+    from datasets import Features, Image, Value
+
+    rng = np.random.default_rng(0)
+
+    def encoded(fmt: str) -> bytes:
+        out = io.BytesIO()
+        PIL.Image.fromarray(rng.integers(0, 255, (8, 9, 3), dtype=np.uint8)).save(out, format=fmt)
+        return out.getvalue()
+
+    damaged = bytearray(encoded("PNG"))
+    at = damaged.index(b"IDAT") + 14
+    damaged[at:at + 8] = b"\xff" * 8
+    truncated = encoded("JPEG")[:300]
+    features = Features({"image": Image(), "label": Value("int64")})
+    for fmt, bad, row in (("PNG", bytes(damaged), 23), ("JPEG", truncated, 7)):
+        images = [{"bytes": encoded(fmt), "path": None} for _ in range(40)]
+        images[row] = {"bytes": bad, "path": None}
+        ds = Dataset.from_dict({"image": images, "label": list(range(40))}, features=features)
+        with pytest.raises(InconsistentRecordsError, match=f"column 'image'.*row {row} "):
+            loaderx_converter.convert(ds, tmp_path / f"{fmt}-{workers}", progress=False,
+                                      workers=workers)
+        assert not (tmp_path / f"{fmt}-{workers}").exists()
 
 
 def test_info_lookups_name_what_is_there(tmp_path):

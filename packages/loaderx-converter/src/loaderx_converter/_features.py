@@ -28,6 +28,7 @@ import abc
 import array
 import io
 import os
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,12 @@ import pyarrow.compute as pc
 
 from loaderx_converter._headers import image_header, png_stream, sniff
 from loaderx_converter._spelling import PYTHON, Spelling
-from loaderx_converter.errors import InconsistentRecordsError, NullValueError, UnsupportedFeatureError
+from loaderx_converter.errors import (
+    ConversionError,
+    InconsistentRecordsError,
+    NullValueError,
+    UnsupportedFeatureError,
+)
 
 # Hugging Face ``Value`` dtypes that are plain fixed-width numbers (or bool) in NumPy.
 _NUMERIC = {
@@ -441,7 +447,15 @@ class _ImageReader(_MediaReader):
                     self._accept(np.dtype(known[0]), shape, row0 + i)
                     continue
             self.plain.append(_ASK_EXIF)
-            self._accept(*self._probe(blob), row0 + i)
+            try:
+                probed = self._probe(blob)
+            except Exception as exc:
+                if not _decoder_failed(exc):
+                    raise
+                raise InconsistentRecordsError(
+                    f"{self.where}: row {row0 + i} is not an image file Pillow can read "
+                    f"({type(exc).__name__}: {exc}); fix or drop that row") from exc
+            self._accept(*probed, row0 + i)
 
     def _probe(self, blob: Blob) -> tuple[np.dtype[Any], tuple[int, ...]]:
         """Pillow's own reading of a header the header reader left to it."""
@@ -529,6 +543,16 @@ class _ImageReader(_MediaReader):
                 f"promised {plan.describe()}")
 
         def one(i: int) -> np.ndarray | None:
+            try:
+                return decoded(i)
+            except Exception as exc:
+                if not _decoder_failed(exc):
+                    raise
+                raise InconsistentRecordsError(
+                    f"{self.where}: row {row0 + i} has a sound header but its pixels do not "
+                    f"decode ({type(exc).__name__}: {exc}); fix or drop that row") from exc
+
+        def decoded(i: int) -> np.ndarray | None:
             blob = items[i]
             stream = png_stream(blob) if plain[i] == _ZIP and not isinstance(blob, str) else None
             if stream is not None:
@@ -551,6 +575,18 @@ class _ImageReader(_MediaReader):
         rows = list(range(len(items)))
         records = self._map(one, rows) if _pool_pays(items) else [one(i) for i in rows]
         return out if out is not None else records
+
+
+def _decoder_failed(exc: BaseException) -> bool:
+    """Whether Pillow's reading of a file failed on its bytes (a truncated or damaged image):
+    its decoders raise OSError without an errno, ValueError, SyntaxError, EOFError or
+    zlib.error. An OSError with an errno is the system's, reading the file; the converter's
+    own errors say what they mean already."""
+    if isinstance(exc, ConversionError):
+        return False
+    if isinstance(exc, OSError):
+        return exc.errno is None
+    return isinstance(exc, (ValueError, SyntaxError, EOFError, zlib.error))
 
 
 class _AudioReader(_MediaReader):
