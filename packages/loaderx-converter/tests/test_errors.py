@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,45 @@ def test_sources_that_cannot_be_loaded(tmp_path):
     (tmp_path / "bad.parquet").write_bytes(b"not parquet")
     with pytest.raises(SourceError, match="datasets could not load"):
         from_local(tmp_path / "bad.parquet")
+    # A parquet file of no rows and no columns, and a save_to_disk folder whose split lists no
+    # files: datasets' own error and an IndexError. Was: a traceback of either, exit 1.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({}), tmp_path / "nothing.parquet")
+    with pytest.raises(SourceError, match="datasets could not load .*nothing.parquet"):
+        from_local(tmp_path / "nothing.parquet")
+    _small().save_to_disk(str(tmp_path / "saved"))
+    state = json.loads((tmp_path / "saved" / "state.json").read_text())
+    for f in state["_data_files"]:
+        (tmp_path / "saved" / f["filename"]).unlink()
+    state["_data_files"] = []
+    (tmp_path / "saved" / "state.json").write_text(json.dumps(state))
+    with pytest.raises(SourceError, match="datasets could not load .*saved.*IndexError"):
+        from_local(tmp_path / "saved")
+
+
+def test_info_of_a_url_says_it_reads_a_root_on_this_machine(tmp_path, monkeypatch):
+    """Was: the URL made into a local path, "'/cwd/s3:/bucket/x' is not a converted dataset"."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SourceError, match=r"'s3://bucket/x/' is a URL: its stores open by URL "
+                                          r"\(zrecord.open_store\('s3://bucket/x/SPLIT/COLUMN'\)"):
+        info("s3://bucket/x/")
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_command_line_names_root_and_endpoint_url_as_given(tmp_path, capsys, monkeypatch):
+    """--endpoint-url with a local ROOT is a usage error naming the flag (was: "storage_options
+    were given with the local path"); and a ROOT given with a trailing '/' prints the stores'
+    paths without an empty segment (was: "ROOT//train/x", which for s3:// does not open)."""
+    monkeypatch.chdir(tmp_path)
+    _small().save_to_disk("src")
+    with pytest.raises(SystemExit) as usage:
+        cli_module.main(["src", "out/ep", "--endpoint-url", "http://127.0.0.1:9", "--quiet"])
+    assert usage.value.code == 2
+    assert "--endpoint-url is for an s3:// ROOT; ROOT 'out/ep' is a local path" in capsys.readouterr().err
+    assert cli_module.main(["src", "out/x/", "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(line.startswith("out/x/train/") for line in lines), lines
 
 
 @pytest.mark.parametrize("workers", [1, 2])

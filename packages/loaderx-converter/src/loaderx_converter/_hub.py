@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from loaderx_converter.errors import HubError, SourceError, SourceNotFoundError
+from loaderx_converter.errors import ConversionError, HubError, SourceError, SourceNotFoundError
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # A Hub dataset id: owner/name, each part letters, digits, '_', '-' and '.', neither starting
@@ -203,11 +203,19 @@ def huggingface(repo_id: str, *, revision: str = "main", config: str | None = No
 
 def _load(load: Callable[[], Any], what: str) -> Any:
     """``load()``, with the errors by which ``datasets`` (and pyarrow under it) refuse a source
-    (an unknown configuration, a file that is not parquet: ValueError and its kin) as one
-    :class:`SourceError` whose cause is theirs. Operating-system errors pass through."""
+    (an unknown configuration, a file that is not parquet, an empty parquet file, a split with
+    no files: ValueError and its kin, its own DatasetGenerationError, an IndexError) as one
+    :class:`SourceError` whose cause is theirs. Operating-system errors that have an errno
+    (the system's), running out of memory, and the converter's own errors pass through."""
+    import datasets
+
+    refusals = (ValueError, TypeError, KeyError, IndexError,
+                datasets.exceptions.DatasetGenerationError)
     try:
         return load()
-    except (ValueError, TypeError, KeyError) as exc:
+    except refusals as exc:
+        if isinstance(exc, ConversionError):
+            raise
         raise SourceError(f"datasets could not load {what}: {type(exc).__name__}: "
                           f"{exc}") from exc
 

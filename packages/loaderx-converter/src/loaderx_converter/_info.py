@@ -141,9 +141,16 @@ def info(root: Any) -> RootInfo:
     Schemas and counts come from the stores themselves; the rest from ``provenance.json``.
     Raises :class:`SourceNotFoundError` (a FileNotFoundError) when `root` holds no
     ``provenance.json`` (a single zrecord store is described by ``zrecord info`` and
-    ``open_store(path).info()``), :class:`SourceError` when that file is not the converter's.
+    ``open_store(path).info()``), :class:`SourceError` when that file is not the converter's,
+    or `root` is a URL (info reads a root on this machine).
     """
-    root = os.path.abspath(os.fspath(root))
+    text = os.fspath(root)
+    if isinstance(text, str) and (zrecord.is_url(text) or "://" in text):
+        # A URL is no local path: made absolute it named a folder 's3:' under the working one.
+        raise SourceError(f"info reads a converted dataset root on this machine; {text!r} is a "
+                          f"URL: its stores open by URL (zrecord.open_store('{text.rstrip('/')}"
+                          "/SPLIT/COLUMN'), and its provenance.json lies beside them")
+    root = os.path.abspath(text)
     path = os.path.join(root, PROVENANCE_FILE)
     try:
         with open(path, encoding="utf-8") as f:

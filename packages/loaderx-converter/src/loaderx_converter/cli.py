@@ -332,7 +332,10 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _run(argv: list[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.endpoint_url and not zrecord.is_url(args.root):
+        parser.error(f"--endpoint-url is for an s3:// ROOT; ROOT {args.root!r} is a local path")
     try:
         dataset = _load(args)
         columns = args.columns or None
@@ -357,17 +360,20 @@ def _run(argv: list[str] | None) -> int:
         # report to file.
         say(f"loaderx-convert: error: {exc}")
         return _status_of(exc)
+    # The stores' paths as they are: under ROOT without a slash of its own at its end (an
+    # s3:// URL with an empty segment names another object, which does not open).
+    base = args.root.rstrip("/") or args.root
     for split, info in record["splits"].items():
         for column, col in info["columns"].items():
             shape = col.get("item_shape", f"ndim={col.get('ndim')}")
             notes = [col.get("codec", "")]
             if col.get("encoding") == "encoded":
                 notes.append("encoded " + ", ".join(f"{k} {v}" for k, v in col["formats"].items()))
-            print(f"{args.root}/{split}/{column}: {col['kind']} {col['dtype']} {shape} "
+            print(f"{base}/{split}/{column}: {col['kind']} {col['dtype']} {shape} "
                   f"x {col['records']} ({'; '.join(n for n in notes if n)})")
     if zrecord.is_url(args.root):
         stores = sum(len(info["columns"]) for info in record["splits"].values())
-        print(f"{args.root}: published ({stores} stores, then provenance.json; each store "
+        print(f"{base}: published ({stores} stores, then provenance.json; each store "
               "verified and checked on its way up)")
     return EXIT_OK
 
