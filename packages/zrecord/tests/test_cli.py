@@ -467,8 +467,13 @@ def test_a_closed_pipe_ends_quietly(long_store, stores, tmp_path):
     for k in range(40):
         with Dense.create(folder / f"split{k // 10}" / f"column{k}", np.int8, (), codec="raw") as w:
             w.append(np.zeros(3, np.int8))
+    # A dataset too (was: exit 3 and "[Errno 32] Broken pipe": its commands caught OSError).
+    import zrecord
+    zrecord.publish_dataset(folder / "split0", [f"column{k}" for k in range(10)])
     for argv in (["info", stores[0], "--json"], ["verify", stores[0], "--json"],
-                 ["info", str(folder)], ["info", str(folder), "--json"]):
+                 ["info", str(folder)], ["info", str(folder), "--json"],
+                 ["head", str(folder / "split0"), "-n", "30"],
+                 ["info", str(folder / "split0")], ["verify", str(folder / "split0"), "--json"]):
         proc = _into_closed_pipe(*argv)
         assert (proc.returncode, proc.stderr) == (141, ""), argv
     for argv in (["--help"], ["head", "--help"], ["--version"]):

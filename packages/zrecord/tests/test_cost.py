@@ -135,6 +135,29 @@ def test_the_cost_command(tokens, capsys):
     assert result["price"]["usd_per_million_gets"] == 1e6
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-1", "cheap"])
+def test_the_cost_command_refuses_a_price_that_is_no_amount(tokens, capsys, value):
+    """Was: nan and inf printed "$nan" (and a traceback with --json), -1 a negative bill."""
+    for option in ("--usd-per-million-gets", "--usd-per-gb"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["cost", str(tokens), option, value, "--json"])
+        assert exit_.value.code == 2
+        assert f"argument {option}: invalid price {value!r}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="usd_per_gb must be a finite number"):
+        zrecord.Price(0.4, float("nan"))
+
+
+def test_a_price_given_in_part_keeps_the_rest_of_the_named_one(tokens, capsys):
+    """--usd-per-gb alone replaces the bytes' price of --price and keeps its GETs' price. Was:
+    the GETs' price became $0 and --price was ignored; and S3 Express's $0.0006 per GB was
+    shown as $0.001."""
+    assert main(["cost", str(tokens), "--price", "s3-express", "--usd-per-gb", "0.002", "--json"]) == 0
+    price = json.loads(capsys.readouterr().out)["price"]
+    assert (price["usd_per_million_gets"], price["usd_per_gb"]) == (0.03, 0.002)
+    assert main(["cost", str(tokens), "--price", "s3-express"]) == 0
+    assert "($0.03 per million GETs, $0.0006 per GB)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("option", ["--block-bytes", "--request-bytes-max"])
 def test_the_cost_command_refuses_a_size_of_zero_as_a_usage_error(tokens, capsys, option):
     with pytest.raises(SystemExit) as exit_:

@@ -4,6 +4,7 @@ identity, and the parallel writer."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pickle
 import shutil
@@ -785,7 +786,15 @@ def test_the_command_line_reads_a_dataset(tmp_path, capsys):
     damaged[0] ^= 0xFF
     shard.write_bytes(bytes(damaged))
     assert main(["verify", str(root)]) == 1
-    assert "CORRUPT: part p1" in capsys.readouterr().out
+    assert "CORRUPT: part p1, record " in capsys.readouterr().out
+    # The corrupt record by its number in the part and in the dataset, which ds[i] reads.
+    # Was: the part's number alone, as "record", which read another record of the dataset.
+    assert main(["verify", str(root), "--json"]) == 1
+    bad = json.loads(capsys.readouterr().out)["parts"][-1]
+    assert bad["path"] == "p1" and bad["dataset_record"] == 3 + bad["record"]
+    with zrecord.open_dataset(root) as ds:
+        with pytest.raises(errors.ChecksumError):
+            ds[bad["dataset_record"]]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="fork")

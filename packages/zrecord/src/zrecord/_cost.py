@@ -44,6 +44,14 @@ class Price:
     usd_per_gb: float
     source: str = "given"
 
+    def __post_init__(self) -> None:
+        for name in ("usd_per_million_gets", "usd_per_gb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value < 0:
+                raise ValueError(f"Price {name} must be a finite number of US dollars, 0 or "
+                                 f"more; got {value!r}")
+
     def usd(self, requests: int, nbytes: int) -> float:
         """The bill for `requests` GETs bringing `nbytes` bytes."""
         return requests / 1e6 * self.usd_per_million_gets + nbytes / 1e9 * self.usd_per_gb

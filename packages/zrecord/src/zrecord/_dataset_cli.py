@@ -64,6 +64,8 @@ def run_dataset(args: argparse.Namespace, path: str, options: StorageOptions) ->
             if args.command == "verify":
                 return _verify(ds, args)
             return COMMANDS[args.command](ds, args)  # type: ignore[arg-type]
+        except BrokenPipeError:
+            raise  # the reader of the output went away: run_tool ends quietly (141)
         except (ZrecordError, OSError) as exc:
             say(f"{command}: {exc}")
             return _status_of(exc)
@@ -98,8 +100,12 @@ def _verify(ds: DenseDataset | RaggedDataset, args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     status = EXIT_OK
     incomplete: list[str] = []
-    for name, part in zip(ds.part_names, ds.parts):
+    for k, (name, part) in enumerate(zip(ds.part_names, ds.parts)):
         part_status, result, line = _verify_store(part, args, _shown(f"{ds.path}: {name}"))
+        if result.get("record") is not None:
+            # The part's own numbering in "record" (as `zrecord verify PART` says it), and
+            # the dataset's, by which ds[i] reads it.
+            result = {**result, "dataset_record": int(ds._starts[k]) + int(result["record"])}
         results.append({**result, "path": name})
         if not args.json:
             print(_shown(f"{name}: {line}"), flush=True)
@@ -119,7 +125,9 @@ def _verify(ds: DenseDataset | RaggedDataset, args: argparse.Namespace) -> int:
         print(_shown(f"{ds.path}: OK: {len(ds):,} records in {len(ds.parts):,} parts, "
                      f"{_human(ds.stored_bytes)} checked in {seconds:.2f} s"))
     elif status == EXIT_INVALID:
-        print(_shown(f"{ds.path}: CORRUPT: part {results[-1]['path']}"))
+        where = results[-1].get("dataset_record")
+        record = "" if where is None else f", record {where:,} of the dataset"
+        print(_shown(f"{ds.path}: CORRUPT: part {results[-1]['path']}{record}"))
     else:
         print(_shown(f"{ds.path}: INCOMPLETE: {len(incomplete):,} of {len(ds.parts):,} parts "
                      f"checked in part ({', '.join(incomplete[:5])}"

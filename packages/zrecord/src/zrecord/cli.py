@@ -148,6 +148,23 @@ def _positive_byte_size(text: str) -> int:
     return size
 
 
+def _usd(text: str) -> float:
+    """An argparse type: a price in US dollars, a finite number of at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"invalid price {text!r}: give a number of US dollars, "
+                                         "0 or more")
+    return value
+
+
+def _dollars(value: float) -> str:
+    """A price as given, to its last significant digit ($0.0006, not $0.001)."""
+    return f"${value:,.6g}" if value < 1000 else f"${value:,.2f}"
+
+
 def _shown(text: str) -> str:
     """`text` with every character that is not printable written as Python's repr writes it
     (``\\x1b``, ``\\n``, ``\\u202e``), and a byte of a name that is not UTF-8 (decoded by
@@ -567,11 +584,13 @@ def cmd_stats(store: DenseReader | RaggedReader, args: argparse.Namespace) -> in
 
 def cmd_cost(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int:
     """``zrecord cost``: what one epoch over the store costs in object storage."""
+    price, price_name = PRICES[args.price], args.price
     if args.usd_per_million_gets is not None or args.usd_per_gb is not None:
-        price = Price(args.usd_per_million_gets or 0.0, args.usd_per_gb or 0.0)
-        price_name = "given prices"
-    else:
-        price, price_name = PRICES[args.price], args.price
+        # The one given replaces its part of --price's; the other part stays.
+        gets = price.usd_per_million_gets if args.usd_per_million_gets is None else args.usd_per_million_gets
+        per_gb = price.usd_per_gb if args.usd_per_gb is None else args.usd_per_gb
+        price = Price(gets, per_gb)
+        price_name = f"{args.price} with the given prices"
     rows = epoch_cost(store, block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
                       request_bytes_max=args.request_bytes_max, price=price)
     if args.json:
@@ -579,8 +598,8 @@ def cmd_cost(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int
                       "epochs": [r.as_dict() for r in rows]}))
         return 0
     print(f"{_shown(store.path)}: {len(store):,} records, {_human(store.stored_bytes)} stored; "
-          f"one epoch at {price_name} (${price.usd_per_million_gets:,.2f} per million GETs, "
-          f"${price.usd_per_gb:,.3f} per GB):")
+          f"one epoch at {price_name} ({_dollars(price.usd_per_million_gets)} per million "
+          f"GETs, {_dollars(price.usd_per_gb)} per GB):")
     for r in rows:
         how = r.how if r.block_records is None else f"blocks of {r.block_records:,} records"
         print(f"  {how:<28} {r.requests:>14,} GETs  {_human(r.bytes):>12}  "
@@ -706,10 +725,10 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--price", choices=sorted(PRICES), default="s3-standard",
                            help="list prices: " + "; ".join(f"{k}: {v.source}"
                                                             for k, v in PRICES.items()))
-            p.add_argument("--usd-per-million-gets", type=float, default=None, metavar="USD",
-                           help="your price of a million GETs (instead of --price)")
-            p.add_argument("--usd-per-gb", type=float, default=None, metavar="USD",
-                           help="your price of a GB transferred (instead of --price)")
+            p.add_argument("--usd-per-million-gets", type=_usd, default=None, metavar="USD",
+                           help="your price of a million GETs (instead of --price's)")
+            p.add_argument("--usd-per-gb", type=_usd, default=None, metavar="USD",
+                           help="your price of a GB transferred (instead of --price's)")
         if name == "verify":
             p.add_argument("-q", "--quiet", action="store_true",
                            help="no progress on stderr (else a bar on a terminal, and "
