@@ -95,6 +95,46 @@ def test_the_bill_counts_what_the_loader_fetched_as_the_server_saw_it(served):
         assert local.bill()["requests"] == 0 and local.bill()["streams"] == {}
 
 
+def test_one_store_given_as_two_streams_is_billed_once(served):
+    """Was: each stream's name reported the store's counts, and the totals doubled them (650
+    GETs billed for the 325 the server answered)."""
+    _, server = served
+    store = Dense.open(server.url_for("x"))
+    try:
+        server.clear_requests()
+        with DataLoader({"a": store, "b": store}, Sampler(N, 32, Sampler.Mode.CYCLIC, seed=1),
+                        workers=1, prefetch=1, readahead=0) as loader:
+            batches = [next(loader) for _ in range(5)]
+            assert all(np.array_equal(b["a"], b["b"]) for b in batches)
+            bill = loader.bill()
+        seen = [r for r in server.requests() if r.method == "GET"]
+        assert bill["requests"] == len(seen) > 0 and list(bill["streams"]) == ["a"]
+    finally:
+        store.close()
+
+
+def test_blocks_over_a_store_by_url_without_a_budget_is_warned_of(served, tmp_path):
+    """BLOCKS cuts requests only where the mirror plans whole blocks, which it does under a
+    cache_bytes budget; without one each batch fetches its own records (a reviewer's epoch:
+    4,110 GETs for 60 blocks). Was: silence."""
+    _, server = served
+    plain = Dense.open(server.url_for("x"))
+    budgeted = Dense.open(server.url_for("x"), storage_options={
+        "cache_dir": str(tmp_path / "c"), "cache_bytes": 16 << 20})
+    blocks = Sampler(N, 32, "blocks", seed=1, block_records=50, window_blocks=2)
+    try:
+        with pytest.warns(UserWarning, match="stream 'x' is read by URL without a cache_bytes budget"):
+            DataLoader({"x": plain}, blocks).close()
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            DataLoader({"x": budgeted}, blocks).close()
+            DataLoader({"x": plain}, Sampler(N, 32, "cyclic", seed=1)).close()
+    finally:
+        plain.close()
+        budgeted.close()
+
+
 class _Unforeseeing:
     """A store seen through a stream without ``foresee``: its mirror evicts by LRU."""
 

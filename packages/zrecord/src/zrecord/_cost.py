@@ -16,6 +16,12 @@ Invariants of this module:
 - Memory is bounded by ``_CHUNK_RECORDS`` locations at a time, whatever the store's size.
 - Prices are per million GET requests and per GB (10^9 bytes) transferred; the named
   profiles are list prices as dated in ``PRICES``, and any can be given instead.
+- What a run makes against these figures (measured; the object-storage guide, "The bill of
+  an epoch"): record by record is one request per record, what a uniform shuffle makes when
+  a batch's records seldom lie side by side; a small store makes fewer (neighbours in one
+  batch share a request). By blocks is each block read whole, the fewest a BLOCKS epoch can
+  make, which a run makes only where its mirror plans whole blocks ahead: under a
+  ``cache_bytes`` budget of two windows or more, and about that many only with large blocks.
 """
 
 from __future__ import annotations
@@ -184,7 +190,8 @@ def epoch_cost(store: Any, *, block_bytes: int | None = BLOCK_BYTES_DEFAULT,
     """What one epoch over `store` (an open zrecord store, local or by URL) costs: read
     record by record (a uniform shuffle), and, unless `block_bytes` and `block_records` are
     both None, by blocks of `block_records` consecutive records (from `block_bytes` when not
-    given). See the module docstring for how requests are counted."""
+    given). See the module docstring for how requests are counted, and for when a run makes
+    as many as these figures say."""
     price = price_of(price)
     gap_bytes = _at_least("gap_bytes", gap_bytes, 0)
     request_bytes_max = _at_least("request_bytes_max", request_bytes_max, 1)

@@ -619,8 +619,10 @@ _SUMMARIES = {
     "head": "the first records, at most --values values of each",
     "stats": "distribution of record sizes (and of shapes, for Ragged stores)",
     "cost": "the ranged GETs, bytes and dollars of one epoch over the store in object storage: "
-            "read record by record (a uniform shuffle), and by blocks of consecutive records "
-            "(loaderx's Sampler mode BLOCKS), counted from where the records lie",
+            "read record by record (a uniform shuffle: the most it costs), and by blocks of "
+            "consecutive records (loaderx's Sampler mode BLOCKS: the fewest, which a run "
+            "nears only through a mirror with a cache_bytes budget of two windows or more), "
+            "counted from where the records lie",
 }
 _EXAMPLES = {
     "info": [("zrecord info data/mnist/train/image", "one store"),
