@@ -432,6 +432,30 @@ def test_restate_adds_to_what_an_os_error_with_an_errno_says():
     assert str(plain) == "bad; more"
 
 
+@pytest.mark.slow  # signals between processes: run once, in the zrecord session
+def test_ctrl_c_stops_a_command_waiting_on_a_server_that_never_answers():
+    """A server that accepts the connection and never answers: Ctrl-C ends `zrecord info URL`
+    at once. Was: the request held the main thread, where Python handles the signal, until
+    the client's timeout (28 s measured)."""
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/store"
+        proc = subprocess.Popen([str(ZRECORD_SCRIPT), "info", url], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        assert proc.poll() is None  # still waiting for the answer
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=15)
+        finally:
+            proc.kill()
+    assert (proc.returncode, err) == (-signal.SIGINT, "zrecord: interrupted\n")
+
+
 def _into_closed_pipe(*argv: str) -> subprocess.CompletedProcess[str]:
     """`zrecord ARGV` writing into a pipe whose reader is already gone."""
     read_end, write_end = os.pipe()

@@ -797,6 +797,24 @@ def test_the_command_line_reads_a_dataset(tmp_path, capsys):
             ds[bad["dataset_record"]]
 
 
+def test_verify_of_a_folder_checks_the_datasets_below_it(tmp_path, capsys):
+    """A folder holding a dataset among other stores: its manifest is judged, not only its
+    parts as loose stores. Was: "3 of 3 stores OK" and exit 0 with a part missing."""
+    from zrecord.cli import main
+
+    root = tmp_path / "root"
+    _dense_dataset(root / "ds", [2, 3])
+    _write_dense(root / "loose", np.zeros((2, 3), np.float32))
+    assert main(["verify", str(root)]) == 0
+    assert "3 of 3 stores OK; 1 dataset whose parts match their manifest" in capsys.readouterr().out
+    assert main(["verify", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["datasets"] == ["ds"]
+    shutil.rmtree(root / "ds" / "p1")
+    assert main(["verify", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "2 of 2 stores OK" in out and "FAILED: ds" in out and "part 1 ('p1')" in out
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="fork")
 def test_forked_workers_take_a_function_that_does_not_pickle(tmp_path):
     scale = 3

@@ -106,6 +106,39 @@ def _import_obstore() -> Any:
     return obstore
 
 
+def _interruptible(call: Callable[[], _T]) -> _T:
+    """`call()`, a blocking request of the object storage client, on a thread of its own when
+    this is the main thread, which waits for it in steps: Python handles Ctrl-C on the main
+    thread only, between its own instructions, and a request to a server that accepts and
+    never answers held the main thread (and Ctrl-C) for the client's timeout, 28 s measured.
+    The request goes on to its end on its thread (a daemon, which never holds the exit)."""
+    if threading.current_thread() is not threading.main_thread():
+        return call()
+    result: list[tuple[bool, Any]] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            result.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
+            result.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="zrecord-request", daemon=True).start()
+    while not done.wait(_WAIT_STEP_S):
+        pass
+    ok, value = result[0]
+    if not ok:
+        raise value
+    out: _T = value
+    return out
+
+
+# How often the main thread, waiting for a request, lets Python see a Ctrl-C (_interruptible).
+_WAIT_STEP_S = 0.1
+
+
 class Client:
     """One store's objects through obstore: whole gets, heads, listings, ranged gets with
     If-Match, and puts."""
@@ -226,7 +259,7 @@ class Client:
         with self.errors(name):
             if not self.answered:
                 try:
-                    out = fn(self._first)
+                    out = _interruptible(lambda: fn(self._first))
                 except Exception as exc:
                     fast = self._no_credentials(exc) or self._unreachable(name, exc)
                     if fast is not None:
@@ -240,7 +273,7 @@ class Client:
                     self.answered = True
                     return out
                 self.count(requests=1)
-            out = fn(self.store)
+            out = _interruptible(lambda: fn(self.store))
             self.answered = True
             return out
 

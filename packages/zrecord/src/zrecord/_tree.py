@@ -26,6 +26,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
+from zrecord import _manifest
+from zrecord._dataset import open_dataset
 from zrecord._paths import HEADER_NAME
 from zrecord._reader import open_store
 from zrecord.errors import StoreOSError, ZrecordError
@@ -133,6 +135,9 @@ class Survey:
     # Stores that do not open and directories that cannot be read: path, error and the exit
     # status the problem calls for (1: not a valid store, 3: the system refused).
     problems: list[dict[str, Any]] = field(default_factory=list)
+    # Folders holding a dataset's manifests that open as a dataset (its parts are among the
+    # stores); one that does not open is a problem instead.
+    datasets: list[str] = field(default_factory=list)
     links_not_followed: int = 0
     truncated: bool = False
 
@@ -167,6 +172,19 @@ def _problem(rel: str, exc: BaseException) -> dict[str, Any]:
     return {"path": rel, "error": str(exc), "status": 3 if runtime else 1}
 
 
+def _judge_dataset(found: Survey, path: str, rel: str) -> None:
+    """A folder holding manifests: its latest version opened, every part checked against its
+    entry (spec §12.4), as a dataset (else a problem, with the dataset's error)."""
+
+
+    try:
+        open_dataset(path).close()
+    except (ZrecordError, OSError, MemoryError, ValueError) as exc:
+        found.problems.append(_problem(rel, exc))
+        return
+    found.datasets.append(rel)
+
+
 def survey(root: str, depth_max: int, *, describe: bool = True) -> Survey:
     """Walk folder `root` (which is not a store) at most `depth_max` levels deep; with
     `describe`, open each store found for its line of the table (else only its path)."""
@@ -181,6 +199,7 @@ def survey(root: str, depth_max: int, *, describe: bool = True) -> Survey:
         read += 1
         here = os.path.join(root, rel) if rel else root
         children: list[str] = []
+        manifests = False
         try:
             with os.scandir(here) as entries:
                 for entry in entries:
@@ -188,11 +207,15 @@ def survey(root: str, depth_max: int, *, describe: bool = True) -> Survey:
                         found.links_not_followed += entry.is_dir(follow_symlinks=True)
                     elif entry.is_dir(follow_symlinks=False):
                         children.append(entry.name)
+                    elif _manifest.version_of(entry.name) is not None:
+                        manifests = True
         except OSError as exc:
             if not rel:
                 raise  # the folder asked about cannot be read: the caller says so
             found.problems.append(_problem(rel, exc))
             continue
+        if manifests:
+            _judge_dataset(found, here, rel or ".")
         deeper: list[tuple[str, int]] = []
         for name in sorted(children):
             child_rel = os.path.join(rel, name) if rel else name

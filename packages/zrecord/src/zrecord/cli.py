@@ -362,7 +362,8 @@ def _verify_folder(args: argparse.Namespace, path: str, found: Survey) -> int:
     if args.json:
         print(_dumps({"path": path, "kind": "folder",
                       "ok": {EXIT_OK: True, EXIT_RUNTIME: None}.get(status, False),
-                      "stores": results, "failed": failed, "unfinished": found.unfinished,
+                      "stores": results, "datasets": found.datasets, "failed": failed,
+                      "unfinished": found.unfinished,
                       "problems": [{"path": p["path"], "error": p["error"]}
                                    for p in found.problems],
                       "links_not_followed": found.links_not_followed,
@@ -371,7 +372,9 @@ def _verify_folder(args: argparse.Namespace, path: str, found: Survey) -> int:
         return status
     _print_leftovers(found, args.max_depth)
     n, ok = len(found.stores), sum(r["ok"] is True for r in results)
-    print(_shown(f"{path}: {ok:,} of {n:,} store{'s' if n != 1 else ''} OK"
+    d = len(found.datasets)
+    datasets = f"; {d:,} dataset{'s' if d != 1 else ''} whose parts match their manifest" if d else ""
+    print(_shown(f"{path}: {ok:,} of {n:,} store{'s' if n != 1 else ''} OK{datasets}"
                  + (f"; FAILED: {', '.join(failed)}" if failed else "")))
     return status
 
