@@ -716,6 +716,29 @@ def test_a_dataset_published_to_a_bucket_reads_as_the_local_one(tmp_path, s3_ser
         zrecord.open_dataset(url, storage_options={**opts, "cache_bytes": 8 << 20})
 
 
+@pytest.mark.remote
+def test_the_command_line_reads_a_dataset_by_its_s3_prefix(tmp_path, s3_server, s3_bucket,
+                                                           monkeypatch, capsys):
+    """`zrecord info s3://BUCKET/DATASET`: the prefix is listed for manifests when no store
+    opens there. Was: "no store there, but stores below it ...; open one of them", exit 1:
+    only a manifest's own URL was read as a dataset."""
+    from zrecord.cli import main
+
+    _dense_dataset(tmp_path / "ds", [3, 5])
+    opts = _s3_options(s3_server)
+    url = s3_bucket.url("cli/ds")
+    zrecord.publish_folder(tmp_path / "ds", url, storage_options=opts)
+    creds = s3_server.credentials
+    for name, value in (("AWS_ACCESS_KEY_ID", creds.access_key_id),
+                        ("AWS_SECRET_ACCESS_KEY", creds.secret_access_key),
+                        ("AWS_REGION", creds.region)):
+        monkeypatch.setenv(name, value)
+    assert main(["info", url, "--endpoint-url", s3_server.endpoint_url]) == 0
+    assert "Dense dataset, version 1, 2 parts" in capsys.readouterr().out
+    assert main(["verify", url, "--endpoint-url", s3_server.endpoint_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "dataset"
+
+
 def test_a_budget_is_shared_by_the_parts_in_proportion_to_their_bytes():
     MIN = 4 << 20
     shares = budget_shares(64 << 20, [100, 300, 0, 600])

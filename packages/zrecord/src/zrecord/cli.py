@@ -50,6 +50,7 @@ import numpy as np
 
 from zrecord import __version__
 from zrecord._cost import BLOCK_BYTES_DEFAULT, PRICES, REQUEST_BYTES_MAX_DEFAULT, Price, epoch_cost
+from zrecord._dataset import dataset_versions
 from zrecord._kinds import Dense, Ragged
 from zrecord._objects import redact
 from zrecord._publish import Published, publish, publish_entries
@@ -81,6 +82,7 @@ from zrecord.console import (
 from zrecord.console import say as _say_raw
 from zrecord.errors import (
     FormatError,
+    NotPublishedError,
     StoreExistsError,
     StoreNotFoundError,
     StoreOSError,
@@ -836,6 +838,18 @@ def _unfinished(args: argparse.Namespace, path: str) -> int:
     return EXIT_INVALID
 
 
+def _holds_manifests(path: str, options: StorageOptions, exc: BaseException) -> bool:
+    """Whether an s3:// prefix where no store opened (`exc`: none there) holds a dataset's
+    manifests: one listing, made only then (a local folder is seen by is_dataset, a web
+    server cannot be listed)."""
+    if not path.startswith("s3://") or not isinstance(exc, (StoreNotFoundError, NotPublishedError)):
+        return False
+    try:
+        return bool(dataset_versions(path, storage_options=options or None))
+    except (ZrecordError, OSError, ValueError):
+        return False  # the store's own error says more
+
+
 def _not_a_store(args: argparse.Namespace, exc: BaseException) -> int:
     """`open_store` failed with `exc`: explain what lies at PATH instead, and how to go on."""
     path, command = args.path, f"zrecord {args.command}"
@@ -959,6 +973,8 @@ def _run(argv: list[str] | None) -> int:
     try:
         store = open_store(path, storage_options=options or None)
     except (ZrecordError, OSError, MemoryError) as exc:
+        if _holds_manifests(path, options, exc):
+            return run_dataset(args, path, options)
         return _not_a_store(args, exc)
     except ValueError as exc:
         # A URL that names no bucket or host, or storage settings the client refuses.
