@@ -802,8 +802,8 @@ def test_the_command_line_reads_a_dataset(tmp_path, capsys):
     assert '"ok": true' in capsys.readouterr().out
     assert main(["head", str(root), "-n", "4"]) == 0
     assert "[3] shape (3,) float32" in capsys.readouterr().out
-    assert main(["cost", str(root)]) == 2
-    assert "run it on each part" in capsys.readouterr().err
+    assert main(["cost", str(root), "--json"]) == 0  # was: a usage error, "run it on each part"
+    assert json.loads(capsys.readouterr().out)["epochs"][0]["requests"] == 7
     shard = root / "p1" / "data-001.zrd"
     damaged = bytearray(shard.read_bytes())
     damaged[0] ^= 0xFF
@@ -818,6 +818,22 @@ def test_the_command_line_reads_a_dataset(tmp_path, capsys):
     with zrecord.open_dataset(root) as ds:
         with pytest.raises(errors.ChecksumError):
             ds[bad["dataset_record"]]
+
+
+def test_the_cost_of_an_epoch_over_a_dataset_counts_a_block_across_two_parts_twice(tmp_path):
+    """epoch_cost of a dataset: its parts' runs, never joined across parts. Was: an
+    AttributeError (and `zrecord cost DATASET` a usage error), while a BLOCKS loader over a
+    dataset works."""
+    root = tmp_path / "ds"
+    for k in range(3):
+        with zrecord.Dense.create(root / f"p{k}", np.uint8, (100,), codec="raw", data_shards=1) as w:
+            w.append(np.zeros((50, 100), np.uint8))
+    zrecord.publish_dataset(root, ["p0", "p1", "p2"])
+    with zrecord.open_dataset(root) as ds:
+        per_record, blocks = zrecord.epoch_cost(ds, block_records=40)
+    assert (per_record.requests, per_record.bytes) == (150, 15_000)
+    # [0, 40) in p0; [40, 80) and [80, 120) across two parts each; [120, 150) in p2.
+    assert (blocks.requests, blocks.bytes) == (6, 15_000)
 
 
 def test_verify_of_a_folder_checks_the_datasets_below_it(tmp_path, capsys):

@@ -187,7 +187,8 @@ def epoch_cost(store: Any, *, block_bytes: int | None = BLOCK_BYTES_DEFAULT,
                block_records: int | None = None, gap_bytes: int = 0,
                request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT,
                price: str | Price = "s3-standard") -> list[EpochCost]:
-    """What one epoch over `store` (an open zrecord store, local or by URL) costs: read
+    """What one epoch over `store` (an open zrecord store or dataset, local or by URL; a
+    dataset's runs never join across its parts) costs: read
     record by record (a uniform shuffle), and, unless `block_bytes` and `block_records` are
     both None, by blocks of `block_records` consecutive records (from `block_bytes` when not
     given). See the module docstring for how requests are counted, and for when a run makes

@@ -429,6 +429,19 @@ class _Dataset(Generic[_Batch]):
         their numbers in their parts."""
         return plan[:n], plan[2 * n:], plan[n:2 * n]
 
+    def _locations(self, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where records `recs` (distinct, ascending uint64, in range) lie, as a store's
+        ``_locations`` says (for ``epoch_cost``): part k's shard j is "shard" k * 256 + j, so
+        that records of two parts never count as one run."""
+        self._check_open()
+        n = recs.shape[0]
+        shards, offsets, sizes = (np.zeros(n, np.uint64) for _ in range(3))
+        for k, rows, local in self._split(recs):
+            s, o, z = self.parts[k]._locations(local.astype(np.uint64))
+            shards[rows] = s.astype(np.uint64) + np.uint64(k * 256)
+            offsets[rows], sizes[rows] = o, z
+        return shards, offsets, sizes
+
     def _split(self, idx: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """(part, rows of `idx`, the records' numbers within the part) for each part that
         `idx` (in range, uint64) reads from, in part order."""

@@ -45,10 +45,6 @@ def is_dataset(path: str) -> bool:
 def run_dataset(args: argparse.Namespace, path: str, options: StorageOptions) -> int:
     """Run ``zrecord COMMAND`` on the dataset at `path`."""
     command = f"zrecord {args.command}"
-    if args.command == "cost":
-        say(f"{command}: {path!r} is a dataset of several stores; cost estimates one store's "
-            "epoch: run it on each part")
-        return EXIT_USAGE
     try:
         ds = open_dataset(path, storage_options=options or None)
     except (ZrecordError, OSError, MemoryError) as exc:
