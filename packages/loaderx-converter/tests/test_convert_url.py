@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,10 +64,17 @@ def test_convert_to_a_url_publishes_every_store_and_the_provenance(s3_server, s3
     with zrecord.Dense.open(f"{url}/train/x", storage_options=_options(s3_server)) as ds:
         np.testing.assert_array_equal(ds[:], np.arange(6, dtype=np.float32))
     assert os.listdir(cache) == [] and sorted(os.listdir(here)) == ["cache"]  # no 's3:' folder
-    # The same destination again: refused before anything is converted.
-    with pytest.raises(DestinationExistsError, match="already holds a published store"):
+    # The same destination again: refused before anything is converted (its provenance.json
+    # is there, as are its stores).
+    with pytest.raises(DestinationExistsError, match=r"mnist/provenance.json exists"):
         convert(_dataset(), url, progress=False,
                 storage_options=_options(s3_server, cache_dir=str(cache)))
+    assert os.listdir(cache) == []
+    # Other columns to the same prefix (no store of theirs there): refused at once too, for
+    # the conversion's provenance.json. Was: refused only at the upload, after converting.
+    other = DatasetDict({"train": Dataset.from_dict({"y": [1, 2, 3]})})
+    with pytest.raises(DestinationExistsError, match=r"provenance.json exists"):
+        convert(other, url, progress=False, storage_options=_options(s3_server, cache_dir=str(cache)))
     assert os.listdir(cache) == []
 
 
@@ -103,6 +111,23 @@ def test_a_failed_publish_keeps_the_converted_dataset_and_says_where(s3_server, 
     monkeypatch.setattr(pub, "publish", real)
     zrecord.publish_folder(kept, url, storage_options=_options(s3_server))
     assert _published(s3_bucket, "kept") == KEYS
+
+
+@pytest.mark.remote
+@pytest.mark.parametrize("column", ["x#1", "what?", "a\nb"])
+def test_a_column_name_that_cannot_be_part_of_a_url_is_named_before_anything_is_written(
+        s3_server, s3_bucket, here, column):
+    """Such names convert to a local root; for an s3:// root they are refused with the column
+    and the way out (converting the others, or renaming it). Was: a traceback ending in "the
+    destination URL holds '#' ... give s3://BUCKET/PREFIX", for a URL the user wrote without
+    one, or "Could not parse path"."""
+    ds = Dataset.from_dict({column: [1, 2, 3], "y": [4, 5, 6]})
+    with pytest.raises(UnsafePathError, match=rf"column {re.escape(repr(column))}: the names cannot "
+                                              r"be part of the destination's URL .*rename_column"):
+        convert(ds, s3_bucket.url("odd"), progress=False,
+                storage_options=_options(s3_server, cache_dir=str(here / "cache")))
+    assert not [k for k in s3_bucket.keys() if k.startswith("odd/")]
+    assert os.listdir(here / "cache") == []
 
 
 @pytest.mark.parametrize("root", ["gs://bucket/x", "az://acct/x", "https://example.invalid/x"])

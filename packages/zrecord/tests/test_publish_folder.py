@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+import zrecord
 import zrecord._publish as pub
 from zrecord import Dense, Ragged, publish
 from zrecord.cli import main
@@ -74,6 +75,11 @@ def test_a_folder_of_stores_is_published_with_its_files_last(s3_server, s3_bucke
     order.clear()
     assert pub.publish_folder(dataset, url, storage_options=opts) == digests
     assert order == []
+    # check_destination(files=...): a folder's file published there is found before any
+    # write (the converter asks, so that another conversion to the prefix fails at once).
+    with pytest.raises(StoreExistsError, match=r"mnist/provenance.json exists"):
+        zrecord.check_destination(url, storage_options=opts, files=["provenance.json"])
+    zrecord.check_destination(url, storage_options=opts, files=["other.json"])
 
 
 def test_a_folder_publish_that_failed_goes_on_where_it_stopped(s3_server, s3_bucket, dataset,

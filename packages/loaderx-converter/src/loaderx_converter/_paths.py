@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import zrecord
-from loaderx_converter.errors import ArgumentTypeError, DestinationExistsError, UnsafePathError
+from loaderx_converter.errors import (
+    ArgumentTypeError,
+    ConversionError,
+    DestinationExistsError,
+    UnsafePathError,
+)
 from zrecord.console import restate
 
 # Writers add this much to a name for their temporary siblings: zrecord's lock file
@@ -155,7 +160,10 @@ class Destination:
         try:
             where = zrecord.store_location(root, storage_options, role="convert: the destination")
             if zrecord.is_url(where):
-                self._check(where, "")  # an http(s):// URL, which cannot be written, too
+                # An http(s):// URL, which cannot be written, too; and a prefix where a
+                # conversion was published already (its provenance.json), which the upload at
+                # the end would refuse after the whole conversion.
+                self._check(where, "", files=(PROVENANCE_FILE,))
         except ValueError as exc:
             # A scheme zrecord does not read, an http(s):// URL, storage_options with a local
             # path, storage options the client refuses: the destination cannot be written.
@@ -178,21 +186,32 @@ class Destination:
                                          str(self.root))
         check_root(self.root)
 
-    def _check(self, url: str, rel: str) -> None:
-        """Raise unless a store may be published at `url`/`rel` (zrecord.check_destination)."""
+    def _check(self, url: str, rel: str, files: tuple[str, ...] = ()) -> None:
+        """Raise unless a store may be published at `url`/`rel`, and `files` beside it
+        (zrecord.check_destination)."""
         where = f"{url}/{rel}" if rel else url
         try:
-            zrecord.check_destination(where, storage_options=self.storage_options)
+            zrecord.check_destination(where, storage_options=self.storage_options, files=files)
         except zrecord.StoreExistsError as exc:
             raise DestinationExistsError(errno.EEXIST, f"convert: the destination must not hold "
                                          f"stores already: {exc}", where) from None
 
     def check_stores(self, chosen: dict[str, list[str]]) -> None:
-        """For a URL: raise now, before any write, where a store's prefix holds a store."""
+        """For a URL: raise now, before any write, where a store's prefix holds a store, or
+        a split or column name cannot be part of the URL (a '#', a '?', a newline)."""
         if self.url is not None:
             for split, columns in chosen.items():
                 for column in columns:
-                    self._check(self.url, f"{split}/{column}")
+                    try:
+                        self._check(self.url, f"{split}/{column}")
+                    except ValueError as exc:
+                        if isinstance(exc, ConversionError):
+                            raise
+                        reason = f"cannot be part of the destination's URL ({exc})"
+                        raise UnsafePathError(
+                            f"convert: split {split!r} column {column!r}: the names {reason}; "
+                            f"{_way_out(split, column)}", split=split, column=column,
+                            reason=reason) from None
 
     def discard(self) -> None:
         """The conversion failed: remove the staging folder (a local root is never made)."""

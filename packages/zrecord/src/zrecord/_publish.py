@@ -45,7 +45,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -372,14 +372,22 @@ def _read_checked_header(path: Path, digest: str) -> bytes:
     return header
 
 
-def check_destination(url: str, *, storage_options: StorageOptions | None = None) -> None:
+def check_destination(url: str, *, storage_options: StorageOptions | None = None,
+                      files: Sequence[str] = ()) -> None:
     """Raise now what publishing a store at `url` would raise before uploading anything: a
     location that cannot be written (a local path, an ``http(s)://`` URL, a scheme zrecord
     does not read: ``ValueError``), settings or credentials the server refuses, a prefix
     that holds a published store or that another publisher is publishing to
     (``StoreExistsError``). ``Dense.create`` by URL and the converter call it before they
-    write anything, so that such a mistake costs a moment, not the write."""
-    _destination(url, storage_settings(storage_options))
+    write anything, so that such a mistake costs a moment, not the write. With `files`
+    (names of objects directly under the prefix, as ``publish_folder`` uploads a folder's
+    files beside its stores): ``StoreExistsError`` where the prefix holds any of them already
+    (``publish_folder`` would refuse the folder unless its file had the same bytes)."""
+    client, _ = _destination(url, storage_settings(storage_options))
+    for name in files:
+        if client.head(name) is not None:
+            raise StoreExistsError(f"{client.where(name)} exists: something was published at "
+                                   f"{client.shown} before; publish to a new prefix")
 
 
 def _local_source(source: Any) -> str:
