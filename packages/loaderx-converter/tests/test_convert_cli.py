@@ -100,6 +100,47 @@ def test_ctrl_c_prints_one_line_and_publishes_nothing(large, tmp_path):
     assert not root.exists() and _temporaries(tmp_path) == []
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_cleans_up_as_ctrl_c_does(large, tmp_path, workers):
+    """SIGTERM (kill, timeout, Slurm, docker stop) while stores are written: the temporary
+    folder is removed, one line says so, and the process ends by SIGTERM. Was: the default
+    disposition, as SIGKILL: `.ROOT.zr-tmp-*` and its lock left behind, no message."""
+    root = tmp_path / "out"
+    proc = subprocess.Popen([str(CONVERT_SCRIPT), str(large), str(root), "--quiet",
+                             "--workers", workers],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not _temporaries(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert _temporaries(tmp_path), "the conversion never started writing"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err) == (-signal.SIGTERM, "", "loaderx-convert: terminated\n")
+    assert not root.exists() and _temporaries(tmp_path) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="children found by /proc (Linux)")
+@pytest.mark.parametrize("workers", ["2"])
+def test_ctrl_c_while_the_workers_start_prints_one_line(large, tmp_path, workers):
+    """The terminal sends Ctrl-C to the whole process group, workers included. Was: a worker
+    still importing (about 1.2 s) printed its own KeyboardInterrupt traceback."""
+    root = tmp_path / "out"
+    proc = subprocess.Popen([str(CONVERT_SCRIPT), str(large), str(root), "--quiet",
+                             "--workers", workers],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_foreground, start_new_session=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline and not children.read_text().split():
+        time.sleep(0.001)
+    assert children.read_text().split(), "no worker was started"
+    time.sleep(0.05)  # the workers are importing (about 1.2 s)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: every process of the group
+    out, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err and err.endswith("loaderx-convert: interrupted\n"), err
+    assert not root.exists() and _temporaries(tmp_path) == []
+
+
 def test_in_process_interrupt_returns_130(monkeypatch, capsys, small, tmp_path):
     """[U1] item 2: as a function, main([...]) returns 130 and leaves signal handlers alone."""
     import loaderx_converter.cli as cli

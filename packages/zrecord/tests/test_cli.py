@@ -433,6 +433,21 @@ def test_restate_adds_to_what_an_os_error_with_an_errno_says():
 
 
 @pytest.mark.slow  # signals between processes: run once, in the zrecord session
+def test_sigterm_ends_a_command_as_ctrl_c_does(long_store):
+    """SIGTERM (kill, timeout, a job scheduler): one line, and the process ends by the signal,
+    after undoing what it would undo on Ctrl-C. Was: the default disposition, no cleanup."""
+    import time
+
+    proc = subprocess.Popen([str(ZRECORD_SCRIPT), "head", long_store, "-n", "1000000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (-signal.SIGTERM, "zrecord: terminated\n")
+
+
+@pytest.mark.slow  # signals between processes: run once, in the zrecord session
 def test_ctrl_c_stops_a_command_waiting_on_a_server_that_never_answers():
     """A server that accepts the connection and never answers: Ctrl-C ends `zrecord info URL`
     at once. Was: the request held the main thread, where Python handles the signal, until

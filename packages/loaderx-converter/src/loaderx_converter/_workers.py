@@ -138,7 +138,11 @@ class _Worker:
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        code = f"from loaderx_converter._workers import serve; serve({to_child}, {from_child})"
+        # SIGINT ignored before anything is imported: the terminal sends Ctrl-C to the whole
+        # process group, and a worker still importing printed a KeyboardInterrupt traceback
+        # (serve ignores it too, for callers of serve itself).
+        code = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                f"from loaderx_converter._workers import serve; serve({to_child}, {from_child})")
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
                                          pass_fds=(to_child, from_child), env=env)

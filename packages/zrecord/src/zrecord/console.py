@@ -7,6 +7,7 @@ Invariants of this module:
   interrupt (``restate``: what it kept, where), and nothing else. Run as the program, the process then ends
   by SIGINT itself (the shell reports status 130): a shell running a loop of commands stops
   at the interrupt only when its child was killed by the signal, not when it exited 130.
+  SIGTERM is undone and ended the same way ("terminated", then the process ends by SIGTERM).
 - A reader of the output that goes away (``zrecord head S | head -1``) ends the command
   quietly, with status 141 as for a tool killed by SIGPIPE: stdout is flushed inside the
   command, never first at the interpreter's shutdown, where a closed pipe would print
@@ -32,6 +33,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2  # argparse's own status for a usage error
 EXIT_RUNTIME = 3  # I/O, permissions, memory: the environment failed, not the input
 EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_TERMINATED = 128 + signal.SIGTERM
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 # Seconds between two progress lines where stderr is not a terminal: there a bar redrawn in
@@ -41,6 +43,7 @@ PROGRESS_LINES_INTERVAL_S = 15.0
 # The last two lines of every tool's exit-status table.
 STATUSES_COMMON = [
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C, SIGINT)"),
+    (EXIT_TERMINATED, "terminated (SIGTERM), undone as for Ctrl-C"),
     (EXIT_BROKEN_PIPE, "the reader of the output went away (as for cat; no message)"),
 ]
 
@@ -162,13 +165,27 @@ class _ProgressLines:
         say(f"{self._desc}: {count} {self._unit}{share} {state} {elapsed:,.1f} s{rate}")
 
 
+class Terminated(BaseException):
+    """SIGTERM reached a tool (``run_tool``, run as the program): raised on the main thread as
+    Ctrl-C's KeyboardInterrupt is, so that what the work would undo on an interrupt (a
+    temporary folder, a staged store) is undone; a BaseException for the same reason."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def run_tool(prog: str, body: Callable[[], int], *, as_program: bool) -> int:
     """Run `body` (which parses the arguments and runs a command) and return its exit status,
-    or end it the way a Unix tool ends on Ctrl-C or on a closed output pipe.
+    or end it the way a Unix tool ends on Ctrl-C, on SIGTERM (which `kill`, `timeout`, Slurm
+    and `docker stop` send: the work is undone as for Ctrl-C, then the process ends by the
+    signal) or on a closed output pipe.
 
     `as_program` is true when this process is the command (its console script): only then are
     the process's file descriptors and signal dispositions touched.
     """
+    if as_program:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         try:
             status = body()
@@ -185,6 +202,8 @@ def run_tool(prog: str, body: Callable[[], int], *, as_program: bool) -> int:
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as exc:
         return _interrupted(prog, as_program, getattr(exc, "__notes__", ()))
+    except Terminated as exc:
+        return _terminated(prog, getattr(exc, "__notes__", ()))
 
 
 def restate(exc: BaseException, more: str) -> None:
@@ -214,6 +233,21 @@ def _silence_output() -> None:
                 pass  # not a real file (replaced by the caller): nothing to protect
     finally:
         os.close(devnull)
+
+
+def _terminated(prog: str, notes: Sequence[str]) -> int:
+    """SIGTERM, once the work is undone: its line and the work's notes, then the process ends
+    by the signal itself (the caller sees a child killed by SIGTERM, 143 in a shell)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    say(f"{prog}: terminated")
+    for note in notes:
+        say(f"{prog}: {note}")
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
+    return EXIT_TERMINATED  # where the signal does not end the process at once
 
 
 def _interrupted(prog: str, as_program: bool, notes: Sequence[str] = ()) -> int:
