@@ -262,8 +262,8 @@ def _warn_of_unplanned_blocks(sampler: Any, streams: Mapping[str, Any], foreseen
         warnings.warn(
             f"stream {name!r} is read by URL without a cache_bytes budget, so its mirror plans "
             "no reads: in BLOCKS order each batch then fetches its own records, a request for "
-            "each run of them, not a block a request (a test: 4,110 GETs for an epoch of 60 "
-            "blocks). Open the store with storage_options={'cache_bytes': ...}, two windows "
+            "each run of them, not a block a request (measured: 4,110 GETs for an epoch of "
+            "60 blocks). Open the store with storage_options={'cache_bytes': ...}, two windows "
             "of blocks or more (block bytes x window_blocks x 2), to read whole blocks",
             UserWarning, stacklevel=stacklevel + 1)
 

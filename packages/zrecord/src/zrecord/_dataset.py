@@ -211,7 +211,8 @@ def _open_part(where: _Location, k: int, part: Part, schema: Schema, shown: str,
     except (FormatError, LimitError) as exc:
         raise type(exc)(f"{label}: {exc}") from None
     except StoreOSError as exc:  # permission denied, an I/O error: the type and errno kept
-        raise type(exc)(exc.errno, f"{label}: {exc.strerror}") from exc
+        said = exc.strerror if exc.strerror is not None else str(exc)
+        raise type(exc)(exc.errno, f"{label}: {said}") from exc
     info = store._info
     problem: FormatError | None = None
     if int(info["header_checksum"]) != part.header_checksum:
