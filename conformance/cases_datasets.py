@@ -192,6 +192,18 @@ def valid_cases(g: DatasetCases) -> None:
     g.valid("zstd_parts_with_two_shards", spec=["ZR-DS-011"],
             description="zstd parts of two shards each", make=dictionaries)
 
+    def index_parts(path: Path) -> None:
+        # Parts of format 1.2 (index parts, spec 4.1): a reader by part judges their index
+        # blocks as it reads them, and the manifest names them as any other part.
+        path.mkdir()
+        _part(path / "small", _records(3, 1), index_parts=(0, 0))
+        _part(path / "large", _records(40, 2), index_parts=(2, 1), data_shards=2)
+        _part(path / "default_shifts", _records(5, 3), index_parts=True)
+        rd.write_manifest(str(path), 1, ["large", "small", "default_shifts"])
+    g.valid("parts_with_index_parts", spec=["ZR-DS-011", "ZR-DS-012"],
+            description="Dense parts of format 1.2, with index parts of several sizes, in "
+                        "another order than written", make=index_parts)
+
     def by_zrecord(path: Path) -> None:
         import zrecord
 
