@@ -204,6 +204,15 @@ def test_passes_end_the_iteration_after_one_exact_pass(streams):
     batches = list(torch.utils.data.DataLoader(ds, batch_size=None))
     assert [len(b["x"]) for b in batches] == [50, 50, 20]
     assert torch.cat([b["x"][:, 0] for b in batches]).tolist() == [3.0 * i for i in range(N)]
+    # Iterated again (the next epoch's evaluation): the whole pass again. Was: nothing, as
+    # the finished run's state pointed past its end.
+    again = list(torch.utils.data.DataLoader(ds, batch_size=None))
+    assert [len(b["x"]) for b in again] == [50, 50, 20]
+    # Left early, it goes on where it stopped.
+    for k, _ in enumerate(ds):
+        if k == 1:
+            break
+    assert [len(b["x"]) for b in ds] == [20]
 
 
 def test_repr_shows_the_configuration_and_the_position(streams):

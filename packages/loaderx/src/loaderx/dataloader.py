@@ -80,6 +80,7 @@ import collections
 import concurrent.futures
 import inspect
 import operator
+import os
 import threading
 import time
 import warnings
@@ -352,6 +353,16 @@ def _type_name(stream: Any) -> str:
     return type(stream).__name__
 
 
+def _count(name: str, value: Any) -> int:
+    """An int argument `name` (an integer type, not bool), or a TypeError that names it."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int; got {_given(value)}") from None
+
+
 def _given(value: object) -> str:
     """How an error message names a wrong argument: its type, and a short repr."""
     text = repr(value)
@@ -369,6 +380,11 @@ def _stream_lengths(streams: Mapping[str, Stream]) -> dict[str, int]:
                         f"got {_given(streams)}")
     lengths = {}
     for name, stream in streams.items():
+        if isinstance(stream, (list, tuple, range)):
+            # They have __len__ and __getitem__, but not with an index array.
+            raise TypeError(f"stream {name!r} is a {type(stream).__name__}, which takes no "
+                            "index array (a batch's indices): give np.asarray(...) of it, or "
+                            "a zrecord store")
         if not isinstance(stream, Stream):
             missing = [m for m in ("__len__", "__getitem__") if not hasattr(stream, m)]
             raise TypeError(f"stream {name!r} ({type(stream).__name__}) has no "
@@ -490,13 +506,13 @@ class DataLoader(Generic[_Batch]):
                             f"got {_given(sampler)}")
         length = next(iter(lengths.values()))
         check_sampler_length(sampler, length, subset)
-        self._workers = operator.index(workers)
-        self._prefetch = operator.index(prefetch)
+        self._workers = _count("workers", workers)
+        self._prefetch = _count("prefetch", prefetch)
         if self._workers < 1:
             raise ValueError(f"workers must be at least 1; got {workers}")
         if self._prefetch < 1:
             raise ValueError(f"prefetch must be at least 1; got {prefetch}")
-        self._readahead = operator.index(readahead)
+        self._readahead = _count("readahead", readahead)
         if self._readahead < 0:
             raise ValueError(f"readahead must be 0 or more; got {readahead}")
         if transform is not None and not callable(transform):
@@ -504,6 +520,8 @@ class DataLoader(Generic[_Batch]):
         warn_if_contended(transform, stacklevel=2)
         self._streams = dict(streams)
         self._sampler = sampler
+        self._pid = os.getpid()  # its threads are this process's (fork: __next__)
+        self._consumer = threading.Lock()  # held by the one next() running
         self._transform = transform
         self._with_context = transform is not None and _wants_context(transform)
         self._seed = int(getattr(sampler, "seed", 0))
@@ -567,12 +585,19 @@ class DataLoader(Generic[_Batch]):
     def _draw(self, hint: bool = True) -> None:
         """Draw the next step's indices (in step order, on this thread) and, with `hint`,
         hint them to the streams that read ahead."""
-        indices = self._sampler.next()
+        indices = np.asarray(self._sampler.next())
+        if indices.ndim != 1:
+            raise ValueError(f"the sampler returned indices of shape {indices.shape}; a "
+                             "one-dimensional array is required")
+        if indices.dtype.kind not in "iu":
+            # A mask, floats: cast to uint64 they read other records, silently.
+            raise TypeError(f"the sampler returned indices of dtype {indices.dtype}; record "
+                            "indices are integers (a boolean mask: np.flatnonzero(mask))")
+        if indices.dtype.kind == "i" and indices.size and int(indices.min()) < 0:
+            raise ValueError(f"the sampler returned a negative index ({int(indices.min())}); "
+                             "record indices are 0..len-1")
         # The sampler's view is borrowed until its next draw; the worker needs its own copy.
         own = np.array(indices, dtype=np.uint64, copy=True)
-        if own.ndim != 1:
-            raise ValueError(f"the sampler returned indices of shape {own.shape}; a "
-                             "one-dimensional array is required")
         own.flags.writeable = False  # shared by the gather and the transform's context
         for prefetch in self._hinted if hint else ():
             prefetch(own)
@@ -650,6 +675,21 @@ class DataLoader(Generic[_Batch]):
                                  (f" after an error: {self._error!r}" if self._error else ""))
 
     def __next__(self) -> _Batch:
+        if os.getpid() != self._pid:
+            # Its threads did not survive the fork: work queued to them would never run.
+            raise RuntimeError(f"this DataLoader was made in process {self._pid}, and its "
+                               "threads do not survive fork(): make a new DataLoader in this "
+                               "process (state=parent_loader.state_dict() to continue its run)")
+        if not self._consumer.acquire(blocking=False):
+            raise RuntimeError("next() of this DataLoader is running on another thread: a "
+                               "loader has one consumer at a time (its steps, ctx and state "
+                               "follow the order of delivery); give each thread its own loader")
+        try:
+            return self._next_batch()
+        finally:
+            self._consumer.release()
+
+    def _next_batch(self) -> _Batch:
         try:
             step, future = self._claim()
             t = time.perf_counter()
@@ -659,12 +699,14 @@ class DataLoader(Generic[_Batch]):
             # Every step of a finite sampler was delivered: the iteration ends; the loader
             # stays open (load_state_dict can rewind it) until close().
             raise StopIteration from None
-        except LoaderClosedError:
-            raise
         except BaseException as exc:
             if self._closed:
-                # close() ran on another thread and cancelled this step (CancelledError) or
-                # raced it: the consumer learns that the loader is closed, nothing else.
+                # This loader closed (or close() ran on another thread and cancelled this step,
+                # CancelledError, or raced it): the consumer learns that it is closed, nothing
+                # else. A LoaderClosedError of another loader (a transform reading one) is an
+                # error of the step like any other.
+                if isinstance(exc, LoaderClosedError):
+                    raise
                 raise self._closed_error() from exc
             self._error = exc
             self.close()
@@ -777,7 +819,10 @@ class DataLoader(Generic[_Batch]):
     def close(self) -> None:
         """Cancel pending work, wait for running work and join every thread. Idempotent.
 
-        Does not close the streams or the sampler: they belong to the caller.
+        Does not close the streams or the sampler: they belong to the caller. A sampler that
+        can ``seek`` is moved back to the loader's ``step`` (the loader drew the steps in
+        flight and read ahead from it), so that a loader made next on the same sampler
+        delivers the step after the last one delivered, not the steps after those.
         """
         # Held until every thread is joined, so that a close() racing another one (or a next()
         # that would submit new work) waits for it instead of returning early.
@@ -787,10 +832,27 @@ class DataLoader(Generic[_Batch]):
             self._closed = True
             for _, future in self._pending:
                 future.cancel()
+            drawn = bool(self._pending or self._drawn)
             self._pending.clear()
             self._drawn.clear()
             # Also cancels the step the consumer may be waiting on, if it has not started.
             self._finalizer()
+            if drawn and isinstance(self._sampler, _Seekable) and os.getpid() == self._pid:
+                try:
+                    self._sampler.seek(self._next_step)
+                except (ValueError, TypeError):
+                    pass  # a sampler that cannot go there: left where the loader left it
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a DataLoader does not pickle or copy (its threads, queue and sampler "
+                        "position are its own): save state_dict() and make a new DataLoader "
+                        "with state=... from it")
+
+    def __copy__(self) -> Any:
+        return self.__reduce__()
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.__reduce__()
 
     def __enter__(self: _Self) -> _Self:
         return self

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+import zrecord
 from zrecord import Dense, DenseReader, Ragged, RaggedReader, open_store
 
 try:
@@ -68,6 +69,15 @@ class _Column:
     ndim: int
     length: int
     nbytes: int
+    # A dataset of parts (zrecord.open_dataset): the version read, which every task opens
+    # (a later version published meanwhile must not change what a run reads); None: a store.
+    version: int | None = None
+
+    def open(self) -> Any:
+        """The store (or dataset) again, in a read task."""
+        if self.version is not None:
+            return zrecord.open_dataset(self.path, version=self.version)
+        return Dense.open(self.path) if self.kind == "Dense" else Ragged.open(self.path)
 
     def arrow(self, values: Any, shapes: np.ndarray | None = None) -> Any:
         """Arrow column for the values a store's gather returned (for Ragged, with the
@@ -121,32 +131,42 @@ def _ragged_arrow(records: list[np.ndarray], dtype: np.dtype[Any], ndim: int,
 def _describe(name: Any, value: Any) -> _Column:
     if not isinstance(name, str):
         raise TypeError(f"column names must be str; got {name!r}")
-    if isinstance(value, (DenseReader, RaggedReader)):  # a writer cannot be read
-        store, owned = value, False
+    if isinstance(value, (DenseReader, RaggedReader, zrecord.DenseDataset, zrecord.RaggedDataset)):
+        store, owned = value, False  # (a writer cannot be read)
     elif isinstance(value, (str, os.PathLike)):
-        store, owned = open_store(value), True
+        store, owned = _opened(value), True
     else:
-        raise TypeError(f"column {name!r} must be a zrecord Dense or Ragged store or the path "
-                        f"of one; got {type(value).__name__} (read tasks reopen every store "
-                        "by path, so in-memory arrays cannot be read)")
+        raise TypeError(f"column {name!r} must be a zrecord Dense or Ragged store or dataset, "
+                        f"or the path of one; got {type(value).__name__} (read tasks reopen "
+                        "every store by path, so in-memory arrays cannot be read)")
     # Ray workers need not share the driver's working directory, so paths become absolute.
-    path = os.path.abspath(store.path)
+    path = store.path if zrecord.is_url(store.path) else os.path.abspath(store.path)
+    version = getattr(store, "version", None)
     try:
         if isinstance(store, Dense):
             return _Column(name, path, "Dense", store.dtype, tuple(store.item_shape),
-                           store.ndim, len(store), store.nbytes)
+                           store.ndim, len(store), store.nbytes, version)
         return _Column(name, path, "Ragged", store.dtype, None, store.ndim, len(store),
-                       store.nbytes)
+                       store.nbytes, version)
     finally:
         if owned:
             store.close()
 
 
+def _opened(path: Any) -> Any:
+    """The store at `path`, or the dataset of parts there (a folder of manifests)."""
+    try:
+        return open_store(path)
+    except zrecord.errors.NotPublishedError:
+        if not zrecord.dataset_versions(path):
+            raise
+        return zrecord.open_dataset(path)
+
+
 def _read_range(columns: list[_Column], start: int, stop: int, step: int,
                 index_column: str | None) -> Iterator[Any]:
     """Runs in a Ray worker: reopen every store, yield blocks of IDs ``[start, stop)``."""
-    stores = {c.name: (Dense.open(c.path) if c.kind == "Dense" else Ragged.open(c.path))
-              for c in columns}
+    stores = {c.name: c.open() for c in columns}
     try:
         for lo in range(start, stop, step):
             ids = np.arange(lo, min(lo + step, stop), dtype=np.uint64)
@@ -157,7 +177,7 @@ def _read_range(columns: list[_Column], start: int, stop: int, step: int,
             for c in columns:
                 names.append(c.name)
                 store = stores[c.name]
-                shapes = store.shapes(ids) if isinstance(store, Ragged) else None
+                shapes = store.shapes(ids) if c.kind == "Ragged" else None
                 arrays.append(c.arrow(store[ids], shapes))
             yield pa.Table.from_arrays(arrays, names=names)
     finally:

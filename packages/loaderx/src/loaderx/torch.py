@@ -208,7 +208,9 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
     that spells both.
 
     Use it with ``torch.utils.data.DataLoader(dataset, batch_size=None)`` and the default
-    ``num_workers=0``; ``workers`` sets loaderx's own reading threads. See the module
+    ``num_workers=0``; ``workers`` sets loaderx's own reading threads. Iterated again after
+    its sampler's ``passes`` ended, it makes them again from step 0, as a dataset does each
+    epoch; after a ``break`` (or ``steps`` reached), it goes on where it stopped. See the module
     documentation for why worker processes are refused.
     """
 
@@ -290,7 +292,12 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
             while self.steps is None or step < self.steps:
                 try:
                     batch = next(loader)
-                except StopIteration:  # `passes` given: every record was delivered
+                except StopIteration:
+                    # `passes` given: every record was delivered. Iterated again, the pass
+                    # starts again from step 0, as iterating a dataset again does (an
+                    # evaluation set each epoch); a pass left early (a break) goes on where it
+                    # stopped instead, and `steps` reached keeps its state for a resume.
+                    self._state = None
                     return
                 self._state = loader.state_dict()
                 step = self._state["step"]
