@@ -192,17 +192,7 @@ def valid_cases(g: DatasetCases) -> None:
     g.valid("zstd_parts_with_two_shards", spec=["ZR-DS-011"],
             description="zstd parts of two shards each", make=dictionaries)
 
-    def index_parts(path: Path) -> None:
-        # Parts of format 1.2 (index parts, spec 4.1): a reader by part judges their index
-        # blocks as it reads them, and the manifest names them as any other part.
-        path.mkdir()
-        _part(path / "small", _records(3, 1), index_parts=(0, 0))
-        _part(path / "large", _records(40, 2), index_parts=(2, 1), data_shards=2)
-        _part(path / "default_shifts", _records(5, 3), index_parts=True)
-        rd.write_manifest(str(path), 1, ["large", "small", "default_shifts"])
-    g.valid("parts_with_index_parts", spec=["ZR-DS-011", "ZR-DS-012"],
-            description="Dense parts of format 1.2, with index parts of several sizes, in "
-                        "another order than written", make=index_parts)
+    _valid_part_format_cases(g)
 
     def by_zrecord(path: Path) -> None:
         import zrecord
@@ -220,6 +210,20 @@ def valid_cases(g: DatasetCases) -> None:
     g.valid("written_by_zrecord", spec=["ZR-DS-013"], writer="zrecord",
             description="parts and manifest written by zrecord; the manifest is byte for byte "
                         "what the reference writer builds", make=by_zrecord)
+
+
+def _valid_part_format_cases(g: DatasetCases) -> None:
+    def index_parts(path: Path) -> None:
+        # Parts of format 1.2 (index parts, spec 4.1): a reader by part judges their index
+        # blocks as it reads them, and the manifest names them as any other part.
+        path.mkdir()
+        _part(path / "small", _records(3, 1), index_parts=(0, 0))
+        _part(path / "large", _records(40, 2), index_parts=(2, 1), data_shards=2)
+        _part(path / "default_shifts", _records(5, 3), index_parts=True)
+        rd.write_manifest(str(path), 1, ["large", "small", "default_shifts"])
+    g.valid("parts_with_index_parts", spec=["ZR-DS-011", "ZR-DS-012"],
+            description="Dense parts of format 1.2, with index parts of several sizes, in "
+                        "another order than written", make=index_parts)
 
 
 def invalid_cases(g: DatasetCases) -> None:

@@ -448,6 +448,7 @@ def test_sigterm_ends_a_command_as_ctrl_c_does(long_store):
 
 
 @pytest.mark.slow  # signals between processes: run once, in the zrecord session
+@pytest.mark.remote  # the object storage client (test-remote's) makes the request
 def test_ctrl_c_stops_a_command_waiting_on_a_server_that_never_answers():
     """A server that accepts the connection and never answers: Ctrl-C ends `zrecord info URL`
     at once. Was: the request held the main thread, where Python handles the signal, until
