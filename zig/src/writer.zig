@@ -456,9 +456,16 @@ pub const Writer = struct {
             };
             const size = format.logicalSize(shape, w.itemsize) orelse {
                 d.record = @intCast(w.header.record_count + i);
-                return d.fail(error.LimitExceeded, "record {d} has more than " ++
-                    "record_size_bytes_max {d} bytes (ZR-LIM-001)", .{
-                    w.header.record_count + i, format.record_size_bytes_max,
+                // The size given, as [ZR-LIM-001] asks (saturated where it overflows 64 bits).
+                var sat: u64 = w.itemsize;
+                for (shape) |dim| sat *|= dim;
+                return d.fail(error.LimitExceeded, "record {d} has {d}{s} bytes (its shape's " ++
+                    "elements times itemsize {d}), above record_size_bytes_max {d} (ZR-LIM-001)", .{
+                    w.header.record_count + i,
+                    sat,
+                    if (sat == std.math.maxInt(u64)) " or more" else "",
+                    w.itemsize,
+                    format.record_size_bytes_max,
                 });
             };
             if (size > 0 and ptrs.?[@intCast(i)] == 0) {

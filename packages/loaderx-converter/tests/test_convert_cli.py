@@ -122,8 +122,9 @@ def test_sigterm_cleans_up_as_ctrl_c_does(large, tmp_path, workers):
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="children found by /proc (Linux)")
 @pytest.mark.parametrize("workers", ["2"])
 def test_ctrl_c_while_the_workers_start_prints_one_line(large, tmp_path, workers):
-    """The terminal sends Ctrl-C to the whole process group, workers included. Was: a worker
-    still importing (about 1.2 s) printed its own KeyboardInterrupt traceback."""
+    """The terminal sends Ctrl-C to its foreground process group. Was: a worker in it, still
+    starting (its interpreter's site module, or its imports), printed its own
+    KeyboardInterrupt traceback; the workers now have a session of their own."""
     root = tmp_path / "out"
     proc = subprocess.Popen([str(CONVERT_SCRIPT), str(large), str(root), "--quiet",
                              "--workers", workers],
@@ -134,7 +135,7 @@ def test_ctrl_c_while_the_workers_start_prints_one_line(large, tmp_path, workers
     while proc.poll() is None and time.monotonic() < deadline and not children.read_text().split():
         time.sleep(0.001)
     assert children.read_text().split(), "no worker was started"
-    time.sleep(0.05)  # the workers are importing (about 1.2 s)
+    # The workers are starting (their interpreter, then about 1.2 s of imports).
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: every process of the group
     out, err = proc.communicate(timeout=120)
     assert "Traceback" not in err and err.endswith("loaderx-convert: interrupted\n"), err

@@ -138,14 +138,17 @@ class _Worker:
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        # SIGINT ignored before anything is imported: the terminal sends Ctrl-C to the whole
-        # process group, and a worker still importing printed a KeyboardInterrupt traceback
-        # (serve ignores it too, for callers of serve itself).
+        # A session of its own (POSIX): the terminal sends Ctrl-C to its foreground process
+        # group, and a worker in it that was still starting (its interpreter, its imports)
+        # printed a KeyboardInterrupt traceback. This process stops its workers itself (and
+        # they end when its pipes close). SIGINT is ignored from the first line too, where
+        # there are no sessions (serve ignores it as well, for callers of serve itself).
         code = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                 f"from loaderx_converter._workers import serve; serve({to_child}, {from_child})")
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
-                                         pass_fds=(to_child, from_child), env=env)
+                                         pass_fds=(to_child, from_child), env=env,
+                                         start_new_session=os.name == "posix")
         except BaseException:
             os.close(from_parent)
             os.close(to_parent)

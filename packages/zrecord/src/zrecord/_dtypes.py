@@ -115,6 +115,12 @@ def dtype_code(dtype: Any) -> tuple[np.dtype[Any], int, int, int]:
         dt = np.dtype(dtype)
     except TypeError as exc:
         raise SchemaError(f"dtype {dtype!r} is not a NumPy dtype (accepted: {_ACCEPTED})") from exc
+    if dt.kind in "TO":
+        # NumPy 2's variable-width strings (StringDType, kind "T") and Python objects hold
+        # references, not bytes a store could keep.
+        raise SchemaError(f"dtype {dt} holds references to Python objects or variable-width "
+                          "strings, not fixed-size bytes; store strings as fixed-width "
+                          f"'U<n>' or bytes 'S<n>' (accepted: {_ACCEPTED})")
     if dt.fields is not None:
         raise SchemaError(f"structured dtype {dt} is not supported (accepted: {_ACCEPTED})")
     if dt.subdtype is not None:

@@ -62,8 +62,11 @@ def normalise(key: Any, length: int, path: str) -> np.ndarray | int:
         raise TypeError(f"an index array must have an integer dtype; got {arr.dtype}")
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    arr = arr.view(np.uint64) if arr.dtype.itemsize == 8 else arr.astype(np.uint64)
-    return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+    # Always a private copy: a read looks at the indices more than once (Ragged: the shapes,
+    # then the records), and the caller's array may change meanwhile (another thread refilling
+    # a buffer): a view of it made the core read past the output it had sized, and abort
+    # the process. A copy of 256 indices costs about 100 ns.
+    return arr.astype(np.uint64, order="C", copy=True)
 
 def index_error(idx: np.ndarray, key: Any, length: int, path: str) -> StoreIndexError:
     """The error for the first out-of-range position of `idx` (normalised from `key`),

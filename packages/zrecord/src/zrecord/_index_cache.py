@@ -28,7 +28,8 @@ OFF_WORDS = ("", "off", "none", "0")
 
 
 def folder_for(index_cache: Any) -> str | None:
-    """The folder that `index_cache` (as given to ``open``) names, or None for none."""
+    """The folder that `index_cache` (as given to ``open``) names, or None for none (None, or
+    an empty string, as for the environment variable)."""
     if index_cache is None:
         return None
     if isinstance(index_cache, str) and index_cache == AUTO:
@@ -38,7 +39,12 @@ def folder_for(index_cache: Any) -> str | None:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         return os.path.join(base, "zrecord", "index")
     try:
-        return os.path.abspath(fspath(index_cache))
+        path = fspath(index_cache)
+        if isinstance(path, str) and path.strip() == "":
+            # Off, as ZRECORD_INDEX_CACHE="" is (os.environ.get("X", "") passed through):
+            # taken as a path, it wrote the cache into the working folder.
+            return None
+        return os.path.abspath(path)
     except TypeError:
         raise TypeError(f"index_cache must be a folder path, 'auto' or None; got {index_cache!r}") from None
 

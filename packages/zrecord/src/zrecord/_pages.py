@@ -19,6 +19,22 @@ def addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]  # type: ignore[no-any-return]
 
 
+def _bounds(a: np.ndarray) -> tuple[int, int]:
+    """The lowest address `a` touches and one past its highest: for a strided or reversed
+    view (``src[:, ::2]``, a transpose) more than ``addr(a) + a.nbytes``, which released only
+    part of what a copy of it had read."""
+    if a.flags.c_contiguous:
+        start = addr(a)
+        return start, start + a.nbytes
+    lo = hi = addr(a)
+    if a.size:
+        for extent, stride in zip(a.shape, a.strides):
+            step = (extent - 1) * stride
+            lo, hi = (lo + step, hi) if step < 0 else (lo, hi + step)
+        hi += a.itemsize
+    return lo, hi
+
+
 def release_mapped_pages(*chunks: np.ndarray) -> None:
     """Drop the pages of read-only shared memory maps that a writer has consumed.
 
@@ -44,8 +60,8 @@ def release_mapped_pages(*chunks: np.ndarray) -> None:
             span[2] = chunk
     spans: dict[int, list[Any]] = {}
     for key, (mm, first, last) in ends.items():
-        a, b = addr(first), addr(last)
-        spans[key] = [mm, min(a, b), max(a + first.nbytes, b + last.nbytes)]
+        (a0, a1), (b0, b1) = _bounds(first), _bounds(last)
+        spans[key] = [mm, min(a0, b0), max(a1, b1)]
     for mm, lo, hi in spans.values():
         try:
             base = addr(np.frombuffer(mm, dtype=np.uint8))

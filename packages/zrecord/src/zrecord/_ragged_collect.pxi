@@ -375,6 +375,10 @@ def ragged_collect(object it, RaggedChunk chunk, str dtype_kind, int itemsize,
         rec = <object> p  # a new reference of its own
         Py_DecRef(p)
         if not _take(chunk, rec, kind, itemsize, Py_REFCNT(rec) == 1, exact):
+            if _map_kind(rec) != NOT_MAPPED:
+                # Copied by fix (strided, say): the memory map it was read from has its
+                # consumed pages released as well, as for records taken as they are.
+                chunk.mapped.append(rec)
             rec = fix(rec, first + <uint64_t> chunk.count)
             if not _take(chunk, rec, kind, itemsize, Py_REFCNT(rec) == 1, exact):
                 raise TypeError(f"zrecord: record {first + <uint64_t> chunk.count} is still not a "

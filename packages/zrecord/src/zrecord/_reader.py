@@ -285,7 +285,11 @@ class _Store(_Kind, Generic[_Batch]):
         block = self._iter_block_records()
         for start in range(0, self._len, block):
             batch = self._read(np.arange(start, min(start + block, self._len), dtype=np.uint64))
-            yield from batch
+            for record in batch:
+                # Records read ahead are not given out once the store is closed (the guide:
+                # reading afterwards raises ClosedError): up to a block of them were.
+                self._check_open()
+                yield record
 
     @overload
     def __getitem__(self, key: Position) -> np.ndarray: ...
