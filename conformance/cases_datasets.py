@@ -410,6 +410,8 @@ def _invalid_part_cases(g: DatasetCases) -> None:
               description="the second part is int32, the manifest's schema float32 (its entry "
                           "right)")
 
+    _invalid_schema_cases(g)
+
     def counts(entries: list[rd.Entry]) -> list[rd.Entry]:
         entries[0].record_count += 1
         entries[2].record_count -= 1
@@ -417,6 +419,25 @@ def _invalid_part_cases(g: DatasetCases) -> None:
     g.invalid("part_counts_differ", error="corrupt", spec=["ZR-DS-011"], make=_rebuilt(counts),
               description="part a's entry gives one record more, c's one less (sums consistent, "
                           "header checksums right)")
+
+
+def _invalid_schema_cases(g: DatasetCases) -> None:
+    """A part whose schema differs from the manifest's in one field other than dtype (the
+    manifest written from the first part's schema, the entries right)."""
+    def other(name: str, **kw: Any) -> Callable[[Path], None]:
+        def make(path: Path) -> None:
+            three_parts(path)
+            _part(path / name, _records(2, 7) if "item_shape" not in kw else
+                  [np.zeros(kw["item_shape"], np.float32)] * 2, **kw)
+            pairs = [rd.entry_of(str(path), n) for n in ("a", name)]
+            data = rd.build_manifest(1, pairs[0][1], [e for e, _ in pairs])
+            (path / rd.manifest_name(1)).write_bytes(data)
+        return make
+    for case, kw, why in (("part_of_another_item_shape", {"item_shape": (4,)}, "item shape (4,)"),
+                          ("part_of_another_codec", {"codec": "zstd"}, "codec zstd")):
+        g.invalid(case, error="corrupt", spec=["ZR-DS-011"], make=other("odd", **kw),
+                  description=f"the second part has {why}, the manifest's schema the first "
+                              "part's (float32 (2, 2) raw); its entry right")
 
 
 # ---- writing the folder ------------------------------------------------------------------------

@@ -218,3 +218,14 @@ def test_a_ragged_record_over_the_size_limit_says_its_size(tmp_path):
             w.append([np.empty(2**31 + 1, np.uint8)])  # never touched: no memory used
     finally:
         w.abort()
+
+
+def test_verify_takes_int_bounds_only(tmp_path):
+    """Was: verify(1.5) checked from record 1 (the native call truncated the float)."""
+    with Dense.create(tmp_path / "s", np.int32, (), codec="raw") as w:
+        w.append(np.arange(5, dtype=np.int32))
+    with open_store(tmp_path / "s") as s:
+        for bad in ({"start": 1.5}, {"stop": 2.0}, {"start": True}):
+            with pytest.raises(TypeError, match="verify (start|stop) must be an int"):
+                s.verify(**bad)
+        s.verify(np.int64(1), 3)

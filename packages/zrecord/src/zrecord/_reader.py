@@ -272,6 +272,10 @@ class _Store(_Kind, Generic[_Batch]):
         """Check every stored byte of records ``[start, stop)`` against its checksum."""
         self._check_open()
         stop = self._len if stop is None else stop
+        for name, value in (("start", start), ("stop", stop)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                # 1.5 was truncated by the native call, and checked another range.
+                raise TypeError(f"verify {name} must be an int; got {value!r}")
         if not 0 <= start <= stop <= self._len:
             raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{self._len}")
         if self._remote is not None:
