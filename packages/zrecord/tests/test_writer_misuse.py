@@ -24,6 +24,14 @@ def test_a_read_works_on_its_own_copy_of_the_indices(dtype):
     idx = normalise(given, 10, "s")
     assert not np.shares_memory(idx, given)
     assert idx.dtype == np.uint64 and idx.flags.c_contiguous and idx.tolist() == [3, 1, 2]
+    # An array that owns its memory and is read-only (a DataLoader's copy) is used as it is;
+    # a read-only view of a writable array is copied.
+    owned = np.array([3, 1, 2], dtype=np.uint64)
+    owned.flags.writeable = False
+    assert normalise(owned, 10, "s") is owned
+    view = np.array([3, 1, 2, 0], dtype=np.uint64)[:3]
+    view.flags.writeable = False
+    assert not np.shares_memory(normalise(view, 10, "s"), view)
 
 
 def _in_a_thread(fn):

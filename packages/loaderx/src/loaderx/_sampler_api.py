@@ -79,20 +79,25 @@ _WORLD_SIZES_LISTED_MAX = 1024
 TOPOLOGY = ("batch_size", "world_size", "rank")
 
 
+def _ranks_overlap(mode: Mode, length: int, global_batch: int, world_size: int,
+                   passes: int | None) -> bool:
+    """The constructor's rule: SEQUENTIAL without passes, over more than one rank, needs a
+    global batch of at most `length`, or its ranks would draw the same indices."""
+    return passes is None and world_size > 1 and mode is Mode.SEQUENTIAL and \
+        global_batch > length
+
+
 def _ranks_draw_apart(state: Mapping[str, Any], world_size: int) -> bool:
     """Whether a sampler of `state`'s settings can split its global batch over `world_size`
-    ranks: the constructor's rule that SEQUENTIAL without passes, over more than one rank, has
-    a global batch of at most `length` (ranks draw disjoint indices). True for states that are
-    not a Sampler's (a Mix's)."""
+    ranks (``_ranks_overlap``); True for states that are not a Sampler's (a Mix's)."""
     length, batch, world = state.get("length"), state.get("batch_size"), state.get("world_size")
-    if world_size == 1 or state.get("passes") is not None or not isinstance(length, int) \
-            or not isinstance(batch, int) or not isinstance(world, int):
+    if not isinstance(length, int) or not isinstance(batch, int) or not isinstance(world, int):
         return True
     try:
         mode = mode_of(state.get("mode"))  # type: ignore[arg-type]
     except ValueError:
         return True
-    return not (mode is Mode.SEQUENTIAL and batch * world > length)
+    return not _ranks_overlap(mode, length, batch * world, world_size, state.get("passes"))
 
 
 def _global_batch_error(what: str, saved_batch: int, saved_world: int, batch_size: int | None,
@@ -289,8 +294,7 @@ class Sampler(SamplerCore):
                 f"{mode.name} draws full batches without replacement, so batch_size * world_size "
                 f"({batch_size} * {world_size} = {global_batch}) must not exceed length "
                 f"({length}); use IID or SEQUENTIAL, or a smaller batch")
-        if passes is None and world_size > 1 and mode is Mode.SEQUENTIAL and \
-                global_batch > length:
+        if _ranks_overlap(mode, length, global_batch, world_size, passes):
             raise ValueError(
                 f"with world_size > 1, SEQUENTIAL needs batch_size * world_size ({global_batch}) "
                 f"<= length ({length}) so that ranks draw disjoint indices")

@@ -291,8 +291,10 @@ class _Store(_Kind, Generic[_Batch]):
             batch = self._read(np.arange(start, min(start + block, self._len), dtype=np.uint64))
             for record in batch:
                 # Records read ahead are not given out once the store is closed (the guide:
-                # reading afterwards raises ClosedError): up to a block of them were.
-                self._check_open()
+                # reading afterwards raises ClosedError): up to a block of them were. The flag
+                # inline, a method call only to raise: this runs once a record.
+                if self._closed:
+                    self._check_open()
                 yield record
 
     @overload
