@@ -42,6 +42,8 @@ CLEAN = {
     "pkg/mod.py": py_fn("short", 68),
     "pkg/ext.pyx": "cdef int f(int x) nogil\n\ncdef int g(int y):\n" + "    y += 1\n" * 60 + "    return y\n",
     "docs/page.md": "The reader (`zig/src/a.zig`) ...\n",
+    "README.md": "# The project\n",
+    "noxfile.py": "",
 }
 
 
@@ -58,6 +60,7 @@ def test_a_tree_that_keeps_the_rules_has_no_problem(tmp_path):
     ("zig/src/ref.zig", "// See gone.zig for the rest.\n", ("stale-reference", "zig/src/ref.zig", 1)),
     ("zig/src/decl.zig", "// b.moved does this now.\n", ("stale-reference", "zig/src/decl.zig", 1)),
     ("zig/src/c.c", "/* b.moved's caller. */\n", ("stale-reference", "zig/src/c.c", 1)),
+    ("err.txt", "usage: zrecord cost\n", ("top-level-file", "err.txt", 1)),
     ("docs/old.md", "The loop lives in `zig/src/old_loop.zig`.\n", ("stale-reference", "docs/old.md", 1)),
 ])
 def test_each_rule_reports_a_deliberate_violation(tmp_path, name, text, expected):

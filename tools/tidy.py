@@ -17,6 +17,10 @@ there is any. The rules (docs/development.md, "The house rules"):
   zig/src, names something that file declares. Comments that point at code that moved mislead
   the next reader more than no comment.
 
+- top-level-file: the only files at the top of the checkout are the house's own
+  (`TOP_LEVEL_FILES`): a command's output or a scratch script saved there by mistake is
+  committed with the next `git add -A` (err.txt, in 48e984d).
+
 The files are the ones git tracks or would track (untracked files that are not ignored);
 outside a git checkout, every file under the root.
 """
@@ -38,6 +42,10 @@ ZIG_COLUMNS_MAX = 120
 # Folders never read: environments, caches and build output.
 SKIPPED_PARTS = {".git", ".venv", ".nox", "__pycache__", ".zig-cache", "zig-out", "build", "dist",
                  "node_modules"}
+
+
+# The files the top of the checkout holds (the user fixed its folders; these are the house's).
+TOP_LEVEL_FILES = {"README.md", "noxfile.py", "pyproject.toml", ".gitignore"}
 
 
 class Problem(NamedTuple):
@@ -279,6 +287,18 @@ def check_stale_references(root: Path, files: list[Path]) -> list[Problem]:
 
 # ---- the run ------------------------------------------------------------------------------
 
+def check_top_level_files(root: Path, files: list[Path]) -> list[Problem]:
+    problems = []
+    for path in files:
+        name = rel(root, path)
+        if "/" not in name and name not in TOP_LEVEL_FILES:
+            problems.append(Problem(name, 1, "top-level-file",
+                                    f"a file at the top of the checkout that is none of "
+                                    f"{', '.join(sorted(TOP_LEVEL_FILES))}: move it into the "
+                                    "folder it belongs to, or delete it if it was saved by mistake"))
+    return problems
+
+
 def rel(root: Path, path: Path) -> str:
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
@@ -288,7 +308,7 @@ def rel(root: Path, path: Path) -> str:
 
 RULES = {"function-length": check_function_length, "zig-line-length": check_zig_line_length,
          "zig-fmt": check_zig_fmt, "zig-extern": check_zig_externs,
-         "stale-reference": check_stale_references}
+         "stale-reference": check_stale_references, "top-level-file": check_top_level_files}
 
 
 def run(root: Path, *, fmt: bool = True) -> list[Problem]:
