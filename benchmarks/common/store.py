@@ -87,14 +87,17 @@ def store_path(root: str, label: str, workload: str, codec: str) -> str:
     return os.path.join(root, f"{label}-{workload}-{codec}")
 
 
-def ensure_store(w: Workload, codec: str, root: str, batch: int) -> str:
+def ensure_store(w: Workload, codec: str, root: str, batch: int, data_shards: int | None = None) -> str:
     """This library's store of `w` with `codec` under `root`, written durably and checked the
-    first time it is asked for (later rounds reuse it)."""
+    first time it is asked for (later rounds reuse it); `data_shards` None: the writer's
+    default."""
     path = store_path(root, STORE_LABEL, w.name, codec)
     if os.path.exists(path):
         return path
     sample = w.dense if w.dense is not None else w.ragged.dict_sample()  # type: ignore[union-attr]
     extra = create_kwargs(codec, sample)
+    if data_shards is not None:
+        extra["data_shards"] = data_shards
     if w.dense is not None:
         with Dense.create(path, w.dtype, w.item_shape, codec=codec, **extra) as writer:
             writer.append(w.dense)

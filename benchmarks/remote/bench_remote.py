@@ -40,7 +40,9 @@ store written raw (stored bytes = delivered bytes) and each figure the median of
   link (the cost model's gap and requests in flight), its mirror bounded to
   ``--blocks-budget-windows`` windows (two), one
   whole epoch: MiB/s against the link's bandwidth (a), and its GETs (the reader's count, and
-  nginx's access log) against the floor stored bytes / 8 MiB + blocks. With ``--timeline``,
+  nginx's access log) against the floor stored bytes / 8 MiB + blocks. The stores are written
+  with the writer's default 4 data files (``--data-shards`` sets another number: with 1, no
+  block is split across two files). With ``--timeline``,
   the JSON gets the reader's GETs under way, bytes fetched and mirror size every 10 ms; with
   ``--blocks-epochs E``, the same loader reads E epochs and the later ones are reported apart
   (what the mirror kept at the end of one epoch serves the start of the next).
@@ -813,6 +815,9 @@ def main() -> int:
     ap.add_argument("--budget-only", action="store_true", help="only the DataLoader with its defaults")
     ap.add_argument("--parts", default=",".join(PARTS), type=lambda s: s.split(","),
                     help=f"what to measure, of {','.join(PARTS)}")
+    ap.add_argument("--data-shards", type=int, default=None,
+                    help="data files of the stores read (default: the writer's, 4); 1 lays every "
+                         "block of BLOCKS back to back in one file (see the object storage guide)")
     ap.add_argument("--block-bytes", type=int, default=8 << 20, help="BLOCKS: stored bytes of a block")
     ap.add_argument("--window-blocks", type=int, default=8, help="BLOCKS: blocks of a window")
     ap.add_argument("--prefetch-batches", type=int, default=2,
@@ -832,15 +837,18 @@ def main() -> int:
                                "server": args.server, "batch": args.batch, "in_flight": args.in_flight,
                                "rounds": args.rounds, "seconds": args.seconds,
                                "cache_share": args.cache_share, "block_bytes": args.block_bytes,
+                               "data_shards": args.data_shards,
                                "window_blocks": args.window_blocks, "prefetch_batches": args.prefetch_batches,
                                "blocks_budget_bytes": blocks_budget(args),
                                "workloads": {}}
+    if args.tmp:
+        os.makedirs(args.tmp, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.tmp, prefix="bench-remote-") as root:
         args.root = root
         stores = {}
         for name in args.workloads.split(","):
             w = Workload(name, args.data, None)
-            path = ensure_store(w, "raw", root, args.batch)
+            path = ensure_store(w, "raw", root, args.batch, args.data_shards)
             stores[name] = (w, os.path.basename(path))
         server = Server(args.server, Path(root), args.s3rver, args.nginx)
         try:

@@ -78,6 +78,26 @@ def test_a_block_of_one_shard_run_is_one_request_split_at_the_largest(tmp_path):
         assert epoch_cost(store, block_records=10, request_bytes_max=300)[1].requests == 20
 
 
+@pytest.mark.parametrize(("data_shards", "runs"), [(1, 5), (4, 8)])
+def test_blocks_say_in_how_many_runs_of_the_layout_their_records_lie(tmp_path, capsys, data_shards, runs):
+    """A writer of 4 data files cuts each write into 4 runs, one to each file: 5 blocks of
+    10 records written in one append of 50 lie in 8 runs (records 0-11, 12-24, 25-36, 37-49),
+    each a request; in one file, in 5."""
+    path = tmp_path / "d"
+    with Dense.create(path, np.uint8, (100,), codec="raw", data_shards=data_shards) as w:
+        w.append(np.zeros((50, 100), np.uint8))
+    with zrecord.open_store(path) as store:
+        per_record, blocks = epoch_cost(store, block_records=10)
+        assert (blocks.blocks, blocks.runs, blocks.requests) == (5, runs, runs)
+        assert (per_record.blocks, per_record.runs) == (None, None)
+        # No gap joins two files' runs.
+        assert epoch_cost(store, block_records=10, gap_bytes=2500)[1].runs == runs
+    assert main(["cost", str(path), "--block-bytes", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert ("5 blocks whose records lie in 8 runs" in out) == (data_shards == 4)
+    assert ("Laying out a store for reading by blocks" in out) == (data_shards == 4)
+
+
 @pytest.mark.remote
 def test_cost_by_url_fetches_only_index_parts(tokens, http_folder):
     for f in tokens.iterdir():

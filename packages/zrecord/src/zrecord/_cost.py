@@ -143,7 +143,11 @@ def link_of(link: str | Link) -> Link:
 class EpochCost:
     """One epoch (every record read once) in one way of reading: ``requests`` ranged GETs
     bringing ``bytes`` bytes for ``stored_bytes`` of records; ``amplification`` is their
-    ratio, ``usd`` the bill at `price`."""
+    ratio, ``usd`` the bill at `price`. By blocks, also how many ``blocks`` there are and
+    in how many ``runs`` their records lie: a run is records stored back to back in one data
+    file (joined across gaps of at most ``gap_bytes``), each one request or more, so
+    ``runs / blocks`` above 1 is what the store's layout adds to the requests (a writer with
+    several ``data_shards`` cuts each write into that many runs, one to each file)."""
 
     how: str
     records: int
@@ -152,6 +156,8 @@ class EpochCost:
     bytes: int
     stored_bytes: int
     usd: float
+    blocks: int | None = None
+    runs: int | None = None
 
     @property
     def amplification(self) -> float:
@@ -202,7 +208,7 @@ def epoch_cost(store: Any, *, block_bytes: int | None = BLOCK_BYTES_DEFAULT,
     elif block_records is not None:
         block_records = _at_least("block_records", block_records, 1)
     per_record = [0, 0]  # requests, bytes
-    blocks = [0, 0]
+    blocks = [0, 0, 0]  # requests, bytes, runs
     # Whole blocks per chunk, so that no block is split between two chunks.
     step = _CHUNK_RECORDS if block_records is None else \
         max(block_records, _CHUNK_RECORDS // block_records * block_records)
@@ -213,27 +219,28 @@ def epoch_cost(store: Any, *, block_bytes: int | None = BLOCK_BYTES_DEFAULT,
         per_record[0] += int(np.count_nonzero(nonempty))
         per_record[1] += int(sizes.sum())
         if block_records is not None:
-            r, b = _block_requests(recs // np.uint64(block_records), shards, offsets, sizes,
-                                   gap_bytes, request_bytes_max)
+            r, b, runs = _block_requests(recs // np.uint64(block_records), shards, offsets, sizes,
+                                         gap_bytes, request_bytes_max)
             blocks[0] += r
             blocks[1] += b
+            blocks[2] += runs
 
-    def cost(how: str, requests: int, nbytes: int, r: int | None) -> EpochCost:
-        return EpochCost(how, n, r, requests, nbytes, stored, price.usd(requests, nbytes))
-
-    out = [cost("per record", per_record[0], per_record[1], None)]
+    out = [EpochCost("per record", n, None, per_record[0], per_record[1], stored,
+                     price.usd(per_record[0], per_record[1]))]
     if block_records is not None:
-        out.append(cost("blocks", blocks[0], blocks[1], block_records))
+        out.append(EpochCost("blocks", n, block_records, blocks[0], blocks[1], stored,
+                             price.usd(blocks[0], blocks[1]), -(-n // block_records), blocks[2]))
     return out
 
 
 def _block_requests(block: np.ndarray, shards: np.ndarray, offsets: np.ndarray,
-                    sizes: np.ndarray, gap_bytes: int, most: int) -> tuple[int, int]:
-    """The requests and bytes that read every non-empty record, block by block."""
+                    sizes: np.ndarray, gap_bytes: int, most: int) -> tuple[int, int, int]:
+    """The requests and bytes that read every non-empty record, block by block, and the runs
+    (records back to back in one shard, across gaps of at most `gap_bytes`) they lie in."""
     keep = sizes > 0
     block, shards, offsets, sizes = block[keep], shards[keep], offsets[keep], sizes[keep]
     if block.size == 0:
-        return 0, 0
+        return 0, 0, 0
     order = np.lexsort((offsets, shards, block))
     block, shards, offsets = block[order], shards[order], offsets[order]
     # Records of a shard do not overlap ([ZR-IDX-006]): in offset order each ends before the
@@ -259,7 +266,7 @@ def _block_requests(block: np.ndarray, shards: np.ndarray, offsets: np.ndarray,
             requests += 1
             nbytes += int(e[upto - 1] - o[at])
             at = upto
-    return requests, nbytes
+    return requests, nbytes, int(starts.size)
 
 
 def _at_least(name: str, value: Any, least: int) -> int:

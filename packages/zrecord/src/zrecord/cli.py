@@ -609,6 +609,11 @@ def cmd_cost(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int
         how = r.how if r.block_records is None else f"blocks of {r.block_records:,} records"
         print(f"  {how:<28} {r.requests:>14,} GETs  {_human(r.bytes):>12}  "
               f"x{r.amplification:.2f}  ${r.usd:,.4f}")
+        if r.blocks is not None and r.runs is not None and r.runs > r.blocks:
+            print(f"    {r.blocks:,} blocks whose records lie in {r.runs:,} runs stored back to back "
+                  f"({r.runs / r.blocks:.2f} a block,\n    a request or more each): the store's layout "
+                  "splits its blocks (see the object storage guide,\n    \"Laying out a store for "
+                  "reading by blocks\")")
     return 0
 
 
