@@ -177,6 +177,20 @@ def test_nothing_is_created_inside_a_published_store_by_url(s3_server, s3_bucket
         w.append(DATA)
 
 
+@pytest.mark.remote
+def test_nothing_is_published_inside_a_store_at_the_buckets_root(s3_server, s3_bucket, here):
+    """Was: the check looked at every level above the destination but the bucket's root, so
+    s3://BUCKET/sub was published inside the store at s3://BUCKET."""
+    from zrecord.errors import ImmutableStoreError
+
+    root = "s3://" + s3_bucket.name
+    with Dense.create(root, np.int32, (2, 3), codec="raw", storage_options=_options(s3_server)) as w:
+        w.append(DATA)
+    for inner in (f"{root}/sub", f"{root}/x/y"):
+        with pytest.raises(ImmutableStoreError, match=r"lies inside the published store"):
+            Dense.create(inner, np.int32, (2, 3), codec="raw", storage_options=_options(s3_server))
+
+
 @pytest.mark.parametrize("url", ["s3://b/v1?versionId=3", "s3://b/v1#x"])
 def test_a_query_or_fragment_in_a_destination_is_refused(url, here):
     """Was: published under the key 'v1?versionId=3/', reported as s3://b/v1."""

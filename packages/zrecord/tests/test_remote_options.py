@@ -56,3 +56,53 @@ def test_a_url_that_does_not_parse_is_a_value_error_naming_it_without_its_secret
         with pytest.raises(ValueError, match="is not a valid URL") as info:
             Dense.open(url)
         assert "pw" not in str(info.value) and "user" not in str(info.value)
+
+
+@pytest.mark.parametrize(("key", "value"), [("timeout_s", float("inf")), ("retry_timeout_s", 1e20),
+                                            ("connect_timeout_s", 1e300)])
+def test_a_time_too_long_for_the_client_is_a_value_error_naming_the_option(key, value):
+    """Was: OverflowError ('cannot convert float infinity to integer', 'Python int too large')
+    from the client's durations, naming no option."""
+    with pytest.raises(ValueError, match=f"storage option {key} must be a number of seconds above "
+                       "0 and at most 31,536,000"):
+        storage_settings({key: value})
+    assert storage_settings({key: 31_536_000}).__getattribute__(key) == 31_536_000
+
+
+def test_cache_dir_is_a_path_with_home_expanded_and_never_empty(monkeypatch, tmp_path):
+    """Was: cache_dir='' made a mirror in the working folder, '~/c' a folder named '~' there,
+    and 5 a TypeError naming no option."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert storage_settings({"cache_dir": "~/zr-cache"}).cache_dir == str(tmp_path / "zr-cache")
+    assert storage_settings({"cache_dir": tmp_path}).cache_dir == str(tmp_path)
+    with pytest.raises(ValueError, match="storage option cache_dir must name a folder; got ''"):
+        storage_settings({"cache_dir": ""})
+    with pytest.raises(ValueError, match="storage option cache_dir must be a path"):
+        storage_settings({"cache_dir": 5})
+
+
+@pytest.mark.parametrize("endpoint", ["not a url", "", "ftp://h:21", "http://", "http://h st:9000"])
+def test_an_endpoint_that_is_no_http_url_is_refused_before_any_request(endpoint, monkeypatch):
+    """Was: accepted, and the first request panicked inside the object storage client (a Rust
+    panic on stderr, then RemoteError 'a panic in obstore'), naming no setting."""
+    from zrecord import Dense
+
+    with pytest.raises(ValueError, match="storage option endpoint_url must be an http:// or https:// URL"):
+        Dense.open("s3://bkt/x", storage_options={"endpoint_url": endpoint})
+
+
+@pytest.mark.remote  # the environment is read by the client, which needs obstore
+@pytest.mark.parametrize("endpoint", ["not a url", " ", "ftp://h:21"])
+def test_an_endpoint_from_the_environment_that_is_no_http_url_is_refused(endpoint, monkeypatch):
+    from zrecord import Dense
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    with pytest.raises(ValueError, match="the environment's AWS_ENDPOINT_URL must be an http"):
+        Dense.open("s3://bkt/x")
+
+
+def test_a_bucket_name_with_a_space_is_refused_before_any_request():
+    from zrecord import Dense
+
+    with pytest.raises(ValueError, match="the bucket 'my bucket' of 's3://my bucket/x' holds a character"):
+        Dense.open("s3://my bucket/x", storage_options={"endpoint_url": "http://127.0.0.1:9"})

@@ -182,6 +182,9 @@ class Client:
                 config: Any = {_S3_KEYS[key]: value for key, value in settings.client.items()}
                 config.update(_profile_credentials(config))
                 endpoint = config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
+                if endpoint and not config.get("endpoint"):
+                    check_endpoint(endpoint, "the environment's AWS_ENDPOINT_URL"
+                                   if os.environ.get("AWS_ENDPOINT_URL") else "the environment's AWS_ENDPOINT")
                 if endpoint:
                     self.endpoint = redact(str(endpoint))
                     # MinIO-style servers: path-style requests, and plain HTTP when the endpoint is.
@@ -483,6 +486,10 @@ def _checked_url(url: str) -> tuple[str | None, str]:
         if not bucket:
             raise ValueError(f"an s3:// URL names a bucket and a prefix, s3://BUCKET/PREFIX; "
                              f"got {scrub(url)!r}, which names no bucket")
+        if not all("!" <= c <= "~" for c in bucket):
+            # A space or a control character: the client's first request would panic on it.
+            raise ValueError(f"the bucket {bucket!r} of {scrub(url)!r} holds a character that no "
+                             "bucket name has (a space, a control or a non-ASCII character)")
         return bucket, prefix.rstrip("/")
     try:
         parts = urllib.parse.urlsplit(url)
@@ -605,6 +612,8 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> StorageSettin
             # Its value is never shown: it may be a secret.
             raise ValueError(f"storage option {key} must be a {wanted.__name__}; got type "
                              f"{type(value).__name__}")
+    if given.get("endpoint_url") is not None:
+        check_endpoint(given["endpoint_url"], "storage option endpoint_url")
     options = {**DEFAULTS, **{k: v for k, v in given.items() if k in DEFAULTS}}
     gap = options["gap_bytes"]
     return StorageSettings(
@@ -616,7 +625,7 @@ def storage_settings(storage_options: Mapping[str, Any] | None) -> StorageSettin
         connect_timeout_s=_seconds(options, "connect_timeout_s"),
         retries=_whole(options, "retries", 0),
         retry_timeout_s=_seconds(options, "retry_timeout_s"),
-        cache_dir=options["cache_dir"],
+        cache_dir=_cache_dir(options["cache_dir"]),
         cache_bytes=parse_budget(options["cache_bytes"]),
         link=None if options["link"] is None else _link(options["link"]),
         client={k: v for k, v in given.items() if k in _S3_KEYS and v is not None},
@@ -644,12 +653,47 @@ def _link(value: Any) -> Link:
 
 
 def _seconds(options: Mapping[str, Any], key: str) -> float:
-    """Storage option `key`, a number of seconds above 0."""
+    """Storage option `key`, a number of seconds above 0 and at most _SECONDS_MAX."""
     value = options[key]
     try:
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = 0.0
-    if isinstance(value, bool) or not seconds > 0:
-        raise ValueError(f"storage option {key} must be a number of seconds above 0; got {value!r}")
+    if isinstance(value, bool) or not 0 < seconds <= _SECONDS_MAX:
+        raise ValueError(f"storage option {key} must be a number of seconds above 0 and at most "
+                         f"{_SECONDS_MAX:,} (a year); got {value!r}")
     return seconds
+
+
+# The longest time a storage option gives: a year (a larger one, or infinity, overflowed the
+# client's durations with an OverflowError that named no option).
+_SECONDS_MAX = 365 * 86400
+
+
+def _cache_dir(value: Any) -> str | None:
+    """Storage option ``cache_dir``: None, or a path (``~`` expanded); not empty, which would
+    put the mirror in whatever the working folder is."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, bytes, os.PathLike)):
+        raise ValueError(f"storage option cache_dir must be a path (str or os.PathLike) or None; "
+                         f"got {value!r}")
+    path = os.path.expanduser(os.fsdecode(value))
+    if not path:
+        raise ValueError("storage option cache_dir must name a folder; got '' (give None for a "
+                         "private folder made for each reader, or a path such as "
+                         "'~/.cache/zrecord')")
+    return path
+
+
+def check_endpoint(value: str, what: str) -> None:
+    """ValueError naming `what` unless `value` is an http:// or https:// URL with a host and
+    no spaces (the client's first request would panic on it)."""
+    try:
+        parts = urllib.parse.urlsplit(value)
+        host, _ = parts.hostname, parts.port
+    except ValueError as exc:
+        raise ValueError(f"{what} must be an http:// or https:// URL; got {value!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in value):
+        raise ValueError(f"{what} must be an http:// or https:// URL naming a host, such as "
+                         f"http://127.0.0.1:9000; got {value!r}")

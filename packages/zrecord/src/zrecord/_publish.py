@@ -427,8 +427,11 @@ def _refuse_inside_a_store(client: Client, options: StorageSettings) -> None:
     is refused, nothing is published inside one."""
     key = client.url[len(f"s3://{client.bucket}/"):] if client.url.startswith("s3://") else ""
     parts = [p for p in key.split("/") if p]
-    for depth in range(len(parts) - 1, max(0, len(parts) - 1 - _ANCESTORS_MAX), -1):
-        above = Client(f"s3://{client.bucket}/{'/'.join(parts[:depth])}", options, answered=True)
+    # Down to depth 0, the bucket's root: a store may be published there too.
+    for depth in range(len(parts) - 1, max(-1, len(parts) - 1 - _ANCESTORS_MAX), -1):
+        prefix = "/".join(parts[:depth])
+        above = Client(f"s3://{client.bucket}" + (f"/{prefix}" if prefix else ""), options,
+                       answered=True)
         if above.head(HEADER_NAME) is not None:
             raise ImmutableStoreError(_errno.EROFS, f"{client.shown} lies inside the published store "
                                       f"{above.shown}: published stores are immutable and nothing "

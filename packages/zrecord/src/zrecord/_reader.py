@@ -116,6 +116,10 @@ class _Store(_Kind, Generic[_Batch]):
             handle = _handle
         info = handle.info()
         if info["kind"] != self._kind:
+            if _handle is None:  # opened here: released here (by URL, the mirror's files too)
+                handle.close()
+                if self._remote is not None:
+                    self._remote.close()
             other = "Ragged" if self._kind == KIND_DENSE else "Dense"
             raise KindMismatchError(f"{self.path!r} is a {other} store; open it with {other}.open")
         self._handle = handle

@@ -106,6 +106,7 @@ import os
 import stat
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
@@ -228,6 +229,10 @@ class Mirror:
         self._between_parts = asyncio.Lock()  # made again with each event loop
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}
+        # Released by `_dropped` if the mirror is collected unclosed (close() detaches it).
+        self._loop_box: list[asyncio.AbstractEventLoop] = []
+        self._fd_maps: list[dict[Any, int]] = []
+        self._dropped = weakref.finalize(self, _dropped, self._loop_box, self._fd_maps)
         self._budget: Budget | None = None
         # The futures its readers told the budget (foresee), caught up before every gather.
         self._foresights: list[Foresight] = []
@@ -238,12 +243,9 @@ class Mirror:
         self._flights: list[_Flight] = []
         # Held from the look at the GETs under way to counting a new one among them (_claim).
         self._claim_lock = threading.Lock()
-        self.requests = 0
-        self.bytes_fetched = 0
+        self.requests = self.bytes_fetched = self.index_requests = self.index_bytes = 0
         # Stored bytes of the distinct records of each gather: what the fetches were for.
         self.delivered_bytes = 0
-        self.index_requests = 0
-        self.index_bytes = 0
         self.etags: dict[str, str | None] = {}
         # By part: each object's size as the header gives it, until a GET has confirmed it
         # (_check_object).
@@ -664,6 +666,7 @@ class Mirror:
         name): the shards' and, by part, the index files' writable descriptors, the presence
         bits of records and of index parts, the gap, and the budget."""
         self._fds, files.shards = files.shards, {}
+        self._fd_maps.append(self._fds)
         if files.index is None or files.present is None:
             return  # the native open fails on these files and says why
         layout = plan.layout
@@ -675,6 +678,7 @@ class Mirror:
         if plan.by_part:
             assert files.parts is not None and files.sums is not None
             self._index_fds = {part: fd for part, fd in zip(_PART_FILES, (files.index, files.sums))}
+            self._fd_maps.append(self._index_fds)
             files.index = files.sums = None  # the mirror's from here on
             self._groups, self._layout = int(layout["sum_groups"]), layout
             with file_of(files.parts, os.path.join(self.root, "parts.bits"), "r+b") as f:
@@ -1020,6 +1024,7 @@ class Mirror:
                 return
             self._lock = threading.Lock()
             self._event_loop = None
+            self._loop_box.clear()  # the parent's loop: never stopped from here
             self._thread = None
             self._slots = None
             self._pending = []
@@ -1371,11 +1376,12 @@ class Mirror:
         if self._event_loop is None:
             loop = asyncio.new_event_loop()
             started = threading.Event()
+            made: list[Any] = []
+            in_flight = self.in_flight
 
-            def run() -> None:
+            def run() -> None:  # holds no reference to the mirror (see _dropped)
                 asyncio.set_event_loop(loop)
-                self._slots = asyncio.Semaphore(self.in_flight)
-                self._between_parts = asyncio.Lock()
+                made.extend((asyncio.Semaphore(in_flight), asyncio.Lock()))
                 started.set()
                 loop.run_forever()
                 loop.close()
@@ -1383,7 +1389,9 @@ class Mirror:
             self._thread = threading.Thread(target=run, name="zrecord-fetch", daemon=True)
             self._thread.start()
             started.wait()
+            self._slots, self._between_parts = made
             self._event_loop = loop
+            self._loop_box.append(loop)
         return self._event_loop
 
     def stats(self) -> dict[str, int]:
@@ -1413,6 +1421,7 @@ class Mirror:
 
     def close(self) -> None:
         self._adopt()
+        self._dropped.detach()
         with self._lock:
             self._closed = True
             loop, self._event_loop = self._event_loop, None
@@ -1445,6 +1454,20 @@ class Mirror:
         if self._private is not None:
             self._private.cleanup()
             self._private = None
+
+
+def _dropped(loops: list[asyncio.AbstractEventLoop], fd_maps: list[dict[Any, int]]) -> None:
+    """A mirror collected without close(): its event loop stopped (its thread then ends) and
+    its descriptors closed. Its private folder has a finalizer of its own (PrivateFolder).
+    The loop's thread must not hold the mirror (Mirror._loop), or it is never collected."""
+    for loop in loops:
+        with contextlib.suppress(RuntimeError):  # closed already
+            loop.call_soon_threadsafe(loop.stop)
+    for fds in fd_maps:
+        for fd in fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        fds.clear()
 
 
 async def _all(jobs: list[Coroutine[Any, Any, None]]) -> None:
