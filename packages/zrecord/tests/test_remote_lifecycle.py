@@ -639,10 +639,13 @@ def test_opening_a_store_by_url_as_the_other_kind_releases_what_it_opened(http_f
         Ragged.open(url)
     fds = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
     before = len(os.listdir(fds))
+    kept = []  # the errors, kept as a caller's log would keep them (their tracebacks too)
     for _ in range(5):
-        with pytest.raises(KindMismatchError, match="is a Dense store; open it with Dense.open"):
+        with pytest.raises(KindMismatchError, match="is a Dense store; open it with Dense.open") as info:
             Ragged.open(url)
-    assert len(os.listdir(fds)) <= before + 1
+        kept.append(info.value)
+    # About 50 before; a connection or two of a client may still be closing.
+    assert len(os.listdir(fds)) < before + 5
 
 
 def test_a_reader_by_url_dropped_without_close_releases_its_thread_files_and_mirror(

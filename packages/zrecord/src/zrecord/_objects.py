@@ -36,7 +36,7 @@ from typing import Any, Literal, TypeGuard, TypeVar
 from zrecord._cost import Link, link_of
 from zrecord._mirror_cache import parse_budget
 from zrecord._types import PathLike
-from zrecord.errors import RemoteError, StoreChangedError
+from zrecord.errors import ClosedError, RemoteError, StoreChangedError
 
 SCHEMES = ("s3://", "http://", "https://")
 # Requests in flight per reader (and the uploads' share) without a link to size them from.
@@ -209,6 +209,17 @@ class Client:
             raise ValueError(f"{self.shown}: the object storage client refuses these settings: "
                              f"{_first_line(exc)}") from None
 
+    def close(self) -> None:
+        """Let go of the connections (each obstore store keeps a pool of them open, idle):
+        a request after this raises ClosedError."""
+        self.store = self._first = None
+
+    def _open_store(self) -> Any:
+        """The obstore store requests go through; ClosedError after close()."""
+        if self.store is None:
+            raise ClosedError(f"{self.shown}: the store was closed")
+        return self.store
+
     def count(self, *, requests: int = 0, nbytes: int = 0) -> None:
         """Add to the client's counts of requests and bytes downloaded (any thread)."""
         with self._counting:
@@ -258,6 +269,7 @@ class Client:
         meant for a server that is restarting (about 40 s). Any other failure of that first try
         (a timeout, a 5xx, a connection reset) is tried again with the retries. Once the server
         has answered, a refused connection is a restart, and is waited for as the rest."""
+        self._open_store()
         self.count(requests=1)
         with self.errors(name):
             if not self.answered:
@@ -290,7 +302,7 @@ class Client:
         if etag is not None:
             options["if_match"] = etag
         with self.errors(name):
-            result = await self._obstore.get_async(self.store, name, options=options)
+            result = await self._obstore.get_async(self._open_store(), name, options=options)
             data = memoryview(await result.bytes_async())
         if len(data) != end - start:
             why = ("the object is shorter than at open (truncated or replaced)" if len(data) < end - start
@@ -325,7 +337,7 @@ class Client:
         multipart = size >= part_bytes and mode == "overwrite"
         with self.errors(name):
             try:
-                result = self._obstore.put(self.store, name, data, mode=mode,
+                result = self._obstore.put(self._open_store(), name, data, mode=mode,
                                            use_multipart=multipart, chunk_size=part_bytes)
             except (self._obstore.exceptions.PreconditionError, FileNotFoundError):
                 if if_match is None:

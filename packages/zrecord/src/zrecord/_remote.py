@@ -1454,6 +1454,7 @@ class Mirror:
         if self._private is not None:
             self._private.cleanup()
             self._private = None
+        self.client.close()
 
 
 def _dropped(loops: list[asyncio.AbstractEventLoop], fd_maps: list[dict[Any, int]]) -> None:
