@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import pickle
+import re
 import shutil
 import struct
 import sys
@@ -116,6 +117,32 @@ def test_new_versions_add_parts_and_old_ones_stay_readable(tmp_path):
         zrecord.publish_dataset(tmp_path / "ds", ["p0"], version=2)
     assert zrecord.dataset_versions(tmp_path / "ds") == [1, 2]
     first.close()
+
+
+def test_versions_parts_and_verify_bounds_are_judged_as_given(tmp_path, monkeypatch):
+    """Found in review. Was: version=5.0 a struct.error, version=2.0 "Unknown format code 'd'",
+    version=True version 1; extend_dataset(path, []) a new version of the same parts; "./p0"
+    refused for its '.'; verify(True) accepted and verify(7.0) "must be an int; got 4.0"
+    (the part's own number)."""
+    _dense_dataset(tmp_path / "ds", [4, 6])
+    for bad in (5.0, True, "2"):
+        with pytest.raises(TypeError, match=r"a dataset version is an int in 1\.\.[0-9,]+; got "
+                           + re.escape(repr(bad))):
+            zrecord.publish_dataset(tmp_path / "ds", ["p0"], version=bad)
+        with pytest.raises(TypeError, match="a dataset version is an int"):
+            zrecord.open_dataset(tmp_path / "ds", version=bad)
+    with pytest.raises(ValueError, match="extend_dataset needs at least one new part; got none"):
+        zrecord.extend_dataset(tmp_path / "ds", [])
+    assert zrecord.dataset_versions(tmp_path / "ds") == [1]
+    monkeypatch.chdir(tmp_path)
+    assert zrecord.publish_dataset("ds", ["./p1", "x/../p0/."]) == 2
+    assert zrecord.open_dataset("ds").part_names == ("p1", "p0")
+    with zrecord.open_dataset("ds") as ds:
+        for start, stop in ((True, None), (7.0, None), (0, 5.0)):
+            shown = stop if start == 0 else start
+            with pytest.raises(TypeError, match=f"verify (start|stop) must be an int; got {shown!r}"):
+                ds.verify(start, stop)
+        ds.verify(5, 10)
 
 
 def test_the_digest_depends_on_the_parts_and_their_order_only(tmp_path):  # [ZR-DS-012]
@@ -410,8 +437,61 @@ def test_a_failed_input_publishes_nothing_and_is_named(tmp_path, workers):
     assert info.value.input_index == 13
     assert "input 13 (13) failed: ValueError: input thirteen is bad" in str(info.value)
     assert "_records_of" in str(info.value)  # the worker's traceback
-    assert os.listdir(tmp_path / "w") == []
-    assert zrecord.dataset_versions(tmp_path / "w") == []
+    # The folder the run made goes with it (was: left behind, empty).
+    assert not (tmp_path / "w").exists()
+    (tmp_path / "mine").mkdir()  # one that was there stays
+    with pytest.raises(errors.WorkerError):
+        zrecord.write_dataset(tmp_path / "mine", _records_of, range(20), dtype=np.int64,
+                              item_shape=(2,), codec="raw", workers=workers, inputs_per_part=3,
+                              progress=False)
+    assert os.listdir(tmp_path / "mine") == []
+
+
+def _exits_at_3(i):
+    if i == 3:
+        sys.exit(7)
+    return np.full((1, 2), i, dtype=np.int64)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sys_exit_in_fn_is_an_input_that_failed(tmp_path, workers):
+    """Was: the caller got a bare SystemExit(7), and a script ended with status 7, no input
+    named."""
+    with pytest.raises(errors.WorkerError, match=r"input 3 \(3\) failed: SystemExit: 7") as info:
+        zrecord.write_dataset(tmp_path / "w", _exits_at_3, range(8), dtype=np.int64,
+                              item_shape=(2,), codec="raw", workers=workers, inputs_per_part=2,
+                              progress=False)
+    assert info.value.input_index == 3
+
+
+def test_write_dataset_judges_its_arguments_before_making_anything(tmp_path):
+    """Was: the dataset's folder was made first, and left behind; item_shape=2 (which
+    Dense.create takes) failed with "'int' object is not iterable", and an unknown start
+    method said "cannot find context for 'forkx'"."""
+    assert zrecord.write_dataset(tmp_path / "s", _records_of, range(4), dtype=np.int64,
+                                 item_shape=2, codec="raw", progress=False) == 1
+    assert zrecord.open_dataset(tmp_path / "s").item_shape == (2,)
+    with pytest.raises(errors.LimitError, match="data_shards must be in 1..255; got 0"):
+        zrecord.write_dataset(tmp_path / "a", _records_of, range(4), dtype=np.int64,
+                              item_shape=(2,), codec="raw", data_shards=0)
+    with pytest.raises(ValueError, match="start_method must be one of .*spawn.*; got 'forkx'"):
+        zrecord.write_dataset(tmp_path / "a", _records_of, range(4), dtype=np.int64,
+                              item_shape=(2,), codec="raw", workers=2, start_method="forkx")
+    assert not (tmp_path / "a").exists()
+
+
+def test_write_dataset_inside_a_published_store_is_refused_before_anything_is_made(tmp_path):
+    """Was: ImmutableStoreError naming the run's staging folder, after a folder was made
+    inside the store (and with workers, after they started)."""
+    _write_dense(tmp_path / "store", np.arange(4, dtype=np.int64))
+    before = sorted(os.listdir(tmp_path / "store"))
+    for inner in ("inner", "a/b"):
+        with pytest.raises(errors.ImmutableStoreError,
+                           match=f"'{tmp_path / 'store' / inner}' lies inside the published store "
+                                 f"'{tmp_path / 'store'}'"):
+            zrecord.write_dataset(tmp_path / "store" / inner, _records_of, range(4),
+                                  dtype=np.int64, item_shape=(2,), codec="raw", workers=2)
+    assert sorted(os.listdir(tmp_path / "store")) == before
 
 
 def test_write_dataset_extends_only_when_asked_and_writes_ragged(tmp_path):
@@ -447,7 +527,7 @@ def test_a_worker_that_dies_publishes_nothing(tmp_path):
         zrecord.write_dataset(tmp_path / "w", _die_in_a_worker_on_1, range(8), dtype=np.int64,
                               item_shape=(2,), codec="raw", workers=2, inputs_per_part=2,
                               progress=False)
-    assert os.listdir(tmp_path / "w") == []
+    assert not (tmp_path / "w").exists()  # the folder the run made goes with it
 
 
 def _die_in_a_worker_on_1(i):
@@ -539,7 +619,7 @@ def test_a_failed_publish_leaves_no_part_behind(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         zrecord.write_dataset(root, _records_of, [1, 2, 3], dtype=np.int64, item_shape=(2,),
                               codec="raw", inputs_per_part=1, progress=False)
-    assert os.listdir(root) == []
+    assert not root.exists()  # the folder the run made goes with it
 
 
 def test_a_manifest_named_alone_opens_from_the_working_folder(tmp_path, monkeypatch):
@@ -605,7 +685,7 @@ def test_an_input_that_does_not_pickle_is_named(tmp_path):
         zrecord.write_dataset(tmp_path / "w", _records_of, inputs, dtype=np.int64,
                               item_shape=(2,), codec="raw", workers=2, inputs_per_part=1,
                               progress=False)
-    assert os.listdir(tmp_path / "w") == []
+    assert not (tmp_path / "w").exists()  # the folder the run made goes with it
 
 
 def _slow_but_the_last_fails(i):
@@ -628,7 +708,7 @@ def test_a_failure_stops_the_workers_instead_of_waiting_for_their_parts(tmp_path
     # The worker was given parts 0 and 1 (inputs 0..9, 0.1 s each); it was stopped, not left
     # to write them for a run that had already failed.
     assert len(log.read_text().split()) < 10
-    assert os.listdir(tmp_path / "w") == []
+    assert not (tmp_path / "w").exists()  # the folder the run made goes with it
 
 
 _KILLED_RUN = """
@@ -1054,8 +1134,7 @@ def test_a_function_that_does_not_pickle_is_refused_with_the_way_out(tmp_path):
         zrecord.write_dataset(tmp_path / "p", lambda i: np.full((1, 1), i * scale, np.int32),
                               range(6), dtype=np.int32, item_shape=(1,), codec="raw", workers=2,
                               inputs_per_part=1, progress=False)
-    assert zrecord.dataset_versions(tmp_path / "p") == []
-    assert [n for n in os.listdir(tmp_path / "p") if not n.startswith(".")] == []
+    assert not (tmp_path / "p").exists()  # the folder the run made goes with it
 
 
 def test_a_part_that_cannot_be_written_is_no_inputs_fault(tmp_path):

@@ -46,7 +46,7 @@ from zrecord._objects import Client, is_url, redact, storage_settings
 from zrecord._paths import HEADER_NAME, store_location
 from zrecord._pool import BlockPool
 from zrecord._progress import human_bytes
-from zrecord._reader import DenseReader, RaggedReader, open_store, ragged_records
+from zrecord._reader import DenseReader, RaggedReader, open_store, ragged_records, verify_range
 from zrecord._types import CacheMode, IndexCache, StorageOptions, StoreLocation, Validate
 from zrecord.errors import (
     ChecksumError,
@@ -481,9 +481,7 @@ class _Dataset(Generic[_Batch]):
         """Check every stored byte of records ``[start, stop)`` against its checksum, part by
         part in order."""
         self._check_open()
-        stop = self._len if stop is None else stop
-        if not 0 <= start <= stop <= self._len:
-            raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{self._len}")
+        stop = verify_range(start, stop, self._len)  # as a store's (was: 7.0 shown as a part's 4.0)
         for k, part in enumerate(self.parts):
             lo, hi = int(self._starts[k]), int(self._starts[k + 1])
             if max(lo, start) < min(hi, stop):
@@ -762,8 +760,13 @@ def _part_name(where: _Location, part: Any) -> str:
     name is what lies in the folder under it, else the path is taken from the working
     folder."""
     text = os.fspath(part) if not isinstance(part, str) else part
-    if where.url or os.path.lexists(where.join(text)) and not os.path.isabs(text):
+    if where.url:
         return text.rstrip("/")
+    if not os.path.isabs(text):
+        # "./a" and "sub/./c" as "a/" is: the name they spell (they were refused for their '.').
+        name = os.path.normpath(text).replace(os.sep, "/")
+        if os.path.lexists(where.join(name)) and not name.startswith("../") and name != "..":
+            return name
     rel = os.path.relpath(os.path.abspath(text), where.root)
     if rel == "." or rel.startswith(".."):
         raise ValueError(f"{text!r} lies outside the dataset's folder {where.shown!r}: a part "
@@ -784,6 +787,8 @@ def publish_dataset(path: StoreLocation, parts: Sequence[str | os.PathLike[str]]
     publishing one version, one gets ``StoreExistsError`` and nothing of its is published.
     Earlier versions stay as they are. See :func:`extend_dataset` to add parts to the latest."""
     where = _Location(path, storage_options)
+    if version is not None:
+        _manifest.file_name(version)  # an int in range, before any part is opened
     names = [_part_name(where, p) for p in parts]
     _check_part_list(where, names)
     entries = [_part_entry(where, name, storage_options) for name in names]
@@ -832,6 +837,9 @@ def extend_dataset(path: StoreLocation, parts: Sequence[str | os.PathLike[str]],
     it was. Returns the new version. ``StoreExistsError`` when another writer published the
     next version first: run it again to add to that one."""
     where = _Location(path, storage_options)
+    if not parts:
+        # Was: a new version with the same parts and digest as the latest.
+        raise ValueError(f"{where.shown!r}: extend_dataset needs at least one new part; got none")
     latest = read_manifest(where, None)
     names = [p.name for p in latest.parts] + [_part_name(where, p) for p in parts]
     _check_part_list(where, names, earlier=len(latest.parts))

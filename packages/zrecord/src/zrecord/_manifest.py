@@ -69,6 +69,9 @@ _ENTRY = struct.Struct("<QQQH6s")
 
 def file_name(version: int) -> str:
     """The name of version `version`'s manifest: ``dataset-00000001.zrm`` for version 1."""
+    if isinstance(version, bool) or not isinstance(version, (int, np.integer)):
+        # 2.0 failed in the format string, and True was read as version 1.
+        raise TypeError(f"a dataset version is an int in 1..{VERSION_MAX:,}; got {version!r}")
     if not 1 <= version <= VERSION_MAX:
         raise ValueError(f"a dataset version is 1..{VERSION_MAX:,}; got {version}")
     return f"dataset-{version:08d}.zrm"

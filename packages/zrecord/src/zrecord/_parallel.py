@@ -26,6 +26,8 @@ Invariants of this module:
 from __future__ import annotations
 
 import collections
+import contextlib
+import errno
 import math
 import multiprocessing
 import os
@@ -46,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from zrecord._dataset import dataset_versions, extend_dataset, latest_manifest, publish_dataset
+from zrecord._dtypes import data_shards_value
 from zrecord._kinds import Dense, Ragged
 from zrecord._manifest import Schema
 from zrecord._mirror_files import PrivateFolder
@@ -54,7 +57,7 @@ from zrecord._paths import store_location
 from zrecord._publish import publish_folder
 from zrecord._types import StorageOptions
 from zrecord.console import progress_bar
-from zrecord.errors import SchemaError, StoreExistsError, WorkerError
+from zrecord.errors import ImmutableStoreError, SchemaError, StoreExistsError, WorkerError
 
 # The staging folder of a run, with a hex name after it, locked beside it (`.lock`): a
 # writer's temporary as `zrecord info` knows them (`.NAME.zr-tmp-`).
@@ -134,7 +137,9 @@ def _write_part(spec: _Spec, folder: str, name: str, first: int, inputs: Sequenc
         for index, item in enumerate(inputs, first):
             try:
                 records = _append(writer, spec, spec.fn(item))
-            except Exception as exc:  # noqa: BLE001 - the user's function may raise anything: reported with its input
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's function may raise anything
+                # (sys.exit() included, which reached the caller as a bare SystemExit): reported
+                # with its input. A Ctrl-C is not the input's doing and goes on as it is.
                 shown = repr(item)
                 raise _InputFailed(index, shown if len(shown) <= 200 else shown[:200] + "...",
                                    f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
@@ -200,9 +205,11 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
     defined in a notebook).
 
     With ``workers > 1`` the calling process writes parts too (from the end of the inputs,
-    while the worker processes start). If any input raises, or a worker dies, the workers are
-    stopped, nothing is published and :class:`WorkerError` says which input (its position and
-    repr) with the worker's traceback. A dataset that exists at `path` (or is published there
+    while the worker processes start). If any input raises (``sys.exit()`` included), or a
+    worker dies, the workers are stopped, nothing is published (a folder the run made is
+    removed) and :class:`WorkerError` says which input (its position and repr) with the
+    worker's traceback. A `path` inside a published store is refused
+    (:class:`ImmutableStoreError`) before anything is made. A dataset that exists at `path` (or is published there
     by another writer meanwhile) is refused with :class:`StoreExistsError` unless `extend`,
     which publishes its next version: its parts, then the new ones, which must have its schema
     (:class:`SchemaError` before anything is written). `progress` shows inputs and records done
@@ -226,12 +233,42 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
         raise ValueError(f"inputs_per_part must be a positive int (or None: at most "
                          f"{PARTS_DEFAULT} parts); got {inputs_per_part!r}")
     per_part = inputs_per_part or math.ceil(len(items) / PARTS_DEFAULT)
-    # The arguments are judged here, as the parts' writers will judge them, before any worker
-    # starts; an existing dataset must have this schema to be extended.
+    # The arguments are judged here, as the parts' writers will judge them, before anything
+    # is made or any worker starts; an existing dataset must have this schema to be extended.
     schema = Schema.of_arguments(dtype, item_shape, ndim, codec, dict_bytes)
+    data_shards = data_shards_value(data_shards)
+    if workers > 1 and start_method not in multiprocessing.get_all_start_methods():
+        raise ValueError(f"start_method must be one of {', '.join(multiprocessing.get_all_start_methods())} "
+                         f"on this system; got {start_method!r}")
+    made = _made_here(path, storage_options)
+    try:
+        return _write_and_publish(path, fn, items, schema, _runs(len(items), per_part),
+                                  (dtype, ndim, codec, data_shards, dict_bytes, sync, extend,
+                                   progress, start_method, workers), storage_options)
+    except BaseException:
+        if made is not None:  # a folder this run made, empty again: removed with the run
+            with contextlib.suppress(OSError):
+                os.rmdir(made)
+        raise
+
+
+def _made_here(path: Any, storage_options: StorageOptions | None) -> str | None:
+    """The local folder `path` names when it does not exist yet (this run makes it), else
+    None."""
+    where = store_location(path, storage_options, role="the dataset")
+    if is_url(where):
+        return None
+    folder = os.path.abspath(where)
+    return None if os.path.lexists(folder) else folder
+
+
+def _write_and_publish(path: Any, fn: Callable[[Any], Any], items: list[Any], schema: Schema,
+                       runs: list[tuple[int, int]], settings: tuple[Any, ...],
+                       storage_options: StorageOptions | None) -> int:
+    """write_dataset once its arguments have passed."""
+    dtype, ndim, codec, data_shards, dict_bytes, sync, extend, progress, start_method, workers = settings
     folder = _destination(path, extend, storage_options, schema)
-    spec = _Spec(fn, dtype, None if item_shape is None else tuple(item_shape), ndim, codec,
-                 data_shards, dict_bytes, sync)
+    spec = _Spec(fn, dtype, schema.item_shape, ndim, codec, data_shards, dict_bytes, sync)
     token = secrets.token_hex(4)
     cache_dir = (storage_options or {}).get("cache_dir")
     if is_url(folder):
@@ -244,7 +281,7 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
         # `zrecord info` as a write whose writer is gone, and removed by the next run here.
         staging = PrivateFolder(folder, STAGING_PREFIX)
     try:
-        names = _write_parts(spec, staging.name, token, items, _runs(len(items), per_part),
+        names = _write_parts(spec, staging.name, token, items, runs,
                              workers, progress, start_method, redact(folder))
         return _publish(folder, staging.name, names, extend, progress, storage_options)
     finally:
@@ -292,6 +329,11 @@ def _destination(path: Any, extend: bool, storage_options: StorageOptions | None
                          "dataset locally and serve its folder)")
     folder = where if url else os.path.abspath(where)
     if not url:
+        store = _store_around(folder)
+        if store is not None:
+            raise ImmutableStoreError(errno.EROFS, f"{where!r} lies inside the published store "
+                                      f"{store!r}: published stores are immutable and nothing "
+                                      "is written inside one; write the dataset beside it")
         os.makedirs(folder, exist_ok=True)
     versions = dataset_versions(folder, storage_options=storage_options)
     if versions and not extend:
@@ -305,6 +347,19 @@ def _destination(path: Any, extend: bool, storage_options: StorageOptions | None
                               f"{schema.describe()} parts: the parts of a dataset share one "
                               "schema (nothing was written)")
     return folder
+
+
+def _store_around(folder: str) -> str | None:
+    """The published store that `folder` is, or lies inside (a folder above it holding
+    header.zrh), else None."""
+    at = folder
+    while True:
+        if os.path.isfile(os.path.join(at, "header.zrh")):
+            return at
+        parent = os.path.dirname(at)
+        if parent == at:
+            return None
+        at = parent
 
 
 def _write_parts(spec: _Spec, staging: str, token: str, items: list[Any],

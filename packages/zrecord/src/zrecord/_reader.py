@@ -275,13 +275,7 @@ class _Store(_Kind, Generic[_Batch]):
     def verify(self, start: int = 0, stop: int | None = None) -> None:
         """Check every stored byte of records ``[start, stop)`` against its checksum."""
         self._check_open()
-        stop = self._len if stop is None else stop
-        for name, value in (("start", start), ("stop", stop)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                # 1.5 was truncated by the native call, and checked another range.
-                raise TypeError(f"verify {name} must be an int; got {value!r}")
-        if not 0 <= start <= stop <= self._len:
-            raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{self._len}")
+        stop = verify_range(start, stop, self._len)
         if self._remote is not None:
             self._remote.read(np.arange(start, stop, dtype=np.uint64),
                               lambda _: self._handle.verify(start, stop - start), whole_index=True)
@@ -511,6 +505,19 @@ class RaggedReader(_Store[list[np.ndarray]], Ragged):
         self._handle.shapes(idx, n, self.ndim, shapes, sizes)
         return ragged_records(self._pool, self.dtype, shapes, sizes, idx, self.path,
                               lambda flat, offsets: self._handle.gather_ragged(idx, n, flat, offsets))
+
+
+def verify_range(start: Any, stop: Any, length: int) -> int:
+    """`stop` (None: `length`) once ``verify(start, stop)`` of `length` records has passed:
+    ints (TypeError: 1.5 was truncated by the native call, and checked another range) with
+    0 <= start <= stop <= length (StoreIndexError)."""
+    stop = length if stop is None else stop
+    for name, value in (("start", start), ("stop", stop)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"verify {name} must be an int; got {value!r}")
+    if not 0 <= start <= stop <= length:
+        raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{length}")
+    return int(stop)
 
 
 def ragged_records(pool: BlockPool, dtype: np.dtype[Any], shapes: np.ndarray, sizes: np.ndarray,
