@@ -494,6 +494,113 @@ def test_write_dataset_inside_a_published_store_is_refused_before_anything_is_ma
     assert sorted(os.listdir(tmp_path / "store")) == before
 
 
+_ORPHAN_CHILD = """
+import os, sys, time
+import numpy as np
+import zrecord
+
+def slow(i):
+    open(os.path.join(sys.argv[2], str(os.getpid())), "w").close()
+    time.sleep(0.2)
+    return np.full((1, 1), i, np.int32)
+
+if __name__ == "__main__":
+    zrecord.write_dataset(sys.argv[1], slow, range(400), dtype=np.int32, item_shape=(1,),
+                          codec="raw", workers=3, inputs_per_part=1, progress=False,
+                          start_method=sys.argv[3])
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+@pytest.mark.parametrize("method", ["spawn", "fork"] if sys.platform == "linux" else ["spawn"])
+def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path, method):
+    """Found in review. Was: after a SIGKILL (or the out-of-memory killer) of the caller, its
+    workers went on forever, idle; a forked one held the lock of the run's staging folder, so
+    `zrecord info` called that writer alive and the next run did not remove the folder."""
+    import signal
+    import subprocess
+
+    script, pids = tmp_path / "child.py", tmp_path / "pids"
+    script.write_text(_ORPHAN_CHILD)
+    pids.mkdir()
+    child = subprocess.Popen([sys.executable, str(script), str(tmp_path / "ds"), str(pids), method])
+    deadline = time.monotonic() + 60
+    while len(set(os.listdir(pids)) - {str(child.pid)}) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = {int(p) for p in os.listdir(pids)} - {child.pid}
+    assert len(workers) == 2, os.listdir(pids)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in workers if alive(p)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+    # The killed run's staging folder: its writer gone, so the next run removes it.
+    from zrecord._tree import writer_state
+    staged = [n for n in os.listdir(tmp_path / "ds") if n.startswith(".parts.zr-tmp-")
+              and not n.endswith(".lock")]
+    assert staged and all(writer_state(str(tmp_path / "ds" / n)) == "gone" for n in staged)
+
+
+_CALLER_INPUTS: list[int] = []
+
+
+def _fails_first_else_slow(i):
+    if i == 0:
+        raise RuntimeError("input zero is bad")
+    if os.getpid() == _CALLER_PID:
+        _CALLER_INPUTS.append(i)
+    time.sleep(0.2)
+    return np.full((1, 2), i, np.int64)
+
+
+_CALLER_PID = os.getpid()
+
+
+def test_a_workers_failure_stops_the_callers_own_part_between_inputs():
+    """Found in review. Was: the calling process finished its own part (here 10 inputs of
+    0.2 s) before it looked at the workers' failures; it now looks between inputs, so the
+    error comes while its part is being written."""
+    import tempfile
+
+    _CALLER_INPUTS.clear()
+    with tempfile.TemporaryDirectory() as tmp:
+        with pytest.raises(errors.WorkerError, match="input 0 .* failed: RuntimeError: input zero is bad"):
+            zrecord.write_dataset(os.path.join(tmp, "w"), _fails_first_else_slow, range(40),
+                                  dtype=np.int64, item_shape=(2,), codec="raw", workers=2,
+                                  inputs_per_part=10, progress=False)
+    assert _CALLER_INPUTS and len(_CALLER_INPUTS) < 10, _CALLER_INPUTS
+
+
+def test_info_of_a_dataset_shows_a_killed_runs_staging_folder(tmp_path, capsys):
+    """Found in review. Was: `zrecord info DATASET` showed the dataset only, where the guide
+    says a killed run's staging folder shows as a write whose writer is gone."""
+    import json
+
+    from zrecord.cli import main
+
+    _dense_dataset(tmp_path / "ds", [2, 3])
+    (tmp_path / "ds" / ".parts.zr-tmp-deadbeef" / "part-x-00000").mkdir(parents=True)
+    (tmp_path / "ds" / ".parts.zr-tmp-deadbeef.lock").touch()  # no process holds it
+    assert main(["info", str(tmp_path / "ds")]) == 0
+    out = capsys.readouterr().out
+    assert "unfinished write .parts.zr-tmp-deadbeef: its writer is gone" in out
+    assert main(["info", str(tmp_path / "ds"), "--json"]) == 0
+    left = json.loads(capsys.readouterr().out)["unfinished_writes"]
+    assert left == [{"path": str(tmp_path / "ds" / ".parts.zr-tmp-deadbeef"), "writer": "gone"}]
+
+
 def test_write_dataset_extends_only_when_asked_and_writes_ragged(tmp_path):
     zrecord.write_dataset(tmp_path / "r", _ragged_of, range(6), dtype=np.uint16, ndim=1,
                           codec="raw", progress=False)

@@ -13,7 +13,9 @@ from typing import Any
 
 from zrecord import _manifest
 from zrecord._dataset import DenseDataset, RaggedDataset, open_dataset
+from zrecord._objects import is_url
 from zrecord._paths import HEADER_NAME
+from zrecord._tree import WRITER_SAYS, unfinished_writes
 from zrecord._types import StorageOptions
 from zrecord.cli import (
     COMMANDS,
@@ -67,10 +69,19 @@ def run_dataset(args: argparse.Namespace, path: str, options: StorageOptions) ->
             return _status_of(exc)
 
 
+def _staging_left(ds: DenseDataset | RaggedDataset) -> list[tuple[str, str]]:
+    """(folder, writer state) of each staging folder of a `write_dataset` run in a local
+    dataset's folder (``.parts.zr-tmp-*``): unfinished runs, whose writer may be gone."""
+    if is_url(ds.path):
+        return []
+    return unfinished_writes(os.path.join(ds.path, "parts"))
+
+
 def _info(ds: DenseDataset | RaggedDataset, args: argparse.Namespace) -> int:
     info = ds.info()
+    left = _staging_left(ds)
     if args.json:
-        print(_dumps(info))
+        print(_dumps({**info, "unfinished_writes": [{"path": t, "writer": w} for t, w in left]}))
         return 0
     shape = (f"item_shape {tuple(info['item_shape'])}" if info["kind"] == "Dense"
              else f"ndim {info['ndim']} (shapes vary per record)")
@@ -86,6 +97,8 @@ def _info(ds: DenseDataset | RaggedDataset, args: argparse.Namespace) -> int:
     for start, part in zip(ds.starts, info["parts"]):
         print(_shown(f"  {part['name']:<{width}}  {part['records']:>12,} records from "
                      f"{start:,}  digest {part['digest']}"))
+    for temporary, state in left:
+        print(_shown(f"  unfinished write {os.path.basename(temporary)}: {WRITER_SAYS[state]}"))
     return 0
 
 

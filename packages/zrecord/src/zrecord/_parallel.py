@@ -111,15 +111,43 @@ def _start_worker(progress: Any, spec: _Spec) -> None:
     _progress, _spec = progress, spec
 
 
+def _start_child(progress: Any, spec: _Spec, parent: int) -> None:
+    """A worker process's initializer: _start_worker, and a thread that ends the worker when
+    the process that started it is gone (`_exit_with`)."""
+    _start_worker(progress, spec)
+    threading.Thread(target=_exit_with, args=(parent,), name="zrecord-parent-watch",
+                     daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    """Exit at once when this process's parent is no longer `parent`: one killed (SIGKILL, the
+    out-of-memory killer) cannot stop its workers, which went on idle forever, a forked one
+    holding the lock of the run's staging folder, so that the next run took that folder's
+    writer for alive and never removed it."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+# How often a worker looks whether the process that started it is still there.
+PARENT_POLL_S = 0.25
+
+
 def _write_part_here(folder: str, name: str, first: int, inputs: Sequence[Any]) -> int:
     """`_write_part` in a worker, with the settings it was started with."""
     assert _spec is not None, "a worker writes only after _start_worker"
     return _write_part(_spec, folder, name, first, inputs)
 
 
-def _write_part(spec: _Spec, folder: str, name: str, first: int, inputs: Sequence[Any]) -> int:
+class _Abandoned(Exception):
+    """A part given up (`_write_part`'s `abandon` said so): another part failed."""
+
+
+def _write_part(spec: _Spec, folder: str, name: str, first: int, inputs: Sequence[Any],
+                abandon: Callable[[], bool] | None = None) -> int:
     """Write the part `name` in `folder` from `inputs` (positions `first`...) and return its
-    record count; _InputFailed for an input that raised (the part is not published)."""
+    record count; _InputFailed for an input that raised (the part is not published), and
+    _Abandoned when `abandon()`, asked every REPORT_SECONDS between inputs, says so."""
     path = os.path.join(folder, name)
     # A writer that cannot be made, or a part that cannot be published, fails as it is: no
     # input is to blame.
@@ -145,9 +173,13 @@ def _write_part(spec: _Spec, folder: str, name: str, first: int, inputs: Sequenc
                                    f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
             total += records
             done, done_records = done + 1, done_records + records
-            if _progress is not None and time.monotonic() >= due:
-                _progress.put((done, done_records))
-                done, done_records, due = 0, 0, time.monotonic() + REPORT_SECONDS
+            if time.monotonic() >= due:
+                if abandon is not None and abandon():
+                    raise _Abandoned()
+                if _progress is not None:
+                    _progress.put((done, done_records))
+                    done, done_records = 0, 0
+                due = time.monotonic() + REPORT_SECONDS
     if _progress is not None and done:
         _progress.put((done, done_records))
     return total
@@ -382,8 +414,8 @@ def _write_parts(spec: _Spec, staging: str, token: str, items: list[Any],
         children = min(workers, len(runs)) - 1
         finished = False
         try:
-            with ProcessPoolExecutor(children, mp_context=context, initializer=_start_worker,
-                                     initargs=(counts, spec)) as pool:
+            with ProcessPoolExecutor(children, mp_context=context, initializer=_start_child,
+                                     initargs=(counts, spec, os.getpid())) as pool:
                 try:
                     _share(pool, children, spec, staging, names, items, runs, update, drain)
                 except BaseException:
@@ -452,11 +484,11 @@ def _unpicklable(spec: _Spec, items: list[Any], start_method: str) -> tuple[str,
 
 
 def _write_here(spec: _Spec, staging: str, name: str, items: list[Any], run: tuple[int, int],
-                update: Callable[[int], object]) -> None:
-    """One run's part written by this process."""
+                update: Callable[[int], object], abandon: Callable[[], bool] | None = None) -> None:
+    """One run's part written by this process (given up, _Abandoned, when `abandon()`)."""
     a, b = run
     try:
-        _write_part(spec, staging, name, a, items[a:b])
+        _write_part(spec, staging, name, a, items[a:b], abandon)
     except _InputFailed as exc:
         raise exc.as_error() from None
     update(b - a)
@@ -481,7 +513,10 @@ def _share(pool: ProcessPoolExecutor, children: int, spec: _Spec, staging: str, 
             drain.start()
         if todo:
             k = todo.pop()
-            _write_here(spec, staging, names[k], items, runs[k], update)
+            with contextlib.suppress(_Abandoned):  # a worker failed: its error is raised below
+                _write_here(spec, staging, names[k], items, runs[k], update,
+                            lambda: any(f.done() and not f.cancelled() and f.exception() is not None
+                                        for f in in_flight))
             done = {f for f in in_flight if f.done()}
         else:
             done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
