@@ -228,7 +228,7 @@ def test_mix_seed_and_step_ranges_are_value_errors():
     with pytest.raises(ValueError, match=r"Mix seed must be in 0\.\.2\*\*64-1; got -1"):
         Mix([{"x": np.arange(10)}], [1], seed=-1, batch_size=2)
     mix = Mix([{"x": np.arange(10)}], [1], seed=(1 << 64) - 1, batch_size=2)
-    with pytest.raises(ValueError, match="Mix step must be >= 0; got -1"):
+    with pytest.raises(ValueError, match=r"Mix step must be in 0\.\.2\*\*64-1; got -1"):
         mix.batch(-1)
 
 
@@ -288,3 +288,40 @@ def test_a_mixed_stream_tells_each_source_its_share_of_the_future():
         next(loader)
         assert told["a"][1]() == 1
     assert told["a"][2].closed and told["b"][2].closed
+
+
+def _reference(m, step):
+    """Mix's indices of `step`, slot by slot in Python's ints (its schedule, then each
+    source's sampler): what _fill computes vectorised."""
+    out = []
+    for o in range(step * m.batch_size, (step + 1) * m.batch_size):
+        cycle, off = divmod(o, m.period)
+        k = int(m._table_src[off])
+        j = cycle * m.quanta[k] + int(m._table_rank[off])
+        b = m._src.samplers[k].batch_size
+        out.append(int(m._src.samplers[k].batch(j // b)[j % b]) + int(m.offsets[k]))
+    return out
+
+
+@pytest.mark.parametrize("step", [0, 12345, 2**58 + 3, 2**61 + 7, 2**62 + 11])
+def test_a_step_past_2_to_the_57_draws_what_its_sources_say(step):
+    """Found in review. Was: int64 record numbers wrapped, so from about 2**58 a source got a
+    negative step (ValueError), from 2**62 an OverflowError, and in between some steps came
+    back with wrong records and no error."""
+    m = Mix([{"x": np.arange(1000)}, {"x": np.arange(1000)}], [0.7, 0.3], seed=1, batch_size=4)
+    assert m.batch(step).tolist() == _reference(m, step)
+
+
+def test_steps_no_source_can_draw_and_too_many_sources_are_clear_errors():
+    from loaderx import _mix
+
+    m = Mix([{"x": np.arange(1000)}, {"x": np.arange(1000)}], [0.7, 0.3], seed=1, batch_size=64)
+    with pytest.raises(ValueError, match=r"Mix step must be in 0\.\.2\*\*64-1; got 18446744073709551616"):
+        m.batch(2**64)
+    small = Mix([{"x": np.arange(10)}, {"x": np.arange(10)}], [0.7, 0.3], seed=1, batch_size=64)
+    with pytest.raises(ValueError, match="past the last step a Sampler draws"):
+        small.batch(2**64 - 1)  # its sources draw batches of 10: step 2**64-1 needs more steps
+    # Was: 65,537 equal weights left one source at zero quanta, never drawn, silently.
+    with pytest.raises(ValueError, match="Mix takes at most 65,536 sources of positive weight; got 65,537"):
+        _mix._quanta([1] * 65_537, 65_537)
+    assert min(_mix._quanta([1] * 65_536, 65_536)) == 1

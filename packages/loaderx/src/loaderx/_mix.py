@@ -95,8 +95,8 @@ class _StepSampler(Protocol):
 
 def _step(value: Any) -> int:
     step = operator.index(value)
-    if step < 0:
-        raise ValueError(f"Mix step must be >= 0; got {step}")
+    if not 0 <= step <= U64_MAX:
+        raise ValueError(f"Mix step must be in 0..2**64-1; got {step}")
     return step
 
 
@@ -125,6 +125,11 @@ def _quanta(weights: Sequence[Any], sources: int) -> list[int]:
     total = sum(exact, Fraction(0))
     if total == 0:
         raise ValueError(f"Mix weights must not all be zero; got {list(weights)!r}")
+    positive = sum(1 for w in exact if w > 0)
+    if positive > PERIOD_MAX:
+        # A period of PERIOD_MAX slots cannot give each a slot: some would never be drawn.
+        raise ValueError(f"Mix takes at most {PERIOD_MAX:,} sources of positive weight; got "
+                         f"{positive:,} (concatenate sources into fewer)")
     share = [w / total for w in exact]
     period = math.lcm(*(s.denominator for s in share))
     if period <= PERIOD_MAX:
@@ -455,17 +460,23 @@ class Mix:
         first = step * B * self.world_size + self.rank * B
         period, off0 = divmod(first, self.period)
         off = np.arange(off0, off0 + B, dtype=np.int64)
-        cycles = period + off // self.period
+        wraps = off // self.period  # periods past `period` (0 or a few): small
         off %= self.period
         src = self._table_src[off]
-        record = cycles * self._quanta[src] + self._table_rank[off]
         for k in np.unique(src).tolist():
             where = np.flatnonzero(src == k)
-            j0 = int(record[where[0]])
+            # In Python's ints: the record numbers of a step past 2**57 overflowed int64
+            # (a negative step for a source, or silently wrong records).
+            first_slot = int(where[0])
+            j0 = ((period + int(wraps[first_slot])) * int(self._quanta[k])
+                  + int(self._table_rank[off[first_slot]]))
             n = len(where)  # this source's records in the step are j0 .. j0 + n - 1
             sampler = self._src.samplers[k]
             b = int(sampler.batch_size)
             s0, s1 = j0 // b, (j0 + n - 1) // b
+            if s1 > U64_MAX:
+                raise ValueError(f"Mix step {step} draws step {s1} of source {k}, past the last "
+                                 "step a Sampler draws (2**64-1)")
             drawn = [np.asarray(sampler.batch(s)) for s in range(s0, s1 + 1)]
             idx = drawn[0] if len(drawn) == 1 else np.concatenate(drawn)
             lo = j0 - s0 * b

@@ -18,14 +18,14 @@ Invariants:
               disjoint positions of the global sequence, but as with one process drawing G
               records with replacement, two positions may hold the same record.
   CYCLIC      cycle c = s // (length // G) is a fresh pseudo-random permutation of the records
-              (a keyed bijective mixer on the next power of two, cycle-walked into
-              [0, length)); step s takes positions [k * G, (k + 1) * G) of it (k = s mod steps
+              (lx_perm: a shuffled table up to 64 records, else a Feistel network on the
+              next power of two, cycle-walked into [0, length)); step s takes positions [k * G, (k + 1) * G) of it (k = s mod steps
               per cycle). Full batches only; the length mod G positions at the end of each
               cycle's permutation are omitted, so which records are omitted is drawn afresh
               by every cycle's permutation.
   BLOCKS      cycles and full batches as CYCLIC, of another order (lx_blocks): the records cut
-              into blocks of `block_records` consecutive records, a permutation of the full
-              blocks (the short last block, if any, after them), cut into windows of
+              into blocks of `block_records` consecutive records, a permutation of the
+              blocks (the short block's place, if any, drawn per cycle), cut into windows of
               `window_blocks` blocks, each window's records in a permutation of their own. A
               window of window_blocks * block_records positions reads that many blocks, each
               a run of consecutive records (one ranged read of a store).

@@ -17,11 +17,14 @@ Modes:
 - ``CYCLIC``: each cycle is a fresh pseudo-random permutation, drawn without replacement in full
   batches; when ``length`` is not a multiple of the global batch, each cycle omits
   ``length mod (batch_size * world_size)`` records, chosen afresh by each cycle's permutation. No dataset-sized permutation is
-  ever allocated (the permutation is a keyed bijection computed per index).
+  ever allocated (the permutation is a keyed bijection computed per index: a Feistel network
+  on 64-bit round keys, or a shuffled table up to 64 records, so that few records get every
+  order with equal chance).
 - ``BLOCKS`` (locality-aware): as CYCLIC (cycles, full batches, passes), in another order.
   The records are cut into blocks of ``block_records`` consecutive records (the last block
   short when ``block_records`` does not divide ``length``); each cycle takes the full blocks
-  in a fresh pseudo-random order, the short one last, cuts that order into windows of
+  in a fresh pseudo-random order (the short one's place among them drawn per cycle too),
+  cuts that order into windows of
   ``window_blocks`` blocks, and draws each window's records in a fresh permutation of their
   own. So the ``window_blocks * block_records`` positions of a window read only that many
   blocks, each a run of records that a store lays back to back: one ranged read each from
@@ -30,7 +33,7 @@ Modes:
   block_bytes=8 << 20)`` sizes blocks in stored bytes. Exact resume, ``seek``, ranks and
   ``reshard`` work as for CYCLIC.
 
-Passes (evaluation): ``Sampler(..., passes=k)`` with SEQUENTIAL or CYCLIC reads every record
+Passes (evaluation): ``Sampler(..., passes=k)`` with SEQUENTIAL, CYCLIC or BLOCKS reads every record
 exactly once per pass, for ``k`` passes, then ``next()`` raises StopIteration; ``len(sampler)``
 and ``sampler.steps`` are the number of steps, ``k * ceil(length / (batch_size *
 world_size))``. Nothing is dropped: the last step of each pass holds the
