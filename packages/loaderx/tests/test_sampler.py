@@ -420,3 +420,34 @@ def test_a_mix_refuses_to_be_copied_saying_what_to_save():
     m = Mix([Sampler(100, 8, "cyclic"), Sampler(50, 8, "cyclic")], [1, 1], batch_size=8)
     with pytest.raises(TypeError, match=r"save mix.state_dict\(\) and build the Mix again"):
         copy.deepcopy(m)
+
+
+def test_arguments_that_were_taken_for_something_else_are_refused():
+    """Found in review. Was: True taken as 1 for a length, batch size or seed; mode 2.0 taken
+    as CYCLIC; window_blocks=0 or "x" accepted (and unused) outside BLOCKS; a state without
+    its step a bare KeyError; a state's mode in lower case refused as another mode; len() of
+    a sampler of more than 2**63-1 steps an OverflowError saying nothing of the sampler;
+    mode 7 refused without the modes that exist."""
+    with pytest.raises(TypeError, match="Sampler length must be an int; got True"):
+        Sampler(True, 2, "cyclic")
+    with pytest.raises(TypeError, match="Sampler seed must be an int; got True"):
+        Sampler(10, 2, "cyclic", True)
+    with pytest.raises(TypeError, match=r"mode must be a Sampler.Mode, its name or its number: "
+                       r"SEQUENTIAL \(0\), IID \(1\), CYCLIC \(2\), BLOCKS \(3\); got 2.0"):
+        Sampler(10, 2, 2.0)
+    with pytest.raises(ValueError, match=r"mode must be one of SEQUENTIAL \(0\).*; got 7"):
+        Sampler(10, 2, 7)
+    for bad in (0, "x"):
+        with pytest.raises(ValueError, match=f"window_blocks is a setting of mode BLOCKS; got "
+                           f"window_blocks={bad!r} with mode CYCLIC"):
+            Sampler(10, 2, "cyclic", window_blocks=bad)
+    state = Sampler(10, 2, "cyclic").state_dict()
+    with pytest.raises(ValueError, match="sampler state has no step"):
+        Sampler(10, 2, "cyclic").load_state_dict({k: v for k, v in state.items() if k != "step"})
+    resumed = Sampler(10, 2, "cyclic")
+    resumed.load_state_dict({**state, "mode": "cyclic", "step": 3})
+    assert resumed.step == 3
+    huge = Sampler(10, 3, "cyclic", passes=2**61 + 5)
+    assert huge.steps == (2**61 + 5) * 4
+    with pytest.raises(OverflowError, match="len\\(\\) of a Sampler of 9223372036854775828 steps"):
+        len(huge)

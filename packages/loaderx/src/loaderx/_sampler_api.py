@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import operator
+import sys
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
@@ -180,10 +181,15 @@ def mode_of(mode: Mode | ModeName | int) -> Mode:
         except KeyError:
             raise ValueError(f"Sampler mode must be one of {[m.name for m in Mode]}; "
                              f"got {mode!r}") from None
+    names = ", ".join(f"{m.name} ({m.value})" for m in Mode)
+    if isinstance(mode, bool) or not isinstance(mode, (int, np.integer)):
+        # 2.0 was taken as CYCLIC.
+        raise TypeError(f"Sampler mode must be a Sampler.Mode, its name or its number: {names}; "
+                        f"got {mode!r}")
     try:
-        return Mode(mode)
+        return Mode(int(mode))
     except ValueError:
-        raise ValueError(f"Sampler mode must be a Sampler.Mode; got {mode!r}") from None
+        raise ValueError(f"Sampler mode must be one of {names}; got {mode!r}") from None
 
 
 def _sampler_of(state: Mapping[str, Any]) -> Sampler:
@@ -207,6 +213,9 @@ def _blocks_settings(mode: Mode, block_records: Any, window_blocks: Any) -> tupl
         if block_records is not None:
             raise ValueError(f"Sampler block_records is a setting of mode BLOCKS; got "
                              f"block_records={block_records!r} with mode {mode.name}")
+        if window_blocks != WINDOW_BLOCKS_DEFAULT:  # 0 and "x" were accepted, and unused
+            raise ValueError(f"Sampler window_blocks is a setting of mode BLOCKS; got "
+                             f"window_blocks={window_blocks!r} with mode {mode.name}")
         return None, None
     if block_records is None:
         raise ValueError("Sampler mode BLOCKS needs block_records, the records of one block "
@@ -222,7 +231,8 @@ def _blocks_settings(mode: Mode, block_records: Any, window_blocks: Any) -> tupl
 def block_records(store: Any, block_bytes: int = 8 << 20) -> int:
     """Records per block for mode BLOCKS such that a block of `store` (a zrecord reader, or
     anything with ``len()`` and ``stored_bytes``) holds about `block_bytes` stored bytes, at
-    least one record: ``max(1, block_bytes * len(store) // store.stored_bytes)``."""
+    least one record and at most ``len(store)``: ``block_bytes * len(store) //
+    store.stored_bytes`` (for a store of no stored bytes, ``min(len(store), block_bytes)``)."""
     from zrecord import block_records_for  # the rule zrecord's epoch_cost counts blocks by
 
     block_bytes = _positive("block_bytes", block_bytes)
@@ -233,6 +243,9 @@ def block_records(store: Any, block_bytes: int = 8 << 20) -> int:
 
 
 def _int_arg(name: str, value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        # True passed as 1 (a length, a batch size, a seed), never what was meant.
+        raise TypeError(f"Sampler {name} must be an int; got {value!r}")
     try:
         return operator.index(value)
     except TypeError as exc:
@@ -324,7 +337,7 @@ class Sampler(SamplerCore):
 
     @property
     def mode(self) -> Mode:
-        """The sampling mode (SEQUENTIAL, IID or CYCLIC)."""
+        """The sampling mode (SEQUENTIAL, IID, CYCLIC or BLOCKS)."""
         return self._cfg.mode
 
     @property
@@ -369,6 +382,9 @@ class Sampler(SamplerCore):
         if steps is None:
             raise TypeError("an endless Sampler has no len(); pass passes=1 for one pass over "
                             "the records")
+        if steps > sys.maxsize:
+            raise OverflowError(f"len() of a Sampler of {steps} steps: Python's len() holds at "
+                                f"most {sys.maxsize}; sampler.steps gives the number")
         return int(steps)
 
     def __bool__(self) -> bool:
@@ -427,8 +443,14 @@ class Sampler(SamplerCore):
         may load it), and is refused otherwise with the batch sizes that would work."""
         # First: a different global batch also changes what derives from it (Mix's source
         # samplers), and its message says what would work.
+        if not isinstance(state.get("step"), int) or isinstance(state.get("step"), bool):
+            raise ValueError(f"sampler state has no step (an int); got {state.get('step')!r} in a "
+                             f"state of keys {sorted(state)}")
         _check_topology("sampler", state, self.batch_size, self.world_size, self.rank)
         config = self._cfg.as_dict()
+        if isinstance(state.get("mode"), str):
+            # Any case, as the constructor takes it ("cyclic" was refused as another mode).
+            state = {**state, "mode": mode_of(state["mode"]).name}
         if "order" in config and state.get("order") != config["order"]:
             raise ValueError(f"sampler state was saved by a loaderx whose {self.mode.name} orders "
                              f"were another permutation (order {state.get('order', 1)!r}; this one "
