@@ -188,6 +188,45 @@ def test_a_store_replaced_after_open_or_corrupt_on_the_server_is_never_returned(
         assert url in str(info.value) and info.value.record is not None
 
 
+def test_a_store_replaced_between_open_and_its_first_read_is_said_to_have_changed(
+        s3_server, s3_bucket, local_stores, tmp_path):
+    """Found in review. Was: by part, open knows only header.zrh's ETag, and the index parts
+    of another store failed their checks as a damaged store's would: ChecksumError "sum group
+    0 ... does not match its group sum", where the guide promises StoreChangedError."""
+    root, recs, _ = local_stores
+    url = _upload(s3_bucket, "b", root / "tokens")
+    with Ragged.create(tmp_path / "other", np.int32, 1, codec="zstd", data_shards=3,
+                       index_cache=None) as w:
+        w.append(recs[::-1])
+    with Ragged.open(url, storage_options=_options(s3_server)) as ds:
+        _upload(s3_bucket, "b", tmp_path / "other")
+        with pytest.raises(StoreChangedError, match="header.zrh is not the object opened: it "
+                           "changed after the store was opened"):
+            ds[[0, len(recs) - 1]]
+
+
+def test_an_object_shorter_than_its_header_says_is_named_with_both_sizes_by_part(
+        s3_server, s3_bucket, local_stores):
+    """Found in review. Was (by part, where open asks no object's size): a record past the cut
+    a RemoteError "the request failed after its retries: ... 416 Range Not Satisfiable", and
+    a range across it StoreChangedError "shorter than at open", though nothing had changed."""
+    from zrecord.errors import CorruptStoreError
+
+    root, _, dense = local_stores
+    with Dense.open(root / "images") as local:
+        shards, _, _ = local._locations(np.arange(len(dense), dtype=np.uint64))
+    in_1 = np.flatnonzero(shards == 1)
+    whole = (root / "images" / "data-001.zrd").read_bytes()
+    url = _upload(s3_bucket, "short", root / "images")
+    s3_bucket.put("short/data-001.zrd", whole[:len(whole) // 2])
+    for idx, options in (([int(in_1[-1])], {}), ([int(in_1[0]), int(in_1[-1])], {"gap_bytes": 10**6})):
+        with Dense.open(url, storage_options=_options(s3_server, **options)) as ds:
+            with pytest.raises(CorruptStoreError, match=f"data-001.zrd' has {len(whole) // 2} bytes "
+                               f"\\(the size its server gives\\), but the header's shard_sizes says "
+                               f"{len(whole)}"):
+                ds[idx]
+
+
 def test_a_missing_bucket_and_bad_options_fail_clearly_without_the_secret(s3_server):
     # moto_server does not check signatures (unless told to with its IAM mode), so wrong
     # credentials are not tried here; no message may hold the secret all the same.

@@ -29,7 +29,10 @@ Two paths (decision 0008):
   request after the HEADs carries ``If-Match`` with the ETag they gave.
   A store replaced under a reader fails its next fetch of an object whose ETag the reader knows
   (:class:`~zrecord.errors.StoreChangedError`), and an object replaced before its first fetch
-  fails the checks of the index the header commits to; it is never mixed. The two paths keep
+  fails the checks of the index the header commits to; it is never mixed. By part, index
+  parts that fail their checks twice are the store's failure unless header.zrh is no longer
+  the object opened (asked then): a store replaced between open and its first read is a
+  StoreChangedError, not a damaged store. The two paths keep
   separate mirrors of one store (the mirror's name says which).
 
 Invariants of this module:
@@ -145,6 +148,7 @@ from zrecord.errors import (
     ClosedError,
     CorruptStoreError,
     NotPublishedError,
+    RemoteError,
     StoreChangedError,
     StoreNotFoundError,
     StoreOSError,
@@ -1103,7 +1107,22 @@ class Mirror:
             return self._located(recs)
         except (ChecksumError, CorruptStoreError):
             self._submit(self._index_job(recs, force=True)).result()
-            return self._located(recs)
+            try:
+                return self._located(recs)
+            except (ChecksumError, CorruptStoreError) as exc:
+                self._replaced_since_open(exc)
+                raise
+
+    def _replaced_since_open(self, exc: Exception) -> None:
+        """StoreChangedError (from `exc`) when header.zrh is no longer the object opened: by
+        part, the index parts fetched after open carry no ETag to refuse them by, and a
+        store replaced before its first read failed their checks, as a damaged store would."""
+        opened = self.etags.get("header.zrh")
+        if opened is None:
+            return
+        now = self.client.head("header.zrh")
+        if now is None or now[1] != opened:
+            raise self._changed("header.zrh", "is not the object opened") from exc
 
     def _located(self, recs: np.ndarray) -> _Places:
         n = recs.shape[0]
@@ -1228,8 +1247,24 @@ class Mirror:
             data, size, etag = await self.client.get_range(name, start, end, self.etags.get(name))
         except FileNotFoundError:
             raise self._no_object(name) from None
+        except (RemoteError, StoreChangedError) as exc:
+            await self._confirm_size(name, exc)
+            raise
         self._check_object(name, size, etag)
         return data
+
+    async def _confirm_size(self, name: str, exc: Exception) -> None:
+        """By part, a GET of an object whose size no answer has confirmed yet that failed: its
+        size is asked (HEAD), and one that is not the header's is the failure (a range past
+        the end was a 416 "after its retries", one across it "shorter than at open", though
+        the object was that size all along), said as the whole path says it."""
+        with self._lock:
+            want = self._unconfirmed.get(name)
+        if want is None:
+            return
+        head = await asyncio.to_thread(self.client.head, name)
+        if head is not None and head[0] != want:
+            raise self._wrong_size(name, head[0], want) from exc
 
     def _check_object(self, name: str, size: int, etag: str | None) -> None:
         with self._lock:
