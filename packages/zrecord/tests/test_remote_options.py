@@ -106,3 +106,12 @@ def test_a_bucket_name_with_a_space_is_refused_before_any_request():
 
     with pytest.raises(ValueError, match="the bucket 'my bucket' of 's3://my bucket/x' holds a character"):
         Dense.open("s3://my bucket/x", storage_options={"endpoint_url": "http://127.0.0.1:9"})
+
+
+@pytest.mark.parametrize("given", ["abc", [("retries", 3)], 5])
+def test_storage_options_that_are_no_dict_are_a_type_error_saying_so(given):
+    """Was: "dictionary update sequence element #0 has length 1; 2 is required" for "abc",
+    and a list of pairs taken as options."""
+    with pytest.raises(TypeError, match=f"storage_options must be a dict of option names to "
+                       f"values, or None; got {type(given).__name__}"):
+        storage_settings(given)

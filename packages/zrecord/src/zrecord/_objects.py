@@ -612,6 +612,10 @@ class StorageSettings:
 def storage_settings(storage_options: Mapping[str, Any] | None) -> StorageSettings:
     """`storage_options` judged (module docstring): unknown keys, and values of the wrong type
     or out of range, are a ValueError naming the key and the value."""
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        # "abc" failed in dict() with "dictionary update sequence element #0 ...".
+        raise TypeError(f"storage_options must be a dict of option names to values, or None; got "
+                        f"{type(storage_options).__name__}")
     given = dict(storage_options or {})
     unknown = [key for key in given if key not in DEFAULTS and key not in _S3_KEYS]
     if unknown:
