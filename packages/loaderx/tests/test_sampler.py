@@ -451,3 +451,18 @@ def test_arguments_that_were_taken_for_something_else_are_refused():
     assert huge.steps == (2**61 + 5) * 4
     with pytest.raises(OverflowError, match="len\\(\\) of a Sampler of 9223372036854775828 steps"):
         len(huge)
+
+
+def test_a_state_of_another_mode_is_refused_for_its_mode_not_its_order():
+    """Found in review. Was: a SEQUENTIAL state loaded into a CYCLIC sampler was said to be
+    "saved by a loaderx whose CYCLIC orders were another permutation"; a state without a mode
+    made reshard raise TypeError; a NumPy step was "no step"."""
+    state = Sampler(10, 2, "sequential").state_dict()
+    with pytest.raises(ValueError, match="mode saved 'SEQUENTIAL' != current 'CYCLIC'"):
+        Sampler(10, 2, "cyclic").load_state_dict(state)
+    cyclic = Sampler(10, 2, "cyclic").state_dict()
+    moved = Sampler.reshard({k: v for k, v in cyclic.items() if k != "mode"}, world_size=2, rank=1)
+    assert moved["world_size"] == 2 and moved["batch_size"] == 1
+    resumed = Sampler(10, 2, "cyclic")
+    resumed.load_state_dict({**cyclic, "step": np.int64(4)})
+    assert resumed.step == 4

@@ -96,6 +96,20 @@ def test_blocks_say_in_how_many_runs_of_the_layout_their_records_lie(tmp_path, c
     out = capsys.readouterr().out
     assert ("5 blocks whose records lie in 8 runs" in out) == (data_shards == 4)
     assert ("Laying out a store for reading by blocks" in out) == (data_shards == 4)
+    assert ("the store's layout splits its blocks" in out) == (data_shards == 4)
+
+
+def test_a_datasets_blocks_split_by_its_parts_are_not_put_down_to_the_layout(tmp_path, capsys):
+    """Found in review. Was: a dataset of one-file parts was said to have its blocks split by
+    "the store's layout", where its parts' ends split them."""
+    for k in range(3):
+        with Dense.create(tmp_path / "ds" / f"p{k}", np.uint8, (100,), codec="raw", data_shards=1) as w:
+            w.append(np.zeros((15, 100), np.uint8))
+    zrecord.publish_dataset(tmp_path / "ds", ["p0", "p1", "p2"])
+    assert main(["cost", str(tmp_path / "ds"), "--block-bytes", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "its parts' ends and their layout split its blocks" in out
+    assert "the store's layout" not in out
 
 
 @pytest.mark.remote

@@ -135,6 +135,8 @@ def test_versions_parts_and_verify_bounds_are_judged_as_given(tmp_path, monkeypa
         zrecord.extend_dataset(tmp_path / "ds", [])
     assert zrecord.dataset_versions(tmp_path / "ds") == [1]
     monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="'p0/..' lies outside the dataset's folder"):
+        zrecord.publish_dataset("ds", ["p0/.."])  # was: refused as a part named '.'
     assert zrecord.publish_dataset("ds", ["./p1", "x/../p0/."]) == 2
     assert zrecord.open_dataset("ds").part_names == ("p1", "p0")
     with zrecord.open_dataset("ds") as ds:
@@ -143,6 +145,12 @@ def test_versions_parts_and_verify_bounds_are_judged_as_given(tmp_path, monkeypa
             with pytest.raises(TypeError, match=f"verify (start|stop) must be an int; got {shown!r}"):
                 ds.verify(start, stop)
         ds.verify(5, 10)
+        ds.verify(np.int8(5), np.uint8(10))
+    # Was: OverflowError ("Python integer 1000 out of bounds for int8") after the check.
+    _write_dense(tmp_path / "big", np.arange(1000, dtype=np.int64))
+    with zrecord.open_store(tmp_path / "big") as store:
+        store.verify(np.int8(5))
+        store.verify(np.uint8(200))
 
 
 def test_the_digest_depends_on_the_parts_and_their_order_only(tmp_path):  # [ZR-DS-012]
@@ -445,6 +453,11 @@ def test_a_failed_input_publishes_nothing_and_is_named(tmp_path, workers):
                               item_shape=(2,), codec="raw", workers=workers, inputs_per_part=3,
                               progress=False)
     assert os.listdir(tmp_path / "mine") == []
+    with pytest.raises(errors.WorkerError):  # and the missing folders above it
+        zrecord.write_dataset(tmp_path / "a" / "b" / "w", _records_of, range(20), dtype=np.int64,
+                              item_shape=(2,), codec="raw", workers=workers, inputs_per_part=3,
+                              progress=False)
+    assert not (tmp_path / "a").exists()
 
 
 def _exits_at_3(i):
@@ -512,7 +525,7 @@ if __name__ == "__main__":
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
-@pytest.mark.parametrize("method", ["spawn", "fork"] if sys.platform == "linux" else ["spawn"])
+@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"] if sys.platform == "linux" else ["spawn"])
 def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path, method):
     """Found in review. Was: after a SIGKILL (or the out-of-memory killer) of the caller, its
     workers went on forever, idle; a forked one held the lock of the run's staging folder, so
@@ -1211,6 +1224,29 @@ def test_write_dataset_straight_to_a_bucket(tmp_path, s3_server, s3_bucket):
     with pytest.raises(ValueError, match="a web server cannot be written to"):
         zrecord.write_dataset("https://example.invalid/ds", _records_of, [1], dtype=np.int64,
                               item_shape=(2,), codec="raw", progress=False)
+
+
+_CALLS: list[int] = []
+
+
+def _counted(i):
+    _CALLS.append(i)
+    return _records_of(i)
+
+
+@pytest.mark.remote
+def test_write_dataset_to_a_prefix_inside_a_published_store_is_refused_before_any_input(
+        tmp_path, s3_server, s3_bucket):
+    """Found in review. Was: every input was written to local parts first, and the upload
+    then refused them (ImmutableStoreError)."""
+    opts = _s3_options(s3_server)
+    _write_dense(tmp_path / "store", np.arange(4, dtype=np.int64))
+    zrecord.publish(tmp_path / "store", s3_bucket.url("st"), storage_options=opts)
+    _CALLS.clear()
+    with pytest.raises(errors.ImmutableStoreError, match="lies inside the published store"):
+        zrecord.write_dataset(s3_bucket.url("st/inner"), _counted, range(6), dtype=np.int64,
+                              item_shape=(2,), codec="raw", progress=False, storage_options=opts)
+    assert _CALLS == []
 
 
 @pytest.mark.remote

@@ -648,11 +648,13 @@ def test_opening_a_store_by_url_as_the_other_kind_releases_what_it_opened(http_f
     assert len(os.listdir(fds)) < before + 5
 
 
+@pytest.mark.parametrize("options", [None, {"cache_bytes": 8 << 20}])
 def test_a_reader_by_url_dropped_without_close_releases_its_thread_files_and_mirror(
-        http_folder, straddling, tmp_path, monkeypatch):
+        http_folder, straddling, tmp_path, monkeypatch, options):
     """Was: the event loop's thread held the mirror, so a reader dropped unclosed was never
     collected: its 'zrecord-fetch' thread, descriptors and private mirror in TMPDIR stayed
-    until the process ended, one set per reader."""
+    until the process ended, one set per reader; then, with a budget, its lru.u64 descriptor
+    (the budget's) still stayed."""
     import gc
     import tempfile
 
@@ -666,7 +668,7 @@ def test_a_reader_by_url_dropped_without_close_releases_its_thread_files_and_mir
         return sum(t.name == "zrecord-fetch" for t in threading.enumerate())
 
     def read_and_drop(i: int) -> None:
-        store = open_store(url)
+        store = open_store(url, storage_options=options)
         np.testing.assert_array_equal(store[[i]][0], data[i])
 
     read_and_drop(0)  # what the object storage client makes once per process
@@ -681,3 +683,29 @@ def test_a_reader_by_url_dropped_without_close_releases_its_thread_files_and_mir
     assert fetch_threads() == threads
     assert len(os.listdir(fds)) <= before + 1
     assert [p for p in os.listdir(tmp_path) if not p.endswith(".lock")] == []
+
+
+@pytest.mark.parametrize("answered", [False, True])
+def test_a_request_racing_the_clients_close_ends_with_what_it_began_with(http_folder, answered):
+    """Found in review. Was: close() between a request's closed check and its use of the
+    store made it fail with obstore's "Expected an object store instance, got None"."""
+    http_folder.write("o", b"x" * 10)
+    client = Client(http_folder.url_for(""), storage_settings({"retries": 0}), answered=answered)
+    counted = client.count
+    in_request = threading.Event()
+
+    def slow_count(**kw):  # the window between the check and the request, held open
+        counted(**kw)
+        in_request.set()
+        time.sleep(0.2)
+
+    client.count = slow_count
+    out: list[object] = []
+    worker = threading.Thread(target=lambda: out.append(client.head("o")))
+    worker.start()
+    in_request.wait(5)
+    client.close()
+    worker.join()
+    assert len(out) == 1 and out[0][0] == 10  # type: ignore[index]
+    with pytest.raises(ClosedError, match="the store was closed"):
+        client.head("o")

@@ -104,7 +104,7 @@ def _ranks_draw_apart(state: Mapping[str, Any], world_size: int) -> bool:
         return True
     try:
         mode = mode_of(state.get("mode"))  # type: ignore[arg-type]
-    except ValueError:
+    except (ValueError, TypeError):
         return True
     return not _ranks_overlap(mode, length, batch * world, world_size, state.get("passes"))
 
@@ -443,15 +443,17 @@ class Sampler(SamplerCore):
         may load it), and is refused otherwise with the batch sizes that would work."""
         # First: a different global batch also changes what derives from it (Mix's source
         # samplers), and its message says what would work.
-        if not isinstance(state.get("step"), int) or isinstance(state.get("step"), bool):
-            raise ValueError(f"sampler state has no step (an int); got {state.get('step')!r} in a "
-                             f"state of keys {sorted(state)}")
+        step = state.get("step")
+        if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
+            raise ValueError(f"sampler state has no step (an int); got {step!r} in a state of "
+                             f"keys {sorted(state)}")
         _check_topology("sampler", state, self.batch_size, self.world_size, self.rank)
         config = self._cfg.as_dict()
         if isinstance(state.get("mode"), str):
             # Any case, as the constructor takes it ("cyclic" was refused as another mode).
             state = {**state, "mode": mode_of(state["mode"]).name}
-        if "order" in config and state.get("order") != config["order"]:
+        if "order" in config and state.get("mode") == config["mode"] \
+                and state.get("order") != config["order"]:  # (another mode: said below)
             raise ValueError(f"sampler state was saved by a loaderx whose {self.mode.name} orders "
                              f"were another permutation (order {state.get('order', 1)!r}; this one "
                              f"draws order {ORDER}): it would not resume the same sequence. Start "

@@ -481,7 +481,7 @@ class _Dataset(Generic[_Batch]):
         """Check every stored byte of records ``[start, stop)`` against its checksum, part by
         part in order."""
         self._check_open()
-        stop = verify_range(start, stop, self._len)  # as a store's (was: 7.0 shown as a part's 4.0)
+        start, stop = verify_range(start, stop, self._len)  # as a store's (was: 7.0 shown as 4.0)
         for k, part in enumerate(self.parts):
             lo, hi = int(self._starts[k]), int(self._starts[k + 1])
             if max(lo, start) < min(hi, stop):
@@ -765,7 +765,7 @@ def _part_name(where: _Location, part: Any) -> str:
     if not os.path.isabs(text):
         # "./a" and "sub/./c" as "a/" is: the name they spell (they were refused for their '.').
         name = os.path.normpath(text).replace(os.sep, "/")
-        if os.path.lexists(where.join(name)) and not name.startswith("../") and name != "..":
+        if os.path.lexists(where.join(name)) and not name.startswith("../") and name not in (".", ".."):
             return name
     rel = os.path.relpath(os.path.abspath(text), where.root)
     if rel == "." or rel.startswith(".."):

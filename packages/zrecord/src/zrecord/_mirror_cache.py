@@ -58,12 +58,14 @@ Invariants of this module:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno as _errno
 import fcntl
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, BinaryIO, cast
 
@@ -245,6 +247,10 @@ class Budget:
         self._by_shard: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.evicted_bytes = 0
         self._admission_key, self._admission = _admission_of(lock_fd)
+        # What a budget collected without close() (its reader dropped unclosed) releases:
+        # _budget_dropped, which close() detaches; kept current after a fork (_adopt).
+        self._release: list[Any] = [lock_fd, self._admission_key, self._admission]
+        self._finalizer = weakref.finalize(self, _budget_dropped, self._release)
 
     @staticmethod
     def _probe_punch(root_fd: int) -> None:
@@ -417,6 +423,7 @@ class Budget:
         # The parent's fetches and gathers are not this process's (the registry was emptied
         # at the fork): one admission shared with this process's other readers of the mirror.
         self._admission_key, self._admission = _admission_of(self._lock_fd)
+        self._release[:] = [self._lock_fd, self._admission_key, self._admission]
 
     def reserve(self, incoming: int, keep: np.ndarray | None = None, *, partial: bool = False,
                 hold: bool = False, own: int = 0, beyond: int | None = None) -> int:
@@ -601,6 +608,7 @@ class Budget:
     def close(self) -> None:
         """Once an eviction under way has ended: no eviction after it (the caller closes the
         shard descriptors after this)."""
+        self._finalizer.detach()
         with self._thread_lock:
             self._closed = True
             _admission_done(self._admission_key, self._admission)
@@ -611,6 +619,15 @@ class Budget:
         # lock first and the eviction lock under it.
         with self._admission.room:
             self._admission.room.notify_all()
+
+
+def _budget_dropped(held: list[Any]) -> None:
+    """A budget collected without close(): its lru.u64 descriptor closed and its share of
+    the process's admission given back."""
+    fd, key, admission = held
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    _admission_done(key, admission)
 
 
 def _expand(first: np.ndarray, spans: np.ndarray) -> np.ndarray:

@@ -269,12 +269,13 @@ class Client:
         meant for a server that is restarting (about 40 s). Any other failure of that first try
         (a timeout, a 5xx, a connection reset) is tried again with the retries. Once the server
         has answered, a refused connection is a restart, and is waited for as the rest."""
-        self._open_store()
+        # Read once: a close() racing this request leaves these two as they were here.
+        first, store = self._first, self._open_store()
         self.count(requests=1)
         with self.errors(name):
             if not self.answered:
                 try:
-                    out = _interruptible(lambda: fn(self._first))
+                    out = _interruptible(lambda: fn(first))
                 except Exception as exc:
                     fast = self._no_credentials(exc) or self._unreachable(name, exc)
                     if fast is not None:
@@ -288,7 +289,7 @@ class Client:
                     self.answered = True
                     return out
                 self.count(requests=1)
-            out = _interruptible(lambda: fn(self.store))
+            out = _interruptible(lambda: fn(store))
             self.answered = True
             return out
 

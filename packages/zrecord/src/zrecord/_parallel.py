@@ -54,7 +54,7 @@ from zrecord._manifest import Schema
 from zrecord._mirror_files import PrivateFolder
 from zrecord._objects import is_url, redact
 from zrecord._paths import store_location
-from zrecord._publish import publish_folder
+from zrecord._publish import check_destination, publish_folder
 from zrecord._types import StorageOptions
 from zrecord.console import progress_bar
 from zrecord.errors import ImmutableStoreError, SchemaError, StoreExistsError, WorkerError
@@ -120,13 +120,30 @@ def _start_child(progress: Any, spec: _Spec, parent: int) -> None:
 
 
 def _exit_with(parent: int) -> None:
-    """Exit at once when this process's parent is no longer `parent`: one killed (SIGKILL, the
-    out-of-memory killer) cannot stop its workers, which went on idle forever, a forked one
-    holding the lock of the run's staging folder, so that the next run took that folder's
-    writer for alive and never removed it."""
-    while os.getppid() == parent:
+    """Exit at once when `parent`, the process that ran write_dataset, is gone: one killed
+    (SIGKILL, the out-of-memory killer) cannot stop its workers, which went on idle forever,
+    a forked one holding the lock of the run's staging folder, so that the next run took that
+    folder's writer for alive and never removed it. Seen as this process's parent changing (a
+    worker of "forkserver" has the fork server for a parent, which ends with the caller) and,
+    on POSIX, as `parent` no longer existing."""
+    start = os.getppid()
+    while os.getppid() == start and _exists(parent):
         time.sleep(PARENT_POLL_S)
     os._exit(1)
+
+
+def _exists(pid: int) -> bool:
+    """Whether process `pid` exists (always True where that cannot be asked without harm:
+    os.kill(pid, 0) ends the process on Windows)."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # How often a worker looks whether the process that started it is still there.
@@ -278,20 +295,31 @@ def write_dataset(path: Any, fn: Callable[[Any], Any], inputs: Iterable[Any], *,
                                   (dtype, ndim, codec, data_shards, dict_bytes, sync, extend,
                                    progress, start_method, workers), storage_options)
     except BaseException:
-        if made is not None:  # a folder this run made, empty again: removed with the run
-            with contextlib.suppress(OSError):
-                os.rmdir(made)
+        # The folders this run made (the dataset's and any missing above it), empty again:
+        # removed with the run, the deepest first; one that holds anything stays.
+        for folder in made:
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
         raise
 
 
-def _made_here(path: Any, storage_options: StorageOptions | None) -> str | None:
-    """The local folder `path` names when it does not exist yet (this run makes it), else
-    None."""
+def _made_here(path: Any, storage_options: StorageOptions | None) -> list[str]:
+    """The local folders that making `path` makes (it and its missing parents), deepest
+    first; none for a URL or a folder that exists."""
     where = store_location(path, storage_options, role="the dataset")
     if is_url(where):
-        return None
+        return []
+    made: list[str] = []
     folder = os.path.abspath(where)
-    return None if os.path.lexists(folder) else folder
+    while not os.path.lexists(folder):
+        made.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return made
 
 
 def _write_and_publish(path: Any, fn: Callable[[Any], Any], items: list[Any], schema: Schema,
@@ -360,7 +388,11 @@ def _destination(path: Any, extend: bool, storage_options: StorageOptions | None
                          f"{redact(where)!r}: a web server cannot be written to (write the "
                          "dataset locally and serve its folder)")
     folder = where if url else os.path.abspath(where)
-    if not url:
+    if url:
+        # Inside a published store, a store itself, or being published to: refused now, not
+        # after every input was written (publish_folder refused it only at the upload).
+        check_destination(where, storage_options=storage_options)
+    else:
         store = _store_around(folder)
         if store is not None:
             raise ImmutableStoreError(errno.EROFS, f"{where!r} lies inside the published store "

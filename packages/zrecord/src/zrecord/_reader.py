@@ -275,7 +275,7 @@ class _Store(_Kind, Generic[_Batch]):
     def verify(self, start: int = 0, stop: int | None = None) -> None:
         """Check every stored byte of records ``[start, stop)`` against its checksum."""
         self._check_open()
-        stop = verify_range(start, stop, self._len)
+        start, stop = verify_range(start, stop, self._len)
         if self._remote is not None:
             self._remote.read(np.arange(start, stop, dtype=np.uint64),
                               lambda _: self._handle.verify(start, stop - start), whole_index=True)
@@ -507,8 +507,9 @@ class RaggedReader(_Store[list[np.ndarray]], Ragged):
                               lambda flat, offsets: self._handle.gather_ragged(idx, n, flat, offsets))
 
 
-def verify_range(start: Any, stop: Any, length: int) -> int:
-    """`stop` (None: `length`) once ``verify(start, stop)`` of `length` records has passed:
+def verify_range(start: Any, stop: Any, length: int) -> tuple[int, int]:
+    """(start, stop) as Python ints (`stop` None: `length`; a NumPy int8 of 5 overflowed the
+    arithmetic after it) once ``verify(start, stop)`` of `length` records has passed:
     ints (TypeError: 1.5 was truncated by the native call, and checked another range) with
     0 <= start <= stop <= length (StoreIndexError)."""
     stop = length if stop is None else stop
@@ -517,7 +518,7 @@ def verify_range(start: Any, stop: Any, length: int) -> int:
             raise TypeError(f"verify {name} must be an int; got {value!r}")
     if not 0 <= start <= stop <= length:
         raise StoreIndexError(f"verify range [{start}, {stop}) is outside 0..{length}")
-    return int(stop)
+    return int(start), int(stop)
 
 
 def ragged_records(pool: BlockPool, dtype: np.dtype[Any], shapes: np.ndarray, sizes: np.ndarray,

@@ -610,10 +610,12 @@ def cmd_cost(store: DenseReader | RaggedReader, args: argparse.Namespace) -> int
         print(f"  {how:<28} {r.requests:>14,} GETs  {_human(r.bytes):>12}  "
               f"x{r.amplification:.2f}  ${r.usd:,.4f}")
         if r.blocks is not None and r.runs is not None and r.runs > r.blocks:
+            # A dataset's blocks also break where its parts do, whatever their layout.
+            why = ("its parts' ends and their layout split its blocks" if hasattr(store, "parts")
+                   else "the store's layout splits its blocks")
             print(f"    {r.blocks:,} blocks whose records lie in {r.runs:,} runs stored back to back "
-                  f"({r.runs / r.blocks:.2f} a block,\n    a request or more each): the store's layout "
-                  "splits its blocks (see the object storage guide,\n    \"Laying out a store for "
-                  "reading by blocks\")")
+                  f"({r.runs / r.blocks:.2f} a block,\n    a request or more each): {why} (see the "
+                  "object storage guide,\n    \"Laying out a store for reading by blocks\")")
     return 0
 
 
