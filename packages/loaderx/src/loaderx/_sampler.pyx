@@ -19,8 +19,8 @@ Invariants:
               records with replacement, two positions may hold the same record.
   CYCLIC      cycle c = s // (length // G) is a fresh pseudo-random permutation of the records
               (lx_perm: a shuffled table up to 64 records, else a Feistel network on the
-              next power of two, cycle-walked into [0, length)); step s takes positions [k * G, (k + 1) * G) of it (k = s mod steps
-              per cycle). Full batches only; the length mod G positions at the end of each
+              next power of two, cycle-walked into [0, length)); step s takes positions
+              [k * G, (k + 1) * G) of it (k = s mod steps per cycle). Full batches only; the length mod G positions at the end of each
               cycle's permutation are omitted, so which records are omitted is drawn afresh
               by every cycle's permutation.
   BLOCKS      cycles and full batches as CYCLIC, of another order (lx_blocks): the records cut

@@ -251,6 +251,7 @@ class Budget:
         # _budget_dropped, which close() detaches; kept current after a fork (_adopt).
         self._release: list[Any] = [lock_fd, self._admission_key, self._admission]
         self._finalizer = weakref.finalize(self, _budget_dropped, self._release)
+        self._finalizer.atexit = False  # at exit, a daemon thread may still be evicting
 
     @staticmethod
     def _probe_punch(root_fd: int) -> None:

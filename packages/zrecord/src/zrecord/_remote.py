@@ -237,6 +237,7 @@ class Mirror:
         self._loop_box: list[asyncio.AbstractEventLoop] = []
         self._fd_maps: list[dict[Any, int]] = []
         self._dropped = weakref.finalize(self, _dropped, self._loop_box, self._fd_maps)
+        self._dropped.atexit = False  # at exit, a daemon thread may still be reading through it
         self._budget: Budget | None = None
         # The futures its readers told the budget (foresee), caught up before every gather.
         self._foresights: list[Foresight] = []
