@@ -233,11 +233,11 @@ class Mirror:
         self._between_parts = asyncio.Lock()  # made again with each event loop
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}
-        # Released by `_dropped` if the mirror is collected unclosed (close() detaches it).
+        # Released by `_dropped` when collected unclosed, not at exit (close() detaches it).
         self._loop_box: list[asyncio.AbstractEventLoop] = []
         self._fd_maps: list[dict[Any, int]] = []
         self._dropped = weakref.finalize(self, _dropped, self._loop_box, self._fd_maps)
-        self._dropped.atexit = False  # at exit, a daemon thread may still be reading through it
+        self._dropped.atexit = False
         self._budget: Budget | None = None
         # The futures its readers told the budget (foresee), caught up before every gather.
         self._foresights: list[Foresight] = []
@@ -262,11 +262,10 @@ class Mirror:
         # index.zrs or index.zri holds its bytes (parts.bits), and the writable descriptors of
         # those two files, by ZR_PART_* (_index_job).
         self._parts: np.ndarray = np.zeros(0, np.uint8)
-        self._groups = 0
+        self._groups = self._gap = 0
         self._layout: dict[str, Any] = {}
         self._index_fds: dict[int, int] = {}
         self._native: _native.Reader | None = None
-        self._gap = 0
         self.by_part = False
         try:
             header = self._fetch_header()
