@@ -191,6 +191,37 @@ def test_nothing_is_published_inside_a_store_at_the_buckets_root(s3_server, s3_b
             Dense.create(inner, np.int32, (2, 3), codec="raw", storage_options=_options(s3_server))
 
 
+@pytest.mark.remote
+def test_a_store_is_not_published_over_stores_or_files_below_its_prefix(s3_server, s3_bucket, here):
+    """As a local path that exists is refused. Was: published, so that the stores below became
+    stores inside a store (which is refused in the other order, above), and the files below
+    part of the store's prefix."""
+    opts = _options(s3_server)
+    url = s3_bucket.url("shelf")
+    with Dense.create(f"{url}/train", np.int32, (2, 3), codec="raw", storage_options=opts) as w:
+        w.append(DATA)
+    with pytest.raises(StoreExistsError, match=r"shelf holds stores below it: 'train'; a store "
+                       r"is published to a prefix of its own"):
+        Dense.create(url, np.int32, (2, 3), codec="raw", storage_options=opts)
+    staged = here / "staged"
+    with Dense.create(staged, np.int32, (2, 3), codec="raw") as w:
+        w.append(DATA)
+    with pytest.raises(StoreExistsError, match=r"holds stores below it: 'train'"):
+        publish(staged, url, storage_options=opts)
+    assert "shelf/header.zrh" not in s3_bucket.keys("shelf/")
+    # A file below the prefix, too; what an interrupted upload of a store left (its own
+    # names) is not in the way: publishing again replaces it.
+    s3_bucket.put("notes/readme.txt", b"mine")
+    with pytest.raises(StoreExistsError, match=r"notes holds objects that are not a store's: "
+                       r"'readme.txt'"):
+        publish(staged, s3_bucket.url("notes"), storage_options=opts)
+    s3_bucket.put("left/data-000.zrd", b"an interrupted upload's")
+    s3_bucket.put("left/index.zri", b"an interrupted upload's")
+    publish(staged, s3_bucket.url("left"), storage_options=opts)
+    with Dense.open(s3_bucket.url("left"), storage_options=opts) as ds:
+        np.testing.assert_array_equal(ds[:], DATA)
+
+
 @pytest.mark.parametrize("url", ["s3://b/v1?versionId=3", "s3://b/v1#x"])
 def test_a_query_or_fragment_in_a_destination_is_refused(url, here):
     """Was: published under the key 'v1?versionId=3/', reported as s3://b/v1."""

@@ -78,8 +78,9 @@ def test_a_folder_of_stores_is_published_with_its_files_last(s3_server, s3_bucke
     # check_destination(files=...): a folder's file published there is found before any
     # write (the converter asks, so that another conversion to the prefix fails at once).
     with pytest.raises(StoreExistsError, match=r"mnist/provenance.json exists"):
-        zrecord.check_destination(url, storage_options=opts, files=["provenance.json"])
-    zrecord.check_destination(url, storage_options=opts, files=["other.json"])
+        zrecord.check_destination(url, storage_options=opts, files=["provenance.json"],
+                                  folder=True)
+    zrecord.check_destination(url, storage_options=opts, files=["other.json"], folder=True)
 
 
 def test_a_folder_publish_that_failed_goes_on_where_it_stopped(s3_server, s3_bucket, dataset,

@@ -187,11 +187,12 @@ class Destination:
         check_root(self.root)
 
     def _check(self, url: str, rel: str, files: tuple[str, ...] = ()) -> None:
-        """Raise unless a store may be published at `url`/`rel`, and `files` beside it
-        (zrecord.check_destination)."""
+        """Raise unless a store may be published at `url`/`rel` (the folder of the stores
+        when `rel` is empty), and `files` beside it (zrecord.check_destination)."""
         where = f"{url}/{rel}" if rel else url
         try:
-            zrecord.check_destination(where, storage_options=self.storage_options, files=files)
+            zrecord.check_destination(where, storage_options=self.storage_options, files=files,
+                                      folder=not rel)
         except zrecord.StoreExistsError as exc:
             raise DestinationExistsError(errno.EEXIST, f"convert: the destination must not hold "
                                          f"stores already: {exc}", where) from None

@@ -391,7 +391,7 @@ def _destination(path: Any, extend: bool, storage_options: StorageOptions | None
     if url:
         # Inside a published store, a store itself, or being published to: refused now, not
         # after every input was written (publish_folder refused it only at the upload).
-        check_destination(where, storage_options=storage_options)
+        check_destination(where, storage_options=storage_options, folder=True)
     else:
         store = _store_around(folder)
         if store is not None:

@@ -41,6 +41,7 @@ import errno as _errno
 import functools
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -201,7 +202,7 @@ def publish_entries(source: PathLike, url: str, *, storage_options: StorageOptio
     _writable_url(url)
     options = storage_settings(storage_options)
     stores, files = _folder_contents(folder)
-    root, _ = _destination(url, options)  # the folder's own prefix must not be a store
+    root, _ = _destination(url, options, store=False)  # the folder's prefix: not a store
     base = root.url
     targets = {rel: _destination(f"{base}/{rel}", options, digest)
                for rel, digest in stores.items()}
@@ -373,17 +374,20 @@ def _read_checked_header(path: Path, digest: str) -> bytes:
 
 
 def check_destination(url: str, *, storage_options: StorageOptions | None = None,
-                      files: Sequence[str] = ()) -> None:
+                      files: Sequence[str] = (), folder: bool = False) -> None:
     """Raise now what publishing a store at `url` would raise before uploading anything: a
     location that cannot be written (a local path, an ``http(s)://`` URL, a scheme zrecord
     does not read: ``ValueError``), settings or credentials the server refuses, a prefix
-    that holds a published store or that another publisher is publishing to
-    (``StoreExistsError``). ``Dense.create`` by URL and the converter call it before they
-    write anything, so that such a mistake costs a moment, not the write. With `files`
-    (names of objects directly under the prefix, as ``publish_folder`` uploads a folder's
-    files beside its stores): ``StoreExistsError`` where the prefix holds any of them already
-    (``publish_folder`` would refuse the folder unless its file had the same bytes)."""
-    client, _ = _destination(url, storage_settings(storage_options))
+    that holds a published store, objects other than a store's (stores below it, files), or
+    that another publisher is publishing to (``StoreExistsError``), a prefix inside a
+    published store (``ImmutableStoreError``). ``Dense.create`` by URL and the converter call
+    it before they write anything, so that such a mistake costs a moment, not the write. With
+    `folder` true, the prefix is a folder of stores' (``publish_folder``'s destination, a
+    dataset's): what lies below it is no error. With `files` (names of objects directly under
+    the prefix, as ``publish_folder`` uploads a folder's files beside its stores):
+    ``StoreExistsError`` where the prefix holds any of them already (``publish_folder`` would
+    refuse the folder unless its file had the same bytes)."""
+    client, _ = _destination(url, storage_settings(storage_options), store=not folder)
     for name in files:
         if client.head(name) is not None:
             raise StoreExistsError(f"{client.where(name)} exists: something was published at "
@@ -404,15 +408,18 @@ def _local_source(source: Any) -> str:
     return where
 
 
-def _destination(url: Any, options: StorageSettings,
-                 digest: str | None = None) -> tuple[Client, bool]:
-    """The client of the prefix `url` names, once it is known that a store may be published
-    there (`check_destination`), and whether the store of `digest` is published there
-    already (then it is no error: a folder's publish run again goes on where it stopped)."""
+def _destination(url: Any, options: StorageSettings, digest: str | None = None, *,
+                 store: bool = True) -> tuple[Client, bool]:
+    """The client of the prefix `url` names, once it is known that a store (or, with `store`
+    false, a folder of stores) may be published there (`check_destination`), and whether the
+    store of `digest` is published there already (then it is no error: a folder's publish run
+    again goes on where it stopped)."""
     client = Client(_writable_url(url), options)
     if _refuse_published(client, digest):
         return client, True
     _refuse_inside_a_store(client, options)
+    if store:
+        _refuse_other_objects(client)
     found = _read_claim(client)
     if found is not None:
         held, _, modified = found
@@ -440,6 +447,30 @@ def _refuse_inside_a_store(client: Client, options: StorageSettings) -> None:
 
 # Levels above a destination looked at for a published store.
 _ANCESTORS_MAX = 8
+
+# The objects of a store's prefix (spec §3, and the claim of §7.1): what an interrupted upload
+# of a store leaves, which publishing again replaces.
+_STORE_OBJECT = re.compile(r"(header\.zrh|index\.zri|index\.zrs|data-\d{3}\.zrd|"
+                           + re.escape(CLAIM) + ")")
+# Names listed to find another object under a destination: more than a store has (255 shards
+# and four others), so a full page holds one that is not a store's at least.
+_LISTED_FOR_OTHERS = 300
+
+
+def _refuse_other_objects(client: Client) -> None:
+    """StoreExistsError where the prefix holds objects other than a store's own: stores below
+    it, a dataset, files (one listing request). As a local path that exists is refused
+    ([ZR-PUB-003]), a store is published to a prefix of its own; published over stores, it
+    would make them stores inside a store, which nothing publishes in the other order."""
+    others = [n for n in client.listed(_LISTED_FOR_OTHERS) if not _STORE_OBJECT.fullmatch(n)]
+    if not others:
+        return
+    stores = [n[:-len(HEADER_NAME) - 1] for n in others if n.endswith("/" + HEADER_NAME)]
+    what, names = ("stores below it", stores) if stores else ("objects that are not a store's", others)
+    shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+    raise StoreExistsError(f"{client.shown} holds {what}: {shown}; a store is published to a "
+                           "prefix of its own (nothing is published over stores, a dataset or "
+                           "files): publish to a new prefix")
 
 
 def _writable_url(url: Any) -> str:
