@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,11 @@ def _no_scheme_folders(folder) -> None:
 
 
 @pytest.mark.remote
-def test_create_by_url_publishes_at_close_and_keeps_nothing_local(s3_server, s3_bucket, here):
+def test_create_by_url_publishes_at_close_and_keeps_nothing_local(s3_server, s3_bucket, here,
+                                                                  monkeypatch):
+    # A temporary folder of the test's own: other processes' files come and go in /tmp.
+    (here / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(here / "tmp"))
     staging = here / "cache"
     url = s3_bucket.url("ds/x")
     opts = _options(s3_server, cache_dir=str(staging))
@@ -55,12 +60,12 @@ def test_create_by_url_publishes_at_close_and_keeps_nothing_local(s3_server, s3_
     _no_scheme_folders(here)
     # Ragged, and without a cache_dir: staged in TMPDIR, which is left as it was.
     records = [np.arange(n, dtype=np.uint16) for n in (0, 3, 5)]
-    before = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
     w = Ragged.create(s3_bucket.url("ds/r"), np.uint16, 1, codec="raw",
                       storage_options=_options(s3_server))
     w.append(records)
+    assert len(os.listdir(here / "tmp")) == 1
     w.close()
-    assert set(os.listdir(os.environ.get("TMPDIR", "/tmp"))) <= before
+    assert os.listdir(here / "tmp") == []
     with Ragged.open(s3_bucket.url("ds/r"), storage_options=_options(s3_server)) as ds:
         assert [r.tolist() for r in ds] == [r.tolist() for r in records]
 
