@@ -247,3 +247,47 @@ def test_a_dataset_by_url_shares_its_budget_and_is_told_the_future(tmp_path):
     for step, batch in enumerate(got):
         assert np.array_equal(batch, local[sampler.batch(step)])
     local.close()
+
+
+def test_a_mix_of_stores_by_url_is_billed_budgeted_and_hinted_as_its_sources(served, tmp_path):
+    """Found in review. Was: the mixed stream had no remote_stats, cache_budget_bytes,
+    cache_cost or prefetch, so bill() reported 0 requests for a Mix that fetched hundreds, the
+    loader's window was not cut to the sources' budgets, and no source got read-ahead hints."""
+    from loaderx.sampler import Mix
+
+    _, server = served
+    a, b = Dense.open(server.url_for("x")), Dense.open(server.url_for("x"))
+    try:
+        mix = Mix([{"x": a}, {"x": b}], [1, 1], batch_size=32, seed=2)
+        server.clear_requests()
+        with DataLoader(mix.streams, mix, workers=1, prefetch=1, readahead=0) as loader:
+            for _ in range(6):
+                next(loader)
+            bill = loader.bill()
+        seen = [r for r in server.requests() if r.method == "GET"]
+        assert bill["requests"] == len(seen) > 0
+        assert bill["bytes"] == sum(r.body_bytes for r in seen)
+        hinted: list[int] = []
+        a.prefetch = lambda idx: hinted.append(len(idx))  # type: ignore[method-assign]
+        with DataLoader(mix.streams, mix, workers=1, prefetch=2, readahead=2) as loader:
+            next(loader)
+        assert hinted and 0 < max(hinted) < 32  # a's share of a step, as a's own positions
+    finally:
+        a.close()
+        b.close()
+    # Budgets: the smallest one sizes the window, and each source's cost counts against its
+    # own budget (a step's share of the source with half the budget counts double).
+    small = {"cache_dir": str(tmp_path / "c1"), "cache_bytes": 4 << 20}
+    large = {"cache_dir": str(tmp_path / "c2"), "cache_bytes": 8 << 20}
+    with Dense.open(server.url_for("x"), storage_options=small) as a, \
+            Dense.open(server.url_for("x"), storage_options=large) as b:
+        mix = Mix([{"x": a}, {"x": b}], [1, 1], batch_size=32, seed=2)
+        stream = mix.streams["x"]
+        assert stream.cache_budget_bytes == 4 << 20
+        idx = mix.batch(0)
+        ends = int(mix.offsets[1])
+        own_a, own_b = idx[idx < ends], idx[idx >= ends] - ends
+        assert stream.cache_cost(idx) == max(a.cache_cost(own_a), -(-b.cache_cost(own_b) // 2))
+        with DataLoader(mix.streams, mix, prefetch=8, readahead=4) as loader:
+            assert loader._window() == (1, 0)  # until a step's bytes are known
+            next(loader)

@@ -215,6 +215,29 @@ def test_passes_end_the_iteration_after_one_exact_pass(streams):
     assert [len(b["x"]) for b in ds] == [20]
 
 
+def test_a_given_samplers_passes_start_again_and_none_starts_from_step_0(streams):
+    """Found in review. Was: with TorchIterable(streams, sampler), every epoch after the
+    first was empty (the loader started where the given sampler stood: its end), and after
+    load_state_dict(None) an iteration went on from where the last stopped, its `steps`
+    counted as if from step 0 (steps=5 gave steps 3 and 4; a Mix with steps=3 gave step 3)."""
+    ds = TorchIterable(streams, Sampler(N, 50, "sequential", passes=1))
+    for _ in range(3):
+        assert [len(b["x"]) for b in torch.utils.data.DataLoader(ds, batch_size=None)] == \
+            [50, 50, 20]
+    ds = TorchIterable(streams, Sampler(N, 8, "sequential"), steps=5)
+    for k, _ in enumerate(ds):
+        if k == 2:
+            break
+    ds.load_state_dict(None)
+    assert [b["x"][0, 0].item() for b in ds] == [3.0 * 8 * s for s in range(5)]
+    mix = Mix([streams, streams], [1, 1], batch_size=4)
+    expect = [mix.batch(s).tolist() for s in range(3)]
+    ds = TorchIterable(mix.streams, mix, None, steps=3)
+    assert [list(b["x"][:, 0] // 3) for b in ds] == [[i % N for i in e] for e in expect]
+    ds.load_state_dict(None)
+    assert [list(b["x"][:, 0] // 3) for b in ds] == [[i % N for i in e] for e in expect]
+
+
 def test_repr_shows_the_configuration_and_the_position(streams):
     """[U1] 4."""
     ds = TorchIterable(streams, 8, "cyclic", seed=1, steps=10)

@@ -4,9 +4,13 @@ Semantics (per-record mixing with a deterministic schedule):
 
 - Each source is a stream dict (Mix builds its sampler), a ``(streams, sampler)`` pair, or a
   bare sampler (indices only). Each source has its own record stream: record ``j`` of source
-  ``k`` is position ``j`` of its sampler's endless sequence, ``sampler.batch(j // b)[j % b]``
-  with ``b`` its batch size. A source cycles through its own records at its own pace,
-  whatever its length: a small source with a large weight repeats more often.
+  ``k`` is position ``j`` of its sampler's steps read one after another,
+  ``sampler.batch(j // b)[j % b]`` with ``b`` its batch size. The samplers Mix builds for
+  CYCLIC run in passes (``passes=``, as many as a Sampler counts): record ``j`` is position
+  ``j % n`` of cycle ``j // n``'s permutation of the source's ``n`` records, so each cycle
+  shows every record once, where full batches would leave out ``n mod b`` of them. A source
+  cycles through its own records at its own pace, whatever its length: a small source with a
+  large weight repeats more often.
 - The weights become integer quanta ``q`` with period ``D = sum(q)``: exact when the weights
   are integers or short decimals (common denominator at most ``PERIOD_MAX``), else rounded to
   ``1/PERIOD_MAX``, a positive weight never rounding to zero. Global record slots
@@ -38,6 +42,7 @@ Semantics (per-record mixing with a deterministic schedule):
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +60,7 @@ from loaderx._sampler_api import (
     _check_topology,
     mode_of,
     reshard_state,
+    saved_step,
 )
 from loaderx.dataloader import _type_name, check_sampler_length
 from loaderx.protocols import Stream
@@ -91,6 +97,33 @@ class _StepSampler(Protocol):
     length: int
 
     def batch(self, step: int, /) -> np.ndarray: ...
+
+
+def _records(sampler: _StepSampler, j0: int, n: int, step: int, k: int) -> np.ndarray:
+    """Records j0 .. j0 + n - 1 of a source's record stream, which is its sampler's steps
+    one after another: each step `batch_size` records, but in passes (the samplers Mix builds
+    for CYCLIC) the last step of each pass shorter, where the pass's permutation ends."""
+    b = int(sampler.batch_size)
+    if getattr(sampler, "passes", None) is None:
+        def at(j: int) -> tuple[int, int]:
+            return divmod(j, b)
+        last = U64_MAX
+    else:
+        length = int(sampler.length)
+        per = -(-length // b)  # steps a pass
+
+        def at(j: int) -> tuple[int, int]:
+            cycle, pos = divmod(j, length)
+            return cycle * per + pos // b, pos % b
+        last = int(sampler.steps) - 1  # type: ignore[attr-defined]
+    (s0, lo), (s1, _) = at(j0), at(j0 + n - 1)
+    if s1 > last:
+        raise ValueError(f"Mix step {step} draws step {s1} of source {k}, past the last step "
+                         f"its Sampler draws ({last})")
+    drawn = [np.asarray(sampler.batch(s)) for s in range(s0, s1 + 1)]
+    idx = drawn[0] if len(drawn) == 1 else np.concatenate(drawn)
+    out: np.ndarray = idx[lo:lo + n].astype(np.uint64)
+    return out
 
 
 def _step(value: Any) -> int:
@@ -141,10 +174,17 @@ def _quanta(weights: Sequence[Any], sources: int) -> list[int]:
         order = sorted(range(sources), key=lambda k: (-(raw[k] - quanta[k]), k))
         for k in order[:PERIOD_MAX - sum(quanta)]:
             quanta[k] += 1
-        for k in range(sources):
-            if share[k] > 0 and quanta[k] == 0:
-                quanta[k] = 1
-                quanta[max(range(sources), key=lambda j: (quanta[j], -j))] -= 1
+        vanished = [k for k in range(sources) if share[k] > 0 and quanta[k] == 0]
+        for k in vanished:
+            quanta[k] = 1
+        # Each slot they took comes from the largest quantum at that moment (ties: the first
+        # source): a heap, not a scan of every source per slot (65,536 sources took minutes).
+        heap = [(-q, j) for j, q in enumerate(quanta)]
+        heapq.heapify(heap)
+        for _ in vanished:
+            q, j = heapq.heappop(heap)
+            quanta[j] -= 1
+            heapq.heappush(heap, (q + 1, j))
     g = math.gcd(*quanta)
     return [q // g for q in quanta]
 
@@ -219,6 +259,66 @@ class _Concat:
             if handle is not None:
                 handles.append(handle)
         return _Handles(handles) if handles else None
+
+    def _by_part(self, idx: Any) -> dict[int, tuple[Any, np.ndarray]]:
+        """The positions `idx` as each distinct source object's own (a store given as two
+        sources is one object, one mirror): ``{id: (part, its positions)}``."""
+        idx = np.asarray(idx, dtype=np.uint64).ravel()
+        src = np.searchsorted(self.ends, idx, side="right")
+        out: dict[int, tuple[Any, np.ndarray]] = {}
+        for k in np.unique(src).tolist():
+            part = self.parts[k]
+            own = idx[src == k] - self.offsets[k]
+            if id(part) in out:
+                own = np.concatenate([out[id(part)][1], own])
+            out[id(part)] = (part, own)
+        return out
+
+    def prefetch(self, idx: Any) -> None:
+        """Read-ahead hints for the records `idx`, each source's share to that source (those
+        that take hints: zrecord stores)."""
+        for part, own in self._by_part(idx).values():
+            prefetch = getattr(part, "prefetch", None)
+            if callable(prefetch) and own.size:
+                prefetch(own)
+
+    def remote_stats(self) -> dict[str, int] | None:
+        """The counts of the sources opened by URL added up (each store once, however many
+        sources it is), for ``DataLoader.bill``; None when no source is read by URL."""
+        total: dict[str, int] | None = None
+        seen: set[int] = set()
+        for part in self.parts:
+            if id(part) in seen:
+                continue
+            seen.add(id(part))
+            stats = getattr(part, "remote_stats", None)
+            counts = stats() if callable(stats) else None
+            if counts is not None:
+                total = {} if total is None else total
+                for key, value in counts.items():
+                    total[key] = total.get(key, 0) + int(value)
+        return total
+
+    @property
+    def cache_budget_bytes(self) -> int | None:
+        """The smallest ``cache_bytes`` budget of the sources that have one (None when none
+        has): with ``cache_cost``, what a loader sizes its window by."""
+        budgets = [b for p in self.parts
+                   if isinstance(b := getattr(p, "cache_budget_bytes", None), int) and b > 0]
+        return min(budgets) if budgets else None
+
+    def cache_cost(self, idx: Any) -> int:
+        """The most that records `idx` take of any budgeted source's budget, scaled to the
+        smallest budget (``cache_budget_bytes``): a window of steps that fits it fits every
+        source's own."""
+        least = self.cache_budget_bytes
+        worst = 0
+        for part, own in self._by_part(idx).values():
+            budget = getattr(part, "cache_budget_bytes", None)
+            if least is None or not isinstance(budget, int) or budget <= 0:
+                continue
+            worst = max(worst, -(-int(part.cache_cost(own)) * least // budget))
+        return worst
 
     def __getitem__(self, idx: Any) -> Any:
         idx = np.asarray(idx, dtype=np.uint64)
@@ -357,8 +457,14 @@ class _Sources:
                                  "it as a (streams, Sampler(len, batch_size, 'blocks', "
                                  "block_records=...)) pair (loaderx.sampler.block_records sizes "
                                  "blocks from a store)")
-            sampler = Sampler(n, min(self.global_batch, n), mode,
-                              (seed + (k + 1) * _SEED_STEP) & U64_MAX)
+            b = min(self.global_batch, n)
+            # CYCLIC in passes: pass c is cycle c's permutation whole, so that the source's
+            # record stream shows every record once a cycle (endless, full batches would
+            # leave out n mod b records of each cycle, up to half of them, where Mix takes
+            # records one at a time and needs no full batches).
+            passes = U64_MAX // -(-n // b) if mode_of(mode) is Mode.CYCLIC else None
+            sampler = Sampler(n, b, mode, (seed + (k + 1) * _SEED_STEP) & U64_MAX,
+                              passes=passes)
         length = int(sampler.length)
         if n is not None:
             try:
@@ -471,16 +577,7 @@ class Mix:
             j0 = ((period + int(wraps[first_slot])) * int(self._quanta[k])
                   + int(self._table_rank[off[first_slot]]))
             n = len(where)  # this source's records in the step are j0 .. j0 + n - 1
-            sampler = self._src.samplers[k]
-            b = int(sampler.batch_size)
-            s0, s1 = j0 // b, (j0 + n - 1) // b
-            if s1 > U64_MAX:
-                raise ValueError(f"Mix step {step} draws step {s1} of source {k}, past the last "
-                                 "step a Sampler draws (2**64-1)")
-            drawn = [np.asarray(sampler.batch(s)) for s in range(s0, s1 + 1)]
-            idx = drawn[0] if len(drawn) == 1 else np.concatenate(drawn)
-            lo = j0 - s0 * b
-            out[where] = idx[lo:lo + n].astype(np.uint64) + self.offsets[k]
+            out[where] = _records(self._src.samplers[k], j0, n, step, k) + self.offsets[k]
         return out
 
     def source_of(self, indices: Any) -> np.ndarray:
@@ -539,6 +636,7 @@ class Mix:
         """Seek to a saved step after checking that the configuration is the same, except for
         the split into ranks: as for ``Sampler``, a state saved with another world size
         resumes exactly when the global batch is the same, and is refused otherwise."""
+        step = saved_step("Mix", state)
         # First: a different global batch also changes what derives from it (Mix's source
         # samplers), and its message says what would work.
         _check_topology("Mix", state, self.batch_size, self.world_size, self.rank)
@@ -548,7 +646,7 @@ class Mix:
             raise ValueError("Mix state was saved with a different configuration: " +
                              ", ".join(f"{k} saved {state.get(k)!r} != current {config[k]!r}"
                                        for k in different))
-        self.seek(state["step"])
+        self.seek(step)
 
     @staticmethod
     def reshard(state: Mapping[str, Any], *, world_size: int, rank: int) -> dict[str, Any]:

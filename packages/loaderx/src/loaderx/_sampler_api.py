@@ -206,6 +206,16 @@ def _sampler_of(state: Mapping[str, Any]) -> Sampler:
 WINDOW_BLOCKS_DEFAULT = 8
 
 
+def saved_step(what: str, state: Mapping[str, Any]) -> int:
+    """The step of a saved state (an int, not a bool), else ValueError naming `what` (sampler,
+    Mix) and the state's keys."""
+    step = state.get("step")
+    if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
+        raise ValueError(f"{what} state has no step (an int); got {step!r} in a state of "
+                         f"keys {sorted(state)}")
+    return int(step)
+
+
 def _blocks_settings(mode: Mode, block_records: Any, window_blocks: Any) -> tuple[int | None, int | None]:
     """(block_records, window_blocks) checked for BLOCKS; (None, None) for the other modes,
     which take no block_records."""
@@ -443,10 +453,7 @@ class Sampler(SamplerCore):
         may load it), and is refused otherwise with the batch sizes that would work."""
         # First: a different global batch also changes what derives from it (Mix's source
         # samplers), and its message says what would work.
-        step = state.get("step")
-        if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
-            raise ValueError(f"sampler state has no step (an int); got {step!r} in a state of "
-                             f"keys {sorted(state)}")
+        step = saved_step("sampler", state)
         _check_topology("sampler", state, self.batch_size, self.world_size, self.rank)
         config = self._cfg.as_dict()
         if isinstance(state.get("mode"), str):
@@ -464,7 +471,7 @@ class Sampler(SamplerCore):
             raise ValueError("sampler state was saved with a different configuration: " +
                              ", ".join(f"{k} saved {s!r} != current {c!r}"
                                        for k, (s, c) in different.items()))
-        self.seek(operator.index(state["step"]))
+        self.seek(step)
 
     @staticmethod
     def reshard(state: Mapping[str, Any], *, world_size: int, rank: int) -> dict[str, Any]:

@@ -65,8 +65,9 @@ Invariants:
   batch fetches its own records, a request for each run of them, not a block a request: the
   loader warns of it (a ``UserWarning``, at construction).
 - Threads. ``close()`` cancels what has not started, waits for what has, and joins every
-  thread; it is idempotent, and the same shutdown runs when the loader is garbage-collected or
-  the interpreter exits. An exception in gather or transform reaches the consumer with its
+  thread; it is idempotent, and the same shutdown of the threads runs when the loader is
+  garbage-collected or the interpreter exits (not the sampler's move back to ``step``, which
+  only ``close()`` makes: a finalizer cannot know whether another loader uses it by then). An exception in gather or transform reaches the consumer with its
   original traceback, after the loader has closed itself.
 - Closing from another thread. ``close()`` may run on any thread while the consumer is inside
   ``next()``; that ``next()`` (and every later one) raises ``LoaderClosedError``, never a

@@ -59,7 +59,7 @@ from loaderx.dataloader import (
     check_sampler_length,
     stream_digests,
 )
-from loaderx.protocols import BatchSampler, Stream
+from loaderx.protocols import BatchSampler, Stream, _Seekable
 from loaderx.sampler import Mode, ModeName, Sampler
 
 
@@ -254,6 +254,9 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         self.workers: int = values["workers"]
         self.prefetch: int = values["prefetch"]
         self._state: dict[str, Any] | None = None
+        # The next iteration starts from step 0, not where a given sampler stands: after its
+        # passes ended, or load_state_dict(None).
+        self._from_start = False
 
     def sampler(self) -> BatchSampler:
         """The sampler for this process: the one given to ``TorchIterable(streams,
@@ -276,9 +279,11 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
                 f"TorchIterable is iterating in PyTorch DataLoader worker process {worker.id} of "
                 f"{worker.num_workers}: every worker would deliver every batch, and the main "
                 f"process could not resume. {_ONE_PROCESS}")
-        step = 0 if self._state is None else operator.index(self._state["step"])
         sampler = self.sampler()
         state = self._state
+        if state is None and self._from_start and isinstance(sampler, _Seekable):
+            sampler.seek(0)
+        self._from_start = False
         saved = None if state is None else state.get("sampler")
         world = getattr(sampler, "world_size", None)
         if state is not None and isinstance(saved, Mapping) and world is not None and \
@@ -289,6 +294,8 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
                                        rank=getattr(sampler, "rank", 0))
         with DataLoader(self.streams, sampler, self.transform, workers=self.workers,
                         prefetch=self.prefetch, state=state, subset=self._subset) as loader:
+            # Counted from the step the loader starts at (a given sampler's, or the state's).
+            step = loader.step
             while self.steps is None or step < self.steps:
                 try:
                     batch = next(loader)
@@ -298,6 +305,7 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
                     # evaluation set each epoch); a pass left early (a break) goes on where it
                     # stopped instead, and `steps` reached keeps its state for a resume.
                     self._state = None
+                    self._from_start = True
                     return
                 self._state = loader.state_dict()
                 step = self._state["step"]
@@ -338,8 +346,10 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
         return None if self._state is None else dict(self._state)
 
     def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
-        """Resume from a ``state_dict()`` (None starts from the beginning) on the next iteration."""
+        """Resume from a ``state_dict()`` (None starts from the beginning: step 0) on the next
+        iteration."""
         self._state = None if state is None else dict(state)
+        self._from_start = state is None
 
 
 __all__ = ["TorchIterable", "check_same_stores", "distributed_rank_and_world_size",
