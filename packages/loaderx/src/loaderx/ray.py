@@ -11,8 +11,11 @@ Ragged columns variable-shaped tensor columns whose elements keep their exact sh
 
 Invariants:
 - Nothing is copied up front. The driver reads each store's kind, schema and length (opening
-  it once when given a path) and keeps only those plain values and the absolute path; each
-  read task reopens the stores by path in its own worker and gathers one contiguous range
+  it once when given a path) and keeps only those plain values and what the store pickles as
+  (its absolute location or URL, its open options, ``storage_options`` included, its version
+  for a dataset, and its digest); each read task reopens the stores from that in its own
+  worker, refusing one that changed since (``StoreChangedError``: a store or dataset
+  replaced at the same path is never read in its place), and gathers one contiguous range
   ``[start, stop)`` of logical IDs.
 - The ranges of the read tasks partition ``0..length-1``: every record is read exactly once,
   in ID order within a task, and a task yields blocks of a fixed number of rows, about
@@ -33,7 +36,7 @@ from typing import Any
 import numpy as np
 
 import zrecord
-from zrecord import Dense, DenseReader, Ragged, RaggedReader, open_store
+from zrecord import Dense, DenseReader, RaggedReader, open_store
 
 try:
     import pyarrow as pa
@@ -69,24 +72,40 @@ class _Column:
     ndim: int
     length: int
     nbytes: int
-    # A dataset of parts (zrecord.open_dataset): the version read, which every task opens
-    # (a later version published meanwhile must not change what a run reads); None: a store.
-    version: int | None = None
+    # What the store (or dataset) pickles as (its __reduce__): the function that opens it
+    # again and its arguments, the store's digest among them, so that a task opens the same
+    # location with the same options (a dataset: the same version) and refuses other data.
+    reopen: tuple[Any, tuple[Any, ...]]
 
     def open(self) -> Any:
-        """The store (or dataset) again, in a read task."""
-        if self.version is not None:
-            return zrecord.open_dataset(self.path, version=self.version)
-        return Dense.open(self.path) if self.kind == "Dense" else Ragged.open(self.path)
+        """The store (or dataset) again, in a read task; StoreChangedError where another
+        lies there now."""
+        fn, args = self.reopen
+        return fn(*args)
 
     def arrow(self, values: Any, shapes: np.ndarray | None = None) -> Any:
         """Arrow column for the values a store's gather returned (for Ragged, with the
         records' `shapes`, an ``(n, ndim)`` array, when known)."""
+        dtype = _arrow_dtype(self.dtype)
         if self.kind == "Dense":
+            if dtype != self.dtype:
+                values = values.astype(dtype)
             if self.item_shape == ():
                 return pa.array(values)
             return ArrowTensorArray.from_numpy(values)
-        return _ragged_arrow(values, self.dtype, self.ndim, shapes)
+        return _ragged_arrow(values, dtype, self.ndim, shapes)
+
+
+def _arrow_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype a column holds `dtype`'s values in: the same, but for a date or duration of
+    a unit count other than 1 (``datetime64[5s]``), whose count Arrow's timestamp and
+    duration types do not keep (they would read 25 s as 5 s): its base unit, which holds
+    every such value exactly."""
+    if dtype.kind in "mM":
+        unit, count = np.datetime_data(dtype)
+        if count != 1:
+            return np.dtype(f"{'datetime64' if dtype.kind == 'M' else 'timedelta64'}[{unit}]")
+    return dtype
 
 
 def _ragged_arrow(records: list[np.ndarray], dtype: np.dtype[Any], ndim: int,
@@ -103,8 +122,9 @@ def _ragged_arrow(records: list[np.ndarray], dtype: np.dtype[Any], ndim: int,
     share a shape, so the column type never depends on the data. Ranges are never empty (see
     get_read_tasks), and Ray cannot build an empty ragged column anyway.
     """
-    if dtype == np.bool_:
-        # Arrow packs booleans into bits; Ray's own constructor does that (rare dtype).
+    if dtype == np.bool_ or dtype.kind in "USV":
+        # Arrow packs booleans into bits, and strings are variable-size values of three
+        # buffers: Ray's own constructor builds those (rare dtypes).
         boxed = np.empty(len(records), dtype=object)
         for i, value in enumerate(records):
             boxed[i] = value
@@ -128,39 +148,61 @@ def _ragged_arrow(records: list[np.ndarray], dtype: np.dtype[Any], ndim: int,
     return ArrowVariableShapedTensorType(value_type, ndim).wrap_array(storage)
 
 
-def _describe(name: Any, value: Any) -> _Column:
+def _describe(name: Any, value: Any, storage_options: Any) -> _Column:
     if not isinstance(name, str):
         raise TypeError(f"column names must be str; got {name!r}")
     if isinstance(value, (DenseReader, RaggedReader, zrecord.DenseDataset, zrecord.RaggedDataset)):
         store, owned = value, False  # (a writer cannot be read)
     elif isinstance(value, (str, os.PathLike)):
-        store, owned = _opened(value), True
+        store, owned = _opened(value, storage_options), True
     else:
         raise TypeError(f"column {name!r} must be a zrecord Dense or Ragged store or dataset, "
                         f"or the path of one; got {type(value).__name__} (read tasks reopen "
                         "every store by path, so in-memory arrays cannot be read)")
-    # Ray workers need not share the driver's working directory, so paths become absolute.
-    path = store.path if zrecord.is_url(store.path) else os.path.abspath(store.path)
-    version = getattr(store, "version", None)
     try:
+        # Where it was opened (absolute: Ray workers need not share the driver's working
+        # directory, which may have changed since), how, and its digest.
+        reopen = store.__reduce__()
+        path = store.path if zrecord.is_url(store.path) else os.path.abspath(store.path)
         if isinstance(store, Dense):
-            return _Column(name, path, "Dense", store.dtype, tuple(store.item_shape),
-                           store.ndim, len(store), store.nbytes, version)
-        return _Column(name, path, "Ragged", store.dtype, None, store.ndim, len(store),
-                       store.nbytes, version)
+            column = _Column(name, path, "Dense", store.dtype, tuple(store.item_shape),
+                             store.ndim, len(store), store.nbytes, reopen)
+        else:
+            column = _Column(name, path, "Ragged", store.dtype, None, store.ndim, len(store),
+                             store.nbytes, reopen)
     finally:
         if owned:
             store.close()
+    _check_holdable(column)
+    return column
 
 
-def _opened(path: Any) -> Any:
-    """The store at `path`, or the dataset of parts there (a folder of manifests)."""
+def _check_holdable(column: _Column) -> None:
+    """ValueError now, naming the column, where Ray Data's columns cannot hold its records
+    (complex numbers, raw bytes of a shape): found by building a column of one record of
+    zeros, as every read task would fail to."""
     try:
-        return open_store(path)
-    except zrecord.errors.NotPublishedError:
-        if not zrecord.dataset_versions(path):
-            raise
-        return zrecord.open_dataset(path)
+        if column.kind == "Dense":
+            assert column.item_shape is not None
+            column.arrow(np.zeros((1, *column.item_shape), column.dtype))
+        else:
+            column.arrow([np.zeros((1,) * column.ndim, column.dtype)])
+    except Exception as exc:  # noqa: BLE001 - whatever Arrow raises says the same
+        raise ValueError(f"column {column.name!r} holds {column.kind} records of dtype "
+                         f"{column.dtype}, which a Ray Data column cannot hold ({exc}): read "
+                         "that store with the DataLoader instead") from None
+
+
+def _opened(path: Any, storage_options: Any) -> Any:
+    """The store at `path`, or else the dataset of parts there (its folder or prefix, or one
+    of its manifests, as zrecord.open_dataset takes them); the store's error when neither."""
+    try:
+        return open_store(path, storage_options=storage_options)
+    except (zrecord.errors.NotPublishedError, zrecord.errors.StoreNotFoundError) as exc:
+        try:
+            return zrecord.open_dataset(path, storage_options=storage_options)
+        except zrecord.errors.ZrecordError:
+            raise exc from None
 
 
 def _read_range(columns: list[_Column], start: int, stop: int, step: int,
@@ -188,12 +230,13 @@ def _read_range(columns: list[_Column], start: int, stop: int, step: int,
 class ZrecordDatasource(Datasource):
     """A Ray Data datasource over index-aligned zrecord stores. Use :func:`read_zrecord`."""
 
-    def __init__(self, streams: Mapping[str, Any], *, index_column: str | None = None) -> None:
+    def __init__(self, streams: Mapping[str, Any], *, index_column: str | None = None,
+                 storage_options: Any = None) -> None:
         super().__init__()
         if not isinstance(streams, Mapping) or not streams:
             raise TypeError("streams must be a non-empty dict {column: store or path}; got "
                             f"{type(streams).__name__}")
-        columns = [_describe(name, value) for name, value in streams.items()]
+        columns = [_describe(name, value, storage_options) for name, value in streams.items()]
         lengths = {c.name: c.length for c in columns}
         if len(set(lengths.values())) > 1:
             raise ValueError("every store must have the same number of records (record i of "
@@ -298,6 +341,11 @@ class TorchCollate(ArrowBatchCollateFn):
                 values = values.copy()
             out[name] = torch.from_numpy(np.ascontiguousarray(values))
             if shapes is not None:
+                if name + "_shapes" in batch.column_names:
+                    # One of the two would silently replace the other.
+                    raise ValueError(f"the Ragged column {name!r} becomes {name!r} and "
+                                     f"{name + '_shapes'!r}, and the batch has a column "
+                                     f"{name + '_shapes'!r} too: rename one of them")
                 out[name + "_shapes"] = torch.from_numpy(np.array(shapes, dtype=np.int64))
         if self.fn is None:
             return out
@@ -335,20 +383,25 @@ def split_records(values: Any, shapes: Any) -> list[Any]:
 
 
 def read_zrecord(streams: Mapping[str, Any], *, parallelism: int = -1,
-                 index_column: str | None = None, **read_args: Any) -> Any:
+                 index_column: str | None = None, storage_options: Any = None,
+                 **read_args: Any) -> Any:
     """A ``ray.data.Dataset`` with one row per record of the index-aligned stores `streams`.
 
-    `streams` maps column names to opened ``Dense``/``Ragged`` stores or to their paths; every
-    store must have the same length. `parallelism` is the number of read tasks (``-1``: Ray
-    chooses); each task reopens the stores by path and reads one contiguous range of record
-    IDs, so the stores are never copied or pickled. `index_column`, when given, adds an int64
-    column with each row's logical record ID. Other keyword arguments go to
-    ``ray.data.read_datasource`` (``concurrency``, ``ray_remote_args``, ...).
+    `streams` maps column names to opened ``Dense``/``Ragged`` stores or datasets, or to
+    their paths or URLs (a store, else a dataset's folder, prefix or manifest); every store
+    must have the same length. `storage_options` opens those given by URL (as for
+    ``Dense.open``); an opened store keeps its own. `parallelism` is the number of read tasks
+    (``-1``: Ray chooses); each task reopens the stores where and as they were opened and
+    reads one contiguous range of record IDs, so the records are never copied up front, and a
+    store replaced at its path since is refused (``StoreChangedError``), never read in its
+    place. `index_column`, when given, adds an int64 column with each row's logical record
+    ID. Other keyword arguments go to ``ray.data.read_datasource`` (``concurrency``,
+    ``ray_remote_args``, ...).
     """
     parallelism = operator.index(parallelism)
     if parallelism == 0 or parallelism < -1:
         raise ValueError(f"parallelism must be -1 (Ray chooses) or at least 1; got {parallelism}")
-    source = ZrecordDatasource(streams, index_column=index_column)
+    source = ZrecordDatasource(streams, index_column=index_column, storage_options=storage_options)
     if parallelism != -1:
         read_args["override_num_blocks"] = parallelism
     return ray.data.read_datasource(source, **read_args)
