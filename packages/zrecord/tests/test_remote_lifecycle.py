@@ -684,7 +684,12 @@ def test_a_reader_by_url_dropped_without_close_releases_its_thread_files_and_mir
 
     read_and_drop(0)  # what the object storage client makes once per process
     gc.collect()
+    # The dropped reader's thread ends on its own time (under load, after this line ran).
+    deadline = time.monotonic() + 10
+    while fetch_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
     threads, before = fetch_threads(), len(os.listdir(fds))
+    assert threads == 0
     for i in range(4):
         read_and_drop(i)
     gc.collect()
