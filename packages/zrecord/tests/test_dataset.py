@@ -477,6 +477,69 @@ def test_sys_exit_in_fn_is_an_input_that_failed(tmp_path, workers):
     assert info.value.input_index == 3
 
 
+@pytest.mark.parametrize("kind", ["Dense", "Ragged"])
+def test_a_full_disk_during_a_parts_append_is_the_systems_error_not_the_inputs(tmp_path,
+                                                                              monkeypatch, kind):
+    """Found in review. Was: a full disk while a part was appended to was reported as the
+    failure of the input being written (WorkerError "input 6 (6) failed: StoreOSError ..."),
+    a RuntimeError without the errno that `except OSError` misses; the same full disk at the
+    part's header, or through Dense.append, is the StoreOSError."""
+    from zrecord._writer import DenseWriter, RaggedWriter
+
+    cls = DenseWriter if kind == "Dense" else RaggedWriter
+    real, calls = cls.append, []
+
+    def append(self, records, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise errors.StoreOSError(errno.ENOSPC, "writing 80 bytes of 'data-000.zrd' failed "
+                                      "(errno 28: No space left on device)")
+        return real(self, records, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "append", append)
+    shape = {"item_shape": (2,)} if kind == "Dense" else {"ndim": 1}
+    with pytest.raises(errors.StoreOSError, match="No space left on device") as info:
+        zrecord.write_dataset(tmp_path / "w", lambda i: np.full((1, 2), i, dtype=np.int64),
+                              range(6), dtype=np.int64, codec="raw", inputs_per_part=2,
+                              progress=False, **shape)
+    assert info.value.errno == errno.ENOSPC
+    assert not (tmp_path / "w").exists()
+
+
+def test_the_systems_refusals_of_a_datasets_own_files_name_them(tmp_path, monkeypatch):
+    """Found in review. Was: a bare OSError "[Errno 28] No space left on device" naming no
+    file when a version's manifest could not be written, and "[Errno 30] Read-only file
+    system: '.parts.zr-tmp-<hex>.lock'" for a read-only dataset folder."""
+    from zrecord import _dataset
+
+    root = tmp_path / "ds"
+    zrecord.write_dataset(root, lambda i: np.full((1, 2), i, dtype=np.int64), range(2),
+                          dtype=np.int64, item_shape=(2,), codec="raw", progress=False)
+    _write_dense(root / "more", np.zeros((1, 2), np.int64), codec="raw")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(_dataset.tempfile, "mkstemp", full)
+        with pytest.raises(errors.StoreOSError, match=r"cannot write version 2 of the dataset, "
+                           r"'.*dataset-00000002\.zrm': No space left on device; nothing was "
+                           r"published") as info:
+            zrecord.extend_dataset(root, ["more"])
+    assert info.value.errno == errno.ENOSPC
+    assert zrecord.dataset_versions(root) == [1]
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(_parallel, "PrivateFolder", read_only)
+    with pytest.raises(errors.StoreOSError, match=r"cannot make the folder the parts are written "
+                       r"in, in '.*ds': Read-only file system; nothing was written"):
+        zrecord.write_dataset(root, lambda i: np.full((1, 2), i, dtype=np.int64), range(2),
+                              dtype=np.int64, item_shape=(2,), codec="raw", progress=False,
+                              extend=True)
+
+
 def test_write_dataset_judges_its_arguments_before_making_anything(tmp_path):
     """Was: the dataset's folder was made first, and left behind; item_shape=2 (which
     Dense.create takes) failed with "'int' object is not iterable", and an unknown start

@@ -61,6 +61,7 @@ from zrecord.errors import (
     StoreIndexError,
     StoreNotFoundError,
     StoreOSError,
+    ZrecordError,
 )
 
 _Reader = DenseReader | RaggedReader
@@ -859,25 +860,34 @@ def _create_manifest(where: _Location, version: int, data: bytes) -> None:
                                    "it); nothing was written") from None
         return
     final = where.join(name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.zr-tmp-", dir=where.root)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.zr-tmp-", dir=where.root)
         try:
-            os.link(tmp, final)
-        except FileExistsError:
-            raise StoreExistsError(errno.EEXIST, f"{final}: version {version} of the dataset exists "
-                                   "(another writer, or an earlier run, published it); nothing "
-                                   "was written") from None
-    finally:
-        os.unlink(tmp)
-    dir_fd = os.open(where.root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                raise StoreExistsError(errno.EEXIST, f"{final}: version {version} of the dataset "
+                                       "exists (another writer, or an earlier run, published it); "
+                                       "nothing was written") from None
+        finally:
+            os.unlink(tmp)
+        dir_fd = os.open(where.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        if isinstance(exc, ZrecordError):
+            raise
+        # A full disk, a quota, a read-only folder: which file, and whether it was published.
+        state = ("it is published, but its folder was not flushed to stable storage"
+                 if os.path.lexists(final) else "nothing was published")
+        raise StoreOSError(exc.errno or errno.EIO, f"cannot write version {version} of the "
+                           f"dataset, {final!r}: {exc.strerror or exc}; {state}") from exc
 
 
 __all__ = ["DenseDataset", "RaggedDataset", "dataset_versions", "extend_dataset", "open_dataset",

@@ -57,7 +57,14 @@ from zrecord._paths import store_location
 from zrecord._publish import check_destination, publish_folder
 from zrecord._types import StorageOptions
 from zrecord.console import progress_bar
-from zrecord.errors import ImmutableStoreError, SchemaError, StoreExistsError, WorkerError
+from zrecord.errors import (
+    ImmutableStoreError,
+    SchemaError,
+    StoreExistsError,
+    StoreOSError,
+    WorkerError,
+    ZrecordError,
+)
 
 # The staging folder of a run, with a hex name after it, locked beside it (`.lock`): a
 # writer's temporary as `zrecord info` knows them (`.NAME.zr-tmp-`).
@@ -182,6 +189,9 @@ def _write_part(spec: _Spec, folder: str, name: str, first: int, inputs: Sequenc
         for index, item in enumerate(inputs, first):
             try:
                 records = _append(writer, spec, spec.fn(item))
+            except _WriteFailed as failed:
+                # The system refused the part's write (a full disk): no input is to blame.
+                raise failed.error from None
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's function may raise anything
                 # (sys.exit() included, which reached the caller as a bare SystemExit): reported
                 # with its input. A Ctrl-C is not the input's doing and goes on as it is.
@@ -202,6 +212,24 @@ def _write_part(spec: _Spec, folder: str, name: str, first: int, inputs: Sequenc
     return total
 
 
+class _WriteFailed(Exception):
+    """The system refused a part's append (`error`, an OSError: a full disk, a quota): raised
+    as it is, not as a failure of the input whose records were being written."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _put(writer: Any, records: Any) -> None:
+    """`writer.append(records)`, its OSError as _WriteFailed (the records' own errors, a
+    SchemaError for the wrong dtype, stay the input's)."""
+    try:
+        writer.append(records)
+    except OSError as exc:
+        raise _WriteFailed(exc) from None
+
+
 def _append(writer: Any, spec: _Spec, out: Any) -> int:
     """Append what the user's function returned for one input; the records appended."""
     if out is None:
@@ -212,7 +240,7 @@ def _append(writer: Any, spec: _Spec, out: Any) -> int:
                               f"item_shape {spec.item_shape}: return an array of shape "
                               f"(n, *item_shape) holding n records (one record x as x[None]), or "
                               "an iterable of records")
-        writer.append(out)
+        _put(writer, out)
         return int(out.shape[0])
     if spec.item_shape is None and isinstance(out, np.ndarray) and out.ndim == spec.ndim:
         raise SchemaError(f"fn returned one array of shape {out.shape} for a Ragged dataset of "
@@ -221,11 +249,11 @@ def _append(writer: Any, spec: _Spec, out: Any) -> int:
     if spec.item_shape is not None:
         n = 0
         for record in out:
-            writer.append(np.asarray(record)[None])
+            _put(writer, np.asarray(record)[None])
             n += 1
         return n
     records = list(out)
-    writer.append(records)
+    _put(writer, records)
     return len(records)
 
 
@@ -331,15 +359,20 @@ def _write_and_publish(path: Any, fn: Callable[[Any], Any], items: list[Any], sc
     spec = _Spec(fn, dtype, schema.item_shape, ndim, codec, data_shards, dict_bytes, sync)
     token = secrets.token_hex(4)
     cache_dir = (storage_options or {}).get("cache_dir")
-    if is_url(folder):
-        # Uploaded from there by publish_folder, which refuses a writer's temporary: a
-        # private folder as a reader's mirror has, reaped alike.
-        staging = PrivateFolder(tempfile.gettempdir() if cache_dir is None else str(cache_dir),
-                                UPLOAD_STAGING_PREFIX)
-    else:
-        # Locked for the run: one a run left when it died (SIGKILL, a crash) is shown by
-        # `zrecord info` as a write whose writer is gone, and removed by the next run here.
-        staging = PrivateFolder(folder, STAGING_PREFIX)
+    # Uploaded from there by publish_folder, which refuses a writer's temporary: a private
+    # folder as a reader's mirror has, reaped alike. Locally, locked for the run: one a run
+    # left when it died (SIGKILL, a crash) is shown by `zrecord info` as a write whose writer
+    # is gone, and removed by the next run here.
+    base, prefix = ((tempfile.gettempdir() if cache_dir is None else str(cache_dir),
+                     UPLOAD_STAGING_PREFIX) if is_url(folder) else (folder, STAGING_PREFIX))
+    try:
+        staging = PrivateFolder(base, prefix)
+    except OSError as exc:
+        if isinstance(exc, ZrecordError):
+            raise
+        raise StoreOSError(exc.errno or errno.EIO, f"cannot make the folder the parts are "
+                           f"written in, in {base!r}: {exc.strerror or exc}; nothing was "
+                           "written") from exc
     try:
         names = _write_parts(spec, staging.name, token, items, runs,
                              workers, progress, start_method, redact(folder))
