@@ -53,7 +53,8 @@ def test_create_by_url_publishes_at_close_and_keeps_nothing_local(s3_server, s3_
                       storage_options=opts) as w:
         w.append(DATA)
         assert w.path == url and s3_bucket.keys("ds/") == []  # nothing uploaded before close
-        assert len(os.listdir(staging)) == 1  # the staging folder lies under cache_dir
+        # The staging folder lies under cache_dir, with its lock beside it.
+        assert len(os.listdir(staging)) == 2
     with Dense.open(url, storage_options=_options(s3_server)) as ds:
         np.testing.assert_array_equal(ds[:], DATA)
     assert os.listdir(staging) == []
@@ -63,7 +64,7 @@ def test_create_by_url_publishes_at_close_and_keeps_nothing_local(s3_server, s3_
     w = Ragged.create(s3_bucket.url("ds/r"), np.uint16, 1, codec="raw",
                       storage_options=_options(s3_server))
     w.append(records)
-    assert len(os.listdir(here / "tmp")) == 1
+    assert len(os.listdir(here / "tmp")) == 2
     w.close()
     assert os.listdir(here / "tmp") == []
     with Ragged.open(s3_bucket.url("ds/r"), storage_options=_options(s3_server)) as ds:
@@ -259,6 +260,39 @@ def test_a_failed_upload_keeps_the_staged_store_and_says_where(s3_server, s3_buc
     publish(kept, s3_bucket.url("retried"), storage_options=_options(s3_server))
     with Dense.open(s3_bucket.url("retried"), storage_options=_options(s3_server)) as ds:
         np.testing.assert_array_equal(ds[:], DATA)
+
+
+@pytest.mark.remote
+def test_the_staging_of_a_killed_url_writer_is_removed_by_the_next_create(s3_server, s3_bucket,
+                                                                         here):
+    """Found in review. Was: a writer to an s3:// URL killed while it wrote (SIGKILL, the
+    out-of-memory killer) left its staged store in cache_dir (or TMPDIR) forever: every writer
+    staged in a fresh folder, and nothing removed another's. Now each staging folder is locked
+    while its writer lives, and the next create by URL there removes one whose process died;
+    a store kept after a failed upload is left alone."""
+    import json
+    import subprocess
+    import sys
+
+    cache = here / "cache"
+    opts = _options(s3_server, cache_dir=str(cache))
+    script = (
+        "import json, os, sys, numpy as np\n"
+        "from zrecord import Dense\n"
+        "w = Dense.create(sys.argv[1], np.int32, (2, 3), codec='raw',"
+        " storage_options=json.loads(sys.argv[2]))\n"
+        "w.append(np.zeros((1000, 2, 3), np.int32))\n"
+        "os._exit(9)  # as a SIGKILL: no finalizer, no close\n")
+    done = subprocess.run([sys.executable, "-c", script, s3_bucket.url("killed"), json.dumps(opts)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 9, done.stderr
+    left = sorted(p.name for p in cache.iterdir())
+    assert len([n for n in left if n.startswith("zrecord-create-")]) == 2, left  # folder, lock
+    with Dense.create(s3_bucket.url("next"), np.int32, (2, 3), codec="raw",
+                      storage_options=opts) as w:
+        w.append(DATA)
+        assert len(os.listdir(cache)) == 2  # its own folder and lock: the dead one's are gone
+    assert os.listdir(cache) == []
 
 
 def test_http_urls_cannot_be_written(here):

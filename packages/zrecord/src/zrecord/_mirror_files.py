@@ -114,15 +114,32 @@ class PrivateFolder:
         finally:
             os.close(base_fd)
         self.name = os.path.join(base, name)
-        self._finalizer = weakref.finalize(self, _remove_private, base, name, lock)
+        self._finalizer = weakref.finalize(self, _remove_private, base, name, lock, os.getpid())
 
     def cleanup(self) -> None:
         self._finalizer()
 
+    def keep(self) -> None:
+        """Leave the folder for good (a store whose upload failed, which the user is told
+        of): its lock is removed, so that no reaper takes it, and released."""
+        detached = self._finalizer.detach()
+        if detached is None:
+            return
+        _, _, (base, name, lock, _), _ = detached
+        if lock is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(base, name + LOCK_SUFFIX))
+            os.close(lock)
 
-def _remove_private(base: str, name: str, lock: int | None) -> None:
+
+def _remove_private(base: str, name: str, lock: int | None, pid: int) -> None:
     """Remove private folder `name` of folder `base`, then its lock, if any, then release
-    that."""
+    that: in process `pid`, which made it; a forked child that exits only closes its copy of
+    the lock's descriptor (the folder is its parent's)."""
+    if os.getpid() != pid:
+        if lock is not None:
+            os.close(lock)
+        return
     try:
         shutil.rmtree(os.path.join(base, name), ignore_errors=True)
         if lock is not None:

@@ -48,7 +48,8 @@ WRITER_SAYS = {
     ALIVE: "its writer is alive: a writer is still writing it (a live process holds its "
            "lock), and the store appears when that writer's close() publishes it",
     GONE: "its writer is gone, so nothing will finish it (the next write of the same path "
-          "removes it)",
+          "removes it; one staged for an s3:// URL in a zrecord-create-* folder, the next "
+          "create by URL staged beside that folder)",
     UNKNOWN: "whether its writer is alive cannot be told (it has no lock file to ask)",
 }
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
@@ -48,6 +47,7 @@ from zrecord._dtypes import (
 )
 from zrecord._index_cache import AUTO, folder_for, policy, records_min
 from zrecord._kinds import Dense, Ragged, _Kind
+from zrecord._mirror_files import PrivateFolder
 from zrecord._objects import is_url, redact, storage_settings
 from zrecord._pages import release_mapped_pages
 from zrecord._paths import fspath, native_path, store_location
@@ -438,6 +438,11 @@ class RaggedWriter(_Writer, Ragged):
             chunk.clear()
 
 
+# The folder a store created for a URL is written in before its upload (in cache_dir, or
+# TMPDIR), with a hex name after it, locked beside it while its writer lives.
+CREATE_STAGING_PREFIX = "zrecord-create-"
+
+
 class _Staged:
     """The local staging of a store created for a URL (module docstring): checked at create,
     uploaded at close()."""
@@ -451,9 +456,11 @@ class _Staged:
             # Absolute: the upload at close() must find it whatever the working folder is then.
             parent = os.path.abspath(fspath(parent))
             os.makedirs(parent, exist_ok=True)
-        # A folder of this process's own (mode 0700): the native writer makes its locked
-        # temporary beside `store`, inside it.
-        self.folder = tempfile.mkdtemp(prefix="zrecord-create-", dir=parent)
+        # A folder of this process's own (mode 0700), locked beside it for the writer's life,
+        # so that the next create by URL there removes one whose process was killed (its
+        # store may be gigabytes); the native writer makes its temporary beside `store`.
+        self._private = PrivateFolder(parent, CREATE_STAGING_PREFIX)
+        self.folder = self._private.name
         self.store = os.path.join(self.folder, "store")
 
     def publish(self) -> None:
@@ -461,6 +468,7 @@ class _Staged:
         try:
             publish(self.store, self.url, storage_options=self.storage_options)
         except BaseException as exc:
+            self._private.keep()  # not reaped: the user is told where it is
             kept = (f"{redact(self.url)} was not published: the store written for it is kept "
                     f"at {self.store!r}; close() again uploads it, or publish it from there "
                     f"once the cause is fixed (zrecord.publish(path, url), or `zrecord publish "
@@ -470,7 +478,8 @@ class _Staged:
         self.remove()
 
     def remove(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._private.cleanup()
+        shutil.rmtree(self.folder, ignore_errors=True)  # kept after a failed upload
 
 
 class _Flusher:
