@@ -135,10 +135,20 @@ def test_a_loader_does_not_copy_or_pickle_and_says_what_to_do():
                 attempt(loader)
 
 
-def test_streams_and_arguments_of_the_wrong_kind_are_named():
+def test_streams_and_arguments_of_the_wrong_kind_are_named(tmp_path):
     with pytest.raises(TypeError, match=r"stream 'x' is a list, which takes no index array .*: "
                                         r"give np.asarray"):
         DataLoader({"x": list(range(N))}, Sampler(N, 4, "sequential"))
+    # Found by a newcomer. Was: a path's length (its characters) taken for its records (the
+    # sampler "draws from 60000 records but the streams have 14"), and a state given as its
+    # JSON text "'str' object has no attribute 'get'".
+    for path in ("fm/train/image", tmp_path / "image"):
+        with pytest.raises(TypeError, match=r"stream 'image' is a path \(.*image'\)?\), not a "
+                           r"store: open it first"):
+            DataLoader({"image": path}, Sampler(14, 2, "sequential"))
+    with pytest.raises(TypeError, match=r"state must be the dict that state_dict\(\) returned "
+                       r"\(parse a saved one: json.loads\(text\)\); got str"):
+        DataLoader(_streams(), Sampler(N, 4, "sequential"), state='{"step": 3}')
     for name, value in (("workers", 1.5), ("prefetch", "4"), ("readahead", None), ("workers", True)):
         with pytest.raises(TypeError, match=f"{name} must be an int; got"):
             DataLoader(_streams(), Sampler(N, 4, "sequential"), **{name: value})

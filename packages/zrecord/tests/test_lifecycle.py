@@ -493,3 +493,29 @@ def test_opening_a_store_a_live_writer_is_still_writing_says_so(store_path):
     with pytest.raises(StoreNotFoundError) as info:
         Dense.open(store_path + "-other")
     assert "writer" not in str(info.value)
+
+
+def test_opening_a_folder_that_is_not_a_store_says_what_it_is(tmp_path):
+    """Found by a newcomer's walk through the docs. Was: a converted dataset's root, a
+    dataset of parts and a loaderx 2.x store each got only "has no header.zrh: it is not a
+    published zrecord store (an unfinished or aborted write leaves such a directory)"."""
+    for rel in ("fm/train/image", "fm/train/label", "fm/test/image", "fm/test/label"):
+        with Dense.create(tmp_path / rel, np.uint8, (2,), codec="raw") as w:
+            w.append(np.zeros((1, 2), np.uint8))
+    with pytest.raises(NotPublishedError, match=r"it is a folder of stores: open one of them, "
+                       r"such as '.*fm/test/image', '.*fm/test/label', '.*fm/train/image'$"):
+        Dense.open(tmp_path / "fm")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "meta.zr").write_bytes(b"{}")
+    with pytest.raises(NotPublishedError, match=r"it holds meta.zr: a store of the loaderx 2.x "
+                       r"of PyPI.*migrate_2x_stores.py"):
+        zrecord.open_store(tmp_path / "old")
+    zrecord.write_dataset(tmp_path / "ds", lambda i: np.zeros((1, 2), np.uint8), range(2),
+                          dtype=np.uint8, item_shape=(2,), codec="raw", progress=False)
+    with pytest.raises(NotPublishedError, match=r"it is a dataset of parts .* open it with "
+                       r"zrecord.open_dataset"):
+        Dense.open(tmp_path / "ds")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotPublishedError, match=r"leaves such a directory\) \(ZR-PUB-004\) "
+                       r"\(errno 2: No such file or directory\)$"):
+        Dense.open(tmp_path / "empty")

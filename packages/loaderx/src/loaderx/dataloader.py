@@ -381,6 +381,11 @@ def _stream_lengths(streams: Mapping[str, Stream]) -> dict[str, int]:
                         f"got {_given(streams)}")
     lengths = {}
     for name, stream in streams.items():
+        if isinstance(stream, (str, bytes, os.PathLike)):
+            # A str has __len__ and __getitem__: its length would pass for a record count.
+            raise TypeError(f"stream {name!r} is a path ({stream!r}), not a store: open it "
+                            "first (zrecord.open_store(path), Dense.open or Ragged.open) and "
+                            "give the store")
         if isinstance(stream, (list, tuple, range)):
             # They have __len__ and __getitem__, but not with an index array.
             raise TypeError(f"stream {name!r} is a {type(stream).__name__}, which takes no "
@@ -781,6 +786,10 @@ class DataLoader(Generic[_Batch]):
         delivered next. Batches in flight are discarded. The sampler checks its part: a
         state saved with another world size is accepted when the global batch is the same
         (see ``reshard``)."""
+        if not isinstance(state, Mapping):
+            # A state saved as JSON and given as its text, say.
+            raise TypeError(f"state must be the dict that state_dict() returned (parse a "
+                            f"saved one: json.loads(text)); got {_given(state)}")
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported DataLoader state version {state.get('version')!r}; "
                              f"this loaderx writes version {STATE_VERSION}")

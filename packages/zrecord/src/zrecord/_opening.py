@@ -10,6 +10,7 @@ Invariants of this module:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,7 @@ from zrecord._index_cache import folder_for, policy
 from zrecord._objects import is_url, storage_settings
 from zrecord._paths import native_path, store_location
 from zrecord._remote import Mirror
-from zrecord.errors import StoreNotFoundError
+from zrecord.errors import NotPublishedError, StoreNotFoundError
 
 # What `cache=` and `validate=` take at open, and the native open flags of each (zrecord.h
 # ZR_OPEN_*).
@@ -44,6 +45,61 @@ def open_native(path: Any, cache: Any, index_cache: Any, validate: Any,
         if writes:
             exc.args = (f"{exc}: {WRITER_SAYS[writes[0][1]]}",)
         raise
+    except NotPublishedError as exc:
+        # A folder without header.zrh: say what it is when that can be seen at a glance.
+        what = _what_lies_at(local)
+        if what:
+            exc.args = (f"{exc}; {what}",)
+        raise
+
+
+# A folder that is not a store is looked through this deep, and at most this many entries a
+# folder, for stores below it (what an error names).
+_BELOW_DEPTH = 3
+_BELOW_ENTRIES = 256
+
+
+def _what_lies_at(folder: str) -> str | None:
+    """What a folder without header.zrh holds, as an error says it: a dataset's manifests, a
+    store of the loaderx 2.x of PyPI (``meta.zr``), or stores below it (the first few);
+    None when none of these."""
+    from zrecord._manifest import NAME_PATTERN
+
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for _, e in zip(range(_BELOW_ENTRIES), entries)]
+    except OSError:
+        return None
+    if any(NAME_PATTERN.fullmatch(n) for n in names):
+        return "it is a dataset of parts (it holds dataset-*.zrm manifests): open it with zrecord.open_dataset"
+    if "meta.zr" in names:
+        return ("it holds meta.zr: a store of the loaderx 2.x of PyPI, which zrecord does not read; "
+                "move it with docs/examples/migrate_2x_stores.py (the guide's 'Coming from')")
+    below = _stores_below(folder, "", _BELOW_DEPTH)
+    if below:
+        return ("it is a folder of stores: open one of them, such as "
+                + ", ".join(repr(os.path.join(folder, b)) for b in below[:3]))
+    return None
+
+
+def _stores_below(folder: str, rel: str, depth: int) -> list[str]:
+    """Up to 3 stores below `folder`/`rel` (their paths relative to `folder`), in name order."""
+    try:
+        with os.scandir(os.path.join(folder, rel)) as entries:
+            subs = sorted(e.name for _, e in zip(range(_BELOW_ENTRIES), entries)
+                          if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+    except OSError:
+        return []
+    found: list[str] = []
+    for name in subs:
+        path = os.path.join(rel, name)
+        if os.path.isfile(os.path.join(folder, path, "header.zrh")):
+            found.append(path)
+        elif depth > 1:
+            found += _stores_below(folder, path, depth - 1)
+        if len(found) >= 3:
+            break
+    return found[:3]
 
 
 def _open_remote(url: str, cache: Any, index_cache: Any, validate: Any,
