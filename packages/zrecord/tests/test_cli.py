@@ -672,6 +672,12 @@ def test_info_on_unfinished_writes_and_empty_folders(tmp_path):
         # Asked for the store itself (not there yet), or for the folder holding the write.
         proc = _cli("info", str(target))
         assert proc.returncode == 1 and "no store at" in proc.stderr and "alive" in proc.stderr
+        # With --json, the same object as for the temporary (was: no JSON, a line on stderr).
+        proc = _cli("info", str(target), "--json")
+        assert proc.returncode == 1
+        assert _strict_json(proc.stdout) == {"path": staged, "kind": "unfinished",
+                                             "writer": "alive", "target": str(target),
+                                             "unfinished_writes": 1}
         listing = _strict_json(_cli("info", str(target.parent), "--json").stdout)
         assert listing["stores"] == [] and listing["unfinished"] == [
             {"path": os.path.basename(staged), "writer": "alive"}]

@@ -864,6 +864,11 @@ def _not_a_store(args: argparse.Namespace, exc: BaseException) -> int:
         writes = unfinished_writes(path)
         if writes:
             temporary, state = writes[0]
+            if args.command == "info" and args.json:
+                # What `info --json` prints for the temporary itself, about the first one.
+                print(_dumps({"path": temporary, "kind": "unfinished", "writer": state,
+                              "target": path, "unfinished_writes": len(writes)}))
+                return EXIT_INVALID
             say(f"{command}: no store at {path!r}, but {len(writes)} unfinished or aborted "
                 f"write(s) of it, such as {temporary!r}: {WRITER_SAYS[state]}")
             return EXIT_INVALID
