@@ -540,6 +540,37 @@ def test_the_systems_refusals_of_a_datasets_own_files_name_them(tmp_path, monkey
                               extend=True)
 
 
+def test_parts_a_killed_run_moved_before_its_manifest_are_removed_by_the_next_run(tmp_path):
+    """Found in review. Was: a run killed after it moved its parts into the dataset folder
+    and before the manifest named them left them there for good (published stores that no
+    version names); the next run removed only its staging folder."""
+    import subprocess
+
+    root = tmp_path / "ds"
+    script = (
+        "import os, sys, numpy as np, zrecord\n"
+        "from zrecord import _parallel\n"
+        "def killed(*args, **kwargs):\n"
+        "    os._exit(9)  # as a SIGKILL between the moves and the manifest\n"
+        "_parallel.publish_dataset = killed\n"
+        "zrecord.write_dataset(sys.argv[1], lambda i: np.full((1, 2), i, dtype=np.int64),"
+        " range(4), dtype=np.int64, item_shape=(2,), codec='raw', inputs_per_part=1,"
+        " progress=False)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 9, done.stderr
+    orphans = sorted(p for p in os.listdir(root) if p.startswith("part-"))
+    assert len(orphans) == 4
+    zrecord.write_dataset(root, lambda i: np.full((1, 2), i, dtype=np.int64), range(2),
+                          dtype=np.int64, item_shape=(2,), codec="raw", inputs_per_part=1,
+                          progress=False)
+    left = sorted(os.listdir(root))
+    assert not set(orphans) & set(left), left
+    assert len([p for p in left if p.startswith("part-")]) == 2
+    with zrecord.open_dataset(root) as ds:
+        assert ds[:].tolist() == [[0, 0], [1, 1]]
+
+
 def test_write_dataset_judges_its_arguments_before_making_anything(tmp_path):
     """Was: the dataset's folder was made first, and left behind; item_shape=2 (which
     Dense.create takes) failed with "'int' object is not iterable", and an unknown start

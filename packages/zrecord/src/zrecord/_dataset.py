@@ -196,6 +196,13 @@ def read_manifest(where: _Location, version: int | None) -> Manifest:
                             f"{where.shown}/{name}", version)
 
 
+def named_parts(path: StoreLocation, storage_options: StorageOptions | None = None) -> set[str]:
+    """The names of the parts that any version of the dataset at `path` names (its
+    manifests read and judged; no part opened)."""
+    where = _Location(path, storage_options)
+    return {p.name for v in where.versions() for p in read_manifest(where, v).parts}
+
+
 def latest_manifest(path: StoreLocation, storage_options: StorageOptions | None) -> Manifest:
     """The latest version's manifest of the dataset at `path`, judged; no part is opened."""
     return read_manifest(_Location(path, storage_options), None)

@@ -23,6 +23,7 @@ import stat
 import tempfile
 import uuid
 import weakref
+from collections.abc import Callable
 
 # Names made beside mirrors: a private mirror's folder in TMPDIR, and a mirror being made or set
 # aside in its folder. Each has a lock beside it, `<name>.lock`, held (flock) by its maker from
@@ -93,12 +94,13 @@ class PrivateFolder:
     and FUSE mounts: flock fails with one of NO_LOCKS), the folder is made without a lock, and
     one left by a process that died stays there."""
 
-    def __init__(self, base: str | None = None, prefix: str = PRIVATE_PREFIX) -> None:
+    def __init__(self, base: str | None = None, prefix: str = PRIVATE_PREFIX,
+                 before_reap: Callable[[str], object] | None = None) -> None:
         base = tempfile.gettempdir() if base is None else base
         base_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         lock: int | None
         try:
-            reap(base, base_fd, (prefix,))
+            reap(base, base_fd, (prefix,), before_reap)
             try:
                 name, lock = locked_name(base_fd, prefix)
             except OSError as exc:
@@ -186,10 +188,12 @@ def unlock(base_fd: int, name: str, lock: int) -> None:
     os.close(lock)
 
 
-def reap(base: str, base_fd: int, prefixes: tuple[str, ...]) -> None:
+def reap(base: str, base_fd: int, prefixes: tuple[str, ...],
+         before: Callable[[str], object] | None = None) -> None:
     """Remove what processes that died left in folder `base`: each `<prefix><hex>` whose lock,
-    `<name>.lock`, is this user's and held by nobody, then the lock. Best effort: what cannot
-    be removed now stays for a later reaper."""
+    `<name>.lock`, is this user's and held by nobody, then the lock; `before(path)` first,
+    while the lock is held (an OSError from it keeps the folder for a later reaper). Best
+    effort: what cannot be removed now stays for a later reaper."""
     try:
         with os.scandir(base_fd) as entries:
             locks = [e.name for _, e in zip(range(REAP_ENTRIES_MAX), entries)
@@ -205,6 +209,8 @@ def reap(base: str, base_fd: int, prefixes: tuple[str, ...]) -> None:
             st = os.fstat(fd)
             if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if before is not None:
+                    before(os.path.join(base, lock[:-len(LOCK_SUFFIX)]))
                 remove(base, base_fd, lock[:-len(LOCK_SUFFIX)])
                 os.unlink(lock, dir_fd=base_fd)
         except OSError:

@@ -28,11 +28,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import json
 import math
 import multiprocessing
 import os
 import pickle
 import queue
+import re
 import secrets
 import shutil
 import tempfile
@@ -47,7 +49,13 @@ from typing import Any
 
 import numpy as np
 
-from zrecord._dataset import dataset_versions, extend_dataset, latest_manifest, publish_dataset
+from zrecord._dataset import (
+    dataset_versions,
+    extend_dataset,
+    latest_manifest,
+    named_parts,
+    publish_dataset,
+)
 from zrecord._dtypes import data_shards_value
 from zrecord._kinds import Dense, Ragged
 from zrecord._manifest import Schema
@@ -366,7 +374,7 @@ def _write_and_publish(path: Any, fn: Callable[[Any], Any], items: list[Any], sc
     base, prefix = ((tempfile.gettempdir() if cache_dir is None else str(cache_dir),
                      UPLOAD_STAGING_PREFIX) if is_url(folder) else (folder, STAGING_PREFIX))
     try:
-        staging = PrivateFolder(base, prefix)
+        staging = PrivateFolder(base, prefix, None if is_url(folder) else _remove_moved)
     except OSError as exc:
         if isinstance(exc, ZrecordError):
             raise
@@ -392,6 +400,10 @@ def _publish(folder: str, staging: str, names: list[str], extend: bool, progress
             publish_folder(staging, folder, storage_options=storage_options, progress=progress,
                            verify=False)
         else:
+            # Journalled first: a run killed after moving parts, before the manifest names
+            # them, leaves published stores that nothing names, which the next run here
+            # removes as it removes this run's staging folder (_remove_moved).
+            _write_journal(staging, names)
             for name in names:
                 os.rename(os.path.join(staging, name), os.path.join(folder, name))
                 moved.append(name)
@@ -404,6 +416,39 @@ def _publish(folder: str, staging: str, names: list[str], extend: bool, progress
         for name in moved:
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
         raise
+
+
+# In a run's staging folder: the parts it moves into the dataset folder (a JSON list of names).
+_JOURNAL = "moving.json"
+
+
+def _write_journal(staging: str, names: list[str]) -> None:
+    path = os.path.join(staging, _JOURNAL)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(names, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _remove_moved(staging: str) -> None:
+    """Before the staging folder of a run that died is removed: the parts it had moved into
+    the dataset folder (its journal) that no version of the dataset names, removed."""
+    try:
+        with open(os.path.join(staging, _JOURNAL), encoding="utf-8") as f:
+            names = json.load(f)
+    except FileNotFoundError:
+        return  # it died before moving anything
+    except ValueError:
+        return  # a journal cut short: it died while writing it, before moving anything
+    folder = os.path.dirname(staging)
+    named = named_parts(folder)
+    for name in names:
+        if isinstance(name, str) and name not in named and _PART_NAME.fullmatch(name):
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
+# The names write_dataset gives its parts.
+_PART_NAME = re.compile(r"part-[0-9a-f]{8}-[0-9]{5,}")
 
 
 def _positive_int(value: Any) -> bool:
