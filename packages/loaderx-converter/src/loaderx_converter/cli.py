@@ -36,6 +36,7 @@ from zrecord.console import (
     EXIT_USAGE,
     HelpFormatter,
     epilog,
+    message_of,
     paragraph,
     run_tool,
     say,
@@ -358,7 +359,7 @@ def _run(argv: list[str] | None) -> int:
         # Only what the message explains: the converter's refusals, zrecord's (a value over a
         # format limit), and the system's. Anything else is a bug, and its traceback is the
         # report to file.
-        say(f"loaderx-convert: error: {exc}")
+        say(f"loaderx-convert: error: {message_of(exc)}")
         return _status_of(exc)
     # The stores' paths as they are: under ROOT without a slash of its own at its end (an
     # s3:// URL with an empty segment names another object, which does not open).

@@ -27,7 +27,7 @@ from zrecord.cli import (
     _verify_store,
     say,
 )
-from zrecord.console import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
+from zrecord.console import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, message_of
 from zrecord.errors import ZrecordError
 
 
@@ -50,7 +50,7 @@ def run_dataset(args: argparse.Namespace, path: str, options: StorageOptions) ->
     try:
         ds = open_dataset(path, storage_options=options or None)
     except (ZrecordError, OSError, MemoryError) as exc:
-        say(f"{command}: {exc}")
+        say(f"{command}: {message_of(exc)}")
         return _status_of(exc)
     except ValueError as exc:
         say(f"{command}: {exc}")
@@ -65,7 +65,7 @@ def run_dataset(args: argparse.Namespace, path: str, options: StorageOptions) ->
         except BrokenPipeError:
             raise  # the reader of the output went away: run_tool ends quietly (141)
         except (ZrecordError, OSError) as exc:
-            say(f"{command}: {exc}")
+            say(f"{command}: {message_of(exc)}")
             return _status_of(exc)
 
 

@@ -75,6 +75,7 @@ from zrecord.console import (
     PROGRESS_LINES_INTERVAL_S,
     HelpFormatter,
     epilog,
+    message_of,
     paragraph,
     progress_bar,
     run_tool,
@@ -805,7 +806,7 @@ def _publish(args: argparse.Namespace) -> int:
                   and not isinstance(exc, (FormatError, ZrecordError)) else _status_of(exc))
         if args.json:
             print(_dumps({**result, "ok": False, "status": status, "error": str(exc)}))
-        say(f"zrecord publish: {exc}")
+        say(f"zrecord publish: {message_of(exc)}")
         return status
     if args.json:
         print(_dumps({**result, "ok": True}))
@@ -874,7 +875,7 @@ def _not_a_store(args: argparse.Namespace, exc: BaseException) -> int:
             return EXIT_INVALID
     elif os.path.isdir(path) and not is_store_dir(path) and not has_store_files(path):
         return _folder(args, path)
-    say(f"{command}: {exc}")
+    say(f"{command}: {message_of(exc)}")
     return _status_of(exc)
 
 
@@ -1004,7 +1005,7 @@ def _run(argv: list[str] | None) -> int:
         except (ZrecordError, OSError) as exc:
             # A store that opens can still hold a corrupt record or a shape NumPy cannot hold;
             # `head` and `stats` report that like any other error (verify reports its own).
-            say(f"{command}: {exc}")
+            say(f"{command}: {message_of(exc)}")
             return _status_of(exc)
 
 

@@ -206,6 +206,15 @@ def run_tool(prog: str, body: Callable[[], int], *, as_program: bool) -> int:
         return _terminated(prog, getattr(exc, "__notes__", ()))
 
 
+def message_of(exc: BaseException) -> str:
+    """What a command line prints of `exc`: its message, without the ``[Errno N] `` that
+    Python puts before an ``OSError``'s (the number means nothing to a reader of the line; a
+    zrecord message names the errno's meaning where it matters)."""
+    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror is not None:
+        return exc.strerror + (f": {exc.filename!r}" if exc.filename is not None else "")
+    return str(exc)
+
+
 def restate(exc: BaseException, more: str) -> None:
     """Add `more` to what `exc` says, which goes on being raised as it is (its type and
     attributes kept, for callers that tell errors apart): to its message, or for an interrupt
