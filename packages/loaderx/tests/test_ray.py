@@ -250,6 +250,21 @@ def test_dtypes_arrow_holds_otherwise_read_exactly_and_the_others_are_refused_at
         read_zrecord({"c": tmp_path / "c"})
 
 
+def test_empty_stores_give_a_dataset_of_no_rows_with_their_columns(local_ray, tmp_path):
+    """Found in review. Was: no read task at all, so the Dataset had no schema: columns()
+    None, the index column gone (as Ray's own from_arrow of an empty table, to_pandas() of
+    no rows has no columns; the schema has them)."""
+    with Dense.create(tmp_path / "x", np.float32, (2, 3), codec="raw") as w:
+        pass
+    with Ragged.create(tmp_path / "t", np.int32, 1, codec="raw") as w:
+        pass
+    ds = read_zrecord({"x": tmp_path / "x", "t": tmp_path / "t"}, index_column="id")
+    assert ds.count() == 0 and ds.take_all() == []
+    assert ds.columns() == ["id", "x", "t"]
+    types = dict(zip(ds.schema().names, [str(t) for t in ds.schema().types], strict=True))
+    assert "(2, 3)" in types["x"] and "ndim=1" in types["t"]
+
+
 def test_torch_collate_refuses_a_column_named_as_a_ragged_columns_shapes(local_ray, stores):
     """Found in review. Was: a column "tok_shapes" beside the Ragged "tok" was silently
     replaced by tok's shapes (or replaced them), whichever came last."""

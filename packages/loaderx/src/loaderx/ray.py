@@ -227,6 +227,23 @@ def _read_range(columns: list[_Column], start: int, stop: int, step: int,
             store.close()
 
 
+def _empty_table(columns: list[_Column], index_column: str | None) -> Any:
+    """The table of no rows with the columns a read task yields (an empty store's)."""
+    names, arrays = [], []
+    if index_column is not None:
+        names.append(index_column)
+        arrays.append(pa.array(np.empty(0, np.int64)))
+    for c in columns:
+        names.append(c.name)
+        if c.kind == "Dense":
+            assert c.item_shape is not None
+            arrays.append(c.arrow(np.empty((0, *c.item_shape), c.dtype)))
+        else:
+            kind = ArrowVariableShapedTensorType(pa.from_numpy_dtype(_arrow_dtype(c.dtype)), c.ndim)
+            arrays.append(kind.wrap_array(pa.array([], type=kind.storage_type)))
+    return pa.Table.from_arrays(arrays, names=names)
+
+
 class ZrecordDatasource(Datasource):
     """A Ray Data datasource over index-aligned zrecord stores. Use :func:`read_zrecord`."""
 
@@ -269,7 +286,12 @@ class ZrecordDatasource(Datasource):
         n = self._length
         tasks = min(max(1, int(parallelism)), n)
         if n == 0:
-            return []
+            # One task of no rows, so that the Dataset still has its columns and their types.
+            meta = BlockMetadata(num_rows=0, size_bytes=0,
+                                 input_files=tuple(c.path for c in self._columns), exec_stats=None)
+            empty = _empty_table(self._columns, self._index_column)
+            return [ReadTask(lambda: iter([empty]), meta, schema=empty.schema,
+                             per_task_row_limit=per_task_row_limit)]
         rows_per_block = max(1, int(BLOCK_BYTES_TARGET // max(1.0, self._row_bytes)))
         bounds = [n * t // tasks for t in range(tasks + 1)]
         out = []
