@@ -254,9 +254,9 @@ def test_empty_stores_give_a_dataset_of_no_rows_with_their_columns(local_ray, tm
     """Found in review. Was: no read task at all, so the Dataset had no schema: columns()
     None, the index column gone (as Ray's own from_arrow of an empty table, to_pandas() of
     no rows has no columns; the schema has them)."""
-    with Dense.create(tmp_path / "x", np.float32, (2, 3), codec="raw") as w:
+    with Dense.create(tmp_path / "x", np.float32, (2, 3), codec="raw"):
         pass
-    with Ragged.create(tmp_path / "t", np.int32, 1, codec="raw") as w:
+    with Ragged.create(tmp_path / "t", np.int32, 1, codec="raw"):
         pass
     ds = read_zrecord({"x": tmp_path / "x", "t": tmp_path / "t"}, index_column="id")
     assert ds.count() == 0 and ds.take_all() == []
