@@ -396,3 +396,17 @@ def test_a_mix_state_without_an_int_step_is_refused_as_a_samplers_is():
             mix.load_state_dict(bad)
     mix.load_state_dict({**state, "step": np.int64(3)})
     assert mix.step == 3
+
+
+def test_a_path_as_a_sources_stream_and_a_state_as_text_are_refused():
+    """Found in review. Was: Mix took a path's length in characters for its records (the
+    first batch then failed naming nothing), and a state given as its JSON text failed with
+    "'str' object has no attribute 'get'"."""
+    with pytest.raises(TypeError, match=r"stream 'x' of Mix source 0 is a path "
+                       r"\('fm/train/image'\), not a store: open it first"):
+        Mix([{"x": "fm/train/image"}, {"x": np.arange(10)}], [1, 1], batch_size=4)
+    mix = Mix([{"x": np.arange(10)}, {"x": np.arange(7)}], [1, 1], batch_size=4)
+    for target, what in ((mix, "Mix"), (Sampler(10, 2, "cyclic"), "sampler")):
+        with pytest.raises(TypeError, match=rf"{what} state must be the dict that state_dict\(\) "
+                           r"returned \(parse a saved one: json.loads\(text\)\); got str"):
+            target.load_state_dict('{"step": 3}')

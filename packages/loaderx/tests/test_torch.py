@@ -236,6 +236,11 @@ def test_a_given_samplers_passes_start_again_and_none_starts_from_step_0(streams
     assert [list(b["x"][:, 0] // 3) for b in ds] == [[i % N for i in e] for e in expect]
     ds.load_state_dict(None)
     assert [list(b["x"][:, 0] // 3) for b in ds] == [[i % N for i in e] for e in expect]
+    # A state given as its JSON text (was: "dictionary update sequence element #0 ...").
+    with pytest.raises(TypeError, match=r"TorchIterable state must be the dict that "
+                       r"state_dict\(\) returned \(parse a saved one: json.loads\(text\)\), or "
+                       r"None; got str"):
+        ds.load_state_dict('{"step": 3}')
 
 
 def test_repr_shows_the_configuration_and_the_position(streams):

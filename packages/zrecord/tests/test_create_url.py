@@ -221,6 +221,10 @@ def test_a_store_is_not_published_over_stores_or_files_below_its_prefix(s3_serve
     with pytest.raises(StoreExistsError, match=r"notes holds objects that are not a store's: "
                        r"'readme.txt'"):
         publish(staged, s3_bucket.url("notes"), storage_options=opts)
+    # A console's "Create folder" marker holds nothing (found in review: it was refused,
+    # named '').
+    s3_bucket.put("marked/", b"")
+    publish(staged, s3_bucket.url("marked"), storage_options=opts)
     s3_bucket.put("left/data-000.zrd", b"an interrupted upload's")
     s3_bucket.put("left/index.zri", b"an interrupted upload's")
     publish(staged, s3_bucket.url("left"), storage_options=opts)

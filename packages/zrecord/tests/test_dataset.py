@@ -552,7 +552,7 @@ def test_parts_a_killed_run_moved_before_its_manifest_are_removed_by_the_next_ru
         "from zrecord import _parallel\n"
         "def killed(*args, **kwargs):\n"
         "    os._exit(9)  # as a SIGKILL between the moves and the manifest\n"
-        "_parallel.publish_dataset = killed\n"
+        "_parallel.publish_dataset = _parallel.extend_dataset = killed\n"
         "zrecord.write_dataset(sys.argv[1], lambda i: np.full((1, 2), i, dtype=np.int64),"
         " range(4), dtype=np.int64, item_shape=(2,), codec='raw', inputs_per_part=1,"
         " progress=False)\n")
@@ -569,6 +569,27 @@ def test_parts_a_killed_run_moved_before_its_manifest_are_removed_by_the_next_ru
     assert len([p for p in left if p.startswith("part-")]) == 2
     with zrecord.open_dataset(root) as ds:
         assert ds[:].tolist() == [[0, 0], [1, 1]]
+    # A manifest that cannot be read: which parts it names cannot be told, so a killed run's
+    # parts and staging folder stay, and the next run goes on (found in review: its
+    # ChecksumError stopped every later run).
+    zrecord.write_dataset(root, lambda i: np.full((1, 2), i, dtype=np.int64), [5],
+                          dtype=np.int64, item_shape=(2,), codec="raw", progress=False,
+                          extend=True)
+    v1 = root / "dataset-00000001.zrm"
+    data = bytearray(v1.read_bytes())
+    data[-1] ^= 0xFF
+    os.chmod(v1, 0o644)
+    v1.write_bytes(bytes(data))
+    done = subprocess.run([sys.executable, "-c", script.replace("progress=False", "progress=False, "
+                                                                "extend=True"), str(root)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 9, done.stderr
+    stranded = set(os.listdir(root)) - set(left)
+    zrecord.write_dataset(root, lambda i: np.full((1, 2), i, dtype=np.int64), [6],
+                          dtype=np.int64, item_shape=(2,), codec="raw", progress=False,
+                          extend=True)
+    assert stranded <= set(os.listdir(root))
+    assert zrecord.dataset_versions(root) == [1, 2, 3]
 
 
 def test_write_dataset_judges_its_arguments_before_making_anything(tmp_path):

@@ -45,6 +45,7 @@ import hashlib
 import heapq
 import math
 import operator
+import os
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
@@ -389,6 +390,12 @@ def _parse_source(k: int, source: Any) -> tuple[dict[str, Stream] | None, Any]:
     if streams is not None:
         if not streams:
             raise ValueError(f"Mix source {k} has no streams")
+        for name, stream in streams.items():
+            if isinstance(stream, (str, bytes, os.PathLike)):
+                # A str has a length of its own, which would pass for a record count.
+                raise TypeError(f"stream {name!r} of Mix source {k} is a path ({stream!r}), "
+                                "not a store: open it first (zrecord.open_store(path), "
+                                "Dense.open or Ragged.open) and give the store")
         lengths = {name: len(s) for name, s in streams.items()}
         if len(set(lengths.values())) != 1:
             raise ValueError(f"the streams of Mix source {k} must have the same length; got " +

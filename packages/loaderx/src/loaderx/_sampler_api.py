@@ -208,7 +208,11 @@ WINDOW_BLOCKS_DEFAULT = 8
 
 def saved_step(what: str, state: Mapping[str, Any]) -> int:
     """The step of a saved state (an int, not a bool), else ValueError naming `what` (sampler,
-    Mix) and the state's keys."""
+    Mix) and the state's keys; TypeError for a state that is no dict."""
+    if not isinstance(state, Mapping):
+        # A state saved as JSON and given as its text, say.
+        raise TypeError(f"{what} state must be the dict that state_dict() returned (parse a "
+                        f"saved one: json.loads(text)); got {type(state).__name__}")
     step = state.get("step")
     if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
         raise ValueError(f"{what} state has no step (an int); got {step!r} in a state of "

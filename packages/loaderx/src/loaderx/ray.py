@@ -154,7 +154,9 @@ def _describe(name: Any, value: Any, storage_options: Any) -> _Column:
     if isinstance(value, (DenseReader, RaggedReader, zrecord.DenseDataset, zrecord.RaggedDataset)):
         store, owned = value, False  # (a writer cannot be read)
     elif isinstance(value, (str, os.PathLike)):
-        store, owned = _opened(value, storage_options), True
+        # The options are for a store given by URL; a local path takes none.
+        options = storage_options if zrecord.is_url(os.fspath(value)) else None
+        store, owned = _opened(value, options), True
     else:
         raise TypeError(f"column {name!r} must be a zrecord Dense or Ragged store or dataset, "
                         f"or the path of one; got {type(value).__name__} (read tasks reopen "

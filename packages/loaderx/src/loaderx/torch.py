@@ -348,6 +348,10 @@ class TorchIterable(IterableDataset):  # type: ignore[type-arg]
     def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
         """Resume from a ``state_dict()`` (None starts from the beginning: step 0) on the next
         iteration."""
+        if state is not None and not isinstance(state, Mapping):
+            raise TypeError(f"TorchIterable state must be the dict that state_dict() returned "
+                            f"(parse a saved one: json.loads(text)), or None; got "
+                            f"{type(state).__name__}")
         self._state = None if state is None else dict(state)
         self._from_start = state is None
 

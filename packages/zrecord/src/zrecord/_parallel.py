@@ -441,7 +441,12 @@ def _remove_moved(staging: str) -> None:
     except ValueError:
         return  # a journal cut short: it died while writing it, before moving anything
     folder = os.path.dirname(staging)
-    named = named_parts(folder)
+    try:
+        named = named_parts(folder)
+    except (ZrecordError, ValueError) as exc:
+        # A damaged manifest: which parts it names cannot be told, so nothing is removed, and
+        # the folder stays for a later reaper (reap keeps what raises OSError).
+        raise OSError(errno.EIO, f"the manifests of {folder!r} cannot be read ({exc})") from exc
     for name in names:
         if isinstance(name, str) and name not in named and _PART_NAME.fullmatch(name):
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)

@@ -462,7 +462,10 @@ def _refuse_other_objects(client: Client) -> None:
     it, a dataset, files (one listing request). As a local path that exists is refused
     ([ZR-PUB-003]), a store is published to a prefix of its own; published over stores, it
     would make them stores inside a store, which nothing publishes in the other order."""
-    others = [n for n in client.listed(_LISTED_FOR_OTHERS) if not _STORE_OBJECT.fullmatch(n)]
+    # The prefix's own "folder" marker (the empty object a console's "Create folder" makes,
+    # listed as '' or with a / at its end) holds nothing.
+    others = [n for n in client.listed(_LISTED_FOR_OTHERS)
+              if not _STORE_OBJECT.fullmatch(n) and n and not n.endswith("/")]
     if not others:
         return
     stores = [n[:-len(HEADER_NAME) - 1] for n in others if n.endswith("/" + HEADER_NAME)]
