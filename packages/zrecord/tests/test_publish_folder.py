@@ -180,3 +180,38 @@ def test_a_writers_temporary_folder_is_never_uploaded(tmp_path, capsys):
         publish(temporary, "s3://bucket/s")
     assert main(["publish", str(temporary), "s3://bucket/s", "-q"]) == 2
     assert "is a writer's temporary folder" in capsys.readouterr().err
+
+
+def test_info_and_verify_list_and_check_a_published_folder_by_its_prefix(
+        s3_server, s3_bucket, dataset, monkeypatch, capsys):
+    """Found by a newcomer: a folder published whole could not be checked by URL (`zrecord
+    info/verify s3://B/mnist` exited 1: "no header.zrh there, but stores below it"). The
+    prefix is now listed as a local folder is walked: info's table, verify of every store,
+    a damaged one named."""
+    opts = _options(s3_server)
+    url = s3_bucket.url("mnist")
+    pub.publish_folder(dataset, url, storage_options=opts)
+    creds = s3_server.credentials
+    for name, value in (("AWS_ACCESS_KEY_ID", creds.access_key_id),
+                        ("AWS_SECRET_ACCESS_KEY", creds.secret_access_key),
+                        ("AWS_REGION", creds.region)):
+        monkeypatch.setenv(name, value)
+    endpoint = ["--endpoint-url", s3_server.endpoint_url]
+    assert main(["info", url, *endpoint]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{url}: a folder holding 4 stores") and "total: 14 records" in out
+    assert main(["info", url, *endpoint, "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert [s["path"] for s in listing["stores"]] == STORES
+    sizes = {k.split("/", 1)[1]: len(s3_bucket.get(k)) for k in s3_bucket.keys("mnist/train/image/")}
+    assert listing["stores"][2]["disk_bytes"] == sum(sizes.values())
+    assert main(["verify", url, *endpoint]) == 0
+    assert capsys.readouterr().out.strip().endswith(f"{url}: 4 of 4 stores OK")
+    # One store's shard replaced by other bytes of its size: named, exit 1.
+    key = "mnist/train/image/data-000.zrd"
+    s3_bucket.put(key, bytes(len(s3_bucket.get(key))))
+    assert main(["verify", url, *endpoint]) == 1
+    assert "FAILED: train/image" in capsys.readouterr().out
+    # A prefix with nothing of a store below it keeps its own error.
+    assert main(["info", s3_bucket.url("nothing"), *endpoint]) == 1
+    assert "no object under that prefix" in capsys.readouterr().err

@@ -254,9 +254,13 @@ class Client:
         """The names (below the store's prefix) of at most `most` objects under it, in the
         server's order (S3: by name), only those after `after` when given: one listing
         request."""
-        def first(store: Any) -> list[str]:
+        return [name for name, _ in self.listed_sizes(most, after)]
+
+    def listed_sizes(self, most: int, after: str | None = None) -> list[tuple[str, int]]:
+        """`listed`, with each object's size in bytes."""
+        def first(store: Any) -> list[tuple[str, int]]:
             for chunk in self._obstore.list(store, offset=after, chunk_size=most):
-                return [str(meta["path"]) for meta in chunk[:most]]
+                return [(str(meta["path"]), int(meta["size"])) for meta in chunk[:most]]
             return []
         return self._request("", first)
 

@@ -28,8 +28,10 @@ from typing import Any
 
 from zrecord import _manifest
 from zrecord._dataset import open_dataset
+from zrecord._objects import is_url
 from zrecord._paths import HEADER_NAME
 from zrecord._reader import open_store
+from zrecord._types import StorageOptions
 from zrecord.errors import StoreOSError, ZrecordError
 
 # The marker in a temporary's name after `.<name>` (zig/src/staging.zig, spec [ZR-PUB-001]).
@@ -154,17 +156,84 @@ def _disk_bytes(path: str) -> int:
     return total
 
 
-def describe_store(path: str) -> dict[str, Any]:
-    """A store's line of the table: kind, dtype, shape, records, codec and size on disk."""
-    with open_store(path) as store:
+def describe_store(path: str, storage_options: StorageOptions | None = None) -> dict[str, Any]:
+    """A store's line of the table: kind, dtype, shape, records, codec and size on disk (for
+    a URL, the caller's: listing it gives its objects' sizes)."""
+    with open_store(path, storage_options=storage_options) as store:
         info = store.info()
     row = {"kind": info["kind"], "dtype": info["dtype"]}
     if info["kind"] == "Dense":
         row["item_shape"] = info["item_shape"]
     else:
         row["ndim"] = info["ndim"]
-    row.update(records=info["records"], codec=info["codec"], disk_bytes=_disk_bytes(path))
+    row.update(records=info["records"], codec=info["codec"],
+               disk_bytes=0 if is_url(path) else _disk_bytes(path))
     return row
+
+
+# Names an s3:// folder's survey lists at most (a request lists LISTED_PAGE): beyond, the
+# survey is truncated.
+LISTED_PAGE = 1000
+LISTED_NAMES_MAX = 100_000
+
+
+def remote_survey(url: str, storage_options: StorageOptions | None, depth_max: int, *,
+                  describe: bool = True) -> Survey:
+    """`survey` of an s3:// prefix that is not a store: its stores (prefixes below it that
+    hold header.zrh, at most `depth_max` levels down; none inside another), uploads that
+    never finished (index.zri without header.zrh) and datasets, found by listing it (at most
+    LISTED_NAMES_MAX names). A store's size is that of its objects."""
+    from zrecord._objects import Client, storage_settings  # _objects imports nothing of this
+
+    client = Client(url, storage_settings(storage_options))
+    found = Survey()
+    sizes: dict[str, int] = {}
+    kinds: dict[str, set[str]] = {"header": set(), "index": set(), "manifest": set()}
+    after: str | None = None
+    listed = 0
+    while True:
+        page = client.listed_sizes(LISTED_PAGE, after=after)
+        for name, size in page:
+            folder, _, base = name.rpartition("/")
+            sizes[folder] = sizes.get(folder, 0) + size
+            kind = ("header" if base == HEADER_NAME else "index" if base == INDEX_NAME
+                    else "manifest" if _manifest.version_of(base) is not None else None)
+            if kind is not None:
+                kinds[kind].add(folder)
+        listed += len(page)
+        if len(page) < LISTED_PAGE:
+            break
+        if listed >= LISTED_NAMES_MAX:
+            found.truncated = True
+            break
+        after = page[-1][0]
+    stores = kinds["header"]
+
+    def inside_a_store(rel: str) -> bool:
+        parts = rel.split("/")
+        return any("/".join(parts[:k]) in stores for k in range(len(parts)))
+
+    for rel in sorted(stores):
+        if not rel or inside_a_store(rel):
+            continue
+        if rel.count("/") >= depth_max:
+            found.truncated = True
+            continue
+        try:
+            row = (describe_store(f"{url}/{rel}", storage_options) | {"disk_bytes": sizes[rel]}
+                   if describe else {})
+            found.stores.append({"path": rel, **row})
+        except (ZrecordError, OSError, MemoryError) as exc:
+            found.problems.append(_problem(rel, exc))
+    for rel in sorted(kinds["index"] - stores):
+        if rel and not inside_a_store(rel):
+            found.problems.append({"path": rel, "status": 1, "error": (
+                f"has {INDEX_NAME} but no {HEADER_NAME}: not a published store (ZR-PUB-004): "
+                "an upload that did not finish")})
+    for rel in sorted(kinds["manifest"]):
+        if rel and not inside_a_store(rel):
+            _judge_dataset(found, f"{url}/{rel}", rel, storage_options)
+    return found
 
 
 def _problem(rel: str, exc: BaseException) -> dict[str, Any]:
@@ -173,13 +242,12 @@ def _problem(rel: str, exc: BaseException) -> dict[str, Any]:
     return {"path": rel, "error": str(exc), "status": 3 if runtime else 1}
 
 
-def _judge_dataset(found: Survey, path: str, rel: str) -> None:
+def _judge_dataset(found: Survey, path: str, rel: str,
+                   storage_options: StorageOptions | None = None) -> None:
     """A folder holding manifests: its latest version opened, every part checked against its
     entry (spec §12.4), as a dataset (else a problem, with the dataset's error)."""
-
-
     try:
-        open_dataset(path).close()
+        open_dataset(path, storage_options=storage_options).close()
     except (ZrecordError, OSError, MemoryError, ValueError) as exc:
         found.problems.append(_problem(rel, exc))
         return

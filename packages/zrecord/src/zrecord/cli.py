@@ -52,7 +52,7 @@ from zrecord import __version__
 from zrecord._cost import BLOCK_BYTES_DEFAULT, PRICES, REQUEST_BYTES_MAX_DEFAULT, Price, epoch_cost
 from zrecord._dataset import dataset_versions
 from zrecord._kinds import Dense, Ragged
-from zrecord._objects import redact
+from zrecord._objects import is_url, redact
 from zrecord._publish import Published, publish, publish_entries
 from zrecord._reader import DenseReader, RaggedReader, open_store
 from zrecord._tree import (
@@ -63,6 +63,7 @@ from zrecord._tree import (
     has_store_files,
     is_store_dir,
     is_temporary_name,
+    remote_survey,
     survey,
     unfinished_writes,
     writer_state,
@@ -328,8 +329,9 @@ def _verify_one_of(args: argparse.Namespace, root: str,
                    rel: str) -> tuple[int, dict[str, Any], str]:
     """Verify the store at `rel` below folder `root`; a store that does not open, or that
     the system fails to read, is a result too, so that the other stores are still checked."""
+    where = f"{root.rstrip('/')}/{rel}" if is_url(root) else os.path.join(root, rel)
     try:
-        with open_store(os.path.join(root, rel)) as store:
+        with open_store(where, storage_options=_storage_options(args) or None) as store:
             status, result, line = _verify_store(store, args, _shown(rel))
     except BrokenPipeError:
         raise  # the reader went away: run_tool ends the command quietly
@@ -681,6 +683,18 @@ def _storage_options(args: argparse.Namespace) -> StorageOptions:
     return {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
 
 
+# What PATH may be, by command.
+_PATH_HELP = {
+    "": "a store (a folder holding header.zrh); or a URL: s3://BUCKET/PREFIX, https://HOST/PATH",
+    "info": "a store (a folder holding header.zrh); or a folder of stores, listed as a table; "
+            "or a URL: s3://BUCKET/PREFIX (also a prefix of stores, as a folder), "
+            "https://HOST/PATH",
+    "verify": "a store (a folder holding header.zrh); or a folder of stores, each verified; or "
+              "a URL: s3://BUCKET/PREFIX (also a prefix of stores, as a folder), "
+              "https://HOST/PATH",
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="zrecord", formatter_class=HelpFormatter,
@@ -697,11 +711,7 @@ def _parser() -> argparse.ArgumentParser:
                            description=paragraph(summary[:1].upper() + summary[1:] + "."),
                            formatter_class=HelpFormatter,
                            epilog=epilog(STATUSES, _EXAMPLES[name]))
-        p.add_argument("path", metavar="PATH",
-                       help="a store (a folder holding header.zrh)"
-                            + {"info": "; or a folder of stores, listed as a table",
-                               "verify": "; or a folder of stores, each verified"}.get(name, "")
-                            + "; or a URL: s3://BUCKET/PREFIX, https://HOST/PATH")
+        p.add_argument("path", metavar="PATH", help=_PATH_HELP.get(name, _PATH_HELP[""]))
         _storage_arguments(p)
         p.add_argument("--json", action="store_true",
                        help="machine-readable output, strict JSON (RFC 8259)"
@@ -875,19 +885,31 @@ def _not_a_store(args: argparse.Namespace, exc: BaseException) -> int:
             return EXIT_INVALID
     elif os.path.isdir(path) and not is_store_dir(path) and not has_store_files(path):
         return _folder(args, path)
+    if path.startswith("s3://") and args.command in ("info", "verify") and \
+            isinstance(exc, (StoreNotFoundError, NotPublishedError)):
+        # A prefix of stores (a folder published whole): listed, as a local folder is walked.
+        try:
+            found = remote_survey(path, _storage_options(args) or None, args.max_depth,
+                                  describe=args.command == "info")
+        except (ZrecordError, OSError, ValueError):
+            found = None  # the store's own error says more
+        if found is not None and (found.stores or found.problems or found.datasets):
+            return _folder(args, path, found)
     say(f"{command}: {message_of(exc)}")
     return _status_of(exc)
 
 
-def _folder(args: argparse.Namespace, path: str) -> int:
-    """PATH is a folder, not a store: `info` lists the stores below it and `verify` verifies
-    them; the other commands need one store and say where to find them."""
+def _folder(args: argparse.Namespace, path: str, found: Survey | None = None) -> int:
+    """PATH is a folder (or an s3:// prefix whose survey is `found`), not a store: `info`
+    lists the stores below it and `verify` verifies them; the other commands need one store
+    and say where to find them."""
     command = f"zrecord {args.command}"
     describe = args.command == "info"
     searched = args.command in ("info", "verify")
     try:
-        found = survey(path, args.max_depth if searched else TREE_DEPTH_DEFAULT,
-                       describe=describe)
+        if found is None:
+            found = survey(path, args.max_depth if searched else TREE_DEPTH_DEFAULT,
+                           describe=describe)
     except OSError as exc:
         say(f"{command}: cannot read the folder {path!r}: {exc}")
         return _status_of(exc)
