@@ -395,12 +395,13 @@ class Client:
                  else f"it answered HTTP {status.group(1)}" if status else _first_line(exc))
         return RemoteError(_errno.EACCES, f"no credentials found for {self.shown} (looked in: "
                            f"{self.looked_in}, and the instance metadata service at "
-                           f"{_host_of(text) or 'its address'}: {cause}). Give them as "
-                           "storage_options={'aws_access_key_id': ..., 'aws_secret_access_key': "
-                           "...}, as the environment variables AWS_ACCESS_KEY_ID and "
-                           "AWS_SECRET_ACCESS_KEY, or in ~/.aws/credentials (AWS_PROFILE picks "
-                           "the profile); a public bucket reads without them with "
-                           "storage_options={'skip_signature': True}")
+                           f"{_host_of(text) or 'its address'}: {cause}). Give them as the "
+                           "environment variables AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                           "(what a command line reads), in ~/.aws/credentials (AWS_PROFILE "
+                           "picks the profile), or in Python as storage_options="
+                           "{'aws_access_key_id': ..., 'aws_secret_access_key': ...}; a public "
+                           "bucket reads without them with storage_options={'skip_signature': "
+                           "True}")
 
     def _call(self, name: str, fn: Callable[[], _T]) -> _T:
         """`fn()`, with obstore's errors as zrecord's (`errors`)."""
