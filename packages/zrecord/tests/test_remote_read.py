@@ -548,3 +548,31 @@ def test_wrong_credentials_are_access_denied_naming_the_url_never_the_secret():
             Dense.open("s3://b/store", storage_options=opts)
         assert info.value.errno == 13 and secret not in str(info.value)
         assert "check the credentials" in str(info.value)
+
+
+@pytest.mark.parametrize("damage", ["extended", "missing"])
+def test_verify_by_url_confirms_the_objects_no_record_was_read_from(http_folder, tmp_path,
+                                                                    damage):
+    """Found by a corruption campaign. Was: read by part, an object's size is confirmed by its
+    first GET, and a shard that holds only empty records is never asked for, so verify() by
+    URL passed a store whose such shard had bytes no record covers, or was missing (locally
+    CorruptStoreError, ZR-HDR-010 / ZR-GEN-001)."""
+    from zrecord.errors import CorruptStoreError
+
+    records = [np.zeros(0, np.uint8)] * 4 + [np.arange(1, 9, dtype=np.uint8)] * 8
+    with Ragged.create(tmp_path / "s", np.uint8, 1, codec="raw", data_shards=3,
+                       index_cache=None) as w:
+        w.append(records)
+    assert (tmp_path / "s" / "data-000.zrd").stat().st_size == 0
+    url = _serve(http_folder, tmp_path / "s", "s")
+    shard = http_folder.path / "s" / "data-000.zrd"
+    if damage == "extended":
+        shard.write_bytes(b"bytes under no checksum")
+        expected = r"data-000.zrd' has 23 bytes .* shard_sizes says 0 \(ZR-HDR-010\)"
+    else:
+        shard.unlink()
+        expected = r"is missing its file data-000.zrd \(ZR-GEN-001\)"
+    with Ragged.open(url) as ds:
+        assert [r.tolist() for r in ds[np.arange(len(records))]] == [r.tolist() for r in records]
+        with pytest.raises(CorruptStoreError, match=expected):
+            ds.verify()

@@ -714,7 +714,23 @@ class Mirror:
         with self._unless_closed():
             if whole_index and self.by_part:
                 self._fetch_whole_index()
+                self._confirm_objects()
             return self._read(idx, gather)
+
+    def _confirm_objects(self) -> None:
+        """For verify, by part: the size of every object no answer has confirmed yet (a shard
+        no record was read from, one of empty records only) from its HEAD, so that the store
+        the whole path refuses at open (an object missing, or of another size) is refused
+        here too, not passed because no record needed that object."""
+        with self._lock:
+            left = dict(self._unconfirmed)
+        for name, want in left.items():
+            head = self.client.head(name)
+            if head is None:
+                raise self._no_object(name)
+            if head[0] != want:
+                raise self._wrong_size(name, head[0], want)
+            self._check_object(name, head[0], head[1])
 
     def _read(self, idx: np.ndarray, gather: Callable[[np.ndarray], _T]) -> _T:
         for foresight in self._foresights:
