@@ -177,7 +177,15 @@ def make_donors(work: str, args: argparse.Namespace) -> None:
             with create(kind, path, "raw", index_cache=None) as w:
                 w.append(blocks[:n] if kind == "dense" else records[:n])
             before = set(os.listdir(cache)) if os.path.isdir(cache) else set()
-            (Dense if kind == "dense" else Ragged).open(path, index_cache=cache).close()
+            # A store with index parts (format 1.2) is read by part and writes no file at a
+            # plain open: validate="full" judges it whole and writes one (a build before
+            # format 1.2 takes no validate= and writes one at a plain open).
+            try:
+                opened = (Dense if kind == "dense" else Ragged).open(path, index_cache=cache,
+                                                                     validate="full")
+            except TypeError:
+                opened = (Dense if kind == "dense" else Ragged).open(path, index_cache=cache)
+            opened.close()
             new = [f for f in set(os.listdir(cache)) - before if NAME.match(f)]
             if len(new) != 1:
                 raise SystemExit(f"{STORE_LABEL}: opening {path} wrote {new} into {cache}; "
