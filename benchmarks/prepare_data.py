@@ -17,6 +17,10 @@ tokenizer from the `blingfire` wheel. OUT receives the files the benchmark scrip
   token_blocks.npy            (M, 512) int32: tokens.npy cut into blocks
   hf/fashion_mnist/           a `datasets` DatasetDict (Image, ClassLabel) saved with
                               save_to_disk: the converter benchmark's source
+  hf/photos/                  a `datasets` Dataset of the vision part's images as their
+                              original files (Image of bytes, `source` ClassLabel): the
+                              photo conversions' and decoding benchmarks' source (needs the
+                              vision part, run before it)
   metadata.json               arguments, versions, counts and the SHA-256 of every output
 
 The same installed packages and arguments give the same bytes. The published benchmark
@@ -38,11 +42,13 @@ import math
 import os
 import random
 import re
+import shutil
 import struct
 import sys
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -349,7 +355,45 @@ def hf(out: Path) -> dict:
             features=features)
     dataset = datasets.DatasetDict(splits)
     dataset.save_to_disk(str(out / "hf" / "fashion_mnist"))
-    return {"fashion_mnist": {k: len(v) for k, v in splits.items()}}
+    return {"fashion_mnist": {k: len(v) for k, v in splits.items()},
+            "photos": hf_photos(out)}
+
+
+def hf_photos(out: Path) -> int | None:
+    """hf/photos: the vision part's images as their original encoded files (an Image column
+    of bytes, a ClassLabel of their sources), in the order of vision_manifest.json, each
+    checked against the SHA-256 there; None (with a warning) without that manifest."""
+    import datasets
+
+    manifest_path = out / "vision_manifest.json"
+    if not manifest_path.exists():
+        print("hf: no vision_manifest.json (run the vision part first): hf/photos skipped",
+              file=sys.stderr)
+        return None
+    manifest = json.loads(manifest_path.read_text())
+    payloads = {name: payload for items in _candidates().values() for name, payload in items
+                if payload is not None}
+    sources = sorted({item["source"] for item in manifest})
+
+    def rows() -> Any:
+        for item in manifest:
+            name = item["file"]
+            data = payloads[name] if name in payloads else Path(name).read_bytes()
+            if hashlib.sha256(data).hexdigest() != item["sha256"]:
+                raise SystemExit(f"hf: {name} is not the file the vision part read (SHA-256 "
+                                 "differs): run both parts from the same installed packages")
+            yield {"image": {"bytes": data, "path": None}, "source": item["source"]}
+
+    features = datasets.Features({"image": datasets.Image(),
+                                  "source": datasets.ClassLabel(names=sources)})
+    # Built in a cache of its own, removed once saved (not in ~/.cache/huggingface).
+    cache = out / "hf" / ".photos-cache"
+    try:
+        photos = datasets.Dataset.from_generator(rows, features=features, cache_dir=str(cache))
+        photos.save_to_disk(str(out / "hf" / "photos"))
+        return int(photos.num_rows)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 # -- main -------------------------------------------------------------------------------
