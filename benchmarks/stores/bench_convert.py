@@ -9,8 +9,8 @@ Workloads (benchmarks/prepare_data.py, part hf):
                   columns image + source, cast to Image(mode="RGB") and decoded to pixels
   photos-encoded  the same photos kept as their files (images="encoded")
 
-Each conversion runs in a fresh interpreter, so that its peak RSS (wait4's rusage: the
-conversion's own, threads included) is its own: reading the Arrow files, decoding, writing the
+Each conversion runs in a fresh interpreter, so that its peak RSS (its own getrusage, threads
+included; one process, no workers here) is its own: reading the Arrow files, decoding, writing the
 stores. The published loaderx (--peer PYTHON, a venv with loaderx 2.5.9, datasets and Pillow)
 converts fmnist and photos-decode the same way (it has no encoded mode and one codec for every
 column). `--rounds` rounds run every fmnist configuration in turn; rows/s are medians and
