@@ -722,8 +722,10 @@ def deep_table(results: dict[str, Any]) -> str:
 
 
 def table(results: dict[str, Any]) -> str:
-    if not all(part in w for w in results["workloads"].values() for part in ("ceiling", "remote", "loader",
-                                                                           "loader_no_readahead", "local")):
+    """The main table, of the parts measured (a part not run leaves its cells blank); empty
+    when none of them ran."""
+    parts = ("ceiling", "remote", "loader", "loader_no_readahead", "local")
+    if not any(part in w for w in results["workloads"].values() for part in parts):
         return ""
     lines = [f"### Remote reads over {results['link']} ({results['server']} server), batch "
              f"{results['batch']}, {results['in_flight']} requests in flight",
@@ -732,15 +734,23 @@ def table(results: dict[str, Any]) -> str:
              "first batch s | DataLoader records/s (no read-ahead) | local records/s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, w in results["workloads"].items():
-        c, r, lo, dl, dl0 = w["ceiling"], w["remote"], w["local"], w["loader"], w["loader_no_readahead"]
-        lines.append(
-            f"| {name} | {w['record_bytes']:,.0f} B | {c['bandwidth_mib_s']:,.0f} ({c['one_connection_mib_s']:,.0f}) | "
-            f"{c['request_rate']:,.0f} | {r['records_s']:,.0f} | {r['mib_s']:,.1f} | "
-            f"{100 * r['mib_s'] / c['bandwidth_mib_s']:.0f}% | {r['requests_s']:,.0f} "
-            f"({100 * r['requests_s'] / c['request_rate']:.0f}%) | {r['requests_per_record']:.2f} | "
-            f"{r['payload_amplification']:.2f} | {r['read_amplification']:.2f} | "
-            f"{r['first_batch_s']:.2f} | {dl['records_s']:,.0f} ({dl0['records_s']:,.0f}) | "
-            f"{lo['records_s']:,.0f} |")
+        c, r, dl, dl0, lo = (w.get(part) for part in parts)
+        cells = [name, f"{w['record_bytes']:,.0f} B"]
+        cells += ([f"{c['bandwidth_mib_s']:,.0f} ({c['one_connection_mib_s']:,.0f})",
+                   f"{c['request_rate']:,.0f}"] if c else ["", ""])
+        if r:
+            share = f"{100 * r['mib_s'] / c['bandwidth_mib_s']:.0f}%" if c else ""
+            rate = f" ({100 * r['requests_s'] / c['request_rate']:.0f}%)" if c else ""
+            cells += [f"{r['records_s']:,.0f}", f"{r['mib_s']:,.1f}", share,
+                      f"{r['requests_s']:,.0f}{rate}", f"{r['requests_per_record']:.2f}",
+                      f"{r['payload_amplification']:.2f}", f"{r['read_amplification']:.2f}",
+                      f"{r['first_batch_s']:.2f}"]
+        else:
+            cells += [""] * 8
+        cells.append((f"{dl['records_s']:,.0f}" if dl else "")
+                     + (f" ({dl0['records_s']:,.0f})" if dl0 else ""))
+        cells.append(f"{lo['records_s']:,.0f}" if lo else "")
+        lines.append("| " + " | ".join(cells) + " |")
     peers = [(name, peer, p) for name, w in results["workloads"].items() for peer, p in w.get("peers", {}).items()]
     if peers:
         lines += ["", f"Peers, each through its own cache bounded to {100 * results['cache_share']:.0f}% "
@@ -748,7 +758,9 @@ def table(results: dict[str, Any]) -> str:
                   "| workload | reader | first batch s | records/s | payload amp. | wire amp. | peak cache MiB |",
                   "|---|---|---:|---:|---:|---:|---:|"]
         for name, w in results["workloads"].items():
-            r, dl = w["remote"], w["loader"]
+            r, dl = w.get("remote"), w.get("loader")
+            if r is None or dl is None:
+                continue
             lines.append(f"| {name} | zrecord (gathers) | {r['first_batch_s']:.2f} | {r['records_s']:,.0f} | "
                          f"{r['payload_amplification']:.2f} | {r['read_amplification']:.2f} | "
                          "(mirror: what was read) |")

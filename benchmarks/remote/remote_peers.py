@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -146,6 +147,9 @@ def open_dataset(args: argparse.Namespace, shuffle: bool = False):  # noqa: ANN2
                        "S3_ENDPOINT_URL": args.endpoint, "AWS_ENDPOINT_URL": args.endpoint})
     if args.peer == "mds":
         _torchvision_stand_in()
+        # MDS keeps its processes' file locks (`000000_barrier_filelock`, ...) in the temporary
+        # folder: the run's own, beside its cache, not /tmp, where they outlived the run.
+        tempfile.tempdir = os.path.dirname(os.path.abspath(args.cache))
         from streaming import StreamingDataset
 
         order = {"shuffle_algo": "py1e", "shuffle_block_size": args.window_records,
