@@ -473,3 +473,26 @@ def test_a_zstd_dictionary_with_id_0_is_refused_at_create_and_at_open(tmp_path):
     with pytest.raises(zrecord.errors.InvalidArgumentError, match="6.3"):
         Ragged.create(str(tmp_path / "w"), np.uint8, 1, codec="zstd_dict", dict_bytes=bytes(trained))
     assert not os.path.exists(tmp_path / "w")
+
+
+@pytest.mark.parametrize(("parts", "validate"), [(False, "cached"), (True, "full")])
+@pytest.mark.parametrize("field", [8, 13, 16])  # an entry's stored_size, a reserved byte, its checksum
+def test_verify_reads_index_zri_again_after_an_open_that_judged_it_whole(tmp_path, parts, validate,
+                                                                          field):
+    """Found by a corruption campaign. Was: a reader that hashed index.zri at open (a store
+    without index parts, or one with them opened with validate="full") did not read it again
+    in verify(): one changed under it after open passed (a stored_size or reserved byte), or
+    its checksum field was blamed on the record's shard (ZR-ERR-007, ZR-SUM-003)."""
+    path = tmp_path / "s"
+    with Dense.create(path, np.int16, (15,), codec="raw", data_shards=1, index_parts=parts,
+                      index_cache=None) as w:
+        w.append(np.arange(40 * 15, dtype=np.int16).reshape(40, 15))
+    with Dense.open(path, validate=validate, index_cache=None) as ds:
+        with open(path / "index.zri", "r+b") as f:
+            at = 5 * 24 + field
+            f.seek(at)
+            byte = f.read(1)[0]
+            f.seek(at)
+            f.write(bytes([byte ^ 1]))
+        with pytest.raises(zrecord.errors.ZrecordError, match=r"index\.zri"):
+            ds.verify()
