@@ -8,6 +8,7 @@ import copy
 import os
 import pickle
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -154,3 +155,73 @@ def test_streams_and_arguments_of_the_wrong_kind_are_named(tmp_path):
             DataLoader(_streams(), Sampler(N, 4, "sequential"), **{name: value})
 
 
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_a_transform_that_closes_its_loader_ends_the_run_cleanly(workers):
+    """Found in review. Was: with 2 workers or more the process hung (one worker's close()
+    joined the other under the loader's lock while the other's transform waited for that lock);
+    with one, close() raised "cannot join current thread" inside the transform, and the
+    sampler was left where the loader had drawn (step 8 for a loader at step 3)."""
+    sampler = Sampler(N, 4, "sequential")
+    holder: dict[str, DataLoader] = {}
+    calls = []
+
+    def transform(batch):
+        calls.append(1)
+        if len(calls) == 4:
+            holder["loader"].close()  # a transform that decides the run must stop
+        return batch
+
+    loader = DataLoader(_streams(), sampler, transform, workers=workers, prefetch=6)
+    holder["loader"] = loader
+    outcome: list[object] = []
+
+    def consume() -> None:
+        try:
+            while True:
+                next(loader)
+        except LoaderClosedError as exc:
+            outcome.append(exc)
+
+    before = {t.ident for t in threading.enumerate()}
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    consumer.join(30)
+    assert not consumer.is_alive(), "the consumer hung"
+    assert isinstance(outcome[0], LoaderClosedError)
+    loader.close()  # again, from the consumer's side: returns at once
+    assert sampler.step == loader.step
+    deadline = time.monotonic() + 10
+    while {t.ident for t in threading.enumerate()} - before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not [t.name for t in threading.enumerate() if t.ident not in before]
+
+
+def test_a_loader_collected_on_its_own_worker_thread_shuts_down_without_error(monkeypatch):
+    """Found in review. Was: a loader in a reference cycle, collected by a gc.collect() that
+    ran on one of its workers, failed its finalizer ("Exception ignored ... cannot join
+    current thread") and left its streams' foresight open."""
+    import gc
+    import sys
+
+    raised: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: raised.append(info.exc_value))
+
+    class Box:
+        pass
+
+    def transform(batch):
+        gc.collect()  # as a collection an allocation triggers on this thread
+        return batch
+
+    for _ in range(10):
+        box = Box()
+        box.cycle = box
+        box.loader = DataLoader(_streams(), Sampler(N, 4, "sequential"), transform, workers=3,
+                                prefetch=4)
+        next(box.loader)
+        del box
+        time.sleep(0.05)
+    gc.collect()
+    assert not [e for e in raised if "join" in str(e)], raised

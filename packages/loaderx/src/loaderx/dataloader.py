@@ -115,10 +115,21 @@ class _Exhausted(Exception):
     """Internal: a finite sampler has ended and every drawn step was delivered."""
 
 
+def _on_worker(executor: concurrent.futures.ThreadPoolExecutor) -> bool:
+    """Whether this thread is one of `executor`'s (a transform that closes its loader, or a
+    collection of the loader that runs there)."""
+    return threading.current_thread() in getattr(executor, "_threads", ())
+
+
 def _shutdown(executor: concurrent.futures.ThreadPoolExecutor, foresights: list[Any]) -> None:
-    executor.shutdown(wait=True, cancel_futures=True)
-    for handle in foresights:
-        handle.close()
+    """Stop the loader's threads, joined unless this is one of them (a thread cannot join
+    itself, and another may be waiting for it: they end once their work is done), then take
+    the streams' foresight back whatever happened."""
+    try:
+        executor.shutdown(wait=not _on_worker(executor), cancel_futures=True)
+    finally:
+        for handle in foresights:
+            handle.close()
 
 
 def _progress_of(loader: weakref.ref[DataLoader[Any]]) -> Callable[[], int | None]:
@@ -548,6 +559,8 @@ class DataLoader(Generic[_Batch]):
         # inside next().
         self._lock = threading.Lock()
         self._closed = False
+        # Set once the close() that closed the loader has joined its threads.
+        self._shut = threading.Event()
         self._exhausted = False  # the sampler raised StopIteration: no step after _drawn
         self._error: BaseException | None = None
         self._next_step = int(getattr(sampler, "step", 0))
@@ -834,24 +847,32 @@ class DataLoader(Generic[_Batch]):
         flight and read ahead from it), so that a loader made next on the same sampler
         delivers the step after the last one delivered, not the steps after those.
         """
-        # Held until every thread is joined, so that a close() racing another one (or a next()
-        # that would submit new work) waits for it instead of returning early.
+        # The threads are joined outside the lock: a transform that closes its loader runs on
+        # one of them, and one waiting for the lock would never be joined. A close() racing
+        # the first waits for it to end (not on a worker thread, which it would be joining).
         with self._lock:
-            if self._closed:
-                return
+            first = not self._closed
             self._closed = True
-            for _, future in self._pending:
-                future.cancel()
-            drawn = bool(self._pending or self._drawn)
-            self._pending.clear()
-            self._drawn.clear()
+            if first:
+                for _, future in self._pending:
+                    future.cancel()
+                drawn = bool(self._pending or self._drawn)
+                self._pending.clear()
+                self._drawn.clear()
+        if not first:
+            if not _on_worker(self._executor):
+                self._shut.wait()
+            return
+        try:
             # Also cancels the step the consumer may be waiting on, if it has not started.
             self._finalizer()
+        finally:
             if drawn and isinstance(self._sampler, _Seekable) and os.getpid() == self._pid:
                 try:
                     self._sampler.seek(self._next_step)
                 except (ValueError, TypeError):
                     pass  # a sampler that cannot go there: left where the loader left it
+            self._shut.set()
 
     def __reduce__(self) -> Any:
         raise TypeError("a DataLoader does not pickle or copy (its threads, queue and sampler "
