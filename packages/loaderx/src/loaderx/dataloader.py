@@ -556,11 +556,8 @@ class DataLoader(Generic[_Batch]):
                          if isinstance(b := getattr(s, "cache_budget_bytes", None), int)}
         self._stats.budgeted = frozenset(self._budgets)
         # Guards _closed and _pending: close() may run on another thread while the consumer is
-        # inside next().
-        self._lock = threading.Lock()
-        self._closed = False
-        # Set once the close() that closed the loader has joined its threads.
-        self._shut = threading.Event()
+        # inside next(). _shut: set once the close() that closed the loader joined its threads.
+        self._lock, self._closed, self._shut = threading.Lock(), False, threading.Event()
         self._exhausted = False  # the sampler raised StopIteration: no step after _drawn
         self._error: BaseException | None = None
         self._next_step = int(getattr(sampler, "step", 0))
