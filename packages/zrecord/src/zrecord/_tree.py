@@ -185,6 +185,7 @@ def remote_survey(url: str, storage_options: StorageOptions | None, depth_max: i
     LISTED_NAMES_MAX names). A store's size is that of its objects."""
     from zrecord._objects import Client, storage_settings  # _objects imports nothing of this
 
+    url = url.rstrip("/")  # the stores' URLs are url/rel
     client = Client(url, storage_settings(storage_options))
     found = Survey()
     sizes: dict[str, int] = {}
