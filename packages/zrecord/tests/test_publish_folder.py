@@ -209,6 +209,8 @@ def test_info_and_verify_list_and_check_a_published_folder_by_its_prefix(
     assert capsys.readouterr().out.strip().endswith(f"{url}: 4 of 4 stores OK")
     assert main(["verify", url + "/", *endpoint]) == 0  # the prefix's own / at its end
     assert capsys.readouterr().out.strip().endswith("4 of 4 stores OK")
+    assert main(["info", url + "/", *endpoint]) == 0
+    assert "a folder holding 4 stores" in capsys.readouterr().out
     # One store's shard replaced by other bytes of its size: named, exit 1.
     key = "mnist/train/image/data-000.zrd"
     s3_bucket.put(key, bytes(len(s3_bucket.get(key))))
