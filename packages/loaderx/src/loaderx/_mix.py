@@ -63,7 +63,7 @@ from loaderx._sampler_api import (
     reshard_state,
     saved_step,
 )
-from loaderx.dataloader import _type_name, check_sampler_length
+from loaderx.dataloader import _BILLED, _remote_counts, _type_name, check_sampler_length
 from loaderx.protocols import Stream
 
 # The longest schedule period (table entries). Weights whose exact period is longer are
@@ -284,21 +284,13 @@ class _Concat:
                 prefetch(own)
 
     def remote_stats(self) -> dict[str, int] | None:
-        """The counts of the sources opened by URL added up (each store once, however many
-        sources it is), for ``DataLoader.bill``; None when no source is read by URL."""
-        total: dict[str, int] | None = None
-        seen: set[int] = set()
-        for part in self.parts:
-            if id(part) in seen:
-                continue
-            seen.add(id(part))
-            stats = getattr(part, "remote_stats", None)
-            counts = stats() if callable(stats) else None
-            if counts is not None:
-                total = {} if total is None else total
-                for key, value in counts.items():
-                    total[key] = total.get(key, 0) + int(value)
-        return total
+        """The billed counts of the sources opened by URL added up (each store once, however
+        many sources it is: the loader's own rule), for ``DataLoader.bill``; None when no
+        source is read by URL."""
+        counts = _remote_counts({str(k): part for k, part in enumerate(self.parts)})
+        if not counts:
+            return None
+        return {key: sum(c[key] for c in counts.values()) for key in _BILLED}
 
     @property
     def cache_budget_bytes(self) -> int | None:

@@ -67,8 +67,9 @@ Invariants:
 - Threads. ``close()`` cancels what has not started, waits for what has, and joins every
   thread; it is idempotent, and the same shutdown of the threads runs when the loader is
   garbage-collected or the interpreter exits (not the sampler's move back to ``step``, which
-  only ``close()`` makes: a finalizer cannot know whether another loader uses it by then). An exception in gather or transform reaches the consumer with its
-  original traceback, after the loader has closed itself.
+  only ``close()`` makes: a finalizer cannot know whether another loader uses it by then).
+  An exception in gather or transform reaches the consumer with its original traceback,
+  after the loader has closed itself.
 - Closing from another thread. ``close()`` may run on any thread while the consumer is inside
   ``next()``; that ``next()`` (and every later one) raises ``LoaderClosedError``, never a
   batch, ``CancelledError`` or an executor error. One lock orders ``close()`` against the
