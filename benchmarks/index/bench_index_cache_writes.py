@@ -224,7 +224,7 @@ def entries_for(donors: list[dict[str, Any]], count: int, live_share: float,
 
 def prepare_folder(folder: str, entries: dict[str, str] | None, state: str) -> None:
     """Make `folder` the folder of `state`: empty, or exactly `entries` (copies of their donor
-    files, 0600 as the core makes them) with the prune stamp absent ("full") or just touched
+    files, read-only as the core makes them) with the prune stamp absent ("full") or just touched
     ("full-pruned"). Only what differs from the last state is removed or copied, so each
     state has a folder of its own (`folder_of`)."""
     if state == "empty" or entries is None:
@@ -238,7 +238,7 @@ def prepare_folder(folder: str, entries: dict[str, str] | None, state: str) -> N
     for name in entries.keys() - have:
         path = os.path.join(folder, name)
         shutil.copyfile(entries[name], path)
-        os.chmod(path, 0o600)
+        os.chmod(path, 0o400)
     if state == "full-pruned":
         stamp = os.path.join(folder, f".prune-stamp-{os.geteuid()}")
         os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT, 0o600))

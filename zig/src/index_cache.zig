@@ -12,6 +12,14 @@
 //!   record at another record's bytes, whose checksum it copies, so its checksums only guard
 //!   against accidents, and its owner against other users. Files are created 0600 and named
 //!   with the user's id, so users sharing a folder never collide.
+//! - A file is never changed in place: it is made read-only for everyone, its owner included
+//!   (0400), before it is renamed into place, and a file that anyone can write is not used
+//!   (`usable`). A reader maps the file and checks each record's entry once, at its first
+//!   read; a change made in place after that (a bit flipped, the file truncated) would reach
+//!   its later reads, which the checks made at the first read no longer cover (wrong records,
+//!   or a fault in a read of the mapping). A program of the user can no longer do that by
+//!   accident (opening the file to write or truncate it fails), only by changing its mode
+//!   first. Windows, whose renames cannot replace a read-only file, keeps files writable.
 //! - A cache file is named by the store's header checksum, the index file's device and inode
 //!   and the user, and holds the whole identity (size, times of change) of the index file and,
 //!   in a store with index parts, of index.zrs (spec §9.5), and
@@ -107,6 +115,12 @@ pub fn trusted(st: sys.FileStat) bool {
     return st.kind == .regular and st.uid == sys.geteuid() and st.perm & 0o022 == 0;
 }
 
+/// Whether a reader may map the cache file of status `st`: `trusted`, and writable by nobody,
+/// so that no program changes it in place by accident under the mapping (module invariants).
+pub fn usable(st: sys.FileStat) bool {
+    return trusted(st) and (!sys.read_only_files or st.perm & 0o222 == 0);
+}
+
 /// The key fields of the compact index file of `r`'s index files (compact.FileHeader): `id`
 /// of index.zri, and `r.sums_id` of index.zrs in a store with index parts.
 pub fn keyOf(r: *const Reader, id: sys.FileIdentity) compact.FileHeader {
@@ -134,7 +148,7 @@ pub fn load(r: *const Reader, path: [:0]const u8, id: sys.FileIdentity, d: *Diag
     const fd = sys.open(path, sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC, 0) catch return null;
     defer sys.close(fd);
     const st = sys.fstat(fd) catch return null;
-    if (!trusted(st) or st.size < @sizeOf(compact.FileHeader)) return null;
+    if (!usable(st) or st.size < @sizeOf(compact.FileHeader)) return null;
     var h: compact.FileHeader = undefined;
     var short = false;
     sys.preadAll(fd, std.mem.asBytes(&h), 0, &short) catch return null;
@@ -278,12 +292,17 @@ pub const Output = struct {
         };
     }
 
-    /// Renames the temporary file into place; false for a memory file or a failed rename
-    /// (then the temporary name is removed). The descriptor stays open either way, for the
-    /// caller's mapping; `close` closes it.
+    /// Makes the temporary file read-only and renames it into place; false for a memory
+    /// file or a failed change of mode or rename (then the temporary name is removed). The
+    /// descriptor stays open either way, for the caller's mapping; `close` closes it.
     pub fn publish(o: *Output) bool {
         if (o.tmp_len == 0) return false;
         std.debug.assert(o.fd != sys.invalid_fd);
+        sys.makeReadOnly(o.fd) catch {
+            sys.unlinkAt(sys.AT_FDCWD, o.tmpPath()) catch {};
+            o.tmp_len = 0;
+            return false;
+        };
         sys.rename(o.tmpPath(), o.final.?) catch {
             sys.unlinkAt(sys.AT_FDCWD, o.tmpPath()) catch {};
             o.tmp_len = 0;

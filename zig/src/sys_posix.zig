@@ -53,6 +53,7 @@ const c = struct {
     extern "c" fn closedir(dir: *anyopaque) c_int;
     extern "c" fn geteuid() c_uint;
     extern "c" fn futimens(fd: c_int, times: ?*const [2]std.c.timespec) c_int;
+    extern "c" fn fchmod(fd: c_int, mode: c_uint) c_int;
 };
 
 const PROT_READ: c_int = 1;
@@ -199,6 +200,15 @@ pub fn geteuid() u32 {
 pub fn touch(fd: Fd) OsError!void {
     if (c.futimens(fd, null) != 0) return error.Os;
 }
+
+/// Makes an open file read-only for everyone (mode 0400): its owner can still read it, and
+/// change it only by changing the mode first. An open descriptor keeps the access it has.
+pub fn makeReadOnly(fd: Fd) OsError!void {
+    if (c.fchmod(fd, 0o400) != 0) return error.Os;
+}
+
+/// Whether `makeReadOnly` leaves a mark that `FileStat.perm` shows.
+pub const read_only_files = true;
 
 /// Renames `old` to `new`, replacing what is at `new` (rename(2)).
 pub fn rename(old: [*:0]const u8, new: [*:0]const u8) OsError!void {

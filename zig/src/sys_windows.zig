@@ -619,6 +619,15 @@ fn nowFiletime() FILETIME {
     return ft;
 }
 
+/// Leaves the file as it is: Windows refuses to replace a read-only file by a rename, which
+/// is how a cache file of a changed index is replaced (index_cache.zig).
+pub fn makeReadOnly(fd: Fd) OsError!void {
+    _ = fd;
+}
+
+/// `makeReadOnly` leaves no mark here.
+pub const read_only_files = false;
+
 pub fn touch(fd: Fd) OsError!void {
     const now = nowFiletime();
     if (k.SetFileTime(fd, null, &now, &now) == 0) return failLast();

@@ -82,7 +82,7 @@ def test_the_second_open_maps_the_index_the_first_built(tmp_path, every_index, i
         assert info["source"] == "built_cached" and info["folder"] == str(cache)
         files = _cache_files(cache)
         assert len(files) == 1 and files[0].endswith(f"-{os.geteuid()}.zrx")
-        assert os.stat(cache / files[0]).st_mode & 0o777 == 0o600
+        assert os.stat(cache / files[0]).st_mode & 0o777 == 0o400
     with open_store(tmp_path / "t", index_cache=cache) as second:
         info = second.index_info()
         assert info["source"] == "cached"
@@ -158,6 +158,14 @@ def _dense(path, n=300):
         w.append((np.arange(n) % 256).astype(np.uint8).reshape(n, 1))
 
 
+def _rewrite(path, data):
+    """Writes `data` over a cache file in place, which its read-only mode refuses to any user
+    but root (the mode is put back)."""
+    os.chmod(path, 0o600)
+    path.write_bytes(data)
+    os.chmod(path, 0o400)
+
+
 def _age(path, seconds):
     when = time.time() - seconds
     os.utime(path, (when, when))
@@ -224,7 +232,7 @@ def test_pruning_leaves_other_users_files_and_older_versions_go(tmp_path, every_
     theirs, older = _cache_files(cache)
     data = bytearray((cache / older).read_bytes())
     data[8:12] = (2).to_bytes(4, "little")  # a version-2 file: never loaded again
-    (cache / older).write_bytes(bytes(data))
+    _rewrite(cache / older, bytes(data))
     if os.geteuid() == 0:
         os.chown(cache / theirs, 54321, 54321)
     else:
@@ -315,9 +323,10 @@ def test_a_cache_file_planted_by_another_user_is_never_used(tmp_path, every_inde
     _reseal_cache_file(planted)
     os.unlink(cache / a_file)
     (cache / a_file).write_bytes(bytes(planted))
-    os.chmod(cache / a_file, 0o600)
-    # Owned by the reading user, the planted file is taken as its own work (the trust model:
-    # a user's cache holds what that user made); owned by another, or writable by others, never.
+    os.chmod(cache / a_file, 0o400)
+    # Owned by the reading user and read-only, the planted file is taken as its own work (the
+    # trust model: a user's cache holds what that user made); owned by another, or writable by
+    # others, never.
     for plant in ("other user", "writable by others"):
         if plant == "other user":
             if os.geteuid() != 0:
@@ -331,7 +340,31 @@ def test_a_cache_file_planted_by_another_user_is_never_used(tmp_path, every_inde
             assert a[0:4].ravel().tolist() == [0, 1, 2, 3]
         # The reader replaced the planted file with its own.
         assert (cache / a_file).stat().st_uid == os.geteuid()
-        (cache / a_file).write_bytes(bytes(planted))
+        _rewrite(cache / a_file, bytes(planted))
+
+
+def test_a_cache_file_anyone_can_write_is_not_mapped_and_is_replaced(tmp_path, every_index):
+    """A reader maps its cache file and checks each entry at its first read only, so a change
+    made to the file in place later would reach its reads: files are published read-only
+    (0400), and one that its owner can write (as releases before this one left them) is not
+    used. Before the change such a file was mapped ("cached")."""
+    cache = tmp_path / "cache"
+    _dense(tmp_path / "a")
+    with Dense.open(tmp_path / "a", index_cache=cache):
+        pass
+    path = cache / _cache_file_of(cache, tmp_path / "a")
+    assert path.stat().st_mode & 0o777 == 0o400
+    with Dense.open(tmp_path / "a", index_cache=cache) as a:
+        assert a.index_info()["source"] == "cached"
+    for mode in (0o600, 0o200):
+        os.chmod(path, mode)
+        with Dense.open(tmp_path / "a", index_cache=cache) as a:
+            assert a.index_info()["source"] == "built_cached"
+            assert a[297:300].ravel().tolist() == [41, 42, 43]
+        # Replaced by a read-only file of the same name, which the next reader maps.
+        assert path.stat().st_mode & 0o777 == 0o400
+        with Dense.open(tmp_path / "a", index_cache=cache) as a:
+            assert a.index_info()["source"] == "cached"
 
 
 def test_a_cache_file_reached_through_a_symbolic_link_is_not_used(tmp_path, every_index):
@@ -454,6 +487,6 @@ def test_pruning_keeps_files_of_a_newer_release(tmp_path, every_index):
     (name,) = _cache_files(cache)
     data = bytearray((cache / name).read_bytes())
     data[8:12] = (int.from_bytes(data[8:12], "little") + 1).to_bytes(4, "little")
-    (cache / name).write_bytes(bytes(data))
+    _rewrite(cache / name, bytes(data))
     assert prune(str(cache), 1 << 30)["removed"] == 0
     assert _cache_files(cache) == [name]
