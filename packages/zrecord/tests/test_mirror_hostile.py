@@ -252,6 +252,26 @@ def test_a_damaged_shared_mirror_is_made_again_from_the_store(http_folder, token
     assert sorted(p.name for p in cache.iterdir()) == [_mirrors(cache)[0].name]
 
 
+def test_a_mirror_shard_cut_under_an_open_reader_is_said_to_be_the_mirrors(http_folder, tokens, tmp_path):
+    """Was: a shard file of the mirror truncated by another program under an open reader failed
+    the next read with the core's message for a local store, naming the URL: "data-001.zrd
+    ended before ... truncated after the store was opened". The store at the URL was intact,
+    and the next open fetches what was cut off."""
+    root, recs = tokens
+    url = _serve(http_folder, root)
+    cache = tmp_path / "c"
+    opts = {"cache_dir": str(cache)}
+    with Ragged.open(url, storage_options=opts) as ds:
+        ds[np.arange(len(recs))]
+        (mirror,) = _mirrors(cache)
+        os.truncate(mirror / "store" / "data-001.zrd", 10)
+        with pytest.raises(CorruptStoreError, match=(
+                r"the mirror's copy of data-001\.zrd in cache_dir .* is 10 bytes, not the "
+                r"object's \d+: a program other than zrecord shortened it")):
+            ds[np.arange(len(recs))]
+    _reads_right(url, opts, recs)
+
+
 def test_readers_of_one_store_share_one_mirror_and_fetch_the_index_once(http_folder, tokens, tmp_path):
     root, recs = tokens
     url = _serve(http_folder, root)

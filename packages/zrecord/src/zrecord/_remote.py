@@ -777,9 +777,33 @@ class Mirror:
                 self.ensure(idx, holds=holds)
                 self.ensure(np.array([rec], np.uint64), force=True, holds=holds)
                 continue
+            except CorruptStoreError as exc:
+                self._copy_cut(exc)
+                raise
             if self._budget is not None and chunks is not None:
                 self._budget.touch(chunks)
             return result
+
+    def _copy_cut(self, exc: CorruptStoreError) -> None:
+        """CorruptStoreError naming the mirror's file (from `exc`) when a shard's local copy is
+        shorter than the object: a read of it ended early, or faulted in its mapping, and the
+        core's message (written for a local store) said the store's file was truncated, which
+        named the remote store. Only another program shortens the mirror's files."""
+        with self._lock:
+            fds = dict(self._fds)
+        for shard, fd in sorted(fds.items()):
+            try:
+                size = os.fstat(fd).st_size
+            except OSError:
+                continue
+            want = self._shard_sizes[shard]
+            if size < want:
+                raise CorruptStoreError(
+                    f"{self.url}: the mirror's copy of {shard_name(shard)} {self._where()} is "
+                    f"{size} bytes, not the object's {want}: a program other than zrecord "
+                    "shortened it while this reader had it open (the store at the URL is not "
+                    "at fault); close the store and open it again, and the mirror fetches what "
+                    "was cut off") from exc
 
     def _punch_word(self) -> int:
         """The mirror's punch word (_mirror_cache): this reader's budget's, else 0 (a mirror
