@@ -661,6 +661,18 @@ def test_pytorch_keywords_point_to_what_loaderx_takes(word, points_to):
         DataLoader({}, Sampler(10, 2, Sampler.Mode.CYCLIC), **{word: 2})
 
 
+@pytest.mark.parametrize(("word", "points_to"), [
+    ("transform_workers", "workers="), ("prefetch_size", "prefetch=")])
+def test_loaderx2_keywords_point_to_their_new_names(word, points_to):
+    """loaderx 2.x's DataLoader(streams, sampler, transform_workers=4, prefetch_size=4) got a
+    bare "unexpected keyword argument"."""
+    import re
+
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{word}': that is "
+                       f"loaderx 2.x's; loaderx 3 takes {re.escape(points_to)}"):
+        DataLoader({}, Sampler(10, 2, Sampler.Mode.CYCLIC), **{word: 2})
+
+
 def test_help_lists_the_parameters():
     """[U3] help(DataLoader) showed no parameters: the signature is __init__'s, and the class
     docstring describes each one."""

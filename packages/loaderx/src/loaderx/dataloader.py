@@ -462,6 +462,12 @@ _TORCH_KEYWORDS = {
     "dataset": "streams= (a dict of stores or other streams, gathered at the same indices)",
 }
 
+# loaderx 2.x's DataLoader keywords, renamed in 3.0 (docs/coming-from.md's table).
+_LOADERX2_KEYWORDS = {
+    "transform_workers": "workers= (the threads that gather and transform)",
+    "prefetch_size": "prefetch= (how many batches exist at once)",
+}
+
 
 class DataLoader(Generic[_Batch]):
     """Iterator of index-aligned batches from a dict of streams, as long as its sampler
@@ -490,15 +496,18 @@ class DataLoader(Generic[_Batch]):
     transform returns.
 
     PyTorch's keywords (``num_workers``, ``batch_size``, ``shuffle``, ``collate_fn``, ...)
-    raise a ``TypeError`` that names what to use here instead.
+    and loaderx 2.x's (``transform_workers``, ``prefetch_size``) raise a ``TypeError`` that
+    names what to use here instead.
     """
 
     def __new__(cls: type[_Self], *args: Any, **kwargs: Any) -> _Self:
-        torch_words = [k for k in kwargs if k in _TORCH_KEYWORDS]
-        if torch_words:
-            word = torch_words[0]
-            raise TypeError(f"DataLoader() got an unexpected keyword argument {word!r}: that is "
-                            f"PyTorch's DataLoader's; loaderx's takes {_TORCH_KEYWORDS[word]}")
+        for word in kwargs:
+            if word in _TORCH_KEYWORDS:
+                raise TypeError(f"DataLoader() got an unexpected keyword argument {word!r}: that "
+                                f"is PyTorch's DataLoader's; loaderx's takes {_TORCH_KEYWORDS[word]}")
+            if word in _LOADERX2_KEYWORDS:
+                raise TypeError(f"DataLoader() got an unexpected keyword argument {word!r}: that "
+                                f"is loaderx 2.x's; loaderx 3 takes {_LOADERX2_KEYWORDS[word]}")
         return super().__new__(cls)
 
     @overload
