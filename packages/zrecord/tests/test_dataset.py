@@ -592,6 +592,46 @@ def test_parts_a_killed_run_moved_before_its_manifest_are_removed_by_the_next_ru
     assert zrecord.dataset_versions(root) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("extend", [False, True])
+def test_a_failure_after_the_manifest_is_published_keeps_the_parts_it_names(tmp_path, monkeypatch,
+                                                                         extend):
+    """Found in review. Was: the folder's flush failing after the manifest was linked raised
+    "it is published, but its folder was not flushed", and write_dataset then removed the
+    parts it had moved, which that published version names: open_dataset failed with "part 0
+    is not a published store" and the data was gone. A journal that is not a list of names
+    raised TypeError out of the next run's clean-up."""
+    import stat
+
+    from zrecord import _dataset
+
+    root = tmp_path / "ds"
+    if extend:
+        zrecord.write_dataset(root, lambda i: np.full((1, 2), i, dtype=np.int64), [9],
+                              dtype=np.int64, item_shape=(2,), codec="raw", progress=False)
+    real = os.fsync
+
+    def folder_flush_fails(fd):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd)
+
+    monkeypatch.setattr(_dataset.os, "fsync", folder_flush_fails)
+    with pytest.raises(errors.StoreOSError, match="it is published, but its folder was not flushed"):
+        zrecord.write_dataset(root, lambda i: np.full((1, 2), i, dtype=np.int64), range(3),
+                              dtype=np.int64, item_shape=(2,), codec="raw", inputs_per_part=1,
+                              progress=False, extend=extend)
+    monkeypatch.setattr(_dataset.os, "fsync", real)
+    with zrecord.open_dataset(root) as ds:
+        assert ds[:].tolist() == [[9, 9]] * extend + [[0, 0], [1, 1], [2, 2]]
+    # A staging folder whose journal is not a list: its folder goes, nothing else, no error.
+    staged = root / ".zrecord-staging-x"
+    staged.mkdir()
+    (staged / "moving.json").write_text("7")
+    _parallel._remove_moved(str(staged))
+    with zrecord.open_dataset(root) as ds:
+        assert len(ds) == 3 + extend
+
+
 def test_write_dataset_judges_its_arguments_before_making_anything(tmp_path):
     """Was: the dataset's folder was made first, and left behind; item_shape=2 (which
     Dense.create takes) failed with "'int' object is not iterable", and an unknown start

@@ -392,8 +392,9 @@ def _write_and_publish(path: Any, fn: Callable[[Any], Any], items: list[Any], sc
 def _publish(folder: str, staging: str, names: list[str], extend: bool, progress: bool,
              storage_options: StorageOptions | None) -> int:
     """Move (or upload) the parts written in `staging` into the dataset and publish its
-    version; a failure removes the parts moved, which no manifest names (uploaded ones stay,
-    as write_dataset's docstring says)."""
+    version; a failure removes the parts moved that no manifest names (uploaded ones stay,
+    as write_dataset's docstring says). A failure after the manifest was published (its
+    folder not flushed) removes none: the version names them."""
     moved: list[str] = []
     try:
         if is_url(folder):
@@ -413,8 +414,9 @@ def _publish(folder: str, staging: str, names: list[str], extend: bool, progress
         # (StoreExistsError), never published over with the next version number.
         return publish_dataset(folder, names, version=1, storage_options=storage_options)
     except BaseException:
-        for name in moved:
-            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+        # Unreadable manifests (OSError): which parts they name cannot be told; all stay.
+        with contextlib.suppress(OSError):
+            _remove_unnamed(folder, moved)
         raise
 
 
@@ -440,12 +442,19 @@ def _remove_moved(staging: str) -> None:
         return  # it died before moving anything
     except ValueError:
         return  # a journal cut short: it died while writing it, before moving anything
-    folder = os.path.dirname(staging)
+    if isinstance(names, list):  # anything else is not a journal this module wrote
+        # Unreadable manifests (OSError): the folder stays for a later reaper (reap keeps
+        # what raises OSError).
+        _remove_unnamed(os.path.dirname(staging), names)
+
+
+def _remove_unnamed(folder: str, names: Iterable[object]) -> None:
+    """The parts among `names` (write_dataset's part names) in the dataset folder `folder`
+    that no version of it names, removed. OSError, nothing removed, when its manifests
+    cannot be read: which parts they name cannot be told."""
     try:
         named = named_parts(folder)
     except (ZrecordError, ValueError) as exc:
-        # A damaged manifest: which parts it names cannot be told, so nothing is removed, and
-        # the folder stays for a later reaper (reap keeps what raises OSError).
         raise OSError(errno.EIO, f"the manifests of {folder!r} cannot be read ({exc})") from exc
     for name in names:
         if isinstance(name, str) and name not in named and _PART_NAME.fullmatch(name):
