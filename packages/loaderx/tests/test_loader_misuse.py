@@ -171,6 +171,8 @@ def test_a_transform_that_closes_its_loader_ends_the_run_cleanly(workers):
         calls.append(1)
         if len(calls) == 4:
             holder["loader"].close()  # a transform that decides the run must stop
+        else:
+            time.sleep(0.2)  # the others still at work when it does
         return batch
 
     loader = DataLoader(_streams(), sampler, transform, workers=workers, prefetch=6)
@@ -190,8 +192,11 @@ def test_a_transform_that_closes_its_loader_ends_the_run_cleanly(workers):
     consumer.join(30)
     assert not consumer.is_alive(), "the consumer hung"
     assert isinstance(outcome[0], LoaderClosedError)
-    loader.close()  # again, from the consumer's side: returns at once
+    loader.close()  # again, from the consumer's side
     assert sampler.step == loader.step
+    # ... which joined every thread, as close() promises (found in review: it returned while
+    # other workers' transforms still ran, the first close having been made on a worker).
+    assert not [t.name for t in threading.enumerate() if t.ident not in before]
     deadline = time.monotonic() + 10
     while {t.ident for t in threading.enumerate()} - before and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -270,6 +270,28 @@ def test_empty_stores_give_a_dataset_of_no_rows_with_their_columns(local_ray, tm
     assert "(2, 3)" in types["x"] and "ndim=1" in types["t"]
 
 
+@pytest.mark.parametrize(("kind", "dtype"), [("Ragged", "U5"), ("Ragged", "datetime64[5s]"),
+                                              ("Ragged", "bool"), ("Dense", "U3")])
+def test_an_empty_stores_column_has_the_type_a_full_ones_has(tmp_path, kind, dtype):
+    """Found in review. Was: an empty Ragged store of strings gave a column of Arrow's
+    `string`, where a store with records gives Ray's bytes of fixed width
+    (fixed_size_binary[20] for U5): an empty dataset's schema differed from a full one's."""
+    from loaderx.ray import ZrecordDatasource
+
+    def column(path):
+        task = ZrecordDatasource({"c": path}).get_read_tasks(1)[0]
+        return next(iter(task())).schema.field("c").type
+
+    for name, records in (("empty", 0), ("full", 1)):
+        if kind == "Ragged":
+            with Ragged.create(tmp_path / name, dtype, 1, codec="raw") as w:
+                w.append([np.zeros(2, dtype)] * records)
+        else:
+            with Dense.create(tmp_path / name, dtype, (2,), codec="raw") as w:
+                w.append(np.zeros((records, 2), dtype))
+    assert column(tmp_path / "empty") == column(tmp_path / "full")
+
+
 def test_torch_collate_refuses_a_column_named_as_a_ragged_columns_shapes(local_ray, stores):
     """Found in review. Was: a column "tok_shapes" beside the Ragged "tok" was silently
     replaced by tok's shapes (or replaced them), whichever came last."""

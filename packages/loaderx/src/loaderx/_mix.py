@@ -63,7 +63,7 @@ from loaderx._sampler_api import (
     reshard_state,
     saved_step,
 )
-from loaderx.dataloader import _BILLED, _remote_counts, _type_name, check_sampler_length
+from loaderx.dataloader import _remote_counts, _type_name, check_sampler_length
 from loaderx.protocols import Stream
 
 # The longest schedule period (table entries). Weights whose exact period is longer are
@@ -283,14 +283,16 @@ class _Concat:
             if callable(prefetch) and own.size:
                 prefetch(own)
 
+    @property
+    def billed_parts(self) -> list[Any]:
+        """The sources' streams, which ``DataLoader.bill`` counts (each store once, across
+        every stream of the loader: one store given under two names of a source is one)."""
+        return self.parts
+
     def remote_stats(self) -> dict[str, int] | None:
         """The billed counts of the sources opened by URL added up (each store once, however
-        many sources it is: the loader's own rule), for ``DataLoader.bill``; None when no
-        source is read by URL."""
-        counts = _remote_counts({str(k): part for k, part in enumerate(self.parts)})
-        if not counts:
-            return None
-        return {key: sum(c[key] for c in counts.values()) for key in _BILLED}
+        many sources it is: the loader's own rule); None when no source is read by URL."""
+        return _remote_counts({self.name: self}).get(self.name)
 
     @property
     def cache_budget_bytes(self) -> int | None:

@@ -289,17 +289,23 @@ _BILLED = ("requests", "bytes", "index_requests", "index_bytes", "delivered_byte
 def _remote_counts(streams: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     """``remote_stats()`` of each stream opened by URL (a zrecord store's; None for a local
     one), by name; a store given as several streams once, under the first of their names
-    (its counts are the store's, whichever stream asked)."""
-    out = {}
+    (its counts are the store's, whichever stream asked). A stream made of other streams (a
+    Mix's, whose ``billed_parts`` are its sources' streams) adds up its parts' counts, each
+    store once across all the streams."""
+    out: dict[str, dict[str, int]] = {}
     seen: set[int] = set()
     for name, stream in streams.items():
-        if id(stream) in seen:
-            continue
-        seen.add(id(stream))
-        stats = getattr(stream, "remote_stats", None)
-        counts = stats() if callable(stats) else None
-        if counts is not None:
-            out[name] = {k: int(counts.get(k, 0)) for k in _BILLED}
+        parts = getattr(stream, "billed_parts", None)
+        for part in parts if isinstance(parts, (list, tuple)) else (stream,):
+            if id(part) in seen:
+                continue
+            seen.add(id(part))
+            stats = getattr(part, "remote_stats", None)
+            counts = stats() if callable(stats) else None
+            if counts is not None:
+                total = out.setdefault(name, dict.fromkeys(_BILLED, 0))
+                for k in _BILLED:
+                    total[k] += int(counts.get(k, 0))
     return out
 
 
@@ -856,7 +862,8 @@ class DataLoader(Generic[_Batch]):
         """
         # The threads are joined outside the lock: a transform that closes its loader runs on
         # one of them, and one waiting for the lock would never be joined. A close() racing
-        # the first waits for it to end (not on a worker thread, which it would be joining).
+        # the first waits for it to end and, off the workers, joins them: a first close made
+        # by a transform could not join the thread it ran on, nor wait for the others.
         with self._lock:
             first = not self._closed
             self._closed = True
@@ -869,6 +876,7 @@ class DataLoader(Generic[_Batch]):
         if not first:
             if not _on_worker(self._executor):
                 self._shut.wait()
+                self._executor.shutdown(wait=True)
             return
         try:
             # Also cancels the step the consumer may be waiting on, if it has not started.

@@ -241,8 +241,9 @@ def _empty_table(columns: list[_Column], index_column: str | None) -> Any:
             assert c.item_shape is not None
             arrays.append(c.arrow(np.empty((0, *c.item_shape), c.dtype)))
         else:
-            kind = ArrowVariableShapedTensorType(pa.from_numpy_dtype(_arrow_dtype(c.dtype)), c.ndim)
-            arrays.append(kind.wrap_array(pa.array([], type=kind.storage_type)))
+            # Made as a task makes a column (one record, then none of it), so that its type
+            # is a task's: for strings, Ray's bytes of fixed width, not Arrow's `string`.
+            arrays.append(c.arrow([np.zeros((1,) * c.ndim, c.dtype)])[:0])
     return pa.Table.from_arrays(arrays, names=names)
 
 
