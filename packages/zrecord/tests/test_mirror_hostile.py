@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -270,6 +271,36 @@ def test_a_mirror_shard_cut_under_an_open_reader_is_said_to_be_the_mirrors(http_
                 r"object's \d+: a program other than zrecord shortened it")):
             ds[np.arange(len(recs))]
     _reads_right(url, opts, recs)
+
+
+def test_a_reaper_that_opened_a_lock_before_it_was_kept_leaves_the_folder(tmp_path, monkeypatch):
+    """Found in review. Was: a reaper that opened a private folder's lock just before its
+    owner kept the folder (keep() removes the lock, then releases it) took the released lock
+    and removed the kept folder (a staged store whose upload failed, which the user was told
+    to find there)."""
+    import fcntl
+
+    from zrecord import _mirror_files
+
+    kept = _mirror_files.PrivateFolder(str(tmp_path), prefix="zrecord-create-")
+    (Path(kept.name) / "header.zrh").write_bytes(b"a staged store")
+    real = fcntl.flock
+    calls = []
+
+    def keep_first(fd, op):  # the owner keeps the folder between the reaper's open and flock
+        if not calls:
+            calls.append(op)
+            kept.keep()
+        return real(fd, op)
+
+    monkeypatch.setattr(_mirror_files.fcntl, "flock", keep_first)
+    base_fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _mirror_files.reap(str(tmp_path), base_fd, ("zrecord-create-",))
+    finally:
+        os.close(base_fd)
+    assert calls, "the reaper did not try the lock"
+    assert (Path(kept.name) / "header.zrh").read_bytes() == b"a staged store"
 
 
 def test_readers_of_one_store_share_one_mirror_and_fetch_the_index_once(http_folder, tokens, tmp_path):

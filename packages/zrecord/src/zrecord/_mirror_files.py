@@ -209,6 +209,11 @@ def reap(base: str, base_fd: int, prefixes: tuple[str, ...],
             st = os.fstat(fd)
             if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                # Still the lock of that name: one removed and released since this opened it
+                # (a folder kept, PrivateFolder.keep) is not a leftover's (FileNotFoundError,
+                # or another file there, leaves it).
+                if ident_of(os.stat(lock, dir_fd=base_fd, follow_symlinks=False)) != ident_of(st):
+                    continue
                 if before is not None:
                     before(os.path.join(base, lock[:-len(LOCK_SUFFIX)]))
                 remove(base, base_fd, lock[:-len(LOCK_SUFFIX)])
