@@ -249,6 +249,30 @@ def test_a_dataset_by_url_shares_its_budget_and_is_told_the_future(tmp_path):
     local.close()
 
 
+def test_a_mix_hints_its_sources_that_plan_nothing(served, tmp_path):
+    """Found in review. Was: when one source of a Mix took the loader's foresight (a store by
+    URL with a cache budget), the whole mixed stream counted as planned and got no read-ahead
+    hints, so a local source beside it got none either."""
+    from loaderx.sampler import Mix
+
+    root, server = served
+    hinted: dict[str, list[int]] = {"remote": [], "local": []}
+    with Dense.open(server.url_for("x"), storage_options={"cache_dir": str(tmp_path / "c"),
+                                                          "cache_bytes": 4 << 20}) as remote, \
+            Dense.open(root / "x") as local:
+        remote.prefetch = lambda idx: hinted["remote"].append(len(idx))  # type: ignore[method-assign]
+        local.prefetch = lambda idx: hinted["local"].append(len(idx))  # type: ignore[method-assign]
+        mix = Mix([{"x": remote}, {"x": local}], [1, 1], batch_size=32, seed=2)
+        with DataLoader(mix.streams, mix, workers=1, prefetch=2, readahead=2) as loader:
+            for _ in range(4):
+                next(loader)
+            assert loader._planning == {"x"}
+        assert hinted["local"] and not hinted["remote"]
+        # Closed, the loader's plan is gone: the remote source takes hints again.
+        mix.streams["x"].prefetch(np.arange(64))
+        assert hinted["remote"]
+
+
 def test_a_mix_of_stores_by_url_is_billed_budgeted_and_hinted_as_its_sources(served, tmp_path):
     """Found in review. Was: the mixed stream had no remote_stats, cache_budget_bytes,
     cache_cost or prefetch, so bill() reported 0 requests for a Mix that fetched hundreds, the

@@ -219,6 +219,8 @@ class _Concat:
         self.parts = parts
         self.offsets = offsets
         self.ends = offsets[1:]
+        # The sources (by id) whose reads a loader plans (foresee): they get no hints.
+        self._planned: set[int] = set()
 
     def __len__(self) -> int:
         return int(self.offsets[-1])
@@ -249,8 +251,11 @@ class _Concat:
     def foresee(self, batch_of: Callable[[int], Any], progress: Callable[[], int | None]) -> Any:
         """Tell every source that takes it (a zrecord store opened by URL with a cache budget)
         its share of the future: the positions of each step that fall in it, as its own
-        positions. A handle whose close() closes theirs, or None when no source took it."""
-        handles = []
+        positions. A handle whose close() closes theirs, or None when no source took it.
+        Until then the sources that took it get no read-ahead hints (`prefetch`), which would
+        only compete with their planned reads; the others still do (the handle's
+        `takes_hints`)."""
+        handles, planned = [], set()
         for k, part in enumerate(self.parts):
             foresee = getattr(part, "foresee", None)
             if not callable(foresee):
@@ -259,7 +264,12 @@ class _Concat:
                              progress)
             if handle is not None:
                 handles.append(handle)
-        return _Handles(handles) if handles else None
+                planned.add(id(part))
+        if not handles:
+            return None
+        self._planned |= planned
+        hinted = any(id(p) not in planned and callable(getattr(p, "prefetch", None)) for p in self.parts)
+        return _Handles(handles, self, planned, hinted)
 
     def _by_part(self, idx: Any) -> dict[int, tuple[Any, np.ndarray]]:
         """The positions `idx` as each distinct source object's own (a store given as two
@@ -280,7 +290,7 @@ class _Concat:
         that take hints: zrecord stores)."""
         for part, own in self._by_part(idx).values():
             prefetch = getattr(part, "prefetch", None)
-            if callable(prefetch) and own.size:
+            if callable(prefetch) and own.size and id(part) not in self._planned:
                 prefetch(own)
 
     @property
@@ -360,12 +370,18 @@ def _share_of(batch_of: Callable[[int], Any], lo: int, hi: int) -> Callable[[int
 
 
 class _Handles:
-    """The foresight handles of a mixed stream's sources, closed together."""
+    """The foresight handles of a mixed stream's sources, closed together; `takes_hints`
+    when some source took none and takes read-ahead hints (the loader then still hints the
+    stream, whose prefetch leaves out the planned sources)."""
 
-    def __init__(self, handles: list[Any]) -> None:
+    def __init__(self, handles: list[Any], stream: _Concat, planned: set[int], takes_hints: bool) -> None:
         self.handles = handles
+        self._stream = stream
+        self._ids = planned
+        self.takes_hints = takes_hints
 
     def close(self) -> None:
+        self._stream._planned -= self._ids
         for handle in self.handles:
             handle.close()
 

@@ -592,9 +592,11 @@ class DataLoader(Generic[_Batch]):
         self._planning = frozenset(foreseen)
         _warn_of_unplanned_blocks(self._sampler, self._streams, foreseen, stacklevel=2)
         # A stream that took the future plans its reads ahead from it: read-ahead hints would
-        # only compete with those reads for its budget (module docstring).
+        # only compete with those reads for its budget (module docstring). A mixed stream some
+        # of whose sources took none still gets them (its prefetch leaves the others out).
         self._hinted = [s.prefetch for name, s in streams.items()
-                        if name not in foreseen and isinstance(s, _Prefetching) and callable(s.prefetch)] \
+                        if (name not in foreseen or getattr(foreseen[name], "takes_hints", False))
+                        and isinstance(s, _Prefetching) and callable(s.prefetch)] \
             if self._readahead else []
 
     def _foresee(self) -> dict[str, Any]:
