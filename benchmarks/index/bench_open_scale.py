@@ -34,6 +34,7 @@ index blocks, one record of each read first): records/s and index requests per r
 Usage: python benchmarks/index/bench_open_scale.py --tmp DIR [--sizes 1e6,1e8,1e9]
        [--shards 8] [--rounds 3] [--batch 256] [--pool 65536] [--seconds 5]
        [--link same-region-s3] [--remote-whole-max 1e8] [--json OUT]
+It prints the two tables of docs/benchmarks.md; --json keeps every figure.
 --tmp needs about 25 GB free at 10^9 records (the store is written once and kept).
 """
 
@@ -217,6 +218,39 @@ def median(rows: list[dict[str, float | None]]) -> dict[str, float | None]:
     return out
 
 
+def _num(value: Any, spec: str, unit: str = "") -> str:
+    return "" if value is None else f"{value:{spec}}{unit}"
+
+
+def tables(results: dict[str, Any]) -> str:
+    """The results as the two Markdown tables of docs/benchmarks.md ("Opening by part")."""
+    out = ["Local:", "", "| records | open, by part s | open, whole s | first batch, by part / whole s "
+           "| steady ns/record, by part / whole | cold ns/record, by part / whole |",
+           "|---|---:|---:|---|---|---|"]
+    for n, rows in results["sizes"].items():
+        part, whole = rows.get("local_by_part", {}), rows.get("local_whole", {})
+        out.append(f"| {int(n):,} | {_num(part.get('open_s'), '.4f')} | {_num(whole.get('open_s'), '.3f')} "
+                   f"| {_num(part.get('first_batch_s'), '.3f')} / {_num(whole.get('first_batch_s'), '.3f')} "
+                   f"| {_num(part.get('steady_ns'), '.1f')} / {_num(whole.get('steady_ns'), '.1f')} "
+                   f"| {_num(part.get('cold_ns'), '.0f')} / {_num(whole.get('cold_ns'), '.0f')} |")
+    out += ["", "By URL:", "", "| records | path | rounds | open s | requests / bytes at open | first batch: s / "
+            "requests / bytes | fresh records/s | index bytes / requests per fresh record | held-index records/s |",
+            "|---|---|---:|---:|---|---|---:|---|---:|"]
+    for n, rows in results["sizes"].items():
+        for path in ("by_part", "whole"):
+            row = rows.get(f"remote_{path}")
+            if row is None:
+                continue
+            out.append(
+                f"| {int(n):,} | {path.replace('_', ' ')} | {row['rounds']} | {_num(row['open_s'], '.3f')} "
+                f"| {row['open_requests']} / {_num(row['open_bytes'], ',.0f', ' B')} "
+                f"| {_num(row['first_batch_s'], '.2f')} / {_num(row['first_batch_requests'], '.0f')} / "
+                f"{_num(row['first_batch_bytes'], ',.0f', ' B')} | {_num(row['records_s'], ',.0f')} "
+                f"| {_num(row['index_bytes_per_record'], ',.0f', ' B')} / {_num(row['index_requests_per_record'], '.2f')} "
+                f"| {_num(row['held_records_s'], ',.0f')} |")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tmp", required=True)
@@ -271,10 +305,9 @@ def main() -> int:
                     | results["sizes"][str(n)]
     finally:
         server.close()
-    text = json.dumps(results, indent=1)
     if args.json:
-        Path(args.json).write_text(text + "\n")
-    print(text)
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    print(tables(results))
     return 0
 
 
