@@ -345,6 +345,29 @@ def test_http_close_ends_idle_keep_alive_connections(tmp_path: Path) -> None:
     conn.close()
 
 
+def test_a_client_that_resets_its_connection_prints_nothing(tmp_path: Path, capfd: Any) -> None:
+    """Was: each connection a client reset (the link proxy's, when a reader cancels its
+    requests) printed socketserver's traceback of ConnectionResetError, burying a benchmark's
+    tables."""
+    import socket
+    import struct
+
+    (tmp_path / "f").write_bytes(b"x")
+    with RangeHTTPServer(tmp_path) as server:
+        for _ in range(3):
+            sock = socket.create_connection((server.host, server.port), timeout=10)
+            sock.sendall(b"GET /f HTTP/1.1\r\nHost: x\r\n")  # the request never ends
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()  # RST
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+        conn.request("GET", "/f")
+        assert conn.getresponse().read() == b"x"  # still serving
+        conn.close()
+        time.sleep(0.2)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "ConnectionResetError" not in err, err
+
+
 def test_resolve_range() -> None:
     assert resolve_range("bytes=0-9", 100) == (0, 9)
     assert resolve_range(" Bytes = 90- ", 100) == (90, 99)

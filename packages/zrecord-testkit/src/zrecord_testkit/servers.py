@@ -797,6 +797,14 @@ class _Server(ThreadingHTTPServer):
         with self.lock:
             return self.faults.pop(0) if self.faults else None
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a reader closed or cancelled its requests, as the link
+        proxy's readers do) is no error of the server's; socketserver printed a traceback
+        for each, burying the benchmarks' output. Anything else is printed as before."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+            return
+        super().handle_error(request, client_address)
+
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.lock:
             self.connections.add(request)
