@@ -546,3 +546,38 @@ def test_a_planned_segment_takes_whole_the_runs_its_steps_read_part_of(http_fold
         handle = _sequential(ds, [0])
         (recs, until), = handle.plan(12 << 20)
         assert (recs.tolist(), until) == (list(range(6 * BATCH)), 6)
+
+
+def test_a_progress_that_drops_its_loader_does_not_deadlock_the_foresight(http_folder):
+    """Found in review. Was: the foresight called the caller's progress() under its own lock;
+    a progress() that dropped the last reference to its loader (another thread had let go of
+    it) ran the loader's finalizer there, which closes the foresight, which waited for that
+    lock: the gather hung for good."""
+    import threading
+    import weakref
+
+    class Loader:
+        pass
+
+    _, url = _store(http_folder)
+    ds = Dense.open(url, storage_options={"cache_bytes": N * REC // 2})
+    box = [Loader()]
+
+    def progress():
+        loader = box.pop() if box else None  # the last reference, dropped at return
+        del loader
+        return 0
+
+    handle = ds.foresee(lambda step: np.arange(step * BATCH, (step + 1) * BATCH) % N, progress)
+    assert handle is not None
+    weakref.finalize(box[0], handle.close)
+    done = threading.Event()
+
+    def gather():
+        ds[np.arange(BATCH)]
+        done.set()
+
+    threading.Thread(target=gather, daemon=True).start()
+    # On a hang the store is left open: closing it would wait for the hung gather.
+    assert done.wait(30), "the gather hung in the foresight"
+    ds.close()

@@ -98,6 +98,8 @@ class Foresight:
     def __init__(self, budget: Budget, batch_of: Callable[[int], np.ndarray],
                  progress: Callable[[], int | None], records: int, *,
                  records_max: int = RECORDS_MAX) -> None:
+        # `progress` is called outside the lock: it may drop the last reference to its
+        # caller's loader, whose finalizer closes this foresight (which takes the lock).
         self._budget, self._batch_of, self._progress = budget, batch_of, progress
         spans = 1 + budget.stored_bytes // max(1, records) // budget.chunk_bytes
         self._records, self._records_max = records, max(1, min(int(records_max), KEYS_MAX // spans))
@@ -248,10 +250,10 @@ class Foresight:
     def catch_up(self) -> None:
         """Bring the hints up to the caller's progress (module docstring). Cheap when nothing
         changed: a call of ``progress()``."""
+        step = self._progress()
         with self._lock:
             if self.closed:
                 return
-            step = self._progress()
             if step is None:
                 self._close()
                 return
@@ -276,9 +278,9 @@ class Foresight:
         segment ends at: first those deferred and still ahead of the caller's progress, then
         the records of the next segment of steps when what is planned ahead of progress holds
         under half of `bytes_max` stored bytes (module docstring)."""
+        step = self._progress()
         with self._lock:
-            step = None if self.closed else self._progress()
-            if step is None:
+            if self.closed or step is None:
                 self._deferred = []
                 return []
             if self._planned < 0 or step < self._plan_seen or step > self._planned:
@@ -385,9 +387,9 @@ class Foresight:
         """The records of the planned reads deferred for room (``defer``), not returned by a
         ``plan`` since and still ahead of the caller's progress: a gather that needs any of
         them may fetch them with its own."""
+        step = self._progress()
         with self._lock:
-            step = None if self.closed else self._progress()
-            if step is None:
+            if self.closed or step is None:
                 return []
             return [recs for recs, until in self._deferred if until > step]
 
