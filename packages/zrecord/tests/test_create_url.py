@@ -131,6 +131,77 @@ def test_an_upload_interrupted_at_close_is_made_by_the_next_close(s3_server, s3_
     w.close()  # idempotent
 
 
+def _interrupted_after(real, suffix):
+    """Client.put that sends the object, then raises KeyboardInterrupt (a Ctrl-C that arrived
+    while the request was under way, raised once it returned), for the first name ending in
+    `suffix`."""
+    hits = []
+
+    def put(self, name, data, **kw):  # type: ignore[no-untyped-def]
+        etag = real(self, name, data, **kw)
+        if name.endswith(suffix) and not hits:
+            hits.append(name)
+            raise KeyboardInterrupt("Ctrl-C")
+        return etag
+    return put
+
+
+@pytest.mark.remote
+def test_an_interrupt_that_lands_after_the_claim_or_the_header_says_what_happened(
+        s3_server, s3_bucket, here, tmp_path, monkeypatch):
+    """Found in review (an interrupt campaign). Was: a Ctrl-C during the claim's PUT left the
+    claim taken (the prefix refused for 30 minutes, to the publisher that was interrupted); a
+    Ctrl-C during the header's PUT said "was not published" and kept the staged copy (a second
+    close() then failed with StoreExistsError), and publish_folder listed the store among those
+    not published, while each store was published and complete."""
+    from zrecord import publish_folder
+    from zrecord._objects import Client
+
+    real = Client.put
+    opts = _options(s3_server, cache_dir=str(here / "cache"))
+    with Dense.create(tmp_path / "s", np.int32, (2, 3), codec="raw") as w:
+        w.append(DATA)
+    # The claim: released, so that publishing again goes on at once.
+    url = s3_bucket.url("claimed")
+    monkeypatch.setattr(Client, "put", _interrupted_after(real, "publish.claim"))
+    with pytest.raises(KeyboardInterrupt):
+        publish(tmp_path / "s", url, storage_options=opts)
+    monkeypatch.setattr(Client, "put", real)
+    publish(tmp_path / "s", url, storage_options=opts)
+    # The header, by publish: the interrupt says the store is published.
+    url = s3_bucket.url("headed")
+    monkeypatch.setattr(Client, "put", _interrupted_after(real, "header.zrh"))
+    with pytest.raises(KeyboardInterrupt) as info:
+        publish(tmp_path / "s", url, storage_options=opts)
+    assert any("was published before the interrupt" in n for n in info.value.__notes__)
+    monkeypatch.setattr(Client, "put", real)
+    with Dense.open(url, storage_options=_options(s3_server)) as ds:
+        np.testing.assert_array_equal(ds[:], DATA)
+    # The header, by a writer's close(): no copy kept, and close() again is done.
+    url = s3_bucket.url("written")
+    w = Dense.create(url, np.int32, (2, 3), codec="raw", storage_options=opts)
+    w.append(DATA)
+    monkeypatch.setattr(Client, "put", _interrupted_after(real, "header.zrh"))
+    with pytest.raises(KeyboardInterrupt) as info:
+        w.close()
+    monkeypatch.setattr(Client, "put", real)
+    assert not any("not published" in n for n in info.value.__notes__)
+    w.close()
+    assert not [p for p in (here / "cache").iterdir() if p.name.startswith("zrecord-create-")]
+    with Dense.open(url, storage_options=_options(s3_server)) as ds:
+        np.testing.assert_array_equal(ds[:], DATA)
+    # The header of a folder's first store: counted as published.
+    folder = tmp_path / "folder"
+    for name in ("a", "b"):
+        with Dense.create(folder / name, np.int32, (2, 3), codec="raw") as w:
+            w.append(DATA)
+    monkeypatch.setattr(Client, "put", _interrupted_after(real, "header.zrh"))
+    with pytest.raises(KeyboardInterrupt) as info:
+        publish_folder(folder, s3_bucket.url("folder"), storage_options=opts)
+    assert any("published: ['a']; not published: ['b']" in n for n in info.value.__notes__), \
+        info.value.__notes__
+
+
 @pytest.mark.remote
 def test_a_bucket_that_does_not_exist_fails_create_at_once(s3_server, here, tmp_path):
     """Was: create and check_destination passed (the bucket's 404 read as "no store there"),

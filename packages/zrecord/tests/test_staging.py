@@ -65,3 +65,49 @@ def test_a_stale_tree_is_removed_by_the_next_one(tmp_path):
     with staged_directory(tmp_path / "root"):
         pass
     assert sorted(os.listdir(tmp_path)) == ["root"]
+
+
+class _ThenInterrupted:
+    """A native handle whose publish() runs, then raises KeyboardInterrupt: a Ctrl-C that
+    arrived during the native call, which Python raises once the call has returned."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def publish(self, *args):
+        self._handle.publish(*args)
+        raise KeyboardInterrupt("Ctrl-C")
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+
+def test_an_interrupt_after_the_rename_says_the_tree_and_the_store_are_published(tmp_path,
+                                                                                 monkeypatch):
+    """Found in review (an interrupt campaign). Was: a Ctrl-C or SIGTERM that came while the
+    native publish ran was raised once it had returned, and the converter then said the
+    conversion was undone while ROOT was published and complete (a rerun: "destination must
+    not exist"); a writer's close() raised it the same way, saying nothing of the store."""
+    from zrecord import _staging
+
+    real = _staging._native.Staging
+    monkeypatch.setattr(_staging._native, "Staging", lambda path: _ThenInterrupted(real(path)))
+    with pytest.raises(KeyboardInterrupt) as info:
+        with zrecord.staged_directory(tmp_path / "root") as d:
+            with Dense.create(os.path.join(d, "s"), np.int32, (2,), codec="raw") as w:
+                w.append(np.zeros((3, 2), np.int32))
+    assert info.value.__notes__ == [f"{tmp_path / 'root'} was published before the interrupt: "
+                                    "it is complete"]
+    with Dense.open(tmp_path / "root" / "s") as ds:
+        assert len(ds) == 3
+    # A writer's close(): the store is published, and the interrupt says so.
+    w = Dense.create(tmp_path / "w", np.int32, (2,), codec="raw")
+    w.append(np.zeros((3, 2), np.int32))
+    w._handle = _ThenInterrupted(w._handle)
+    with pytest.raises(KeyboardInterrupt) as info:
+        w.close()
+    assert info.value.__notes__ == [f"{tmp_path / 'w'} was published before the interrupt: "
+                                    "the store is complete"]
+    w.close()  # done
+    with Dense.open(tmp_path / "w") as ds:
+        assert len(ds) == 3

@@ -35,6 +35,7 @@ Invariants of this module (spec §7.1):
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import errno as _errno
@@ -137,6 +138,7 @@ def publish(source: PathLike, url: str, *, storage_options: StorageOptions | Non
         store_dir = Path(store.path)
     local = _LocalStore(store_dir, digest)
     claim = _Claim.take(client, digest)
+    header_sent = False
     try:
         # A store published by a writer that takes no claim (an older zrecord) is never
         # written over: it is looked for again now that the claim is held.
@@ -147,14 +149,46 @@ def publish(source: PathLike, url: str, *, storage_options: StorageOptions | Non
             etags = _upload_body(client, local, claim, in_flight, update)
             _check_uploaded(client, local, etags)
             claim.refresh()  # proves, just before the header, that the claim is still ours
+            header_sent = True
             _upload_header(client, local.header)
             update(len(local.header))
-    except BaseException:
+    except BaseException as exc:
+        if header_sent and _header_landed(client, local.header):
+            # The header's PUT reached the server before the failure (an interrupt raised
+            # once it returned, an answer lost on the way back): the store is published, as
+            # on success, and the claim stays (module docstring).
+            if isinstance(exc, Exception):
+                return digest
+            restate(exc, f"{redact(url)} was published before the interrupt: the store there is "
+                    "complete")
+            setattr(exc, PUBLISHED_MARK, True)
+            raise
         claim.release()
         raise
     finally:
         claim.stop_refreshing()
     return digest
+
+
+# Set on an interrupt that reached `publish` after the store was published, so that its
+# callers (a writer by URL, publish_folder) count the store as published.
+PUBLISHED_MARK = "zrecord_published"
+
+
+def published_before(exc: BaseException) -> bool:
+    """Whether `exc` interrupted a `publish` after its store was published."""
+    return bool(getattr(exc, PUBLISHED_MARK, False))
+
+
+def _header_landed(client: Client, header: bytes) -> bool:
+    """Whether ``header.zrh`` on the server is `header` (the publisher's, whose PUT may have
+    landed before its answer was lost); False when it cannot be told (best effort, on a
+    failure path: a second interrupt or a failed request says nothing landed)."""
+    try:
+        data, _ = client.get("header.zrh")
+    except BaseException:  # noqa: BLE001 - the error that led here is the one raised
+        return False
+    return data == header
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +260,8 @@ def publish_entries(source: PathLike, url: str, *, storage_options: StorageOptio
                 publish(os.path.join(folder, rel), f"{base}/{rel}",
                         storage_options=storage_options, progress=progress, verify=False)
             except BaseException as exc:  # an interrupt too: what was published, and what not
+                if published_before(exc):  # its header landed before the interrupt
+                    report(Published(rel, client.shown, stores[rel], "published"))
                 left = [r for r in targets if r not in {e.path for e in done}]
                 restate(exc, f"publishing the folder {folder!r} to {redact(base)!r} stopped at "
                          f"the store {rel!r}; published: {[e.path for e in done] or 'none'}; not "
@@ -655,6 +691,22 @@ class _Claim:
                   "digest": digest, "host": socket.gethostname(), "pid": os.getpid(),
                   "claimed_at": _now_text(), "refreshed_at": _now_text(), "refreshes": 0,
                   "state": "publishing"}
+        try:
+            return cls._taken(client, record)
+        except StoreExistsError:
+            raise  # held by another publisher: not this one's to release
+        except BaseException:
+            # Interrupted, or failed, after a create that may have reached the server (its
+            # answer lost): a claim of this publisher's token is released, or the prefix
+            # stays refused until it goes stale. Best effort, as `release`.
+            with contextlib.suppress(BaseException):
+                found = _read_claim(client)
+                if found is not None and found[0].get("token") == record["token"]:
+                    cls(client, record, found[1]).release()
+            raise
+
+    @classmethod
+    def _taken(cls, client: Client, record: dict[str, Any]) -> _Claim:
         body = json.dumps(record).encode()
         for _ in range(_CLAIM_ATTEMPTS):
             try:

@@ -20,6 +20,7 @@ from zrecord import _native
 from zrecord._dtypes import WRITE_NO_SYNC
 from zrecord._paths import fspath, native_path
 from zrecord._types import PathLike
+from zrecord.console import restate
 
 
 @contextmanager
@@ -44,6 +45,12 @@ def staged_directory(path: PathLike, *, sync: bool = True) -> Iterator[str]:
         raise
     try:
         stage.publish(0 if sync else WRITE_NO_SYNC)
-    except BaseException:
+    except BaseException as exc:
+        # An interrupt raised once the native publish had returned (the signal's
+        # KeyboardInterrupt waits for it): the tree was renamed into place, complete.
+        renamed = not isinstance(exc, Exception) and not os.path.lexists(directory) \
+            and os.path.isdir(path)
         stage.abort()
+        if renamed:
+            restate(exc, f"{fspath(path)} was published before the interrupt: it is complete")
         raise

@@ -29,6 +29,7 @@ import shutil
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
@@ -50,8 +51,9 @@ from zrecord._kinds import Dense, Ragged, _Kind
 from zrecord._mirror_files import PrivateFolder
 from zrecord._objects import is_url, redact, storage_settings
 from zrecord._pages import release_mapped_pages
-from zrecord._paths import fspath, native_path, store_location
-from zrecord._publish import check_destination, publish
+from zrecord._paths import HEADER_NAME, fspath, native_path, store_location
+from zrecord._publish import check_destination, publish, published_before
+from zrecord._tree import is_temporary_name
 from zrecord._types import Codec, DictBytes, DTypeLike, IndexCache, ItemShape, StorageOptions, StoreLocation
 from zrecord.console import progress_bar, restate
 from zrecord.errors import ClosedError, ModeError, SchemaError, ZrecordError
@@ -220,15 +222,18 @@ class _Writer(_Kind):
                     raise ZrecordError(f"{self.path!r} was not published and the writer "
                                        f"published nothing: {self._poisoned}")
                 self._handle.publish()
-            except BaseException:
+            except BaseException as exc:
                 if staged is not None:
                     staged.remove()
+                else:
+                    self._note_published(exc, "")
                 raise
             if staged is not None:
                 try:
                     staged.publish()
-                except BaseException:
-                    self._unuploaded = staged
+                except BaseException as exc:
+                    if not published_before(exc):  # else uploaded: nothing left to do
+                        self._unuploaded = staged
                     raise
                 return
             if self._index_folder is not None and len(self) >= records_min(self._index_policy[0]):
@@ -240,8 +245,24 @@ class _Writer(_Kind):
                 # parts judges no part of it and writes no cache file.
                 from zrecord._opening import open_handle
 
-                open_handle(self._where, "auto", self._index_folder, "full",
-                            index_policy=self._index_policy).close()
+                try:
+                    open_handle(self._where, "auto", self._index_folder, "full",
+                                index_policy=self._index_policy).close()
+                except BaseException as exc:
+                    self._note_published(exc, " (its index was not cached: the first open "
+                                         "validates it)")
+                    raise
+
+    def _note_published(self, exc: BaseException, more: str) -> None:
+        """An interrupt raised once the store was published (the native publish had returned,
+        then the signal's KeyboardInterrupt came): say so, or the caller takes it for a store
+        not written. Not for a store inside a staged tree (``staged_directory``), which the
+        tree's own abort then removes."""
+        if isinstance(exc, Exception) or not os.path.isfile(os.path.join(self._where, HEADER_NAME)):
+            return
+        if any(is_temporary_name(part) for part in Path(self._where).parts):
+            return
+        restate(exc, f"{self._where} was published before the interrupt: the store is complete{more}")
 
     def abort(self) -> None:
         """Discard everything appended; nothing is published (a writer by URL also removes its
@@ -468,6 +489,9 @@ class _Staged:
         try:
             publish(self.store, self.url, storage_options=self.storage_options)
         except BaseException as exc:
+            if published_before(exc):  # interrupted once its header had landed: uploaded
+                self.remove()
+                raise
             self._private.keep()  # not reaped: the user is told where it is
             kept = (f"{redact(self.url)} was not published: the store written for it is kept "
                     f"at {self.store!r}; close() again uploads it, or publish it from there "
