@@ -581,3 +581,20 @@ def test_a_progress_that_drops_its_loader_does_not_deadlock_the_foresight(http_f
     # On a hang the store is left open: closing it would wait for the hung gather.
     assert done.wait(30), "the gather hung in the foresight"
     ds.close()
+
+
+def test_the_horizon_stops_growing_at_two_epochs(http_folder):
+    """Found in review (a leak campaign). Was: the horizon doubled at every draw up to 2^21
+    record draws whatever the store's size: over a store of 192 records it reached thousands
+    of epochs ahead, and over a 20,000-record one 105 epochs and about 200 MiB of keys and
+    their temporaries, held for the loader's life."""
+    _, url = _store(http_folder)
+    with Dense.open(url, storage_options={"cache_bytes": N * REC // 2}) as ds:
+        at = [0]
+        handle = _sequential(ds, at)
+        (foresight,) = ds._remote._foresights
+        for _ in range(12):
+            foresight.catch_up()
+            assert (foresight._end - foresight._base) * BATCH <= max(2 * N, 1 << 14)
+            at[0] = (foresight._base + foresight._end + 1) // 2  # past the middle: drawn again
+        handle.close()

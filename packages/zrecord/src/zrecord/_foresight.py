@@ -12,8 +12,8 @@ Invariants of this module:
 - The horizon: steps ``[base, end)`` are drawn and located at once, at most ``records_max``
   record draws (the first ``FIRST_RECORDS``, so that the first gather does not wait for a long
   one; each later one twice the one before), or up to the first step ``batch_of`` refuses
-  (the end of a finite run); it is drawn again from the current step when progress passes
-  its middle or leaves it (a seek). What it holds: per (chunk, step) pair one 64-bit key, twice (by chunk, and by step); the
+  (the end of a finite run), and at most ``HORIZON_EPOCHS`` times the store's records; it
+  is drawn again from the current step when progress passes its middle or leaves it (a seek). What it holds: per (chunk, step) pair one 64-bit key, twice (by chunk, and by step); the
   draws are also cut to ``KEYS_MAX`` over the chunks a mean record spans.
 - A chunk's hint is the time at which its next use at or after ``progress()`` is expected:
   the time of the last refresh plus the steps from that refresh's step times the measured
@@ -73,6 +73,10 @@ FIRST_RECORDS = 1 << 14
 # 64 MiB), which bound the draws of stores whose records span many chunks.
 RECORDS_MAX = 1 << 21
 KEYS_MAX = 1 << 22
+# ... and at most this many epochs' draws (the store's records this many times over): an order
+# that reads every record once an epoch has given each chunk's next use within one, so a longer
+# horizon only costs memory (a 20,000-record store's horizon grew to 105 epochs and 200 MiB).
+HORIZON_EPOCHS = 2
 # All hints are written again at least this often (well inside _mirror_cache.HINT_GRACE_NS).
 REFRESH_NS = 5 * 10**9
 # The time per step assumed until the run's pace is measured.
@@ -102,7 +106,9 @@ class Foresight:
         # caller's loader, whose finalizer closes this foresight (which takes the lock).
         self._budget, self._batch_of, self._progress = budget, batch_of, progress
         spans = 1 + budget.stored_bytes // max(1, records) // budget.chunk_bytes
-        self._records, self._records_max = records, max(1, min(int(records_max), KEYS_MAX // spans))
+        self._records = records
+        self._records_max = max(1, min(int(records_max), KEYS_MAX // spans,
+                                       max(FIRST_RECORDS, HORIZON_EPOCHS * records)))
         # The first horizon is short, so the first gather does not wait for a long one to be
         # drawn; each one drawn after is twice as long, up to _records_max.
         self._horizon = min(self._records_max, FIRST_RECORDS)
