@@ -274,12 +274,15 @@ def test_reads_are_planned_a_segment_at_a_time_from_the_known_future(http_folder
         assert ds.remote_stats()["bytes"] == 16 * BATCH * REC
 
 
-def test_the_first_horizon_is_short_and_each_later_one_twice_as_long(http_folder, tmp_path):
+def test_the_first_horizon_is_short_and_each_later_one_twice_as_long(http_folder, tmp_path,
+                                                                    monkeypatch):
     """The first gather draws a horizon of FIRST_RECORDS draws, not the longest (at 2 million
     draws it kept a loader's first batch waiting seconds); each horizon drawn after is twice
-    the one before, up to the most."""
+    the one before, up to the most (here not the store's two epochs, which
+    test_the_horizon_stops_growing_at_two_epochs checks)."""
     from zrecord import _foresight
 
+    monkeypatch.setattr(_foresight, "HORIZON_EPOCHS", 1 << 20)
     _, url = _store(http_folder)
     at = [0]
     with Dense.open(url, storage_options={"cache_dir": str(tmp_path / "c"), "cache_bytes": 8 << 20}) as ds:
