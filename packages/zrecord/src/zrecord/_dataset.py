@@ -757,7 +757,10 @@ def _part_entry(where: _Location, name: str, storage_options: StorageOptions | N
     if problem is not None:
         raise ValueError(f"{name!r} cannot name a part of a dataset: {problem} (a part is named "
                          "by its path relative to the dataset's folder)")
-    with open_store(where.join(name), storage_options=storage_options) as store:
+    # By URL in a private mirror, removed at close: a header is all this reads, and a shared
+    # cache_dir would keep a mirror of every part of every run for it.
+    private = {k: v for k, v in (storage_options or {}).items() if k not in ("cache_dir", "cache_bytes")}
+    with open_store(where.join(name), storage_options=private if where.url else storage_options) as store:
         info = store._info
         return (Part(name, len(store), store.stored_bytes, int(info["header_checksum"])),
                 Schema.of_info(info))
