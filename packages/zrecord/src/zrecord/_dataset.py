@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
@@ -759,8 +759,11 @@ def _part_entry(where: _Location, name: str, storage_options: StorageOptions | N
                          "by its path relative to the dataset's folder)")
     # By URL in a private mirror, removed at close: a header is all this reads, and a shared
     # cache_dir would keep a mirror of every part of every run for it.
-    private = {k: v for k, v in (storage_options or {}).items() if k not in ("cache_dir", "cache_bytes")}
-    with open_store(where.join(name), storage_options=private if where.url else storage_options) as store:
+    options = storage_options
+    if where.url and storage_options is not None:
+        options = cast(StorageOptions, {k: v for k, v in storage_options.items()
+                                        if k not in ("cache_dir", "cache_bytes")})
+    with open_store(where.join(name), storage_options=options) as store:
         info = store._info
         return (Part(name, len(store), store.stored_bytes, int(info["header_checksum"])),
                 Schema.of_info(info))
