@@ -13,8 +13,9 @@ Invariants of this module:
   record draws (the first ``FIRST_RECORDS``, so that the first gather does not wait for a long
   one; each later one twice the one before), or up to the first step ``batch_of`` refuses
   (the end of a finite run), and at most ``HORIZON_EPOCHS`` times the store's records; it
-  is drawn again from the current step when progress passes its middle or leaves it (a seek). What it holds: per (chunk, step) pair one 64-bit key, twice (by chunk, and by step); the
-  draws are also cut to ``KEYS_MAX`` over the chunks a mean record spans.
+  is drawn again from the current step when progress passes its middle or leaves it (a
+  seek). What it holds: per (chunk, step) pair one 64-bit key, twice (by chunk, and by
+  step); the draws are also cut to ``KEYS_MAX`` over the chunks a mean record spans.
 - A chunk's hint is the time at which its next use at or after ``progress()`` is expected:
   the time of the last refresh plus the steps from that refresh's step times the measured
   time per step (one origin for all, so a reader's hints order its chunks as its steps do).
