@@ -115,7 +115,8 @@ def publish(source: PathLike, url: str, *, storage_options: StorageOptions | Non
     ``header.zrh``, which publishes
     the store, goes last. An interrupted upload leaves objects that no reader opens (they
     report ``NotPublishedError``) and releases the claim, so publishing again to the same
-    prefix replaces them; a publisher that was killed leaves its claim, and the prefix is
+    prefix replaces them (an interrupt that comes once ``header.zrh`` has landed leaves the
+    store published, and its note says so); a publisher that was killed leaves its claim, and the prefix is
     refused until the claim has gone unrefreshed for ``CLAIM_STALE_S`` (30 minutes), or its
     object is deleted. `storage_options` as for ``Dense.open``; `progress` shows the bytes
     uploaded on stderr.
