@@ -683,16 +683,18 @@ def _storage_options(args: argparse.Namespace) -> StorageOptions:
     return {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
 
 
-# What PATH may be, by command.
-_PATH_HELP = {
-    "": "a store (a folder holding header.zrh); or a URL: s3://BUCKET/PREFIX, https://HOST/PATH",
-    "info": "a store (a folder holding header.zrh); or a folder of stores, listed as a table; "
-            "or a URL: s3://BUCKET/PREFIX (also a prefix of stores, as a folder), "
-            "https://HOST/PATH",
-    "verify": "a store (a folder holding header.zrh); or a folder of stores, each verified; or "
-              "a URL: s3://BUCKET/PREFIX (also a prefix of stores, as a folder), "
-              "https://HOST/PATH",
-}
+# What a folder of stores given as PATH means, for the commands that take one.
+_FOLDER_HELP = {"info": "listed as a table", "verify": "each verified"}
+
+
+def _path_help(command: str) -> str:
+    """What PATH may be for `command`: a store, a folder of stores where it takes one (and
+    then an s3:// prefix of stores too), or a URL."""
+    folder = _FOLDER_HELP.get(command)
+    if folder is None:
+        return "a store (a folder holding header.zrh); or a URL: s3://BUCKET/PREFIX, https://HOST/PATH"
+    return (f"a store (a folder holding header.zrh); or a folder of stores, {folder}; or a URL: "
+            "s3://BUCKET/PREFIX (also a prefix of stores, as a folder), https://HOST/PATH")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -711,7 +713,7 @@ def _parser() -> argparse.ArgumentParser:
                            description=paragraph(summary[:1].upper() + summary[1:] + "."),
                            formatter_class=HelpFormatter,
                            epilog=epilog(STATUSES, _EXAMPLES[name]))
-        p.add_argument("path", metavar="PATH", help=_PATH_HELP.get(name, _PATH_HELP[""]))
+        p.add_argument("path", metavar="PATH", help=_path_help(name))
         _storage_arguments(p)
         p.add_argument("--json", action="store_true",
                        help="machine-readable output, strict JSON (RFC 8259)"
