@@ -11,11 +11,14 @@
 //! record in record order: what a record's first read is checked against (spec §9.5); the
 //! whole 64 bits stay in index.zri, which verification reads.
 //!
-//! The file (`Builder`, `headerFits`): a 248-byte header (`FileHeader`: the identity of the
+//! The file (`Builder`, `headerFits`): a 256-byte header (`FileHeader`: the identity of the
 //! index files it was built from, sizes, and checksums of its three regions), the block headers, the
 //! checksums' low halves, then the bit fields, then zero padding for the bit reads' 16-byte
-//! loads, and last the absolute path of the store it was built from (which only the cache
-//! folder's pruning reads, to tell whether that store still exists: index_cache.zig).
+//! loads, then the absolute path of the store it was built from (which only the cache
+//! folder's pruning reads, to tell whether that store still exists: index_cache.zig), and
+//! last a tail page of zeros, from a page boundary (`tailAt`): a reader that can still read
+//! it knows the file was not truncated before it (a truncation inside a page leaves that
+//! page's rest reading as zeros, with no fault to tell).
 //!
 //! Invariants:
 //! - A `View` answers only for records below its record count; what it answers was validated
@@ -94,21 +97,30 @@ fn dimBasesAt(ndim: u8) usize {
 /// Bytes after the bit fields that the 16-byte loads of `readBits` may touch.
 pub const bits_padding: usize = 16;
 
+/// Up to 64 bits from bit position `pos`. Total over any bytes: a position past the fields
+/// is clamped to the padding's last load, and a width over 64 reads 64 bits, so that a file
+/// changed under its reader after its blocks were checked (index_cache.zig) decodes to
+/// wrong values, which the reader's checks of each place refuse, never to a fault or a panic.
 fn readBits(bits: []const u8, pos: u64, width: u8) u64 {
     if (width == 0) return 0;
-    const at: usize = @intCast(pos >> 3);
+    const at: usize = @intCast(@min(pos >> 3, bits.len - bits_padding));
     const shift: u6 = @intCast(pos & 7);
     const low = std.mem.readInt(u64, bits[at..][0..8], .little) >> shift;
     if (width <= 56) return low & lowBits(width);
     // Up to 64 bits from a position up to 7 bits into its byte: the rest is in the next word.
     const high = std.mem.readInt(u64, bits[at + 8 ..][0..8], .little);
     const joined = if (shift == 0) low else low | (high << @intCast(64 - @as(u7, shift)));
-    return if (width == 64) joined else joined & lowBits(width);
+    return joined & lowBits(width);
 }
 
-/// A mask of the low `width` bits, `width` < 64.
-fn lowBits(width: u8) u64 {
-    return (@as(u64, 1) << @intCast(width)) -% 1;
+/// A mask of the low `width` bits (all 64 for a width of 64 or more).
+inline fn lowBits(width: u64) u64 {
+    return if (width >= 64) std.math.maxInt(u64) else (@as(u64, 1) << @truncate(width)) -% 1;
+}
+
+/// `value >> n`, 0 for `n` of 64 or more (a width read from a file: `readBits`).
+inline fn shr(value: u64, n: u64) u64 {
+    return if (n >= 64) 0 else value >> @truncate(n);
 }
 
 fn bitsFor(value: u64) u8 {
@@ -130,7 +142,9 @@ pub const View = struct {
         return @ptrCast(v.headers.ptr + @as(usize, @intCast(rec / block_records)) * v.header_bytes);
     }
 
-    /// Where record `rec` (< record_count) is.
+    /// Where record `rec` (< record_count) is. Wrapping arithmetic and clamped loads
+    /// (`readBits`): whatever the mapped bytes hold by now, this reads only the view and
+    /// never panics; what it answers is checked by the reader before a read (`Reader.place`).
     pub inline fn location(v: *const View, rec: u64) Location {
         const f = v.fixedOf(rec);
         const i = rec % block_records;
@@ -139,18 +153,19 @@ pub const View = struct {
         var stored: u64 = 0;
         var shard: u64 = 0;
         if (fields != 0) {
-            const pos = f.bits_at * 8 + i * f.record_bits;
+            const pos = f.bits_at *% 8 +% i * f.record_bits;
+            const size_at = @as(u64, f.offset_bits) + f.stored_bits;
             if (fields <= 56) {
                 // The common case: the three fields in one 8-byte load.
-                const at: usize = @intCast(pos >> 3);
+                const at: usize = @intCast(@min(pos >> 3, v.bits.len - 8));
                 const word = std.mem.readInt(u64, v.bits[at..][0..8], .little) >> @intCast(pos & 7);
                 dev = word & lowBits(f.offset_bits);
-                stored = (word >> @intCast(f.offset_bits)) & lowBits(f.stored_bits);
-                shard = (word >> @intCast(f.offset_bits + f.stored_bits)) & lowBits(f.shard_bits);
+                stored = shr(word, f.offset_bits) & lowBits(f.stored_bits);
+                shard = shr(word, size_at) & lowBits(f.shard_bits);
             } else {
                 dev = readBits(v.bits, pos, f.offset_bits);
-                stored = readBits(v.bits, pos + f.offset_bits, f.stored_bits);
-                shard = readBits(v.bits, pos + f.offset_bits + f.stored_bits, f.shard_bits);
+                stored = readBits(v.bits, pos +% f.offset_bits, f.stored_bits);
+                shard = readBits(v.bits, pos +% size_at, f.shard_bits);
             }
         }
         const second = i >= f.split;
@@ -162,16 +177,17 @@ pub const View = struct {
         };
     }
 
-    /// The first `out.len` axes of Ragged record `rec`'s shape.
+    /// The first `out.len` axes of Ragged record `rec`'s shape (total over any bytes, as
+    /// `location` is).
     pub inline fn shape(v: *const View, rec: u64, out: []u64) void {
         const f = v.fixedOf(rec);
         const head: [*]const u8 = @ptrCast(f);
         const bases = head + dimBasesAt(v.ndim);
-        var pos = f.bits_at * 8 + (rec % block_records) * f.record_bits + f.location_bits;
+        var pos = f.bits_at *% 8 +% (rec % block_records) * f.record_bits +% f.location_bits;
         for (out, 0..) |*o, k| {
             const w = head[dim_bits_at + k];
-            o.* = std.mem.readInt(u32, bases[4 * k ..][0..4], .little) + readBits(v.bits, pos, w);
-            pos += w;
+            o.* = @as(u64, std.mem.readInt(u32, bases[4 * k ..][0..4], .little)) +% readBits(v.bits, pos, w);
+            pos +%= w;
         }
     }
 
@@ -185,8 +201,8 @@ pub const View = struct {
     pub fn prefetchBits(v: *const View, rec: u64) void {
         const f = v.fixedOf(rec);
         if (f.location_bits == 0) return;
-        const pos = f.bits_at * 8 + (rec % block_records) * f.record_bits;
-        @prefetch(v.bits.ptr + @as(usize, @intCast(pos >> 3)), .{});
+        const pos = f.bits_at *% 8 +% (rec % block_records) * f.record_bits;
+        @prefetch(v.bits.ptr + @as(usize, @intCast(@min(pos >> 3, v.bits.len - 8))), .{});
     }
 
     pub fn blockCount(v: *const View) u64 {
@@ -283,6 +299,11 @@ pub const FileHeader = extern struct {
     /// pruning keep or remove this file early.
     path_at: u64 = 0,
     path_len: u64 = 0,
+    /// The file ends with this many bytes of zeros (the builder's page size, a hole), from the
+    /// first multiple of it at or after the path's end: no byte a reader decodes lies in that
+    /// last page, so a reader that finds the page still mapped at the end of a call knows the
+    /// file was not truncated anywhere before it (`tailAt`; Reader.intact).
+    tail_len: u64 = 0,
     headers_checksum: u64 = 0,
     bits_checksum: u64 = 0,
     sums_checksum: u64 = 0,
@@ -305,12 +326,12 @@ pub const FileHeader = extern struct {
 const headers_at: u64 = std.mem.alignForward(u64, @sizeOf(FileHeader), cache_line_bytes);
 
 pub const file_magic = [8]u8{ 'Z', 'R', 'I', 'D', 'X', '\r', '\n', 0x1a };
-/// 2: the checksums' low halves; 3: the store's path; 4: the identity of index.zrs (files of
-/// older versions are built again, and pruned).
-pub const file_version: u32 = 4;
+/// 2: the checksums' low halves; 3: the store's path; 4: the identity of index.zrs; 5: the tail
+/// page (files of older versions are built again, and pruned).
+pub const file_version: u32 = 5;
 
 comptime {
-    std.debug.assert(@sizeOf(FileHeader) == 248);
+    std.debug.assert(@sizeOf(FileHeader) == 256);
     format.assertNoPadding(FileHeader);
     format.assertNoPadding(BlockFixed);
 }
@@ -385,7 +406,10 @@ pub const Builder = struct {
         h.bits_len = b.bits.pos - h.bits_at;
         h.path_at = b.bits.pos;
         h.path_len = b.path.len;
+        h.tail_len = std.heap.pageSize();
         try sys.pwriteAll(b.headers.fd, b.path, h.path_at);
+        // The gap to the tail and the tail itself: a hole, which costs no disk block.
+        try sys.setFileSize(b.headers.fd, fileBytes(h));
         h.headers_checksum = b.headers.hasher.final();
         h.sums_checksum = b.sums.hasher.final();
         h.bits_checksum = b.bits.hasher.final();
@@ -615,15 +639,26 @@ pub fn headerFits(h: FileHeader, file_len: u64) bool {
     if (h.bits_at != bitsAt(h.sums_at, h.sums_len) or h.bits_len < bits_padding) return false;
     if (h.path_at != (std.math.add(u64, h.bits_at, h.bits_len) catch return false)) return false;
     if (h.path_len > path_bytes_max) return false;
-    return (std.math.add(u64, h.path_at, h.path_len) catch return false) == file_len;
+    if (h.tail_len < 4096 or h.tail_len > tail_bytes_max or !std.math.isPowerOfTwo(h.tail_len)) return false;
+    const path_end = std.math.add(u64, h.path_at, h.path_len) catch return false;
+    if (path_end > std.math.maxInt(u64) - 2 * tail_bytes_max) return false;
+    return fileBytes(h) == file_len;
+}
+
+/// The largest page size a file's tail may have (arm64 Linux's largest pages: 64 KiB).
+const tail_bytes_max: u64 = 64 << 10;
+
+/// Where the tail page of a file whose header passed `headerFits` starts.
+pub fn tailAt(h: FileHeader) u64 {
+    return std.mem.alignForward(u64, h.path_at + h.path_len, h.tail_len);
 }
 
 /// The longest store path a file records (Linux's PATH_MAX without its NUL).
 pub const path_bytes_max: usize = sys.path_bytes_max - 1;
 
-/// Bytes of a file whose header `h` passed `headerFits`.
+/// Bytes of a file whose header `h` passed `headerFits` (or that `Builder.finish` made).
 pub fn fileBytes(h: FileHeader) u64 {
-    return h.path_at + h.path_len;
+    return tailAt(h) + h.tail_len;
 }
 
 /// The bit fields start on the first 8-byte boundary after the checksums.

@@ -118,6 +118,10 @@ const Guard = extern struct {
 
 pub extern fn zr_guard_install() void;
 extern fn zr_guard_run(g: *Guard, body: *const fn (?*anyopaque) callconv(.c) void, arg: ?*anyopaque) c_int;
+/// A mapping whose pages a truncation of its file may take: a SIGBUS in it maps zeros over
+/// the page and sets `flag` (sigbus_guard.c). The slot, or -1 when it could not be registered.
+pub extern fn zr_guard_zero_register(base: [*]const u8, len: usize, flag: *volatile c_int) c_int;
+pub extern fn zr_guard_zero_unregister(slot: c_int) void;
 
 pub const DecoderSlot = struct {
     busy: std.atomic.Value(bool) = .init(false),
@@ -510,7 +514,7 @@ pub fn verify(r: *Reader, start: u64, n: u64, d: *Diag) Error!void {
     var i: u64 = start;
     // Hashing reads the stored bytes; decoding writes the logical ones.
     while (i < start + n) : (i += 1) {
-        total += if (r.compressed()) r.logicalSize(i) else r.location(i).stored_size;
+        total +|= if (r.compressed()) r.logicalSize(i) else r.location(i).stored_size;
     }
     // Verify reads every record of the range once, in record order: its hints coalesce into
     // long ranges, which cost next to nothing where the store is in the page cache and
@@ -592,6 +596,9 @@ const GatherCtx = struct {
     /// The stored bytes of the record at position `pos`, for readahead.Batch.
     pub fn span(ctx: *const GatherCtx, pos: u64) readahead.Span {
         const e = ctx.r.location(ctx.record(pos));
+        // A place outside the store (a cache file changed under the reader) is not hinted;
+        // the read fails at `Reader.place`.
+        if (!ctx.r.placeFits(e)) return .{ .shard = 0, .offset = 0, .len = 0 };
         // Records read with O_DIRECT never go through the page cache: nothing to hint or ask.
         if (readsDirect(ctx.r, e)) return .{ .shard = e.shard, .offset = e.offset, .len = 0 };
         return .{ .shard = e.shard, .offset = e.offset, .len = e.stored_size };
@@ -809,7 +816,7 @@ fn gatherDenseDecode(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share,
     while (j < end) : (j += 1) {
         const rec = job.idx[@intCast(j)];
         share.guard.setRecord(rec);
-        const e = r.location(rec);
+        const e = try r.place(rec, d);
         const pread = if (ctx.cold) e.stored_size > 0 else usesPread(r, e);
         const src = try storedView(r, rec, e, pread, &share.scratch, d);
         try checkOnce(r, rec, e, src, d);
@@ -852,11 +859,12 @@ fn gatherDenseRaw(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d:
         }
         const rec = job.idx[@intCast(j)];
         const slot: usize = @intCast(j % gather_prefetch_record_ahead);
-        // The location found for the prefetch, `gather_prefetch_record_ahead` positions ago;
-        // its slot then takes the location of the record as far ahead.
-        const e = if (j >= begin + gather_prefetch_record_ahead) ring[slot] else r.location(rec);
+        // The place found (and checked: `Reader.place`) for the prefetch,
+        // `gather_prefetch_record_ahead` positions ago; its slot then takes the place of the
+        // record as far ahead.
+        const e = if (j >= begin + gather_prefetch_record_ahead) ring[slot] else try r.place(rec, d);
         if (j + gather_prefetch_record_ahead < end) {
-            const ahead = r.location(job.idx[@intCast(j + gather_prefetch_record_ahead)]);
+            const ahead = try r.place(job.idx[@intCast(j + gather_prefetch_record_ahead)], d);
             ring[slot] = ahead;
             const p = r.maps[ahead.shard].ptr + @as(usize, @intCast(ahead.offset));
             var off: usize = 0;
@@ -879,7 +887,7 @@ fn gatherDenseRawPread(ctx: *const GatherCtx, begin: u64, end: u64, share: *Shar
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = job.idx[@intCast(j)];
-        const e = r.location(rec);
+        const e = try r.place(rec, d);
         const dst = job.out[@as(usize, @intCast(j)) * rs ..][0..rs];
         if (readsDirect(r, e)) {
             // The aligned blocks land in private memory, checked before they are copied out.
@@ -903,13 +911,21 @@ fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error
 fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *Diag) Error!void {
     const r = ctx.r;
     const job = ctx.job.ragged;
+    // The output was sized from the shapes the call read first (Reader.gatherRagged); a cache
+    // file changed under the reader since may say another size here, which must fail the
+    // call, not reach past the output (an index the reader built cannot change: `place`).
+    const mapped = r.index_source == .cached;
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = job.idx[@intCast(j)];
         share.guard.setRecord(rec);
-        const e = r.location(rec);
+        const e = try r.place(rec, d);
         const pread = if (ctx.cold) e.stored_size > 0 else usesPread(r, e);
         const at: usize = @intCast(job.offsets[@intCast(j)]);
+        if (mapped) {
+            const size = if (share.lease != null) r.logicalSize(rec) else e.stored_size;
+            if (size > job.out.len or at > job.out.len - size) return r.placeLost(rec, d);
+        }
         if (share.lease) |*l| {
             const src = try storedView(r, rec, e, pread, &share.scratch, d);
             try checkOnce(r, rec, e, src, d);
@@ -949,11 +965,13 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: 
     while (j < end) : (j += 1) {
         const rec = start + j;
         share.guard.setRecord(rec);
-        const e = r.location(rec);
+        const e = try r.place(rec, d);
         const src = try storedView(r, rec, e, usesPread(r, e), &share.scratch, d);
         try checkRecord(r, rec, e, src, .whole(try share.sums.get(r, rec, d)), d);
         if (share.lease) |*l| {
-            const size: usize = @intCast(r.logicalSize(rec));
+            const logical = r.logicalSize(rec);
+            if (logical > format.record_size_bytes_max) return r.placeLost(rec, d);
+            const size: usize = @intCast(logical);
             try decodeRecord(r, l.get(), rec, e, src, try share.decode_scratch.get(size, rec, d), d);
         }
     }

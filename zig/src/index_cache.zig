@@ -15,11 +15,17 @@
 //! - A file is never changed in place: it is made read-only for everyone, its owner included
 //!   (0400), before it is renamed into place, and a file that anyone can write is not used
 //!   (`usable`). A reader maps the file and checks each record's entry once, at its first
-//!   read; a change made in place after that (a bit flipped, the file truncated) would reach
-//!   its later reads, which the checks made at the first read no longer cover (wrong records,
-//!   or a fault in a read of the mapping). A program of the user can no longer do that by
-//!   accident (opening the file to write or truncate it fails), only by changing its mode
-//!   first. Windows, whose renames cannot replace a read-only file, keeps files writable.
+//!   read. A program of the user cannot change the file by accident (opening it to write or
+//!   truncate fails), only by changing its mode first, or as root, whom no mode stops.
+//!   Windows, whose renames cannot replace a read-only file, keeps files writable.
+//! - A change made in place under a reader anyway fails its calls, never the process: the
+//!   decoding is total (compact.zig), every place is checked against its shard at every read
+//!   (`Reader.place`), a truncation's lost pages read as zeros and fail every later call
+//!   (sigbus_guard.c's zero-filled ranges; the file's tail page tells a cut inside a page:
+//!   `Reader.intact`). What it cannot tell is a change to another place inside the store, or
+//!   a shape of the same size, after the record's checksum passed: such a record reads
+//!   wrong, as it would if the shard's own bytes were changed in place (a published store's
+//!   files never change: [ZR-PUB-005]).
 //! - A cache file is named by the store's header checksum, the index file's device and inode
 //!   and the user, and holds the whole identity (size, times of change) of the index file and,
 //!   in a store with index parts, of index.zrs (spec §9.5), and
@@ -108,6 +114,8 @@ pub const Loaded = struct {
     view: compact.View,
     source: IndexSource,
     blocks_checked: []u64 = &.{},
+    /// Of a cache file: where its tail page starts in `map` (compact.tailAt); 0 otherwise.
+    tail: usize = 0,
 };
 
 /// [ZR-ERR-008] Whether a cache file of status `st` can only have been made by this user.
@@ -153,6 +161,8 @@ pub fn load(r: *const Reader, path: [:0]const u8, id: sys.FileIdentity, d: *Diag
     var short = false;
     sys.preadAll(fd, std.mem.asBytes(&h), 0, &short) catch return null;
     if (!compact.headerFits(h, st.size) or !keyMatches(h, keyOf(r, id))) return null;
+    // A tail of smaller pages than this host's would share its page with decoded bytes.
+    if (h.tail_len < std.heap.pageSize()) return null;
     const len = std.math.cast(usize, st.size) orelse return null;
     const map = sys.mmapRead(fd, len) catch return null;
     const view = compact.viewOf(h, map);
@@ -168,7 +178,8 @@ pub fn load(r: *const Reader, path: [:0]const u8, id: sys.FileIdentity, d: *Diag
     @memset(checked, 0);
     if (sys.nowSeconds() - st.mtime_sec > touch_interval_s) sys.touch(fd) catch {};
     std.debug.assert(view.record_count == r.header.record_count);
-    return .{ .map = map, .view = view, .source = .cached, .blocks_checked = checked };
+    const tail: usize = @intCast(compact.tailAt(h));
+    return .{ .map = map, .view = view, .source = .cached, .blocks_checked = checked, .tail = tail };
 }
 
 // ---- checks of a loaded file against the store ([ZR-ERR-007]) ---------------------------
@@ -231,6 +242,30 @@ fn checkEntry(r: *const Reader, rec: u64, d: *Diag) Error!void {
     }, shape[0..ndim]);
     var scratch: Diag = .{};
     _ = format.validateEntry(h, .of(h), entry[0..es], rec, r.path, &scratch) catch return cacheDamaged(r, rec, d);
+}
+
+/// The error for a place that `Reader.place` refused at a read: the record's entry passed its
+/// first check, so the mapped file changed since.
+pub fn placeLost(r: *const Reader, rec: u64, d: *Diag) Error {
+    d.record = @intCast(rec);
+    if (r.index_source != .cached) return d.fail(error.Corrupt, "store '{s}': the compact index " ++
+        "built at open says record {d} lies outside its shard (internal error: please report " ++
+        "it)", .{ r.path, rec });
+    return d.fail(error.Corrupt, "store '{s}': the compact index mapped from the index cache " ++
+        "now says record {d} lies outside its shard, or has another size than its shape, " ++
+        "after it passed its check: the cache file " ++
+        "was changed in place under this reader: reopen the store (a changed file is not " ++
+        "used again: the index is rebuilt)", .{ r.path, rec });
+}
+
+/// The error for a call of a reader whose cache file lost pages under it (Reader.intact).
+pub fn mappingLost(r: *const Reader, d: *Diag) Error {
+    d.record = -1;
+    d.shard = -1;
+    return d.fail(error.Corrupt, "store '{s}': the compact index file this reader mapped from " ++
+        "the index cache was truncated under it (SIGBUS), so what the call decoded cannot be " ++
+        "trusted: reopen the store (a truncated file is not used again: the index is " ++
+        "rebuilt)", .{r.path});
 }
 
 fn cacheDamaged(r: *const Reader, rec: u64, d: *Diag) Error {

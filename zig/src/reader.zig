@@ -115,6 +115,14 @@ pub const Reader = struct {
         .record_count = 0,
     },
     compact_map: Map = &.{},
+    /// Set (to 1) by the SIGBUS handler when a page of `compact_map` was lost to a truncation
+    /// of its cache file and read as zeros (sigbus_guard.c's zero-filled ranges): every call
+    /// fails from then on (`intact`).
+    compact_lost: c_int = 0,
+    /// `compact_map`'s slot among the zero-filled ranges, or -1.
+    compact_slot: c_int = -1,
+    /// Where the cache file's tail page starts in `compact_map` (index_cache.Loaded.tail).
+    compact_tail: usize = 0,
     /// How the compact index was made (zr_reader_index_info).
     index_source: IndexSource = .built,
     /// index.zri, kept open for verify, which checks records against their whole checksums
@@ -174,18 +182,68 @@ pub const Reader = struct {
         return reader_open.open(path_c, opts, d);
     }
 
-    /// Where record `rec` is; in bounds of its shard once the record has passed
-    /// (every record, unless the index came from a cache file: `checkIndices`).
+    /// Where record `rec` is, as the compact index says: in bounds of its shard once the
+    /// record has passed (every record, unless the index came from a cache file:
+    /// `checkIndices`), and as long as a cache file it was mapped from is not changed in
+    /// place. A read of the record's bytes takes its place from `place`.
     pub inline fn location(r: *const Reader, rec: u64) compact.Location {
         return r.compact.location(rec);
     }
 
-    /// A record's logical size; its shape was validated against the limits.
+    /// Where record `rec` is, for a read of its bytes: `location`, checked at every read
+    /// against its shard and, raw, against the record's size, not only at the record's first
+    /// check (`checkIndices`). A cache file changed in place under this reader after that
+    /// check (index_cache.zig: only a user who can change the file's mode) then fails the
+    /// call, where it would otherwise send a read outside a shard or past an output slot.
+    /// An index this reader built (in its own memory, every entry validated) cannot change
+    /// under it, and is not checked again. The checks cost a gather from a cache file 2-5%
+    /// more instructions per record, from an index built here 3% (docs/benchmarks.md,
+    /// "Checks of a mapped index at every read").
+    pub inline fn place(r: *const Reader, rec: u64, d: *Diag) Error!compact.Location {
+        const e = r.compact.location(rec);
+        if (r.index_source != .cached or r.placeFits(e)) return e;
+        return r.placeLost(rec, d);
+    }
+
+    /// The error of a place refused at a read (`place`), or of a size past an output slot.
+    pub fn placeLost(r: *const Reader, rec: u64, d: *Diag) Error {
+        return index_cache.placeLost(r, rec, d);
+    }
+
+    /// Whether `e` lies in its shard, and a Dense raw record's place holds its record size
+    /// (a Ragged raw record's stored size is checked against its shape by the call's first
+    /// pass, `gatherRagged`, and its size against the output by the gather).
+    pub inline fn placeFits(r: *const Reader, e: compact.Location) bool {
+        if (e.shard >= r.header.data_shards) return false;
+        const size = r.header.shard_sizes[e.shard];
+        if (e.stored_size > size or e.offset > size - e.stored_size) return false;
+        return r.header.kind != .dense or r.header.codec != .raw or e.stored_size == r.record_size;
+    }
+
+    /// A record's logical size; its shape was validated against the limits at its first
+    /// check. A shape changed since (a cache file changed in place) whose size overflows
+    /// gives the largest u64, which no output slot holds.
     pub fn logicalSize(r: *const Reader, rec: u64) u64 {
         if (r.header.kind == .dense) return r.record_size;
         var dims: [format.ndim_max]u64 = undefined;
         r.compact.shape(rec, dims[0..r.header.ndim]);
-        return format.logicalSize(dims[0..r.header.ndim], r.itemsize).?;
+        return format.logicalSize(dims[0..r.header.ndim], r.itemsize) orelse std.math.maxInt(u64);
+    }
+
+    /// `result`, unless a page of the compact index's cache file was lost under this reader
+    /// during or before the call (`compact_lost`): then the error that says so, whatever the
+    /// call returned, since what it decoded may have come from zeros. The file's tail page
+    /// is read first: a truncation anywhere before it takes that page, and reading it faults
+    /// (sets `compact_lost`), where the page the truncation cut into only reads zeros past
+    /// the cut, with no fault of its own.
+    pub fn intact(r: *const Reader, result: Error!void, d: *Diag) Error!void {
+        if (r.compact_slot >= 0) {
+            const tail: *const volatile u8 = &r.compact_map[r.compact_tail];
+            _ = tail.*;
+        }
+        const lost: *const volatile c_int = &r.compact_lost;
+        if (lost.* == 0) return result;
+        return index_cache.mappingLost(r, d);
     }
 
     pub fn compressed(r: *const Reader) bool {
@@ -310,7 +368,9 @@ pub const Reader = struct {
                 },
                 .ragged => {
                     r.compact.shape(rec, dst);
-                    sizes_out.?[@intCast(i)] = format.logicalSize(dst, r.itemsize).?;
+                    // Checked at the record's first check (checkIndices), unless the cache
+                    // file changed in place since.
+                    sizes_out.?[@intCast(i)] = format.logicalSize(dst, r.itemsize) orelse return r.placeLost(rec, d);
                 },
             }
         }
@@ -332,11 +392,18 @@ pub const Reader = struct {
         if (idx == null or offsets == null) return d.fail(error.InvalidArgument, "gather_ragged " ++
             "got a null index or offsets array for {d} records", .{n});
         try r.checkIndices(idx.?, n, d);
+        // A cache file's raw records (an index this reader built cannot change: `place`).
+        const mapped = r.index_source == .cached and r.header.codec == .raw;
         var total: u64 = 0;
         var i: u64 = 0;
         while (i < n) : (i += 1) {
             const rec = idx.?[@intCast(i)];
             const size = r.logicalSize(rec);
+            // A raw record's stored size is its logical size ([ZR-IDX-004]) at every read, as
+            // at its first check: a cache file changed under the reader since could otherwise
+            // fill part of a slot and leave the rest as the output's memory held before.
+            if (size > format.record_size_bytes_max or
+                (mapped and r.location(rec).stored_size != size)) return r.placeLost(rec, d);
             const off = offsets.?[@intCast(i)];
             if (size > out_size or off > out_size - size) return d.fail(error.InvalidArgument, "" ++
                 "gather_ragged: record {d} (position {d}) has {d} bytes at output offset {d}, " ++
@@ -396,7 +463,7 @@ pub const Reader = struct {
         try r.checkIndices(idx.?, n, d);
         var i: u64 = 0;
         while (i < n) : (i += 1) {
-            const e = r.location(idx.?[@intCast(i)]);
+            const e = try r.place(idx.?[@intCast(i)], d);
             shards.?[@intCast(i)] = e.shard;
             offsets.?[@intCast(i)] = e.offset;
             sizes.?[@intCast(i)] = e.stored_size;
@@ -506,6 +573,13 @@ pub const Reader = struct {
         r.compact = l.view;
         r.index_source = l.source;
         r.blocks_checked = l.blocks_checked;
+        // A cache file is the one mapping of a reader that another program may truncate
+        // while it is mapped and read from anywhere in a call (its shards are read in
+        // guarded regions: gather.runShare).
+        if (l.source == .cached) {
+            r.compact_tail = l.tail;
+            r.compact_slot = gather.zr_guard_zero_register(l.map.ptr, l.map.len, &r.compact_lost);
+        }
     }
 
     /// Unmaps and closes the shards and the index and frees the bitmaps (not the handle, path or
@@ -522,6 +596,8 @@ pub const Reader = struct {
             if (dfd.* != sys.invalid_fd) sys.close(dfd.*);
             dfd.* = sys.invalid_fd;
         }
+        gather.zr_guard_zero_unregister(r.compact_slot);
+        r.compact_slot = -1;
         if (r.compact_map.len > 0) sys.munmap(r.compact_map);
         r.compact_map = &.{};
         r.compact.record_count = 0;

@@ -453,7 +453,7 @@ pub fn checkLayout(r: *const Reader, d: *Diag) Error!void {
     var in_order: std.StaticBitSet(format.data_shards_max) = .full;
     var i: u64 = 0;
     while (i < r.header.record_count) : (i += 1) {
-        const e = r.location(i);
+        const e = try r.place(i, d);
         if (e.stored_size == 0 or !in_order.isSet(e.shard)) continue;
         if (e.offset == cursor[e.shard]) {
             cursor[e.shard] += e.stored_size;
@@ -482,7 +482,7 @@ fn checkShardLayoutSorted(r: *const Reader, k: u8, d: *Diag) Error!void {
     var count: usize = 0;
     var i: u64 = 0;
     while (i < r.header.record_count) : (i += 1) {
-        const e = r.location(i);
+        const e = try r.place(i, d);
         if (e.shard == k and e.stored_size > 0) count += 1;
     }
     const placed = alloc.alloc(Placed, count) catch return d.noMemory("the sorted record ranges of a shard for verify");
@@ -490,19 +490,20 @@ fn checkShardLayoutSorted(r: *const Reader, k: u8, d: *Diag) Error!void {
     var n: usize = 0;
     i = 0;
     while (i < r.header.record_count) : (i += 1) {
-        const e = r.location(i);
+        const e = try r.place(i, d);
         if (e.shard != k or e.stored_size == 0) continue;
+        if (n == count) return r.placeLost(i, d); // changed since the count
         placed[n] = .{ .offset = e.offset, .rec = i };
         n += 1;
     }
-    std.sort.pdq(Placed, placed, {}, placedBefore);
+    std.sort.pdq(Placed, placed[0..n], {}, placedBefore);
     var covered: u64 = 0;
     // The record whose range reaches `covered`.
     var reaching: u64 = 0;
     var gap: ?Span = null;
     var overlap: ?Overlap = null;
-    for (placed) |p| {
-        const end = p.offset + r.location(p.rec).stored_size;
+    for (placed[0..n]) |p| {
+        const end = p.offset +| r.location(p.rec).stored_size;
         if (p.offset > covered) {
             if (gap == null) gap = .{ .begin = covered, .end = p.offset };
         } else if (p.offset < covered and overlap == null) {

@@ -38,6 +38,21 @@
  * - The guard costs one sigsetjmp (no system call: the signal mask is not saved) and two
  *   pthread_setspecific calls per region, and the body's store of the current record number
  *   into the guard per record.
+ *
+ * Zero-filled ranges (zr_guard_zero_register): a mapping whose reads are too many and too
+ * scattered to run in regions, the compact index a reader maps from the index cache folder
+ * (index_cache.zig), is registered process-wide instead. A SIGBUS in one (the file was
+ * truncated under the reader) maps a page of zeros over the faulting page, sets the range's
+ * flag, and returns: the faulting load runs again and reads zeros. The reader's decoding is
+ * total (compact.zig) and checks every place it reads, so zeros cannot send a read outside a
+ * shard, and each call of the reader fails at its end once the flag is set (Reader.intact),
+ * so no record decoded from zeros is returned as good.
+ * - The table is fixed-size and read by the handler without a lock: a slot is published by a
+ *   release store of its base after its length and flag, and withdrawn (base NULL) before the
+ *   mapping is unmapped, which a reader does only with no call in flight, so no fault of it
+ *   can be racing. Mapping the page is mmap(2) with MAP_FIXED, one system call; POSIX does not
+ *   list mmap as async-signal-safe, but it takes no lock of libc's (glibc and macOS wrap the
+ *   system call directly).
  */
 
 #ifndef _WIN32
@@ -47,6 +62,8 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* A byte range the region may fault in; mirrors gather.zig's GuardRange. */
 struct zr_guard_range {
@@ -80,6 +97,43 @@ static int in_ranges(const struct zr_guard *g, const void *addr)
         const struct zr_guard_range *r = &g->ranges[k];
         if (r->len > 0 && p >= r->base && (size_t)(p - r->base) < r->len)
             return 1;
+    }
+    return 0;
+}
+
+/* A zero-filled range (zr_guard_zero_register). `base` is NULL while the slot is not in
+ * use; `taken` is the slot's owner's claim (an atomic exchange: no lock, no libc call). */
+struct zr_zero_range {
+    const uint8_t *base;
+    size_t len;
+    volatile int *flag;
+    int taken;
+};
+
+/* Slots for the compact indexes mapped at once in a process: one per open reader whose index
+ * came from a cache file (a dataset of parts opens one reader per part). Past that many, a
+ * reader's index runs unprotected, as before the table existed. */
+#define ZR_ZERO_RANGES_MAX 4096
+static struct zr_zero_range zero_ranges[ZR_ZERO_RANGES_MAX];
+/* Slots below this were ever used: the handler scans no further. */
+static size_t zero_used;
+static uintptr_t page_mask;
+
+/* Maps zeros over the page of `addr` if it lies in a registered range; 1 when it did. */
+static int zero_fill(const void *addr)
+{
+    const uint8_t *p = (const uint8_t *)addr;
+    size_t used = __atomic_load_n(&zero_used, __ATOMIC_ACQUIRE);
+    for (size_t k = 0; k < used; k++) {
+        const uint8_t *base = __atomic_load_n(&zero_ranges[k].base, __ATOMIC_ACQUIRE);
+        if (base == NULL || p < base || (size_t)(p - base) >= zero_ranges[k].len)
+            continue;
+        void *page = (void *)((uintptr_t)p & ~page_mask);
+        void *got = mmap(page, (size_t)page_mask + 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        if (got == MAP_FAILED)
+            return 0;
+        *zero_ranges[k].flag = 1;
+        return 1;
     }
     return 0;
 }
@@ -120,11 +174,16 @@ static void on_sigbus(int sig, siginfo_t *info, void *context)
         pthread_sigmask(SIG_UNBLOCK, &set, NULL);
         siglongjmp(*g->jump, 1);
     }
+    /* si_code > 0: a fault, which returning retries; a SIGBUS sent by kill() is not ours. */
+    if (info != NULL && info->si_code > 0 && zero_fill(info->si_addr))
+        return;
     pass_on(sig, info, context);
 }
 
 static void install(void)
 {
+    long page = sysconf(_SC_PAGESIZE);
+    page_mask = (uintptr_t)(page > 0 ? page : 4096) - 1;
     if (pthread_key_create(&current_key, NULL) != 0)
         return;
     struct sigaction action;
@@ -149,6 +208,37 @@ static void install(void)
 void zr_guard_install(void)
 {
     pthread_once(&install_once, install);
+}
+
+/* Registers [base, base + len) as a zero-filled range whose faults set *flag to 1. Returns
+ * its slot, or -1 when the handler is not installed or every slot is taken (then a SIGBUS
+ * there ends the process, as it would without us). */
+int zr_guard_zero_register(const void *base, size_t len, volatile int *flag)
+{
+    if (!key_made || base == NULL || len == 0)
+        return -1;
+    for (size_t k = 0; k < ZR_ZERO_RANGES_MAX; k++) {
+        if (__atomic_exchange_n(&zero_ranges[k].taken, 1, __ATOMIC_ACQUIRE) != 0)
+            continue;
+        zero_ranges[k].len = len;
+        zero_ranges[k].flag = flag;
+        __atomic_store_n(&zero_ranges[k].base, (const uint8_t *)base, __ATOMIC_RELEASE);
+        size_t used = __atomic_load_n(&zero_used, __ATOMIC_RELAXED);
+        while (used < k + 1 && !__atomic_compare_exchange_n(&zero_used, &used, k + 1, 1,
+                                                             __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+        }
+        return (int)k;
+    }
+    return -1;
+}
+
+/* Withdraws a slot of zr_guard_zero_register (nothing for -1), before its range is unmapped. */
+void zr_guard_zero_unregister(int slot)
+{
+    if (slot < 0 || slot >= ZR_ZERO_RANGES_MAX)
+        return;
+    __atomic_store_n(&zero_ranges[slot].base, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&zero_ranges[slot].taken, 0, __ATOMIC_RELEASE);
 }
 
 /* Runs body(arg) as a guarded region. Returns 0 when the body returned, 1 when a SIGBUS in
@@ -183,6 +273,8 @@ int zr_guard_run(struct zr_guard *g, void (*body)(void *), void *arg)
 
 #else /* _WIN32 */
 
+#include <stddef.h>
+
 /* Windows refuses to shrink a file while a view of it is mapped (SetEndOfFile fails with
  * ERROR_USER_MAPPED_FILE), so a region has no such fault to catch there: it runs unguarded
  * (sys_windows.zig says what that leaves out). */
@@ -197,6 +289,20 @@ int zr_guard_run(struct zr_guard *g, void (*body)(void *), void *arg)
     (void)g;
     body(arg);
     return 0;
+}
+
+/* Nothing to register: no view of a file can lose its pages to a truncation. */
+int zr_guard_zero_register(const void *base, size_t len, volatile int *flag)
+{
+    (void)base;
+    (void)len;
+    (void)flag;
+    return -1;
+}
+
+void zr_guard_zero_unregister(int slot)
+{
+    (void)slot;
 }
 
 #endif /* _WIN32 */

@@ -289,11 +289,11 @@ def test_a_large_store_is_primed_by_its_writer(tmp_path, monkeypatch):
 
 
 def _reseal_cache_file(data: bytearray) -> None:
-    """A compact index file's header checksum (its last 8 bytes, over the 248-byte header with
+    """A compact index file's header checksum (its last 8 bytes, over the 256-byte header with
     that field zero) made to match its header again: anyone can compute it."""
-    header = bytearray(data[:248])
-    header[240:248] = bytes(8)
-    data[240:248] = _native.xxh64(np.frombuffer(bytes(header), np.uint8)).to_bytes(8, "little")
+    header = bytearray(data[:256])
+    header[248:256] = bytes(8)
+    data[248:256] = _native.xxh64(np.frombuffer(bytes(header), np.uint8)).to_bytes(8, "little")
 
 
 def test_a_cache_file_planted_by_another_user_is_never_used(tmp_path, every_index):
@@ -490,3 +490,90 @@ def test_pruning_keeps_files_of_a_newer_release(tmp_path, every_index):
     _rewrite(cache / name, bytes(data))
     assert prune(str(cache), 1 << 30)["removed"] == 0
     assert _cache_files(cache) == [name]
+
+
+# A child process opens a store through the index cache, reads every record once (each entry
+# passes its first check), changes the mapped cache file in place (as root can, whatever its
+# mode), and reads every record again. It prints one line per case: "error <type>" or "ok" with
+# whether the records read back were the ones written. A change under the reader used to
+# abort the process (a bounds panic), kill it with SIGBUS, or return wrong records.
+_CHANGED_UNDER_READER = r"""
+import glob, json, os, sys
+import numpy as np
+from zrecord import Dense, Ragged
+kind, store, cache, change = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+cls = Dense if kind == "dense" else Ragged
+s = cls.open(store, index_cache=cache)
+assert s.index_info()["source"] == "cached", s.index_info()
+want = s[:]
+(path,) = glob.glob(os.path.join(cache, "*.zrx"))
+os.chmod(path, 0o600)
+with open(path, "r+b") as f:
+    if change["op"] == "truncate":
+        f.truncate(change["at"])
+    else:
+        f.seek(change["at"])
+        f.write(bytes(change["bytes"]))
+try:
+    got = s[:]
+except Exception as e:
+    print("error", type(e).__name__, str(e)[:400])
+else:
+    same = all(np.array_equal(a, b) and a.shape == b.shape for a, b in zip(got, want))
+    print("ok", "same" if same else "different")
+"""
+
+# The compact file's layout (zig/src/compact.zig): a 256-byte header, then the block headers
+# (BlockFixed: shard_base at byte 38, stored_base at byte 32 of each).
+_HEADERS_AT = 256
+
+
+def _change_under_reader(tmp_path, kind, store, change):
+    import json
+    import subprocess
+    import sys
+
+    cache = tmp_path / f"cache-{kind}-{change['op']}-{change['at']}"
+    cls = Dense if kind == "dense" else Ragged
+    with cls.open(store, index_cache=cache):  # builds and writes the cache file
+        pass
+    env = {**os.environ, "ZRECORD_INDEX_CACHE_RECORDS_MIN": "1"}
+    cp = subprocess.run([sys.executable, "-c", _CHANGED_UNDER_READER, kind, str(store), str(cache), json.dumps(change)],
+                        capture_output=True, text=True, timeout=120, env=env)
+    assert cp.returncode == 0, f"the reader's process died ({cp.returncode}): {cp.stderr[-600:]}"
+    return cp.stdout.strip()
+
+
+def test_a_cache_file_changed_in_place_under_a_reader_fails_its_calls_not_the_process(tmp_path, every_index):
+    """Was (as root, or after a chmod): a place outside a shard in a block header aborted the
+    process ("index out of bounds"); a file truncated past a page killed it with SIGBUS; one
+    cut inside its last page of bit fields read zeros there and returned wrong records; a
+    Ragged raw record's size changed returned a slot partly filled. Each now fails the call
+    with CorruptStoreError, and the process lives on."""
+    store = tmp_path / "tokens"
+    with Ragged.create(store, np.uint8, 1, codec="raw", index_parts=False) as w:
+        rng = np.random.default_rng(5)
+        w.append([rng.integers(0, 255, rng.integers(1, 3000), dtype=np.uint8) for _ in range(3000)])
+    dense = tmp_path / "dense"
+    with Dense.create(dense, np.int32, (4,), codec="raw", index_parts=False) as w:
+        w.append(np.arange(4 * 3000, dtype=np.int32).reshape(3000, 4))
+    cases = [
+        ("ragged", store, {"op": "write", "at": _HEADERS_AT + 38, "bytes": [200]}),  # shard 200 of 1
+        ("dense", dense, {"op": "write", "at": _HEADERS_AT + 38, "bytes": [200]}),
+        ("ragged", store, {"op": "write", "at": _HEADERS_AT + 32, "bytes": [0xFF, 0xFF, 0, 0]}),  # sizes
+        ("dense", dense, {"op": "write", "at": _HEADERS_AT + 32, "bytes": [17]}),  # not 16 bytes
+    ]
+    with Ragged.open(store, index_cache=tmp_path / "probe"):
+        pass
+    (probe,) = _cache_files(tmp_path / "probe")
+    data = (tmp_path / "probe" / probe).read_bytes()
+    # The store's path follows the bit fields and their 16 bytes of padding.
+    path_at = data.index(os.fsencode(os.path.realpath(store)))
+    # A cut some pages before the end (the pages after it fault), and one inside the bit
+    # fields' last 4 bytes, whose page only reads zeros past the cut, with no fault of its own.
+    cases += [("ragged", store, {"op": "truncate", "at": len(data) // 3}),
+              ("ragged", store, {"op": "truncate", "at": path_at - 20})]
+    for kind, path, change in cases:
+        out = _change_under_reader(tmp_path, kind, path, change)
+        assert out.startswith("error CorruptStoreError"), (kind, change, out)
+        assert "index cache" in out, out
