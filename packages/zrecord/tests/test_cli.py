@@ -436,11 +436,11 @@ def test_restate_adds_to_what_an_os_error_with_an_errno_says():
 def test_sigterm_ends_a_command_as_ctrl_c_does(long_store):
     """SIGTERM (kill, timeout, a job scheduler): one line, and the process ends by the signal,
     after undoing what it would undo on Ctrl-C. Was: the default disposition, no cleanup."""
-    import time
-
     proc = subprocess.Popen([str(ZRECORD_SCRIPT), "head", long_store, "-n", "1000000"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Its first record printed: the command runs (a fixed sleep sent the signal during the
+    # imports on a loaded machine, before the handler existed).
+    assert proc.stdout is not None and proc.stdout.readline()
     assert proc.poll() is None
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -459,16 +459,21 @@ def test_ctrl_c_stops_a_command_waiting_on_a_server_that_never_answers():
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
+        silent.settimeout(60)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/store"
         proc = subprocess.Popen([str(ZRECORD_SCRIPT), "info", url], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+        # Its request has come (a fixed sleep sent the interrupt during the imports on a
+        # loaded machine, before the command ran), and it waits for the answer.
+        conn, _ = silent.accept()
+        time.sleep(0.5)
         assert proc.poll() is None  # still waiting for the answer
         proc.send_signal(signal.SIGINT)
         try:
             _, err = proc.communicate(timeout=15)
         finally:
             proc.kill()
+            conn.close()
     assert (proc.returncode, err) == (-signal.SIGINT, "zrecord: interrupted\n")
 
 
