@@ -118,10 +118,6 @@ const Guard = extern struct {
 
 pub extern fn zr_guard_install() void;
 extern fn zr_guard_run(g: *Guard, body: *const fn (?*anyopaque) callconv(.c) void, arg: ?*anyopaque) c_int;
-/// A mapping whose pages a truncation of its file may take: a SIGBUS in it maps zeros over
-/// the page and sets `flag` (sigbus_guard.c). The slot, or -1 when it could not be registered.
-pub extern fn zr_guard_zero_register(base: [*]const u8, len: usize, flag: *volatile c_int) c_int;
-pub extern fn zr_guard_zero_unregister(slot: c_int) void;
 
 pub const DecoderSlot = struct {
     busy: std.atomic.Value(bool) = .init(false),
@@ -914,7 +910,7 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
     // The output was sized from the shapes the call read first (Reader.gatherRagged); a cache
     // file changed under the reader since may say another size here, which must fail the
     // call, not reach past the output (an index the reader built cannot change: `place`).
-    const mapped = r.index_source == .cached;
+    const mapped = r.mapsCacheFile();
     var j = begin;
     while (j < end) : (j += 1) {
         const rec = job.idx[@intCast(j)];

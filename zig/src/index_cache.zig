@@ -116,6 +116,9 @@ pub const Loaded = struct {
     blocks_checked: []u64 = &.{},
     /// Of a cache file: where its tail page starts in `map` (compact.tailAt); 0 otherwise.
     tail: usize = 0,
+    /// Of a cache file (loaded, or built and published): its slot among the zero-filled ranges
+    /// (`register`), or -2 where there are none; -1 otherwise.
+    slot: c_int = -1,
 };
 
 /// [ZR-ERR-008] Whether a cache file of status `st` can only have been made by this user.
@@ -150,8 +153,23 @@ fn keyMatches(h: compact.FileHeader, key: compact.FileHeader) bool {
         h.ndim == key.ndim and sys.sameVersion(h.index, key.index) and sys.sameVersion(h.sums, key.sums);
 }
 
+/// A mapping whose pages a truncation of its file may take: a SIGBUS in it maps zeros over
+/// the page and sets `flag` (sigbus_guard.c). The slot; -1 when the table is full, -2 where
+/// no handler is installed (Windows, whose files cannot shrink under a view).
+extern fn zr_guard_zero_register(base: [*]const u8, len: usize, flag: *volatile c_int) c_int;
+pub extern fn zr_guard_zero_unregister(slot: c_int) void;
+
+/// Registers `map`, a mapping of a file of the cache folder, as a zero-filled range whose
+/// faults set `r.compact_lost` (written by the signal handler only): its slot (as
+/// zr_guard_zero_register's).
+pub fn register(r: *const Reader, map: Map) c_int {
+    return zr_guard_zero_register(map.ptr, map.len, @constCast(&r.compact_lost));
+}
+
 /// The compact index in the cache file at `path`, if that file is trusted and is the intact
-/// compact index of `r`'s index file `id`; null otherwise.
+/// compact index of `r`'s index file `id`; null otherwise. The mapping is a zero-filled range
+/// of `r`'s (`Reader.compact_lost`) from the moment it exists: the file may be truncated
+/// while its regions are hashed here, as later; a file truncated by then is not used.
 pub fn load(r: *const Reader, path: [:0]const u8, id: sys.FileIdentity, d: *Diag) Error!?Loaded {
     const fd = sys.open(path, sys.O_RDONLY | sys.O_NOFOLLOW | sys.O_NONBLOCK | sys.O_CLOEXEC, 0) catch return null;
     defer sys.close(fd);
@@ -165,13 +183,23 @@ pub fn load(r: *const Reader, path: [:0]const u8, id: sys.FileIdentity, d: *Diag
     if (h.tail_len < std.heap.pageSize()) return null;
     const len = std.math.cast(usize, st.size) orelse return null;
     const map = sys.mmapRead(fd, len) catch return null;
-    const view = compact.viewOf(h, map);
-    if (!compact.regionsMatch(h, view)) {
+    const slot = register(r, map);
+    const lost: *volatile c_int = @constCast(&r.compact_lost);
+    // Every slot taken (thousands of readers): the index is built in this reader's memory.
+    if (slot == -1) {
         sys.munmap(map);
+        return null;
+    }
+    const view = compact.viewOf(h, map);
+    if (!compact.regionsMatch(h, view) or lost.* != 0) {
+        zr_guard_zero_unregister(slot);
+        sys.munmap(map);
+        lost.* = 0;
         return null;
     }
     const words: usize = @intCast((view.blockCount() + 63) / 64);
     const checked = alloc.alloc(u64, @max(words, 1)) catch {
+        zr_guard_zero_unregister(slot);
         sys.munmap(map);
         return d.noMemory("the bitmap of checked index blocks");
     };
@@ -179,7 +207,7 @@ pub fn load(r: *const Reader, path: [:0]const u8, id: sys.FileIdentity, d: *Diag
     if (sys.nowSeconds() - st.mtime_sec > touch_interval_s) sys.touch(fd) catch {};
     std.debug.assert(view.record_count == r.header.record_count);
     const tail: usize = @intCast(compact.tailAt(h));
-    return .{ .map = map, .view = view, .source = .cached, .blocks_checked = checked, .tail = tail };
+    return .{ .map = map, .view = view, .source = .cached, .blocks_checked = checked, .tail = tail, .slot = slot };
 }
 
 // ---- checks of a loaded file against the store ([ZR-ERR-007]) ---------------------------
@@ -248,11 +276,11 @@ fn checkEntry(r: *const Reader, rec: u64, d: *Diag) Error!void {
 /// first check, so the mapped file changed since.
 pub fn placeLost(r: *const Reader, rec: u64, d: *Diag) Error {
     d.record = @intCast(rec);
-    if (r.index_source != .cached) return d.fail(error.Corrupt, "store '{s}': the compact index " ++
+    if (!r.mapsCacheFile()) return d.fail(error.Corrupt, "store '{s}': the compact index " ++
         "built at open says record {d} lies outside its shard (internal error: please report " ++
         "it)", .{ r.path, rec });
     return d.fail(error.Corrupt, "store '{s}': the compact index mapped from the index cache " ++
-        "now says record {d} lies outside its shard, or has another size than its shape, " ++
+        "folder now says record {d} lies outside its shard, or has another size than its shape, " ++
         "after it passed its check: the cache file " ++
         "was changed in place under this reader: reopen the store (a changed file is not " ++
         "used again: the index is rebuilt)", .{ r.path, rec });

@@ -201,8 +201,15 @@ pub const Reader = struct {
     /// "Checks of a mapped index at every read").
     pub inline fn place(r: *const Reader, rec: u64, d: *Diag) Error!compact.Location {
         const e = r.compact.location(rec);
-        if (r.index_source != .cached or r.placeFits(e)) return e;
+        if (!r.mapsCacheFile() or r.placeFits(e)) return e;
         return r.placeLost(rec, d);
+    }
+
+    /// Whether the compact index is a mapping of a file of the cache folder (loaded, or built
+    /// and published by this reader), which another program may change in place under it;
+    /// an index in this reader's own memory (or memory file) cannot change.
+    pub inline fn mapsCacheFile(r: *const Reader) bool {
+        return r.index_source == .cached or r.index_source == .built_cached;
     }
 
     /// The error of a place refused at a read (`place`), or of a size past an output slot.
@@ -232,7 +239,8 @@ pub const Reader = struct {
 
     /// `result`, unless a page of the compact index's cache file was lost under this reader
     /// during or before the call (`compact_lost`): then the error that says so, whatever the
-    /// call returned, since what it decoded may have come from zeros. The file's tail page
+    /// call returned, since what it decoded may have come from zeros. Called at the end of a
+    /// call, before it leaves (`enter`): a close may unmap the file once it has left. The file's tail page
     /// is read first: a truncation anywhere before it takes that page, and reading it faults
     /// (sets `compact_lost`), where the page the truncation cut into only reads zeros past
     /// the cut, with no fault of its own.
@@ -335,7 +343,7 @@ pub const Reader = struct {
         if (want > 0 and out == null) return d.fail(error.InvalidArgument, "gather_dense got a " ++
             "null output buffer for {d} bytes", .{want});
         try r.checkIndices(idx.?, n, d);
-        return gather.dense(r, idx.?, n, out, want, threads, d);
+        return r.intact(gather.dense(r, idx.?, n, out, want, threads, d), d);
     }
 
     pub fn shapes(
@@ -357,6 +365,9 @@ pub const Reader = struct {
         _ = std.math.mul(u64, n, ndim) catch return d.fail(error.InvalidArgument, "shapes: {d} " ++
             "records of {d} axes overflow 64 bits", .{ n, ndim });
         try r.checkIndices(idx.?, n, d);
+        // A cache file's raw records: a shape changed in place since the record's first
+        // check gives another size than the record's stored size (`place`).
+        const mapped = r.mapsCacheFile() and r.header.codec == .raw;
         var i: u64 = 0;
         while (i < n) : (i += 1) {
             const rec = idx.?[@intCast(i)];
@@ -368,12 +379,13 @@ pub const Reader = struct {
                 },
                 .ragged => {
                     r.compact.shape(rec, dst);
-                    // Checked at the record's first check (checkIndices), unless the cache
-                    // file changed in place since.
-                    sizes_out.?[@intCast(i)] = format.logicalSize(dst, r.itemsize) orelse return r.placeLost(rec, d);
+                    const size = format.logicalSize(dst, r.itemsize) orelse return r.placeLost(rec, d);
+                    if (mapped and r.location(rec).stored_size != size) return r.placeLost(rec, d);
+                    sizes_out.?[@intCast(i)] = size;
                 },
             }
         }
+        return r.intact({}, d);
     }
 
     pub fn gatherRagged(
@@ -393,7 +405,7 @@ pub const Reader = struct {
             "got a null index or offsets array for {d} records", .{n});
         try r.checkIndices(idx.?, n, d);
         // A cache file's raw records (an index this reader built cannot change: `place`).
-        const mapped = r.index_source == .cached and r.header.codec == .raw;
+        const mapped = r.mapsCacheFile() and r.header.codec == .raw;
         var total: u64 = 0;
         var i: u64 = 0;
         while (i < n) : (i += 1) {
@@ -412,7 +424,7 @@ pub const Reader = struct {
         }
         if (total > 0 and out == null) return d.fail(error.InvalidArgument, "gather_ragged got a " ++
             "null output buffer for {d} bytes", .{total});
-        return gather.ragged(r, idx.?, n, out, out_size, offsets.?, total, threads, d);
+        return r.intact(gather.ragged(r, idx.?, n, out, out_size, offsets.?, total, threads, d), d);
     }
 
     /// The runs of index parts that judging records idx[0..n) needs and this reader has not
@@ -468,6 +480,7 @@ pub const Reader = struct {
             offsets.?[@intCast(i)] = e.offset;
             sizes.?[@intCast(i)] = e.stored_size;
         }
+        return r.intact({}, d);
     }
 
     /// How this reader reads batches not known to be in the page cache.
@@ -534,7 +547,7 @@ pub const Reader = struct {
             try reader_open.checkLayout(r, d);
             r.layout_checked.store(true, .release);
         }
-        return gather.verify(r, start, n, d);
+        return r.intact(gather.verify(r, start, n, d), d);
     }
 
     pub fn fillInfo(r: *const Reader, info: *abi.Info) void {
@@ -575,10 +588,11 @@ pub const Reader = struct {
         r.blocks_checked = l.blocks_checked;
         // A cache file is the one mapping of a reader that another program may truncate
         // while it is mapped and read from anywhere in a call (its shards are read in
-        // guarded regions: gather.runShare).
-        if (l.source == .cached) {
+        // guarded regions: gather.runShare): registered by `index_cache.load`, or by
+        // reader_open once it published the file it built.
+        if (l.source == .cached or l.source == .built_cached) {
             r.compact_tail = l.tail;
-            r.compact_slot = gather.zr_guard_zero_register(l.map.ptr, l.map.len, &r.compact_lost);
+            r.compact_slot = l.slot;
         }
     }
 
@@ -596,7 +610,7 @@ pub const Reader = struct {
             if (dfd.* != sys.invalid_fd) sys.close(dfd.*);
             dfd.* = sys.invalid_fd;
         }
-        gather.zr_guard_zero_unregister(r.compact_slot);
+        index_cache.zr_guard_zero_unregister(r.compact_slot);
         r.compact_slot = -1;
         if (r.compact_map.len > 0) sys.munmap(r.compact_map);
         r.compact_map = &.{};

@@ -303,11 +303,22 @@ fn buildIndex(
             return d.failOs(if (e == sys.ENOMEM) error.OutOfMemory else error.Io, e, "cannot map the " ++
                 "compact index of store '{s}'", .{r.path});
         };
+        // Published, the file is the cache folder's, which another program may change in
+        // place under this mapping, as under one that `index_cache.load` made.
+        const slot = if (published) index_cache.register(r, map) else -1;
+        if (slot == -1 and published) {
+            // Every zero-filled range taken (thousands of readers): built again in memory.
+            sys.munmap(map);
+            out.fallBack();
+            continue;
+        }
         r.index_hashed.store(true, .release);
         return .{
             .map = map,
             .view = compact.viewOf(written, map),
             .source = if (published) .built_cached else .built,
+            .tail = if (published) @intCast(compact.tailAt(written)) else 0,
+            .slot = slot,
         };
     }
 }

@@ -304,7 +304,7 @@ pub export fn zr_reader_gather_dense(
     var d: Diag = undefined;
     d.fresh();
     const result: Error!void = if (r) |rd|
-        rd.intact(rd.gatherDense(idx, count, @ptrCast(out), out_size, threads, &d), &d)
+        rd.gatherDense(idx, count, @ptrCast(out), out_size, threads, &d)
     else
         nullArgument(&d, "reader");
     return finish(st, result, &d);
@@ -321,10 +321,7 @@ pub export fn zr_reader_shapes(
     @setRuntimeSafety(false); // a hot path's forwarding only: Diag.fresh says why
     var d: Diag = undefined;
     d.fresh();
-    const result: Error!void = if (r) |rd|
-        rd.intact(rd.shapes(idx, count, shapes, sizes, &d), &d)
-    else
-        nullArgument(&d, "reader");
+    const result: Error!void = if (r) |rd| rd.shapes(idx, count, shapes, sizes, &d) else nullArgument(&d, "reader");
     return finish(st, result, &d);
 }
 
@@ -342,7 +339,7 @@ pub export fn zr_reader_gather_ragged(
     var d: Diag = undefined;
     d.fresh();
     const result: Error!void = if (r) |rd|
-        rd.intact(rd.gatherRagged(idx, count, @ptrCast(out), offsets, out_size, threads, &d), &d)
+        rd.gatherRagged(idx, count, @ptrCast(out), offsets, out_size, threads, &d)
     else
         nullArgument(&d, "reader");
     return finish(st, result, &d);
@@ -379,7 +376,7 @@ pub export fn zr_reader_locate(
 ) c_int {
     var d: Diag = .{};
     const result: Error!void = if (r) |rd|
-        rd.intact(rd.locate(idx, count, shards, offsets, sizes, &d), &d)
+        rd.locate(idx, count, shards, offsets, sizes, &d)
     else
         nullArgument(&d, "reader");
     return finish(st, result, &d);
@@ -387,7 +384,7 @@ pub export fn zr_reader_locate(
 
 pub export fn zr_reader_verify(r: ?*Reader, start: u64, count: u64, st: ?*Status) c_int {
     var d: Diag = .{};
-    const result: Error!void = if (r) |rd| rd.intact(rd.verify(start, count, &d), &d) else nullArgument(&d, "reader");
+    const result: Error!void = if (r) |rd| rd.verify(start, count, &d) else nullArgument(&d, "reader");
     return finish(st, result, &d);
 }
 

@@ -128,11 +128,15 @@ static int zero_fill(const void *addr)
         const uint8_t *base = __atomic_load_n(&zero_ranges[k].base, __ATOMIC_ACQUIRE);
         if (base == NULL || p < base || (size_t)(p - base) >= zero_ranges[k].len)
             continue;
+        volatile int *flag = zero_ranges[k].flag;
+        /* Withdrawn (and maybe taken again) since `base` was read: not this range. */
+        if (__atomic_load_n(&zero_ranges[k].base, __ATOMIC_ACQUIRE) != base)
+            continue;
         void *page = (void *)((uintptr_t)p & ~page_mask);
         void *got = mmap(page, (size_t)page_mask + 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
         if (got == MAP_FAILED)
             return 0;
-        *zero_ranges[k].flag = 1;
+        *flag = 1;
         return 1;
     }
     return 0;
@@ -211,12 +215,12 @@ void zr_guard_install(void)
 }
 
 /* Registers [base, base + len) as a zero-filled range whose faults set *flag to 1. Returns
- * its slot, or -1 when the handler is not installed or every slot is taken (then a SIGBUS
- * there ends the process, as it would without us). */
+ * its slot; -1 when every slot is taken (the caller must not rely on the mapping then); -2
+ * when the handler is not installed (then no SIGBUS is caught anywhere). */
 int zr_guard_zero_register(const void *base, size_t len, volatile int *flag)
 {
     if (!key_made || base == NULL || len == 0)
-        return -1;
+        return -2;
     for (size_t k = 0; k < ZR_ZERO_RANGES_MAX; k++) {
         if (__atomic_exchange_n(&zero_ranges[k].taken, 1, __ATOMIC_ACQUIRE) != 0)
             continue;
@@ -297,7 +301,7 @@ int zr_guard_zero_register(const void *base, size_t len, volatile int *flag)
     (void)base;
     (void)len;
     (void)flag;
-    return -1;
+    return -2;
 }
 
 void zr_guard_zero_unregister(int slot)

@@ -503,8 +503,9 @@ import numpy as np
 from zrecord import Dense, Ragged
 kind, store, cache, change = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 cls = Dense if kind == "dense" else Ragged
-s = cls.open(store, index_cache=cache)
-assert s.index_info()["source"] == "cached", s.index_info()
+# validate="full": the reader builds the index and maps the file it publishes in the folder.
+s = cls.open(store, index_cache=cache, validate=change.get("validate", "cached"))
+assert s.index_info()["source"] == change.get("source", "cached"), s.index_info()
 want = s[:]
 (path,) = glob.glob(os.path.join(cache, "*.zrx"))
 os.chmod(path, 0o600)
@@ -533,7 +534,7 @@ def _change_under_reader(tmp_path, kind, store, change):
     import subprocess
     import sys
 
-    cache = tmp_path / f"cache-{kind}-{change['op']}-{change['at']}"
+    cache = tmp_path / f"cache-{kind}-{change['op']}-{change['at']}-{change.get('validate')}"
     cls = Dense if kind == "dense" else Ragged
     with cls.open(store, index_cache=cache):  # builds and writes the cache file
         pass
@@ -548,8 +549,9 @@ def test_a_cache_file_changed_in_place_under_a_reader_fails_its_calls_not_the_pr
     """Was (as root, or after a chmod): a place outside a shard in a block header aborted the
     process ("index out of bounds"); a file truncated past a page killed it with SIGBUS; one
     cut inside its last page of bit fields read zeros there and returned wrong records; a
-    Ragged raw record's size changed returned a slot partly filled. Each now fails the call
-    with CorruptStoreError, and the process lives on."""
+    Ragged raw record's size changed returned a slot partly filled; a reader that built the
+    index and published the file it maps was killed by SIGBUS when that file was truncated.
+    Each now fails the call with CorruptStoreError, and the process lives on."""
     store = tmp_path / "tokens"
     with Ragged.create(store, np.uint8, 1, codec="raw", index_parts=False) as w:
         rng = np.random.default_rng(5)
@@ -572,7 +574,9 @@ def test_a_cache_file_changed_in_place_under_a_reader_fails_its_calls_not_the_pr
     # A cut some pages before the end (the pages after it fault), and one inside the bit
     # fields' last 4 bytes, whose page only reads zeros past the cut, with no fault of its own.
     cases += [("ragged", store, {"op": "truncate", "at": len(data) // 3}),
-              ("ragged", store, {"op": "truncate", "at": path_at - 20})]
+              ("ragged", store, {"op": "truncate", "at": path_at - 20}),
+              ("ragged", store, {"op": "truncate", "at": len(data) // 3, "validate": "full",
+                                 "source": "built_cached"})]
     for kind, path, change in cases:
         out = _change_under_reader(tmp_path, kind, path, change)
         assert out.startswith("error CorruptStoreError"), (kind, change, out)
