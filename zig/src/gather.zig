@@ -909,7 +909,7 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
     const job = ctx.job.ragged;
     // The output was sized from the shapes the call read first (Reader.gatherRagged); a cache
     // file changed under the reader since may say another size here, which must fail the
-    // call, not reach past the output (an index the reader built cannot change: `place`).
+    // call, not reach past the output (an index in the reader's memory cannot change).
     const mapped = r.mapsCacheFile();
     var j = begin;
     while (j < end) : (j += 1) {

@@ -119,7 +119,8 @@ pub const Reader = struct {
     /// of its cache file and read as zeros (sigbus_guard.c's zero-filled ranges): every call
     /// fails from then on (`intact`).
     compact_lost: c_int = 0,
-    /// `compact_map`'s slot among the zero-filled ranges, or -1.
+    /// `compact_map`'s slot among the zero-filled ranges; -1 for none, -2 where there are
+    /// none (index_cache.Loaded.slot).
     compact_slot: c_int = -1,
     /// Where the cache file's tail page starts in `compact_map` (index_cache.Loaded.tail).
     compact_tail: usize = 0,
@@ -195,8 +196,8 @@ pub const Reader = struct {
     /// check (`checkIndices`). A cache file changed in place under this reader after that
     /// check (index_cache.zig: only a user who can change the file's mode) then fails the
     /// call, where it would otherwise send a read outside a shard or past an output slot.
-    /// An index this reader built (in its own memory, every entry validated) cannot change
-    /// under it, and is not checked again. The checks cost a gather from a cache file 2-5%
+    /// An index in this reader's own memory (built at open, every entry validated, and not
+    /// published) cannot change under it, and is not checked again. The checks cost a gather from a cache file 2-5%
     /// more instructions per record, from an index built here 3% (docs/benchmarks.md,
     /// "Checks of a mapped index at every read").
     pub inline fn place(r: *const Reader, rec: u64, d: *Diag) Error!compact.Location {
@@ -240,10 +241,10 @@ pub const Reader = struct {
     /// `result`, unless a page of the compact index's cache file was lost under this reader
     /// during or before the call (`compact_lost`): then the error that says so, whatever the
     /// call returned, since what it decoded may have come from zeros. Called at the end of a
-    /// call, before it leaves (`enter`): a close may unmap the file once it has left. The file's tail page
-    /// is read first: a truncation anywhere before it takes that page, and reading it faults
-    /// (sets `compact_lost`), where the page the truncation cut into only reads zeros past
-    /// the cut, with no fault of its own.
+    /// call, before it leaves (`enter`): a close may unmap the file once it has left. The
+    /// file's tail page is read first: a truncation anywhere before it takes that page, and
+    /// reading it faults (sets `compact_lost`), where the page the truncation cut into only
+    /// reads zeros past the cut, with no fault of its own.
     pub fn intact(r: *const Reader, result: Error!void, d: *Diag) Error!void {
         if (r.compact_slot >= 0) {
             const tail: *const volatile u8 = &r.compact_map[r.compact_tail];
@@ -404,7 +405,7 @@ pub const Reader = struct {
         if (idx == null or offsets == null) return d.fail(error.InvalidArgument, "gather_ragged " ++
             "got a null index or offsets array for {d} records", .{n});
         try r.checkIndices(idx.?, n, d);
-        // A cache file's raw records (an index this reader built cannot change: `place`).
+        // A cache file's raw records (an index in this reader's memory cannot change: `place`).
         const mapped = r.mapsCacheFile() and r.header.codec == .raw;
         var total: u64 = 0;
         var i: u64 = 0;
