@@ -52,7 +52,7 @@ with cls.open(os.path.join(data, kind), **cache) as s:
 
 
 def write_stores(data: Path, pkg: str) -> None:
-    """The two stores, once per folder, and their cache files (by a first open)."""
+    """The two stores, once per folder (each run writes the cache files it needs: `prime`)."""
     if (data / "ragged").exists():
         return
     code = r"""

@@ -918,18 +918,15 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
         const e = try r.place(rec, d);
         const pread = if (ctx.cold) e.stored_size > 0 else usesPread(r, e);
         const at: usize = @intCast(job.offsets[@intCast(j)]);
-        if (mapped) {
-            const size = if (share.lease != null) r.logicalSize(rec) else e.stored_size;
-            if (size > job.out.len or at > job.out.len - size) return r.placeLost(rec, d);
-        }
+        // Raw: the stored size is the logical size ([ZR-IDX-004]).
+        const size = if (share.lease != null) r.logicalSize(rec) else e.stored_size;
+        if (mapped and (size > job.out.len or at > job.out.len - size)) return r.placeLost(rec, d);
         if (share.lease) |*l| {
             const src = try storedView(r, rec, e, pread, &share.scratch, d);
             try checkOnce(r, rec, e, src, d);
-            const size: usize = @intCast(r.logicalSize(rec));
-            const dst: []u8 = if (size > 0) job.out[at..][0..size] else &.{};
+            const dst: []u8 = if (size > 0) job.out[at..][0..@intCast(size)] else &.{};
             try decodeRecord(r, l.get(), rec, e, src, dst, d);
         } else if (pread) {
-            // Raw: the stored size is the logical size ([ZR-IDX-004]).
             const dst = job.out[at..][0..e.stored_size];
             if (readsDirect(r, e)) {
                 const src = try readDirect(r, rec, e, &share.scratch, d);

@@ -213,6 +213,15 @@ pub const Reader = struct {
         return r.index_source == .cached or r.index_source == .built_cached;
     }
 
+    /// Whether Ragged record `rec`, whose shape says `size` bytes, still holds them stored,
+    /// if it is raw and its index a cache file's ([ZR-IDX-004] at every read, as at its
+    /// first check): a shape changed under the reader since would otherwise have a gather
+    /// fill part of its slot and leave the rest as the output's memory held before.
+    pub inline fn rawSizeHolds(r: *const Reader, rec: u64, size: u64) bool {
+        if (!r.mapsCacheFile() or r.header.codec != .raw) return true;
+        return r.location(rec).stored_size == size;
+    }
+
     /// The error of a place refused at a read (`place`), or of a size past an output slot.
     pub fn placeLost(r: *const Reader, rec: u64, d: *Diag) Error {
         return index_cache.placeLost(r, rec, d);
@@ -366,9 +375,6 @@ pub const Reader = struct {
         _ = std.math.mul(u64, n, ndim) catch return d.fail(error.InvalidArgument, "shapes: {d} " ++
             "records of {d} axes overflow 64 bits", .{ n, ndim });
         try r.checkIndices(idx.?, n, d);
-        // A cache file's raw records: a shape changed in place since the record's first
-        // check gives another size than the record's stored size (`place`).
-        const mapped = r.mapsCacheFile() and r.header.codec == .raw;
         var i: u64 = 0;
         while (i < n) : (i += 1) {
             const rec = idx.?[@intCast(i)];
@@ -381,7 +387,7 @@ pub const Reader = struct {
                 .ragged => {
                     r.compact.shape(rec, dst);
                     const size = format.logicalSize(dst, r.itemsize) orelse return r.placeLost(rec, d);
-                    if (mapped and r.location(rec).stored_size != size) return r.placeLost(rec, d);
+                    if (!r.rawSizeHolds(rec, size)) return r.placeLost(rec, d);
                     sizes_out.?[@intCast(i)] = size;
                 },
             }
@@ -405,18 +411,12 @@ pub const Reader = struct {
         if (idx == null or offsets == null) return d.fail(error.InvalidArgument, "gather_ragged " ++
             "got a null index or offsets array for {d} records", .{n});
         try r.checkIndices(idx.?, n, d);
-        // A cache file's raw records (an index in this reader's memory cannot change: `place`).
-        const mapped = r.mapsCacheFile() and r.header.codec == .raw;
         var total: u64 = 0;
         var i: u64 = 0;
         while (i < n) : (i += 1) {
             const rec = idx.?[@intCast(i)];
             const size = r.logicalSize(rec);
-            // A raw record's stored size is its logical size ([ZR-IDX-004]) at every read, as
-            // at its first check: a cache file changed under the reader since could otherwise
-            // fill part of a slot and leave the rest as the output's memory held before.
-            if (size > format.record_size_bytes_max or
-                (mapped and r.location(rec).stored_size != size)) return r.placeLost(rec, d);
+            if (size > format.record_size_bytes_max or !r.rawSizeHolds(rec, size)) return r.placeLost(rec, d);
             const off = offsets.?[@intCast(i)];
             if (size > out_size or off > out_size - size) return d.fail(error.InvalidArgument, "" ++
                 "gather_ragged: record {d} (position {d}) has {d} bytes at output offset {d}, " ++
