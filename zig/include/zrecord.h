@@ -354,10 +354,13 @@ int zr_reader_shapes(zr_reader *r, const uint64_t *idx, uint64_t count, uint64_t
                      uint64_t *sizes, zr_status *st);
 
 /* Ragged: decodes record idx[i] to out + offsets[i]; offsets[i] + size(idx[i]) must not exceed
- * out_size. */
+ * out_size. `sizes` (may be NULL) gives each slot's size as the caller sized it from
+ * zr_reader_shapes: a record whose logical size is not sizes[i] fails the call
+ * (ZR_E_CORRUPT where the reader maps an index cache file, which was changed in place since;
+ * ZR_E_INVALID_ARGUMENT otherwise). */
 int zr_reader_gather_ragged(zr_reader *r, const uint64_t *idx, uint64_t count, void *out,
-                            const uint64_t *offsets, uint64_t out_size, uint32_t threads,
-                            zr_status *st);
+                            const uint64_t *offsets, const uint64_t *sizes, uint64_t out_size,
+                            uint32_t threads, zr_status *st);
 
 /* Checks the stored bytes of records [start, start+count) against their checksums (always,
  * even if verified before) and that compressed frames decode. */

@@ -187,7 +187,7 @@ fn readRecord(
     const n: usize = @intCast(size);
     const out = try gpa.alloc(u8, @max(n, 1));
     const offsets = [1]u64{0};
-    rc = root.zr_reader_gather_ragged(r, &idx, 1, out.ptr, &offsets, size, 1, st);
+    rc = root.zr_reader_gather_ragged(r, &idx, 1, out.ptr, &offsets, null, size, 1, st);
     if (rc != 0) {
         gpa.free(out);
         return .{ .err = rc };

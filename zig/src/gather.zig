@@ -467,9 +467,10 @@ pub fn dense(r: *Reader, idx: [*]const u64, n: u64, out: ?[*]u8, bytes: u64, thr
     return runBatch(r, &ctx, bytes, threads, gatherDenseWork, d);
 }
 
-/// Reader.gatherRagged once its arguments have passed: record idx[i] at out + offsets[i],
-/// `bytes` logical bytes in all, within an output of `out_size` bytes (`out` is null only when
-/// `bytes` is zero).
+/// Reader.gatherRagged once its arguments have passed: record idx[i] at out + offsets[i]
+/// (sizes[i] bytes where `sizes` is given, each checked against the output by that first
+/// pass), `bytes` logical bytes in all, within an output of `out_size` bytes (`out` is null
+/// only when `bytes` is zero).
 pub fn ragged(
     r: *Reader,
     idx: [*]const u64,
@@ -477,11 +478,12 @@ pub fn ragged(
     out: ?[*]u8,
     out_size: u64,
     offsets: [*]const u64,
+    sizes: ?[*]const u64,
     bytes: u64,
     threads: u32,
     d: *Diag,
 ) Error!void {
-    const job: Job = .{ .ragged = .{ .idx = idx, .out = outSlice(out, out_size), .offsets = offsets } };
+    const job: Job = .{ .ragged = .{ .idx = idx, .out = outSlice(out, out_size), .offsets = offsets, .sizes = sizes } };
     const ctx: GatherCtx = .{ .r = r, .job = job, .n = n };
     return runBatch(r, &ctx, bytes, threads, gatherRaggedWork, d);
 }
@@ -553,8 +555,9 @@ const Scratch = struct {
 const Job = union(enum) {
     /// Dense records idx[pos] into out[pos * record_size ..].
     dense: struct { idx: [*]const u64, out: []u8 },
-    /// Ragged records idx[pos] into out[offsets[pos] ..].
-    ragged: struct { idx: [*]const u64, out: []u8, offsets: [*]const u64 },
+    /// Ragged records idx[pos] into out[offsets[pos] ..][0..sizes[pos]] (without `sizes`,
+    /// each record's size as the copy finds it).
+    ragged: struct { idx: [*]const u64, out: []u8, offsets: [*]const u64, sizes: ?[*]const u64 },
     /// Records start + pos, checked (and decoded into scratch), not returned.
     verify: struct { start: u64 },
     /// Records idx[pos], hinted only.
@@ -907,9 +910,11 @@ fn gatherRaggedWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error
 fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *Diag) Error!void {
     const r = ctx.r;
     const job = ctx.job.ragged;
-    // The output was sized from the shapes the call read first (Reader.gatherRagged); a cache
-    // file changed under the reader since may say another size here, which must fail the
-    // call, not reach past the output (an index in the reader's memory cannot change).
+    // The output was sized from the shapes the caller read first (Reader.gatherRagged); a
+    // cache file changed under the reader since may say another size here, which must fail
+    // the call, not reach past its slot or leave part of it unwritten (an index in the
+    // reader's memory cannot change). A slot the caller gave was checked against the output
+    // by the first pass; a compressed record must decode to exactly its slot's bytes.
     const mapped = r.mapsCacheFile();
     var j = begin;
     while (j < end) : (j += 1) {
@@ -919,15 +924,23 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
         const pread = if (ctx.cold) e.stored_size > 0 else usesPread(r, e);
         const at: usize = @intCast(job.offsets[@intCast(j)]);
         // Raw: the stored size is the logical size ([ZR-IDX-004]).
-        const size = if (share.lease != null) r.logicalSize(rec) else e.stored_size;
-        if (mapped and (size > job.out.len or at > job.out.len - size)) return r.placeLost(rec, d);
+        const size = if (job.sizes) |s|
+            s[@intCast(j)]
+        else if (share.lease != null)
+            r.logicalSize(rec)
+        else
+            e.stored_size;
+        if (mapped) {
+            if (job.sizes == null and (size > job.out.len or at > job.out.len - size)) return r.placeLost(rec, d);
+            if (share.lease == null and e.stored_size != size) return r.placeLost(rec, d);
+        }
         if (share.lease) |*l| {
             const src = try storedView(r, rec, e, pread, &share.scratch, d);
             try checkOnce(r, rec, e, src, d);
             const dst: []u8 = if (size > 0) job.out[at..][0..@intCast(size)] else &.{};
             try decodeRecord(r, l.get(), rec, e, src, dst, d);
         } else if (pread) {
-            const dst = job.out[at..][0..e.stored_size];
+            const dst = job.out[at..][0..@intCast(size)];
             if (readsDirect(r, e)) {
                 const src = try readDirect(r, rec, e, &share.scratch, d);
                 try checkOnce(r, rec, e, src, d);

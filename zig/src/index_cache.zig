@@ -282,8 +282,8 @@ pub fn placeLost(r: *const Reader, rec: u64, d: *Diag) Error {
         "built at open says record {d} lies outside its shard (internal error: please report " ++
         "it)", .{ r.path, rec });
     return d.fail(error.Corrupt, "store '{s}': the compact index mapped from the index cache " ++
-        "folder now says record {d} lies outside its shard, or has another size than its shape, " ++
-        "after it passed its check: the cache file " ++
+        "folder now says record {d} lies outside its shard, or has another size than its shape " ++
+        "or its output slot, after it passed its check: the cache file " ++
         "was changed in place under this reader: reopen the store (a changed file is not " ++
         "used again: the index is rebuilt)", .{ r.path, rec });
 }

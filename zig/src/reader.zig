@@ -395,12 +395,18 @@ pub const Reader = struct {
         return r.intact({}, d);
     }
 
+    /// Ragged records idx[0..n) to out + offsets[i] (zr_reader_gather_ragged). With `sizes`,
+    /// slot i holds sizes[i] bytes, as the caller sized it from `shapes`, and every record
+    /// must fill its slot exactly, at this first pass and again at its copy (`gather.ragged`),
+    /// so that a cache file changed in place between the caller's calls or within this one
+    /// fails the call rather than leave part of a slot unwritten or write into the next.
     pub fn gatherRagged(
         r: *Reader,
         idx: ?[*]const u64,
         n: u64,
         out: ?[*]u8,
         offsets: ?[*]const u64,
+        sizes: ?[*]const u64,
         out_size: u64,
         threads: u32,
         d: *Diag,
@@ -417,6 +423,13 @@ pub const Reader = struct {
             const rec = idx.?[@intCast(i)];
             const size = r.logicalSize(rec);
             if (size > format.record_size_bytes_max or !r.rawSizeHolds(rec, size)) return r.placeLost(rec, d);
+            if (sizes != null and sizes.?[@intCast(i)] != size) {
+                // The caller sized the slot from an earlier shapes(): a cache file changed
+                // under the reader since, or a caller's error.
+                if (r.mapsCacheFile()) return r.placeLost(rec, d);
+                return d.fail(error.InvalidArgument, "gather_ragged: record {d} (position {d}) " ++
+                    "has {d} bytes, not the {d} of its output slot", .{ rec, i, size, sizes.?[@intCast(i)] });
+            }
             const off = offsets.?[@intCast(i)];
             if (size > out_size or off > out_size - size) return d.fail(error.InvalidArgument, "" ++
                 "gather_ragged: record {d} (position {d}) has {d} bytes at output offset {d}, " ++
@@ -425,7 +438,7 @@ pub const Reader = struct {
         }
         if (total > 0 and out == null) return d.fail(error.InvalidArgument, "gather_ragged got a " ++
             "null output buffer for {d} bytes", .{total});
-        return r.intact(gather.ragged(r, idx.?, n, out, out_size, offsets.?, total, threads, d), d);
+        return r.intact(gather.ragged(r, idx.?, n, out, out_size, offsets.?, sizes, total, threads, d), d);
     }
 
     /// The runs of index parts that judging records idx[0..n) needs and this reader has not

@@ -331,6 +331,7 @@ pub export fn zr_reader_gather_ragged(
     count: u64,
     out: ?*anyopaque,
     offsets: ?[*]const u64,
+    sizes: ?[*]const u64,
     out_size: u64,
     threads: u32,
     st: ?*Status,
@@ -339,7 +340,7 @@ pub export fn zr_reader_gather_ragged(
     var d: Diag = undefined;
     d.fresh();
     const result: Error!void = if (r) |rd|
-        rd.gatherRagged(idx, count, @ptrCast(out), offsets, out_size, threads, &d)
+        rd.gatherRagged(idx, count, @ptrCast(out), offsets, sizes, out_size, threads, &d)
     else
         nullArgument(&d, "reader");
     return finish(st, result, &d);

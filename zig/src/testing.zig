@@ -449,7 +449,7 @@ pub fn raggedRoundTrip(
     const out = try gpa.alloc(u8, @intCast(total));
     defer gpa.free(out);
     const out_ptr = if (total > 0) out.ptr else null;
-    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out_ptr, offsets.ptr, total, threads, &st);
+    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out_ptr, offsets.ptr, sizes.ptr, total, threads, &st);
     if (rc != 0) std.debug.print("gather_ragged failed: {s}\n", .{msg(&st)});
     try testing.expectEqual(@as(c_int, 0), rc);
     for (idx, 0..) |rec, j| {
@@ -459,8 +459,17 @@ pub fn raggedRoundTrip(
         // An output one byte short of the last record is refused before anything is decoded.
         try testing.expectEqual(
             @as(c_int, ZR_E_INVALID_ARGUMENT),
-            root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, total - 1, threads, &st),
+            root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, null, total - 1, threads, &st),
         );
+        // So is a slot of another size than its record's, which still fits the output.
+        var last: usize = 0;
+        while (sizes[last] == 0) last += 1;
+        sizes[last] -= 1;
+        try testing.expectEqual(
+            @as(c_int, ZR_E_INVALID_ARGUMENT),
+            root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, sizes.ptr, total, threads, &st),
+        );
+        sizes[last] += 1;
     }
     try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, recs.len, &st));
     return info.stored_bytes;

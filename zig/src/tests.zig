@@ -180,7 +180,7 @@ test "ragged round trip with zero-size records" {
     var out: [512]u8 = undefined;
     try testing.expectEqual(
         @as(c_int, 0),
-        root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, total, 0, &st),
+        root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, null, total, 0, &st),
     );
     for (idx, 0..) |rec, j| {
         const want = std.mem.sliceAsBytes(bufs[rec][0..@intCast(sizes[j] / 2)]);
@@ -189,7 +189,7 @@ test "ragged round trip with zero-size records" {
     // An output too small for the last record is refused.
     try testing.expectEqual(
         @as(c_int, t.ZR_E_INVALID_ARGUMENT),
-        root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, total - 1, 0, &st),
+        root.zr_reader_gather_ragged(r, &idx, idx.len, &out, &offsets, null, total - 1, 0, &st),
     );
     try testing.expectEqual(
         @as(c_int, t.ZR_E_INVALID_ARGUMENT),

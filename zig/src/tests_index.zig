@@ -157,7 +157,7 @@ fn expectRagged(r: *Reader, recs: []const []const u8, idx: []const u64) !void {
         at += recs[@intCast(i)].len;
     }
     var st: Status = undefined;
-    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, out.len, 1, &st);
+    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, null, out.len, 1, &st);
     if (rc != 0) std.debug.print("gather_ragged failed: {s}\n", .{t.msg(&st)});
     try testing.expectEqual(@as(c_int, 0), rc);
     for (idx, offsets) |i, o| {
@@ -308,7 +308,7 @@ fn expectCacheDamaged(r: *Reader, idx: []const u64, rec: u64) !void {
     var st: Status = undefined;
     try testing.expectEqual(
         t.ZR_E_CORRUPT,
-        root.zr_reader_gather_ragged(r, idx.ptr, idx.len, &out, &offsets, out.len, 1, &st),
+        root.zr_reader_gather_ragged(r, idx.ptr, idx.len, &out, &offsets, null, out.len, 1, &st),
     );
     try t.expectContains(t.msg(&st), "cache file is damaged");
     var buf: [32]u8 = undefined;
@@ -440,7 +440,7 @@ fn gatherOne(r: *Reader, recs: []const []const u8, i: usize) !void {
     var offsets = [_]u64{0};
     var st: Status = undefined;
     const one = [_]u64{i};
-    const rc = root.zr_reader_gather_ragged(r, &one, 1, &out, &offsets, out.len, 1, &st);
+    const rc = root.zr_reader_gather_ragged(r, &one, 1, &out, &offsets, null, out.len, 1, &st);
     if (rc == t.ZR_E_CORRUPT or rc == t.ZR_E_CHECKSUM) return error.Corrupt;
     if (rc != 0) {
         std.debug.print("unexpected result {d}: {s}\n", .{ rc, t.msg(&st) });

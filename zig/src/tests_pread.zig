@@ -170,7 +170,7 @@ test "pread path: a flipped byte fails the checksum, naming store, file and reco
     const offsets = [_]u64{ 0, 50 };
     try testing.expectEqual(
         @as(c_int, t.ZR_E_CHECKSUM),
-        root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st),
+        root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, null, out.len, 1, &st),
     );
     try testing.expectEqual(@as(i64, 3), st.record);
     try t.expectContains(t.msg(&st), "record 3");
@@ -240,7 +240,7 @@ test "pread path: a shard truncated after open is ZR_E_CORRUPT naming file and r
     const offsets = [_]u64{ 0, 50 };
     try testing.expectEqual(
         @as(c_int, t.ZR_E_CORRUPT),
-        root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, out.len, 1, &st),
+        root.zr_reader_gather_ragged(r, &idx, 2, out.ptr, &offsets, null, out.len, 1, &st),
     );
     try testing.expectEqual(@as(i64, 39), st.record);
     try t.expectContains(t.msg(&st), "data-000.zrd");
@@ -314,11 +314,12 @@ test "ZR_OPEN_CHECK_EVERY_READ: a record changed after it was read fails its che
     var st: Status = undefined;
     const idx = [_]u64{ 4, 5 };
     const offsets = [_]u64{ 0, 50 };
-    try testing.expectEqual(@as(c_int, 0), root.zr_reader_gather_ragged(r, &idx, 2, &out, &offsets, out.len, 1, &st));
+    const rc = root.zr_reader_gather_ragged(r, &idx, 2, &out, &offsets, null, out.len, 1, &st);
+    try testing.expectEqual(@as(c_int, 0), rc);
     try t.flipByte(&td, "r/data-000.zrd", e.offset + 10);
     try testing.expectEqual(
         @as(c_int, t.ZR_E_CHECKSUM),
-        root.zr_reader_gather_ragged(r, &idx, 2, &out, &offsets, out.len, 1, &st),
+        root.zr_reader_gather_ragged(r, &idx, 2, &out, &offsets, null, out.len, 1, &st),
     );
     try testing.expectEqual(@as(i64, 5), st.record);
     root.zr_reader_free(r);

@@ -85,7 +85,7 @@ fn expectRaggedGather(r: *Reader, recs: []const []const u8, idx: []const u64, th
     defer gpa.free(out);
     @memset(out, 0xAA);
     var st: Status = undefined;
-    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, total, threads, &st);
+    const rc = root.zr_reader_gather_ragged(r, idx.ptr, idx.len, out.ptr, offsets.ptr, null, total, threads, &st);
     if (rc != 0) std.debug.print("gather_ragged failed: {s}\n", .{t.msg(&st)});
     try testing.expectEqual(@as(c_int, 0), rc);
     for (idx, offsets) |rec, off| {

@@ -408,7 +408,7 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
             try testing.expect(r == null);
             continue;
         }
-        const g = root.zr_reader_gather_ragged(r, &all, all.len, out.ptr, &offsets, total, 0, &st);
+        const g = root.zr_reader_gather_ragged(r, &all, all.len, out.ptr, &offsets, null, total, 0, &st);
         try testing.expect(g == 0 or g == t.ZR_E_DECODE);
         if (c.must_fail) try testing.expectEqual(@as(c_int, t.ZR_E_DECODE), g);
         const v = root.zr_reader_verify(r, 0, all.len, &st);
@@ -419,7 +419,7 @@ test "a corrupt dictionary fails at open or at decode, never a panic" {
     r = try t.openOk(&td, "c");
     try testing.expectEqual(
         @as(c_int, 0),
-        root.zr_reader_gather_ragged(r, &all, all.len, out.ptr, &offsets, total, 0, &st),
+        root.zr_reader_gather_ragged(r, &all, all.len, out.ptr, &offsets, null, total, 0, &st),
     );
     try testing.expectEqualSlices(u8, rows, out);
     root.zr_reader_free(r);

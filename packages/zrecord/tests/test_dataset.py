@@ -1339,9 +1339,9 @@ def test_a_slow_batch_has_the_next_hinted_across_the_parts(tmp_path, monkeypatch
         def plan(self, *args):
             return self.real.plan(*args)
 
-        def gather(self, *args):
+        def gather(self, *args, **kwargs):
             calls.append("gather")
-            return self.real.gather(*args)
+            return self.real.gather(*args, **kwargs)
 
         def prefetch(self, *args):
             calls.append("prefetch")

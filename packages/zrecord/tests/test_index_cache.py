@@ -509,12 +509,36 @@ assert s.index_info()["source"] == change.get("source", "cached"), s.index_info(
 want = s[:]
 (path,) = glob.glob(os.path.join(cache, "*.zrx"))
 os.chmod(path, 0o600)
-with open(path, "r+b") as f:
-    if change["op"] == "truncate":
-        f.truncate(change["at"])
-    else:
-        f.seek(change["at"])
-        f.write(bytes(change["bytes"]))
+
+def apply():
+    with open(path, "r+b") as f:
+        if change["op"] == "truncate":
+            f.truncate(change["at"])
+        elif change["op"] == "add":  # to little-endian u32 fields
+            for at in change["at"]:
+                f.seek(at)
+                value = int.from_bytes(f.read(4), "little") + change["by"]
+                f.seek(at)
+                f.write(value.to_bytes(4, "little"))
+        else:
+            f.seek(change["at"])
+            f.write(bytes(change["bytes"]))
+
+class Between:
+    # The reader's native handle, changing the file after the batch's shapes are read and
+    # before its records are.
+    def __init__(self, handle):
+        self.handle = handle
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+    def shapes(self, *args):
+        self.handle.shapes(*args)
+        apply()
+
+if change.get("between"):
+    s._handle = Between(s._handle)
+else:
+    apply()
 try:
     got = s[:]
 except Exception as e:
@@ -525,7 +549,8 @@ else:
 """
 
 # The compact file's layout (zig/src/compact.zig): a 256-byte header, then the block headers
-# (BlockFixed: shard_base at byte 38, stored_base at byte 32 of each).
+# (BlockFixed: shard_base at byte 38, stored_base at byte 32 of each; of a Ragged store of one
+# dimension, that dimension's base at byte 52).
 _HEADERS_AT = 256
 
 
@@ -534,7 +559,8 @@ def _change_under_reader(tmp_path, kind, store, change):
     import subprocess
     import sys
 
-    cache = tmp_path / f"cache-{kind}-{change['op']}-{change['at']}-{change.get('validate')}"
+    at = "-".join(map(str, change["at"])) if isinstance(change["at"], list) else change["at"]
+    cache = tmp_path / f"cache-{kind}-{change['op']}-{at}-{change.get('validate')}"
     cls = Dense if kind == "dense" else Ragged
     with cls.open(store, index_cache=cache):  # builds and writes the cache file
         pass
@@ -550,8 +576,10 @@ def test_a_cache_file_changed_in_place_under_a_reader_fails_its_calls_not_the_pr
     process ("index out of bounds"); a file truncated past a page killed it with SIGBUS; one
     cut inside its last page of bit fields read zeros there and returned wrong records; a
     Ragged raw record's size changed returned a slot partly filled; a reader that built the
-    index and published the file it maps was killed by SIGBUS when that file was truncated.
-    Each now fails the call with CorruptStoreError, and the process lives on."""
+    index and published the file it maps was killed by SIGBUS when that file was truncated;
+    the sizes and shapes of a block's records changed alike after a batch's shapes were read
+    and before its records were filled each slot but its last byte. Each now fails the call
+    with CorruptStoreError, and the process lives on."""
     store = tmp_path / "tokens"
     with Ragged.create(store, np.uint8, 1, codec="raw", index_parts=False) as w:
         rng = np.random.default_rng(5)
@@ -564,6 +592,8 @@ def test_a_cache_file_changed_in_place_under_a_reader_fails_its_calls_not_the_pr
         ("dense", dense, {"op": "write", "at": _HEADERS_AT + 38, "bytes": [200]}),
         ("ragged", store, {"op": "write", "at": _HEADERS_AT + 32, "bytes": [0xFF, 0xFF, 0, 0]}),  # sizes
         ("dense", dense, {"op": "write", "at": _HEADERS_AT + 32, "bytes": [17]}),  # not 16 bytes
+        # Block 0's stored sizes and shapes, one byte less alike, between shapes and gather.
+        ("ragged", store, {"op": "add", "at": [_HEADERS_AT + 32, _HEADERS_AT + 52], "by": -1, "between": True}),
     ]
     with Ragged.open(store, index_cache=tmp_path / "probe"):
         pass

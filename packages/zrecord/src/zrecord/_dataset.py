@@ -571,9 +571,11 @@ class _Dataset(Generic[_Batch]):
                 future.result()
 
     def _gather_parts(self, plan: np.ndarray, n: int, out: np.ndarray,
-                      offsets: np.ndarray | None, nbytes: int, size: int = 0) -> None:
+                      offsets: np.ndarray | None, nbytes: int, size: int = 0,
+                      sizes: np.ndarray | None = None) -> None:
         """Local parts: the batch of `n` records planned in `plan` into `out`, position j at
-        byte offsets[j] (or j * `size`), in one native call. Hinted first (Parts.prefetch,
+        byte offsets[j] (or j * `size`; a slot of sizes[j] bytes where given), in one native
+        call. Hinted first (Parts.prefetch,
         whose one sample tells whether the batch is cold) when the last batch was cold, and
         when the core itself would gather the batch on more than one thread (at least
         _PARALLEL_BYTES): that one is gathered in two calls on two threads. A batch read
@@ -587,7 +589,7 @@ class _Dataset(Generic[_Batch]):
             hinted = self._cold = self._native.prefetch(plan, n)
         if not parallel:
             start = _clock()
-            self._native.gather(plan, n, out, offsets, size)
+            self._native.gather(plan, n, out, offsets, size, sizes=sizes)
             if not hinted and _clock() - start > (
                     n * _SLOW_NS_PER_RECORD + nbytes // 1024 * _SLOW_NS_PER_KIB):
                 self._cold = True
@@ -599,9 +601,9 @@ class _Dataset(Generic[_Batch]):
             if self._helper is None:
                 self._helper = ThreadPoolExecutor(1, thread_name_prefix="zrecord-dataset")
             helper = self._helper
-        later = helper.submit(self._native.gather, plan, n, out, offsets, size, m)
+        later = helper.submit(self._native.gather, plan, n, out, offsets, size, m, sizes=sizes)
         try:
-            self._native.gather(plan, n, out, offsets, size, 0, m)
+            self._native.gather(plan, n, out, offsets, size, 0, m, sizes=sizes)
         finally:
             later.result()
 
@@ -704,7 +706,7 @@ class RaggedDataset(_Dataset[list[np.ndarray]], Ragged):
         self._native.shapes(plan, n, self.ndim, shapes, sizes)
         return ragged_records(self._pool, self.dtype, shapes, sizes, idx, self.path,
                               lambda flat, offsets: self._gather_parts(
-                                  plan, n, flat, offsets, flat.nbytes))
+                                  plan, n, flat, offsets, flat.nbytes, sizes=sizes))
 
 
 def open_dataset(path: StoreLocation, *, version: int | None = None, cache: CacheMode = "auto",

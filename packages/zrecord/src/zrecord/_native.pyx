@@ -398,19 +398,24 @@ cdef class Reader:
             _fail(rc, &st)
 
     def gather_ragged(self, object idx, uint64_t count, object out, object offsets,
-                      uint32_t threads=0):
-        """Gather record idx[i] to byte offset offsets[i] of the array `out`."""
+                      object sizes=None, uint32_t threads=0):
+        """Gather record idx[i] to byte offset offsets[i] of the array `out`, into a slot of
+        sizes[i] bytes where `sizes` (uint64, from `shapes`) is given: a record of another
+        size fails the call."""
         cdef zr_status st
         cdef int rc
         cdef uint64_t *ip
         cdef uint64_t *fp
+        cdef uint64_t *zp = NULL
         cdef void *op
         cdef uint64_t out_size
         _u64(idx, False, &ip, count)
         _u64(offsets, False, &fp, count)
+        if sizes is not None:
+            _u64(sizes, False, &zp, count)
         _buffer(out, True, &op, &out_size)
         with nogil:
-            rc = zr_reader_gather_ragged(self.r, ip, count, op, fp, out_size, threads, &st)
+            rc = zr_reader_gather_ragged(self.r, ip, count, op, fp, zp, out_size, threads, &st)
         if rc != 0:
             _fail(rc, &st)
 
@@ -798,15 +803,18 @@ cdef class Parts:
             _fail(rc, &st)
 
     def gather(self, object plan, uint64_t count, object out, object offsets, uint64_t size=0,
-               uint64_t first=0, object end=None, uint32_t threads=0):
+               uint64_t first=0, object end=None, uint32_t threads=0, object sizes=None):
         """The batch's records decoded into the array `out` (zr_reader_gather_ragged of each
         part, which places records of either kind): position j's at byte offsets[j] (uint64), or, with
-        `offsets` None, at j * `size` (a Dense batch). Only parts [first, end) (default all),
+        `offsets` None, at j * `size` (a Dense batch), into a slot of sizes[j] bytes where
+        `sizes` (uint64, from `shapes`) is given. Only parts [first, end) (default all),
         so that two threads can share a batch. Runs with the GIL released."""
         cdef zr_status st
         cdef int rc = 0
         cdef uint64_t *pp = self._plan_of(plan, count)
         cdef uint64_t *fp = NULL
+        cdef uint64_t *zp = NULL
+        cdef uint64_t *slots = NULL
         cdef void *op
         cdef uint64_t out_size, j, lo, hi, g
         cdef uint64_t stop = self.parts if end is None else <uint64_t> end
@@ -814,21 +822,30 @@ cdef class Parts:
             raise ValueError(f"parts [{first}, {stop}) of {self.parts}")
         if offsets is not None:
             _u64(offsets, False, &fp, count)
+        if sizes is not None:
+            _u64(sizes, False, &zp, count)
         _buffer(out, True, &op, &out_size)
         cdef uint64_t *bp = pp + 2 * count
         lo, hi = bp[first], bp[stop]
-        cdef uint64_t *placed = <uint64_t *> malloc(max(count, 1) * 8)
+        cdef uint64_t *placed = <uint64_t *> malloc(max(count, 1) * (16 if zp != NULL else 8))
         if placed == NULL:
             raise MemoryError()
+        if zp != NULL:
+            slots = placed + count
         try:
             with nogil:
-                # The offsets in the plan's order, which is how each part reads its records.
+                # The offsets (and slot sizes) in the plan's order, which is how each part
+                # reads its records.
                 for j in range(lo, hi):
                     placed[j] = fp[pp[j]] if fp != NULL else pp[j] * size
+                if slots != NULL:
+                    for j in range(lo, hi):
+                        slots[j] = zp[pp[j]]
                 for g in range(first, stop):
                     if bp[g + 1] > bp[g]:
                         rc = zr_reader_gather_ragged(self.rs[g], pp + count + bp[g],
                                                      bp[g + 1] - bp[g], op, placed + bp[g],
+                                                     slots + bp[g] if slots != NULL else NULL,
                                                      out_size, threads, &st)
                         if rc != 0:
                             break

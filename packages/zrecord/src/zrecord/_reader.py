@@ -504,7 +504,7 @@ class RaggedReader(_Store[list[np.ndarray]], Ragged):
         sizes = np.empty(n, dtype=np.uint64)
         self._handle.shapes(idx, n, self.ndim, shapes, sizes)
         return ragged_records(self._pool, self.dtype, shapes, sizes, idx, self.path,
-                              lambda flat, offsets: self._handle.gather_ragged(idx, n, flat, offsets))
+                              lambda flat, offsets: self._handle.gather_ragged(idx, n, flat, offsets, sizes))
 
 
 def verify_range(start: Any, stop: Any, length: int) -> tuple[int, int]:
@@ -525,9 +525,10 @@ def ragged_records(pool: BlockPool, dtype: np.dtype[Any], shapes: np.ndarray, si
                    idx: np.ndarray, where: str,
                    fill: Callable[[np.ndarray, np.ndarray], None]) -> list[np.ndarray]:
     """The records of a Ragged batch whose `shapes` and logical `sizes` are known, in batch
-    order: one flat output from `pool`, filled by `fill(flat, byte_offsets)`, and a view of it
-    per record (LimitError for an empty record whose shape NumPy cannot hold; `idx` and
-    `where` name it)."""
+    order: one flat output from `pool`, filled by `fill(flat, byte_offsets)` (record j's slot
+    holding sizes[j] bytes, which the fill passes to the core: a record of another size fails
+    the call), and a view of it per record (LimitError for an empty record whose shape NumPy
+    cannot hold; `idx` and `where` name it)."""
     ndim = shapes.shape[1]
     itemsize = dtype.itemsize
     if ndim > 1:
