@@ -18,7 +18,8 @@ with shards of 64 MB and no compression, as their defaults.
 Read (one process; the same records as one store and as a dataset of `--parts` parts, written
 by write_dataset): open time (median of 20 opens), warm random gathers of `--batch` records
 (records/s, alternating batch by batch for `--seconds` per round, every record read once
-first), loaderx's DataLoader (CYCLIC, warm, batches/s), and cold gathers (readers opened for
+first), loaderx's DataLoader (CYCLIC, warm, batches/s; the store's and the dataset's
+loaders timed in turns of 50 batches for `--seconds`), and cold gathers (readers opened for
 them, the files evicted from the page cache before every batch), for photos (Dense) and
 tokens (Ragged). A control reads the same gathers beside them: one store whose records lie in
 as many data files as the dataset has parts (`data_shards`), which tells the cost of many
@@ -278,7 +279,7 @@ def _write_read_pair(workload: str, args: argparse.Namespace, tmp: Path) -> tupl
     if workload == "photos":
         images = np.load(os.path.join(args.data, "vision_dense.npy"), mmap_mode="r")
         n = min(args.read_records, len(images) * 8)
-        chunks = [np.asarray(images[i % len(images)])[None] for i in range(n)]
+        chunks: list[Any] = [np.asarray(images[i % len(images)])[None] for i in range(n)]
         kind: dict[str, Any] = {"dtype": np.uint8, "item_shape": (3, 224, 224)}
         for path, shards in ((one, 1), (files, args.parts)):
             with zrecord.Dense.create(path, np.uint8, (3, 224, 224), codec="raw", data_shards=shards) as w:
@@ -338,16 +339,33 @@ def _alternate(readers: dict[str, Any], batch: int, seconds: float, files: dict[
     return {name: done[name] / spent[name] for name in readers}
 
 
-def _loader_rate(reader: Any, batch: int, steps: int) -> float:
+def _loader_rates(readers: dict[str, Any], batch: int, steps: int, seconds: float) -> dict[str, float]:
+    """Batches/s of loaderx's DataLoader (CYCLIC, defaults) over each reader, the loaders open
+    together and timed in turns of `steps` batches, one after the other, for about `seconds`
+    (at least three turns each): a loader timed once after the other met another moment of
+    the machine's load (the rows of 2026-12-06 varied 0.87-0.95x round to round). Each turn
+    first takes 8 batches untimed: what its loader prefetched while the other ran."""
     from loaderx import DataLoader, Sampler
 
-    with DataLoader({"x": reader}, Sampler(len(reader), batch, "cyclic", seed=0)) as loader:
-        for _ in range(10):
-            next(loader)
-        t = time.perf_counter()
-        for _ in range(steps):
-            next(loader)
-        return steps / (time.perf_counter() - t)
+    loaders = {name: DataLoader({"x": reader}, Sampler(len(reader), batch, "cyclic", seed=0))
+               for name, reader in readers.items()}
+    spent = dict.fromkeys(readers, 0.0)
+    done = dict.fromkeys(readers, 0)
+    try:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end or min(done.values()) < 3 * steps:
+            for name, loader in loaders.items():
+                for _ in range(8):
+                    next(loader)
+                t = time.perf_counter()
+                for _ in range(steps):
+                    next(loader)
+                spent[name] += time.perf_counter() - t
+                done[name] += steps
+    finally:
+        for loader in loaders.values():
+            loader.close()
+    return {name: done[name] / spent[name] for name in readers}
 
 
 def read_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -381,9 +399,9 @@ def read_rounds(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 for name, rate in _alternate(readers, args.batch, args.seconds, drop, rng).items():
                     rows.setdefault(f"{phase}_{name}", []).append(rate)
                 if phase == "warm":
-                    for name in ("store", "dataset"):
-                        rows.setdefault(f"loader_{name}", []).append(
-                            _loader_rate(readers[name], args.batch, 60))
+                    pair = {name: readers[name] for name in ("store", "dataset")}
+                    for name, rate in _loader_rates(pair, args.batch, 50, args.seconds).items():
+                        rows.setdefault(f"loader_{name}", []).append(rate)
                     out[workload] = {"records": len(readers["store"]),
                                      "parts": len(readers["dataset"].parts), "rounds": rows}
                 for r in readers.values():
