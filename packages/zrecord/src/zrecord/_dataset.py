@@ -575,10 +575,10 @@ class _Dataset(Generic[_Batch]):
                       sizes: np.ndarray | None = None) -> None:
         """Local parts: the batch of `n` records planned in `plan` into `out`, position j at
         byte offsets[j] (or j * `size`; a slot of sizes[j] bytes where given), in one native
-        call. Hinted first (Parts.prefetch,
-        whose one sample tells whether the batch is cold) when the last batch was cold, and
-        when the core itself would gather the batch on more than one thread (at least
-        _PARALLEL_BYTES): that one is gathered in two calls on two threads. A batch read
+        call. Hinted first (Parts.prefetch, whose one sample tells whether the batch is cold)
+        when the last batch was cold, and when the core itself would gather the batch on more
+        than one thread (at least _PARALLEL_BYTES): that one is gathered in two calls on two
+        threads. A batch read
         without a hint that was slow marks the dataset cold: each part's own probe sees only
         its few records of a batch, and hinting them part after part leaves one part's reads
         in flight at a time (cold token batches over 64 parts: 0.6x one store's rate; hinted
