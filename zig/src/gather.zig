@@ -914,7 +914,7 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
     // cache file changed under the reader since may say another size here, which must fail
     // the call, not reach past its slot or leave part of it unwritten (an index in the
     // reader's memory cannot change). A slot the caller gave was checked against the output
-    // by the first pass; a compressed record must decode to exactly its slot's bytes.
+    // by the first pass, and each record's size is checked against its slot here.
     const mapped = r.mapsCacheFile();
     var j = begin;
     while (j < end) : (j += 1) {
@@ -930,9 +930,12 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
             r.logicalSize(rec)
         else
             e.stored_size;
-        if (mapped) {
-            if (job.sizes == null and (size > job.out.len or at > job.out.len - size)) return r.placeLost(rec, d);
-            if (share.lease == null and e.stored_size != size) return r.placeLost(rec, d);
+        if (mapped and job.sizes == null and (size > job.out.len or at > job.out.len - size)) {
+            return r.placeLost(rec, d);
+        }
+        if (job.sizes != null) {
+            const holds = if (share.lease != null) r.logicalSize(rec) == size else e.stored_size == size;
+            if (!holds) return slotMissed(r, rec, j, size, d);
         }
         if (share.lease) |*l| {
             const src = try storedView(r, rec, e, pread, &share.scratch, d);
@@ -955,6 +958,16 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
             if (src.len > 0) sys.copy(job.out[at..][0..src.len], src);
         }
     }
+}
+
+/// The error for Ragged record `rec` (batch position `j`) whose size is not its `slot`: its
+/// mapped cache file changed in place since the caller's shapes() (Reader.placeLost), or, for
+/// an index in the reader's memory, which cannot change, the caller's slot was wrong.
+fn slotMissed(r: *const Reader, rec: u64, j: u64, slot: u64, d: *Diag) Error {
+    if (r.mapsCacheFile()) return r.placeLost(rec, d);
+    d.record = @intCast(rec);
+    return d.fail(error.InvalidArgument, "gather_ragged: record {d} (position {d}) of store '{s}' " ++
+        "does not have the {d} bytes of its output slot", .{ rec, j, r.path, slot });
 }
 
 fn verifyWork(ctx: *const GatherCtx, begin: u64, end: u64, d: *Diag) Error!void {

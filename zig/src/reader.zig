@@ -397,9 +397,10 @@ pub const Reader = struct {
 
     /// Ragged records idx[0..n) to out + offsets[i] (zr_reader_gather_ragged). With `sizes`,
     /// slot i holds sizes[i] bytes, as the caller sized it from `shapes`, and every record
-    /// must fill its slot exactly, at this first pass and again at its copy (`gather.ragged`),
-    /// so that a cache file changed in place between the caller's calls or within this one
-    /// fails the call rather than leave part of a slot unwritten or write into the next.
+    /// must fill its slot exactly (checked at its copy, `gather.ragged`, and for a mapped
+    /// cache file at this first pass too), so that a cache file changed in place between the
+    /// caller's calls or within this one fails the call rather than leave part of a slot
+    /// unwritten or write into the next, and a caller's wrong slot fails it too.
     pub fn gatherRagged(
         r: *Reader,
         idx: ?[*]const u64,
@@ -417,18 +418,21 @@ pub const Reader = struct {
         if (idx == null or offsets == null) return d.fail(error.InvalidArgument, "gather_ragged " ++
             "got a null index or offsets array for {d} records", .{n});
         try r.checkIndices(idx.?, n, d);
+        // An index in this reader's memory cannot change: the slots the caller gives are taken
+        // as they are here, and each record's size is checked against its slot at its copy,
+        // which has its place at hand (a raw record's stored size is its logical size, and a
+        // compressed one must decode to its slot), without decoding its shape a second time.
+        const trusted = sizes != null and !r.mapsCacheFile();
         var total: u64 = 0;
         var i: u64 = 0;
         while (i < n) : (i += 1) {
             const rec = idx.?[@intCast(i)];
-            const size = r.logicalSize(rec);
-            if (size > format.record_size_bytes_max or !r.rawSizeHolds(rec, size)) return r.placeLost(rec, d);
-            if (sizes != null and sizes.?[@intCast(i)] != size) {
+            const size = if (trusted) sizes.?[@intCast(i)] else r.logicalSize(rec);
+            if (!trusted) {
+                if (size > format.record_size_bytes_max or !r.rawSizeHolds(rec, size)) return r.placeLost(rec, d);
                 // The caller sized the slot from an earlier shapes(): a cache file changed
-                // under the reader since, or a caller's error.
-                if (r.mapsCacheFile()) return r.placeLost(rec, d);
-                return d.fail(error.InvalidArgument, "gather_ragged: record {d} (position {d}) " ++
-                    "has {d} bytes, not the {d} of its output slot", .{ rec, i, size, sizes.?[@intCast(i)] });
+                // under the reader since.
+                if (sizes != null and sizes.?[@intCast(i)] != size) return r.placeLost(rec, d);
             }
             const off = offsets.?[@intCast(i)];
             if (size > out_size or off > out_size - size) return d.fail(error.InvalidArgument, "" ++

@@ -19,7 +19,7 @@ import pytest
 from zrecord import Dense, Ragged, _native, open_store
 from zrecord._index_cache import folder_for
 from zrecord._index_cache import prune as _prune
-from zrecord.errors import ChecksumError
+from zrecord.errors import ChecksumError, CorruptStoreError
 
 
 def _tokens(path, n=2000, seed=0, index_parts=False):
@@ -611,3 +611,32 @@ def test_a_cache_file_changed_in_place_under_a_reader_fails_its_calls_not_the_pr
         out = _change_under_reader(tmp_path, kind, path, change)
         assert out.startswith("error CorruptStoreError"), (kind, change, out)
         assert "index cache" in out, out
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_gather_into_slots_of_another_size_fails(tmp_path, monkeypatch, codec, cached):
+    """The core fills the slots its caller sized from shapes() exactly, or fails the call: a
+    slot one byte short of its record, which still lies inside the output, is refused
+    (ValueError from an index in the reader's memory, which skips its first pass's shape
+    decoding and checks each record at its copy; CorruptStoreError through a cache file, whose
+    index may have changed under the reader since shapes())."""
+    if cached:
+        monkeypatch.setenv("ZRECORD_INDEX_CACHE_RECORDS_MIN", "1")
+    rng = np.random.default_rng(3)
+    records = [rng.integers(0, 1000, rng.integers(1, 50), dtype=np.int32) for _ in range(200)]
+    with Ragged.create(tmp_path / "s", np.int32, 1, codec=codec, index_parts=False) as w:
+        w.append(records)
+    with Ragged.open(tmp_path / "s", index_cache=tmp_path / "c") as s:
+        # Built and published by this first open, then mapped from the folder: a cache file.
+        assert s.index_info()["source"] == ("built_cached" if cached else "built")
+        idx = np.array([5, 17, 3], dtype=np.uint64)
+        sizes = np.array([records[i].nbytes for i in idx.tolist()], dtype=np.uint64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
+        out = np.zeros(int(sizes.sum()), np.uint8)
+        s._handle.gather_ragged(idx, 3, out, offsets, sizes)
+        assert out.view(np.int32).tolist() == np.concatenate([records[i] for i in idx.tolist()]).tolist()
+        short = sizes.copy()
+        short[1] -= 4
+        with pytest.raises(CorruptStoreError if cached else ValueError, match="slot"):
+            s._handle.gather_ragged(idx, 3, out, offsets, short)
