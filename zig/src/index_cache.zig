@@ -22,12 +22,13 @@
 //!   decoding is total (compact.zig), every place is checked against its shard at every read
 //!   (`Reader.place`), a truncation's lost pages read as zeros and fail every later call
 //!   (sigbus_guard.c's zero-filled ranges; the file's tail page tells a cut inside a page:
-//!   `Reader.intact`). What it cannot tell: a place changed to another place inside the store
-//!   (or a raw shape to another of the same size) after the record's checksum passed, which
-//!   reads wrong, as it would if the shard's own bytes were changed in place (a published
-//!   store's files never change: [ZR-PUB-005]); a compressed record's shape in `shapes()`
-//!   (its gather fails); and a change that lands inside one call, between its first pass
-//!   and its copies.
+//!   `Reader.intact`), and a Ragged record must fill the output slot its caller sized from
+//!   `shapes()` (`Reader.gatherRagged`), also when the file changed between the two calls
+//!   or within the gather. What it cannot tell: a place changed to another place inside the
+//!   store (or a raw shape to another of the same size) after the record's checksum passed,
+//!   which reads wrong, as it would if the shard's own bytes were changed in place (a
+//!   published store's files never change: [ZR-PUB-005]); a compressed record's shape in
+//!   `shapes()` (its gather fails).
 //! - A cache file is named by the store's header checksum, the index file's device and inode
 //!   and the user, and holds the whole identity (size, times of change) of the index file and,
 //!   in a store with index parts, of index.zrs (spec §9.5), and
