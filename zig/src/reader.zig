@@ -309,7 +309,7 @@ pub const Reader = struct {
     /// in the same pass, each index checked against the record count before its block, unless
     /// every block has passed. An index out of range is reported as checkRange reports it;
     /// blocks judged before it stay judged (judging fills the reader's own index only).
-    fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
+    pub fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
         if (r.parts) |l| {
             if (index_parts.allPassed(r, l)) return r.checkRange(idx, n, d);
             // One pass: each index is checked against the record count before its block.

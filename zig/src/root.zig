@@ -18,6 +18,7 @@ const writer_mod = @import("writer.zig");
 const dictionary = @import("dictionary.zig");
 const staging = @import("staging.zig");
 const readahead = @import("readahead.zig");
+const gather = @import("gather.zig");
 const index_cache = @import("index_cache.zig");
 const index_parts = @import("index_parts.zig");
 const index_table = @import("index_table.zig");
@@ -343,6 +344,45 @@ pub export fn zr_reader_gather_ragged(
         rd.gatherRagged(idx, count, @ptrCast(out), offsets, sizes, out_size, threads, &d)
     else
         nullArgument(&d, "reader");
+    return finish(st, result, &d);
+}
+
+/// zr_reader_gather_ragged over many readers (a dataset's parts) in one call, in batch
+/// order (gather.raggedAcross): `*taken` 0, and nothing read, where a touched reader does
+/// not read that way; the caller then gathers part by part.
+pub export fn zr_parts_gather_ragged(
+    readers: ?[*]const *Reader,
+    parts: u64,
+    part: ?[*]const u64,
+    local: ?[*]const u64,
+    count: u64,
+    out: ?*anyopaque,
+    offsets: ?[*]const u64,
+    sizes: ?[*]const u64,
+    out_size: u64,
+    taken: ?*u32,
+    st: ?*Status,
+) c_int {
+    @setRuntimeSafety(false); // a hot path's forwarding only: Diag.fresh says why
+    var d: Diag = undefined;
+    d.fresh();
+    const result: Error!void = blk: {
+        const t = taken orelse break :blk nullArgument(&d, "taken");
+        t.* = 0;
+        if (count == 0) {
+            t.* = 1;
+            break :blk {};
+        }
+        if (readers == null or part == null or local == null or offsets == null or sizes == null) {
+            break :blk d.fail(error.InvalidArgument, "parts_gather_ragged got a null array for {d} " ++
+                "records", .{count});
+        }
+        const rs = readers.?[0..@intCast(parts)];
+        const o: ?[*]u8 = @ptrCast(out);
+        const did = gather.raggedAcross(rs, part.?, local.?, count, o, out_size, offsets.?, sizes.?, &d) catch |err|
+            break :blk err;
+        t.* = @intFromBool(did);
+    };
     return finish(st, result, &d);
 }
 

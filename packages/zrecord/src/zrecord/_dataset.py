@@ -575,7 +575,8 @@ class _Dataset(Generic[_Batch]):
                       sizes: np.ndarray | None = None) -> None:
         """Local parts: the batch of `n` records planned in `plan` into `out`, position j at
         byte offsets[j] (or j * `size`; a slot of sizes[j] bytes where given), in one native
-        call. Hinted first (Parts.prefetch, whose one sample tells whether the batch is cold)
+        call (a warm Ragged batch of raw parts: one call over the parts in batch order, not a
+        call per part; `_native.Parts.gather`). Hinted first (Parts.prefetch, whose one sample tells whether the batch is cold)
         when the last batch was cold, and when the core itself would gather the batch on more
         than one thread (at least _PARALLEL_BYTES): that one is gathered in two calls on two
         threads. A batch read
