@@ -1039,7 +1039,7 @@ pub fn raggedAcross(
     j = 0;
     while (j < n) : (j += 1) {
         const r = rs[@intCast(part[@intCast(j)])];
-        try r.checkIndices(local + @as(usize, @intCast(j)), 1, d);
+        try r.checkIndex(local + @as(usize, @intCast(j)), d);
         const size = sizes[@intCast(j)];
         const off = offsets[@intCast(j)];
         if (size > out_size or off > out_size - size) return d.fail(error.InvalidArgument, "" ++

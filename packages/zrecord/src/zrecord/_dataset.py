@@ -427,7 +427,7 @@ class _Dataset(Generic[_Batch]):
         """Where the records `idx` (in range, uint64, at least one) lie: the part, when one
         holds them all; else the batch's plan (_native.Parts), which _views reads."""
         n = idx.shape[0]
-        plan = np.empty(2 * n + len(self.parts) + 1, np.uint64)
+        plan = np.empty(4 * n + len(self.parts) + 1, np.uint64)
         one = self._native.plan(idx, n, plan)
         return one if one >= 0 else plan
 
@@ -436,7 +436,7 @@ class _Dataset(Generic[_Batch]):
         """(order, bounds, local) of a plan of `n` records: `idx[order]` sorted by part
         (stable), part g's records at positions bounds[g]..bounds[g+1] of that order, `local`
         their numbers in their parts."""
-        return plan[:n], plan[2 * n:], plan[n:2 * n]
+        return plan[:n], plan[2 * n:plan.shape[0] - 2 * n], plan[n:2 * n]
 
     def _locations(self, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Where records `recs` (distinct, ascending uint64, in range) lie, as a store's
