@@ -362,18 +362,20 @@ int zr_reader_gather_ragged(zr_reader *r, const uint64_t *idx, uint64_t count, v
                             const uint64_t *offsets, const uint64_t *sizes, uint64_t out_size,
                             uint32_t threads, zr_status *st);
 
-/* zr_reader_gather_ragged over `parts` readers (the parts of a dataset) in one call, in the
- * batch's order: position i is record local[i] of readers[part[i]], decoded to out + offsets[i]
- * into a slot of sizes[i] bytes (a record of another size fails the call, as there). Taken,
+/* zr_reader_gather_ragged over `parts` readers (the parts of a dataset) in one call, given
+ * the batch grouped by part: reader g's records are at positions bounds[g] .. bounds[g+1] of
+ * `order` and `local` (bounds[0] = 0, bounds[parts] = count, never falling); the one at
+ * position j is record local[j] of readers[g], decoded to out + offsets[order[j]] into a slot
+ * of sizes[order[j]] bytes (a record of another size fails the call, as there). Taken,
  * *taken = 1, only where every reader the batch touches is a raw store with its index in its
- * own memory, read through its mappings and taken to be in the page cache (ZR_READS_MAPPED, or
- * ZR_READS_AUTO with no cold estimate or prefetch hint pending); otherwise *taken = 0 and
- * nothing is read: the caller gathers each part's records with zr_reader_gather_ragged, which
- * samples, hints and reads cold records as it does. */
-int zr_parts_gather_ragged(zr_reader *const *readers, uint64_t parts, const uint64_t *part,
-                           const uint64_t *local, uint64_t count, void *out,
-                           const uint64_t *offsets, const uint64_t *sizes, uint64_t out_size,
-                           uint32_t *taken, zr_status *st);
+ * own memory, read through its mappings and taken to be in the page cache (ZR_READS_MAPPED,
+ * or ZR_READS_AUTO with no cold estimate or prefetch hint pending), for fewer than 4 MiB;
+ * otherwise *taken = 0 and nothing is read: the caller gathers each part's records with
+ * zr_reader_gather_ragged, which samples, hints and reads cold records as it does. */
+int zr_parts_gather_ragged(zr_reader *const *readers, uint64_t parts, const uint64_t *order,
+                           const uint64_t *local, const uint64_t *bounds, uint64_t count,
+                           void *out, const uint64_t *offsets, const uint64_t *sizes,
+                           uint64_t out_size, uint32_t *taken, zr_status *st);
 
 /* Checks the stored bytes of records [start, start+count) against their checksums (always,
  * even if verified before) and that compressed frames decode. */

@@ -347,14 +347,15 @@ pub export fn zr_reader_gather_ragged(
     return finish(st, result, &d);
 }
 
-/// zr_reader_gather_ragged over many readers (a dataset's parts) in one call, in batch
-/// order (gather.raggedAcross): `*taken` 0, and nothing read, where a touched reader does
-/// not read that way; the caller then gathers part by part.
+/// zr_reader_gather_ragged over many readers (a dataset's parts) in one call, part after
+/// part in its plan's order (gather.raggedAcross): `*taken` 0, and nothing read, where a
+/// touched reader does not read that way; the caller then gathers part by part.
 pub export fn zr_parts_gather_ragged(
     readers: ?[*]const *Reader,
     parts: u64,
-    part: ?[*]const u64,
+    order: ?[*]const u64,
     local: ?[*]const u64,
+    bounds: ?[*]const u64,
     count: u64,
     out: ?*anyopaque,
     offsets: ?[*]const u64,
@@ -373,14 +374,14 @@ pub export fn zr_parts_gather_ragged(
             t.* = 1;
             break :blk {};
         }
-        if (readers == null or part == null or local == null or offsets == null or sizes == null) {
+        if (readers == null or order == null or local == null or bounds == null or offsets == null or sizes == null) {
             break :blk d.fail(error.InvalidArgument, "parts_gather_ragged got a null array for {d} " ++
                 "records", .{count});
         }
         const rs = readers.?[0..@intCast(parts)];
-        const o: ?[*]u8 = @ptrCast(out);
-        const did = gather.raggedAcross(rs, part.?, local.?, count, o, out_size, offsets.?, sizes.?, &d) catch |err|
-            break :blk err;
+        const plan: gather.Plan = .{ .order = order.?, .local = local.?, .bounds = bounds.?, .n = count };
+        const slots: gather.Slots = .{ .offsets = offsets.?, .sizes = sizes.? };
+        const did = gather.raggedAcross(rs, plan, @ptrCast(out), out_size, slots, &d) catch |err| break :blk err;
         t.* = @intFromBool(did);
     };
     return finish(st, result, &d);

@@ -117,11 +117,11 @@ def _gather_planned(ds, idx):
 
 
 @pytest.mark.parametrize("reads", ["mapped", "warm"])
-def test_a_ragged_batch_over_raw_parts_is_one_call_in_batch_order(tmp_path, reads):
+def test_a_ragged_batch_over_raw_parts_is_one_call_over_the_parts(tmp_path, reads):
     """A warm Ragged batch over raw parts is gathered in one native call over every part it
-    touches, in the batch's order (a call per part cost 0.86x one store's rate on token
-    batches over 64 parts): the same records, duplicates and empty ones included, as each
-    part reads alone."""
+    touches (a call per part cost 0.86-0.89x one store's rate on token batches over 64
+    parts): the same records, duplicates and empty ones included, in the batch's order, as
+    each part reads alone."""
     expected = _ragged_parts(tmp_path / "r", [30, 0, 25, 1, 40], ["raw"] * 5)
     rng = np.random.default_rng(4)
     with zrecord.open_dataset(tmp_path / "r") as ds:
@@ -1413,7 +1413,7 @@ def test_records_are_placed_in_their_parts_empty_parts_included(tmp_path):
         parts = ds._native
         for n in (1, 2, 9, 40):
             idx = rng.integers(0, 9, n).astype(np.uint64)
-            plan = np.empty(4 * n + len(counts) + 1, np.uint64)
+            plan = np.empty(2 * n + len(counts) + 1, np.uint64)
             one = parts.plan(idx, n, plan)
             where = [owner[i] for i in idx.tolist()]
             if len(set(where)) == 1:
@@ -1436,7 +1436,7 @@ def test_records_are_placed_in_their_parts_empty_parts_included(tmp_path):
             with pytest.raises(ValueError, match="parts"):
                 parts.gather(plan, n, flat, None, 12, 6, 5)
         with pytest.raises(IndexError):
-            parts.plan(np.array([9], np.uint64), 1, np.empty(4 + len(counts) + 1, np.uint64))
+            parts.plan(np.array([9], np.uint64), 1, np.empty(2 + len(counts) + 1, np.uint64))
         with pytest.raises(ValueError, match="uint64"):  # a plan of the wrong size
             parts.plan(np.array([1, 5], np.uint64), 2, np.empty(3, np.uint64))
     with pytest.raises(ValueError, match="ascending"):
@@ -1467,17 +1467,14 @@ def test_the_part_lookup_table_agrees_with_a_search_over_the_starts(tmp_path, si
     with zrecord.open_store(tmp_path / "s") as store:
         parts = _native.Parts([store._handle] * len(sizes), starts)
         n = idx.shape[0]
-        plan = np.empty(4 * n + len(sizes) + 1, np.uint64)
+        plan = np.empty(2 * n + len(sizes) + 1, np.uint64)
         assert parts.plan(idx, n, plan) == -1
-        order, bounds, local = plan[:n], plan[2 * n:2 * n + len(sizes) + 1], plan[n:2 * n]
+        order, bounds, local = plan[:n], plan[2 * n:], plan[n:2 * n]
         got = np.empty(n, np.int64)
         for k in range(len(sizes)):
             got[order[bounds[k]:bounds[k + 1]].astype(np.int64)] = k
         assert np.array_equal(got, want)
         assert np.array_equal(local, idx[order.astype(np.int64)] - starts[got[order.astype(np.int64)]])
-        # The same, in the batch's order: each position's part and its record's number there.
-        assert np.array_equal(plan[-2 * n:-n], want)
-        assert np.array_equal(plan[-n:], idx - starts[want])
 
 
 @pytest.mark.parametrize("found_cold", [True, False])

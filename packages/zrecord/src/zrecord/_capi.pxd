@@ -156,10 +156,10 @@ cdef extern from "zrecord.h" nogil:
     int zr_reader_gather_ragged(zr_reader *r, const uint64_t *idx, uint64_t count, void *out,
                                 const uint64_t *offsets, const uint64_t *sizes, uint64_t out_size,
                                 uint32_t threads, zr_status *st)
-    int zr_parts_gather_ragged(zr_reader **readers, uint64_t parts, const uint64_t *part,
-                               const uint64_t *local, uint64_t count, void *out,
-                               const uint64_t *offsets, const uint64_t *sizes, uint64_t out_size,
-                               uint32_t *taken, zr_status *st)
+    int zr_parts_gather_ragged(zr_reader **readers, uint64_t parts, const uint64_t *order,
+                               const uint64_t *local, const uint64_t *bounds, uint64_t count,
+                               void *out, const uint64_t *offsets, const uint64_t *sizes,
+                               uint64_t out_size, uint32_t *taken, zr_status *st)
     int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st)
     int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_status *st)
     int zr_reader_prefetch_hinted(zr_reader *r, const uint64_t *idx, uint64_t count,

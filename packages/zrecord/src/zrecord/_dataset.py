@@ -427,7 +427,7 @@ class _Dataset(Generic[_Batch]):
         """Where the records `idx` (in range, uint64, at least one) lie: the part, when one
         holds them all; else the batch's plan (_native.Parts), which _views reads."""
         n = idx.shape[0]
-        plan = np.empty(4 * n + len(self.parts) + 1, np.uint64)
+        plan = np.empty(2 * n + len(self.parts) + 1, np.uint64)
         one = self._native.plan(idx, n, plan)
         return one if one >= 0 else plan
 
@@ -436,7 +436,7 @@ class _Dataset(Generic[_Batch]):
         """(order, bounds, local) of a plan of `n` records: `idx[order]` sorted by part
         (stable), part g's records at positions bounds[g]..bounds[g+1] of that order, `local`
         their numbers in their parts."""
-        return plan[:n], plan[2 * n:plan.shape[0] - 2 * n], plan[n:2 * n]
+        return plan[:n], plan[2 * n:], plan[n:2 * n]
 
     def _locations(self, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Where records `recs` (distinct, ascending uint64, in range) lie, as a store's
@@ -575,11 +575,11 @@ class _Dataset(Generic[_Batch]):
                       sizes: np.ndarray | None = None) -> None:
         """Local parts: the batch of `n` records planned in `plan` into `out`, position j at
         byte offsets[j] (or j * `size`; a slot of sizes[j] bytes where given), in one native
-        call (a warm Ragged batch of raw parts: one call over the parts in batch order, not a
-        call per part; `_native.Parts.gather`). Hinted first (Parts.prefetch, whose one sample tells whether the batch is cold)
-        when the last batch was cold, and when the core itself would gather the batch on more
-        than one thread (at least _PARALLEL_BYTES): that one is gathered in two calls on two
-        threads. A batch read
+        call (for a warm Ragged batch of raw parts, one call of the core over all the parts,
+        not one per part: `_native.Parts.gather`). Hinted first (Parts.prefetch, whose one
+        sample tells whether the batch is cold) when the last batch was cold, and when the
+        core itself would gather the batch on more than one thread (at least
+        _PARALLEL_BYTES): that one is gathered in two calls on two threads. A batch read
         without a hint that was slow marks the dataset cold: each part's own probe sees only
         its few records of a batch, and hinting them part after part leaves one part's reads
         in flight at a time (cold token batches over 64 parts: 0.6x one store's rate; hinted

@@ -644,12 +644,10 @@ cdef class Parts:
     object (so a handle outlives every call that uses it), and the record numbers their parts
     start at. Holds nothing that changes, so calls may overlap from many threads.
 
-    A batch's plan (`plan`) is one uint64 array of 4 * count + parts + 1 values: `order` (the
+    A batch's plan (`plan`) is one uint64 array of 2 * count + parts + 1 values: `order` (the
     batch's positions sorted by part, stably), `local` (those records' numbers within their
-    parts, in that order), `bounds` (part g's positions at order[bounds[g]:bounds[g+1]]), then
-    each position's part and its record's number there, in the batch's order (what the one
-    call over all the parts, `_across`, reads). One array, not five: each array crossing this
-    layer costs its capsule (module docstring)."""
+    parts, in that order) and `bounds` (part g's positions at order[bounds[g]:bounds[g+1]]). One
+    array, not three: each array crossing this layer costs its capsule (module docstring)."""
 
     cdef list readers
     cdef zr_reader **rs
@@ -716,7 +714,7 @@ cdef class Parts:
 
     cdef uint64_t *_plan_of(self, object plan, uint64_t count) except NULL:
         cdef uint64_t *pp
-        _u64(plan, False, &pp, 4 * count + self.parts + 1)
+        _u64(plan, False, &pp, 2 * count + self.parts + 1)
         return pp
 
     def plan(self, object idx, uint64_t count, object plan):
@@ -734,7 +732,7 @@ cdef class Parts:
         cdef uint64_t first = 0
         cdef bint one = True
         _u64(idx, False, &ip, count)
-        _u64(plan, True, &op, 4 * count + parts + 1)
+        _u64(plan, True, &op, 2 * count + parts + 1)
         cdef uint64_t *lp = op + count
         cdef uint64_t *bp = op + 2 * count
         for i in range(count):
@@ -752,7 +750,7 @@ cdef class Parts:
             return -1
         if one:
             return <long long> first
-        return _place(sp, parts, ip, count, op, bp, lp, op + 2 * count + parts + 1)
+        return _place(sp, parts, ip, count, op, bp, lp)
 
     def shapes(self, object plan, uint64_t count, uint64_t ndim, object shapes, object sizes):
         """`Reader.shapes` over the parts in one call (zr_reader_shapes of each): the shapes
@@ -851,17 +849,16 @@ cdef class Parts:
 
     cdef bint _across(self, uint64_t *pp, uint64_t count, void *op, uint64_t *fp, uint64_t *zp,
                       uint64_t out_size) except -1:
-        """A whole Ragged batch in one native call over the parts, in the batch's order
-        (zr_parts_gather_ragged), where every part it touches reads it that way (a raw part
-        with its index in memory, taken to be in the page cache); False, nothing read,
-        otherwise."""
+        """A whole Ragged batch in one native call over the parts (zr_parts_gather_ragged),
+        part after part in the plan's order, where every part it touches reads it that way (a
+        raw part with its index in memory, taken to be in the page cache); False, nothing
+        read, otherwise."""
         cdef zr_status st
         cdef int rc
         cdef uint32_t taken = 0
-        cdef uint64_t *where = pp + 2 * count + self.parts + 1
         with nogil:
-            rc = zr_parts_gather_ragged(self.rs, self.parts, where, where + count, count, op, fp, zp,
-                                        out_size, &taken, &st)
+            rc = zr_parts_gather_ragged(self.rs, self.parts, pp, pp + count, pp + 2 * count, count,
+                                        op, fp, zp, out_size, &taken, &st)
         if rc != 0:
             _fail(rc, &st)
         return taken != 0
@@ -898,19 +895,22 @@ cdef class Parts:
 
 
 cdef long long _place(uint64_t *sp, uint64_t parts, uint64_t *ip, uint64_t count, uint64_t *op,
-                      uint64_t *bp, uint64_t *lp, uint64_t *where) except -2:
+                      uint64_t *bp, uint64_t *lp) except -2:
     """Parts.plan's counting sort, `op` holding each position's part: `op` becomes the order,
-    `lp` the local numbers; `where` (2 * count) each position's part and local number, in
-    batch order."""
+    `lp` the local numbers."""
     cdef uint64_t *cursor = <uint64_t *> malloc(max(parts, 1) * 8)
-    if cursor == NULL:
+    cdef uint64_t *part_of = <uint64_t *> malloc(max(count, 1) * 8)
+    if cursor == NULL or part_of == NULL:
+        free(cursor)
+        free(part_of)
         raise MemoryError()
     if count >= PLAN_NOGIL_RECORDS:
         with nogil:
-            _sort_by_part(sp, parts, ip, count, op, bp, lp, cursor, where)
+            _sort_by_part(sp, parts, ip, count, op, bp, lp, cursor, part_of)
     else:
-        _sort_by_part(sp, parts, ip, count, op, bp, lp, cursor, where)
+        _sort_by_part(sp, parts, ip, count, op, bp, lp, cursor, part_of)
     free(cursor)
+    free(part_of)
     return -1
 
 
@@ -948,20 +948,19 @@ cdef uint64_t _find_parts(uint64_t *ip, uint64_t count, uint64_t *sp, uint64_t p
 
 cdef void _sort_by_part(uint64_t *sp, uint64_t parts, uint64_t *ip, uint64_t count,
                         uint64_t *op, uint64_t *bp, uint64_t *lp, uint64_t *cursor,
-                        uint64_t *where) noexcept nogil:
-    """_place's counting sort, with its cursors."""
+                        uint64_t *part_of) noexcept nogil:
+    """_place's counting sort, with its two buffers."""
     cdef uint64_t i, k, at
     for k in range(parts):
         cursor[k] = bp[k]
     for i in range(count):
-        where[i] = op[i]
+        part_of[i] = op[i]
     for i in range(count):
-        k = where[i]
+        k = part_of[i]
         at = cursor[k]
         cursor[k] += 1
         op[at] = i
         lp[at] = ip[i] - sp[k]
-        where[count + i] = lp[at]
 
 
 def xxh64(object data):
