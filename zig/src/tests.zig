@@ -215,6 +215,91 @@ fn writeSmallDense(td: *const t.TempDir, name: []const u8, shards: u8, n: usize)
     try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
 }
 
+fn writeRaggedRows(td: *const t.TempDir, name: []const u8, rows: []const []const u16) !void {
+    var pbuf: [256]u8 = undefined;
+    var st: Status = undefined;
+    const schema = t.schemaOf(2, 4, &.{0}, 1); // int16, ndim 1
+    var w: ?*Writer = null;
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_open(td.sub(&pbuf, name), &schema, null, 0, 0, &w, &st));
+    for (rows) |row| {
+        const ptr = [_]u64{@intFromPtr(row.ptr)};
+        const shape = [_]u64{row.len};
+        try testing.expectEqual(@as(c_int, 0), root.zr_writer_append_ragged(w, &ptr, &shape, 1, &st));
+    }
+    try testing.expectEqual(@as(c_int, 0), root.zr_writer_publish(w, &st));
+    root.zr_writer_free(w);
+}
+
+test "one gather over many readers, part after part, and when it declines" {
+    var td: t.TempDir = undefined;
+    try td.init();
+    var st: Status = undefined;
+    const a_rows = [_][]const u16{ &.{ 1, 2, 3 }, &.{}, &.{ 4, 5 } };
+    const b_rows = [_][]const u16{ &.{ 6, 7, 8, 9 }, &.{10} };
+    try writeRaggedRows(&td, "a", &a_rows);
+    try writeRaggedRows(&td, "b", &b_rows);
+    const ra = try t.openOk(&td, "a");
+    const rb = try t.openOk(&td, "b");
+    const readers = [_]*Reader{ ra, rb };
+    for (readers) |r| try testing.expectEqual(@as(c_int, 0), root.zr_reader_set_reads(r, 1, &st)); // mapped
+    // The batch [b0, a2, a0, b1], grouped by part: a's at batch positions 1 and 2, b's at 0 and 3.
+    const order = [_]u64{ 1, 2, 0, 3 };
+    const bounds = [_]u64{ 0, 2, 4 };
+    const sizes = [_]u64{ 8, 4, 6, 2 };
+    var out: [20]u8 = undefined;
+    const Call = struct {
+        readers: []const *Reader,
+        taken: u32 = 9,
+        st: Status = undefined,
+
+        fn run(c: *@This(), order_: []const u64, bounds_: []const u64, sizes_: []const u64, dst: []u8) c_int {
+            const local = [_]u64{ 2, 0, 0, 1 };
+            const at = [_]u64{ 0, 8, 12, 18 };
+            const rs = c.readers;
+            return root.zr_parts_gather_ragged(
+                rs.ptr,
+                rs.len,
+                order_.ptr,
+                &local,
+                bounds_.ptr,
+                4,
+                dst.ptr,
+                &at,
+                sizes_.ptr,
+                dst.len,
+                &c.taken,
+                &c.st,
+            );
+        }
+    };
+    var call: Call = .{ .readers = &readers };
+    const bad: c_int = t.ZR_E_INVALID_ARGUMENT;
+    try testing.expectEqual(@as(c_int, 0), call.run(&order, &bounds, &sizes, &out));
+    try testing.expectEqual(@as(u32, 1), call.taken);
+    const want = [_]u16{ 6, 7, 8, 9, 4, 5, 1, 2, 3, 10 };
+    try testing.expectEqualSlices(u8, std.mem.sliceAsBytes(&want), &out);
+    // A plan whose bounds do not end at the batch's count, a position past it, a slot one
+    // byte short, an output too small: refused, naming what is wrong.
+    try testing.expectEqual(bad, call.run(&order, &.{ 0, 2, 3 }, &sizes, &out));
+    try t.expectContains(t.msg(&call.st), "bounds run from 0 to 3, not 0 to 4");
+    try testing.expectEqual(bad, call.run(&.{ 1, 2, 0, 4 }, &bounds, &sizes, &out));
+    try testing.expectEqual(bad, call.run(&order, &bounds, &.{ 8, 3, 6, 2 }, &out));
+    try t.expectContains(t.msg(&call.st), "(position 1)");
+    try testing.expectEqual(bad, call.run(&order, &bounds, &sizes, out[0 .. out.len - 1]));
+    // A reader that hints every batch: declined, nothing written, every reader left (each
+    // still closes).
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_set_reads(rb, 2, &st));
+    @memset(&out, 0xEE);
+    try testing.expectEqual(@as(c_int, 0), call.run(&order, &bounds, &sizes, &out));
+    try testing.expectEqual(@as(u32, 0), call.taken);
+    for (out) |byte| try testing.expectEqual(@as(u8, 0xEE), byte);
+    root.zr_reader_free(ra);
+    root.zr_reader_free(rb);
+    td.removeStore("a", 1);
+    td.removeStore("b", 1);
+    try td.deinitExpectEmpty();
+}
+
 test "a flipped byte in a shard fails the record's checksum, naming it" {
     var td: t.TempDir = .{};
     try td.init();
