@@ -461,8 +461,10 @@ def test_ctrl_c_stops_a_command_waiting_on_a_server_that_never_answers():
         silent.listen(16)
         silent.settimeout(60)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/store"
+        # As a terminal's foreground job: started from a runner that ignores SIGINT (a
+        # background job of a script), the command kept ignoring it and the test timed out.
         proc = subprocess.Popen([str(ZRECORD_SCRIPT), "info", url], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=_foreground)
         # Its request has come (a fixed sleep sent the interrupt during the imports on a
         # loaded machine, before the command ran), and it waits for the answer.
         conn, _ = silent.accept()
