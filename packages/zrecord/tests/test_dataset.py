@@ -83,15 +83,15 @@ def test_ragged_datasets_keep_each_records_shape(tmp_path):
         assert ds.shapes(order).tolist() == [list(expected[i].shape) for i in order]
 
 
-def _ragged_parts(root, sizes, codecs, seed=3, width=40):
-    """A dataset at `root` of Ragged uint8 parts of `sizes` records (lengths 0..`width`-1,
-    part k written with codecs[k]); its records."""
+def _ragged_parts(root, sizes, seed=3, width=40):
+    """A dataset at `root` of raw Ragged uint8 parts of `sizes` records (lengths 0..`width`-1);
+    its records."""
     rng = np.random.default_rng(seed)
     os.makedirs(root, exist_ok=True)
     expected = []
-    for k, (n, codec) in enumerate(zip(sizes, codecs)):
+    for k, n in enumerate(sizes):
         recs = [rng.integers(0, 256, int(rng.integers(0, width)), dtype=np.uint8) for _ in range(n)]
-        with zrecord.Ragged.create(root / f"p{k}", np.uint8, 1, codec=codec, data_shards=2) as w:
+        with zrecord.Ragged.create(root / f"p{k}", np.uint8, 1, codec="raw", data_shards=2) as w:
             w.append(recs)
         expected += recs
     zrecord.publish_dataset(root, [f"p{k}" for k in range(len(sizes))])
@@ -122,7 +122,7 @@ def test_a_ragged_batch_over_raw_parts_is_one_call_over_the_parts(tmp_path, read
     touches (a call per part cost 0.86-0.89x one store's rate on token batches over 64
     parts): the same records, duplicates and empty ones included, in the batch's order, as
     each part reads alone."""
-    expected = _ragged_parts(tmp_path / "r", [30, 0, 25, 1, 40], ["raw"] * 5)
+    expected = _ragged_parts(tmp_path / "r", [30, 0, 25, 1, 40])
     rng = np.random.default_rng(4)
     with zrecord.open_dataset(tmp_path / "r") as ds:
         if reads == "mapped":
@@ -142,7 +142,7 @@ def test_a_batch_touching_a_part_that_reads_otherwise_goes_part_by_part(tmp_path
     """A part that expects cold data (each reader does until its first gather samples the
     page cache) or reads every batch with hints: the batch is read part by part, each as it
     reads alone (sampled, hinted, read with pread), with the same records."""
-    expected = _ragged_parts(tmp_path / "r", [20, 20, 20], ["raw"] * 3)
+    expected = _ragged_parts(tmp_path / "r", [20, 20, 20])
     idx = [45, 3, 22, 41]
     with zrecord.open_dataset(tmp_path / "r") as ds:
         got, across = _gather_planned(ds, idx)
@@ -161,7 +161,7 @@ def test_a_ragged_batch_over_parts_checks_each_slot_and_checksum(tmp_path):
     """In one call over the parts, a slot of another size than its record fails the call
     (ValueError, naming the part), and a corrupt record fails with ChecksumError naming its
     part and its record there."""
-    _ragged_parts(tmp_path / "r", [10, 10], ["raw", "raw"], width=200)
+    _ragged_parts(tmp_path / "r", [10, 10], width=200)
     with zrecord.open_dataset(tmp_path / "r") as ds:
         for part in ds.parts:
             part._handle.set_reads(1)
