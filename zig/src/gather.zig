@@ -1027,19 +1027,22 @@ pub fn raggedAcross(rs: []const *Reader, plan: Plan, out: ?[*]u8, out_size: u64,
         if (!acrossFits(r)) return false;
         ranges += r.header.data_shards;
     }
-    var total: u64 = 0;
+    // Each part's records checked by one call, as a part's own gather checks them (judging
+    // an index part reads and locks: not in the guarded region); then the slots, which are
+    // the caller's arrays only.
     for (rs, 0..) |r, g| {
-        var j = plan.bounds[g];
-        while (j < plan.bounds[g + 1]) : (j += 1) {
-            const pos = plan.order[@intCast(j)];
-            try r.checkIndex(plan.local + @as(usize, @intCast(j)), d);
-            const size = slots.sizes[@intCast(pos)];
-            const off = slots.offsets[@intCast(pos)];
-            if (size > out_size or off > out_size - size) return d.fail(error.InvalidArgument, "" ++
-                "parts_gather_ragged: position {d} has {d} bytes at output offset {d}, past the " ++
-                "end of the {d}-byte output", .{ pos, size, off, out_size });
-            total +|= size;
-        }
+        const k = plan.records(g);
+        if (k > 0) try r.checkIndices(plan.local + @as(usize, @intCast(plan.bounds[g])), k, d);
+    }
+    var total: u64 = 0;
+    var pos: u64 = 0;
+    while (pos < plan.n) : (pos += 1) {
+        const size = slots.sizes[@intCast(pos)];
+        const off = slots.offsets[@intCast(pos)];
+        if (size > out_size or off > out_size - size) return d.fail(error.InvalidArgument, "" ++
+            "parts_gather_ragged: position {d} has {d} bytes at output offset {d}, past the " ++
+            "end of the {d}-byte output", .{ pos, size, off, out_size });
+        total +|= size;
     }
     if (total > 0 and out == null) return d.fail(error.InvalidArgument, "parts_gather_ragged got " ++
         "a null output buffer for {d} bytes", .{total});

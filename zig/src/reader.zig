@@ -395,13 +395,6 @@ pub const Reader = struct {
         return r.intact({}, d);
     }
 
-    /// `checkIndices` of the one record at idx[0]: only its range where the reader judged its
-    /// whole index at open (no index parts, no cache file's records to check), inline.
-    pub inline fn checkIndex(r: *const Reader, idx: [*]const u64, d: *Diag) Error!void {
-        if (r.parts == null and r.blocks_checked.len == 0 and idx[0] < r.header.record_count) return;
-        return r.checkIndices(idx, 1, d);
-    }
-
     /// Ragged records idx[0..n) to out + offsets[i] (zr_reader_gather_ragged). With `sizes`,
     /// slot i holds sizes[i] bytes, as the caller sized it from `shapes`, and every record
     /// must fill its slot exactly (checked at its copy, `gather.ragged`, and for a mapped
