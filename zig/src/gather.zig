@@ -1011,8 +1011,8 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: 
 /// read in one guarded region whose ranges are the touched readers' mappings, each checked
 /// as `gatherRagged` checks it. Part after part, not in the batch's order: a record that
 /// switches to another reader's state (its index, its bases, its checked-record bits) costs
-/// D1 misses (callgrind, a batch of 256 token records over 64 parts: 8,497-8,569 D1 read
-/// misses in batch order, 7,846-7,951 grouped by part, 7,244 in a call per part).
+/// D1 misses (callgrind, one loop of batches of 256 token records over 64 parts: 8,497-8,569
+/// D1 read misses a batch in batch order, 7,846-7,951 grouped by part; docs/benchmarks.md).
 pub fn raggedAcross(rs: []const *Reader, plan: Plan, out: ?[*]u8, out_size: u64, slots: Slots, d: *Diag) Error!bool {
     try plan.check(rs.len, d);
     var entered: usize = 0;
