@@ -942,22 +942,30 @@ fn gatherRagged(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: *
             try checkOnce(r, rec, e, src, d);
             const dst: []u8 = if (size > 0) job.out[at..][0..@intCast(size)] else &.{};
             try decodeRecord(r, l.get(), rec, e, src, dst, d);
-        } else if (pread) {
+        } else {
             const dst = job.out[at..][0..@intCast(size)];
-            if (readsDirect(r, e)) {
+            if (pread and readsDirect(r, e)) {
                 const src = try readDirect(r, rec, e, &share.scratch, d);
                 try checkOnce(r, rec, e, src, d);
                 sys.copy(dst, src);
                 continue;
             }
-            try readStored(r, rec, e, dst, d);
-            try checkOutputOnce(r, rec, e, dst, d);
-        } else {
-            const src = storedBytes(r, e);
-            try checkOnce(r, rec, e, src, d);
-            if (src.len > 0) sys.copy(job.out[at..][0..src.len], src);
+            try copyRaw(r, rec, e, pread, dst, d);
         }
     }
+}
+
+/// A raw record's stored bytes, which fill `dst` (its slot, checked against its size by the
+/// caller), into `dst`: read with pread and checked there, or checked in its mapping and
+/// copied from it (in the caller's guarded region).
+inline fn copyRaw(r: *const Reader, rec: u64, e: Location, pread: bool, dst: []u8, d: *Diag) Error!void {
+    if (pread) {
+        try readStored(r, rec, e, dst, d);
+        return checkOutputOnce(r, rec, e, dst, d);
+    }
+    const src = storedBytes(r, e);
+    try checkOnce(r, rec, e, src, d);
+    if (src.len > 0) sys.copy(dst, src);
 }
 
 /// The error for Ragged record `rec` (batch position `j`) whose size is not its `slot`: its
@@ -1168,14 +1176,7 @@ fn copyAcrossWork(rs: []const *Reader, plan: Plan, out: []u8, slots: Slots, guar
             // Raw: the stored size is the logical size ([ZR-IDX-004]).
             if (e.stored_size != size) return slotMissed(r, rec, pos, size, d);
             const dst = out[@intCast(slots.offsets[@intCast(pos)])..][0..@intCast(size)];
-            if (usesPread(r, e)) {
-                try readStored(r, rec, e, dst, d);
-                try checkOutputOnce(r, rec, e, dst, d);
-            } else {
-                const src = storedBytes(r, e);
-                try checkOnce(r, rec, e, src, d);
-                if (src.len > 0) sys.copy(dst, src);
-            }
+            try copyRaw(r, rec, e, usesPread(r, e), dst, d);
         }
     }
 }
