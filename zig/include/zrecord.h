@@ -366,16 +366,24 @@ int zr_reader_gather_ragged(zr_reader *r, const uint64_t *idx, uint64_t count, v
  * the batch grouped by part: reader g's records are at positions bounds[g] .. bounds[g+1] of
  * `order` and `local` (bounds[0] = 0, bounds[parts] = count, never falling); the one at
  * position j is record local[j] of readers[g], decoded to out + offsets[order[j]] into a slot
- * of sizes[order[j]] bytes (a record of another size fails the call, as there). Taken,
- * *taken = 1, only where every reader the batch touches is a raw store with its index in its
- * own memory, read through its mappings and taken to be in the page cache (ZR_READS_MAPPED,
- * or ZR_READS_AUTO with no cold estimate or prefetch hint pending), for fewer than 4 MiB;
- * otherwise *taken = 0 and nothing is read: the caller gathers each part's records with
+ * of sizes[order[j]] bytes (a record of another size fails the call, as there). Taken only
+ * where every reader the batch touches is a raw store with its index in its own memory, read
+ * without O_DIRECT and without a check of every read, for fewer than 4 MiB, and:
+ * - flags 0 (a batch the caller expects in the page cache): every touched reader reads
+ *   through its mappings and is taken to be warm (ZR_READS_MAPPED, or ZR_READS_AUTO with no
+ *   cold estimate or prefetch hint pending); *taken = 1.
+ * - ZR_PARTS_COLD (the caller found its last batch cold): every touched reader may be hinted
+ *   (ZR_READS_AUTO or ZR_READS_HINTED). The batch is sampled once (the largest part's
+ *   records): found outside the page cache, or with a ZR_READS_HINTED reader, every record is
+ *   hinted, all parts before any read, and read with pread, *taken = 2; found there, it is read
+ *   as a warm batch, *taken = 1. Each touched reader's estimate is set to what was found.
+ * Otherwise *taken = 0 and nothing is read: the caller gathers each part's records with
  * zr_reader_gather_ragged, which samples, hints and reads cold records as it does. */
+#define ZR_PARTS_COLD 1u
 int zr_parts_gather_ragged(zr_reader *const *readers, uint64_t parts, const uint64_t *order,
                            const uint64_t *local, const uint64_t *bounds, uint64_t count,
                            void *out, const uint64_t *offsets, const uint64_t *sizes,
-                           uint64_t out_size, uint32_t *taken, zr_status *st);
+                           uint64_t out_size, uint32_t flags, uint32_t *taken, zr_status *st);
 
 /* Checks the stored bytes of records [start, start+count) against their checksums (always,
  * even if verified before) and that compressed frames decode. */
@@ -397,6 +405,18 @@ int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_sta
  * the others' samples once one found its records there. */
 int zr_reader_prefetch_hinted(zr_reader *r, const uint64_t *idx, uint64_t count, uint32_t *hinted,
                               zr_status *st);
+
+/* For a store opened by part (format 1.2, spec §4.1): starts reading into the page cache the
+ * index parts that records idx[0..count) need and the reader has not judged yet, and returns
+ * without waiting (posix_fadvise WILLNEED; an index of at most 256 KiB whole). A gather
+ * judges its records' parts one after the other; a caller about to read one batch through
+ * many readers (the parts of a dataset) hints them all first, so that their reads wait on the
+ * device together. A hint: it judges nothing and changes no result; indices out of range are
+ * skipped; nothing with ZR_READS_MAPPED. `*passed` (when not NULL) is 1 once every index part
+ * has passed, or the reader judges none by part: later calls would hint nothing. Fails only
+ * for a null `idx` with a count (while parts remain), or a closed reader. */
+int zr_reader_hint_index(zr_reader *r, const uint64_t *idx, uint64_t count, uint32_t *passed,
+                         zr_status *st);
 
 /* A run of index parts (format 1.2, spec §4.1) that a batch needs and a reader has not judged:
  * index blocks first..last of index.zri (ZR_PART_BLOCKS) or sum groups first..last of

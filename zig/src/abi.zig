@@ -176,6 +176,10 @@ pub const IndexWant = extern struct {
 pub const part_blocks: u32 = 0;
 pub const part_groups: u32 = 1;
 
+/// zrecord.h ZR_PARTS_COLD: zr_parts_gather_ragged's caller expects the batch cold.
+pub const parts_cold: u32 = 1;
+pub const parts_flags_known: u32 = parts_cold;
+
 comptime {
     format.assertNoPadding(OpenOpts);
     format.assertNoPadding(Layout);

@@ -1011,17 +1011,33 @@ fn verifyRecords(ctx: *const GatherCtx, begin: u64, end: u64, share: *Share, d: 
 /// records are at plan positions bounds[g]..bounds[g+1], the one at plan position j is record
 /// local[j] of rs[g], for batch position order[j], and goes into its slot of sizes[order[j]]
 /// bytes at byte offsets[order[j]] of `out`. Taken only where every reader the batch touches
-/// would read its share as a warm batch of one worker (`acrossFits`, and fewer bytes than
-/// gather_parallel_bytes_min); otherwise it returns false having read nothing, and the
-/// caller gathers part by part. A part's call of its own costs its entry, checks and guarded
-/// region (a few hundred ns: a batch of 256 token records over 64 parts calls 64 of them for
-/// about 4 records each); here every touched reader is entered once and the records are
-/// read in one guarded region whose ranges are the touched readers' mappings, each checked
-/// as `gatherRagged` checks it. Part after part, not in the batch's order: a record that
-/// switches to another reader's state (its index, its bases, its checked-record bits) costs
-/// D1 misses (callgrind, one loop of batches of 256 token records over 64 parts: 8,497-8,569
-/// D1 read misses a batch in batch order, 7,846-7,951 grouped by part; docs/benchmarks.md).
-pub fn raggedAcross(rs: []const *Reader, plan: Plan, out: ?[*]u8, out_size: u64, slots: Slots, d: *Diag) Error!bool {
+/// reads its share as `acrossFits` says, for fewer bytes than gather_parallel_bytes_min;
+/// otherwise it returns `.declined` having read nothing, and the caller gathers part by part.
+/// A part's call of its own costs its entry, checks and guarded region (a few hundred ns: a
+/// batch of 256 token records over 64 parts calls 64 of them for about 4 records each); here
+/// every touched reader is entered once and the records are read in one guarded region whose
+/// ranges are the touched readers' mappings, each checked as `gatherRagged` checks it. Part
+/// after part, not in the batch's order: a record that switches to another reader's state
+/// (its index, its bases, its checked-record bits) costs D1 misses (callgrind, one loop of
+/// batches of 256 token records over 64 parts: 8,497-8,569 D1 read misses a batch in batch
+/// order, 7,846-7,951 grouped by part; docs/benchmarks.md).
+///
+/// With `expect_cold` (the caller found its last batch cold) the batch is sampled, as one
+/// reader samples a batch it expects cold (`runBatch`): found outside the page cache, every
+/// touched part's records are hinted first, all of them in the device's queue at once, then
+/// read with pread (`.cold`); found there, it is read as a warm batch (`.warm`). Each part's
+/// own gather would sample and hint again the records that the caller's hints across the
+/// parts had just asked for (two system calls more a record: cold token batches over 64
+/// parts ran at 0.64-0.78x one store's rate).
+pub fn raggedAcross(
+    rs: []const *Reader,
+    plan: Plan,
+    out: ?[*]u8,
+    out_size: u64,
+    slots: Slots,
+    expect_cold: bool,
+    d: *Diag,
+) Error!Across {
     try plan.check(rs.len, d);
     var entered: usize = 0;
     defer for (rs[0..entered], 0..) |r, g| {
@@ -1032,16 +1048,10 @@ pub fn raggedAcross(rs: []const *Reader, plan: Plan, out: ?[*]u8, out_size: u64,
         if (plan.records(g) == 0) continue;
         try r.enter(d);
         entered = g + 1;
-        if (!acrossFits(r)) return false;
+        if (!acrossFits(r, expect_cold)) return .declined;
         ranges += r.header.data_shards;
     }
-    // Each part's records checked by one call, as a part's own gather checks them (judging
-    // an index part reads and locks: not in the guarded region); then the slots, which are
-    // the caller's arrays only.
-    for (rs, 0..) |r, g| {
-        const k = plan.records(g);
-        if (k > 0) try r.checkIndices(plan.local + @as(usize, @intCast(plan.bounds[g])), k, d);
-    }
+    // The slots, which are the caller's arrays only.
     var total: u64 = 0;
     var pos: u64 = 0;
     while (pos < plan.n) : (pos += 1) {
@@ -1055,7 +1065,14 @@ pub fn raggedAcross(rs: []const *Reader, plan: Plan, out: ?[*]u8, out_size: u64,
     if (total > 0 and out == null) return d.fail(error.InvalidArgument, "parts_gather_ragged got " ++
         "a null output buffer for {d} bytes", .{total});
     // A batch this large is worth the workers that a part's own call may start (workerCount).
-    if (total >= gather_parallel_bytes_min) return false;
+    if (total >= gather_parallel_bytes_min) return .declined;
+    // Each part's records checked by one call, as a part's own gather checks them (judging
+    // an index part reads and locks: not in the guarded region).
+    for (rs, 0..) |r, g| {
+        const k = plan.records(g);
+        if (k > 0) try r.checkIndices(plan.part(g), k, d);
+    }
+    const found: Sampled = if (expect_cold) sampleAcross(rs, plan) else .{ .how = .warm, .pread = false };
     // The guard's ranges: every shard mapping of the touched readers.
     const guard_ranges = alloc.alloc(GuardRange, @max(ranges, 1)) catch
         return d.noMemory("the mappings a batch over many parts reads");
@@ -1067,11 +1084,46 @@ pub fn raggedAcross(rs: []const *Reader, plan: Plan, out: ?[*]u8, out_size: u64,
         @memcpy(guard_ranges[at..][0..k], r.guard_ranges[0..k]);
         at += k;
     }
-    try copyAcross(rs, plan, outSlice(out, out_size), slots, guard_ranges[0..at], d);
+    try copyAcross(rs, plan, outSlice(out, out_size), slots, guard_ranges[0..at], found.pread, d);
     for (rs, 0..) |r, g| {
         if (plan.records(g) > 0) try r.intact({}, d);
     }
-    return true;
+    return found.how;
+}
+
+/// How raggedAcross took a batch (zr_parts_gather_ragged's `*taken`).
+pub const Across = enum(u32) { declined = 0, warm = 1, cold = 2 };
+
+/// What `sampleAcross` found, and whether the batch is read with pread.
+const Sampled = struct { how: Across, pread: bool };
+
+/// A batch over many readers that the caller expects cold: `.cold` where a reader reads every
+/// batch hinted (ZR_READS_HINTED), or a sample of the largest part's records finds them
+/// outside the page cache; each touched reader's estimate is set to what was found, and the
+/// records of a `.cold` batch are hinted, part after part, before any is read. Read with
+/// pread (`pread`) where found cold, or where a touched reader had a prefetch's hint to
+/// honour (its pages are cached because they were hinted: `readahead.Estimate.prefetched`).
+fn sampleAcross(rs: []const *Reader, plan: Plan) Sampled {
+    var largest: usize = 0;
+    var hinted_mode = false;
+    for (rs, 0..) |r, g| {
+        if (plan.records(g) > plan.records(largest)) largest = g;
+        if (plan.records(g) > 0 and r.readMode() == .hinted) hinted_mode = true;
+    }
+    const cold = hinted_mode or !partCtx(rs[largest], plan, largest).batch().sampleResident(0, plan.records(largest));
+    var pread = cold;
+    for (rs, 0..) |r, g| {
+        if (plan.records(g) == 0) continue;
+        r.estimate.set(cold);
+        if (r.estimate.takePrefetched()) pread = true;
+        if (cold) partCtx(r, plan, g).hint(0, plan.records(g));
+    }
+    return .{ .how = if (cold) .cold else .warm, .pread = pread };
+}
+
+/// Part g's records of a plan, as a prefetch's context (for samples and hints).
+fn partCtx(r: *Reader, plan: Plan, g: usize) GatherCtx {
+    return .{ .r = r, .job = .{ .prefetch = .{ .idx = plan.part(g) } }, .n = plan.records(g) };
 }
 
 /// A dataset's plan of a batch of `n` records (see raggedAcross): order, local, bounds.
@@ -1083,6 +1135,11 @@ pub const Plan = struct {
 
     fn records(p: Plan, g: usize) u64 {
         return p.bounds[g + 1] - p.bounds[g];
+    }
+
+    /// Part g's local record numbers.
+    fn part(p: Plan, g: usize) [*]const u64 {
+        return p.local + @as(usize, @intCast(p.bounds[g]));
     }
 
     /// The part of plan position `j` (< n; bounds checked): the last with bounds[g] <= j.
@@ -1118,68 +1175,83 @@ pub const Slots = struct {
 
 /// Whether reader `r` reads its share of a batch over many readers as `raggedAcross` does: a
 /// raw store whose index is in its own memory (so the caller's slots need no second look),
-/// read through its mappings (no O_DIRECT, no check of every read) and taken to be in the page
-/// cache: mode `mapped`, or `auto` with neither a cold estimate nor a prefetch's hint to
-/// honour (those gathers sample, hint or pread: `runBatch`, part by part).
-fn acrossFits(r: *Reader) bool {
+/// with no O_DIRECT and no check of every read; for a batch the caller expects warm, read
+/// through its mappings and taken to be in the page cache (mode `mapped`, or `auto` with
+/// neither a cold estimate nor a prefetch's hint to honour: those gathers sample, hint or
+/// pread, part by part in `runBatch`); for one it expects cold, a reader that may be hinted
+/// (`auto` or `hinted`: the batch is sampled and hinted across the parts).
+fn acrossFits(r: *Reader, expect_cold: bool) bool {
     if (r.compressed() or r.mapsCacheFile() or r.bypass or r.pread_every_record or r.check_every_read) return false;
     return switch (r.readMode()) {
-        .mapped => true,
-        .hinted => false,
-        .auto => !r.estimate.expectsCold() and r.estimate.prefetched.load(.monotonic) == 0,
+        .mapped => !expect_cold,
+        .hinted => expect_cold,
+        .auto => expect_cold or (!r.estimate.expectsCold() and r.estimate.prefetched.load(.monotonic) == 0),
     };
 }
 
 /// raggedAcross's reads, in one guarded region over `ranges`; the guard holds the plan
-/// position being read, from which a fault names its reader and record.
+/// position being read, from which a fault names its reader and record. With `pread`, every
+/// record is read with pread, none through the mappings.
 fn copyAcross(
     rs: []const *Reader,
     plan: Plan,
     out: []u8,
     slots: Slots,
     ranges: []const GuardRange,
+    pread: bool,
     d: *Diag,
 ) Error!void {
-    var guard: Guard = .{ .ranges = ranges.ptr, .range_count = ranges.len };
-    const Frame = struct {
-        rs: []const *Reader,
-        plan: Plan,
-        out: []u8,
-        slots: Slots,
-        guard: *Guard,
-        d: *Diag,
-        result: Error!void = {},
-
-        fn body(arg: ?*anyopaque) callconv(.c) void {
-            const f: *@This() = @ptrCast(@alignCast(arg.?));
-            f.result = copyAcrossWork(f.rs, f.plan, f.out, f.slots, f.guard, f.d);
-        }
+    var c: AcrossCopy = .{
+        .rs = rs,
+        .plan = plan,
+        .out = out,
+        .slots = slots,
+        .pread = pread,
+        .guard = .{ .ranges = ranges.ptr, .range_count = ranges.len },
+        .d = d,
     };
-    var frame: Frame = .{ .rs = rs, .plan = plan, .out = out, .slots = slots, .guard = &guard, .d = d };
-    if (zr_guard_run(&guard, Frame.body, &frame) != 0) {
-        const j = guard.currentRecord();
+    if (zr_guard_run(&c.guard, AcrossCopy.body, &c) != 0) {
+        const j = c.guard.currentRecord();
         if (j >= plan.n) return mappingFault(rs[plan.partAt(0)], Guard.no_record, d);
         return mappingFault(rs[plan.partAt(j)], plan.local[@intCast(j)], d);
     }
-    return frame.result;
+    return c.result;
 }
 
-fn copyAcrossWork(rs: []const *Reader, plan: Plan, out: []u8, slots: Slots, guard: *Guard, d: *Diag) Error!void {
-    for (rs, 0..) |r, g| {
-        var j = plan.bounds[g];
-        while (j < plan.bounds[g + 1]) : (j += 1) {
-            const pos = plan.order[@intCast(j)];
-            const rec = plan.local[@intCast(j)];
-            guard.setRecord(j);
-            const e = try r.place(rec, d);
-            const size = slots.sizes[@intCast(pos)];
-            // Raw: the stored size is the logical size ([ZR-IDX-004]).
-            if (e.stored_size != size) return slotMissed(r, rec, pos, size, d);
-            const dst = out[@intCast(slots.offsets[@intCast(pos)])..][0..@intCast(size)];
-            try copyRaw(r, rec, e, usesPread(r, e), dst, d);
+/// copyAcross's arguments, its guard and its result: the frame of its guarded region.
+const AcrossCopy = struct {
+    rs: []const *Reader,
+    plan: Plan,
+    out: []u8,
+    slots: Slots,
+    pread: bool,
+    guard: Guard,
+    d: *Diag,
+    result: Error!void = {},
+
+    fn body(arg: ?*anyopaque) callconv(.c) void {
+        const c: *AcrossCopy = @ptrCast(@alignCast(arg.?));
+        c.result = c.work();
+    }
+
+    fn work(c: *AcrossCopy) Error!void {
+        const plan = c.plan;
+        for (c.rs, 0..) |r, g| {
+            var j = plan.bounds[g];
+            while (j < plan.bounds[g + 1]) : (j += 1) {
+                const pos = plan.order[@intCast(j)];
+                const rec = plan.local[@intCast(j)];
+                c.guard.setRecord(j);
+                const e = try r.place(rec, c.d);
+                const size = c.slots.sizes[@intCast(pos)];
+                // Raw: the stored size is the logical size ([ZR-IDX-004]).
+                if (e.stored_size != size) return slotMissed(r, rec, pos, size, c.d);
+                const dst = c.out[@intCast(c.slots.offsets[@intCast(pos)])..][0..@intCast(size)];
+                try copyRaw(r, rec, e, c.pread or usesPread(r, e), dst, c.d);
+            }
         }
     }
-}
+};
 
 // ---- tests ------------------------------------------------------------------------------
 

@@ -38,6 +38,9 @@ const Error = diag_mod.Error;
 
 /// Block sums are read from index.zrs this many at a time.
 pub const sums_buffer_count: usize = 8192;
+/// A hint of what a batch needs of an index of at most this many bytes asks for the whole
+/// index.zri and index.zrs (`hint`).
+pub const hint_whole_bytes_max: u64 = 256 << 10;
 
 /// The first and last record of index block `b` of the store (b < B).
 fn blockRecords(h: *const format.Header, b: u64) [2]u64 {
@@ -378,6 +381,41 @@ pub fn wants(r: *const Reader, l: *const Lazy, rec: u64, out: *[2]abi.IndexWant)
         .end = (blockRecords(h, last_block)[1] + 1) * es,
     };
     return k + 1;
+}
+
+/// Whether record `rec`'s index block has passed (rec < the record count).
+pub inline fn recordPassed(r: *const Reader, l: *const Lazy, rec: u64) bool {
+    return bitSet(l.blocks, rec >> @intCast(r.header.index_block_shift));
+}
+
+/// Starts reading into the page cache what judging records idx[0..n) needs of index.zri and
+/// index.zrs and has not judged (`wants`), so that a cold batch's index reads wait on the
+/// device together rather than one block after another (a dataset's first cold batches of
+/// 256 token records over 64 parts took 50 ms, then 20, 15, 10, against one store's 3).
+/// Advice only: indices out of range are skipped (the caller reports them), nothing fails.
+/// An index of at most `hint_whole_bytes_max` (a dataset's small parts) is hinted whole: one
+/// read of the file, where its blocks would each be one.
+pub fn hint(r: *const Reader, l: *const Lazy, idx: [*]const u64, n: u64) void {
+    const index_bytes = r.header.record_count * r.entry_size;
+    if (index_bytes <= hint_whole_bytes_max) {
+        sys.fadviseRange(r.index_fd, 0, index_bytes, .willneed);
+        sys.fadviseRange(r.sums_fd, 0, 8 * r.header.blockCount(), .willneed);
+        return;
+    }
+    var last_block: u64 = std.math.maxInt(u64);
+    var i: u64 = 0;
+    while (i < n) : (i += 1) {
+        const rec = idx[@intCast(i)];
+        if (rec >= r.header.record_count) continue;
+        const b = rec >> @intCast(r.header.index_block_shift);
+        if (b == last_block) continue;
+        last_block = b;
+        var runs: [2]abi.IndexWant = undefined;
+        for (runs[0..wants(r, l, rec, &runs)]) |w| {
+            const fd = if (w.file == abi.part_groups) r.sums_fd else r.index_fd;
+            sys.fadviseRange(fd, w.start, w.end - w.start, .willneed);
+        }
+    }
 }
 
 /// A spin lock that a process forked while a thread held it can take over: it holds its

@@ -312,11 +312,19 @@ pub const Reader = struct {
     pub fn checkIndices(r: *const Reader, idx: [*]const u64, n: u64, d: *Diag) Error!void {
         if (r.parts) |l| {
             if (index_parts.allPassed(r, l)) return r.checkRange(idx, n, d);
-            // One pass: each index is checked against the record count before its block.
+            // One pass: each index is checked against the record count before its block. At
+            // the first block not judged, the rest of the batch's blocks are hinted, so that
+            // their reads go to the device together.
+            var hinted = false;
             var k: u64 = 0;
             while (k < n) : (k += 1) {
-                if (idx[@intCast(k)] >= r.header.record_count) return r.checkRange(idx, n, d);
-                try index_parts.ensureRecord(r, l, idx[@intCast(k)], d);
+                const rec = idx[@intCast(k)];
+                if (rec >= r.header.record_count) return r.checkRange(idx, n, d);
+                if (!hinted and !index_parts.recordPassed(r, l, rec)) {
+                    index_parts.hint(r, l, idx + @as(usize, @intCast(k)), n - k);
+                    hinted = true;
+                }
+                try index_parts.ensureRecord(r, l, rec, d);
             }
             return;
         }
@@ -524,6 +532,22 @@ pub const Reader = struct {
         try r.checkIndices(idx.?, n, d);
         const mode = r.readMode();
         return mode != .mapped and gather.prefetch(r, idx.?, n, mode);
+    }
+
+    /// Starts reading into the page cache the index parts that records idx[0..n) need and
+    /// the reader has not judged (zr_reader_hint_index; index_parts.hint), unless the mode is
+    /// `mapped`: for a caller about to read one batch through many readers, whose checks would
+    /// otherwise read each reader's parts in turn. Indices out of range are skipped. Returns
+    /// whether every index part has passed (or the reader has none): no later call hints.
+    pub fn hintIndex(r: *Reader, idx: ?[*]const u64, n: u64, d: *Diag) Error!bool {
+        try r.enter(d);
+        defer r.leave();
+        const l = r.parts orelse return true;
+        if (index_parts.allPassed(r, l)) return true;
+        if (n == 0) return false;
+        if (idx == null) return d.fail(error.InvalidArgument, "hint_index got a null index array", .{});
+        if (r.readMode() != .mapped) index_parts.hint(r, l, idx.?, n);
+        return false;
     }
 
     pub fn verify(r: *Reader, start: u64, n: u64, d: *Diag) Error!void {

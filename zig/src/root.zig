@@ -349,7 +349,8 @@ pub export fn zr_reader_gather_ragged(
 
 /// zr_reader_gather_ragged over many readers (a dataset's parts) in one call, part after
 /// part in its plan's order (gather.raggedAcross): `*taken` 0, and nothing read, where a
-/// touched reader does not read that way; the caller then gathers part by part.
+/// touched reader does not read that way (the caller then gathers part by part); 1 where it
+/// read the batch as warm, 2 where (with ZR_PARTS_COLD) it found it cold and hinted it.
 pub export fn zr_parts_gather_ragged(
     readers: ?[*]const *Reader,
     parts: u64,
@@ -361,6 +362,7 @@ pub export fn zr_parts_gather_ragged(
     offsets: ?[*]const u64,
     sizes: ?[*]const u64,
     out_size: u64,
+    flags: u32,
     taken: ?*u32,
     st: ?*Status,
 ) c_int {
@@ -378,11 +380,14 @@ pub export fn zr_parts_gather_ragged(
             break :blk d.fail(error.InvalidArgument, "parts_gather_ragged got a null array for {d} " ++
                 "records", .{count});
         }
+        if (flags & ~abi.parts_flags_known != 0) break :blk d.fail(error.InvalidArgument, "" ++
+            "parts_gather_ragged got unknown flags 0x{x}", .{flags & ~abi.parts_flags_known});
         const rs = readers.?[0..@intCast(parts)];
         const plan: gather.Plan = .{ .order = order.?, .local = local.?, .bounds = bounds.?, .n = count };
         const slots: gather.Slots = .{ .offsets = offsets.?, .sizes = sizes.? };
-        const did = gather.raggedAcross(rs, plan, @ptrCast(out), out_size, slots, &d) catch |err| break :blk err;
-        t.* = @intFromBool(did);
+        const cold = flags & abi.parts_cold != 0;
+        const how = gather.raggedAcross(rs, plan, @ptrCast(out), out_size, slots, cold, &d) catch |err| break :blk err;
+        t.* = @backingInt(how);
     };
     return finish(st, result, &d);
 }
@@ -427,6 +432,18 @@ pub export fn zr_reader_locate(
 pub export fn zr_reader_verify(r: ?*Reader, start: u64, count: u64, st: ?*Status) c_int {
     var d: Diag = .{};
     const result: Error!void = if (r) |rd| rd.verify(start, count, &d) else nullArgument(&d, "reader");
+    return finish(st, result, &d);
+}
+
+/// Hints the index parts that records idx[0..count) need and `r` has not judged
+/// (Reader.hintIndex); `*passed` (when not null) 1 once every part has passed.
+pub export fn zr_reader_hint_index(r: ?*Reader, idx: ?[*]const u64, count: u64, passed: ?*u32, st: ?*Status) c_int {
+    var d: Diag = .{};
+    const result: Error!void = blk: {
+        const rd = r orelse break :blk nullArgument(&d, "reader");
+        const all = rd.hintIndex(idx, count, &d) catch |err| break :blk err;
+        if (passed) |p| p.* = @intFromBool(all);
+    };
     return finish(st, result, &d);
 }
 

@@ -249,6 +249,7 @@ test "one gather over many readers, part after part, and when it declines" {
     var out: [20]u8 = undefined;
     const Call = struct {
         readers: []const *Reader,
+        flags: u32 = 0,
         taken: u32 = 9,
         st: Status = undefined,
 
@@ -267,6 +268,7 @@ test "one gather over many readers, part after part, and when it declines" {
                 &at,
                 sizes_.ptr,
                 dst.len,
+                c.flags,
                 &c.taken,
                 &c.st,
             );
@@ -293,6 +295,27 @@ test "one gather over many readers, part after part, and when it declines" {
     try testing.expectEqual(@as(c_int, 0), call.run(&order, &bounds, &sizes, &out));
     try testing.expectEqual(@as(u32, 0), call.taken);
     for (out) |byte| try testing.expectEqual(@as(u8, 0xEE), byte);
+    // Expected cold (ZR_PARTS_COLD): a reader that never hints declines it; with readers that
+    // may hint, one that hints every batch makes it cold (hinted, read with pread), and a
+    // sample of resident records a warm one; the same bytes each time.
+    call.flags = 1;
+    try testing.expectEqual(@as(c_int, 0), call.run(&order, &bounds, &sizes, &out));
+    try testing.expectEqual(@as(u32, 0), call.taken);
+    for (out) |byte| try testing.expectEqual(@as(u8, 0xEE), byte);
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_set_reads(ra, 0, &st)); // auto
+    try testing.expectEqual(@as(c_int, 0), call.run(&order, &bounds, &sizes, &out));
+    try testing.expectEqual(@as(u32, 2), call.taken);
+    try testing.expectEqualSlices(u8, std.mem.sliceAsBytes(&want), &out);
+    try testing.expect(ra.estimate.expectsCold() and rb.estimate.expectsCold());
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_set_reads(rb, 0, &st));
+    @memset(&out, 0xEE);
+    try testing.expectEqual(@as(c_int, 0), call.run(&order, &bounds, &sizes, &out));
+    try testing.expectEqual(@as(u32, 1), call.taken); // just written: in the page cache
+    try testing.expectEqualSlices(u8, std.mem.sliceAsBytes(&want), &out);
+    try testing.expect(!ra.estimate.expectsCold() and !rb.estimate.expectsCold());
+    call.flags = 6;
+    try testing.expectEqual(bad, call.run(&order, &bounds, &sizes, &out));
+    try t.expectContains(t.msg(&call.st), "unknown flags 0x6");
     root.zr_reader_free(ra);
     root.zr_reader_free(rb);
     td.removeStore("a", 1);

@@ -480,6 +480,14 @@ test "index parts: index_wants names the parts a batch needs until they pass, an
     // Per record not judged: its sum group (index.zrs bytes of all 4 block sums), then its
     // block (index.zri bytes of its 256 or 232 entries of 24 bytes).
     try testing.expectEqual(@as(u64, 6), found);
+    // Hinting what they need judges nothing and skips an index out of range (advice: the
+    // gather that follows refuses it); no array for records is refused.
+    const with_bad = [_]u64{ 999, records_count, 0 };
+    var passed: u32 = 9;
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_hint_index(r, &with_bad, with_bad.len, &passed, &st));
+    try testing.expectEqual(@as(u64, 0), lazyOf(r).judged.load(.monotonic));
+    try testing.expectEqual(@as(u32, 0), passed);
+    try testing.expectEqual(@as(c_int, t.ZR_E_INVALID_ARGUMENT), root.zr_reader_hint_index(r, null, 1, null, &st));
     try testing.expectEqual(want(abi.part_groups, 0, 0, 32), wants[0]);
     try testing.expectEqual(want(abi.part_blocks, 3, 768 * 24, 1000 * 24), wants[1]);
     try testing.expectEqual(want(abi.part_blocks, 0, 0, 256 * 24), wants[3]);
@@ -501,6 +509,10 @@ test "index parts: index_wants names the parts a batch needs until they pass, an
     const bad = [_]u64{1000};
     try testing.expectEqual(abi.Result.index.code(), root.zr_reader_index_wants(r, &bad, 1, &wants, &found, &st));
     try testing.expectEqual(abi.Result.index.code(), root.zr_reader_locate(r, &bad, 1, &shards, &offsets, &sizes, &st));
+    // Every part judged (verify): nothing is left to hint, and the caller is told so.
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_verify(r, 0, records_count, &st));
+    try testing.expectEqual(@as(c_int, 0), root.zr_reader_hint_index(r, null, 1, &passed, &st));
+    try testing.expectEqual(@as(u32, 1), passed);
     root.zr_reader_free(r);
     td.removeStore("s", 2);
 }

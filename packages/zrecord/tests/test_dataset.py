@@ -98,9 +98,10 @@ def _ragged_parts(root, sizes, seed=3, width=40):
     return expected
 
 
-def _gather_planned(ds, idx):
+def _gather_planned(ds, idx, cold=None):
     """ds's Ragged batch `idx` through its native Parts as `_read` calls it: the records, and
-    whether the gather went in one call over the parts."""
+    whether the gather went in one call over the parts (with `cold` given, through
+    `Parts.across` alone: how it was taken, 0 to 2, and the records only where it was)."""
     idx = np.asarray(idx, np.uint64)
     n = idx.shape[0]
     plan = ds._plan(idx)
@@ -111,7 +112,13 @@ def _gather_planned(ds, idx):
     ends = np.cumsum(sizes.astype(np.int64))
     out = np.full(int(ends[-1]) + 7, 0xEE, np.uint8)  # room past the end: nothing lands there
     offsets = (ends - sizes.astype(np.int64)).astype(np.uint64)
-    across = ds._native.gather(plan, n, out, offsets, sizes=sizes)
+    if cold is None:
+        across = ds._native.gather(plan, n, out, offsets, sizes=sizes)
+    else:
+        across = ds._native.across(plan, n, out, offsets, sizes, cold)
+        if not across:
+            assert (out == 0xEE).all()  # declined: nothing written
+            return None, across
     assert (out[int(ends[-1]):] == 0xEE).all()
     return [out[int(a):int(a) + int(z)] for a, z in zip(offsets, sizes)], across
 
@@ -191,6 +198,65 @@ def test_a_ragged_batch_over_parts_checks_each_slot_and_checksum(tmp_path):
         assert caught.value.record == 3
         got, across = _gather_planned(ds, [1, 17])
         assert across
+        # Expected cold and hinted: read with pread, checked there.
+        for part in ds.parts:
+            part._handle.set_reads(2)
+        with pytest.raises(errors.ChecksumError, match="p1") as caught:
+            _gather_planned(ds, [1, 13, 17], cold=True)
+        assert caught.value.record == 3
+
+
+def test_a_batch_expected_cold_is_sampled_and_hinted_in_the_one_call(tmp_path):
+    """A Ragged batch over raw parts that the dataset expects cold (its last batch was, and
+    its first, as a store's reader expects) is sampled in the one call over the parts: found in
+    the page cache, it is read as a warm batch (1); with a part that hints every batch, it is
+    hinted across all the parts and read with pread (2), where each part's own gather would
+    sample and hint its records again; a part that never hints leaves it to the parts' own
+    gathers (0, nothing written). The same records every way."""
+    expected = _ragged_parts(tmp_path / "r", [30, 0, 25, 40])
+    idx = [70, 3, 31, 55, 94, 3, 54]
+
+    def same(got, rows):
+        return all(np.array_equal(g, expected[i]) for g, i in zip(got, rows))
+    with zrecord.open_dataset(tmp_path / "r") as ds:
+        assert ds._cold  # at first
+        got, how = _gather_planned(ds, idx, cold=True)
+        assert how == 1 and same(got, idx)  # just written: in the page cache
+        got, how = _gather_planned(ds, idx, cold=False)
+        assert how == 1 and same(got, idx)  # the sample set the parts' estimates warm
+        ds.parts[2]._handle.set_reads(2)  # ZR_READS_HINTED
+        got, how = _gather_planned(ds, idx, cold=True)
+        assert how == 2 and same(got, idx)
+        got, how = _gather_planned(ds, idx, cold=False)
+        assert how == 0  # expected warm: a part that hints every batch reads it alone
+        ds.parts[0]._handle.set_reads(1)  # ZR_READS_MAPPED: never hinted
+        got, how = _gather_planned(ds, idx, cold=True)
+        assert how == 0
+        # Through the dataset's reads: a batch found cold keeps the next one expected cold;
+        # one found warm ends that.
+        ds.parts[0]._handle.set_reads(0)
+        ds._cold = True
+        assert same(ds[np.array(idx)], idx) and ds._cold
+        ds.parts[2]._handle.set_reads(0)
+        assert same(ds[np.array(idx)], idx) and not ds._cold
+
+
+def test_hinting_a_batchs_index_parts_judges_none(tmp_path):
+    """What a cold batch's parts need of their index files is asked for across the parts
+    before any part's checks read it (`Parts.hint_index`): advice, which judges nothing; the
+    reads judge only the blocks of their records, as before."""
+    expected = _ragged_parts(tmp_path / "r", [600, 700, 500])
+    idx = np.array([1, 650, 1500, 1200], np.uint64)
+    with zrecord.open_dataset(tmp_path / "r") as ds:
+        ds._native.hint_index(ds._plan(idx), idx.shape[0])
+        assert [p.index_info()["resident_bytes"] for p in ds.parts] == [0, 0, 0]
+        assert all(np.array_equal(g, expected[i]) for g, i in zip(ds[idx], idx.tolist()))
+        judged = [p.index_info()["resident_bytes"] for p in ds.parts]
+        assert all(0 < j for j in judged)
+        for p in ds.parts:
+            p.verify()  # every block judged: later hints skip the parts
+        ds._native.hint_index(ds._plan(idx), idx.shape[0])
+        assert all(np.array_equal(g, expected[i]) for g, i in zip(ds[idx], idx.tolist()))
 
 
 TRUNCATED_PART_SCRIPT = """
@@ -1506,6 +1572,8 @@ def test_a_slow_batch_has_the_next_hinted_across_the_parts(tmp_path, monkeypatch
 
     monkeypatch.setattr(_dataset, "_clock", lambda: next(ticks))
     with zrecord.open_dataset(tmp_path / "ds") as ds:
+        assert ds._cold  # at first, as a store's reader: its first batch is sampled
+        ds._cold = False  # as after a first batch found warm
         ds._native = Spy(ds._native)
         for idx in ([0, 5, 10], [1, 6, 11], [2, 7, 12]):
             assert np.array_equal(ds[idx], values[idx])

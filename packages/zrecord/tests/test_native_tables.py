@@ -101,7 +101,7 @@ ZIG_CONSTS = {"format.zig": ["format_major", "format_minor", "ndim_max", "data_s
                              "record_size_bytes_max", "dim_max", "dict_size_bytes_max",
                              "record_count_max", "itemsize_bytes_max", "unit_count_max", "header_size_bytes_max"],
               "abi.zig": ["write_no_sync", "write_index_parts", "open_cache_bypass", "open_validate_index", "open_check_every_read",
-                          "open_whole_index", "part_blocks", "part_groups",
+                          "open_whole_index", "part_blocks", "part_groups", "parts_cold",
                           "index_cache_records_min_default", "index_cache_bytes_default"]}
 
 

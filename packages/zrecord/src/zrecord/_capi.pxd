@@ -53,6 +53,7 @@ cdef extern from "zrecord.h" nogil:
     const uint32_t ZR_READS_AUTO
     const uint32_t ZR_READS_MAPPED
     const uint32_t ZR_READS_HINTED
+    const uint32_t ZR_PARTS_COLD
 
     const char *zr_result_name(int code)
     const char *zr_dtype_info(uint8_t code, uint32_t *itemsize)
@@ -159,11 +160,14 @@ cdef extern from "zrecord.h" nogil:
     int zr_parts_gather_ragged(zr_reader **readers, uint64_t parts, const uint64_t *order,
                                const uint64_t *local, const uint64_t *bounds, uint64_t count,
                                void *out, const uint64_t *offsets, const uint64_t *sizes,
-                               uint64_t out_size, uint32_t *taken, zr_status *st)
+                               uint64_t out_size, uint32_t flags, uint32_t *taken,
+                               zr_status *st)
     int zr_reader_verify(zr_reader *r, uint64_t start, uint64_t count, zr_status *st)
     int zr_reader_prefetch(zr_reader *r, const uint64_t *idx, uint64_t count, zr_status *st)
     int zr_reader_prefetch_hinted(zr_reader *r, const uint64_t *idx, uint64_t count,
                                   uint32_t *hinted, zr_status *st)
+    int zr_reader_hint_index(zr_reader *r, const uint64_t *idx, uint64_t count, uint32_t *passed,
+                             zr_status *st)
     ctypedef struct zr_index_want:
         uint32_t file
         uint32_t reserved

@@ -331,10 +331,12 @@ class _Dataset(Generic[_Batch]):
         self._native = _native.Parts([p._handle for p in parts], self._starts)
         self._remote = any(p._remote is not None for p in parts)
         # Whether the last local batch was found cold (hinted, or read slower than the page
-        # cache reads): the next one is then hinted across all its parts before it is read,
-        # as one store hints its whole batch (_gather_parts). Written by gathers on any
-        # thread; a stale value costs a hint or a slow batch, never a wrong record.
-        self._cold = False
+        # cache reads): the next one is then sampled and, found cold, hinted across all its
+        # parts before it is read, as one store hints its whole batch (_gather_parts). True at
+        # first, as a store's reader starts out expecting cold data: a first batch found warm
+        # costs a sample. Written by gathers on any thread; a stale value costs a sample, a
+        # hint or a slow batch, never a wrong record.
+        self._cold = True
         # The second thread of a large local gather that spans parts (made on first use).
         self._helper: ThreadPoolExecutor | None = None
         self._helper_lock = threading.Lock()
@@ -575,16 +577,25 @@ class _Dataset(Generic[_Batch]):
                       sizes: np.ndarray | None = None) -> None:
         """Local parts: the batch of `n` records planned in `plan` into `out`, position j at
         byte offsets[j] (or j * `size`; a slot of sizes[j] bytes where given), in one native
-        call (for a warm Ragged batch of raw parts, one call of the core over all the parts,
-        not one per part: `_native.Parts.gather`). Hinted first (Parts.prefetch, whose one
-        sample tells whether the batch is cold) when the last batch was cold, and when the
-        core itself would gather the batch on more than one thread (at least
-        _PARALLEL_BYTES): that one is gathered in two calls on two threads. A batch read
+        call (for a Ragged batch of raw parts, one call of the core over all the parts, not
+        one per part: `_native.Parts.across`, `_native.Parts.gather`). When the last batch was
+        cold, a Ragged batch of raw parts is sampled in that call and, found cold, hinted
+        across the parts and read with pread; any other batch is hinted first
+        (Parts.prefetch, whose one sample tells whether the batch is cold) when the last batch
+        was cold, and when the core itself would gather the batch on more than one thread (at
+        least _PARALLEL_BYTES): that one is gathered in two calls on two threads. A batch read
         without a hint that was slow marks the dataset cold: each part's own probe sees only
         its few records of a batch, and hinting them part after part leaves one part's reads
         in flight at a time (cold token batches over 64 parts: 0.6x one store's rate; hinted
-        across the parts first, 0.96x)."""
+        across the parts first, 0.96x). Hinted across the parts and then read by each part's
+        own gather, each part sampled and hinted its records again (two system calls more a
+        record: 0.64-0.78x on 2026-12-08), which the one call does not."""
         parallel = nbytes >= _PARALLEL_BYTES and len(self.parts) > 1
+        if self._cold and not parallel and offsets is not None and sizes is not None:
+            taken = self._native.across(plan, n, out, offsets, sizes, True)
+            if taken:
+                self._cold = taken == 2
+                return
         hinted = False
         if self._cold or parallel:
             hinted = self._cold = self._native.prefetch(plan, n)
@@ -704,6 +715,8 @@ class RaggedDataset(_Dataset[list[np.ndarray]], Ragged):
             self._each_part(idx, fetch)
             return out
         shapes, sizes = np.empty((n, self.ndim), np.uint64), np.empty(n, np.uint64)
+        if self._cold:  # each part's shapes judge its index parts: all of them asked for first
+            self._native.hint_index(plan, n)
         self._native.shapes(plan, n, self.ndim, shapes, sizes)
         return ragged_records(self._pool, self.dtype, shapes, sizes, idx, self.path,
                               lambda flat, offsets: self._gather_parts(

@@ -181,6 +181,7 @@ CONSTANTS = {
     "ZR_READS_AUTO": ZR_READS_AUTO,
     "ZR_READS_MAPPED": ZR_READS_MAPPED,
     "ZR_READS_HINTED": ZR_READS_HINTED,
+    "ZR_PARTS_COLD": ZR_PARTS_COLD,
 }
 
 
@@ -642,7 +643,9 @@ cdef class Parts:
     """The parts of a dataset, for its batch reads (each one call, which runs the parts'
     native calls in turn with the GIL released): their native readers, held alive by this
     object (so a handle outlives every call that uses it), and the record numbers their parts
-    start at. Holds nothing that changes, so calls may overlap from many threads.
+    start at. Holds nothing that changes but which parts' index parts have all passed (flags
+    that only ever go from 0 to 1: a stale 0 costs one more call), so calls may overlap from
+    many threads.
 
     A batch's plan (`plan`) is one uint64 array of 2 * count + parts + 1 values: `order` (the
     batch's positions sorted by part, stably), `local` (those records' numbers within their
@@ -662,6 +665,10 @@ cdef class Parts:
     cdef uint64_t *table
     cdef uint64_t buckets
     cdef unsigned shift
+    # passed[g]: part g's index parts have all passed (zr_reader_hint_index said so), so
+    # hint_index skips it; hints_left: parts not known to have, 0 making it one test.
+    cdef uint8_t *passed
+    cdef uint64_t hints_left
 
     def __cinit__(self, list readers, object starts):
         cdef Py_ssize_t n = len(readers)
@@ -686,8 +693,11 @@ cdef class Parts:
         self.rs = <zr_reader **> malloc(n * sizeof(zr_reader *))
         self.starts = <uint64_t *> malloc((n + 1) * 8)
         self.table = <uint64_t *> malloc((buckets + 1) * 8)
-        if self.rs == NULL or self.starts == NULL or self.table == NULL:
+        self.passed = <uint8_t *> malloc(n)
+        if self.rs == NULL or self.starts == NULL or self.table == NULL or self.passed == NULL:
             raise MemoryError()
+        memset(self.passed, 0, n)
+        self.hints_left = n
         for g in range(n):
             self.rs[g] = (<Reader?> readers[g]).r
             self.starts[g] = sp[g]
@@ -711,6 +721,7 @@ cdef class Parts:
         free(self.rs)
         free(self.starts)
         free(self.table)
+        free(self.passed)
 
     cdef uint64_t *_plan_of(self, object plan, uint64_t count) except NULL:
         cdef uint64_t *pp
@@ -816,7 +827,7 @@ cdef class Parts:
         _buffer(out, True, &op, &out_size)
         cdef uint64_t *bp = pp + 2 * count
         if fp != NULL and zp != NULL and first == 0 and stop == self.parts and threads <= 1 \
-                and self._across(pp, count, op, fp, zp, out_size):
+                and self._across(pp, count, op, fp, zp, out_size, 0):
             return True
         lo, hi = bp[first], bp[stop]
         cdef uint64_t *placed = <uint64_t *> malloc(max(count, 1) * (16 if zp != NULL else 8))
@@ -847,21 +858,72 @@ cdef class Parts:
             _fail(rc, &st)
         return False
 
-    cdef bint _across(self, uint64_t *pp, uint64_t count, void *op, uint64_t *fp, uint64_t *zp,
-                      uint64_t out_size) except -1:
+    def across(self, object plan, uint64_t count, object out, object offsets, object sizes,
+               bint cold=False):
+        """A whole Ragged batch (offsets and slot sizes as `gather` takes them) in one native
+        call over the parts, where every part it touches reads it that way (`_across`): 0,
+        nothing read, where one does not; 1 where it read the batch as warm; 2 where, with
+        `cold` (the last batch was found cold), its sample found it cold and it was hinted
+        across the parts and read with pread."""
+        cdef uint64_t *pp = self._plan_of(plan, count)
+        cdef uint64_t *fp
+        cdef uint64_t *zp
+        cdef void *op
+        cdef uint64_t out_size
+        _u64(offsets, False, &fp, count)
+        _u64(sizes, False, &zp, count)
+        _buffer(out, True, &op, &out_size)
+        return self._across(pp, count, op, fp, zp, out_size, ZR_PARTS_COLD if cold else 0)
+
+    cdef int _across(self, uint64_t *pp, uint64_t count, void *op, uint64_t *fp, uint64_t *zp,
+                     uint64_t out_size, uint32_t flags) except -1:
         """A whole Ragged batch in one native call over the parts (zr_parts_gather_ragged),
         part after part in the plan's order, where every part it touches reads it that way (a
-        raw part with its index in memory, taken to be in the page cache); False, nothing
-        read, otherwise."""
+        raw part with its index in memory; taken to be in the page cache, or with
+        ZR_PARTS_COLD sampled and, found cold, hinted across the parts): how it was taken (0:
+        not, nothing read; 1: warm; 2: cold)."""
         cdef zr_status st
         cdef int rc
         cdef uint32_t taken = 0
         with nogil:
             rc = zr_parts_gather_ragged(self.rs, self.parts, pp, pp + count, pp + 2 * count, count,
-                                        op, fp, zp, out_size, &taken, &st)
+                                        op, fp, zp, out_size, flags, &taken, &st)
         if rc != 0:
             _fail(rc, &st)
-        return taken != 0
+        return <int> taken
+
+    def hint_index(self, object plan, uint64_t count):
+        """For each part the batch touches, a hint of the index parts its records need and the
+        part has not judged (zr_reader_hint_index): all of them in the device's queue before
+        the first part's checks read any. Once a part's index parts have all passed it is
+        skipped, and once every part's, the call costs one test."""
+        if self.hints_left:
+            self._hint_index(self._plan_of(plan, count), count)
+
+    cdef int _hint_index(self, uint64_t *pp, uint64_t count) except -1:
+        cdef zr_status st
+        cdef int rc = 0
+        cdef uint64_t *bp = pp + 2 * count
+        cdef uint64_t *lp = pp + count
+        cdef uint64_t g
+        cdef uint32_t passed = 0
+        with nogil:
+            for g in range(self.parts):
+                if bp[g + 1] > bp[g] and not self.passed[g]:
+                    rc = zr_reader_hint_index(self.rs[g], lp + bp[g], bp[g + 1] - bp[g], &passed, &st)
+                    if rc != 0:
+                        break
+                    if passed:
+                        self.passed[g] = 1
+        # Counted again, not decremented: two threads may both find a part passed. Each
+        # count is of flags that only go up, so a stale one is only ever too high.
+        cdef uint64_t left = 0
+        for g in range(self.parts):
+            left += not self.passed[g]
+        self.hints_left = left
+        if rc != 0:
+            _fail(rc, &st)
+        return 0
 
     def prefetch(self, object plan, uint64_t count):
         """`Reader.prefetch` over the parts in one call: for each part, a read-ahead hint for
@@ -869,7 +931,8 @@ cdef class Parts:
         them in the page cache, the batch is taken to be there, and the other parts are not
         sampled (each sample costs a few system calls, which a batch spread over many parts
         would otherwise pay once per part). Returns whether it hinted (the batch was found
-        cold)."""
+        cold). The index parts that the batch's records need and their parts have not judged
+        are hinted first (`hint_index`): each part's prefetch judges them."""
         cdef zr_status st
         cdef int rc = 0
         cdef uint64_t *pp = self._plan_of(plan, count)
@@ -878,6 +941,8 @@ cdef class Parts:
         cdef uint64_t g
         cdef uint64_t largest = 0
         cdef uint32_t hinted = 1
+        if self.hints_left:
+            self._hint_index(pp, count)
         with nogil:
             for g in range(self.parts):
                 if bp[g + 1] - bp[g] > bp[largest + 1] - bp[largest]:
