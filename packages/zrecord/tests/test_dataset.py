@@ -255,6 +255,8 @@ def test_hinting_a_batchs_index_parts_judges_none(tmp_path):
         assert all(0 < j for j in judged)
         for p in ds.parts:
             p.verify()  # every block judged: later hints skip the parts
+        # Each part's first reads judged the blocks of their records only, not its index.
+        assert all(j < p.index_info()["resident_bytes"] for j, p in zip(judged, ds.parts))
         ds._native.hint_index(ds._plan(idx), idx.shape[0])
         assert all(np.array_equal(g, expected[i]) for g, i in zip(ds[idx], idx.tolist()))
 
