@@ -341,7 +341,7 @@ def _alternate(readers: dict[str, Any], batch: int, seconds: float, files: dict[
                rng: np.random.Generator) -> dict[str, float]:
     """Random gathers of `batch` records from each reader in turn, batch by batch, for about
     `seconds`; with `files`, each reader's files are evicted before each of its batches (cold).
-    Records/s per reader, and (as `<name>_after`) over its batches after the first
+    Records/s per reader, and cold (as `<name>_after`) over its batches after the first
     COLD_START_BATCHES: fresh readers of a dataset judge their parts' index blocks in their
     first cold batches, which the eviction before every batch sends to the disk again."""
     n = len(next(iter(readers.values())))
@@ -356,8 +356,9 @@ def _alternate(readers: dict[str, Any], batch: int, seconds: float, files: dict[
             reader[idx]
             times[name].append(time.perf_counter() - t)
     rates = {name: batch * len(ts) / sum(ts) for name, ts in times.items()}
-    rates.update({f"{name}_after": batch * len(ts[COLD_START_BATCHES:]) / sum(ts[COLD_START_BATCHES:])
-                  for name, ts in times.items()})
+    if files is not None:
+        rates.update({f"{name}_after": batch * len(ts[COLD_START_BATCHES:]) / sum(ts[COLD_START_BATCHES:])
+                      for name, ts in times.items()})
     return rates
 
 

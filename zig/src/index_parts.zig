@@ -393,15 +393,10 @@ pub inline fn recordPassed(r: *const Reader, l: *const Lazy, rec: u64) bool {
 /// device together rather than one block after another (a dataset's first cold batches of
 /// 256 token records over 64 parts took 50 ms, then 20, 15, 10, against one store's 3).
 /// Advice only: indices out of range are skipped (the caller reports them), nothing fails.
-/// An index of at most `hint_whole_bytes_max` (a dataset's small parts) is hinted whole: one
-/// read of the file, where its blocks would each be one.
+/// An index of at most `hint_whole_bytes_max` (a dataset's small parts) is hinted whole, once
+/// a record needs a block not judged: one read of the file, where its blocks would each be one.
 pub fn hint(r: *const Reader, l: *const Lazy, idx: [*]const u64, n: u64) void {
     const index_bytes = r.header.record_count * r.entry_size;
-    if (index_bytes <= hint_whole_bytes_max) {
-        sys.fadviseRange(r.index_fd, 0, index_bytes, .willneed);
-        sys.fadviseRange(r.sums_fd, 0, 8 * r.header.blockCount(), .willneed);
-        return;
-    }
     var last_block: u64 = std.math.maxInt(u64);
     var i: u64 = 0;
     while (i < n) : (i += 1) {
@@ -410,6 +405,12 @@ pub fn hint(r: *const Reader, l: *const Lazy, idx: [*]const u64, n: u64) void {
         const b = rec >> @intCast(r.header.index_block_shift);
         if (b == last_block) continue;
         last_block = b;
+        if (index_bytes <= hint_whole_bytes_max) {
+            if (bitSet(l.blocks, b)) continue;
+            sys.fadviseRange(r.index_fd, 0, index_bytes, .willneed);
+            sys.fadviseRange(r.sums_fd, 0, 8 * r.header.blockCount(), .willneed);
+            return;
+        }
         var runs: [2]abi.IndexWant = undefined;
         for (runs[0..wants(r, l, rec, &runs)]) |w| {
             const fd = if (w.file == abi.part_groups) r.sums_fd else r.index_fd;
